@@ -1,0 +1,26 @@
+package transport
+
+import "errors"
+
+// Sentinel errors. Implementations wrap them with %w and detail; callers
+// test them with errors.Is.
+var (
+	// ErrClosed: the connection, listener, region or transport was closed
+	// (locally or by the peer), or failed and was closed because of it.
+	ErrClosed = errors.New("transport: closed")
+	// ErrBadKey: a READ named a region that does not exist (never registered,
+	// or deregistered) or a key that does not match it.
+	ErrBadKey = errors.New("transport: unknown region key")
+	// ErrOutOfRange: a READ's offset and length fall outside the region.
+	ErrOutOfRange = errors.New("transport: read out of region bounds")
+	// ErrMessageTooLarge: a message exceeds the connection's MaxMessage.
+	ErrMessageTooLarge = errors.New("transport: message too large")
+	// ErrBatchTooLarge: a Read call posted more than MaxBatch ops.
+	ErrBatchTooLarge = errors.New("transport: too many reads in one batch")
+	// ErrProtocol: the peer sent something the transport cannot parse; the
+	// connection is closed.
+	ErrProtocol = errors.New("transport: protocol violation")
+	// ErrUnsupported: the transport was built without support for this
+	// platform or feature.
+	ErrUnsupported = errors.New("transport: unsupported")
+)

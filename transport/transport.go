@@ -1,0 +1,126 @@
+package transport
+
+import (
+	"context"
+	"fmt"
+)
+
+// Defaults shared by implementations. An implementation may support other
+// values through its own Config, but must document them.
+const (
+	// DefaultMaxMessage is the largest message Send accepts unless configured
+	// otherwise. It comfortably holds the largest kvd request (a 1 MiB value
+	// plus key and framing) and a Raft snapshot chunk.
+	DefaultMaxMessage = 4 << 20
+
+	// DefaultCredits is how many messages a sender may have in flight to a
+	// receiver that has not yet consumed them. It is also the depth of the
+	// receiver's queue of delivered messages.
+	DefaultCredits = 64
+
+	// MaxBatch is the most READs one Read call may post.
+	MaxBatch = 16
+)
+
+// Descriptor names a registered region to a remote reader: what RDMA calls
+// (remote address, length, rkey). It is plain data and may be sent to peers.
+type Descriptor struct {
+	// Addr is the base address remote READs are relative to. On RDMA it is the
+	// region's virtual address; other transports may use any value.
+	Addr uint64
+	// Len is the region's length in bytes.
+	Len uint64
+	// Key authorises remote READs of this region (the rkey).
+	Key uint32
+}
+
+func (d Descriptor) String() string {
+	return fmt.Sprintf("region{addr=%#x len=%d key=%#x}", d.Addr, d.Len, d.Key)
+}
+
+// Region is memory registered for remote reading.
+//
+// The memory is allocated off the Go heap by the transport and stays valid
+// until Close returns; the owner must not touch Bytes after that. Remote
+// READs copy bytes out of the region without any coordination with the
+// owner: they take none of its locks and may observe a write half done.
+// Owners that need consistent remote reads must make their data
+// self-verifying (kvd's table does, with checksums).
+type Region interface {
+	// Bytes is the registered memory. The slice header is fixed for the
+	// region's life; the bytes may be written at any time by the owner.
+	Bytes() []byte
+	// Descriptor is what a remote peer needs to READ this region.
+	Descriptor() Descriptor
+	// Close deregisters the region and frees its memory. It waits for READs
+	// being served from it to finish; later READs fail with ErrBadKey.
+	// Close is idempotent.
+	Close() error
+}
+
+// ReadOp is one one-sided READ within a batch: Len(Dst) bytes of the remote
+// region named by Remote, starting at Offset, copied into Dst.
+type ReadOp struct {
+	Remote Descriptor
+	Offset uint64
+	Dst    []byte
+}
+
+// Conn is one reliable connection between two endpoints (an RC queue pair).
+//
+// Concurrency: every method may be called from many goroutines at once.
+// Messages sent by one goroutine arrive in the order sent; messages from
+// different goroutines interleave whole, never torn.
+type Conn interface {
+	// Send delivers msg to the peer's Recv. It copies msg before returning,
+	// so the caller may reuse it at once. It blocks while the peer holds all
+	// of this connection's credits (has not consumed earlier messages), until
+	// ctx is done or the connection fails. Messages larger than MaxMessage
+	// fail with ErrMessageTooLarge; empty messages are delivered.
+	Send(ctx context.Context, msg []byte) error
+
+	// Recv waits for the next message and returns it appended to buf[:0],
+	// growing buf only if it is too small. The caller owns the result.
+	Recv(ctx context.Context, buf []byte) ([]byte, error)
+
+	// Read posts a batch of up to MaxBatch one-sided READs of the peer's
+	// regions and waits for all of them. It returns nil only if every op
+	// filled its Dst. The remote application is not involved. On error the
+	// contents of every Dst are undefined. If ctx ends first, Read returns
+	// ctx's error and guarantees no op will write to any Dst afterwards.
+	Read(ctx context.Context, ops []ReadOp) error
+
+	// MaxMessage is the largest message Send accepts on this connection.
+	MaxMessage() int
+
+	// RemoteAddr is the peer's address as the transport names it.
+	RemoteAddr() string
+
+	// Close tears the connection down. Pending and later operations on both
+	// sides fail with ErrClosed (or a wrapped cause) promptly.
+	Close() error
+}
+
+// Listener accepts connections. Accept and Close may be called concurrently.
+type Listener interface {
+	Accept(ctx context.Context) (Conn, error)
+	Addr() string
+	Close() error
+}
+
+// Transport is one endpoint's device context: it owns the registered
+// regions, and the connections made through it serve remote READs of them.
+// All methods are safe for concurrent use.
+type Transport interface {
+	// Register allocates size bytes off the Go heap, zeroed, and registers
+	// them for remote READ (never remote write).
+	Register(size int) (Region, error)
+	// Listen accepts connections at addr ("host:port").
+	Listen(addr string) (Listener, error)
+	// Dial connects to a listener at addr.
+	Dial(ctx context.Context, addr string) (Conn, error)
+	// Name is the transport's name as flags spell it ("tcp", "rdma").
+	Name() string
+	// Close closes every listener, connection and region of the transport.
+	Close() error
+}
