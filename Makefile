@@ -1,0 +1,36 @@
+# kvd: the two commands a newcomer needs are `make run` and `make test`.
+GO       ?= go
+BIN      := bin
+PKGS     := ./...
+# Where `make run` keeps its three nodes' data (wiped by `make clean`).
+RUN_DIR  ?= data
+
+.PHONY: all build build-rdma run test test-go test-rdma vet bench bench-quick clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN)/ ./cmd/...
+
+build-rdma:
+	$(GO) build -tags rdma -o $(BIN)/ ./cmd/...
+
+# Starts a local 3-node cluster in the foreground; Ctrl-C stops it.
+run: build
+	@scripts/run-cluster.sh $(BIN) $(RUN_DIR)
+
+vet:
+	$(GO) vet $(PKGS)
+
+test-go: vet
+	$(GO) test -race -timeout 20m $(PKGS)
+
+# Boots a Soft-RoCE VM and runs the RDMA suites inside it (root, installs
+# its own packages).
+test-rdma:
+	scripts/rdmavm/test-rdma.sh
+
+test: test-go test-rdma
+
+clean:
+	rm -rf $(BIN) $(RUN_DIR)

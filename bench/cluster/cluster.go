@@ -1,0 +1,288 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/kvd-project/kvd/client"
+	"github.com/kvd-project/kvd/internal/cli"
+)
+
+// Sentinel errors.
+var (
+	// ErrConfig: the Config is unusable.
+	ErrConfig = errors.New("cluster: bad config")
+	// ErrNotReady: the cluster did not serve a write in time, or a node
+	// exited while starting.
+	ErrNotReady = errors.New("cluster: not ready")
+)
+
+// Config describes the cluster to start.
+type Config struct {
+	// Bin is the directory holding the kvd binary. Required.
+	Bin string
+	// Nodes is the cluster size. Default 3.
+	Nodes int
+	// Transport is passed to kvd --transport and used by the readiness
+	// probe. Default "tcp".
+	Transport string
+	// Host is the address nodes listen on. Default 127.0.0.1 (the RDMA VM
+	// uses its rxe device's address, 127.1.0.1).
+	Host string
+	// TableMem is kvd --table-mem ("512MiB"); empty: kvd's default.
+	TableMem string
+	// Dir holds the nodes' data directories. Default: a temporary
+	// directory that Stop removes.
+	Dir string
+	// Args are extra kvd flags for every node.
+	Args []string
+	// ReadyTimeout bounds waiting for the cluster to serve a write. Default
+	// 30s.
+	ReadyTimeout time.Duration
+}
+
+// Defaults.
+const (
+	DefaultNodes        = 3
+	DefaultReadyTimeout = 30 * time.Second
+	// logTail is how much of each node's output is kept to explain a
+	// failure.
+	logTail = 16 << 10
+)
+
+// Validate reports whether c is usable, filling in defaults.
+func (c *Config) Validate() error {
+	if c.Bin == "" {
+		return fmt.Errorf("%w: no bin directory", ErrConfig)
+	}
+	if c.Nodes == 0 {
+		c.Nodes = DefaultNodes
+	}
+	if c.Nodes < 1 || c.Nodes > 9 {
+		return fmt.Errorf("%w: %d nodes (1..9)", ErrConfig, c.Nodes)
+	}
+	if c.Transport == "" {
+		c.Transport = "tcp"
+	}
+	if c.Host == "" {
+		c.Host = "127.0.0.1"
+	}
+	if c.ReadyTimeout <= 0 {
+		c.ReadyTimeout = DefaultReadyTimeout
+	}
+	return nil
+}
+
+// Cluster is a running set of kvd processes.
+type Cluster struct {
+	Endpoints []string
+	cfg       Config
+	dir       string
+	ownDir    bool
+	nodes     []*node
+}
+
+type node struct {
+	cmd  *exec.Cmd
+	out  *tail
+	done chan struct{}
+	err  error // valid after done is closed
+}
+
+// Start launches the nodes and waits until the cluster commits a write.
+// On failure it stops whatever it started.
+func Start(ctx context.Context, cfg Config) (*Cluster, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	kvd := filepath.Join(cfg.Bin, "kvd")
+	if _, err := os.Stat(kvd); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	c := &Cluster{cfg: cfg, dir: cfg.Dir}
+	if c.dir == "" {
+		d, err := os.MkdirTemp("", "kvbench-cluster-")
+		if err != nil {
+			return nil, err
+		}
+		c.dir, c.ownDir = d, true
+	}
+	addrs, err := freeAddrs(cfg.Host, cfg.Nodes)
+	if err != nil {
+		c.Stop()
+		return nil, err
+	}
+	c.Endpoints = addrs
+	members := make([]string, len(addrs))
+	for i, a := range addrs {
+		members[i] = fmt.Sprintf("%d=%s", i+1, a)
+	}
+	for i, a := range addrs {
+		args := []string{"--id", strconv.Itoa(i + 1), "--listen", a, "--initial-cluster", strings.Join(members, ","),
+			"--data-dir", filepath.Join(c.dir, fmt.Sprintf("node%d", i+1)), "--transport", cfg.Transport, "--log-level", "warn"}
+		if cfg.TableMem != "" {
+			args = append(args, "--table-mem", cfg.TableMem)
+		}
+		n, err := startNode(kvd, append(args, cfg.Args...))
+		if err != nil {
+			c.Stop()
+			return nil, err
+		}
+		c.nodes = append(c.nodes, n)
+	}
+	if err := c.waitReady(ctx); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	return c, nil
+}
+
+func startNode(bin string, args []string) (*node, error) {
+	n := &node{cmd: exec.Command(bin, args...), out: &tail{max: logTail}, done: make(chan struct{})}
+	n.cmd.Stdout, n.cmd.Stderr = n.out, n.out
+	if err := n.cmd.Start(); err != nil {
+		return nil, err
+	}
+	go func() { n.err = n.cmd.Wait(); close(n.done) }()
+	return n, nil
+}
+
+// freeAddrs returns n addresses on host whose ports were free a moment
+// ago.
+func freeAddrs(host string, n int) ([]string, error) {
+	out := make([]string, 0, n)
+	var lns []net.Listener
+	defer func() {
+		for _, l := range lns {
+			l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+		if err != nil {
+			return nil, fmt.Errorf("%w: no free port on %s: %w", ErrConfig, host, err)
+		}
+		lns = append(lns, l)
+		out = append(out, l.Addr().String())
+	}
+	return out, nil
+}
+
+// waitReady retries a probe PUT until it is committed, a node exits, or
+// ReadyTimeout passes.
+func (c *Cluster) waitReady(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.ReadyTimeout)
+	defer cancel()
+	ctx, exited := context.WithCancelCause(ctx)
+	defer exited(nil)
+	for i, n := range c.nodes {
+		go func() {
+			select {
+			case <-n.done:
+				exited(fmt.Errorf("%w: node %d exited (%v):\n%s", ErrNotReady, i+1, n.err, n.out))
+			case <-ctx.Done():
+			}
+		}()
+	}
+	tr, err := cli.Transport(c.cfg.Transport, "")
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	defer tr.Close()
+	cl, err := client.New(client.Config{Endpoints: c.Endpoints, Transport: tr, DialTimeout: time.Second, RequestTimeout: 2 * time.Second})
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	for {
+		pctx, pcancel := context.WithTimeout(ctx, 2*time.Second)
+		err := cl.Put(pctx, []byte("kvbench-ready"), []byte("ok"))
+		pcancel()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			if cause := context.Cause(ctx); errors.Is(cause, ErrNotReady) {
+				return cause
+			}
+			return fmt.Errorf("%w after %v: %w; node 1 says:\n%s", ErrNotReady, c.cfg.ReadyTimeout, err, c.nodes[0].out)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// PIDs are the nodes' process ids.
+func (c *Cluster) PIDs() []int {
+	out := make([]int, len(c.nodes))
+	for i, n := range c.nodes {
+		out[i] = n.cmd.Process.Pid
+	}
+	return out
+}
+
+// Dir is where the nodes keep their data.
+func (c *Cluster) Dir() string { return c.dir }
+
+// Logs returns the tail of node i's output (0-based).
+func (c *Cluster) Logs(i int) string { return c.nodes[i].out.String() }
+
+// Stop terminates every node (SIGTERM, then SIGKILL after 10 s) and
+// removes the data directory if Start made it. It may be called more than
+// once.
+func (c *Cluster) Stop() error {
+	var wg sync.WaitGroup
+	for _, n := range c.nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = n.cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-n.done:
+			case <-time.After(10 * time.Second):
+				_ = n.cmd.Process.Kill()
+				<-n.done
+			}
+		}()
+	}
+	wg.Wait()
+	c.nodes = nil
+	if c.ownDir {
+		return os.RemoveAll(c.dir)
+	}
+	return nil
+}
+
+// tail keeps the last max bytes written to it.
+type tail struct {
+	mu  sync.Mutex
+	max int
+	buf bytes.Buffer
+}
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf.Write(p)
+	if extra := t.buf.Len() - t.max; extra > 0 {
+		t.buf.Next(extra)
+	}
+	return len(p), nil
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.buf.String()
+}

@@ -1,0 +1,90 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kvd-project/kvd/client"
+)
+
+// fakeStore is an in-memory Store. A GET costs two "round trips", or one
+// RPC when rpcGets is set, in the client's counters. Once every key exists
+// it allocates nothing per operation.
+type fakeStore struct {
+	rpcGets bool
+	failPut uint64        // every failPut-th PUT fails (0: none)
+	stallAt uint64        // the stallAt-th operation sleeps for stall
+	stall   time.Duration // (0: none)
+
+	*shared
+	ops    atomic.Uint64
+	gets   atomic.Uint64
+	rounds atomic.Uint64
+	rpc    atomic.Uint64
+	puts   atomic.Uint64
+}
+
+// shared is the fake cluster's data, which several fake clients share.
+type shared struct {
+	mu   sync.RWMutex
+	data map[string][]byte
+}
+
+var errFake = errors.New("fake: injected failure")
+
+func newFake() *fakeStore { return &fakeStore{shared: &shared{data: map[string][]byte{}}} }
+
+// another is a second client of the same fake cluster.
+func (f *fakeStore) another() *fakeStore { return &fakeStore{shared: f.shared} }
+
+func (f *fakeStore) maybeStall() {
+	if n := f.ops.Add(1); f.stall > 0 && n == f.stallAt {
+		time.Sleep(f.stall)
+	}
+}
+
+func (f *fakeStore) Get(ctx context.Context, key []byte, opts ...client.ReadOption) ([]byte, error) {
+	f.maybeStall()
+	f.gets.Add(1)
+	if f.rpcGets {
+		f.rpc.Add(1)
+	} else {
+		f.rounds.Add(2)
+	}
+	f.mu.RLock()
+	v, ok := f.data[string(key)]
+	f.mu.RUnlock()
+	if !ok {
+		return nil, client.ErrNotFound
+	}
+	return v, nil
+}
+
+func (f *fakeStore) Put(ctx context.Context, key, value []byte) error {
+	f.maybeStall()
+	if n := f.puts.Add(1); f.failPut > 0 && n%f.failPut == 0 {
+		return errFake
+	}
+	f.mu.Lock()
+	if old, ok := f.data[string(key)]; ok && len(old) == len(value) {
+		copy(old, value)
+	} else {
+		f.data[string(key)] = append([]byte(nil), value...)
+	}
+	f.mu.Unlock()
+	return nil
+}
+
+func (f *fakeStore) Stats() client.Stats {
+	return client.Stats{Gets: f.gets.Load(), OneSidedRounds: f.rounds.Load(), RPCGets: f.rpc.Load(),
+		Retries: map[string]uint64{"torn": f.gets.Load() / 100}}
+}
+
+func (f *fakeStore) len() int {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return len(f.data)
+}

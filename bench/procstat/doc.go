@@ -1,0 +1,5 @@
+// Package procstat reads how much CPU time processes have used, from
+// Linux's /proc/PID/stat, so a benchmark can charge server CPU to the
+// operations that caused it. It owns the parsing of those files and of the
+// clock tick rate they are counted in.
+package procstat

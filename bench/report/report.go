@@ -1,0 +1,238 @@
+package report
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/kvd-project/kvd/bench/latency"
+	"github.com/kvd-project/kvd/bench/result"
+)
+
+// Image is a plot to link from the report.
+type Image struct {
+	Title string
+	Path  string // relative to the markdown file
+}
+
+// Options adjust the markdown.
+type Options struct {
+	// Title heads the document. Default "kvd benchmark".
+	Title string
+	// Images are linked after the tables.
+	Images []Image
+}
+
+// Markdown writes the whole report. It does not modify rep: ratios to the
+// baselines are computed on a copy.
+func Markdown(w io.Writer, rep *result.Report, o Options) error {
+	if o.Title == "" {
+		o.Title = "kvd benchmark"
+	}
+	cp := *rep
+	cp.Runs = slices.Clone(rep.Runs)
+	cp.ComputeRatios()
+	rep = &cp
+
+	var b strings.Builder
+	fmt.Fprintf(&b, "# %s\n\n", o.Title)
+	writeSources(&b, rep.Meta)
+	sections := []struct {
+		title string
+		intro string
+		t     *table
+	}{
+		{"Throughput and latency", "All operations of each run; latencies in µs. ×base: kvd's latency over a raw round trip of the same size on the same transport (see Baselines).", RunsTable(rep)},
+		{"Per-operation latency", "Latencies in µs, by operation type.", opsTable(rep)},
+		{"One-sided and RPC GETs", "100% GET runs: one-sided READs (linearizable, serializable) against RPC GETs (readindex) at the same load. CPU is the servers' user+system time per GET; net subtracts their idle use.", getPathTable(rep)},
+		{"Baselines", "Raw transport round trips, no kvd code involved; µs.", baselinesTable(rep)},
+	}
+	for _, s := range sections {
+		if len(s.t.rows) == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "## %s\n\n%s\n\n", s.title, s.intro)
+		if err := s.t.write(&b); err != nil {
+			return err
+		}
+		b.WriteString("\n")
+	}
+	if len(o.Images) > 0 {
+		b.WriteString("## Plots\n\n")
+		for _, im := range o.Images {
+			fmt.Fprintf(&b, "![%s](%s)\n\n", im.Title, im.Path)
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// Summary writes the main table only: what kvbench prints when it is done.
+func Summary(w io.Writer, rep *result.Report) error {
+	cp := *rep
+	cp.Runs = slices.Clone(rep.Runs)
+	cp.ComputeRatios()
+	return RunsTable(&cp).write(w)
+}
+
+func writeSources(b *strings.Builder, metas []result.Meta) {
+	for _, m := range metas {
+		fmt.Fprintf(b, "- **%s**: %s, %d CPUs, %s, started %s; cluster: %s; idle server CPU %.3f cores",
+			m.Series, m.Host, m.CPUs, m.GoVersion, m.Started.UTC().Format(time.RFC3339), m.Cluster, m.IdleServerCPU)
+		if m.Notes != "" {
+			fmt.Fprintf(b, "; %s", m.Notes)
+		}
+		b.WriteString("\n")
+	}
+	if len(metas) > 0 {
+		b.WriteString("\n")
+	}
+}
+
+// load describes a run's offered load: its concurrency, or its rate.
+func load(r *result.Run) string {
+	if r.Mode == "open" {
+		return fmt.Sprintf("open %.0f/s ≤%d", r.TargetRate, r.Clients)
+	}
+	return fmt.Sprintf("%d", r.Clients)
+}
+
+func consistency(r *result.Run) string {
+	if r.ReadPct == 0 {
+		return "–"
+	}
+	return r.Consistency
+}
+
+func ratioCell(r *result.Run, op string, p99 bool) string {
+	x, ok := r.RatioFor(op)
+	if !ok {
+		return "–"
+	}
+	if p99 {
+		return times(x.P99)
+	}
+	return times(x.P50)
+}
+
+// RunsTable is the main table: one row per run. rep's runs must have their
+// ratios computed.
+func RunsTable(rep *result.Report) *table {
+	t := newTable("series", "mix", "consistency", "dist", ">value", ">clients", ">ops/s", ">p50", ">p99", ">p99.9", ">max",
+		">GET p50 ×base", ">GET p99 ×base", ">PUT p50 ×base", ">errors", ">retries", ">rt/GET", ">srv CPU µs/op", ">net µs/op")
+	for i := range rep.Runs {
+		r := &rep.Runs[i]
+		cpu, net := "–", "–"
+		if r.ServerPIDs > 0 {
+			cpu, net = us(r.ServerCPUPerOp), us(r.ServerCPUNetPerOp)
+		}
+		t.add(r.Series, r.Mix, consistency(r), r.Dist, bytes(r.ValueSize), load(r), rate(r.Throughput),
+			us(r.Lat.P50), us(r.Lat.P99), us(r.Lat.P999), us(r.Lat.Max),
+			ratioCell(r, "get", false), ratioCell(r, "get", true), ratioCell(r, "put", false),
+			count(r.Errors), count(r.Retries), frac(r.RoundsPerGet()), cpu, net)
+	}
+	return t
+}
+
+func opsTable(rep *result.Report) *table {
+	t := newTable("series", "mix", "consistency", ">value", ">clients", "op", ">count", ">mean", ">p50", ">p90", ">p99", ">p99.9", ">max",
+		">×base p50", ">×base p99", "baseline")
+	for i := range rep.Runs {
+		r := &rep.Runs[i]
+		for _, op := range []struct {
+			name string
+			lat  latency.Summary
+		}{{"get", r.GetLat}, {"put", r.PutLat}} {
+			s := op.lat
+			if s.Count == 0 {
+				continue
+			}
+			base := "–"
+			if x, ok := r.RatioFor(op.name); ok {
+				base = fmt.Sprintf("%s %s (p50 %s)", x.Kind, bytes(x.BaseBytes), us(x.BaseP50))
+			}
+			t.add(r.Series, r.Mix, consistency(r), bytes(r.ValueSize), load(r), op.name, fmt.Sprintf("%d", s.Count),
+				us(s.Mean), us(s.P50), us(s.P90), us(s.P99), us(s.P999), us(s.Max),
+				ratioCell(r, op.name, false), ratioCell(r, op.name, true), base)
+		}
+	}
+	return t
+}
+
+// getGroup is the load and key space at which GET paths are compared.
+type getGroup struct {
+	series, dist, mode string
+	value, clients     int
+	rate               float64
+}
+
+func getPathTable(rep *result.Report) *table {
+	t := newTable("series", ">value", ">clients", "GET path", ">ops/s", ">p50", ">p99", ">rt/GET", ">srv CPU µs/GET", ">net µs/GET", ">net CPU vs RPC")
+	groups := map[getGroup][]*result.Run{}
+	var order []getGroup
+	for i := range rep.Runs {
+		r := &rep.Runs[i]
+		if r.ReadPct != 100 {
+			continue
+		}
+		g := getGroup{r.Series, r.Dist, r.Mode, r.ValueSize, r.Clients, r.TargetRate}
+		if groups[g] == nil {
+			order = append(order, g)
+		}
+		groups[g] = append(groups[g], r)
+	}
+	for _, g := range order {
+		runs := groups[g]
+		var rpc *result.Run
+		for _, r := range runs {
+			if r.Consistency == "readindex" {
+				rpc = r
+			}
+		}
+		slices.SortStableFunc(runs, func(a, b *result.Run) int {
+			return cmp.Compare(pathRank(a.Consistency), pathRank(b.Consistency))
+		})
+		for _, r := range runs {
+			path := "one-sided (" + r.Consistency + ")"
+			if r.Consistency == "readindex" {
+				path = "RPC (readindex)"
+			}
+			cpu, net, vs := "–", "–", "–"
+			if r.ServerPIDs > 0 {
+				cpu, net = us(r.ServerCPUPerOp), us(r.ServerCPUNetPerOp)
+				if rpc != nil && rpc != r && rpc.ServerPIDs > 0 && rpc.ServerCPUNetPerOp > 0 {
+					vs = fmt.Sprintf("%.0f%%", 100*r.ServerCPUNetPerOp/rpc.ServerCPUNetPerOp)
+				}
+			}
+			t.add(r.Series, bytes(r.ValueSize), load(r), path, rate(r.Throughput), us(r.GetLat.P50), us(r.GetLat.P99),
+				frac(r.RoundsPerGet()), cpu, net, vs)
+		}
+	}
+	return t
+}
+
+func pathRank(c string) int {
+	switch c {
+	case "linearizable":
+		return 0
+	case "serializable":
+		return 1
+	}
+	return 2
+}
+
+func baselinesTable(rep *result.Report) *table {
+	t := newTable("series", "kind", ">bytes", ">iters", ">min", ">p50", ">mean", ">p99", ">p99.9", ">max", "source")
+	for _, b := range rep.Baselines {
+		src := b.Source
+		if b.RTTFactor > 1 {
+			src += fmt.Sprintf(" (×%d: perftest reports half a ping-pong)", b.RTTFactor)
+		}
+		t.add(b.Series, b.Kind, bytes(b.Bytes), fmt.Sprintf("%d", b.Iters), us(b.Lat.Min), us(b.Lat.P50), us(b.Lat.Mean),
+			us(b.Lat.P99), us(b.Lat.P999), us(b.Lat.Max), src)
+	}
+	return t
+}

@@ -1,0 +1,203 @@
+package report
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kvd-project/kvd/bench/latency"
+	"github.com/kvd-project/kvd/bench/result"
+)
+
+func getRun(cons string, rounds, rpc uint64, cpuPerOp, net float64) result.Run {
+	return result.Run{
+		Series: "tcp", Transport: "tcp", Mix: "100/0", ReadPct: 100, Consistency: cons, Dist: "uniform",
+		Keys: 1000, KeySize: 16, ValueSize: 256, Mode: "closed", Clients: 4, Seconds: 2,
+		Ops: 20000, Gets: 20000, Throughput: 10000,
+		Lat:        latency.Summary{Count: 20000, P50: 50, P99: 150, P999: 400, Max: 2500},
+		GetLat:     latency.Summary{Count: 20000, Mean: 60, P50: 50, P90: 90, P99: 150, P999: 400, Max: 2500},
+		ClientGets: 20000, OneSidedRounds: rounds, RPCGets: rpc, ServerPIDs: 3, ServerCPUPerOp: cpuPerOp, ServerCPUNetPerOp: net,
+	}
+}
+
+func sample() *result.Report {
+	put := result.Run{
+		Series: "tcp", Transport: "tcp", Mix: "0/100", ReadPct: 0, Consistency: "linearizable", Dist: "zipf",
+		ValueSize: 4096, Mode: "open", Clients: 64, TargetRate: 5000, Ops: 1000, Puts: 1000, Errors: 7, Throughput: 4990.4,
+		Lat:    latency.Summary{Count: 1000, P50: 1234.5, P99: 5000, P999: 9000, Max: 12000},
+		PutLat: latency.Summary{Count: 1000, P50: 1234.5, P99: 5000, P999: 9000, Max: 12000},
+	}
+	return &result.Report{
+		Schema: result.SchemaVersion,
+		Meta:   []result.Meta{{Series: "tcp", Host: "box", CPUs: 2, GoVersion: "go1.26", Started: time.Unix(0, 0), Cluster: "3 nodes", IdleServerCPU: 0.02}},
+		Runs: []result.Run{
+			getRun("linearizable", 40000, 0, 5, 2),
+			getRun("readindex", 0, 20000, 40, 38),
+			put,
+		},
+		Baselines: []result.Baseline{
+			{Series: "tcp", Transport: "tcp", Kind: result.KindTCPRead, Bytes: 256, Iters: 100, Lat: latency.Summary{P50: 20, P99: 50}, RTTFactor: 1, Source: "echo"},
+			{Series: "tcp", Transport: "tcp", Kind: result.KindTCPWrite, Bytes: 4096, Iters: 100, Lat: latency.Summary{P50: 30, P99: 60}, RTTFactor: 1, Source: "echo"},
+			{Series: "rdma", Transport: "rdma", Kind: result.KindRDMASend, Bytes: 2, Iters: 100, Lat: latency.Summary{P50: 10}, RTTFactor: 2, Source: "ib_send_lat"},
+		},
+	}
+}
+
+// section returns the markdown table under heading h.
+func section(t *testing.T, md, h string) []string {
+	t.Helper()
+	_, rest, ok := strings.Cut(md, "## "+h+"\n")
+	if !ok {
+		t.Fatalf("no section %q in:\n%s", h, md)
+	}
+	var rows []string
+	for _, l := range strings.Split(rest, "\n") {
+		if strings.HasPrefix(l, "## ") {
+			break
+		}
+		if strings.HasPrefix(l, "|") {
+			rows = append(rows, l)
+		}
+	}
+	return rows
+}
+
+func cells(row string) []string {
+	parts := strings.Split(strings.Trim(row, "|"), " | ")
+	for i := range parts {
+		parts[i] = strings.TrimSpace(parts[i])
+	}
+	return parts
+}
+
+// cell finds column col of the row whose cells include all of match.
+func cell(t *testing.T, rows []string, col string, match ...string) string {
+	t.Helper()
+	header := cells(rows[0])
+	idx := -1
+	for i, h := range header {
+		if h == col {
+			idx = i
+		}
+	}
+	if idx < 0 {
+		t.Fatalf("no column %q in %v", col, header)
+	}
+	for _, r := range rows[2:] {
+		c := cells(r)
+		all := true
+		for _, m := range match {
+			found := false
+			for _, x := range c {
+				found = found || x == m
+			}
+			all = all && found
+		}
+		if all {
+			return c[idx]
+		}
+	}
+	t.Fatalf("no row with %v in %v", match, rows)
+	return ""
+}
+
+func TestMarkdown(t *testing.T) {
+	rep := sample()
+	var b strings.Builder
+	if err := Markdown(&b, rep, Options{Images: []Image{{"latency CDF", "latency-cdf.png"}}}); err != nil {
+		t.Fatal(err)
+	}
+	md := b.String()
+	if rep.Runs[0].Ratios != nil {
+		t.Error("Markdown modified the report")
+	}
+	runs := section(t, md, "Throughput and latency")
+	if len(runs) != 2+3 {
+		t.Fatalf("%d rows in the runs table", len(runs))
+	}
+	if strings.Count(runs[1], "---:") != 15 {
+		t.Errorf("separator %q: numeric columns not right-aligned", runs[1])
+	}
+	for _, tc := range []struct {
+		col   string
+		match []string
+		want  string
+	}{
+		{"ops/s", []string{"linearizable"}, "10000"},
+		{"p50", []string{"linearizable"}, "50.0"},
+		{"max", []string{"linearizable"}, "2500"},
+		{"GET p50 ×base", []string{"linearizable"}, "2.5×"},
+		{"GET p99 ×base", []string{"linearizable"}, "3.0×"},
+		{"PUT p50 ×base", []string{"linearizable"}, "–"},
+		{"rt/GET", []string{"linearizable"}, "2.00"},
+		{"rt/GET", []string{"readindex"}, "1.00"},
+		{"srv CPU µs/op", []string{"readindex"}, "40.0"},
+		{"net µs/op", []string{"readindex"}, "38.0"},
+		{"consistency", []string{"0/100"}, "–"},
+		{"clients", []string{"0/100"}, "open 5000/s ≤64"},
+		{"value", []string{"0/100"}, "4 KiB"},
+		{"PUT p50 ×base", []string{"0/100"}, "41×"},
+		{"errors", []string{"0/100"}, "7"},
+		{"p50", []string{"0/100"}, "1234"},
+	} {
+		if got := cell(t, runs, tc.col, tc.match...); got != tc.want {
+			t.Errorf("runs table %s for %v = %q, want %q", tc.col, tc.match, got, tc.want)
+		}
+	}
+
+	ops := section(t, md, "Per-operation latency")
+	if len(ops) != 2+3 {
+		t.Errorf("%d rows in the per-op table", len(ops))
+	}
+	if got := cell(t, ops, "baseline", "put"); got != "tcp-write 4 KiB (p50 30.0)" {
+		t.Errorf("put baseline cell %q", got)
+	}
+
+	paths := section(t, md, "One-sided and RPC GETs")
+	if len(paths) != 2+2 {
+		t.Fatalf("%d rows in the GET path table", len(paths))
+	}
+	if !strings.Contains(paths[2], "one-sided (linearizable)") || !strings.Contains(paths[3], "RPC (readindex)") {
+		t.Errorf("GET paths out of order:\n%s\n%s", paths[2], paths[3])
+	}
+	if got := cell(t, paths, "net CPU vs RPC", "one-sided (linearizable)"); got != "5%" {
+		t.Errorf("one-sided net CPU vs RPC = %q, want 5%% (2/38)", got)
+	}
+
+	bases := section(t, md, "Baselines")
+	if got := cell(t, bases, "source", "ib_send_lat"); !strings.Contains(got, "×2") {
+		t.Errorf("doubled send latency not explained: %q", got)
+	}
+	if !strings.Contains(md, "**tcp**: box, 2 CPUs") || !strings.Contains(md, "![latency CDF](latency-cdf.png)") {
+		t.Errorf("sources or images missing:\n%s", md)
+	}
+}
+
+func TestSummaryAndEmpty(t *testing.T) {
+	var b strings.Builder
+	if err := Summary(&b, sample()); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(b.String(), "\n"); n != 5 {
+		t.Errorf("summary has %d lines:\n%s", n, b.String())
+	}
+	b.Reset()
+	if err := Markdown(&b, &result.Report{Schema: 1}, Options{Title: "T"}); err != nil {
+		t.Fatal(err)
+	}
+	if b.String() != "# T\n\n" {
+		t.Errorf("empty report renders %q", b.String())
+	}
+}
+
+func TestFormats(t *testing.T) {
+	for _, tc := range []struct{ got, want string }{
+		{us(0), "–"}, {us(5.123), "5.12"}, {us(51.23), "51.2"}, {us(512.3), "512"},
+		{times(2.449), "2.4×"}, {times(123.4), "123×"}, {times(0), "–"},
+		{bytes(16), "16 B"}, {bytes(4096), "4 KiB"}, {bytes(1 << 20), "1 MiB"}, {bytes(1500), "1500 B"},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("got %q, want %q", tc.got, tc.want)
+		}
+	}
+}

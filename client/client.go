@@ -1,0 +1,303 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kvd-project/kvd/internal/table"
+	"github.com/kvd-project/kvd/internal/wire"
+	"github.com/kvd-project/kvd/transport"
+	"github.com/kvd-project/kvd/transport/tcp"
+)
+
+// Size limits, the same the server enforces.
+const (
+	MaxKey   = table.MaxKey
+	MaxValue = table.MaxValue
+)
+
+// Client talks to a kvd cluster. It is safe for concurrent use by many
+// goroutines; one Client per process is usually right.
+type Client struct {
+	cfg     Config
+	tr      transport.Transport
+	ownTr   bool
+	mu      sync.Mutex
+	nodes   map[string]*node
+	dialing map[string]chan struct{}
+	leader  atomic.Pointer[string] // believed leader's address
+	closed  atomic.Bool
+	stats   counters
+	readIdx atomic.Uint32 // which endpoint non-leader reads use
+}
+
+// New returns a client for cfg.Endpoints. It connects lazily, so New fails
+// only on a bad Config or transport.
+func New(cfg Config) (*Client, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	c := &Client{cfg: cfg, tr: cfg.Transport, nodes: map[string]*node{}, dialing: map[string]chan struct{}{}}
+	if c.tr == nil {
+		tr, err := tcp.New(tcp.Config{})
+		if err != nil {
+			return nil, err
+		}
+		c.tr, c.ownTr = tr, true
+	}
+	return c, nil
+}
+
+// Close closes every connection (and the transport, if the client made it).
+// Calls in progress fail with ErrClosed or ErrUnavailable.
+func (c *Client) Close() error {
+	if c.closed.Swap(true) {
+		return nil
+	}
+	c.mu.Lock()
+	nodes := c.nodes
+	c.nodes = map[string]*node{}
+	c.mu.Unlock()
+	for _, n := range nodes {
+		n.close(ErrClosed)
+	}
+	if c.ownTr {
+		return c.tr.Close()
+	}
+	return nil
+}
+
+// nodeFor returns a live connection to addr, dialing it if needed. Only one
+// dial per address is in flight; others wait for it.
+func (c *Client) nodeFor(ctx context.Context, addr string) (*node, error) {
+	for {
+		if c.closed.Load() {
+			return nil, ErrClosed
+		}
+		c.mu.Lock()
+		if n := c.nodes[addr]; n != nil && !n.isBroken() {
+			c.mu.Unlock()
+			return n, nil
+		}
+		if wait, ok := c.dialing[addr]; ok {
+			c.mu.Unlock()
+			select {
+			case <-wait:
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		done := make(chan struct{})
+		c.dialing[addr] = done
+		c.mu.Unlock()
+
+		dctx, cancel := context.WithTimeout(ctx, c.cfg.DialTimeout)
+		n, err := dialNode(dctx, c.tr, addr, c.cfg.CacheEntries)
+		cancel()
+		c.mu.Lock()
+		delete(c.dialing, addr)
+		if err == nil {
+			c.nodes[addr] = n
+		}
+		close(done)
+		c.mu.Unlock()
+		if err == nil && n.hello.LeaderAddr != "" && c.leader.Load() == nil {
+			c.setLeader(n.hello.LeaderAddr)
+		}
+		return n, err
+	}
+}
+
+func (c *Client) setLeader(addr string) {
+	if addr == "" {
+		c.leader.Store(nil)
+		return
+	}
+	c.leader.Store(&addr)
+}
+
+// withTimeout applies RequestTimeout to contexts without a deadline.
+func (c *Client) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, c.cfg.RequestTimeout)
+}
+
+// targets lists the addresses to try for a leader-bound request: the
+// believed leader first, then every endpoint.
+func (c *Client) targets() []string {
+	out := make([]string, 0, len(c.cfg.Endpoints)+1)
+	if l := c.leader.Load(); l != nil {
+		out = append(out, *l)
+	}
+	for _, e := range c.cfg.Endpoints {
+		if len(out) == 0 || e != out[0] {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// leaderCall sends req to the leader, following NotLeader answers and
+// moving past unreachable nodes, with backoff, until ctx ends.
+func (c *Client) leaderCall(ctx context.Context, req *wire.Request) (wire.Response, error) {
+	backoff := 20 * time.Millisecond
+	var lastErr error
+	for {
+		for _, addr := range c.targets() {
+			resp, err := c.callAt(ctx, addr, req)
+			if err == nil {
+				return resp, nil
+			}
+			lastErr = err
+			var nl *NotLeaderError
+			if errors.As(err, &nl) && nl.LeaderAddr != "" && nl.LeaderAddr != addr {
+				c.setLeader(nl.LeaderAddr)
+				if resp, err = c.callAt(ctx, nl.LeaderAddr, req); err == nil {
+					return resp, nil
+				}
+				lastErr = err
+			}
+			if !retryable(err) || ctx.Err() != nil {
+				return wire.Response{}, err
+			}
+			if l := c.leader.Load(); l != nil && *l == addr {
+				c.setLeader("")
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return wire.Response{}, fmt.Errorf("%w: %w (last error: %w)", ErrUnavailable, ctx.Err(), lastErr)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// callAt sends req to addr and maps the response status onto an error.
+func (c *Client) callAt(ctx context.Context, addr string, req *wire.Request) (wire.Response, error) {
+	n, err := c.nodeFor(ctx, addr)
+	if err != nil {
+		return wire.Response{}, err
+	}
+	r := *req
+	resp, err := n.call(ctx, &r)
+	if err != nil {
+		return resp, err
+	}
+	return resp, statusError(&resp)
+}
+
+func retryable(err error) bool {
+	return errors.Is(err, ErrUnavailable) || errors.Is(err, ErrNotLeader)
+}
+
+func statusError(r *wire.Response) error {
+	switch r.Status {
+	case wire.StatusOK:
+		return nil
+	case wire.StatusNotFound:
+		return ErrNotFound
+	case wire.StatusNotLeader:
+		return &NotLeaderError{LeaderID: r.Version, LeaderAddr: string(r.Value)}
+	case wire.StatusKeyTooLarge:
+		return ErrKeyTooLarge
+	case wire.StatusValueTooLarge:
+		return ErrValueTooLarge
+	case wire.StatusEmptyKey:
+		return ErrEmptyKey
+	case wire.StatusNoSpace:
+		return ErrNoSpace
+	case wire.StatusBadRequest:
+		return fmt.Errorf("%w: %s", ErrBadRequest, r.Value)
+	case wire.StatusUnavailable:
+		return fmt.Errorf("%w: %s", ErrUnavailable, r.Value)
+	}
+	return fmt.Errorf("kvd: server error (status %d): %s", r.Status, r.Value)
+}
+
+func checkKey(key []byte) error {
+	switch {
+	case len(key) == 0:
+		return ErrEmptyKey
+	case len(key) > MaxKey:
+		return fmt.Errorf("%w: %d bytes (max %d)", ErrKeyTooLarge, len(key), MaxKey)
+	}
+	return nil
+}
+
+// Put stores value under key. It returns once the write is committed and
+// applied by the leader. A Put that fails with ErrUnavailable or a context
+// error may or may not have been applied.
+func (c *Client) Put(ctx context.Context, key, value []byte) error {
+	if err := checkKey(key); err != nil {
+		return err
+	}
+	if len(value) > MaxValue {
+		return fmt.Errorf("%w: %d bytes (max %d)", ErrValueTooLarge, len(value), MaxValue)
+	}
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	_, err := c.leaderCall(ctx, &wire.Request{Op: wire.OpPut, Key: key, Value: value})
+	return err
+}
+
+// Delete removes key. It returns ErrNotFound if the key did not exist (a
+// retried Delete whose first attempt succeeded also reports ErrNotFound).
+func (c *Client) Delete(ctx context.Context, key []byte) error {
+	if err := checkKey(key); err != nil {
+		return err
+	}
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	_, err := c.leaderCall(ctx, &wire.Request{Op: wire.OpDelete, Key: key})
+	return err
+}
+
+// Status asks one endpoint for its status.
+func (c *Client) Status(ctx context.Context, endpoint string) (NodeStatus, error) {
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	var st NodeStatus
+	resp, err := c.callAt(ctx, endpoint, &wire.Request{Op: wire.OpStatus})
+	if err != nil {
+		return st, err
+	}
+	return st, decodeJSON(resp.Value, &st)
+}
+
+// Members lists the cluster's members, as the leader knows them.
+func (c *Client) Members(ctx context.Context) ([]Member, error) {
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	resp, err := c.leaderCall(ctx, &wire.Request{Op: wire.OpMemberList})
+	if err != nil {
+		return nil, err
+	}
+	var ms []Member
+	return ms, decodeJSON(resp.Value, &ms)
+}
+
+// AddMember adds node id at addr (as a learner that is promoted once caught
+// up).
+func (c *Client) AddMember(ctx context.Context, id uint64, addr string) error {
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	_, err := c.leaderCall(ctx, &wire.Request{Op: wire.OpMemberAdd, Key: strconv.AppendUint(nil, id, 10), Value: []byte(addr)})
+	return err
+}
+
+// RemoveMember removes node id from the cluster.
+func (c *Client) RemoveMember(ctx context.Context, id uint64) error {
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	_, err := c.leaderCall(ctx, &wire.Request{Op: wire.OpMemberRemove, Key: strconv.AppendUint(nil, id, 10)})
+	return err
+}

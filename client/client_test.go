@@ -1,0 +1,195 @@
+package client_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/kvd-project/kvd/client"
+	"github.com/kvd-project/kvd/internal/kvdtest"
+	"github.com/kvd-project/kvd/transport"
+	"github.com/kvd-project/kvd/transport/tcp"
+)
+
+// countingTransport counts the one-sided READ batches (network round trips)
+// and messages its connections issue.
+type countingTransport struct {
+	transport.Transport
+	reads, sends atomic.Int64
+}
+
+type countingConn struct {
+	transport.Conn
+	t *countingTransport
+}
+
+func (c *countingTransport) Dial(ctx context.Context, addr string) (transport.Conn, error) {
+	conn, err := c.Transport.Dial(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	return &countingConn{Conn: conn, t: c}, nil
+}
+
+func (c *countingConn) Read(ctx context.Context, ops []transport.ReadOp) error {
+	c.t.reads.Add(1)
+	return c.Conn.Read(ctx, ops)
+}
+
+func (c *countingConn) Send(ctx context.Context, msg []byte) error {
+	c.t.sends.Add(1)
+	return c.Conn.Send(ctx, msg)
+}
+
+func newCountingClient(t *testing.T, eps []string) (*client.Client, *countingTransport) {
+	t.Helper()
+	tr, err := tcp.New(tcp.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ct := &countingTransport{Transport: tr}
+	c, err := client.New(client.Config{Endpoints: eps, Transport: ct})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(); tr.Close() })
+	return c, ct
+}
+
+func TestGetRoundTrips(t *testing.T) {
+	nodes := kvdtest.StartCluster(t, 1, kvdtest.Options{})
+	kvdtest.WaitLeader(t, nodes, 10*time.Second)
+	c, ct := newCountingClient(t, kvdtest.Endpoints(nodes))
+	ctx := context.Background()
+	if err := c.Put(ctx, []byte("k"), []byte("v1")); err != nil {
+		t.Fatal(err)
+	}
+	// Warm the connection (dial, hello, geometry) so only GETs are counted.
+	if _, err := c.Get(ctx, []byte("warm")); !errors.Is(err, client.ErrNotFound) {
+		t.Fatalf("warm-up get: %v", err)
+	}
+
+	for _, tc := range []struct {
+		name      string
+		key       string
+		want      string
+		wantErr   error
+		maxRounds int64
+	}{
+		{"uncached hit", "k", "v1", nil, 2},
+		{"cached hit", "k", "v1", nil, 1},
+		{"miss", "nope", "", client.ErrNotFound, 2},
+	} {
+		r0, s0 := ct.reads.Load(), ct.sends.Load()
+		v, err := c.Get(ctx, []byte(tc.key))
+		if !errors.Is(err, tc.wantErr) || string(v) != tc.want {
+			t.Fatalf("%s: got %q, %v; want %q, %v", tc.name, v, err, tc.want, tc.wantErr)
+		}
+		reads, sends := ct.reads.Load()-r0, ct.sends.Load()-s0
+		if sends != 0 {
+			t.Errorf("%s: GET sent %d messages; a one-sided GET sends none", tc.name, sends)
+		}
+		if reads > tc.maxRounds || reads == 0 {
+			t.Errorf("%s: GET took %d READ round trips, want 1..%d", tc.name, reads, tc.maxRounds)
+		}
+	}
+
+	// A cached location must not yield the value a later acknowledged PUT
+	// replaced.
+	if err := c.Put(ctx, []byte("k"), []byte("v2-longer")); err != nil {
+		t.Fatal(err)
+	}
+	r0 := ct.reads.Load()
+	if v, err := c.Get(ctx, []byte("k")); err != nil || string(v) != "v2-longer" {
+		t.Fatalf("after overwrite: got %q, %v", v, err)
+	}
+	if n := ct.reads.Load() - r0; n > 2 {
+		t.Errorf("stale cache cost %d round trips, want <= 2", n)
+	}
+}
+
+func TestErrors(t *testing.T) {
+	nodes := kvdtest.StartCluster(t, 1, kvdtest.Options{TableMem: 256 << 10})
+	kvdtest.WaitLeader(t, nodes, 10*time.Second)
+	c, _ := newCountingClient(t, kvdtest.Endpoints(nodes))
+	ctx := context.Background()
+
+	for _, tc := range []struct {
+		name string
+		err  error
+		want error
+	}{
+		{"get missing", get(c, "missing"), client.ErrNotFound},
+		{"delete missing", c.Delete(ctx, []byte("missing")), client.ErrNotFound},
+		{"empty key put", c.Put(ctx, nil, []byte("v")), client.ErrEmptyKey},
+		{"empty key get", get(c, ""), client.ErrEmptyKey},
+		{"key too large", c.Put(ctx, bytes.Repeat([]byte("k"), client.MaxKey+1), nil), client.ErrKeyTooLarge},
+		{"value too large", c.Put(ctx, []byte("k"), make([]byte, client.MaxValue+1)), client.ErrValueTooLarge},
+	} {
+		if !errors.Is(tc.err, tc.want) {
+			t.Errorf("%s: got %v, want %v", tc.name, tc.err, tc.want)
+		}
+	}
+
+	// Fill the small table: PUTs fail with ErrNoSpace, and everything stored
+	// before stays readable.
+	stored := map[string]string{}
+	val := strings.Repeat("x", 4000)
+	var full error
+	for i := 0; i < 1000 && full == nil; i++ {
+		k := "fill-" + string(rune('a'+i%26)) + string(rune('a'+i/26%26)) + string(rune('a'+i/676))
+		if full = c.Put(ctx, []byte(k), []byte(val+k)); full == nil {
+			stored[k] = val + k
+		}
+	}
+	if !errors.Is(full, client.ErrNoSpace) {
+		t.Fatalf("filling the table: got %v after %d keys, want ErrNoSpace", full, len(stored))
+	}
+	for k, v := range stored {
+		got, err := c.Get(ctx, []byte(k))
+		if err != nil || string(got) != v {
+			t.Fatalf("after the table filled, %s: got %d bytes, %v", k, len(got), err)
+		}
+	}
+	// Deleting frees space for new writes (once the grace period passes).
+	for k := range stored {
+		if err := c.Delete(ctx, []byte(k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := c.Put(ctx, []byte("after-free"), []byte(val))
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, client.ErrNoSpace) || time.Now().After(deadline) {
+			t.Fatalf("put after deletes: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	// An endpoint nobody listens on: ErrUnavailable once the deadline passes.
+	dead, err := client.New(client.Config{Endpoints: kvdtest.FreeAddrs(t, 1), DialTimeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dead.Close()
+	sctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	if err := dead.Put(sctx, []byte("k"), []byte("v")); !errors.Is(err, client.ErrUnavailable) {
+		t.Fatalf("dead endpoint put: %v, want ErrUnavailable", err)
+	}
+	if _, err := client.New(client.Config{}); err == nil {
+		t.Fatal("client without endpoints accepted")
+	}
+}
+
+func get(c *client.Client, k string) error {
+	_, err := c.Get(context.Background(), []byte(k))
+	return err
+}

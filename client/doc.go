@@ -1,0 +1,16 @@
+// Package client is kvd's Go client library.
+//
+// A Client routes PUT and DELETE to the leader by RPC (following "not
+// leader" answers by itself) and serves GET with one-sided READs of a
+// server's table region: the server's CPU is not involved. Every value read
+// is verified (checksum, key, liveness, and for linearizable reads the
+// leader's lease in the region header read before and after), so a GET
+// never returns a torn, mixed or superseded value; when a read cannot be
+// proven good within a few retries, the client asks the server by RPC.
+//
+// A GET costs at most two network round trips, and one for a key whose
+// location the client has cached.
+//
+// Errors wrap the package's sentinels (ErrNotFound, ErrValueTooLarge,
+// ErrNoSpace, ErrUnavailable, ...); test them with errors.Is.
+package client

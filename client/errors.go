@@ -1,0 +1,47 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Every error the client returns for one of these conditions
+// wraps the sentinel, so test with errors.Is.
+var (
+	// ErrNotFound: the key does not exist.
+	ErrNotFound = errors.New("kvd: key not found")
+	// ErrEmptyKey: keys must be at least one byte.
+	ErrEmptyKey = errors.New("kvd: empty key")
+	// ErrKeyTooLarge: the key is longer than MaxKey bytes.
+	ErrKeyTooLarge = errors.New("kvd: key too large")
+	// ErrValueTooLarge: the value is longer than MaxValue bytes.
+	ErrValueTooLarge = errors.New("kvd: value too large")
+	// ErrNoSpace: the server's table region is full; nothing was changed.
+	ErrNoSpace = errors.New("kvd: no space in table")
+	// ErrNotLeader: the node asked is not the leader. The client follows the
+	// leader by itself; this surfaces only when it cannot. See NotLeaderError.
+	ErrNotLeader = errors.New("kvd: not leader")
+	// ErrUnavailable: no endpoint could serve the request in time. A write
+	// that failed this way may or may not have been applied.
+	ErrUnavailable = errors.New("kvd: unavailable")
+	// ErrBadRequest: the server refused the request as malformed.
+	ErrBadRequest = errors.New("kvd: bad request")
+	// ErrClosed: the client was closed.
+	ErrClosed = errors.New("kvd: client closed")
+)
+
+// NotLeaderError says which node leads, when the asked node knows.
+type NotLeaderError struct {
+	LeaderID   uint64
+	LeaderAddr string
+}
+
+func (e *NotLeaderError) Error() string {
+	if e.LeaderAddr == "" {
+		return "kvd: not leader (leader unknown)"
+	}
+	return fmt.Sprintf("kvd: not leader (leader is %d at %s)", e.LeaderID, e.LeaderAddr)
+}
+
+// Is makes errors.Is(err, ErrNotLeader) hold.
+func (e *NotLeaderError) Is(target error) bool { return target == ErrNotLeader }

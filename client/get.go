@@ -1,0 +1,157 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/kvd-project/kvd/internal/wire"
+)
+
+// ReadOption adjusts one Get.
+type ReadOption func(*readOptions)
+
+type readOptions struct{ level Consistency }
+
+// WithConsistency overrides Config.Consistency for one Get.
+func WithConsistency(l Consistency) ReadOption {
+	return func(o *readOptions) { o.level = l }
+}
+
+// Get returns the value stored under key, or an error wrapping ErrNotFound.
+//
+// Linearizable and Serializable GETs are one-sided: the client READs the
+// server's table region directly (two round trips, one when the key's
+// location is cached) and verifies what it read; the server's CPU is not
+// involved. When a read cannot be verified within Config.ReadRetries
+// attempts, the client asks the server by RPC instead.
+func (c *Client) Get(ctx context.Context, key []byte, opts ...ReadOption) ([]byte, error) {
+	v, _, err := c.GetVersion(ctx, key, opts...)
+	return v, err
+}
+
+// GetVersion is Get that also returns the value's version: the Raft index of
+// the write that stored it.
+func (c *Client) GetVersion(ctx context.Context, key []byte, opts ...ReadOption) ([]byte, uint64, error) {
+	if err := checkKey(key); err != nil {
+		return nil, 0, err
+	}
+	o := readOptions{level: c.cfg.Consistency}
+	for _, f := range opts {
+		f(&o)
+	}
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	c.stats.gets.Add(1)
+	if o.level != ReadIndex {
+		res, err := c.readOneSided(ctx, key, o.level)
+		if err == nil {
+			c.stats.roundTrips.Add(uint64(res.roundTrips))
+			if !res.found {
+				return nil, 0, ErrNotFound
+			}
+			return res.value, res.version, nil
+		}
+		if ctx.Err() != nil {
+			return nil, 0, fmt.Errorf("%w: %w", ErrUnavailable, ctx.Err())
+		}
+		c.stats.fallbacks.Add(1)
+	}
+	return c.getRPC(ctx, key, o.level)
+}
+
+// readOneSided runs the one-sided protocol against the right node, retrying
+// up to ReadRetries times. Linearizable reads go to the believed leader and
+// require its lease; on a lease failure the client re-learns the leader.
+func (c *Client) readOneSided(ctx context.Context, key []byte, level Consistency) (readResult, error) {
+	s := scratchPool.Get().(*getScratch)
+	defer scratchPool.Put(s)
+	var lastErr error
+	for attempt := 0; attempt < c.cfg.ReadRetries; attempt++ {
+		addr := c.readTarget(level)
+		n, err := c.nodeFor(ctx, addr)
+		if err != nil {
+			lastErr = err
+			c.setLeader("")
+			c.rotateRead()
+			continue
+		}
+		res, err := n.getOneSided(ctx, key, level == Linearizable, s)
+		if err == nil {
+			return res, nil
+		}
+		lastErr = err
+		c.stats.retry(err)
+		switch {
+		case ctx.Err() != nil:
+			return res, ctx.Err()
+		case errors.Is(err, errGeometry):
+			n.close(err) // the region was rebuilt: reconnect to re-learn it
+		case errors.Is(err, errLease):
+			c.relearnLeader(ctx, n)
+		case errors.Is(err, errIncomplete), errors.Is(err, errCandidates):
+			return res, err // retrying cannot help; ask by RPC
+		case !isProtocolRetry(err):
+			n.close(err) // the connection failed
+		}
+	}
+	return readResult{}, lastErr
+}
+
+func isProtocolRetry(err error) bool {
+	for _, e := range []error{errTorn, errStale, errUnstable, errTooSlow, errLease} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// readTarget picks the node a one-sided read goes to.
+func (c *Client) readTarget(level Consistency) string {
+	if level == Linearizable {
+		if l := c.leader.Load(); l != nil {
+			return *l
+		}
+	}
+	eps := c.cfg.Endpoints
+	return eps[int(c.readIdx.Load())%len(eps)]
+}
+
+func (c *Client) rotateRead() { c.readIdx.Add(1) }
+
+// relearnLeader asks n who leads now (a node whose lease is invalid is either
+// not the leader or briefly unsure).
+func (c *Client) relearnLeader(ctx context.Context, n *node) {
+	resp, err := n.call(ctx, &wire.Request{Op: wire.OpHello})
+	if err != nil {
+		c.setLeader("")
+		return
+	}
+	var h wire.Hello
+	if wire.DecodeHello(resp.Value, &h) == nil && h.LeaderAddr != "" {
+		c.setLeader(h.LeaderAddr)
+		return
+	}
+	c.setLeader("")
+	c.rotateRead()
+}
+
+// getRPC asks the server to read key: the leader for Linearizable and
+// ReadIndex (the server confirms leadership with a quorum), any node for
+// Serializable.
+func (c *Client) getRPC(ctx context.Context, key []byte, level Consistency) ([]byte, uint64, error) {
+	flags := wire.Linearizable
+	switch level {
+	case Serializable:
+		flags = wire.Serializable
+	case ReadIndex:
+		flags = wire.ReadIndex
+	}
+	c.stats.rpcGets.Add(1)
+	resp, err := c.leaderCall(ctx, &wire.Request{Op: wire.OpGet, Flags: flags, Key: key})
+	if err != nil {
+		return nil, 0, err
+	}
+	return resp.Value, resp.Version, nil
+}

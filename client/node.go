@@ -1,0 +1,168 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/kvd-project/kvd/internal/wire"
+	"github.com/kvd-project/kvd/transport"
+)
+
+// node is one connection to one kvd server: RPCs multiplexed by request id,
+// and the server's table region for one-sided READs.
+//
+// A node is usable until broken is closed; then every pending and later call
+// fails and the client dials a fresh node.
+type node struct {
+	addr  string
+	conn  transport.Conn
+	hello wire.Hello
+	geo   geometry // the region's layout, read once after hello
+
+	nextID  atomic.Uint64
+	mu      sync.Mutex
+	pending map[uint64]chan rpcResult
+	err     error // why the node broke; set once under mu
+	broken  chan struct{}
+
+	cache locationCache
+}
+
+type rpcResult struct {
+	resp wire.Response // Value is owned by the receiver
+	err  error
+}
+
+func dialNode(ctx context.Context, tr transport.Transport, addr string, cacheEntries int) (*node, error) {
+	conn, err := tr.Dial(ctx, addr)
+	if err != nil {
+		return nil, fmt.Errorf("%w: dial %s: %w", ErrUnavailable, addr, err)
+	}
+	n := &node{
+		addr:    addr,
+		conn:    conn,
+		pending: make(map[uint64]chan rpcResult),
+		broken:  make(chan struct{}),
+		cache:   newLocationCache(cacheEntries),
+	}
+	go n.readLoop()
+	resp, err := n.call(ctx, &wire.Request{Op: wire.OpHello})
+	if err == nil {
+		err = wire.DecodeHello(resp.Value, &n.hello)
+	}
+	if err == nil {
+		err = n.loadGeometry(ctx)
+	}
+	if err != nil {
+		n.close(err)
+		return nil, fmt.Errorf("%w: hello to %s: %w", ErrUnavailable, addr, err)
+	}
+	return n, nil
+}
+
+func (n *node) readLoop() {
+	var buf []byte
+	for {
+		var err error
+		buf, err = n.conn.Recv(context.Background(), buf)
+		if err != nil {
+			n.close(err)
+			return
+		}
+		var resp wire.Response
+		if err := wire.DecodeResponse(buf, &resp); err != nil {
+			n.close(fmt.Errorf("bad response from %s: %w", n.addr, err))
+			return
+		}
+		n.mu.Lock()
+		ch := n.pending[resp.ID]
+		delete(n.pending, resp.ID)
+		n.mu.Unlock()
+		if ch == nil {
+			continue // its caller gave up
+		}
+		resp.Value = append([]byte(nil), resp.Value...)
+		ch <- rpcResult{resp: resp}
+	}
+}
+
+// call sends req (its ID is assigned here) and waits for the response.
+func (n *node) call(ctx context.Context, req *wire.Request) (wire.Response, error) {
+	req.ID = n.nextID.Add(1)
+	ch := make(chan rpcResult, 1)
+	n.mu.Lock()
+	if n.err != nil {
+		err := n.err
+		n.mu.Unlock()
+		return wire.Response{}, err
+	}
+	n.pending[req.ID] = ch
+	n.mu.Unlock()
+
+	frame := wire.AppendRequest(make([]byte, 0, wire.RequestHeaderLen+len(req.Key)+len(req.Value)), req)
+	if err := n.conn.Send(ctx, frame); err != nil {
+		n.forget(req.ID)
+		if errors.Is(err, transport.ErrMessageTooLarge) {
+			return wire.Response{}, fmt.Errorf("%w: %w", ErrValueTooLarge, err)
+		}
+		return wire.Response{}, n.wrapErr(err)
+	}
+	select {
+	case r := <-ch:
+		return r.resp, r.err
+	case <-n.broken:
+		n.forget(req.ID)
+		return wire.Response{}, n.wrapErr(n.brokenErr())
+	case <-ctx.Done():
+		n.forget(req.ID)
+		return wire.Response{}, ctx.Err()
+	}
+}
+
+func (n *node) forget(id uint64) {
+	n.mu.Lock()
+	delete(n.pending, id)
+	n.mu.Unlock()
+}
+
+func (n *node) wrapErr(err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return fmt.Errorf("%w: %s: %w", ErrUnavailable, n.addr, err)
+}
+
+func (n *node) brokenErr() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.err
+}
+
+// close marks the node broken (once) and closes its connection.
+func (n *node) close(cause error) {
+	n.mu.Lock()
+	if n.err != nil {
+		n.mu.Unlock()
+		return
+	}
+	if cause == nil {
+		cause = ErrClosed
+	}
+	n.err = cause
+	n.pending = map[uint64]chan rpcResult{}
+	close(n.broken)
+	n.mu.Unlock()
+	n.conn.Close()
+}
+
+func (n *node) isBroken() bool {
+	select {
+	case <-n.broken:
+		return true
+	default:
+		return false
+	}
+}

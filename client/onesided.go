@@ -1,0 +1,202 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/kvd-project/kvd/internal/table"
+	"github.com/kvd-project/kvd/transport"
+)
+
+// geometry is what a client needs to address a node's table region.
+type geometry struct {
+	region     transport.Descriptor
+	nbuckets   uint32
+	generation uint64
+	maxAge     time.Duration // a GET older than this may have read reused bytes
+}
+
+func (n *node) loadGeometry(ctx context.Context) error {
+	n.geo.region = transport.Descriptor{Addr: n.hello.RegionAddr, Len: n.hello.RegionLen, Key: n.hello.RegionKey}
+	var hdr [table.HeaderSize]byte
+	if err := n.conn.Read(ctx, []transport.ReadOp{{Remote: n.geo.region, Dst: hdr[:]}}); err != nil {
+		return err
+	}
+	h, err := table.ParseHeader(hdr[:])
+	if err != nil {
+		return err
+	}
+	n.geo.nbuckets = h.Buckets
+	n.geo.generation = h.Generation
+	n.geo.maxAge = time.Duration(h.GraceMillis) * time.Millisecond / 2
+	return nil
+}
+
+// Reasons a one-sided attempt did not produce an answer. They never reach
+// callers: the GET retries, and in the end asks by RPC.
+var (
+	errTorn       = errors.New("torn or reused read")
+	errStale      = errors.New("record superseded during read")
+	errUnstable   = errors.New("region changed between reads")
+	errLease      = errors.New("no valid lease")
+	errTooSlow    = errors.New("read outlived the reuse grace period")
+	errGeometry   = errors.New("region was rebuilt")
+	errCandidates = errors.New("too many fingerprint matches")
+	errIncomplete = errors.New("region is missing keys")
+)
+
+// getScratch holds one GET's buffers; pooled so the steady-state GET path
+// allocates only its result.
+type getScratch struct {
+	hdr1, hdr2 [table.HeaderSize]byte
+	bk1, bk2   [2][table.BucketSize]byte
+	cached     []byte
+	recs       [transport.MaxBatch][]byte
+	slots      [2 * table.SlotsPerBucket]table.Slot
+	ops        [transport.MaxBatch]transport.ReadOp
+}
+
+var scratchPool = sync.Pool{New: func() any { return new(getScratch) }}
+
+// grow returns b resliced to n bytes, reallocating only if it is too small.
+func grow(b []byte, n int) []byte {
+	if cap(b) < n {
+		return make([]byte, n, n+n/4)
+	}
+	return b[:n]
+}
+
+// readResult is the outcome of a successful one-sided GET.
+type readResult struct {
+	value      []byte // copied out of scratch
+	version    uint64
+	found      bool
+	roundTrips int
+}
+
+// getOneSided runs one attempt of the one-sided GET protocol (docs/layout.md):
+// round trip 1 reads the header and both candidate buckets (and a cached
+// record, if any); round trip 2 reads the header, the buckets again and every
+// record whose fingerprint matches.
+func (n *node) getOneSided(ctx context.Context, key []byte, needLease bool, s *getScratch) (readResult, error) {
+	g := &n.geo
+	h := table.Hash(key)
+	b1, b2 := table.Buckets(h, g.nbuckets)
+	fp := table.Fingerprint(h)
+	start := time.Now()
+
+	ops := s.ops[:0]
+	ops = append(ops,
+		transport.ReadOp{Remote: g.region, Offset: 0, Dst: s.hdr1[:]},
+		transport.ReadOp{Remote: g.region, Offset: table.BucketOffset(b1), Dst: s.bk1[0][:]},
+		transport.ReadOp{Remote: g.region, Offset: table.BucketOffset(b2), Dst: s.bk1[1][:]})
+	cachedWord, haveCache := n.cache.get(key)
+	if haveCache {
+		cs := table.DecodeSlot(cachedWord)
+		s.cached = grow(s.cached, int(cs.Len))
+		ops = append(ops, transport.ReadOp{Remote: g.region, Offset: cs.Offset, Dst: s.cached})
+	}
+	if err := n.conn.Read(ctx, ops); err != nil {
+		return readResult{}, err
+	}
+	hdr, err := n.checkHeader(s.hdr1[:], needLease)
+	if err != nil {
+		return readResult{}, err
+	}
+	cands := scanBuckets(&s.bk1, fp, s.slots[:0])
+
+	if haveCache {
+		for _, sl := range cands {
+			if sl.Word() != cachedWord {
+				continue
+			}
+			val, ver, err := table.VerifyRecord(s.cached, key, sl)
+			if err == nil && time.Since(start) < g.maxAge {
+				return readResult{value: bytes.Clone(val), version: ver, found: true, roundTrips: 1}, nil
+			}
+		}
+		n.cache.drop(key)
+	}
+
+	// Round trip 2.
+	ops = ops[:0]
+	ops = append(ops,
+		transport.ReadOp{Remote: g.region, Offset: 0, Dst: s.hdr2[:]},
+		transport.ReadOp{Remote: g.region, Offset: table.BucketOffset(b1), Dst: s.bk2[0][:]},
+		transport.ReadOp{Remote: g.region, Offset: table.BucketOffset(b2), Dst: s.bk2[1][:]})
+	if len(cands) > transport.MaxBatch-len(ops) {
+		return readResult{}, errCandidates
+	}
+	for i, sl := range cands {
+		s.recs[i] = grow(s.recs[i], int(sl.Len))
+		ops = append(ops, transport.ReadOp{Remote: g.region, Offset: sl.Offset, Dst: s.recs[i]})
+	}
+	if err := n.conn.Read(ctx, ops); err != nil {
+		return readResult{}, err
+	}
+	if !bytes.Equal(s.hdr1[:], s.hdr2[:]) {
+		return readResult{}, errUnstable
+	}
+	if time.Since(start) >= g.maxAge {
+		return readResult{}, errTooSlow
+	}
+	for i, sl := range cands {
+		val, ver, err := table.VerifyRecord(s.recs[i], key, sl)
+		switch {
+		case err == nil:
+			n.cache.put(key, sl.Word())
+			return readResult{value: bytes.Clone(val), version: ver, found: true, roundTrips: 2}, nil
+		case errors.Is(err, table.ErrKeyMismatch):
+			continue // another key with the same fingerprint
+		case errors.Is(err, table.ErrDead):
+			return readResult{}, errStale
+		default:
+			return readResult{}, fmt.Errorf("%w: %w", errTorn, err)
+		}
+	}
+	// No slot holds the key. Trust that only if the buckets did not change
+	// between the two reads, so neither read can have been torn.
+	if s.bk1 != s.bk2 {
+		return readResult{}, errUnstable
+	}
+	if hdr.Incomplete {
+		return readResult{}, errIncomplete
+	}
+	return readResult{roundTrips: 2}, nil
+}
+
+// checkHeader validates a header read against the node's known geometry.
+func (n *node) checkHeader(b []byte, needLease bool) (table.Header, error) {
+	hdr, err := table.ParseHeader(b)
+	if err != nil {
+		return hdr, fmt.Errorf("%w: %w", errTorn, err)
+	}
+	if hdr.Generation != n.geo.generation || hdr.Buckets != n.geo.nbuckets {
+		return hdr, errGeometry
+	}
+	if _, valid := hdr.LeaseTerm(); needLease && !valid {
+		return hdr, errLease
+	}
+	return hdr, nil
+}
+
+// scanBuckets appends every slot of both buckets whose fingerprint is fp.
+func scanBuckets(bk *[2][table.BucketSize]byte, fp uint16, out []table.Slot) []table.Slot {
+	for b := range bk {
+		for i := 0; i < table.SlotsPerBucket; i++ {
+			w := binary.LittleEndian.Uint64(bk[b][i*8:])
+			if w == 0 {
+				continue
+			}
+			if sl := table.DecodeSlot(w); sl.FP == fp {
+				out = append(out, sl)
+			}
+		}
+	}
+	return out
+}

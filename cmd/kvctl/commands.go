@@ -1,0 +1,193 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"text/tabwriter"
+	"unicode/utf8"
+
+	"github.com/kvd-project/kvd/client"
+)
+
+type env struct {
+	c   *client.Client
+	o   *options
+	eps []string
+	out io.Writer
+}
+
+type command struct {
+	args  string // usage of the arguments
+	nargs []int  // accepted argument counts
+	run   func(ctx context.Context, e *env, args []string) error
+}
+
+func (c command) check(args []string) error {
+	for _, n := range c.nargs {
+		if len(args) == n {
+			return nil
+		}
+	}
+	return usageError{"usage: kvctl " + c.args}
+}
+
+const memberUsage = "member list | add ID ADDR | remove ID"
+
+var commands = map[string]command{
+	"put":    {"put KEY VALUE", []int{2}, runPut},
+	"get":    {"get KEY", []int{1}, runGet},
+	"del":    {"del KEY", []int{1}, runDel},
+	"delete": {"del KEY", []int{1}, runDel},
+	"status": {"status", []int{0}, runStatus},
+	"member": {memberUsage, []int{1, 2, 3}, runMember},
+}
+
+func (e *env) json(v any) error {
+	enc := json.NewEncoder(e.out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func runPut(ctx context.Context, e *env, args []string) error {
+	if err := e.c.Put(ctx, []byte(args[0]), []byte(args[1])); err != nil {
+		return err
+	}
+	if e.o.write == "json" {
+		return e.json(map[string]any{"ok": true, "key": args[0]})
+	}
+	fmt.Fprintln(e.out, "OK")
+	return nil
+}
+
+// kv is a key/value pair as JSON shows it; values that are not UTF-8 text are
+// given in base64 instead.
+type kv struct {
+	Key         string `json:"key"`
+	Value       string `json:"value,omitempty"`
+	ValueBase64 []byte `json:"value_base64,omitempty"`
+	Version     uint64 `json:"version"`
+}
+
+func runGet(ctx context.Context, e *env, args []string) error {
+	v, ver, err := e.c.GetVersion(ctx, []byte(args[0]))
+	if err != nil {
+		return err
+	}
+	switch e.o.write {
+	case "json":
+		out := kv{Key: args[0], Version: ver}
+		if utf8.Valid(v) {
+			out.Value = string(v)
+		} else {
+			out.ValueBase64 = v
+		}
+		return e.json(out)
+	case "table":
+		tw := tabwriter.NewWriter(e.out, 0, 4, 2, ' ', 0)
+		fmt.Fprintf(tw, "KEY\tVALUE\tVERSION\n%s\t%s\t%d\n", args[0], v, ver)
+		return tw.Flush()
+	}
+	_, err = fmt.Fprintf(e.out, "%s\n", v)
+	return err
+}
+
+func runDel(ctx context.Context, e *env, args []string) error {
+	if err := e.c.Delete(ctx, []byte(args[0])); err != nil {
+		return err
+	}
+	if e.o.write == "json" {
+		return e.json(map[string]any{"deleted": 1, "key": args[0]})
+	}
+	fmt.Fprintln(e.out, "1")
+	return nil
+}
+
+type endpointStatus struct {
+	Endpoint string `json:"endpoint"`
+	client.NodeStatus
+	Error string `json:"error,omitempty"`
+}
+
+func runStatus(ctx context.Context, e *env, _ []string) error {
+	out := make([]endpointStatus, len(e.eps))
+	failed := 0
+	for i, ep := range e.eps {
+		st, err := e.c.Status(ctx, ep)
+		out[i] = endpointStatus{Endpoint: ep, NodeStatus: st}
+		if err != nil {
+			out[i].Error = err.Error()
+			failed++
+		}
+	}
+	switch e.o.write {
+	case "json":
+		if err := e.json(out); err != nil {
+			return err
+		}
+	default:
+		tw := tabwriter.NewWriter(e.out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ENDPOINT\tID\tLEADER\tTERM\tCOMMIT\tAPPLIED\tLEASE\tKEYS\tERROR")
+		for _, s := range out {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%v\t%d\t%s\n", s.Endpoint, s.ID, s.LeaderID, s.Term,
+				s.Commit, s.Applied, s.LeaseValid, s.Keys, s.Error)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	if failed == len(out) {
+		return fmt.Errorf("no endpoint answered")
+	}
+	return nil
+}
+
+func runMember(ctx context.Context, e *env, args []string) error {
+	switch {
+	case args[0] == "list" && len(args) == 1:
+		ms, err := e.c.Members(ctx)
+		if err != nil {
+			return err
+		}
+		if e.o.write == "json" {
+			return e.json(ms)
+		}
+		tw := tabwriter.NewWriter(e.out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tADDR\tLEARNER")
+		for _, m := range ms {
+			fmt.Fprintf(tw, "%d\t%s\t%v\n", m.ID, m.Addr, m.IsLearner)
+		}
+		return tw.Flush()
+	case args[0] == "add" && len(args) == 3:
+		id, err := parseID(args[1])
+		if err != nil {
+			return err
+		}
+		if err := e.c.AddMember(ctx, id, args[2]); err != nil {
+			return err
+		}
+		fmt.Fprintf(e.out, "added member %d at %s; start it with --id %d --join\n", id, args[2], id)
+		return nil
+	case args[0] == "remove" && len(args) == 2:
+		id, err := parseID(args[1])
+		if err != nil {
+			return err
+		}
+		if err := e.c.RemoveMember(ctx, id); err != nil {
+			return err
+		}
+		fmt.Fprintf(e.out, "removed member %d\n", id)
+		return nil
+	}
+	return usageError{"usage: kvctl " + memberUsage}
+}
+
+func parseID(s string) (uint64, error) {
+	id, err := strconv.ParseUint(s, 10, 64)
+	if err != nil || id == 0 {
+		return 0, usageError{fmt.Sprintf("member id %q: want a positive integer", s)}
+	}
+	return id, nil
+}

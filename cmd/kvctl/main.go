@@ -1,0 +1,157 @@
+// Command kvctl is kvd's command-line client.
+//
+//	kvctl [flags] put KEY VALUE
+//	kvctl [flags] get KEY
+//	kvctl [flags] del KEY
+//	kvctl [flags] status
+//	kvctl [flags] member list | add ID ADDR | remove ID
+//
+// Flags may come before or after the command. Each flag is mirrored by an
+// environment variable: KVCTL_ plus its name in upper case with dashes as
+// underscores (--endpoints → KVCTL_ENDPOINTS).
+//
+// Exit status: 0 on success, 1 when the operation failed (a missing key
+// included), 2 on a usage error.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/kvd-project/kvd/client"
+	"github.com/kvd-project/kvd/internal/cli"
+)
+
+const usage = `usage: kvctl [flags] COMMAND [ARGS]
+
+commands:
+  put KEY VALUE           store VALUE under KEY
+  get KEY                 print KEY's value (exit 1 if it does not exist)
+  del KEY                 delete KEY (exit 1 if it did not exist)
+  status                  show every endpoint's id, leader, term and indexes
+  member list             list the cluster's members
+  member add ID ADDR      add node ID at ADDR (start it with --join)
+  member remove ID        remove node ID
+
+flags:
+`
+
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func main() {
+	err := run(os.Args[1:], os.Stdout, os.Stderr)
+	var ue usageError
+	switch {
+	case err == nil:
+	case errors.Is(err, flag.ErrHelp):
+		os.Exit(2)
+	case errors.As(err, &ue):
+		fmt.Fprintln(os.Stderr, "kvctl:", err)
+		fmt.Fprintln(os.Stderr, "run 'kvctl -h' for usage")
+		os.Exit(2)
+	default:
+		fmt.Fprintln(os.Stderr, "kvctl:", err)
+		os.Exit(1)
+	}
+}
+
+type options struct {
+	endpoints   string
+	transport   string
+	consistency string
+	write       string
+	timeout     time.Duration
+}
+
+// parse accepts flags before, between and after positional arguments.
+func parse(args []string, stderr io.Writer) (*options, []string, error) {
+	o := &options{}
+	fs := flag.NewFlagSet("kvctl", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
+	fs.StringVar(&o.endpoints, "endpoints", "127.0.0.1:7301", "comma-separated kvd addresses")
+	fs.StringVar(&o.transport, "transport", "tcp", "transport: tcp or rdma")
+	fs.StringVar(&o.consistency, "consistency", "linearizable", "get consistency: linearizable, serializable or readindex")
+	fs.StringVar(&o.write, "w", "simple", "output format: simple, json or table")
+	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "give up on a command after this long")
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, nil, err
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		rest := fs.Args()
+		if len(args) > len(rest) && args[len(args)-len(rest)-1] == "--" {
+			pos = append(pos, rest...) // everything after -- is positional
+			break
+		}
+		pos, args = append(pos, rest[0]), rest[1:]
+	}
+	if err := cli.ApplyEnv(fs, "KVCTL_"); err != nil {
+		return nil, nil, usageError{err.Error()}
+	}
+	switch o.write {
+	case "simple", "json", "table":
+	default:
+		return nil, nil, usageError{fmt.Sprintf("-w %q: want simple, json or table", o.write)}
+	}
+	return o, pos, nil
+}
+
+func run(args []string, stdout, stderr io.Writer) error {
+	o, pos, err := parse(args, stderr)
+	if err != nil {
+		return err
+	}
+	if len(pos) == 0 {
+		return usageError{"no command given"}
+	}
+	level, err := client.ParseConsistency(o.consistency)
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	eps := splitEndpoints(o.endpoints)
+	if len(eps) == 0 {
+		return usageError{"--endpoints is empty"}
+	}
+	cmd, ok := commands[pos[0]]
+	if !ok {
+		return usageError{fmt.Sprintf("unknown command %q", pos[0])}
+	}
+	if err := cmd.check(pos[1:]); err != nil {
+		return err
+	}
+	tr, err := cli.Transport(o.transport, "")
+	if err != nil {
+		return usageError{"--transport: " + err.Error()}
+	}
+	defer tr.Close()
+	c, err := client.New(client.Config{Endpoints: eps, Transport: tr, Consistency: level})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
+	defer cancel()
+	return cmd.run(ctx, &env{c: c, o: o, eps: eps, out: stdout}, pos[1:])
+}
+
+func splitEndpoints(s string) []string {
+	var out []string
+	for _, e := range strings.Split(s, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			out = append(out, e)
+		}
+	}
+	return out
+}

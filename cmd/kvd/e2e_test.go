@@ -1,0 +1,153 @@
+package main_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kvd-project/kvd/client"
+	"github.com/kvd-project/kvd/internal/kvdtest"
+)
+
+// buildBinaries builds kvd and kvctl into a temporary directory.
+func buildBinaries(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	cmd := exec.Command("go", "build", "-o", dir+"/", "github.com/kvd-project/kvd/cmd/kvd", "github.com/kvd-project/kvd/cmd/kvctl")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return dir
+}
+
+// TestProcess starts kvd as a process and drives it with the client library
+// and with kvctl, as a user would.
+func TestProcess(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipping the process test in -short mode")
+	}
+	bin := buildBinaries(t)
+	addrs := kvdtest.FreeAddrs(t, 2)
+	listen, metrics := addrs[0], addrs[1]
+	kvd := exec.Command(filepath.Join(bin, "kvd"), "--data-dir", t.TempDir(), "--listen", listen,
+		"--metrics-listen", metrics, "--table-mem", "8MiB")
+	var logs bytes.Buffer
+	kvd.Stderr = &logs
+	if err := kvd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		kvd.Process.Signal(syscall.SIGTERM)
+		if err := kvd.Wait(); err != nil {
+			t.Errorf("kvd did not exit cleanly on SIGTERM: %v\n%s", err, logs.String())
+		}
+	}()
+
+	kvctl := func(args ...string) (string, string, error) {
+		cmd := exec.Command(filepath.Join(bin, "kvctl"), append([]string{"--endpoints", listen}, args...)...)
+		var out, errOut bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		err := cmd.Run()
+		return out.String(), errOut.String(), err
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, _, err := kvctl("--timeout", "1s", "put", "hello", "world"); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("kvd never accepted a put\n%s", logs.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if out, _, err := kvctl("get", "hello"); err != nil || out != "world\n" {
+		t.Fatalf("kvctl get hello = %q, %v", out, err)
+	}
+	out, errOut, err := kvctl("get", "missing")
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 || out != "" || !strings.Contains(errOut, "not found") {
+		t.Fatalf("kvctl get missing: stdout %q stderr %q err %v; want exit 1 and a message on stderr", out, errOut, err)
+	}
+	if out, _, err := kvctl("-w", "json", "get", "hello"); err != nil || !strings.Contains(out, `"value": "world"`) {
+		t.Fatalf("kvctl -w json get = %q, %v", out, err)
+	}
+	if _, _, err := kvctl("bogus"); !errors.As(err, &ee) || ee.ExitCode() != 2 {
+		t.Fatalf("unknown command: %v, want exit 2", err)
+	}
+
+	c, err := client.New(client.Config{Endpoints: []string{listen}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	for _, k := range []string{"a", "b", "c"} {
+		if err := c.Put(ctx, []byte(k), []byte("v-"+k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if v, err := c.Get(ctx, []byte("b")); err != nil || string(v) != "v-b" {
+		t.Fatalf("client get b = %q, %v", v, err)
+	}
+	if err := c.Delete(ctx, []byte("b")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Get(ctx, []byte("b")); !errors.Is(err, client.ErrNotFound) {
+		t.Fatalf("get after delete: %v", err)
+	}
+
+	body := httpGet(t, "http://"+metrics+"/metrics")
+	for _, m := range []string{"kvd_requests_total", "kvd_table_keys", "kvd_raft_term"} {
+		if !strings.Contains(body, m) {
+			t.Errorf("/metrics lacks %s", m)
+		}
+	}
+	if h := httpGet(t, "http://"+metrics+"/healthz"); !strings.Contains(h, `"healthy":true`) {
+		t.Errorf("/healthz = %s", h)
+	}
+}
+
+func httpGet(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+// TestBadFlags: bad input gives a clear message and exit status 2.
+func TestBadFlags(t *testing.T) {
+	bin := buildBinaries(t)
+	for _, tc := range []struct {
+		args []string
+		env  string
+		want string
+	}{
+		{[]string{"--data-dir", t.TempDir(), "--transport", "carrier-pigeon"}, "", "unknown transport"},
+		{[]string{"--data-dir", t.TempDir(), "--table-mem", "lots"}, "", "bad size"},
+		{[]string{"--listen", "127.0.0.1:0"}, "", "--data-dir is required"},
+		{[]string{"--data-dir", t.TempDir(), "--initial-cluster", "1=a:1,x"}, "", "bad cluster member"},
+		{[]string{"--data-dir", t.TempDir()}, "KVD_TABLE_MEM=huge", "KVD_TABLE_MEM"},
+		{[]string{"--no-such-flag"}, "", "flag provided but not defined"},
+	} {
+		cmd := exec.Command(filepath.Join(bin, "kvd"), tc.args...)
+		cmd.Env = append(os.Environ(), tc.env)
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), tc.want) {
+			t.Errorf("kvd %v (%s): exit %v, output %q; want exit 2 mentioning %q", tc.args, tc.env, err, out, tc.want)
+		}
+	}
+}

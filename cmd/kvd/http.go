@@ -1,0 +1,77 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/kvd-project/kvd/server"
+	"github.com/kvd-project/kvd/transport"
+	"github.com/kvd-project/kvd/transport/tcp"
+)
+
+// serveMetrics serves /metrics and /healthz. /healthz answers 200 while the
+// node knows a leader (it can serve writes through it) and 503 otherwise,
+// with the node's status as JSON either way.
+func serveMetrics(addr string, reg *prometheus.Registry, srv *server.Server, log *slog.Logger, faults http.Handler) (*http.Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-listen: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		st := srv.Status()
+		w.Header().Set("Content-Type", "application/json")
+		if st.LeaderID == 0 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+		json.NewEncoder(w).Encode(map[string]any{"healthy": st.LeaderID != 0, "status": st})
+	})
+	if faults != nil {
+		mux.Handle("/debug/faults", faults)
+	}
+	hs := &http.Server{Handler: mux}
+	go func() {
+		if err := hs.Serve(ln); err != nil && err != http.ErrServerClosed {
+			log.Error("metrics server stopped", "err", err)
+		}
+	}()
+	log.Info("serving metrics", "addr", ln.Addr().String())
+	return hs, nil
+}
+
+// faultHandler returns the fault-injection endpoint, or nil when it is off.
+// POST /debug/faults?drop=ADDR1,ADDR2 makes the node drop every message and
+// one-sided READ to and from those peers (a network partition, in the
+// transport); drop= with no addresses heals.
+func faultHandler(enabled bool, tr transport.Transport) http.Handler {
+	if !enabled {
+		return nil
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			http.Error(w, "POST only", http.StatusMethodNotAllowed)
+			return
+		}
+		t, ok := tr.(*tcp.Transport)
+		if !ok {
+			http.Error(w, "fault injection needs the tcp transport", http.StatusNotImplemented)
+			return
+		}
+		drop := map[string]bool{}
+		for _, a := range strings.Split(r.URL.Query().Get("drop"), ",") {
+			if a = strings.TrimSpace(a); a != "" {
+				drop[a] = true
+			}
+		}
+		t.SetFilter(func(local, remote string) bool { return drop[remote] })
+		fmt.Fprintf(w, "dropping traffic to and from %d peers\n", len(drop))
+	})
+}

@@ -1,0 +1,150 @@
+// Command kvd runs one kvd node. See README.md for a local cluster.
+//
+// Every flag can also be set through an environment variable: KVD_ plus the
+// flag name in upper case with dashes as underscores (--data-dir →
+// KVD_DATA_DIR). Flags given on the command line win.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/kvd-project/kvd/internal/cli"
+	"github.com/kvd-project/kvd/server"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "kvd:", err)
+		}
+		os.Exit(2)
+	}
+}
+
+type options struct {
+	cfg           server.Config
+	transport     string
+	tableMem      cli.Size
+	cluster       string
+	metricsListen string
+	logLevel      string
+	logFormat     string
+	faults        bool
+}
+
+func parseFlags(args []string) (*options, error) {
+	o := &options{tableMem: server.DefaultTableMem}
+	fs := flag.NewFlagSet("kvd", flag.ContinueOnError)
+	fs.Uint64Var(&o.cfg.ID, "id", 1, "this node's id (> 0), as named in --initial-cluster")
+	fs.StringVar(&o.cfg.Listen, "listen", "127.0.0.1:7301", "address for clients and peers (host:port)")
+	fs.StringVar(&o.cfg.DataDir, "data-dir", "", "directory for the node's durable state (required)")
+	fs.StringVar(&o.transport, "transport", "tcp", "transport: tcp or rdma (rdma needs a build with -tags rdma)")
+	fs.Var(&o.tableMem, "table-mem", "size of the registered table region (e.g. 64MiB, 1GiB)")
+	fs.DurationVar(&o.cfg.ReuseGrace, "reuse-grace", server.DefaultReuseGrace, "how long superseded records stay untouched before their memory is reused")
+	fs.StringVar(&o.cluster, "initial-cluster", "", "every member as ID=HOST:PORT,... (empty: a single-node cluster)")
+	fs.BoolVar(&o.cfg.Join, "join", false, "join an existing cluster (add this node with 'kvctl member add' first)")
+	fs.Uint64Var(&o.cfg.SnapshotCount, "snapshot-count", server.DefaultSnapshotCount, "applied entries between snapshots (bounds the Raft log)")
+	fs.DurationVar(&o.cfg.TickInterval, "tick", server.DefaultTickInterval, "Raft tick interval; elections time out after 10 ticks")
+	fs.StringVar(&o.metricsListen, "metrics-listen", "", "address for HTTP /metrics and /healthz (empty: off)")
+	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
+	fs.BoolVar(&o.faults, "enable-fault-injection", false, "serve POST /debug/faults?drop=ADDR,... on --metrics-listen (tests only: it cuts this node off from peers)")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments %q (all settings are flags; see kvd -h)", fs.Args())
+	}
+	if err := cli.ApplyEnv(fs, "KVD_"); err != nil {
+		return nil, err
+	}
+	cluster, err := cli.ParseCluster(o.cluster)
+	if err != nil {
+		return nil, fmt.Errorf("--initial-cluster: %w", err)
+	}
+	o.cfg.InitialCluster = cluster
+	if o.tableMem > 1<<40 {
+		return nil, fmt.Errorf("--table-mem %d is too large", o.tableMem)
+	}
+	o.cfg.TableMem = int(o.tableMem)
+	return o, nil
+}
+
+func newLogger(level, format string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	opts := &slog.HandlerOptions{Level: l}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want text or json", format)
+}
+
+func run(args []string) error {
+	o, err := parseFlags(args)
+	if err != nil {
+		return err
+	}
+	log, err := newLogger(o.logLevel, o.logFormat)
+	if err != nil {
+		return err
+	}
+	if o.cfg.DataDir == "" {
+		return errors.New("--data-dir is required")
+	}
+	if err := os.MkdirAll(o.cfg.DataDir, 0o755); err != nil {
+		return err
+	}
+	tr, err := cli.Transport(o.transport, o.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("--transport: %w", err)
+	}
+	defer tr.Close()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	o.cfg.Transport, o.cfg.Logger, o.cfg.Registerer = tr, log, reg
+
+	srv, err := server.New(o.cfg)
+	if err != nil {
+		return err
+	}
+	var httpSrv *http.Server
+	if o.faults && o.metricsListen == "" {
+		srv.Close()
+		return errors.New("--enable-fault-injection needs --metrics-listen")
+	}
+	if o.metricsListen != "" {
+		if httpSrv, err = serveMetrics(o.metricsListen, reg, srv, log, faultHandler(o.faults, tr)); err != nil {
+			srv.Close()
+			return err
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	<-ctx.Done()
+	log.Info("shutting down")
+	if httpSrv != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		httpSrv.Shutdown(sctx)
+		cancel()
+	}
+	return srv.Close()
+}

@@ -1,0 +1,81 @@
+package chaos
+
+import (
+	"fmt"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// kvInput is one operation on one key.
+type kvInput struct {
+	Op    string // "get", "put", "del"
+	Key   string
+	Value string
+}
+
+// kvOutput is what the operation returned. Unknown marks an operation that
+// failed or timed out: it may or may not have taken effect.
+type kvOutput struct {
+	Value   string
+	Found   bool
+	Unknown bool
+}
+
+type kvState struct {
+	Value  string
+	Exists bool
+}
+
+// kvModel is a single-key register with delete, partitioned by key.
+var kvModel = porcupine.Model{
+	Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
+		byKey := map[string][]porcupine.Operation{}
+		var keys []string
+		for _, op := range history {
+			k := op.Input.(kvInput).Key
+			if _, ok := byKey[k]; !ok {
+				keys = append(keys, k)
+			}
+			byKey[k] = append(byKey[k], op)
+		}
+		out := make([][]porcupine.Operation, 0, len(keys))
+		for _, k := range keys {
+			out = append(out, byKey[k])
+		}
+		return out
+	},
+	Init: func() any { return kvState{} },
+	Step: func(state, input, output any) (bool, any) {
+		s, in, out := state.(kvState), input.(kvInput), output.(kvOutput)
+		switch in.Op {
+		case "get":
+			return out.Found == s.Exists && (!s.Exists || out.Value == s.Value), s
+		case "put":
+			return true, kvState{Value: in.Value, Exists: true}
+		case "del":
+			// A delete's "not found" is not checked: the client may have
+			// retried a first attempt that did delete the key.
+			return true, kvState{}
+		}
+		return false, s
+	},
+	DescribeOperation: func(input, output any) string {
+		in, out := input.(kvInput), output.(kvOutput)
+		switch {
+		case out.Unknown:
+			return fmt.Sprintf("%s(%s, %q) -> ?", in.Op, in.Key, in.Value)
+		case in.Op == "get" && !out.Found:
+			return fmt.Sprintf("get(%s) -> not found", in.Key)
+		case in.Op == "get":
+			return fmt.Sprintf("get(%s) -> %q", in.Key, out.Value)
+		}
+		return fmt.Sprintf("%s(%s, %q) -> found=%v", in.Op, in.Key, in.Value, out.Found)
+	},
+	DescribeState: func(state any) string {
+		s := state.(kvState)
+		if !s.Exists {
+			return "<none>"
+		}
+		return fmt.Sprintf("%q", s.Value)
+	},
+}

@@ -1,0 +1,133 @@
+package cli
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/kvd-project/kvd/transport"
+	"github.com/kvd-project/kvd/transport/rdma"
+	"github.com/kvd-project/kvd/transport/tcp"
+)
+
+// EnvName is the environment variable that mirrors flag name:
+// prefix + upper-cased name with dashes as underscores (listen-addr →
+// KVD_LISTEN_ADDR).
+func EnvName(prefix, name string) string {
+	return prefix + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+}
+
+// ApplyEnv sets every flag of fs that was not given on the command line from
+// its environment variable, if that is set. Call it after fs.Parse. A bad
+// value is an error naming the variable.
+func ApplyEnv(fs *flag.FlagSet, prefix string) error {
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		if err != nil || given[f.Name] {
+			return
+		}
+		env := EnvName(prefix, f.Name)
+		if v, ok := os.LookupEnv(env); ok {
+			if serr := fs.Set(f.Name, v); serr != nil {
+				err = fmt.Errorf("invalid value %q for %s: %v", v, env, serr)
+			}
+		}
+	})
+	return err
+}
+
+// Size is a byte count flag accepting plain numbers and KiB/MiB/GiB (or
+// K/M/G, KB/MB/GB as binary multiples) suffixes.
+type Size int64
+
+func (s *Size) String() string { return strconv.FormatInt(int64(*s), 10) }
+
+// Set parses a size.
+func (s *Size) Set(v string) error {
+	n, err := ParseSize(v)
+	if err != nil {
+		return err
+	}
+	*s = Size(n)
+	return nil
+}
+
+// ParseSize parses "4096", "64MiB", "1g" and the like.
+func ParseSize(v string) (int64, error) {
+	t := strings.TrimSpace(strings.ToLower(v))
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"gib", 1 << 30}, {"mib", 1 << 20}, {"kib", 1 << 10}, {"gb", 1 << 30}, {"mb", 1 << 20}, {"kb", 1 << 10},
+		{"g", 1 << 30}, {"m", 1 << 20}, {"k", 1 << 10}, {"b", 1}} {
+		if strings.HasSuffix(t, u.suffix) {
+			t, mult = strings.TrimSpace(strings.TrimSuffix(t, u.suffix)), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(t, 10, 64)
+	if err != nil || n < 0 || n > (1<<62)/mult {
+		return 0, fmt.Errorf("bad size %q (want e.g. 67108864, 64MiB, 1GiB)", v)
+	}
+	return n * mult, nil
+}
+
+// ParseCluster parses "1=host:port,2=host:port" into an id→address map.
+func ParseCluster(v string) (map[uint64]string, error) {
+	out := map[uint64]string{}
+	if strings.TrimSpace(v) == "" {
+		return out, nil
+	}
+	for _, part := range strings.Split(v, ",") {
+		id, addr, ok := strings.Cut(strings.TrimSpace(part), "=")
+		n, err := strconv.ParseUint(id, 10, 64)
+		if !ok || err != nil || n == 0 || addr == "" {
+			return nil, fmt.Errorf("bad cluster member %q (want ID=HOST:PORT with ID > 0)", part)
+		}
+		if _, dup := out[n]; dup {
+			return nil, fmt.Errorf("member id %d appears twice", n)
+		}
+		out[n] = addr
+	}
+	return out, nil
+}
+
+// FormatCluster is ParseCluster's inverse, ordered by id.
+func FormatCluster(m map[uint64]string) string {
+	ids := make([]uint64, 0, len(m))
+	for id := range m {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		parts[i] = fmt.Sprintf("%d=%s", id, m[id])
+	}
+	return strings.Join(parts, ",")
+}
+
+// Transport makes the transport named on the command line. node names this
+// endpoint to its peers (a server passes its listen address; clients "").
+func Transport(name, node string) (transport.Transport, error) {
+	switch name {
+	case "tcp":
+		t, err := tcp.New(tcp.Config{Node: node})
+		if err != nil {
+			return nil, err
+		}
+		return t, nil
+	case "rdma":
+		t, err := rdma.New(rdma.Config{})
+		if err != nil {
+			return nil, err
+		}
+		return t, nil
+	}
+	return nil, fmt.Errorf("unknown transport %q (want tcp or rdma)", name)
+}

@@ -1,0 +1,4 @@
+// Package cli holds what kvd's commands share: flags mirrored from
+// environment variables, byte sizes, cluster maps and choosing a transport.
+// Flags map onto each component's Config in the commands themselves.
+package cli

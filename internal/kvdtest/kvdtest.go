@@ -1,0 +1,138 @@
+package kvdtest
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/kvd-project/kvd/server"
+	"github.com/kvd-project/kvd/transport/tcp"
+)
+
+// Node is one in-process kvd node.
+type Node struct {
+	ID      uint64
+	Addr    string
+	DataDir string
+	Srv     *server.Server
+	Tr      *tcp.Transport
+	cfg     server.Config
+}
+
+// Options tune the nodes a test starts.
+type Options struct {
+	TableMem      int
+	ReuseGrace    time.Duration
+	SnapshotCount uint64
+	Tick          time.Duration
+	Log           bool // send node logs to the test log's stderr
+}
+
+// FreeAddrs returns n loopback addresses whose ports were free a moment ago.
+func FreeAddrs(t testing.TB, n int) []string {
+	t.Helper()
+	out := make([]string, n)
+	for i := range out {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[i] = ln.Addr().String()
+		ln.Close()
+	}
+	return out
+}
+
+// StartCluster starts n nodes that form one cluster, and stops them at the
+// end of the test.
+func StartCluster(t testing.TB, n int, o Options) []*Node {
+	t.Helper()
+	addrs := FreeAddrs(t, n)
+	cluster := map[uint64]string{}
+	for i, a := range addrs {
+		cluster[uint64(i+1)] = a
+	}
+	nodes := make([]*Node, n)
+	for i := range nodes {
+		nodes[i] = &Node{ID: uint64(i + 1), Addr: addrs[i], DataDir: t.TempDir()}
+		nodes[i].cfg = server.Config{
+			ID: uint64(i + 1), Listen: addrs[i], DataDir: nodes[i].DataDir, InitialCluster: cluster,
+			TableMem: o.TableMem, ReuseGrace: o.ReuseGrace, SnapshotCount: o.SnapshotCount, TickInterval: o.Tick,
+			Logger: logger(o.Log),
+		}
+		if err := nodes[i].Start(); err != nil {
+			t.Fatalf("start node %d: %v", i+1, err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, nd := range nodes {
+			nd.Stop()
+		}
+	})
+	return nodes
+}
+
+func logger(on bool) *slog.Logger {
+	if on {
+		return slog.Default()
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// Start (re)starts the node with its data directory.
+func (n *Node) Start() error {
+	tr, err := tcp.New(tcp.Config{Node: n.Addr})
+	if err != nil {
+		return err
+	}
+	cfg := n.cfg
+	cfg.Transport = tr
+	srv, err := server.New(cfg)
+	if err != nil {
+		tr.Close()
+		return fmt.Errorf("node %d: %w", n.ID, err)
+	}
+	n.Srv, n.Tr = srv, tr
+	return nil
+}
+
+// Stop closes the node (its data directory stays).
+func (n *Node) Stop() {
+	if n.Srv != nil {
+		n.Srv.Close()
+		n.Tr.Close()
+		n.Srv, n.Tr = nil, nil
+	}
+}
+
+// Endpoints lists the nodes' addresses.
+func Endpoints(nodes []*Node) []string {
+	out := make([]string, len(nodes))
+	for i, n := range nodes {
+		out[i] = n.Addr
+	}
+	return out
+}
+
+// WaitLeader waits until some running node is leader with a valid lease,
+// and returns it.
+func WaitLeader(t testing.TB, nodes []*Node, timeout time.Duration) *Node {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		for _, n := range nodes {
+			if n.Srv == nil {
+				continue
+			}
+			if st := n.Srv.Status(); st.IsLeader && st.LeaseValid {
+				return n
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("no leader with a valid lease within %v", timeout)
+	return nil
+}

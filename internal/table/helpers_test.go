@@ -1,0 +1,101 @@
+package table
+
+import (
+	"errors"
+	"math/bits"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/kvd-project/kvd/internal/mmap"
+)
+
+// mapMem returns n bytes of zeroed, page-aligned memory off the Go heap,
+// freed when the test ends.
+func mapMem(tb testing.TB, n int) []byte {
+	tb.Helper()
+	b, err := mmap.Alloc(n)
+	if err != nil {
+		tb.Fatalf("mmap.Alloc(%d): %v", n, err)
+	}
+	tb.Cleanup(func() {
+		if err := mmap.Free(b); err != nil {
+			tb.Errorf("mmap.Free: %v", err)
+		}
+	})
+	return b
+}
+
+// fakeClock is an injectable clock that only moves when told to. It is safe
+// for concurrent use.
+type fakeClock struct{ ns atomic.Int64 }
+
+func (c *fakeClock) Now() time.Time          { return time.Unix(0, c.ns.Load()) }
+func (c *fakeClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
+
+// newTable formats a table over fresh memory with a fake clock.
+func newTable(tb testing.TB, size int, cfg Config) (*Table, []byte, *fakeClock) {
+	tb.Helper()
+	clk := &fakeClock{}
+	clk.ns.Store(1e12)
+	if cfg.Now == nil {
+		cfg.Now = clk.Now
+	}
+	mem := mapMem(tb, size)
+	t, err := Format(mem, cfg)
+	if err != nil {
+		tb.Fatalf("Format: %v", err)
+	}
+	return t, mem, clk
+}
+
+// errMiss is what lookup returns when no slot holds the key.
+var errMiss = errors.New("miss")
+
+// lookup does what a client does with the bytes of one READ of the header,
+// the key's buckets and its matching records, here read straight from mem by
+// a goroutine that is not racing the writer.
+func lookup(mem, key []byte) (value []byte, version uint64, err error) {
+	h, err := ParseHeader(mem)
+	if err != nil {
+		return nil, 0, err
+	}
+	hash := Hash(key)
+	b1, b2 := Buckets(hash, h.Buckets)
+	var out [SlotsPerBucket]Slot
+	for _, b := range [2]uint32{b1, b2} {
+		n := ScanBucket(mem[BucketOffset(b):], Fingerprint(hash), &out)
+		for _, s := range out[:n] {
+			if !h.InArea(s) {
+				return nil, 0, ErrBadLength
+			}
+			value, version, err := VerifyRecord(mem[s.Offset:s.Offset+s.Len], key, s)
+			if errors.Is(err, ErrKeyMismatch) {
+				continue
+			}
+			return value, version, err
+		}
+	}
+	return nil, 0, errMiss
+}
+
+// slotOf returns the slot word currently published for key (0 if none).
+func slotOf(tb testing.TB, tab *Table, key []byte) uint64 {
+	tb.Helper()
+	_, w, ok := tab.find(key, Hash(key))
+	if !ok {
+		return 0
+	}
+	return w
+}
+
+// loadWord is the atomic load matching storeWord, for in-process readers
+// racing the writer.
+func loadWord(b []byte, off uint64) uint64 {
+	w := atomic.LoadUint64((*uint64)(unsafe.Pointer(&b[off : off+8][0])))
+	if bigEndian {
+		w = bits.ReverseBytes64(w)
+	}
+	return w
+}

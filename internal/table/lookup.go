@@ -1,0 +1,82 @@
+package table
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+)
+
+// Get looks key up in the local region and returns a copy of its value.
+// Invalid keys are simply not found.
+func (t *Table) Get(key []byte) (value []byte, version uint64, ok bool) {
+	if checkKey(key) != nil {
+		return nil, 0, false
+	}
+	_, w, found := t.find(key, Hash(key))
+	if !found {
+		return nil, 0, false
+	}
+	s := DecodeSlot(w)
+	rec := t.mem[s.Offset : s.Offset+s.Len]
+	kl := uint64(binary.LittleEndian.Uint16(rec[recKeyLen:]))
+	vl := uint64(binary.LittleEndian.Uint32(rec[recValueLen:]))
+	value = append([]byte{}, rec[recKey+kl:recKey+kl+vl]...)
+	return value, binary.LittleEndian.Uint64(rec[recVersion:]), true
+}
+
+// find returns the position and word of key's slot, if it has one. The
+// writer trusts its own bytes, so it reads them plainly.
+func (t *Table) find(key []byte, h uint64) (pos, w uint64, ok bool) {
+	fp := Fingerprint(h)
+	b1, b2 := Buckets(h, t.hdr.Buckets)
+	for _, b := range [2]uint32{b1, b2} {
+		for pos := BucketOffset(b); pos < BucketOffset(b+1); pos += SlotSize {
+			w := binary.LittleEndian.Uint64(t.mem[pos:])
+			if w == 0 || DecodeSlot(w).FP != fp {
+				continue
+			}
+			off := DecodeSlot(w).Offset
+			kl := uint64(binary.LittleEndian.Uint16(t.mem[off+recKeyLen:]))
+			if bytes.Equal(t.mem[off+recKey:off+recKey+kl], key) {
+				return pos, w, true
+			}
+		}
+	}
+	return 0, 0, false
+}
+
+// emptySlot returns the first empty slot of the less loaded of b1 and b2
+// (b1 on a tie), or false if both are full.
+func (t *Table) emptySlot(b1, b2 uint32) (uint64, bool) {
+	n1, first1 := t.load(b1)
+	n2, first2 := t.load(b2)
+	switch {
+	case n1 <= n2 && n1 < SlotsPerBucket:
+		return first1, true
+	case n2 < SlotsPerBucket:
+		return first2, true
+	}
+	return 0, false
+}
+
+// load counts bucket b's used slots and finds its first empty one.
+func (t *Table) load(b uint32) (used int, firstEmpty uint64) {
+	for pos := BucketOffset(b); pos < BucketOffset(b+1); pos += SlotSize {
+		if binary.LittleEndian.Uint64(t.mem[pos:]) != 0 {
+			used++
+		} else if firstEmpty == 0 {
+			firstEmpty = pos
+		}
+	}
+	return used, firstEmpty
+}
+
+func checkKey(key []byte) error {
+	switch {
+	case len(key) == 0:
+		return ErrEmptyKey
+	case len(key) > MaxKey:
+		return fmt.Errorf("%w: %d bytes", ErrKeyTooLarge, len(key))
+	}
+	return nil
+}

@@ -1,0 +1,173 @@
+package wire
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// Version is the framing version this package speaks.
+const Version = 1
+
+// Header sizes.
+const (
+	RequestHeaderLen  = 18
+	ResponseHeaderLen = 24
+)
+
+// Op names an operation.
+type Op uint8
+
+// Operations. New ones are appended; numbers never change meaning.
+const (
+	OpHello        Op = 1 // learn the node's region descriptor and leader
+	OpGet          Op = 2 // two-sided GET (Flags: consistency)
+	OpPut          Op = 3
+	OpDelete       Op = 4
+	OpStatus       Op = 5 // node status as JSON
+	OpMemberList   Op = 6 // members as JSON
+	OpMemberAdd    Op = 7 // Key: decimal id, Value: address
+	OpMemberRemove Op = 8 // Key: decimal id
+	opMax             = OpMemberRemove
+)
+
+func (o Op) String() string {
+	switch o {
+	case OpHello:
+		return "hello"
+	case OpGet:
+		return "get"
+	case OpPut:
+		return "put"
+	case OpDelete:
+		return "delete"
+	case OpStatus:
+		return "status"
+	case OpMemberList:
+		return "member-list"
+	case OpMemberAdd:
+		return "member-add"
+	case OpMemberRemove:
+		return "member-remove"
+	}
+	return fmt.Sprintf("op(%d)", uint8(o))
+}
+
+// Status is a response's outcome.
+type Status uint16
+
+// Statuses. The client maps each onto one of its sentinel errors.
+const (
+	StatusOK            Status = 0
+	StatusNotFound      Status = 1
+	StatusNotLeader     Status = 2 // Value: leader address (may be empty); Version: leader id
+	StatusKeyTooLarge   Status = 3
+	StatusValueTooLarge Status = 4
+	StatusNoSpace       Status = 5
+	StatusBadRequest    Status = 6 // Value: message
+	StatusUnavailable   Status = 7 // Value: message
+	StatusInternal      Status = 8 // Value: message
+	StatusEmptyKey      Status = 9
+)
+
+// Errors returned by the decoders.
+var (
+	ErrShort   = errors.New("wire: frame too short")
+	ErrVersion = errors.New("wire: unsupported frame version")
+	ErrLength  = errors.New("wire: frame length does not match its header")
+	ErrOp      = errors.New("wire: unknown op")
+)
+
+// Request is a decoded request. Key and Value alias the frame they were
+// decoded from.
+type Request struct {
+	Op    Op
+	Flags uint16
+	ID    uint64
+	Key   []byte
+	Value []byte
+}
+
+// Response is a decoded response. Value aliases the frame.
+type Response struct {
+	Op      Op
+	Status  Status
+	ID      uint64
+	Version uint64
+	Value   []byte
+}
+
+// AppendRequest appends r's encoding to b.
+func AppendRequest(b []byte, r *Request) []byte {
+	b = append(b, Version, byte(r.Op))
+	b = binary.LittleEndian.AppendUint16(b, r.Flags)
+	b = binary.LittleEndian.AppendUint64(b, r.ID)
+	b = binary.LittleEndian.AppendUint16(b, uint16(len(r.Key)))
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(r.Value)))
+	b = append(b, r.Key...)
+	return append(b, r.Value...)
+}
+
+// DecodeRequest parses a request frame. Key longer than 65535 bytes cannot be
+// encoded; callers check limits before encoding.
+func DecodeRequest(b []byte, r *Request) error {
+	if len(b) < RequestHeaderLen {
+		return fmt.Errorf("%w: %d bytes", ErrShort, len(b))
+	}
+	if b[0] != Version {
+		return fmt.Errorf("%w: %d (want %d)", ErrVersion, b[0], Version)
+	}
+	op := Op(b[1])
+	if op == 0 || op > opMax {
+		return fmt.Errorf("%w: %d", ErrOp, b[1])
+	}
+	kl := int(binary.LittleEndian.Uint16(b[12:]))
+	vl := uint64(binary.LittleEndian.Uint32(b[14:]))
+	if uint64(len(b)-RequestHeaderLen) != uint64(kl)+vl {
+		return fmt.Errorf("%w: header says %d+%d, frame has %d", ErrLength, kl, vl, len(b)-RequestHeaderLen)
+	}
+	*r = Request{
+		Op:    op,
+		Flags: binary.LittleEndian.Uint16(b[2:]),
+		ID:    binary.LittleEndian.Uint64(b[4:]),
+		Key:   b[RequestHeaderLen : RequestHeaderLen+kl : RequestHeaderLen+kl],
+		Value: b[RequestHeaderLen+kl:],
+	}
+	return nil
+}
+
+// AppendResponse appends r's encoding to b.
+func AppendResponse(b []byte, r *Response) []byte {
+	b = append(b, Version, byte(r.Op))
+	b = binary.LittleEndian.AppendUint16(b, uint16(r.Status))
+	b = binary.LittleEndian.AppendUint64(b, r.ID)
+	b = binary.LittleEndian.AppendUint64(b, r.Version)
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(r.Value)))
+	return append(b, r.Value...)
+}
+
+// DecodeResponse parses a response frame.
+func DecodeResponse(b []byte, r *Response) error {
+	if len(b) < ResponseHeaderLen {
+		return fmt.Errorf("%w: %d bytes", ErrShort, len(b))
+	}
+	if b[0] != Version {
+		return fmt.Errorf("%w: %d (want %d)", ErrVersion, b[0], Version)
+	}
+	op := Op(b[1])
+	if op == 0 || op > opMax {
+		return fmt.Errorf("%w: %d", ErrOp, b[1])
+	}
+	vl := uint64(binary.LittleEndian.Uint32(b[20:]))
+	if uint64(len(b)-ResponseHeaderLen) != vl {
+		return fmt.Errorf("%w: header says %d, frame has %d", ErrLength, vl, len(b)-ResponseHeaderLen)
+	}
+	*r = Response{
+		Op:      op,
+		Status:  Status(binary.LittleEndian.Uint16(b[2:])),
+		ID:      binary.LittleEndian.Uint64(b[4:]),
+		Version: binary.LittleEndian.Uint64(b[12:]),
+		Value:   b[ResponseHeaderLen:],
+	}
+	return nil
+}

@@ -1,0 +1,341 @@
+package raft
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/kvd-project/kvd/transport"
+)
+
+// waitTimeout bounds every wait in these tests. It is not an assertion on
+// speed: only a hang, or a broken cluster, reaches it.
+const waitTimeout = 30 * time.Second
+
+func testConfig() Config {
+	return Config{
+		TickInterval:   10 * time.Millisecond,
+		ElectionTicks:  10,
+		HeartbeatTicks: 1,
+		Logger:         testLogger(),
+	}
+}
+
+func testLogger() *slog.Logger {
+	if os.Getenv("RAFT_DEBUG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// applierLog mirrors the applied state from the Apply and Restore
+// callbacks, as the server's table would.
+type applierLog struct {
+	node     atomic.Pointer[Node]
+	mu       sync.Mutex
+	state    map[string]versioned
+	restores int
+	lastVer  uint64
+	ordered  bool
+}
+
+type versioned struct {
+	value   string
+	version uint64
+}
+
+func newApplierLog() *applierLog { return &applierLog{state: map[string]versioned{}, ordered: true} }
+
+func (a *applierLog) Apply(version uint64, key, value []byte, deleted bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if version <= a.lastVer {
+		a.ordered = false
+	}
+	a.lastVer = version
+	if deleted {
+		delete(a.state, string(key))
+		return
+	}
+	a.state[string(key)] = versioned{string(value), version}
+}
+
+func (a *applierLog) Restore() {
+	n := a.node.Load()
+	for n == nil { // Restore can only race Open's return by a hair
+		time.Sleep(time.Millisecond)
+		n = a.node.Load()
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.restores++
+	a.loadLocked(n)
+}
+
+// load rebuilds the mirror from ForEach, as the server does at start: Apply
+// calls wait meanwhile and land on the rebuilt state.
+func (a *applierLog) load(n *Node) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.loadLocked(n)
+}
+
+func (a *applierLog) loadLocked(n *Node) {
+	clear(a.state)
+	// A batch being applied may be replayed over the view: order is checked
+	// from the next call on.
+	a.lastVer = 0
+	err := n.ForEach(func(k, v []byte, ver uint64) error {
+		a.state[string(k)] = versioned{string(v), ver}
+		return nil
+	})
+	if err != nil {
+		panic(err)
+	}
+}
+
+func (a *applierLog) snapshot() (map[string]versioned, int, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return maps.Clone(a.state), a.restores, a.ordered
+}
+
+// leaseEvent is one OnLease call, stamped on arrival.
+type leaseEvent struct {
+	at    time.Time
+	term  uint64
+	valid bool
+}
+
+type leaseLog struct {
+	mu     sync.Mutex
+	events []leaseEvent
+}
+
+func (l *leaseLog) record(term uint64, valid bool) {
+	l.mu.Lock()
+	l.events = append(l.events, leaseEvent{time.Now(), term, valid})
+	l.mu.Unlock()
+}
+
+func (l *leaseLog) all() []leaseEvent {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.events)
+}
+
+type testNode struct {
+	id     uint64
+	addr   string
+	dir    string
+	node   *Node
+	tr     *memTransport
+	app    *applierLog
+	leases *leaseLog
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+type cluster struct {
+	t     *testing.T
+	net   *memNet
+	base  Config
+	peers map[uint64]string
+	nodes map[uint64]*testNode
+}
+
+// newCluster starts size nodes (ids 1..size) of a new group.
+func newCluster(t *testing.T, size int, base Config) *cluster {
+	t.Helper()
+	c := &cluster{t: t, net: newMemNet(), base: base, peers: map[uint64]string{}, nodes: map[uint64]*testNode{}}
+	for id := uint64(1); id <= uint64(size); id++ {
+		c.peers[id] = fmt.Sprintf("node%d", id)
+	}
+	for id := range c.peers {
+		c.start(id, false)
+	}
+	t.Cleanup(c.stopAll)
+	return c
+}
+
+// start opens node id (reusing its data directory if it ran before).
+func (c *cluster) start(id uint64, join bool) *testNode {
+	c.t.Helper()
+	tn := c.nodes[id]
+	if tn == nil {
+		tn = &testNode{id: id, addr: fmt.Sprintf("node%d", id), dir: filepath.Join(c.t.TempDir(), fmt.Sprint(id))}
+		c.nodes[id] = tn
+	}
+	tn.tr = c.net.transport(tn.addr)
+	ln, err := tn.tr.Listen(tn.addr)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	tn.app, tn.leases = newApplierLog(), &leaseLog{}
+	cfg := c.base
+	cfg.ID, cfg.DataDir, cfg.Transport, cfg.Join = id, tn.dir, tn.tr, join
+	cfg.Peers = maps.Clone(c.peers)
+	cfg.Addr = tn.addr
+	cfg.Applier, cfg.OnLease = tn.app, tn.leases.record
+	n, err := Open(cfg)
+	if err != nil {
+		c.t.Fatalf("Open node %d: %v", id, err)
+	}
+	tn.node = n
+	tn.app.node.Store(n)
+	tn.app.load(n)
+	ctx, cancel := context.WithCancel(context.Background())
+	tn.cancel = cancel
+	tn.wg.Add(1)
+	go func() {
+		defer tn.wg.Done()
+		acceptPeers(ctx, ln, n)
+	}()
+	return tn
+}
+
+// acceptPeers is the part of the server's accept loop the node needs.
+func acceptPeers(ctx context.Context, ln transport.Listener, n *Node) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		conn, err := ln.Accept(ctx)
+		if err != nil {
+			return
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			first, err := conn.Recv(ctx, nil)
+			if err != nil || !IsPeerHello(first) {
+				conn.Close()
+				return
+			}
+			n.ServePeer(conn, first)
+		}()
+	}
+}
+
+func (c *cluster) stop(id uint64) {
+	tn := c.nodes[id]
+	if tn == nil || tn.node == nil {
+		return
+	}
+	if err := tn.node.Close(); err != nil {
+		c.t.Errorf("Close node %d: %v", id, err)
+	}
+	tn.cancel()
+	tn.tr.Close()
+	tn.wg.Wait()
+	tn.node = nil
+}
+
+func (c *cluster) stopAll() {
+	for id := range c.nodes {
+		c.stop(id)
+	}
+}
+
+func (c *cluster) running() []*testNode {
+	var out []*testNode
+	for _, tn := range c.nodes {
+		if tn.node != nil {
+			out = append(out, tn)
+		}
+	}
+	slices.SortFunc(out, func(a, b *testNode) int { return cmpUint64(a.id, b.id) })
+	return out
+}
+
+// waitFor polls cond until it holds.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// leader waits until one running node leads and every running node among
+// from (all running if empty) agrees, and returns it.
+func (c *cluster) leader(from ...*testNode) *testNode {
+	c.t.Helper()
+	if len(from) == 0 {
+		from = c.running()
+	}
+	var lead *testNode
+	waitFor(c.t, "a leader", func() bool {
+		lead = nil
+		var id uint64
+		for _, tn := range from {
+			st := tn.node.Status()
+			if st.LeaderID == 0 || (id != 0 && st.LeaderID != id) {
+				return false
+			}
+			id = st.LeaderID
+		}
+		lead = c.nodes[id]
+		return lead != nil && lead.node != nil && lead.node.Status().IsLeader
+	})
+	return lead
+}
+
+// put writes through whichever node leads, retrying across elections.
+func (c *cluster) put(key, value string) uint64 {
+	c.t.Helper()
+	var version uint64
+	waitFor(c.t, "put "+key, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		var err error
+		version, err = c.leader().node.Put(ctx, []byte(key), []byte(value))
+		return err == nil
+	})
+	return version
+}
+
+// caughtUp waits until tn has applied everything the leader committed.
+func (c *cluster) caughtUp(tn *testNode) {
+	c.t.Helper()
+	waitFor(c.t, fmt.Sprintf("node %d to catch up", tn.id), func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		return tn.node.ReadIndex(ctx) == nil
+	})
+}
+
+// kvState reads a node's applied state with ForEach.
+func kvState(t *testing.T, n *Node) map[string]versioned {
+	t.Helper()
+	out := map[string]versioned{}
+	if err := n.ForEach(func(k, v []byte, ver uint64) error {
+		out[string(k)] = versioned{string(v), ver}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// checkMirror asserts the Applier's view equals the node's applied state.
+func checkMirror(t *testing.T, tn *testNode) {
+	t.Helper()
+	mirror, _, ordered := tn.app.snapshot()
+	if !ordered {
+		t.Errorf("node %d: Apply calls out of log order", tn.id)
+	}
+	if state := kvState(t, tn.node); !maps.Equal(mirror, state) {
+		t.Errorf("node %d: applier mirror (%d keys) differs from applied state (%d keys)", tn.id, len(mirror), len(state))
+	}
+}

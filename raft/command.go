@@ -1,0 +1,109 @@
+package raft
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+// A command is the Data of a normal raft entry:
+//
+//	op (1 byte) | uvarint proposer | uvarint request id | uvarint len(key) | key | value
+//
+// The proposer and request id let the proposing node find the caller
+// waiting for the entry; every node applies the op the same way. Request ids
+// start from a random value at each Open, so an entry proposed by an earlier
+// incarnation of the node cannot complete a new caller's request.
+type command struct {
+	op       byte
+	proposer uint64
+	reqID    uint64
+	key      []byte
+	value    []byte
+}
+
+const (
+	opPut    byte = 1
+	opDelete byte = 2
+)
+
+var errBadCommand = fmt.Errorf("raft: malformed command")
+
+func appendCommand(dst []byte, c command) []byte {
+	dst = append(dst, c.op)
+	dst = binary.AppendUvarint(dst, c.proposer)
+	dst = binary.AppendUvarint(dst, c.reqID)
+	dst = binary.AppendUvarint(dst, uint64(len(c.key)))
+	dst = append(dst, c.key...)
+	return append(dst, c.value...)
+}
+
+func commandSize(c command) int {
+	return 1 + 3*binary.MaxVarintLen64 + len(c.key) + len(c.value)
+}
+
+// decodeCommand parses data; key and value alias it.
+func decodeCommand(data []byte) (command, error) {
+	var c command
+	if len(data) < 1 {
+		return c, errBadCommand
+	}
+	c.op, data = data[0], data[1:]
+	if c.op != opPut && c.op != opDelete {
+		return c, fmt.Errorf("%w: op %d", errBadCommand, c.op)
+	}
+	var ok bool
+	if c.proposer, data, ok = uvarint(data); !ok {
+		return c, errBadCommand
+	}
+	if c.reqID, data, ok = uvarint(data); !ok {
+		return c, errBadCommand
+	}
+	n, data, ok := uvarint(data)
+	if !ok || n > uint64(len(data)) {
+		return c, errBadCommand
+	}
+	c.key, c.value = data[:n:n], data[n:]
+	return c, nil
+}
+
+func uvarint(b []byte) (uint64, []byte, bool) {
+	v, n := binary.Uvarint(b)
+	if n <= 0 {
+		return 0, b, false
+	}
+	return v, b[n:], true
+}
+
+// A member context rides in ConfChange.Context:
+//
+//	uvarint proposer | uvarint request id | address
+//
+// so that every node learns (and persists) the member's address, and the
+// proposer finds its waiting caller.
+type memberContext struct {
+	proposer uint64
+	reqID    uint64
+	addr     string
+}
+
+func appendMemberContext(dst []byte, m memberContext) []byte {
+	dst = binary.AppendUvarint(dst, m.proposer)
+	dst = binary.AppendUvarint(dst, m.reqID)
+	return append(dst, m.addr...)
+}
+
+func decodeMemberContext(b []byte) (memberContext, error) {
+	var m memberContext
+	var ok bool
+	if len(b) == 0 {
+		return m, nil
+	}
+	if m.proposer, b, ok = uvarint(b); !ok {
+		return m, errBadCommand
+	}
+	if m.reqID, b, ok = uvarint(b); !ok {
+		return m, errBadCommand
+	}
+	m.addr = string(b)
+	return m, nil
+}

@@ -1,0 +1,213 @@
+package raft
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kvd-project/kvd/transport"
+)
+
+// Defaults for the zero fields of Config.
+const (
+	DefaultTickInterval           = 100 * time.Millisecond
+	DefaultElectionTicks          = 10
+	DefaultHeartbeatTicks         = 1
+	DefaultLeaseDrift             = 0.1
+	DefaultSnapshotCount          = 10000
+	DefaultSnapshotCatchUpEntries = 5000
+	DefaultSnapshotChunkSize      = 1 << 20
+	DefaultMaxSizePerMsg          = 512 << 10
+	DefaultMaxInflightMsgs        = 256
+	DefaultMaxUncommittedBytes    = 64 << 20
+	DefaultMaxApplyBytes          = 8 << 20
+	DefaultPeerQueueSize          = 1024
+	DefaultEntryCacheSize         = 4096
+)
+
+// Limits on commands, matching the table layout (docs/layout.md).
+const (
+	MaxKeyLen   = 1024
+	MaxValueLen = 1 << 20
+)
+
+// Applier receives the state machine's effects, for a cache such as the
+// server's table region. Both methods are called from the raft loop, one at
+// a time, so they must not block for long (every write and every heartbeat
+// waits for them) and must not call back into the Node except Get, ForEach,
+// Status, Members and PeerAddr.
+type Applier interface {
+	// Apply reports that key now holds value at version (the entry's raft
+	// index), or that it was deleted. It is called only after the Pebble
+	// batch holding the write has committed, so the cache never shows
+	// anything that a restart would lose. Calls come in log order, one per
+	// key per committed batch (the key's final state in that batch). key and
+	// value must not be modified; they may be retained.
+	Apply(version uint64, key, value []byte, deleted bool)
+	// Restore reports that a snapshot from the leader replaced the whole
+	// applied state: the cache must be rebuilt from ForEach.
+	Restore()
+}
+
+// Config configures a Node. The zero value of every field but ID, DataDir,
+// Transport and Peers (or Addr, when joining) takes the documented default.
+type Config struct {
+	// ID is this node's raft id, never 0.
+	ID uint64
+	// ClusterID travels in the peer hello; connections from another cluster
+	// are refused. Default 0.
+	ClusterID uint64
+	// Peers maps id to address ("host:port" of the transport listener) for
+	// the initial cluster, this node included. It bootstraps a new cluster
+	// (every initial member must be given the same map) and seeds the address
+	// book; once the node has state on disk, the membership recorded there
+	// wins. A joining node lists the existing members it may contact.
+	Peers map[uint64]string
+	// Addr is the address peers reach this node at. Default Peers[ID];
+	// required when joining.
+	Addr string
+	// Join starts the node without bootstrapping: it waits to be added by
+	// the cluster (AddMember on the leader) and learns the log from it.
+	Join bool
+	// DataDir holds the node's Pebble database.
+	DataDir string
+	// Transport carries peer traffic: the node dials peers through it and
+	// the caller hands it accepted peer connections (ServePeer).
+	Transport transport.Transport
+
+	// Applier, if set, is told about every applied write (see Applier).
+	Applier Applier
+	// OnLease, if set, is called whenever the read lease's validity or the
+	// term changes: when a lease is gained, when it lapses by time, at once
+	// when the node steps down, and with valid=false for a new term on a
+	// follower. Calls come from one goroutine, in order, and must not block
+	// for long. See the package comment for what a valid lease promises.
+	OnLease func(term uint64, valid bool)
+	// Registerer, if set, receives the node's metrics (kvd_raft_*).
+	Registerer prometheus.Registerer
+	// Logger receives the node's and raft's log lines. Default slog.Default().
+	Logger *slog.Logger
+
+	// TickInterval is raft's logical clock period. Default 100ms.
+	TickInterval time.Duration
+	// ElectionTicks is the election timeout in ticks. Default 10.
+	ElectionTicks int
+	// HeartbeatTicks is the heartbeat interval in ticks. Default 1.
+	HeartbeatTicks int
+	// LeaseDrift bounds how much faster any node's clock may run than the
+	// leader's, as a fraction (0.1: 10%); the lease is shortened by it.
+	// Default 0.1; must be in [0, 0.5].
+	LeaseDrift float64
+
+	// SnapshotCount is how many applied entries trigger a snapshot and log
+	// compaction. Default 10000.
+	SnapshotCount uint64
+	// SnapshotCatchUpEntries is how many entries below a snapshot the log
+	// keeps, so slightly lagging followers catch up without a snapshot.
+	// Default 5000 (never more than SnapshotCount).
+	SnapshotCatchUpEntries uint64
+	// SnapshotChunkSize bounds one message of a snapshot transfer (a single
+	// larger key/value pair travels alone). Default 1 MiB.
+	SnapshotChunkSize int
+
+	// MaxSizePerMsg bounds the entries in one append message; keep it well
+	// under the transport's MaxMessage. Default 512 KiB.
+	MaxSizePerMsg uint64
+	// MaxInflightMsgs bounds unacknowledged append messages per follower.
+	// Default 256.
+	MaxInflightMsgs int
+	// MaxUncommittedBytes bounds the leader's uncommitted log tail; beyond it
+	// proposals fail with ErrProposalDropped. Default 64 MiB.
+	MaxUncommittedBytes uint64
+	// MaxApplyBytes bounds the committed entries applied in one batch.
+	// Default 8 MiB.
+	MaxApplyBytes uint64
+	// PeerQueueSize is the per-peer queue of outgoing messages; when it is
+	// full, messages are dropped (raft retransmits). Default 1024.
+	PeerQueueSize int
+	// EntryCacheSize is how many recent log entries stay in memory. Default
+	// 4096; negative disables the cache.
+	EntryCacheSize int
+}
+
+func (c Config) withDefaults() Config {
+	setDefault(&c.TickInterval, DefaultTickInterval)
+	setDefault(&c.ElectionTicks, DefaultElectionTicks)
+	setDefault(&c.HeartbeatTicks, DefaultHeartbeatTicks)
+	setDefault(&c.LeaseDrift, DefaultLeaseDrift)
+	setDefault(&c.SnapshotCount, DefaultSnapshotCount)
+	setDefault(&c.SnapshotCatchUpEntries, min(DefaultSnapshotCatchUpEntries, c.SnapshotCount))
+	setDefault(&c.SnapshotChunkSize, DefaultSnapshotChunkSize)
+	setDefault(&c.MaxSizePerMsg, DefaultMaxSizePerMsg)
+	setDefault(&c.MaxInflightMsgs, DefaultMaxInflightMsgs)
+	setDefault(&c.MaxUncommittedBytes, DefaultMaxUncommittedBytes)
+	setDefault(&c.MaxApplyBytes, DefaultMaxApplyBytes)
+	setDefault(&c.PeerQueueSize, DefaultPeerQueueSize)
+	setDefault(&c.EntryCacheSize, DefaultEntryCacheSize)
+	setDefault(&c.Addr, c.Peers[c.ID])
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+func setDefault[T comparable](field *T, def T) {
+	var zero T
+	if *field == zero {
+		*field = def
+	}
+}
+
+// Validate reports the first invalid field, wrapping ErrConfig. Zero fields
+// are checked as their defaults.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	_, selfListed := c.Peers[c.ID]
+	switch {
+	case c.ID == 0:
+		return fmt.Errorf("%w: ID must not be 0", ErrConfig)
+	case c.DataDir == "":
+		return fmt.Errorf("%w: DataDir is required", ErrConfig)
+	case c.Transport == nil:
+		return fmt.Errorf("%w: Transport is required", ErrConfig)
+	case !c.Join && !selfListed:
+		return fmt.Errorf("%w: Peers must include this node (%d) unless joining", ErrConfig, c.ID)
+	case c.Addr == "":
+		return fmt.Errorf("%w: Addr is required when joining", ErrConfig)
+	case c.TickInterval < time.Millisecond:
+		return fmt.Errorf("%w: TickInterval %v below 1ms", ErrConfig, c.TickInterval)
+	case c.HeartbeatTicks < 1 || c.ElectionTicks <= c.HeartbeatTicks:
+		return fmt.Errorf("%w: need 1 <= HeartbeatTicks (%d) < ElectionTicks (%d)", ErrConfig, c.HeartbeatTicks, c.ElectionTicks)
+	case c.LeaseDrift < 0 || c.LeaseDrift > 0.5:
+		return fmt.Errorf("%w: LeaseDrift %v not in [0, 0.5]", ErrConfig, c.LeaseDrift)
+	case c.leaseDuration() <= 0:
+		return fmt.Errorf("%w: ElectionTicks %d too small for a lease with drift %v", ErrConfig, c.ElectionTicks, c.LeaseDrift)
+	case c.SnapshotCatchUpEntries > c.SnapshotCount:
+		return fmt.Errorf("%w: SnapshotCatchUpEntries %d above SnapshotCount %d", ErrConfig, c.SnapshotCatchUpEntries, c.SnapshotCount)
+	case c.SnapshotChunkSize < 0 || c.MaxInflightMsgs < 0 || c.PeerQueueSize < 0:
+		return fmt.Errorf("%w: negative size", ErrConfig)
+	case c.MaxSizePerMsg > transport.DefaultMaxMessage/2:
+		return fmt.Errorf("%w: MaxSizePerMsg %d must stay well under the transport's MaxMessage", ErrConfig, c.MaxSizePerMsg)
+	}
+	for id, addr := range c.Peers {
+		if id == 0 || addr == "" {
+			return fmt.Errorf("%w: peer %d has address %q", ErrConfig, id, addr)
+		}
+	}
+	return nil
+}
+
+// electionTimeout is the election timeout in wall-clock time.
+func (c Config) electionTimeout() time.Duration {
+	return time.Duration(c.ElectionTicks) * c.TickInterval
+}
+
+// leaseDuration is how long after the send time t of an acknowledged
+// heartbeat the leader may consider its lease valid: an election timeout
+// shrunk by the clock drift bound, less one tick for the granularity of the
+// followers' tick counting. See the package comment.
+func (c Config) leaseDuration() time.Duration {
+	return time.Duration(float64(c.electionTimeout())*(1-c.LeaseDrift)) - c.TickInterval
+}

@@ -1,0 +1,71 @@
+// Package raft replicates kvd's key/value state machine with etcd raft
+// (go.etcd.io/raft/v3) and keeps everything durable in one Pebble database
+// per node (raft/internal/store). The server embeds a Node, mirrors applied
+// writes into its table region through the Applier callbacks, and publishes
+// the Node's read lease (OnLease) in the region's lease word.
+//
+// # The loop
+//
+// One goroutine owns the raft.RawNode. Each iteration it waits for work
+// (a tick, a proposal, a peer message, a read barrier, a transfer report),
+// takes any ticks that are due first, drains whatever else is queued (so
+// concurrent Puts share one Ready), and then handles every Ready in order:
+//
+//  1. Write the Ready's snapshot (if any), log entries and HardState, and
+//     the effects of its committed entries with the new applied index, in
+//     ONE Pebble batch, fsynced once if raft asks for it (group commit).
+//     A restart never sees half an apply.
+//  2. Send the Ready's messages, only now that what they promise is
+//     durable.
+//  3. Report the applied writes to the Applier (after the commit, so the
+//     region never shows a write a crash could lose), call Restore after a
+//     snapshot install, and complete the local callers whose entries were
+//     applied (Put and Delete return only then, with version = raft index).
+//  4. Release ReadIndex callers and lease grants whose index is applied.
+//  5. Advance; then snapshot and compact the log every SnapshotCount
+//     entries.
+//
+// The loop never blocks on the network: each peer has a sender goroutine
+// with a bounded queue, and a full queue drops the message and reports the
+// peer unreachable. Snapshots travel as a stream of bounded chunks read
+// from a Pebble snapshot taken at the raft snapshot's index, followed by
+// the MsgSnap; the receiver stages them under a fresh key generation and
+// installs them atomically when raft accepts the MsgSnap.
+//
+// # The lease
+//
+// Clients read the leader's region with one-sided READs, without the
+// leader's CPU, so they need to know the leader is still the leader: the
+// region carries a lease word that this package drives through OnLease.
+//
+// Every tick the leader issues a raft ReadIndex whose context names its
+// send time t (read on the leader's monotonic clock before the request).
+// raft answers it only after a quorum acknowledged a heartbeat broadcast
+// after t. Each acknowledging follower reset its election timer on that
+// heartbeat, at some time after t, and — because CheckQuorum is on — it
+// ignores every vote and pre-vote request until ElectionTicks of its own
+// ticks have passed since. The ticks are taken before the work that woke
+// the loop, so only ticks strictly after the heartbeat count: at least
+// (ElectionTicks-1) tick intervals of the follower's clock pass before it
+// votes again. Any new leader needs a quorum of votes, and every quorum
+// shares a node with the acknowledging one, so no other leader can exist
+// before t + (ElectionTicks-1)*TickInterval by the followers' clocks. The
+// leader holds the lease until
+//
+//	t + ElectionTicks*TickInterval*(1-LeaseDrift) - TickInterval
+//
+// by its own clock, which is earlier as long as no follower's clock runs
+// more than LeaseDrift faster than the leader's. A lease is granted only
+// once the acknowledged read index is applied, so the region already shows
+// every write acknowledged before t. A node that restarts ignores vote
+// requests for an election timeout, because it forgot which heartbeats it
+// acknowledged before the restart.
+//
+// Assumptions: clock rates differ by at most LeaseDrift (clocks need not
+// agree), and the lease goroutine runs promptly enough to report the lapse
+// by time (it wakes at the expiry; a process stalled longer than the safety
+// margin, ElectionTicks*TickInterval*LeaseDrift, can overstay). The lease
+// is revoked at once when the node steps down or the term changes. Leader
+// transfer is not offered: it makes a follower campaign without waiting
+// out the lease.
+package raft

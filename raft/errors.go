@@ -1,0 +1,68 @@
+package raft
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Errors returned by the Node wrap them (test with
+// errors.Is).
+var (
+	// ErrConfig: a Config field is invalid.
+	ErrConfig = errors.New("raft: invalid config")
+	// ErrStopped: the node was closed, or stopped after a storage failure.
+	ErrStopped = errors.New("raft: node stopped")
+	// ErrNotLeader: the request needs the leader; errors carrying it are
+	// *NotLeaderError values naming the leader, if known.
+	ErrNotLeader = errors.New("raft: not the leader")
+	// ErrProposalDropped: the proposal never entered the log (e.g. the
+	// uncommitted tail is full, or leadership was just lost). It is safe to
+	// retry.
+	ErrProposalDropped = errors.New("raft: proposal dropped")
+	// ErrLeaderChanged: leadership changed while a proposal or read was in
+	// flight. A proposal may or may not have been applied; retry only
+	// idempotent operations, or check first.
+	ErrLeaderChanged = errors.New("raft: leader changed; outcome unknown")
+	// ErrNoLeader: no leader is known right now (an election is under way).
+	ErrNoLeader = errors.New("raft: no leader")
+	// ErrTimeout: a read barrier got no answer from the leader in time.
+	ErrTimeout = errors.New("raft: request timed out")
+	// ErrInvalidKey: the key is empty or longer than MaxKeyLen.
+	ErrInvalidKey = errors.New("raft: invalid key")
+	// ErrValueTooLarge: the value is longer than MaxValueLen.
+	ErrValueTooLarge = errors.New("raft: value too large")
+	// ErrMemberExists: AddMember named a node already in the cluster.
+	ErrMemberExists = errors.New("raft: member already exists")
+	// ErrMemberNotFound: the member change named a node not in the cluster.
+	ErrMemberNotFound = errors.New("raft: no such member")
+	// ErrNotLearner: PromoteMember named a voter.
+	ErrNotLearner = errors.New("raft: member is not a learner")
+	// ErrConfChangeBusy: a configuration change cannot be proposed yet: an
+	// earlier one is not yet applied, or the learner to promote has not
+	// caught up. AddMember and friends retry until their context ends.
+	ErrConfChangeBusy = errors.New("raft: configuration change not possible yet")
+)
+
+// NotLeaderError is returned by requests that need the leader when this
+// node is not it. LeaderID is 0 (and LeaderAddr empty) when no leader is
+// known; LeaderAddr may also be empty if the leader's address is not.
+type NotLeaderError struct {
+	LeaderID   uint64
+	LeaderAddr string
+}
+
+func (e *NotLeaderError) Error() string {
+	if e.LeaderID == 0 {
+		return "raft: not the leader (leader unknown)"
+	}
+	return fmt.Sprintf("raft: not the leader (leader is %d at %q)", e.LeaderID, e.LeaderAddr)
+}
+
+// Unwrap makes errors.Is(err, ErrNotLeader) hold.
+func (e *NotLeaderError) Unwrap() error { return ErrNotLeader }
+
+// Is reports whether target is ErrNotLeader or a *NotLeaderError.
+func (e *NotLeaderError) Is(target error) bool {
+	_, ok := target.(*NotLeaderError)
+	return ok || target == ErrNotLeader
+}

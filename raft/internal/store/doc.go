@@ -1,0 +1,30 @@
+// Package store owns everything a kvd raft node keeps on disk: one Pebble
+// database holding the raft log, the raft HardState, ConfState and snapshot
+// metadata, the member address book, and the applied key/value state.
+//
+// It implements raft.Storage over that database and offers one write path,
+// Update, so that a Ready's log append, HardState and the state-machine
+// writes of its committed entries (with the new applied index) commit in one
+// Pebble batch: a restart never sees half an apply, and the applied index
+// always names exactly the state on disk.
+//
+// Key layout (Pebble's default bytewise order):
+//
+//	"m" + name               metadata: HardState, ConfState, applied index,
+//	                         latest snapshot, log truncation point, KV generation
+//	"l" + be64(index)        raft log entries (marshaled raftpb.Entry)
+//	"p" + be64(id)           member address book: learner flag + address
+//	"k" + be64(gen) + key    applied KV state: le64(version) + value
+//
+// The applied KV state lives under a generation number so that a snapshot
+// received from the leader can be written in bounded pieces under a fresh
+// generation, invisible to readers, and then made current by one small batch
+// that also drops the old generation (Staged, Update.InstallSnapshot). Stray
+// generations left by a crash mid-transfer are deleted at Open.
+//
+// Concurrency: the raft.Storage methods, Update and CreateSnapshot belong to
+// one goroutine (the raft loop). Get, NewStaged, Staged and Checkpoint may be
+// used from any goroutine. ForEach may run concurrently with the loop but the
+// caller must keep the loop from applying meanwhile if it needs a cut that is
+// consistent with later Apply callbacks (the raft package does).
+package store

@@ -1,0 +1,13 @@
+package store
+
+import "errors"
+
+// Sentinel errors; callers test them with errors.Is.
+var (
+	// ErrCorrupt: a record on disk could not be decoded.
+	ErrCorrupt = errors.New("store: corrupt record")
+	// ErrClosed: the store was closed.
+	ErrClosed = errors.New("store: closed")
+	// ErrBadSnapshot: a snapshot did not match the staged data or the log.
+	ErrBadSnapshot = errors.New("store: snapshot mismatch")
+)

@@ -1,0 +1,89 @@
+package store
+
+import (
+	"encoding/binary"
+	"fmt"
+	"slices"
+)
+
+// Member is one entry of the address book.
+type Member struct {
+	ID        uint64
+	Addr      string
+	IsLearner bool
+}
+
+func encodeMember(m Member) []byte {
+	b := make([]byte, 1, 1+len(m.Addr))
+	if m.IsLearner {
+		b[0] = 1
+	}
+	return append(b, m.Addr...)
+}
+
+func decodeMember(id uint64, b []byte) (Member, error) {
+	if len(b) < 1 || b[0] > 1 {
+		return Member{}, fmt.Errorf("%w: member %d", ErrCorrupt, id)
+	}
+	return Member{ID: id, Addr: string(b[1:]), IsLearner: b[0] == 1}, nil
+}
+
+// EncodeMembers is the form the address book takes inside a raft snapshot's
+// Data, so a node installing the snapshot learns every member's address.
+// Members are encoded in id order.
+func EncodeMembers(ms []Member) []byte {
+	ms = slices.Clone(ms)
+	slices.SortFunc(ms, func(a, b Member) int { return cmpU64(a.ID, b.ID) })
+	b := binary.AppendUvarint(nil, uint64(len(ms)))
+	for _, m := range ms {
+		b = binary.AppendUvarint(b, m.ID)
+		enc := encodeMember(m)
+		b = binary.AppendUvarint(b, uint64(len(enc)))
+		b = append(b, enc...)
+	}
+	return b
+}
+
+// DecodeMembers reverses EncodeMembers. Empty input is an empty book.
+func DecodeMembers(b []byte) ([]Member, error) {
+	if len(b) == 0 {
+		return nil, nil
+	}
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n > uint64(len(b)) {
+		return nil, fmt.Errorf("%w: member list header", ErrCorrupt)
+	}
+	b = b[k:]
+	ms := make([]Member, 0, n)
+	for range n {
+		id, k := binary.Uvarint(b)
+		if k <= 0 {
+			return nil, fmt.Errorf("%w: member id", ErrCorrupt)
+		}
+		b = b[k:]
+		l, k := binary.Uvarint(b)
+		if k <= 0 || l > uint64(len(b)-k) {
+			return nil, fmt.Errorf("%w: member record", ErrCorrupt)
+		}
+		m, err := decodeMember(id, b[k:k+int(l)])
+		if err != nil {
+			return nil, err
+		}
+		ms = append(ms, m)
+		b = b[k+int(l):]
+	}
+	if len(b) != 0 {
+		return nil, fmt.Errorf("%w: %d trailing bytes after member list", ErrCorrupt, len(b))
+	}
+	return ms, nil
+}
+
+func cmpU64(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}

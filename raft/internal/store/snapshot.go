@@ -1,0 +1,240 @@
+package store
+
+import (
+	"fmt"
+	"sync/atomic"
+
+	"github.com/cockroachdb/pebble/v2"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+)
+
+// CreateSnapshot records a raft snapshot of the state as of Applied (index,
+// term, ConfState, and the address book as Data), compacts the log up to and
+// including compactTo (clamped to the snapshot index; 0 keeps the log), and
+// makes a Checkpoint of exactly that state for sending to followers.
+//
+// It must be called from the raft loop, between Updates, so that nothing is
+// applied meanwhile. The write is not synced: losing it costs only the
+// compaction, and Open takes a fresh snapshot anyway.
+func (s *Store) CreateSnapshot(compactTo uint64) (*pb.Snapshot, error) {
+	s.mu.Lock()
+	index := s.applied
+	if index == 0 || index < s.snap.GetMetadata().GetIndex() {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("%w: nothing applied beyond snapshot %d", ErrBadSnapshot, s.snap.GetMetadata().GetIndex())
+	}
+	term, err := s.termLocked(index)
+	if err != nil {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("store: snapshot at %d: %w", index, err)
+	}
+	members := make([]Member, 0, len(s.members))
+	for _, m := range s.members {
+		members = append(members, m)
+	}
+	snap := &pb.Snapshot{
+		Data: EncodeMembers(members),
+		Metadata: &pb.SnapshotMetadata{
+			ConfState: proto.CloneOf(s.cs),
+			Index:     new(index),
+			Term:      new(term),
+		},
+	}
+	pb.EnsureSnapshot(snap)
+	trunc := s.trunc
+	compactTo = min(compactTo, index)
+	if compactTo > trunc.index {
+		t, err := s.termLocked(compactTo)
+		if err != nil {
+			s.mu.Unlock()
+			return nil, fmt.Errorf("store: compact to %d: %w", compactTo, err)
+		}
+		trunc = truncState{compactTo, t}
+	}
+	s.mu.Unlock()
+
+	b := s.db.NewBatch()
+	defer b.Close()
+	data, err := proto.Marshal(snap)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.Set(keySnapshot, data, nil); err != nil {
+		return nil, err
+	}
+	if trunc != s.trunc {
+		if err := b.Set(keyTrunc, trunc.encode(), nil); err != nil {
+			return nil, err
+		}
+		if err := b.DeleteRange(logStart, logKey(trunc.index+1), nil); err != nil {
+			return nil, err
+		}
+	}
+	if err := b.Commit(pebble.NoSync); err != nil {
+		return nil, fmt.Errorf("store: snapshot: %w", err)
+	}
+	s.mu.Lock()
+	s.snap = snap
+	if trunc != s.trunc {
+		s.trunc = trunc
+		s.cacheTrim(trunc.index)
+	}
+	s.mu.Unlock()
+	s.setCheckpoint(index, term)
+	return snap, nil
+}
+
+// ensureSnapshot is Open's last step: make sure a snapshot (and a matching
+// Checkpoint, which does not survive a restart) covers the applied state.
+func (s *Store) ensureSnapshot() error {
+	switch idx := s.snap.GetMetadata().GetIndex(); {
+	case s.applied == 0:
+		return nil
+	case s.applied == idx:
+		s.setCheckpoint(idx, s.snap.GetMetadata().GetTerm())
+		return nil
+	}
+	_, err := s.CreateSnapshot(0)
+	return err
+}
+
+// Checkpoint is a consistent, read-only view of the KV state as of a raft
+// snapshot, kept so a lagging follower can be sent exactly that state. It
+// is reference counted: the store holds one reference to the latest, and
+// each sender Acquires its own.
+type Checkpoint struct {
+	snap  *pebble.Snapshot
+	gen   uint64
+	index uint64
+	term  uint64
+	refs  atomic.Int32
+}
+
+func (s *Store) setCheckpoint(index, term uint64) {
+	s.genMu.RLock()
+	cp := &Checkpoint{snap: s.db.NewSnapshot(), gen: s.gen, index: index, term: term}
+	s.genMu.RUnlock()
+	cp.refs.Store(1)
+	s.cpMu.Lock()
+	old := s.checkpoint
+	s.checkpoint = cp
+	s.cpMu.Unlock()
+	if old != nil {
+		old.Release()
+	}
+}
+
+// Checkpoint returns the checkpoint of the latest snapshot with a reference
+// the caller must Release, or nil if there is none.
+func (s *Store) Checkpoint() *Checkpoint {
+	s.cpMu.Lock()
+	defer s.cpMu.Unlock()
+	if s.checkpoint != nil {
+		s.checkpoint.refs.Add(1)
+	}
+	return s.checkpoint
+}
+
+// Index and Term name the raft snapshot the checkpoint belongs to.
+func (c *Checkpoint) Index() uint64 { return c.index }
+func (c *Checkpoint) Term() uint64  { return c.term }
+
+// ForEach calls fn with every key and its stored value (le64 version, then
+// the value; see SplitValue), in key order. Both are valid only during the
+// call.
+func (c *Checkpoint) ForEach(fn func(key, raw []byte) error) error {
+	it, err := c.snap.NewIter(&pebble.IterOptions{LowerBound: genPrefix(c.gen), UpperBound: genEnd(c.gen)})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	for ok := it.First(); ok; ok = it.Next() {
+		if err := fn(it.Key()[kvKeyHeader:], it.Value()); err != nil {
+			return err
+		}
+	}
+	return it.Error()
+}
+
+// Release drops a reference; the last one closes the Pebble snapshot.
+func (c *Checkpoint) Release() {
+	if c.refs.Add(-1) == 0 {
+		c.snap.Close()
+	}
+}
+
+// stageFlushBytes bounds the batch a Staged transfer accumulates in memory.
+const stageFlushBytes = 4 << 20
+
+// Staged receives a snapshot's KV state under a fresh generation, invisible
+// to readers until Update.InstallSnapshot makes it current. Its writes are
+// not synced: the install batch is, and Pebble's WAL is sequential.
+//
+// A Staged is used by one goroutine at a time. Unless installed, it must be
+// Discarded.
+type Staged struct {
+	s           *Store
+	b           *pebble.Batch
+	gen         uint64
+	index, term uint64
+	keyBuf      []byte
+	consumed    bool
+}
+
+// NewStaged starts receiving the data of the snapshot at (index, term).
+func (s *Store) NewStaged(index, term uint64) *Staged {
+	return &Staged{s: s, b: s.db.NewBatch(), gen: s.nextGen.Add(1), index: index, term: term}
+}
+
+// Index and Term name the snapshot being received.
+func (st *Staged) Index() uint64 { return st.index }
+func (st *Staged) Term() uint64  { return st.term }
+
+// Add stages one key with its stored value (le64 version + value).
+func (st *Staged) Add(key, raw []byte) error {
+	if len(raw) < 8 {
+		return fmt.Errorf("%w: staged value of %d bytes", ErrCorrupt, len(raw))
+	}
+	st.keyBuf = appendKVKey(st.keyBuf[:0], st.gen, key)
+	if err := st.b.Set(st.keyBuf, raw, nil); err != nil {
+		return err
+	}
+	if st.b.Len() >= stageFlushBytes {
+		return st.flush()
+	}
+	return nil
+}
+
+// Finish writes whatever Add has buffered; no Add may follow.
+func (st *Staged) Finish() error {
+	err := st.flush()
+	st.b.Close()
+	st.b = nil
+	return err
+}
+
+func (st *Staged) flush() error {
+	if st.b.Empty() {
+		return nil
+	}
+	if err := st.b.Commit(pebble.NoSync); err != nil {
+		return fmt.Errorf("store: staging snapshot: %w", err)
+	}
+	st.b.Close()
+	st.b = st.s.db.NewBatch()
+	return nil
+}
+
+// Discard deletes the staged data. It is a no-op once installed.
+func (st *Staged) Discard() error {
+	if st.b != nil {
+		st.b.Close()
+		st.b = nil
+	}
+	if st.consumed || st.s.closed.Load() {
+		return nil
+	}
+	st.consumed = true
+	return st.s.db.DeleteRange(genPrefix(st.gen), genEnd(st.gen), pebble.NoSync)
+}

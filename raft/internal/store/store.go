@@ -1,0 +1,313 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/cockroachdb/pebble/v2"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+)
+
+// DefaultEntryCacheSize is Options.EntryCacheSize's default.
+const DefaultEntryCacheSize = 4096
+
+// Options configures Open. The zero value is usable.
+type Options struct {
+	// EntryCacheSize is how many of the newest log entries stay in memory so
+	// that replicating to followers rarely reads Pebble. 0 means
+	// DefaultEntryCacheSize; negative disables the cache.
+	EntryCacheSize int
+	// Logger receives Pebble's messages (informational ones at Debug). nil
+	// discards them.
+	Logger *slog.Logger
+}
+
+// Store is the durable state of one raft node. See the package comment for
+// which goroutine may call what.
+type Store struct {
+	db        *pebble.DB
+	cacheSize int
+
+	// mu guards the in-memory mirror of the raft metadata and log bounds.
+	// Only the raft loop writes them; the lock makes the odd read from another
+	// goroutine (Applied, Members) safe.
+	mu      sync.Mutex
+	hs      *pb.HardState
+	cs      *pb.ConfState
+	snap    *pb.Snapshot
+	trunc   truncState
+	last    uint64
+	cache   []*pb.Entry // the newest entries, ending at last
+	applied uint64
+	members map[uint64]Member
+
+	// genMu orders KV readers against the switch to a new generation: the
+	// batch that switches also deletes the old one.
+	genMu   sync.RWMutex
+	gen     uint64
+	nextGen atomic.Uint64
+
+	cpMu       sync.Mutex
+	checkpoint *Checkpoint
+	closed     atomic.Bool
+}
+
+// Open opens (creating if needed) the store in dir and recovers its state
+// from Pebble alone.
+func Open(dir string, opts Options) (*Store, error) {
+	if opts.EntryCacheSize == 0 {
+		opts.EntryCacheSize = DefaultEntryCacheSize
+	}
+	db, err := pebble.Open(dir, &pebble.Options{Logger: pebbleLogger{opts.Logger}})
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", dir, err)
+	}
+	s := &Store{db: db, cacheSize: max(opts.EntryCacheSize, 0)}
+	if err := s.recover(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Store) recover() error {
+	s.hs = &pb.HardState{}
+	if err := s.loadProto(keyHardState, s.hs); err != nil {
+		return err
+	}
+	s.cs = &pb.ConfState{}
+	if err := s.loadProto(keyConfState, s.cs); err != nil {
+		return err
+	}
+	pb.EnsureConfState(s.cs)
+	s.snap = &pb.Snapshot{}
+	if err := s.loadProto(keySnapshot, s.snap); err != nil {
+		return err
+	}
+	pb.EnsureSnapshot(s.snap)
+	var err error
+	if s.applied, err = s.loadU64(keyApplied, 0); err != nil {
+		return err
+	}
+	if s.gen, err = s.loadU64(keyGen, 1); err != nil {
+		return err
+	}
+	s.nextGen.Store(s.gen)
+	if raw, ok, err := s.getRaw(keyTrunc); err != nil {
+		return err
+	} else if ok {
+		if s.trunc, err = decodeTrunc(raw); err != nil {
+			return err
+		}
+	}
+	if s.last, err = s.findLast(); err != nil {
+		return err
+	}
+	if s.members, err = s.loadMembers(); err != nil {
+		return err
+	}
+	if err := s.dropStrayGenerations(); err != nil {
+		return err
+	}
+	return s.ensureSnapshot()
+}
+
+// findLast returns the index of the newest log entry, or the truncation
+// point if the log is empty.
+func (s *Store) findLast() (uint64, error) {
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: logStart, UpperBound: logEnd})
+	if err != nil {
+		return 0, err
+	}
+	defer it.Close()
+	if !it.Last() {
+		return s.trunc.index, it.Error()
+	}
+	e, err := unmarshalEntry(it.Value())
+	if err != nil {
+		return 0, err
+	}
+	return e.GetIndex(), nil
+}
+
+func (s *Store) loadMembers() (map[uint64]Member, error) {
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: memberStart, UpperBound: memberEnd})
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	ms := make(map[uint64]Member)
+	for ok := it.First(); ok; ok = it.Next() {
+		k := it.Key()
+		if len(k) != 9 {
+			return nil, fmt.Errorf("%w: member key %x", ErrCorrupt, k)
+		}
+		id := beU64(k[1:])
+		m, err := decodeMember(id, it.Value())
+		if err != nil {
+			return nil, err
+		}
+		ms[id] = m
+	}
+	return ms, it.Error()
+}
+
+// dropStrayGenerations deletes KV generations other than the current one:
+// leftovers of snapshot transfers cut short by a crash.
+func (s *Store) dropStrayGenerations() error {
+	b := s.db.NewBatch()
+	defer b.Close()
+	if err := b.DeleteRange(kvStart, genPrefix(s.gen), nil); err != nil {
+		return err
+	}
+	if err := b.DeleteRange(genEnd(s.gen), kvEnd, nil); err != nil {
+		return err
+	}
+	return b.Commit(pebble.NoSync)
+}
+
+func (s *Store) getRaw(key []byte) ([]byte, bool, error) {
+	v, c, err := s.db.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	out := append([]byte(nil), v...)
+	c.Close()
+	return out, true, nil
+}
+
+func (s *Store) loadProto(key []byte, m proto.Message) error {
+	raw, ok, err := s.getRaw(key)
+	if err != nil || !ok {
+		return err
+	}
+	if err := proto.Unmarshal(raw, m); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrCorrupt, key, err)
+	}
+	return nil
+}
+
+func (s *Store) loadU64(key []byte, def uint64) (uint64, error) {
+	raw, ok, err := s.getRaw(key)
+	if err != nil || !ok {
+		return def, err
+	}
+	return decodeU64(raw)
+}
+
+// Close releases the current checkpoint and closes the database. Staged
+// transfers and checkpoints still held by others must be released first.
+func (s *Store) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	s.cpMu.Lock()
+	cp := s.checkpoint
+	s.checkpoint = nil
+	s.cpMu.Unlock()
+	if cp != nil {
+		cp.Release()
+	}
+	return s.db.Close()
+}
+
+// Applied is the index of the last entry whose effects are in the KV state.
+func (s *Store) Applied() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.applied
+}
+
+// ConfState is the configuration as of Applied. The result must not be
+// modified.
+func (s *Store) ConfState() *pb.ConfState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cs
+}
+
+// Members returns the address book as of Applied.
+func (s *Store) Members() []Member {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Member, 0, len(s.members))
+	for _, m := range s.members {
+		out = append(out, m)
+	}
+	return out
+}
+
+// Get returns the applied value and version of key. The value is a copy.
+func (s *Store) Get(key []byte) (value []byte, version uint64, ok bool, err error) {
+	s.genMu.RLock()
+	defer s.genMu.RUnlock()
+	var kb [kvKeyHeader + 64]byte
+	raw, c, err := s.db.Get(appendKVKey(kb[:0], s.gen, key))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, 0, false, nil
+	}
+	if err != nil {
+		return nil, 0, false, err
+	}
+	defer c.Close()
+	version, v, err := SplitValue(raw)
+	if err != nil {
+		return nil, 0, false, err
+	}
+	return append([]byte(nil), v...), version, true, nil
+}
+
+// ForEach calls fn for every applied key in key order, from a point-in-time
+// view. key and value are valid only during the call. An error from fn stops
+// the walk and is returned.
+func (s *Store) ForEach(fn func(key, value []byte, version uint64) error) error {
+	s.genMu.RLock()
+	gen := s.gen
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: genPrefix(gen), UpperBound: genEnd(gen)})
+	s.genMu.RUnlock()
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	return walkKV(it, fn)
+}
+
+func walkKV(it *pebble.Iterator, fn func(key, value []byte, version uint64) error) error {
+	for ok := it.First(); ok; ok = it.Next() {
+		version, v, err := SplitValue(it.Value())
+		if err != nil {
+			return err
+		}
+		if err := fn(it.Key()[kvKeyHeader:], v, version); err != nil {
+			return err
+		}
+	}
+	return it.Error()
+}
+
+// pebbleLogger sends Pebble's chatter to slog, informational lines at Debug.
+type pebbleLogger struct{ l *slog.Logger }
+
+func (p pebbleLogger) Infof(format string, args ...any) {
+	if p.l != nil {
+		p.l.Debug(fmt.Sprintf(format, args...), "component", "pebble")
+	}
+}
+
+func (p pebbleLogger) Errorf(format string, args ...any) {
+	if p.l != nil {
+		p.l.Error(fmt.Sprintf(format, args...), "component", "pebble")
+	}
+}
+
+func (p pebbleLogger) Fatalf(format string, args ...any) {
+	p.Errorf(format, args...)
+	panic(fmt.Sprintf(format, args...))
+}

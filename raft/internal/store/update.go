@@ -1,0 +1,255 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+)
+
+// Update collects one Ready's durable effects: an optional snapshot install,
+// log append, HardState, and the state-machine writes of the committed
+// entries with the new applied index. Commit writes them in one Pebble batch.
+// Reads through the Update (Delete's existence check) see its own writes.
+//
+// An Update belongs to the raft loop; after Commit or Close it is spent.
+type Update struct {
+	s *Store
+	b *pebble.Batch
+
+	// Pending in-memory effects, published by Commit.
+	hs       *pb.HardState
+	cs       *pb.ConfState
+	snap     *pb.Snapshot
+	trunc    truncState
+	last     uint64
+	applied  uint64
+	gen      uint64
+	reset    bool // a snapshot was installed: log and cache start over
+	appends  [][]*pb.Entry
+	members  map[uint64]Member
+	memDirty bool
+
+	keyBuf, valBuf []byte
+}
+
+// NewUpdate starts an Update on top of the store's current state.
+func (s *Store) NewUpdate() *Update {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return &Update{
+		s:       s,
+		b:       s.db.NewIndexedBatch(),
+		trunc:   s.trunc,
+		last:    s.last,
+		applied: s.applied,
+		gen:     s.gen,
+	}
+}
+
+// InstallSnapshot replaces the log, the KV state, the configuration and the
+// address book with snap's: the KV state becomes st's generation (st must
+// hold snap's data) and the members come from snap.Data (EncodeMembers).
+// The Update takes st over.
+func (u *Update) InstallSnapshot(snap *pb.Snapshot, st *Staged) error {
+	md := snap.GetMetadata()
+	if st == nil || st.index != md.GetIndex() || st.term != md.GetTerm() {
+		return fmt.Errorf("%w: snapshot %d/%d has no matching staged data", ErrBadSnapshot, md.GetIndex(), md.GetTerm())
+	}
+	ms, err := DecodeMembers(snap.GetData())
+	if err != nil {
+		return err
+	}
+	snap = proto.CloneOf(snap)
+	pb.EnsureSnapshot(snap)
+	trunc := truncState{md.GetIndex(), md.GetTerm()}
+	b := u.b
+	errs := []error{
+		b.DeleteRange(logStart, logEnd, nil),
+		b.Set(keyTrunc, trunc.encode(), nil),
+		u.setProto(keySnapshot, snap),
+		u.setProto(keyConfState, snap.GetMetadata().GetConfState()),
+		b.Set(keyApplied, encodeU64(trunc.index), nil),
+		b.DeleteRange(memberStart, memberEnd, nil),
+		b.DeleteRange(genPrefix(u.gen), genEnd(u.gen), nil),
+		b.Set(keyGen, encodeU64(st.gen), nil),
+	}
+	u.members = make(map[uint64]Member, len(ms))
+	for _, m := range ms {
+		errs = append(errs, b.Set(memberKey(m.ID), encodeMember(m), nil))
+		u.members[m.ID] = m
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	st.consumed = true
+	u.memDirty = true
+	u.snap, u.cs = snap, snap.GetMetadata().GetConfState()
+	u.trunc, u.last, u.applied, u.gen = trunc, trunc.index, trunc.index, st.gen
+	u.reset, u.appends = true, nil
+	return nil
+}
+
+// Append writes entries to the log, replacing any existing suffix from
+// ents[0]'s index on.
+func (u *Update) Append(ents []*pb.Entry) error {
+	if len(ents) == 0 {
+		return nil
+	}
+	first, newLast := ents[0].GetIndex(), ents[len(ents)-1].GetIndex()
+	if first <= u.trunc.index || first > u.last+1 {
+		return fmt.Errorf("store: append at %d does not fit log (%d,%d]", first, u.trunc.index, u.last)
+	}
+	for _, e := range ents {
+		data, err := proto.Marshal(e)
+		if err != nil {
+			return err
+		}
+		if err := u.b.Set(logKey(e.GetIndex()), data, nil); err != nil {
+			return err
+		}
+	}
+	if u.last > newLast {
+		if err := u.b.DeleteRange(logKey(newLast+1), logKey(u.last+1), nil); err != nil {
+			return err
+		}
+	}
+	u.last = newLast
+	u.appends = append(u.appends, ents)
+	return nil
+}
+
+// SetHardState records hs (empty values are ignored).
+func (u *Update) SetHardState(hs *pb.HardState) error {
+	if hs == nil {
+		return nil
+	}
+	u.hs = hs
+	return u.setProto(keyHardState, hs)
+}
+
+// SetConfState records the configuration produced by applying a conf change.
+func (u *Update) SetConfState(cs *pb.ConfState) error {
+	u.cs = cs
+	return u.setProto(keyConfState, cs)
+}
+
+// SetApplied records the index of the last entry applied by this Update.
+func (u *Update) SetApplied(index uint64) error {
+	u.applied = index
+	return u.b.Set(keyApplied, encodeU64(index), nil)
+}
+
+// Put sets key to value at version in the KV state.
+func (u *Update) Put(key, value []byte, version uint64) error {
+	u.keyBuf = appendKVKey(u.keyBuf[:0], u.gen, key)
+	u.valBuf = appendKVValue(u.valBuf[:0], version, value)
+	return u.b.Set(u.keyBuf, u.valBuf, nil)
+}
+
+// Delete removes key from the KV state and reports whether it was there
+// (counting this Update's own writes).
+func (u *Update) Delete(key []byte) (existed bool, err error) {
+	u.keyBuf = appendKVKey(u.keyBuf[:0], u.gen, key)
+	_, c, err := u.b.Get(u.keyBuf)
+	switch {
+	case errors.Is(err, pebble.ErrNotFound):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	c.Close()
+	return true, u.b.Delete(u.keyBuf, nil)
+}
+
+// SetMember adds or updates an address book entry.
+func (u *Update) SetMember(m Member) error {
+	u.memberMap()[m.ID] = m
+	return u.b.Set(memberKey(m.ID), encodeMember(m), nil)
+}
+
+// RemoveMember drops an address book entry.
+func (u *Update) RemoveMember(id uint64) error {
+	delete(u.memberMap(), id)
+	return u.b.Delete(memberKey(id), nil)
+}
+
+func (u *Update) memberMap() map[uint64]Member {
+	if !u.memDirty {
+		u.s.mu.Lock()
+		u.members = make(map[uint64]Member, len(u.s.members)+1)
+		for id, m := range u.s.members {
+			u.members[id] = m
+		}
+		u.s.mu.Unlock()
+		u.memDirty = true
+	}
+	return u.members
+}
+
+func (u *Update) setProto(key []byte, m proto.Message) error {
+	data, err := proto.Marshal(m)
+	if err != nil {
+		return err
+	}
+	return u.b.Set(key, data, nil)
+}
+
+// Empty reports whether the Update has nothing to write.
+func (u *Update) Empty() bool { return u.b.Empty() }
+
+// Commit writes the batch (fsyncing the WAL if sync) and publishes the new
+// state to the store's readers. The Update is spent afterwards.
+func (u *Update) Commit(sync bool) error {
+	defer u.Close()
+	if u.s.closed.Load() {
+		return ErrClosed
+	}
+	opts := pebble.NoSync
+	if sync {
+		opts = pebble.Sync
+	}
+	s := u.s
+	if u.reset {
+		// Readers must not see the old generation deleted before they see
+		// the new one named current.
+		s.genMu.Lock()
+		defer s.genMu.Unlock()
+	}
+	if err := u.b.Commit(opts); err != nil {
+		return fmt.Errorf("store: commit: %w", err)
+	}
+	if u.reset {
+		s.gen = u.gen
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if u.reset {
+		s.cache, s.snap = nil, u.snap
+		s.last = u.trunc.index
+	}
+	for _, ents := range u.appends {
+		s.cacheAppend(ents)
+	}
+	s.trunc, s.applied = u.trunc, u.applied
+	if u.hs != nil {
+		s.hs = u.hs
+	}
+	if u.cs != nil {
+		s.cs = u.cs
+	}
+	if u.memDirty {
+		s.members = u.members
+	}
+	return nil
+}
+
+// Close abandons the Update if it was not committed.
+func (u *Update) Close() {
+	if u.b != nil {
+		u.b.Close()
+		u.b = nil
+	}
+}

@@ -1,0 +1,296 @@
+package raft
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	etcdraft "go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+
+	"github.com/kvd-project/kvd/raft/internal/store"
+)
+
+// maxDrain bounds how much queued work one loop iteration takes before it
+// handles a Ready, so proposals arriving together share one Ready (and one
+// fsync) without starving ticks.
+const maxDrain = 4096
+
+// inbound is a message from a peer; a MsgSnap comes with its staged data.
+type inbound struct {
+	msg    *pb.Message
+	staged *store.Staged
+}
+
+type reportKind uint8
+
+const (
+	reportUnreachable reportKind = iota
+	reportSnapshotDone
+	reportSnapshotFailed
+)
+
+// report is a peer sender's feedback for raft.
+type report struct {
+	to   uint64
+	kind reportKind
+}
+
+// loop owns the RawNode and everything only the raft goroutine touches.
+type loop struct {
+	n   *Node
+	rn  *etcdraft.RawNode
+	st  *store.Store
+	cfg Config
+
+	nextTick  time.Time
+	ticks     uint64    // ticks taken, for request ages
+	voteGrace time.Time // vote requests are ignored until then (restart)
+
+	lead, term, commit, applied uint64
+	isLeader                    bool
+
+	waiters      map[uint64]*proposal // by request id
+	confBarrier  uint64               // no conf change until applied >= this
+	confProposed bool                 // a conf change entered the log this Ready
+
+	reads     readTracker
+	staged    []*store.Staged // snapshot data that came with stepped MsgSnaps
+	later     []report        // raft feedback held until after Advance
+	scratch   applyScratch
+	readyFlag readyFlags
+}
+
+// readyFlags are facts about the Ready being handled.
+type readyFlags struct {
+	becameLeader, lostLeadership, termChanged bool
+}
+
+func newLoop(n *Node) (*loop, error) {
+	st := n.store
+	hs, _, _ := st.InitialState()
+	last, _ := st.LastIndex()
+	fresh := etcdraft.IsEmptyHardState(hs) && last == 0
+	rc := &etcdraft.Config{
+		ID:                        n.id,
+		ElectionTick:              n.cfg.ElectionTicks,
+		HeartbeatTick:             n.cfg.HeartbeatTicks,
+		Storage:                   st,
+		Applied:                   st.Applied(),
+		MaxSizePerMsg:             n.cfg.MaxSizePerMsg,
+		MaxCommittedSizePerReady:  n.cfg.MaxApplyBytes,
+		MaxUncommittedEntriesSize: n.cfg.MaxUncommittedBytes,
+		MaxInflightMsgs:           n.cfg.MaxInflightMsgs,
+		CheckQuorum:               true,
+		PreVote:                   true,
+		ReadOnlyOption:            etcdraft.ReadOnlySafe,
+		DisableProposalForwarding: true,
+		StepDownOnRemoval:         true,
+		Logger:                    raftLogger{n.log},
+	}
+	rn, err := etcdraft.NewRawNode(rc)
+	if err != nil {
+		return nil, fmt.Errorf("raft: %w", err)
+	}
+	if fresh && !n.cfg.Join {
+		if err := rn.Bootstrap(bootstrapPeers(n.cfg.Peers)); err != nil {
+			return nil, fmt.Errorf("raft: bootstrap: %w", err)
+		}
+	}
+	now := time.Now()
+	l := &loop{
+		n: n, rn: rn, st: st, cfg: n.cfg,
+		nextTick: now.Add(n.cfg.TickInterval),
+		term:     hs.GetTerm(),
+		commit:   hs.GetCommit(),
+		applied:  st.Applied(),
+		waiters:  make(map[uint64]*proposal),
+		reads:    newReadTracker(),
+	}
+	if !fresh {
+		// This node may have acknowledged a leader's heartbeat just before
+		// it restarted, and that leader may be counting on it (the lease):
+		// keep the promise CheckQuorum made by not voting for an election
+		// timeout.
+		l.voteGrace = now.Add(n.cfg.electionTimeout())
+	}
+	return l, nil
+}
+
+func bootstrapPeers(peers map[uint64]string) []etcdraft.Peer {
+	out := make([]etcdraft.Peer, 0, len(peers))
+	for id, addr := range peers {
+		out = append(out, etcdraft.Peer{ID: id, Context: appendMemberContext(nil, memberContext{addr: addr})})
+	}
+	// Every initial member must write the same bootstrap entries.
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// run is the raft loop: wait for work, take a tick if due, handle the work
+// and whatever else is queued, then handle the resulting Readies.
+func (l *loop) run() {
+	defer close(l.n.donec)
+	defer l.shutdown()
+	timer := time.NewTimer(time.Until(l.nextTick))
+	defer timer.Stop()
+	for {
+		// Ticks are taken before the work that woke the loop, so a heartbeat
+		// is never followed by a tick that was due before it arrived (the
+		// lease argument counts ticks after the last heartbeat).
+		select {
+		case <-l.n.stopc:
+			return
+		case p := <-l.n.propc:
+			l.tick()
+			l.propose(p)
+		case in := <-l.n.recvc:
+			l.tick()
+			l.step(in)
+		case r := <-l.n.reportc:
+			l.tick()
+			l.report(r)
+		case r := <-l.n.readc:
+			l.tick()
+			l.reads.add(l, r)
+		case <-timer.C:
+			l.tick()
+		}
+		l.drain()
+		l.reads.flush(l)
+		if err := l.handleReadies(); err != nil {
+			l.n.log.Error("raft loop stopped: storage failure", "err", err)
+			l.n.failed.Store(&err)
+			return
+		}
+		timer.Reset(time.Until(l.nextTick))
+	}
+}
+
+func (l *loop) drain() {
+	for range maxDrain {
+		select {
+		case p := <-l.n.propc:
+			l.propose(p)
+		case in := <-l.n.recvc:
+			l.step(in)
+		case r := <-l.n.reportc:
+			l.report(r)
+		case r := <-l.n.readc:
+			l.reads.add(l, r)
+		default:
+			return
+		}
+	}
+}
+
+// tick advances raft's clock by the ticks due. After a stall it takes at
+// most an election timeout's worth at once: counting fewer ticks than real
+// time is the safe direction for every timeout raft derives from them.
+func (l *loop) tick() {
+	now := time.Now()
+	if now.Before(l.nextTick) {
+		return
+	}
+	for n := 0; !now.Before(l.nextTick) && n <= l.cfg.ElectionTicks; n++ {
+		l.rn.Tick()
+		l.ticks++
+		l.nextTick = l.nextTick.Add(l.cfg.TickInterval)
+	}
+	if !now.Before(l.nextTick) {
+		l.nextTick = now.Add(l.cfg.TickInterval)
+	}
+	l.reads.onTick(l, now)
+}
+
+func (l *loop) step(in inbound) {
+	if in.staged != nil {
+		l.staged = append(l.staged, in.staged)
+	}
+	t := in.msg.GetType()
+	if (t == pb.MsgVote || t == pb.MsgPreVote) && time.Now().Before(l.voteGrace) {
+		return
+	}
+	if err := l.rn.Step(in.msg); err != nil {
+		l.n.log.Debug("raft step failed", "type", t.String(), "from", in.msg.GetFrom(), "err", err)
+	}
+}
+
+func (l *loop) report(r report) {
+	switch r.kind {
+	case reportUnreachable:
+		l.rn.ReportUnreachable(r.to)
+	case reportSnapshotDone:
+		l.rn.ReportSnapshot(r.to, etcdraft.SnapshotFinish)
+	case reportSnapshotFailed:
+		l.rn.ReportUnreachable(r.to)
+		l.rn.ReportSnapshot(r.to, etcdraft.SnapshotFailure)
+	}
+}
+
+// propose puts p in the log, or fails it at once.
+func (l *loop) propose(p *proposal) {
+	if !l.isLeader {
+		p.finish(result{err: l.n.notLeader(l.lead)})
+		return
+	}
+	var err error
+	if p.cc != nil {
+		if err = l.checkConfChange(p.cc); err == nil {
+			err = l.rn.ProposeConfChange(p.cc)
+			l.confProposed = l.confProposed || err == nil
+		}
+		if err == errAlreadyApplied {
+			p.finish(result{})
+			return
+		}
+	} else {
+		err = l.rn.Propose(p.data)
+	}
+	if err == etcdraft.ErrProposalDropped {
+		err = ErrProposalDropped
+	}
+	if err != nil {
+		l.n.metrics.failed.Inc()
+		p.finish(result{err: err})
+		return
+	}
+	p.term = l.term
+	l.waiters[p.reqID] = p
+}
+
+// failWaiters fails the proposals proposed before term (all if 0).
+func (l *loop) failWaiters(err error, before uint64) {
+	for id, p := range l.waiters {
+		if before == 0 || p.term < before {
+			delete(l.waiters, id)
+			l.n.metrics.failed.Inc()
+			p.finish(result{err: err})
+		}
+	}
+}
+
+func (l *loop) shutdown() {
+	l.failWaiters(ErrStopped, 0)
+	l.reads.failAll(ErrStopped)
+	for _, st := range l.staged {
+		st.Discard()
+	}
+	l.staged = nil
+	l.n.lease.revoke()
+}
+
+func (l *loop) publishStatus() {
+	st := Status{
+		ID: l.n.id, LeaderID: l.lead, Term: l.term, Commit: l.commit, Applied: l.applied, IsLeader: l.isLeader,
+	}
+	l.n.statusMu.Lock()
+	l.n.status = st
+	l.n.statusMu.Unlock()
+	m := l.n.metrics
+	m.term.Set(float64(st.Term))
+	m.leaderID.Set(float64(st.LeaderID))
+	m.isLeader.Set(boolGauge(st.IsLeader))
+	m.commit.Set(float64(st.Commit))
+	m.applied.Set(float64(st.Applied))
+}

@@ -1,0 +1,136 @@
+package raft
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	etcdraft "go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"go.etcd.io/raft/v3/tracker"
+)
+
+// promoteSlack is how far behind the leader's last index a learner's log
+// may be for PromoteMember to go ahead: close enough that the new voter
+// does not stall commits while it catches up.
+const promoteSlack = 64
+
+// errAlreadyApplied: the requested change is already in effect.
+var errAlreadyApplied = errors.New("raft: change already in effect")
+
+// ErrLastVoter: RemoveMember would leave the group without voters.
+var ErrLastVoter = errors.New("raft: cannot remove the last voter")
+
+// AddMember adds node id, reachable at addr, as a learner: it receives the
+// log (or a snapshot) but does not vote, so the group's quorum is unchanged
+// while it catches up. Promote it with PromoteMember. Call it on the leader;
+// the new node must be started with Config.Join. It returns once the change
+// is applied here.
+//
+// Membership changes go one at a time: while an earlier change is not yet
+// applied, calls wait (retrying each tick) until ctx ends.
+func (n *Node) AddMember(ctx context.Context, id uint64, addr string) error {
+	if id == 0 || addr == "" {
+		return fmt.Errorf("%w: member %d at %q", ErrConfig, id, addr)
+	}
+	return n.changeMembers(ctx, pb.ConfChangeAddLearnerNode, id, addr)
+}
+
+// PromoteMember makes learner id a voter. It waits until the learner's log
+// is within a few entries of the leader's (so the promotion does not stall
+// commits), retrying each tick until ctx ends. Promoting a voter is a no-op.
+func (n *Node) PromoteMember(ctx context.Context, id uint64) error {
+	return n.changeMembers(ctx, pb.ConfChangeAddNode, id, "")
+}
+
+// RemoveMember removes node id (voter or learner). Removing the leader is
+// allowed: it steps down once the change is applied. Its lease is revoked
+// at that moment, and CheckQuorum's vote suppression in the remaining nodes
+// still covers the rest of the lease it had handed out.
+func (n *Node) RemoveMember(ctx context.Context, id uint64) error {
+	return n.changeMembers(ctx, pb.ConfChangeRemoveNode, id, "")
+}
+
+func (n *Node) changeMembers(ctx context.Context, typ pb.ConfChangeType, id uint64, addr string) error {
+	n.confMu.Lock()
+	defer n.confMu.Unlock()
+	for {
+		if st := n.Status(); !st.IsLeader {
+			return n.notLeader(st.LeaderID)
+		}
+		reqID := n.nextReq.Add(1)
+		p := &proposal{
+			reqID: reqID,
+			cc: &pb.ConfChange{
+				Type:    typ.Enum(),
+				NodeId:  new(id),
+				Context: appendMemberContext(nil, memberContext{proposer: n.id, reqID: reqID, addr: addr}),
+			},
+			done: make(chan result, 1),
+		}
+		err := n.propose(ctx, p).err
+		if !errors.Is(err, ErrConfChangeBusy) {
+			return err
+		}
+		select {
+		case <-time.After(n.cfg.TickInterval):
+		case <-ctx.Done():
+			return fmt.Errorf("%w (%w)", ctx.Err(), err)
+		case <-n.donec:
+			return n.stoppedErr()
+		}
+	}
+}
+
+// checkConfChange vets a change against the applied configuration before
+// it is proposed; raft would otherwise turn some invalid ones into no-ops
+// without telling anyone.
+func (l *loop) checkConfChange(cc *pb.ConfChange) error {
+	if l.confProposed || l.applied < l.confBarrier {
+		return fmt.Errorf("%w: an earlier change is not applied yet", ErrConfChangeBusy)
+	}
+	cs := l.st.ConfState()
+	id := cc.GetNodeId()
+	voter, learner := slices.Contains(cs.GetVoters(), id), slices.Contains(cs.GetLearners(), id)
+	switch cc.GetType() {
+	case pb.ConfChangeAddLearnerNode:
+		if voter || learner {
+			return fmt.Errorf("%w: %d", ErrMemberExists, id)
+		}
+	case pb.ConfChangeAddNode:
+		switch {
+		case voter:
+			return errAlreadyApplied
+		case !learner:
+			return fmt.Errorf("%w: %d", ErrMemberNotFound, id)
+		}
+		if match, last := l.matchOf(id), l.lastIndex(); match+promoteSlack < last {
+			return fmt.Errorf("%w: learner %d has log up to %d of %d", ErrConfChangeBusy, id, match, last)
+		}
+	case pb.ConfChangeRemoveNode:
+		switch {
+		case !voter && !learner:
+			return fmt.Errorf("%w: %d", ErrMemberNotFound, id)
+		case voter && len(cs.GetVoters()) == 1:
+			return ErrLastVoter
+		}
+	}
+	return nil
+}
+
+func (l *loop) matchOf(id uint64) uint64 {
+	var match uint64
+	l.rn.WithProgress(func(pid uint64, _ etcdraft.ProgressType, pr tracker.Progress) {
+		if pid == id {
+			match = pr.Match
+		}
+	})
+	return match
+}
+
+func (l *loop) lastIndex() uint64 {
+	last, _ := l.st.LastIndex()
+	return last
+}

@@ -1,0 +1,74 @@
+package raft
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the node's Prometheus series. They exist (unregistered) even
+// without a Registerer so that the code updating them needs no checks.
+type metrics struct {
+	term, leaderID, isLeader, commit, applied, leaseValid prometheus.Gauge
+	committed, failed, leaderChanges                      prometheus.Counter
+	syncDuration                                          prometheus.Histogram
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	gauge := func(name, help string) prometheus.Gauge {
+		return prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
+	}
+	counter := func(name, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+	}
+	m := &metrics{
+		term:          gauge("kvd_raft_term", "Current raft term."),
+		leaderID:      gauge("kvd_raft_leader_id", "Id of the leader this node follows, 0 if none."),
+		isLeader:      gauge("kvd_raft_is_leader", "1 if this node is the leader."),
+		commit:        gauge("kvd_raft_commit_index", "Raft commit index."),
+		applied:       gauge("kvd_raft_applied_index", "Index of the last entry applied to the durable state."),
+		leaseValid:    gauge("kvd_raft_lease_valid", "1 while this node holds a valid read lease."),
+		committed:     counter("kvd_raft_proposals_committed_total", "Local proposals committed and applied."),
+		failed:        counter("kvd_raft_proposals_failed_total", "Local proposals that failed (dropped, leadership lost, stopped)."),
+		leaderChanges: counter("kvd_raft_leader_changes_total", "Times the known leader changed."),
+		syncDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "kvd_raft_sync_duration_seconds",
+			Help:    "Duration of the synced Pebble batch written per raft Ready.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
+		}),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	var errs []error
+	for _, c := range m.collectors() {
+		errs = append(errs, reg.Register(c))
+	}
+	if err := errors.Join(errs...); err != nil {
+		m.unregister(reg)
+		return nil, err
+	}
+	return m, nil
+}
+
+func (m *metrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.term, m.leaderID, m.isLeader, m.commit, m.applied, m.leaseValid,
+		m.committed, m.failed, m.leaderChanges, m.syncDuration}
+}
+
+// unregister removes the series so a reopened node can register again.
+func (m *metrics) unregister(reg prometheus.Registerer) {
+	if reg == nil {
+		return
+	}
+	for _, c := range m.collectors() {
+		reg.Unregister(c)
+	}
+}
+
+func boolGauge(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

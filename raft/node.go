@@ -1,0 +1,267 @@
+package raft
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/kvd-project/kvd/raft/internal/store"
+	"github.com/kvd-project/kvd/transport"
+)
+
+// Node is one member of a raft group replicating a key/value state machine
+// onto Pebble. All methods are safe for concurrent use.
+type Node struct {
+	cfg     Config
+	id      uint64
+	log     *slog.Logger
+	store   *store.Store
+	metrics *metrics
+	lease   *lease
+	peers   *peerSet
+
+	// Work for the raft loop, which owns the raft state machine.
+	propc   chan *proposal
+	readc   chan *readRequest
+	recvc   chan inbound
+	reportc chan report
+
+	ctx    context.Context // ends at Close
+	cancel context.CancelFunc
+	stopc  chan struct{} // closed by Close
+	donec  chan struct{} // closed when the loop has exited
+	leasec chan struct{} // closed when the lease goroutine has exited
+	failed atomic.Pointer[error]
+
+	nextReq atomic.Uint64
+	confMu  sync.Mutex // one membership change at a time from this node
+
+	statusMu sync.Mutex
+	status   Status
+
+	addrMu sync.RWMutex
+	addrs  map[uint64]string
+
+	connMu sync.Mutex
+	conns  map[transport.Conn]struct{}
+	closed bool
+	wg     sync.WaitGroup // ServePeer calls
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Status is a node's view of the group.
+type Status struct {
+	ID       uint64
+	LeaderID uint64 // 0 if unknown
+	Term     uint64
+	Commit   uint64
+	Applied  uint64
+	// LeaseValid: this node is the leader and its read lease has not lapsed.
+	LeaseValid bool
+	IsLeader   bool
+}
+
+// Member is one node of the group as the applied configuration has it.
+type Member struct {
+	ID        uint64
+	Addr      string
+	IsLearner bool
+}
+
+// Open starts a node: it recovers the state in cfg.DataDir (or bootstraps
+// a new group from cfg.Peers, unless cfg.Join), and starts the raft loop.
+// Apply callbacks may come as soon as Open returns.
+func Open(cfg Config) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("raft: register metrics: %w", err)
+	}
+	st, err := store.Open(cfg.DataDir, store.Options{EntryCacheSize: cfg.EntryCacheSize, Logger: cfg.Logger})
+	if err != nil {
+		m.unregister(cfg.Registerer)
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	n := &Node{
+		cfg:     cfg,
+		id:      cfg.ID,
+		log:     cfg.Logger.With("raft_id", cfg.ID),
+		store:   st,
+		metrics: m,
+		propc:   make(chan *proposal, 1024),
+		readc:   make(chan *readRequest, 256),
+		recvc:   make(chan inbound, 256),
+		reportc: make(chan report, 1024),
+		ctx:     ctx,
+		cancel:  cancel,
+		stopc:   make(chan struct{}),
+		donec:   make(chan struct{}),
+		leasec:  make(chan struct{}),
+		conns:   make(map[transport.Conn]struct{}),
+	}
+	n.nextReq.Store(rand.Uint64() >> 1)
+	n.initAddrs()
+	n.peers = newPeerSet(n)
+	lp, err := newLoop(n)
+	if err != nil {
+		cancel()
+		st.Close()
+		m.unregister(cfg.Registerer)
+		return nil, err
+	}
+	n.lease = newLease(cfg.OnLease, m, lp.term)
+	go func() {
+		defer close(n.leasec)
+		n.lease.run(n.stopc)
+	}()
+	lp.publishStatus()
+	go lp.run()
+	return n, nil
+}
+
+// Close stops the node: pending requests fail with ErrStopped, peer
+// connections close, and the database is closed. It is idempotent.
+func (n *Node) Close() error {
+	n.closeOnce.Do(func() {
+		close(n.stopc)
+		n.cancel()
+		<-n.donec
+		n.connMu.Lock()
+		n.closed = true
+		for c := range n.conns {
+			c.Close()
+		}
+		n.connMu.Unlock()
+		n.peers.close()
+		n.wg.Wait()
+		<-n.leasec
+		n.metrics.unregister(n.cfg.Registerer)
+		n.closeErr = n.store.Close()
+	})
+	return n.closeErr
+}
+
+// stoppedErr is the error for requests made after the loop exited.
+func (n *Node) stoppedErr() error {
+	if p := n.failed.Load(); p != nil {
+		return fmt.Errorf("%w: %w", ErrStopped, *p)
+	}
+	return ErrStopped
+}
+
+// Status returns the node's current view.
+func (n *Node) Status() Status {
+	n.statusMu.Lock()
+	st := n.status
+	n.statusMu.Unlock()
+	st.LeaseValid = st.IsLeader && n.lease.valid()
+	return st
+}
+
+// Get returns key's applied value and version (the raft index of the write)
+// from Pebble. It is not linearizable by itself: call ReadIndex first for
+// that.
+func (n *Node) Get(key []byte) (value []byte, version uint64, ok bool, err error) {
+	select {
+	case <-n.donec:
+		return nil, 0, false, n.stoppedErr()
+	default:
+	}
+	return n.store.Get(key)
+}
+
+// ForEach calls fn for every applied key in key order, from a point-in-time
+// view of the applied state (key and value are valid only during the call;
+// an error from fn stops the walk and is returned). The view includes every
+// write whose Apply callback returned before ForEach was called; Apply calls
+// in progress or later may or may not be in it. Because Apply reports each
+// key's final state per committed batch, replaying those calls over the view
+// is harmless, so "ForEach, then every later Apply" rebuilds a cache
+// exactly. It may be called from Applier.Restore.
+func (n *Node) ForEach(fn func(key, value []byte, version uint64) error) error {
+	return n.store.ForEach(fn)
+}
+
+// Members returns the group's members as of the applied configuration, in
+// id order.
+func (n *Node) Members() []Member {
+	ms := n.store.Members()
+	out := make([]Member, 0, len(ms))
+	for _, m := range ms {
+		out = append(out, Member(m))
+	}
+	slices.SortFunc(out, func(a, b Member) int { return cmpUint64(a.ID, b.ID) })
+	return out
+}
+
+// PeerAddr returns the address the node knows for id ("" if none).
+func (n *Node) PeerAddr(id uint64) string {
+	n.addrMu.RLock()
+	defer n.addrMu.RUnlock()
+	return n.addrs[id]
+}
+
+func (n *Node) initAddrs() {
+	n.addrs = make(map[uint64]string, len(n.cfg.Peers)+1)
+	for id, addr := range n.cfg.Peers {
+		n.addrs[id] = addr
+	}
+	for _, m := range n.store.Members() {
+		if m.Addr != "" {
+			n.addrs[m.ID] = m.Addr
+		}
+	}
+	n.addrs[n.id] = n.cfg.Addr
+}
+
+func (n *Node) setAddr(id uint64, addr string) {
+	if addr == "" || id == n.id {
+		return
+	}
+	n.addrMu.Lock()
+	n.addrs[id] = addr
+	n.addrMu.Unlock()
+}
+
+// learnAddr records an address a peer announced, unless one is known.
+func (n *Node) learnAddr(id uint64, addr string) {
+	n.addrMu.Lock()
+	if _, ok := n.addrs[id]; !ok {
+		n.addrs[id] = addr
+	}
+	n.addrMu.Unlock()
+}
+
+func (n *Node) forgetPeer(id uint64) {
+	if id == n.id {
+		return
+	}
+	n.addrMu.Lock()
+	delete(n.addrs, id)
+	n.addrMu.Unlock()
+	n.peers.remove(id)
+}
+
+func (n *Node) notLeader(lead uint64) error {
+	return &NotLeaderError{LeaderID: lead, LeaderAddr: n.PeerAddr(lead)}
+}
+
+func cmpUint64(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,369 @@
+package raft
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"time"
+
+	etcdraft "go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/kvd-project/kvd/raft/internal/store"
+)
+
+// applyScratch is per-Ready state reused across Readies.
+type applyScratch struct {
+	applies  []appliedOp
+	skip     []bool
+	order    []int
+	done     []completion
+	removed  []uint64
+	members  bool
+	installd bool
+}
+
+type appliedOp struct {
+	version    uint64
+	key, value []byte
+	deleted    bool
+}
+
+type completion struct {
+	p *proposal
+	r result
+}
+
+func (l *loop) handleReadies() error {
+	for l.rn.HasReady() {
+		if err := l.handleReady(); err != nil {
+			return err
+		}
+	}
+	l.publishStatus()
+	return nil
+}
+
+// handleReady follows raft's Ready contract: make the Ready's log entries,
+// HardState and snapshot durable together with the effects of its
+// committed entries (one Pebble batch, one fsync), then send its messages,
+// then report the applied writes, then Advance.
+func (l *loop) handleReady() error {
+	rd := l.rn.Ready()
+	l.readyFlag = readyFlags{}
+	if rd.SoftState != nil {
+		l.softState(rd.SoftState)
+	}
+	if rd.HardState != nil {
+		l.hardState(rd.HardState)
+	}
+	u := l.st.NewUpdate()
+	defer u.Close()
+	sc := &l.scratch
+	if err := l.installSnapshot(u, rd.Snapshot); err != nil {
+		return err
+	}
+	if err := u.Append(rd.Entries); err != nil {
+		return err
+	}
+	if err := u.SetHardState(rd.HardState); err != nil {
+		return err
+	}
+	if err := l.applyEntries(u, rd.CommittedEntries); err != nil {
+		return err
+	}
+	sync := rd.MustSync || sc.installd
+	start := time.Now()
+	if err := u.Commit(sync); err != nil {
+		return err
+	}
+	if sync {
+		l.n.metrics.syncDuration.Observe(time.Since(start).Seconds())
+	}
+	l.sendMessages(rd.Messages)
+	l.afterCommit()
+	l.reads.readStates(l, rd.ReadStates)
+	l.rn.Advance(rd)
+	for _, r := range l.later {
+		l.report(r)
+	}
+	l.later = l.later[:0]
+	return l.maybeSnapshot()
+}
+
+func (l *loop) softState(ss *etcdraft.SoftState) {
+	wasLeader := l.isLeader
+	l.isLeader = ss.RaftState == etcdraft.StateLeader
+	if ss.Lead != l.lead {
+		l.lead = ss.Lead
+		l.n.metrics.leaderChanges.Inc()
+		l.reads.failPending(ErrLeaderChanged)
+	}
+	if wasLeader && !l.isLeader {
+		// Stepping down ends the lease at once, before anything else.
+		l.n.lease.revoke()
+		l.reads.dropLease()
+		l.readyFlag.lostLeadership = true
+	}
+	l.readyFlag.becameLeader = !wasLeader && l.isLeader
+}
+
+func (l *loop) hardState(hs *pb.HardState) {
+	if hs.GetTerm() != l.term {
+		l.term = hs.GetTerm()
+		l.n.lease.setTerm(l.term)
+		l.reads.dropLease()
+		l.readyFlag.termChanged = true
+	}
+	l.commit = hs.GetCommit()
+}
+
+// afterCommit runs once the Ready's batch is durable.
+func (l *loop) afterCommit() {
+	sc := &l.scratch
+	if l.readyFlag.becameLeader || l.confProposed {
+		// raft refuses a conf change until everything up to its last index
+		// at election (or the previous change) is applied; mirror that so
+		// proposals are refused here rather than silently turned into no-ops.
+		l.confBarrier, _ = l.st.LastIndex()
+		l.confProposed = false
+	}
+	l.deliverApplies()
+	if sc.installd {
+		l.n.log.Info("installed snapshot from leader", "index", l.applied)
+		if a := l.cfg.Applier; a != nil {
+			a.Restore()
+		}
+	}
+	if sc.members || sc.installd {
+		for _, m := range l.st.Members() {
+			l.n.setAddr(m.ID, m.Addr)
+		}
+		for _, id := range sc.removed {
+			l.n.forgetPeer(id)
+		}
+	}
+	for _, c := range sc.done {
+		l.n.metrics.committed.Inc()
+		c.p.finish(c.r)
+	}
+	clear(sc.done)
+	sc.done, sc.removed, sc.members, sc.installd = sc.done[:0], sc.removed[:0], false, false
+	// Proposals that did not make it into this Ready's applied entries are
+	// orphaned by a change of leadership or term.
+	if l.readyFlag.lostLeadership {
+		l.failWaiters(ErrLeaderChanged, 0)
+	} else if l.readyFlag.termChanged {
+		l.failWaiters(ErrLeaderChanged, l.term)
+	}
+	l.reads.applied(l)
+}
+
+// installSnapshot adds a snapshot from the leader to u, with the data that
+// arrived before its MsgSnap. Staged data raft did not take is dropped.
+func (l *loop) installSnapshot(u *store.Update, snap *pb.Snapshot) error {
+	staged := l.staged
+	l.staged = nil
+	var use *store.Staged
+	if !etcdraft.IsEmptySnap(snap) {
+		md := snap.GetMetadata()
+		for _, st := range staged {
+			if st.Index() == md.GetIndex() && st.Term() == md.GetTerm() {
+				use = st
+			}
+		}
+		if use == nil {
+			return fmt.Errorf("raft: snapshot %d/%d accepted without its data", md.GetIndex(), md.GetTerm())
+		}
+		if err := u.InstallSnapshot(snap, use); err != nil {
+			return err
+		}
+		l.applied = md.GetIndex()
+		l.scratch.installd = true
+	}
+	for _, st := range staged {
+		if st != use {
+			st.Discard()
+		}
+	}
+	return nil
+}
+
+// applyEntries adds the effects of committed entries to u.
+func (l *loop) applyEntries(u *store.Update, ents []*pb.Entry) error {
+	for _, e := range ents {
+		var err error
+		switch e.GetType() {
+		case pb.EntryNormal:
+			err = l.applyCommand(u, e)
+		case pb.EntryConfChange:
+			cc := &pb.ConfChange{}
+			if err = proto.Unmarshal(e.GetData(), cc); err == nil {
+				err = l.applyConfChange(u, cc, e.GetIndex())
+			}
+		case pb.EntryConfChangeV2:
+			cc := &pb.ConfChangeV2{}
+			if err = proto.Unmarshal(e.GetData(), cc); err == nil {
+				err = u.SetConfState(l.rn.ApplyConfChange(cc))
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("raft: applying entry %d: %w", e.GetIndex(), err)
+		}
+	}
+	if len(ents) == 0 {
+		return nil
+	}
+	l.applied = ents[len(ents)-1].GetIndex()
+	return u.SetApplied(l.applied)
+}
+
+func (l *loop) applyCommand(u *store.Update, e *pb.Entry) error {
+	if len(e.GetData()) == 0 {
+		return nil // a new leader's empty entry
+	}
+	c, err := decodeCommand(e.GetData())
+	if err != nil {
+		// Every node skips it the same way; failing would wedge the group.
+		l.n.log.Error("skipping malformed command", "index", e.GetIndex(), "err", err)
+		return nil
+	}
+	r := result{version: e.GetIndex()}
+	if c.op == opPut {
+		err = u.Put(c.key, c.value, r.version)
+	} else {
+		r.existed, err = u.Delete(c.key)
+	}
+	if err != nil {
+		return err
+	}
+	sc := &l.scratch
+	sc.applies = append(sc.applies, appliedOp{version: r.version, key: c.key, value: c.value, deleted: c.op == opDelete})
+	l.complete(c.proposer, c.reqID, r)
+	return nil
+}
+
+func (l *loop) applyConfChange(u *store.Update, cc *pb.ConfChange, index uint64) error {
+	mc, err := decodeMemberContext(cc.GetContext())
+	if err != nil {
+		l.n.log.Error("conf change with malformed context", "index", index, "err", err)
+		err = nil
+	}
+	cs := l.rn.ApplyConfChange(cc)
+	if err := u.SetConfState(cs); err != nil {
+		return err
+	}
+	id, sc := cc.GetNodeId(), &l.scratch
+	sc.members = true
+	switch cc.GetType() {
+	case pb.ConfChangeAddNode, pb.ConfChangeAddLearnerNode, pb.ConfChangeUpdateNode:
+		addr := mc.addr
+		if addr == "" {
+			addr = l.n.PeerAddr(id)
+		}
+		err = u.SetMember(store.Member{ID: id, Addr: addr, IsLearner: slices.Contains(cs.GetLearners(), id)})
+	case pb.ConfChangeRemoveNode:
+		sc.removed = append(sc.removed, id)
+		err = u.RemoveMember(id)
+	}
+	l.n.log.Info("applied membership change", "index", index, "change", cc.GetType().String(), "node", id)
+	l.complete(mc.proposer, mc.reqID, result{version: index})
+	return err
+}
+
+// complete records the outcome for the local caller waiting on an entry.
+func (l *loop) complete(proposer, reqID uint64, r result) {
+	if proposer != l.n.id {
+		return
+	}
+	if p := l.waiters[reqID]; p != nil {
+		delete(l.waiters, reqID)
+		l.scratch.done = append(l.scratch.done, completion{p, r})
+	}
+}
+
+// deliverApplies reports the batch's writes to the Applier: in log order,
+// one call per key with the key's final state in the batch. Collapsing
+// repeats keeps a cache rebuilt concurrently (see ForEach) from ever going
+// backwards when these calls are replayed over it.
+func (l *loop) deliverApplies() {
+	sc := &l.scratch
+	defer func() {
+		clear(sc.applies)
+		sc.applies = sc.applies[:0]
+	}()
+	a := l.cfg.Applier
+	if a == nil || len(sc.applies) == 0 {
+		return
+	}
+	ops := sc.applies
+	sc.skip = slices.Grow(sc.skip[:0], len(ops))[:len(ops)]
+	clear(sc.skip)
+	if len(ops) > 1 {
+		sc.order = sc.order[:0]
+		for i := range ops {
+			sc.order = append(sc.order, i)
+		}
+		slices.SortStableFunc(sc.order, func(i, j int) int { return bytes.Compare(ops[i].key, ops[j].key) })
+		for k := 0; k+1 < len(sc.order); k++ {
+			if bytes.Equal(ops[sc.order[k]].key, ops[sc.order[k+1]].key) {
+				sc.skip[sc.order[k]] = true
+			}
+		}
+	}
+	for i, op := range ops {
+		if !sc.skip[i] {
+			a.Apply(op.version, op.key, op.value, op.deleted)
+		}
+	}
+}
+
+// sendMessages hands the Ready's messages to the peer senders; refusals are
+// reported to raft after Advance.
+func (l *loop) sendMessages(msgs []*pb.Message) {
+	for _, m := range msgs {
+		if m.GetType() == pb.MsgSnap {
+			l.sendSnapshot(m)
+			continue
+		}
+		if !l.n.peers.send(m) {
+			l.later = append(l.later, report{to: m.GetTo(), kind: reportUnreachable})
+		}
+	}
+}
+
+func (l *loop) sendSnapshot(m *pb.Message) {
+	cp := l.st.Checkpoint()
+	if cp == nil || cp.Index() != m.GetSnapshot().GetMetadata().GetIndex() {
+		if cp != nil {
+			cp.Release()
+		}
+		l.n.log.Error("no checkpoint for snapshot", "index", m.GetSnapshot().GetMetadata().GetIndex())
+		l.later = append(l.later, report{to: m.GetTo(), kind: reportSnapshotFailed})
+		return
+	}
+	if !l.n.peers.sendSnapshot(m, cp) {
+		cp.Release()
+		l.later = append(l.later, report{to: m.GetTo(), kind: reportSnapshotFailed})
+	}
+}
+
+// maybeSnapshot takes a snapshot every SnapshotCount applied entries and
+// compacts the log behind it, keeping SnapshotCatchUpEntries.
+func (l *loop) maybeSnapshot() error {
+	snap, _ := l.st.Snapshot()
+	last := snap.GetMetadata().GetIndex()
+	if l.applied < last+l.cfg.SnapshotCount {
+		return nil
+	}
+	var compactTo uint64
+	if l.applied > l.cfg.SnapshotCatchUpEntries {
+		compactTo = l.applied - l.cfg.SnapshotCatchUpEntries
+	}
+	if _, err := l.st.CreateSnapshot(compactTo); err != nil {
+		return err
+	}
+	l.n.log.Debug("snapshot taken", "index", l.applied, "compacted_to", compactTo)
+	return nil
+}

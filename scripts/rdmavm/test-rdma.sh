@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# One command for CI and make: installs what is missing, builds the RDMA
+# test binaries with -tags rdma, boots the Soft-RoCE VM and runs every step
+# in scripts/rdmavm/steps (in name order) plus any STEP given here. Exits 0
+# only if every step passed (see run.sh for the other codes).
+#
+# usage: test-rdma.sh [run.sh options] [STEP...]
+#
+# To add a test: add its binary to BUILDS below (it lands on the guest's
+# PATH) and an executable step script to scripts/rdmavm/steps/.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+# name|go arguments, built from $REPO with CGO enabled.
+BUILDS=(
+	"transport-rdma.test|test -c -tags rdma ./transport/rdma"
+)
+
+start=$(date +%s)
+"$RDMAVM_DIR/deps.sh" >/dev/null
+GO=${GO:-$(command -v go || echo /usr/local/go/bin/go)}
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+bins=()
+for b in "${BUILDS[@]}"; do
+	name=${b%%|*}
+	# shellcheck disable=SC2086 # the go arguments are words on purpose
+	(cd "$REPO" && CGO_ENABLED=1 "$GO" ${b#*|} -o "$out/$name") || die "build of $name failed"
+	bins+=(--bin "$out/$name")
+done
+log "built ${#BUILDS[@]} binaries in $(($(date +%s) - start))s"
+
+opts=() steps=()
+while [ $# -gt 0 ]; do
+	case $1 in
+	--timeout | --step-timeout | --mem | --smp | --bin | --file) opts+=("$1" "$2"); shift 2 ;;
+	*) steps+=("$1"); shift ;;
+	esac
+done
+set +e
+"$RDMAVM_DIR/run.sh" "${opts[@]}" "${bins[@]}" "$RDMAVM_DIR/steps" "${steps[@]}"
+rc=$?
+log "total wall time $(($(date +%s) - start))s"
+exit $rc

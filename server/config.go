@@ -1,0 +1,99 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kvd-project/kvd/transport"
+)
+
+// Config configures a Server.
+type Config struct {
+	// ID is this node's Raft id, non-zero. Default 1.
+	ID uint64
+	// Listen is the address clients and peers connect to. Required.
+	Listen string
+	// DataDir holds the node's Pebble database. Required.
+	DataDir string
+	// Transport serves the listener, the region and peer connections.
+	// Required; the server does not close it.
+	Transport transport.Transport
+	// TableMem is the size of the table region in bytes. Default 64 MiB.
+	TableMem int
+	// ReuseGrace is how long a superseded record's bytes stay untouched
+	// before reuse; one-sided GETs slower than half of it are retried.
+	// Default 1s.
+	ReuseGrace time.Duration
+	// InitialCluster maps every member's id to its Listen address. Empty
+	// means a single-node cluster of ID at Listen.
+	InitialCluster map[uint64]string
+	// Join starts this node as a new member of an existing cluster (added
+	// with "kvctl member add" first) instead of bootstrapping one.
+	Join bool
+	// SnapshotCount is how many applied entries trigger a snapshot and log
+	// compaction. Default 10000.
+	SnapshotCount uint64
+	// TickInterval is the Raft tick. Default 100ms; elections take 10 ticks.
+	TickInterval time.Duration
+	// Logger receives structured logs. Default slog.Default().
+	Logger *slog.Logger
+	// Registerer receives the server's metrics. Nil means none.
+	Registerer prometheus.Registerer
+}
+
+// Defaults.
+const (
+	DefaultTableMem      = 64 << 20
+	DefaultReuseGrace    = time.Second
+	DefaultSnapshotCount = 10000
+	DefaultTickInterval  = 100 * time.Millisecond
+	minTableMem          = 64 << 10
+)
+
+// Validate checks c and fills in defaults.
+func (c *Config) Validate() error {
+	if c.ID == 0 {
+		c.ID = 1
+	}
+	if c.Listen == "" {
+		return errors.New("server: Listen address is required")
+	}
+	if c.DataDir == "" {
+		return errors.New("server: DataDir is required")
+	}
+	if c.Transport == nil {
+		return errors.New("server: Transport is required")
+	}
+	if c.TableMem == 0 {
+		c.TableMem = DefaultTableMem
+	}
+	if c.TableMem < minTableMem {
+		return fmt.Errorf("server: table memory %d bytes is below the minimum %d", c.TableMem, minTableMem)
+	}
+	if c.ReuseGrace == 0 {
+		c.ReuseGrace = DefaultReuseGrace
+	}
+	if c.ReuseGrace < 10*time.Millisecond {
+		return fmt.Errorf("server: reuse grace %v is below the minimum 10ms", c.ReuseGrace)
+	}
+	if c.SnapshotCount == 0 {
+		c.SnapshotCount = DefaultSnapshotCount
+	}
+	if c.TickInterval == 0 {
+		c.TickInterval = DefaultTickInterval
+	}
+	if len(c.InitialCluster) == 0 {
+		c.InitialCluster = map[uint64]string{c.ID: c.Listen}
+	}
+	if _, ok := c.InitialCluster[c.ID]; !ok && !c.Join {
+		return fmt.Errorf("server: id %d is not in the initial cluster", c.ID)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return nil
+}

@@ -1,0 +1,14 @@
+// Package server is a kvd node: it owns the node's table region (registered
+// for remote READ through a transport), keeps it equal to the node's applied
+// Raft state, and answers client RPCs: PUT and DELETE (proposed through
+// Raft, acknowledged once committed and applied), two-sided GETs (the RPC
+// fallback, and the ReadIndex level), status and membership.
+//
+// One-sided GETs never reach this package: clients READ the region, and the
+// transport serves those READs without calling server code.
+//
+// The region is a cache of the durable state in Pebble (package raft). It is
+// rebuilt from that state at start, before the listener accepts anybody, and
+// after a snapshot is installed; while it is being rebuilt the header's
+// lease word is cleared, so linearizable readers refuse it.
+package server

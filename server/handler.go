@@ -1,0 +1,230 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/kvd-project/kvd/internal/table"
+	"github.com/kvd-project/kvd/internal/wire"
+	"github.com/kvd-project/kvd/raft"
+	"github.com/kvd-project/kvd/transport"
+)
+
+// maxInflightPerConn bounds the requests one connection may have being
+// served at once; a client beyond it waits (its later requests are simply
+// not read yet), so one connection cannot exhaust the server.
+const maxInflightPerConn = 256
+
+// requestTimeout bounds how long the server works on one request.
+const requestTimeout = 30 * time.Second
+
+// serveConn routes a new connection: a Raft peer's goes to the node, a
+// client's is served here until it closes.
+func (s *Server) serveConn(conn transport.Conn) {
+	defer conn.Close()
+	first, err := conn.Recv(s.ctx, nil)
+	if err != nil {
+		return
+	}
+	if raft.IsPeerHello(first) {
+		s.node.ServePeer(conn, first)
+		return
+	}
+	sem := make(chan struct{}, maxInflightPerConn)
+	buf := first
+	for {
+		var req wire.Request
+		if err := wire.DecodeRequest(buf, &req); err != nil {
+			s.log.Warn("closing client connection after a malformed request", "remote", conn.RemoteAddr(), "err", err)
+			return
+		}
+		req.Key = append([]byte(nil), req.Key...)
+		req.Value = append([]byte(nil), req.Value...)
+		select {
+		case sem <- struct{}{}:
+		case <-s.ctx.Done():
+			return
+		}
+		go func() {
+			defer func() { <-sem }()
+			s.respond(conn, &req)
+		}()
+		if buf, err = conn.Recv(s.ctx, buf[:0]); err != nil {
+			return
+		}
+	}
+}
+
+func (s *Server) respond(conn transport.Conn, req *wire.Request) {
+	ctx, cancel := context.WithTimeout(s.ctx, requestTimeout)
+	defer cancel()
+	start := time.Now()
+	resp := s.handle(ctx, req)
+	resp.Op, resp.ID = req.Op, req.ID
+	s.metrics.observe(req.Op, resp.Status, time.Since(start))
+	frame := wire.AppendResponse(make([]byte, 0, wire.ResponseHeaderLen+len(resp.Value)), &resp)
+	if err := conn.Send(ctx, frame); err != nil && s.ctx.Err() == nil {
+		s.log.Debug("response not delivered", "remote", conn.RemoteAddr(), "err", err)
+	}
+}
+
+func (s *Server) handle(ctx context.Context, req *wire.Request) wire.Response {
+	switch req.Op {
+	case wire.OpHello:
+		return s.hello()
+	case wire.OpStatus:
+		return jsonResponse(s.Status())
+	case wire.OpMemberList:
+		return jsonResponse(s.members())
+	}
+	if r, bad := checkKey(req); bad {
+		return r
+	}
+	switch req.Op {
+	case wire.OpPut:
+		return s.put(ctx, req.Key, req.Value)
+	case wire.OpDelete:
+		existed, _, err := s.node.Delete(ctx, req.Key)
+		if err == nil && !existed {
+			return wire.Response{Status: wire.StatusNotFound}
+		}
+		return s.errResponse(err)
+	case wire.OpGet:
+		return s.get(ctx, req.Key, req.Flags)
+	case wire.OpMemberAdd, wire.OpMemberRemove:
+		return s.memberChange(ctx, req)
+	}
+	return badRequest("unsupported op " + req.Op.String())
+}
+
+func checkKey(req *wire.Request) (wire.Response, bool) {
+	switch {
+	case req.Op == wire.OpMemberAdd || req.Op == wire.OpMemberRemove:
+		return wire.Response{}, false
+	case len(req.Key) == 0:
+		return wire.Response{Status: wire.StatusEmptyKey}, true
+	case len(req.Key) > table.MaxKey:
+		return wire.Response{Status: wire.StatusKeyTooLarge}, true
+	case len(req.Value) > table.MaxValue:
+		return wire.Response{Status: wire.StatusValueTooLarge}, true
+	case req.Op != wire.OpPut && len(req.Value) != 0:
+		return badRequest(req.Op.String() + " carries a value"), true
+	}
+	return wire.Response{}, false
+}
+
+func (s *Server) put(ctx context.Context, key, value []byte) wire.Response {
+	// Refuse writes the region has no room for before they enter the log,
+	// so that nothing already stored is harmed and the region stays whole.
+	s.tmu.Lock()
+	err := s.tbl.CanPut(key, len(value))
+	s.tmu.Unlock()
+	if err != nil {
+		return s.errResponse(err)
+	}
+	version, err := s.node.Put(ctx, key, value)
+	if err != nil {
+		return s.errResponse(err)
+	}
+	return wire.Response{Version: version}
+}
+
+func (s *Server) get(ctx context.Context, key []byte, flags uint16) wire.Response {
+	switch flags {
+	case wire.Linearizable, wire.ReadIndex:
+		if err := s.node.ReadIndex(ctx); err != nil {
+			return s.errResponse(err)
+		}
+	case wire.Serializable:
+	default:
+		return badRequest("unknown consistency level " + strconv.Itoa(int(flags)))
+	}
+	value, version, ok, err := s.node.Get(key)
+	switch {
+	case err != nil:
+		return s.errResponse(err)
+	case !ok:
+		return wire.Response{Status: wire.StatusNotFound}
+	}
+	return wire.Response{Version: version, Value: value}
+}
+
+func (s *Server) hello() wire.Response {
+	d := s.region.Descriptor()
+	st := s.node.Status()
+	h := wire.Hello{NodeID: s.cfg.ID, LeaderID: st.LeaderID, RegionAddr: d.Addr, RegionLen: d.Len, RegionKey: d.Key}
+	if st.LeaderID != 0 {
+		h.LeaderAddr = s.node.PeerAddr(st.LeaderID)
+	}
+	return wire.Response{Value: wire.AppendHello(nil, &h)}
+}
+
+func (s *Server) memberChange(ctx context.Context, req *wire.Request) wire.Response {
+	id, err := strconv.ParseUint(string(req.Key), 10, 64)
+	if err != nil || id == 0 {
+		return badRequest("member id must be a positive integer, got " + strconv.Quote(string(req.Key)))
+	}
+	if req.Op == wire.OpMemberAdd {
+		if len(req.Value) == 0 {
+			return badRequest("member add needs an address")
+		}
+		return s.errResponse(s.node.AddMember(ctx, id, string(req.Value)))
+	}
+	return s.errResponse(s.node.RemoveMember(ctx, id))
+}
+
+// errResponse maps an error onto a wire status; nil is OK.
+func (s *Server) errResponse(err error) wire.Response {
+	var nl *raft.NotLeaderError
+	switch {
+	case err == nil:
+		return wire.Response{}
+	case errors.As(err, &nl):
+		return wire.Response{Status: wire.StatusNotLeader, Version: nl.LeaderID, Value: []byte(nl.LeaderAddr)}
+	case errors.Is(err, table.ErrNoSpace):
+		return wire.Response{Status: wire.StatusNoSpace, Value: []byte(err.Error())}
+	case errors.Is(err, table.ErrKeyTooLarge):
+		return wire.Response{Status: wire.StatusKeyTooLarge}
+	case errors.Is(err, table.ErrValueTooLarge):
+		return wire.Response{Status: wire.StatusValueTooLarge}
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled), errors.Is(err, raft.ErrStopped):
+		return wire.Response{Status: wire.StatusUnavailable, Value: []byte(err.Error())}
+	}
+	return wire.Response{Status: wire.StatusUnavailable, Value: []byte(err.Error())}
+}
+
+func badRequest(msg string) wire.Response {
+	return wire.Response{Status: wire.StatusBadRequest, Value: []byte(msg)}
+}
+
+func jsonResponse(v any) wire.Response {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return wire.Response{Status: wire.StatusInternal, Value: []byte(err.Error())}
+	}
+	return wire.Response{Value: b}
+}
+
+// Status is the node's view of the cluster, as served to kvctl status.
+func (s *Server) Status() wire.NodeStatus {
+	st := s.node.Status()
+	s.tmu.Lock()
+	keys := s.tbl.Len()
+	s.tmu.Unlock()
+	return wire.NodeStatus{
+		ID: st.ID, LeaderID: st.LeaderID, Term: st.Term, Commit: st.Commit, Applied: st.Applied,
+		IsLeader: st.IsLeader, LeaseValid: st.LeaseValid, Keys: keys, Transport: s.cfg.Transport.Name(),
+	}
+}
+
+func (s *Server) members() []wire.Member {
+	ms := s.node.Members()
+	out := make([]wire.Member, len(ms))
+	for i, m := range ms {
+		out[i] = wire.Member{ID: m.ID, Addr: m.Addr, IsLearner: m.IsLearner}
+	}
+	return out
+}

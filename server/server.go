@@ -1,0 +1,162 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/kvd-project/kvd/internal/table"
+	"github.com/kvd-project/kvd/raft"
+	"github.com/kvd-project/kvd/transport"
+)
+
+// Server is one running kvd node.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	region  transport.Region
+	node    *raft.Node
+	ln      transport.Listener
+	metrics *metrics
+
+	// tmu serialises every write to the table: applies, rebuilds, lease.
+	tmu        sync.Mutex
+	tbl        *table.Table
+	rebuilding bool
+	leaseTerm  uint64
+	leaseValid bool
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	connMu sync.Mutex
+	conns  map[transport.Conn]struct{}
+}
+
+// New starts a node: it registers and formats the table region, opens (or
+// recovers) the Raft node on Pebble, rebuilds the region from the applied
+// state, and only then starts accepting connections.
+func New(cfg Config) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{
+		cfg:    cfg,
+		log:    cfg.Logger.With("node", cfg.ID),
+		ctx:    ctx,
+		cancel: cancel,
+		conns:  map[transport.Conn]struct{}{},
+	}
+	if err := s.start(); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Server) start() error {
+	var err error
+	s.metrics = newMetrics(s.cfg.Registerer, s)
+	if s.region, err = s.cfg.Transport.Register(s.cfg.TableMem); err != nil {
+		return fmt.Errorf("server: register table region: %w", err)
+	}
+	if s.tbl, err = table.Format(s.region.Bytes(), table.Config{Grace: s.cfg.ReuseGrace}); err != nil {
+		return fmt.Errorf("server: format table: %w", err)
+	}
+	// Hold the table until the rebuild below is done: applies that the
+	// node delivers meanwhile wait, then land on the rebuilt table.
+	s.tmu.Lock()
+	s.rebuilding = true
+	s.node, err = raft.Open(raft.Config{
+		ID:            s.cfg.ID,
+		Peers:         s.cfg.InitialCluster,
+		Join:          s.cfg.Join,
+		DataDir:       s.cfg.DataDir,
+		Transport:     s.cfg.Transport,
+		TickInterval:  s.cfg.TickInterval,
+		SnapshotCount: s.cfg.SnapshotCount,
+		Applier:       (*applier)(s),
+		OnLease:       s.onLease,
+		Registerer:    s.cfg.Registerer,
+		Logger:        s.log,
+	})
+	if err != nil {
+		s.tmu.Unlock()
+		return fmt.Errorf("server: open raft node: %w", err)
+	}
+	err = s.rebuildLocked()
+	s.tmu.Unlock()
+	if err != nil {
+		return err
+	}
+	if s.ln, err = s.cfg.Transport.Listen(s.cfg.Listen); err != nil {
+		return fmt.Errorf("server: listen on %s: %w", s.cfg.Listen, err)
+	}
+	s.log.Info("kvd node started", "listen", s.ln.Addr(), "transport", s.cfg.Transport.Name(),
+		"table_mem", s.cfg.TableMem, "keys", s.tbl.Len(), "region", s.region.Descriptor().String())
+	s.wg.Add(1)
+	go s.acceptLoop()
+	return nil
+}
+
+// Addr is the address the server listens on.
+func (s *Server) Addr() string { return s.ln.Addr() }
+
+// Node is the server's Raft node, for tests and tools.
+func (s *Server) Node() *raft.Node { return s.node }
+
+// Close stops accepting, closes every connection, stops the Raft node and
+// frees the region. It is safe to call more than once.
+func (s *Server) Close() error {
+	s.cancel()
+	var errs []error
+	if s.ln != nil {
+		errs = append(errs, s.ln.Close())
+	}
+	s.connMu.Lock()
+	for c := range s.conns {
+		c.Close()
+	}
+	s.connMu.Unlock()
+	s.wg.Wait()
+	if s.node != nil {
+		errs = append(errs, s.node.Close())
+		s.node = nil
+	}
+	if s.region != nil {
+		errs = append(errs, s.region.Close())
+		s.region = nil
+	}
+	if s.metrics != nil {
+		s.metrics.unregister()
+		s.metrics = nil
+	}
+	return errors.Join(errs...)
+}
+
+func (s *Server) acceptLoop() {
+	defer s.wg.Done()
+	for {
+		conn, err := s.ln.Accept(s.ctx)
+		if err != nil {
+			if s.ctx.Err() == nil {
+				s.log.Error("accept failed; no longer accepting", "err", err)
+			}
+			return
+		}
+		s.connMu.Lock()
+		s.conns[conn] = struct{}{}
+		s.connMu.Unlock()
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.serveConn(conn)
+			s.connMu.Lock()
+			delete(s.conns, conn)
+			s.connMu.Unlock()
+		}()
+	}
+}

@@ -1,0 +1,171 @@
+package rdma
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/kvd-project/kvd/transport"
+)
+
+// PollMode says how completions are reaped.
+type PollMode int
+
+const (
+	// PollEvents sleeps on the completion channel between bursts of
+	// completions: no CPU while idle, one wake-up (a few microseconds) per
+	// burst. The default.
+	PollEvents PollMode = iota
+	// PollBusy spins on the completion queues in a goroutine: lowest latency,
+	// but it keeps one core busy for the life of the Transport.
+	PollBusy
+)
+
+func (m PollMode) String() string {
+	switch m {
+	case PollEvents:
+		return "events"
+	case PollBusy:
+		return "busy"
+	}
+	return fmt.Sprintf("PollMode(%d)", int(m))
+}
+
+// Config configures a Transport. The zero value is valid: every zero field
+// takes the documented default.
+type Config struct {
+	// Device is the RDMA device to use ("rxe0", "mlx5_0"). Default: the first
+	// device librdmacm reports. Addresses given to Listen and Dial must
+	// resolve to it.
+	Device string
+
+	// LocalAddr is the source IP Dial binds to. Default: none (the kernel
+	// picks by route). Note that RoCE cannot use loopback addresses (127/8,
+	// ::1): listen and dial on an address of the RDMA netdev.
+	LocalAddr string
+
+	// Poll selects busy polling or the completion channel. Default PollEvents.
+	Poll PollMode
+
+	// MaxMessage is the largest message Send accepts. A connection uses the
+	// smaller of both ends' values. Default transport.DefaultMaxMessage.
+	MaxMessage int
+
+	// Credits is how many delivered messages a receiver queues before the
+	// sender must wait. Default transport.DefaultCredits.
+	Credits int
+
+	// BufSize is the size of one send or receive buffer, so of one fragment
+	// on the wire including a 16-byte header. Larger messages are split.
+	// Default 16 KiB.
+	BufSize int
+
+	// RecvBuffers is how many receive buffers each connection keeps posted
+	// for data. Small queued messages hold their buffer until Recv, so it
+	// should exceed Credits. Default 2*Credits.
+	RecvBuffers int
+
+	// SendBuffers is how many registered send buffers each connection has,
+	// so how many fragments may be in flight. Default 32.
+	SendBuffers int
+
+	// ReadSlots is how many Read calls one connection serves at once; more
+	// wait. Default 8.
+	ReadSlots int
+
+	// ReadSlotSize is the registered staging memory per read slot. A batch
+	// larger than this is done in several rounds. Default 256 KiB.
+	ReadSlotSize int
+
+	// Backlog is how many accepted connections a Listener queues before
+	// Accept; further connection requests are rejected. Default 128.
+	Backlog int
+
+	// ResolveTimeout bounds address and route resolution when Dial's
+	// context has no earlier deadline. Default 5s.
+	ResolveTimeout time.Duration
+}
+
+// Limits that follow from the wire format and work-request ids.
+const (
+	headerSize   = 16
+	minBufSize   = 256
+	maxBuffers   = 4096 // 12-bit buffer index in work-request ids
+	maxReadSlots = 256
+	ctlBuffers   = 8 // receive buffers reserved for credit-only messages
+)
+
+// Sentinel errors of this package (besides those of package transport).
+var (
+	// ErrConfig reports an invalid Config.
+	ErrConfig = errors.New("rdma: invalid config")
+	// ErrNoDevice: no RDMA device, or not the configured one, is present. It
+	// wraps transport.ErrUnsupported.
+	ErrNoDevice = fmt.Errorf("rdma: no RDMA device: %w", transport.ErrUnsupported)
+	// ErrWrongDevice: an address resolves to an RDMA device other than the
+	// transport's.
+	ErrWrongDevice = errors.New("rdma: address is not on the transport's device")
+)
+
+// withDefaults returns c with every zero field set to its default.
+func (c Config) withDefaults() Config {
+	if c.MaxMessage == 0 {
+		c.MaxMessage = transport.DefaultMaxMessage
+	}
+	if c.Credits == 0 {
+		c.Credits = transport.DefaultCredits
+	}
+	if c.BufSize == 0 {
+		c.BufSize = 16 << 10
+	}
+	if c.RecvBuffers == 0 {
+		c.RecvBuffers = 2 * c.Credits
+	}
+	if c.SendBuffers == 0 {
+		c.SendBuffers = 32
+	}
+	if c.ReadSlots == 0 {
+		c.ReadSlots = 8
+	}
+	if c.ReadSlotSize == 0 {
+		c.ReadSlotSize = 256 << 10
+	}
+	if c.Backlog == 0 {
+		c.Backlog = 128
+	}
+	if c.ResolveTimeout == 0 {
+		c.ResolveTimeout = 5 * time.Second
+	}
+	return c
+}
+
+// Validate reports whether c (with defaults applied) is usable.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	switch {
+	case c.Poll != PollEvents && c.Poll != PollBusy:
+		return fmt.Errorf("%w: unknown poll mode %d", ErrConfig, int(c.Poll))
+	case c.MaxMessage < 0 || c.MaxMessage > 1<<30:
+		return fmt.Errorf("%w: MaxMessage %d not in [0, 1 GiB]", ErrConfig, c.MaxMessage)
+	case c.Credits < 1 || c.Credits > 0xffff:
+		return fmt.Errorf("%w: Credits %d not in [1, 65535]", ErrConfig, c.Credits)
+	case c.BufSize < minBufSize || c.BufSize > 1<<24:
+		return fmt.Errorf("%w: BufSize %d not in [%d, 16 MiB]", ErrConfig, c.BufSize, minBufSize)
+	case c.RecvBuffers < 1 || c.RecvBuffers+ctlBuffers > maxBuffers:
+		return fmt.Errorf("%w: RecvBuffers %d not in [1, %d]", ErrConfig, c.RecvBuffers, maxBuffers-ctlBuffers)
+	case c.SendBuffers < 1 || c.SendBuffers+ctlBuffers > maxBuffers:
+		return fmt.Errorf("%w: SendBuffers %d not in [1, %d]", ErrConfig, c.SendBuffers, maxBuffers-ctlBuffers)
+	case c.ReadSlots < 1 || c.ReadSlots > maxReadSlots:
+		return fmt.Errorf("%w: ReadSlots %d not in [1, %d]", ErrConfig, c.ReadSlots, maxReadSlots)
+	case c.ReadSlotSize < 64 || c.ReadSlotSize > 1<<30:
+		return fmt.Errorf("%w: ReadSlotSize %d not in [64, 1 GiB]", ErrConfig, c.ReadSlotSize)
+	case c.Backlog < 1:
+		return fmt.Errorf("%w: Backlog %d < 1", ErrConfig, c.Backlog)
+	case c.LocalAddr != "" && net.ParseIP(c.LocalAddr) == nil:
+		return fmt.Errorf("%w: LocalAddr %q is not an IP address", ErrConfig, c.LocalAddr)
+	case c.ResolveTimeout < 0:
+		return fmt.Errorf("%w: negative ResolveTimeout", ErrConfig)
+	}
+	return nil
+}

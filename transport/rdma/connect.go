@@ -1,0 +1,292 @@
+//go:build rdma
+
+package rdma
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/kvd-project/kvd/transport"
+)
+
+// dial runs the active side of rdma_cm: resolve address and route, create
+// the queue pair with every receive posted, connect, and learn the peer's
+// parameters from its accept.
+func (t *Transport) dial(ctx context.Context, addr string) (*conn, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("rdma: dial %s: %w", addr, err)
+	}
+	ip, port, err := resolve(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	ch, err := newEventChannel()
+	if err != nil {
+		return nil, err
+	}
+	id, err := createID(ch)
+	if err != nil {
+		ch.wakeUp()
+		ch.destroy()
+		return nil, err
+	}
+	c := newConn(t, id, ch)
+	if err := c.dial(ctx, ip, port); err != nil {
+		c.fail(err)
+		<-c.done
+		return nil, fmt.Errorf("rdma: dial %s: %w", addr, err)
+	}
+	c.watchDone = make(chan struct{})
+	go c.watch(nil)
+	return c, nil
+}
+
+func (c *conn) dial(ctx context.Context, ip net.IP, port int) error {
+	timeout := c.cfg.ResolveTimeout
+	if d, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, max(time.Until(d), time.Millisecond))
+	}
+	if err := c.cm.resolveAddr(c.sourceFor(ip), ip, port, timeout); err != nil {
+		return err
+	}
+	if _, err := c.ch.expect(ctx, evAddrResolved, "resolve address"); err != nil {
+		return err
+	}
+	if c.cm.verbs() != c.t.dev {
+		return fmt.Errorf("%w: %v is not on %s", ErrWrongDevice, ip, c.t.name)
+	}
+	if err := c.cm.resolveRoute(timeout); err != nil {
+		if ip.IsLoopback() {
+			return fmt.Errorf("%w (RoCE cannot route loopback addresses; use an address on the RDMA netdev)", err)
+		}
+		return err
+	}
+	if _, err := c.ch.expect(ctx, evRouteResolved, "resolve route"); err != nil {
+		return err
+	}
+	if err := c.setup(); err != nil {
+		return err
+	}
+	if err := c.cm.connect(c.hello().encode(), c.t.attr.maxRdAtom, c.t.attr.maxInitRdAtom); err != nil {
+		return err
+	}
+	ev, err := c.ch.expect(ctx, evEstablished, "connect")
+	if err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err // ended while the connection came up: Dial fails
+	}
+	c.connected.Store(true)
+	peer, err := parseHello(ev.pdata)
+	if err != nil {
+		return err
+	}
+	c.connect(peer)
+	return nil
+}
+
+// sourceFor picks the source address for a connection: Config.LocalAddr,
+// or none (the kernel picks by route).
+func (c *conn) sourceFor(net.IP) net.IP {
+	if c.cfg.LocalAddr != "" {
+		return net.ParseIP(c.cfg.LocalAddr)
+	}
+	return nil
+}
+
+// resolve turns "host:port" into one IP and a port.
+func resolve(ctx context.Context, addr string) (net.IP, int, error) {
+	host, ps, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, 0, fmt.Errorf("rdma: address %q: %w", addr, err)
+	}
+	port, err := strconv.Atoi(ps)
+	if err != nil || port < 0 || port > 65535 {
+		return nil, 0, fmt.Errorf("rdma: address %q: bad port", addr)
+	}
+	if host == "" {
+		return nil, port, nil
+	}
+	if ip := net.ParseIP(host); ip != nil {
+		return ip, port, nil
+	}
+	ips, err := net.DefaultResolver.LookupIP(ctx, "ip", host)
+	if err != nil || len(ips) == 0 {
+		return nil, 0, fmt.Errorf("rdma: address %q: %w", addr, err)
+	}
+	return ips[0], port, nil
+}
+
+// listener is a listening rdma_cm id. Its goroutine accepts every valid
+// connection request at once (like a TCP backlog); Accept hands out the
+// established ones.
+type listener struct {
+	t        *Transport
+	ch       *eventChannel
+	id       cmID
+	addr     string
+	accepted chan *conn
+	closed   chan struct{}
+	loopDone chan struct{}
+
+	mu       sync.Mutex
+	isClosed bool
+}
+
+func (t *Transport) listen(addr string) (*listener, error) {
+	ip, port, err := resolve(context.Background(), addr)
+	if err != nil {
+		return nil, err
+	}
+	ch, err := newEventChannel()
+	if err != nil {
+		return nil, err
+	}
+	l := &listener{t: t, ch: ch, accepted: make(chan *conn, t.cfg.Backlog),
+		closed: make(chan struct{}), loopDone: make(chan struct{})}
+	if err := l.start(ip, port); err != nil {
+		l.id.destroy()
+		ch.wakeUp()
+		ch.destroy()
+		return nil, fmt.Errorf("rdma: listen %s: %w", addr, err)
+	}
+	t.mu.Lock()
+	if t.closed.Load() {
+		t.mu.Unlock()
+		close(l.loopDone)
+		_ = l.Close()
+		return nil, errClosedTransport
+	}
+	t.listeners[l] = struct{}{}
+	t.mu.Unlock()
+	go l.loop()
+	return l, nil
+}
+
+func (l *listener) start(ip net.IP, port int) (err error) {
+	if l.id, err = createID(l.ch); err != nil {
+		return err
+	}
+	if err := l.id.bind(ip, port); err != nil {
+		return err
+	}
+	if v := l.id.verbs(); v != nil && v != l.t.dev {
+		return fmt.Errorf("%w: %v is not on %s", ErrWrongDevice, ip, l.t.name)
+	}
+	if err := l.id.listen(l.t.cfg.Backlog); err != nil {
+		return err
+	}
+	l.addr = l.id.localAddr()
+	return nil
+}
+
+func (l *listener) loop() {
+	defer close(l.loopDone)
+	for {
+		ev, err := l.ch.wait(context.Background())
+		if err != nil {
+			return
+		}
+		if ev.kind == evConnectRequest {
+			l.request(ev)
+		}
+	}
+}
+
+// request sets up the passive side of one connection and accepts it; the
+// connection's watcher queues it for Accept once established.
+func (l *listener) request(ev cmEvent) {
+	peer, err := parseHello(ev.pdata)
+	if err != nil || ev.id.verbs() != l.t.dev {
+		ev.id.reject()
+		ev.id.destroy()
+		return
+	}
+	ch, err := newEventChannel()
+	if err != nil {
+		ev.id.reject()
+		ev.id.destroy()
+		return
+	}
+	if err := ev.id.migrate(ch); err != nil {
+		ev.id.reject()
+		ev.id.destroy()
+		ch.wakeUp()
+		ch.destroy()
+		return
+	}
+	c := newConn(l.t, ev.id, ch)
+	if err := c.setup(); err != nil {
+		ev.id.reject()
+		c.fail(err)
+		return
+	}
+	c.connect(peer)
+	c.connected.Store(false) // until ESTABLISHED
+	c.watchDone = make(chan struct{})
+	go c.watch(l.established)
+	resp := min(l.t.attr.maxRdAtom, ev.initDepth)
+	init := min(l.t.attr.maxInitRdAtom, ev.respResources)
+	if err := ev.id.accept(c.hello().encode(), resp, init); err != nil {
+		c.fail(err)
+	}
+}
+
+func (l *listener) established(c *conn) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.isClosed {
+		select {
+		case l.accepted <- c:
+			return
+		default: // backlog full
+		}
+	}
+	go c.Close()
+}
+
+// Accept returns the next established connection.
+func (l *listener) Accept(ctx context.Context) (transport.Conn, error) {
+	select {
+	case c := <-l.accepted:
+		return c, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-l.closed:
+		return nil, fmt.Errorf("rdma: listener %s closed: %w", l.addr, transport.ErrClosed)
+	}
+}
+
+func (l *listener) Addr() string { return l.addr }
+
+// Close stops listening and closes connections not yet accepted.
+func (l *listener) Close() error {
+	l.mu.Lock()
+	if l.isClosed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.isClosed = true
+	close(l.closed)
+	l.mu.Unlock()
+	l.ch.wakeUp()
+	<-l.loopDone
+	l.id.destroy()
+	l.ch.destroy()
+	l.t.mu.Lock()
+	delete(l.t.listeners, l)
+	l.t.mu.Unlock()
+	for {
+		select {
+		case c := <-l.accepted:
+			_ = c.Close()
+		default:
+			return nil
+		}
+	}
+}

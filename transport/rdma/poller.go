@@ -1,0 +1,165 @@
+//go:build rdma
+
+package rdma
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+)
+
+// Completion queues are shared by connections: each connection reserves room
+// for every completion its queue pair can produce (all its work requests,
+// flushed ones included), so a CQ can never overflow; a new CQ is created
+// when none has room. One goroutine reaps them all, so one ibv_poll_cq
+// crossing serves completions of many connections.
+
+const (
+	cqDepth   = 8192
+	pollBatch = 64
+)
+
+type cq struct {
+	h     cqHandle
+	index int
+	size  int
+	used  int // reserved entries; guarded by Transport.cqMu
+
+	// Polling state, guarded by mu (the poller and a closing connection's
+	// final drain may poll concurrently).
+	mu      sync.Mutex
+	wcs     []wc // C memory
+	touched []*conn
+}
+
+// reserveCQ finds (or creates) a CQ with room for n more completions.
+func (t *Transport) reserveCQ(n int) (*cq, error) {
+	t.cqMu.Lock()
+	defer t.cqMu.Unlock()
+	for _, q := range t.cqs {
+		if q.size-q.used >= n {
+			q.used += n
+			return q, nil
+		}
+	}
+	size := max(cqDepth, n)
+	if size > t.attr.maxCQE {
+		size = t.attr.maxCQE
+	}
+	if n > size {
+		return nil, fmt.Errorf("rdma: a connection needs %d completion entries, the device allows %d per CQ: %w",
+			n, t.attr.maxCQE, ErrConfig)
+	}
+	h, err := createCQ(t.dev, size, t.comp, len(t.cqs))
+	if err != nil {
+		return nil, err
+	}
+	q := &cq{h: h, index: len(t.cqs), size: size, used: n, wcs: wcArray(pollBatch)}
+	t.cqs = append(t.cqs, q)
+	list := append([]*cq(nil), t.cqs...)
+	t.cqList.Store(&list)
+	return q, nil
+}
+
+func (t *Transport) releaseCQ(q *cq, n int) {
+	t.cqMu.Lock()
+	q.used -= n
+	t.cqMu.Unlock()
+}
+
+func (t *Transport) cqAt(i uint64) *cq {
+	t.cqMu.Lock()
+	defer t.cqMu.Unlock()
+	if i >= uint64(len(t.cqs)) {
+		return nil
+	}
+	return t.cqs[i]
+}
+
+// poll is the reaper goroutine.
+func (t *Transport) poll() {
+	defer close(t.pollDone)
+	if t.cfg.Poll == PollBusy {
+		t.pollBusy()
+		return
+	}
+	t.pollEvents()
+}
+
+func (t *Transport) pollBusy() {
+	for !t.stopPoll.Load() {
+		n := 0
+		for _, q := range *t.cqList.Load() {
+			n += t.drain(q)
+		}
+		if n == 0 {
+			runtime.Gosched()
+		}
+	}
+}
+
+func (t *Transport) pollEvents() {
+	raw, err := t.compFile.SyscallConn()
+	if err != nil {
+		return
+	}
+	var ctxs [pollBatch]uint64
+	for {
+		var n int
+		var perr error
+		err := raw.Read(func(uintptr) bool {
+			n, perr = t.comp.events(ctxs[:])
+			return n > 0 || perr != nil
+		})
+		if err != nil || perr != nil {
+			return // closed
+		}
+		for _, i := range ctxs[:n] {
+			if q := t.cqAt(i); q != nil {
+				t.drain(q)
+			}
+		}
+	}
+}
+
+// drain reaps q until it is empty and hands each completion to its
+// connection; it returns how many it reaped. Connections see their
+// completions of one burst through complete, then one afterBatch call, all
+// while connsMu is read-held (so a connection being torn down is not
+// touched once removeConn returns).
+func (t *Transport) drain(q *cq) int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	total := 0
+	t.connsMu.RLock()
+	for {
+		n, err := q.h.poll(q.wcs)
+		if err != nil || n == 0 {
+			break
+		}
+		for i := range q.wcs[:n] {
+			id, status, byteLen := wcFields(&q.wcs[i])
+			c := t.conns[uint32(id>>32)]
+			if c == nil {
+				continue // a closed connection's leftovers
+			}
+			if !c.inBatch {
+				c.inBatch = true
+				q.touched = append(q.touched, c)
+			}
+			c.complete(id, status, byteLen)
+		}
+		total += n
+		if n < len(q.wcs) {
+			break
+		}
+	}
+	for i, c := range q.touched {
+		c.inBatch = false
+		c.afterBatch()
+		q.touched[i] = nil
+	}
+	q.touched = q.touched[:0]
+	t.connsMu.RUnlock()
+	return total
+}

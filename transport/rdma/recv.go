@@ -1,0 +1,191 @@
+//go:build rdma
+
+package rdma
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/kvd-project/kvd/transport"
+)
+
+// received handles one arrived SEND in receive buffer i (poller). A message
+// that fits one buffer stays there until Recv copies it out; fragments of a
+// larger one are copied into a reassembly buffer at once and their receive
+// buffers reposted.
+func (c *conn) received(i, byteLen int) {
+	if byteLen < headerSize || byteLen > c.cfg.BufSize {
+		c.fail(fmt.Errorf("rdma: received %d bytes: %w", byteLen, transport.ErrProtocol))
+		return
+	}
+	b := c.recvBuf(i)
+	h := parseHeader(b)
+	c.inBuf += int(h.retBuf)
+	c.inCtl += int(h.retCtl)
+	c.inMsg += int(h.retMsg)
+	payload := b[headerSize:byteLen]
+	switch {
+	case h.kind == msgCtl:
+		c.repost = append(c.repost, uint16(i))
+		c.newCtl++
+	case h.kind != msgData:
+		c.fail(fmt.Errorf("rdma: message kind %d: %w", h.kind, transport.ErrProtocol))
+	case h.flags == flagFirst|flagLast && c.asm == nil:
+		if int(h.total) != len(payload) {
+			c.fail(fmt.Errorf("rdma: message of %d bytes says %d: %w", len(payload), h.total, transport.ErrProtocol))
+			return
+		}
+		c.mu.Lock()
+		c.held++
+		c.mu.Unlock()
+		c.deliver(delivery{buf: int32(i), n: int32(len(payload))})
+	default:
+		c.reassemble(i, h, payload)
+	}
+}
+
+func (c *conn) reassemble(i int, h header, payload []byte) {
+	if h.flags&flagFirst != 0 {
+		if c.asm != nil || int(h.total) > c.cfg.MaxMessage {
+			c.fail(fmt.Errorf("rdma: bad first fragment (total %d): %w", h.total, transport.ErrProtocol))
+			return
+		}
+		c.asm, c.asmTotal = make([]byte, 0, h.total), int(h.total)
+		c.mu.Lock()
+		c.assembling = 1
+		c.mu.Unlock()
+	} else if c.asm == nil {
+		c.fail(fmt.Errorf("rdma: fragment without a first: %w", transport.ErrProtocol))
+		return
+	}
+	if len(c.asm)+len(payload) > c.asmTotal {
+		c.fail(fmt.Errorf("rdma: fragments overrun message of %d bytes: %w", c.asmTotal, transport.ErrProtocol))
+		return
+	}
+	c.asm = append(c.asm, payload...)
+	c.repost = append(c.repost, uint16(i))
+	c.newBuf++
+	if h.flags&flagLast == 0 {
+		return
+	}
+	if len(c.asm) != c.asmTotal {
+		c.fail(fmt.Errorf("rdma: message of %d bytes ended at %d: %w", c.asmTotal, len(c.asm), transport.ErrProtocol))
+		return
+	}
+	data := c.asm
+	c.asm = nil
+	c.mu.Lock()
+	c.assembling = 0
+	c.mu.Unlock()
+	c.deliver(delivery{buf: -1, data: data})
+}
+
+// deliver queues a message for Recv. The queue holds Credits messages, so
+// it can only be full if the peer ignored its message credits.
+func (c *conn) deliver(d delivery) {
+	c.mu.Lock()
+	c.queued++
+	c.mu.Unlock()
+	select {
+	case c.rq <- d:
+	default:
+		c.fail(fmt.Errorf("rdma: peer exceeded its message credits: %w", transport.ErrProtocol))
+	}
+}
+
+// afterBatch runs once per burst of completions for c (poller): it reposts
+// consumed receive buffers, and only then counts them as owed and applies
+// the credits the peer returned. That order matters: a credit message whose
+// buffer we have reposted is owed back before our sender can use the
+// credits it carried, so the next data message returns it.
+func (c *conn) afterBatch() {
+	if len(c.repost) > 0 {
+		if err := c.postRecvs(c.repost); err != nil {
+			c.fail(fmt.Errorf("%w: %w", err, transport.ErrClosed))
+		}
+		c.repost = c.repost[:0]
+	}
+	c.mu.Lock()
+	c.owedBuf += c.newBuf
+	c.owedCtl += c.newCtl
+	c.bufCredits += c.inBuf
+	c.ctlCredits += c.inCtl
+	c.msgCredits += c.inMsg
+	c.sendFree = append(c.sendFree, c.freedSend...)
+	c.ctlFree = append(c.ctlFree, c.freedCtl...)
+	c.inflight -= len(c.freedSend) + len(c.freedCtl)
+	wake := c.inBuf > 0 || c.inMsg > 0 || len(c.freedSend) > 0
+	idle := c.closing && c.inflight == 0
+	c.mu.Unlock()
+	c.newBuf, c.newCtl, c.inBuf, c.inCtl, c.inMsg = 0, 0, 0, 0, 0
+	c.freedSend, c.freedCtl = c.freedSend[:0], c.freedCtl[:0]
+	if wake {
+		notify(c.wake)
+	}
+	if idle {
+		notify(c.idle)
+	}
+	c.returnCredits()
+}
+
+func notify(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// Recv returns the next message appended to buf[:0]. After the peer closes,
+// messages that arrived before are still returned, then the close error;
+// after a local Close, only the error.
+func (c *conn) Recv(ctx context.Context, buf []byte) ([]byte, error) {
+	var d delivery
+	select {
+	case d = <-c.rq:
+	default:
+		select {
+		case d = <-c.rq:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-c.closed:
+			select {
+			case d = <-c.rq:
+			default:
+				return nil, c.closedErr()
+			}
+		}
+	}
+	if c.localClose.Load() {
+		return nil, c.closedErr()
+	}
+	if d.buf < 0 {
+		buf = append(buf[:0], d.data...)
+		c.mu.Lock()
+		c.queued--
+		c.owedMsg++
+		c.mu.Unlock()
+		c.returnCredits()
+		return buf, nil
+	}
+	c.memMu.RLock()
+	if c.freed {
+		c.memMu.RUnlock()
+		return nil, c.closedErr()
+	}
+	buf = append(buf[:0], c.recvBuf(int(d.buf))[headerSize:headerSize+int(d.n)]...)
+	idx := [1]uint16{uint16(d.buf)}
+	err := c.qp.postRecvs(c.lkey, c.base, c.cfg.BufSize, idx[:], wrID(c.id, kindRecv, 0, 0))
+	c.memMu.RUnlock()
+	if err != nil {
+		c.fail(fmt.Errorf("%w: %w", err, transport.ErrClosed))
+		return nil, c.closedErr()
+	}
+	c.mu.Lock()
+	c.held--
+	c.queued--
+	c.owedBuf++
+	c.owedMsg++
+	c.mu.Unlock()
+	c.returnCredits()
+	return buf, nil
+}

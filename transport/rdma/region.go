@@ -1,0 +1,70 @@
+//go:build rdma
+
+package rdma
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/kvd-project/kvd/transport"
+)
+
+// region is mmap'ed memory registered for remote READ only.
+type region struct {
+	t    *Transport
+	mem  []byte // the whole mapping
+	size int
+	mr   mr
+	desc transport.Descriptor
+	once sync.Once
+}
+
+// Register allocates size zeroed bytes off the Go heap and registers them
+// for remote READ. Remote WRITE and atomics are never granted.
+func (t *Transport) Register(size int) (transport.Region, error) {
+	if t.closed.Load() {
+		return nil, errClosedTransport
+	}
+	if size <= 0 {
+		return nil, fmt.Errorf("rdma: register %d bytes: size must be positive", size)
+	}
+	mem, err := offHeap(size)
+	if err != nil {
+		return nil, err
+	}
+	m, err := t.pd.register(mem, accessRemoteRead)
+	if err != nil {
+		freeOffHeap(mem)
+		return nil, err
+	}
+	r := &region{t: t, mem: mem, size: size, mr: m}
+	r.desc = transport.Descriptor{Addr: addrOf(mem), Len: uint64(size), Key: m.rkey()}
+	t.mu.Lock()
+	if t.closed.Load() {
+		t.mu.Unlock()
+		_ = m.deregister()
+		freeOffHeap(mem)
+		return nil, errClosedTransport
+	}
+	t.regions[r] = struct{}{}
+	t.mu.Unlock()
+	return r, nil
+}
+
+func (r *region) Bytes() []byte                    { return r.mem[:r.size:r.size] }
+func (r *region) Descriptor() transport.Descriptor { return r.desc }
+
+// Close deregisters the region (the device finishes READs in progress
+// first; later ones fail with a remote access error, reported to the reader
+// as ErrBadKey) and unmaps it.
+func (r *region) Close() error {
+	var err error
+	r.once.Do(func() {
+		r.t.mu.Lock()
+		delete(r.t.regions, r)
+		r.t.mu.Unlock()
+		err = r.mr.deregister()
+		freeOffHeap(r.mem)
+	})
+	return err
+}

@@ -1,0 +1,259 @@
+//go:build rdma
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <netinet/in.h>
+#include "shim.h"
+
+int kvd_query_device(struct ibv_context *ctx, struct kvd_dev_attr *out)
+{
+	struct ibv_device_attr a;
+	int ret = ibv_query_device(ctx, &a);
+	if (ret)
+		return -ret;
+	out->max_qp_wr = a.max_qp_wr;
+	out->max_cqe = a.max_cqe;
+	out->max_qp_rd_atom = a.max_qp_rd_atom;
+	out->max_qp_init_rd_atom = a.max_qp_init_rd_atom;
+	out->max_sge = a.max_sge;
+	return 0;
+}
+
+int kvd_set_nonblock(int fd)
+{
+	int flags = fcntl(fd, F_GETFL);
+	if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)
+		return -errno;
+	return 0;
+}
+
+// The CQ's context is a plain number (its index), never a Go pointer.
+struct ibv_cq *kvd_create_cq(struct ibv_context *ctx, int size, uint64_t cookie,
+			     struct ibv_comp_channel *ch)
+{
+	return ibv_create_cq(ctx, size, (void *)(uintptr_t)cookie, ch, 0);
+}
+
+int kvd_poll(struct ibv_cq *cq, struct kvd_wc *out, int max)
+{
+	struct ibv_wc wc[32];
+	int total = 0;
+	while (total < max) {
+		int want = max - total < 32 ? max - total : 32;
+		int n = ibv_poll_cq(cq, want, wc);
+		if (n < 0)
+			return total ? total : -EIO;
+		for (int i = 0; i < n; i++) {
+			out[total + i].wr_id = wc[i].wr_id;
+			out[total + i].status = wc[i].status;
+			out[total + i].opcode = wc[i].opcode;
+			out[total + i].byte_len = wc[i].byte_len;
+			out[total + i].vendor_err = wc[i].vendor_err;
+		}
+		total += n;
+		if (n < want)
+			break;
+	}
+	return total;
+}
+
+// kvd_cq_events takes every pending completion event off the channel,
+// acknowledges it at once (ibv_destroy_cq waits for acknowledgements) and
+// re-arms its CQ before the caller polls it, so no completion goes
+// unnoticed. It stores each CQ's context and returns how many, or -EAGAIN
+// when there was none.
+int kvd_cq_events(struct ibv_comp_channel *ch, uint64_t *ctxs, int max)
+{
+	int n = 0;
+	while (n < max) {
+		struct ibv_cq *cq;
+		void *ctx;
+		if (ibv_get_cq_event(ch, &cq, &ctx)) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				break;
+			return n ? n : -errno;
+		}
+		ibv_ack_cq_events(cq, 1);
+		ibv_req_notify_cq(cq, 0);
+		ctxs[n++] = (uint64_t)(uintptr_t)ctx;
+	}
+	return n ? n : -EAGAIN;
+}
+
+// kvd_post_reads posts n READs as one chain (one doorbell). Only the last is
+// signalled: a chain completes in order, and a failing READ reports itself
+// whatever its flags. All carry wr_id so any completion names the batch.
+int kvd_post_reads(struct ibv_qp *qp, uint32_t lkey, const struct kvd_rd *rds, int n, uint64_t wr_id)
+{
+	struct ibv_send_wr wr[n], *bad;
+	struct ibv_sge sge[n];
+	memset(wr, 0, sizeof(wr));
+	for (int i = 0; i < n; i++) {
+		sge[i].addr = rds[i].laddr;
+		sge[i].length = rds[i].len;
+		sge[i].lkey = lkey;
+		wr[i].wr_id = wr_id;
+		wr[i].sg_list = &sge[i];
+		wr[i].num_sge = 1;
+		wr[i].opcode = IBV_WR_RDMA_READ;
+		wr[i].send_flags = i == n - 1 ? IBV_SEND_SIGNALED : 0;
+		wr[i].wr.rdma.remote_addr = rds[i].raddr;
+		wr[i].wr.rdma.rkey = rds[i].rkey;
+		wr[i].next = i == n - 1 ? NULL : &wr[i + 1];
+	}
+	return ibv_post_send(qp, wr, &bad);
+}
+
+// kvd_post_sends posts n SENDs as one chain, each signalled (its completion
+// frees its buffer).
+int kvd_post_sends(struct ibv_qp *qp, uint32_t lkey, const struct kvd_sd *sds, int n)
+{
+	struct ibv_send_wr wr[n], *bad;
+	struct ibv_sge sge[n];
+	memset(wr, 0, sizeof(wr));
+	for (int i = 0; i < n; i++) {
+		sge[i].addr = sds[i].laddr;
+		sge[i].length = sds[i].len;
+		sge[i].lkey = lkey;
+		wr[i].wr_id = sds[i].wr_id;
+		wr[i].sg_list = &sge[i];
+		wr[i].num_sge = 1;
+		wr[i].opcode = IBV_WR_SEND;
+		wr[i].send_flags = IBV_SEND_SIGNALED;
+		wr[i].next = i == n - 1 ? NULL : &wr[i + 1];
+	}
+	return ibv_post_send(qp, wr, &bad);
+}
+
+// kvd_post_recvs posts receive buffers base + idx[i]*size, with work-request
+// ids wr_base | idx[i].
+int kvd_post_recvs(struct ibv_qp *qp, uint32_t lkey, uint64_t base, uint32_t size,
+		   const uint16_t *idx, int n, uint64_t wr_base)
+{
+	struct ibv_recv_wr wr[n], *bad;
+	struct ibv_sge sge[n];
+	for (int i = 0; i < n; i++) {
+		sge[i].addr = base + (uint64_t)idx[i] * size;
+		sge[i].length = size;
+		sge[i].lkey = lkey;
+		wr[i].wr_id = wr_base | idx[i];
+		wr[i].sg_list = &sge[i];
+		wr[i].num_sge = 1;
+		wr[i].next = i == n - 1 ? NULL : &wr[i + 1];
+	}
+	return ibv_post_recv(qp, wr, &bad);
+}
+
+// kvd_cm_get copies the next event off a non-blocking channel and
+// acknowledges it (rdma_destroy_id waits for acknowledgements). Returns 0,
+// or -errno (-EAGAIN: no event).
+int kvd_cm_get(struct rdma_event_channel *ch, struct kvd_cm_event *ev)
+{
+	struct rdma_cm_event *e;
+	if (rdma_get_cm_event(ch, &e))
+		return -errno;
+	memset(ev, 0, sizeof(*ev));
+	ev->event = e->event;
+	ev->status = e->status;
+	ev->id = e->id;
+	if (e->event == RDMA_CM_EVENT_CONNECT_REQUEST || e->event == RDMA_CM_EVENT_ESTABLISHED ||
+	    e->event == RDMA_CM_EVENT_REJECTED) {
+		int len = e->param.conn.private_data_len;
+		if (len > (int)sizeof(ev->pdata))
+			len = sizeof(ev->pdata);
+		if (e->param.conn.private_data && len > 0)
+			memcpy(ev->pdata, e->param.conn.private_data, len);
+		else
+			len = 0;
+		ev->pdata_len = len;
+		ev->responder_resources = e->param.conn.responder_resources;
+		ev->initiator_depth = e->param.conn.initiator_depth;
+	}
+	rdma_ack_cm_event(e);
+	return 0;
+}
+
+int kvd_set_addr(struct sockaddr_storage *ss, const uint8_t *ip, int iplen, int port)
+{
+	memset(ss, 0, sizeof(*ss));
+	if (iplen == 4) {
+		struct sockaddr_in *sin = (struct sockaddr_in *)ss;
+		sin->sin_family = AF_INET;
+		sin->sin_port = htons(port);
+		memcpy(&sin->sin_addr, ip, 4);
+		return 0;
+	}
+	if (iplen == 16) {
+		struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)ss;
+		sin6->sin6_family = AF_INET6;
+		sin6->sin6_port = htons(port);
+		memcpy(&sin6->sin6_addr, ip, 16);
+		return 0;
+	}
+	return -EINVAL;
+}
+
+int kvd_get_addr(struct sockaddr *sa, uint8_t *ip, int *iplen, int *port)
+{
+	if (sa->sa_family == AF_INET) {
+		struct sockaddr_in *sin = (struct sockaddr_in *)sa;
+		memcpy(ip, &sin->sin_addr, 4);
+		*iplen = 4;
+		*port = ntohs(sin->sin_port);
+		return 0;
+	}
+	if (sa->sa_family == AF_INET6) {
+		struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)sa;
+		memcpy(ip, &sin6->sin6_addr, 16);
+		*iplen = 16;
+		*port = ntohs(sin6->sin6_port);
+		return 0;
+	}
+	return -EAFNOSUPPORT;
+}
+
+struct ibv_qp *kvd_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_cq *cq,
+			     int send_wr, int recv_wr)
+{
+	struct ibv_qp_init_attr a;
+	memset(&a, 0, sizeof(a));
+	a.send_cq = cq;
+	a.recv_cq = cq;
+	a.qp_type = IBV_QPT_RC;
+	a.cap.max_send_wr = send_wr;
+	a.cap.max_recv_wr = recv_wr;
+	a.cap.max_send_sge = 1;
+	a.cap.max_recv_sge = 1;
+	a.sq_sig_all = 0;
+	if (rdma_create_qp(id, pd, &a))
+		return NULL;
+	return id->qp;
+}
+
+// Both ends set rnr_retry_count 0: credits guarantee a posted receive for
+// every SEND, so an RNR NAK is a bug and should fail loudly, not stall.
+static void conn_param(struct rdma_conn_param *p, const uint8_t *pdata, int len, int resp_res, int init_depth)
+{
+	memset(p, 0, sizeof(*p));
+	p->private_data = pdata;
+	p->private_data_len = len;
+	p->responder_resources = resp_res;
+	p->initiator_depth = init_depth;
+	p->retry_count = 7;
+	p->rnr_retry_count = 0;
+}
+
+int kvd_connect(struct rdma_cm_id *id, const uint8_t *pdata, int len, int resp_res, int init_depth)
+{
+	struct rdma_conn_param p;
+	conn_param(&p, pdata, len, resp_res, init_depth);
+	return rdma_connect(id, &p) ? -errno : 0;
+}
+
+int kvd_accept(struct rdma_cm_id *id, const uint8_t *pdata, int len, int resp_res, int init_depth)
+{
+	struct rdma_conn_param p;
+	conn_param(&p, pdata, len, resp_res, init_depth);
+	return rdma_accept(id, &p) ? -errno : 0;
+}

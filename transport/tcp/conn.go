@@ -1,0 +1,176 @@
+package tcp
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+
+	"github.com/kvd-project/kvd/transport"
+)
+
+// bufSize is the size of each connection's read and write buffers. READ
+// data is copied through them in pieces of at most this size, which bounds
+// how long a region's lock or a slot's lock is held.
+const bufSize = 64 << 10
+
+// conn is one connection. Two goroutines run per conn: readLoop, the only
+// reader of the socket, which never blocks on anything but the socket; and
+// serveLoop, which writes READ responses and returned credits. Writers share
+// bw under wmu.
+type conn struct {
+	t          *Transport
+	nc         net.Conn
+	remote     string // RemoteAddr
+	local      string // Node names, for the Filter
+	peer       string
+	maxMessage int
+
+	br   *bufio.Reader
+	rhdr [headerSize]byte // readLoop's scratch
+	rreq [opSize * transport.MaxBatch]byte
+
+	wmu      sync.Mutex
+	wwaiting atomic.Int32 // goroutines waiting for wmu; the last one out flushes
+	bw       *bufio.Writer
+	whdr     [headerSize]byte // guarded by wmu
+
+	msgs  msgQueue
+	reads readSlots
+	serve serveQueue
+
+	closed    chan struct{}
+	closeOnce sync.Once
+	err       error // why the conn closed; written before closed is closed
+	closedHere bool // closed by this end; written before closed is closed
+	loops     sync.WaitGroup
+}
+
+var _ transport.Conn = (*conn)(nil)
+
+func newConn(t *Transport, nc net.Conn, remote string, local, peer hello) *conn {
+	c := &conn{
+		t:          t,
+		nc:         nc,
+		remote:     remote,
+		local:      local.node,
+		peer:       peer.node,
+		maxMessage: int(min(local.maxMessage, peer.maxMessage)),
+		br:         bufio.NewReaderSize(nc, bufSize),
+		bw:         bufio.NewWriterSize(nc, bufSize),
+		closed:     make(chan struct{}),
+	}
+	c.msgs.init(int(local.credits), int(peer.credits))
+	c.reads.init(int(local.maxReads), int(min(local.maxReads, peer.maxReads)))
+	c.serve.init(int(local.maxReads))
+	return c
+}
+
+func (c *conn) start() {
+	c.loops.Add(2)
+	go c.readLoop()
+	go c.serveLoop()
+}
+
+func (c *conn) MaxMessage() int    { return c.maxMessage }
+func (c *conn) RemoteAddr() string { return c.remote }
+
+// Close closes the socket, fails pending operations on this end with
+// ErrClosed (the peer's fail when it sees the socket close), and waits for
+// the connection's goroutines.
+func (c *conn) Close() error {
+	c.fail(fmt.Errorf("tcp: connection to %s closed by this end: %w", c.remote, transport.ErrClosed), true)
+	c.loops.Wait()
+	return nil
+}
+
+// fail closes the connection once, recording why.
+func (c *conn) fail(err error, local bool) {
+	c.closeOnce.Do(func() {
+		c.err, c.closedHere = err, local
+		close(c.closed)
+		c.nc.Close()
+		c.t.forget(c)
+	})
+}
+
+// cut reports whether the Filter separates the two ends.
+func (c *conn) cut() bool { return c.t.cut(c.local, c.peer) }
+
+// wlock takes the writer. Callers write whole frames, then call wunlock.
+func (c *conn) wlock() {
+	c.wwaiting.Add(1)
+	c.wmu.Lock()
+	c.wwaiting.Add(-1)
+}
+
+// wunlock flushes unless another writer is waiting (it will flush), and
+// releases the writer. A write error, or werr, fails the connection.
+func (c *conn) wunlock(werr error) error {
+	if werr == nil && c.wwaiting.Load() == 0 {
+		werr = c.bw.Flush()
+	}
+	c.wmu.Unlock()
+	if werr != nil {
+		c.fail(fmt.Errorf("tcp: connection to %s: write: %v: %w", c.remote, werr, transport.ErrClosed), false)
+		return c.err
+	}
+	return nil
+}
+
+// writeHeader writes a frame header; the caller holds the writer.
+func (c *conn) writeHeader(h header) error {
+	h.put(c.whdr[:])
+	_, err := c.bw.Write(c.whdr[:])
+	return err
+}
+
+// readLoop reads frames until the socket fails or the peer breaks the
+// protocol, then fails the connection.
+func (c *conn) readLoop() {
+	defer c.loops.Done()
+	err := c.readFrames()
+	switch {
+	case errors.Is(err, transport.ErrProtocol):
+		err = fmt.Errorf("tcp: connection to %s: %w (%w)", c.remote, err, transport.ErrClosed)
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+		err = fmt.Errorf("tcp: connection to %s closed by the peer: %w", c.remote, transport.ErrClosed)
+	default:
+		err = fmt.Errorf("tcp: connection to %s: read: %v: %w", c.remote, err, transport.ErrClosed)
+	}
+	c.fail(err, false)
+}
+
+func (c *conn) readFrames() error {
+	for {
+		if _, err := io.ReadFull(c.br, c.rhdr[:]); err != nil {
+			return err
+		}
+		h, err := parseHeader(c.rhdr[:], c.maxMessage)
+		if err != nil {
+			return err
+		}
+		switch h.typ {
+		case frameMsg:
+			err = c.onMsg(h)
+		case frameCredit:
+			err = c.msgs.addCredits(h.id)
+		case frameReadReq:
+			err = c.onReadReq(h)
+		case frameReadResp:
+			err = c.onReadResp(h)
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// closedErr is the error for an operation on a closed connection.
+func (c *conn) closedErr() error {
+	<-c.closed
+	return c.err
+}

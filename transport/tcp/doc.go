@@ -1,0 +1,112 @@
+// Package tcp implements transport.Transport over TCP, keeping RDMA's
+// semantics so that code tested here behaves the same over transport/rdma.
+//
+// It owns the wire protocol below, each connection's goroutines and
+// buffers, and the transport's registry of regions.
+//
+// # Semantics
+//
+// Regions are mmap'd off the Go heap; Descriptor.Addr is their real base
+// address and Key a random non-zero number unique within the Transport. Any
+// connection of the Transport, dialed or accepted, serves READs of any of
+// its regions: the connection's own goroutine copies the bytes straight out
+// of the registered memory into the socket, taking no application lock and
+// calling no application code, as a NIC would. A READ racing with the
+// owner's writes may therefore return torn bytes. A per-region lock, held
+// only for memory copies, keeps Region.Close from unmapping memory that is
+// being copied.
+//
+// Each connection runs two goroutines. readLoop is the only reader of the
+// socket and never blocks on anything else: delivered messages go into a
+// queue sized by the credits this end granted, READ requests into a queue
+// sized by the READs it allows in flight, and READ data straight into the
+// caller's Dst (under the posting slot's lock, so a Read that gives up on its
+// context is never written to afterwards; readLoop drains the rest of that
+// response). serveLoop writes READ responses and returned credits, so
+// readLoop never waits on the socket's send side, nor Recv on the socket. All writers share one buffered writer under a mutex;
+// the last writer waiting flushes, which coalesces frames under load.
+//
+// Read posts a batch in one frame and waits for one response. Posting,
+// waiting, copying and serving allocate nothing: request slots, serving
+// slots and buffers are allocated once per connection.
+//
+// Closing either end, or a socket error, fails pending and later operations
+// on both ends with errors wrapping transport.ErrClosed. Messages that had
+// arrived before the peer closed are still handed to Recv.
+//
+// # Fault injection
+//
+// Config.Filter (or Transport.SetFilter) cuts chosen peers off, by node name
+// (Config.Node of each end, exchanged in the handshake). While
+// Filter(local, remote) is true: Send to the peer succeeds but the message is
+// dropped; messages from the peer are dropped on arrival; Reads of the peer
+// fail with ErrPartitioned, and READs the peer posts here are refused with
+// it. Credits are still returned, so healing (the Filter returning false
+// again) restores the connection exactly; connections stay open throughout.
+// Both ends check their own Filter, so cutting A from B on A alone is a full
+// partition. For example:
+//
+//	var cut sync.Map // "a|b" -> true
+//	filter := func(local, remote string) bool {
+//		_, ok := cut.Load(local + "|" + remote)
+//		return ok
+//	}
+//	a, _ := tcp.New(tcp.Config{Node: "a", Filter: filter})
+//	cut.Store("a|b", true) // partition a from b
+//	cut.Delete("a|b")      // heal
+//
+// # Wire format
+//
+// All integers are little-endian. A connection opens with each end sending
+// a hello, then reading the peer's:
+//
+//	off size field
+//	0   4    magic "KVDT"
+//	4   2    version, 1; a peer with another version is rejected
+//	6   2    length of the node name that follows, at most 255
+//	8   4    max message this end accepts; the conn uses the smaller
+//	12  4    credits: messages this end queues, the peer's send window
+//	16  4    READ batches this end serves at once; the peer's limit is the
+//	         smaller of this and its own MaxOutstandingReads
+//	20  4    reserved, 0
+//	24  n    node name
+//
+// A hello with the wrong magic or version, or values out of range, fails
+// the handshake with an error wrapping transport.ErrProtocol.
+//
+// Then both directions carry frames: a 16-byte header and length payload
+// bytes.
+//
+//	off size field
+//	0   1    type
+//	1   1    a (per type)
+//	2   1    b (per type)
+//	3   1    reserved, 0
+//	4   4    id (per type)
+//	8   8    length of the payload
+//
+// Frame types:
+//
+//	1 MSG        payload: one message, length <= the conn's max message.
+//	             id: credits returned to the receiver, riding along (may
+//	             be 0). a = b = 0. Costs the sender one credit.
+//	2 CREDIT     id: credits returned (>= 1). a = b = length = 0. Sent by a
+//	             receiver that has consumed a quarter of its credits, or
+//	             all it was sent, when no MSG took the credits along.
+//	3 READ_REQ   a: op count, 1..16 (transport.MaxBatch). id: request id
+//	             (the poster's slot). payload: a ops of 16 bytes each:
+//	             remote address u64 (Descriptor.Addr + offset), length u32,
+//	             key u32.
+//	4 READ_RESP  a: status (0 ok, 1 unknown key, 2 out of range,
+//	             3 partitioned). b: index of the failing op. id: the
+//	             request's id. If a != 0, length is 0. If a == 0, the payload
+//	             is the bytes of every op, in order, then a 2-byte trailer
+//	             (status, op index): status 1 if a region was closed while
+//	             being copied (zeros stood in for its bytes).
+//
+// Responses answer requests in order. A frame that breaks these rules
+// (unknown type, bad field, more MSGs than credits, more credits returned
+// than messages sent, more READ batches than announced, a response to no
+// request) closes the connection with an error wrapping both
+// transport.ErrProtocol and transport.ErrClosed.
+package tcp

@@ -1,0 +1,124 @@
+package tcp
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"time"
+
+	"github.com/kvd-project/kvd/transport"
+)
+
+const (
+	helloMagic   = "KVDT"
+	helloVersion = 1
+	helloSize    = 24 // without the node name
+)
+
+// hello is what each end announces when a connection opens.
+type hello struct {
+	version    uint16
+	maxMessage uint32 // largest MSG this end accepts
+	credits    uint32 // MSGs this end queues, so the peer's send window
+	maxReads   uint32 // READ_REQs this end serves at once
+	node       string
+}
+
+func (h hello) marshal() []byte {
+	b := make([]byte, helloSize+len(h.node))
+	copy(b, helloMagic)
+	binary.LittleEndian.PutUint16(b[4:], h.version)
+	binary.LittleEndian.PutUint16(b[6:], uint16(len(h.node)))
+	binary.LittleEndian.PutUint32(b[8:], h.maxMessage)
+	binary.LittleEndian.PutUint32(b[12:], h.credits)
+	binary.LittleEndian.PutUint32(b[16:], h.maxReads)
+	copy(b[helloSize:], h.node)
+	return b
+}
+
+// readHello reads and checks the peer's hello. Errors about its contents
+// wrap transport.ErrProtocol.
+func readHello(r io.Reader) (hello, error) {
+	var b [helloSize]byte
+	if _, err := io.ReadFull(r, b[:]); err != nil {
+		return hello{}, err
+	}
+	if string(b[:4]) != helloMagic {
+		return hello{}, protoErr("peer is not a kvd tcp transport (magic %q, want %q)", b[:4], helloMagic)
+	}
+	h := hello{
+		version:    binary.LittleEndian.Uint16(b[4:]),
+		maxMessage: binary.LittleEndian.Uint32(b[8:]),
+		credits:    binary.LittleEndian.Uint32(b[12:]),
+		maxReads:   binary.LittleEndian.Uint32(b[16:]),
+	}
+	nameLen := binary.LittleEndian.Uint16(b[6:])
+	switch {
+	case h.version != helloVersion:
+		return h, protoErr("peer speaks protocol version %d, this end speaks %d", h.version, helloVersion)
+	case h.maxMessage < 1 || h.maxMessage > maxMaxMessage:
+		return h, protoErr("peer's max message %d not in [1, %d]", h.maxMessage, maxMaxMessage)
+	case h.credits < 1 || h.credits > maxCredits:
+		return h, protoErr("peer's credits %d not in [1, %d]", h.credits, maxCredits)
+	case h.maxReads < 1 || h.maxReads > maxReads:
+		return h, protoErr("peer's outstanding reads %d not in [1, %d]", h.maxReads, maxReads)
+	case nameLen > maxNodeName:
+		return h, protoErr("peer's node name is %d bytes, max %d", nameLen, maxNodeName)
+	case binary.LittleEndian.Uint32(b[20:]) != 0:
+		return h, protoErr("reserved hello field is set")
+	}
+	name := make([]byte, nameLen)
+	if _, err := io.ReadFull(r, name); err != nil {
+		return h, err
+	}
+	h.node = string(name)
+	return h, nil
+}
+
+// handshake exchanges hellos on a fresh socket and, if they agree, returns
+// the running connection. remote is what RemoteAddr will report. On error
+// the socket is closed.
+func (t *Transport) handshake(ctx context.Context, nc net.Conn, remote string) (*conn, error) {
+	if tc, ok := nc.(*net.TCPConn); ok {
+		// Frames are flushed whole; Nagle would only add latency to them.
+		_ = tc.SetNoDelay(true)
+	}
+	// A past deadline wakes the blocked socket calls when ctx ends (so that
+	// the error reported is ctx's, not a socket timeout).
+	stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Unix(1, 0)) })
+	local := t.hello()
+	_, err := nc.Write(local.marshal())
+	var peer hello
+	if err == nil {
+		peer, err = readHello(nc)
+	}
+	if !stop() || err != nil {
+		nc.Close()
+		return nil, handshakeErr(ctx, remote, err)
+	}
+	if err := nc.SetDeadline(time.Time{}); err != nil {
+		nc.Close()
+		return nil, handshakeErr(ctx, remote, err)
+	}
+	c := newConn(t, nc, remote, local, peer)
+	if err := t.adopt(c); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	c.start()
+	return c, nil
+}
+
+func handshakeErr(ctx context.Context, remote string, err error) error {
+	switch {
+	case ctx.Err() != nil:
+		return fmt.Errorf("tcp: handshake with %s: %w", remote, ctx.Err())
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+		return fmt.Errorf("tcp: handshake with %s: peer hung up (it may have rejected this end's hello): %w",
+			remote, transport.ErrClosed)
+	}
+	return fmt.Errorf("tcp: handshake with %s: %w", remote, err)
+}

@@ -1,0 +1,210 @@
+package tcp
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync/atomic"
+
+	"github.com/kvd-project/kvd/transport"
+)
+
+// keepMsgBuf is the largest message buffer kept for reuse after Recv; larger
+// messages get a buffer of their own, so a burst of big messages does not
+// pin Credits times MaxMessage bytes for the life of the connection.
+const keepMsgBuf = 64 << 10
+
+// inMsg is a delivered message waiting for Recv.
+type inMsg struct {
+	data    []byte
+	dropped bool // cut by the Filter: consumed by Recv without being returned
+}
+
+// msgQueue is one connection's message flow control. Each end queues at
+// most its own Credits messages; the peer's send window starts at that
+// number, each MSG costs one credit, and the receiver hands credits back as
+// Recv consumes, in CREDIT frames or riding on MSG headers.
+type msgQueue struct {
+	window  chan struct{} // one token per message the peer will still queue
+	queue   chan *inMsg   // delivered, in order
+	free    chan *inMsg   // as many as this end grants credits
+	pending atomic.Uint32 // consumed here, not yet returned to the peer
+	batch   uint32        // pending count that triggers a CREDIT frame
+	kick    chan struct{} // asks serveLoop to return pending credits
+}
+
+func (q *msgQueue) init(own, peer int) {
+	q.window = make(chan struct{}, peer)
+	for range peer {
+		q.window <- struct{}{}
+	}
+	q.queue = make(chan *inMsg, own)
+	q.free = make(chan *inMsg, own)
+	q.kick = make(chan struct{}, 1)
+	bufs := make([]inMsg, own)
+	for i := range bufs {
+		q.free <- &bufs[i]
+	}
+	// Batching credits saves frames; returning them by a quarter of the
+	// window keeps a fast sender from stalling on a slow trickle of them.
+	q.batch = uint32(max(1, own/4))
+}
+
+// addCredits widens the send window by n returned credits.
+func (q *msgQueue) addCredits(n uint32) error {
+	for range n {
+		select {
+		case q.window <- struct{}{}:
+		default:
+			return protoErr("peer returned more credits than it was sent messages (window %d)", cap(q.window))
+		}
+	}
+	return nil
+}
+
+// Send writes msg as one MSG frame once the peer has room for it. If the
+// Filter cuts the peer off, msg is dropped and Send reports success.
+func (c *conn) Send(ctx context.Context, msg []byte) error {
+	if len(msg) > c.maxMessage {
+		return fmt.Errorf("tcp: message of %d bytes exceeds the connection's max of %d: %w",
+			len(msg), c.maxMessage, transport.ErrMessageTooLarge)
+	}
+	if err := c.usable(ctx); err != nil {
+		return err
+	}
+	if c.cut() {
+		return nil
+	}
+	select {
+	case <-c.msgs.window:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.closed:
+		return c.err
+	}
+	c.wlock()
+	err := c.writeHeader(header{typ: frameMsg, id: c.msgs.pending.Swap(0), length: uint64(len(msg))})
+	if err == nil {
+		_, err = c.bw.Write(msg)
+	}
+	return c.wunlock(err)
+}
+
+// Recv returns the next message appended to buf[:0]. Messages that arrived
+// before the peer closed are still returned; after a local Close none are.
+func (c *conn) Recv(ctx context.Context, buf []byte) ([]byte, error) {
+	for {
+		m, err := c.next(ctx)
+		if err != nil {
+			return nil, err
+		}
+		dropped := m.dropped
+		if !dropped {
+			buf = append(buf[:0], m.data...)
+		}
+		if cap(m.data) > keepMsgBuf {
+			m.data = nil
+		}
+		c.msgs.free <- m
+		c.consumed()
+		if !dropped {
+			return buf, nil
+		}
+	}
+}
+
+func (c *conn) next(ctx context.Context) (*inMsg, error) {
+	if err := c.usable(ctx); err != nil {
+		return nil, err
+	}
+	select {
+	case m := <-c.msgs.queue:
+		return m, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-c.closed:
+		if c.closedHere {
+			return nil, c.err
+		}
+		select {
+		case m := <-c.msgs.queue:
+			return m, nil
+		default:
+			return nil, c.err
+		}
+	}
+}
+
+// usable reports why an operation must not start: ctx is done, or this
+// end closed the connection.
+func (c *conn) usable(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	select {
+	case <-c.closed:
+		if c.closedHere {
+			return c.err
+		}
+	default:
+	}
+	return nil
+}
+
+// consumed counts one message consumed, and asks serveLoop to return the
+// credits when a batch is due or when the receiver has caught up (so that
+// an idle receiver leaves the sender its whole window). serveLoop writes the
+// CREDIT frame, so Recv never waits on the socket, and a MSG the
+// application sends meanwhile may take the credits along instead.
+func (c *conn) consumed() {
+	if c.msgs.pending.Add(1) >= c.msgs.batch || len(c.msgs.queue) == 0 {
+		select {
+		case c.msgs.kick <- struct{}{}:
+		default: // a kick is already pending
+		}
+	}
+}
+
+// returnCredits writes a CREDIT frame for the credits no MSG took along.
+func (c *conn) returnCredits() error {
+	n := c.msgs.pending.Swap(0)
+	if n == 0 {
+		return nil
+	}
+	c.wlock()
+	err := c.writeHeader(header{typ: frameCredit, id: n})
+	return c.wunlock(err)
+}
+
+// onMsg queues an incoming MSG; readLoop calls it. It never blocks: the
+// queue has room for every credit the peer holds.
+func (c *conn) onMsg(h header) error {
+	if h.id != 0 {
+		if err := c.msgs.addCredits(h.id); err != nil {
+			return err
+		}
+	}
+	var m *inMsg
+	select {
+	case m = <-c.msgs.free:
+	default:
+		return protoErr("peer sent a message beyond the %d credits it was granted", cap(c.msgs.free))
+	}
+	n := int(h.length)
+	m.dropped = c.cut()
+	if m.dropped {
+		if _, err := c.br.Discard(n); err != nil {
+			return err
+		}
+	} else {
+		if cap(m.data) < n {
+			m.data = make([]byte, n)
+		}
+		m.data = m.data[:n]
+		if _, err := io.ReadFull(c.br, m.data); err != nil {
+			return err
+		}
+	}
+	c.msgs.queue <- m
+	return nil
+}
