@@ -18,6 +18,19 @@ func WithConsistency(l Consistency) ReadOption {
 	return func(o *readOptions) { o.level = l }
 }
 
+// resolveLevel applies opts; without any it allocates nothing (the options
+// struct escapes only on the path that has functions to call).
+func resolveLevel(def Consistency, opts []ReadOption) Consistency {
+	if len(opts) == 0 {
+		return def
+	}
+	o := readOptions{level: def}
+	for _, f := range opts {
+		f(&o)
+	}
+	return o.level
+}
+
 // Get returns the value stored under key, or an error wrapping ErrNotFound.
 //
 // Linearizable and Serializable GETs are one-sided: the client READs the
@@ -30,21 +43,30 @@ func (c *Client) Get(ctx context.Context, key []byte, opts ...ReadOption) ([]byt
 	return v, err
 }
 
+// GetAppend is Get that appends the value to dst and returns the extended
+// slice; with a dst of enough capacity, a one-sided GET allocates nothing.
+func (c *Client) GetAppend(ctx context.Context, dst, key []byte, opts ...ReadOption) ([]byte, error) {
+	v, _, err := c.get(ctx, dst, key, opts)
+	return v, err
+}
+
 // GetVersion is Get that also returns the value's version: the Raft index of
 // the write that stored it.
 func (c *Client) GetVersion(ctx context.Context, key []byte, opts ...ReadOption) ([]byte, uint64, error) {
+	return c.get(ctx, nil, key, opts)
+}
+
+func (c *Client) get(ctx context.Context, dst, key []byte, opts []ReadOption) ([]byte, uint64, error) {
 	if err := checkKey(key); err != nil {
 		return nil, 0, err
 	}
-	o := readOptions{level: c.cfg.Consistency}
-	for _, f := range opts {
-		f(&o)
-	}
-	ctx, cancel := c.withTimeout(ctx)
-	defer cancel()
+	o := readOptions{level: resolveLevel(c.cfg.Consistency, opts)}
+	// The one-sided path runs under the caller's context as it is: making a
+	// timeout context would allocate on every GET, and a READ cannot hang
+	// past its connection's failure. RPCs get RequestTimeout.
 	c.stats.gets.Add(1)
 	if o.level != ReadIndex {
-		res, err := c.readOneSided(ctx, key, o.level)
+		res, err := c.readOneSided(ctx, dst, key, o.level)
 		if err == nil {
 			c.stats.roundTrips.Add(uint64(res.roundTrips))
 			if !res.found {
@@ -57,13 +79,19 @@ func (c *Client) GetVersion(ctx context.Context, key []byte, opts ...ReadOption)
 		}
 		c.stats.fallbacks.Add(1)
 	}
-	return c.getRPC(ctx, key, o.level)
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	v, ver, err := c.getRPC(ctx, key, o.level)
+	if err != nil {
+		return nil, 0, err
+	}
+	return append(dst, v...), ver, nil
 }
 
 // readOneSided runs the one-sided protocol against the right node, retrying
 // up to ReadRetries times. Linearizable reads go to the believed leader and
 // require its lease; on a lease failure the client re-learns the leader.
-func (c *Client) readOneSided(ctx context.Context, key []byte, level Consistency) (readResult, error) {
+func (c *Client) readOneSided(ctx context.Context, dst, key []byte, level Consistency) (readResult, error) {
 	s := scratchPool.Get().(*getScratch)
 	defer scratchPool.Put(s)
 	var lastErr error
@@ -76,7 +104,7 @@ func (c *Client) readOneSided(ctx context.Context, key []byte, level Consistency
 			c.rotateRead()
 			continue
 		}
-		res, err := n.getOneSided(ctx, key, level == Linearizable, s)
+		res, err := n.getOneSided(ctx, dst, key, level == Linearizable, s)
 		if err == nil {
 			return res, nil
 		}

@@ -19,7 +19,10 @@ type geometry struct {
 	nbuckets   uint32
 	generation uint64
 	maxAge     time.Duration // a GET older than this may have read reused bytes
+	hdr        table.Header  // as read at connect; geometry fields do not change
 }
+
+func (g *geometry) inArea(s table.Slot) bool { return g.hdr.InArea(s) }
 
 func (n *node) loadGeometry(ctx context.Context) error {
 	n.geo.region = transport.Descriptor{Addr: n.hello.RegionAddr, Len: n.hello.RegionLen, Key: n.hello.RegionKey}
@@ -32,6 +35,7 @@ func (n *node) loadGeometry(ctx context.Context) error {
 		return err
 	}
 	n.geo.nbuckets = h.Buckets
+	n.geo.hdr = h
 	n.geo.generation = h.Generation
 	n.geo.maxAge = time.Duration(h.GraceMillis) * time.Millisecond / 2
 	return nil
@@ -73,7 +77,7 @@ func grow(b []byte, n int) []byte {
 
 // readResult is the outcome of a successful one-sided GET.
 type readResult struct {
-	value      []byte // copied out of scratch
+	value      []byte // dst with the value appended
 	version    uint64
 	found      bool
 	roundTrips int
@@ -83,7 +87,7 @@ type readResult struct {
 // round trip 1 reads the header and both candidate buckets (and a cached
 // record, if any); round trip 2 reads the header, the buckets again and every
 // record whose fingerprint matches.
-func (n *node) getOneSided(ctx context.Context, key []byte, needLease bool, s *getScratch) (readResult, error) {
+func (n *node) getOneSided(ctx context.Context, dst, key []byte, needLease bool, s *getScratch) (readResult, error) {
 	g := &n.geo
 	h := table.Hash(key)
 	b1, b2 := table.Buckets(h, g.nbuckets)
@@ -96,6 +100,10 @@ func (n *node) getOneSided(ctx context.Context, key []byte, needLease bool, s *g
 		transport.ReadOp{Remote: g.region, Offset: table.BucketOffset(b1), Dst: s.bk1[0][:]},
 		transport.ReadOp{Remote: g.region, Offset: table.BucketOffset(b2), Dst: s.bk1[1][:]})
 	cachedWord, haveCache := n.cache.get(key)
+	if haveCache && !n.geo.inArea(table.DecodeSlot(cachedWord)) {
+		n.cache.drop(key)
+		haveCache = false
+	}
 	if haveCache {
 		cs := table.DecodeSlot(cachedWord)
 		s.cached = grow(s.cached, int(cs.Len))
@@ -117,7 +125,7 @@ func (n *node) getOneSided(ctx context.Context, key []byte, needLease bool, s *g
 			}
 			val, ver, err := table.VerifyRecord(s.cached, key, sl)
 			if err == nil && time.Since(start) < g.maxAge {
-				return readResult{value: bytes.Clone(val), version: ver, found: true, roundTrips: 1}, nil
+				return readResult{value: append(dst, val...), version: ver, found: true, roundTrips: 1}, nil
 			}
 		}
 		n.cache.drop(key)
@@ -133,6 +141,9 @@ func (n *node) getOneSided(ctx context.Context, key []byte, needLease bool, s *g
 		return readResult{}, errCandidates
 	}
 	for i, sl := range cands {
+		if !hdr.InArea(sl) {
+			return readResult{}, errTorn // a torn bucket read: never READ outside the record area
+		}
 		s.recs[i] = grow(s.recs[i], int(sl.Len))
 		ops = append(ops, transport.ReadOp{Remote: g.region, Offset: sl.Offset, Dst: s.recs[i]})
 	}
@@ -150,7 +161,7 @@ func (n *node) getOneSided(ctx context.Context, key []byte, needLease bool, s *g
 		switch {
 		case err == nil:
 			n.cache.put(key, sl.Word())
-			return readResult{value: bytes.Clone(val), version: ver, found: true, roundTrips: 2}, nil
+			return readResult{value: append(dst, val...), version: ver, found: true, roundTrips: 2}, nil
 		case errors.Is(err, table.ErrKeyMismatch):
 			continue // another key with the same fingerprint
 		case errors.Is(err, table.ErrDead):

@@ -19,7 +19,7 @@ type Stats struct {
 }
 
 type counters struct {
-	gets, roundTrips, rpcGets, fallbacks atomic.Uint64
+	gets, roundTrips, rpcGets, fallbacks                      atomic.Uint64
 	torn, stale, unstable, lease, slow, geometry, conn, other atomic.Uint64
 }
 

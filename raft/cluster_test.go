@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/kvd-project/kvd/transport"
+	"github.com/kvd-project/kvd/transport/tcp"
 )
 
 // waitTimeout bounds every wait in these tests. It is not an assertion on
@@ -22,7 +23,7 @@ const waitTimeout = 30 * time.Second
 
 func testConfig() Config {
 	return Config{
-		TickInterval:   10 * time.Millisecond,
+		TickInterval:   20 * time.Millisecond,
 		ElectionTicks:  10,
 		HeartbeatTicks: 1,
 		Logger:         testLogger(),
@@ -134,50 +135,128 @@ func (l *leaseLog) all() []leaseEvent {
 
 type testNode struct {
 	id     uint64
+	name   string // partition label
 	addr   string
 	dir    string
 	node   *Node
-	tr     *memTransport
+	tr     transport.Transport
+	ln     transport.Listener // reserved before the first start
 	app    *applierLog
 	leases *leaseLog
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
 
+// network builds the transports of a test cluster and partitions them.
+type network interface {
+	// transport returns a new endpoint for the node labelled name.
+	transport(t testing.TB, name string) transport.Transport
+	// listenAddr is where the node labelled name listens the first time.
+	listenAddr(name string) string
+	// isolate cuts (or heals) all traffic to and from the node.
+	isolate(name string, cut bool)
+}
+
+func (n *memNet) transport(_ testing.TB, name string) transport.Transport { return n.endpoint(name) }
+func (n *memNet) listenAddr(name string) string                           { return name }
+
+// tcpNet runs the cluster over the real TCP transport on loopback.
+type tcpNet struct {
+	mu  sync.Mutex
+	cut map[string]bool
+}
+
+func newTCPNet() *tcpNet { return &tcpNet{cut: map[string]bool{}} }
+
+func (n *tcpNet) transport(t testing.TB, name string) transport.Transport {
+	tr, err := tcp.New(tcp.Config{Node: name, Filter: n.filter})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+func (n *tcpNet) filter(local, remote string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.cut[local] || n.cut[remote]
+}
+
+func (n *tcpNet) listenAddr(string) string { return "127.0.0.1:0" }
+
+func (n *tcpNet) isolate(name string, cut bool) {
+	n.mu.Lock()
+	n.cut[name] = cut
+	n.mu.Unlock()
+}
+
+// networks are the transports the cluster tests run over.
+var networks = []struct {
+	name string
+	make func() network
+}{
+	{"mem", func() network { return newMemNet() }},
+	{"tcp", func() network { return newTCPNet() }},
+}
+
 type cluster struct {
-	t     *testing.T
-	net   *memNet
+	t     testing.TB
+	net   network
 	base  Config
 	peers map[uint64]string
 	nodes map[uint64]*testNode
 }
 
-// newCluster starts size nodes (ids 1..size) of a new group.
-func newCluster(t *testing.T, size int, base Config) *cluster {
+// newCluster starts size nodes (ids 1..size) of a new group over the
+// in-memory network.
+func newCluster(t testing.TB, size int, base Config) *cluster {
+	return newClusterOn(t, newMemNet(), size, base)
+}
+
+func newClusterOn(t testing.TB, nw network, size int, base Config) *cluster {
 	t.Helper()
-	c := &cluster{t: t, net: newMemNet(), base: base, peers: map[uint64]string{}, nodes: map[uint64]*testNode{}}
+	c := &cluster{t: t, net: nw, base: base, peers: map[uint64]string{}, nodes: map[uint64]*testNode{}}
+	t.Cleanup(c.stopAll)
 	for id := uint64(1); id <= uint64(size); id++ {
-		c.peers[id] = fmt.Sprintf("node%d", id)
+		c.reserve(id)
 	}
 	for id := range c.peers {
 		c.start(id, false)
 	}
-	t.Cleanup(c.stopAll)
 	return c
 }
 
-// start opens node id (reusing its data directory if it ran before).
+// reserve creates node id's endpoint and listener, so its address is known
+// (and in c.peers) before any node starts.
+func (c *cluster) reserve(id uint64) *testNode {
+	c.t.Helper()
+	tn := &testNode{id: id, name: fmt.Sprintf("node%d", id), dir: filepath.Join(c.t.TempDir(), fmt.Sprint(id))}
+	tn.tr = c.net.transport(c.t, tn.name)
+	ln, err := tn.tr.Listen(c.net.listenAddr(tn.name))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	tn.ln, tn.addr = ln, ln.Addr()
+	c.nodes[id], c.peers[id] = tn, tn.addr
+	return tn
+}
+
+// start opens node id (reusing its data directory and address if it ran
+// before; reserving both if it never existed).
 func (c *cluster) start(id uint64, join bool) *testNode {
 	c.t.Helper()
 	tn := c.nodes[id]
 	if tn == nil {
-		tn = &testNode{id: id, addr: fmt.Sprintf("node%d", id), dir: filepath.Join(c.t.TempDir(), fmt.Sprint(id))}
-		c.nodes[id] = tn
+		tn = c.reserve(id)
 	}
-	tn.tr = c.net.transport(tn.addr)
-	ln, err := tn.tr.Listen(tn.addr)
-	if err != nil {
-		c.t.Fatal(err)
+	ln := tn.ln
+	tn.ln = nil
+	if ln == nil {
+		tn.tr = c.net.transport(c.t, tn.name)
+		var err error
+		if ln, err = tn.tr.Listen(tn.addr); err != nil {
+			c.t.Fatal(err)
+		}
 	}
 	tn.app, tn.leases = newApplierLog(), &leaseLog{}
 	cfg := c.base
@@ -226,6 +305,10 @@ func acceptPeers(ctx context.Context, ln transport.Listener, n *Node) {
 
 func (c *cluster) stop(id uint64) {
 	tn := c.nodes[id]
+	if tn != nil && tn.ln != nil { // reserved, never started
+		tn.tr.Close()
+		tn.ln = nil
+	}
 	if tn == nil || tn.node == nil {
 		return
 	}
@@ -255,8 +338,19 @@ func (c *cluster) running() []*testNode {
 	return out
 }
 
+// members is the expected membership: every running node (and learners)
+// as voters, with their addresses.
+func (c *cluster) members(learners ...uint64) []Member {
+	var out []Member
+	for id, addr := range c.peers {
+		out = append(out, Member{ID: id, Addr: addr, IsLearner: slices.Contains(learners, id)})
+	}
+	slices.SortFunc(out, func(a, b Member) int { return cmpUint64(a.ID, b.ID) })
+	return out
+}
+
 // waitFor polls cond until it holds.
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(waitTimeout)
 	for !cond() {
@@ -303,6 +397,17 @@ func (c *cluster) put(key, value string) uint64 {
 		return err == nil
 	})
 	return version
+}
+
+// del deletes through whichever node leads, retrying across elections.
+func (c *cluster) del(key string) {
+	c.t.Helper()
+	waitFor(c.t, "delete "+key, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_, _, err := c.leader().node.Delete(ctx, []byte(key))
+		return err == nil
+	})
 }
 
 // caughtUp waits until tn has applied everything the leader committed.

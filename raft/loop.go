@@ -1,6 +1,7 @@
 package raft
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -53,6 +54,9 @@ type loop struct {
 	waiters      map[uint64]*proposal // by request id
 	confBarrier  uint64               // no conf change until applied >= this
 	confProposed bool                 // a conf change entered the log this Ready
+
+	batch      []*proposal // commands waiting to be proposed together
+	batchBytes int
 
 	reads     readTracker
 	staged    []*store.Staged // snapshot data that came with stepped MsgSnaps
@@ -157,6 +161,7 @@ func (l *loop) run() {
 			l.tick()
 		}
 		l.drain()
+		l.flushProposals()
 		l.reads.flush(l)
 		if err := l.handleReadies(); err != nil {
 			l.n.log.Error("raft loop stopped: storage failure", "err", err)
@@ -228,35 +233,71 @@ func (l *loop) report(r report) {
 	}
 }
 
-// propose puts p in the log, or fails it at once.
+// propose queues a command for the next batch, proposes a membership
+// change at once, or fails p.
 func (l *loop) propose(p *proposal) {
 	if !l.isLeader {
 		p.finish(result{err: l.n.notLeader(l.lead)})
 		return
 	}
-	var err error
-	if p.cc != nil {
-		if err = l.checkConfChange(p.cc); err == nil {
-			err = l.rn.ProposeConfChange(p.cc)
-			l.confProposed = l.confProposed || err == nil
+	if p.cc == nil {
+		l.batch = append(l.batch, p)
+		l.batchBytes += len(p.data)
+		if len(l.batch) >= maxBatch || uint64(l.batchBytes) >= l.cfg.MaxSizePerMsg {
+			l.flushProposals()
 		}
-		if err == errAlreadyApplied {
-			p.finish(result{})
-			return
-		}
-	} else {
-		err = l.rn.Propose(p.data)
-	}
-	if err == etcdraft.ErrProposalDropped {
-		err = ErrProposalDropped
-	}
-	if err != nil {
-		l.n.metrics.failed.Inc()
-		p.finish(result{err: err})
 		return
 	}
-	p.term = l.term
-	l.waiters[p.reqID] = p
+	err := l.checkConfChange(p.cc)
+	if err == nil {
+		if err = l.rn.ProposeConfChange(p.cc); err == nil {
+			l.confProposed = true
+		}
+	}
+	switch {
+	case err == errAlreadyApplied:
+		p.finish(result{})
+	case err != nil:
+		p.finish(result{err: proposeErr(err)})
+	default:
+		p.term = l.term
+		l.waiters[p.reqID] = p
+	}
+}
+
+// maxBatch bounds the commands proposed in one raft message.
+const maxBatch = 1024
+
+// flushProposals proposes the queued commands as one raft message, so the
+// leader appends them together and replicates them in one append per
+// follower rather than one per command.
+func (l *loop) flushProposals() {
+	if len(l.batch) == 0 {
+		return
+	}
+	ents := make([]*pb.Entry, len(l.batch))
+	for i, p := range l.batch {
+		ents[i] = &pb.Entry{Data: p.data}
+	}
+	err := l.rn.Step(&pb.Message{Type: pb.MsgProp.Enum(), From: new(l.n.id), Entries: ents})
+	for _, p := range l.batch {
+		if err != nil {
+			l.n.metrics.failed.Inc()
+			p.finish(result{err: proposeErr(err)})
+			continue
+		}
+		p.term = l.term
+		l.waiters[p.reqID] = p
+	}
+	clear(l.batch)
+	l.batch, l.batchBytes = l.batch[:0], 0
+}
+
+func proposeErr(err error) error {
+	if errors.Is(err, etcdraft.ErrProposalDropped) {
+		return ErrProposalDropped
+	}
+	return err
 }
 
 // failWaiters fails the proposals proposed before term (all if 0).
@@ -271,6 +312,10 @@ func (l *loop) failWaiters(err error, before uint64) {
 }
 
 func (l *loop) shutdown() {
+	for _, p := range l.batch {
+		p.finish(result{err: ErrStopped})
+	}
+	l.batch = nil
 	l.failWaiters(ErrStopped, 0)
 	l.reads.failAll(ErrStopped)
 	for _, st := range l.staged {

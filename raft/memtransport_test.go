@@ -47,7 +47,7 @@ type memTransport struct {
 	closed bool
 }
 
-func (n *memNet) transport(name string) *memTransport {
+func (n *memNet) endpoint(name string) *memTransport {
 	return &memTransport{net: n, name: name, conns: map[*memConn]struct{}{}}
 }
 

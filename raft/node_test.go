@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -17,72 +18,74 @@ func ctxT(t *testing.T) context.Context {
 }
 
 func TestClusterReplicatesPutsAndDeletes(t *testing.T) {
-	c := newCluster(t, 3, testConfig())
-	lead := c.leader()
-	ctx := ctxT(t)
+	forNetworks(t, func(t *testing.T, nw network) {
+		c := newClusterOn(t, nw, 3, testConfig())
+		lead := c.leader()
+		ctx := ctxT(t)
 
-	// Concurrent writers: their proposals share Readies.
-	var wg sync.WaitGroup
-	versions := make([]uint64, 40)
-	errs := make([]error, 40)
-	for i := range 40 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			versions[i], errs[i] = lead.node.Put(ctx, fmt.Appendf(nil, "k%02d", i), fmt.Appendf(nil, "v%d", i))
-		}()
-	}
-	wg.Wait()
-	seen := map[uint64]bool{}
-	for i, err := range errs {
-		if err != nil {
-			t.Fatalf("Put k%02d: %v", i, err)
+		// Concurrent writers: their proposals share Readies.
+		var wg sync.WaitGroup
+		versions := make([]uint64, 40)
+		errs := make([]error, 40)
+		for i := range 40 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				versions[i], errs[i] = lead.node.Put(ctx, fmt.Appendf(nil, "k%02d", i), fmt.Appendf(nil, "v%d", i))
+			}()
 		}
-		if versions[i] == 0 || seen[versions[i]] {
-			t.Fatalf("Put k%02d: version %d is zero or reused", i, versions[i])
+		wg.Wait()
+		seen := map[uint64]bool{}
+		for i, err := range errs {
+			if err != nil {
+				t.Fatalf("Put k%02d: %v", i, err)
+			}
+			if versions[i] == 0 || seen[versions[i]] {
+				t.Fatalf("Put k%02d: version %d is zero or reused", i, versions[i])
+			}
+			seen[versions[i]] = true
 		}
-		seen[versions[i]] = true
-	}
-	v1, err := lead.node.Put(ctx, []byte("k00"), []byte("again"))
-	if err != nil || v1 <= versions[0] {
-		t.Fatalf("overwrite: version %d (first %d), %v", v1, versions[0], err)
-	}
+		v1, err := lead.node.Put(ctx, []byte("k00"), []byte("again"))
+		if err != nil || v1 <= versions[0] {
+			t.Fatalf("overwrite: version %d (first %d), %v", v1, versions[0], err)
+		}
 
-	tests := []struct {
-		key     string
-		existed bool
-	}{{"k01", true}, {"k01", false}, {"never", false}}
-	var lastDel uint64
-	for _, tt := range tests {
-		existed, ver, err := lead.node.Delete(ctx, []byte(tt.key))
-		if err != nil || existed != tt.existed || ver <= lastDel {
-			t.Fatalf("Delete(%s) = %v, %d, %v; want existed=%v and a new version", tt.key, existed, ver, err, tt.existed)
+		tests := []struct {
+			key     string
+			existed bool
+		}{{"k01", true}, {"k01", false}, {"never", false}}
+		var lastDel uint64
+		for _, tt := range tests {
+			existed, ver, err := lead.node.Delete(ctx, []byte(tt.key))
+			if err != nil || existed != tt.existed || ver <= lastDel {
+				t.Fatalf("Delete(%s) = %v, %d, %v; want existed=%v and a new version", tt.key, existed, ver, err, tt.existed)
+			}
+			lastDel = ver
 		}
-		lastDel = ver
-	}
 
-	want := map[string]versioned{"k00": {"again", v1}}
-	for i := 2; i < 40; i++ {
-		want[fmt.Sprintf("k%02d", i)] = versioned{fmt.Sprintf("v%d", i), versions[i]}
-	}
-	for _, tn := range c.running() {
-		c.caughtUp(tn)
-		if got := kvState(t, tn.node); !maps.Equal(got, want) {
-			t.Errorf("node %d: state differs: %d keys, want %d", tn.id, len(got), len(want))
+		want := map[string]versioned{"k00": {"again", v1}}
+		for i := 2; i < 40; i++ {
+			want[fmt.Sprintf("k%02d", i)] = versioned{fmt.Sprintf("v%d", i), versions[i]}
 		}
-		v, ver, ok, err := tn.node.Get([]byte("k00"))
-		if err != nil || !ok || string(v) != "again" || ver != v1 {
-			t.Errorf("node %d: Get(k00) = %q, %d, %v, %v", tn.id, v, ver, ok, err)
+		for _, tn := range c.running() {
+			c.caughtUp(tn)
+			if got := kvState(t, tn.node); !maps.Equal(got, want) {
+				t.Errorf("node %d: state differs: %d keys, want %d", tn.id, len(got), len(want))
+			}
+			v, ver, ok, err := tn.node.Get([]byte("k00"))
+			if err != nil || !ok || string(v) != "again" || ver != v1 {
+				t.Errorf("node %d: Get(k00) = %q, %d, %v, %v", tn.id, v, ver, ok, err)
+			}
+			if _, _, ok, _ := tn.node.Get([]byte("k01")); ok {
+				t.Errorf("node %d: deleted key still present", tn.id)
+			}
+			checkMirror(t, tn)
+			st := tn.node.Status()
+			if st.ID != tn.id || st.LeaderID != lead.id || st.Applied < lastDel || st.Commit < st.Applied {
+				t.Errorf("node %d: status %+v", tn.id, st)
+			}
 		}
-		if _, _, ok, _ := tn.node.Get([]byte("k01")); ok {
-			t.Errorf("node %d: deleted key still present", tn.id)
-		}
-		checkMirror(t, tn)
-		st := tn.node.Status()
-		if st.ID != tn.id || st.LeaderID != lead.id || st.Applied < lastDel || st.Commit < st.Applied {
-			t.Errorf("node %d: status %+v", tn.id, st)
-		}
-	}
+	})
 }
 
 func TestFollowerRefersToLeader(t *testing.T) {
@@ -151,56 +154,73 @@ func TestInvalidRequests(t *testing.T) {
 // TestRestartKeepsAcknowledgedWrites closes every node while writes are in
 // flight and checks that each acknowledged write survives the restart.
 func TestRestartKeepsAcknowledgedWrites(t *testing.T) {
-	c := newCluster(t, 3, testConfig())
-	lead := c.leader()
-	ctx := ctxT(t)
-	var mu sync.Mutex
-	acked := map[string]versioned{}
-	var wg sync.WaitGroup
-	for w := range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; ; i++ {
-				key, val := fmt.Sprintf("w%d-%03d", w, i), fmt.Sprintf("val-%d-%d", w, i)
-				ver, err := lead.node.Put(ctx, []byte(key), []byte(val))
-				if err != nil {
-					return // the node is closing under us
+	forNetworks(t, func(t *testing.T, nw network) {
+		c := newClusterOn(t, nw, 3, testConfig())
+		c.leader()
+		var nodes []*Node // the writers' own view: the cluster's changes under them
+		for _, tn := range c.running() {
+			nodes = append(nodes, tn.node)
+		}
+		var mu sync.Mutex
+		acked := map[string]versioned{}
+		var stopping atomic.Bool
+		var wg sync.WaitGroup
+		for w := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; !stopping.Load(); {
+					key, val := fmt.Sprintf("w%d-%03d", w, i), fmt.Sprintf("val-%d-%d", w, i)
+					ver, err := putAnywhere(nodes, key, val)
+					if err != nil {
+						continue // an election, or the cluster is closing under us
+					}
+					mu.Lock()
+					acked[key] = versioned{val, ver}
+					mu.Unlock()
+					i++
 				}
-				mu.Lock()
-				acked[key] = versioned{val, ver}
-				n := len(acked)
-				mu.Unlock()
-				if n >= 200 {
-					return
-				}
-			}
-		}()
-	}
-	waitFor(t, "200 acknowledged writes", func() bool {
+			}()
+		}
+		waitFor(t, "acknowledged writes", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(acked) >= 150
+		})
+		c.stopAll() // mid-stream: some writers are still waiting
+		stopping.Store(true)
+		wg.Wait()
 		mu.Lock()
 		defer mu.Unlock()
-		return len(acked) >= 150
-	})
-	c.stopAll() // mid-stream: some writers are still waiting
-	wg.Wait()
-	mu.Lock()
-	defer mu.Unlock()
 
-	for id := range c.peers {
-		c.start(id, false)
-	}
-	c.leader()
-	for _, tn := range c.running() {
-		c.caughtUp(tn)
-		state := kvState(t, tn.node)
-		for k, want := range acked {
-			if got, ok := state[k]; !ok || got != want {
-				t.Fatalf("node %d lost acknowledged write %s=%v (has %v, %v)", tn.id, k, want, got, ok)
-			}
+		for id := range c.peers {
+			c.start(id, false)
 		}
-		checkMirror(t, tn)
+		c.leader()
+		for _, tn := range c.running() {
+			c.caughtUp(tn)
+			state := kvState(t, tn.node)
+			for k, want := range acked {
+				if got, ok := state[k]; !ok || got != want {
+					t.Fatalf("node %d lost acknowledged write %s=%v (has %v, %v)", tn.id, k, want, got, ok)
+				}
+			}
+			checkMirror(t, tn)
+		}
+	})
+}
+
+// putAnywhere writes through whichever of nodes says it leads.
+func putAnywhere(nodes []*Node, key, val string) (uint64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	for _, n := range nodes {
+		if n.Status().IsLeader {
+			return n.Put(ctx, []byte(key), []byte(val))
+		}
 	}
+	time.Sleep(5 * time.Millisecond)
+	return 0, ErrNoLeader
 }
 
 func TestSingleNode(t *testing.T) {
@@ -221,7 +241,7 @@ func TestSingleNode(t *testing.T) {
 	if v, got, ok, err := tn.node.Get([]byte("a")); !ok || err != nil || string(v) != "1" || got != ver {
 		t.Fatalf("after restart Get = %q, %d, %v, %v", v, got, ok, err)
 	}
-	if ms := tn.node.Members(); len(ms) != 1 || ms[0] != (Member{ID: 1, Addr: "node1"}) {
+	if ms := tn.node.Members(); len(ms) != 1 || ms[0] != (Member{ID: 1, Addr: tn.addr}) {
 		t.Fatalf("Members = %v", ms)
 	}
 }
@@ -229,116 +249,115 @@ func TestSingleNode(t *testing.T) {
 // TestSnapshotCatchUp compacts the log while a follower is down, so it can
 // only catch up from a snapshot streamed in many small chunks.
 func TestSnapshotCatchUp(t *testing.T) {
-	cfg := testConfig()
-	cfg.SnapshotCount, cfg.SnapshotCatchUpEntries, cfg.SnapshotChunkSize = 20, 5, 512
-	c := newCluster(t, 3, cfg)
-	lead := c.leader()
-	var down *testNode
-	for _, tn := range c.running() {
-		if tn != lead {
-			down = tn
-			break
+	forNetworks(t, func(t *testing.T, nw network) {
+		cfg := testConfig()
+		cfg.SnapshotCount, cfg.SnapshotCatchUpEntries, cfg.SnapshotChunkSize = 20, 5, 512
+		c := newClusterOn(t, nw, 3, cfg)
+		lead := c.leader()
+		var down *testNode
+		for _, tn := range c.running() {
+			if tn != lead {
+				down = tn
+				break
+			}
 		}
-	}
-	c.put("before", "1")
-	c.caughtUp(down)
-	c.stop(down.id)
-	lead = c.leader()
+		c.put("before", "1")
+		c.caughtUp(down)
+		c.stop(down.id)
+		lead = c.leader()
 
-	ctx := ctxT(t)
-	for i := range 150 {
-		if _, err := lead.node.Put(ctx, fmt.Appendf(nil, "key%03d", i), fmt.Appendf(nil, "value-%d-%s", i, make([]byte, 40))); err != nil {
-			t.Fatal(err)
+		for i := range 150 {
+			c.put(fmt.Sprintf("key%03d", i), fmt.Sprintf("value-%d-%s", i, make([]byte, 40)))
 		}
-	}
-	if _, _, err := lead.node.Delete(ctx, []byte("before")); err != nil {
-		t.Fatal(err)
-	}
-	first, _ := lead.node.store.FirstIndex()
-	down2 := c.start(down.id, false)
-	if applied := down2.node.Status().Applied; first <= applied+1 {
-		t.Fatalf("leader's log starts at %d, follower applied %d: no snapshot needed", first, applied)
-	}
-	c.caughtUp(down2)
-	waitFor(t, "follower state to match", func() bool {
-		return maps.Equal(kvState(t, down2.node), kvState(t, lead.node))
-	})
-	if _, restores, _ := down2.app.snapshot(); restores == 0 {
-		t.Error("follower caught up without installing a snapshot")
-	}
-	checkMirror(t, down2)
+		c.del("before")
+		lead = c.leader()
+		first, _ := lead.node.store.FirstIndex()
+		down2 := c.start(down.id, false)
+		if applied := down2.node.Status().Applied; first <= applied+1 {
+			t.Fatalf("leader's log starts at %d, follower applied %d: no snapshot needed", first, applied)
+		}
+		c.caughtUp(down2)
+		waitFor(t, "follower state to match", func() bool {
+			return maps.Equal(kvState(t, down2.node), kvState(t, lead.node))
+		})
+		if _, restores, _ := down2.app.snapshot(); restores == 0 {
+			t.Error("follower caught up without installing a snapshot")
+		}
+		checkMirror(t, down2)
 
-	// The installed state survives a restart, and so does replication.
-	c.stop(down2.id)
-	down3 := c.start(down2.id, false)
-	c.put("after", "2")
-	c.caughtUp(down3)
-	waitFor(t, "restarted follower state to match", func() bool {
-		return maps.Equal(kvState(t, down3.node), kvState(t, c.leader().node))
+		// The installed state survives a restart, and so does replication.
+		c.stop(down2.id)
+		down3 := c.start(down2.id, false)
+		c.put("after", "2")
+		c.caughtUp(down3)
+		waitFor(t, "restarted follower state to match", func() bool {
+			return maps.Equal(kvState(t, down3.node), kvState(t, c.leader().node))
+		})
 	})
 }
 
 func TestMembershipChanges(t *testing.T) {
-	c := newCluster(t, 3, testConfig())
-	lead := c.leader()
-	ctx := ctxT(t)
-	c.put("a", "1")
+	forNetworks(t, func(t *testing.T, nw network) {
+		c := newClusterOn(t, nw, 3, testConfig())
+		lead := c.leader()
+		ctx := ctxT(t)
+		c.put("a", "1")
 
-	// A fourth node joins as a learner, then becomes a voter.
-	c.peers[4] = "node4"
-	n4 := c.start(4, true)
-	if err := lead.node.AddMember(ctx, 4, "node4"); err != nil {
-		t.Fatal(err)
-	}
-	if err := lead.node.AddMember(ctx, 4, "node4"); !errors.Is(err, ErrMemberExists) {
-		t.Fatalf("adding 4 twice: %v", err)
-	}
-	checkMembers(t, lead.node, []Member{{1, "node1", false}, {2, "node2", false}, {3, "node3", false}, {4, "node4", true}})
-	c.caughtUp(n4)
-	if v, _, ok, _ := n4.node.Get([]byte("a")); !ok || string(v) != "1" {
-		t.Fatalf("learner did not receive the log: %q %v", v, ok)
-	}
-	if err := lead.node.PromoteMember(ctx, 4); err != nil {
-		t.Fatal(err)
-	}
-	checkMembers(t, lead.node, []Member{{1, "node1", false}, {2, "node2", false}, {3, "node3", false}, {4, "node4", false}})
+		// A fourth node joins as a learner, then becomes a voter.
+		n4 := c.start(4, true)
+		if err := lead.node.AddMember(ctx, 4, n4.addr); err != nil {
+			t.Fatal(err)
+		}
+		if err := lead.node.AddMember(ctx, 4, n4.addr); !errors.Is(err, ErrMemberExists) {
+			t.Fatalf("adding 4 twice: %v", err)
+		}
+		checkMembers(t, lead.node, c.members(4))
+		c.caughtUp(n4)
+		if v, _, ok, _ := n4.node.Get([]byte("a")); !ok || string(v) != "1" {
+			t.Fatalf("learner did not receive the log: %q %v", v, ok)
+		}
+		if err := lead.node.PromoteMember(ctx, 4); err != nil {
+			t.Fatal(err)
+		}
+		checkMembers(t, lead.node, c.members())
 
-	// Remove a follower other than the new node.
-	var gone uint64
-	for _, id := range []uint64{1, 2, 3} {
-		if id != lead.id {
-			gone = id
-			break
+		// Remove a follower other than the new node.
+		var gone uint64
+		for _, id := range []uint64{1, 2, 3} {
+			if id != lead.id {
+				gone = id
+				break
+			}
 		}
-	}
-	if err := lead.node.RemoveMember(ctx, gone); err != nil {
-		t.Fatal(err)
-	}
-	if err := lead.node.RemoveMember(ctx, gone); !errors.Is(err, ErrMemberNotFound) {
-		t.Fatalf("removing %d twice: %v", gone, err)
-	}
-	c.stop(gone)
-	delete(c.peers, gone)
-	c.put("b", "2")
-	for _, tn := range c.running() {
-		c.caughtUp(tn)
-		if ms := tn.node.Members(); len(ms) != 3 {
-			t.Errorf("node %d members = %v", tn.id, ms)
+		if err := lead.node.RemoveMember(ctx, gone); err != nil {
+			t.Fatal(err)
 		}
-	}
-	// The joined node knows the membership (addresses included) after a
-	// restart, from its own disk.
-	c.stop(4)
-	n4 = c.start(4, true)
-	for _, m := range n4.node.Members() {
-		if m.Addr != fmt.Sprintf("node%d", m.ID) {
-			t.Errorf("restarted node 4 has member %v", m)
+		if err := lead.node.RemoveMember(ctx, gone); !errors.Is(err, ErrMemberNotFound) {
+			t.Fatalf("removing %d twice: %v", gone, err)
 		}
-	}
-	c.caughtUp(n4)
-	if v, _, ok, _ := n4.node.Get([]byte("b")); !ok || string(v) != "2" {
-		t.Fatalf("node 4 after restart: b = %q %v", v, ok)
-	}
+		c.stop(gone)
+		delete(c.peers, gone)
+		c.put("b", "2")
+		for _, tn := range c.running() {
+			c.caughtUp(tn)
+			if ms := tn.node.Members(); len(ms) != 3 {
+				t.Errorf("node %d members = %v", tn.id, ms)
+			}
+		}
+		// The joined node knows the membership (addresses included) after a
+		// restart, from its own disk.
+		c.stop(4)
+		n4 = c.start(4, true)
+		for _, m := range n4.node.Members() {
+			if m.Addr != c.nodes[m.ID].addr {
+				t.Errorf("restarted node 4 has member %v", m)
+			}
+		}
+		c.caughtUp(n4)
+		if v, _, ok, _ := n4.node.Get([]byte("b")); !ok || string(v) != "2" {
+			t.Fatalf("node 4 after restart: b = %q %v", v, ok)
+		}
+	})
 }
 
 func checkMembers(t *testing.T, n *Node, want []Member) {
@@ -390,65 +409,81 @@ func TestLeaseOnlyOnLeader(t *testing.T) {
 // lease was reported lapsed before any other node even started the
 // election that replaced it.
 func TestLeaseLapsesBeforeNewLeader(t *testing.T) {
-	cfg := testConfig()
-	cfg.TickInterval, cfg.LeaseDrift = 20*time.Millisecond, 0.3
-	c := newCluster(t, 3, cfg)
-	old := c.leader()
-	waitFor(t, "leader lease", func() bool { return old.node.Status().LeaseValid })
-	oldTerm := old.node.Status().Term
+	forNetworks(t, func(t *testing.T, nw network) {
+		cfg := testConfig()
+		cfg.TickInterval, cfg.LeaseDrift = 20*time.Millisecond, 0.3
+		c := newClusterOn(t, nw, 3, cfg)
+		old := c.leader()
+		waitFor(t, "leader lease", func() bool { return old.node.Status().LeaseValid })
+		oldTerm := old.node.Status().Term
 
-	c.net.isolate(old.addr, true)
-	var others []*testNode
-	for _, tn := range c.running() {
-		if tn != old {
-			others = append(others, tn)
+		c.net.isolate(old.name, true)
+		var others []*testNode
+		for _, tn := range c.running() {
+			if tn != old {
+				others = append(others, tn)
+			}
 		}
-	}
-	var newLead *testNode
-	waitFor(t, "a new leader", func() bool {
-		newLead = c.leader(others...)
-		return newLead != old
-	})
-	ctx := ctxT(t)
-	if _, err := newLead.node.Put(ctx, []byte("after"), []byte("partition")); err != nil {
-		t.Fatal(err)
-	}
-	committed := time.Now()
+		var newLead *testNode
+		waitFor(t, "a new leader", func() bool {
+			newLead = c.leader(others...)
+			return newLead != old
+		})
+		var otherNodes []*Node
+		for _, tn := range others {
+			otherNodes = append(otherNodes, tn.node)
+		}
+		waitFor(t, "a write on the new side", func() bool {
+			_, err := putAnywhere(otherNodes, "after", "partition")
+			return err == nil
+		})
+		committed := time.Now()
 
-	var lapsed time.Time
-	for _, ev := range old.leases.all() {
-		if ev.term == oldTerm && !ev.valid {
-			lapsed = ev.at
-			break
-		}
-	}
-	if lapsed.IsZero() {
-		t.Fatal("the isolated leader never reported its lease lapsed")
-	}
-	var campaign time.Time
-	for _, tn := range others {
-		for _, ev := range tn.leases.all() {
-			if ev.term > oldTerm && (campaign.IsZero() || ev.at.Before(campaign)) {
-				campaign = ev.at
+		var lapsed time.Time
+		for _, ev := range old.leases.all() {
+			if ev.term == oldTerm && !ev.valid {
+				lapsed = ev.at
 				break
 			}
 		}
-	}
-	if campaign.IsZero() || !lapsed.Before(campaign) {
-		t.Fatalf("old lease lapsed at %v, a new term began at %v: overlap", lapsed, campaign)
-	}
-	if !lapsed.Before(committed) {
-		t.Fatal("new leader committed before the old lease lapsed")
-	}
-	if old.node.Status().LeaseValid {
-		t.Fatal("isolated leader still reports a valid lease")
-	}
+		if lapsed.IsZero() {
+			t.Fatal("the isolated leader never reported its lease lapsed")
+		}
+		var campaign time.Time
+		for _, tn := range others {
+			for _, ev := range tn.leases.all() {
+				if ev.term > oldTerm && (campaign.IsZero() || ev.at.Before(campaign)) {
+					campaign = ev.at
+					break
+				}
+			}
+		}
+		if campaign.IsZero() || !lapsed.Before(campaign) {
+			t.Fatalf("old lease lapsed at %v, a new term began at %v: overlap", lapsed, campaign)
+		}
+		if !lapsed.Before(committed) {
+			t.Fatal("new leader committed before the old lease lapsed")
+		}
+		if old.node.Status().LeaseValid {
+			t.Fatal("isolated leader still reports a valid lease")
+		}
 
-	// Healed, the old leader follows and never regains a lease in its term.
-	c.net.isolate(old.addr, false)
-	waitFor(t, "old leader to follow", func() bool { return old.node.Status().LeaderID == newLead.id })
-	c.caughtUp(old)
-	if v, _, ok, _ := old.node.Get([]byte("after")); !ok || string(v) != "partition" {
-		t.Fatalf("old leader after healing: %q %v", v, ok)
+		// Healed, the old leader follows and never regains a lease in its term.
+		c.net.isolate(old.name, false)
+		waitFor(t, "old leader to follow", func() bool {
+			st := old.node.Status()
+			return !st.IsLeader && st.LeaderID != 0 && st.Term > oldTerm
+		})
+		c.caughtUp(old)
+		if v, _, ok, _ := old.node.Get([]byte("after")); !ok || string(v) != "partition" {
+			t.Fatalf("old leader after healing: %q %v", v, ok)
+		}
+	})
+}
+
+// forNetworks runs a cluster test over each network.
+func forNetworks(t *testing.T, f func(t *testing.T, nw network)) {
+	for _, n := range networks {
+		t.Run(n.name, func(t *testing.T) { f(t, n.make()) })
 	}
 }

@@ -156,7 +156,10 @@ func (s *Server) hello() wire.Response {
 	d := s.region.Descriptor()
 	st := s.node.Status()
 	h := wire.Hello{NodeID: s.cfg.ID, LeaderID: st.LeaderID, RegionAddr: d.Addr, RegionLen: d.Len, RegionKey: d.Key}
-	if st.LeaderID != 0 {
+	switch {
+	case st.LeaderID == s.cfg.ID:
+		h.LeaderAddr = s.ln.Addr() // the configured address may say port 0
+	case st.LeaderID != 0:
 		h.LeaderAddr = s.node.PeerAddr(st.LeaderID)
 	}
 	return wire.Response{Value: wire.AppendHello(nil, &h)}

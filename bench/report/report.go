@@ -70,8 +70,12 @@ func Markdown(w io.Writer, rep *result.Report, o Options) error {
 	return err
 }
 
-// Summary writes the main table only: what kvbench prints when it is done.
+// Summary writes the main table only (the baselines table for a report
+// without runs): what kvbench prints when it is done.
 func Summary(w io.Writer, rep *result.Report) error {
+	if len(rep.Runs) == 0 {
+		return baselinesTable(rep).write(w)
+	}
 	cp := *rep
 	cp.Runs = slices.Clone(rep.Runs)
 	cp.ComputeRatios()

@@ -136,7 +136,7 @@ func TestMarkdown(t *testing.T) {
 		{"consistency", []string{"0/100"}, "–"},
 		{"clients", []string{"0/100"}, "open 5000/s ≤64"},
 		{"value", []string{"0/100"}, "4 KiB"},
-		{"PUT p50 ×base", []string{"0/100"}, "41×"},
+		{"PUT p50 ×base", []string{"0/100"}, "41.1×"},
 		{"errors", []string{"0/100"}, "7"},
 		{"p50", []string{"0/100"}, "1234"},
 	} {

@@ -104,13 +104,14 @@ func (t *Transport) pollEvents() {
 		return
 	}
 	var ctxs [pollBatch]uint64
+	var n int
+	var perr error
+	ready := func(uintptr) bool { // made once: no allocation per wake-up
+		n, perr = t.comp.events(ctxs[:])
+		return n > 0 || perr != nil
+	}
 	for {
-		var n int
-		var perr error
-		err := raw.Read(func(uintptr) bool {
-			n, perr = t.comp.events(ctxs[:])
-			return n > 0 || perr != nil
-		})
+		err := raw.Read(ready)
 		if err != nil || perr != nil {
 			return // closed
 		}

@@ -30,8 +30,8 @@ type conn struct {
 	maxMessage int
 
 	br   *bufio.Reader
-	rhdr [headerSize]byte // readLoop's scratch
-	rreq [opSize * transport.MaxBatch]byte
+	rhdr [headerSize]byte                  // readLoop's scratch
+	rreq [opSize * transport.MaxBatch]byte // readLoop's READ_REQ payload
 
 	wmu      sync.Mutex
 	wwaiting atomic.Int32 // goroutines waiting for wmu; the last one out flushes
@@ -42,11 +42,11 @@ type conn struct {
 	reads readSlots
 	serve serveQueue
 
-	closed    chan struct{}
-	closeOnce sync.Once
-	err       error // why the conn closed; written before closed is closed
-	closedHere bool // closed by this end; written before closed is closed
-	loops     sync.WaitGroup
+	closed     chan struct{}
+	closeOnce  sync.Once
+	err        error // why the conn closed; written before closed is closed
+	closedHere bool  // closed by this end; written before closed is closed
+	loops      sync.WaitGroup
 }
 
 var _ transport.Conn = (*conn)(nil)
@@ -91,8 +91,9 @@ func (c *conn) Close() error {
 func (c *conn) fail(err error, local bool) {
 	c.closeOnce.Do(func() {
 		c.err, c.closedHere = err, local
-		close(c.closed)
+		// Socket first: whoever sees closed must find writes failing.
 		c.nc.Close()
+		close(c.closed)
 		c.t.forget(c)
 	})
 }
@@ -167,10 +168,4 @@ func (c *conn) readFrames() error {
 			return err
 		}
 	}
-}
-
-// closedErr is the error for an operation on a closed connection.
-func (c *conn) closedErr() error {
-	<-c.closed
-	return c.err
 }

@@ -16,8 +16,7 @@ const keepMsgBuf = 64 << 10
 
 // inMsg is a delivered message waiting for Recv.
 type inMsg struct {
-	data    []byte
-	dropped bool // cut by the Filter: consumed by Recv without being returned
+	data []byte
 }
 
 // msgQueue is one connection's message flow control. Each end queues at
@@ -93,29 +92,27 @@ func (c *conn) Send(ctx context.Context, msg []byte) error {
 // Recv returns the next message appended to buf[:0]. Messages that arrived
 // before the peer closed are still returned; after a local Close none are.
 func (c *conn) Recv(ctx context.Context, buf []byte) ([]byte, error) {
-	for {
-		m, err := c.next(ctx)
-		if err != nil {
-			return nil, err
-		}
-		dropped := m.dropped
-		if !dropped {
-			buf = append(buf[:0], m.data...)
-		}
-		if cap(m.data) > keepMsgBuf {
-			m.data = nil
-		}
-		c.msgs.free <- m
-		c.consumed()
-		if !dropped {
-			return buf, nil
-		}
+	m, err := c.next(ctx)
+	if err != nil {
+		return nil, err
 	}
+	buf = append(buf[:0], m.data...)
+	if cap(m.data) > keepMsgBuf {
+		m.data = nil
+	}
+	c.msgs.free <- m
+	c.consumed()
+	return buf, nil
 }
 
 func (c *conn) next(ctx context.Context) (*inMsg, error) {
-	if err := c.usable(ctx); err != nil {
+	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	select {
+	case <-c.closed:
+		return c.leftover()
+	default:
 	}
 	select {
 	case m := <-c.msgs.queue:
@@ -123,32 +120,34 @@ func (c *conn) next(ctx context.Context) (*inMsg, error) {
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	case <-c.closed:
-		if c.closedHere {
-			return nil, c.err
-		}
+		return c.leftover()
+	}
+}
+
+// leftover returns a message that arrived before the peer closed, if any.
+func (c *conn) leftover() (*inMsg, error) {
+	if !c.closedHere {
 		select {
 		case m := <-c.msgs.queue:
 			return m, nil
 		default:
-			return nil, c.err
 		}
 	}
+	return nil, c.err
 }
 
-// usable reports why an operation must not start: ctx is done, or this
-// end closed the connection.
+// usable reports why an operation must not start: ctx is done, or the
+// connection is closed.
 func (c *conn) usable(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	select {
 	case <-c.closed:
-		if c.closedHere {
-			return c.err
-		}
+		return c.err
 	default:
+		return nil
 	}
-	return nil
 }
 
 // consumed counts one message consumed, and asks serveLoop to return the
@@ -184,26 +183,25 @@ func (c *conn) onMsg(h header) error {
 			return err
 		}
 	}
-	var m *inMsg
-	select {
-	case m = <-c.msgs.free:
-	default:
+	if len(c.msgs.free) == 0 {
 		return protoErr("peer sent a message beyond the %d credits it was granted", cap(c.msgs.free))
 	}
 	n := int(h.length)
-	m.dropped = c.cut()
-	if m.dropped {
+	if c.cut() {
+		// Dropped as if lost on the way, so the credit goes straight back.
 		if _, err := c.br.Discard(n); err != nil {
 			return err
 		}
-	} else {
-		if cap(m.data) < n {
-			m.data = make([]byte, n)
-		}
-		m.data = m.data[:n]
-		if _, err := io.ReadFull(c.br, m.data); err != nil {
-			return err
-		}
+		c.consumed()
+		return nil
+	}
+	m := <-c.msgs.free // only readLoop takes from free
+	if cap(m.data) < n {
+		m.data = make([]byte, n)
+	}
+	m.data = m.data[:n]
+	if _, err := io.ReadFull(c.br, m.data); err != nil {
+		return err
 	}
 	c.msgs.queue <- m
 	return nil

@@ -27,7 +27,7 @@ type region struct {
 
 var _ transport.Region = (*region)(nil)
 
-func (r *region) Bytes() []byte                     { return r.mem }
+func (r *region) Bytes() []byte                    { return r.mem }
 func (r *region) Descriptor() transport.Descriptor { return r.desc }
 
 // Close deregisters the region (later READs fail with ErrBadKey), waits for
@@ -59,6 +59,7 @@ func (r *region) copyTo(dst []byte, off uint64) bool {
 type registry struct {
 	mu      sync.RWMutex
 	regions map[uint32]*region
+	closed  bool // by closeAll: no more regions
 	// newKey draws candidate keys; tests replace it to get known keys.
 	newKey func() uint32
 }
@@ -76,6 +77,10 @@ func (g *registry) add(size int) (*region, error) {
 	r := &region{reg: g, mem: mem}
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if g.closed {
+		mmap.Free(mem)
+		return nil, fmt.Errorf("tcp: register: transport %w", transport.ErrClosed)
+	}
 	key := g.newKey()
 	for key == 0 || g.regions[key] != nil {
 		key = g.newKey()
@@ -116,6 +121,7 @@ func (g *registry) resolve(op wireOp) (*region, uint64, status) {
 
 func (g *registry) closeAll() {
 	g.mu.Lock()
+	g.closed = true
 	rs := make([]*region, 0, len(g.regions))
 	for _, r := range g.regions {
 		rs = append(rs, r)

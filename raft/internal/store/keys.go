@@ -30,8 +30,10 @@ var (
 	kvEnd       = []byte{prefixKV + 1}
 )
 
-func logKey(index uint64) []byte {
-	return binary.BigEndian.AppendUint64([]byte{prefixLog}, index)
+func logKey(index uint64) []byte { return appendLogKey(nil, index) }
+
+func appendLogKey(dst []byte, index uint64) []byte {
+	return binary.BigEndian.AppendUint64(append(dst, prefixLog), index)
 }
 
 func memberKey(id uint64) []byte {

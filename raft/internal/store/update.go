@@ -103,11 +103,12 @@ func (u *Update) Append(ents []*pb.Entry) error {
 		return fmt.Errorf("store: append at %d does not fit log (%d,%d]", first, u.trunc.index, u.last)
 	}
 	for _, e := range ents {
-		data, err := proto.Marshal(e)
-		if err != nil {
+		var err error
+		if u.valBuf, err = (proto.MarshalOptions{}).MarshalAppend(u.valBuf[:0], e); err != nil {
 			return err
 		}
-		if err := u.b.Set(logKey(e.GetIndex()), data, nil); err != nil {
+		u.keyBuf = appendLogKey(u.keyBuf[:0], e.GetIndex())
+		if err := u.b.Set(u.keyBuf, u.valBuf, nil); err != nil {
 			return err
 		}
 	}

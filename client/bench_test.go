@@ -1,0 +1,92 @@
+package client_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/kvd-project/kvd/client"
+	"github.com/kvd-project/kvd/internal/kvdtest"
+)
+
+// benchClient starts a single node holding key "bench-key" and returns a
+// client whose connection is already warm.
+func benchClient(b *testing.B, value []byte, opts ...func(*client.Config)) *client.Client {
+	b.Helper()
+	nodes := kvdtest.StartCluster(b, 1, kvdtest.Options{})
+	kvdtest.WaitLeader(b, nodes, 10*time.Second)
+	cfg := client.Config{Endpoints: kvdtest.Endpoints(nodes)}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	c, err := client.New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { c.Close() })
+	if err := c.Put(context.Background(), []byte("bench-key"), value); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := c.Get(context.Background(), []byte("bench-key")); err != nil {
+		b.Fatal(err)
+	}
+	return c
+}
+
+// BenchmarkGetAppend is the one-sided GET path end to end over loopback TCP
+// with a cached location (one READ round trip), appending into a reused
+// buffer: it must not allocate.
+func BenchmarkGetAppend(b *testing.B) {
+	c := benchClient(b, make([]byte, 256))
+	key := []byte("bench-key")
+	buf := make([]byte, 0, 512)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		var err error
+		if buf, err = c.GetAppend(ctx, buf[:0], key); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkGetUncached is the two-round-trip GET (no location cache).
+func BenchmarkGetUncached(b *testing.B) {
+	c := benchClient(b, make([]byte, 256), func(cfg *client.Config) { cfg.CacheEntries = -1 })
+	key := []byte("bench-key")
+	buf := make([]byte, 0, 512)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		var err error
+		if buf, err = c.GetAppend(ctx, buf[:0], key); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkGetRPC is the two-sided GET (ReadIndex RPC) for comparison.
+func BenchmarkGetRPC(b *testing.B) {
+	c := benchClient(b, make([]byte, 256))
+	key := []byte("bench-key")
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := c.Get(ctx, key, client.WithConsistency(client.ReadIndex)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkPut is a replicated (single-node Raft, fsync'd) PUT.
+func BenchmarkPut(b *testing.B) {
+	c := benchClient(b, make([]byte, 256))
+	key, val := []byte("bench-key"), make([]byte, 256)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := c.Put(ctx, key, val); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,79 @@
+// Command kvbench benchmarks a kvd cluster through the Go client and
+// compares it with raw transport round trips.
+//
+//	kvbench run [flags]            measure a sweep of workloads (the default)
+//	kvbench baseline-tcp [flags]   TCP request/response ping-pong over loopback
+//	kvbench perftest [flags]       parse or run perftest (ib_read_lat, ib_send_lat)
+//	kvbench report [flags] FILE... merge result files into one report with plots
+//
+// Every flag can also be set through an environment variable: KVBENCH_
+// plus the flag name in upper case with dashes as underscores
+// (--start-cluster → KVBENCH_START_CLUSTER). See bench/README.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+)
+
+const usage = `usage: kvbench <command> [flags]
+
+commands:
+  run           measure workloads against a cluster (started with --start-cluster,
+                or given with --endpoints); the default when the first argument is a flag
+  baseline-tcp  raw TCP request/response round trips over loopback
+  perftest      parse perftest output files, or run ib_read_lat/ib_send_lat on a device
+  report        merge result JSON files (or console logs) into markdown, CSV and plots
+
+'kvbench <command> -h' lists a command's flags.
+`
+
+// exitUsage is the exit status for bad invocations; 1 is for failed runs.
+const exitUsage = 2
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := dispatch(ctx, os.Args[1:])
+	stop()
+	switch {
+	case err == nil:
+	case errors.Is(err, flag.ErrHelp):
+		os.Exit(exitUsage)
+	case errors.As(err, new(usageError)):
+		fmt.Fprintln(os.Stderr, "kvbench:", err)
+		os.Exit(exitUsage)
+	default:
+		fmt.Fprintln(os.Stderr, "kvbench:", err)
+		os.Exit(1)
+	}
+}
+
+type usageError struct{ msg string }
+
+func (u usageError) Error() string { return u.msg }
+
+func dispatch(ctx context.Context, args []string) error {
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") && args[0] != "-h" && args[0] != "--help" {
+		return runCmd(ctx, args)
+	}
+	switch args[0] {
+	case "run":
+		return runCmd(ctx, args[1:])
+	case "baseline-tcp":
+		return baselineTCPCmd(ctx, args[1:])
+	case "perftest":
+		return perftestCmd(ctx, args[1:])
+	case "report":
+		return reportCmd(args[1:])
+	case "help", "-h", "--help":
+		fmt.Print(usage)
+		return nil
+	}
+	return usageError{fmt.Sprintf("unknown command %q\n%s", args[0], usage)}
+}

@@ -1,0 +1,314 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kvd-project/kvd/bench"
+	"github.com/kvd-project/kvd/bench/cluster"
+	"github.com/kvd-project/kvd/bench/result"
+	"github.com/kvd-project/kvd/bench/workload"
+	"github.com/kvd-project/kvd/client"
+	"github.com/kvd-project/kvd/internal/cli"
+	"github.com/kvd-project/kvd/transport"
+)
+
+type runOptions struct {
+	// Cluster.
+	endpoints, transport, series, serverPIDs string
+	startCluster                             int
+	bin, host                                string
+	tableMem                                 cli.Size
+	conns                                    int
+	// Sweep.
+	mixes, consistencies, clients, valueSizes, rates string
+	keys, keySize                                    int
+	dist                                             string
+	zipfS                                            float64
+	mode                                             string
+	duration, warmup, idle                           time.Duration
+	maxData                                          cli.Size
+	seed                                             uint64
+	// Baselines.
+	baseline      bool
+	baselineIters int
+	rdma          rdmaOptions
+	// Output.
+	write, out, jsonOut, plots string
+	quiet                      bool
+}
+
+func runFlags(o *runOptions) *flag.FlagSet {
+	fs := flag.NewFlagSet("kvbench run", flag.ContinueOnError)
+	fs.StringVar(&o.endpoints, "endpoints", "", "cluster client addresses, comma-separated (unless --start-cluster)")
+	fs.IntVar(&o.startCluster, "start-cluster", 0, "start an N-node cluster from --bin in a temporary directory, and stop it after")
+	fs.StringVar(&o.bin, "bin", "bin", "directory holding the kvd binary (with --start-cluster)")
+	fs.StringVar(&o.host, "host", "127.0.0.1", "address started nodes listen on (127.1.0.1 in the RDMA VM)")
+	fs.Var(&o.tableMem, "table-mem", "--table-mem of started nodes")
+	fs.StringVar(&o.transport, "transport", "tcp", "transport: tcp or rdma (rdma needs a build with -tags rdma)")
+	fs.StringVar(&o.series, "series", "", "label of this run's results in reports and plots (default: the transport)")
+	fs.StringVar(&o.serverPIDs, "server-pids", "", "server process ids whose CPU time is charged to the runs (found by itself with --start-cluster)")
+	fs.IntVar(&o.conns, "conns", 4, "client instances (each with its own connections) the workers share")
+
+	fs.StringVar(&o.mixes, "mix", "100/0,95/5,50/50,0/100", "GET/PUT mixes: 95/5, ycsb-a..c, get, put")
+	fs.StringVar(&o.consistencies, "consistency", "linearizable,readindex", "GET consistencies: linearizable and serializable are one-sided, readindex is an RPC")
+	fs.StringVar(&o.clients, "clients", "1,4,16,64", "closed-loop concurrencies (open loop: most operations in flight)")
+	fs.StringVar(&o.valueSizes, "value-size", "256", "value sizes, e.g. 16,256,4KiB,64KiB")
+	fs.IntVar(&o.keys, "keys", workload.DefaultKeys, "key space size (capped per value size by --max-data)")
+	fs.IntVar(&o.keySize, "key-size", workload.DefaultKeySize, "key length in bytes")
+	fs.StringVar(&o.dist, "dist", "uniform", "key distribution: uniform or zipf")
+	fs.Float64Var(&o.zipfS, "zipf-s", workload.DefaultZipfS, "Zipf exponent (> 1)")
+	fs.StringVar(&o.mode, "mode", "closed", "closed (fixed concurrency) or open (fixed rate, latency from intended start)")
+	fs.StringVar(&o.rates, "rate", "", "open-loop target rates in ops/s, comma-separated")
+	fs.DurationVar(&o.duration, "duration", 2*time.Second, "measured time per point")
+	fs.DurationVar(&o.warmup, "warmup", 500*time.Millisecond, "unmeasured time before each point")
+	fs.DurationVar(&o.idle, "idle", time.Second, "measure the servers' idle CPU for this long first (0: skip)")
+	fs.Var(&o.maxData, "max-data", "cap on preloaded bytes (default: a quarter of --table-mem, or 16MiB)")
+	fs.Uint64Var(&o.seed, "seed", bench.DefaultSeed, "random seed for keys and operations")
+
+	fs.BoolVar(&o.baseline, "baseline", true, "measure the TCP ping-pong baseline at the value sizes too (labelled with --series)")
+	fs.IntVar(&o.baselineIters, "baseline-iters", 20000, "round trips per baseline size and shape")
+	o.rdma.flags(fs)
+
+	fs.StringVar(&o.write, "w", "table", "stdout: table, json, marked (JSON between markers) or none")
+	fs.StringVar(&o.out, "out", "", "also write results.{json,md,csv}, baselines.csv and plots into this directory")
+	fs.StringVar(&o.jsonOut, "json", "", "also write the JSON report to this file")
+	fs.StringVar(&o.plots, "plots", "png,svg", "plot formats written with --out (empty: none)")
+	fs.BoolVar(&o.quiet, "quiet", false, "no progress on stderr")
+	return fs
+}
+
+// buildSweep turns the flags into the points to run.
+func (o *runOptions) buildSweep() (bench.Sweep, error) {
+	var s bench.Sweep
+	var err error
+	if s.Mixes, err = mixes("mix", o.mixes); err != nil {
+		return s, err
+	}
+	if s.Consistencies, err = consistencies("consistency", o.consistencies); err != nil {
+		return s, err
+	}
+	if s.Clients, err = listOf("clients", o.clients, positiveInt); err != nil {
+		return s, err
+	}
+	if s.ValueSizes, err = listOf("value-size", o.valueSizes, size); err != nil {
+		return s, err
+	}
+	if len(s.ValueSizes) == 0 {
+		s.ValueSizes = []int{workload.DefaultValueSize}
+	}
+	if s.Rates, err = listOf("rate", o.rates, positiveFloat); err != nil {
+		return s, err
+	}
+	dist, err := workload.ParseDist(o.dist)
+	if err != nil {
+		return s, usageError{err.Error()}
+	}
+	mode, err := bench.ParseMode(o.mode)
+	if err != nil {
+		return s, usageError{err.Error()}
+	}
+	if mode == bench.Open && len(s.Rates) == 0 {
+		return s, usageError{"--mode open needs --rate"}
+	}
+	s.Base = bench.Point{
+		Workload: workload.Config{Keys: o.keys, KeySize: o.keySize, Dist: dist, ZipfS: o.zipfS},
+		Mode:     mode, Duration: o.duration, Warmup: o.warmup,
+	}
+	s.MaxData = int64(o.maxData)
+	if s.MaxData == 0 {
+		s.MaxData = 16 << 20
+		if o.startCluster > 0 && o.tableMem > 0 {
+			s.MaxData = int64(o.tableMem) / 4
+		}
+	}
+	for _, p := range s.Points() {
+		if err := p.Validate(); err != nil {
+			return s, usageError{err.Error()}
+		}
+	}
+	return s, nil
+}
+
+func runCmd(ctx context.Context, args []string) error {
+	o := &runOptions{tableMem: 256 << 20}
+	if err := parse(runFlags(o), args, false); err != nil {
+		return err
+	}
+	if err := checkWrite(o.write); err != nil {
+		return err
+	}
+	sweep, err := o.buildSweep()
+	if err != nil {
+		return err
+	}
+	if o.series == "" {
+		o.series = o.transport
+	}
+	env, err := connect(ctx, o)
+	if err != nil {
+		return err
+	}
+	defer env.close()
+	rep := &result.Report{Schema: result.SchemaVersion, Meta: []result.Meta{newMeta(o.series, env.describe, os.Args[1:])}}
+	runErr := measure(ctx, o, env, sweep, rep)
+	if err := emit(o, rep); err != nil {
+		return err
+	}
+	return runErr
+}
+
+// emit writes the report wherever the flags say, partial or not.
+func emit(o *runOptions, rep *result.Report) error {
+	if o.out != "" {
+		if err := writeDir(o.out, rep, splitList(o.plots)); err != nil {
+			return err
+		}
+	}
+	if o.jsonOut != "" {
+		if err := writeFile(o.jsonOut, func(w io.Writer) error { return result.WriteJSON(w, rep) }); err != nil {
+			return err
+		}
+	}
+	return writeStdout(os.Stdout, o.write, rep)
+}
+
+// measure runs the baselines and every point into rep. On error rep holds
+// what was measured so far.
+func measure(ctx context.Context, o *runOptions, env *runEnv, sweep bench.Sweep, rep *result.Report) error {
+	pr := newPrinter(os.Stderr, o.quiet)
+	r, err := bench.New(bench.Config{
+		Stores: env.stores, Transport: o.transport, Series: o.series, ServerPIDs: env.pids, Seed: o.seed,
+		Progress: pr.progress,
+	})
+	if err != nil {
+		return err
+	}
+	if len(env.pids) > 0 && o.idle > 0 {
+		pr.say("measuring the servers' idle CPU for %v", o.idle)
+		idle, err := r.IdleCPU(ctx, o.idle)
+		if err != nil {
+			return err
+		}
+		r.SetIdleCPU(idle)
+		rep.Meta[0].IdleServerCPU = idle
+	}
+	if rep.Baselines, err = baselines(ctx, o, sweep, pr); err != nil {
+		return err
+	}
+	points := sweep.Points()
+	for i, p := range points {
+		pr.start(i+1, len(points), &p)
+		if err := r.Preload(ctx, p.Workload); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			pr.say("skipping %v: %v", &p, err)
+			continue
+		}
+		run, err := r.Run(ctx, p)
+		if err != nil {
+			return err
+		}
+		rep.Runs = append(rep.Runs, run)
+		pr.done(&run)
+	}
+	return nil
+}
+
+// baselines measures the TCP ping-pong at the sweep's value sizes, and
+// perftest's figures if asked.
+func baselines(ctx context.Context, o *runOptions, sweep bench.Sweep, pr *printer) ([]result.Baseline, error) {
+	var out []result.Baseline
+	if o.baseline {
+		pr.say("measuring the TCP baseline at %s", o.valueSizes)
+		b, err := tcpBaseline(ctx, sweep.ValueSizes, o.keySize, o.baselineIters, o.series)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b...)
+	}
+	b, err := o.rdma.collect(ctx, o.series, sweep.ValueSizes, pr)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, b...), nil
+}
+
+// runEnv is the cluster being measured and the clients measuring it.
+type runEnv struct {
+	cluster  *cluster.Cluster
+	tr       transport.Transport
+	clients  []*client.Client
+	stores   []bench.Store
+	pids     []int
+	describe string
+}
+
+func connect(ctx context.Context, o *runOptions) (*runEnv, error) {
+	env := &runEnv{}
+	eps := splitList(o.endpoints)
+	switch {
+	case o.startCluster > 0:
+		fmt.Fprintf(os.Stderr, "kvbench: starting a %d-node %s cluster from %s\n", o.startCluster, o.transport, o.bin)
+		c, err := cluster.Start(ctx, cluster.Config{Bin: o.bin, Nodes: o.startCluster, Transport: o.transport,
+			Host: o.host, TableMem: strconv.FormatInt(int64(o.tableMem), 10)})
+		if err != nil {
+			return nil, err
+		}
+		env.cluster, eps, env.pids = c, c.Endpoints, c.PIDs()
+		env.describe = fmt.Sprintf("%d %s nodes started by kvbench (table %d MiB each)", o.startCluster, o.transport, o.tableMem>>20)
+	case len(eps) > 0:
+		pids, err := listOf("server-pids", o.serverPIDs, positiveInt)
+		if err != nil {
+			return nil, err
+		}
+		env.pids = pids
+		env.describe = fmt.Sprintf("%s at %s", o.transport, strings.Join(eps, ","))
+	default:
+		return nil, usageError{"give --endpoints or --start-cluster N"}
+	}
+	if err := env.dial(o, eps); err != nil {
+		env.close()
+		return nil, err
+	}
+	return env, nil
+}
+
+func (env *runEnv) dial(o *runOptions, eps []string) error {
+	tr, err := cli.Transport(o.transport, "")
+	if err != nil {
+		return usageError{fmt.Sprintf("--transport: %v", err)}
+	}
+	env.tr = tr
+	for range max(1, o.conns) {
+		c, err := client.New(client.Config{Endpoints: eps, Transport: tr})
+		if err != nil {
+			return err
+		}
+		env.clients = append(env.clients, c)
+		env.stores = append(env.stores, c)
+	}
+	return nil
+}
+
+func (env *runEnv) close() {
+	for _, c := range env.clients {
+		c.Close()
+	}
+	if env.tr != nil {
+		env.tr.Close()
+	}
+	if env.cluster != nil {
+		if err := env.cluster.Stop(); err != nil && !errors.Is(err, os.ErrNotExist) {
+			fmt.Fprintln(os.Stderr, "kvbench: stopping the cluster:", err)
+		}
+	}
+}

@@ -1,0 +1,198 @@
+package raft
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+)
+
+func TestConfigValidate(t *testing.T) {
+	tr := newMemNet().endpoint("a")
+	valid := Config{ID: 1, DataDir: "/tmp/x", Transport: tr, Peers: map[uint64]string{1: "a", 2: "b"}}
+	tests := []struct {
+		name string
+		mod  func(*Config)
+		ok   bool
+	}{
+		{"defaults", func(*Config) {}, true},
+		{"zero id", func(c *Config) { c.ID = 0 }, false},
+		{"no data dir", func(c *Config) { c.DataDir = "" }, false},
+		{"no transport", func(c *Config) { c.Transport = nil }, false},
+		{"self not in peers", func(c *Config) { c.ID = 3 }, false},
+		{"joining without addr", func(c *Config) { c.ID, c.Join = 3, true }, false},
+		{"joining with addr", func(c *Config) { c.ID, c.Join, c.Addr = 3, true, "c" }, true},
+		{"peer without addr", func(c *Config) { c.Peers[2] = "" }, false},
+		{"election not above heartbeat", func(c *Config) { c.ElectionTicks, c.HeartbeatTicks = 3, 3 }, false},
+		{"drift too large", func(c *Config) { c.LeaseDrift = 0.6 }, false},
+		{"lease too short", func(c *Config) { c.ElectionTicks, c.LeaseDrift = 2, 0.5 }, false},
+		{"catch-up above snapshot count", func(c *Config) { c.SnapshotCount, c.SnapshotCatchUpEntries = 10, 11 }, false},
+		{"small snapshot count takes a small catch-up default", func(c *Config) { c.SnapshotCount = 10 }, true},
+		{"message size near transport limit", func(c *Config) { c.MaxSizePerMsg = 3 << 20 }, false},
+		{"tick below 1ms", func(c *Config) { c.TickInterval = time.Microsecond }, false},
+	}
+	for _, tt := range tests {
+		c := valid
+		c.Peers = map[uint64]string{1: "a", 2: "b"}
+		tt.mod(&c)
+		err := c.Validate()
+		if (err == nil) != tt.ok || (err != nil && !errors.Is(err, ErrConfig)) {
+			t.Errorf("%s: Validate() = %v, want ok=%v", tt.name, err, tt.ok)
+		}
+	}
+}
+
+func TestConfigDefaults(t *testing.T) {
+	c := Config{ID: 1, Peers: map[uint64]string{1: "a"}}.withDefaults()
+	if c.TickInterval != 100*time.Millisecond || c.ElectionTicks != 10 || c.HeartbeatTicks != 1 ||
+		c.SnapshotCount != 10000 || c.SnapshotCatchUpEntries != 5000 || c.Addr != "a" || c.Logger == nil {
+		t.Fatalf("defaults: %+v", c)
+	}
+	// 1s election timeout, 10% drift, one tick of margin.
+	if got := c.leaseDuration(); got != 800*time.Millisecond {
+		t.Fatalf("lease duration %v, want 800ms", got)
+	}
+}
+
+func TestCommandRoundTrip(t *testing.T) {
+	tests := []command{
+		{op: opPut, proposer: 1, reqID: 2, key: []byte("k"), value: []byte("v")},
+		{op: opPut, proposer: 1 << 60, reqID: 1<<64 - 1, key: bytes.Repeat([]byte("k"), MaxKeyLen), value: []byte{}},
+		{op: opDelete, proposer: 3, reqID: 0, key: []byte("gone"), value: []byte{}},
+	}
+	for _, c := range tests {
+		enc := appendCommand(nil, c)
+		if len(enc) > commandSize(c) {
+			t.Errorf("encoded %d bytes, commandSize says %d", len(enc), commandSize(c))
+		}
+		got, err := decodeCommand(enc)
+		if err != nil || got.op != c.op || got.proposer != c.proposer || got.reqID != c.reqID ||
+			!bytes.Equal(got.key, c.key) || !bytes.Equal(got.value, c.value) {
+			t.Errorf("round trip of %+v: %+v, %v", c, got, err)
+		}
+	}
+	bad := [][]byte{nil, {9}, {opPut}, {opPut, 1, 2}, {opPut, 1, 2, 5, 'k'}}
+	for _, b := range bad {
+		if _, err := decodeCommand(b); !errors.Is(err, errBadCommand) {
+			t.Errorf("decodeCommand(%v) err = %v", b, err)
+		}
+	}
+}
+
+func TestMemberContextRoundTrip(t *testing.T) {
+	for _, m := range []memberContext{{}, {proposer: 7, reqID: 1 << 40, addr: "10.0.0.1:7000"}, {addr: "x"}} {
+		got, err := decodeMemberContext(appendMemberContext(nil, m))
+		if err != nil || got != m {
+			t.Errorf("round trip of %+v: %+v, %v", m, got, err)
+		}
+	}
+}
+
+func TestPeerHello(t *testing.T) {
+	h := hello{from: 3, cluster: 42, addr: "host:1"}
+	b := appendHello(nil, h)
+	if !IsPeerHello(b) {
+		t.Fatal("own hello not recognised")
+	}
+	if got, err := parseHello(b); err != nil || got != h {
+		t.Fatalf("parseHello = %+v, %v", got, err)
+	}
+	for _, notHello := range [][]byte{nil, []byte("KVDPEER1"), []byte("GET key please, this is a client"), b[:helloHeader-1]} {
+		if IsPeerHello(notHello) {
+			t.Errorf("IsPeerHello(%q) = true", notHello)
+		}
+	}
+}
+
+func TestSnapshotFrames(t *testing.T) {
+	i, term, err := parseSnapshotBegin(appendSnapshotBegin(nil, 77, 5))
+	if i != 77 || term != 5 || err != nil {
+		t.Fatalf("begin frame: %d %d %v", i, term, err)
+	}
+	pairs := [][2]string{{"a", "12345678"}, {"key-two", "87654321value"}, {string(make([]byte, 300)), "xxxxxxxx"}}
+	chunk := []byte{frameSnapshotChunk}
+	for _, p := range pairs {
+		before := len(chunk)
+		chunk = appendChunkRecord(chunk, []byte(p[0]), []byte(p[1]))
+		if len(chunk)-before != chunkRecordSize([]byte(p[0]), []byte(p[1])) {
+			t.Fatalf("chunkRecordSize disagrees with the encoding")
+		}
+	}
+	var got [][2]string
+	err = forEachChunkRecord(chunk[1:], func(k, v []byte) error {
+		got = append(got, [2]string{string(k), string(v)})
+		return nil
+	})
+	if err != nil || fmt.Sprint(got) != fmt.Sprint(pairs) {
+		t.Fatalf("decoded %v, %v", got, err)
+	}
+	if err := forEachChunkRecord(chunk[1:len(chunk)-1], func(k, v []byte) error { return nil }); err == nil {
+		t.Fatal("truncated chunk accepted")
+	}
+}
+
+func TestNotLeaderError(t *testing.T) {
+	var err error = fmt.Errorf("put: %w", &NotLeaderError{LeaderID: 2, LeaderAddr: "b:1"})
+	var nl *NotLeaderError
+	if !errors.Is(err, ErrNotLeader) || !errors.As(err, &nl) || nl.LeaderID != 2 || nl.LeaderAddr != "b:1" {
+		t.Fatalf("errors.Is/As failed on %v", err)
+	}
+	if !errors.Is(err, &NotLeaderError{}) {
+		t.Fatal("errors.Is with a *NotLeaderError target failed")
+	}
+	if errors.Is(ErrNotLeader, ErrStopped) || errors.Is(&NotLeaderError{}, ErrStopped) {
+		t.Fatal("NotLeaderError matches an unrelated sentinel")
+	}
+}
+
+// TestLeaseReportsLapseByItself checks the lease goroutine reports the
+// lapse with no further input, and a revocation at once, in order.
+func TestLeaseReportsLapseByItself(t *testing.T) {
+	m, _ := newMetrics(nil)
+	events := make(chan leaseEvent, 16)
+	l := newLease(func(term uint64, valid bool) { events <- leaseEvent{time.Now(), term, valid} }, m, 4)
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() { defer close(done); l.run(stop) }()
+	next := func() leaseEvent {
+		t.Helper()
+		select {
+		case ev := <-events:
+			return ev
+		case <-time.After(waitTimeout):
+			t.Fatal("no lease event")
+		}
+		return leaseEvent{}
+	}
+	want := func(term uint64, valid bool) {
+		t.Helper()
+		if ev := next(); ev.term != term || ev.valid != valid {
+			t.Fatalf("event %+v, want term %d valid %v", ev, term, valid)
+		}
+	}
+	want(4, false) // the initial state
+	l.extend(5, time.Now().Add(30*time.Millisecond))
+	want(5, true)
+	want(5, false) // lapsed by time, with nobody poking the lease
+	if l.valid() {
+		t.Fatal("lease valid after lapsing")
+	}
+	l.extend(5, time.Now().Add(time.Hour))
+	want(5, true)
+	l.revoke()
+	want(5, false)
+	l.extend(5, time.Now().Add(time.Hour))
+	want(5, true)
+	l.setTerm(6) // a new term revokes
+	want(6, false)
+	l.extend(6, time.Now().Add(time.Hour))
+	want(6, true)
+	close(stop)
+	<-done
+	want(6, false) // stopping reports the lease gone
+	select {
+	case ev := <-events:
+		t.Fatalf("unexpected event %+v", ev)
+	default:
+	}
+}
