@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/kvd-project/kvd/client"
 	"github.com/kvd-project/kvd/internal/kvdtest"
 	"github.com/kvd-project/kvd/transport"
@@ -192,4 +194,39 @@ func TestErrors(t *testing.T) {
 func get(c *client.Client, k string) error {
 	_, err := c.Get(context.Background(), []byte(k))
 	return err
+}
+
+func TestCollector(t *testing.T) {
+	nodes := kvdtest.StartCluster(t, 1, kvdtest.Options{})
+	kvdtest.WaitLeader(t, nodes, 10*time.Second)
+	c, _ := newCountingClient(t, kvdtest.Endpoints(nodes))
+	if err := c.Put(context.Background(), []byte("k"), []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		if _, err := c.Get(context.Background(), []byte("k")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(c.Collector())
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			got[mf.GetName()] += m.GetCounter().GetValue()
+		}
+	}
+	if got["kvd_client_gets_total"] != 3 {
+		t.Fatalf("kvd_client_gets_total = %v, want 3 (all: %v)", got["kvd_client_gets_total"], got)
+	}
+	if r := got["kvd_client_get_round_trips_total"]; r < 3 || r > 6 {
+		t.Fatalf("round trips for 3 GETs = %v, want 3..6", r)
+	}
+	if _, ok := got["kvd_client_get_retries_total"]; !ok {
+		t.Fatal("no kvd_client_get_retries_total series")
+	}
 }

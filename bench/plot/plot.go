@@ -110,6 +110,18 @@ func headroom(p *plot.Plot, rows int) {
 	p.Y.Max += (p.Y.Max - p.Y.Min) * frac / (1 - frac)
 }
 
+// plainTicks are gonum's default ticks with labels in plain digits
+// ("125000", not "125000.00").
+var plainTicks = plot.TickerFunc(func(lo, hi float64) []plot.Tick {
+	ts := plot.DefaultTicks{}.Ticks(lo, hi)
+	for i := range ts {
+		if ts[i].Label != "" {
+			ts[i].Label = strconv.FormatFloat(ts[i].Value, 'f', -1, 64)
+		}
+	}
+	return ts
+})
+
 // logTicks labels 1, 2 and 5 times each power of ten in plain digits.
 var logTicks = plot.TickerFunc(func(lo, hi float64) []plot.Tick {
 	var ts []plot.Tick
@@ -153,14 +165,30 @@ func runsWhere(rep *result.Report, keep func(*result.Run) bool) []*result.Run {
 	return out
 }
 
+// opName names a run's workload in legends: "GET linearizable", "PUT",
+// "95/5 readindex", with the key distribution when it is not uniform.
 func opName(r *result.Run) string {
+	var s string
 	switch r.ReadPct {
 	case 100:
-		return "GET " + r.Consistency
+		s = "GET " + r.Consistency
 	case 0:
-		return "PUT"
+		s = "PUT"
+	default:
+		s = r.Mix + " " + r.Consistency
 	}
-	return r.Mix + " " + r.Consistency
+	if r.Dist != "" && r.Dist != "uniform" {
+		s += " " + r.Dist
+	}
+	return s
+}
+
+// addPoint appends (x, y) to l unless l already has a point at x (a report
+// may hold the same point from two sweeps; the first wins).
+func addPoint(l *line, x, y float64) {
+	if !slices.ContainsFunc(l.xys, func(p plotter.XY) bool { return p.X == x }) {
+		l.xys = append(l.xys, plotter.XY{X: x, Y: y})
+	}
 }
 
 // nines maps a percentile onto the "number of nines" axis: 90 → 1,
@@ -239,7 +267,7 @@ func ThroughputVsClients(rep *result.Report) (*plot.Plot, error) {
 			byLine[label] = &line{label: label}
 			order = append(order, label)
 		}
-		byLine[label].xys = append(byLine[label].xys, plotter.XY{X: float64(r.Clients), Y: r.Throughput})
+		addPoint(byLine[label], float64(r.Clients), r.Throughput)
 	}
 	var lines []line
 	for _, l := range order {
@@ -251,6 +279,7 @@ func ThroughputVsClients(rep *result.Report) (*plot.Plot, error) {
 	p.Title.Text = fmt.Sprintf("Throughput vs clients (%d B values)", vs)
 	p.X.Label.Text = "clients (closed loop)"
 	p.Y.Label.Text = "ops/s"
+	p.Y.Tick.Marker = plainTicks
 	p.X.Scale, p.X.Tick.Marker = plot.LogScale{}, powersOfTwo
 	return p, draw(p, lines)
 }
@@ -281,11 +310,7 @@ func LatencyVsValueSize(rep *result.Report) (*plot.Plot, error) {
 			byLine[label] = l
 			order = append(order, label)
 		}
-		// Keep the first run at each size (a sweep may repeat a size).
-		xf := float64(max(x, 1))
-		if !slices.ContainsFunc(l.xys, func(p plotter.XY) bool { return p.X == xf }) {
-			l.xys = append(l.xys, plotter.XY{X: xf, Y: y})
-		}
+		addPoint(l, float64(max(x, 1)), y)
 	}
 	for _, s := range rep.Series() {
 		runs := runsWhere(rep, func(r *result.Run) bool {
