@@ -41,13 +41,15 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 # kvb runs one kvbench sweep against its own fresh cluster and keeps the
-# JSON for the report.
+# JSON for the report. A failed sweep still leaves what it measured; the
+# script carries on and fails at the end.
+failed=()
 kvb() {
 	local name=$1
 	shift
 	log "$name"
 	"$BIN/kvbench" run --start-cluster "$NODES" --bin "$BIN" --table-mem 256MiB --keys "$keys" \
-		--duration "$dur" --warmup "$warm" --json "$work/$name.json" -w none "$@"
+		--duration "$dur" --warmup "$warm" --json "$work/$name.json" -w none "$@" || failed+=("$name")
 }
 
 start=$(date +%s)
@@ -60,6 +62,7 @@ kvb zipf --dist zipf --mix 100/0,95/5 --consistency linearizable --clients 1,16 
 # Open loop at fixed rates: tail latency without coordinated omission.
 kvb open --mode open --rate "$rates" --clients 64 --mix 95/5 --consistency linearizable --baseline=false
 
+shopt -s nullglob
 inputs=("$work"/*.json)
 
 # rdma_vm runs bench/rdmavm-step.sh inside the Soft-RoCE VM and keeps the
@@ -96,6 +99,11 @@ elif [ "${BENCH_RDMA:-0}" = 1 ]; then
 	rdma_vm || log "RDMA part skipped"
 fi
 
+[ ${#inputs[@]} -gt 0 ] || { log "no results"; exit 1; }
 mkdir -p "$OUT"
 "$BIN/kvbench" report --out "$OUT" -w table "${inputs[@]}"
 log "done in $(($(date +%s) - start))s; see $OUT/results.md"
+if [ ${#failed[@]} -gt 0 ]; then
+	log "these sweeps failed (their partial results are included): ${failed[*]}"
+	exit 1
+fi

@@ -79,6 +79,10 @@ type Config struct {
 	Seed uint64
 	// PreloadWorkers is the concurrency of Preload. Default 32.
 	PreloadWorkers int
+	// Settle is a pause after a Preload that wrote keys, so the servers'
+	// background work (log flushes, snapshots) lands less in the next
+	// point's CPU time. Default 0.
+	Settle time.Duration
 	// Progress, if set, is called about every ProgressEvery during a run,
 	// from one goroutine.
 	Progress func(Progress)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/kvd-project/kvd/bench/workload"
 )
@@ -13,8 +14,9 @@ import (
 type loaded struct{ keys, keySize, valueSize int }
 
 // Preload writes every key of w's key space with a value of w's size, with
-// PreloadWorkers PUTs in flight, so GETs find their keys. It skips the
-// work if the previous Preload wrote the same key space and value size.
+// PreloadWorkers PUTs in flight, so GETs find their keys, then pauses for
+// Settle. It skips all that if the previous Preload wrote the same key
+// space and value size.
 func (r *Runner) Preload(ctx context.Context, w workload.Config) error {
 	if err := w.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
@@ -57,5 +59,6 @@ func (r *Runner) Preload(ctx context.Context, w workload.Config) error {
 		return err
 	}
 	r.preloaded = want
-	return nil
+	sleepUntil(ctx, time.Now().Add(r.cfg.Settle))
+	return ctx.Err()
 }

@@ -285,12 +285,21 @@ func (c *Client) Members(ctx context.Context) ([]Member, error) {
 	return ms, decodeJSON(resp.Value, &ms)
 }
 
-// AddMember adds node id at addr (as a learner that is promoted once caught
-// up).
+// AddMember adds node id at addr as a learner: it receives the log but does
+// not vote until PromoteMember.
 func (c *Client) AddMember(ctx context.Context, id uint64, addr string) error {
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
 	_, err := c.leaderCall(ctx, &wire.Request{Op: wire.OpMemberAdd, Key: strconv.AppendUint(nil, id, 10), Value: []byte(addr)})
+	return err
+}
+
+// PromoteMember makes learner id a voting member once it has caught up with
+// the leader's log (it waits for that, until ctx ends).
+func (c *Client) PromoteMember(ctx context.Context, id uint64) error {
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	_, err := c.leaderCall(ctx, &wire.Request{Op: wire.OpMemberPromote, Key: strconv.AppendUint(nil, id, 10)})
 	return err
 }
 

@@ -42,15 +42,15 @@
 // send time t (read on the leader's monotonic clock before the request).
 // raft answers it only after a quorum acknowledged a heartbeat broadcast
 // after t. Each acknowledging follower reset its election timer on that
-// heartbeat, at some time after t, and — because CheckQuorum is on — it
-// ignores every vote and pre-vote request until ElectionTicks of its own
-// ticks have passed since. The ticks are taken before the work that woke
-// the loop, so only ticks strictly after the heartbeat count: at least
-// (ElectionTicks-1) tick intervals of the follower's clock pass before it
-// votes again. Any new leader needs a quorum of votes, and every quorum
-// shares a node with the acknowledging one, so no other leader can exist
-// before t + (ElectionTicks-1)*TickInterval by the followers' clocks. The
-// leader holds the lease until
+// heartbeat, at some time after t, and (CheckQuorum being on) it ignores
+// every vote and pre-vote request until ElectionTicks of its own ticks have
+// passed since. The loop takes every tick that is due before it steps a
+// message, so only tick deadlines after the heartbeat count, and
+// ElectionTicks of them span more than (ElectionTicks-1) tick intervals of
+// the follower's clock. Any new leader needs a quorum of votes, and every
+// quorum shares a node with the acknowledging one, so no other leader can
+// exist before t + (ElectionTicks-1)*TickInterval by the followers' clocks.
+// The leader holds the lease until
 //
 //	t + ElectionTicks*TickInterval*(1-LeaseDrift) - TickInterval
 //

@@ -139,9 +139,6 @@ func (l *loop) run() {
 	timer := time.NewTimer(time.Until(l.nextTick))
 	defer timer.Stop()
 	for {
-		// Ticks are taken before the work that woke the loop, so a heartbeat
-		// is never followed by a tick that was due before it arrived (the
-		// lease argument counts ticks after the last heartbeat).
 		select {
 		case <-l.n.stopc:
 			return
@@ -149,7 +146,6 @@ func (l *loop) run() {
 			l.tick()
 			l.propose(p)
 		case in := <-l.n.recvc:
-			l.tick()
 			l.step(in)
 		case r := <-l.n.reportc:
 			l.tick()
@@ -208,7 +204,11 @@ func (l *loop) tick() {
 	l.reads.onTick(l, now)
 }
 
+// step hands a peer's message to raft. Due ticks are taken first, so no
+// tick that fell due before a heartbeat was stepped is counted after it:
+// the lease argument counts only ticks after the last heartbeat.
 func (l *loop) step(in inbound) {
+	l.tick()
 	if in.staged != nil {
 		l.staged = append(l.staged, in.staged)
 	}

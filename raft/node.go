@@ -37,6 +37,10 @@ type Node struct {
 	leasec chan struct{} // closed when the lease goroutine has exited
 	failed atomic.Pointer[error]
 
+	// useMu keeps Get and ForEach off the store while Close closes it.
+	useMu       sync.RWMutex
+	storeClosed bool
+
 	nextReq atomic.Uint64
 	confMu  sync.Mutex // one membership change at a time from this node
 
@@ -146,7 +150,10 @@ func (n *Node) Close() error {
 		n.wg.Wait()
 		<-n.leasec
 		n.metrics.unregister(n.cfg.Registerer)
+		n.useMu.Lock()
+		n.storeClosed = true
 		n.closeErr = n.store.Close()
+		n.useMu.Unlock()
 	})
 	return n.closeErr
 }
@@ -172,10 +179,10 @@ func (n *Node) Status() Status {
 // from Pebble. It is not linearizable by itself: call ReadIndex first for
 // that.
 func (n *Node) Get(key []byte) (value []byte, version uint64, ok bool, err error) {
-	select {
-	case <-n.donec:
+	n.useMu.RLock()
+	defer n.useMu.RUnlock()
+	if n.storeClosed {
 		return nil, 0, false, n.stoppedErr()
-	default:
 	}
 	return n.store.Get(key)
 }
@@ -189,13 +196,18 @@ func (n *Node) Get(key []byte) (value []byte, version uint64, ok bool, err error
 // is harmless, so "ForEach, then every later Apply" rebuilds a cache
 // exactly. It may be called from Applier.Restore.
 func (n *Node) ForEach(fn func(key, value []byte, version uint64) error) error {
+	n.useMu.RLock()
+	defer n.useMu.RUnlock()
+	if n.storeClosed {
+		return n.stoppedErr()
+	}
 	return n.store.ForEach(fn)
 }
 
 // Members returns the group's members as of the applied configuration, in
 // id order.
 func (n *Node) Members() []Member {
-	ms := n.store.Members()
+	ms := n.store.Members() // in memory: safe after Close too
 	out := make([]Member, 0, len(ms))
 	for _, m := range ms {
 		out = append(out, Member(m))

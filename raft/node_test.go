@@ -115,9 +115,19 @@ func TestFollowerRefersToLeader(t *testing.T) {
 				t.Errorf("node %d %s: NotLeaderError names %d at %q, want %d at %q", tn.id, name, nl.LeaderID, nl.LeaderAddr, lead.id, lead.addr)
 			}
 		}
-		// Reads work on followers: the barrier is forwarded to the leader.
-		if err := tn.node.ReadIndex(ctx); err != nil {
-			t.Errorf("node %d ReadIndex: %v", tn.id, err)
+	}
+	// A read barrier on a follower (forwarded to the leader) makes every
+	// acknowledged write visible to Get there.
+	for i := range 5 {
+		key, val := fmt.Sprintf("rk%d", i), fmt.Sprintf("rv%d", i)
+		ver := c.put(key, val)
+		for _, tn := range c.running() {
+			if err := tn.node.ReadIndex(ctx); err != nil {
+				t.Fatalf("node %d ReadIndex: %v", tn.id, err)
+			}
+			if v, got, ok, err := tn.node.Get([]byte(key)); !ok || err != nil || string(v) != val || got != ver {
+				t.Fatalf("node %d after ReadIndex: Get(%s) = %q, %d, %v, %v", tn.id, key, v, got, ok, err)
+			}
 		}
 	}
 }

@@ -196,3 +196,53 @@ func TestLeaseReportsLapseByItself(t *testing.T) {
 	default:
 	}
 }
+
+type applyCall struct {
+	version    uint64
+	key, value string
+	deleted    bool
+}
+
+type recordingApplier struct{ calls []applyCall }
+
+func (r *recordingApplier) Apply(version uint64, key, value []byte, deleted bool) {
+	r.calls = append(r.calls, applyCall{version, string(key), string(value), deleted})
+}
+func (r *recordingApplier) Restore() {}
+
+// TestDeliverAppliesCollapsesRepeats checks that the Applier sees one call
+// per key per batch (the key's final state), in log order.
+func TestDeliverAppliesCollapsesRepeats(t *testing.T) {
+	tests := []struct {
+		name string
+		ops  []appliedOp
+		want []applyCall
+	}{
+		{"single", []appliedOp{{version: 5, key: []byte("a"), value: []byte("1")}}, []applyCall{{5, "a", "1", false}}},
+		{"distinct keys keep log order",
+			[]appliedOp{{version: 5, key: []byte("b"), value: []byte("1")}, {version: 6, key: []byte("a"), value: []byte("2")}},
+			[]applyCall{{5, "b", "1", false}, {6, "a", "2", false}}},
+		{"overwrite and delete collapse",
+			[]appliedOp{
+				{version: 5, key: []byte("a"), value: []byte("1")},
+				{version: 6, key: []byte("b"), value: []byte("x")},
+				{version: 7, key: []byte("a"), value: []byte("2")},
+				{version: 8, key: []byte("b"), deleted: true},
+				{version: 9, key: []byte("c"), value: []byte("3")},
+				{version: 10, key: []byte("a"), value: []byte("4")},
+			},
+			[]applyCall{{8, "b", "", true}, {9, "c", "3", false}, {10, "a", "4", false}}},
+	}
+	for _, tt := range tests {
+		rec := &recordingApplier{}
+		l := &loop{cfg: Config{Applier: rec}}
+		l.scratch.applies = append(l.scratch.applies, tt.ops...)
+		l.deliverApplies()
+		if fmt.Sprint(rec.calls) != fmt.Sprint(tt.want) {
+			t.Errorf("%s: calls %v, want %v", tt.name, rec.calls, tt.want)
+		}
+		if len(l.scratch.applies) != 0 {
+			t.Errorf("%s: scratch not reset", tt.name)
+		}
+	}
+}

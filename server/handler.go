@@ -94,7 +94,7 @@ func (s *Server) handle(ctx context.Context, req *wire.Request) wire.Response {
 		return s.errResponse(err)
 	case wire.OpGet:
 		return s.get(ctx, req.Key, req.Flags)
-	case wire.OpMemberAdd, wire.OpMemberRemove:
+	case wire.OpMemberAdd, wire.OpMemberRemove, wire.OpMemberPromote:
 		return s.memberChange(ctx, req)
 	}
 	return badRequest("unsupported op " + req.Op.String())
@@ -102,7 +102,7 @@ func (s *Server) handle(ctx context.Context, req *wire.Request) wire.Response {
 
 func checkKey(req *wire.Request) (wire.Response, bool) {
 	switch {
-	case req.Op == wire.OpMemberAdd || req.Op == wire.OpMemberRemove:
+	case req.Op == wire.OpMemberAdd || req.Op == wire.OpMemberRemove || req.Op == wire.OpMemberPromote:
 		return wire.Response{}, false
 	case len(req.Key) == 0:
 		return wire.Response{Status: wire.StatusEmptyKey}, true
@@ -170,11 +170,14 @@ func (s *Server) memberChange(ctx context.Context, req *wire.Request) wire.Respo
 	if err != nil || id == 0 {
 		return badRequest("member id must be a positive integer, got " + strconv.Quote(string(req.Key)))
 	}
-	if req.Op == wire.OpMemberAdd {
+	switch req.Op {
+	case wire.OpMemberAdd:
 		if len(req.Value) == 0 {
 			return badRequest("member add needs an address")
 		}
 		return s.errResponse(s.node.AddMember(ctx, id, string(req.Value)))
+	case wire.OpMemberPromote:
+		return s.errResponse(s.node.PromoteMember(ctx, id))
 	}
 	return s.errResponse(s.node.RemoveMember(ctx, id))
 }

@@ -232,6 +232,20 @@ func (c *Cluster) PIDs() []int {
 	return out
 }
 
+// Exited describes every node that is no longer running, with the tail of
+// its output; "" if all are up.
+func (c *Cluster) Exited() string {
+	var b strings.Builder
+	for i, n := range c.nodes {
+		select {
+		case <-n.done:
+			fmt.Fprintf(&b, "node %d (pid %d) exited: %v; its last output:\n%s\n", i+1, n.cmd.Process.Pid, n.err, n.out)
+		default:
+		}
+	}
+	return b.String()
+}
+
 // Dir is where the nodes keep their data.
 func (c *Cluster) Dir() string { return c.dir }
 

@@ -57,3 +57,21 @@ func TestNodeExits(t *testing.T) {
 		t.Errorf("Start without a kvd binary = %v", err)
 	}
 }
+
+// TestExited: a node that dies after the cluster is up is reported with its
+// output.
+func TestExited(t *testing.T) {
+	bin := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bin, "kvd"), []byte("#!/bin/sh\necho bye\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	n, err := startNode(filepath.Join(bin, "kvd"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-n.done
+	c := &Cluster{nodes: []*node{n}}
+	if got := c.Exited(); !strings.Contains(got, "node 1") || !strings.Contains(got, "bye") {
+		t.Errorf("Exited = %q", got)
+	}
+}

@@ -129,14 +129,14 @@ func RunsTable(rep *result.Report) *table {
 		">GET p50 ×base", ">GET p99 ×base", ">PUT p50 ×base", ">errors", ">retries", ">rt/GET", ">srv CPU µs/op", ">net µs/op")
 	for i := range rep.Runs {
 		r := &rep.Runs[i]
-		cpu, net := "–", "–"
+		gross, net := "–", "–"
 		if r.ServerPIDs > 0 {
-			cpu, net = us(r.ServerCPUPerOp), us(r.ServerCPUNetPerOp)
+			gross, net = cpu(r.ServerCPUPerOp), cpu(r.ServerCPUNetPerOp)
 		}
 		t.add(r.Series, r.Mix, consistency(r), r.Dist, bytes(r.ValueSize), load(r), rate(r.Throughput),
 			us(r.Lat.P50), us(r.Lat.P99), us(r.Lat.P999), us(r.Lat.Max),
 			ratioCell(r, "get", false), ratioCell(r, "get", true), ratioCell(r, "put", false),
-			count(r.Errors), count(r.Retries), frac(r.RoundsPerGet()), cpu, net)
+			count(r.Errors), count(r.Retries), frac(r.RoundsPerGet()), gross, net)
 	}
 	return t
 }
@@ -173,9 +173,13 @@ type getGroup struct {
 	rate               float64
 }
 
+// getPathTable compares one-sided with RPC GETs at equal load. A merged
+// report may hold the same point from several sweeps; a one-sided run is
+// compared with the RPC run nearest to it in the report (the same sweep's).
 func getPathTable(rep *result.Report) *table {
-	t := newTable("series", ">value", ">clients", "GET path", ">ops/s", ">p50", ">p99", ">rt/GET", ">srv CPU µs/GET", ">net µs/GET", ">net CPU vs RPC")
-	groups := map[getGroup][]*result.Run{}
+	t := newTable("series", "dist", ">value", ">clients", "GET path", ">ops/s", ">p50", ">p99", ">rt/GET",
+		">srv CPU µs/GET", ">net µs/GET", ">net CPU vs RPC")
+	groups := map[getGroup][]int{}
 	var order []getGroup
 	for i := range rep.Runs {
 		r := &rep.Runs[i]
@@ -186,36 +190,57 @@ func getPathTable(rep *result.Report) *table {
 		if groups[g] == nil {
 			order = append(order, g)
 		}
-		groups[g] = append(groups[g], r)
+		groups[g] = append(groups[g], i)
 	}
 	for _, g := range order {
-		runs := groups[g]
-		var rpc *result.Run
-		for _, r := range runs {
-			if r.Consistency == "readindex" {
-				rpc = r
-			}
-		}
-		slices.SortStableFunc(runs, func(a, b *result.Run) int {
-			return cmp.Compare(pathRank(a.Consistency), pathRank(b.Consistency))
+		idx := groups[g]
+		slices.SortStableFunc(idx, func(a, b int) int {
+			return cmp.Compare(pathRank(rep.Runs[a].Consistency), pathRank(rep.Runs[b].Consistency))
 		})
-		for _, r := range runs {
+		for _, i := range idx {
+			r := &rep.Runs[i]
 			path := "one-sided (" + r.Consistency + ")"
+			gross, net, vs := "–", "–", "–"
 			if r.Consistency == "readindex" {
 				path = "RPC (readindex)"
 			}
-			cpu, net, vs := "–", "–", "–"
 			if r.ServerPIDs > 0 {
-				cpu, net = us(r.ServerCPUPerOp), us(r.ServerCPUNetPerOp)
-				if rpc != nil && rpc != r && rpc.ServerPIDs > 0 && rpc.ServerCPUNetPerOp > 0 {
+				gross, net = cpu(r.ServerCPUPerOp), cpu(r.ServerCPUNetPerOp)
+				if rpc := nearestRPC(rep, idx, i); rpc != nil && r.Consistency != "readindex" {
 					vs = fmt.Sprintf("%.0f%%", 100*r.ServerCPUNetPerOp/rpc.ServerCPUNetPerOp)
 				}
 			}
-			t.add(r.Series, bytes(r.ValueSize), load(r), path, rate(r.Throughput), us(r.GetLat.P50), us(r.GetLat.P99),
-				frac(r.RoundsPerGet()), cpu, net, vs)
+			t.add(r.Series, r.Dist, bytes(r.ValueSize), load(r), path, rate(r.Throughput), us(r.GetLat.P50), us(r.GetLat.P99),
+				frac(r.RoundsPerGet()), gross, net, vs)
 		}
 	}
 	return t
+}
+
+// nearestRPC returns the readindex run among idx that pairs with run i:
+// the first after it in the report (a sweep measures consistencies in
+// order), else the last before it; nil if none has a CPU figure.
+func nearestRPC(rep *result.Report, idx []int, i int) *result.Run {
+	after, before := -1, -1
+	for _, j := range idx {
+		r := &rep.Runs[j]
+		if r.Consistency != "readindex" || r.ServerPIDs == 0 || r.ServerCPUNetPerOp <= 0 {
+			continue
+		}
+		if j > i && (after < 0 || j < after) {
+			after = j
+		}
+		if j < i && j > before {
+			before = j
+		}
+	}
+	switch {
+	case after >= 0:
+		return &rep.Runs[after]
+	case before >= 0:
+		return &rep.Runs[before]
+	}
+	return nil
 }
 
 func pathRank(c string) int {

@@ -163,6 +163,9 @@ func TestMarkdown(t *testing.T) {
 	if got := cell(t, paths, "net CPU vs RPC", "one-sided (linearizable)"); got != "5%" {
 		t.Errorf("one-sided net CPU vs RPC = %q, want 5%% (2/38)", got)
 	}
+	if got := cell(t, paths, "net CPU vs RPC", "RPC (readindex)"); got != "–" {
+		t.Errorf("RPC compared with itself: %q", got)
+	}
 
 	bases := section(t, md, "Baselines")
 	if got := cell(t, bases, "source", "ib_send_lat"); !strings.Contains(got, "×2") {
@@ -199,5 +202,47 @@ func TestFormats(t *testing.T) {
 		if tc.got != tc.want {
 			t.Errorf("got %q, want %q", tc.got, tc.want)
 		}
+	}
+}
+
+// TestZeroCPU: a run that cost the servers no CPU above idle shows 0, not
+// "no data"; a run without server PIDs shows no data.
+func TestZeroCPU(t *testing.T) {
+	rep := sample()
+	rep.Runs[0].ServerCPUNetPerOp = 0
+	rep.Runs[1].ServerPIDs = 0
+	var b strings.Builder
+	if err := Markdown(&b, rep, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	runs := section(t, b.String(), "Throughput and latency")
+	if got := cell(t, runs, "net µs/op", "linearizable", "100/0"); got != "0" {
+		t.Errorf("zero net CPU shows %q", got)
+	}
+	if got := cell(t, runs, "srv CPU µs/op", "readindex"); got != "–" {
+		t.Errorf("unmeasured CPU shows %q", got)
+	}
+}
+
+// TestGetPathPairing: with the same point measured by two sweeps, each
+// one-sided run is compared with its own sweep's RPC run.
+func TestGetPathPairing(t *testing.T) {
+	rep := sample()
+	rep.Runs = []result.Run{
+		getRun("linearizable", 40000, 0, 5, 2), getRun("readindex", 0, 20000, 40, 40),
+		getRun("linearizable", 40000, 0, 5, 3), getRun("readindex", 0, 20000, 40, 10),
+	}
+	var b strings.Builder
+	if err := Markdown(&b, rep, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	paths := section(t, b.String(), "One-sided and RPC GETs")
+	var got []string
+	for _, row := range paths[2:] {
+		c := cells(row)
+		got = append(got, c[len(c)-1])
+	}
+	if strings.Join(got, " ") != "5% 30% – –" {
+		t.Errorf("net CPU vs RPC column %v, want [5%% 30%% – –]", got)
 	}
 }

@@ -72,6 +72,15 @@ func us(v float64) string {
 	return fmt.Sprintf("%.2f", v)
 }
 
+// cpu formats CPU microseconds per op, where zero is a real answer (no
+// CPU above idle), unlike a missing latency.
+func cpu(v float64) string {
+	if v <= 0 {
+		return "0"
+	}
+	return us(v)
+}
+
 // times formats a ratio as "3.2×", or "–" if there is none.
 func times(v float64) string {
 	if v <= 0 {

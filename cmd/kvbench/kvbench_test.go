@@ -152,8 +152,8 @@ func TestEndToEnd(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	err = runCmd(ctx, []string{"--start-cluster", "1", "--bin", bin, "--table-mem", "32MiB", "--mix", "get",
-		"--consistency", "linearizable,readindex", "--clients", "2", "--keys", "200", "--duration", "1s", "--warmup", "100ms",
-		"--idle", "200ms", "--baseline-iters", "500", "--out", out, "--plots", "", "-w", "none", "--quiet"})
+		"--consistency", "linearizable,readindex", "--clients", "2", "--keys", "200", "--duration", "1s", "--warmup", "0s", "--settle", "0s",
+		"--idle", "100ms", "--baseline-iters", "300", "--out", out, "--plots", "", "-w", "none", "--quiet"})
 	if err != nil {
 		t.Fatal(err)
 	}

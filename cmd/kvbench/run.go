@@ -26,14 +26,14 @@ type runOptions struct {
 	startCluster                             int
 	bin, host                                string
 	tableMem                                 cli.Size
-	conns                                    int
+	conns, clientCache                       int
 	// Sweep.
 	mixes, consistencies, clients, valueSizes, rates string
 	keys, keySize                                    int
 	dist                                             string
 	zipfS                                            float64
 	mode                                             string
-	duration, warmup, idle                           time.Duration
+	duration, warmup, idle, settle                   time.Duration
 	maxData                                          cli.Size
 	seed                                             uint64
 	// Baselines.
@@ -56,6 +56,7 @@ func runFlags(o *runOptions) *flag.FlagSet {
 	fs.StringVar(&o.series, "series", "", "label of this run's results in reports and plots (default: the transport)")
 	fs.StringVar(&o.serverPIDs, "server-pids", "", "server process ids whose CPU time is charged to the runs (found by itself with --start-cluster)")
 	fs.IntVar(&o.conns, "conns", 4, "client instances (each with its own connections) the workers share")
+	fs.IntVar(&o.clientCache, "client-cache", 0, "client location cache entries (0: the client's default; -1: off, so every one-sided GET takes 2 round trips)")
 
 	fs.StringVar(&o.mixes, "mix", "100/0,95/5,50/50,0/100", "GET/PUT mixes: 95/5, ycsb-a..c, get, put")
 	fs.StringVar(&o.consistencies, "consistency", "linearizable,readindex", "GET consistencies: linearizable and serializable are one-sided, readindex is an RPC")
@@ -70,6 +71,7 @@ func runFlags(o *runOptions) *flag.FlagSet {
 	fs.DurationVar(&o.duration, "duration", 2*time.Second, "measured time per point")
 	fs.DurationVar(&o.warmup, "warmup", 500*time.Millisecond, "unmeasured time before each point")
 	fs.DurationVar(&o.idle, "idle", time.Second, "measure the servers' idle CPU for this long first (0: skip)")
+	fs.DurationVar(&o.settle, "settle", 500*time.Millisecond, "pause after each preload so the servers' background work settles")
 	fs.Var(&o.maxData, "max-data", "cap on preloaded bytes (default: a quarter of --table-mem, or 16MiB)")
 	fs.Uint64Var(&o.seed, "seed", bench.DefaultSeed, "random seed for keys and operations")
 
@@ -159,6 +161,11 @@ func runCmd(ctx context.Context, args []string) error {
 	defer env.close()
 	rep := &result.Report{Schema: result.SchemaVersion, Meta: []result.Meta{newMeta(o.series, env.describe, os.Args[1:])}}
 	runErr := measure(ctx, o, env, sweep, rep)
+	if runErr != nil && env.cluster != nil {
+		if dead := env.cluster.Exited(); dead != "" {
+			runErr = fmt.Errorf("%w\n%s", runErr, dead)
+		}
+	}
 	if err := emit(o, rep); err != nil {
 		return err
 	}
@@ -186,7 +193,7 @@ func measure(ctx context.Context, o *runOptions, env *runEnv, sweep bench.Sweep,
 	pr := newPrinter(os.Stderr, o.quiet)
 	r, err := bench.New(bench.Config{
 		Stores: env.stores, Transport: o.transport, Series: o.series, ServerPIDs: env.pids, Seed: o.seed,
-		Progress: pr.progress,
+		Settle: o.settle, Progress: pr.progress,
 	})
 	if err != nil {
 		return err
@@ -289,7 +296,7 @@ func (env *runEnv) dial(o *runOptions, eps []string) error {
 	}
 	env.tr = tr
 	for range max(1, o.conns) {
-		c, err := client.New(client.Config{Endpoints: eps, Transport: tr})
+		c, err := client.New(client.Config{Endpoints: eps, Transport: tr, CacheEntries: o.clientCache})
 		if err != nil {
 			return err
 		}

@@ -34,7 +34,7 @@ func (c command) check(args []string) error {
 	return usageError{"usage: kvctl " + c.args}
 }
 
-const memberUsage = "member list | add ID ADDR | remove ID"
+const memberUsage = "member list | add ID ADDR | promote ID | remove ID"
 
 var commands = map[string]command{
 	"put":    {"put KEY VALUE", []int{2}, runPut},
@@ -168,7 +168,18 @@ func runMember(ctx context.Context, e *env, args []string) error {
 		if err := e.c.AddMember(ctx, id, args[2]); err != nil {
 			return err
 		}
-		fmt.Fprintf(e.out, "added member %d at %s; start it with --id %d --join\n", id, args[2], id)
+		fmt.Fprintf(e.out, "added member %d at %s as a learner; start it with --id %d --join, then run: kvctl member promote %d\n",
+			id, args[2], id, id)
+		return nil
+	case args[0] == "promote" && len(args) == 2:
+		id, err := parseID(args[1])
+		if err != nil {
+			return err
+		}
+		if err := e.c.PromoteMember(ctx, id); err != nil {
+			return err
+		}
+		fmt.Fprintf(e.out, "promoted member %d to voter\n", id)
 		return nil
 	case args[0] == "remove" && len(args) == 2:
 		id, err := parseID(args[1])

@@ -4,7 +4,7 @@
 //	kvctl [flags] get KEY
 //	kvctl [flags] del KEY
 //	kvctl [flags] status
-//	kvctl [flags] member list | add ID ADDR | remove ID
+//	kvctl [flags] member list | add ID ADDR | promote ID | remove ID
 //
 // Flags may come before or after the command. Each flag is mirrored by an
 // environment variable: KVCTL_ plus its name in upper case with dashes as
@@ -36,7 +36,8 @@ commands:
   del KEY                 delete KEY (exit 1 if it did not exist)
   status                  show every endpoint's id, leader, term and indexes
   member list             list the cluster's members
-  member add ID ADDR      add node ID at ADDR (start it with --join)
+  member add ID ADDR      add node ID at ADDR as a learner (then start it with --join)
+  member promote ID       make learner ID a voter once it has caught up
   member remove ID        remove node ID
 
 flags:

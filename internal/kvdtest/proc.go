@@ -79,6 +79,26 @@ func StartProcCluster(t testing.TB, bin string, n int, extra ...string) *ProcClu
 	return pc
 }
 
+// Join prepares (but does not start) node id as a new member that joins the
+// running cluster with --join; add it with "member add" first.
+func (pc *ProcCluster) Join(t testing.TB, id uint64) *Proc {
+	t.Helper()
+	addrs := FreeAddrs(t, 2)
+	var cluster []string
+	for _, p := range pc.Procs {
+		cluster = append(cluster, fmt.Sprintf("%d=%s", p.ID, p.Addr))
+	}
+	cluster = append(cluster, fmt.Sprintf("%d=%s", id, addrs[0]))
+	p := &Proc{ID: id, Addr: addrs[0], MetricsAddr: addrs[1], DataDir: t.TempDir(), bin: pc.Procs[0].bin}
+	p.args = []string{
+		"--id", fmt.Sprint(id), "--listen", p.Addr, "--initial-cluster", strings.Join(cluster, ","), "--join",
+		"--data-dir", p.DataDir, "--metrics-listen", p.MetricsAddr, "--enable-fault-injection", "--log-level", "warn",
+	}
+	pc.Procs = append(pc.Procs, p)
+	t.Cleanup(p.Kill)
+	return p
+}
+
 // Endpoints lists the cluster's client addresses.
 func (pc *ProcCluster) Endpoints() []string {
 	out := make([]string, len(pc.Procs))

@@ -20,15 +20,16 @@ type Op uint8
 
 // Operations. New ones are appended; numbers never change meaning.
 const (
-	OpHello        Op = 1 // learn the node's region descriptor and leader
-	OpGet          Op = 2 // two-sided GET (Flags: consistency)
-	OpPut          Op = 3
-	OpDelete       Op = 4
-	OpStatus       Op = 5 // node status as JSON
-	OpMemberList   Op = 6 // members as JSON
-	OpMemberAdd    Op = 7 // Key: decimal id, Value: address
-	OpMemberRemove Op = 8 // Key: decimal id
-	opMax             = OpMemberRemove
+	OpHello         Op = 1 // learn the node's region descriptor and leader
+	OpGet           Op = 2 // two-sided GET (Flags: consistency)
+	OpPut           Op = 3
+	OpDelete        Op = 4
+	OpStatus        Op = 5 // node status as JSON
+	OpMemberList    Op = 6 // members as JSON
+	OpMemberAdd     Op = 7 // Key: decimal id, Value: address
+	OpMemberRemove  Op = 8 // Key: decimal id
+	OpMemberPromote Op = 9 // Key: decimal id
+	opMax              = OpMemberPromote
 )
 
 func (o Op) String() string {
@@ -49,6 +50,8 @@ func (o Op) String() string {
 		return "member-add"
 	case OpMemberRemove:
 		return "member-remove"
+	case OpMemberPromote:
+		return "member-promote"
 	}
 	return fmt.Sprintf("op(%d)", uint8(o))
 }

@@ -4,10 +4,11 @@
 # steps.
 #
 # usage: mkinitramfs.sh -k KERNEL_DIR -o OUT.cpio.gz [-t TOKEN] [-b BIN]...
-#                       [-f SRC:DEST]... STEP...
+#                       [-f SRC:DEST]... [-e NAME=VALUE]... STEP...
 #   -k  directory from deps.sh (vmlinuz, kver, root/lib/modules)
 #   -b  extra executable, shipped in /kvd/bin (on PATH) with its libraries
 #   -f  extra file copied to DEST inside the guest
+#   -e  NAME=VALUE exported to every step
 #   -t  token the guest prints with its verdict (so test output cannot forge it)
 #   STEP  executable (ELF or script) run in order by the guest; a directory
 #         stands for its executables in name order
@@ -22,11 +23,11 @@ PROVIDER=/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so
 # glibc loads libgcc_s at run time (pthread_exit, cancellation).
 DLOPENED=(/usr/lib/x86_64-linux-gnu/libgcc_s.so.1)
 
-kdir= out= token=none bins=() files=() steps=()
-while getopts k:o:t:b:f: opt; do
+kdir= out= token=none bins=() files=() steps=() envs=()
+while getopts k:o:t:b:f:e: opt; do
 	case $opt in
 	k) kdir=$OPTARG ;; o) out=$OPTARG ;; t) token=$OPTARG ;;
-	b) bins+=("$OPTARG") ;; f) files+=("$OPTARG") ;;
+	b) bins+=("$OPTARG") ;; f) files+=("$OPTARG") ;; e) envs+=("$OPTARG") ;;
 	*) die "bad option" ;;
 	esac
 done
@@ -87,11 +88,16 @@ for f in "${files[@]}"; do
 done
 i=10
 for s in "${steps[@]}"; do
-	name=$i-$(basename "$s")
+	name=$(basename "$s")
+	case $name in [0-9]*) ;; *) name=$i-$name ;; esac # keep given order
 	if is_elf "$s"; then copy_with_libs "$s" "/kvd/steps/$name"; else cp "$s" "$root/kvd/steps/$name"; fi
 	i=$((i + 1))
 done
 echo "$token" >"$root/kvd/token"
+for e in "${envs[@]}"; do
+	case $e in [A-Za-z_]*=*) ;; *) die "bad -e $e (want NAME=VALUE)" ;; esac
+	printf 'export %s=%q\n' "${e%%=*}" "${e#*=}"
+done >"$root/kvd/env"
 cp "$RDMAVM_DIR/guest/init" "$root/init"
 chmod +x "$root/init" "$root"/kvd/steps/* "$root"/kvd/bin/* 2>/dev/null || true
 

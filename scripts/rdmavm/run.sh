@@ -5,7 +5,8 @@
 # timeout). The guest console streams to stdout.
 #
 # usage: run.sh [--timeout SECS] [--step-timeout SECS] [--mem MB] [--smp N]
-#               [--bin FILE]... [--file SRC:DEST]... STEP|DIR...
+#               [--bin FILE]... [--file SRC:DEST]... [--env NAME=VALUE]...
+#               STEP|DIR...
 # See mkinitramfs.sh for steps and binaries, guest/init for what steps see.
 # RDMAVM_LOG=FILE keeps a copy of the console log.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -19,6 +20,7 @@ while [ $# -gt 0 ]; do
 	--smp) smp=$2; shift 2 ;;
 	--bin) mkargs+=(-b "$2"); shift 2 ;;
 	--file) mkargs+=(-f "$2"); shift 2 ;;
+	--env) mkargs+=(-e "$2"); shift 2 ;;
 	--) shift; break ;;
 	-*) die "unknown option $1" ;;
 	*) break ;;

@@ -13,6 +13,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 # name|go arguments, built from $REPO with CGO enabled.
 BUILDS=(
 	"transport-rdma.test|test -c -tags rdma ./transport/rdma"
+	"transport-rdma-race.test|test -c -race -tags rdma ./transport/rdma"
 )
 
 start=$(date +%s)
@@ -32,7 +33,7 @@ log "built ${#BUILDS[@]} binaries in $(($(date +%s) - start))s"
 opts=() steps=()
 while [ $# -gt 0 ]; do
 	case $1 in
-	--timeout | --step-timeout | --mem | --smp | --bin | --file) opts+=("$1" "$2"); shift 2 ;;
+	--timeout | --step-timeout | --mem | --smp | --bin | --file | --env) opts+=("$1" "$2"); shift 2 ;;
 	*) steps+=("$1"); shift ;;
 	esac
 done

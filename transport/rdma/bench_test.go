@@ -5,7 +5,9 @@ package rdma
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/kvd-project/kvd/transport"
 )
@@ -29,13 +31,17 @@ func BenchmarkRead(b *testing.B) {
 					ops[i] = transport.ReadOp{Remote: r.Descriptor(), Offset: uint64(i * 4096), Dst: make([]byte, bc.size)}
 				}
 				ctx := context.Background()
+				lat := newLatencies(b)
 				b.SetBytes(int64(bc.ops * bc.size))
 				b.ReportAllocs()
 				for b.Loop() {
+					start := time.Now()
 					if err := c.Read(ctx, ops); err != nil {
 						b.Fatal(err)
 					}
+					lat.add(start)
 				}
+				lat.report(b)
 			})
 		}
 	}
@@ -63,9 +69,11 @@ func BenchmarkPingPong(b *testing.B) {
 					}
 				}()
 				msg, buf := make([]byte, size), make([]byte, 0, size)
+				lat := newLatencies(b)
 				b.SetBytes(int64(size))
 				b.ReportAllocs()
 				for b.Loop() {
+					start := time.Now()
 					if err := c.Send(ctx, msg); err != nil {
 						b.Fatal(err)
 					}
@@ -73,7 +81,9 @@ func BenchmarkPingPong(b *testing.B) {
 					if buf, err = c.Recv(ctx, buf); err != nil {
 						b.Fatal(err)
 					}
+					lat.add(start)
 				}
+				lat.report(b)
 			})
 		}
 	}
@@ -113,4 +123,29 @@ func BenchmarkStream(b *testing.B) {
 			}
 		})
 	}
+}
+
+// latencies records per-operation times in a preallocated slice (no
+// allocation in the measured loop) and reports percentiles in microseconds.
+type latencies struct{ d []time.Duration }
+
+func newLatencies(b *testing.B) *latencies {
+	return &latencies{d: make([]time.Duration, 0, max(b.N, 1<<16))}
+}
+
+func (l *latencies) add(start time.Time) {
+	if len(l.d) < cap(l.d) {
+		l.d = append(l.d, time.Since(start))
+	}
+}
+
+func (l *latencies) report(b *testing.B) {
+	if len(l.d) == 0 {
+		return
+	}
+	slices.Sort(l.d)
+	us := func(q float64) float64 { return float64(l.d[int(q*float64(len(l.d)-1))]) / 1e3 }
+	b.ReportMetric(us(0.5), "p50-us")
+	b.ReportMetric(us(0.99), "p99-us")
+	b.ReportMetric(us(1), "max-us")
 }

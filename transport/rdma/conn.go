@@ -4,7 +4,6 @@ package rdma
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -242,7 +241,6 @@ func (c *conn) connect(peer hello) {
 	c.fragSize = min(c.cfg.BufSize, peer.bufSize) - headerSize
 	c.maxMsg = min(c.cfg.MaxMessage, peer.maxMessage)
 	c.remote = c.cm.peerAddr()
-	c.connected.Store(true)
 }
 
 func (c *conn) recvBuf(i int) []byte {
@@ -461,5 +459,3 @@ func (c *conn) MaxMessage() int    { return c.maxMsg }
 func (c *conn) RemoteAddr() string { return c.remote }
 
 var _ transport.Conn = (*conn)(nil)
-
-var errNotConnected = errors.New("rdma: not connected")

@@ -227,7 +227,6 @@ func (l *listener) request(ev cmEvent) {
 		return
 	}
 	c.connect(peer)
-	c.connected.Store(false) // until ESTABLISHED
 	c.watchDone = make(chan struct{})
 	go c.watch(l.established)
 	resp := min(l.t.attr.maxRdAtom, ev.initDepth)

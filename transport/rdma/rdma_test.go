@@ -529,3 +529,45 @@ func TestConformance(t *testing.T) {
 		})
 	}
 }
+
+// A Send that gives up before its first fragment leaves no trace: the
+// message credit it took is returned and nothing reaches the peer.
+func TestSendCanceledBeforeFirstFragment(t *testing.T) {
+	cfg := Config{Credits: 3, RecvBuffers: 2}
+	c, s, _, _ := pair(t, cfg)
+	ctx := ctxT(t)
+	for i := range 2 { // each held in one of the peer's two buffers
+		if err := c.Send(ctx, []byte{byte(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	if err := c.Send(short, []byte{9}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Send with no receive buffer = %v, want DeadlineExceeded", err)
+	}
+	for i := range 2 {
+		if got, err := s.Recv(ctx, nil); err != nil || got[0] != byte(i) {
+			t.Fatalf("Recv %d = %v, %v", i, got, err)
+		}
+	}
+	cc := c.(*conn)
+	for {
+		cc.mu.Lock()
+		msg, buf := cc.msgCredits, cc.bufCredits
+		cc.mu.Unlock()
+		if msg == cfg.Credits && buf == cfg.RecvBuffers {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("credits stuck at msg %d buf %d, want %d and %d", msg, buf, cfg.Credits, cfg.RecvBuffers)
+		case <-time.After(time.Millisecond):
+		}
+	}
+	quiet, cancel2 := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel2()
+	if got, err := s.Recv(quiet, nil); err == nil {
+		t.Fatalf("the canceled message arrived: %v", got)
+	}
+}

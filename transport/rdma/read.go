@@ -47,8 +47,14 @@ func (c *conn) Read(ctx context.Context, ops []transport.ReadOp) error {
 			return fmt.Errorf("rdma: read [%d, +%d) of %v: %w", op.Offset, n, op.Remote, transport.ErrOutOfRange)
 		}
 	}
+	// An ended context or a closed connection fails the Read before
+	// anything is posted (select below would pick among ready cases at
+	// random).
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	select {
-	case <-c.closed: // fail before anything else when closed
+	case <-c.closed:
 		return c.closedErr()
 	default:
 	}
@@ -80,6 +86,10 @@ func (c *conn) Read(ctx context.Context, ops []transport.ReadOp) error {
 		}
 		if n == 0 {
 			break
+		}
+		if err := ctx.Err(); err != nil {
+			c.releaseSlot(idx)
+			return err
 		}
 		if err := c.readRound(ctx, idx, rds[:n]); err != nil {
 			return err // the slot is released or left to the poller

@@ -13,13 +13,17 @@ import (
 const maxChain = 16
 
 // Send copies msg into registered send buffers, as many fragments as the
-// peer's receive buffers allow, and posts them. Once the first fragment is
-// posted the message is committed: ctx is no longer consulted, so the peer
-// never sees a torn message. Progress then depends only on the peer's
-// poller reposting buffers, not on its application.
+// peer's receive buffers allow, and posts them. A message cannot be taken
+// back once its first fragment is posted, so if ctx ends after that the
+// connection is closed (the peer never sees a torn message); before that,
+// Send just returns ctx's error. Progress within a message depends only on
+// the peer's poller reposting buffers, not on its application.
 func (c *conn) Send(ctx context.Context, msg []byte) error {
 	if len(msg) > c.maxMsg {
 		return fmt.Errorf("rdma: send of %d bytes (max %d): %w", len(msg), c.maxMsg, transport.ErrMessageTooLarge)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
 	}
 	select {
 	case <-c.closed:
@@ -37,7 +41,7 @@ func (c *conn) Send(ctx context.Context, msg []byte) error {
 	if err := c.takeMsgCredit(ctx); err != nil {
 		return err
 	}
-	return c.sendFragments(msg)
+	return c.sendFragments(ctx, msg)
 }
 
 func (c *conn) takeMsgCredit(ctx context.Context) error {
@@ -63,14 +67,25 @@ func (c *conn) takeMsgCredit(ctx context.Context) error {
 	}
 }
 
-func (c *conn) sendFragments(msg []byte) error {
+func (c *conn) sendFragments(ctx context.Context, msg []byte) error {
 	var sds [maxChain]sendWR
 	var bufs [maxChain]uint16
 	off, first := 0, true
 	for first || off < len(msg) {
 		frags := max(1, (len(msg)-off+c.fragSize-1)/c.fragSize)
-		n, h, err := c.takeSendBuffers(min(frags, maxChain), bufs[:])
+		n, h, err := c.takeSendBuffers(ctx, min(frags, maxChain), bufs[:])
 		if err != nil {
+			if ctx.Err() == nil {
+				return err
+			}
+			if first { // nothing sent: the message credit is still ours
+				c.mu.Lock()
+				c.msgCredits++
+				c.mu.Unlock()
+				notify(c.wake)
+				return err
+			}
+			c.fail(fmt.Errorf("rdma: send canceled mid-message: %w", transport.ErrClosed))
 			return err
 		}
 		c.memMu.RLock()
@@ -108,13 +123,15 @@ func (c *conn) sendFragments(msg []byte) error {
 // takeSendBuffers waits for at least one peer receive buffer and one free
 // send buffer, takes up to want of each, and returns a data header carrying
 // every credit owed to the peer.
-func (c *conn) takeSendBuffers(want int, bufs []uint16) (int, header, error) {
+func (c *conn) takeSendBuffers(ctx context.Context, want int, bufs []uint16) (int, header, error) {
 	c.mu.Lock()
 	for c.err == nil && (c.bufCredits == 0 || len(c.sendFree) == 0) {
 		c.mu.Unlock()
 		select {
 		case <-c.wake:
 		case <-c.closed:
+		case <-ctx.Done():
+			return 0, header{}, ctx.Err()
 		}
 		c.mu.Lock()
 	}

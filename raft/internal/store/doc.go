@@ -23,8 +23,9 @@
 // generations left by a crash mid-transfer are deleted at Open.
 //
 // Concurrency: the raft.Storage methods, Update and CreateSnapshot belong to
-// one goroutine (the raft loop). Get, NewStaged, Staged and Checkpoint may be
-// used from any goroutine. ForEach may run concurrently with the loop but the
-// caller must keep the loop from applying meanwhile if it needs a cut that is
-// consistent with later Apply callbacks (the raft package does).
+// one goroutine (the raft loop). Get, ForEach (a point-in-time view),
+// Applied, Members, NewStaged and Checkpoint may be called from any
+// goroutine, and a Checkpoint may be shared; a Staged is used by one
+// goroutine at a time. Nothing may be used after Close, and Close must wait
+// for Staged transfers and Checkpoint holders to finish.
 package store

@@ -173,7 +173,8 @@ func (s *Store) cacheFirst() uint64 {
 
 // cacheAppend makes ents (already durable) the newest log entries: it moves
 // last and keeps the cache, which always ends at last, in step, dropping any
-// cached suffix the entries replace and trimming the cache to its size.
+// cached suffix the entries replace. The cache holds the newest cacheSize to
+// 2*cacheSize entries.
 func (s *Store) cacheAppend(ents []*pb.Entry) {
 	first := ents[0].GetIndex()
 	switch cf := s.cacheFirst(); {
@@ -185,9 +186,10 @@ func (s *Store) cacheAppend(ents []*pb.Entry) {
 		s.cache = append(s.cache[:first-cf], ents...)
 	}
 	s.last = ents[len(ents)-1].GetIndex()
-	if over := len(s.cache) - s.cacheSize; over > 0 {
-		// Copy so the dropped prefix can be collected.
-		s.cache = append([]*pb.Entry(nil), s.cache[over:]...)
+	if len(s.cache) > 2*s.cacheSize {
+		// Trim back to cacheSize only once it doubled, so the copy (which
+		// lets the dropped prefix be collected) costs O(1) per entry.
+		s.cache = append(make([]*pb.Entry, 0, 2*s.cacheSize), s.cache[len(s.cache)-s.cacheSize:]...)
 	}
 }
 

@@ -17,9 +17,10 @@ const DefaultEntryCacheSize = 4096
 
 // Options configures Open. The zero value is usable.
 type Options struct {
-	// EntryCacheSize is how many of the newest log entries stay in memory so
-	// that replicating to followers rarely reads Pebble. 0 means
-	// DefaultEntryCacheSize; negative disables the cache.
+	// EntryCacheSize is how many of the newest log entries (at least; up to
+	// twice as many) stay in memory so that replicating to followers rarely
+	// reads Pebble. 0 means DefaultEntryCacheSize; negative disables the
+	// cache.
 	EntryCacheSize int
 	// Logger receives Pebble's messages (informational ones at Debug). nil
 	// discards them.

@@ -406,6 +406,17 @@ func TestSnapshotTransfer(t *testing.T) {
 	if err := st.Discard(); err != nil { // no-op once installed
 		t.Fatal(err)
 	}
+	// The installed snapshot can be sent on at once.
+	if cp := dst.Checkpoint(); cp == nil || cp.Index() != 20 || cp.Term() != 3 {
+		t.Fatalf("checkpoint after install = %+v", cp)
+	} else {
+		n := 0
+		_ = cp.ForEach(func(k, raw []byte) error { n++; return nil })
+		cp.Release()
+		if n != 50 {
+			t.Fatalf("checkpoint after install holds %d keys, want 50", n)
+		}
+	}
 	dst.Close()
 	dst = openT(t, dir, 0)
 	defer dst.Close()

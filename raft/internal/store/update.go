@@ -208,6 +208,9 @@ func (u *Update) Commit(sync bool) error {
 	if u.s.closed.Load() {
 		return ErrClosed
 	}
+	if u.b.Empty() {
+		return nil // a Ready with nothing durable (only messages, say)
+	}
 	opts := pebble.NoSync
 	if sync {
 		opts = pebble.Sync
@@ -217,14 +220,30 @@ func (u *Update) Commit(sync bool) error {
 		// Readers must not see the old generation deleted before they see
 		// the new one named current.
 		s.genMu.Lock()
-		defer s.genMu.Unlock()
 	}
-	if err := u.b.Commit(opts); err != nil {
+	err := u.b.Commit(opts)
+	if u.reset {
+		if err == nil {
+			s.gen = u.gen
+		}
+		s.genMu.Unlock()
+	}
+	if err != nil {
 		return fmt.Errorf("store: commit: %w", err)
 	}
-	if u.reset {
-		s.gen = u.gen
+	u.publish()
+	if u.reset && u.applied == u.trunc.index {
+		// The installed snapshot becomes the one to send on, should this
+		// node lead before it takes its own. (raft never applies entries in
+		// the Ready that installs a snapshot; the check is belt and braces.)
+		s.setCheckpoint(u.trunc.index, u.trunc.term)
 	}
+	return nil
+}
+
+// publish makes the committed Update's effects visible in memory.
+func (u *Update) publish() {
+	s := u.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if u.reset {
@@ -244,7 +263,6 @@ func (u *Update) Commit(sync bool) error {
 	if u.memDirty {
 		s.members = u.members
 	}
-	return nil
 }
 
 // Close abandons the Update if it was not committed.
