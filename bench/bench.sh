@@ -57,6 +57,8 @@ start=$(date +%s)
 kvb clients --mix 100/0,95/5,50/50,0/100 --consistency linearizable,readindex --clients "$clients"
 # Latency against value size, one client: GETs both ways, and PUTs.
 kvb values --mix get,put --consistency linearizable,readindex --clients 1 --value-size "$sizes"
+# Without the client's location cache every one-sided GET takes 2 round trips.
+kvb nocache --series tcp-nocache --client-cache -1 --mix get --consistency linearizable --clients 1,16 --baseline=false
 # Skewed keys.
 kvb zipf --dist zipf --mix 100/0,95/5 --consistency linearizable --clients 1,16 --baseline=false
 # Open loop at fixed rates: tail latency without coordinated omission.

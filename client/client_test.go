@@ -230,3 +230,52 @@ func TestCollector(t *testing.T) {
 		t.Fatal("no kvd_client_get_retries_total series")
 	}
 }
+
+// TestConsistencyLevels: linearizable and serializable GETs are one-sided
+// (no message sent), readindex is an RPC (no READ); a client that knows only
+// a follower finds the leader for linearizable reads.
+func TestConsistencyLevels(t *testing.T) {
+	nodes := kvdtest.StartCluster(t, 3, kvdtest.Options{})
+	leader := kvdtest.WaitLeader(t, nodes, 10*time.Second)
+	var follower *kvdtest.Node
+	for _, n := range nodes {
+		if n != leader {
+			follower = n
+		}
+	}
+	w, _ := newCountingClient(t, kvdtest.Endpoints(nodes))
+	if err := w.Put(context.Background(), []byte("k"), []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	c, ct := newCountingClient(t, []string{follower.Addr})
+	for _, tc := range []struct {
+		level    client.Consistency
+		oneSided bool
+	}{
+		{client.Linearizable, true},
+		{client.Serializable, true},
+		{client.ReadIndex, false},
+	} {
+		// Warm up (connections, leader discovery), then count one GET.
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			_, err := c.Get(context.Background(), []byte("k"), client.WithConsistency(tc.level))
+			if err == nil || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		r0, s0 := ct.reads.Load(), ct.sends.Load()
+		v, err := c.Get(context.Background(), []byte("k"), client.WithConsistency(tc.level))
+		if err != nil || string(v) != "v" {
+			t.Fatalf("%v: got %q, %v", tc.level, v, err)
+		}
+		reads, sends := ct.reads.Load()-r0, ct.sends.Load()-s0
+		if tc.oneSided && (sends != 0 || reads == 0) {
+			t.Errorf("%v: %d sends, %d reads; want a one-sided read", tc.level, sends, reads)
+		}
+		if !tc.oneSided && (sends == 0 || reads != 0) {
+			t.Errorf("%v: %d sends, %d reads; want an RPC", tc.level, sends, reads)
+		}
+	}
+}
