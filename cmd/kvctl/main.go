@@ -66,7 +66,7 @@ func main() {
 
 type options struct {
 	endpoints   string
-	transport   string
+	transport   cli.TransportFlags
 	consistency string
 	write       string
 	timeout     time.Duration
@@ -79,7 +79,7 @@ func parse(args []string, stderr io.Writer) (*options, []string, error) {
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
 	fs.StringVar(&o.endpoints, "endpoints", "127.0.0.1:7301", "comma-separated kvd addresses")
-	fs.StringVar(&o.transport, "transport", "tcp", "transport: tcp or rdma")
+	o.transport.Register(fs)
 	fs.StringVar(&o.consistency, "consistency", "linearizable", "get consistency: linearizable, serializable or readindex")
 	fs.StringVar(&o.write, "w", "simple", "output format: simple, json or table")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "give up on a command after this long")
@@ -132,7 +132,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err := cmd.check(pos[1:]); err != nil {
 		return err
 	}
-	tr, err := cli.Transport(o.transport, "")
+	tr, err := o.transport.Transport("")
 	if err != nil {
 		return usageError{"--transport: " + err.Error()}
 	}

@@ -35,7 +35,7 @@ func main() {
 
 type options struct {
 	cfg           server.Config
-	transport     string
+	transport     cli.TransportFlags
 	tableMem      cli.Size
 	cluster       string
 	metricsListen string
@@ -50,7 +50,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.Uint64Var(&o.cfg.ID, "id", 1, "this node's id (> 0), as named in --initial-cluster")
 	fs.StringVar(&o.cfg.Listen, "listen", "127.0.0.1:7301", "address for clients and peers (host:port)")
 	fs.StringVar(&o.cfg.DataDir, "data-dir", "", "directory for the node's durable state (required)")
-	fs.StringVar(&o.transport, "transport", "tcp", "transport: tcp or rdma (rdma needs a build with -tags rdma)")
+	o.transport.Register(fs)
 	fs.Var(&o.tableMem, "table-mem", "size of the registered table region (e.g. 64MiB, 1GiB)")
 	fs.DurationVar(&o.cfg.ReuseGrace, "reuse-grace", server.DefaultReuseGrace, "how long superseded records stay untouched before their memory is reused")
 	fs.StringVar(&o.cluster, "initial-cluster", "", "every member as ID=HOST:PORT,... (empty: a single-node cluster)")
@@ -112,7 +112,7 @@ func run(args []string) error {
 	if err := os.MkdirAll(o.cfg.DataDir, 0o755); err != nil {
 		return err
 	}
-	tr, err := cli.Transport(o.transport, o.cfg.Listen)
+	tr, err := o.transport.Transport(o.cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("--transport: %w", err)
 	}

@@ -112,10 +112,25 @@ func FormatCluster(m map[uint64]string) string {
 	return strings.Join(parts, ",")
 }
 
-// Transport makes the transport named on the command line. node names this
-// endpoint to its peers (a server passes its listen address; clients "").
-func Transport(name, node string) (transport.Transport, error) {
-	switch name {
+// TransportFlags are the command-line settings of a transport, shared by
+// kvd, kvctl and kvbench.
+type TransportFlags struct {
+	Name       string // tcp or rdma
+	RDMADevice string // e.g. rxe0, mlx5_0; empty: the first device
+	RDMAPoll   string // events or busy
+}
+
+// Register adds --transport, --rdma-device and --rdma-poll to fs.
+func (f *TransportFlags) Register(fs *flag.FlagSet) {
+	fs.StringVar(&f.Name, "transport", "tcp", "transport: tcp or rdma (rdma needs a build with -tags rdma)")
+	fs.StringVar(&f.RDMADevice, "rdma-device", "", "RDMA device to use, e.g. mlx5_0 or rxe0 (default: the first one); addresses must be on it")
+	fs.StringVar(&f.RDMAPoll, "rdma-poll", "events", "RDMA completion polling: events (completion channel, no idle CPU) or busy (lowest latency, one core spins)")
+}
+
+// Transport makes the transport the flags name. node names this endpoint to
+// its peers (a server passes its listen address; clients "").
+func (f *TransportFlags) Transport(node string) (transport.Transport, error) {
+	switch f.Name {
 	case "tcp":
 		t, err := tcp.New(tcp.Config{Node: node})
 		if err != nil {
@@ -123,11 +138,26 @@ func Transport(name, node string) (transport.Transport, error) {
 		}
 		return t, nil
 	case "rdma":
-		t, err := rdma.New(rdma.Config{})
+		cfg := rdma.Config{Device: f.RDMADevice}
+		switch f.RDMAPoll {
+		case "events", "":
+			cfg.Poll = rdma.PollEvents
+		case "busy":
+			cfg.Poll = rdma.PollBusy
+		default:
+			return nil, fmt.Errorf("--rdma-poll %q: want events or busy", f.RDMAPoll)
+		}
+		t, err := rdma.New(cfg)
 		if err != nil {
 			return nil, err
 		}
 		return t, nil
 	}
-	return nil, fmt.Errorf("unknown transport %q (want tcp or rdma)", name)
+	return nil, fmt.Errorf("unknown transport %q (want tcp or rdma)", f.Name)
+}
+
+// Transport makes the named transport with default settings.
+func Transport(name, node string) (transport.Transport, error) {
+	f := TransportFlags{Name: name}
+	return f.Transport(node)
 }

@@ -49,23 +49,59 @@ type ProcCluster struct {
 	Procs []*Proc
 }
 
-// StartProcCluster starts n kvd processes from bin with fault injection
-// enabled, and kills them at the end of the test.
+// ProcOptions shape a process cluster.
+type ProcOptions struct {
+	// Transport is passed as --transport (default tcp).
+	Transport string
+	// Host is the address nodes listen on. Default 127.0.0.1, with ports
+	// probed free; any other host (an RDMA device's address) gets ports from
+	// BasePort up.
+	Host string
+	// BasePort numbers the ports on a non-default Host. Default 7471.
+	BasePort int
+	// Extra flags for every node.
+	Extra []string
+}
+
+// StartProcCluster starts n kvd processes from bin over TCP with fault
+// injection enabled, and kills them at the end of the test.
 func StartProcCluster(t testing.TB, bin string, n int, extra ...string) *ProcCluster {
 	t.Helper()
-	addrs := FreeAddrs(t, 2*n)
+	return StartProcClusterOpts(t, bin, n, ProcOptions{Extra: extra})
+}
+
+// StartProcClusterOpts is StartProcCluster with options.
+func StartProcClusterOpts(t testing.TB, bin string, n int, o ProcOptions) *ProcCluster {
+	t.Helper()
+	if o.Transport == "" {
+		o.Transport = "tcp"
+	}
+	addrs := FreeAddrs(t, 2*n) // the metrics listeners are always TCP on loopback
+	listen := addrs[:n]
+	if o.Host != "" && o.Host != "127.0.0.1" {
+		if o.BasePort == 0 {
+			o.BasePort = 7471
+		}
+		listen = make([]string, n)
+		for i := range listen {
+			listen[i] = fmt.Sprintf("%s:%d", o.Host, o.BasePort+i)
+		}
+	}
 	var cluster []string
 	for i := 0; i < n; i++ {
-		cluster = append(cluster, fmt.Sprintf("%d=%s", i+1, addrs[i]))
+		cluster = append(cluster, fmt.Sprintf("%d=%s", i+1, listen[i]))
 	}
 	pc := &ProcCluster{}
 	for i := 0; i < n; i++ {
-		p := &Proc{ID: uint64(i + 1), Addr: addrs[i], MetricsAddr: addrs[n+i], DataDir: t.TempDir(), bin: bin}
+		p := &Proc{ID: uint64(i + 1), Addr: listen[i], MetricsAddr: addrs[n+i], DataDir: t.TempDir(), bin: bin}
 		p.args = append([]string{
 			"--id", fmt.Sprint(i + 1), "--listen", p.Addr, "--initial-cluster", strings.Join(cluster, ","),
-			"--data-dir", p.DataDir, "--metrics-listen", p.MetricsAddr, "--enable-fault-injection",
+			"--data-dir", p.DataDir, "--metrics-listen", p.MetricsAddr, "--transport", o.Transport,
 			"--log-level", "warn",
-		}, extra...)
+		}, o.Extra...)
+		if o.Transport == "tcp" {
+			p.args = append(p.args, "--enable-fault-injection")
+		}
 		pc.Procs = append(pc.Procs, p)
 		if err := p.Start(); err != nil {
 			t.Fatal(err)
@@ -193,8 +229,13 @@ func (l *lockedWriter) Write(b []byte) (int, error) {
 }
 
 // TempBin builds the binaries once into a temporary directory for a test
-// binary's TestMain, and returns it with a cleanup function.
+// binary's TestMain, and returns it with a cleanup function. If
+// KVD_TEST_BIN names a directory, its prebuilt kvd and kvctl are used
+// instead (inside the RDMA VM, which has no Go toolchain).
 func TempBin(tags ...string) (string, func(), error) {
+	if dir := os.Getenv("KVD_TEST_BIN"); dir != "" {
+		return dir, func() {}, nil
+	}
 	dir, err := os.MkdirTemp("", "kvd-bin-")
 	if err != nil {
 		return "", nil, err

@@ -515,8 +515,8 @@ func TestConformance(t *testing.T) {
 		cfg  Config
 	}{
 		{"defaults", Config{}},
-		{"small buffers busy poll", Config{Poll: PollBusy, BufSize: 1024, Credits: 8, RecvBuffers: 10,
-			SendBuffers: 4, ReadSlots: 2, ReadSlotSize: 8192}},
+		{"small buffers busy poll", Config{Poll: PollBusy, BufSize: 2048, Credits: 8, RecvBuffers: 10,
+			SendBuffers: 8, ReadSlots: 2, ReadSlotSize: 8192}},
 	}
 	for _, tc := range configs {
 		t.Run(tc.name, func(t *testing.T) {
