@@ -32,5 +32,13 @@ test-rdma:
 
 test: test-go test-rdma
 
+# The full RDMA-vs-TCP comparison (TCP on the host, both transports in the
+# Soft-RoCE VM), written to bench/results/. bench-quick is a reduced run.
+bench: build
+	BENCH_RDMA=1 bench/bench.sh
+
+bench-quick: build
+	QUICK=1 BENCH_RDMA=1 bench/bench.sh
+
 clean:
 	rm -rf $(BIN) $(RUN_DIR)

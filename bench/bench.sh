@@ -4,7 +4,8 @@
 # results.md (tables), results.csv, baselines.csv, results.json and plots.
 #
 # usage: bench/bench.sh          (make bench: the full sweep, ~10 min)
-#        QUICK=1 bench/bench.sh  (make bench-quick: a small sweep, ~3 min)
+#        QUICK=1 bench/bench.sh  (make bench-quick: a small sweep, ~2.5 min;
+#                                 ~5.5 min with BENCH_RDMA=1)
 #
 # Environment:
 #   QUICK=1          small sweep, short points
@@ -15,7 +16,8 @@
 #                    (scripts/rdmavm; needs root, qemu, and time: TCG is slow)
 #   BENCH_RDMA_CONSOLE=FILE  merge an RDMA VM console log captured earlier
 #                    instead of booting the VM
-#   KVBENCH_*        any kvbench flag, e.g. KVBENCH_DURATION=5s
+#   KVBENCH_*        any kvbench flag this script does not pass itself,
+#                    e.g. KVBENCH_CONNS=8 (flags given here win over env)
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
