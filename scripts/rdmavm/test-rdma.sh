@@ -14,6 +14,9 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 BUILDS=(
 	"transport-rdma.test|test -c -tags rdma ./transport/rdma"
 	"transport-rdma-race.test|test -c -race -tags rdma ./transport/rdma"
+	"kvd|build -tags rdma ./cmd/kvd"
+	"kvctl|build -tags rdma ./cmd/kvctl"
+	"chaos-rdma.test|test -c -tags rdma ./internal/chaos"
 )
 
 start=$(date +%s)
@@ -24,8 +27,8 @@ trap 'rm -rf "$out"' EXIT
 bins=()
 for b in "${BUILDS[@]}"; do
 	name=${b%%|*}
-	# shellcheck disable=SC2086 # the go arguments are words on purpose
-	(cd "$REPO" && CGO_ENABLED=1 "$GO" ${b#*|} -o "$out/$name") || die "build of $name failed"
+	read -ra words <<<"${b#*|}" # go subcommand, then its flags and package
+	(cd "$REPO" && CGO_ENABLED=1 "$GO" "${words[0]}" -o "$out/$name" "${words[@]:1}") || die "build of $name failed"
 	bins+=(--bin "$out/$name")
 done
 log "built ${#BUILDS[@]} binaries in $(($(date +%s) - start))s"

@@ -190,6 +190,9 @@ func (l *listener) loop() {
 	for {
 		ev, err := l.ch.wait(context.Background())
 		if err != nil {
+			// Woken by Close, or the channel failed: then close the
+			// listener so Accept does not wait for nothing.
+			go l.Close()
 			return
 		}
 		if ev.kind == evConnectRequest {

@@ -2,29 +2,54 @@
 // data path and librdmacm for connection setup, through cgo. It is the only
 // package in kvd that imports "C".
 //
-// It owns one device context per Transport: the protection domain, the
-// completion queues and the goroutine that reaps them, the memory regions
-// registered for remote READ, and the RC queue pairs behind each Conn.
+// A Transport is one device context. It owns the protection domain, the
+// completion queues its connections share, the goroutine that reaps them,
+// the regions registered for remote READ, and every connection's RC queue
+// pair and registered buffers.
 //
 // The real implementation needs the build tag "rdma" and the libibverbs-dev
 // and librdmacm-dev headers. Without the tag the package still compiles (so
 // the rest of kvd builds anywhere, with CGO_ENABLED=0 too) and New returns an
-// error wrapping transport.ErrUnsupported.
+// error wrapping transport.ErrUnsupported. Its tests run on Soft-RoCE in a
+// VM: scripts/rdmavm/test-rdma.sh.
 //
-// Mapping onto the transport interface:
+// # Mapping onto package transport
+//
 //   - Register allocates with mmap (off the Go heap) and registers the memory
 //     with IBV_ACCESS_REMOTE_READ only: a peer can never write into it.
 //     Descriptor.Addr is the virtual address, Key the rkey.
-//   - Messages travel as SENDs into pre-posted, registered receive buffers.
-//     Two credit counts keep the receiver from being overrun without relying
-//     on RNR retries (queue pairs are set up with rnr_retry 0, so a
-//     flow-control bug shows up as an error instead of a stall): buffer
-//     credits (one per posted receive buffer) and message credits (one per
-//     slot of the receiver's delivered-message queue). Credits ride back in
-//     the header of every message, or in a small control message when the
-//     receiver has nothing to send.
-//   - A Read batch is posted as one chain with one ibv_post_send, only the
-//     last work request signalled, into a registered staging slot owned by
-//     the connection; the bytes are copied into the caller's Dst after the
-//     completion, so the device never holds a Go pointer.
+//   - Messages travel as SENDs into pre-posted, registered receive buffers of
+//     Config.BufSize; larger messages are fragmented and reassembled. Two
+//     credit counts keep the receiver from being overrun without relying on
+//     RNR retries (queue pairs use rnr_retry 0, so a flow-control bug fails
+//     loudly instead of stalling): buffer credits, one per posted receive
+//     buffer, and message credits, one per slot of the receiver's queue of
+//     delivered messages (Config.Credits). Credits ride back in the header
+//     of every message, or in a credit-only message, for which a few receive
+//     buffers are reserved, when the receiver has nothing to send.
+//   - A Read batch is posted as one chain with one ibv_post_send (one
+//     doorbell), only the last work request signalled, into a registered
+//     staging slot owned by the connection; bytes are copied into each Dst
+//     after the completion, so the device never holds a Go pointer. Batches
+//     larger than a slot (Config.ReadSlotSize) take several rounds.
+//   - Completions of all connections land in shared CQs (each connection
+//     reserves room for everything its queue pair can produce, so a CQ never
+//     overflows) reaped by one goroutine, sleeping on the completion channel
+//     through the Go netpoller (PollEvents) or spinning (PollBusy). cgo is
+//     crossed once per chain posted and once per burst of completions.
+//
+// # Where RDMA shows through
+//
+//   - A READ the peer's device refuses (unknown or deregistered key) puts the
+//     queue pair in error: that Read fails with an error wrapping both
+//     transport.ErrBadKey and transport.ErrClosed, and the connection is
+//     closed on both ends. Out-of-range READs are caught before posting
+//     (from the Descriptor's length) and leave the connection usable.
+//   - A Send whose context ends after its first fragment was posted closes
+//     the connection (a posted fragment cannot be taken back, and the peer
+//     must never see a torn message). Before that it just fails.
+//   - RoCE cannot route loopback addresses (127/8, ::1): listen and dial on
+//     an address of the RDMA netdev (the test VM uses 10.77.0.1 on dummy0).
+//   - Each connection pins about (RecvBuffers+8+SendBuffers)*BufSize +
+//     ReadSlots*ReadSlotSize bytes: 4.6 MiB with the defaults.
 package rdma

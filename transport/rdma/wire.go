@@ -2,7 +2,12 @@
 
 package rdma
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/kvd-project/kvd/transport"
+)
 
 var le = binary.LittleEndian
 
@@ -47,4 +52,48 @@ func parseHeader(b []byte) header {
 		retBuf: le.Uint16(b[2:]), retCtl: le.Uint16(b[4:]), retMsg: le.Uint16(b[6:]),
 		total: le.Uint32(b[8:]),
 	}
+}
+
+// hello is the private data exchanged by rdma_connect/rdma_accept: what the
+// sender of it can receive.
+type hello struct {
+	ctl, bufSize, recvBuffers, credits, maxMessage int
+}
+
+const (
+	helloMagic   = 0x5244564b // "KVDR" little-endian
+	helloVersion = 1
+	helloSize    = 24
+)
+
+func (h hello) encode() []byte {
+	b := make([]byte, helloSize)
+	le.PutUint32(b[0:], helloMagic)
+	le.PutUint16(b[4:], helloVersion)
+	le.PutUint16(b[6:], uint16(h.ctl))
+	le.PutUint32(b[8:], uint32(h.bufSize))
+	le.PutUint32(b[12:], uint32(h.recvBuffers))
+	le.PutUint32(b[16:], uint32(h.credits))
+	le.PutUint32(b[20:], uint32(h.maxMessage))
+	return b
+}
+
+func parseHello(b []byte) (hello, error) {
+	if len(b) < helloSize || le.Uint32(b) != helloMagic {
+		return hello{}, fmt.Errorf("rdma: peer is not a kvd rdma transport: %w", transport.ErrProtocol)
+	}
+	if v := le.Uint16(b[4:]); v != helloVersion {
+		return hello{}, fmt.Errorf("rdma: peer speaks version %d, want %d: %w", v, helloVersion, transport.ErrProtocol)
+	}
+	h := hello{
+		ctl:         int(le.Uint16(b[6:])),
+		bufSize:     int(le.Uint32(b[8:])),
+		recvBuffers: int(le.Uint32(b[12:])),
+		credits:     int(le.Uint32(b[16:])),
+		maxMessage:  int(le.Uint32(b[20:])),
+	}
+	if h.ctl < 1 || h.bufSize < minBufSize || h.recvBuffers < 1 || h.credits < 1 {
+		return hello{}, fmt.Errorf("rdma: peer sent bad parameters %+v: %w", h, transport.ErrProtocol)
+	}
+	return h, nil
 }
