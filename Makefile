@@ -23,7 +23,7 @@ vet:
 	$(GO) vet $(PKGS)
 
 test-go: vet
-	$(GO) test -race -timeout 20m $(PKGS)
+	$(GO) test -race -count=1 -timeout 20m $(PKGS)
 
 # Boots a Soft-RoCE VM and runs the RDMA suites inside it (root, installs
 # its own packages).

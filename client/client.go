@@ -56,10 +56,11 @@ func New(cfg Config) (*Client, error) {
 // Close closes every connection (and the transport, if the client made it).
 // Calls in progress fail with ErrClosed or ErrUnavailable.
 func (c *Client) Close() error {
+	c.mu.Lock()
 	if c.closed.Swap(true) {
+		c.mu.Unlock()
 		return nil
 	}
-	c.mu.Lock()
 	nodes := c.nodes
 	c.nodes = map[string]*node{}
 	c.mu.Unlock()
@@ -102,6 +103,10 @@ func (c *Client) nodeFor(ctx context.Context, addr string) (*node, error) {
 		cancel()
 		c.mu.Lock()
 		delete(c.dialing, addr)
+		if err == nil && c.closed.Load() {
+			n.close(ErrClosed) // Close ran while we dialed
+			n, err = nil, ErrClosed
+		}
 		if err == nil {
 			c.nodes[addr] = n
 		}
@@ -165,7 +170,11 @@ func (c *Client) leaderCall(ctx context.Context, req *wire.Request) (wire.Respon
 				}
 				lastErr = err
 			}
-			if !retryable(err) || ctx.Err() != nil {
+			if ctx.Err() != nil {
+				// An earlier attempt may have been applied: say so.
+				return wire.Response{}, fmt.Errorf("%w: %w (last error: %w)", ErrUnavailable, ctx.Err(), err)
+			}
+			if !retryable(err) {
 				return wire.Response{}, err
 			}
 			if l := c.leader.Load(); l != nil && *l == addr {

@@ -44,7 +44,9 @@ func (c *Client) Get(ctx context.Context, key []byte, opts ...ReadOption) ([]byt
 }
 
 // GetAppend is Get that appends the value to dst and returns the extended
-// slice; with a dst of enough capacity, a one-sided GET allocates nothing.
+// slice. With a dst of enough capacity and a ctx that has a deadline (else
+// the client makes one, from RequestTimeout), a one-sided GET allocates
+// nothing.
 func (c *Client) GetAppend(ctx context.Context, dst, key []byte, opts ...ReadOption) ([]byte, error) {
 	v, _, err := c.get(ctx, dst, key, opts)
 	return v, err
@@ -61,9 +63,8 @@ func (c *Client) get(ctx context.Context, dst, key []byte, opts []ReadOption) ([
 		return nil, 0, err
 	}
 	o := readOptions{level: resolveLevel(c.cfg.Consistency, opts)}
-	// The one-sided path runs under the caller's context as it is: making a
-	// timeout context would allocate on every GET, and a READ cannot hang
-	// past its connection's failure. RPCs get RequestTimeout.
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
 	c.stats.gets.Add(1)
 	if o.level != ReadIndex {
 		res, err := c.readOneSided(ctx, dst, key, o.level)
@@ -79,8 +80,6 @@ func (c *Client) get(ctx context.Context, dst, key []byte, opts []ReadOption) ([
 		}
 		c.stats.fallbacks.Add(1)
 	}
-	ctx, cancel := c.withTimeout(ctx)
-	defer cancel()
 	v, ver, err := c.getRPC(ctx, key, o.level)
 	if err != nil {
 		return nil, 0, err
@@ -165,9 +164,8 @@ func (c *Client) relearnLeader(ctx context.Context, n *node) {
 	c.rotateRead()
 }
 
-// getRPC asks the server to read key: the leader for Linearizable and
-// ReadIndex (the server confirms leadership with a quorum), any node for
-// Serializable.
+// getRPC asks the leader to read key (for Linearizable and ReadIndex it
+// confirms leadership with a quorum first; Serializable skips that).
 func (c *Client) getRPC(ctx context.Context, key []byte, level Consistency) ([]byte, uint64, error) {
 	flags := wire.Linearizable
 	switch level {

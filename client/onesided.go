@@ -34,6 +34,9 @@ func (n *node) loadGeometry(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if h.RecordEnd > n.hello.RegionLen {
+		return fmt.Errorf("table header claims %d bytes, the region has %d", h.RecordEnd, n.hello.RegionLen)
+	}
 	n.geo.nbuckets = h.Buckets
 	n.geo.hdr = h
 	n.geo.generation = h.Generation

@@ -37,10 +37,10 @@ func (c *counters) retry(err error) {
 		c.slow.Add(1)
 	case errors.Is(err, errGeometry):
 		c.geometry.Add(1)
-	case errors.Is(err, ErrUnavailable):
-		c.conn.Add(1)
-	default:
+	case errors.Is(err, errCandidates), errors.Is(err, errIncomplete):
 		c.other.Add(1)
+	default: // the connection or its transport failed
+		c.conn.Add(1)
 	}
 }
 

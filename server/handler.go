@@ -48,7 +48,9 @@ func (s *Server) serveConn(conn transport.Conn) {
 		case <-s.ctx.Done():
 			return
 		}
+		s.wg.Add(1)
 		go func() {
+			defer s.wg.Done()
 			defer func() { <-sem }()
 			s.respond(conn, &req)
 		}()
@@ -119,11 +121,16 @@ func checkKey(req *wire.Request) (wire.Response, bool) {
 func (s *Server) put(ctx context.Context, key, value []byte) wire.Response {
 	// Refuse writes the region has no room for before they enter the log,
 	// so that nothing already stored is harmed and the region stays whole.
-	s.tmu.Lock()
-	err := s.tbl.CanPut(key, len(value))
-	s.tmu.Unlock()
-	if err != nil {
-		return s.errResponse(err)
+	// Only the leader admits writes; a follower's region (fuller or more
+	// fragmented, perhaps) must not refuse what the leader has room for, so
+	// a follower lets the node answer "not leader".
+	if s.node.Status().IsLeader {
+		s.tmu.Lock()
+		err := s.tbl.CanPut(key, len(value))
+		s.tmu.Unlock()
+		if err != nil {
+			return s.errResponse(err)
+		}
 	}
 	version, err := s.node.Put(ctx, key, value)
 	if err != nil {
@@ -194,10 +201,11 @@ func (s *Server) errResponse(err error) wire.Response {
 		return wire.Response{Status: wire.StatusNoSpace, Value: []byte(err.Error())}
 	case errors.Is(err, table.ErrKeyTooLarge):
 		return wire.Response{Status: wire.StatusKeyTooLarge}
-	case errors.Is(err, table.ErrValueTooLarge):
+	case errors.Is(err, table.ErrValueTooLarge), errors.Is(err, raft.ErrValueTooLarge):
 		return wire.Response{Status: wire.StatusValueTooLarge}
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled), errors.Is(err, raft.ErrStopped):
-		return wire.Response{Status: wire.StatusUnavailable, Value: []byte(err.Error())}
+	case errors.Is(err, raft.ErrMemberExists), errors.Is(err, raft.ErrMemberNotFound),
+		errors.Is(err, raft.ErrNotLearner), errors.Is(err, raft.ErrInvalidKey), errors.Is(err, raft.ErrLastVoter):
+		return badRequest(err.Error()) // permanent: retrying cannot help
 	}
 	return wire.Response{Status: wire.StatusUnavailable, Value: []byte(err.Error())}
 }

@@ -25,14 +25,16 @@ type Server struct {
 	tmu        sync.Mutex
 	tbl        *table.Table
 	rebuilding bool
+	missing    map[string]struct{} // applied keys the region could not hold
 	leaseTerm  uint64
 	leaseValid bool
 
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	connMu sync.Mutex
-	conns  map[transport.Conn]struct{}
+	ctx       context.Context
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	connMu    sync.Mutex
+	conns     map[transport.Conn]struct{}
 }
 
 // New starts a node: it registers and formats the table region, opens (or
@@ -50,6 +52,7 @@ func New(cfg Config) (*Server, error) {
 		cancel: cancel,
 		conns:  map[transport.Conn]struct{}{},
 	}
+	s.missing = map[string]struct{}{}
 	if err := s.start(); err != nil {
 		s.Close()
 		return nil, err
@@ -88,17 +91,23 @@ func (s *Server) start() error {
 		return fmt.Errorf("server: open raft node: %w", err)
 	}
 	err = s.rebuildLocked()
+	missing := len(s.missing)
 	s.tmu.Unlock()
 	if err != nil {
-		return err
+		return fmt.Errorf("server: rebuild table from stored state: %w", err)
+	}
+	if missing > 0 { // a fresh region that cannot hold the data is a configuration error
+		return fmt.Errorf("server: --table-mem %d bytes cannot hold the stored data (%d keys did not fit): %w",
+			s.cfg.TableMem, missing, table.ErrNoSpace)
 	}
 	if s.ln, err = s.cfg.Transport.Listen(s.cfg.Listen); err != nil {
 		return fmt.Errorf("server: listen on %s: %w", s.cfg.Listen, err)
 	}
 	s.log.Info("kvd node started", "listen", s.ln.Addr(), "transport", s.cfg.Transport.Name(),
 		"table_mem", s.cfg.TableMem, "keys", s.tbl.Len(), "region", s.region.Descriptor().String())
-	s.wg.Add(1)
+	s.wg.Add(2)
 	go s.acceptLoop()
+	go s.repairLoop()
 	return nil
 }
 
@@ -108,9 +117,16 @@ func (s *Server) Addr() string { return s.ln.Addr() }
 // Node is the server's Raft node, for tests and tools.
 func (s *Server) Node() *raft.Node { return s.node }
 
-// Close stops accepting, closes every connection, stops the Raft node and
-// frees the region. It is safe to call more than once.
+// Close stops accepting, closes every connection, waits for requests in
+// flight, stops the Raft node and frees the region. It is safe to call more
+// than once; later calls return nil.
 func (s *Server) Close() error {
+	var err error
+	s.closeOnce.Do(func() { err = s.close() })
+	return err
+}
+
+func (s *Server) close() error {
 	s.cancel()
 	var errs []error
 	if s.ln != nil {
@@ -121,18 +137,15 @@ func (s *Server) Close() error {
 		c.Close()
 	}
 	s.connMu.Unlock()
-	s.wg.Wait()
+	s.wg.Wait() // connections, their requests, the repair loop
+	if s.metrics != nil {
+		s.metrics.unregister()
+	}
 	if s.node != nil {
-		errs = append(errs, s.node.Close())
-		s.node = nil
+		errs = append(errs, s.node.Close()) // no more applies or lease calls after this
 	}
 	if s.region != nil {
 		errs = append(errs, s.region.Close())
-		s.region = nil
-	}
-	if s.metrics != nil {
-		s.metrics.unregister()
-		s.metrics = nil
 	}
 	return errors.Join(errs...)
 }

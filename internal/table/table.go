@@ -140,11 +140,10 @@ func (t *Table) SetIncomplete(incomplete bool) {
 // grace period, like any other. The lease, leader hint and incomplete flag
 // are kept.
 func (t *Table) Reset() {
-	now := t.clock()
 	for pos := uint64(HeaderSize); pos < t.hdr.RecordBase; pos += SlotSize {
 		if w := binary.LittleEndian.Uint64(t.mem[pos:]); w != 0 {
 			storeWord(t.mem, pos, 0)
-			t.retire(w, now)
+			t.retire(w, t.clock()) // stamped after its unpublish: the grace period starts here
 		}
 	}
 	t.records = 0

@@ -111,18 +111,28 @@ func AppendRequest(b []byte, r *Request) []byte {
 	return append(b, r.Value...)
 }
 
-// DecodeRequest parses a request frame. Key longer than 65535 bytes cannot be
-// encoded; callers check limits before encoding.
-func DecodeRequest(b []byte, r *Request) error {
-	if len(b) < RequestHeaderLen {
-		return fmt.Errorf("%w: %d bytes", ErrShort, len(b))
+// decodeHead checks what requests and responses share: a minimum length, the
+// version byte and a known op.
+func decodeHead(b []byte, minLen int) (Op, error) {
+	if len(b) < minLen {
+		return 0, fmt.Errorf("%w: %d bytes", ErrShort, len(b))
 	}
 	if b[0] != Version {
-		return fmt.Errorf("%w: %d (want %d)", ErrVersion, b[0], Version)
+		return 0, fmt.Errorf("%w: %d (want %d)", ErrVersion, b[0], Version)
 	}
 	op := Op(b[1])
 	if op == 0 || op > opMax {
-		return fmt.Errorf("%w: %d", ErrOp, b[1])
+		return 0, fmt.Errorf("%w: %d", ErrOp, b[1])
+	}
+	return op, nil
+}
+
+// DecodeRequest parses a request frame. Key longer than 65535 bytes cannot be
+// encoded; callers check limits before encoding.
+func DecodeRequest(b []byte, r *Request) error {
+	op, err := decodeHead(b, RequestHeaderLen)
+	if err != nil {
+		return err
 	}
 	kl := int(binary.LittleEndian.Uint16(b[12:]))
 	vl := uint64(binary.LittleEndian.Uint32(b[14:]))
@@ -151,15 +161,9 @@ func AppendResponse(b []byte, r *Response) []byte {
 
 // DecodeResponse parses a response frame.
 func DecodeResponse(b []byte, r *Response) error {
-	if len(b) < ResponseHeaderLen {
-		return fmt.Errorf("%w: %d bytes", ErrShort, len(b))
-	}
-	if b[0] != Version {
-		return fmt.Errorf("%w: %d (want %d)", ErrVersion, b[0], Version)
-	}
-	op := Op(b[1])
-	if op == 0 || op > opMax {
-		return fmt.Errorf("%w: %d", ErrOp, b[1])
+	op, err := decodeHead(b, ResponseHeaderLen)
+	if err != nil {
+		return err
 	}
 	vl := uint64(binary.LittleEndian.Uint32(b[20:]))
 	if uint64(len(b)-ResponseHeaderLen) != vl {
