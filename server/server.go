@@ -114,6 +114,17 @@ func (s *Server) start() error {
 // Addr is the address the server listens on.
 func (s *Server) Addr() string { return s.ln.Addr() }
 
+// Region is the server's table region, for tests and tools. Writing to it
+// corrupts what clients read (they detect it).
+func (s *Server) Region() transport.Region { return s.region }
+
+// TableHeader is the table's header as the server last wrote it.
+func (s *Server) TableHeader() table.Header {
+	s.tmu.Lock()
+	defer s.tmu.Unlock()
+	return s.tbl.Header()
+}
+
 // Node is the server's Raft node, for tests and tools.
 func (s *Server) Node() *raft.Node { return s.node }
 

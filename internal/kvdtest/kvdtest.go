@@ -25,6 +25,7 @@ type Node struct {
 // Options tune the nodes a test starts.
 type Options struct {
 	TableMem      int
+	TableMems     []int // per node (index = id-1), overriding TableMem
 	ReuseGrace    time.Duration
 	SnapshotCount uint64
 	Tick          time.Duration
@@ -62,6 +63,9 @@ func StartCluster(t testing.TB, n int, o Options) []*Node {
 			ID: uint64(i + 1), Listen: addrs[i], DataDir: nodes[i].DataDir, InitialCluster: cluster,
 			TableMem: o.TableMem, ReuseGrace: o.ReuseGrace, SnapshotCount: o.SnapshotCount, TickInterval: o.Tick,
 			Logger: logger(o.Log),
+		}
+		if i < len(o.TableMems) {
+			nodes[i].cfg.TableMem = o.TableMems[i]
 		}
 		if err := nodes[i].Start(); err != nil {
 			t.Fatalf("start node %d: %v", i+1, err)
