@@ -41,6 +41,9 @@ func commandSize(c command) int {
 	return 1 + 3*binary.MaxVarintLen64 + len(c.key) + len(c.value)
 }
 
+// maxCommandSize bounds commandSize for every valid command.
+const maxCommandSize = 1 + 3*binary.MaxVarintLen64 + MaxKeyLen + MaxValueLen
+
 // decodeCommand parses data; key and value alias it.
 func decodeCommand(data []byte) (command, error) {
 	var c command

@@ -80,10 +80,12 @@ type Config struct {
 	// Applier, if set, is told about every applied write (see Applier).
 	Applier Applier
 	// OnLease, if set, is called whenever the read lease's validity or the
-	// term changes: when a lease is gained, when it lapses by time, at once
+	// term changes: when a lease is gained, when it lapses by time, promptly
 	// when the node steps down, and with valid=false for a new term on a
-	// follower. Calls come from one goroutine, in order, and must not block
-	// for long. See the package comment for what a valid lease promises.
+	// follower. Calls come from one goroutine of their own (not the raft
+	// loop), in order, and must not block for long. See the package comment
+	// for what a valid lease promises and why a revocation may arrive a
+	// little after the step-down.
 	OnLease func(term uint64, valid bool)
 	// Registerer, if set, receives the node's metrics (kvd_raft_*).
 	Registerer prometheus.Registerer
@@ -113,7 +115,10 @@ type Config struct {
 	SnapshotChunkSize int
 
 	// MaxSizePerMsg bounds the entries in one append message; keep it well
-	// under the transport's MaxMessage. Default 512 KiB.
+	// under the transport's MaxMessage (each peer connection must carry
+	// about 1.5 times MaxSizePerMsg, and at least a MaxValueLen value with
+	// its key and framing; a connection that cannot is refused). Default
+	// 512 KiB.
 	MaxSizePerMsg uint64
 	// MaxInflightMsgs bounds unacknowledged append messages per follower.
 	// Default 256.
@@ -189,6 +194,8 @@ func (c Config) Validate() error {
 	case c.SnapshotChunkSize < 0 || c.MaxInflightMsgs < 0 || c.PeerQueueSize < 0:
 		return fmt.Errorf("%w: negative size", ErrConfig)
 	case c.MaxSizePerMsg > transport.DefaultMaxMessage/2:
+		// A sanity bound only: each connection's actual limit is checked
+		// when it is established (checkMessageLimit).
 		return fmt.Errorf("%w: MaxSizePerMsg %d must stay well under the transport's MaxMessage", ErrConfig, c.MaxSizePerMsg)
 	}
 	for id, addr := range c.Peers {
@@ -197,6 +204,33 @@ func (c Config) Validate() error {
 		}
 	}
 	return nil
+}
+
+// Framing allowances for maxPeerMessage.
+const (
+	// messageOverhead bounds a frame's tag and transfer id and a
+	// raftpb.Message's fields other than its entries (a MsgSnap's snapshot
+	// data, the member list, is far smaller than an append).
+	messageOverhead = 1 << 10
+	// entryOverhead bounds a raftpb.Entry's fields other than its data, with
+	// its tag and length inside the message.
+	entryOverhead = 64
+)
+
+// maxPeerMessage is the largest message the node may have to send a peer:
+//   - an append message: raft fills it with entries up to MaxSizePerMsg as
+//     it counts them (each entry's encoded size), to which the message adds
+//     a tag and a length per entry, at most half again (an entry encodes in
+//     at least 4 bytes: its index and term);
+//   - an append of a single entry, which raft sends however large: the
+//     largest command (a MaxValueLen value under a MaxKeyLen key);
+//   - a snapshot chunk, which carries at least one pair however large
+//     (otherwise chunks are cut to the connection's limit, so
+//     SnapshotChunkSize need not fit).
+func (c Config) maxPeerMessage() int {
+	appendMsg := max(int(c.MaxSizePerMsg)+int(c.MaxSizePerMsg)/2, maxCommandSize+entryOverhead)
+	pair := uvarintLen(MaxKeyLen) + MaxKeyLen + uvarintLen(8+MaxValueLen) + 8 + MaxValueLen
+	return max(appendMsg, snapshotFrameHeader+pair) + messageOverhead
 }
 
 // electionTimeout is the election timeout in wall-clock time.

@@ -29,8 +29,14 @@
 // with a bounded queue, and a full queue drops the message and reports the
 // peer unreachable. Snapshots travel as a stream of bounded chunks read
 // from a Pebble snapshot taken at the raft snapshot's index, followed by
-// the MsgSnap; the receiver stages them under a fresh key generation and
-// installs them atomically when raft accepts the MsgSnap.
+// the MsgSnap, every frame tagged with the transfer's id (see wire.go); the
+// receiver stages the chunks of one transfer under a fresh key generation,
+// ignores frames of any other, and installs the data atomically when raft
+// accepts the MsgSnap. A peer is sent one transfer at a time: a new MsgSnap
+// for it, or a change of term or leadership, aborts the transfer under way
+// (reported to raft as failed unless raft has since sent a newer one).
+// Every peer connection, dialled or served, must carry the largest message
+// raft may send on it (see Config.MaxSizePerMsg), or it is refused.
 //
 // # The lease
 //
@@ -64,8 +70,35 @@
 // Assumptions: clock rates differ by at most LeaseDrift (clocks need not
 // agree), and the lease goroutine runs promptly enough to report the lapse
 // by time (it wakes at the expiry; a process stalled longer than the safety
-// margin, ElectionTicks*TickInterval*LeaseDrift, can overstay). The lease
-// is revoked at once when the node steps down or the term changes. Leader
-// transfer is not offered: it makes a follower campaign without waiting
-// out the lease.
+// margin, ElectionTicks*TickInterval*LeaseDrift, can overstay).
+//
+// Time is read from Go's monotonic clock, which on Linux is CLOCK_MONOTONIC:
+// it does not advance while the host is suspended, nor, depending on the
+// hypervisor, while a VM is paused (for a snapshot or a live migration).
+// Such a pause breaks the clock-rate assumption by its whole length, which
+// no LeaseDrift absorbs: a leader resumed from one counts none of the time
+// it was gone, so it can take a lease its followers' clocks ended long ago
+// as still valid and serve stale reads until it hears of the new leader.
+// Do not suspend or pause the host or VM of a leader (stop its process
+// first, so that another node takes over). Measuring the lease on
+// CLOCK_BOOTTIME, which counts suspended time, would close this for host
+// suspend.
+//
+// The lease is revoked promptly when the node steps down or the term
+// changes: the loop clears it at once (Status().LeaseValid turns false in
+// the same step), and OnLease(false) follows from the lease goroutine, so
+// it reaches the region a little later. Safety does not depend on that
+// delay. By the argument above no other leader can be elected before the
+// lease's expiry, whatever this node does, and a node that has stepped
+// down commits no more writes itself, so the region stays current until
+// the expiry. Nor does any way of stepping down end a lease early in a way
+// that matters: CheckQuorum steps down only once no quorum has answered for
+// an election timeout, after the lease lapsed; a higher term takes a quorum
+// of granted pre-votes, and every quorum includes a follower that refuses
+// them until the lease lapsed; and a leader removed from the configuration
+// leaves the group without a leader until an election that cannot succeed
+// sooner.
+//
+// Leader transfer is not offered: it makes a follower campaign without
+// waiting out the lease.
 package raft

@@ -31,10 +31,12 @@ const (
 	reportSnapshotFailed
 )
 
-// report is a peer sender's feedback for raft.
+// report is a peer sender's feedback for raft. A snapshot outcome names
+// the transfer by the seq the loop gave it.
 type report struct {
 	to   uint64
 	kind reportKind
+	seq  uint64
 }
 
 // loop owns the RawNode and everything only the raft goroutine touches.
@@ -63,6 +65,11 @@ type loop struct {
 	later     []report        // raft feedback held until after Advance
 	scratch   applyScratch
 	readyFlag readyFlags
+
+	// snapPending maps a peer to the seq of the latest snapshot transfer
+	// sent to it whose outcome raft has not been told; snapSeq numbers them.
+	snapPending map[uint64]uint64
+	snapSeq     uint64
 }
 
 // readyFlags are facts about the Ready being handled.
@@ -110,6 +117,8 @@ func newLoop(n *Node) (*loop, error) {
 		applied:  st.Applied(),
 		waiters:  make(map[uint64]*proposal),
 		reads:    newReadTracker(),
+
+		snapPending: make(map[uint64]uint64),
 	}
 	if !fresh {
 		// This node may have acknowledged a leader's heartbeat just before
@@ -222,6 +231,18 @@ func (l *loop) step(in inbound) {
 }
 
 func (l *loop) report(r report) {
+	switch r.kind {
+	case reportSnapshotDone, reportSnapshotFailed:
+		// raft tracks one pending snapshot per follower, the latest sent:
+		// the outcome of an earlier transfer (aborted when the new one was
+		// queued) would be taken for the new one's, and a failure would
+		// make raft send yet another snapshot, aborting the new one.
+		if l.snapPending[r.to] != r.seq {
+			l.n.log.Debug("outcome of a superseded snapshot transfer ignored", "peer", r.to)
+			return
+		}
+		delete(l.snapPending, r.to)
+	}
 	switch r.kind {
 	case reportUnreachable:
 		l.rn.ReportUnreachable(r.to)

@@ -40,6 +40,9 @@ func (n *memNet) cut(a, b string) bool {
 type memTransport struct {
 	net  *memNet
 	name string
+	// maxMessage, if set, lowers this end's message limit; a connection
+	// uses the smaller of both ends' limits.
+	maxMessage int
 
 	mu     sync.Mutex
 	conns  map[*memConn]struct{}
@@ -79,6 +82,8 @@ func (t *memTransport) Dial(ctx context.Context, addr string) (transport.Conn, e
 		return nil, fmt.Errorf("mem: dial %s: connection refused: %w", addr, transport.ErrClosed)
 	}
 	a, b := newMemPair(t.net, t.name, addr)
+	a.maxMessage = min(t.limit(), l.t.limit())
+	b.maxMessage = a.maxMessage
 	t.track(a)
 	l.t.track(b)
 	select {
@@ -89,6 +94,13 @@ func (t *memTransport) Dial(ctx context.Context, addr string) (transport.Conn, e
 	}
 	a.Close()
 	return nil, fmt.Errorf("mem: dial %s: %w", addr, transport.ErrClosed)
+}
+
+func (t *memTransport) limit() int {
+	if t.maxMessage > 0 {
+		return t.maxMessage
+	}
+	return transport.DefaultMaxMessage
 }
 
 func (t *memTransport) track(c *memConn) {
@@ -158,18 +170,19 @@ type memConn struct {
 	in, out       chan []byte
 	done          chan struct{}
 	once          *sync.Once
+	maxMessage    int
 }
 
 func newMemPair(n *memNet, dialer, listener string) (*memConn, *memConn) {
 	ab, ba := make(chan []byte, transport.DefaultCredits), make(chan []byte, transport.DefaultCredits)
 	done, once := make(chan struct{}), &sync.Once{}
-	a := &memConn{net: n, local: dialer, remote: listener, in: ba, out: ab, done: done, once: once}
-	b := &memConn{net: n, local: listener, remote: dialer, in: ab, out: ba, done: done, once: once}
+	a := &memConn{net: n, local: dialer, remote: listener, in: ba, out: ab, done: done, once: once, maxMessage: transport.DefaultMaxMessage}
+	b := &memConn{net: n, local: listener, remote: dialer, in: ab, out: ba, done: done, once: once, maxMessage: transport.DefaultMaxMessage}
 	return a, b
 }
 
 func (c *memConn) Send(ctx context.Context, msg []byte) error {
-	if len(msg) > transport.DefaultMaxMessage {
+	if len(msg) > c.maxMessage {
 		return transport.ErrMessageTooLarge
 	}
 	select {
@@ -203,7 +216,7 @@ func (c *memConn) Recv(ctx context.Context, buf []byte) ([]byte, error) {
 }
 
 func (c *memConn) Read(context.Context, []transport.ReadOp) error { return transport.ErrUnsupported }
-func (c *memConn) MaxMessage() int                                { return transport.DefaultMaxMessage }
+func (c *memConn) MaxMessage() int                                { return c.maxMessage }
 func (c *memConn) RemoteAddr() string                             { return c.remote }
 
 func (c *memConn) Close() error {

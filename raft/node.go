@@ -148,6 +148,7 @@ func (n *Node) Close() error {
 		n.connMu.Unlock()
 		n.peers.close()
 		n.wg.Wait()
+		n.discardInbound()
 		<-n.leasec
 		n.metrics.unregister(n.cfg.Registerer)
 		n.useMu.Lock()
@@ -156,6 +157,23 @@ func (n *Node) Close() error {
 		n.useMu.Unlock()
 	})
 	return n.closeErr
+}
+
+// discardInbound drops the peer messages the loop did not take, deleting
+// the staged data of snapshots among them: a peer reader racing the loop's
+// exit may still have queued one. Close calls it once no reader is left
+// and before the store closes.
+func (n *Node) discardInbound() {
+	for {
+		select {
+		case in := <-n.recvc:
+			if in.staged != nil {
+				in.staged.Discard()
+			}
+		default:
+			return
+		}
+	}
 }
 
 // stoppedErr is the error for requests made after the loop exited.

@@ -2,7 +2,9 @@ package raft
 
 import (
 	"context"
+	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -15,12 +17,21 @@ import (
 // peerSet sends the loop's outgoing messages: one goroutine and one
 // connection per peer, dialled lazily and redialled with backoff. The loop
 // only ever enqueues (never blocks); a full queue drops the message.
+//
+// Each peer streams at most one snapshot transfer at a time: queueing a new
+// MsgSnap for a peer aborts the transfer in progress (raft only tracks the
+// latest), and so does a change of term or leadership (abortTransfers); a
+// new transfer starts sending only once the aborted one has stopped. Every
+// aborted transfer is reported to the loop as failed.
 type peerSet struct {
 	n      *Node
 	mu     sync.Mutex
 	peers  map[uint64]*peer
 	closed bool
 	wg     sync.WaitGroup // peer goroutines and snapshot transfers
+	// epoch counts abortTransfers calls; a snapshot queued in an earlier
+	// epoch is not streamed.
+	epoch atomic.Uint64
 }
 
 type peer struct {
@@ -29,12 +40,28 @@ type peer struct {
 	q      chan outMsg
 	ctx    context.Context
 	cancel context.CancelFunc
+	// latest is the seq of the newest snapshot queued for the peer; older
+	// ones are not streamed.
+	latest atomic.Uint64
+
+	xmu  sync.Mutex
+	xfer *transfer // the snapshot transfer in progress, if any
 }
 
-// outMsg is a raft message; a MsgSnap carries the checkpoint to stream.
+// transfer is one snapshot stream's handle.
+type transfer struct {
+	cancel context.CancelFunc
+	done   chan struct{} // closed once the stream sends nothing more
+}
+
+// outMsg is a raft message; a MsgSnap carries the checkpoint to stream, the
+// loop's sequence number for the transfer (see loop.snapPending) and the
+// abort epoch it was queued in.
 type outMsg struct {
-	m  *pb.Message
-	cp *store.Checkpoint
+	m     *pb.Message
+	cp    *store.Checkpoint
+	seq   uint64
+	epoch uint64
 }
 
 func newPeerSet(n *Node) *peerSet {
@@ -64,26 +91,89 @@ func (ps *peerSet) get(id uint64) *peer {
 
 // send enqueues m; false means it was dropped.
 func (ps *peerSet) send(m *pb.Message) bool {
-	return ps.enqueue(outMsg{m: m})
+	p := ps.get(m.GetTo())
+	return p != nil && p.enqueue(outMsg{m: m})
 }
 
-// sendSnapshot enqueues a snapshot transfer of cp ending with m; false
-// means it was refused and cp is still the caller's.
-func (ps *peerSet) sendSnapshot(m *pb.Message, cp *store.Checkpoint) bool {
-	return ps.enqueue(outMsg{m: m, cp: cp})
-}
-
-func (ps *peerSet) enqueue(om outMsg) bool {
-	p := ps.get(om.m.GetTo())
+// sendSnapshot enqueues transfer seq of cp ending with m, aborting the
+// transfer to that peer in progress, if any; false means it was refused
+// and cp is still the caller's. Only the raft loop calls it.
+func (ps *peerSet) sendSnapshot(m *pb.Message, cp *store.Checkpoint, seq uint64) bool {
+	p := ps.get(m.GetTo())
 	if p == nil {
 		return false
 	}
+	p.latest.Store(seq)
+	p.abortTransfer()
+	return p.enqueue(outMsg{m: m, cp: cp, seq: seq, epoch: ps.epoch.Load()})
+}
+
+// abortTransfers aborts every snapshot transfer in progress or queued: the
+// loop calls it when the term or the leadership changes.
+func (ps *peerSet) abortTransfers() {
+	ps.epoch.Add(1)
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	for _, p := range ps.peers {
+		p.abortTransfer()
+	}
+}
+
+func (p *peer) enqueue(om outMsg) bool {
 	select {
 	case p.q <- om:
 		return true
 	default:
 		return false
 	}
+}
+
+// current reports whether the snapshot om is still the one to stream.
+func (p *peer) current(om outMsg) bool {
+	return om.seq == p.latest.Load() && om.epoch == p.ps.epoch.Load()
+}
+
+// abortTransfer cancels the peer's transfer in progress, if any.
+func (p *peer) abortTransfer() {
+	p.xmu.Lock()
+	if p.xfer != nil {
+		p.xfer.cancel()
+	}
+	p.xmu.Unlock()
+}
+
+// startTransfer streams om's snapshot on conn from a goroutine of its own,
+// after the previous transfer, which it aborts, has stopped.
+func (p *peer) startTransfer(conn transport.Conn, om outMsg) {
+	p.xmu.Lock()
+	// Checked under xmu, which abortTransfer takes after bumping latest or
+	// epoch: either this sees the bump, or the abort sees this transfer.
+	if !p.current(om) {
+		p.xmu.Unlock()
+		p.failed(om)
+		return
+	}
+	ctx, cancel := context.WithCancel(p.ctx)
+	t := &transfer{cancel: cancel, done: make(chan struct{})}
+	prev := p.xfer
+	p.xfer = t
+	p.xmu.Unlock()
+	if prev != nil {
+		prev.cancel()
+	}
+	p.ps.wg.Add(1)
+	go p.streamSnapshot(ctx, t, prev, conn, om)
+}
+
+// endTransfer retires t once its stream sends nothing more.
+func (p *peer) endTransfer(t *transfer) {
+	t.cancel()
+	p.xmu.Lock()
+	if p.xfer == t {
+		p.xfer = nil
+	}
+	p.xmu.Unlock()
+	close(t.done)
 }
 
 func (ps *peerSet) remove(id uint64) {
@@ -126,6 +216,10 @@ func (p *peer) run() {
 			return
 		case om = <-p.q:
 		}
+		if om.cp != nil && !p.current(om) {
+			p.failed(om) // superseded, or of an earlier term
+			continue
+		}
 		if conn == nil {
 			if time.Now().Before(retryAt) {
 				p.failed(om)
@@ -142,8 +236,7 @@ func (p *peer) run() {
 			conn, backoff = c, 0
 		}
 		if om.cp != nil {
-			p.ps.wg.Add(1)
-			go p.streamSnapshot(conn, om)
+			p.startTransfer(conn, om)
 			continue
 		}
 		var err error
@@ -183,6 +276,11 @@ func (p *peer) dial() (transport.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := n.checkMessageLimit(conn); err != nil {
+		conn.Close()
+		n.log.Error("refusing peer connection", "peer", p.id, "remote", conn.RemoteAddr(), "err", err)
+		return nil, err
+	}
 	h := appendHello(nil, hello{from: n.id, cluster: n.cfg.ClusterID, addr: n.cfg.Addr})
 	if err := conn.Send(ctx, h); err != nil {
 		conn.Close()
@@ -191,11 +289,27 @@ func (p *peer) dial() (transport.Conn, error) {
 	return conn, nil
 }
 
+// checkMessageLimit refuses a peer connection that cannot carry the
+// largest message raft may need to send on it: raft would resend such a
+// message forever. The check runs when a connection is established (dialled
+// or served), so a transport configured with too small a MaxMessage fails
+// loudly at once.
+func (n *Node) checkMessageLimit(conn transport.Conn) error {
+	need, limit := n.cfg.maxPeerMessage(), conn.MaxMessage()
+	if limit >= need {
+		return nil
+	}
+	return fmt.Errorf("%w: the transport carries messages of at most %d bytes to %s, but raft needs %d "+
+		"(MaxSizePerMsg %d, a %d-byte value with its key and framing): raise the transport's MaxMessage "+
+		"or lower MaxSizePerMsg: %w",
+		ErrConfig, limit, conn.RemoteAddr(), need, n.cfg.MaxSizePerMsg, MaxValueLen, transport.ErrMessageTooLarge)
+}
+
 // failed tells raft a message did not go out.
 func (p *peer) failed(om outMsg) {
 	if om.cp != nil {
 		om.cp.Release()
-		p.ps.n.reportBlocking(report{to: p.id, kind: reportSnapshotFailed})
+		p.ps.n.reportBlocking(report{to: p.id, kind: reportSnapshotFailed, seq: om.seq})
 		return
 	}
 	p.ps.n.reportNow(report{to: p.id, kind: reportUnreachable})

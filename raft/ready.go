@@ -58,6 +58,10 @@ func (l *loop) handleReady() error {
 	if rd.HardState != nil {
 		l.hardState(rd.HardState)
 	}
+	if l.readyFlag.lostLeadership || l.readyFlag.termChanged {
+		// A snapshot transfer belongs to the leadership that started it.
+		l.n.peers.abortTransfers()
+	}
 	u := l.st.NewUpdate()
 	defer u.Close()
 	sc := &l.scratch
@@ -333,19 +337,30 @@ func (l *loop) sendMessages(msgs []*pb.Message) {
 	}
 }
 
+// sendSnapshot starts a snapshot transfer for m, which supersedes any
+// earlier one to the same peer.
 func (l *loop) sendSnapshot(m *pb.Message) {
+	l.snapSeq++
+	seq, to := l.snapSeq, m.GetTo()
+	l.snapPending[to] = seq
+	failed := report{to: to, kind: reportSnapshotFailed, seq: seq}
+	if !l.isLeader || m.GetTerm() != l.term {
+		// Sent before this Ready stepped down or changed term.
+		l.later = append(l.later, failed)
+		return
+	}
 	cp := l.st.Checkpoint()
 	if cp == nil || cp.Index() != m.GetSnapshot().GetMetadata().GetIndex() {
 		if cp != nil {
 			cp.Release()
 		}
 		l.n.log.Error("no checkpoint for snapshot", "index", m.GetSnapshot().GetMetadata().GetIndex())
-		l.later = append(l.later, report{to: m.GetTo(), kind: reportSnapshotFailed})
+		l.later = append(l.later, failed)
 		return
 	}
-	if !l.n.peers.sendSnapshot(m, cp) {
+	if !l.n.peers.sendSnapshot(m, cp, seq) {
 		cp.Release()
-		l.later = append(l.later, report{to: m.GetTo(), kind: reportSnapshotFailed})
+		l.later = append(l.later, failed)
 	}
 }
 

@@ -24,6 +24,10 @@ func (n *Node) ServePeer(conn transport.Conn, first []byte) {
 		n.log.Warn("refusing peer connection", "remote", conn.RemoteAddr(), "err", err)
 		return
 	}
+	if err := n.checkMessageLimit(conn); err != nil {
+		n.log.Error("refusing peer connection", "peer", h.from, "remote", conn.RemoteAddr(), "err", err)
+		return
+	}
 	if !n.track(conn) {
 		return
 	}
@@ -70,6 +74,9 @@ type peerReader struct {
 	n      *Node
 	from   uint64
 	staged *store.Staged // snapshot data being received
+	xfer   transferID    // the transfer staged belongs to
+	// rejected is the last transfer whose frames were ignored (logged once).
+	rejected transferID
 }
 
 func (r *peerReader) handle(frame []byte) error {
@@ -82,44 +89,86 @@ func (r *peerReader) handle(frame []byte) error {
 		if err := proto.Unmarshal(frame[1:], m); err != nil {
 			return fmt.Errorf("raft: bad message: %w", err)
 		}
-		return r.deliver(m)
+		if m.GetType() == pb.MsgSnap {
+			// Only an 'S' frame ties a MsgSnap to its data.
+			r.n.log.Warn("snapshot message outside a transfer; dropped", "peer", r.from,
+				"index", m.GetSnapshot().GetMetadata().GetIndex())
+			return nil
+		}
+		return r.deliver(inbound{msg: m})
 	case frameSnapshotBegin:
-		index, term, err := parseSnapshotBegin(frame)
+		id, err := parseSnapshotBegin(frame)
 		if err != nil {
 			return err
 		}
+		// The peer streams one transfer at a time: an unfinished earlier
+		// one was abandoned.
 		r.discard()
-		r.staged = r.n.store.NewStaged(index, term)
+		r.staged, r.xfer = r.n.store.NewStaged(id.index, id.term), id
 		return nil
 	case frameSnapshotChunk:
-		if r.staged == nil {
-			return fmt.Errorf("raft: snapshot chunk outside a transfer")
+		id, body, err := parseSnapshotFrame(frame)
+		if err != nil {
+			return err
 		}
-		return forEachChunkRecord(frame[1:], r.staged.Add)
+		if !r.current(id) {
+			r.reject(id, "snapshot data of another transfer; ignored")
+			return nil
+		}
+		return forEachChunkRecord(body, r.staged.Add)
+	case frameSnapshotEnd:
+		id, body, err := parseSnapshotFrame(frame)
+		if err != nil {
+			return err
+		}
+		m := &pb.Message{}
+		if err := proto.Unmarshal(body, m); err != nil {
+			return fmt.Errorf("raft: bad snapshot message: %w", err)
+		}
+		return r.deliverSnapshot(id, m)
 	}
 	return fmt.Errorf("raft: unknown frame type %q", frame[0])
 }
 
-// deliver passes m to the loop; a MsgSnap takes the staged data with it.
-func (r *peerReader) deliver(m *pb.Message) error {
-	in := inbound{msg: m}
-	if m.GetType() == pb.MsgSnap {
-		md := m.GetSnapshot().GetMetadata()
-		st := r.staged
-		r.staged = nil
-		if st == nil || st.Index() != md.GetIndex() || st.Term() != md.GetTerm() {
-			if st != nil {
-				st.Discard()
-			}
-			r.n.log.Warn("snapshot message without its data; dropped", "peer", r.from, "index", md.GetIndex())
-			return nil
-		}
-		if err := st.Finish(); err != nil {
-			st.Discard()
-			return err
-		}
-		in.staged = st
+// current reports whether id names the transfer being staged.
+func (r *peerReader) current(id transferID) bool {
+	return r.staged != nil && id == r.xfer
+}
+
+// reject logs (once per transfer) that frames of transfer id were ignored.
+func (r *peerReader) reject(id transferID, msg string) {
+	if id == r.rejected {
+		return
 	}
+	r.rejected = id
+	r.n.log.Warn(msg, "peer", r.from, "transfer", id.String(), "staging", r.xfer.String())
+}
+
+// deliverSnapshot passes the MsgSnap m ending transfer id to the loop with
+// the transfer's staged data; the MsgSnap of any other transfer is dropped.
+func (r *peerReader) deliverSnapshot(id transferID, m *pb.Message) error {
+	if !r.current(id) {
+		r.reject(id, "snapshot message of another transfer; dropped")
+		return nil
+	}
+	st := r.staged
+	r.staged = nil
+	md := m.GetSnapshot().GetMetadata()
+	if m.GetType() != pb.MsgSnap || md.GetIndex() != id.index || md.GetTerm() != id.term {
+		st.Discard()
+		r.n.log.Warn("snapshot transfer ended by a message for another snapshot; dropped", "peer", r.from,
+			"transfer", id.String(), "type", m.GetType().String(), "index", md.GetIndex(), "term", md.GetTerm())
+		return nil
+	}
+	if err := st.Finish(); err != nil {
+		st.Discard()
+		return err
+	}
+	return r.deliver(inbound{msg: m, staged: st})
+}
+
+// deliver passes in to the loop (a MsgSnap with its staged data).
+func (r *peerReader) deliver(in inbound) error {
 	select {
 	case r.n.recvc <- in:
 		return nil

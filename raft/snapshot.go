@@ -1,46 +1,63 @@
 package raft
 
 import (
+	"context"
+	"errors"
+	"math/rand/v2"
+
 	"github.com/kvd-project/kvd/transport"
 )
 
 // streamSnapshot sends om's checkpoint to the peer over conn in chunks of
-// at most SnapshotChunkSize bytes, then the MsgSnap itself, and reports the
-// outcome to raft. It runs beside the peer's sender, sharing conn (sends
-// from two goroutines interleave whole), so heartbeats keep flowing.
-func (p *peer) streamSnapshot(conn transport.Conn, om outMsg) {
+// at most SnapshotChunkSize bytes, then the MsgSnap itself, all tagged with
+// a fresh transfer id, and reports the outcome to raft. It runs beside the
+// peer's sender, sharing conn (sends from two goroutines interleave whole),
+// so heartbeats keep flowing. It sends nothing before prev, the transfer it
+// replaces (already aborted), has stopped, and nothing once ctx ends (the
+// transfer was aborted).
+func (p *peer) streamSnapshot(ctx context.Context, t, prev *transfer, conn transport.Conn, om outMsg) {
 	defer p.ps.wg.Done()
-	defer om.cp.Release()
 	n := p.ps.n
-	err := p.sendSnapshotData(conn, om)
-	if err == nil {
-		var frame []byte
-		if frame, err = appendMessageFrame(nil, om.m); err == nil {
-			err = conn.Send(p.ctx, frame)
-		}
+	if prev != nil {
+		<-prev.done
 	}
-	if err != nil {
-		n.log.Warn("snapshot transfer failed", "peer", p.id, "index", om.cp.Index(), "err", err)
-		n.reportBlocking(report{to: p.id, kind: reportSnapshotFailed})
+	id := transferID{index: om.cp.Index(), term: om.cp.Term(), nonce: rand.Uint64()}
+	err := p.sendTransfer(ctx, conn, id, om)
+	p.endTransfer(t)
+	om.cp.Release()
+	switch {
+	case err == nil:
+		n.log.Info("snapshot sent", "peer", p.id, "index", id.index)
+		n.reportBlocking(report{to: p.id, kind: reportSnapshotDone, seq: om.seq})
 		return
+	case errors.Is(err, context.Canceled) && p.ctx.Err() == nil:
+		n.log.Info("snapshot transfer aborted", "peer", p.id, "index", id.index)
+	default:
+		n.log.Warn("snapshot transfer failed", "peer", p.id, "index", id.index, "err", err)
 	}
-	n.log.Info("snapshot sent", "peer", p.id, "index", om.cp.Index())
-	n.reportBlocking(report{to: p.id, kind: reportSnapshotDone})
+	n.reportBlocking(report{to: p.id, kind: reportSnapshotFailed, seq: om.seq})
 }
 
-func (p *peer) sendSnapshotData(conn transport.Conn, om outMsg) error {
-	limit := min(p.ps.n.cfg.SnapshotChunkSize, conn.MaxMessage())
-	if err := conn.Send(p.ctx, appendSnapshotBegin(nil, om.cp.Index(), om.cp.Term())); err != nil {
+// sendTransfer sends transfer id: the begin frame, the checkpoint's data
+// and the MsgSnap.
+func (p *peer) sendTransfer(ctx context.Context, conn transport.Conn, id transferID, om outMsg) error {
+	send := func(frame []byte) error {
+		if err := ctx.Err(); err != nil {
+			return err // an aborted transfer sends nothing more
+		}
+		return conn.Send(ctx, frame)
+	}
+	if err := send(appendSnapshotBegin(nil, id)); err != nil {
 		return err
 	}
-	chunk := make([]byte, 1, limit)
-	chunk[0] = frameSnapshotChunk
+	limit := min(p.ps.n.cfg.SnapshotChunkSize, conn.MaxMessage())
+	chunk := appendSnapshotFrameHeader(make([]byte, 0, max(limit, snapshotFrameHeader)), frameSnapshotChunk, id)
 	flush := func() error {
-		if len(chunk) == 1 {
+		if len(chunk) == snapshotFrameHeader {
 			return nil
 		}
-		err := conn.Send(p.ctx, chunk)
-		chunk = chunk[:1]
+		err := send(chunk)
+		chunk = chunk[:snapshotFrameHeader]
 		return err
 	}
 	err := om.cp.ForEach(func(key, raw []byte) error {
@@ -52,8 +69,15 @@ func (p *peer) sendSnapshotData(conn transport.Conn, om outMsg) error {
 		chunk = appendChunkRecord(chunk, key, raw)
 		return nil
 	})
+	if err == nil {
+		err = flush()
+	}
 	if err != nil {
 		return err
 	}
-	return flush()
+	end, err := appendSnapshotEnd(nil, id, om.m)
+	if err != nil {
+		return err
+	}
+	return send(end)
 }

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -106,12 +109,28 @@ func TestPeerHello(t *testing.T) {
 }
 
 func TestSnapshotFrames(t *testing.T) {
-	i, term, err := parseSnapshotBegin(appendSnapshotBegin(nil, 77, 5))
-	if i != 77 || term != 5 || err != nil {
-		t.Fatalf("begin frame: %d %d %v", i, term, err)
+	want := transferID{index: 77, term: 5, nonce: 1<<63 + 9}
+	id, err := parseSnapshotBegin(appendSnapshotBegin(nil, want))
+	if id != want || err != nil {
+		t.Fatalf("begin frame: %v %v", id, err)
+	}
+	for _, bad := range [][]byte{{frameSnapshotBegin}, appendSnapshotBegin(nil, want)[:24], append(appendSnapshotBegin(nil, want), 0)} {
+		if _, err := parseSnapshotBegin(bad); err == nil {
+			t.Errorf("begin frame of %d bytes accepted", len(bad))
+		}
+	}
+	m := &pb.Message{Type: pb.MsgSnap.Enum(), To: new(uint64(2)), Snapshot: &pb.Snapshot{Metadata: &pb.SnapshotMetadata{Index: new(uint64(77))}}}
+	end, err := appendSnapshotEnd(nil, want, m)
+	if err != nil || end[0] != frameSnapshotEnd {
+		t.Fatalf("end frame: %q, %v", end, err)
+	}
+	id, body, err := parseSnapshotFrame(end)
+	got := &pb.Message{}
+	if err != nil || id != want || proto.Unmarshal(body, got) != nil || !proto.Equal(got, m) {
+		t.Fatalf("end frame parsed as %v, %v, %v", id, got, err)
 	}
 	pairs := [][2]string{{"a", "12345678"}, {"key-two", "87654321value"}, {string(make([]byte, 300)), "xxxxxxxx"}}
-	chunk := []byte{frameSnapshotChunk}
+	chunk := appendSnapshotFrameHeader(nil, frameSnapshotChunk, want)
 	for _, p := range pairs {
 		before := len(chunk)
 		chunk = appendChunkRecord(chunk, []byte(p[0]), []byte(p[1]))
@@ -119,15 +138,19 @@ func TestSnapshotFrames(t *testing.T) {
 			t.Fatalf("chunkRecordSize disagrees with the encoding")
 		}
 	}
-	var got [][2]string
-	err = forEachChunkRecord(chunk[1:], func(k, v []byte) error {
-		got = append(got, [2]string{string(k), string(v)})
+	id, body, err = parseSnapshotFrame(chunk)
+	if err != nil || id != want {
+		t.Fatalf("chunk frame id %v, %v", id, err)
+	}
+	var decoded [][2]string
+	err = forEachChunkRecord(body, func(k, v []byte) error {
+		decoded = append(decoded, [2]string{string(k), string(v)})
 		return nil
 	})
-	if err != nil || fmt.Sprint(got) != fmt.Sprint(pairs) {
-		t.Fatalf("decoded %v, %v", got, err)
+	if err != nil || fmt.Sprint(decoded) != fmt.Sprint(pairs) {
+		t.Fatalf("decoded %v, %v", decoded, err)
 	}
-	if err := forEachChunkRecord(chunk[1:len(chunk)-1], func(k, v []byte) error { return nil }); err == nil {
+	if err := forEachChunkRecord(body[:len(body)-1], func(k, v []byte) error { return nil }); err == nil {
 		t.Fatal("truncated chunk accepted")
 	}
 }

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
 )
 
 // Peer connections. Each node dials one connection to every peer and uses
@@ -14,13 +17,21 @@ import (
 //
 // after which every message is one frame, tagged by its first byte:
 //
-//	'M' raftpb.Message (protobuf)
-//	'B' le64 index | le64 term             a snapshot transfer begins
-//	'C' { uvarint len | key | uvarint len | le64 version + value }*
+//	'M' raftpb.Message (protobuf), of any type but MsgSnap
+//	'B' id                                 a snapshot transfer begins
+//	'C' id | { uvarint len | key | uvarint len | le64 version + value }*
 //	                                       snapshot data, in key order
+//	'S' id | raftpb.Message (protobuf)     the MsgSnap that ends the transfer
 //
-// A transfer is 'B', any number of 'C', then the 'M' carrying the MsgSnap
-// for that index and term; the receiver installs the data only with it.
+// where id, the transfer id, is le64 index | le64 term | le64 nonce: the
+// snapshot's index and term and a random number the sender draws for the
+// transfer. A transfer is 'B', any number of 'C', then 'S' carrying the
+// MsgSnap for that index and term, all with the same id; the receiver
+// stages the data of the transfer its latest 'B' began, ignores 'C' and
+// 'S' frames of any other transfer, and installs the data only with its
+// 'S'. A sender streams at most one transfer per peer at a time, but the
+// ids keep a stray frame of an abandoned transfer (sends from different
+// goroutines interleave) from ever mixing into another's data.
 
 var helloMagic = []byte("KVDPEER1")
 
@@ -30,6 +41,7 @@ const (
 	frameMessage       byte = 'M'
 	frameSnapshotBegin byte = 'B'
 	frameSnapshotChunk byte = 'C'
+	frameSnapshotEnd   byte = 'S'
 )
 
 // IsPeerHello reports whether the first message of a newly accepted
@@ -62,17 +74,57 @@ func parseHello(b []byte) (hello, error) {
 	}, nil
 }
 
-func appendSnapshotBegin(dst []byte, index, term uint64) []byte {
-	dst = append(dst, frameSnapshotBegin)
-	dst = binary.LittleEndian.AppendUint64(dst, index)
-	return binary.LittleEndian.AppendUint64(dst, term)
+// transferID names one snapshot transfer (see the frame layout above).
+type transferID struct {
+	index, term, nonce uint64
 }
 
-func parseSnapshotBegin(b []byte) (index, term uint64, err error) {
-	if len(b) != 17 {
-		return 0, 0, fmt.Errorf("raft: snapshot begin frame of %d bytes", len(b))
+const transferIDLen = 24
+
+// snapshotFrameHeader is the length of a 'B', 'C' or 'S' frame's tag and id.
+const snapshotFrameHeader = 1 + transferIDLen
+
+func (id transferID) String() string {
+	return fmt.Sprintf("%d/%d#%016x", id.index, id.term, id.nonce)
+}
+
+// appendSnapshotFrameHeader appends a snapshot frame's tag and id.
+func appendSnapshotFrameHeader(dst []byte, tag byte, id transferID) []byte {
+	dst = append(dst, tag)
+	dst = binary.LittleEndian.AppendUint64(dst, id.index)
+	dst = binary.LittleEndian.AppendUint64(dst, id.term)
+	return binary.LittleEndian.AppendUint64(dst, id.nonce)
+}
+
+// parseSnapshotFrame splits a 'B', 'C' or 'S' frame into its id and body.
+func parseSnapshotFrame(b []byte) (transferID, []byte, error) {
+	if len(b) < snapshotFrameHeader {
+		return transferID{}, nil, fmt.Errorf("raft: snapshot frame %q of %d bytes", b[0], len(b))
 	}
-	return binary.LittleEndian.Uint64(b[1:]), binary.LittleEndian.Uint64(b[9:]), nil
+	id := transferID{
+		index: binary.LittleEndian.Uint64(b[1:]),
+		term:  binary.LittleEndian.Uint64(b[9:]),
+		nonce: binary.LittleEndian.Uint64(b[17:]),
+	}
+	return id, b[snapshotFrameHeader:], nil
+}
+
+func appendSnapshotBegin(dst []byte, id transferID) []byte {
+	return appendSnapshotFrameHeader(dst, frameSnapshotBegin, id)
+}
+
+func parseSnapshotBegin(b []byte) (transferID, error) {
+	id, body, err := parseSnapshotFrame(b)
+	if err == nil && len(body) != 0 {
+		err = fmt.Errorf("raft: snapshot begin frame of %d bytes", len(b))
+	}
+	return id, err
+}
+
+// appendSnapshotEnd appends the frame carrying transfer id's MsgSnap m.
+func appendSnapshotEnd(dst []byte, id transferID, m *pb.Message) ([]byte, error) {
+	dst = appendSnapshotFrameHeader(dst, frameSnapshotEnd, id)
+	return proto.MarshalOptions{}.MarshalAppend(dst, m)
 }
 
 // chunkRecordSize is the space one pair takes in a chunk frame.
