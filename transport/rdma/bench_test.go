@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 
@@ -15,16 +16,18 @@ import (
 // Compare with ib_read_lat (one READ, round trip) and ib_send_lat (half a
 // ping-pong) from the same VM run: on Soft-RoCE only ratios mean anything.
 
+// "events" is the default (adaptive spinning), "events-nospin" the
+// completion channel alone.
 var pollModes = []struct {
 	name string
-	mode PollMode
-}{{"events", PollEvents}, {"busy", PollBusy}}
+	cfg  Config
+}{{"events", Config{}}, {"events-nospin", Config{SpinPoll: -1}}, {"busy", Config{Poll: PollBusy}}}
 
 func BenchmarkRead(b *testing.B) {
 	for _, pm := range pollModes {
 		for _, bc := range []struct{ ops, size int }{{1, 64}, {3, 64}, {16, 64}, {1, 4096}, {1, 1 << 20}} {
 			b.Run(fmt.Sprintf("%s/%dx%d", pm.name, bc.ops, bc.size), func(b *testing.B) {
-				c, _, _, st := pair(b, Config{Poll: pm.mode})
+				c, _, _, st := pair(b, pm.cfg)
 				r := newRegion(b, st, 2<<20)
 				ops := make([]transport.ReadOp, bc.ops)
 				for i := range ops {
@@ -53,7 +56,7 @@ func BenchmarkPingPong(b *testing.B) {
 	for _, pm := range pollModes {
 		for _, size := range []int{64, 4096} {
 			b.Run(fmt.Sprintf("%s/%d", pm.name, size), func(b *testing.B) {
-				c, s, _, _ := pair(b, Config{Poll: pm.mode})
+				c, s, _, _ := pair(b, pm.cfg)
 				ctx, cancel := context.WithCancel(context.Background())
 				defer cancel()
 				go func() {
@@ -126,11 +129,24 @@ func BenchmarkStream(b *testing.B) {
 }
 
 // latencies records per-operation times in a preallocated slice (no
-// allocation in the measured loop) and reports percentiles in microseconds.
-type latencies struct{ d []time.Duration }
+// allocation in the measured loop) and reports percentiles in microseconds,
+// and the CPU time the process (both ends) used per operation.
+type latencies struct {
+	d   []time.Duration
+	cpu time.Duration
+}
 
 func newLatencies(b *testing.B) *latencies {
-	return &latencies{d: make([]time.Duration, 0, max(b.N, 1<<16))}
+	return &latencies{d: make([]time.Duration, 0, max(b.N, 1<<16)), cpu: cpuTime()}
+}
+
+// cpuTime is the user and system time this process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func (l *latencies) add(start time.Time) {
@@ -148,4 +164,5 @@ func (l *latencies) report(b *testing.B) {
 	b.ReportMetric(us(0.5), "p50-us")
 	b.ReportMetric(us(0.99), "p99-us")
 	b.ReportMetric(us(1), "max-us")
+	b.ReportMetric(float64(cpuTime()-l.cpu)/1e3/float64(len(l.d)), "cpu-us/op")
 }

@@ -14,7 +14,11 @@ type PollMode int
 
 const (
 	// PollEvents sleeps on the completion channel between bursts of
-	// completions: no CPU while idle, one wake-up (a few microseconds) per
+	// completions: no CPU while idle. A wake-up through the channel costs a
+	// few microseconds and a hand-off between goroutines, so before sleeping
+	// the transport briefly polls instead (Config.SpinPoll): a goroutine
+	// waiting for its Read or its next message polls the completion queue
+	// itself, and the reaper goroutine keeps polling for a while after a
 	// burst. The default.
 	PollEvents PollMode = iota
 	// PollBusy spins on the completion queues in a goroutine: lowest latency,
@@ -32,6 +36,9 @@ func (m PollMode) String() string {
 	return fmt.Sprintf("PollMode(%d)", int(m))
 }
 
+// DefaultSpinPoll is the default Config.SpinPoll.
+const DefaultSpinPoll = 50 * time.Microsecond
+
 // Config configures a Transport. The zero value is valid: every zero field
 // takes the documented default.
 type Config struct {
@@ -47,6 +54,26 @@ type Config struct {
 
 	// Poll selects busy polling or the completion channel. Default PollEvents.
 	Poll PollMode
+
+	// SpinPoll bounds adaptive polling in PollEvents mode (PollBusy ignores
+	// it). A Read that has posted its READs, or a Recv that finds no
+	// message queued, polls the completion queues itself for up to SpinPoll
+	// before it sleeps, so a completion that arrives in that window reaches
+	// it without a wake-up through the completion channel and without
+	// crossing goroutines; and after a wake-up that reaped completions the
+	// reaper goroutine keeps polling until SpinPoll passes without one. Each
+	// poll is one cgo crossing that reaps a whole burst, and the spinning
+	// goroutine yields (runtime.Gosched) between polls.
+	//
+	// The trade-off is CPU for latency: an idle transport still uses no CPU,
+	// but each wait that the window does not cover burns up to SpinPoll of
+	// CPU first, and under steady load the reaper polls continuously. On a
+	// machine with fewer cores than busy processes, spinning takes CPU from
+	// the processes that would produce the completion; keep the window
+	// around a round trip of the network (a few microseconds on hardware).
+	// Zero means DefaultSpinPoll; negative disables spinning (every wait
+	// sleeps on the completion channel). At most 10ms.
+	SpinPoll time.Duration
 
 	// MaxMessage is the largest message Send accepts. A connection uses the
 	// smaller of both ends' values. Default transport.DefaultMaxMessage.
@@ -89,11 +116,15 @@ type Config struct {
 
 // Limits that follow from the wire format and work-request ids.
 const (
-	headerSize   = 16
-	minBufSize   = 256
-	maxBuffers   = 4096 // 12-bit buffer index in work-request ids
-	maxReadSlots = 256
-	ctlBuffers   = 8 // receive buffers reserved for credit-only messages
+	headerSize    = 16
+	minBufSize    = 256
+	maxBufSize    = 1 << 24
+	maxBuffers    = 4096 // 12-bit buffer index in work-request ids
+	maxCredits    = 0xffff
+	maxMaxMessage = 1 << 30
+	maxReadSlots  = 256
+	ctlBuffers    = 8 // receive buffers reserved for credit-only messages
+	maxSpinPoll   = 10 * time.Millisecond
 )
 
 // Sentinel errors of this package (besides those of package transport).
@@ -137,6 +168,9 @@ func (c Config) withDefaults() Config {
 	if c.ResolveTimeout == 0 {
 		c.ResolveTimeout = 5 * time.Second
 	}
+	if c.SpinPoll == 0 {
+		c.SpinPoll = DefaultSpinPoll
+	}
 	return c
 }
 
@@ -146,11 +180,11 @@ func (c Config) Validate() error {
 	switch {
 	case c.Poll != PollEvents && c.Poll != PollBusy:
 		return fmt.Errorf("%w: unknown poll mode %d", ErrConfig, int(c.Poll))
-	case c.MaxMessage < 0 || c.MaxMessage > 1<<30:
+	case c.MaxMessage < 0 || c.MaxMessage > maxMaxMessage:
 		return fmt.Errorf("%w: MaxMessage %d not in [0, 1 GiB]", ErrConfig, c.MaxMessage)
-	case c.Credits < 1 || c.Credits > 0xffff:
-		return fmt.Errorf("%w: Credits %d not in [1, 65535]", ErrConfig, c.Credits)
-	case c.BufSize < minBufSize || c.BufSize > 1<<24:
+	case c.Credits < 1 || c.Credits > maxCredits:
+		return fmt.Errorf("%w: Credits %d not in [1, %d]", ErrConfig, c.Credits, maxCredits)
+	case c.BufSize < minBufSize || c.BufSize > maxBufSize:
 		return fmt.Errorf("%w: BufSize %d not in [%d, 16 MiB]", ErrConfig, c.BufSize, minBufSize)
 	case c.RecvBuffers < 1 || c.RecvBuffers+ctlBuffers > maxBuffers:
 		return fmt.Errorf("%w: RecvBuffers %d not in [1, %d]", ErrConfig, c.RecvBuffers, maxBuffers-ctlBuffers)
@@ -166,6 +200,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: LocalAddr %q is not an IP address", ErrConfig, c.LocalAddr)
 	case c.ResolveTimeout < 0:
 		return fmt.Errorf("%w: negative ResolveTimeout", ErrConfig)
+	case c.SpinPoll > maxSpinPoll:
+		return fmt.Errorf("%w: SpinPoll %v above %v (use PollBusy)", ErrConfig, c.SpinPoll, maxSpinPoll)
 	}
 	return nil
 }

@@ -14,7 +14,9 @@ import (
 // registered for local access only, holding its receive buffers, send
 // buffers, credit-message buffers and READ staging slots.
 //
-// Locks, outermost first: Transport.connsMu (read, by the poller) → mu.
+// Locks, outermost first: Transport.cqLife (read, by a goroutine polling for
+// its own completion) → cq.mu (whoever drains the CQ: the reaper, such a
+// goroutine, teardown) → Transport.connsMu (read, while draining) → mu.
 // memMu guards the mapping and the queue pair against teardown: whoever
 // touches the buffers or posts work requests read-holds it and checks freed.
 // Fields marked "poller" are only touched by the goroutine draining the CQ
@@ -63,9 +65,10 @@ type conn struct {
 	mu         sync.Mutex
 	err        error // why the connection closed; set before closed is closed
 	closing    bool
-	bufCredits int // peer's data receive buffers we may fill
-	ctlCredits int // peer's credit-message buffers we may fill
-	msgCredits int // peer's queue slots we may fill
+	bufCredits int     // peer's data receive buffers we may fill
+	ctlCredits int     // peer's credit-message buffers we may fill
+	msgCredits int     // peer's queue slots we may fill
+	granted    credits // what the peer's hello granted: we never hold more
 	sendFree   []uint16
 	ctlFree    []uint16
 	inflight   int // SENDs posted and not completed
@@ -88,6 +91,7 @@ type conn struct {
 	newCtl    int
 	asm       []byte
 	asmTotal  int
+	broken    bool // the peer broke the protocol: ignore what follows
 }
 
 // delivery is a received message waiting for Recv: either still in receive
@@ -188,6 +192,7 @@ func (c *conn) setup() error {
 // peer may already have returned some.
 func (c *conn) connect(peer hello) {
 	c.mu.Lock()
+	c.granted = peer.granted()
 	c.bufCredits += peer.recvBuffers
 	c.ctlCredits += peer.ctl
 	c.msgCredits += peer.credits

@@ -37,6 +37,17 @@
 //     overflows) reaped by one goroutine, sleeping on the completion channel
 //     through the Go netpoller (PollEvents) or spinning (PollBusy). cgo is
 //     crossed once per chain posted and once per burst of completions.
+//   - In PollEvents mode, polling is adaptive (Config.SpinPoll, default
+//     50µs): a wake-up through the channel and the netpoller, then a hand-off
+//     to the waiting goroutine, costs several times the round trip itself, so
+//     a Read that has posted its chain, or a Recv that finds nothing queued,
+//     first polls the CQ itself for up to SpinPoll (yielding between polls)
+//     and, if its completion arrives, continues without sleeping or
+//     switching goroutines; and the reaper keeps polling for SpinPoll after
+//     each burst it reaps. Whoever polls handles every completion it reaps,
+//     for any connection of that CQ. Idle, nothing spins; busy, the CPU cost
+//     is at most SpinPoll per wait the window does not cover, and the reaper
+//     polls continuously under steady load. A negative SpinPoll turns it off.
 //
 // # Where RDMA shows through
 //

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"time"
 )
 
 // Completion queues are shared by connections: each connection reserves room
@@ -115,22 +116,107 @@ func (t *Transport) pollEvents() {
 		if err != nil || perr != nil {
 			return // closed
 		}
+		got := 0
 		for _, i := range ctxs[:n] {
 			if q := t.cqAt(i); q != nil {
-				t.drain(q)
+				got += t.drain(q)
 			}
+		}
+		// Nothing reaped: a waiter polling for itself got there first, and
+		// is handling the burst. Otherwise more is likely to follow.
+		if got > 0 && t.spin > 0 {
+			t.spinAll()
 		}
 	}
 }
 
+// spinAll is the reaper's adaptive phase (PollEvents with SpinPoll): it
+// keeps polling every CQ until SpinPoll passes without a completion. The
+// CQs stay armed meanwhile (kvd_cq_events re-armed them), so a completion
+// that arrives while spinning also leaves an event on the channel: the next
+// raw.Read returns at once, finds the CQs empty and sleeps. A CQ another
+// goroutine is draining is skipped: that goroutine delivers what it finds.
+func (t *Transport) spinAll() {
+	last := time.Now()
+	for !t.stopPoll.Load() {
+		n := 0
+		for _, q := range *t.cqList.Load() {
+			if q.mu.TryLock() {
+				n += t.drainLocked(q)
+				q.mu.Unlock()
+			}
+		}
+		now := time.Now()
+		if n > 0 {
+			last = now
+		} else if now.Sub(last) >= t.spin {
+			return
+		}
+		runtime.Gosched()
+	}
+}
+
+// spinWait is the waiter's adaptive phase (PollEvents with SpinPoll): a
+// goroutine about to sleep until ready() (its Read completed, a message
+// arrived) first polls c's CQ itself for up to SpinPoll, yielding between
+// polls, and handles what it reaps like the reaper would (for every
+// connection on that CQ). It reports whether ready() became true; either
+// way the caller then does its usual blocking wait, which returns at once if
+// it did. ready must be cheap and must not block.
+func (c *conn) spinWait(ready func() bool) bool {
+	t, q := c.t, c.cq
+	if t.spin <= 0 || q == nil {
+		return false
+	}
+	var start time.Time
+	for i := 0; ; i++ {
+		if ready() {
+			return true
+		}
+		select {
+		case <-c.closed:
+			return false
+		default:
+		}
+		// cqLife keeps the CQ from being destroyed under us (Transport.Close
+		// write-locks it once the reaper is gone); never wait for it.
+		if !t.cqLife.TryRLock() {
+			return false
+		}
+		if t.stopPoll.Load() {
+			t.cqLife.RUnlock()
+			return false
+		}
+		if q.mu.TryLock() { // else another goroutine is draining q
+			t.drainLocked(q)
+			q.mu.Unlock()
+		}
+		t.cqLife.RUnlock()
+		if ready() {
+			return true
+		}
+		if i == 0 {
+			start = time.Now()
+		} else if time.Since(start) >= t.spin {
+			return false
+		}
+		runtime.Gosched()
+	}
+}
+
 // drain reaps q until it is empty and hands each completion to its
-// connection; it returns how many it reaped. Connections see their
-// completions of one burst through complete, then one afterBatch call, all
-// while connsMu is read-held (so a connection being torn down is not
-// touched once removeConn returns).
+// connection; it returns how many it reaped.
 func (t *Transport) drain(q *cq) int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	return t.drainLocked(q)
+}
+
+// drainLocked is drain with q.mu held. Connections see their completions of
+// one burst through complete, then one afterBatch call, all while connsMu is
+// read-held (so a connection being torn down is not touched once removeConn
+// returns).
+func (t *Transport) drainLocked(q *cq) int {
 	total := 0
 	t.connsMu.RLock()
 	for {

@@ -495,6 +495,9 @@ func TestConfigValidate(t *testing.T) {
 		{"zero", Config{}, true},
 		{"busy", Config{Poll: PollBusy}, true},
 		{"bad poll", Config{Poll: 7}, false},
+		{"spin", Config{SpinPoll: time.Microsecond}, true},
+		{"no spin", Config{SpinPoll: -1}, true},
+		{"long spin", Config{SpinPoll: time.Second}, false},
 		{"tiny buffers", Config{BufSize: 16}, false},
 		{"too many buffers", Config{RecvBuffers: maxBuffers}, false},
 		{"negative credits", Config{Credits: -1}, false},
@@ -507,10 +510,12 @@ func TestConfigValidate(t *testing.T) {
 }
 
 // TestConformance runs the shared transport suite on RDMA: with the
-// defaults, with small buffers (heavy fragmentation, few send buffers, tight
-// credits, multi-round reads), and with busy polling. (Busy polling is not
-// combined with small buffers: two spinning pollers on the VM's two CPUs
-// under the race detector leave too little CPU for the suite's deadlines.)
+// defaults (events with adaptive spinning), with small buffers (heavy
+// fragmentation, few send buffers, tight credits, multi-round reads), with
+// events and no spinning (every wait sleeps on the completion channel), and
+// with busy polling. (Busy polling is not combined with small buffers: two
+// spinning pollers on the VM's two CPUs under the race detector leave too
+// little CPU for the suite's deadlines.)
 func TestConformance(t *testing.T) {
 	configs := []struct {
 		name string
@@ -519,6 +524,7 @@ func TestConformance(t *testing.T) {
 		{"defaults", Config{}},
 		{"small buffers", Config{BufSize: 2048, Credits: 8, RecvBuffers: 10,
 			SendBuffers: 8, ReadSlots: 2, ReadSlotSize: 8192}},
+		{"no spin", Config{SpinPoll: -1}},
 		{"busy poll", Config{Poll: PollBusy}},
 	}
 	for _, tc := range configs {
@@ -572,5 +578,100 @@ func TestSendCanceledBeforeFirstFragment(t *testing.T) {
 	defer cancel2()
 	if got, err := s.Recv(quiet, nil); err == nil {
 		t.Fatalf("the canceled message arrived: %v", got)
+	}
+}
+
+// rawSend posts one SEND of header h and n payload bytes from c, bypassing
+// Send's framing and credit accounting: a peer that breaks the protocol.
+func rawSend(t *testing.T, c *conn, h header, n int) {
+	t.Helper()
+	var bufs [1]uint16
+	if _, _, err := c.takeSendBuffers(ctxT(t), 1, bufs[:]); err != nil {
+		t.Fatal(err)
+	}
+	c.memMu.RLock()
+	defer c.memMu.RUnlock()
+	b := c.sendBuf(int(bufs[0]))
+	h.put(b)
+	var sd [1]sendWR
+	setSend(&sd[0], c.base+uint64(c.sendAt+int(bufs[0])*c.cfg.BufSize), headerSize+n, wrID(c.id, kindSend, 0, int(bufs[0])))
+	if err := c.qp.postSends(c.lkey, sd[:]); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A peer that breaks the protocol (a bogus total, fragments out of order,
+// credits it never got) closes the connection with an error wrapping
+// ErrProtocol and ErrClosed; the breaker sees the connection closed.
+func TestProtocolViolations(t *testing.T) {
+	cfg := Config{BufSize: 1024, MaxMessage: 4096}
+	data := func(flags uint8, total uint32) header { return header{kind: msgData, flags: flags, total: total} }
+	cases := []struct {
+		name string
+		h    header
+		n    int
+	}{
+		{"total over MaxMessage", data(flagFirst, 1<<31), 100},
+		{"total of a whole message", data(flagFirst|flagLast, 1<<20), 10},
+		{"fragment without a first", data(flagLast, 0), 10},
+		{"unknown kind", header{kind: 9}, 0},
+		{"buffer credits never used", header{kind: msgCtl, retBuf: 2}, 0},
+		{"message credits beyond the grant", header{kind: msgData, flags: flagFirst | flagLast, retMsg: 0xffff}, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, s, _, _ := pair(t, cfg)
+			ctx := ctxT(t)
+			// Some honest traffic first: the receiver has used one buffer
+			// and one message credit of the breaker, so returning one of
+			// each would be right (rawSend drops what is really owed);
+			// returning two is not.
+			if err := s.Send(ctx, []byte("hi")); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.Recv(ctx, nil); err != nil {
+				t.Fatal(err)
+			}
+			rawSend(t, c.(*conn), tc.h, tc.n)
+			_, err := s.Recv(ctx, nil)
+			if !errors.Is(err, transport.ErrProtocol) || !errors.Is(err, transport.ErrClosed) {
+				t.Fatalf("receiver's Recv = %v, want ErrProtocol and ErrClosed", err)
+			}
+			if err := s.Send(ctx, nil); !errors.Is(err, transport.ErrClosed) {
+				t.Fatalf("receiver's Send = %v, want ErrClosed", err)
+			}
+			if _, err := c.Recv(ctx, nil); !errors.Is(err, transport.ErrClosed) {
+				t.Fatalf("breaker's Recv = %v, want ErrClosed", err)
+			}
+		})
+	}
+}
+
+// With adaptive spinning (the default) an idle transport still uses no CPU:
+// every spin ends SpinPoll after the last completion.
+func TestSpinPollIdle(t *testing.T) {
+	c, s, _, st := pair(t, Config{})
+	r := newRegion(t, st, 4096)
+	ctx := ctxT(t)
+	op := []transport.ReadOp{{Remote: r.Descriptor(), Dst: make([]byte, 64)}}
+	for i := range 200 {
+		if err := c.Read(ctx, op); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Send(ctx, []byte{byte(i)}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Recv(ctx, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A receiver waiting with nothing to come spins once, then sleeps.
+	go func() { _, _ = s.Recv(ctx, nil) }()
+	time.Sleep(50 * time.Millisecond)
+	const idle = 500 * time.Millisecond
+	before := cpuTime()
+	time.Sleep(idle)
+	if used := cpuTime() - before; used > idle/10 {
+		t.Fatalf("idle transports used %v of CPU in %v", used, idle)
 	}
 }

@@ -120,6 +120,7 @@ func (c *conn) readRound(ctx context.Context, idx int, rds []readWR) error {
 		c.fail(fmt.Errorf("%w: %w", err, transport.ErrClosed))
 		return c.closedErr()
 	}
+	c.spinWait(func() bool { return len(s.done) > 0 })
 	select {
 	case <-s.done:
 	case <-ctx.Done():

@@ -12,64 +12,59 @@ import (
 // received handles one arrived SEND in receive buffer i (poller). A message
 // that fits one buffer stays there until Recv copies it out; fragments of a
 // larger one are copied into a reassembly buffer at once and their receive
-// buffers reposted.
+// buffers reposted. A SEND that breaks the protocol closes the connection,
+// and nothing after it is delivered.
 func (c *conn) received(i, byteLen int) {
-	if byteLen < headerSize || byteLen > c.cfg.BufSize {
-		c.fail(fmt.Errorf("rdma: received %d bytes: %w", byteLen, transport.ErrProtocol))
+	if c.broken {
 		return
 	}
-	b := c.recvBuf(i)
-	h := parseHeader(b)
+	asm := asmState{active: c.asm != nil, have: len(c.asm), total: c.asmTotal}
+	h, payload, err := checkFragment(c.recvBuf(i), byteLen, c.rxLimits(), asm)
+	if err != nil {
+		c.protocolError(err)
+		return
+	}
+	// The credits it returns are checked before anything is delivered, and
+	// applied by afterBatch, after this burst's receive buffers are reposted.
+	whole := h.kind == msgData && h.flags == flagFirst|flagLast
+	c.mu.Lock()
+	have := credits{buf: c.bufCredits + c.inBuf, ctl: c.ctlCredits + c.inCtl, msg: c.msgCredits + c.inMsg}
+	err = addReturned(&have, h.returned(), c.granted)
+	if err == nil && whole {
+		c.held++
+	}
+	c.mu.Unlock()
+	if err != nil {
+		c.protocolError(err)
+		return
+	}
 	c.inBuf += int(h.retBuf)
 	c.inCtl += int(h.retCtl)
 	c.inMsg += int(h.retMsg)
-	payload := b[headerSize:byteLen]
 	switch {
 	case h.kind == msgCtl:
 		c.repost = append(c.repost, uint16(i))
 		c.newCtl++
-	case h.kind != msgData:
-		c.fail(fmt.Errorf("rdma: message kind %d: %w", h.kind, transport.ErrProtocol))
-	case h.flags == flagFirst|flagLast && c.asm == nil:
-		if int(h.total) != len(payload) {
-			c.fail(fmt.Errorf("rdma: message of %d bytes says %d: %w", len(payload), h.total, transport.ErrProtocol))
-			return
-		}
-		c.mu.Lock()
-		c.held++
-		c.mu.Unlock()
+	case whole:
 		c.deliver(delivery{buf: int32(i), n: int32(len(payload))})
 	default:
 		c.reassemble(i, h, payload)
 	}
 }
 
+// reassemble takes one fragment of a larger message (checkFragment has
+// checked it fits) and delivers the message after its last.
 func (c *conn) reassemble(i int, h header, payload []byte) {
 	if h.flags&flagFirst != 0 {
-		if c.asm != nil || int(h.total) > c.cfg.MaxMessage {
-			c.fail(fmt.Errorf("rdma: bad first fragment (total %d): %w", h.total, transport.ErrProtocol))
-			return
-		}
 		c.asm, c.asmTotal = make([]byte, 0, h.total), int(h.total)
 		c.mu.Lock()
 		c.assembling = 1
 		c.mu.Unlock()
-	} else if c.asm == nil {
-		c.fail(fmt.Errorf("rdma: fragment without a first: %w", transport.ErrProtocol))
-		return
-	}
-	if len(c.asm)+len(payload) > c.asmTotal {
-		c.fail(fmt.Errorf("rdma: fragments overrun message of %d bytes: %w", c.asmTotal, transport.ErrProtocol))
-		return
 	}
 	c.asm = append(c.asm, payload...)
 	c.repost = append(c.repost, uint16(i))
 	c.newBuf++
 	if h.flags&flagLast == 0 {
-		return
-	}
-	if len(c.asm) != c.asmTotal {
-		c.fail(fmt.Errorf("rdma: message of %d bytes ended at %d: %w", c.asmTotal, len(c.asm), transport.ErrProtocol))
 		return
 	}
 	data := c.asm
@@ -78,6 +73,17 @@ func (c *conn) reassemble(i int, h header, payload []byte) {
 	c.assembling = 0
 	c.mu.Unlock()
 	c.deliver(delivery{buf: -1, data: data})
+}
+
+func (c *conn) rxLimits() rxLimits {
+	return rxLimits{bufSize: c.cfg.BufSize, maxMessage: c.cfg.MaxMessage}
+}
+
+// protocolError closes the connection because the peer broke the protocol
+// (poller).
+func (c *conn) protocolError(err error) {
+	c.broken = true
+	c.fail(fmt.Errorf("%w (connection closed: %w)", err, transport.ErrClosed))
 }
 
 // deliver queues a message for Recv. The queue holds Credits messages, so
@@ -89,7 +95,7 @@ func (c *conn) deliver(d delivery) {
 	select {
 	case c.rq <- d:
 	default:
-		c.fail(fmt.Errorf("rdma: peer exceeded its message credits: %w", transport.ErrProtocol))
+		c.protocolError(fmt.Errorf("rdma: peer exceeded its message credits: %w", transport.ErrProtocol))
 	}
 }
 
@@ -108,7 +114,7 @@ func (c *conn) afterBatch() {
 	c.mu.Lock()
 	c.owedBuf += c.newBuf
 	c.owedCtl += c.newCtl
-	c.bufCredits += c.inBuf
+	c.bufCredits += c.inBuf // checked by received
 	c.ctlCredits += c.inCtl
 	c.msgCredits += c.inMsg
 	c.sendFree = append(c.sendFree, c.freedSend...)
@@ -143,6 +149,9 @@ func (c *conn) Recv(ctx context.Context, buf []byte) ([]byte, error) {
 	select {
 	case d = <-c.rq:
 	default:
+		if ctx.Err() == nil {
+			c.spinWait(func() bool { return len(c.rq) > 0 })
+		}
 		select {
 		case d = <-c.rq:
 		case <-ctx.Done():

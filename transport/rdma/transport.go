@@ -8,6 +8,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/kvd-project/kvd/transport"
 )
@@ -31,6 +32,13 @@ type Transport struct {
 	closed   atomic.Bool
 	stopPoll atomic.Bool
 	pollDone chan struct{}
+
+	// spin is the adaptive polling window (Config.SpinPoll in PollEvents
+	// mode; 0: off). Goroutines polling a CQ for their own completions
+	// read-hold cqLife (TryRLock only); Close write-locks it before
+	// destroying the CQs.
+	spin   time.Duration
+	cqLife sync.RWMutex
 
 	// live counts connections whose teardown has not finished; Close waits
 	// for zero before freeing the CQs their teardown still polls.
@@ -68,6 +76,9 @@ func New(cfg Config) (*Transport, error) {
 		pollDone:  make(chan struct{}),
 	}
 	t.liveCond.L = &t.liveMu
+	if t.cfg.Poll == PollEvents && t.cfg.SpinPoll > 0 {
+		t.spin = t.cfg.SpinPoll
+	}
 	if err := t.open(); err != nil {
 		t.release()
 		return nil, err
@@ -188,7 +199,9 @@ func (t *Transport) Close() error {
 	}
 	<-t.pollDone
 	t.compFile = nil
+	t.cqLife.Lock() // waits out goroutines polling for themselves; later ones see stopPoll
 	t.release()
+	t.cqLife.Unlock()
 	return nil
 }
 
