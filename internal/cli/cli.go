@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/kvd-project/kvd/transport"
 	"github.com/kvd-project/kvd/transport/rdma"
@@ -118,6 +119,7 @@ type TransportFlags struct {
 	Name       string // tcp or rdma
 	RDMADevice string // e.g. rxe0, mlx5_0; empty: the first device
 	RDMAPoll   string // events or busy
+	RDMASpin   time.Duration
 }
 
 // Register adds --transport, --rdma-device and --rdma-poll to fs.
@@ -125,6 +127,7 @@ func (f *TransportFlags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&f.Name, "transport", "tcp", "transport: tcp or rdma (rdma needs a build with -tags rdma)")
 	fs.StringVar(&f.RDMADevice, "rdma-device", "", "RDMA device to use, e.g. mlx5_0 or rxe0 (default: the first one); addresses must be on it")
 	fs.StringVar(&f.RDMAPoll, "rdma-poll", "events", "RDMA completion polling: events (completion channel, no idle CPU) or busy (lowest latency, one core spins)")
+	fs.DurationVar(&f.RDMASpin, "rdma-spin", 0, "with --rdma-poll events: poll this long for a completion before sleeping (0: the default, 50µs; negative: never)")
 }
 
 // Transport makes the transport the flags name. node names this endpoint to
@@ -138,7 +141,7 @@ func (f *TransportFlags) Transport(node string) (transport.Transport, error) {
 		}
 		return t, nil
 	case "rdma":
-		cfg := rdma.Config{Device: f.RDMADevice}
+		cfg := rdma.Config{Device: f.RDMADevice, SpinPoll: f.RDMASpin}
 		switch f.RDMAPoll {
 		case "events", "":
 			cfg.Poll = rdma.PollEvents

@@ -65,12 +65,17 @@ type Config struct {
 	// poll is one cgo crossing that reaps a whole burst, and the spinning
 	// goroutine yields (runtime.Gosched) between polls.
 	//
-	// The trade-off is CPU for latency: an idle transport still uses no CPU,
-	// but each wait that the window does not cover burns up to SpinPoll of
-	// CPU first, and under steady load the reaper polls continuously. On a
-	// machine with fewer cores than busy processes, spinning takes CPU from
-	// the processes that would produce the completion; keep the window
-	// around a round trip of the network (a few microseconds on hardware).
+	// The trade-off is CPU for latency. An idle transport still uses no CPU
+	// (every spin ends SpinPoll after the last completion), but a wait the
+	// window does not cover (a Recv for a message that comes later, a Read
+	// slower than the window) burns SpinPoll of CPU before it sleeps, and
+	// while completions keep arriving less than SpinPoll apart the reaper
+	// polls continuously. A covered wait costs less CPU than a wake-up
+	// would. Spinning yields to other goroutines, not to other processes: on
+	// a machine with fewer cores than busy processes it can delay the
+	// process that would produce the completion, so keep the window to a few
+	// round trips (a few microseconds each on hardware, tens under Soft-RoCE
+	// in the test VM).
 	// Zero means DefaultSpinPoll; negative disables spinning (every wait
 	// sleeps on the completion channel). At most 10ms.
 	SpinPoll time.Duration

@@ -188,8 +188,9 @@ func (c *conn) setup() error {
 	return c.postRecvs(idx)
 }
 
-// connect applies the peer's parameters. Credits are added, not set: the
-// peer may already have returned some.
+// connect applies the peer's parameters. (A message the peer sends before
+// this, which the dialing side may receive, cannot return credits: we have
+// sent nothing. received checks that against granted, zero until now.)
 func (c *conn) connect(peer hello) {
 	c.mu.Lock()
 	c.granted = peer.granted()
