@@ -52,8 +52,7 @@ func main() {
 	var ue usageError
 	switch {
 	case err == nil:
-	case errors.Is(err, flag.ErrHelp):
-		os.Exit(2)
+	case errors.Is(err, flag.ErrHelp): // -h: usage was printed
 	case errors.As(err, &ue):
 		fmt.Fprintln(os.Stderr, "kvctl:", err)
 		fmt.Fprintln(os.Stderr, "run 'kvctl -h' for usage")

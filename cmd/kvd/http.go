@@ -16,7 +16,7 @@ import (
 	"github.com/kvd-project/kvd/transport/tcp"
 )
 
-// serveMetrics serves /metrics and /healthz. /healthz answers 200 while the
+// serveMetrics serves /metrics and /healthz (also as /health). /healthz answers 200 while the
 // node knows a leader (it can serve writes through it) and 503 otherwise,
 // with the node's status as JSON either way.
 func serveMetrics(addr string, reg *prometheus.Registry, srv *server.Server, log *slog.Logger, faults http.Handler) (*http.Server, error) {
@@ -26,14 +26,16 @@ func serveMetrics(addr string, reg *prometheus.Registry, srv *server.Server, log
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+	health := func(w http.ResponseWriter, r *http.Request) {
 		st := srv.Status()
 		w.Header().Set("Content-Type", "application/json")
 		if st.LeaderID == 0 {
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}
 		json.NewEncoder(w).Encode(map[string]any{"healthy": st.LeaderID != 0, "status": st})
-	})
+	}
+	mux.HandleFunc("/healthz", health)
+	mux.HandleFunc("/health", health) // etcd's name for it
 	if faults != nil {
 		mux.Handle("/debug/faults", faults)
 	}

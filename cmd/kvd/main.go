@@ -26,9 +26,10 @@ import (
 
 func main() {
 	if err := run(os.Args[1:]); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "kvd:", err)
+		if errors.Is(err, flag.ErrHelp) {
+			return // -h: usage was printed
 		}
+		fmt.Fprintln(os.Stderr, "kvd:", err)
 		os.Exit(2)
 	}
 }
