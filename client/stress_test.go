@@ -31,7 +31,7 @@ func parseChurnValue(key string, v []byte) (int, error) {
 	if !ok {
 		return 0, fmt.Errorf("value of %s does not start with its key: %.40q", key, v)
 	}
-	num, fill, ok := bytes.Cut(rest, []byte("|"))
+	num, _, ok := bytes.Cut(rest, []byte("|"))
 	if !ok {
 		return 0, fmt.Errorf("value of %s has no sequence: %.40q", key, v)
 	}
@@ -43,7 +43,6 @@ func parseChurnValue(key string, v []byte) (int, error) {
 	if !bytes.Equal(v, want) {
 		return 0, fmt.Errorf("value of %s seq %d is torn or mixed (%d bytes, want %d)", key, seq, len(v), len(want))
 	}
-	_ = fill
 	return seq, nil
 }
 

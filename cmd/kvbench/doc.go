@@ -1,0 +1,12 @@
+// Command kvbench benchmarks a kvd cluster through the Go client and
+// compares it with raw transport round trips.
+//
+//	kvbench run [flags]            measure a sweep of workloads (the default)
+//	kvbench baseline-tcp [flags]   TCP request/response ping-pong over loopback
+//	kvbench perftest [flags]       parse or run perftest (ib_read_lat, ib_send_lat)
+//	kvbench report [flags] FILE... merge result files into one report with plots
+//
+// Every flag can also be set through an environment variable: KVBENCH_
+// plus the flag name in upper case with dashes as underscores
+// (--start-cluster → KVBENCH_START_CLUSTER). See bench/README.md.
+package main
