@@ -152,30 +152,35 @@ func (c *Client) targets() []string {
 
 // leaderCall sends req to the leader, following NotLeader answers and
 // moving past unreachable nodes, with backoff, until ctx ends.
-func (c *Client) leaderCall(ctx context.Context, req *wire.Request) (wire.Response, error) {
+//
+// A write is retried only while no attempt can have been applied: the node
+// was never reached, or it answered that it did not propose the write (not
+// leader, proposal dropped). Retrying a write that may have been applied
+// could apply it a second time after somebody else's later write, so such a
+// write fails with ErrUnavailable instead, as "maybe applied". Reads
+// (idempotent) are retried freely.
+func (c *Client) leaderCall(ctx context.Context, req *wire.Request, idempotent bool) (wire.Response, error) {
 	backoff := 20 * time.Millisecond
 	var lastErr error
 	for {
 		for _, addr := range c.targets() {
 			resp, err := c.callAt(ctx, addr, req)
+			var nl *NotLeaderError
+			if errors.As(err, &nl) && nl.LeaderAddr != "" && nl.LeaderAddr != addr {
+				c.setLeader(nl.LeaderAddr)
+				resp, err = c.callAt(ctx, nl.LeaderAddr, req)
+			}
 			if err == nil {
 				return resp, nil
 			}
 			lastErr = err
-			var nl *NotLeaderError
-			if errors.As(err, &nl) && nl.LeaderAddr != "" && nl.LeaderAddr != addr {
-				c.setLeader(nl.LeaderAddr)
-				if resp, err = c.callAt(ctx, nl.LeaderAddr, req); err == nil {
-					return resp, nil
-				}
-				lastErr = err
-			}
-			if ctx.Err() != nil {
-				// An earlier attempt may have been applied: say so.
+			switch {
+			case ctx.Err() != nil:
 				return wire.Response{}, fmt.Errorf("%w: %w (last error: %w)", ErrUnavailable, ctx.Err(), err)
-			}
-			if !retryable(err) {
+			case !retryable(err):
 				return wire.Response{}, err
+			case !idempotent && !notApplied(err):
+				return wire.Response{}, maybeApplied(err)
 			}
 			if l := c.leader.Load(); l != nil && *l == addr {
 				c.setLeader("")
@@ -190,11 +195,30 @@ func (c *Client) leaderCall(ctx context.Context, req *wire.Request) (wire.Respon
 	}
 }
 
+// errNotSent marks failures that happened before a request left the client;
+// errNotApplied marks a server's answer that it did not apply the request.
+var (
+	errNotSent    = errors.New("request not sent")
+	errNotApplied = errors.New("request not applied")
+)
+
+// notApplied reports whether err proves the request had no effect.
+func notApplied(err error) bool {
+	return errors.Is(err, ErrNotLeader) || errors.Is(err, errNotSent) || errors.Is(err, errNotApplied)
+}
+
+func maybeApplied(err error) error {
+	if errors.Is(err, ErrUnavailable) {
+		return err
+	}
+	return fmt.Errorf("%w: outcome unknown: %w", ErrUnavailable, err)
+}
+
 // callAt sends req to addr and maps the response status onto an error.
 func (c *Client) callAt(ctx context.Context, addr string, req *wire.Request) (wire.Response, error) {
 	n, err := c.nodeFor(ctx, addr)
 	if err != nil {
-		return wire.Response{}, err
+		return wire.Response{}, fmt.Errorf("%w: %w", errNotSent, err)
 	}
 	r := *req
 	resp, err := n.call(ctx, &r)
@@ -228,6 +252,8 @@ func statusError(r *wire.Response) error {
 		return fmt.Errorf("%w: %s", ErrBadRequest, r.Value)
 	case wire.StatusUnavailable:
 		return fmt.Errorf("%w: %s", ErrUnavailable, r.Value)
+	case wire.StatusRetry:
+		return fmt.Errorf("%w: %w: %s", ErrUnavailable, errNotApplied, r.Value)
 	}
 	return fmt.Errorf("kvd: server error (status %d): %s", r.Status, r.Value)
 }
@@ -243,8 +269,10 @@ func checkKey(key []byte) error {
 }
 
 // Put stores value under key. It returns once the write is committed and
-// applied by the leader. A Put that fails with ErrUnavailable or a context
-// error may or may not have been applied.
+// applied by the leader. A Put that fails with ErrUnavailable may or may not
+// have been applied: the client retries a write by itself only while it can
+// prove no attempt took effect, because a blind retry could apply it again
+// after a later write by somebody else.
 func (c *Client) Put(ctx context.Context, key, value []byte) error {
 	if err := checkKey(key); err != nil {
 		return err
@@ -254,7 +282,7 @@ func (c *Client) Put(ctx context.Context, key, value []byte) error {
 	}
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
-	_, err := c.leaderCall(ctx, &wire.Request{Op: wire.OpPut, Key: key, Value: value})
+	_, err := c.leaderCall(ctx, &wire.Request{Op: wire.OpPut, Key: key, Value: value}, false)
 	return err
 }
 
@@ -266,7 +294,7 @@ func (c *Client) Delete(ctx context.Context, key []byte) error {
 	}
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
-	_, err := c.leaderCall(ctx, &wire.Request{Op: wire.OpDelete, Key: key})
+	_, err := c.leaderCall(ctx, &wire.Request{Op: wire.OpDelete, Key: key}, false)
 	return err
 }
 
@@ -286,7 +314,7 @@ func (c *Client) Status(ctx context.Context, endpoint string) (NodeStatus, error
 func (c *Client) Members(ctx context.Context) ([]Member, error) {
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
-	resp, err := c.leaderCall(ctx, &wire.Request{Op: wire.OpMemberList})
+	resp, err := c.leaderCall(ctx, &wire.Request{Op: wire.OpMemberList}, true)
 	if err != nil {
 		return nil, err
 	}
@@ -299,7 +327,7 @@ func (c *Client) Members(ctx context.Context) ([]Member, error) {
 func (c *Client) AddMember(ctx context.Context, id uint64, addr string) error {
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
-	_, err := c.leaderCall(ctx, &wire.Request{Op: wire.OpMemberAdd, Key: strconv.AppendUint(nil, id, 10), Value: []byte(addr)})
+	_, err := c.leaderCall(ctx, &wire.Request{Op: wire.OpMemberAdd, Key: strconv.AppendUint(nil, id, 10), Value: []byte(addr)}, false)
 	return err
 }
 
@@ -308,7 +336,7 @@ func (c *Client) AddMember(ctx context.Context, id uint64, addr string) error {
 func (c *Client) PromoteMember(ctx context.Context, id uint64) error {
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
-	_, err := c.leaderCall(ctx, &wire.Request{Op: wire.OpMemberPromote, Key: strconv.AppendUint(nil, id, 10)})
+	_, err := c.leaderCall(ctx, &wire.Request{Op: wire.OpMemberPromote, Key: strconv.AppendUint(nil, id, 10)}, true)
 	return err
 }
 
@@ -316,6 +344,6 @@ func (c *Client) PromoteMember(ctx context.Context, id uint64) error {
 func (c *Client) RemoveMember(ctx context.Context, id uint64) error {
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
-	_, err := c.leaderCall(ctx, &wire.Request{Op: wire.OpMemberRemove, Key: strconv.AppendUint(nil, id, 10)})
+	_, err := c.leaderCall(ctx, &wire.Request{Op: wire.OpMemberRemove, Key: strconv.AppendUint(nil, id, 10)}, false)
 	return err
 }

@@ -11,6 +11,9 @@
 // A GET costs at most two network round trips, and one for a key whose
 // location the client has cached.
 //
+// Writes are retried by the client only while no attempt can have taken
+// effect; a write that may have been applied fails with ErrUnavailable.
+//
 // Errors wrap the package's sentinels (ErrNotFound, ErrValueTooLarge,
 // ErrNoSpace, ErrUnavailable, ...); test them with errors.Is.
 package client

@@ -175,7 +175,7 @@ func (c *Client) getRPC(ctx context.Context, key []byte, level Consistency) ([]b
 		flags = wire.ReadIndex
 	}
 	c.stats.rpcGets.Add(1)
-	resp, err := c.leaderCall(ctx, &wire.Request{Op: wire.OpGet, Flags: flags, Key: key})
+	resp, err := c.leaderCall(ctx, &wire.Request{Op: wire.OpGet, Flags: flags, Key: key}, true)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -97,7 +97,7 @@ func (n *node) call(ctx context.Context, req *wire.Request) (wire.Response, erro
 	if n.err != nil {
 		err := n.err
 		n.mu.Unlock()
-		return wire.Response{}, n.wrapErr(err)
+		return wire.Response{}, fmt.Errorf("%w: %w", errNotSent, n.wrapErr(err))
 	}
 	n.pending[req.ID] = ch
 	n.mu.Unlock()

@@ -203,6 +203,9 @@ func (s *Server) errResponse(err error) wire.Response {
 		return wire.Response{Status: wire.StatusKeyTooLarge}
 	case errors.Is(err, table.ErrValueTooLarge), errors.Is(err, raft.ErrValueTooLarge):
 		return wire.Response{Status: wire.StatusValueTooLarge}
+	case errors.Is(err, raft.ErrProposalDropped), errors.Is(err, raft.ErrNoLeader), errors.Is(err, raft.ErrConfChangeBusy):
+		// Never entered the log: the client may safely try again.
+		return wire.Response{Status: wire.StatusRetry, Value: []byte(err.Error())}
 	case errors.Is(err, raft.ErrMemberExists), errors.Is(err, raft.ErrMemberNotFound),
 		errors.Is(err, raft.ErrNotLearner), errors.Is(err, raft.ErrInvalidKey), errors.Is(err, raft.ErrLastVoter):
 		return badRequest(err.Error()) // permanent: retrying cannot help

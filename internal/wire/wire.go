@@ -68,9 +68,10 @@ const (
 	StatusValueTooLarge Status = 4
 	StatusNoSpace       Status = 5
 	StatusBadRequest    Status = 6 // Value: message
-	StatusUnavailable   Status = 7 // Value: message
+	StatusUnavailable   Status = 7 // Value: message; a write may or may not have been applied
 	StatusInternal      Status = 8 // Value: message
 	StatusEmptyKey      Status = 9
+	StatusRetry         Status = 10 // Value: message; the request was not applied and may be retried
 )
 
 // Errors returned by the decoders.
