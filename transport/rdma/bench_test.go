@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kvd-project/kvd/transport"
+	"github.com/kvd-project/kvd/transport/transporttest"
 )
 
 // Compare with ib_read_lat (one READ, round trip) and ib_send_lat (half a
@@ -59,18 +60,7 @@ func BenchmarkPingPong(b *testing.B) {
 				c, s, _, _ := pair(b, pm.cfg)
 				ctx, cancel := context.WithCancel(context.Background())
 				defer cancel()
-				go func() {
-					buf := make([]byte, 0, size)
-					for {
-						var err error
-						if buf, err = s.Recv(ctx, buf); err != nil {
-							return
-						}
-						if err = s.Send(ctx, buf); err != nil {
-							return
-						}
-					}
-				}()
+				go transporttest.Echo(ctx, s, size)
 				msg, buf := make([]byte, size), make([]byte, 0, size)
 				lat := newLatencies(b)
 				b.SetBytes(int64(size))

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/kvd-project/kvd/transport"
+	"github.com/kvd-project/kvd/transport/transporttest"
 )
 
 // benchPair returns both ends of a connection between two transports.
@@ -89,18 +90,7 @@ func BenchmarkSendRecv(b *testing.B) {
 			c, s, _ := benchPair(b)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			go func() {
-				buf := make([]byte, 0, size)
-				for {
-					var err error
-					if buf, err = s.Recv(ctx, buf); err != nil {
-						return
-					}
-					if s.Send(ctx, buf) != nil {
-						return
-					}
-				}
-			}()
+			go transporttest.Echo(ctx, s, size)
 			msg := make([]byte, size)
 			buf := make([]byte, 0, size)
 			b.SetBytes(int64(size))
