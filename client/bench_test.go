@@ -84,3 +84,28 @@ func BenchmarkPut(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkGetAfterIdle is the first linearizable GET of a client that was
+// idle for longer than its clock sample stays useful (2 s): a clock RPC,
+// then the one-sided GET. Compare with BenchmarkGetAppend (steady state,
+// no clock RPC on the GET's path).
+func BenchmarkGetAfterIdle(b *testing.B) {
+	c := benchClient(b, make([]byte, 256))
+	key := []byte("bench-key")
+	buf := make([]byte, 0, 512)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	b.ReportAllocs()
+	for b.Loop() {
+		b.StopTimer()
+		client.AgeClockSamples(c, 3*time.Second)
+		b.StartTimer()
+		var err error
+		if buf, err = c.GetAppend(ctx, buf[:0], key); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if st := c.Stats(); st.ClockSyncs < uint64(b.N) {
+		b.Fatalf("%d clock syncs for %d idle GETs", st.ClockSyncs, b.N)
+	}
+}

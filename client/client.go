@@ -31,6 +31,7 @@ type Client struct {
 	nodes   map[string]*node
 	dialing map[string]chan struct{}
 	leader  atomic.Pointer[string] // believed leader's address
+	suspect suspects               // nodes that let an attempt time out
 	closed  atomic.Bool
 	stats   counters
 	readIdx atomic.Uint32 // which endpoint non-leader reads use
@@ -99,7 +100,7 @@ func (c *Client) nodeFor(ctx context.Context, addr string) (*node, error) {
 		c.mu.Unlock()
 
 		dctx, cancel := context.WithTimeout(ctx, c.cfg.DialTimeout)
-		n, err := dialNode(dctx, c.tr, addr, c.cfg.CacheEntries)
+		n, err := dialNode(dctx, c.tr, addr, nodeOptions{c.cfg.CacheEntries, c.cfg.LeaseDrift, &c.stats.clockSyncs})
 		cancel()
 		c.mu.Lock()
 		delete(c.dialing, addr)
@@ -136,16 +137,21 @@ func (c *Client) withTimeout(ctx context.Context) (context.Context, context.Canc
 }
 
 // targets lists the addresses to try for a leader-bound request: the
-// believed leader first, then every endpoint.
+// believed leader first, then every endpoint, leaving out the suspects
+// (nodes that let an attempt time out and have not answered since) unless
+// nothing else is left.
 func (c *Client) targets() []string {
 	out := make([]string, 0, len(c.cfg.Endpoints)+1)
-	if l := c.leader.Load(); l != nil {
+	if l := c.leader.Load(); l != nil && !c.suspect.has(*l) {
 		out = append(out, *l)
 	}
 	for _, e := range c.cfg.Endpoints {
-		if len(out) == 0 || e != out[0] {
+		if (len(out) == 0 || e != out[0]) && !c.suspect.has(e) {
 			out = append(out, e)
 		}
+	}
+	if len(out) == 0 {
+		return c.cfg.Endpoints
 	}
 	return out
 }
@@ -159,16 +165,25 @@ func (c *Client) targets() []string {
 // could apply it a second time after somebody else's later write, so such a
 // write fails with ErrUnavailable instead, as "maybe applied". Reads
 // (idempotent) are retried freely.
+//
+// An attempt that gets no answer within AttemptTimeout counts as the node
+// failing (see attempt): it is dropped as leader and tried last from then
+// on, a read moves on to the next node at once, and a write fails at once
+// as maybe applied, so that the next request goes elsewhere instead of
+// waiting on a stalled leader for the rest of its deadline.
 func (c *Client) leaderCall(ctx context.Context, req *wire.Request, idempotent bool) (wire.Response, error) {
-	backoff := 20 * time.Millisecond
+	backoff := minBackoff
 	var lastErr error
 	for {
 		for _, addr := range c.targets() {
-			resp, err := c.callAt(ctx, addr, req)
+			resp, err := c.attempt(ctx, addr, req)
 			var nl *NotLeaderError
-			if errors.As(err, &nl) && nl.LeaderAddr != "" && nl.LeaderAddr != addr {
+			if errors.As(err, &nl) && nl.LeaderAddr != "" && nl.LeaderAddr != addr && !c.suspect.has(nl.LeaderAddr) {
+				// (A suspect named as leader is not followed: the
+				// answering node has not noticed yet that it stalled.)
 				c.setLeader(nl.LeaderAddr)
-				resp, err = c.callAt(ctx, nl.LeaderAddr, req)
+				addr = nl.LeaderAddr
+				resp, err = c.attempt(ctx, addr, req)
 			}
 			if err == nil {
 				return resp, nil
@@ -179,11 +194,12 @@ func (c *Client) leaderCall(ctx context.Context, req *wire.Request, idempotent b
 				return wire.Response{}, fmt.Errorf("%w: %w (last error: %w)", ErrUnavailable, ctx.Err(), err)
 			case !retryable(err):
 				return wire.Response{}, err
-			case !idempotent && !notApplied(err):
-				return wire.Response{}, maybeApplied(err)
 			}
 			if l := c.leader.Load(); l != nil && *l == addr {
 				c.setLeader("")
+			}
+			if !idempotent && !notApplied(err) {
+				return wire.Response{}, maybeApplied(err)
 			}
 		}
 		select {
@@ -191,8 +207,48 @@ func (c *Client) leaderCall(ctx context.Context, req *wire.Request, idempotent b
 			return wire.Response{}, fmt.Errorf("%w: %w (last error: %w)", ErrUnavailable, ctx.Err(), lastErr)
 		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, time.Second)
+		backoff = min(2*backoff, maxBackoff)
 	}
+}
+
+// Backoff between rounds of a leader-bound request in which no node could
+// serve it (typically: an election is under way). The cap is short because
+// an election after a leader failure takes one to two election timeouts,
+// and a client asleep for a second after it ends would add that second to
+// the outage it sees.
+const (
+	minBackoff = 20 * time.Millisecond
+	maxBackoff = 250 * time.Millisecond
+)
+
+// errAttemptTimeout marks an attempt that got no answer within
+// AttemptTimeout.
+var errAttemptTimeout = errors.New("no answer within the attempt timeout")
+
+// attempt is one try of a leader-bound request at addr: callAt, bounded by
+// AttemptTimeout. A node that does not answer within it is marked suspect
+// until it answers again (see suspects), and the failure wraps
+// ErrUnavailable, and errNotSent if the request never left the client.
+func (c *Client) attempt(ctx context.Context, addr string, req *wire.Request) (wire.Response, error) {
+	d := c.cfg.AttemptTimeout
+	switch req.Op {
+	case wire.OpMemberAdd, wire.OpMemberRemove, wire.OpMemberPromote:
+		d = -1 // may legitimately take long: promotion waits for the learner
+	}
+	if d <= 0 {
+		return c.callAt(ctx, addr, req)
+	}
+	actx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	resp, err := c.callAt(actx, addr, req)
+	if err == nil || ctx.Err() != nil || actx.Err() == nil || !errors.Is(err, context.DeadlineExceeded) {
+		return resp, err
+	}
+	c.markSuspect(addr)
+	if errors.Is(err, errNotSent) {
+		return resp, fmt.Errorf("%w: %w: %s: %w (%v)", ErrUnavailable, errNotSent, addr, errAttemptTimeout, d)
+	}
+	return resp, fmt.Errorf("%w: %s: %w (%v)", ErrUnavailable, addr, errAttemptTimeout, d)
 }
 
 // errNotSent marks failures that happened before a request left the client;

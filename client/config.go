@@ -13,8 +13,9 @@ type Consistency uint8
 
 const (
 	// Linearizable (the default): one-sided READs of the leader's region,
-	// accepted only while its lease is valid in both header reads; falls back
-	// to a ReadIndex RPC when that cannot be proven.
+	// accepted only if the lease expiry in its header is later than the
+	// leader's clock can be at that moment, judged on the client's own
+	// clock; falls back to a ReadIndex RPC when that cannot be proven.
 	Linearizable Consistency = iota
 	// Serializable: one-sided READs of any node's region. Never torn, may be
 	// stale.
@@ -61,6 +62,17 @@ type Config struct {
 	DialTimeout time.Duration
 	// RequestTimeout bounds a call whose context has no deadline. Default 15s.
 	RequestTimeout time.Duration
+	// AttemptTimeout bounds one attempt of a request at one node. A node
+	// that has not answered within it counts as failing (stalled, frozen,
+	// cut off), and the client moves on at once rather than wait out the
+	// request's context: a read is retried at the next node; a PUT or
+	// DELETE, which the silent node may still apply, fails with
+	// ErrUnavailable ("maybe applied") without being retried. Until the node
+	// answers again the client sends leader-bound requests elsewhere first.
+	// It must exceed the slowest healthy answer (a PUT under load, a
+	// ReadIndex GET). Membership changes are exempt: promoting a learner
+	// waits for it to catch up. Default 1s; negative disables it.
+	AttemptTimeout time.Duration
 	// Consistency is the default for Get. Default Linearizable.
 	Consistency Consistency
 	// ReadRetries is how many times a one-sided GET retries a torn, stale or
@@ -69,13 +81,21 @@ type Config struct {
 	// CacheEntries bounds the per-node cache of record locations that lets a
 	// GET finish in one round trip. Default 65536; negative disables it.
 	CacheEntries int
+	// LeaseDrift bounds how much faster a server's clock may run than this
+	// client's, as a fraction: the client's estimate of a node's clock
+	// grows by 1+LeaseDrift per unit of its own elapsed time, so that a
+	// lease is never judged valid after it ended. Default 0.1 (the
+	// servers' default too); must be in [0, 0.5].
+	LeaseDrift float64
 }
 
 const (
 	defaultDialTimeout    = 3 * time.Second
 	defaultRequestTimeout = 15 * time.Second
+	defaultAttemptTimeout = time.Second
 	defaultReadRetries    = 8
 	defaultCacheEntries   = 1 << 16
+	defaultLeaseDrift     = 0.1
 )
 
 // Validate reports whether c is usable, filling in defaults.
@@ -97,11 +117,25 @@ func (c *Config) Validate() error {
 	if c.RequestTimeout <= 0 {
 		c.RequestTimeout = defaultRequestTimeout
 	}
+	switch {
+	case c.AttemptTimeout == 0:
+		c.AttemptTimeout = defaultAttemptTimeout
+	case c.AttemptTimeout < 0:
+		c.AttemptTimeout = -1 // off: an attempt lasts as long as its request
+	case c.AttemptTimeout < time.Millisecond:
+		return fmt.Errorf("kvd: attempt timeout %v is below the minimum 1ms", c.AttemptTimeout)
+	}
 	if c.ReadRetries <= 0 {
 		c.ReadRetries = defaultReadRetries
 	}
 	if c.CacheEntries == 0 {
 		c.CacheEntries = defaultCacheEntries
+	}
+	switch {
+	case c.LeaseDrift < 0 || c.LeaseDrift > 0.5:
+		return fmt.Errorf("kvd: LeaseDrift %v not in [0, 0.5]", c.LeaseDrift)
+	case c.LeaseDrift == 0:
+		c.LeaseDrift = defaultLeaseDrift
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/kvd-project/kvd/internal/wire"
 )
@@ -69,6 +70,7 @@ func (c *Client) get(ctx context.Context, dst, key []byte, opts []ReadOption) ([
 	if o.level != ReadIndex {
 		res, err := c.readOneSided(ctx, dst, key, o.level)
 		if err == nil {
+			c.stats.oneSided.Add(1)
 			c.stats.roundTrips.Add(uint64(res.roundTrips))
 			if !res.found {
 				return nil, 0, ErrNotFound
@@ -93,6 +95,7 @@ func (c *Client) get(ctx context.Context, dst, key []byte, opts []ReadOption) ([
 func (c *Client) readOneSided(ctx context.Context, dst, key []byte, level Consistency) (readResult, error) {
 	s := scratchPool.Get().(*getScratch)
 	defer scratchPool.Put(s)
+	needLease := level == Linearizable
 	var lastErr error
 	for attempt := 0; attempt < c.cfg.ReadRetries; attempt++ {
 		addr := c.readTarget(level)
@@ -103,7 +106,14 @@ func (c *Client) readOneSided(ctx context.Context, dst, key []byte, level Consis
 			c.rotateRead()
 			continue
 		}
-		res, err := n.getOneSided(ctx, dst, key, level == Linearizable, s)
+		if needLease {
+			if now := time.Now(); n.clock.age(now) > clockMaxAge {
+				_ = n.syncClock(ctx) // idle: a fresh bound first (on failure the read says why)
+			} else {
+				n.maybeRefreshClock(now)
+			}
+		}
+		res, err := n.getOneSided(ctx, dst, key, needLease, s)
 		if err == nil {
 			return res, nil
 		}
@@ -114,6 +124,10 @@ func (c *Client) readOneSided(ctx context.Context, dst, key []byte, level Consis
 			return res, ctx.Err()
 		case errors.Is(err, errGeometry):
 			n.close(err) // the region was rebuilt: reconnect to re-learn it
+		case errors.Is(err, errClockStale):
+			if serr := n.syncClock(ctx); serr != nil {
+				c.dropNode(n) // cannot even read its clock: try elsewhere
+			}
 		case errors.Is(err, errLease):
 			c.relearnLeader(ctx, n)
 		case errors.Is(err, errIncomplete), errors.Is(err, errCandidates):
@@ -126,7 +140,7 @@ func (c *Client) readOneSided(ctx context.Context, dst, key []byte, level Consis
 }
 
 func isProtocolRetry(err error) bool {
-	for _, e := range []error{errTorn, errStale, errUnstable, errTooSlow, errLease} {
+	for _, e := range []error{errTorn, errStale, errUnstable, errTooSlow, errLease, errClockStale} {
 		if errors.Is(err, e) {
 			return true
 		}
@@ -147,12 +161,24 @@ func (c *Client) readTarget(level Consistency) string {
 
 func (c *Client) rotateRead() { c.readIdx.Add(1) }
 
+// dropNode stops treating n as the leader and moves reads to the next
+// endpoint; the connection stays (the node may only be slow).
+func (c *Client) dropNode(n *node) {
+	if l := c.leader.Load(); l != nil && *l == n.addr {
+		c.setLeader("")
+	}
+	c.rotateRead()
+}
+
 // relearnLeader asks n who leads now (a node whose lease is invalid is either
-// not the leader or briefly unsure).
+// not the leader, briefly unsure, or stalled). It waits at most clockTimeout:
+// a frozen node must not hold the GET for its whole deadline.
 func (c *Client) relearnLeader(ctx context.Context, n *node) {
+	ctx, cancel := context.WithTimeout(ctx, clockTimeout)
+	defer cancel()
 	resp, err := n.call(ctx, &wire.Request{Op: wire.OpHello})
 	if err != nil {
-		c.setLeader("")
+		c.dropNode(n)
 		return
 	}
 	var h wire.Hello

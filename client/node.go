@@ -29,6 +29,7 @@ type node struct {
 	broken  chan struct{}
 
 	cache locationCache
+	clock nodeClock // bounds the server's clock, to judge its lease
 }
 
 type rpcResult struct {
@@ -36,7 +37,14 @@ type rpcResult struct {
 	err  error
 }
 
-func dialNode(ctx context.Context, tr transport.Transport, addr string, cacheEntries int) (*node, error) {
+// nodeOptions are the client settings a node uses.
+type nodeOptions struct {
+	cacheEntries int
+	drift        float64
+	clockSyncs   *atomic.Uint64 // counts clock RPCs
+}
+
+func dialNode(ctx context.Context, tr transport.Transport, addr string, o nodeOptions) (*node, error) {
 	conn, err := tr.Dial(ctx, addr)
 	if err != nil {
 		return nil, fmt.Errorf("%w: dial %s: %w", ErrUnavailable, addr, err)
@@ -46,7 +54,8 @@ func dialNode(ctx context.Context, tr transport.Transport, addr string, cacheEnt
 		conn:    conn,
 		pending: make(map[uint64]chan rpcResult),
 		broken:  make(chan struct{}),
-		cache:   newLocationCache(cacheEntries),
+		cache:   newLocationCache(o.cacheEntries),
+		clock:   nodeClock{drift: o.drift, syncs: o.clockSyncs},
 	}
 	go n.readLoop()
 	resp, err := n.call(ctx, &wire.Request{Op: wire.OpHello})
@@ -60,6 +69,9 @@ func dialNode(ctx context.Context, tr transport.Transport, addr string, cacheEnt
 		n.close(err)
 		return nil, fmt.Errorf("%w: hello to %s: %w", ErrUnavailable, addr, err)
 	}
+	// A first clock sample, so the first linearizable GET need not wait for
+	// one; if it fails, that GET samples again.
+	_ = n.syncClock(ctx)
 	return n, nil
 }
 

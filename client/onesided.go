@@ -1,7 +1,6 @@
 package client
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -15,11 +14,10 @@ import (
 
 // geometry is what a client needs to address a node's table region.
 type geometry struct {
-	region     transport.Descriptor
-	nbuckets   uint32
-	generation uint64
-	maxAge     time.Duration // a GET older than this may have read reused bytes
-	hdr        table.Header  // as read at connect; geometry fields do not change
+	region   transport.Descriptor
+	nbuckets uint32
+	maxAge   time.Duration // a GET older than this may have read reused bytes
+	hdr      table.Header  // as read at connect; every read must match its geometry
 }
 
 func (g *geometry) inArea(s table.Slot) bool { return g.hdr.InArea(s) }
@@ -39,7 +37,6 @@ func (n *node) loadGeometry(ctx context.Context) error {
 	}
 	n.geo.nbuckets = h.Buckets
 	n.geo.hdr = h
-	n.geo.generation = h.Generation
 	n.geo.maxAge = time.Duration(h.GraceMillis) * time.Millisecond / 2
 	return nil
 }
@@ -115,7 +112,7 @@ func (n *node) getOneSided(ctx context.Context, dst, key []byte, needLease bool,
 	if err := n.conn.Read(ctx, ops); err != nil {
 		return readResult{}, err
 	}
-	hdr, err := n.checkHeader(s.hdr1[:], needLease)
+	hdr, err := n.checkHeader(s.hdr1[:])
 	if err != nil {
 		return readResult{}, err
 	}
@@ -127,9 +124,19 @@ func (n *node) getOneSided(ctx context.Context, dst, key []byte, needLease bool,
 				continue
 			}
 			val, ver, err := table.VerifyRecord(s.cached, key, sl)
-			if err == nil && time.Since(start) < g.maxAge {
-				return readResult{value: append(dst, val...), version: ver, found: true, roundTrips: 1}, nil
+			if err != nil {
+				break
 			}
+			now := time.Now()
+			if now.Sub(start) >= g.maxAge {
+				break
+			}
+			if needLease {
+				if err := n.clock.check(hdr.LeaseExpiry, now); err != nil {
+					return readResult{}, err
+				}
+			}
+			return readResult{value: append(dst, val...), version: ver, found: true, roundTrips: 1}, nil
 		}
 		n.cache.drop(key)
 	}
@@ -153,11 +160,21 @@ func (n *node) getOneSided(ctx context.Context, dst, key []byte, needLease bool,
 	if err := n.conn.Read(ctx, ops); err != nil {
 		return readResult{}, err
 	}
-	if !bytes.Equal(s.hdr1[:], s.hdr2[:]) {
+	// The region's state (all but the lease word) must not have moved
+	// between the two header reads; the lease is judged on its own, at the
+	// moment of the decision, which is after every READ of this GET.
+	if !table.SameState(s.hdr1[:], s.hdr2[:]) {
 		return readResult{}, errUnstable
 	}
-	if time.Since(start) >= g.maxAge {
+	now := time.Now()
+	if now.Sub(start) >= g.maxAge {
 		return readResult{}, errTooSlow
+	}
+	if needLease {
+		exp := max(hdr.LeaseExpiry, table.LeaseOf(s.hdr2[:]))
+		if err := n.clock.check(exp, now); err != nil {
+			return readResult{}, err
+		}
 	}
 	for i, sl := range cands {
 		val, ver, err := table.VerifyRecord(s.recs[i], key, sl)
@@ -184,20 +201,20 @@ func (n *node) getOneSided(ctx context.Context, dst, key []byte, needLease bool,
 	return readResult{roundTrips: 2}, nil
 }
 
-// checkHeader validates a header read against the node's known geometry.
-func (n *node) checkHeader(b []byte, needLease bool) (table.Header, error) {
+// checkHeader validates a header read against the geometry read at
+// connect: every field that addresses the region, not just the generation,
+// so that a header that parses but describes another layout is never used.
+func (n *node) checkHeader(b []byte) (table.Header, error) {
 	hdr, err := table.ParseHeader(b)
 	if err != nil {
 		return hdr, fmt.Errorf("%w: %w", errTorn, err)
 	}
-	if hdr.Generation != n.geo.generation || hdr.Buckets != n.geo.nbuckets {
+	if !hdr.SameGeometry(n.geo.hdr) {
 		return hdr, errGeometry
-	}
-	if _, valid := hdr.LeaseTerm(); needLease && !valid {
-		return hdr, errLease
 	}
 	return hdr, nil
 }
+
 
 // scanBuckets appends every slot of both buckets whose fingerprint is fp.
 func scanBuckets(bk *[2][table.BucketSize]byte, fp uint16, out []table.Slot) []table.Slot {

@@ -12,15 +12,17 @@ import (
 // Stats counts what the client's GETs cost. Benchmarks and tests read it.
 type Stats struct {
 	Gets           uint64 // Get calls
+	OneSided       uint64 // GETs answered one-sided (no RPC)
 	OneSidedRounds uint64 // network round trips spent by one-sided GETs that succeeded
+	ClockSyncs     uint64 // clock RPCs made to judge leases (background ones included)
 	RPCGets        uint64 // GETs answered by RPC (asked for, or fallen back to)
 	Fallbacks      uint64 // one-sided GETs that gave up and fell back to RPC
 	Retries        map[string]uint64
 }
 
 type counters struct {
-	gets, roundTrips, rpcGets, fallbacks                      atomic.Uint64
-	torn, stale, unstable, lease, slow, geometry, conn, other atomic.Uint64
+	gets, oneSided, roundTrips, rpcGets, fallbacks, clockSyncs       atomic.Uint64
+	torn, stale, unstable, lease, clock, slow, geometry, conn, other atomic.Uint64
 }
 
 func (c *counters) retry(err error) {
@@ -33,6 +35,8 @@ func (c *counters) retry(err error) {
 		c.unstable.Add(1)
 	case errors.Is(err, errLease):
 		c.lease.Add(1)
+	case errors.Is(err, errClockStale):
+		c.clock.Add(1)
 	case errors.Is(err, errTooSlow):
 		c.slow.Add(1)
 	case errors.Is(err, errGeometry):
@@ -49,12 +53,14 @@ func (c *Client) Stats() Stats {
 	s := &c.stats
 	return Stats{
 		Gets:           s.gets.Load(),
+		OneSided:       s.oneSided.Load(),
 		OneSidedRounds: s.roundTrips.Load(),
+		ClockSyncs:     s.clockSyncs.Load(),
 		RPCGets:        s.rpcGets.Load(),
 		Fallbacks:      s.fallbacks.Load(),
 		Retries: map[string]uint64{
 			"torn": s.torn.Load(), "stale": s.stale.Load(), "unstable": s.unstable.Load(),
-			"lease": s.lease.Load(), "slow": s.slow.Load(), "geometry": s.geometry.Load(),
+			"lease": s.lease.Load(), "clock": s.clock.Load(), "slow": s.slow.Load(), "geometry": s.geometry.Load(),
 			"connection": s.conn.Load(), "other": s.other.Load(),
 		},
 	}

@@ -55,18 +55,20 @@ type versioned struct {
 
 func newApplierLog() *applierLog { return &applierLog{state: map[string]versioned{}, ordered: true} }
 
-func (a *applierLog) Apply(version uint64, key, value []byte, deleted bool) {
+func (a *applierLog) Apply(ws []Write) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if version <= a.lastVer {
-		a.ordered = false
+	for _, w := range ws {
+		if w.Version <= a.lastVer {
+			a.ordered = false
+		}
+		a.lastVer = w.Version
+		if w.Deleted {
+			delete(a.state, string(w.Key))
+			continue
+		}
+		a.state[string(w.Key)] = versioned{string(w.Value), w.Version}
 	}
-	a.lastVer = version
-	if deleted {
-		delete(a.state, string(key))
-		return
-	}
-	a.state[string(key)] = versioned{string(value), version}
 }
 
 func (a *applierLog) Restore() {
@@ -111,19 +113,21 @@ func (a *applierLog) snapshot() (map[string]versioned, int, bool) {
 
 // leaseEvent is one OnLease call, stamped on arrival.
 type leaseEvent struct {
-	at    time.Time
-	term  uint64
-	valid bool
+	at     time.Time
+	term   uint64
+	expiry time.Time // zero: the lease ended early
 }
+
+func (e leaseEvent) valid() bool { return !e.expiry.IsZero() }
 
 type leaseLog struct {
 	mu     sync.Mutex
 	events []leaseEvent
 }
 
-func (l *leaseLog) record(term uint64, valid bool) {
+func (l *leaseLog) record(term uint64, expiry time.Time) {
 	l.mu.Lock()
-	l.events = append(l.events, leaseEvent{time.Now(), term, valid})
+	l.events = append(l.events, leaseEvent{time.Now(), term, expiry})
 	l.mu.Unlock()
 }
 

@@ -33,19 +33,30 @@ const (
 	MaxValueLen = 1 << 20
 )
 
+// Write is one applied write, as the Applier sees it.
+type Write struct {
+	Version    uint64 // the entry's raft index
+	Key, Value []byte
+	Deleted    bool
+}
+
 // Applier receives the state machine's effects, for a cache such as the
 // server's table region. Both methods are called from the raft loop, one at
 // a time, so they must not block for long (every write and every heartbeat
 // waits for them) and must not call back into the Node except Get, ForEach,
 // Status, Members and PeerAddr.
 type Applier interface {
-	// Apply reports that key now holds value at version (the entry's raft
-	// index), or that it was deleted. It is called only after the Pebble
-	// batch holding the write has committed, so the cache never shows
-	// anything that a restart would lose. Calls come in log order, one per
-	// key per committed batch (the key's final state in that batch). key and
-	// value must not be modified; they may be retained.
-	Apply(version uint64, key, value []byte, deleted bool)
+	// Apply reports one committed batch: each key now holds its Write's
+	// value at its Version (the entry's raft index), or was deleted. It is
+	// called only after the Pebble batch holding the writes has committed,
+	// so the cache never shows anything that a restart would lose, and
+	// before the next batch commits, so Pebble is never more than this one
+	// batch ahead of the cache. Calls come in log order, one Write per key
+	// (the key's final state in the batch). A cache that applies a whole
+	// call atomically for its readers therefore always shows the state of
+	// a batch boundary. The slice is reused after the call; keys and values
+	// must not be modified and may be retained.
+	Apply(ws []Write)
 	// Restore reports that a snapshot from the leader replaced the whole
 	// applied state: the cache must be rebuilt from ForEach.
 	Restore()
@@ -56,9 +67,15 @@ type Applier interface {
 type Config struct {
 	// ID is this node's raft id, never 0.
 	ID uint64
-	// ClusterID travels in the peer hello; connections from another cluster
-	// are refused. Default 0.
-	ClusterID uint64
+	// ClusterToken names the cluster when it is created: its cluster id is
+	// derived from the token and the initial member list (Peers, ids and
+	// addresses), so every initial member computes the same id on its own,
+	// and clusters created with different tokens or members never take each
+	// other's peers. The id is stored with the node's data; a restart with a
+	// token or Peers that give another id is refused (ErrClusterMismatch). A
+	// joining node ignores the token: it learns the id from the cluster. Use
+	// a token unique to each cluster. Default DefaultClusterToken.
+	ClusterToken string
 	// Peers maps id to address ("host:port" of the transport listener) for
 	// the initial cluster, this node included. It bootstraps a new cluster
 	// (every initial member must be given the same map) and seeds the address
@@ -79,14 +96,15 @@ type Config struct {
 
 	// Applier, if set, is told about every applied write (see Applier).
 	Applier Applier
-	// OnLease, if set, is called whenever the read lease's validity or the
-	// term changes: when a lease is gained, when it lapses by time, promptly
-	// when the node steps down, and with valid=false for a new term on a
-	// follower. Calls come from one goroutine of their own (not the raft
-	// loop), in order, and must not block for long. See the package comment
-	// for what a valid lease promises and why a revocation may arrive a
-	// little after the step-down.
-	OnLease func(term uint64, valid bool)
+	// OnLease, if set, receives the read lease's expiry whenever it
+	// changes: each time the leader extends it (about once a tick), and
+	// with a zero expiry when it ends early (stepping down, a new term,
+	// shutdown). A lease that simply runs out is not reported: it is over
+	// at its expiry whatever anyone does, which is what lets a reader trust
+	// it without trusting this process to be running (see the package
+	// comment). Calls come from the raft loop, in order, and must be quick
+	// and must not block (the server stores one word).
+	OnLease func(term uint64, expiry time.Time)
 	// Registerer, if set, receives the node's metrics (kvd_raft_*).
 	Registerer prometheus.Registerer
 	// Logger receives the node's and raft's log lines. Default slog.Default().
@@ -181,6 +199,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: Peers must include this node (%d) unless joining", ErrConfig, c.ID)
 	case c.Addr == "":
 		return fmt.Errorf("%w: Addr is required when joining", ErrConfig)
+	case len(c.ClusterToken) > maxClusterToken:
+		return fmt.Errorf("%w: ClusterToken of %d bytes (at most %d)", ErrConfig, len(c.ClusterToken), maxClusterToken)
 	case c.TickInterval < time.Millisecond:
 		return fmt.Errorf("%w: TickInterval %v below 1ms", ErrConfig, c.TickInterval)
 	case c.HeartbeatTicks < 1 || c.ElectionTicks <= c.HeartbeatTicks:

@@ -67,10 +67,17 @@
 // requests for an election timeout, because it forgot which heartbeats it
 // acknowledged before the restart.
 //
-// Assumptions: clock rates differ by at most LeaseDrift (clocks need not
-// agree), and the lease goroutine runs promptly enough to report the lapse
-// by time (it wakes at the expiry; a process stalled longer than the safety
-// margin, ElectionTicks*TickInterval*LeaseDrift, can overstay).
+// The lease is published as its expiry, an absolute time on this node's
+// monotonic clock (OnLease(term, expiry); the server stores it in the
+// region's header as nanoseconds of internal/monoclock), never as a flag
+// that the node would have to clear in time. Clients judge the expiry on
+// their own clocks (docs/consistency.md), so a lease ends at its expiry
+// however late the publication was made and whatever this process does
+// afterwards: a node frozen by SIGSTOP, a stop-the-world pause or a
+// scheduler stall, whose memory an RDMA NIC keeps serving, is trusted for
+// at most the rest of its last lease. Assumption: clock rates differ by at
+// most LeaseDrift (clocks need not agree), between nodes and between nodes
+// and clients.
 //
 // Time is read from Go's monotonic clock, which on Linux is CLOCK_MONOTONIC:
 // it does not advance while the host is suspended, nor, depending on the
@@ -84,20 +91,20 @@
 // CLOCK_BOOTTIME, which counts suspended time, would close this for host
 // suspend.
 //
-// The lease is revoked promptly when the node steps down or the term
-// changes: the loop clears it at once (Status().LeaseValid turns false in
-// the same step), and OnLease(false) follows from the lease goroutine, so
-// it reaches the region a little later. Safety does not depend on that
-// delay. By the argument above no other leader can be elected before the
-// lease's expiry, whatever this node does, and a node that has stepped
-// down commits no more writes itself, so the region stays current until
-// the expiry. Nor does any way of stepping down end a lease early in a way
-// that matters: CheckQuorum steps down only once no quorum has answered for
-// an election timeout, after the lease lapsed; a higher term takes a quorum
-// of granted pre-votes, and every quorum includes a follower that refuses
-// them until the lease lapsed; and a leader removed from the configuration
-// leaves the group without a leader until an election that cannot succeed
-// sooner.
+// When the node steps down or the term changes, the loop publishes a zero
+// expiry at once (Status().LeaseValid turns false in the same step). Safety
+// does not depend on it. By the argument above no other leader can be
+// elected before the lease's expiry, whatever this node does, and a node
+// that has stepped down commits no more writes itself, so the region stays
+// current until the expiry. Nor does any way of stepping down end a lease
+// early in a way that matters: CheckQuorum steps down only once no quorum
+// has answered for an election timeout, after the lease lapsed; a higher
+// term takes a quorum of granted pre-votes, and every quorum includes a
+// follower that refuses them until the lease lapsed; a leader removed from
+// the configuration leaves the group without a leader until an election
+// that cannot succeed sooner; and a peer cannot make a follower campaign
+// early, because MsgTimeoutNow and MsgTransferLeader from peers are
+// dropped before they reach raft.
 //
 // Leader transfer is not offered: it makes a follower campaign without
 // waiting out the lease.

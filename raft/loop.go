@@ -46,6 +46,7 @@ type loop struct {
 	st  *store.Store
 	cfg Config
 
+	now       func() time.Time // the clock of ticks and leases (time.Now; tests inject one)
 	nextTick  time.Time
 	ticks     uint64    // ticks taken, for request ages
 	voteGrace time.Time // vote requests are ignored until then (restart)
@@ -108,25 +109,18 @@ func newLoop(n *Node) (*loop, error) {
 			return nil, fmt.Errorf("raft: bootstrap: %w", err)
 		}
 	}
-	now := time.Now()
 	l := &loop{
 		n: n, rn: rn, st: st, cfg: n.cfg,
-		nextTick: now.Add(n.cfg.TickInterval),
-		term:     hs.GetTerm(),
-		commit:   hs.GetCommit(),
-		applied:  st.Applied(),
-		waiters:  make(map[uint64]*proposal),
-		reads:    newReadTracker(),
+		now:     time.Now,
+		term:    hs.GetTerm(),
+		commit:  hs.GetCommit(),
+		applied: st.Applied(),
+		waiters: make(map[uint64]*proposal),
+		reads:   newReadTracker(),
 
 		snapPending: make(map[uint64]uint64),
 	}
-	if !fresh {
-		// This node may have acknowledged a leader's heartbeat just before
-		// it restarted, and that leader may be counting on it (the lease):
-		// keep the promise CheckQuorum made by not voting for an election
-		// timeout.
-		l.voteGrace = now.Add(n.cfg.electionTimeout())
-	}
+	l.startClock(!fresh) // a restarted node starts with a vote grace
 	return l, nil
 }
 
@@ -164,6 +158,10 @@ func (l *loop) run() {
 			l.reads.add(l, r)
 		case <-timer.C:
 			l.tick()
+		case f := <-l.n.freezeRequests():
+			if !l.freeze(f) {
+				return
+			}
 		}
 		l.drain()
 		l.flushProposals()
@@ -198,7 +196,7 @@ func (l *loop) drain() {
 // most an election timeout's worth at once: counting fewer ticks than real
 // time is the safe direction for every timeout raft derives from them.
 func (l *loop) tick() {
-	now := time.Now()
+	now := l.now()
 	if now.Before(l.nextTick) {
 		return
 	}
@@ -218,6 +216,9 @@ func (l *loop) tick() {
 // the lease argument counts only ticks after the last heartbeat.
 func (l *loop) step(in inbound) {
 	l.tick()
+	if !l.admit(in) { // what the message claims about the log (filter_loop.go)
+		return
+	}
 	if in.staged != nil {
 		l.staged = append(l.staged, in.staged)
 	}
@@ -359,4 +360,5 @@ func (l *loop) publishStatus() {
 	m.isLeader.Set(boolGauge(st.IsLeader))
 	m.commit.Set(float64(st.Commit))
 	m.applied.Set(float64(st.Applied))
+	m.leaseValid.Set(boolGauge(st.IsLeader && l.n.lease.valid()))
 }

@@ -134,3 +134,19 @@ func (l *loop) lastIndex() uint64 {
 	last, _ := l.st.LastIndex()
 	return last
 }
+
+// isMember reports whether id is a member as this node knows the
+// membership: the applied configuration, or, before the node has applied
+// one (a new node before it bootstraps, or a joining node before the
+// cluster sent it the log), the initial member list it was started with —
+// for a joining node, the members it was told to join. A node whose
+// addition is committed but not yet applied here is not yet a member: its
+// messages wait (raft resends) until this node catches up.
+func (n *Node) isMember(id uint64) bool {
+	if n.store.NumMembers() == 0 {
+		_, ok := n.cfg.Peers[id]
+		return ok
+	}
+	_, ok := n.store.Member(id)
+	return ok
+}

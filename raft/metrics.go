@@ -12,6 +12,9 @@ type metrics struct {
 	term, leaderID, isLeader, commit, applied, leaseValid prometheus.Gauge
 	committed, failed, leaderChanges                      prometheus.Counter
 	syncDuration                                          prometheus.Histogram
+	// peerRefused counts peer sessions refused at the hello, by reason;
+	// peerDropped counts messages of accepted sessions dropped before raft.
+	peerRefused, peerDropped *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -36,6 +39,21 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help:    "Duration of the synced Pebble batch written per raft Ready.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
 		}),
+		peerRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kvd_raft_peer_refused_total",
+			Help: "Peer connections refused at the hello (another cluster, not a member, malformed...), by reason.",
+		}, []string{"reason"}),
+		peerDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kvd_raft_peer_messages_dropped_total",
+			Help: "Messages from accepted peers dropped before raft (wrong sender, forbidden type, malformed...), by reason.",
+		}, []string{"reason"}),
+	}
+	// Every reason shows, at 0, from the start.
+	for _, r := range refusalReasons {
+		m.peerRefused.WithLabelValues(string(r))
+	}
+	for _, r := range dropReasons {
+		m.peerDropped.WithLabelValues(string(r))
 	}
 	if reg == nil {
 		return m, nil
@@ -53,7 +71,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 
 func (m *metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.term, m.leaderID, m.isLeader, m.commit, m.applied, m.leaseValid,
-		m.committed, m.failed, m.leaderChanges, m.syncDuration}
+		m.committed, m.failed, m.leaderChanges, m.syncDuration, m.peerRefused, m.peerDropped}
 }
 
 // unregister removes the series so a reopened node can register again.
@@ -63,6 +81,21 @@ func (m *metrics) unregister(reg prometheus.Registerer) {
 	}
 	for _, c := range m.collectors() {
 		reg.Unregister(c)
+	}
+}
+
+// refused counts a refused peer session. m is nil only in unit tests' bare
+// nodes.
+func (m *metrics) refused(r refusal) {
+	if m != nil {
+		m.peerRefused.WithLabelValues(string(r)).Inc()
+	}
+}
+
+// dropped counts a dropped peer message (nil m as for refused).
+func (m *metrics) dropped(r dropReason) {
+	if m != nil {
+		m.peerDropped.WithLabelValues(string(r)).Inc()
 	}
 }
 

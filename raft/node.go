@@ -34,7 +34,6 @@ type Node struct {
 	cancel context.CancelFunc
 	stopc  chan struct{} // closed by Close
 	donec  chan struct{} // closed when the loop has exited
-	leasec chan struct{} // closed when the lease goroutine has exited
 	failed atomic.Pointer[error]
 
 	// useMu keeps Get and ForEach off the store while Close closes it.
@@ -110,24 +109,19 @@ func Open(cfg Config) (*Node, error) {
 		cancel:  cancel,
 		stopc:   make(chan struct{}),
 		donec:   make(chan struct{}),
-		leasec:  make(chan struct{}),
 		conns:   make(map[transport.Conn]struct{}),
 	}
 	n.nextReq.Store(rand.Uint64() >> 1)
 	n.initAddrs()
 	n.peers = newPeerSet(n)
-	lp, err := newLoop(n)
+	lp, err := newClusterLoop(n)
 	if err != nil {
 		cancel()
 		st.Close()
 		m.unregister(cfg.Registerer)
 		return nil, err
 	}
-	n.lease = newLease(cfg.OnLease, m, lp.term)
-	go func() {
-		defer close(n.leasec)
-		n.lease.run(n.stopc)
-	}()
+	n.lease = newLease(cfg.OnLease, lp.term)
 	lp.publishStatus()
 	go lp.run()
 	return n, nil
@@ -149,7 +143,6 @@ func (n *Node) Close() error {
 		n.peers.close()
 		n.wg.Wait()
 		n.discardInbound()
-		<-n.leasec
 		n.metrics.unregister(n.cfg.Registerer)
 		n.useMu.Lock()
 		n.storeClosed = true

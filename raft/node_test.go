@@ -397,7 +397,7 @@ func TestLeaseOnlyOnLeader(t *testing.T) {
 	term := lead.node.Status().Term
 	waitFor(t, "OnLease(valid) on the leader", func() bool {
 		ev := lead.leases.all()
-		return len(ev) > 0 && ev[len(ev)-1] == leaseEvent{ev[len(ev)-1].at, term, true}
+		return len(ev) > 0 && ev[len(ev)-1].term == term && ev[len(ev)-1].expiry.After(time.Now())
 	})
 	c.put("x", "1")
 	for _, tn := range c.running() {
@@ -408,16 +408,16 @@ func TestLeaseOnlyOnLeader(t *testing.T) {
 			t.Errorf("follower %d reports a valid lease", tn.id)
 		}
 		for _, ev := range tn.leases.all() {
-			if ev.valid {
-				t.Errorf("follower %d got OnLease(%d, true)", tn.id, ev.term)
+			if ev.valid() {
+				t.Errorf("follower %d got OnLease(%d, %v)", tn.id, ev.term, ev.expiry)
 			}
 		}
 	}
 }
 
-// TestLeaseLapsesBeforeNewLeader isolates the leader and checks that its
-// lease was reported lapsed before any other node even started the
-// election that replaced it.
+// TestLeaseLapsesBeforeNewLeader isolates the leader and checks that the
+// last lease expiry it published had passed before any other node even
+// started the election that replaced it.
 func TestLeaseLapsesBeforeNewLeader(t *testing.T) {
 	forNetworks(t, func(t *testing.T, nw network) {
 		cfg := testConfig()
@@ -449,15 +449,14 @@ func TestLeaseLapsesBeforeNewLeader(t *testing.T) {
 		})
 		committed := time.Now()
 
-		var lapsed time.Time
+		var lapsed time.Time // the latest expiry the old leader ever published
 		for _, ev := range old.leases.all() {
-			if ev.term == oldTerm && !ev.valid {
-				lapsed = ev.at
-				break
+			if ev.term == oldTerm && ev.expiry.After(lapsed) {
+				lapsed = ev.expiry
 			}
 		}
 		if lapsed.IsZero() {
-			t.Fatal("the isolated leader never reported its lease lapsed")
+			t.Fatal("the isolated leader never published a lease")
 		}
 		var campaign time.Time
 		for _, tn := range others {

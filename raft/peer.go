@@ -32,6 +32,12 @@ type peerSet struct {
 	// epoch counts abortTransfers calls; a snapshot queued in an earlier
 	// epoch is not streamed.
 	epoch atomic.Uint64
+
+	ident identity   // this node's cluster id, for the hellos
+	limit logLimiter // refusal and drop log lines
+	// sessions are the served (inbound) peer connections by member, under
+	// mu: removing a member closes its sessions.
+	sessions map[uint64]map[transport.Conn]struct{}
 }
 
 type peer struct {
@@ -65,7 +71,7 @@ type outMsg struct {
 }
 
 func newPeerSet(n *Node) *peerSet {
-	return &peerSet{n: n, peers: make(map[uint64]*peer)}
+	return &peerSet{n: n, peers: make(map[uint64]*peer), sessions: make(map[uint64]map[transport.Conn]struct{})}
 }
 
 // get returns id's sender, starting it if the address is known.
@@ -176,13 +182,43 @@ func (p *peer) endTransfer(t *transfer) {
 	close(t.done)
 }
 
+// remove stops the sender to a member that left and closes the sessions
+// it had opened here: a removed node is no peer (ServePeer refuses it from
+// now on; see addSession for the race with a session being accepted).
 func (ps *peerSet) remove(id uint64) {
 	ps.mu.Lock()
 	p := ps.peers[id]
 	delete(ps.peers, id)
+	sessions := ps.sessions[id]
+	delete(ps.sessions, id)
 	ps.mu.Unlock()
 	if p != nil {
 		p.cancel()
+	}
+	for c := range sessions {
+		c.Close()
+	}
+}
+
+// addSession registers a served connection from member id. ServePeer
+// registers a session before it checks membership, and the loop updates
+// the membership before it calls remove: so either the check sees the
+// removal, or remove sees (and closes) the session.
+func (ps *peerSet) addSession(id uint64, c transport.Conn) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if ps.sessions[id] == nil {
+		ps.sessions[id] = make(map[transport.Conn]struct{})
+	}
+	ps.sessions[id][c] = struct{}{}
+}
+
+func (ps *peerSet) removeSession(id uint64, c transport.Conn) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	delete(ps.sessions[id], c)
+	if len(ps.sessions[id]) == 0 {
+		delete(ps.sessions, id)
 	}
 }
 
@@ -281,7 +317,10 @@ func (p *peer) dial() (transport.Conn, error) {
 		n.log.Error("refusing peer connection", "peer", p.id, "remote", conn.RemoteAddr(), "err", err)
 		return nil, err
 	}
-	h := appendHello(nil, hello{from: n.id, cluster: n.cfg.ClusterID, addr: n.cfg.Addr})
+	// A joining node that has not learned its cluster id yet sends 0, which
+	// every node refuses; it has nothing to say to the cluster before the
+	// cluster has contacted it anyway.
+	h := appendHello(nil, hello{from: n.id, cluster: p.ps.ident.get(), addr: n.cfg.Addr})
 	if err := conn.Send(ctx, h); err != nil {
 		conn.Close()
 		return nil, err

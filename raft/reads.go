@@ -8,7 +8,8 @@ import (
 
 // readTracker drives raft's ReadIndex for two clients: ReadIndex callers
 // (batched: one raft request per loop iteration) and the leader's lease (one
-// request per tick, stamped with its send time). It belongs to the loop.
+// request per tick, stamped with its send time: see leaseGrants). It belongs
+// to the loop.
 type readTracker struct {
 	seq uint64
 
@@ -16,8 +17,7 @@ type readTracker struct {
 	pending map[uint64]*pendingReads // sent, awaiting a ReadState
 	waiting []indexedReads           // have an index, awaiting apply
 
-	lease      map[uint64]leaseRequest // sent, awaiting a ReadState
-	leaseWaits []leaseGrant            // acknowledged, awaiting apply
+	lease leaseGrants
 }
 
 type pendingReads struct {
@@ -30,23 +30,13 @@ type indexedReads struct {
 	reqs  []*readRequest
 }
 
-type leaseRequest struct {
-	sent time.Time
-	term uint64
-}
-
-type leaseGrant struct {
-	index uint64
-	req   leaseRequest
-}
-
 const (
 	ctxRead  byte = 'R'
 	ctxLease byte = 'L'
 )
 
 func newReadTracker() readTracker {
-	return readTracker{pending: make(map[uint64]*pendingReads), lease: make(map[uint64]leaseRequest)}
+	return readTracker{pending: make(map[uint64]*pendingReads), lease: leaseGrants{sent: make(map[uint64]leaseRequest)}}
 }
 
 func readCtx(kind byte, seq uint64) []byte {
@@ -74,16 +64,7 @@ func (t *readTracker) flush(l *loop) {
 
 // onTick renews the lease on a leader and expires abandoned requests.
 func (t *readTracker) onTick(l *loop, now time.Time) {
-	if l.isLeader {
-		t.seq++
-		t.lease[t.seq] = leaseRequest{sent: now, term: l.term}
-		l.rn.ReadIndex(readCtx(ctxLease, t.seq))
-	}
-	for seq, lr := range t.lease {
-		if now.Sub(lr.sent) > l.cfg.leaseDuration() {
-			delete(t.lease, seq) // an answer could no longer extend the lease
-		}
-	}
+	t.lease.tick(l.isLeader, l.term, now, l.cfg.leaseDuration(), l.rn.ReadIndex)
 	// raft drops a forwarded ReadIndex silently if the leader never answers;
 	// give up after two election timeouts so callers are not left hanging.
 	for seq, p := range t.pending {
@@ -110,10 +91,7 @@ func (t *readTracker) readStates(l *loop, states []etcdraft.ReadState) {
 				t.waiting = append(t.waiting, indexedReads{index: rs.Index, reqs: p.reqs})
 			}
 		case ctxLease:
-			if lr, ok := t.lease[seq]; ok {
-				delete(t.lease, seq)
-				t.leaseWaits = append(t.leaseWaits, leaseGrant{index: rs.Index, req: lr})
-			}
+			t.lease.answered(seq, rs.Index)
 		}
 	}
 	t.applied(l)
@@ -132,18 +110,7 @@ func (t *readTracker) applied(l *loop) {
 	}
 	clear(t.waiting[len(keep):])
 	t.waiting = keep
-
-	keepL := t.leaseWaits[:0]
-	for _, g := range t.leaseWaits {
-		switch {
-		case !l.isLeader || g.req.term != l.term:
-		case g.index <= l.applied:
-			l.n.lease.extend(g.req.term, g.req.sent.Add(l.cfg.leaseDuration()))
-		default:
-			keepL = append(keepL, g)
-		}
-	}
-	t.leaseWaits = keepL
+	t.lease.grant(l.n.lease, l.isLeader, l.term, l.applied, l.cfg.leaseDuration())
 }
 
 // failPending fails reads that no leader has answered yet (the leader
@@ -167,8 +134,7 @@ func (t *readTracker) failAll(err error) {
 
 // dropLease forgets lease requests of a leadership that ended.
 func (t *readTracker) dropLease() {
-	clear(t.lease)
-	t.leaseWaits = t.leaseWaits[:0]
+	t.lease.drop()
 }
 
 func finishReads(reqs []*readRequest, err error) {

@@ -15,19 +15,14 @@ import (
 
 // applyScratch is per-Ready state reused across Readies.
 type applyScratch struct {
-	applies  []appliedOp
+	applies  []Write
+	deliver  []Write
 	skip     []bool
 	order    []int
 	done     []completion
 	removed  []uint64
 	members  bool
 	installd bool
-}
-
-type appliedOp struct {
-	version    uint64
-	key, value []byte
-	deleted    bool
 }
 
 type completion struct {
@@ -243,7 +238,7 @@ func (l *loop) applyCommand(u *store.Update, e *pb.Entry) error {
 		return err
 	}
 	sc := &l.scratch
-	sc.applies = append(sc.applies, appliedOp{version: r.version, key: c.key, value: c.value, deleted: c.op == opDelete})
+	sc.applies = append(sc.applies, Write{Version: r.version, Key: c.key, Value: c.value, Deleted: c.op == opDelete})
 	l.complete(c.proposer, c.reqID, r)
 	return nil
 }
@@ -287,8 +282,8 @@ func (l *loop) complete(proposer, reqID uint64, r result) {
 	}
 }
 
-// deliverApplies reports the batch's writes to the Applier: in log order,
-// one call per key with the key's final state in the batch. Collapsing
+// deliverApplies reports the batch's writes to the Applier in one call: in
+// log order, one Write per key with the key's final state in the batch. Collapsing
 // repeats keeps a cache rebuilt concurrently (see ForEach) from ever going
 // backwards when these calls are replayed over it.
 func (l *loop) deliverApplies() {
@@ -309,18 +304,21 @@ func (l *loop) deliverApplies() {
 		for i := range ops {
 			sc.order = append(sc.order, i)
 		}
-		slices.SortStableFunc(sc.order, func(i, j int) int { return bytes.Compare(ops[i].key, ops[j].key) })
+		slices.SortStableFunc(sc.order, func(i, j int) int { return bytes.Compare(ops[i].Key, ops[j].Key) })
 		for k := 0; k+1 < len(sc.order); k++ {
-			if bytes.Equal(ops[sc.order[k]].key, ops[sc.order[k+1]].key) {
+			if bytes.Equal(ops[sc.order[k]].Key, ops[sc.order[k+1]].Key) {
 				sc.skip[sc.order[k]] = true
 			}
 		}
 	}
+	sc.deliver = sc.deliver[:0]
 	for i, op := range ops {
 		if !sc.skip[i] {
-			a.Apply(op.version, op.key, op.value, op.deleted)
+			sc.deliver = append(sc.deliver, op)
 		}
 	}
+	a.Apply(sc.deliver)
+	clear(sc.deliver)
 }
 
 // sendMessages hands the Ready's messages to the peer senders; refusals are

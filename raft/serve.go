@@ -14,17 +14,19 @@ import (
 // hello (see IsPeerHello): it feeds the peer's messages to the raft loop
 // until the connection fails or the node closes, then closes conn. Run it
 // on its own goroutine; the node takes care of nothing else on conn.
+//
+// The session is refused unless the hello comes from a member of this
+// node's cluster (filter_session.go), and every message is vetted before
+// raft sees it (filter.go).
 func (n *Node) ServePeer(conn transport.Conn, first []byte) {
 	defer conn.Close()
-	h, err := parseHello(first)
-	if err == nil && (h.cluster != n.cfg.ClusterID || h.from == 0 || h.from == n.id) {
-		err = fmt.Errorf("raft: hello from node %d of cluster %d", h.from, h.cluster)
-	}
+	h, why, err := n.admitHello(first)
 	if err != nil {
-		n.log.Warn("refusing peer connection", "remote", conn.RemoteAddr(), "err", err)
+		n.peers.refuse(why, conn, err)
 		return
 	}
 	if err := n.checkMessageLimit(conn); err != nil {
+		n.metrics.refused(refuseMessageLimit)
 		n.log.Error("refusing peer connection", "peer", h.from, "remote", conn.RemoteAddr(), "err", err)
 		return
 	}
@@ -32,6 +34,12 @@ func (n *Node) ServePeer(conn transport.Conn, first []byte) {
 		return
 	}
 	defer n.untrack(conn)
+	n.peers.addSession(h.from, conn)
+	defer n.peers.removeSession(h.from, conn)
+	if !n.isMember(h.from) { // after addSession: see there
+		n.peers.refuse(refuseNotMember, conn, fmt.Errorf("%w: node %d is not a member", ErrPeerRefused, h.from))
+		return
+	}
 	if h.addr != "" {
 		n.learnAddr(h.from, h.addr)
 	}
@@ -87,15 +95,16 @@ func (r *peerReader) handle(frame []byte) error {
 	case frameMessage:
 		m := &pb.Message{}
 		if err := proto.Unmarshal(frame[1:], m); err != nil {
+			r.n.metrics.dropped(dropMalformed)
 			return fmt.Errorf("raft: bad message: %w", err)
 		}
 		if m.GetType() == pb.MsgSnap {
 			// Only an 'S' frame ties a MsgSnap to its data.
-			r.n.log.Warn("snapshot message outside a transfer; dropped", "peer", r.from,
-				"index", m.GetSnapshot().GetMetadata().GetIndex())
+			r.n.peers.dropped(dropType, r.from, fmt.Errorf("%w: snapshot message outside a transfer (index %d)",
+				errDropped, m.GetSnapshot().GetMetadata().GetIndex()))
 			return nil
 		}
-		return r.deliver(inbound{msg: m})
+		return r.deliverChecked(m, nil)
 	case frameSnapshotBegin:
 		id, err := parseSnapshotBegin(frame)
 		if err != nil {
@@ -163,6 +172,19 @@ func (r *peerReader) deliverSnapshot(id transferID, m *pb.Message) error {
 	if err := st.Finish(); err != nil {
 		st.Discard()
 		return err
+	}
+	return r.deliverChecked(m, st)
+}
+
+// deliverChecked passes m (and a MsgSnap's staged data) to the loop if it
+// passes the filter (filter.go), and drops it otherwise.
+func (r *peerReader) deliverChecked(m *pb.Message, st *store.Staged) error {
+	if why, err := checkPeerMessage(m, r.from, r.n.id); err != nil {
+		if st != nil {
+			st.Discard()
+		}
+		r.n.peers.dropped(why, r.from, err)
+		return nil
 	}
 	return r.deliver(inbound{msg: m, staged: st})
 }

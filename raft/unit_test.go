@@ -169,54 +169,47 @@ func TestNotLeaderError(t *testing.T) {
 	}
 }
 
-// TestLeaseReportsLapseByItself checks the lease goroutine reports the
-// lapse with no further input, and a revocation at once, in order.
-func TestLeaseReportsLapseByItself(t *testing.T) {
-	m, _ := newMetrics(nil)
-	events := make(chan leaseEvent, 16)
-	l := newLease(func(term uint64, valid bool) { events <- leaseEvent{time.Now(), term, valid} }, m, 4)
-	stop, done := make(chan struct{}), make(chan struct{})
-	go func() { defer close(done); l.run(stop) }()
-	next := func() leaseEvent {
+// TestLeasePublishesExpiry checks that every change of the lease is
+// published at once, in order, as an absolute expiry, and that a lease
+// lapses by time with nobody acting.
+func TestLeasePublishesExpiry(t *testing.T) {
+	var events []leaseEvent
+	l := newLease(func(term uint64, exp time.Time) { events = append(events, leaseEvent{time.Now(), term, exp}) }, 4)
+	now := time.Now()
+	l.now = func() time.Time { return now }
+	want := func(term uint64, exp time.Time) {
 		t.Helper()
-		select {
-		case ev := <-events:
-			return ev
-		case <-time.After(waitTimeout):
-			t.Fatal("no lease event")
+		if len(events) != 1 || events[0].term != term || !events[0].expiry.Equal(exp) {
+			t.Fatalf("events %+v, want one (%d, %v)", events, term, exp)
 		}
-		return leaseEvent{}
+		events = events[:0]
 	}
-	want := func(term uint64, valid bool) {
-		t.Helper()
-		if ev := next(); ev.term != term || ev.valid != valid {
-			t.Fatalf("event %+v, want term %d valid %v", ev, term, valid)
-		}
+	e1 := now.Add(30 * time.Millisecond)
+	l.extend(5, e1)
+	want(5, e1)
+	l.extend(5, e1.Add(-time.Millisecond)) // an older grant changes nothing
+	if len(events) != 0 || !l.valid() {
+		t.Fatalf("older grant: events %+v valid %v", events, l.valid())
 	}
-	want(4, false) // the initial state
-	l.extend(5, time.Now().Add(30*time.Millisecond))
-	want(5, true)
-	want(5, false) // lapsed by time, with nobody poking the lease
-	if l.valid() {
-		t.Fatal("lease valid after lapsing")
+	now = e1 // lapsed by time, with nobody poking the lease
+	if l.valid() || len(events) != 0 {
+		t.Fatal("lease valid at its expiry, or a lapse was published")
 	}
-	l.extend(5, time.Now().Add(time.Hour))
-	want(5, true)
+	e2 := now.Add(time.Hour)
+	l.extend(5, e2)
+	want(5, e2)
 	l.revoke()
-	want(5, false)
-	l.extend(5, time.Now().Add(time.Hour))
-	want(5, true)
-	l.setTerm(6) // a new term revokes
-	want(6, false)
-	l.extend(6, time.Now().Add(time.Hour))
-	want(6, true)
-	close(stop)
-	<-done
-	want(6, false) // stopping reports the lease gone
-	select {
-	case ev := <-events:
-		t.Fatalf("unexpected event %+v", ev)
-	default:
+	want(5, time.Time{})
+	l.revoke() // nothing to end
+	if len(events) != 0 {
+		t.Fatalf("second revoke published %+v", events)
+	}
+	l.extend(5, e2)
+	want(5, e2)
+	l.setTerm(6) // a new term ends it
+	want(6, time.Time{})
+	if l.valid() {
+		t.Fatal("lease valid in a new term")
 	}
 }
 
@@ -226,10 +219,16 @@ type applyCall struct {
 	deleted    bool
 }
 
-type recordingApplier struct{ calls []applyCall }
+type recordingApplier struct {
+	calls   []applyCall
+	batches int
+}
 
-func (r *recordingApplier) Apply(version uint64, key, value []byte, deleted bool) {
-	r.calls = append(r.calls, applyCall{version, string(key), string(value), deleted})
+func (r *recordingApplier) Apply(ws []Write) {
+	r.batches++
+	for _, w := range ws {
+		r.calls = append(r.calls, applyCall{w.Version, string(w.Key), string(w.Value), w.Deleted})
+	}
 }
 func (r *recordingApplier) Restore() {}
 
@@ -238,21 +237,21 @@ func (r *recordingApplier) Restore() {}
 func TestDeliverAppliesCollapsesRepeats(t *testing.T) {
 	tests := []struct {
 		name string
-		ops  []appliedOp
+		ops  []Write
 		want []applyCall
 	}{
-		{"single", []appliedOp{{version: 5, key: []byte("a"), value: []byte("1")}}, []applyCall{{5, "a", "1", false}}},
+		{"single", []Write{{Version: 5, Key: []byte("a"), Value: []byte("1")}}, []applyCall{{5, "a", "1", false}}},
 		{"distinct keys keep log order",
-			[]appliedOp{{version: 5, key: []byte("b"), value: []byte("1")}, {version: 6, key: []byte("a"), value: []byte("2")}},
+			[]Write{{Version: 5, Key: []byte("b"), Value: []byte("1")}, {Version: 6, Key: []byte("a"), Value: []byte("2")}},
 			[]applyCall{{5, "b", "1", false}, {6, "a", "2", false}}},
 		{"overwrite and delete collapse",
-			[]appliedOp{
-				{version: 5, key: []byte("a"), value: []byte("1")},
-				{version: 6, key: []byte("b"), value: []byte("x")},
-				{version: 7, key: []byte("a"), value: []byte("2")},
-				{version: 8, key: []byte("b"), deleted: true},
-				{version: 9, key: []byte("c"), value: []byte("3")},
-				{version: 10, key: []byte("a"), value: []byte("4")},
+			[]Write{
+				{Version: 5, Key: []byte("a"), Value: []byte("1")},
+				{Version: 6, Key: []byte("b"), Value: []byte("x")},
+				{Version: 7, Key: []byte("a"), Value: []byte("2")},
+				{Version: 8, Key: []byte("b"), Deleted: true},
+				{Version: 9, Key: []byte("c"), Value: []byte("3")},
+				{Version: 10, Key: []byte("a"), Value: []byte("4")},
 			},
 			[]applyCall{{8, "b", "", true}, {9, "c", "3", false}, {10, "a", "4", false}}},
 	}
@@ -263,6 +262,9 @@ func TestDeliverAppliesCollapsesRepeats(t *testing.T) {
 		l.deliverApplies()
 		if fmt.Sprint(rec.calls) != fmt.Sprint(tt.want) {
 			t.Errorf("%s: calls %v, want %v", tt.name, rec.calls, tt.want)
+		}
+		if rec.batches != 1 {
+			t.Errorf("%s: %d Apply calls, want one per batch", tt.name, rec.batches)
 		}
 		if len(l.scratch.applies) != 0 {
 			t.Errorf("%s: scratch not reset", tt.name)

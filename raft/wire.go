@@ -15,6 +15,14 @@ import (
 //
 //	"KVDPEER1" | le64 sender id | le64 cluster id | sender's address
 //
+// The accepting node answers nothing: it serves the connection only if the
+// hello names its own cluster id (never 0; see identity.go) and a sender
+// that is one of its members, and closes it otherwise. Every node checks
+// the hellos of the sessions it serves, and a node takes raft messages only
+// from sessions it serves, so both directions between two nodes are
+// checked, each by its receiver. The address (at most maxHelloAddr bytes)
+// tells a joining node where to answer a member it has no address for.
+//
 // after which every message is one frame, tagged by its first byte:
 //
 //	'M' raftpb.Message (protobuf), of any type but MsgSnap
@@ -36,6 +44,9 @@ import (
 var helloMagic = []byte("KVDPEER1")
 
 const helloHeader = 8 + 8 + 8
+
+// maxHelloAddr bounds the address in a hello.
+const maxHelloAddr = 255
 
 const (
 	frameMessage       byte = 'M'
@@ -63,15 +74,24 @@ func appendHello(dst []byte, h hello) []byte {
 	return append(dst, h.addr...)
 }
 
+// parseHello decodes a hello; the cluster id is checked by the caller
+// (admitHello), which knows this node's.
 func parseHello(b []byte) (hello, error) {
 	if !IsPeerHello(b) {
 		return hello{}, fmt.Errorf("raft: not a peer hello")
 	}
-	return hello{
+	h := hello{
 		from:    binary.LittleEndian.Uint64(b[8:]),
 		cluster: binary.LittleEndian.Uint64(b[16:]),
 		addr:    string(b[helloHeader:]),
-	}, nil
+	}
+	switch {
+	case h.from == 0:
+		return h, fmt.Errorf("raft: hello from node 0")
+	case len(h.addr) > maxHelloAddr:
+		return h, fmt.Errorf("raft: hello with a %d-byte address", len(h.addr))
+	}
+	return h, nil
 }
 
 // transferID names one snapshot transfer (see the frame layout above).

@@ -4,26 +4,35 @@ import (
 	"errors"
 	"time"
 
+	"github.com/kvd-project/kvd/internal/monoclock"
 	"github.com/kvd-project/kvd/internal/table"
+	"github.com/kvd-project/kvd/raft"
 )
 
 // applier receives the Raft node's applied writes and keeps the table region
 // equal to them. Its methods run on the node's apply goroutine.
 type applier Server
 
-// Apply mirrors one committed and durably applied write into the region.
-func (a *applier) Apply(version uint64, key, value []byte, deleted bool) {
+// Apply mirrors one committed and durably applied batch into the region,
+// under the table lock as a whole: RPC reads, which take the same lock,
+// see the region only at batch boundaries, never ahead of or behind it
+// within a batch (see get in handler.go).
+func (a *applier) Apply(ws []raft.Write) {
 	s := (*Server)(a)
 	s.tmu.Lock()
 	defer s.tmu.Unlock()
-	s.applyLocked(version, key, value, deleted)
+	for _, w := range ws {
+		s.applyLocked(w.Version, w.Key, w.Value, w.Deleted)
+	}
+	s.maybeCompleteLocked()
 }
 
 // The region may lack keys the node holds: a write it could not fit, or a
-// rebuild that ran out of space. Then the header's incomplete flag is set
-// (before anything is removed, so no reader trusts a miss meanwhile), and
-// the keys are remembered so repairLoop can put them back and clear it.
-// Everything the region does show is current, so hits stay trustworthy.
+// rebuild that ran out of space or failed. Then the header's incomplete
+// flag is set (before anything is removed, so no reader trusts a miss
+// meanwhile), and the keys are remembered so repairLoop can put them back
+// and clear it. Everything the region does show is current, so hits stay
+// trustworthy.
 
 func (s *Server) applyLocked(version uint64, key, value []byte, deleted bool) {
 	if deleted {
@@ -31,13 +40,11 @@ func (s *Server) applyLocked(version uint64, key, value []byte, deleted bool) {
 		if _, err := s.tbl.Delete(key); err != nil {
 			s.log.Error("table delete failed", "err", err)
 		}
-		s.maybeCompleteLocked()
 		return
 	}
 	err := s.tbl.Put(key, value, version)
 	if err == nil {
 		delete(s.missing, string(key))
-		s.maybeCompleteLocked()
 		return
 	}
 	// The write is durable and committed, but the region cannot hold it
@@ -52,8 +59,11 @@ func (s *Server) applyLocked(version uint64, key, value []byte, deleted bool) {
 }
 
 // maybeCompleteLocked clears the incomplete flag once nothing is missing.
+// It runs only at batch boundaries: cleared in the middle of a batch, the
+// flag would let a reader trust a miss for a key a later write of the same
+// batch is about to add.
 func (s *Server) maybeCompleteLocked() {
-	if len(s.missing) == 0 && !s.rebuilding && s.tbl.Header().Incomplete {
+	if len(s.missing) == 0 && !s.rebuilding && !s.rebuildFailed && s.tbl.Header().Incomplete {
 		s.tbl.SetIncomplete(false)
 	}
 }
@@ -64,7 +74,7 @@ func (a *applier) Restore() {
 	s.tmu.Lock()
 	defer s.tmu.Unlock()
 	if err := s.rebuildLocked(); err != nil {
-		s.log.Error("rebuild after snapshot failed", "err", err)
+		s.log.Error("rebuild after snapshot failed; region stays incomplete and the rebuild is retried", "err", err)
 		return
 	}
 	if n := len(s.missing); n > 0 {
@@ -77,14 +87,18 @@ func (a *applier) Restore() {
 // half-built region; the incomplete flag is raised before the old contents
 // go, so no serializable reader trusts a miss. Keys that do not fit (the old
 // generation's space is reusable only after the grace period) are left to
-// repairLoop.
+// repairLoop. If the walk fails, the region stays flagged incomplete (it
+// is partial) and repairLoop runs the rebuild again.
 func (s *Server) rebuildLocked() error {
-	s.rebuilding = true
-	s.publishLeaseLocked()
+	s.setRebuilding(true)
 	s.tbl.SetIncomplete(true)
 	s.tbl.Reset()
 	clear(s.missing)
-	err := s.node.ForEach(func(key, value []byte, version uint64) error {
+	forEach := s.node.ForEach
+	if s.testForEach != nil {
+		forEach = s.testForEach
+	}
+	err := forEach(func(key, value []byte, version uint64) error {
 		err := s.tbl.Put(key, value, version)
 		if errors.Is(err, table.ErrNoSpace) {
 			s.missing[string(key)] = struct{}{}
@@ -92,14 +106,14 @@ func (s *Server) rebuildLocked() error {
 		}
 		return err
 	})
-	s.rebuilding = false
+	s.rebuildFailed = err != nil
+	s.setRebuilding(false)
 	s.maybeCompleteLocked()
-	s.publishLeaseLocked()
 	return err
 }
 
 // repairLoop puts back what the region could not hold, once space allows,
-// and keeps the header's leader hint current.
+// reruns a rebuild that failed, and keeps the header's leader hint current.
 func (s *Server) repairLoop() {
 	defer s.wg.Done()
 	t := time.NewTicker(s.cfg.ReuseGrace)
@@ -113,11 +127,22 @@ func (s *Server) repairLoop() {
 		leader := s.node.Status().LeaderID
 		s.tmu.Lock()
 		s.tbl.SetLeaderHint(leader)
-		s.repairLocked()
+		if s.rebuildFailed {
+			if err := s.rebuildLocked(); err != nil {
+				s.log.Error("region rebuild failed again", "err", err)
+			}
+		} else {
+			s.repairLocked()
+		}
 		s.tmu.Unlock()
 	}
 }
 
+// repairLocked reads each missing key from Pebble. Pebble is at most one
+// batch ahead of the region (raft.Applier), and a key the region lacks is
+// answered from Pebble by every read (handler.go), so putting Pebble's
+// value in the region never shows readers an older one; the pending batch
+// then rewrites the key with the same value.
 func (s *Server) repairLocked() {
 	for k := range s.missing {
 		value, version, ok, err := s.node.Get([]byte(k))
@@ -133,17 +158,31 @@ func (s *Server) repairLocked() {
 	s.maybeCompleteLocked()
 }
 
-// onLease is the node's lease callback.
-func (s *Server) onLease(term uint64, valid bool) {
-	s.tmu.Lock()
-	defer s.tmu.Unlock()
-	s.leaseTerm, s.leaseValid = term, valid
+// onLease is the node's lease callback, called from the raft loop. It takes
+// only leaseMu, never the table lock, so that publishing (or ending) the
+// lease never waits behind an apply, a rebuild or a repair pass.
+func (s *Server) onLease(term uint64, expiry time.Time) {
+	s.leaseMu.Lock()
+	defer s.leaseMu.Unlock()
+	s.leaseTerm, s.leaseExpiry = term, expiry
+	s.publishLeaseLocked()
+}
+
+// setRebuilding withholds the lease while the region is rebuilt.
+func (s *Server) setRebuilding(on bool) {
+	s.leaseMu.Lock()
+	defer s.leaseMu.Unlock()
+	s.rebuilding = on
 	s.publishLeaseLocked()
 }
 
 func (s *Server) publishLeaseLocked() {
-	s.tbl.SetLease(s.leaseTerm, s.leaseValid && !s.rebuilding)
+	var w uint64
+	if !s.rebuilding && !s.leaseExpiry.IsZero() {
+		w = uint64(monoclock.At(s.leaseExpiry))
+	}
+	s.tbl.SetLease(w)
 	if s.metrics != nil {
-		s.metrics.leaseChanged(s.leaseValid && !s.rebuilding)
+		s.metrics.leaseChanged(w != 0)
 	}
 }

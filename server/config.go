@@ -34,11 +34,19 @@ type Config struct {
 	// Join starts this node as a new member of an existing cluster (added
 	// with "kvctl member add" first) instead of bootstrapping one.
 	Join bool
+	// InitialClusterToken names the cluster when it is created; with
+	// InitialCluster it makes the cluster id that peers must present (see
+	// raft.Config.ClusterToken). Default raft.DefaultClusterToken.
+	InitialClusterToken string
 	// SnapshotCount is how many applied entries trigger a snapshot and log
 	// compaction. Default 10000.
 	SnapshotCount uint64
 	// TickInterval is the Raft tick. Default 100ms; elections take 10 ticks.
 	TickInterval time.Duration
+	// LeaseDrift bounds how much faster any node's clock may run than the
+	// leader's (and, for clients, than theirs), as a fraction; the lease is
+	// shortened by it. Default 0.1 (raft.DefaultLeaseDrift); at most 0.5.
+	LeaseDrift float64
 	// Logger receives structured logs. Default slog.Default().
 	Logger *slog.Logger
 	// Registerer receives the server's metrics. Nil means none.
@@ -85,6 +93,9 @@ func (c *Config) Validate() error {
 	}
 	if c.TickInterval == 0 {
 		c.TickInterval = DefaultTickInterval
+	}
+	if c.LeaseDrift < 0 || c.LeaseDrift > 0.5 {
+		return fmt.Errorf("server: lease drift %v not in [0, 0.5]", c.LeaseDrift)
 	}
 	if len(c.InitialCluster) == 0 {
 		c.InitialCluster = map[uint64]string{c.ID: c.Listen}

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/kvd-project/kvd/internal/monoclock"
 	"github.com/kvd-project/kvd/internal/table"
 	"github.com/kvd-project/kvd/internal/wire"
 	"github.com/kvd-project/kvd/raft"
@@ -26,7 +27,7 @@ const requestTimeout = 30 * time.Second
 func (s *Server) serveConn(conn transport.Conn) {
 	defer conn.Close()
 	first, err := conn.Recv(s.ctx, nil)
-	if err != nil {
+	if err != nil || s.awaitThaw(s.ctx) != nil {
 		return
 	}
 	if raft.IsPeerHello(first) {
@@ -64,10 +65,16 @@ func (s *Server) respond(conn transport.Conn, req *wire.Request) {
 	ctx, cancel := context.WithTimeout(s.ctx, requestTimeout)
 	defer cancel()
 	start := time.Now()
+	if s.awaitThaw(ctx) != nil { // a frozen server (Freeze) answers nothing
+		return
+	}
 	resp := s.handle(ctx, req)
 	resp.Op, resp.ID = req.Op, req.ID
 	s.metrics.observe(req.Op, resp.Status, time.Since(start))
 	frame := wire.AppendResponse(make([]byte, 0, wire.ResponseHeaderLen+len(resp.Value)), &resp)
+	if s.awaitThaw(ctx) != nil {
+		return
+	}
 	if err := conn.Send(ctx, frame); err != nil && s.ctx.Err() == nil {
 		s.log.Debug("response not delivered", "remote", conn.RemoteAddr(), "err", err)
 	}
@@ -81,6 +88,8 @@ func (s *Server) handle(ctx context.Context, req *wire.Request) wire.Response {
 		return jsonResponse(s.Status())
 	case wire.OpMemberList:
 		return jsonResponse(s.members())
+	case wire.OpClock:
+		return wire.Response{Version: uint64(monoclock.Now())}
 	}
 	if r, bad := checkKey(req); bad {
 		return r
@@ -149,7 +158,7 @@ func (s *Server) get(ctx context.Context, key []byte, flags uint16) wire.Respons
 	default:
 		return badRequest("unknown consistency level " + strconv.Itoa(int(flags)))
 	}
-	value, version, ok, err := s.node.Get(key)
+	value, version, ok, err := s.read(key)
 	switch {
 	case err != nil:
 		return s.errResponse(err)
@@ -157,6 +166,33 @@ func (s *Server) get(ctx context.Context, key []byte, flags uint16) wire.Respons
 		return wire.Response{Status: wire.StatusNotFound}
 	}
 	return wire.Response{Version: version, Value: value}
+}
+
+// read answers an RPC read from the same state one-sided readers see: the
+// region, under the table lock, so at a batch boundary (applier.Apply).
+// Reading Pebble instead would run up to one batch ahead of the region, and
+// a one-sided GET that started after such a read finished could return the
+// older value. Pebble is consulted only for a key the region lacks while
+// the region is flagged incomplete; every read of such a key comes here
+// (a one-sided miss is not trusted then), so all of them see Pebble, which
+// never goes backwards, until the key is back in the region with the same
+// or a newer value (repairLocked). ReadIndex has returned only after the
+// read index was applied, and Apply runs before that, so the region holds
+// everything the read must see.
+func (s *Server) read(key []byte) (value []byte, version uint64, ok bool, err error) {
+	s.tmu.Lock()
+	defer s.tmu.Unlock()
+	value, version, ok, err = s.tbl.Get(key)
+	switch {
+	case err != nil:
+		// Damaged in memory: one-sided readers reject it too and come
+		// here, so Pebble answers every read of this key, as for a key
+		// the region lacks.
+		s.log.Error("table record failed verification; answering from the durable state", "err", err)
+	case ok || !s.tbl.Header().Incomplete:
+		return value, version, ok, nil
+	}
+	return s.node.Get(key)
 }
 
 func (s *Server) hello() wire.Response {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/kvd-project/kvd/internal/table"
 	"github.com/kvd-project/kvd/raft"
@@ -21,13 +22,23 @@ type Server struct {
 	ln      transport.Listener
 	metrics *metrics
 
-	// tmu serialises every write to the table: applies, rebuilds, lease.
-	tmu        sync.Mutex
-	tbl        *table.Table
-	rebuilding bool
-	missing    map[string]struct{} // applied keys the region could not hold
-	leaseTerm  uint64
-	leaseValid bool
+	// tmu serialises every write to the table (applies, rebuilds,
+	// repairs) and the RPC reads that must see it at a batch boundary.
+	tmu           sync.Mutex
+	tbl           *table.Table
+	missing       map[string]struct{} // applied keys the region could not hold
+	rebuildFailed bool                // the region is partial until a rebuild succeeds
+	// testForEach, if set (tests only), replaces the node's ForEach in
+	// rebuilds, to inject failures.
+	testForEach func(fn func(key, value []byte, version uint64) error) error
+
+	// leaseMu guards the lease word and nothing slow: the lease is
+	// published without waiting for tmu. rebuilding is written holding
+	// both locks, so either one suffices to read it.
+	leaseMu     sync.Mutex
+	leaseTerm   uint64
+	leaseExpiry time.Time
+	rebuilding  bool
 
 	ctx       context.Context
 	cancel    context.CancelFunc
@@ -72,14 +83,16 @@ func (s *Server) start() error {
 	// Hold the table until the rebuild below is done: applies that the
 	// node delivers meanwhile wait, then land on the rebuilt table.
 	s.tmu.Lock()
-	s.rebuilding = true
+	s.setRebuilding(true)
 	s.node, err = raft.Open(raft.Config{
 		ID:            s.cfg.ID,
 		Peers:         s.cfg.InitialCluster,
 		Join:          s.cfg.Join,
+		ClusterToken:  s.cfg.InitialClusterToken,
 		DataDir:       s.cfg.DataDir,
 		Transport:     s.cfg.Transport,
 		TickInterval:  s.cfg.TickInterval,
+		LeaseDrift:    s.cfg.LeaseDrift,
 		SnapshotCount: s.cfg.SnapshotCount,
 		Applier:       (*applier)(s),
 		OnLease:       s.onLease,

@@ -2,11 +2,13 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -50,10 +52,22 @@ func serveMetrics(addr string, reg *prometheus.Registry, srv *server.Server, log
 }
 
 // faultHandler returns the fault-injection endpoint, or nil when it is off.
-// POST /debug/faults?drop=ADDR1,ADDR2 makes the node drop every message and
-// one-sided READ to and from those peers (a network partition, in the
-// transport); drop= with no addresses heals.
-func faultHandler(enabled bool, tr transport.Transport) http.Handler {
+// It serves POST only, and returns at once:
+//
+//	POST /debug/faults?drop=ADDR1,ADDR2
+//	    drop every message and one-sided READ to and from those peers (a
+//	    network partition, in the transport; tcp transport only); drop=
+//	    with no addresses heals.
+//	POST /debug/faults?freeze=10s
+//	    freeze the node for the given duration, as SIGSTOP would, while its
+//	    table region goes on answering one-sided READs, as an RDMA NIC does
+//	    for a stopped process (server.Server.Freeze): the Raft loop stops
+//	    (no ticks, messages, applies or lease extensions), nothing writes
+//	    the region, and client RPCs wait. The node thaws by itself; a
+//	    freeze while one is under way is refused (409).
+//
+// Both may be given in one request.
+func faultHandler(enabled bool, tr transport.Transport, srv *server.Server) http.Handler {
 	if !enabled {
 		return nil
 	}
@@ -62,13 +76,33 @@ func faultHandler(enabled bool, tr transport.Transport) http.Handler {
 			http.Error(w, "POST only", http.StatusMethodNotAllowed)
 			return
 		}
+		q := r.URL.Query()
+		if q.Has("freeze") {
+			d, err := time.ParseDuration(q.Get("freeze"))
+			if err != nil || d <= 0 {
+				http.Error(w, "freeze: want a positive duration such as 10s", http.StatusBadRequest)
+				return
+			}
+			if err := srv.Freeze(d); err != nil {
+				code := http.StatusInternalServerError
+				if errors.Is(err, server.ErrFrozen) {
+					code = http.StatusConflict
+				}
+				http.Error(w, err.Error(), code)
+				return
+			}
+			fmt.Fprintf(w, "frozen for %v\n", d)
+			if !q.Has("drop") {
+				return
+			}
+		}
 		t, ok := tr.(*tcp.Transport)
 		if !ok {
-			http.Error(w, "fault injection needs the tcp transport", http.StatusNotImplemented)
+			http.Error(w, "drop needs the tcp transport", http.StatusNotImplemented)
 			return
 		}
 		drop := map[string]bool{}
-		for _, a := range strings.Split(r.URL.Query().Get("drop"), ",") {
+		for _, a := range strings.Split(q.Get("drop"), ",") {
 			if a = strings.TrimSpace(a); a != "" {
 				drop[a] = true
 			}

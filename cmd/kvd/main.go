@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/kvd-project/kvd/internal/cli"
+	"github.com/kvd-project/kvd/raft"
 	"github.com/kvd-project/kvd/server"
 )
 
@@ -51,12 +52,15 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.cfg.ReuseGrace, "reuse-grace", server.DefaultReuseGrace, "how long superseded records stay untouched before their memory is reused")
 	fs.StringVar(&o.cluster, "initial-cluster", "", "every member as ID=HOST:PORT,... (empty: a single-node cluster)")
 	fs.BoolVar(&o.cfg.Join, "join", false, "join an existing cluster (add this node with 'kvctl member add' first)")
+	fs.StringVar(&o.cfg.InitialClusterToken, "initial-cluster-token", raft.DefaultClusterToken,
+		"names the cluster at creation: with --initial-cluster it makes the cluster id peers must present; use one unique to each cluster (ignored with --join)")
 	fs.Uint64Var(&o.cfg.SnapshotCount, "snapshot-count", server.DefaultSnapshotCount, "applied entries between snapshots (bounds the Raft log)")
 	fs.DurationVar(&o.cfg.TickInterval, "tick", server.DefaultTickInterval, "Raft tick interval; elections time out after 10 ticks")
+	fs.Float64Var(&o.cfg.LeaseDrift, "lease-drift", raft.DefaultLeaseDrift, "the most any clock may run faster than another, as a fraction: the read lease is shortened by it, and clients must be given the same bound")
 	fs.StringVar(&o.metricsListen, "metrics-listen", "", "address for HTTP /metrics and /healthz (empty: off)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
-	fs.BoolVar(&o.faults, "enable-fault-injection", false, "serve POST /debug/faults?drop=ADDR,... on --metrics-listen (tests only: it cuts this node off from peers)")
+	fs.BoolVar(&o.faults, "enable-fault-injection", false, "serve POST /debug/faults on --metrics-listen (tests only): ?drop=ADDR,... cuts this node off from those peers (tcp transport), ?freeze=10s freezes it for that long as SIGSTOP would while its region still answers one-sided READs")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -128,7 +132,7 @@ func run(args []string) error {
 		return errors.New("--enable-fault-injection needs --metrics-listen")
 	}
 	if o.metricsListen != "" {
-		if httpSrv, err = serveMetrics(o.metricsListen, reg, srv, log, faultHandler(o.faults, tr)); err != nil {
+		if httpSrv, err = serveMetrics(o.metricsListen, reg, srv, log, faultHandler(o.faults, tr, srv)); err != nil {
 			srv.Close()
 			return err
 		}

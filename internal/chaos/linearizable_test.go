@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -42,38 +43,70 @@ func (h *history) add(clientID int, in kvInput, call int64, out kvOutput) {
 	h.mu.Unlock()
 }
 
-// runClient issues random operations on a small key space until stop closes.
-func runClient(h *history, id int, eps []string, keys int, stop <-chan struct{}) error {
-	c, err := client.New(client.Config{Endpoints: eps, DialTimeout: 500 * time.Millisecond})
+func (h *history) snapshot() []porcupine.Operation {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]porcupine.Operation(nil), h.ops...)
+}
+
+// workload is what one client of the fault test does.
+type workload struct {
+	eps      []string // the client's endpoints
+	keys     int
+	readOnly bool          // GETs only (the pinned readers)
+	timeout  time.Duration // per operation
+}
+
+// opTimeout is the fault test's per-operation timeout; its partitions last
+// longer than this.
+const opTimeout = 2 * time.Second
+
+// runClient issues random operations on a small key space until stop
+// closes, recording them in h, and returns the client's stats. GETs mix
+// linearizable one-sided reads with ReadIndex RPCs of the same keys.
+func runClient(h *history, id int, w workload, stop <-chan struct{}) (client.Stats, error) {
+	c, err := client.New(client.Config{Endpoints: w.eps, DialTimeout: 500 * time.Millisecond})
 	if err != nil {
-		return err
+		return client.Stats{}, err
 	}
 	defer c.Close()
 	rng := rand.New(rand.NewPCG(uint64(id), 42))
 	for seq := 0; ; seq++ {
 		select {
 		case <-stop:
-			return nil
+			return c.Stats(), nil
 		default:
 		}
-		in := kvInput{Key: fmt.Sprintf("k%d", rng.IntN(keys))}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		call := h.now()
+		in := kvInput{Key: fmt.Sprintf("k%d", rng.IntN(w.keys))}
+		ctx, cancel := context.WithTimeout(context.Background(), w.timeout)
+		r := rng.IntN(100)
+		if w.readOnly {
+			r = r * 50 / 100 // GETs only: 70% linearizable, 30% ReadIndex
+		}
 		var out kvOutput
-		switch r := rng.IntN(10); {
-		case r < 5:
+		call := h.now()
+		switch {
+		case r < 50:
 			in.Op = "get"
-			v, err := c.Get(ctx, []byte(in.Key))
+			level, via := client.Linearizable, "one-sided"
+			if r >= 35 {
+				level, via = client.ReadIndex, "readindex"
+			}
+			rpcs := c.Stats().RPCGets
+			v, err := c.Get(ctx, []byte(in.Key), client.WithConsistency(level))
+			if level == client.Linearizable && c.Stats().RPCGets != rpcs {
+				via = "rpc" // fell back
+			}
 			switch {
 			case err == nil:
-				out = kvOutput{Value: string(v), Found: true}
+				out = kvOutput{Value: string(v), Found: true, Via: via}
 			case errors.Is(err, client.ErrNotFound):
-				out = kvOutput{}
+				out = kvOutput{Via: via}
 			default:
 				cancel()
 				continue // a failed read has no effect: leave it out
 			}
-		case r < 9:
+		case r < 90:
 			in.Op, in.Value = "put", fmt.Sprintf("c%d-%d", id, seq)
 			err := c.Put(ctx, []byte(in.Key), []byte(in.Value))
 			out = kvOutput{Unknown: err != nil}
@@ -150,9 +183,35 @@ func healAll(t *testing.T, pc *kvdtest.ProcCluster) {
 	}
 }
 
+// fault is one disruption of the fault test. During it (from its start
+// until do returns) operations must go on completing, unless it takes a
+// quorum away; then they must complete again within settle after it.
+type fault struct {
+	name     string
+	noQuorum bool
+	settle   time.Duration // pause after it
+	do       func()
+}
+
+// faultSpan is when a fault ran, on the history's clock.
+type faultSpan struct {
+	f          fault
+	start, end int64
+}
+
 // TestLinearizableUnderFaults runs concurrent clients against a 3-node
-// cluster while it kills the leader, kills a follower, restarts them, and
-// isolates the leader with a partition, then checks the history.
+// cluster while it kills the leader, kills a follower, isolates the leader
+// with partitions longer than the operation timeout (twice), freezes the
+// leader (its process stalls while its region still answers one-sided
+// READs, as an RDMA NIC's would), and kills two nodes at once, then checks
+// the history with porcupine.
+//
+// Five clients use every endpoint and mix PUT, DELETE, linearizable
+// one-sided GETs and ReadIndex RPC GETs of the same four keys; three more
+// read only, each pinned to one node (its Endpoints is that node alone),
+// so that one of them keeps reading a frozen or isolated leader's region.
+// A frozen leader must not serve a linearizable GET after the new leader
+// has committed a newer write.
 func TestLinearizableUnderFaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping the fault test in -short mode")
@@ -163,31 +222,44 @@ func TestLinearizableUnderFaults(t *testing.T) {
 	h := &history{start: time.Now()}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	const clients, keys = 5, 4
-	errs := make(chan error, clients)
-	for i := 0; i < clients; i++ {
+	const general, keys = 5, 4
+	var works []workload
+	for i := 0; i < general; i++ {
+		works = append(works, workload{eps: pc.Endpoints(), keys: keys, timeout: opTimeout})
+	}
+	for _, p := range pc.Procs {
+		works = append(works, workload{eps: []string{p.Addr}, keys: keys, readOnly: true, timeout: opTimeout})
+	}
+	stats := make([]client.Stats, len(works))
+	errs := make(chan error, len(works))
+	for i, w := range works {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := runClient(h, i, pc.Endpoints(), keys, stop); err != nil {
+			st, err := runClient(h, i, w, stop)
+			stats[i] = st
+			if err != nil {
 				errs <- err
 			}
 		}()
 	}
 
-	faults := []struct {
-		name string
-		do   func()
-	}{
-		{"SIGKILL leader, restart", func() {
+	isolateLeader := func() {
+		l := leaderOf(t, pc, 15*time.Second)
+		isolate(t, pc, l)
+		time.Sleep(5 * time.Second)
+		healAll(t, pc)
+	}
+	faults := []fault{
+		{name: "SIGKILL leader, restart after 4s", settle: 2 * time.Second, do: func() {
 			l := leaderOf(t, pc, 15*time.Second)
 			l.Kill()
-			time.Sleep(2 * time.Second)
+			time.Sleep(4 * time.Second)
 			if err := l.Start(); err != nil {
 				t.Fatal(err)
 			}
 		}},
-		{"SIGKILL follower, restart", func() {
+		{name: "SIGKILL follower, restart after 2s", settle: 2 * time.Second, do: func() {
 			l := leaderOf(t, pc, 15*time.Second)
 			f := others(pc, l)[0]
 			f.Kill()
@@ -196,13 +268,16 @@ func TestLinearizableUnderFaults(t *testing.T) {
 				t.Fatal(err)
 			}
 		}},
-		{"partition the leader away, heal", func() {
+		{name: "partition the leader away for 5s, heal", settle: 2 * time.Second, do: isolateLeader},
+		{name: "partition the new leader away for 5s, heal", settle: 2 * time.Second, do: isolateLeader},
+		{name: "freeze the leader for 10s (its region still answers READs)", settle: 2 * time.Second, do: func() {
 			l := leaderOf(t, pc, 15*time.Second)
-			isolate(t, pc, l)
-			time.Sleep(3 * time.Second)
-			healAll(t, pc)
+			if err := l.Freeze(10 * time.Second); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(10 * time.Second)
 		}},
-		{"SIGKILL leader and a follower together, restart both", func() {
+		{name: "SIGKILL leader and a follower together, restart both after 1s", noQuorum: true, settle: 5 * time.Second, do: func() {
 			l := leaderOf(t, pc, 15*time.Second)
 			f := others(pc, l)[0]
 			l.Kill()
@@ -217,10 +292,17 @@ func TestLinearizableUnderFaults(t *testing.T) {
 		}},
 	}
 	time.Sleep(time.Second)
+	var spans []faultSpan
 	for _, f := range faults {
 		t.Logf("fault: %s", f.name)
+		// leaderOf inside do may wait: the fault starts when do acts,
+		// which is close enough to when do is called once the cluster
+		// has settled.
+		sp := faultSpan{f: f, start: h.now()}
 		f.do()
-		time.Sleep(1500 * time.Millisecond)
+		sp.end = h.now()
+		spans = append(spans, sp)
+		time.Sleep(f.settle)
 	}
 	close(stop)
 	wg.Wait()
@@ -229,10 +311,9 @@ func TestLinearizableUnderFaults(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	h.mu.Lock()
-	ops := h.ops
-	h.mu.Unlock()
-	res, info := porcupine.CheckOperationsVerbose(kvModel, ops, 2*time.Minute)
+	ops := h.snapshot()
+	checkProgress(t, ops, spans, stats)
+	res, info := porcupine.CheckOperationsVerbose(kvModel, ops, 3*time.Minute)
 	t.Logf("checked %d operations (%d completed, %d maybe-applied) across %d faults: %s",
 		len(ops), h.ok.Load(), h.maybe.Load(), len(faults), res)
 	if h.ok.Load() < 100 {
@@ -249,4 +330,69 @@ func TestLinearizableUnderFaults(t *testing.T) {
 	default:
 		t.Fatalf("linearizability check inconclusive: %s", res)
 	}
+}
+
+// checkProgress asserts that the history exercised what it is meant to:
+// GETs completed both one-sided and by RPC (and the clients' stats agree
+// that one-sided reads happened), and reads and writes completed during
+// every fault that leaves a quorum, and after the one that does not.
+func checkProgress(t *testing.T, ops []porcupine.Operation, spans []faultSpan, stats []client.Stats) {
+	t.Helper()
+	via := map[string]int{}
+	for _, op := range ops {
+		in, out := op.Input.(kvInput), op.Output.(kvOutput)
+		if in.Op == "get" {
+			via[out.Via]++
+		}
+	}
+	var rounds, gets, rpcGets uint64
+	for _, st := range stats {
+		rounds += st.OneSidedRounds
+		gets += st.Gets
+		rpcGets += st.RPCGets
+	}
+	t.Logf("GETs completed: %d one-sided, %d linearizable by RPC fallback, %d ReadIndex; client stats: %d GETs, %d by RPC, %d one-sided round trips",
+		via["one-sided"], via["rpc"], via["readindex"], gets, rpcGets, rounds)
+	if via["one-sided"] < 100 || via["readindex"] < 20 {
+		t.Errorf("too few GETs completed: %d one-sided, %d ReadIndex", via["one-sided"], via["readindex"])
+	}
+	if rounds == 0 {
+		t.Error("the clients' stats show no one-sided READ round trip")
+	}
+	for _, sp := range spans {
+		from, to := sp.start, sp.end
+		if sp.f.noQuorum {
+			from, to = sp.end, sp.end+sp.f.settle.Nanoseconds()
+		}
+		var reads, writes int
+		for _, op := range ops {
+			if op.Output.(kvOutput).Unknown || op.Return < from || op.Return > to {
+				continue
+			}
+			if op.Input.(kvInput).Op == "get" {
+				reads++
+			} else {
+				writes++
+			}
+		}
+		when := "during"
+		if sp.f.noQuorum {
+			when = "after"
+		}
+		t.Logf("%s %q (%.1fs): %d GETs and %d writes completed", when, sp.f.name, float64(to-from)/1e9, reads, writes)
+		if reads == 0 || writes == 0 {
+			t.Errorf("no %s completed %s fault %q", strings.Join(missing(reads, writes), " and no "), when, sp.f.name)
+		}
+	}
+}
+
+func missing(reads, writes int) []string {
+	var out []string
+	if reads == 0 {
+		out = append(out, "GET")
+	}
+	if writes == 0 {
+		out = append(out, "write")
+	}
+	return out
 }

@@ -14,11 +14,13 @@ type kvInput struct {
 }
 
 // kvOutput is what the operation returned. Unknown marks an operation that
-// failed or timed out: it may or may not have taken effect.
+// failed or timed out: it may or may not have taken effect. Found is a
+// GET's hit, or a DELETE's report that the key existed.
 type kvOutput struct {
 	Value   string
 	Found   bool
 	Unknown bool
+	Via     string // how a GET was answered ("one-sided", "rpc", "readindex"), for descriptions only
 }
 
 type kvState struct {
@@ -53,9 +55,10 @@ var kvModel = porcupine.Model{
 		case "put":
 			return true, kvState{Value: in.Value, Exists: true}
 		case "del":
-			// A delete's "not found" is not checked: the client may have
-			// retried a first attempt that did delete the key.
-			return true, kvState{}
+			// The client retries a write only while no attempt can have
+			// been applied, so a completed DELETE's "found" is exact: it
+			// must match whether the key existed.
+			return out.Unknown || out.Found == s.Exists, kvState{}
 		}
 		return false, s
 	},
@@ -65,9 +68,9 @@ var kvModel = porcupine.Model{
 		case out.Unknown:
 			return fmt.Sprintf("%s(%s, %q) -> ?", in.Op, in.Key, in.Value)
 		case in.Op == "get" && !out.Found:
-			return fmt.Sprintf("get(%s) -> not found", in.Key)
+			return fmt.Sprintf("get(%s) -> not found [%s]", in.Key, out.Via)
 		case in.Op == "get":
-			return fmt.Sprintf("get(%s) -> %q", in.Key, out.Value)
+			return fmt.Sprintf("get(%s) -> %q [%s]", in.Key, out.Value, out.Via)
 		}
 		return fmt.Sprintf("%s(%s, %q) -> found=%v", in.Op, in.Key, in.Value, out.Found)
 	},

@@ -28,3 +28,13 @@ func storeHalf(b []byte, off uint64, w uint32) {
 	}
 	atomic.StoreUint32((*uint32)(unsafe.Pointer(&b[off : off+4][0])), w)
 }
+
+// loadWord reads an 8-byte little-endian word at b[off:] with one atomic
+// load (the counterpart of storeWord, for words another goroutine stores).
+func loadWord(b []byte, off uint64) uint64 {
+	w := atomic.LoadUint64((*uint64)(unsafe.Pointer(&b[off : off+8][0])))
+	if bigEndian {
+		w = bits.ReverseBytes64(w)
+	}
+	return w
+}

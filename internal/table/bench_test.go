@@ -131,7 +131,7 @@ func BenchmarkGet(b *testing.B) {
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
-		v, _, _ := tab.Get(keys[i%len(keys)])
+		v, _, _, _ := tab.Get(keys[i%len(keys)])
 		sinkInt += len(v)
 		i++
 	}

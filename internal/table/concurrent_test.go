@@ -74,7 +74,7 @@ scan:
 	}
 	var again [HeaderSize]byte
 	snapshot(again[:], mem, 0)
-	if h2, err := ParseHeader(again[:]); err != nil || h2.Lease != h1.Lease || h2.Generation != h1.Generation {
+	if h2, err := ParseHeader(again[:]); err != nil || h2.LeaseExpiry != h1.LeaseExpiry || h2.Generation != h1.Generation {
 		return nil, 0, readRetry, false
 	}
 	late = time.Duration(clk.ns.Load()-start) >= grace/2

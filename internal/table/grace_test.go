@@ -131,7 +131,7 @@ func TestLimboHoldsSpace(t *testing.T) {
 
 func TestReset(t *testing.T) {
 	tab, mem, clk := newTable(t, 256<<10, Config{Buckets: 256, Grace: testGrace})
-	tab.SetLease(3, true)
+	tab.SetLease(3<<1 | 1)
 	tab.SetLeaderHint(2)
 	var words []uint64
 	var keys []string
@@ -151,7 +151,7 @@ func TestReset(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h.Generation == gen || h != tab.Header() || h.Lease != 3<<1|1 || h.LeaderHint != 2 {
+	if h.Generation == gen || h != tab.Header() || h.LeaseExpiry != 3<<1|1 || h.LeaderHint != 2 {
 		t.Fatalf("header after Reset %+v (old generation %#x)", h, gen)
 	}
 	if tab.Len() != 0 {

@@ -2,11 +2,9 @@ package table
 
 import (
 	"errors"
-	"math/bits"
 	"sync/atomic"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/kvd-project/kvd/internal/mmap"
 )
@@ -90,12 +88,3 @@ func slotOf(tb testing.TB, tab *Table, key []byte) uint64 {
 	return w
 }
 
-// loadWord is the atomic load matching storeWord, for in-process readers
-// racing the writer.
-func loadWord(b []byte, off uint64) uint64 {
-	w := atomic.LoadUint64((*uint64)(unsafe.Pointer(&b[off : off+8][0])))
-	if bigEndian {
-		w = bits.ReverseBytes64(w)
-	}
-	return w
-}

@@ -11,7 +11,7 @@ const (
 	// Magic is the first 8 bytes of a formatted region.
 	Magic = "KVDTABLE"
 	// LayoutVersion is the layout this package writes and reads.
-	LayoutVersion = 1
+	LayoutVersion = 2
 
 	// HeaderSize is the size of the region header.
 	HeaderSize = 64
@@ -43,12 +43,14 @@ const (
 	MaxBuckets = 1 << 28
 )
 
-// Header flag bits (the flags field).
+// The flags field: bit 0 is the incomplete flag, bits 1-15 count its
+// changes (mod 2^15), so that a flag that flips and flips back between a
+// reader's two header reads still changes the header's bytes.
 const (
 	// flagIncomplete: the region may be missing keys that the node holds,
 	// so a miss read from it is not authoritative.
 	flagIncomplete = 1 << 0
-	knownFlags     = flagIncomplete
+	flagEpochShift = 1
 )
 
 // Header field offsets within the region.
@@ -74,13 +76,19 @@ type Header struct {
 	GraceMillis uint32 // the writer leaves dead records untouched this long
 	RecordBase  uint64 // offset of the record area
 	RecordEnd   uint64 // end of the record area
-	Lease       uint64 // term<<1 | valid
+	// LeaseExpiry is when this node's read lease ends, in nanoseconds of
+	// the node's own monotonic clock (internal/monoclock); 0: no lease.
+	// It is a fact about time, not a flag the node must clear: a client
+	// judges it on its own clock (docs/consistency.md).
+	LeaseExpiry uint64
 	LeaderHint  uint64 // the node this node believes leads, 0 if none
 	Generation  uint64 // changes at every (re)build; never 0
 	// Incomplete: the region may lack keys the node holds (a write it could
 	// not fit, or a rebuild under way). A hit is still good; a miss is not
 	// proof of absence, and a client asks by RPC instead.
 	Incomplete bool
+	// FlagEpoch counts changes of Incomplete (15 bits, wrapping).
+	FlagEpoch uint16
 }
 
 // Grace is GraceMillis as a Duration.
@@ -88,9 +96,22 @@ func (h Header) Grace() time.Duration {
 	return time.Duration(h.GraceMillis) * time.Millisecond
 }
 
-// LeaseTerm decodes the lease word.
-func (h Header) LeaseTerm() (term uint64, valid bool) {
-	return h.Lease >> 1, h.Lease&1 == 1
+// SameState reports whether two raw header reads show the same region
+// state: every byte equal except the lease word, which the leader advances
+// several times a second and which a reader judges on its own.
+func SameState(a, b []byte) bool {
+	return string(a[:offLease]) == string(b[:offLease]) &&
+		string(a[offLease+8:HeaderSize]) == string(b[offLease+8:HeaderSize])
+}
+
+// LeaseOf is the lease expiry of a raw header read (see SameState).
+func LeaseOf(b []byte) uint64 { return binary.LittleEndian.Uint64(b[offLease:]) }
+
+// SameGeometry reports whether h addresses the region as g does: same
+// generation and the same bucket and record-area geometry.
+func (h Header) SameGeometry(g Header) bool {
+	return h.Generation == g.Generation && h.Buckets == g.Buckets && h.GraceMillis == g.GraceMillis &&
+		h.RecordBase == g.RecordBase && h.RecordEnd == g.RecordEnd
 }
 
 // BucketOffset is the offset of bucket b within the region.
@@ -126,16 +147,16 @@ func ParseHeader(b []byte) (Header, error) {
 		GraceMillis: le.Uint32(b[offGrace:]),
 		RecordBase:  le.Uint64(b[offRecordBase:]),
 		RecordEnd:   le.Uint64(b[offRecordEnd:]),
-		Lease:       le.Uint64(b[offLease:]),
+		LeaseExpiry: le.Uint64(b[offLease:]),
 		LeaderHint:  le.Uint64(b[offLeaderHint:]),
 		Generation:  le.Uint64(b[offGeneration:]),
 	}
 	flags := le.Uint16(b[offFlags:])
 	h.Incomplete = flags&flagIncomplete != 0
+	h.FlagEpoch = flags >> flagEpochShift
 	n := h.Buckets
 	switch {
 	case le.Uint16(b[offSlots:]) != SlotsPerBucket,
-		flags&^knownFlags != 0,
 		n < 2 || n > MaxBuckets || n&(n-1) != 0,
 		h.GraceMillis == 0,
 		h.RecordBase != BucketOffset(n),
@@ -152,22 +173,22 @@ func ParseHeader(b []byte) (Header, error) {
 func putHeader(b []byte, h Header) {
 	le := binary.LittleEndian
 	le.PutUint32(b[offVersion:], LayoutVersion)
-	storeHalf(b, offSlots, slotsAndFlags(h.Incomplete))
+	storeHalf(b, offSlots, slotsAndFlags(h.Incomplete, h.FlagEpoch))
 	le.PutUint32(b[offBuckets:], h.Buckets)
 	le.PutUint32(b[offGrace:], h.GraceMillis)
 	le.PutUint64(b[offRecordBase:], h.RecordBase)
 	le.PutUint64(b[offRecordEnd:], h.RecordEnd)
-	storeWord(b, offLease, h.Lease)
+	storeWord(b, offLease, h.LeaseExpiry)
 	storeWord(b, offLeaderHint, h.LeaderHint)
 	storeWord(b, offGeneration, h.Generation)
 }
 
 // slotsAndFlags is the 4-byte header word at offSlots, stored whole so that
 // the flags change atomically.
-func slotsAndFlags(incomplete bool) uint32 {
-	w := uint32(SlotsPerBucket)
+func slotsAndFlags(incomplete bool, epoch uint16) uint32 {
+	f := uint32(epoch) << flagEpochShift & 0xffff
 	if incomplete {
-		w |= flagIncomplete << 16
+		f |= flagIncomplete
 	}
-	return w
+	return uint32(SlotsPerBucket) | f<<16
 }

@@ -7,21 +7,23 @@ import (
 )
 
 // Get looks key up in the local region and returns a copy of its value.
-// Invalid keys are simply not found.
-func (t *Table) Get(key []byte) (value []byte, version uint64, ok bool) {
+// Invalid keys are simply not found. The record is verified as a remote
+// reader would (checksum, key, state): a record damaged in memory is
+// reported with ErrTorn, never served.
+func (t *Table) Get(key []byte) (value []byte, version uint64, ok bool, err error) {
 	if checkKey(key) != nil {
-		return nil, 0, false
+		return nil, 0, false, nil
 	}
 	_, w, found := t.find(key, Hash(key))
 	if !found {
-		return nil, 0, false
+		return nil, 0, false, nil
 	}
 	s := DecodeSlot(w)
-	rec := t.mem[s.Offset : s.Offset+s.Len]
-	kl := uint64(binary.LittleEndian.Uint16(rec[recKeyLen:]))
-	vl := uint64(binary.LittleEndian.Uint32(rec[recValueLen:]))
-	value = append([]byte{}, rec[recKey+kl:recKey+kl+vl]...)
-	return value, binary.LittleEndian.Uint64(rec[recVersion:]), true
+	v, version, err := VerifyRecord(t.mem[s.Offset:s.Offset+s.Len], key, s)
+	if err != nil {
+		return nil, 0, false, err
+	}
+	return append([]byte{}, v...), version, true, nil
 }
 
 // find returns the position and word of key's slot, if it has one. The

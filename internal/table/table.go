@@ -90,8 +90,13 @@ func newGeneration(old uint64) uint64 {
 	}
 }
 
-// Header returns the header as the table last wrote it.
-func (t *Table) Header() Header { return t.hdr }
+// Header returns the header as the table last wrote it, with the lease
+// word as it is now.
+func (t *Table) Header() Header {
+	h := t.hdr
+	h.LeaseExpiry = loadWord(t.mem, offLease)
+	return h
+}
 
 // Len is the number of live keys.
 func (t *Table) Len() int { return t.records }
@@ -110,14 +115,12 @@ func (t *Table) Stats() Stats {
 	}
 }
 
-// SetLease publishes the lease word (term<<1 | valid) with one atomic store.
-func (t *Table) SetLease(term uint64, valid bool) {
-	w := term << 1
-	if valid {
-		w |= 1
-	}
-	t.hdr.Lease = w
-	storeWord(t.mem, offLease, w)
+// SetLease publishes the lease expiry (monoclock nanoseconds; 0: none) with
+// one atomic store. Unlike every other method it may be called concurrently
+// with the others: it touches nothing but its own word, so the lease never
+// waits for a writer that holds the table.
+func (t *Table) SetLease(expiry uint64) {
+	storeWord(t.mem, offLease, expiry)
 }
 
 // SetLeaderHint publishes the id of the node this node believes leads (0 if
@@ -129,9 +132,16 @@ func (t *Table) SetLeaderHint(id uint64) {
 
 // SetIncomplete publishes whether the region may be missing keys the node
 // holds (see Header.Incomplete), with one atomic store.
+// A change also advances the flag epoch, so that a reader whose two header
+// reads straddle a flip and a flip back sees different headers.
 func (t *Table) SetIncomplete(incomplete bool) {
+	if incomplete == t.hdr.Incomplete {
+		return
+	}
 	t.hdr.Incomplete = incomplete
-	storeHalf(t.mem, offSlots, slotsAndFlags(incomplete))
+	t.hdr.FlagEpoch = (t.hdr.FlagEpoch + 1) & (1<<(16-flagEpochShift) - 1)
+	storeHalf(t.mem, offSlots, slotsAndFlags(incomplete, t.hdr.FlagEpoch))
+	t.checkHeader()
 }
 
 // Reset empties the table for a rebuild while readers may be reading it:
@@ -149,6 +159,7 @@ func (t *Table) Reset() {
 	t.records = 0
 	t.hdr.Generation = newGeneration(t.hdr.Generation)
 	storeWord(t.mem, offGeneration, t.hdr.Generation)
+	t.checkHeader()
 }
 
 // clock is the writer's monotonic time in ns since Format.

@@ -69,7 +69,7 @@ func TestFormatGeometry(t *testing.T) {
 			if st := tab.Stats(); st.BytesFree != st.BytesArea || st.BytesArea != h.RecordEnd-h.RecordBase {
 				t.Fatalf("fresh stats %+v", st)
 			}
-			if lease, valid := h.LeaseTerm(); lease != 0 || valid {
+			if h.LeaseExpiry != 0 {
 				t.Fatal("fresh table has a lease")
 			}
 		})
@@ -162,7 +162,7 @@ func checkModel(t *testing.T, tab *Table, mem []byte, model map[string]string, v
 		}
 	}
 	for k, v := range model {
-		got, ver, ok := tab.Get([]byte(k))
+		got, ver, ok, _ := tab.Get([]byte(k))
 		if !ok || string(got) != v || ver != versions[k] {
 			t.Fatalf("Get(%q) = %q, %d, %v; want %q, %d", k, got, ver, ok, v, versions[k])
 		}
@@ -175,7 +175,7 @@ func checkModel(t *testing.T, tab *Table, mem []byte, model map[string]string, v
 
 func checkAbsent(t *testing.T, tab *Table, mem []byte, k string) {
 	t.Helper()
-	if _, _, ok := tab.Get([]byte(k)); ok {
+	if _, _, ok, _ := tab.Get([]byte(k)); ok {
 		t.Fatalf("Get(%q) found a deleted key", k)
 	}
 	if _, _, err := lookup(mem, []byte(k)); err != errMiss {
@@ -239,7 +239,7 @@ func checkStored(t *testing.T, tab *Table, mem []byte, stored map[string][]byte)
 		t.Fatalf("Len = %d, stored %d", tab.Len(), len(stored))
 	}
 	for k, v := range stored {
-		if got, _, ok := tab.Get([]byte(k)); !ok || !bytes.Equal(got, v) {
+		if got, _, ok, _ := tab.Get([]byte(k)); !ok || !bytes.Equal(got, v) {
 			t.Fatalf("Get(%q) lost its value", k)
 		}
 		if got, _, err := lookup(mem, []byte(k)); err != nil || !bytes.Equal(got, v) {
@@ -361,27 +361,26 @@ func TestNewKeyTakesLessLoadedBucket(t *testing.T) {
 func TestLeaseAndLeaderHint(t *testing.T) {
 	tab, mem, _ := newTable(t, 4096, Config{})
 	gen := tab.Header().Generation
-	tests := []struct {
-		term  uint64
-		valid bool
-		hint  uint64
-		word  uint64
-	}{
-		{1, true, 1, 3},
-		{1, false, 0, 2},
-		{7, true, 3, 15},
-		{1 << 62, true, 1<<64 - 1, 1<<63 | 1},
+	tests := []struct{ expiry, hint uint64 }{
+		{1, 1},
+		{0, 0},
+		{12345678901, 3},
+		{1<<64 - 1, 1<<64 - 1},
 	}
 	for _, tc := range tests {
-		tab.SetLease(tc.term, tc.valid)
+		before := make([]byte, HeaderSize)
+		copy(before, mem)
+		tab.SetLease(tc.expiry)
+		if !SameState(before, mem) {
+			t.Errorf("SetLease(%d) changed more than the lease word", tc.expiry)
+		}
 		tab.SetLeaderHint(tc.hint)
 		h, err := ParseHeader(mem)
 		if err != nil {
 			t.Fatal(err)
 		}
-		term, valid := h.LeaseTerm()
-		if h.Lease != tc.word || term != tc.term || valid != tc.valid || h.LeaderHint != tc.hint {
-			t.Errorf("lease %#x (%d, %v) hint %d, want %#x (%d, %v) %d", h.Lease, term, valid, h.LeaderHint, tc.word, tc.term, tc.valid, tc.hint)
+		if h.LeaseExpiry != tc.expiry || h.LeaderHint != tc.hint {
+			t.Errorf("lease %d hint %d, want %d %d", h.LeaseExpiry, h.LeaderHint, tc.expiry, tc.hint)
 		}
 		if h != tab.Header() || h.Generation != gen {
 			t.Errorf("header %+v, table says %+v", h, tab.Header())
@@ -403,6 +402,24 @@ func TestSetIncomplete(t *testing.T) {
 		if h, _ := ParseHeader(mem); h.Incomplete != want {
 			t.Fatalf("Reset changed incomplete to %v", h.Incomplete)
 		}
+	}
+}
+
+// A flag that flips and flips back between a reader's two header reads
+// must still change the header: otherwise a reader could trust a miss read
+// while the region was missing keys.
+func TestIncompleteFlipChangesHeader(t *testing.T) {
+	tab, mem, _ := newTable(t, 4096, Config{})
+	before := make([]byte, HeaderSize)
+	copy(before, mem)
+	tab.SetIncomplete(true)
+	tab.SetIncomplete(false)
+	if SameState(before, mem) {
+		t.Fatal("incomplete flag flipped and back, yet the header reads the same")
+	}
+	h, err := ParseHeader(mem)
+	if err != nil || h.Incomplete || h.FlagEpoch != 2 {
+		t.Fatalf("header %+v, %v", h, err)
 	}
 }
 

@@ -13,16 +13,19 @@ func (t *Table) Put(key, value []byte, version uint64) error {
 		return err
 	}
 	n := RecordLen(len(key), len(value))
-	now := t.clock()
-	t.alloc.reclaim(now - t.grace)
+	t.alloc.reclaim(t.clock() - t.grace)
 	off, ok := t.alloc.alloc(n)
 	if !ok {
 		return t.noBlock(n)
 	}
 	encodeRecord(t.mem[off:off+n], key, value, version)
-	storeWord(t.mem, pos, Slot{Offset: off, Len: n, FP: Fingerprint(h)}.Word())
+	slot := Slot{Offset: off, Len: n, FP: Fingerprint(h)}
+	t.checkWritten(off, slot, key, value, version)
+	storeWord(t.mem, pos, slot.Word())
 	if found {
-		t.retire(old, now)
+		// Stamped after the store: a reader may have read the old slot word
+		// until this moment, and the grace period must cover it from here.
+		t.retire(old, t.clock())
 	} else {
 		t.records++
 	}
@@ -92,6 +95,7 @@ func (t *Table) Delete(key []byte) (existed bool, err error) {
 // limbo, stamped now.
 func (t *Table) retire(w uint64, now int64) {
 	s := DecodeSlot(w)
+	t.checkRetiring(s)
 	storeHalf(t.mem, s.Offset+recState, stateDead)
 	t.alloc.retire(s.Offset, s.Len, now)
 	t.payload -= s.Len

@@ -29,7 +29,10 @@ const (
 	OpMemberAdd     Op = 7 // Key: decimal id, Value: address
 	OpMemberRemove  Op = 8 // Key: decimal id
 	OpMemberPromote Op = 9 // Key: decimal id
-	opMax              = OpMemberPromote
+	// OpClock reads the node's monotonic clock (Version: nanoseconds, see
+	// internal/monoclock), against which clients judge its lease expiry.
+	OpClock Op = 10
+	opMax      = OpClock
 )
 
 func (o Op) String() string {
@@ -52,6 +55,8 @@ func (o Op) String() string {
 		return "member-remove"
 	case OpMemberPromote:
 		return "member-promote"
+	case OpClock:
+		return "clock"
 	}
 	return fmt.Sprintf("op(%d)", uint8(o))
 }

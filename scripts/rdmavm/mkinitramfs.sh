@@ -11,7 +11,10 @@
 #   -e  NAME=VALUE exported to every step
 #   -t  token the guest prints with its verdict (so test output cannot forge it)
 #   STEP  executable (ELF or script) run in order by the guest; a directory
-#         stands for its executables in name order
+#         stands for every file in it, in name order. A file there that is
+#         not executable, or a directory without steps, is an error: a step
+#         is never skipped silently.
+# guest/gotest is always shipped in /kvd/bin (steps run Go tests through it).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 # Modules to load; their dependencies are added in order by modprobe.
@@ -35,7 +38,13 @@ shift $((OPTIND - 1))
 [ -n "$kdir" ] && [ -n "$out" ] || die "usage: mkinitramfs.sh -k KERNEL_DIR -o OUT [-t TOKEN] [-b BIN]... [-f SRC:DEST]... STEP..."
 for s in "$@"; do
 	if [ -d "$s" ]; then
-		for f in "$s"/*; do [ -f "$f" ] && [ -x "$f" ] && steps+=("$f"); done
+		n=${#steps[@]}
+		for f in "$s"/*; do
+			[ -e "$f" ] || continue # empty directory
+			[ -f "$f" ] && [ -x "$f" ] || die "step $f is not an executable file (chmod +x it, or move it out of $s)"
+			steps+=("$f")
+		done
+		[ ${#steps[@]} -gt "$n" ] || die "step directory $s has no steps"
 	else
 		[ -f "$s" ] && [ -x "$s" ] || die "step $s is not an executable file"
 		steps+=("$s")
@@ -79,6 +88,7 @@ for m in $mods; do
 	basename "$m" >>"$root/kvd/modules.order"
 done
 
+cp "$RDMAVM_DIR/guest/gotest" "$root/kvd/bin/gotest"
 for b in "${bins[@]}"; do
 	if is_elf "$b"; then copy_with_libs "$b" "/kvd/bin/$(basename "$b")"; else cp "$b" "$root/kvd/bin/"; fi
 done

@@ -11,7 +11,8 @@
 // Key layout (Pebble's default bytewise order):
 //
 //	"m" + name               metadata: HardState, ConfState, applied index,
-//	                         latest snapshot, log truncation point, KV generation
+//	                         latest snapshot, log truncation point, KV generation,
+//	                         cluster id
 //	"l" + be64(index)        raft log entries (marshaled raftpb.Entry)
 //	"p" + be64(id)           member address book: learner flag + address
 //	"k" + be64(gen) + key    applied KV state: le64(version) + value
@@ -24,8 +25,9 @@
 //
 // Concurrency: the raft.Storage methods, Update and CreateSnapshot belong to
 // one goroutine (the raft loop). Get, ForEach (a point-in-time view),
-// Applied, Members, NewStaged and Checkpoint may be called from any
-// goroutine, and a Checkpoint may be shared; a Staged is used by one
-// goroutine at a time. Nothing may be used after Close, and Close must wait
-// for Staged transfers and Checkpoint holders to finish.
+// Applied, Members, Member, NumMembers, ClusterID, SetClusterID, NewStaged
+// and Checkpoint may be called from any goroutine, and a Checkpoint may be
+// shared; a Staged is used by one goroutine at a time. Nothing may be used
+// after Close, and Close must wait for Staged transfers and Checkpoint
+// holders to finish.
 package store

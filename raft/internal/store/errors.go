@@ -10,4 +10,6 @@ var (
 	ErrClosed = errors.New("store: closed")
 	// ErrBadSnapshot: a snapshot did not match the staged data or the log.
 	ErrBadSnapshot = errors.New("store: snapshot mismatch")
+	// ErrClusterID: the store belongs to another cluster.
+	ErrClusterID = errors.New("store: cluster id mismatch")
 )

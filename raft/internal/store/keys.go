@@ -21,6 +21,7 @@ var (
 	keySnapshot  = []byte("msnapshot")
 	keyTrunc     = []byte("mtrunc")
 	keyGen       = []byte("mgen")
+	keyClusterID = []byte("mcluster")
 
 	logStart    = []byte{prefixLog}
 	logEnd      = []byte{prefixLog + 1}

@@ -55,6 +55,11 @@ type Store struct {
 	cpMu       sync.Mutex
 	checkpoint *Checkpoint
 	closed     atomic.Bool
+
+	// cluster is the recorded cluster id (see SetClusterID); clusterMu
+	// orders its writers.
+	cluster   atomic.Uint64
+	clusterMu sync.Mutex
 }
 
 // Open opens (creating if needed) the store in dir and recovers its state
@@ -97,6 +102,11 @@ func (s *Store) recover() error {
 	if s.gen, err = s.loadU64(keyGen, 1); err != nil {
 		return err
 	}
+	cluster, err := s.loadU64(keyClusterID, 0)
+	if err != nil {
+		return err
+	}
+	s.cluster.Store(cluster)
 	s.nextGen.Store(s.gen)
 	if raw, ok, err := s.getRaw(keyTrunc); err != nil {
 		return err

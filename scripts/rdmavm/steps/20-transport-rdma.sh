@@ -1,3 +1,3 @@
 #!/bin/sh
 # The RDMA transport's tests, including the shared conformance suite.
-exec transport-rdma.test -test.v -test.count=1 -test.timeout=300s ${RDMA_TEST_ARGS:-}
+exec gotest transport-rdma.test -test.count=1 -test.timeout=300s ${RDMA_TEST_ARGS:-}

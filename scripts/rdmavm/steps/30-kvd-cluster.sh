@@ -3,4 +3,4 @@
 # client doing PUTs by SEND/RECV and GETs by one-sided READ, a SIGKILL of the
 # leader; then the latency probe, as ratios to this run's perftest figures.
 export KVD_TEST_BIN=/kvd/bin KVD_RDMA_HOST="$RDMAVM_ADDR" KVD_RDMA_DEVICE="$RDMAVM_DEV" KVD_PERF_DIR=/tmp
-exec chaos-rdma.test -test.v -test.count=1 -test.timeout=300s -test.run '^(TestRDMACluster|TestRDMALatencyProbe)$'
+exec gotest chaos-rdma.test -test.count=1 -test.timeout=300s -test.run '^(TestRDMACluster|TestRDMALatencyProbe)$'

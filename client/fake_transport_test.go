@@ -1,0 +1,215 @@
+package client
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kvd-project/kvd/internal/table"
+	"github.com/kvd-project/kvd/internal/wire"
+	"github.com/kvd-project/kvd/transport"
+)
+
+// The fake server's answers that a test recognises.
+const (
+	fakeAddr   = "fake-node:7000"
+	rpcMarker  = "rpc-answer" // the value of every OpGet RPC: tells an RPC fallback from a one-sided answer
+	rpcVersion = 4242
+	// fakeClockBase is where the fake server's monotonic clock starts.
+	fakeClockBase = int64(1000 * time.Second)
+)
+
+// fakeTransport is a transport.Transport for deterministic tests of the
+// client's read protocol. Its connections answer the client's RPCs
+// themselves (OpHello with the region's descriptor, OpClock with a server
+// clock the test controls, OpGet with rpcMarker) and serve one-sided READs
+// from mem, a real table region the test formats and writes with
+// internal/table.
+//
+// READs are served op by op, in order, on the caller's goroutine; before each
+// op the hook (if any) runs, with the batch's number (1 for the first Read
+// since the hook was installed) and the op's index. A test changes the
+// region between two round trips by acting at op 0 of a batch, and inside a
+// batch (for example after the header was read but before the buckets) at a
+// later op. Because the hook, the table writes it makes and the copies all
+// run on the goroutine that called Get, the race detector sees no race.
+type fakeTransport struct {
+	mem        []byte
+	desc       transport.Descriptor
+	recordBase uint64
+
+	clockOrigin time.Time    // the fake server's clock runs at the real rate from here
+	clockOffset atomic.Int64 // and jumps by this much
+
+	dials atomic.Int64
+
+	mu      sync.Mutex
+	hook    func(batch, op int)
+	batch   int      // Read calls since the hook was installed
+	trace   []string // per Read call since then: one letter per op, H header, B bucket, R record
+	rpcGets []uint16 // the Flags of every OpGet RPC answered since then
+}
+
+func newFakeTransport(mem []byte) *fakeTransport {
+	h, err := table.ParseHeader(mem)
+	if err != nil {
+		panic(err)
+	}
+	return &fakeTransport{
+		mem:         mem,
+		desc:        transport.Descriptor{Addr: 0x7f0000000000, Len: uint64(len(mem)), Key: 0x5eed},
+		recordBase:  h.RecordBase,
+		clockOrigin: time.Now(),
+	}
+}
+
+// serverClock is the fake server's monotonic clock (what OpClock answers).
+func (f *fakeTransport) serverClock() int64 {
+	return fakeClockBase + int64(time.Since(f.clockOrigin)) + f.clockOffset.Load()
+}
+
+// begin installs hook (nil: none) and starts a fresh trace and batch count.
+func (f *fakeTransport) begin(hook func(batch, op int)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.hook, f.batch, f.trace, f.rpcGets = hook, 0, nil, nil
+}
+
+// end removes the hook and returns what happened since begin.
+func (f *fakeTransport) end() (trace []string, rpcGets []uint16) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.hook = nil
+	return f.trace, f.rpcGets
+}
+
+func (f *fakeTransport) Register(int) (transport.Region, error) { return nil, transport.ErrUnsupported }
+func (f *fakeTransport) Listen(string) (transport.Listener, error) {
+	return nil, transport.ErrUnsupported
+}
+func (f *fakeTransport) Name() string { return "fake" }
+func (f *fakeTransport) Close() error { return nil }
+
+func (f *fakeTransport) Dial(_ context.Context, addr string) (transport.Conn, error) {
+	f.dials.Add(1)
+	return &fakeConn{f: f, addr: addr, resp: make(chan []byte, 1024), done: make(chan struct{})}, nil
+}
+
+// kind names what a READ op reads, for the trace.
+func (f *fakeTransport) kind(op transport.ReadOp) byte {
+	switch {
+	case op.Offset == 0 && len(op.Dst) == table.HeaderSize:
+		return 'H'
+	case op.Offset >= table.HeaderSize && op.Offset < f.recordBase && len(op.Dst) == table.BucketSize:
+		return 'B'
+	}
+	return 'R'
+}
+
+type fakeConn struct {
+	f         *fakeTransport
+	addr      string
+	resp      chan []byte
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+func (c *fakeConn) closed() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Send answers the request at once: the answer waits for Recv.
+func (c *fakeConn) Send(ctx context.Context, msg []byte) error {
+	if c.closed() {
+		return transport.ErrClosed
+	}
+	var req wire.Request
+	if err := wire.DecodeRequest(msg, &req); err != nil {
+		return err
+	}
+	resp := wire.Response{Op: req.Op, ID: req.ID}
+	switch req.Op {
+	case wire.OpHello:
+		h := wire.Hello{NodeID: 1, LeaderID: 1, RegionAddr: c.f.desc.Addr, RegionLen: c.f.desc.Len,
+			RegionKey: c.f.desc.Key, LeaderAddr: c.addr}
+		resp.Value = wire.AppendHello(nil, &h)
+	case wire.OpClock:
+		resp.Version = uint64(c.f.serverClock())
+	case wire.OpGet:
+		c.f.mu.Lock()
+		c.f.rpcGets = append(c.f.rpcGets, req.Flags)
+		c.f.mu.Unlock()
+		resp.Value, resp.Version = []byte(rpcMarker), rpcVersion
+	default:
+		resp.Status, resp.Value = wire.StatusBadRequest, []byte("the fake serves hello, clock and get")
+	}
+	select {
+	case c.resp <- wire.AppendResponse(nil, &resp):
+		return nil
+	case <-c.done:
+		return transport.ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (c *fakeConn) Recv(ctx context.Context, buf []byte) ([]byte, error) {
+	select {
+	case m := <-c.resp:
+		return append(buf[:0], m...), nil
+	case <-c.done:
+		return nil, transport.ErrClosed
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (c *fakeConn) Read(ctx context.Context, ops []transport.ReadOp) error {
+	if c.closed() {
+		return transport.ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if len(ops) > transport.MaxBatch {
+		return transport.ErrBatchTooLarge
+	}
+	f := c.f
+	for _, op := range ops {
+		switch {
+		case op.Remote != f.desc:
+			return transport.ErrBadKey
+		case op.Offset > uint64(len(f.mem)) || uint64(len(op.Dst)) > uint64(len(f.mem))-op.Offset:
+			return transport.ErrOutOfRange
+		}
+	}
+	f.mu.Lock()
+	f.batch++
+	batch, hook := f.batch, f.hook
+	f.mu.Unlock()
+	kinds := make([]byte, len(ops))
+	for i, op := range ops {
+		if hook != nil {
+			hook(batch, i)
+		}
+		copy(op.Dst, f.mem[op.Offset:])
+		kinds[i] = f.kind(op)
+	}
+	f.mu.Lock()
+	f.trace = append(f.trace, string(kinds))
+	f.mu.Unlock()
+	return nil
+}
+
+func (c *fakeConn) MaxMessage() int    { return transport.DefaultMaxMessage }
+func (c *fakeConn) RemoteAddr() string { return c.addr }
+func (c *fakeConn) Close() error {
+	c.closeOnce.Do(func() { close(c.done) })
+	return nil
+}

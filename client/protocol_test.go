@@ -1,0 +1,463 @@
+package client
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kvd-project/kvd/internal/mmap"
+	"github.com/kvd-project/kvd/internal/table"
+	"github.com/kvd-project/kvd/internal/wire"
+	"github.com/kvd-project/kvd/transport"
+)
+
+// Header offsets (docs/layout.md) that these tests write directly, to make
+// header states the table's writer never makes on its own.
+const (
+	hdrOffGrace      = 20
+	hdrOffRecordEnd  = 32
+	hdrOffGeneration = 56
+)
+
+// notFound stands for ErrNotFound in a test's expected answer.
+const notFound = "<not found>"
+
+// rig is one client connected to one fakeTransport over a fresh table.
+type rig struct {
+	t   *testing.T
+	f   *fakeTransport
+	tbl *table.Table
+	c   *Client
+	ver uint64
+}
+
+func newRig(t *testing.T) *rig {
+	t.Helper()
+	mem, err := mmap.Alloc(64 << 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mmap.Free(mem) })
+	// A table clock that never moves: nothing leaves limbo, so no record's
+	// bytes are reused under a test. A long grace period: no GET is too
+	// slow, however loaded the machine.
+	stopped := time.Unix(1e6, 0)
+	tbl, err := table.Format(mem, table.Config{Buckets: 8, Grace: time.Minute, Now: func() time.Time { return stopped }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &rig{t: t, f: newFakeTransport(mem), tbl: tbl}
+	r.c, err = New(Config{Endpoints: []string{fakeAddr}, Transport: r.f, RequestTimeout: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.c.Close() }) // runs before the memory is freed
+	return r
+}
+
+func (r *rig) put(key, value string) {
+	r.t.Helper()
+	r.ver++
+	if err := r.tbl.Put([]byte(key), []byte(value), r.ver); err != nil {
+		r.t.Fatalf("put %s: %v", key, err)
+	}
+}
+
+// lease publishes a lease that ends d from now on the server's clock.
+func (r *rig) lease(d time.Duration) { r.tbl.SetLease(uint64(r.f.serverClock() + int64(d))) }
+
+func (r *rig) raw32(off uint64, f func(uint32) uint32) {
+	binary.LittleEndian.PutUint32(r.f.mem[off:], f(binary.LittleEndian.Uint32(r.f.mem[off:])))
+}
+
+func (r *rig) raw64(off uint64, f func(uint64) uint64) {
+	binary.LittleEndian.PutUint64(r.f.mem[off:], f(binary.LittleEndian.Uint64(r.f.mem[off:])))
+}
+
+// newGeneration changes only the generation word, as a rebuild that left
+// everything else in place would.
+func (r *rig) newGeneration() { r.raw64(hdrOffGeneration, func(g uint64) uint64 { return g + 1 }) }
+
+// rebuild does what a server rebuilding its region does: unpublish every
+// record, new generation, then put the keys back (at new places: the old
+// bytes are in limbo).
+func (r *rig) rebuild(kv ...string) {
+	r.tbl.Reset()
+	for i := 0; i+1 < len(kv); i += 2 {
+		r.put(kv[i], kv[i+1])
+	}
+}
+
+// node is the client's current connection to the fake.
+func (r *rig) node() *node {
+	r.c.mu.Lock()
+	defer r.c.mu.Unlock()
+	n := r.c.nodes[fakeAddr]
+	if n == nil {
+		r.t.Fatal("not connected")
+	}
+	return n
+}
+
+// get runs one GET and renders its answer: the value, notFound, or the
+// error.
+func (r *rig) get(key string, level Consistency) string {
+	r.t.Helper()
+	v, err := r.c.Get(context.Background(), []byte(key), WithConsistency(level))
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return notFound
+	case err != nil:
+		return "error: " + err.Error()
+	}
+	return string(v)
+}
+
+// warm reads key once (one-sided, two round trips) so that its location
+// is cached for the GET under test.
+func (r *rig) warm(key string) {
+	r.t.Helper()
+	r.f.begin(nil)
+	if v := r.get(key, Linearizable); v != "v1" {
+		r.t.Fatalf("warm-up get %s = %q", key, v)
+	}
+	if trace, _ := r.f.end(); !slices.Equal(trace, []string{"HBB", "HBBR"}) {
+		r.t.Fatalf("warm-up get %s took %v", key, trace)
+	}
+	if _, ok := r.node().cache.get([]byte(key)); !ok {
+		r.t.Fatalf("warm-up get %s left no cached location", key)
+	}
+}
+
+// sharingBuckets returns a key, other than key, whose two candidate buckets
+// are key's two: wherever the table puts it, it changes one of the buckets a
+// GET of key reads.
+func (r *rig) sharingBuckets(key string) string {
+	nb := r.tbl.Header().Buckets
+	a1, a2 := table.Buckets(table.Hash([]byte(key)), nb)
+	for i := 0; ; i++ {
+		k := fmt.Sprintf("neighbour-%d", i)
+		b1, b2 := table.Buckets(table.Hash([]byte(k)), nb)
+		if (b1 == a1 || b1 == a2) && (b2 == a1 || b2 == a2) {
+			return k
+		}
+	}
+}
+
+// rep repeats a trace fragment n times.
+func rep(n int, batches ...string) []string {
+	var out []string
+	for range n {
+		out = append(out, batches...)
+	}
+	return out
+}
+
+// The traces of the protocol's paths, one string per READ batch (H header,
+// B bucket, R record).
+var (
+	hit       = []string{"HBB", "HBBR"} // uncached hit: two round trips
+	miss      = []string{"HBB", "HBB"}  // miss: two round trips, no record
+	cachedHit = []string{"HBBR"}        // cached hit: one round trip
+	reconnect = []string{"H"}           // a new connection reads the header for the geometry
+)
+
+func cat(parts ...[]string) []string { return slices.Concat(parts...) }
+
+// protoCase is one GET under test. Before setup, the rig holds k = "v1" and
+// a lease valid for an hour, and the client is connected.
+type protoCase struct {
+	name  string
+	level Consistency // default Linearizable
+	key   string      // default "k"
+	setup func(r *rig)
+	hook  func(r *rig, batch, op int) // see fakeTransport; batch 1 is the GET's first READ
+	want  string                      // the value, notFound or rpcMarker
+
+	// The path: exact, except that Retries["lease+clock"] stands for the
+	// sum of the two (whether a lease check fails for want of a lease or
+	// for a clock sample older than clockRetryAge depends on timing).
+	oneSided, fallbacks uint64
+	retries             map[string]uint64
+	trace               []string
+	dials               int64 // reconnections during the GET
+	clockSyncs          int   // exact count if > 0
+}
+
+func TestReadProtocol(t *testing.T) {
+	const R = defaultReadRetries
+	cases := []protoCase{
+		// The paths themselves.
+		{name: "uncached hit", want: "v1", oneSided: 1, trace: hit},
+		{name: "cached hit", setup: func(r *rig) { r.warm("k") }, want: "v1", oneSided: 1, trace: cachedHit},
+		{name: "miss", key: "nope", want: notFound, oneSided: 1, trace: miss},
+
+		// Lease: a linearizable read is accepted only with a lease the
+		// server's clock cannot have passed; otherwise, after the retries,
+		// it asks by RPC.
+		{name: "lease expired, uncached", setup: func(r *rig) { r.lease(-time.Second) },
+			want: rpcMarker, fallbacks: 1, retries: map[string]uint64{"lease+clock": R}, trace: rep(R, hit...)},
+		{name: "lease expired, cached", setup: func(r *rig) { r.warm("k"); r.lease(-time.Second) },
+			want: rpcMarker, fallbacks: 1, retries: map[string]uint64{"lease+clock": R}, trace: rep(R, cachedHit...)},
+		{name: "lease expired, miss", key: "nope", setup: func(r *rig) { r.lease(-time.Second) },
+			want: rpcMarker, fallbacks: 1, retries: map[string]uint64{"lease+clock": R}, trace: rep(R, miss...)},
+		{name: "lease zero, uncached", setup: func(r *rig) { r.tbl.SetLease(0) },
+			want: rpcMarker, fallbacks: 1, retries: map[string]uint64{"lease": R}, trace: rep(R, hit...)},
+		{name: "lease zero, cached", setup: func(r *rig) { r.warm("k"); r.tbl.SetLease(0) },
+			want: rpcMarker, fallbacks: 1, retries: map[string]uint64{"lease": R}, trace: rep(R, cachedHit...)},
+		{name: "lease ends inside the cached batch", setup: func(r *rig) { r.warm("k") },
+			hook: func(r *rig, batch, op int) {
+				if batch == 1 && op == 0 {
+					r.tbl.SetLease(0)
+				}
+			},
+			want: rpcMarker, fallbacks: 1, retries: map[string]uint64{"lease": R}, trace: rep(R, cachedHit...)},
+		{name: "lease lapses by time, uncached", setup: func(r *rig) {
+			r.lease(20 * time.Millisecond)
+			time.Sleep(60 * time.Millisecond) // the server's clock (real time) passes the expiry
+		}, want: rpcMarker, fallbacks: 1, retries: map[string]uint64{"lease+clock": R}, trace: rep(R, hit...)},
+		{name: "lease lapses by time, cached", setup: func(r *rig) {
+			r.warm("k")
+			r.lease(20 * time.Millisecond)
+			time.Sleep(60 * time.Millisecond)
+		}, want: rpcMarker, fallbacks: 1, retries: map[string]uint64{"lease+clock": R}, trace: rep(R, cachedHit...)},
+		// The lease word alone may change between the header reads: it is
+		// judged on its own, and either read's lease, if still valid at
+		// the decision, covers the read (docs/consistency.md).
+		{name: "lease extended between round trips", hook: func(r *rig, batch, op int) {
+			if batch == 2 && op == 0 {
+				r.lease(2 * time.Hour)
+			}
+		}, want: "v1", oneSided: 1, trace: hit},
+		{name: "lease valid only in H1", hook: func(r *rig, batch, op int) {
+			if batch == 2 && op == 0 {
+				r.tbl.SetLease(0)
+			}
+		}, want: "v1", oneSided: 1, trace: hit},
+		{name: "lease valid only in H2", setup: func(r *rig) { r.tbl.SetLease(0) }, hook: func(r *rig, batch, op int) {
+			if batch == 2 && op == 0 {
+				r.lease(time.Hour)
+			}
+		}, want: "v1", oneSided: 1, trace: hit},
+		{name: "serializable ignores the lease", level: Serializable, setup: func(r *rig) { r.tbl.SetLease(0) },
+			want: "v1", oneSided: 1, trace: hit},
+
+		// The clock bound.
+		{name: "idle clock sample is refreshed before the read", setup: func(r *rig) {
+			// A bound so loose that only a fresh sample can accept the
+			// lease; old enough (> clockMaxAge) to be replaced up front.
+			r.node().clock.sample.Store(&clockSample{mono: r.f.serverClock() + int64(2*time.Hour), sent: time.Now().Add(-10 * time.Second)})
+		}, want: "v1", oneSided: 1, trace: hit, clockSyncs: 1},
+		{name: "loose clock sample is refreshed at the lease check", setup: func(r *rig) {
+			n := r.node()
+			n.clock.refreshing.Store(true) // no background refresh: the lease check must ask
+			r.t.Cleanup(func() { n.clock.refreshing.Store(false) })
+			n.clock.sample.Store(&clockSample{mono: r.f.serverClock() + int64(2*time.Hour), sent: time.Now().Add(-100 * time.Millisecond)})
+		}, want: "v1", oneSided: 1, retries: map[string]uint64{"clock": 1}, trace: cat(hit, hit), clockSyncs: 1},
+		{name: "server clock moved past the expiry", setup: func(r *rig) {
+			r.warm("k")
+			r.lease(time.Minute)
+			r.f.clockOffset.Add(int64(time.Hour))
+			r.node().clock.sample.Store(nil) // the client samples the moved clock
+		}, want: rpcMarker, fallbacks: 1, retries: map[string]uint64{"lease+clock": R}, trace: rep(R, cachedHit...)},
+
+		// Generation and geometry: a read that straddles a rebuild is not
+		// accepted, and a header of another generation or geometry makes
+		// the client reconnect and re-read the geometry.
+		{name: "generation changed between round trips", hook: func(r *rig, batch, op int) {
+			if batch == 2 && op == 0 {
+				r.newGeneration()
+			}
+		}, want: "v1", oneSided: 1, retries: map[string]uint64{"unstable": 1, "geometry": 1},
+			trace: cat(hit, []string{"HBB"}, reconnect, hit), dials: 1},
+		{name: "rebuilt between round trips", hook: func(r *rig, batch, op int) {
+			if batch == 2 && op == 0 {
+				r.rebuild("k", "v2")
+			}
+		}, want: "v2", oneSided: 1, retries: map[string]uint64{"unstable": 1, "geometry": 1},
+			trace: cat(hit, []string{"HBB"}, reconnect, hit), dials: 1},
+		{name: "generation changed before the cached batch", setup: func(r *rig) { r.warm("k"); r.newGeneration() },
+			want: "v1", oneSided: 1, retries: map[string]uint64{"geometry": 1},
+			trace: cat(cachedHit, reconnect, hit), dials: 1},
+		{name: "generation changed inside the cached batch, before its header", setup: func(r *rig) { r.warm("k") },
+			hook: func(r *rig, batch, op int) {
+				if batch == 1 && op == 0 {
+					r.newGeneration()
+				}
+			}, want: "v1", oneSided: 1, retries: map[string]uint64{"geometry": 1},
+			trace: cat(cachedHit, reconnect, hit), dials: 1},
+		{name: "rebuilt inside the cached batch, after its header", setup: func(r *rig) { r.warm("k") },
+			hook: func(r *rig, batch, op int) {
+				if batch == 1 && op == 1 {
+					r.rebuild("k", "v2")
+				}
+			}, want: "v2", oneSided: 1, retries: map[string]uint64{"unstable": 1, "geometry": 1},
+			trace: cat(cachedHit, []string{"HBBR", "HBB"}, reconnect, hit), dials: 1},
+		{name: "grace changed between round trips", hook: func(r *rig, batch, op int) {
+			if batch == 2 && op == 0 {
+				r.raw32(hdrOffGrace, func(g uint32) uint32 { return g + 1 })
+			}
+		}, want: "v1", oneSided: 1, retries: map[string]uint64{"unstable": 1, "geometry": 1},
+			trace: cat(hit, []string{"HBB"}, reconnect, hit), dials: 1},
+		{name: "grace changed inside the cached batch", setup: func(r *rig) { r.warm("k") },
+			hook: func(r *rig, batch, op int) {
+				if batch == 1 && op == 0 {
+					r.raw32(hdrOffGrace, func(g uint32) uint32 { return g * 2 })
+				}
+			}, want: "v1", oneSided: 1, retries: map[string]uint64{"geometry": 1},
+			trace: cat(cachedHit, reconnect, hit), dials: 1},
+		{name: "record area changed", setup: func(r *rig) {
+			r.raw64(hdrOffRecordEnd, func(e uint64) uint64 { return e - table.RecordAlign })
+		}, want: "v1", oneSided: 1, retries: map[string]uint64{"geometry": 1},
+			trace: cat([]string{"HBB"}, reconnect, hit), dials: 1},
+
+		// The incomplete flag: a miss from an incomplete region is asked
+		// by RPC; a flag that changed between the header reads, even back
+		// to where it was, makes the reads unstable.
+		{name: "miss, region incomplete", key: "nope", setup: func(r *rig) { r.tbl.SetIncomplete(true) },
+			want: rpcMarker, fallbacks: 1, retries: map[string]uint64{"other": 1}, trace: miss},
+		{name: "hit, region incomplete", setup: func(r *rig) { r.tbl.SetIncomplete(true) },
+			want: "v1", oneSided: 1, trace: hit},
+		{name: "miss, incomplete set between the header reads", key: "nope", hook: func(r *rig, batch, op int) {
+			if batch == 2 && op == 0 {
+				r.tbl.SetIncomplete(true)
+			}
+		}, want: rpcMarker, fallbacks: 1, retries: map[string]uint64{"unstable": 1, "other": 1}, trace: cat(miss, miss)},
+		{name: "miss, incomplete set and cleared between the header reads", key: "nope", hook: func(r *rig, batch, op int) {
+			if batch == 2 && op == 0 {
+				r.tbl.SetIncomplete(true)
+				r.tbl.SetIncomplete(false)
+			}
+		}, want: notFound, oneSided: 1, retries: map[string]uint64{"unstable": 1}, trace: cat(miss, miss)},
+		{name: "miss, region completed between the header reads", key: "nope",
+			setup: func(r *rig) { r.tbl.SetIncomplete(true) },
+			hook: func(r *rig, batch, op int) {
+				if batch == 2 && op == 0 {
+					r.tbl.SetIncomplete(false)
+				}
+			}, want: notFound, oneSided: 1, retries: map[string]uint64{"unstable": 1}, trace: cat(miss, miss)},
+		{name: "cached hit, incomplete set inside the batch", setup: func(r *rig) { r.warm("k") },
+			hook: func(r *rig, batch, op int) {
+				if batch == 1 && op == 1 {
+					r.tbl.SetIncomplete(true)
+				}
+			}, want: "v1", oneSided: 1, trace: cachedHit},
+
+		// Buckets: a miss needs two equal reads of them.
+		{name: "miss, bucket changed between reads", key: "nope", hook: func(r *rig, batch, op int) {
+			if batch == 2 && op == 1 {
+				r.put(r.sharingBuckets("nope"), "other")
+			}
+		}, want: notFound, oneSided: 1, retries: map[string]uint64{"unstable": 1}, trace: cat(miss, miss)},
+		{name: "miss, key stored between reads", key: "nope", hook: func(r *rig, batch, op int) {
+			if batch == 2 && op == 1 {
+				r.put("nope", "v-new")
+			}
+		}, want: "v-new", oneSided: 1, retries: map[string]uint64{"unstable": 1}, trace: cat(miss, hit)},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t)
+			r.put("k", "v1")
+			r.lease(time.Hour)
+			if _, err := r.c.nodeFor(context.Background(), fakeAddr); err != nil {
+				t.Fatal(err)
+			}
+			if tc.setup != nil {
+				tc.setup(r)
+			}
+			key := tc.key
+			if key == "" {
+				key = "k"
+			}
+			var hook func(batch, op int)
+			if tc.hook != nil {
+				hook = func(batch, op int) { tc.hook(r, batch, op) }
+			}
+			s0, d0 := r.c.Stats(), r.f.dials.Load()
+			r.f.begin(hook)
+			got := r.get(key, tc.level)
+			trace, rpcGets := r.f.end()
+			s1 := r.c.Stats()
+
+			if got != tc.want {
+				t.Errorf("answer %q, want %q", got, tc.want)
+			}
+			if !slices.Equal(trace, tc.trace) {
+				t.Errorf("READ batches %v, want %v", trace, tc.trace)
+			}
+			if d := s1.OneSided - s0.OneSided; d != tc.oneSided {
+				t.Errorf("OneSided +%d, want +%d", d, tc.oneSided)
+			}
+			if d := s1.Fallbacks - s0.Fallbacks; d != tc.fallbacks {
+				t.Errorf("Fallbacks +%d, want +%d", d, tc.fallbacks)
+			}
+			retries := map[string]uint64{}
+			for k, v := range s1.Retries {
+				if d := v - s0.Retries[k]; d != 0 {
+					retries[k] = d
+				}
+			}
+			if n, ok := tc.retries["lease+clock"]; ok {
+				if got := retries["lease"] + retries["clock"]; got != n {
+					t.Errorf("lease+clock retries %d, want %d", got, n)
+				}
+				delete(retries, "lease")
+				delete(retries, "clock")
+				retries["lease+clock"] = n
+			}
+			if want := tc.retries; !reflect.DeepEqual(retries, want) && (len(retries) != 0 || len(want) != 0) {
+				t.Errorf("retries %v, want %v", retries, want)
+			}
+			if d := r.f.dials.Load() - d0; d != tc.dials {
+				t.Errorf("%d dials, want %d", d, tc.dials)
+			}
+			if tc.clockSyncs > 0 {
+				if d := s1.ClockSyncs - s0.ClockSyncs; d != uint64(tc.clockSyncs) {
+					t.Errorf("ClockSyncs +%d, want +%d", d, tc.clockSyncs)
+				}
+			}
+			var wantRPC []uint16
+			if tc.fallbacks > 0 {
+				wantRPC = []uint16{wire.Linearizable}
+			}
+			if !slices.Equal(rpcGets, wantRPC) {
+				t.Errorf("RPC GETs with flags %v, want %v", rpcGets, wantRPC)
+			}
+			if t.Failed() {
+				t.Logf("stats before %+v\nstats after  %+v", s0, s1)
+			}
+		})
+	}
+}
+
+// TestReadProtocolFakeIsSound checks the fake itself: the region it serves
+// is the table's, READs outside it fail, and its RPC answers are the ones
+// the tests recognise.
+func TestReadProtocolFakeIsSound(t *testing.T) {
+	r := newRig(t)
+	r.put("k", "v1")
+	r.lease(time.Hour)
+	n, err := r.c.nodeFor(context.Background(), fakeAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.geo.hdr.Generation != r.tbl.Header().Generation || n.geo.nbuckets != 8 {
+		t.Fatalf("geometry %+v, table %+v", n.geo.hdr, r.tbl.Header())
+	}
+	if v := r.get("k", ReadIndex); v != rpcMarker {
+		t.Fatalf("readindex get = %q, want the RPC marker", v)
+	}
+	if err := n.conn.Read(context.Background(), []transport.ReadOp{{Remote: n.geo.region, Offset: uint64(len(r.f.mem)) - 4, Dst: make([]byte, 8)}}); err == nil {
+		t.Fatal("READ past the region succeeded")
+	}
+	if !strings.HasPrefix(r.get("k", Linearizable), "v1") {
+		t.Fatal("the client could not read k one-sided")
+	}
+}

@@ -1,0 +1,240 @@
+package raft
+
+import (
+	"errors"
+	"fmt"
+
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/kvd-project/kvd/raft/internal/store"
+)
+
+// Peer message filter. etcd raft trusts its input: it steps whatever it is
+// given, and some fields it takes on faith make it panic when they are
+// wrong (a heartbeat committing past the end of the log, appended entries
+// whose indexes do not follow the append's, a snapshot with an impossible
+// configuration). Network input must never take a node down, so every
+// message from an accepted peer session passes two checks before raft sees
+// it: checkPeerMessage here, on the session's goroutine (what the message
+// says on its own), and loop.admitState (filter_loop.go), in the raft loop,
+// against the log (what it claims about this node's state). A message that
+// fails either is dropped and counted in kvd_raft_peer_messages_dropped_total;
+// the session stays up, since raft copes with lost messages.
+//
+// The message types a peer may send are those of replication, elections and
+// ReadIndex, and nothing else:
+//
+//	MsgApp, MsgAppResp          log replication, leader <-> follower
+//	MsgHeartbeat, MsgHeartbeatResp
+//	                            leadership, commit index, and the quorum acks
+//	                            that ReadIndex and the lease rest on
+//	MsgVote, MsgVoteResp, MsgPreVote, MsgPreVoteResp
+//	                            elections (pre-vote is on)
+//	MsgReadIndex                a follower's ReadIndex, sent to the leader
+//	MsgReadIndexResp            the leader's answer to it
+//	MsgSnap                     only as the end of a snapshot transfer (an
+//	                            'S' frame, which carries its data)
+//
+// Everything else is dropped:
+//
+//	MsgProp                     proposals enter through the leader's own API
+//	                            (proposal forwarding is disabled); a peer's
+//	                            would write to the store with no client
+//	MsgTransferLeader, MsgTimeoutNow
+//	                            leader transfer is not offered: MsgTimeoutNow
+//	                            makes a follower campaign at once, without
+//	                            waiting out the leader's lease, which breaks
+//	                            the lease's safety argument (see doc.go)
+//	MsgHup, MsgBeat, MsgCheckQuorum
+//	                            the loop's own tick triggers: a peer would
+//	                            make this node campaign or step down at will
+//	MsgUnreachable, MsgSnapStatus
+//	                            the local peer senders' feedback to raft
+//	MsgStorageAppend(Resp), MsgStorageApply(Resp), MsgForgetLeader
+//	                            local-only messages (asynchronous storage
+//	                            writes are not used)
+//	anything unknown
+
+// dropReason says why a message from an accepted peer was dropped; it is
+// the reason label of kvd_raft_peer_messages_dropped_total.
+type dropReason string
+
+const (
+	dropWrongSender dropReason = "wrong_sender"     // From is not the session's member
+	dropWrongTo     dropReason = "wrong_recipient"  // To is not this node
+	dropType        dropReason = "type_not_allowed" // not a type peers may send
+	dropMalformed   dropReason = "malformed"        // undecodable, or fields raft would choke on
+	dropBeyondLog   dropReason = "beyond_log"       // refers to log entries this node does not have
+)
+
+var dropReasons = []dropReason{dropWrongSender, dropWrongTo, dropType, dropMalformed, dropBeyondLog}
+
+// peerTypes are the message types a peer may send (see above). MsgSnap is
+// among them, but serve.go takes it only from a transfer's end frame.
+var peerTypes = map[pb.MessageType]bool{
+	pb.MsgApp:           true,
+	pb.MsgAppResp:       true,
+	pb.MsgHeartbeat:     true,
+	pb.MsgHeartbeatResp: true,
+	pb.MsgVote:          true,
+	pb.MsgVoteResp:      true,
+	pb.MsgPreVote:       true,
+	pb.MsgPreVoteResp:   true,
+	pb.MsgReadIndex:     true,
+	pb.MsgReadIndexResp: true,
+	pb.MsgSnap:          true,
+}
+
+// errDropped is what checkPeerMessage's error wraps.
+var errDropped = errors.New("raft: peer message dropped")
+
+// checkPeerMessage vets m, received on the session of member from by node
+// self, on its own: addressing, type, and the fields raft relies on. It
+// returns the reason to drop m, or "" to pass it on.
+func checkPeerMessage(m *pb.Message, from, self uint64) (dropReason, error) {
+	t := m.GetType()
+	switch {
+	case !peerTypes[t]:
+		return dropType, fmt.Errorf("%w: type %s may not come from a peer", errDropped, t)
+	case m.GetFrom() != from:
+		return dropWrongSender, fmt.Errorf("%w: %s from %d on the session of node %d", errDropped, t, m.GetFrom(), from)
+	case m.GetTo() != self:
+		return dropWrongTo, fmt.Errorf("%w: %s to %d", errDropped, t, m.GetTo())
+	}
+	if err := checkFields(m); err != nil {
+		return dropMalformed, fmt.Errorf("%w: %s: %w", errDropped, t, err)
+	}
+	return "", nil
+}
+
+// checkFields checks what raft takes on faith in a message of an allowed
+// type.
+func checkFields(m *pb.Message) error {
+	t := m.GetType()
+	// raft treats a message without a term as a local one and skips every
+	// term check; only a forwarded MsgReadIndex is sent without one, and a
+	// term on it would make the leader adopt that term.
+	if (t == pb.MsgReadIndex) != (m.GetTerm() == 0) {
+		return fmt.Errorf("term %d", m.GetTerm())
+	}
+	switch t {
+	case pb.MsgApp:
+		return checkAppend(m)
+	case pb.MsgSnap:
+		return checkSnapshot(m)
+	case pb.MsgVote, pb.MsgPreVote:
+		// raft grants a vote whose context names a leader transfer even
+		// inside the leader's lease; kvd never transfers leadership.
+		if len(m.GetContext()) != 0 {
+			return fmt.Errorf("vote request with a context")
+		}
+	case pb.MsgReadIndex, pb.MsgReadIndexResp:
+		// The request context travels as the single entry's data; raft
+		// indexes Entries[0].
+		if len(m.GetEntries()) != 1 {
+			return fmt.Errorf("%d entries", len(m.GetEntries()))
+		}
+	case pb.MsgAppResp:
+		if m.GetReject() && m.GetRejectHint() > m.GetIndex() {
+			return fmt.Errorf("reject hint %d above index %d", m.GetRejectHint(), m.GetIndex())
+		}
+	}
+	return nil
+}
+
+// checkAppend checks a MsgApp's entries form the log slice it claims: raft
+// does not, and entries out of place can make it see a conflict at or below
+// its commit index, which it panics on. Entries must also be of a kind this
+// cluster writes and decode, or applying them would stop the node.
+func checkAppend(m *pb.Message) error {
+	ents := m.GetEntries()
+	prevIndex, prevTerm, term := m.GetIndex(), m.GetLogTerm(), m.GetTerm()
+	if prevIndex+uint64(len(ents)) < prevIndex {
+		return fmt.Errorf("entries past the last index")
+	}
+	if prevTerm > term {
+		return fmt.Errorf("previous entry's term %d above the message's %d", prevTerm, term)
+	}
+	last := prevTerm
+	for i, e := range ents {
+		switch {
+		case e.GetIndex() != prevIndex+1+uint64(i):
+			return fmt.Errorf("entry %d has index %d after %d", i, e.GetIndex(), prevIndex)
+		case e.GetTerm() < last || e.GetTerm() > term:
+			return fmt.Errorf("entry %d has term %d (previous %d, message %d)", e.GetIndex(), e.GetTerm(), last, term)
+		}
+		last = e.GetTerm()
+		if err := checkEntry(e); err != nil {
+			return fmt.Errorf("entry %d: %w", e.GetIndex(), err)
+		}
+	}
+	return nil
+}
+
+// checkEntry accepts the entries kvd writes: commands (or empty entries)
+// and single-node configuration changes. Commands are not decoded here:
+// every node skips a malformed one alike when applying it. kvd never
+// proposes ConfChangeV2 or joint configurations.
+func checkEntry(e *pb.Entry) error {
+	switch e.GetType() {
+	case pb.EntryNormal:
+		return nil
+	case pb.EntryConfChange:
+		cc := &pb.ConfChange{}
+		if err := proto.Unmarshal(e.GetData(), cc); err != nil {
+			return fmt.Errorf("conf change: %w", err)
+		}
+		switch cc.GetType() {
+		case pb.ConfChangeAddNode, pb.ConfChangeRemoveNode, pb.ConfChangeUpdateNode, pb.ConfChangeAddLearnerNode:
+		default:
+			return fmt.Errorf("conf change of type %d", cc.GetType())
+		}
+		if cc.GetNodeId() == 0 {
+			return fmt.Errorf("conf change for node 0")
+		}
+		return nil
+	}
+	return fmt.Errorf("entry type %d", e.GetType())
+}
+
+// checkSnapshot checks a MsgSnap's snapshot is one raft can restore (it
+// panics on a configuration it cannot rebuild) and the store can install
+// (a member list it cannot decode would stop the raft loop).
+func checkSnapshot(m *pb.Message) error {
+	md := m.GetSnapshot().GetMetadata()
+	switch {
+	case md.GetIndex() == 0 || md.GetTerm() == 0:
+		return fmt.Errorf("snapshot at %d/%d", md.GetIndex(), md.GetTerm())
+	case md.GetTerm() > m.GetTerm():
+		return fmt.Errorf("snapshot term %d above the message's %d", md.GetTerm(), m.GetTerm())
+	}
+	if err := checkConfState(md.GetConfState()); err != nil {
+		return err
+	}
+	if _, err := store.DecodeMembers(m.GetSnapshot().GetData()); err != nil {
+		return err
+	}
+	return nil
+}
+
+// checkConfState accepts the configurations kvd makes: simple (never
+// joint), at least one voter, ids non-zero and listed once.
+func checkConfState(cs *pb.ConfState) error {
+	if len(cs.GetVotersOutgoing()) != 0 || len(cs.GetLearnersNext()) != 0 || cs.GetAutoLeave() {
+		return fmt.Errorf("joint configuration %v", cs)
+	}
+	if len(cs.GetVoters()) == 0 {
+		return fmt.Errorf("configuration without voters")
+	}
+	seen := make(map[uint64]bool, len(cs.GetVoters())+len(cs.GetLearners()))
+	for _, ids := range [][]uint64{cs.GetVoters(), cs.GetLearners()} {
+		for _, id := range ids {
+			if id == 0 || seen[id] {
+				return fmt.Errorf("configuration lists node %d twice, or node 0", id)
+			}
+			seen[id] = true
+		}
+	}
+	return nil
+}

@@ -1,0 +1,89 @@
+package raft
+
+import (
+	"errors"
+	"sync"
+	"time"
+)
+
+// ErrFrozen: Freeze was called on a node that is already frozen (or about
+// to be).
+var ErrFrozen = errors.New("raft: node is already frozen")
+
+// freezeRequest asks the raft loop to stop for d; the loop closes started
+// when it has.
+type freezeRequest struct {
+	d       time.Duration
+	started chan struct{}
+}
+
+// freezes holds, for each node being frozen, the channel its loop takes the
+// request from: an entry exists from Freeze until the thaw. It lives beside
+// Node rather than in it so that a test-only fault costs a node nothing but
+// a lookup in an (almost always empty) map per loop iteration.
+var freezes sync.Map // *Node -> chan freezeRequest
+
+// freezeRequests is the channel the loop selects on: nil (never ready)
+// unless a Freeze is waiting to be taken.
+func (n *Node) freezeRequests() chan freezeRequest {
+	if c, ok := freezes.Load(n); ok {
+		return c.(chan freezeRequest)
+	}
+	return nil
+}
+
+// Freeze stops the node's raft loop for d, as SIGSTOP stops a process: no
+// ticks, no peer messages stepped, no Readies handled, nothing applied, no
+// lease extended, nothing sent to peers. Work queues up meanwhile
+// (proposals, reads, peer messages, until their queues are full and block
+// their senders) and is taken up at the thaw, when the loop counts the
+// ticks it missed as it does after any stall (see tick). The node thaws by
+// itself after d; Close ends a freeze at once.
+//
+// Only the loop stops. Peer connections stay open and their goroutines
+// keep reading until the loop's queue is full, Get and Status still
+// answer, and a lease already granted simply runs out at its expiry. It is
+// a fault for tests: a node whose leader process stalls (a long GC or
+// swap pause, SIGSTOP, a paused VM) while its RDMA NIC goes on serving
+// one-sided READs of its memory.
+//
+// Freeze returns once the loop has stopped (within a tick), ErrFrozen if
+// the node is already frozen, or ErrStopped if it is closed.
+func (n *Node) Freeze(d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	c := make(chan freezeRequest)
+	if _, busy := freezes.LoadOrStore(n, c); busy {
+		return ErrFrozen
+	}
+	f := freezeRequest{d: d, started: make(chan struct{})}
+	select {
+	case c <- f: // the loop deletes the entry at the thaw
+	case <-n.stopc:
+		freezes.Delete(n)
+		return n.stoppedErr()
+	case <-n.donec: // the loop stopped on a storage failure
+		freezes.Delete(n)
+		return n.stoppedErr()
+	}
+	<-f.started
+	return nil
+}
+
+// freeze is the loop's side of Freeze: it blocks for f.d, or until Close.
+// It reports false if the node is closing.
+func (l *loop) freeze(f freezeRequest) bool {
+	defer freezes.Delete(l.n)
+	l.n.log.Warn("raft loop frozen (fault injection)", "for", f.d)
+	t := time.NewTimer(f.d)
+	defer t.Stop()
+	close(f.started)
+	select {
+	case <-t.C:
+		l.n.log.Warn("raft loop thawed (fault injection)")
+		return true
+	case <-l.n.stopc:
+		return false
+	}
+}

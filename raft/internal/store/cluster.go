@@ -1,0 +1,59 @@
+package store
+
+import (
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// ClusterID is the id of the cluster this store belongs to, 0 if none was
+// recorded yet (a node that joins learns it from the cluster). It may be
+// called from any goroutine.
+func (s *Store) ClusterID() uint64 {
+	return s.cluster.Load()
+}
+
+// SetClusterID records id as the store's cluster, durably (synced) before it
+// returns. A store belongs to one cluster for life: recording an id other
+// than the one already recorded fails with ErrClusterID, and recording the
+// same one again does nothing. It may be called from any goroutine; the
+// write is a key of its own, outside the raft loop's batches.
+func (s *Store) SetClusterID(id uint64) error {
+	if id == 0 {
+		return fmt.Errorf("%w: cluster id 0", ErrClusterID)
+	}
+	s.clusterMu.Lock()
+	defer s.clusterMu.Unlock()
+	switch cur := s.cluster.Load(); cur {
+	case id:
+		return nil
+	case 0:
+	default:
+		return fmt.Errorf("%w: the store belongs to cluster %016x, not %016x", ErrClusterID, cur, id)
+	}
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	if err := s.db.Set(keyClusterID, encodeU64(id), pebble.Sync); err != nil {
+		return err
+	}
+	s.cluster.Store(id)
+	return nil
+}
+
+// Member returns id's entry in the address book as of Applied.
+func (s *Store) Member(id uint64) (Member, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m, ok := s.members[id]
+	return m, ok
+}
+
+// NumMembers is the size of the address book as of Applied: 0 until the
+// node applied its first configuration (a new node, before bootstrapping or
+// being sent the log).
+func (s *Store) NumMembers() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.members)
+}

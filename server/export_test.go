@@ -1,0 +1,36 @@
+package server
+
+import "errors"
+
+// HoldTable takes the table lock, as a long repair pass, a rebuild or a
+// metrics scrape would, and returns its release. For tests.
+func HoldTable(s *Server) (release func()) {
+	s.tmu.Lock()
+	return s.tmu.Unlock
+}
+
+// FailRebuilds makes every later region rebuild fail after n keys (n < 0:
+// rebuilds work again), and Rebuild runs one as a snapshot install would.
+func FailRebuilds(s *Server, n int) {
+	s.tmu.Lock()
+	defer s.tmu.Unlock()
+	if n < 0 {
+		s.testForEach = nil
+		return
+	}
+	s.testForEach = func(fn func(key, value []byte, version uint64) error) error {
+		i := 0
+		return s.node.ForEach(func(key, value []byte, version uint64) error {
+			if i == n {
+				return errInjected
+			}
+			i++
+			return fn(key, value, version)
+		})
+	}
+}
+
+var errInjected = errors.New("injected rebuild failure")
+
+// Rebuild runs the rebuild a snapshot install triggers.
+func Rebuild(s *Server) { (*applier)(s).Restore() }
