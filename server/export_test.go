@@ -1,6 +1,9 @@
 package server
 
-import "errors"
+import (
+	"errors"
+	"time"
+)
 
 // HoldTable takes the table lock, as a long repair pass, a rebuild or a
 // metrics scrape would, and returns its release. For tests.
@@ -34,3 +37,16 @@ var errInjected = errors.New("injected rebuild failure")
 
 // Rebuild runs the rebuild a snapshot install triggers.
 func Rebuild(s *Server) { (*applier)(s).Restore() }
+
+// SlowRebuilds makes every later region rebuild pause d after each key, so
+// that readers meet the region half-built.
+func SlowRebuilds(s *Server, d time.Duration) {
+	s.tmu.Lock()
+	defer s.tmu.Unlock()
+	s.testForEach = func(fn func(key, value []byte, version uint64) error) error {
+		return s.node.ForEach(func(key, value []byte, version uint64) error {
+			time.Sleep(d)
+			return fn(key, value, version)
+		})
+	}
+}

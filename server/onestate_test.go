@@ -33,17 +33,14 @@ func rawGet(t *testing.T, addr string, key []byte, flags uint16, timeout time.Du
 	defer conn.Close()
 	req := wire.Request{Op: wire.OpGet, Flags: flags, ID: 1, Key: key}
 	if err := conn.Send(ctx, wire.AppendRequest(nil, &req)); err != nil {
-		t.Logf("raw GET: send: %v", err)
 		return nil, false
 	}
 	buf, err := conn.Recv(ctx, nil)
 	if err != nil {
-		t.Logf("raw GET: %v", err)
 		return nil, false
 	}
 	var resp wire.Response
 	if err := wire.DecodeResponse(buf, &resp); err != nil || resp.Status != wire.StatusOK {
-		t.Logf("raw GET: status %d %q, %v", resp.Status, resp.Value, err)
 		return nil, false
 	}
 	return append([]byte(nil), resp.Value...), true
@@ -88,7 +85,6 @@ func TestRPCReadNeverAheadOfRegion(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("rpc %q %v one %q", rpc, ok, one)
 		if ok && bytes.Equal(rpc, v2) && bytes.Equal(one, v1) {
 			t.Fatalf("flags %d: an RPC read returned %q, then a one-sided read returned %q: reads went backwards", flags, rpc, one)
 		}

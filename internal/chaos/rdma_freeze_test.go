@@ -502,6 +502,10 @@ func (r *freezeRecorder) get(kind string, id int, c *client.Client, key string, 
 		o.failed = true
 	}
 	o.oneSided = !o.failed && after.RPCGets == before.RPCGets && after.OneSidedRounds > before.OneSidedRounds
+	o.out.Via = "rpc"
+	if o.oneSided {
+		o.out.Via = "one-sided"
+	}
 	r.add(o)
 }
 

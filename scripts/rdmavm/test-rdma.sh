@@ -7,7 +7,8 @@
 # usage: test-rdma.sh [run.sh options] [STEP...]
 #
 # To add a test: add its binary to BUILDS below (it lands on the guest's
-# PATH) and an executable step script to scripts/rdmavm/steps/.
+# PATH) and an executable step script to scripts/rdmavm/steps/; Go tests
+# run through gotest (README.md, "When a step passes").
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 # name|go arguments, built from $REPO with CGO enabled.

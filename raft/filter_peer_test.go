@@ -1,0 +1,315 @@
+package raft
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	pb "go.etcd.io/raft/v3/raftpb"
+
+	"github.com/kvd-project/kvd/transport"
+	"github.com/kvd-project/kvd/transport/tcp"
+)
+
+// logCapture collects the nodes' log lines, to check what they said.
+type logCapture struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (lc *logCapture) Write(p []byte) (int, error) {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	return lc.buf.Write(p)
+}
+
+func (lc *logCapture) logger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(lc, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+func (lc *logCapture) contains(s string) bool {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	return strings.Contains(lc.buf.String(), s)
+}
+
+func counterValue(t testing.TB, c interface{ Write(*dto.Metric) error }) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
+}
+
+func refusedCount(t testing.TB, n *Node, why refusal) float64 {
+	return counterValue(t, n.metrics.peerRefused.WithLabelValues(string(why)))
+}
+
+func droppedCount(t testing.TB, n *Node, why dropReason) float64 {
+	return counterValue(t, n.metrics.peerDropped.WithLabelValues(string(why)))
+}
+
+// rawPeer opens a connection to addr over tr and sends h and then frames,
+// as anyone on the network can; the connection stays open until the test
+// ends, unless the node closes it.
+func rawPeer(t testing.TB, tr transport.Transport, addr string, h hello, msgs ...*pb.Message) transport.Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	conn, err := tr.Dial(ctx, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	if err := conn.Send(ctx, appendHello(nil, h)); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range msgs {
+		f, err := appendMessageFrame(nil, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.Send(ctx, f) // a refused session may be closed already
+	}
+	return conn
+}
+
+// TestForgedPeer replays the attacks of issue 9 with a raw client over TCP
+// against a single node and every node of a 3-node cluster: hellos of no
+// cluster, another cluster, a non-member and the node itself are refused;
+// messages of a member session that lie about their sender, are of a type
+// peers may not send, or commit past the log (at a forged high term, the
+// heartbeat that crashed nodes) are dropped. The nodes stay up, keep their
+// leader and term, serve writes, and log and count every refusal.
+func TestForgedPeer(t *testing.T) {
+	for _, size := range []int{1, 3} {
+		t.Run(fmt.Sprintf("%d-node", size), func(t *testing.T) {
+			logs := &logCapture{}
+			cfg := testConfig()
+			cfg.TickInterval = 50 * time.Millisecond // no spurious elections on a busy machine
+			cfg.Logger = logs.logger()
+			c := newClusterOn(t, newTCPNet(), size, cfg)
+			lead := c.leader()
+			c.put("before", "1")
+			term := lead.node.Status().Term
+			attacker, err := tcp.New(tcp.Config{Node: "attacker"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer attacker.Close()
+
+			for _, target := range c.running() {
+				cluster := target.node.ClusterID()
+				member := uint64(1) // another member, when there is one
+				if target.id == 1 {
+					member = 2
+				}
+				isMember := size > 1
+				memberOutcome := func(d dropReason) (refusal, dropReason) {
+					if !isMember {
+						return refuseNotMember, ""
+					}
+					return "", d
+				}
+				bigCommit := heartbeat(member, target.id, 1000, 1<<40)
+				cases := []struct {
+					name string
+					h    hello
+					m    *pb.Message
+					want func() (refusal, dropReason)
+				}{
+					{"the reported attack: no cluster id", hello{from: member, addr: "evil:1"}, bigCommit,
+						func() (refusal, dropReason) { return refuseClusterMismatch, "" }},
+					{"another cluster", hello{from: member, cluster: cluster + 1, addr: "evil:1"}, bigCommit,
+						func() (refusal, dropReason) { return refuseClusterMismatch, "" }},
+					{"not a member", hello{from: 99, cluster: cluster, addr: "evil:1"}, heartbeat(99, target.id, 1000, 1<<40),
+						func() (refusal, dropReason) { return refuseNotMember, "" }},
+					{"this node itself", hello{from: target.id, cluster: cluster}, heartbeat(target.id, target.id, 1000, 1),
+						func() (refusal, dropReason) { return refuseSelf, "" }},
+					{"a member's heartbeat committing past the log at term 1000", hello{from: member, cluster: cluster}, bigCommit,
+						func() (refusal, dropReason) { return memberOutcome(dropBeyondLog) }},
+					{"a member's session sending as another node", hello{from: member, cluster: cluster},
+						heartbeat(99, target.id, 1000, 1), func() (refusal, dropReason) { return memberOutcome(dropWrongSender) }},
+					{"a member's MsgTimeoutNow", hello{from: member, cluster: cluster}, msg(pb.MsgTimeoutNow, member, target.id, term),
+						func() (refusal, dropReason) { return memberOutcome(dropType) }},
+					{"a member's vote that claims a leader transfer", hello{from: member, cluster: cluster},
+						with(msg(pb.MsgVote, member, target.id, 1000), func(m *pb.Message) { m.Context = []byte("CampaignTransfer") }),
+						func() (refusal, dropReason) { return memberOutcome(dropMalformed) }},
+				}
+				for _, tc := range cases {
+					refused, dropped := tc.want()
+					what := fmt.Sprintf("node %d, %s", target.id, tc.name)
+					var before float64
+					if refused != "" {
+						before = refusedCount(t, target.node, refused)
+					} else {
+						before = droppedCount(t, target.node, dropped)
+					}
+					rawPeer(t, attacker, target.addr, tc.h, tc.m)
+					waitFor(t, what+": "+string(refused)+string(dropped)+" counted", func() bool {
+						if refused != "" {
+							return refusedCount(t, target.node, refused) > before
+						}
+						return droppedCount(t, target.node, dropped) > before
+					})
+				}
+			}
+
+			// Everyone is up, in the same term under the same leader, and
+			// writes go through.
+			c.put("after", "2")
+			for _, tn := range c.running() {
+				st := tn.node.Status()
+				if st.Term != term || st.LeaderID != lead.id || st.Commit >= 1<<40 {
+					t.Errorf("node %d: term %d leader %d commit %d; want term %d leader %d", tn.id, st.Term, st.LeaderID,
+						st.Commit, term, lead.id)
+				}
+				if addr := tn.node.PeerAddr(99); addr != "" {
+					t.Errorf("node %d learned the address %q of a stranger", tn.id, addr)
+				}
+			}
+			for _, s := range []string{"refusing peer connection", "reason=cluster_mismatch", "reason=not_member", "reason=self"} {
+				if !logs.contains(s) {
+					t.Errorf("no log line with %q", s)
+				}
+			}
+			if size > 1 {
+				for _, s := range []string{"dropping peer message", "reason=beyond_log", "reason=wrong_sender", "reason=type_not_allowed"} {
+					if !logs.contains(s) {
+						t.Errorf("no log line with %q", s)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestOtherClusterRefused runs two 3-node clusters with the same ids over
+// TCP, where cluster A's member 3 is configured at the address of cluster
+// B's node 3 (a reused address): B's node refuses A's nodes, logs and
+// counts it, and both clusters keep serving. With the same token too: the
+// addresses in the initial member lists tell the clusters apart.
+func TestOtherClusterRefused(t *testing.T) {
+	for _, tc := range []struct{ name, tokenA, tokenB string }{
+		{"different tokens", "cluster-a", "cluster-b"},
+		{"same token", "same", "same"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nw := newTCPNet()
+			logs := &logCapture{}
+			cfgB := testConfig()
+			cfgB.ClusterToken, cfgB.Logger = tc.tokenB, logs.logger()
+			b := newClusterOn(t, nw, 3, cfgB)
+			b.put("b", "1")
+			cfgA := testConfig()
+			cfgA.ClusterToken = tc.tokenA
+			a := newClusterOn(t, nw, 0, cfgA)
+			a.reserve(1)
+			a.reserve(2)
+			b3 := b.nodes[3]
+			a.peers[3] = b3.addr
+			a.start(1, false)
+			a.start(2, false)
+			if ia, ib := a.nodes[1].node.ClusterID(), b3.node.ClusterID(); ia == ib {
+				t.Fatalf("both clusters have id %x", ia)
+			}
+
+			waitFor(t, "B's node 3 to refuse A's nodes", func() bool {
+				return refusedCount(t, b3.node, refuseClusterMismatch) > 0
+			})
+			a.put("a", "1")
+			b.put("b", "2")
+			if !logs.contains("reason=cluster_mismatch") {
+				t.Error("B's refusal was not logged")
+			}
+			for _, tn := range a.running() {
+				if st := tn.node.Status(); st.LeaderID != 1 && st.LeaderID != 2 {
+					t.Errorf("A's node %d follows %d", tn.id, st.LeaderID)
+				}
+			}
+			lead := b.leader()
+			for _, tn := range b.running() {
+				if _, _, ok, _ := tn.node.Get([]byte("a")); ok {
+					t.Errorf("B's node %d has A's key", tn.id)
+				}
+			}
+			if ms := lead.node.Members(); len(ms) != 3 {
+				t.Errorf("B's members: %v", ms)
+			}
+		})
+	}
+}
+
+// TestJoinLearnsClusterID checks a joining node has no cluster id until a
+// member contacts it, refuses to learn one from a stranger, learns the
+// cluster's from the leader once added, keeps it across a restart, and
+// refuses other clusters from then on.
+func TestJoinLearnsClusterID(t *testing.T) {
+	c := newCluster(t, 3, testConfig())
+	lead := c.leader()
+	want := lead.node.ClusterID()
+	n4 := c.start(4, true)
+	if id := n4.node.ClusterID(); id != 0 {
+		t.Fatalf("joining node starts with cluster id %x", id)
+	}
+	attacker := c.net.transport(t, "attacker")
+	defer attacker.Close()
+	rawPeer(t, attacker, n4.addr, hello{from: 99, cluster: want + 1})
+	waitFor(t, "the stranger to be refused", func() bool { return refusedCount(t, n4.node, refuseNotMember) > 0 })
+	if id := n4.node.ClusterID(); id != 0 {
+		t.Fatalf("joining node learned cluster id %x from a stranger", id)
+	}
+
+	if err := lead.node.AddMember(ctxT(t), 4, n4.addr); err != nil {
+		t.Fatal(err)
+	}
+	c.caughtUp(n4)
+	if id := n4.node.ClusterID(); id != want {
+		t.Fatalf("joined node has cluster id %x, want %x", id, want)
+	}
+	c.stop(4)
+	n4 = c.start(4, true)
+	if id := n4.node.ClusterID(); id != want {
+		t.Fatalf("joined node restarted with cluster id %x, want %x", id, want)
+	}
+	rawPeer(t, attacker, n4.addr, hello{from: lead.id, cluster: want + 1})
+	waitFor(t, "another cluster to be refused", func() bool {
+		return refusedCount(t, n4.node, refuseClusterMismatch) > 0
+	})
+	c.caughtUp(n4)
+}
+
+// TestRemovedMemberSessionClosed checks removing a member closes the
+// sessions it had open, and refuses new ones.
+func TestRemovedMemberSessionClosed(t *testing.T) {
+	c := newCluster(t, 3, testConfig())
+	lead := c.leader()
+	gone := uint64(1)
+	if lead.id == gone {
+		gone = 2
+	}
+	attacker := c.net.transport(t, "attacker")
+	defer attacker.Close()
+	h := hello{from: gone, cluster: lead.node.ClusterID()}
+	conn := rawPeer(t, attacker, lead.addr, h, msg(pb.MsgTimeoutNow, gone, lead.id, 1))
+	waitFor(t, "the member's session to be served", func() bool { return droppedCount(t, lead.node, dropType) > 0 })
+
+	if err := lead.node.RemoveMember(ctxT(t), gone); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	if _, err := conn.Recv(ctx, nil); ctx.Err() != nil {
+		t.Fatalf("the removed member's session is still open: %v", err)
+	}
+	before := refusedCount(t, lead.node, refuseNotMember)
+	rawPeer(t, attacker, lead.addr, h)
+	waitFor(t, "the removed member to be refused", func() bool { return refusedCount(t, lead.node, refuseNotMember) > before })
+}
