@@ -45,7 +45,7 @@ func New(cfg Config) (*Client, error) {
 	}
 	c := &Client{cfg: cfg, tr: cfg.Transport, nodes: map[string]*node{}, dialing: map[string]chan struct{}{}}
 	if c.tr == nil {
-		tr, err := tcp.New(tcp.Config{})
+		tr, err := tcp.New(tcp.Config{TLS: cfg.tcpTLS()})
 		if err != nil {
 			return nil, err
 		}
@@ -310,6 +310,8 @@ func statusError(r *wire.Response) error {
 		return fmt.Errorf("%w: %s", ErrUnavailable, r.Value)
 	case wire.StatusRetry:
 		return fmt.Errorf("%w: %w: %s", ErrUnavailable, errNotApplied, r.Value)
+	case wire.StatusPermissionDenied:
+		return fmt.Errorf("%w: %s", ErrPermissionDenied, r.Value)
 	}
 	return fmt.Errorf("kvd: server error (status %d): %s", r.Status, r.Value)
 }

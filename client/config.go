@@ -1,11 +1,13 @@
 package client
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/kvd-project/kvd/transport"
+	"github.com/kvd-project/kvd/transport/tcp"
 )
 
 // Consistency is how fresh a GET must be.
@@ -81,6 +83,13 @@ type Config struct {
 	// CacheEntries bounds the per-node cache of record locations that lets a
 	// GET finish in one round trip. Default 65536; negative disables it.
 	CacheEntries int
+	// TLS, if set, makes the client's own TCP transport (Transport nil)
+	// speak TLS 1.3 to the servers: RootCAs verifies them (nil: the
+	// system's roots; their certificates must name the endpoints' hosts),
+	// and Certificates or GetClientCertificate is shown to servers that
+	// require a client certificate. A Transport passed in keeps its own
+	// configuration, so TLS must then be nil (see tcp.Config.TLS).
+	TLS *tls.Config
 	// LeaseDrift bounds how much faster a server's clock may run than this
 	// client's, as a fraction: the client's estimate of a node's clock
 	// grows by 1+LeaseDrift per unit of its own elapsed time, so that a
@@ -107,6 +116,9 @@ func (c *Config) Validate() error {
 		if e == "" {
 			return errors.New("kvd: empty endpoint")
 		}
+	}
+	if c.TLS != nil && c.Transport != nil {
+		return errors.New("kvd: Config.TLS applies only to the client's own transport; configure the given Transport's TLS instead")
 	}
 	if c.Consistency > ReadIndex {
 		return fmt.Errorf("kvd: unknown consistency %d", c.Consistency)
@@ -138,4 +150,13 @@ func (c *Config) Validate() error {
 		c.LeaseDrift = defaultLeaseDrift
 	}
 	return nil
+}
+
+// tcpTLS is the TLS configuration of the client's own transport, if any.
+func (c *Config) tcpTLS() *tcp.TLS {
+	if c.TLS == nil {
+		return nil
+	}
+	cfg := c.TLS
+	return &tcp.TLS{Role: transport.RoleClient, Client: func() (*tls.Config, error) { return cfg, nil }}
 }

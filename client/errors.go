@@ -28,6 +28,10 @@ var (
 	ErrBadRequest = errors.New("kvd: bad request")
 	// ErrClosed: the client was closed.
 	ErrClosed = errors.New("kvd: client closed")
+	// ErrPermissionDenied: the server refused the request because of the
+	// client's credential (a read-only TLS client certificate asked for a
+	// PUT, DELETE or membership change). Nothing was applied.
+	ErrPermissionDenied = errors.New("kvd: permission denied")
 )
 
 // NotLeaderError says which node leads, when the asked node knows.

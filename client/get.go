@@ -126,7 +126,7 @@ func (c *Client) readOneSided(ctx context.Context, dst, key []byte, level Consis
 			n.close(err) // the region was rebuilt: reconnect to re-learn it
 		case errors.Is(err, errClockStale):
 			if serr := n.syncClock(ctx); serr != nil {
-				c.dropNode(n) // cannot even read its clock: try elsewhere
+				c.dropNode(n, serr) // cannot even read its clock: try elsewhere
 			}
 		case errors.Is(err, errLease):
 			c.relearnLeader(ctx, n)
@@ -148,24 +148,36 @@ func isProtocolRetry(err error) bool {
 	return false
 }
 
-// readTarget picks the node a one-sided read goes to.
+// readTarget picks the node a one-sided read goes to: for a linearizable
+// read the believed leader, else the endpoints in turn; nodes that let a
+// request time out (suspects) only when no other is left.
 func (c *Client) readTarget(level Consistency) string {
 	if level == Linearizable {
-		if l := c.leader.Load(); l != nil {
+		if l := c.leader.Load(); l != nil && !c.suspect.has(*l) {
 			return *l
 		}
 	}
 	eps := c.cfg.Endpoints
-	return eps[int(c.readIdx.Load())%len(eps)]
+	i := int(c.readIdx.Load())
+	for k := range eps {
+		if e := eps[(i+k)%len(eps)]; !c.suspect.has(e) {
+			return e
+		}
+	}
+	return eps[i%len(eps)]
 }
 
 func (c *Client) rotateRead() { c.readIdx.Add(1) }
 
 // dropNode stops treating n as the leader and moves reads to the next
-// endpoint; the connection stays (the node may only be slow).
-func (c *Client) dropNode(n *node) {
+// endpoint; the connection stays (the node may only be slow). A node that
+// did not answer in time is marked suspect, as leader-bound requests do.
+func (c *Client) dropNode(n *node, err error) {
 	if l := c.leader.Load(); l != nil && *l == n.addr {
 		c.setLeader("")
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		c.markSuspect(n.addr)
 	}
 	c.rotateRead()
 }
@@ -178,7 +190,7 @@ func (c *Client) relearnLeader(ctx context.Context, n *node) {
 	defer cancel()
 	resp, err := n.call(ctx, &wire.Request{Op: wire.OpHello})
 	if err != nil {
-		c.dropNode(n)
+		c.dropNode(n, err)
 		return
 	}
 	var h wire.Hello

@@ -215,7 +215,6 @@ func (n *node) checkHeader(b []byte) (table.Header, error) {
 	return hdr, nil
 }
 
-
 // scanBuckets appends every slot of both buckets whose fingerprint is fp.
 func scanBuckets(bk *[2][table.BucketSize]byte, fp uint16, out []table.Slot) []table.Slot {
 	for b := range bk {

@@ -25,8 +25,8 @@ const (
 	hdrOffGeneration = 56
 )
 
-// notFound stands for ErrNotFound in a test's expected answer.
-const notFound = "<not found>"
+// answerNotFound stands for ErrNotFound in a test's expected answer.
+const answerNotFound = "<not found>"
 
 // rig is one client connected to one fakeTransport over a fresh table.
 type rig struct {
@@ -105,14 +105,14 @@ func (r *rig) node() *node {
 	return n
 }
 
-// get runs one GET and renders its answer: the value, notFound, or the
+// get runs one GET and renders its answer: the value, answerNotFound, or the
 // error.
 func (r *rig) get(key string, level Consistency) string {
 	r.t.Helper()
 	v, err := r.c.Get(context.Background(), []byte(key), WithConsistency(level))
 	switch {
 	case errors.Is(err, ErrNotFound):
-		return notFound
+		return answerNotFound
 	case err != nil:
 		return "error: " + err.Error()
 	}
@@ -150,8 +150,8 @@ func (r *rig) sharingBuckets(key string) string {
 	}
 }
 
-// rep repeats a trace fragment n times.
-func rep(n int, batches ...string) []string {
+// repTrace repeats a trace fragment n times.
+func repTrace(n int, batches ...string) []string {
 	var out []string
 	for range n {
 		out = append(out, batches...)
@@ -162,13 +162,13 @@ func rep(n int, batches ...string) []string {
 // The traces of the protocol's paths, one string per READ batch (H header,
 // B bucket, R record).
 var (
-	hit       = []string{"HBB", "HBBR"} // uncached hit: two round trips
-	miss      = []string{"HBB", "HBB"}  // miss: two round trips, no record
-	cachedHit = []string{"HBBR"}        // cached hit: one round trip
-	reconnect = []string{"H"}           // a new connection reads the header for the geometry
+	traceHit       = []string{"HBB", "HBBR"} // uncached hit: two round trips
+	traceMiss      = []string{"HBB", "HBB"}  // miss: two round trips, no record
+	traceCachedHit = []string{"HBBR"}        // cached hit: one round trip
+	traceReconnect = []string{"H"}           // a new connection reads the header for the geometry
 )
 
-func cat(parts ...[]string) []string { return slices.Concat(parts...) }
+func catTraces(parts ...[]string) []string { return slices.Concat(parts...) }
 
 // protoCase is one GET under test. Before setup, the rig holds k = "v1" and
 // a lease valid for an hour, and the client is connected.
@@ -178,7 +178,7 @@ type protoCase struct {
 	key   string      // default "k"
 	setup func(r *rig)
 	hook  func(r *rig, batch, op int) // see fakeTransport; batch 1 is the GET's first READ
-	want  string                      // the value, notFound or rpcMarker
+	want  string                      // the value, answerNotFound or rpcMarker
 
 	// The path: exact, except that Retries["lease+clock"] stands for the
 	// sum of the two (whether a lease check fails for want of a lease or
@@ -194,39 +194,39 @@ func TestReadProtocol(t *testing.T) {
 	const R = defaultReadRetries
 	cases := []protoCase{
 		// The paths themselves.
-		{name: "uncached hit", want: "v1", oneSided: 1, trace: hit},
-		{name: "cached hit", setup: func(r *rig) { r.warm("k") }, want: "v1", oneSided: 1, trace: cachedHit},
-		{name: "miss", key: "nope", want: notFound, oneSided: 1, trace: miss},
+		{name: "uncached hit", want: "v1", oneSided: 1, trace: traceHit},
+		{name: "cached hit", setup: func(r *rig) { r.warm("k") }, want: "v1", oneSided: 1, trace: traceCachedHit},
+		{name: "miss", key: "nope", want: answerNotFound, oneSided: 1, trace: traceMiss},
 
 		// Lease: a linearizable read is accepted only with a lease the
 		// server's clock cannot have passed; otherwise, after the retries,
 		// it asks by RPC.
 		{name: "lease expired, uncached", setup: func(r *rig) { r.lease(-time.Second) },
-			want: rpcMarker, fallbacks: 1, retries: map[string]uint64{"lease+clock": R}, trace: rep(R, hit...)},
+			want: rpcMarker, fallbacks: 1, retries: map[string]uint64{"lease+clock": R}, trace: repTrace(R, traceHit...)},
 		{name: "lease expired, cached", setup: func(r *rig) { r.warm("k"); r.lease(-time.Second) },
-			want: rpcMarker, fallbacks: 1, retries: map[string]uint64{"lease+clock": R}, trace: rep(R, cachedHit...)},
+			want: rpcMarker, fallbacks: 1, retries: map[string]uint64{"lease+clock": R}, trace: repTrace(R, traceCachedHit...)},
 		{name: "lease expired, miss", key: "nope", setup: func(r *rig) { r.lease(-time.Second) },
-			want: rpcMarker, fallbacks: 1, retries: map[string]uint64{"lease+clock": R}, trace: rep(R, miss...)},
+			want: rpcMarker, fallbacks: 1, retries: map[string]uint64{"lease+clock": R}, trace: repTrace(R, traceMiss...)},
 		{name: "lease zero, uncached", setup: func(r *rig) { r.tbl.SetLease(0) },
-			want: rpcMarker, fallbacks: 1, retries: map[string]uint64{"lease": R}, trace: rep(R, hit...)},
+			want: rpcMarker, fallbacks: 1, retries: map[string]uint64{"lease": R}, trace: repTrace(R, traceHit...)},
 		{name: "lease zero, cached", setup: func(r *rig) { r.warm("k"); r.tbl.SetLease(0) },
-			want: rpcMarker, fallbacks: 1, retries: map[string]uint64{"lease": R}, trace: rep(R, cachedHit...)},
+			want: rpcMarker, fallbacks: 1, retries: map[string]uint64{"lease": R}, trace: repTrace(R, traceCachedHit...)},
 		{name: "lease ends inside the cached batch", setup: func(r *rig) { r.warm("k") },
 			hook: func(r *rig, batch, op int) {
 				if batch == 1 && op == 0 {
 					r.tbl.SetLease(0)
 				}
 			},
-			want: rpcMarker, fallbacks: 1, retries: map[string]uint64{"lease": R}, trace: rep(R, cachedHit...)},
+			want: rpcMarker, fallbacks: 1, retries: map[string]uint64{"lease": R}, trace: repTrace(R, traceCachedHit...)},
 		{name: "lease lapses by time, uncached", setup: func(r *rig) {
 			r.lease(20 * time.Millisecond)
 			time.Sleep(60 * time.Millisecond) // the server's clock (real time) passes the expiry
-		}, want: rpcMarker, fallbacks: 1, retries: map[string]uint64{"lease+clock": R}, trace: rep(R, hit...)},
+		}, want: rpcMarker, fallbacks: 1, retries: map[string]uint64{"lease+clock": R}, trace: repTrace(R, traceHit...)},
 		{name: "lease lapses by time, cached", setup: func(r *rig) {
 			r.warm("k")
 			r.lease(20 * time.Millisecond)
 			time.Sleep(60 * time.Millisecond)
-		}, want: rpcMarker, fallbacks: 1, retries: map[string]uint64{"lease+clock": R}, trace: rep(R, cachedHit...)},
+		}, want: rpcMarker, fallbacks: 1, retries: map[string]uint64{"lease+clock": R}, trace: repTrace(R, traceCachedHit...)},
 		// The lease word alone may change between the header reads: it is
 		// judged on its own, and either read's lease, if still valid at
 		// the decision, covers the read (docs/consistency.md).
@@ -234,38 +234,38 @@ func TestReadProtocol(t *testing.T) {
 			if batch == 2 && op == 0 {
 				r.lease(2 * time.Hour)
 			}
-		}, want: "v1", oneSided: 1, trace: hit},
+		}, want: "v1", oneSided: 1, trace: traceHit},
 		{name: "lease valid only in H1", hook: func(r *rig, batch, op int) {
 			if batch == 2 && op == 0 {
 				r.tbl.SetLease(0)
 			}
-		}, want: "v1", oneSided: 1, trace: hit},
+		}, want: "v1", oneSided: 1, trace: traceHit},
 		{name: "lease valid only in H2", setup: func(r *rig) { r.tbl.SetLease(0) }, hook: func(r *rig, batch, op int) {
 			if batch == 2 && op == 0 {
 				r.lease(time.Hour)
 			}
-		}, want: "v1", oneSided: 1, trace: hit},
+		}, want: "v1", oneSided: 1, trace: traceHit},
 		{name: "serializable ignores the lease", level: Serializable, setup: func(r *rig) { r.tbl.SetLease(0) },
-			want: "v1", oneSided: 1, trace: hit},
+			want: "v1", oneSided: 1, trace: traceHit},
 
 		// The clock bound.
 		{name: "idle clock sample is refreshed before the read", setup: func(r *rig) {
 			// A bound so loose that only a fresh sample can accept the
 			// lease; old enough (> clockMaxAge) to be replaced up front.
 			r.node().clock.sample.Store(&clockSample{mono: r.f.serverClock() + int64(2*time.Hour), sent: time.Now().Add(-10 * time.Second)})
-		}, want: "v1", oneSided: 1, trace: hit, clockSyncs: 1},
+		}, want: "v1", oneSided: 1, trace: traceHit, clockSyncs: 1},
 		{name: "loose clock sample is refreshed at the lease check", setup: func(r *rig) {
 			n := r.node()
 			n.clock.refreshing.Store(true) // no background refresh: the lease check must ask
 			r.t.Cleanup(func() { n.clock.refreshing.Store(false) })
 			n.clock.sample.Store(&clockSample{mono: r.f.serverClock() + int64(2*time.Hour), sent: time.Now().Add(-100 * time.Millisecond)})
-		}, want: "v1", oneSided: 1, retries: map[string]uint64{"clock": 1}, trace: cat(hit, hit), clockSyncs: 1},
+		}, want: "v1", oneSided: 1, retries: map[string]uint64{"clock": 1}, trace: catTraces(traceHit, traceHit), clockSyncs: 1},
 		{name: "server clock moved past the expiry", setup: func(r *rig) {
 			r.warm("k")
 			r.lease(time.Minute)
 			r.f.clockOffset.Add(int64(time.Hour))
 			r.node().clock.sample.Store(nil) // the client samples the moved clock
-		}, want: rpcMarker, fallbacks: 1, retries: map[string]uint64{"lease+clock": R}, trace: rep(R, cachedHit...)},
+		}, want: rpcMarker, fallbacks: 1, retries: map[string]uint64{"lease+clock": R}, trace: repTrace(R, traceCachedHit...)},
 
 		// Generation and geometry: a read that straddles a rebuild is not
 		// accepted, and a header of another generation or geometry makes
@@ -275,91 +275,91 @@ func TestReadProtocol(t *testing.T) {
 				r.newGeneration()
 			}
 		}, want: "v1", oneSided: 1, retries: map[string]uint64{"unstable": 1, "geometry": 1},
-			trace: cat(hit, []string{"HBB"}, reconnect, hit), dials: 1},
+			trace: catTraces(traceHit, []string{"HBB"}, traceReconnect, traceHit), dials: 1},
 		{name: "rebuilt between round trips", hook: func(r *rig, batch, op int) {
 			if batch == 2 && op == 0 {
 				r.rebuild("k", "v2")
 			}
 		}, want: "v2", oneSided: 1, retries: map[string]uint64{"unstable": 1, "geometry": 1},
-			trace: cat(hit, []string{"HBB"}, reconnect, hit), dials: 1},
+			trace: catTraces(traceHit, []string{"HBB"}, traceReconnect, traceHit), dials: 1},
 		{name: "generation changed before the cached batch", setup: func(r *rig) { r.warm("k"); r.newGeneration() },
 			want: "v1", oneSided: 1, retries: map[string]uint64{"geometry": 1},
-			trace: cat(cachedHit, reconnect, hit), dials: 1},
+			trace: catTraces(traceCachedHit, traceReconnect, traceHit), dials: 1},
 		{name: "generation changed inside the cached batch, before its header", setup: func(r *rig) { r.warm("k") },
 			hook: func(r *rig, batch, op int) {
 				if batch == 1 && op == 0 {
 					r.newGeneration()
 				}
 			}, want: "v1", oneSided: 1, retries: map[string]uint64{"geometry": 1},
-			trace: cat(cachedHit, reconnect, hit), dials: 1},
+			trace: catTraces(traceCachedHit, traceReconnect, traceHit), dials: 1},
 		{name: "rebuilt inside the cached batch, after its header", setup: func(r *rig) { r.warm("k") },
 			hook: func(r *rig, batch, op int) {
 				if batch == 1 && op == 1 {
 					r.rebuild("k", "v2")
 				}
 			}, want: "v2", oneSided: 1, retries: map[string]uint64{"unstable": 1, "geometry": 1},
-			trace: cat(cachedHit, []string{"HBBR", "HBB"}, reconnect, hit), dials: 1},
+			trace: catTraces(traceCachedHit, []string{"HBBR", "HBB"}, traceReconnect, traceHit), dials: 1},
 		{name: "grace changed between round trips", hook: func(r *rig, batch, op int) {
 			if batch == 2 && op == 0 {
 				r.raw32(hdrOffGrace, func(g uint32) uint32 { return g + 1 })
 			}
 		}, want: "v1", oneSided: 1, retries: map[string]uint64{"unstable": 1, "geometry": 1},
-			trace: cat(hit, []string{"HBB"}, reconnect, hit), dials: 1},
+			trace: catTraces(traceHit, []string{"HBB"}, traceReconnect, traceHit), dials: 1},
 		{name: "grace changed inside the cached batch", setup: func(r *rig) { r.warm("k") },
 			hook: func(r *rig, batch, op int) {
 				if batch == 1 && op == 0 {
 					r.raw32(hdrOffGrace, func(g uint32) uint32 { return g * 2 })
 				}
 			}, want: "v1", oneSided: 1, retries: map[string]uint64{"geometry": 1},
-			trace: cat(cachedHit, reconnect, hit), dials: 1},
+			trace: catTraces(traceCachedHit, traceReconnect, traceHit), dials: 1},
 		{name: "record area changed", setup: func(r *rig) {
 			r.raw64(hdrOffRecordEnd, func(e uint64) uint64 { return e - table.RecordAlign })
 		}, want: "v1", oneSided: 1, retries: map[string]uint64{"geometry": 1},
-			trace: cat([]string{"HBB"}, reconnect, hit), dials: 1},
+			trace: catTraces([]string{"HBB"}, traceReconnect, traceHit), dials: 1},
 
 		// The incomplete flag: a miss from an incomplete region is asked
 		// by RPC; a flag that changed between the header reads, even back
 		// to where it was, makes the reads unstable.
 		{name: "miss, region incomplete", key: "nope", setup: func(r *rig) { r.tbl.SetIncomplete(true) },
-			want: rpcMarker, fallbacks: 1, retries: map[string]uint64{"other": 1}, trace: miss},
+			want: rpcMarker, fallbacks: 1, retries: map[string]uint64{"other": 1}, trace: traceMiss},
 		{name: "hit, region incomplete", setup: func(r *rig) { r.tbl.SetIncomplete(true) },
-			want: "v1", oneSided: 1, trace: hit},
+			want: "v1", oneSided: 1, trace: traceHit},
 		{name: "miss, incomplete set between the header reads", key: "nope", hook: func(r *rig, batch, op int) {
 			if batch == 2 && op == 0 {
 				r.tbl.SetIncomplete(true)
 			}
-		}, want: rpcMarker, fallbacks: 1, retries: map[string]uint64{"unstable": 1, "other": 1}, trace: cat(miss, miss)},
+		}, want: rpcMarker, fallbacks: 1, retries: map[string]uint64{"unstable": 1, "other": 1}, trace: catTraces(traceMiss, traceMiss)},
 		{name: "miss, incomplete set and cleared between the header reads", key: "nope", hook: func(r *rig, batch, op int) {
 			if batch == 2 && op == 0 {
 				r.tbl.SetIncomplete(true)
 				r.tbl.SetIncomplete(false)
 			}
-		}, want: notFound, oneSided: 1, retries: map[string]uint64{"unstable": 1}, trace: cat(miss, miss)},
+		}, want: answerNotFound, oneSided: 1, retries: map[string]uint64{"unstable": 1}, trace: catTraces(traceMiss, traceMiss)},
 		{name: "miss, region completed between the header reads", key: "nope",
 			setup: func(r *rig) { r.tbl.SetIncomplete(true) },
 			hook: func(r *rig, batch, op int) {
 				if batch == 2 && op == 0 {
 					r.tbl.SetIncomplete(false)
 				}
-			}, want: notFound, oneSided: 1, retries: map[string]uint64{"unstable": 1}, trace: cat(miss, miss)},
+			}, want: answerNotFound, oneSided: 1, retries: map[string]uint64{"unstable": 1}, trace: catTraces(traceMiss, traceMiss)},
 		{name: "cached hit, incomplete set inside the batch", setup: func(r *rig) { r.warm("k") },
 			hook: func(r *rig, batch, op int) {
 				if batch == 1 && op == 1 {
 					r.tbl.SetIncomplete(true)
 				}
-			}, want: "v1", oneSided: 1, trace: cachedHit},
+			}, want: "v1", oneSided: 1, trace: traceCachedHit},
 
 		// Buckets: a miss needs two equal reads of them.
 		{name: "miss, bucket changed between reads", key: "nope", hook: func(r *rig, batch, op int) {
 			if batch == 2 && op == 1 {
 				r.put(r.sharingBuckets("nope"), "other")
 			}
-		}, want: notFound, oneSided: 1, retries: map[string]uint64{"unstable": 1}, trace: cat(miss, miss)},
+		}, want: answerNotFound, oneSided: 1, retries: map[string]uint64{"unstable": 1}, trace: catTraces(traceMiss, traceMiss)},
 		{name: "miss, key stored between reads", key: "nope", hook: func(r *rig, batch, op int) {
 			if batch == 2 && op == 1 {
 				r.put("nope", "v-new")
 			}
-		}, want: "v-new", oneSided: 1, retries: map[string]uint64{"unstable": 1}, trace: cat(miss, hit)},
+		}, want: "v-new", oneSided: 1, retries: map[string]uint64{"unstable": 1}, trace: catTraces(traceMiss, traceHit)},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -87,4 +87,3 @@ func slotOf(tb testing.TB, tab *Table, key []byte) uint64 {
 	}
 	return w
 }
-
