@@ -344,8 +344,10 @@ func (c *Client) Put(ctx context.Context, key, value []byte) error {
 	return err
 }
 
-// Delete removes key. It returns ErrNotFound if the key did not exist (a
-// retried Delete whose first attempt succeeded also reports ErrNotFound).
+// Delete removes key. It returns ErrNotFound if the key did not exist. Like
+// Put, a Delete that fails with ErrUnavailable may or may not have been
+// applied; the client retries it only while no attempt can have taken
+// effect.
 func (c *Client) Delete(ctx context.Context, key []byte) error {
 	if err := checkKey(key); err != nil {
 		return err

@@ -30,8 +30,9 @@ var frozen sync.Map
 //
 //   - the Raft node's loop stops (raft.Node.Freeze): no ticks, no peer
 //     messages, no applies, no lease extension;
-//   - nothing in the server writes the region: the freeze holds the table
-//     lock, so applies, lease changes and the repair loop wait for the thaw;
+//   - nothing in the server writes the region: applies and lease updates
+//     come from the stopped loop, and the freeze holds the table lock, so
+//     the repair loop (and anything else that takes it) waits for the thaw;
 //   - client RPCs, and new connections' first messages, wait for the thaw
 //     before they are handled, and responses computed before the freeze
 //     are held back until then too;

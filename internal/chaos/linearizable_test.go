@@ -313,9 +313,10 @@ func TestLinearizableUnderFaults(t *testing.T) {
 
 	ops := h.snapshot()
 	checkProgress(t, ops, spans, stats)
+	checkStart := time.Now()
 	res, info := porcupine.CheckOperationsVerbose(kvModel, ops, 3*time.Minute)
-	t.Logf("checked %d operations (%d completed, %d maybe-applied) across %d faults: %s",
-		len(ops), h.ok.Load(), h.maybe.Load(), len(faults), res)
+	t.Logf("checked %d operations (%d completed, %d maybe-applied) across %d faults in %v: %s",
+		len(ops), h.ok.Load(), h.maybe.Load(), len(faults), time.Since(checkStart).Round(time.Second), res)
 	if h.ok.Load() < 100 {
 		t.Errorf("only %d operations completed: the history checks too little", h.ok.Load())
 	}

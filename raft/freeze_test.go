@@ -1,0 +1,58 @@
+package raft
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+// TestFreezeStopsTheLoop: a frozen leader applies nothing and extends no
+// lease (its lease runs out), the others elect a new leader, the frozen
+// node follows it after the thaw, and Close ends a freeze at once.
+func TestFreezeStopsTheLoop(t *testing.T) {
+	c := newCluster(t, 3, testConfig())
+	old := c.leader()
+	c.put("a", "1")
+	if err := old.node.Freeze(3 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.node.Freeze(time.Second); !errors.Is(err, ErrFrozen) {
+		t.Fatalf("freeze of a frozen node: %v, want ErrFrozen", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	_, err := old.node.Put(ctx, []byte("b"), []byte("x"))
+	cancel()
+	if err == nil {
+		t.Fatal("a frozen leader committed a write")
+	}
+	waitFor(t, "the frozen leader's lease to run out", func() bool { return !old.node.Status().LeaseValid })
+
+	var rest []*testNode
+	for _, tn := range c.running() {
+		if tn != old {
+			rest = append(rest, tn)
+		}
+	}
+	nl := c.leader(rest...)
+	if nl == old {
+		t.Fatal("the frozen node still leads the others")
+	}
+	waitFor(t, "the thawed node to follow the new leader", func() bool {
+		st := old.node.Status()
+		return !st.IsLeader && st.LeaderID == nl.id
+	})
+
+	n := old.node
+	if err := n.Freeze(time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	c.stop(old.id)
+	if d := time.Since(start); d > 20*time.Second {
+		t.Fatalf("Close of a frozen node took %v", d)
+	}
+	if err := n.Freeze(time.Second); !errors.Is(err, ErrStopped) {
+		t.Fatalf("freeze of a closed node: %v, want ErrStopped", err)
+	}
+}
