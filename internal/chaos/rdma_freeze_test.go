@@ -41,8 +41,13 @@ import (
 // (acknowledged), and writers resume. A GET that starts after key k's new
 // value was acknowledged and returns k's baseline value is illegal in every
 // linearization (the baseline PUT returned before the new PUT began, and
-// every value is written once). The test counts such reads itself and
-// cross-checks porcupine's verdict against that count.
+// every value is written once). The test finds such reads itself
+// (freezeStale, which generalizes this argument), cross-checks porcupine's
+// verdict against them, and on a violation checks the history again without
+// them, to show whether they are the whole violation. It prints
+// RDMAVM-FREEZE: lines: the verdict, why the pinned clients' one-sided
+// attempts were retried during the freeze (their client's Stats), the
+// timeline, and samples of any stale reads.
 //
 // Clients (all recorded into one history; failed PUTs and DELETEs count as
 // maybe-applied, failed GETs are left out, as in the other chaos tests):
@@ -114,8 +119,21 @@ func TestRDMAFreezeLinearizable(t *testing.T) {
 	for i := 0; i < mixedClients; i++ {
 		start("mixed", i, freezeClientOf(t, tr, pc.Endpoints()), false)
 	}
+	var pinnedClients []*client.Client
 	for i := 0; i < pinned; i++ {
-		start("pinned", 10+i, freezeClientOf(t, tr, []string{old.Addr}), true)
+		c := freezeClientOf(t, tr, []string{old.Addr})
+		pinnedClients = append(pinnedClients, c)
+		start("pinned", 10+i, c, true)
+	}
+	// Why the pinned clients' one-sided attempts were retried, summed.
+	pinnedRetries := func() map[string]uint64 {
+		sum := map[string]uint64{}
+		for _, c := range pinnedClients {
+			for k, v := range c.Stats().Retries {
+				sum[k] += v
+			}
+		}
+		return sum
 	}
 	time.Sleep(warmup)
 
@@ -139,6 +157,7 @@ func TestRDMAFreezeLinearizable(t *testing.T) {
 		gate.Unlock()
 		fatalf("leader %d has no process", old.ID)
 	}
+	retriesBefore := pinnedRetries()
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		gate.Unlock()
 		fatalf("SIGSTOP leader %d (pid %d): %v", old.ID, pid, err)
@@ -188,6 +207,7 @@ func TestRDMAFreezeLinearizable(t *testing.T) {
 	t.Logf("new values of all %d keys acknowledged at %s", keys, ms(allAcked))
 
 	time.Sleep(holdFrozen)
+	retriesFrozen := pinnedRetries()
 	thaw()
 	thawAt := rec.now()
 	t.Logf("SIGCONT leader %d at %s", old.ID, ms(thawAt))
@@ -240,6 +260,13 @@ func TestRDMAFreezeLinearizable(t *testing.T) {
 		"%d during the freeze; frozen leader's region after the new values were acknowledged: %d GETs tried, "+
 		"%d answered one-sided before the thaw; %d definitely stale reads\n",
 		verdict, len(hist), completed, maybe, oneSided, oneSidedFrozen, pinnedTries, pinnedOneSided, len(stale))
+	rejected := map[string]uint64{}
+	for k, v := range retriesFrozen {
+		if d := v - retriesBefore[k]; d > 0 {
+			rejected[k] = d
+		}
+	}
+	fmt.Printf("RDMAVM-FREEZE: the pinned clients' one-sided attempts retried during the freeze, by reason: %v\n", rejected)
 	fmt.Printf("RDMAVM-FREEZE: timeline: freeze %s, new leader %d elected %s, new values acknowledged %s, thaw %s, end %s; porcupine took %.1fs\n",
 		ms(freezeAt), nl.ID, ms(electedAt), ms(allAcked), ms(thawAt), ms(endAt), checkTook.Seconds())
 	phase := func(o freezeOp) string {
