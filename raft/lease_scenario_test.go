@@ -23,6 +23,12 @@ import (
 // After every command, and after every Ready, the harness checks the lease
 // invariants and prints a VIOLATION line when one breaks (see check).
 //
+// The harness calls the loop's own tick, startClock, inVoteGrace,
+// softState, hardState and readTracker; it copies, as it must, the rest of
+// handleReady (storage, apply, send) and step's order of work (due ticks,
+// then the vote grace, then raft): step itself needs the Pebble store for
+// its message filter. A change to either is not seen here.
+//
 // Rewrite the expected output after a deliberate change with
 //
 //	go test ./raft/ -run TestLeaseScenarios -rewrite
@@ -47,7 +53,8 @@ import (
 //	                             (bypassing the loop) and print what it sends
 //	isolate ID | cut A B | heal  cut links (messages sent over a cut link
 //	                             are lost), or restore them all
-//	latency D                    one-way delay of messages sent from now on
+//	latency D [A B]              one-way delay of the messages sent from now
+//	                             on (over the link from A to B only)
 //	freeze ID | thaw ID          ID stops taking ticks and messages while its
 //	                             clock runs on (SIGSTOP), or resumes
 //	restart ID                   ID restarts from its durable state
@@ -153,6 +160,7 @@ type scenarioNode struct {
 	cur       time.Duration
 	curTerm   uint64
 	announced map[uint64]bool // "holds a lease" printed for the term
+	announce  uint64          // a term whose first lease is to be printed
 }
 
 // on makes n the node raft's randomness is drawn for.
@@ -162,7 +170,7 @@ func (h *leaseHarness) on(n *scenarioNode) *scenarioNode {
 }
 
 func (n *scenarioNode) local() time.Duration { return n.clock.at(n.h.now) }
-func (n *scenarioNode) now() time.Time      { return scenarioEpoch.Add(n.local()) }
+func (n *scenarioNode) now() time.Time       { return scenarioEpoch.Add(n.local()) }
 
 type flight struct {
 	m  *pb.Message
@@ -188,6 +196,7 @@ type leaseHarness struct {
 	nodes   []*scenarioNode
 	net     []*flight
 	latency time.Duration
+	delay   map[[2]uint64]time.Duration // per link, overrides latency
 	cut     map[[2]uint64]bool
 
 	events        []termEvent
@@ -365,7 +374,12 @@ func (h *leaseHarness) handle(t *testing.T, d *datadriven.TestData) string {
 	case "heal":
 		clear(h.cut)
 	case "latency":
-		h.latency = durArg(pos[0])
+		if len(pos) == 3 {
+			a, b := nodeArg(1), nodeArg(2)
+			h.delay[[2]uint64{a.id, b.id}] = durArg(pos[0])
+		} else {
+			h.latency = durArg(pos[0])
+		}
 	case "freeze":
 		nodeArg(0).frozen = true
 	case "thaw":
@@ -381,7 +395,11 @@ func (h *leaseHarness) handle(t *testing.T, d *datadriven.TestData) string {
 		h.net = keep
 		n.frozen, n.held = false, nil
 		h.start(n, true, n.l.applied)
-		h.logf("n%d restarts in term %d, ignoring votes until %v on its clock", n.id, n.l.term, fd(n.l.voteGrace.Sub(scenarioEpoch)))
+		if n.l.voteGrace.IsZero() {
+			h.logf("n%d restarts in term %d, with no vote grace", n.id, n.l.term)
+		} else {
+			h.logf("n%d restarts in term %d, ignoring votes until %v on its clock", n.id, n.l.term, fd(n.l.voteGrace.Sub(scenarioEpoch)))
+		}
 		h.observe(n)
 	case "clock-rate":
 		n := nodeArg(0)
@@ -404,6 +422,7 @@ func (h *leaseHarness) handle(t *testing.T, d *datadriven.TestData) string {
 		n.holdApply = false
 		h.apply(n)
 		n.l.reads.applied(n.l) // what the loop does after an apply
+		h.announceLease(n)
 		h.checkApplied()
 	case "lease":
 		h.printLeases()
@@ -434,6 +453,7 @@ func (h *leaseHarness) setup(cfg Config, n int, stagger time.Duration) {
 	*h = leaseHarness{t: h.t, out: h.out, latency: h.latency}
 	h.cfg = cfg
 	h.cut = make(map[[2]uint64]bool)
+	h.delay = make(map[[2]uint64]time.Duration)
 	h.leaders = make(map[uint64]uint64)
 	h.proposer = make(map[string]uint64)
 	h.seen = make(map[string]bool)
@@ -550,9 +570,20 @@ func (h *leaseHarness) ready(n *scenarioNode) {
 		l.reads.applied(l) // afterCommit
 		l.reads.readStates(l, rd.ReadStates)
 		l.rn.Advance(rd)
+		h.announceLease(n)
 		h.checkApplied()
 	}
 	h.observe(n)
+}
+
+// announceLease prints a node's first lease of a term, once the Ready that
+// granted it is handled.
+func (h *leaseHarness) announceLease(n *scenarioNode) {
+	if t := n.announce; t != 0 {
+		n.announce = 0
+		e := n.leases[t]
+		h.logf("n%d holds a lease of term %d until %v on its clock (%v real)", n.id, t, fd(e), fd(n.clock.realAt(e)))
+	}
 }
 
 // apply applies n's committed entries; a write is acknowledged when the
@@ -568,10 +599,15 @@ func (h *leaseHarness) apply(n *scenarioNode) {
 }
 
 func (h *leaseHarness) send(m *pb.Message) {
-	if h.cut[[2]uint64{m.GetFrom(), m.GetTo()}] {
+	link := [2]uint64{m.GetFrom(), m.GetTo()}
+	if h.cut[link] {
 		return
 	}
-	h.net = append(h.net, &flight{m: m, at: h.now + h.latency})
+	d, ok := h.delay[link]
+	if !ok {
+		d = h.latency
+	}
+	h.net = append(h.net, &flight{m: m, at: h.now + d})
 }
 
 // step hands n a peer message as loop.step does: due ticks first, then the
@@ -744,8 +780,7 @@ func (h *leaseHarness) published(n *scenarioNode, term uint64, exp time.Time) {
 	case slices.ContainsFunc(h.events, func(ev termEvent) bool { return ev.term > term }):
 		h.logf("n%d publishes a lease of term %d until %v on its clock (%v real) after a later term began", n.id, term, fd(e), fd(n.clock.realAt(e)))
 	case !n.announced[term] && n.local() < e:
-		n.announced[term] = true
-		h.logf("n%d holds a lease of term %d until %v on its clock (%v real)", n.id, term, fd(e), fd(n.clock.realAt(e)))
+		n.announced[term], n.announce = true, term // printed after the Ready
 	}
 	n.cur, n.curTerm = e, term
 }

@@ -36,7 +36,7 @@ const (
 )
 
 func newReadTracker() readTracker {
-	return readTracker{pending: make(map[uint64]*pendingReads), lease: leaseGrants{sent: make(map[uint64]leaseRequest)}}
+	return readTracker{pending: make(map[uint64]*pendingReads)}
 }
 
 func readCtx(kind byte, seq uint64) []byte {
