@@ -217,13 +217,16 @@ func (l *loop) tick() {
 func (l *loop) step(in inbound) {
 	l.tick()
 	if !l.admit(in) { // what the message claims about the log (filter_loop.go)
+		if in.staged != nil {
+			in.staged.Discard() // data of a snapshot raft will never see
+		}
 		return
 	}
 	if in.staged != nil {
 		l.staged = append(l.staged, in.staged)
 	}
 	t := in.msg.GetType()
-	if (t == pb.MsgVote || t == pb.MsgPreVote) && time.Now().Before(l.voteGrace) {
+	if l.inVoteGrace(t) {
 		return
 	}
 	if err := l.rn.Step(in.msg); err != nil {

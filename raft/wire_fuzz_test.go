@@ -206,6 +206,7 @@ func FuzzPeerMessage(f *testing.F) {
 		f.Add(frame(msg(pb.MsgTimeoutNow, 2, 1, 2)), []byte{}, leader)
 		f.Add(frame(msg(pb.MsgReadIndex, 2, 1, 0)), []byte{}, leader)
 		f.Add(frame(with(msg(pb.MsgProp, 2, 1, 0), func(m *pb.Message) { m.Entries = []*pb.Entry{{}} })), []byte{}, leader)
+		f.Add(frame(msg(pb.MsgProp, 2, 1, 3)), []byte{}, leader) // raft panics on an empty proposal
 		b, s := snapFrames(&pb.ConfState{Voters: []uint64{1, 2}, Learners: []uint64{2}})
 		f.Add(b, s, leader)
 		b, s = snapFrames(&pb.ConfState{Voters: []uint64{1, 2, 3}})
