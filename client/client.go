@@ -312,6 +312,8 @@ func statusError(r *wire.Response) error {
 		return fmt.Errorf("%w: %w: %s", ErrUnavailable, errNotApplied, r.Value)
 	case wire.StatusPermissionDenied:
 		return fmt.Errorf("%w: %s", ErrPermissionDenied, r.Value)
+	case wire.StatusStorage:
+		return fmt.Errorf("%w: %s", ErrStorage, r.Value)
 	}
 	return fmt.Errorf("kvd: server error (status %d): %s", r.Status, r.Value)
 }

@@ -32,6 +32,12 @@ var (
 	// client's credential (a read-only TLS client certificate asked for a
 	// PUT, DELETE or membership change). Nothing was applied.
 	ErrPermissionDenied = errors.New("kvd: permission denied")
+	// ErrStorage: the node stopped on a storage failure (its disk is full
+	// or read-only, or an fsync failed); the error names the cause. The
+	// node serves nothing more until it is restarted, and the cluster goes
+	// on without it. A write that failed this way may or may not have been
+	// applied (its entry may have reached other nodes).
+	ErrStorage = errors.New("kvd: storage")
 )
 
 // NotLeaderError says which node leads, when the asked node knows.

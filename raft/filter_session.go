@@ -23,9 +23,10 @@ const (
 	refuseNotMember       refusal = "not_member"       // the sender is not a member
 	refuseMessageLimit    refusal = "message_limit"    // the connection cannot carry raft's messages
 	refuseStorage         refusal = "storage_error"    // the learned cluster id could not be stored
+	refuseNotPeer         refusal = "not_peer"         // the connection's credential is not a peer's
 )
 
-var refusalReasons = []refusal{refuseMalformed, refuseClusterMismatch, refuseSelf, refuseNotMember,
+var refusalReasons = []refusal{refuseNotPeer, refuseMalformed, refuseClusterMismatch, refuseSelf, refuseNotMember,
 	refuseMessageLimit, refuseStorage}
 
 // ErrPeerRefused is what the errors logged for refused sessions wrap.

@@ -20,6 +20,12 @@ import (
 // raft sees it (filter.go).
 func (n *Node) ServePeer(conn transport.Conn, first []byte) {
 	defer conn.Close()
+	// With TLS (or RDMA authentication) on, only a connection that proved a
+	// peer credential may speak raft; a client certificate may not.
+	if id := transport.IdentityOf(conn); !id.PeerAllowed() {
+		n.peers.refuse(refuseNotPeer, conn, fmt.Errorf("%w: connection authenticated as %q (role %v), not as a peer", ErrPeerRefused, id.Name(), id.Role))
+		return
+	}
 	h, why, err := n.admitHello(first)
 	if err != nil {
 		n.peers.refuse(why, conn, err)

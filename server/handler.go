@@ -68,7 +68,10 @@ func (s *Server) respond(conn transport.Conn, req *wire.Request) {
 	if s.awaitThaw(ctx) != nil { // a frozen server (Freeze) answers nothing
 		return
 	}
-	resp := s.handle(ctx, req)
+	resp, denied := permission(conn, req.Op)
+	if !denied {
+		resp = s.handle(ctx, req)
+	}
 	resp.Op, resp.ID = req.Op, req.ID
 	s.metrics.observe(req.Op, resp.Status, time.Since(start))
 	frame := wire.AppendResponse(make([]byte, 0, wire.ResponseHeaderLen+len(resp.Value)), &resp)
@@ -130,16 +133,29 @@ func checkKey(req *wire.Request) (wire.Response, bool) {
 func (s *Server) put(ctx context.Context, key, value []byte) wire.Response {
 	// Refuse writes the region has no room for before they enter the log,
 	// so that nothing already stored is harmed and the region stays whole.
-	// Only the leader admits writes; a follower's region (fuller or more
-	// fragmented, perhaps) must not refuse what the leader has room for, so
-	// a follower lets the node answer "not leader".
+	// Admission reserves, under the table lock, the room this write's apply
+	// will take (its record's block and, for a new key, a slot), so PUTs
+	// admitted together, pipelined ahead of their applies, cannot overfill
+	// the region; the reservation ends when the proposal does, applied or
+	// not (table.Reserve). Only the leader admits writes; a follower's
+	// region (fuller or more fragmented, perhaps) must not refuse what the
+	// leader has room for, so a follower lets the node answer "not leader".
 	if s.node.Status().IsLeader {
 		s.tmu.Lock()
-		err := s.tbl.CanPut(key, len(value))
+		err := s.tbl.Reserve(key, len(value))
+		if errors.Is(err, table.ErrNoSpace) {
+			s.metrics.refused()
+			s.compactLocked() // if free space is cut up, it is whole again a grace period from now
+		}
 		s.tmu.Unlock()
 		if err != nil {
 			return s.errResponse(err)
 		}
+		defer func() {
+			s.tmu.Lock()
+			s.tbl.Unreserve(key, len(value))
+			s.tmu.Unlock()
+		}()
 	}
 	version, err := s.node.Put(ctx, key, value)
 	if err != nil {
@@ -245,6 +261,15 @@ func (s *Server) errResponse(err error) wire.Response {
 	case errors.Is(err, raft.ErrMemberExists), errors.Is(err, raft.ErrMemberNotFound),
 		errors.Is(err, raft.ErrNotLearner), errors.Is(err, raft.ErrInvalidKey), errors.Is(err, raft.ErrLastVoter):
 		return badRequest(err.Error()) // permanent: retrying cannot help
+	case errors.Is(err, raft.ErrStorage):
+		// The node stopped on its disk: say why (the cause alone; the
+		// client prefixes "kvd: storage: ").
+		cause := err.Error()
+		var se *raft.StorageError
+		if errors.As(err, &se) {
+			cause = se.Err.Error()
+		}
+		return wire.Response{Status: wire.StatusStorage, Value: []byte(cause)}
 	}
 	return wire.Response{Status: wire.StatusUnavailable, Value: []byte(err.Error())}
 }
@@ -266,10 +291,12 @@ func (s *Server) Status() wire.NodeStatus {
 	st := s.node.Status()
 	s.tmu.Lock()
 	keys := s.tbl.Len()
+	fill := s.tbl.Stats().Fill()
 	s.tmu.Unlock()
 	return wire.NodeStatus{
 		ID: st.ID, LeaderID: st.LeaderID, Term: st.Term, Commit: st.Commit, Applied: st.Applied,
-		IsLeader: st.IsLeader, LeaseValid: st.LeaseValid, Keys: keys, Transport: s.cfg.Transport.Name(),
+		IsLeader: st.IsLeader, LeaseValid: st.LeaseValid, Keys: keys, TableFill: fill, Transport: s.cfg.Transport.Name(),
+		StorageError: s.storageFailure(),
 	}
 }
 
@@ -280,4 +307,31 @@ func (s *Server) members() []wire.Member {
 		out[i] = wire.Member{ID: m.ID, Addr: m.Addr, IsLearner: m.IsLearner}
 	}
 	return out
+}
+
+// permission refuses what the connection's credential (its transport
+// Identity, from TLS) does not allow: client requests on a connection that
+// was opened as a cluster peer, and anything but reads from a read-only
+// client certificate. Plaintext connections are allowed everything.
+func permission(conn transport.Conn, op wire.Op) (wire.Response, bool) {
+	id := transport.IdentityOf(conn)
+	switch {
+	case !id.ClientAllowed():
+		return wire.Response{Status: wire.StatusPermissionDenied,
+			Value: []byte("connection opened as a cluster peer, not a client")}, true
+	case id.ReadOnly && !readOnlyOp(op):
+		return wire.Response{Status: wire.StatusPermissionDenied,
+			Value: []byte("certificate " + strconv.Quote(id.Name()) + " is read-only: " + op.String() + " refused")}, true
+	}
+	return wire.Response{}, false
+}
+
+// readOnlyOp reports whether op changes nothing. Ops not listed (those
+// added later included) are writes as far as read-only credentials go.
+func readOnlyOp(op wire.Op) bool {
+	switch op {
+	case wire.OpHello, wire.OpGet, wire.OpStatus, wire.OpMemberList, wire.OpClock:
+		return true
+	}
+	return false
 }

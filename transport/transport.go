@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"crypto/x509"
 	"fmt"
 )
 
@@ -123,4 +124,98 @@ type Transport interface {
 	Name() string
 	// Close closes every listener, connection and region of the transport.
 	Close() error
+}
+
+// Role is what a connection was opened for, as negotiated (and
+// authenticated) when it was set up: a kvd client talking to a server, or a
+// cluster peer (Raft traffic). Unauthenticated connections have no role.
+type Role uint8
+
+const (
+	// RoleNone: the transport negotiated no role (plaintext TCP, RDMA
+	// without authentication): nothing is known about the remote end.
+	RoleNone Role = iota
+	// RoleClient: the dialing end is a client. Over TLS, its certificate
+	// (if the listener asked for one) was verified against the client CA.
+	RoleClient
+	// RolePeer: the dialing end is a cluster member. Over TLS, its
+	// certificate (if the listener asked for one) was verified against the
+	// peer CA, and is not marked read-only.
+	RolePeer
+)
+
+func (r Role) String() string {
+	switch r {
+	case RoleNone:
+		return "none"
+	case RoleClient:
+		return "client"
+	case RolePeer:
+		return "peer"
+	}
+	return fmt.Sprintf("role(%d)", uint8(r))
+}
+
+// Identity is what a transport established about a connection's remote end
+// when the connection was set up. It does not change for the connection's
+// life (certificates reloaded later apply to new connections only).
+//
+// The zero Identity means nothing is known: the connection is not
+// authenticated (a plaintext TCP or RDMA connection), so a server must
+// either trust its network or refuse.
+type Identity struct {
+	// TLS: the connection is encrypted and its role authenticated by TLS
+	// (transport/tcp with TLS). A transport may authenticate a role without
+	// TLS (Role set, TLS false).
+	TLS bool
+	// Role is what the dialing end connected as, as authenticated; the
+	// same on both ends. RoleNone: not authenticated.
+	Role Role
+	// Certificates is the remote end's certificate chain as verified, leaf
+	// first: on an accepted connection the dialer's (empty if the listener
+	// did not require one for Role), on a dialed one the listener's. An
+	// unverified certificate is never reported here.
+	Certificates []*x509.Certificate
+	// ReadOnly: the remote end's credential (a verified certificate) marks
+	// it read-only (how is the transport's configuration); a server must
+	// refuse its writes. Only ever set on accepted RoleClient connections.
+	ReadOnly bool
+}
+
+// Name is the verified leaf certificate's subject common name, or "" if
+// there is none; for logs.
+func (id Identity) Name() string {
+	if len(id.Certificates) == 0 {
+		return ""
+	}
+	return id.Certificates[0].Subject.CommonName
+}
+
+// PeerAllowed reports whether the connection may carry cluster-peer (Raft)
+// traffic: it negotiated no role (nothing is authenticated, as on a
+// plaintext connection), or RolePeer, which a TLS listener grants only to a
+// dialer that passed its peer checks. A server must refuse peer traffic on
+// connections for which it is false: a client could otherwise pose as a
+// member.
+func (id Identity) PeerAllowed() bool { return id.Role == RoleNone || id.Role == RolePeer }
+
+// ClientAllowed reports whether the connection may carry client requests:
+// it negotiated no role, or RoleClient. (A peer-role connection is refused
+// client requests so that it cannot bypass client-certificate checks when
+// peer certificates are not required.)
+func (id Identity) ClientAllowed() bool { return id.Role == RoleNone || id.Role == RoleClient }
+
+// Identified is implemented by connections that know their remote end's
+// Identity (transport/tcp's). Use IdentityOf rather than asserting it.
+type Identified interface {
+	Identity() Identity
+}
+
+// IdentityOf returns c's Identity, or the zero Identity if c's transport
+// establishes none.
+func IdentityOf(c Conn) Identity {
+	if i, ok := c.(Identified); ok {
+		return i.Identity()
+	}
+	return Identity{}
 }

@@ -40,6 +40,7 @@ type runOptions struct {
 	baseline      bool
 	baselineIters int
 	rdma          rdmaOptions
+	tls           cli.ClientTLSFlags
 	// Output.
 	write, out, jsonOut, plots string
 	quiet                      bool
@@ -78,6 +79,7 @@ func runFlags(o *runOptions) *flag.FlagSet {
 	fs.BoolVar(&o.baseline, "baseline", true, "measure the TCP ping-pong baseline at the value sizes too (labelled with --series)")
 	fs.IntVar(&o.baselineIters, "baseline-iters", 20000, "round trips per baseline size and shape")
 	o.rdma.flags(fs)
+	o.tls.Register(fs)
 
 	fs.StringVar(&o.write, "w", "table", "stdout: table, json, marked (JSON between markers) or none")
 	fs.StringVar(&o.out, "out", "", "also write results.{json,md,csv}, baselines.csv and plots into this directory")
@@ -262,6 +264,12 @@ type runEnv struct {
 func connect(ctx context.Context, o *runOptions) (*runEnv, error) {
 	env := &runEnv{}
 	eps := splitList(o.endpoints)
+	if o.tls.Files.Enabled() && o.startCluster > 0 {
+		return nil, usageError{"--cacert, --cert and --key are for --endpoints: --start-cluster runs a plaintext cluster"}
+	}
+	if err := o.tls.Files.Check(); err != nil {
+		return nil, usageError{err.Error()}
+	}
 	switch {
 	case o.startCluster > 0:
 		fmt.Fprintf(os.Stderr, "kvbench: starting a %d-node %s cluster from %s\n", o.startCluster, o.transport, o.bin)
@@ -290,7 +298,12 @@ func connect(ctx context.Context, o *runOptions) (*runEnv, error) {
 }
 
 func (env *runEnv) dial(o *runOptions, eps []string) error {
-	tr, err := cli.Transport(o.transport, "")
+	tf := cli.TransportFlags{Name: o.transport}
+	var err error
+	if tf.TLS, err = o.tls.TLS(); err != nil {
+		return err
+	}
+	tr, err := tf.Transport("")
 	if err != nil {
 		return usageError{fmt.Sprintf("--transport: %v", err)}
 	}

@@ -52,6 +52,7 @@ func main() {
 type options struct {
 	endpoints   string
 	transport   cli.TransportFlags
+	tls         cli.ClientTLSFlags
 	consistency string
 	write       string
 	timeout     time.Duration
@@ -65,6 +66,7 @@ func parse(args []string, stderr io.Writer) (*options, []string, error) {
 	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
 	fs.StringVar(&o.endpoints, "endpoints", "127.0.0.1:7301", "comma-separated kvd addresses")
 	o.transport.Register(fs)
+	o.tls.Register(fs)
 	fs.StringVar(&o.consistency, "consistency", "linearizable", "get consistency: linearizable, serializable or readindex")
 	fs.StringVar(&o.write, "w", "simple", "output format: simple, json or table")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "give up on a command after this long")
@@ -84,6 +86,9 @@ func parse(args []string, stderr io.Writer) (*options, []string, error) {
 		pos, args = append(pos, rest[0]), rest[1:]
 	}
 	if err := cli.ApplyEnv(fs, "KVCTL_"); err != nil {
+		return nil, nil, usageError{err.Error()}
+	}
+	if err := o.tls.Files.Check(); err != nil {
 		return nil, nil, usageError{err.Error()}
 	}
 	switch o.write {
@@ -115,6 +120,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return usageError{fmt.Sprintf("unknown command %q", pos[0])}
 	}
 	if err := cmd.check(pos[1:]); err != nil {
+		return err
+	}
+	if o.transport.TLS, err = o.tls.TLS(); err != nil {
 		return err
 	}
 	tr, err := o.transport.Transport("")

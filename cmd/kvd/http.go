@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	httppprof "net/http/pprof"
 	"strings"
 	"time"
 
@@ -20,28 +21,58 @@ import (
 
 // serveMetrics serves /metrics and /healthz (also as /health). /healthz answers 200 while the
 // node knows a leader (it can serve writes through it) and 503 otherwise,
-// with the node's status as JSON either way.
-func serveMetrics(addr string, reg *prometheus.Registry, srv *server.Server, log *slog.Logger, faults http.Handler) (*http.Server, error) {
-	ln, err := net.Listen("tcp", addr)
+// or after a storage failure, with the node's status as JSON either way and,
+// when unhealthy, the reason ("storage: <cause>" or "no leader known").
+//
+// With pprof, net/http/pprof's handlers are served under /debug/pprof/, as
+// etcd's --enable-pprof does. The listener has the limits of httplimit.go.
+func serveMetrics(addr string, reg *prometheus.Registry, srv *server.Server, log *slog.Logger, faults http.Handler, pprof bool) (*http.Server, error) {
+	raw, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--metrics-listen: %w", err)
 	}
+	ln := newLimitListener(raw, maxHTTPConns, reg, log)
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	health := func(w http.ResponseWriter, r *http.Request) {
 		st := srv.Status()
+		body := map[string]any{"healthy": true, "status": st}
+		switch {
+		case st.StorageError != "":
+			body["healthy"], body["reason"] = false, "storage: "+st.StorageError
+		case st.LeaderID == 0:
+			body["healthy"], body["reason"] = false, "no leader known"
+		}
 		w.Header().Set("Content-Type", "application/json")
-		if st.LeaderID == 0 {
+		if body["healthy"] == false {
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}
-		json.NewEncoder(w).Encode(map[string]any{"healthy": st.LeaderID != 0, "status": st})
+		json.NewEncoder(w).Encode(body)
 	}
 	mux.HandleFunc("/healthz", health)
 	mux.HandleFunc("/health", health) // etcd's name for it
 	if faults != nil {
 		mux.Handle("/debug/faults", faults)
 	}
-	hs := &http.Server{Handler: mux}
+	if pprof {
+		mux.HandleFunc("/debug/pprof/", httppprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", httppprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", httppprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", httppprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", httppprof.Trace)
+	}
+	hs := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: httpReadHeaderTimeout,
+		ReadTimeout:       httpReadTimeout,
+		WriteTimeout:      httpWriteTimeout,
+		IdleTimeout:       httpIdleTimeout,
+		MaxHeaderBytes:    httpMaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
+	if pprof {
+		hs.WriteTimeout = 0 // a CPU profile streams for as long as asked (?seconds=)
+	}
 	go func() {
 		if err := hs.Serve(ln); err != nil && err != http.ErrServerClosed {
 			log.Error("metrics server stopped", "err", err)

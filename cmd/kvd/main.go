@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/kvd-project/kvd/internal/cli"
+	"github.com/kvd-project/kvd/internal/tlsutil"
 	"github.com/kvd-project/kvd/raft"
 	"github.com/kvd-project/kvd/server"
 )
@@ -33,12 +34,14 @@ func main() {
 type options struct {
 	cfg           server.Config
 	transport     cli.TransportFlags
+	tls           cli.ServerTLSFlags
 	tableMem      cli.Size
 	cluster       string
 	metricsListen string
 	logLevel      string
 	logFormat     string
 	faults        bool
+	pprof         bool
 }
 
 func parseFlags(args []string) (*options, error) {
@@ -48,6 +51,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.cfg.Listen, "listen", "127.0.0.1:7301", "address for clients and peers (host:port)")
 	fs.StringVar(&o.cfg.DataDir, "data-dir", "", "directory for the node's durable state (required)")
 	o.transport.Register(fs)
+	o.tls.Register(fs)
 	fs.Var(&o.tableMem, "table-mem", "size of the registered table region (e.g. 64MiB, 1GiB)")
 	fs.DurationVar(&o.cfg.ReuseGrace, "reuse-grace", server.DefaultReuseGrace, "how long superseded records stay untouched before their memory is reused")
 	fs.StringVar(&o.cluster, "initial-cluster", "", "every member as ID=HOST:PORT,... (empty: a single-node cluster)")
@@ -60,6 +64,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.metricsListen, "metrics-listen", "", "address for HTTP /metrics and /healthz (empty: off)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
+	fs.BoolVar(&o.pprof, "enable-pprof", false, "serve net/http/pprof under /debug/pprof/ on --metrics-listen (CPU and heap profiles)")
 	fs.BoolVar(&o.faults, "enable-fault-injection", false, "serve POST /debug/faults on --metrics-listen (tests only): ?drop=ADDR,... cuts this node off from those peers (tcp transport), ?freeze=10s freezes it for that long as SIGSTOP would while its region still answers one-sided READs")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -112,6 +117,11 @@ func run(args []string) error {
 	if err := os.MkdirAll(o.cfg.DataDir, 0o755); err != nil {
 		return err
 	}
+	stopTLS, err := setupTLS(o, log)
+	if err != nil {
+		return err
+	}
+	defer stopTLS()
 	tr, err := o.transport.Transport(o.cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("--transport: %w", err)
@@ -127,19 +137,26 @@ func run(args []string) error {
 		return err
 	}
 	var httpSrv *http.Server
+	if o.pprof && o.metricsListen == "" {
+		return errors.New("--enable-pprof needs --metrics-listen")
+	}
 	if o.faults && o.metricsListen == "" {
 		srv.Close()
 		return errors.New("--enable-fault-injection needs --metrics-listen")
 	}
 	if o.metricsListen != "" {
-		if httpSrv, err = serveMetrics(o.metricsListen, reg, srv, log, faultHandler(o.faults, tr, srv)); err != nil {
+		if httpSrv, err = serveMetrics(o.metricsListen, reg, srv, log, faultHandler(o.faults, tr, srv), o.pprof); err != nil {
 			srv.Close()
 			return err
 		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	<-ctx.Done()
+	select {
+	case <-ctx.Done():
+	case <-srv.Failed():
+		return storageExit(srv, httpSrv, log)
+	}
 	log.Info("shutting down")
 	if httpSrv != nil {
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -147,4 +164,77 @@ func run(args []string) error {
 		cancel()
 	}
 	return srv.Close()
+}
+
+// setupTLS loads the TLS material the flags name, if any, into the
+// transport's settings, and from then on reloads it on SIGHUP and when the
+// files change, until stop is called. Material that does not load is an
+// error: kvd does not start.
+func setupTLS(o *options, log *slog.Logger) (stop func(), err error) {
+	files := o.tls.ServerFiles()
+	if !files.Enabled() {
+		return func() {}, files.Check()
+	}
+	// The rdma transport refuses TLS (cli.TransportFlags.Transport).
+	certs, err := tlsutil.NewServer(files, log)
+	if err != nil {
+		return nil, fmt.Errorf("TLS: %w", err)
+	}
+	o.transport.TLS = certs.TCP()
+	log.Info("TLS on for clients and peers", "client_cert_auth", files.ClientCertAuth,
+		"peer_client_cert_auth", files.PeerClientCertAuth)
+	ctx, cancel := context.WithCancel(context.Background())
+	if o.tls.ReloadInterval > 0 {
+		go certs.Watch(ctx, o.tls.ReloadInterval)
+	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				log.Info("SIGHUP: reloading the TLS material")
+				certs.Reload() // logs a failure, and keeps the material in use
+			}
+		}
+	}()
+	return func() { signal.Stop(hup); cancel() }, nil
+}
+
+// After a storage failure kvd lingers for storageExitLinger, answering
+// every request with the failure ("kvd: storage: <cause>", /healthz 503)
+// so that requests in flight get that answer rather than a closed
+// connection, then shuts down, waiting at most storageExitTimeout (the
+// process exits then even if something is stuck on the failed disk).
+const (
+	storageExitLinger  = time.Second
+	storageExitTimeout = 5 * time.Second
+)
+
+// storageExit stops a node whose storage failed (a full or read-only disk,
+// a failed fsync) and returns the failure, so that kvd exits non-zero
+// naming the cause. The node has already stopped acknowledging anything;
+// restarting kvd once the disk is fixed recovers every acknowledged write.
+func storageExit(srv *server.Server, httpSrv *http.Server, log *slog.Logger) error {
+	err := srv.Failure()
+	log.Error("storage failure: exiting; restart kvd once the disk is fixed", "err", err, "exit_in", storageExitLinger)
+	time.Sleep(storageExitLinger)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if httpSrv != nil {
+			sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			httpSrv.Shutdown(sctx)
+			cancel()
+		}
+		srv.Close() // its error repeats the failure
+	}()
+	select {
+	case <-done:
+	case <-time.After(storageExitTimeout):
+		log.Error("shutdown after the storage failure did not finish; exiting anyway", "timeout", storageExitTimeout)
+	}
+	return err
 }

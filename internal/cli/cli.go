@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kvd-project/kvd/internal/tlsutil"
 	"github.com/kvd-project/kvd/transport"
 	"github.com/kvd-project/kvd/transport/rdma"
 	"github.com/kvd-project/kvd/transport/tcp"
@@ -120,6 +122,9 @@ type TransportFlags struct {
 	RDMADevice string // e.g. rxe0, mlx5_0; empty: the first device
 	RDMAPoll   string // events or busy
 	RDMASpin   time.Duration
+	// TLS, if set (not a flag: see ServerTLSFlags and ClientTLSFlags), runs
+	// the tcp transport over TLS; the rdma transport refuses it.
+	TLS *tcp.TLS
 }
 
 // Register adds --transport, --rdma-device and --rdma-poll to fs.
@@ -135,12 +140,15 @@ func (f *TransportFlags) Register(fs *flag.FlagSet) {
 func (f *TransportFlags) Transport(node string) (transport.Transport, error) {
 	switch f.Name {
 	case "tcp":
-		t, err := tcp.New(tcp.Config{Node: node})
+		t, err := tcp.New(tcp.Config{Node: node, TLS: f.TLS})
 		if err != nil {
 			return nil, err
 		}
 		return t, nil
 	case "rdma":
+		if f.TLS != nil {
+			return nil, errors.New("TLS needs --transport tcp: the rdma transport has no TLS")
+		}
 		cfg := rdma.Config{Device: f.RDMADevice, SpinPoll: f.RDMASpin}
 		switch f.RDMAPoll {
 		case "events", "":
@@ -163,4 +171,64 @@ func (f *TransportFlags) Transport(node string) (transport.Transport, error) {
 func Transport(name, node string) (transport.Transport, error) {
 	f := TransportFlags{Name: name}
 	return f.Transport(node)
+}
+
+// ServerTLSFlags are kvd's TLS flags: etcd's names, plus
+// --read-only-client-cn and --tls-reload-interval.
+type ServerTLSFlags struct {
+	Files          tlsutil.ServerFiles
+	ReadOnlyCN     string        // comma-separated; see Files.ReadOnlyCNs
+	ReloadInterval time.Duration // how often the files are checked for changes
+}
+
+// Register adds the flags to fs.
+func (f *ServerTLSFlags) Register(fs *flag.FlagSet) {
+	fs.StringVar(&f.Files.CertFile, "cert-file", "", "TLS: certificate (PEM) shown to clients; with --peer-cert-file, turns TLS on for clients and peers")
+	fs.StringVar(&f.Files.KeyFile, "key-file", "", "TLS: key (PEM) of --cert-file")
+	fs.StringVar(&f.Files.TrustedCAFile, "trusted-ca-file", "", "TLS: CA bundle (PEM) that issues client certificates (with --client-cert-auth)")
+	fs.BoolVar(&f.Files.ClientCertAuth, "client-cert-auth", false, "TLS: clients must show a certificate issued by --trusted-ca-file")
+	fs.StringVar(&f.Files.PeerCertFile, "peer-cert-file", "", "TLS: certificate (PEM) shown to peers, when they dial this node and when it dials them")
+	fs.StringVar(&f.Files.PeerKeyFile, "peer-key-file", "", "TLS: key (PEM) of --peer-cert-file")
+	fs.StringVar(&f.Files.PeerTrustedCAFile, "peer-trusted-ca-file", "", "TLS: CA bundle (PEM) that issues the members' peer certificates")
+	fs.BoolVar(&f.Files.PeerClientCertAuth, "peer-client-cert-auth", false, "TLS: peers must show a certificate issued by --peer-trusted-ca-file")
+	fs.StringVar(&f.ReadOnlyCN, "read-only-client-cn", "", "TLS: comma-separated client certificate common names that may only read (as may certificates with OU="+tlsutil.ReadOnlyOU+"); needs --client-cert-auth")
+	fs.DurationVar(&f.ReloadInterval, "tls-reload-interval", tlsutil.DefaultPoll, "TLS: how often to check the files for changes and reload them (0: only on SIGHUP, which always reloads at once)")
+}
+
+// ServerFiles returns the files and settings the flags name.
+func (f *ServerTLSFlags) ServerFiles() tlsutil.ServerFiles {
+	files := f.Files
+	files.ReadOnlyCNs = nil
+	for _, cn := range strings.Split(f.ReadOnlyCN, ",") {
+		if cn = strings.TrimSpace(cn); cn != "" {
+			files.ReadOnlyCNs = append(files.ReadOnlyCNs, cn)
+		}
+	}
+	return files
+}
+
+// ClientTLSFlags are a client's TLS flags: etcdctl's --cacert, --cert and
+// --key.
+type ClientTLSFlags struct {
+	Files tlsutil.ClientFiles
+}
+
+// Register adds the flags to fs.
+func (f *ClientTLSFlags) Register(fs *flag.FlagSet) {
+	fs.StringVar(&f.Files.CACert, "cacert", "", "TLS: CA bundle (PEM) that verifies the servers; any TLS flag turns TLS on")
+	fs.StringVar(&f.Files.Cert, "cert", "", "TLS: client certificate (PEM), for servers with --client-cert-auth")
+	fs.StringVar(&f.Files.Key, "key", "", "TLS: key (PEM) of --cert")
+}
+
+// TLS loads the files the flags name: nil if none is named. Errors name
+// the flag.
+func (f *ClientTLSFlags) TLS() (*tcp.TLS, error) {
+	if !f.Files.Enabled() {
+		return nil, nil
+	}
+	st, err := tlsutil.NewClient(f.Files)
+	if err != nil {
+		return nil, fmt.Errorf("TLS: %w", err)
+	}
+	return st.TCP(), nil
 }

@@ -77,6 +77,15 @@ const (
 	StatusInternal      Status = 8 // Value: message
 	StatusEmptyKey      Status = 9
 	StatusRetry         Status = 10 // Value: message; the request was not applied and may be retried
+	// StatusPermissionDenied: the connection's credential may not make this
+	// request (a read-only client certificate asking for a write); nothing
+	// was applied. Value: message.
+	StatusPermissionDenied Status = 11
+	// StatusStorage: the node stopped on a storage failure (a full or
+	// read-only disk, a failed fsync) and serves nothing more until it is
+	// restarted; a write may or may not have been applied (its entry may
+	// have reached other nodes). Value: the cause.
+	StatusStorage Status = 12
 )
 
 // Errors returned by the decoders.

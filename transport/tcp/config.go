@@ -77,6 +77,11 @@ type Config struct {
 
 	// Filter, if set, cuts chosen peers off: see Filter and SetFilter.
 	Filter Filter
+
+	// TLS, if set, runs every connection over TLS 1.3 (see TLS): this
+	// transport's listeners accept only TLS, and its dials speak only TLS.
+	// Nil: plaintext.
+	TLS *TLS
 }
 
 func (c Config) withDefaults() Config {
@@ -110,5 +115,5 @@ func (c Config) Validate() error {
 	case len(c.Node) > maxNodeName:
 		return fmt.Errorf("%w: Node is %d bytes, max %d", ErrConfig, len(c.Node), maxNodeName)
 	}
-	return nil
+	return c.TLS.validate()
 }

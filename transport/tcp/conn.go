@@ -23,9 +23,11 @@ const bufSize = 64 << 10
 // bw under wmu.
 type conn struct {
 	t          *Transport
-	nc         net.Conn
-	remote     string // RemoteAddr
-	local      string // Node names, for the Filter
+	nc         net.Conn            // the byte stream: the socket, or TLS over it
+	sock       net.Conn            // if TLS, the socket under nc; closing it ends the conn
+	id         *transport.Identity // if TLS, the remote end's
+	remote     string              // RemoteAddr
+	local      string              // Node names, for the Filter
 	peer       string
 	maxMessage int
 
@@ -49,7 +51,10 @@ type conn struct {
 	loops      sync.WaitGroup
 }
 
-var _ transport.Conn = (*conn)(nil)
+var (
+	_ transport.Conn       = (*conn)(nil)
+	_ transport.Identified = (*conn)(nil)
+)
 
 func newConn(t *Transport, nc net.Conn, remote string, local, peer hello) *conn {
 	c := &conn{
@@ -78,6 +83,15 @@ func (c *conn) start() {
 func (c *conn) MaxMessage() int    { return c.maxMessage }
 func (c *conn) RemoteAddr() string { return c.remote }
 
+// Identity reports what TLS established about the remote end; the zero
+// Identity for a plaintext connection.
+func (c *conn) Identity() transport.Identity {
+	if c.id == nil {
+		return transport.Identity{}
+	}
+	return *c.id
+}
+
 // Close closes the socket, fails pending operations on this end with
 // ErrClosed (the peer's fail when it sees the socket close), and waits for
 // the connection's goroutines.
@@ -91,8 +105,15 @@ func (c *conn) Close() error {
 func (c *conn) fail(err error, local bool) {
 	c.closeOnce.Do(func() {
 		c.err, c.closedHere = err, local
-		// Socket first: whoever sees closed must find writes failing.
-		c.nc.Close()
+		// Socket first: whoever sees closed must find writes failing. Under
+		// TLS the socket itself is closed, with no close_notify alert,
+		// which could block on a peer that reads nothing (the peer sees
+		// EOF, as without TLS).
+		if c.sock != nil {
+			c.sock.Close()
+		} else {
+			c.nc.Close()
+		}
 		close(c.closed)
 		c.t.forget(c)
 	})

@@ -55,10 +55,39 @@
 //	cut.Store("a|b", true) // partition a from b
 //	cut.Delete("a|b")      // heal
 //
+// # TLS
+//
+// With Config.TLS every connection runs over TLS 1.3 (crypto/tls): the TLS
+// handshake comes first, then everything below travels inside TLS, READ
+// requests and responses included, so one-sided READs ride the same
+// encrypted connection as messages. A transport with TLS speaks nothing
+// else: a plaintext peer fails the handshake on either side, with an error
+// that says so (wrapping ErrTLS).
+//
+// The dialer names its role in the handshake through ALPN: "kvd" for a
+// client, "kvd-peer" for a cluster member (TLS.Role). One listener serves
+// both: TLS.Server picks, per role, the certificate it shows and whether
+// and against which CAs the dialer's certificate is verified, and it is
+// asked at every handshake, so reloaded material applies to new connections.
+// A dialer that names neither role, or both, is refused. The accepted
+// connection reports the negotiated role, the verified chain and whether
+// TLS.ReadOnly marks it read-only through transport.Identity
+// (transport.IdentityOf); a read-only certificate is refused the peer role.
+// Servers authorise with it: peer traffic only on RolePeer connections,
+// client requests only on RoleClient ones, no writes from read-only ones.
+//
+// In TLS 1.3 the dialer's handshake completes before the listener has
+// checked its certificate, so a refused dialer learns it from the alert that
+// arrives where the listener's hello should: Dial fails then, wrapping
+// ErrTLS. Closing a connection closes its socket without a close_notify
+// alert, which could block on a peer that reads nothing; the peer sees EOF,
+// as without TLS. Without Config.TLS nothing here changes: the plaintext
+// path is the same code with the same allocations.
+//
 // # Wire format
 //
-// All integers are little-endian. A connection opens with each end sending
-// a hello, then reading the peer's:
+// All integers are little-endian. A connection opens (after the TLS
+// handshake, if any) with each end sending a hello, then reading the peer's:
 //
 //	off size field
 //	0   4    magic "KVDT"

@@ -2,6 +2,7 @@ package tcp
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -43,8 +44,15 @@ func (h hello) marshal() []byte {
 // wrap transport.ErrProtocol.
 func readHello(r io.Reader) (hello, error) {
 	var b [helloSize]byte
-	if _, err := io.ReadFull(r, b[:]); err != nil {
+	if n, err := io.ReadFull(r, b[:]); err != nil {
+		if n >= 3 && isTLSRecord(b[:n]) {
+			return hello{}, fmt.Errorf("%w: the peer speaks TLS and this end does not (configure TLS here)", ErrTLS)
+		}
 		return hello{}, err
+	}
+	if isTLSRecord(b[:]) {
+		return hello{}, fmt.Errorf("%w: the peer speaks TLS and this end does not (configure TLS here): %w",
+			ErrTLS, transport.ErrProtocol)
 	}
 	if string(b[:4]) != helloMagic {
 		return hello{}, protoErr("peer is not a kvd tcp transport (magic %q, want %q)", b[:4], helloMagic)
@@ -78,10 +86,11 @@ func readHello(r io.Reader) (hello, error) {
 	return h, nil
 }
 
-// handshake exchanges hellos on a fresh socket and, if they agree, returns
-// the running connection. remote is what RemoteAddr will report. On error
-// the socket is closed.
-func (t *Transport) handshake(ctx context.Context, nc net.Conn, remote string) (*conn, error) {
+// handshake exchanges hellos on a fresh socket (after a TLS handshake, if
+// the transport has TLS) and, if they agree, returns the running
+// connection. remote is what RemoteAddr will report; dialed is whether this
+// end dialed. On error the socket is closed.
+func (t *Transport) handshake(ctx context.Context, nc net.Conn, remote string, dialed bool) (*conn, error) {
 	if tc, ok := nc.(*net.TCPConn); ok {
 		// Frames are flushed whole; Nagle would only add latency to them.
 		_ = tc.SetNoDelay(true)
@@ -89,27 +98,61 @@ func (t *Transport) handshake(ctx context.Context, nc net.Conn, remote string) (
 	// A past deadline wakes the blocked socket calls when ctx ends (so that
 	// the error reported is ctx's, not a socket timeout).
 	stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Unix(1, 0)) })
+	sock := nc // closed to end the connection, TLS or not
+	var id *transport.Identity
+	var err error
+	if t.cfg.TLS != nil {
+		var tc *tls.Conn
+		if tc, id, err = t.secure(ctx, sock, remote, dialed); err == nil {
+			nc = tc
+		}
+	}
 	local := t.hello()
-	_, err := nc.Write(local.marshal())
+	if err == nil {
+		_, err = nc.Write(local.marshal())
+	}
 	var peer hello
 	if err == nil {
 		peer, err = readHello(nc)
+		if err != nil && id != nil {
+			err = remoteTLSErr(err)
+		}
 	}
 	if !stop() || err != nil {
-		nc.Close()
+		sock.Close()
 		return nil, handshakeErr(ctx, remote, err)
 	}
-	if err := nc.SetDeadline(time.Time{}); err != nil {
-		nc.Close()
+	if err := sock.SetDeadline(time.Time{}); err != nil {
+		sock.Close()
 		return nil, handshakeErr(ctx, remote, err)
 	}
 	c := newConn(t, nc, remote, local, peer)
+	if id != nil {
+		c.sock, c.id = sock, id
+	}
 	if err := t.adopt(c); err != nil {
-		nc.Close()
+		sock.Close()
 		return nil, err
 	}
 	c.start()
 	return c, nil
+}
+
+// remoteTLSErr marks a TLS alert from the peer: in TLS 1.3 a dialer's
+// handshake is done before the listener has checked its certificate, so a
+// refusal arrives as the first read after it.
+func remoteTLSErr(err error) error {
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Op == "remote error" {
+		return fmt.Errorf("%w: the peer refused this end: %w", ErrTLS, err)
+	}
+	return err
+}
+
+// isTLSRecord reports whether b starts like a TLS record (a handshake or an
+// alert, version 3.x): what a TLS peer sends where a hello belongs.
+func isTLSRecord(b []byte) bool {
+	return (b[0] == 0x15 || b[0] == 0x16) && b[1] == 3 && b[2] <= 4
 }
 
 func handshakeErr(ctx context.Context, remote string, err error) error {
@@ -117,7 +160,7 @@ func handshakeErr(ctx context.Context, remote string, err error) error {
 	case ctx.Err() != nil:
 		return fmt.Errorf("tcp: handshake with %s: %w", remote, ctx.Err())
 	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
-		return fmt.Errorf("tcp: handshake with %s: peer hung up (it may have rejected this end's hello): %w",
+		return fmt.Errorf("tcp: handshake with %s: peer hung up (it may have rejected this end's hello, or expect TLS): %w",
 			remote, transport.ErrClosed)
 	}
 	return fmt.Errorf("tcp: handshake with %s: %w", remote, err)

@@ -108,7 +108,7 @@ func (l *listener) admit(nc net.Conn) {
 	defer l.handlers.Done()
 	ctx, cancel := context.WithTimeout(l.ctx, l.t.cfg.DialTimeout)
 	defer cancel()
-	c, err := l.t.handshake(ctx, nc, nc.RemoteAddr().String())
+	c, err := l.t.handshake(ctx, nc, nc.RemoteAddr().String(), false)
 	if err != nil {
 		return
 	}

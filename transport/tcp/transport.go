@@ -2,6 +2,7 @@ package tcp
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"sync"
@@ -14,8 +15,9 @@ import (
 // connections. Every connection, dialed or accepted, serves remote READs of
 // every region registered here.
 type Transport struct {
-	cfg    Config
-	filter atomic.Pointer[Filter]
+	cfg       Config
+	filter    atomic.Pointer[Filter]
+	tlsServer *tls.Config // listeners' TLS configuration, if cfg.TLS
 
 	mu        sync.Mutex // guards the fields below
 	closed    bool
@@ -33,6 +35,9 @@ func New(cfg Config) (*Transport, error) {
 		return nil, err
 	}
 	t := &Transport{cfg: cfg.withDefaults(), conns: map[*conn]struct{}{}}
+	if cfg.TLS != nil && cfg.TLS.Server != nil {
+		t.tlsServer = t.serverConfig()
+	}
 	t.regions.init()
 	t.SetFilter(cfg.Filter)
 	return t, nil
@@ -58,6 +63,9 @@ func (t *Transport) Register(size int) (transport.Region, error) {
 
 // Listen accepts connections at addr ("host:port"; port 0 picks one).
 func (t *Transport) Listen(addr string) (transport.Listener, error) {
+	if t.cfg.TLS != nil && t.tlsServer == nil {
+		return nil, fmt.Errorf("tcp: listen %s: %w: TLS without a Server configuration", addr, ErrConfig)
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("tcp: listen %s: %w", addr, err)
@@ -87,7 +95,7 @@ func (t *Transport) Dial(ctx context.Context, addr string) (transport.Conn, erro
 	if err != nil {
 		return nil, fmt.Errorf("tcp: dial %s: %w", addr, err)
 	}
-	return t.handshake(ctx, nc, addr)
+	return t.handshake(ctx, nc, addr, true)
 }
 
 // Close closes every listener, connection and region of the transport, and
