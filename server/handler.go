@@ -321,7 +321,7 @@ func permission(conn transport.Conn, op wire.Op) (wire.Response, bool) {
 			Value: []byte("connection opened as a cluster peer, not a client")}, true
 	case id.ReadOnly && !readOnlyOp(op):
 		return wire.Response{Status: wire.StatusPermissionDenied,
-			Value: []byte("certificate " + strconv.Quote(id.Name()) + " is read-only: " + op.String() + " refused")}, true
+			Value: []byte("credential " + strconv.Quote(id.Name()) + " is read-only: " + op.String() + " refused")}, true
 	}
 	return wire.Response{}, false
 }

@@ -21,6 +21,15 @@ const (
 
 	// MaxBatch is the most READs one Read call may post.
 	MaxBatch = 16
+
+	// MaxReadBatchBytes is the most bytes one Read call may read, all its
+	// ops together: a Read over it fails with ErrBatchTooLarge without
+	// posting anything, and a peer that posts one anyway breaks the
+	// protocol (its connection is closed). It bounds what one small
+	// request can make a server send. A kvd GET needs at most the header,
+	// two buckets and 13 candidate records of up to 1 MiB and 1 KiB each:
+	// about 13 MiB.
+	MaxReadBatchBytes = 16 << 20
 )
 
 // Descriptor names a registered region to a remote reader: what RDMA calls
@@ -85,7 +94,8 @@ type Conn interface {
 	Recv(ctx context.Context, buf []byte) ([]byte, error)
 
 	// Read posts a batch of up to MaxBatch one-sided READs of the peer's
-	// regions and waits for all of them. It returns nil only if every op
+	// regions, of at most MaxReadBatchBytes in all, and waits for all of
+	// them. It returns nil only if every op
 	// filled its Dst. The remote application is not involved. On error the
 	// contents of every Dst are undefined. If ctx ends first, Read returns
 	// ctx's error and guarantees no op will write to any Dst afterwards.
@@ -180,13 +190,17 @@ type Identity struct {
 	// it read-only (how is the transport's configuration); a server must
 	// refuse its writes. Only ever set on accepted RoleClient connections.
 	ReadOnly bool
+	// KeyName names the shared key the remote end proved, for transports
+	// that authenticate with keys rather than certificates (RDMA's
+	// --rdma-auth-file); "" otherwise.
+	KeyName string
 }
 
-// Name is the verified leaf certificate's subject common name, or "" if
-// there is none; for logs.
+// Name is the verified leaf certificate's subject common name, or the key
+// name, or "" if there is neither; for logs and refusals.
 func (id Identity) Name() string {
 	if len(id.Certificates) == 0 {
-		return ""
+		return id.KeyName
 	}
 	return id.Certificates[0].Subject.CommonName
 }

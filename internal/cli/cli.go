@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"sort"
 	"strconv"
@@ -122,6 +123,15 @@ type TransportFlags struct {
 	RDMADevice string // e.g. rxe0, mlx5_0; empty: the first device
 	RDMAPoll   string // events or busy
 	RDMASpin   time.Duration
+	// RDMAAuthFile and RDMAAuthName are --rdma-auth-file and
+	// --rdma-auth-name: the rdma transport's key file (rdma.Auth.File) and
+	// this end's key in it (rdma.Auth.Name).
+	RDMAAuthFile string
+	RDMAAuthName string
+	// RDMAAuthRefused, if set (not a flag), hears of every connection the
+	// rdma transport refused before it authenticated; default: a warning
+	// through slog.Default.
+	RDMAAuthRefused func(remote string, err error)
 	// TLS, if set (not a flag: see ServerTLSFlags and ClientTLSFlags), runs
 	// the tcp transport over TLS; the rdma transport refuses it.
 	TLS *tcp.TLS
@@ -133,6 +143,8 @@ func (f *TransportFlags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&f.RDMADevice, "rdma-device", "", "RDMA device to use, e.g. mlx5_0 or rxe0 (default: the first one); addresses must be on it")
 	fs.StringVar(&f.RDMAPoll, "rdma-poll", "events", "RDMA completion polling: events (completion channel, no idle CPU) or busy (lowest latency, one core spins)")
 	fs.DurationVar(&f.RDMASpin, "rdma-spin", 0, "with --rdma-poll events: poll this long for a completion before sleeping (0: the default, 50µs; negative: never)")
+	fs.StringVar(&f.RDMAAuthFile, "rdma-auth-file", "", "RDMA: key file, lines NAME:ROLE:HEXKEY with ROLE rw, ro or peer (mode 600); every connection must prove a key in it before it is served or may READ anything (default: no authentication)")
+	fs.StringVar(&f.RDMAAuthName, "rdma-auth-name", "", "RDMA: the key in --rdma-auth-file this end proves when it dials; a server's must be a peer key (default: the file's only key)")
 }
 
 // Transport makes the transport the flags name. node names this endpoint to
@@ -140,6 +152,9 @@ func (f *TransportFlags) Register(fs *flag.FlagSet) {
 func (f *TransportFlags) Transport(node string) (transport.Transport, error) {
 	switch f.Name {
 	case "tcp":
+		if f.RDMAAuthFile != "" || f.RDMAAuthName != "" {
+			return nil, errors.New("--rdma-auth-file and --rdma-auth-name need --transport rdma (over tcp, use TLS)")
+		}
 		t, err := tcp.New(tcp.Config{Node: node, TLS: f.TLS})
 		if err != nil {
 			return nil, err
@@ -158,6 +173,10 @@ func (f *TransportFlags) Transport(node string) (transport.Transport, error) {
 		default:
 			return nil, fmt.Errorf("--rdma-poll %q: want events or busy", f.RDMAPoll)
 		}
+		var err error
+		if cfg.Auth, err = f.rdmaAuth(node != ""); err != nil {
+			return nil, err
+		}
 		t, err := rdma.New(cfg)
 		if err != nil {
 			return nil, err
@@ -165,6 +184,36 @@ func (f *TransportFlags) Transport(node string) (transport.Transport, error) {
 		return t, nil
 	}
 	return nil, fmt.Errorf("unknown transport %q (want tcp or rdma)", f.Name)
+}
+
+// rdmaAuth is the rdma transport's Auth the flags name (nil: none). A
+// server dials its peers with its own key, which must be a peer key.
+func (f *TransportFlags) rdmaAuth(server bool) (*rdma.Auth, error) {
+	if f.RDMAAuthFile == "" {
+		if f.RDMAAuthName != "" {
+			return nil, errors.New("--rdma-auth-name needs --rdma-auth-file")
+		}
+		return nil, nil
+	}
+	refused := f.RDMAAuthRefused
+	if refused == nil {
+		refused = func(remote string, err error) {
+			slog.Warn("rdma: refused a connection that did not authenticate", "remote", remote, "err", err)
+		}
+	}
+	a := &rdma.Auth{File: f.RDMAAuthFile, Name: f.RDMAAuthName, Refused: refused}
+	self, ok, err := a.SelfKey()
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("--rdma-auth-file: %w", err)
+	case server && !ok:
+		return nil, errors.New("--rdma-auth-name: the file has several keys; name this server's peer key")
+	case server && self.Role != rdma.AuthPeer:
+		return nil, fmt.Errorf("--rdma-auth-name: key %q has role %v; a server dials its peers with it, so it must be a peer key", self.Name, self.Role)
+	case !server && !ok:
+		return nil, errors.New("--rdma-auth-name: the file has several keys; name the one to connect with")
+	}
+	return a, nil
 }
 
 // Transport makes the named transport with default settings.

@@ -85,7 +85,7 @@ func (c *conn) teardown() {
 	c.keepQueued()
 	c.freed = true
 	if c.qp.q != nil {
-		c.cm.destroyQP()
+		c.cm.destroyQP(c.qp)
 	}
 	c.memMu.Unlock()
 	if c.cq != nil {

@@ -31,6 +31,7 @@ const (
 	evRouteResolved  = C.RDMA_CM_EVENT_ROUTE_RESOLVED
 	evRouteError     = C.RDMA_CM_EVENT_ROUTE_ERROR
 	evConnectRequest = C.RDMA_CM_EVENT_CONNECT_REQUEST
+	evConnectResp    = C.RDMA_CM_EVENT_CONNECT_RESPONSE
 	evConnectError   = C.RDMA_CM_EVENT_CONNECT_ERROR
 	evUnreachable    = C.RDMA_CM_EVENT_UNREACHABLE
 	evRejected       = C.RDMA_CM_EVENT_REJECTED
@@ -265,7 +266,9 @@ func (c cmID) createQP(p pd, cq cqHandle, sendWR, recvWR int) (qpHandle, error) 
 	return qpHandle{q}, nil
 }
 
-func (c cmID) destroyQP() { C.rdma_destroy_qp(c.id) }
+// destroyQP destroys q, the id's queue pair (attached to it again first:
+// kvd_connect leaves it detached until establish).
+func (c cmID) destroyQP(q qpHandle) { C.kvd_destroy_qp(c.id, q.q) }
 
 func (c cmID) connect(pdata []byte, respRes, initDepth int) error {
 	if rc := C.kvd_connect(c.id, (*C.uint8_t)(unsafe.Pointer(&pdata[0])), C.int(len(pdata)),
@@ -275,12 +278,26 @@ func (c cmID) connect(pdata []byte, respRes, initDepth int) error {
 	return nil
 }
 
-func (c cmID) accept(pdata []byte, respRes, initDepth int) error {
-	if rc := C.kvd_accept(c.id, (*C.uint8_t)(unsafe.Pointer(&pdata[0])), C.int(len(pdata)),
-		C.int(respRes), C.int(initDepth)); rc != 0 {
-		return fmt.Errorf("rdma: rdma_accept: %w", syscall.Errno(-rc))
+// establish completes the active side after evConnectResp: q to RTS with
+// remote access rights access (no more), then the connection manager's RTU.
+// It returns the remote queue pair's number.
+func (c cmID) establish(q qpHandle, access int) (uint32, error) {
+	var dest C.uint32_t
+	if rc := C.kvd_establish(c.id, q.q, C.int(access), &dest); rc != 0 {
+		return 0, fmt.Errorf("rdma: rdma_establish: %w", syscall.Errno(-rc))
 	}
-	return nil
+	return uint32(dest), nil
+}
+
+// accept moves the id's queue pair to RTS with remote access rights access
+// (no more) and accepts. It returns the remote queue pair's number.
+func (c cmID) accept(pdata []byte, respRes, initDepth, access int) (uint32, error) {
+	var dest C.uint32_t
+	if rc := C.kvd_accept(c.id, (*C.uint8_t)(unsafe.Pointer(&pdata[0])), C.int(len(pdata)),
+		C.int(respRes), C.int(initDepth), C.int(access), &dest); rc != 0 {
+		return 0, fmt.Errorf("rdma: rdma_accept: %w", syscall.Errno(-rc))
+	}
+	return uint32(dest), nil
 }
 
 func (c cmID) reject() { C.rdma_reject(c.id, nil, 0) }

@@ -117,6 +117,13 @@ type Config struct {
 	// ResolveTimeout bounds address and route resolution when Dial's
 	// context has no earlier deadline. Default 5s.
 	ResolveTimeout time.Duration
+
+	// Auth, if set, authenticates every connection with shared keys before
+	// either end may read the other's regions, and before Accept returns it
+	// (see Auth). Both ends must have it: a dialer without it cannot
+	// connect to a listener with it, nor the reverse. Default: none (any
+	// peer that can reach the listener connects).
+	Auth *Auth
 }
 
 // Limits that follow from the wire format and work-request ids.
@@ -207,6 +214,11 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: negative ResolveTimeout", ErrConfig)
 	case c.SpinPoll > maxSpinPoll:
 		return fmt.Errorf("%w: SpinPoll %v above %v (use PollBusy)", ErrConfig, c.SpinPoll, maxSpinPoll)
+	}
+	if c.Auth != nil {
+		if _, err := c.Auth.load(); err != nil {
+			return err
+		}
 	}
 	return nil
 }

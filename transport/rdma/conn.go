@@ -92,6 +92,8 @@ type conn struct {
 	asm       []byte
 	asmTotal  int
 	broken    bool // the peer broke the protocol: ignore what follows
+
+	auth connAuth // authentication state (auth_conn.go)
 }
 
 // delivery is a received message waiting for Recv: either still in receive

@@ -8,6 +8,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kvd-project/kvd/transport"
@@ -35,6 +36,7 @@ func (t *Transport) dial(ctx context.Context, addr string) (*conn, error) {
 		return nil, err
 	}
 	c := newConn(t, id, ch)
+	c.initAuth()
 	if err := c.dial(ctx, ip, port); err != nil {
 		c.fail(err)
 		<-c.done
@@ -42,6 +44,11 @@ func (t *Transport) dial(ctx context.Context, addr string) (*conn, error) {
 	}
 	c.watchDone = make(chan struct{})
 	go c.watch(nil)
+	if err := c.dialAuth(ctx); err != nil {
+		c.fail(err)
+		<-c.done
+		return nil, fmt.Errorf("rdma: dial %s: %w", addr, err)
+	}
 	return c, nil
 }
 
@@ -74,12 +81,17 @@ func (c *conn) dial(ctx context.Context, ip net.IP, port int) error {
 	if err := c.cm.connect(c.hello().encode(), c.t.attr.maxRdAtom, c.t.attr.maxInitRdAtom); err != nil {
 		return err
 	}
-	ev, err := c.ch.expect(ctx, evEstablished, "connect")
+	ev, err := c.ch.expect(ctx, evConnectResp, "connect")
 	if err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
 		return err // ended while the connection came up: Dial fails
+	}
+	// Remote access as initialAccess says (none until the listener proves
+	// itself, with Auth); librdmacm would have granted everything.
+	if c.auth.remoteQPN, err = c.cm.establish(c.qp, c.initialAccess()); err != nil {
+		return err
 	}
 	c.connected.Store(true)
 	peer, err := parseHello(ev.pdata)
@@ -87,6 +99,7 @@ func (c *conn) dial(ctx context.Context, ip net.IP, port int) error {
 		return err
 	}
 	c.connect(peer)
+	c.auth.offer, c.auth.offered = parseOffer(ev.pdata)
 	return nil
 }
 
@@ -133,6 +146,7 @@ type listener struct {
 	accepted chan *conn
 	closed   chan struct{}
 	loopDone chan struct{}
+	pending  atomic.Int32 // connections requested and not yet authenticated (Auth)
 
 	mu       sync.Mutex
 	isClosed bool
@@ -224,19 +238,31 @@ func (l *listener) request(ev cmEvent) {
 		return
 	}
 	c := newConn(l.t, ev.id, ch)
-	if err := c.setup(); err != nil {
+	c.initAuth()
+	// With Auth: admission (a bounded number of unauthenticated
+	// connections), the offer for the accept, the deadline.
+	pdata, err := l.startAuth(c)
+	if err == nil {
+		err = c.setup()
+	}
+	if err != nil {
 		ev.id.reject()
+		l.settle(c, err)
 		c.fail(err)
 		return
 	}
 	c.connect(peer)
-	c.watchDone = make(chan struct{})
-	go c.watch(l.established)
 	resp := min(l.t.attr.maxRdAtom, ev.initDepth)
 	init := min(l.t.attr.maxInitRdAtom, ev.respResources)
-	if err := ev.id.accept(c.hello().encode(), resp, init); err != nil {
+	// The queue pair gets remote access as initialAccess says: none until
+	// the dialer authenticates, with Auth.
+	if c.auth.remoteQPN, err = ev.id.accept(append(c.hello().encode(), pdata...), resp, init, c.initialAccess()); err != nil {
+		l.settle(c, err)
 		c.fail(err)
+		return
 	}
+	c.watchDone = make(chan struct{})
+	go c.watch(l.onEstablished)
 }
 
 func (l *listener) established(c *conn) {

@@ -63,4 +63,59 @@
 //     an address of the RDMA netdev (the test VM uses 10.77.0.1 on dummy0).
 //   - Each connection pins about (RecvBuffers+8+SendBuffers)*BufSize +
 //     ReadSlots*ReadSlotSize bytes: 4.6 MiB with the defaults.
+//   - Queue pairs are moved to RTS by this package, not by librdmacm (which
+//     would grant remote READ, WRITE and atomics): they grant remote READ
+//     only, and with Config.Auth nothing until the other end has
+//     authenticated. Regions grant remote READ only. Both are needed for a
+//     READ; no remote WRITE is ever allowed by either.
+//
+// # Authentication
+//
+// RDMA traffic is not encrypted, and a READ needs no help from the remote
+// CPU: whoever holds a connected queue pair and a region's (address, rkey)
+// can read the region. So with Config.Auth access is decided when a
+// connection is set up, before either end can read anything: every key is a
+// shared secret with a name and a role (rw, ro, peer) in a key file both
+// ends hold (the client only its own line), and a connection proceeds as
+// follows.
+//
+//  1. The dialer connects (rdma_connect, its hello in the private data).
+//  2. The listener accepts with its hello followed by an offer: "KVA1" and a
+//     fresh 32-byte random nonce Ns. Its queue pair has no remote access.
+//     The dialer's queue pair, once established, has none either. A dialer
+//     without Auth that sees an offer gives up (ErrAuth), as does a dialer
+//     with Auth that sees none: both ends authenticate or neither.
+//  3. Dialer → listener, claim: "KVAC", a fresh nonce Nc, MAC_d, the key's
+//     name. MAC_d = HMAC-SHA256(key, "kvd-rdma-auth-v1", "dialer", Ns, Nc,
+//     name, both ends' addresses and queue pair numbers as each end sees
+//     them, role 0).
+//  4. The listener looks the name up, checks MAC_d (an unknown name costs
+//     the same work as a wrong MAC), and on failure answers "KVAR" (refused,
+//     nothing more) and closes. On success it grants remote READ on its
+//     queue pair and lifts the message size limit, then answers with a
+//     proof: "KVAP", the key's role, MAC_l = HMAC-SHA256(key, ...,
+//     "acceptor", Ns, Nc, name, the same view, role).
+//  5. The dialer checks MAC_l, so it never talks to a listener that does not
+//     hold its key (nor accepts a role a man in the middle changed), grants
+//     remote READ on its own queue pair, lifts its limit, sends ready
+//     ("KVAK"), and Dial returns. The listener's Accept returns the
+//     connection on ready, reporting the name and role (AuthIdentity, and
+//     transport.Identity: peer keys are RolePeer, rw and ro RoleClient, ro
+//     ReadOnly). A kvd server only ever sends its region's descriptor on
+//     connections Accept returned.
+//
+// The nonces make every proof single-use (a recorded claim fails on another
+// connection: another Ns); the labels keep a proof from being reflected;
+// the view binds a proof to its connection, so a relay between two
+// connections fails. Each end grants READ before the message that lets the
+// other hand the connection out, so no READ of an authenticated peer is
+// ever refused. Until it has authenticated, a connection may send messages
+// of at most AuthMaxMessage bytes (a longer one closes it), must finish
+// within Auth.Timeout of its connection request (DefaultAuthTimeout, 5s),
+// and a listener holds at most Config.Backlog such connections (more
+// requests are rejected); every refusal is counted (AuthStats) and
+// reported (Auth.Refused). A region's rkey is assigned by the device at
+// registration, so a restarted process serves under a new rkey (and, as the
+// mapping is new, a new address); a leaked descriptor is in any case
+// useless without a queue pair that has authenticated.
 package rdma

@@ -76,7 +76,7 @@ func (c *conn) reassemble(i int, h header, payload []byte) {
 }
 
 func (c *conn) rxLimits() rxLimits {
-	return rxLimits{bufSize: c.cfg.BufSize, maxMessage: c.cfg.MaxMessage}
+	return rxLimits{bufSize: c.cfg.BufSize, maxMessage: c.rxMaxMessage()}
 }
 
 // protocolError closes the connection because the peer broke the protocol

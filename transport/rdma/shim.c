@@ -158,7 +158,7 @@ int kvd_cm_get(struct rdma_event_channel *ch, struct kvd_cm_event *ev)
 	ev->status = e->status;
 	ev->id = e->id;
 	if (e->event == RDMA_CM_EVENT_CONNECT_REQUEST || e->event == RDMA_CM_EVENT_ESTABLISHED ||
-	    e->event == RDMA_CM_EVENT_REJECTED) {
+	    e->event == RDMA_CM_EVENT_CONNECT_RESPONSE || e->event == RDMA_CM_EVENT_REJECTED) {
 		int len = e->param.conn.private_data_len;
 		if (len > (int)sizeof(ev->pdata))
 			len = sizeof(ev->pdata);
@@ -244,16 +244,138 @@ static void conn_param(struct rdma_conn_param *p, const uint8_t *pdata, int len,
 	p->rnr_retry_count = 0;
 }
 
+// Queue pairs are moved to RTS by us, not by librdmacm, so that they get no
+// remote access rights until we grant them (kvd_qp_access): librdmacm would
+// grant what the connection manager computes (remote READ, WRITE and
+// atomics) before the first message could be checked. The QP is detached
+// from the id (id->qp NULL, its number passed in the connection parameters)
+// while librdmacm would touch it: from kvd_connect until kvd_establish on the
+// active side (librdmacm then reports RDMA_CM_EVENT_CONNECT_RESPONSE instead
+// of moving the QP itself), and inside kvd_accept on the passive side. After
+// that it is attached again, so rdma_disconnect moves it to the error state
+// and rdma_destroy_qp frees it as before.
+
+// qp_to_rts does librdmacm's INIT, RTR and RTS transitions with the
+// attributes the connection manager computes, except the remote access
+// rights (access) and, when not negative, the READ depths. It stores the
+// remote QP number in *dest_qpn.
+static int qp_to_rts(struct rdma_cm_id *id, struct ibv_qp *qp, int access, int resp_res,
+		     int init_depth, uint32_t *dest_qpn)
+{
+	struct ibv_qp_attr a;
+	struct ibv_port_attr pa;
+	int mask, ret;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_INIT;
+	if (rdma_init_qp_attr(id, &a, &mask))
+		return errno ? -errno : -EIO;
+	a.qp_access_flags = access;
+	if ((ret = ibv_modify_qp(qp, &a, mask | IBV_QP_ACCESS_FLAGS)))
+		return -ret;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	if (rdma_init_qp_attr(id, &a, &mask))
+		return errno ? -errno : -EIO;
+	// As librdmacm: an rdma_ucm bug sets RoCE-only bits on InfiniBand.
+	if (!ibv_query_port(id->verbs, id->port_num, &pa) && pa.link_layer == IBV_LINK_LAYER_INFINIBAND)
+		mask &= ~0xe00000;
+	if (resp_res >= 0)
+		a.max_dest_rd_atomic = resp_res;
+	*dest_qpn = a.dest_qp_num;
+	if ((ret = ibv_modify_qp(qp, &a, mask)))
+		return -ret;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTS;
+	if (rdma_init_qp_attr(id, &a, &mask))
+		return errno ? -errno : -EIO;
+	if (init_depth >= 0)
+		a.max_rd_atomic = init_depth;
+	return -ibv_modify_qp(qp, &a, mask);
+}
+
 int kvd_connect(struct rdma_cm_id *id, const uint8_t *pdata, int len, int resp_res, int init_depth)
 {
 	struct rdma_conn_param p;
+	struct ibv_qp *qp = id->qp;
 	conn_param(&p, pdata, len, resp_res, init_depth);
-	return rdma_connect(id, &p) ? -errno : 0;
+	p.qp_num = qp->qp_num;
+	id->qp = NULL;
+	if (rdma_connect(id, &p)) {
+		int e = errno;
+		id->qp = qp;
+		return -e;
+	}
+	return 0;
 }
 
-int kvd_accept(struct rdma_cm_id *id, const uint8_t *pdata, int len, int resp_res, int init_depth)
+// kvd_establish finishes the active side after RDMA_CM_EVENT_CONNECT_RESPONSE:
+// the QP to RTS with the given access, then the connection manager's RTU.
+int kvd_establish(struct rdma_cm_id *id, struct ibv_qp *qp, int access, uint32_t *dest_qpn)
+{
+	int ret = qp_to_rts(id, qp, access, -1, -1, dest_qpn);
+	if (!ret && rdma_establish(id))
+		ret = errno ? -errno : -EIO;
+	id->qp = qp;
+	return ret;
+}
+
+int kvd_accept(struct rdma_cm_id *id, const uint8_t *pdata, int len, int resp_res, int init_depth,
+	       int access, uint32_t *dest_qpn)
 {
 	struct rdma_conn_param p;
-	conn_param(&p, pdata, len, resp_res, init_depth);
-	return rdma_accept(id, &p) ? -errno : 0;
+	struct ibv_qp *qp = id->qp;
+	int ret;
+
+	id->qp = NULL;
+	ret = qp_to_rts(id, qp, access, resp_res, init_depth, dest_qpn);
+	if (!ret) {
+		conn_param(&p, pdata, len, resp_res, init_depth);
+		p.qp_num = qp->qp_num;
+		if (rdma_accept(id, &p))
+			ret = errno ? -errno : -EIO;
+	}
+	id->qp = qp;
+	return ret;
+}
+
+// kvd_qp_access sets the remote access rights of a QP in RTS.
+int kvd_qp_access(struct ibv_qp *qp, int access)
+{
+	struct ibv_qp_attr a;
+	memset(&a, 0, sizeof(a));
+	a.qp_access_flags = access;
+	return -ibv_modify_qp(qp, &a, IBV_QP_ACCESS_FLAGS);
+}
+
+// kvd_destroy_qp attaches qp to id (it may still be detached) and destroys
+// it.
+void kvd_destroy_qp(struct rdma_cm_id *id, struct ibv_qp *qp)
+{
+	id->qp = qp;
+	rdma_destroy_qp(id);
+}
+
+// kvd_post_write posts one signalled RDMA WRITE. The transport never writes
+// remotely: only tests use it, to prove that regions and queue pairs refuse
+// remote writes.
+int kvd_post_write(struct ibv_qp *qp, uint32_t lkey, uint64_t laddr, uint64_t raddr, uint32_t rkey,
+		   uint32_t len, uint64_t wr_id)
+{
+	struct ibv_send_wr wr, *bad;
+	struct ibv_sge sge;
+	memset(&wr, 0, sizeof(wr));
+	sge.addr = laddr;
+	sge.length = len;
+	sge.lkey = lkey;
+	wr.wr_id = wr_id;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = IBV_WR_RDMA_WRITE;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.wr.rdma.remote_addr = raddr;
+	wr.wr.rdma.rkey = rkey;
+	return ibv_post_send(qp, &wr, &bad);
 }

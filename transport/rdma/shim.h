@@ -72,6 +72,12 @@ int kvd_get_addr(struct sockaddr *sa, uint8_t *ip, int *iplen, int *port);
 struct ibv_qp *kvd_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_cq *cq,
 			     int send_wr, int recv_wr);
 int kvd_connect(struct rdma_cm_id *id, const uint8_t *pdata, int len, int resp_res, int init_depth);
-int kvd_accept(struct rdma_cm_id *id, const uint8_t *pdata, int len, int resp_res, int init_depth);
+int kvd_establish(struct rdma_cm_id *id, struct ibv_qp *qp, int access, uint32_t *dest_qpn);
+int kvd_accept(struct rdma_cm_id *id, const uint8_t *pdata, int len, int resp_res, int init_depth,
+	       int access, uint32_t *dest_qpn);
+int kvd_qp_access(struct ibv_qp *qp, int access);
+void kvd_destroy_qp(struct rdma_cm_id *id, struct ibv_qp *qp);
+int kvd_post_write(struct ibv_qp *qp, uint32_t lkey, uint64_t laddr, uint64_t raddr, uint32_t rkey,
+		   uint32_t len, uint64_t wr_id);
 
 #endif

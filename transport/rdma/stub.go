@@ -33,3 +33,6 @@ func (*Transport) Dial(context.Context, string) (transport.Conn, error) {
 }
 func (*Transport) Name() string { return "rdma" }
 func (*Transport) Close() error { return nil }
+
+// AuthStats is always zero in this build.
+func (*Transport) AuthStats() AuthStats { return AuthStats{} }

@@ -57,6 +57,8 @@ type Transport struct {
 	mu        sync.Mutex
 	listeners map[*listener]struct{}
 	regions   map[*region]struct{}
+
+	auth transportAuth // Config.Auth, loaded (auth_conn.go)
 }
 
 var _ transport.Transport = (*Transport)(nil)
@@ -76,6 +78,12 @@ func New(cfg Config) (*Transport, error) {
 		pollDone:  make(chan struct{}),
 	}
 	t.liveCond.L = &t.liveMu
+	if cfg.Auth != nil {
+		var err error
+		if t.auth.keys, err = cfg.Auth.load(); err != nil {
+			return nil, err
+		}
+	}
 	if t.cfg.Poll == PollEvents && t.cfg.SpinPoll > 0 {
 		t.spin = t.cfg.SpinPoll
 	}

@@ -78,8 +78,10 @@ func (p pd) free() { C.ibv_dealloc_pd(p.p) }
 type mr struct{ m *C.struct_ibv_mr }
 
 const (
-	accessLocal      = C.IBV_ACCESS_LOCAL_WRITE
-	accessRemoteRead = C.IBV_ACCESS_REMOTE_READ
+	accessLocal       = C.IBV_ACCESS_LOCAL_WRITE
+	accessRemoteRead  = C.IBV_ACCESS_REMOTE_READ
+	accessRemoteWrite = C.IBV_ACCESS_REMOTE_WRITE // tests only: nothing here grants it
+	accessNone        = 0
 )
 
 func (p pd) register(mem []byte, access C.int) (mr, error) {
@@ -184,6 +186,16 @@ func wcArray(n int) []wc {
 func freeWCArray(a []wc) { C.free(unsafe.Pointer(&a[0])) }
 
 type qpHandle struct{ q *C.struct_ibv_qp }
+
+func (q qpHandle) num() uint32 { return uint32(q.q.qp_num) }
+
+// setAccess sets the queue pair's remote access rights (it is in RTS).
+func (q qpHandle) setAccess(access int) error {
+	if rc := C.kvd_qp_access(q.q, C.int(access)); rc != 0 {
+		return fmt.Errorf("rdma: ibv_modify_qp(access %#x): %w", access, syscall.Errno(-rc))
+	}
+	return nil
+}
 
 func (q qpHandle) postReads(lkey uint32, rds []readWR, wrID uint64) error {
 	if rc := C.kvd_post_reads(q.q, C.uint32_t(lkey), &rds[0], C.int(len(rds)), C.uint64_t(wrID)); rc != 0 {
