@@ -4,7 +4,7 @@
 # results.md (tables), results.csv, baselines.csv, results.json and plots.
 #
 # usage: bench/bench.sh          (make bench: the full sweep, ~10 min)
-#        QUICK=1 bench/bench.sh  (make bench-quick: a small sweep, ~2.5 min;
+#        QUICK=1 bench/bench.sh  (make bench-quick: a small sweep, ~2.75 min;
 #                                 ~5.5 min with BENCH_RDMA=1)
 #
 # Environment:
@@ -31,9 +31,9 @@ QUICK=${QUICK:-0}
 log() { printf 'bench: %s\n' "$*" >&2; }
 
 if [ -n "$QUICK" ]; then
-	dur=2s warm=300ms clients=1,4,16,64 sizes=16,256,4KiB,64KiB keys=2000 rates=2000,8000
+	dur=2s warm=300ms clients=1,4,16,64 sizes=16,256,4KiB,64KiB keys=2000 rates=2000,8000 tlsclients=1,4
 else
-	dur=5s warm=1s clients=1,2,4,8,16,32,64,128,256 sizes=16,64,256,1KiB,4KiB,16KiB,64KiB keys=10000 rates=2000,8000,20000
+	dur=5s warm=1s clients=1,2,4,8,16,32,64,128,256 sizes=16,64,256,1KiB,4KiB,16KiB,64KiB keys=10000 rates=2000,8000,20000 tlsclients=1,4,16
 fi
 
 log "building into $BIN/"
@@ -61,6 +61,10 @@ kvb clients --mix 100/0,95/5,50/50,0/100 --consistency linearizable,readindex --
 kvb values --mix get,put --consistency linearizable,readindex --clients 1 --value-size "$sizes"
 # Without the client's location cache every one-sided GET takes 2 round trips.
 kvb nocache --series tcp-nocache --client-cache -1 --mix get --consistency linearizable --clients 1,16 --baseline=false
+# TLS on (kvbench generates the certificates; clients and peers must show
+# theirs): one-sided GETs and PUTs at 256 B, at points the plaintext sweeps
+# above also ran, so the report's "TLS cost" table sets them side by side.
+kvb tls --series tcp+tls --tls --mix get,put --consistency linearizable --clients "$tlsclients" --baseline=false
 # Skewed keys.
 kvb zipf --dist zipf --mix 100/0,95/5 --consistency linearizable --clients 1,16 --baseline=false
 # Open loop at fixed rates: tail latency without coordinated omission.

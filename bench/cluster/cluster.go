@@ -17,6 +17,7 @@ import (
 
 	"github.com/kvd-project/kvd/client"
 	"github.com/kvd-project/kvd/internal/cli"
+	"github.com/kvd-project/kvd/internal/tlsutil"
 )
 
 // Sentinel errors.
@@ -47,6 +48,11 @@ type Config struct {
 	Dir string
 	// Args are extra kvd flags for every node.
 	Args []string
+	// TLS turns TLS on (tcp only): Start generates a client CA, a peer CA
+	// and their certificates into Dir/tls, starts the nodes with both
+	// --client-cert-auth and --peer-client-cert-auth, and Certs names the
+	// client's files.
+	TLS bool
 	// ReadyTimeout bounds waiting for the cluster to serve a write. Default
 	// 30s.
 	ReadyTimeout time.Duration
@@ -81,16 +87,21 @@ func (c *Config) Validate() error {
 	if c.ReadyTimeout <= 0 {
 		c.ReadyTimeout = DefaultReadyTimeout
 	}
+	if c.TLS && c.Transport != "tcp" {
+		return fmt.Errorf("%w: TLS needs the tcp transport, not %s", ErrConfig, c.Transport)
+	}
 	return nil
 }
 
 // Cluster is a running set of kvd processes.
 type Cluster struct {
 	Endpoints []string
-	cfg       Config
-	dir       string
-	ownDir    bool
-	nodes     []*node
+	// Certs are the generated TLS files, with Config.TLS; else nil.
+	Certs  *Certs
+	cfg    Config
+	dir    string
+	ownDir bool
+	nodes  []*node
 }
 
 type node struct {
@@ -124,6 +135,14 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		return nil, err
 	}
 	c.Endpoints = addrs
+	var tlsArgs []string
+	if cfg.TLS {
+		if c.Certs, err = GenerateCerts(filepath.Join(c.dir, "tls"), cfg.Host); err != nil {
+			c.Stop()
+			return nil, err
+		}
+		tlsArgs = c.Certs.ServerArgs()
+	}
 	members := make([]string, len(addrs))
 	for i, a := range addrs {
 		members[i] = fmt.Sprintf("%d=%s", i+1, a)
@@ -134,6 +153,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		if cfg.TableMem != "" {
 			args = append(args, "--table-mem", cfg.TableMem)
 		}
+		args = append(args, tlsArgs...)
 		n, err := startNode(kvd, append(args, cfg.Args...))
 		if err != nil {
 			c.Stop()
@@ -195,7 +215,15 @@ func (c *Cluster) waitReady(ctx context.Context) error {
 			}
 		}()
 	}
-	tr, err := cli.Transport(c.cfg.Transport, "")
+	tf := cli.TransportFlags{Name: c.cfg.Transport}
+	if c.Certs != nil {
+		st, err := tlsutil.NewClient(c.Certs.ClientFiles())
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+		tf.TLS = st.TCP()
+	}
+	tr, err := tf.Transport("")
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}

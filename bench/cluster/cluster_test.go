@@ -2,12 +2,16 @@ package cluster
 
 import (
 	"context"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kvd-project/kvd/internal/tlsutil"
 )
 
 func TestValidate(t *testing.T) {
@@ -74,4 +78,66 @@ func TestExited(t *testing.T) {
 	if got := c.Exited(); !strings.Contains(got, "node 1") || !strings.Contains(got, "bye") {
 		t.Errorf("Exited = %q", got)
 	}
+}
+
+// TestGenerateCerts: the files load as kvd's and a client's TLS material,
+// and each certificate chains to the CA that the other side trusts.
+func TestGenerateCerts(t *testing.T) {
+	dir := t.TempDir()
+	c, err := GenerateCerts(dir, "127.1.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := c.ServerArgs()
+	sf := tlsutil.ServerFiles{CertFile: args[1], KeyFile: args[3], TrustedCAFile: args[5], ClientCertAuth: true,
+		PeerCertFile: args[8], PeerKeyFile: args[10], PeerTrustedCAFile: args[12], PeerClientCertAuth: true}
+	if err := sf.Check(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tlsutil.NewServer(sf, nil); err != nil {
+		t.Fatalf("NewServer: %v", err)
+	}
+	if _, err := tlsutil.NewClient(c.ClientFiles()); err != nil {
+		t.Fatalf("NewClient: %v", err)
+	}
+	for _, v := range []struct {
+		cert, ca, name string
+		usage          x509.ExtKeyUsage
+	}{
+		{c.ServerCert, c.ClientCA, "127.1.0.1", x509.ExtKeyUsageServerAuth},
+		{c.PeerCert, c.PeerCA, "127.0.0.1", x509.ExtKeyUsageServerAuth},
+		{c.PeerCert, c.PeerCA, "", x509.ExtKeyUsageClientAuth},
+		{c.ClientCert, c.ClientCA, "", x509.ExtKeyUsageClientAuth},
+	} {
+		pool := x509.NewCertPool()
+		pool.AddCert(readCert(t, v.ca))
+		if _, err := readCert(t, v.cert).Verify(x509.VerifyOptions{DNSName: v.name, Roots: pool, KeyUsages: []x509.ExtKeyUsage{v.usage}}); err != nil {
+			t.Errorf("%s under %s: %v", filepath.Base(v.cert), filepath.Base(v.ca), err)
+		}
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(readCert(t, c.PeerCA))
+	if _, err := readCert(t, c.ClientCert).Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err == nil {
+		t.Error("the client certificate passes as a peer's")
+	}
+	if err := (&Config{Bin: "b", Transport: "rdma", TLS: true}).Validate(); !errors.Is(err, ErrConfig) {
+		t.Errorf("TLS over rdma: Validate = %v", err)
+	}
+}
+
+func readCert(t *testing.T, path string) *x509.Certificate {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blk, _ := pem.Decode(b)
+	if blk == nil {
+		t.Fatalf("%s: no PEM", path)
+	}
+	c, err := x509.ParseCertificate(blk.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

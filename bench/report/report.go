@@ -48,6 +48,7 @@ func Markdown(w io.Writer, rep *result.Report, o Options) error {
 		{"Throughput and latency", "All operations of each run; latencies in µs. ×base: kvd's latency over a raw round trip of the same size on the same transport (see Baselines).", RunsTable(rep)},
 		{"Per-operation latency", "Latencies in µs, by operation type.", opsTable(rep)},
 		{"One-sided and RPC GETs", "100% GET runs: one-sided READs (linearizable, serializable) against RPC GETs (readindex) at the same load. CPU is the servers' user+system time per GET; net subtracts their idle use.", getPathTable(rep)},
+		{"TLS cost", "Each run of a series `S+tls` (kvd with TLS on) next to the same point of series `S` (plaintext): ×: TLS over plaintext. CPU is the servers' user+system time per operation.", tlsTable(rep)},
 		{"Baselines", "Raw transport round trips, no kvd code involved; µs.", baselinesTable(rep)},
 	}
 	for _, s := range sections {
@@ -264,4 +265,79 @@ func baselinesTable(rep *result.Report) *table {
 			us(b.Lat.P99), us(b.Lat.P999), us(b.Lat.Max), src)
 	}
 	return t
+}
+
+// TLSSuffix marks a series measured with TLS on; tlsTable compares it with
+// the series named without it.
+const TLSSuffix = "+tls"
+
+// pointKey is what makes two runs the same point, apart from their series.
+type pointKey struct {
+	mix, consistency, dist, mode string
+	keys, keySize, value         int
+	clients, conns               int
+	rate                         float64
+}
+
+func keyOf(r *result.Run) pointKey {
+	return pointKey{r.Mix, consistency(r), r.Dist, r.Mode, r.Keys, r.KeySize, r.ValueSize, r.Clients, r.Conns, r.TargetRate}
+}
+
+// tlsTable pairs every run of a series "S+tls" with the same point of
+// series "S": the last such run before it in the report, else the first
+// after.
+func tlsTable(rep *result.Report) *table {
+	t := newTable("series", "vs", "mix", "consistency", ">value", ">clients", ">ops/s", ">ops/s TLS", ">ops/s ×",
+		">p50", ">p50 TLS", ">p50 ×", ">p99", ">p99 TLS", ">srv CPU µs/op", ">srv CPU TLS", ">CPU ×")
+	for i := range rep.Runs {
+		r := &rep.Runs[i]
+		base, ok := strings.CutSuffix(r.Series, TLSSuffix)
+		if !ok {
+			continue
+		}
+		b := plainTwin(rep, i, base)
+		if b == nil {
+			continue
+		}
+		cpuB, cpuT, cpuX := "–", "–", "–"
+		if b.ServerPIDs > 0 && r.ServerPIDs > 0 {
+			cpuB, cpuT, cpuX = cpu(b.ServerCPUPerOp), cpu(r.ServerCPUPerOp), ratio(r.ServerCPUPerOp, b.ServerCPUPerOp)
+		}
+		t.add(r.Series, b.Series, r.Mix, consistency(r), bytes(r.ValueSize), load(r),
+			rate(b.Throughput), rate(r.Throughput), ratio(r.Throughput, b.Throughput),
+			us(b.Lat.P50), us(r.Lat.P50), ratio(r.Lat.P50, b.Lat.P50),
+			us(b.Lat.P99), us(r.Lat.P99), cpuB, cpuT, cpuX)
+	}
+	return t
+}
+
+func plainTwin(rep *result.Report, i int, series string) *result.Run {
+	k := keyOf(&rep.Runs[i])
+	before, after := -1, -1
+	for j := range rep.Runs {
+		r := &rep.Runs[j]
+		if r.Series != series || keyOf(r) != k {
+			continue
+		}
+		if j < i {
+			before = j
+		} else if after < 0 {
+			after = j
+		}
+	}
+	switch {
+	case before >= 0:
+		return &rep.Runs[before]
+	case after >= 0:
+		return &rep.Runs[after]
+	}
+	return nil
+}
+
+// ratio is a/b as "1.23×", or "–" without both.
+func ratio(a, b float64) string {
+	if a <= 0 || b <= 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f×", a/b)
 }

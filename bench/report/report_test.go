@@ -246,3 +246,39 @@ func TestGetPathPairing(t *testing.T) {
 		t.Errorf("net CPU vs RPC column %v, want [5%% 30%% – –]", got)
 	}
 }
+
+// TestTLSCost: a "tcp+tls" run is set next to the same point of "tcp" (the
+// last before it), and runs without a plaintext twin are left out.
+func TestTLSCost(t *testing.T) {
+	rep := sample()
+	plain := getRun("linearizable", 40000, 0, 40, 38)
+	older := plain
+	older.Throughput = 1
+	tls := getRun("linearizable", 40000, 0, 50, 48)
+	tls.Series, tls.Throughput, tls.Lat.P50 = "tcp+tls", 8000, 60
+	lonely := tls
+	lonely.Clients = 64
+	rep.Runs = []result.Run{older, plain, tls, lonely, getRun("readindex", 0, 20000, 40, 10)}
+	var b strings.Builder
+	if err := Markdown(&b, rep, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	rows := section(t, b.String(), "TLS cost")
+	if len(rows) != 3 {
+		t.Fatalf("TLS cost rows:\n%s", strings.Join(rows, "\n"))
+	}
+	for col, want := range map[string]string{"vs": "tcp", "ops/s": "10000", "ops/s TLS": "8000", "ops/s ×": "0.80×",
+		"p50 ×": "1.20×", "srv CPU µs/op": "40.0", "srv CPU TLS": "50.0", "CPU ×": "1.25×"} {
+		if got := cell(t, rows, col, "tcp+tls"); got != want {
+			t.Errorf("%s = %q, want %q", col, got, want)
+		}
+	}
+	rep.Runs = rep.Runs[:2]
+	b.Reset()
+	if err := Markdown(&b, rep, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.String(), "## TLS cost") {
+		t.Error("TLS cost section without TLS runs")
+	}
+}

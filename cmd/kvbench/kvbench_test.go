@@ -187,3 +187,40 @@ func TestEndToEnd(t *testing.T) {
 		t.Errorf("results.csv: %v\n%s", err, csv)
 	}
 }
+
+// TestEndToEndTLS: --tls starts the cluster over TLS with generated
+// certificates and measures it as series tcp+tls; it is for --start-cluster
+// only.
+func TestEndToEndTLS(t *testing.T) {
+	if err := runCmd(context.Background(), []string{"--endpoints", "127.0.0.1:1", "--tls", "-w", "none"}); !errors.As(err, new(usageError)) {
+		t.Errorf("--tls with --endpoints: %v", err)
+	}
+	if testing.Short() {
+		t.Skip("builds kvd and starts a cluster")
+	}
+	bin, err := kvdtest.Build(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	js := filepath.Join(t.TempDir(), "r.json")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	err = runCmd(ctx, []string{"--start-cluster", "1", "--tls", "--bin", bin, "--table-mem", "32MiB", "--mix", "get,put",
+		"--consistency", "linearizable", "--clients", "1", "--keys", "100", "--duration", "300ms", "--warmup", "0s", "--settle", "0s",
+		"--idle", "0s", "--baseline=false", "--json", js, "-w", "none", "--quiet"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := result.ReadFile(js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Runs) != 2 || !strings.Contains(rep.Meta[0].Cluster, "TLS") {
+		t.Fatalf("%d runs; cluster %q", len(rep.Runs), rep.Meta[0].Cluster)
+	}
+	for _, r := range rep.Runs {
+		if r.Series != "tcp+tls" || r.Ops == 0 || r.Errors != 0 {
+			t.Errorf("%s %s run: %d ops, %d errors", r.Series, r.Mix, r.Ops, r.Errors)
+		}
+	}
+}

@@ -27,6 +27,7 @@ type runOptions struct {
 	bin, host                                string
 	tableMem                                 cli.Size
 	conns, clientCache                       int
+	startTLS                                 bool
 	// Sweep.
 	mixes, consistencies, clients, valueSizes, rates string
 	keys, keySize                                    int
@@ -54,7 +55,8 @@ func runFlags(o *runOptions) *flag.FlagSet {
 	fs.StringVar(&o.host, "host", "127.0.0.1", "address started nodes listen on (127.1.0.1 in the RDMA VM)")
 	fs.Var(&o.tableMem, "table-mem", "--table-mem of started nodes")
 	fs.StringVar(&o.transport, "transport", "tcp", "transport: tcp or rdma (rdma needs a build with -tags rdma)")
-	fs.StringVar(&o.series, "series", "", "label of this run's results in reports and plots (default: the transport)")
+	fs.BoolVar(&o.startTLS, "tls", false, "with --start-cluster: run the cluster over TLS (certificates generated into its directory; client and peer certificates required) and connect with the generated client certificate")
+	fs.StringVar(&o.series, "series", "", "label of this run's results in reports and plots (default: the transport, +tls with TLS)")
 	fs.StringVar(&o.serverPIDs, "server-pids", "", "server process ids whose CPU time is charged to the runs (found by itself with --start-cluster)")
 	fs.IntVar(&o.conns, "conns", 4, "client instances (each with its own connections) the workers share")
 	fs.IntVar(&o.clientCache, "client-cache", 0, "client location cache entries (0: the client's default; -1: off, so every one-sided GET takes 2 round trips)")
@@ -155,6 +157,9 @@ func runCmd(ctx context.Context, args []string) error {
 	}
 	if o.series == "" {
 		o.series = o.transport
+		if o.startTLS || o.tls.Files.Enabled() {
+			o.series += "+tls"
+		}
 	}
 	env, err := connect(ctx, o)
 	if err != nil {
@@ -265,21 +270,31 @@ func connect(ctx context.Context, o *runOptions) (*runEnv, error) {
 	env := &runEnv{}
 	eps := splitList(o.endpoints)
 	if o.tls.Files.Enabled() && o.startCluster > 0 {
-		return nil, usageError{"--cacert, --cert and --key are for --endpoints: --start-cluster runs a plaintext cluster"}
+		return nil, usageError{"--cacert, --cert and --key are for --endpoints: --start-cluster makes its own (--tls)"}
+	}
+	if o.startTLS && o.startCluster == 0 {
+		return nil, usageError{"--tls is for --start-cluster: against --endpoints give --cacert, --cert and --key"}
 	}
 	if err := o.tls.Files.Check(); err != nil {
 		return nil, usageError{err.Error()}
 	}
 	switch {
 	case o.startCluster > 0:
-		fmt.Fprintf(os.Stderr, "kvbench: starting a %d-node %s cluster from %s\n", o.startCluster, o.transport, o.bin)
+		tr := o.transport
+		if o.startTLS {
+			tr += " (TLS)"
+		}
+		fmt.Fprintf(os.Stderr, "kvbench: starting a %d-node %s cluster from %s\n", o.startCluster, tr, o.bin)
 		c, err := cluster.Start(ctx, cluster.Config{Bin: o.bin, Nodes: o.startCluster, Transport: o.transport,
-			Host: o.host, TableMem: strconv.FormatInt(int64(o.tableMem), 10)})
+			Host: o.host, TableMem: strconv.FormatInt(int64(o.tableMem), 10), TLS: o.startTLS})
 		if err != nil {
 			return nil, err
 		}
 		env.cluster, eps, env.pids = c, c.Endpoints, c.PIDs()
-		env.describe = fmt.Sprintf("%d %s nodes started by kvbench (table %d MiB each)", o.startCluster, o.transport, o.tableMem>>20)
+		if c.Certs != nil {
+			o.tls.Files = c.Certs.ClientFiles()
+		}
+		env.describe = fmt.Sprintf("%d %s nodes started by kvbench (table %d MiB each)", o.startCluster, tr, o.tableMem>>20)
 	case len(eps) > 0:
 		pids, err := listOf("server-pids", o.serverPIDs, positiveInt)
 		if err != nil {
@@ -287,6 +302,9 @@ func connect(ctx context.Context, o *runOptions) (*runEnv, error) {
 		}
 		env.pids = pids
 		env.describe = fmt.Sprintf("%s at %s", o.transport, strings.Join(eps, ","))
+		if o.tls.Files.Enabled() {
+			env.describe += " over TLS"
+		}
 	default:
 		return nil, usageError{"give --endpoints or --start-cluster N"}
 	}
