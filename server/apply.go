@@ -48,7 +48,11 @@ func (s *Server) applyLocked(version uint64, key, value []byte, deleted bool) {
 		return
 	}
 	// The write is durable and committed, but the region cannot hold it
-	// now (its space differs from the leader's, or it is fragmented).
+	// now. On the leader that only happens for a write it did not admit
+	// itself (table.Reserve holds room for those); a follower's region
+	// differs from the leader's (placement, fragmentation, limbo timing),
+	// and a follower never refuses what the leader admitted.
+	s.metrics.applyMissed()
 	s.log.Warn("table cannot hold an applied write; region marked incomplete until repaired",
 		"key_len", len(key), "value_len", len(value), "err", err)
 	s.tbl.SetIncomplete(true)
@@ -56,6 +60,7 @@ func (s *Server) applyLocked(version uint64, key, value []byte, deleted bool) {
 		s.log.Error("table delete failed", "err", derr)
 	}
 	s.missing[string(key)] = struct{}{}
+	s.compactLocked() // if free space is cut up, the repair finds it whole a grace period from now
 }
 
 // maybeCompleteLocked clears the incomplete flag once nothing is missing.
@@ -85,10 +90,15 @@ func (a *applier) Restore() {
 // rebuildLocked refills the table from the node's applied state. The lease
 // word stays clear until it is done, so no linearizable reader accepts a
 // half-built region; the incomplete flag is raised before the old contents
-// go, so no serializable reader trusts a miss. Keys that do not fit (the old
-// generation's space is reusable only after the grace period) are left to
-// repairLoop. If the walk fails, the region stays flagged incomplete (it
-// is partial) and repairLoop runs the rebuild again.
+// go, so no serializable reader trusts a miss. The table places the keys as
+// a rebuild (table.Reset): whatever order they come in, every key set that
+// the table held before fits again (docs/layout.md, "Placement"), and if
+// the space free now cannot hold the records the rebuild first waits for
+// the old contents' space to leave limbo (waitForRoomLocked). Keys that
+// still do not fit (a smaller --table-mem than the data needs, or a leader
+// that admitted more than this node can hold) are left to repairLoop. If
+// the walk fails, the region stays flagged incomplete (it is partial) and
+// repairLoop runs the rebuild again.
 func (s *Server) rebuildLocked() error {
 	s.setRebuilding(true)
 	s.tbl.SetIncomplete(true)
@@ -98,6 +108,7 @@ func (s *Server) rebuildLocked() error {
 	if s.testForEach != nil {
 		forEach = s.testForEach
 	}
+	s.waitForRoomLocked(forEach)
 	err := forEach(func(key, value []byte, version uint64) error {
 		err := s.tbl.Put(key, value, version)
 		if errors.Is(err, table.ErrNoSpace) {
@@ -110,6 +121,38 @@ func (s *Server) rebuildLocked() error {
 	s.setRebuilding(false)
 	s.maybeCompleteLocked()
 	return err
+}
+
+// waitForRoomLocked makes sure a rebuild's records fit the record area.
+// Reset put the old contents in limbo, where their space stays for the
+// grace period. Records that need no more than the largest free extent
+// always fit (the allocator fills an extent front to back), so when they
+// do, or when nothing is in limbo (a fresh region at start), it returns at
+// once; otherwise it waits until limbo has drained, holding the table lock
+// (this runs on the apply path, like the rest of the rebuild; it is at
+// most one grace period), after which the area is as free as it gets.
+func (s *Server) waitForRoomLocked(forEach func(fn func(key, value []byte, version uint64) error) error) {
+	d := s.tbl.LimboClearsIn()
+	if d == 0 {
+		return
+	}
+	var need uint64
+	if err := forEach(func(key, value []byte, _ uint64) error {
+		need += table.RecordLen(len(key), len(value))
+		return nil
+	}); err != nil {
+		return // the rebuild's own walk meets it
+	}
+	if need <= s.tbl.Stats().LargestFree {
+		return
+	}
+	s.log.Info("rebuild waits for the old contents' space to leave limbo", "wait", d, "bytes", need)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-s.ctx.Done():
+	}
 }
 
 // repairLoop puts back what the region could not hold, once space allows,
@@ -142,8 +185,11 @@ func (s *Server) repairLoop() {
 // batch ahead of the region (raft.Applier), and a key the region lacks is
 // answered from Pebble by every read (handler.go), so putting Pebble's
 // value in the region never shows readers an older one; the pending batch
-// then rewrites the key with the same value.
+// then rewrites the key with the same value. It also gathers fragmented
+// free space (compactLocked), so that it is whole again a grace period
+// later.
 func (s *Server) repairLocked() {
+	s.compactLocked()
 	for k := range s.missing {
 		value, version, ok, err := s.node.Get([]byte(k))
 		switch {
@@ -156,6 +202,15 @@ func (s *Server) repairLocked() {
 		}
 	}
 	s.maybeCompleteLocked()
+}
+
+// compactLocked moves up to an eighth of the region's records out of the
+// stretch of the record area where free space is most cut up by them, if
+// it is (table.Compact); at most once per grace period.
+func (s *Server) compactLocked() {
+	if n := s.tbl.Compact(uint64(s.cfg.TableMem) / 8); n > 0 {
+		s.log.Debug("table compacted", "bytes_moved", n)
+	}
 }
 
 // onLease is the node's lease callback, called from the raft loop. It takes

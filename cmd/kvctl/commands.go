@@ -129,19 +129,41 @@ func runStatus(ctx context.Context, e *env, _ []string) error {
 		}
 	default:
 		tw := tabwriter.NewWriter(e.out, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ENDPOINT\tID\tLEADER\tTERM\tCOMMIT\tAPPLIED\tLEASE\tKEYS\tERROR")
+		fmt.Fprintln(tw, "ENDPOINT\tID\tLEADER\tTERM\tCOMMIT\tAPPLIED\tLEASE\tKEYS\tFILL\tERROR")
 		for _, s := range out {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%v\t%d\t%s\n", s.Endpoint, s.ID, s.LeaderID, s.Term,
-				s.Commit, s.Applied, s.LeaseValid, s.Keys, s.Error)
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%v\t%d\t%s\t%s\n", s.Endpoint, s.ID, s.LeaderID, s.Term,
+				s.Commit, s.Applied, s.LeaseValid, s.Keys, fillPercent(s), s.Error)
 		}
 		if err := tw.Flush(); err != nil {
 			return err
+		}
+		for _, s := range out {
+			switch {
+			case s.Error != "" || s.TableFill < fullWarning:
+			case s.TableFill >= 1:
+				fmt.Fprintf(e.out, "warning: %s: table region full: PUTs that need more room are refused with \"no space\" (delete keys or raise --table-mem)\n", s.Endpoint)
+			default:
+				fmt.Fprintf(e.out, "warning: %s: table region %s full: PUTs will be refused with \"no space\" at 100%% (raise --table-mem)\n",
+					s.Endpoint, fillPercent(s))
+			}
 		}
 	}
 	if failed == len(out) {
 		return fmt.Errorf("no endpoint answered")
 	}
 	return nil
+}
+
+// fullWarning is the table fill (kvd_table_fill_ratio) from which status
+// warns that writes will soon be refused (large values can be refused a
+// little before 100% while free space is fragmented).
+const fullWarning = 0.8
+
+func fillPercent(s endpointStatus) string {
+	if s.Error != "" {
+		return "-"
+	}
+	return strconv.Itoa(int(100*s.TableFill)) + "%" // rounded down: 100% means full
 }
 
 func runMember(ctx context.Context, e *env, args []string) error {

@@ -2,33 +2,42 @@ package table
 
 import "math/bits"
 
-// The record area is carved by a size-class allocator. Classes are spaced a
-// quarter of a power of two apart from MinRecord (32, 40, 48, 56, 64, 80, 96,
-// 112, 128, 160, ...) up to the first class that holds MaxRecord, so a block
-// is less than 25% larger than the record in it (internal waste < 20% of the
-// block, on top of a record's own 0-7 bytes of padding).
+// The record area is carved by a coalescing allocator. A record gets a
+// block of exactly its own padded length (so a block's size is always the
+// length in the slot that names it, and nothing about blocks is stored in
+// the region). Free space is kept as maximal extents: a block that becomes
+// free merges at once with a free extent that ends where it starts and one
+// that starts where it ends, so free bytes never stay split into pieces too
+// small for the records being written merely because of the order in which
+// they were freed. Extents of MinRecord bytes or more sit on segregated
+// lists by size (the size classes below); extents smaller than any record
+// (8 to 24 bytes, the rest of a block split to within less than a record)
+// are on no list and wait for a neighbour to merge with.
 //
-// A block's class is never stored: it is recomputed from the record length
-// in the slot, so every block handed out is exactly its class's size. Free
-// blocks sit on per-class free lists (in Go memory, so freed bytes are not
-// touched until reused); new space comes from a bump pointer. When a class's
-// list and the bump pointer are both exhausted, the smallest larger free
-// block that splits cleanly is split: the front serves the request and the
-// rest is cut into class-sized blocks for the free lists. There is no
-// coalescing, so space freed as small blocks cannot serve large records
-// until the table is empty: external waste is free space stranded in classes
-// too small for the records being written (Stats.Free counts it). When no
-// record is live and limbo has drained, the allocator starts over from one
-// empty bump area.
+// An allocation takes the front of a free extent: one that fits from the
+// first few entries of the list whose sizes straddle the request, else the
+// head of the smallest list whose every extent fits, else, as a last resort,
+// any that fits from the straddling list. So an allocation fails only if no
+// free extent is large enough ("no block"), and a fresh area, or one whose
+// every block is free, is filled front to back without gaps.
 //
 // Superseded records wait in limbo, a FIFO stamped with the writer's clock,
-// until the grace period has passed; only then do their blocks reach the
-// free lists.
+// until the grace period has passed; only then are their blocks freed (and
+// merged). Blocks set aside by reservations (reserve.go) are neither used
+// nor free until a Put fills them or the reservation is released; a
+// released block was never published, so it is freed at once.
+//
+// Everything here lives in Go memory and, once the maps and slices have
+// grown to the table's working size, allocates nothing per operation.
 
 // numClasses covers [MinRecord, MaxRecord]: classOf(MaxRecord) == numClasses-1.
+// Class sizes are spaced a quarter of a power of two apart from MinRecord
+// (32, 40, 48, 56, 64, 80, 96, 112, 128, 160, ...); free extents of class c
+// are those of size [classSize(c), classSize(c+1)), and the last class
+// takes every larger extent too.
 const numClasses = 62
 
-// classOf is the smallest class whose blocks hold n bytes.
+// classOf is the smallest class whose size is at least n.
 func classOf(n uint64) int {
 	if n <= MinRecord {
 		return 0
@@ -38,94 +47,159 @@ func classOf(n uint64) int {
 	return (k-5)*4 + int(sub)
 }
 
-// classSize is the size of class c's blocks.
+// classSize is the size of class c.
 func classSize(c int) uint64 {
 	p := uint64(MinRecord) << (c / 4)
 	return p + uint64(c%4)*(p/4)
 }
 
-type limboEntry struct {
-	off   uint64
-	class int
-	at    int64 // writer clock, ns
+// listOf is the list a free extent of n >= MinRecord bytes belongs on.
+func listOf(n uint64) int {
+	c := classOf(n)
+	if classSize(c) > n {
+		c--
+	}
+	return min(c, numClasses-1)
 }
 
-type allocator struct {
-	base, end, bump uint64
-	free            [numClasses][]uint32 // block offset/8, LIFO
-	limbo           []limboEntry         // FIFO from limboHead
-	limboHead       int
+type limboEntry struct {
+	off, n uint64
+	at     int64 // writer clock, ns
+}
 
-	used, freeListed, inLimbo uint64 // bytes, by block state
+// extent is a maximal run of free bytes. An unused entry has n == 0.
+type extent struct {
+	off, n     uint64
+	prev, next int32 // neighbours on its list, -1 at the ends
+	list       int8  // -1: smaller than a record, on no list
+}
+
+// scanFirst bounds the quick look at the straddling list before a larger
+// list is used.
+const scanFirst = 8
+
+type allocator struct {
+	base, end uint64
+
+	ext     []extent
+	spare   []int32          // indices of unused ext entries
+	byStart map[uint64]int32 // off/8 of each free extent
+	byEnd   map[uint64]int32 // (off+n)/8 of each free extent
+	head    [numClasses]int32
+	lists   uint64 // bit c set: list c is not empty
+
+	limbo     []limboEntry // FIFO from limboHead
+	limboHead int
+
+	// Bytes by state; used+reserved+inLimbo+free == end-base.
+	used, reserved, inLimbo, free uint64
 }
 
 func newAllocator(base, end uint64) allocator {
-	return allocator{base: base, end: end, bump: base}
+	a := allocator{base: base, end: end, byStart: map[uint64]int32{}, byEnd: map[uint64]int32{}}
+	for c := range a.head {
+		a.head[c] = -1
+	}
+	a.release(base, end-base)
+	return a
 }
 
-// alloc returns the offset of a block for a record of n bytes, or false if
-// no block is available; on false nothing changed.
+// alloc takes a block of n bytes (a multiple of 8, >= MinRecord) for a
+// record, or reports false with nothing changed.
 func (a *allocator) alloc(n uint64) (uint64, bool) {
-	c := classOf(n)
-	src, ok := a.source(c)
-	if !ok {
-		return 0, false
+	off, ok := a.take(n)
+	if ok {
+		a.used += n
 	}
-	size := classSize(c)
-	var off uint64
-	switch {
-	case src == fromBump:
-		off = a.bump
-		a.bump += size
-	case src == c:
-		off, _ = a.pop(c)
-	default:
-		off, _ = a.pop(src)
-		a.release(off+size, classSize(src)-size)
+	return off, ok
+}
+
+// allocReserved is alloc for a block that a reservation sets aside.
+func (a *allocator) allocReserved(n uint64) (uint64, bool) {
+	off, ok := a.take(n)
+	if ok {
+		a.reserved += n
 	}
-	a.used += size
-	return off, true
+	return off, ok
+}
+
+// fill turns a reserved block into a used one (a Put wrote its record).
+func (a *allocator) fill(n uint64) {
+	a.reserved -= n
+	a.used += n
+}
+
+// unreserve frees a reserved block that never held a published record.
+func (a *allocator) unreserve(off, n uint64) {
+	a.reserved -= n
+	a.release(off, n)
 }
 
 // fits reports whether alloc(n) would succeed.
-func (a *allocator) fits(n uint64) bool {
-	_, ok := a.source(classOf(n))
-	return ok
+func (a *allocator) fits(n uint64) bool { return a.find(n) >= 0 }
+
+func (a *allocator) take(n uint64) (uint64, bool) {
+	i := a.find(n)
+	if i < 0 {
+		return 0, false
+	}
+	e := &a.ext[i]
+	off := e.off
+	a.free -= n
+	if e.n == n {
+		a.remove(i)
+		return off, true
+	}
+	// Keep the rest of the extent where it is: same end, new start.
+	delete(a.byStart, off/RecordAlign)
+	a.byStart[(off+n)/RecordAlign] = i
+	a.resize(i, off+n, e.n-n)
+	return off, true
 }
 
-const fromBump = -1
-
-// source picks where a class-c block comes from, in order of preference:
-// c's free list (c), the bump pointer (fromBump), or the free list of the
-// smallest larger class whose blocks split cleanly (that class).
-func (a *allocator) source(c int) (int, bool) {
-	if len(a.free[c]) > 0 {
-		return c, true
+// find returns a free extent of at least n bytes, or -1.
+func (a *allocator) find(n uint64) int32 {
+	c := classOf(n)
+	if c >= numClasses-1 { // the last list holds extents of any larger size
+		return a.scan(numClasses-1, n, -1)
 	}
-	size := classSize(c)
-	if a.end-a.bump >= size {
-		return fromBump, true
-	}
-	for big := c + 1; big < numClasses; big++ {
-		if classSize(big)-size >= MinRecord && len(a.free[big]) > 0 {
-			return big, true
+	straddle := classSize(c) != n && c > 0 // list c-1 holds some extents >= n
+	if straddle {
+		if i := a.scan(c-1, n, scanFirst); i >= 0 {
+			return i
 		}
 	}
-	return 0, false
+	if m := a.lists >> c << c; m != 0 {
+		return a.head[bits.TrailingZeros64(m)]
+	}
+	if straddle {
+		return a.scan(c-1, n, -1)
+	}
+	return -1
 }
 
-// retire puts the block holding a superseded record of n bytes into limbo.
+// scan returns the first extent of at least n bytes among the first limit
+// entries of list c (all of them if limit < 0), or -1.
+func (a *allocator) scan(c int, n uint64, limit int) int32 {
+	for i := a.head[c]; i >= 0 && limit != 0; i = a.ext[i].next {
+		if a.ext[i].n >= n {
+			return i
+		}
+		limit--
+	}
+	return -1
+}
+
+// retire puts the block of a superseded record of n bytes into limbo.
 func (a *allocator) retire(off, n uint64, now int64) {
-	c := classOf(n)
-	size := classSize(c)
-	a.used -= size
-	a.inLimbo += size
+	a.used -= n
+	a.inLimbo += n
 	if a.limboHead > 0 && a.limboHead >= len(a.limbo)/2 && len(a.limbo) == cap(a.limbo) {
 		k := copy(a.limbo, a.limbo[a.limboHead:])
 		a.limbo = a.limbo[:k]
 		a.limboHead = 0
 	}
-	a.limbo = append(a.limbo, limboEntry{off: off, class: c, at: now})
+	a.limbo = append(a.limbo, limboEntry{off: off, n: n, at: now})
 }
 
 // reclaim frees every limbo block stamped at or before cutoff. Stamps are
@@ -135,63 +209,170 @@ func (a *allocator) reclaim(cutoff int64) {
 	for a.limboHead < len(a.limbo) && a.limbo[a.limboHead].at <= cutoff {
 		e := a.limbo[a.limboHead]
 		a.limboHead++
-		size := classSize(e.class)
-		a.inLimbo -= size
-		a.push(e.class, e.off)
+		a.inLimbo -= e.n
+		a.release(e.off, e.n)
 	}
 	if a.limboHead == len(a.limbo) {
 		a.limbo, a.limboHead = a.limbo[:0], 0
-		if a.used == 0 {
-			a.restart()
-		}
 	}
 }
 
-// restart forgets every free block and limbo entry and starts from an empty
-// bump area. Only safe when no record is live or in limbo.
-func (a *allocator) restart() {
-	for c := range a.free {
-		a.free[c] = a.free[c][:0]
-	}
-	a.freeListed = 0
-	a.bump = a.base
-}
-
-// release cuts n bytes at off (n a multiple of 8, 0 or >= MinRecord) into
-// class-sized free blocks, largest first, never leaving a remainder too
-// small to be a block.
-func (a *allocator) release(off, n uint64) {
-	for n > 0 {
-		c := classOf(n)
-		if classSize(c) > n {
-			c--
-		}
-		for r := n - classSize(c); r != 0 && r < MinRecord; r = n - classSize(c) {
-			c--
-		}
-		a.push(c, off)
-		off += classSize(c)
-		n -= classSize(c)
-	}
-}
-
-func (a *allocator) push(c int, off uint64) {
-	a.free[c] = append(a.free[c], uint32(off/RecordAlign))
-	a.freeListed += classSize(c)
-}
-
-func (a *allocator) pop(c int) (uint64, bool) {
-	l := a.free[c]
-	if len(l) == 0 {
+// lastRetired is the stamp of the youngest block in limbo, if any.
+func (a *allocator) lastRetired() (int64, bool) {
+	if a.limboHead == len(a.limbo) {
 		return 0, false
 	}
-	off := uint64(l[len(l)-1]) * RecordAlign
-	a.free[c] = l[:len(l)-1]
-	a.freeListed -= classSize(c)
-	return off, true
+	return a.limbo[len(a.limbo)-1].at, true
 }
 
-// freeBytes is everything that is neither live nor in limbo.
-func (a *allocator) freeBytes() uint64 {
-	return a.freeListed + a.end - a.bump
+// release frees n bytes at off, merging them with the free extents on
+// either side.
+func (a *allocator) release(off, n uint64) {
+	a.free += n
+	end := off + n
+	l, left := a.byEnd[off/RecordAlign]
+	r, right := a.byStart[end/RecordAlign]
+	switch {
+	case left && right: // l grows over the block and r
+		rend := a.ext[r].off + a.ext[r].n
+		a.remove(r)
+		delete(a.byEnd, off/RecordAlign)
+		a.byEnd[rend/RecordAlign] = l
+		a.resize(l, a.ext[l].off, rend-a.ext[l].off)
+	case left: // l grows over the block
+		delete(a.byEnd, off/RecordAlign)
+		a.byEnd[end/RecordAlign] = l
+		a.resize(l, a.ext[l].off, end-a.ext[l].off)
+	case right: // r grows back over the block
+		delete(a.byStart, end/RecordAlign)
+		a.byStart[off/RecordAlign] = r
+		a.resize(r, off, a.ext[r].off+a.ext[r].n-off)
+	default:
+		a.add(off, n)
+	}
+}
+
+// resize gives extent i new bounds (its indexes are the caller's) and
+// moves it to the list of its new size, if that changed.
+func (a *allocator) resize(i int32, off, n uint64) {
+	e := &a.ext[i]
+	same := e.n >= MinRecord && n >= MinRecord && listOf(e.n) == listOf(n)
+	if !same {
+		a.unlink(i)
+	}
+	e.off, e.n = off, n
+	if !same {
+		a.link(i)
+	}
+}
+
+func (a *allocator) add(off, n uint64) {
+	var i int32
+	if k := len(a.spare); k > 0 {
+		i = a.spare[k-1]
+		a.spare = a.spare[:k-1]
+	} else {
+		i = int32(len(a.ext))
+		a.ext = append(a.ext, extent{})
+	}
+	a.ext[i] = extent{off: off, n: n, prev: -1, next: -1, list: -1}
+	a.byStart[off/RecordAlign] = i
+	a.byEnd[(off+n)/RecordAlign] = i
+	a.link(i)
+}
+
+func (a *allocator) remove(i int32) {
+	e := &a.ext[i]
+	a.unlink(i)
+	delete(a.byStart, e.off/RecordAlign)
+	delete(a.byEnd, (e.off+e.n)/RecordAlign)
+	*e = extent{}
+	a.spare = append(a.spare, i)
+}
+
+// link puts extent i at the head of its list (if it is large enough for one).
+func (a *allocator) link(i int32) {
+	e := &a.ext[i]
+	if e.n < MinRecord {
+		e.list = -1
+		return
+	}
+	c := listOf(e.n)
+	e.list, e.prev, e.next = int8(c), -1, a.head[c]
+	if e.next >= 0 {
+		a.ext[e.next].prev = i
+	}
+	a.head[c] = i
+	a.lists |= 1 << c
+}
+
+func (a *allocator) unlink(i int32) {
+	e := &a.ext[i]
+	if e.list < 0 {
+		return
+	}
+	c := int(e.list)
+	if e.prev >= 0 {
+		a.ext[e.prev].next = e.next
+	} else {
+		a.head[c] = e.next
+	}
+	if e.next >= 0 {
+		a.ext[e.next].prev = e.prev
+	}
+	if a.head[c] < 0 {
+		a.lists &^= 1 << c
+	}
+	e.prev, e.next, e.list = -1, -1, -1
+}
+
+// largest is the size of the largest free extent: the largest record that
+// can be written now is this long.
+func (a *allocator) largest() uint64 {
+	if a.lists == 0 {
+		var m uint64
+		for _, i := range a.byStart { // only extents too small for a record
+			m = max(m, a.ext[i].n)
+		}
+		return m
+	}
+	c := 63 - bits.LeadingZeros64(a.lists)
+	var m uint64
+	for i := a.head[c]; i >= 0; i = a.ext[i].next {
+		m = max(m, a.ext[i].n)
+	}
+	return m
+}
+
+// hold takes every free byte in [lo, hi) out of the free extents, as
+// reserved bytes, and appends the pieces to out (compaction keeps new
+// blocks out of the stretch it empties). unhold gives them back.
+func (a *allocator) hold(lo, hi uint64, out [][2]uint64) [][2]uint64 {
+	start := len(out)
+	for _, e := range a.ext { // the extents that overlap, found first: hold changes a.ext
+		if e.n != 0 && e.off < hi && e.off+e.n > lo {
+			out = append(out, [2]uint64{e.off, e.n})
+		}
+	}
+	for k := start; k < len(out); k++ {
+		off, n := out[k][0], out[k][1]
+		a.remove(a.byStart[off/RecordAlign])
+		if off < lo {
+			a.add(off, lo-off)
+		}
+		if off+n > hi {
+			a.add(hi, off+n-hi)
+		}
+		in0, in1 := max(off, lo), min(off+n, hi)
+		a.free -= in1 - in0
+		a.reserved += in1 - in0
+		out[k] = [2]uint64{in0, in1 - in0}
+	}
+	return out
+}
+
+func (a *allocator) unhold(pieces [][2]uint64) {
+	for _, p := range pieces {
+		a.unreserve(p[0], p[1])
+	}
 }

@@ -1,7 +1,9 @@
 package table
 
 import (
+	"cmp"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -29,16 +31,128 @@ func TestClasses(t *testing.T) {
 	}
 }
 
-func TestReleaseCutsWholeBlocks(t *testing.T) {
-	for n := uint64(MinRecord); n < 1<<16; n += RecordAlign {
-		a := newAllocator(0, 1<<20)
-		a.release(0, n)
-		var sum uint64
-		for c, l := range a.free {
-			sum += uint64(len(l)) * classSize(c)
+func TestListOf(t *testing.T) {
+	for n := uint64(MinRecord); n < 1<<24; n += RecordAlign + n/64&^7 {
+		c := listOf(n)
+		if classSize(c) > n || c < numClasses-1 && classSize(c+1) <= n {
+			t.Fatalf("listOf(%d) = %d: sizes [%d, %d)", n, c, classSize(c), classSize(c+1))
 		}
-		if sum != n || a.freeListed != n {
-			t.Fatalf("release(%d) listed %d (counted %d)", n, sum, a.freeListed)
+	}
+	if listOf(MaxArea) != numClasses-1 {
+		t.Fatalf("listOf(MaxArea) = %d", listOf(MaxArea))
+	}
+}
+
+// extents lists the allocator's free extents by offset.
+func extents(a *allocator) [][2]uint64 {
+	var out [][2]uint64
+	for _, e := range a.ext {
+		if e.n != 0 {
+			out = append(out, [2]uint64{e.off, e.n})
+		}
+	}
+	slices.SortFunc(out, func(x, y [2]uint64) int { return cmp.Compare(x[0], y[0]) })
+	return out
+}
+
+// TestReleaseCoalesces frees the blocks of a full area in random orders:
+// free space is always kept as maximal extents, and once everything is
+// free it is one extent again.
+func TestReleaseCoalesces(t *testing.T) {
+	const base, end = 4096, 4096 + 1<<16
+	r := rand.New(rand.NewPCG(1, 2))
+	for round := range 50 {
+		a := newAllocator(base, end)
+		var blocks [][2]uint64
+		for {
+			n := uint64(MinRecord) + uint64(r.IntN(600))&^7
+			off, ok := a.alloc(n)
+			if !ok {
+				if n == MinRecord {
+					break
+				}
+				continue
+			}
+			blocks = append(blocks, [2]uint64{off, n})
+		}
+		if a.free >= MinRecord {
+			t.Fatalf("round %d: area not full, %d bytes free", round, a.free)
+		}
+		r.Shuffle(len(blocks), func(i, j int) { blocks[i], blocks[j] = blocks[j], blocks[i] })
+		for i, b := range blocks {
+			a.used -= b[1]
+			a.release(b[0], b[1])
+			ex := extents(&a)
+			for k := 1; k < len(ex); k++ {
+				if ex[k-1][0]+ex[k-1][1] >= ex[k][0] {
+					t.Fatalf("round %d, release %d: extents %v and %v touch or overlap", round, i, ex[k-1], ex[k])
+				}
+			}
+		}
+		if ex := extents(&a); len(ex) != 1 || ex[0] != [2]uint64{base, end - base} || a.free != end-base {
+			t.Fatalf("round %d: all free, yet extents %v", round, ex)
+		}
+		if off, ok := a.alloc(end - base); !ok || off != base {
+			t.Fatalf("round %d: the whole area is free but not allocatable", round)
+		}
+	}
+}
+
+// usedAllocator is an allocator whose whole area is in use.
+func usedAllocator(base, end uint64) allocator {
+	a := newAllocator(base, end)
+	if _, ok := a.alloc(end - base); !ok {
+		panic("cannot allocate a fresh area")
+	}
+	return a
+}
+
+// TestAllocFailsOnlyWithoutFit: with free extents of every kind of size on
+// the lists, an allocation fails exactly when no extent is large enough,
+// and takes the front of one that is.
+func TestAllocFailsOnlyWithoutFit(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 9))
+	for round := range 300 {
+		const base = 1 << 12
+		// Carve the area into alternating used blocks and free holes.
+		a := usedAllocator(base, base+1<<22)
+		var holes []uint64
+		off := uint64(base)
+		for range 1 + r.IntN(40) {
+			off += MinRecord // a used block between holes
+			n := uint64(8+r.IntN(3000))&^7 + 8
+			if off+n > base+1<<22 {
+				break
+			}
+			a.used -= n
+			a.release(off, n)
+			holes = append(holes, n)
+			off += n
+		}
+		largest := slices.Max(holes)
+		if got := a.largest(); got != largest {
+			t.Fatalf("round %d: largest() = %d, want %d", round, got, largest)
+		}
+		for _, n := range []uint64{MinRecord, largest &^ 7, largest + 8, uint64(MinRecord+r.IntN(3000)) &^ 7} {
+			if n < MinRecord {
+				continue
+			}
+			want := n <= largest
+			before := a.free
+			off, ok := a.alloc(n)
+			if ok != want {
+				t.Fatalf("round %d: alloc(%d) = %v with holes %v", round, n, ok, holes)
+			}
+			if ok {
+				if a.free != before-n || a.used != 1<<22-before+n {
+					t.Fatalf("round %d: alloc(%d) accounting: free %d used %d", round, n, a.free, a.used)
+				}
+				a.used -= n
+				a.release(off, n)
+			}
+			if a.free != before {
+				t.Fatalf("round %d: free %d after alloc and release, was %d", round, a.free, before)
+			}
 		}
 	}
 }
@@ -56,7 +170,7 @@ func TestAllocatorNeverOverlaps(t *testing.T) {
 	limbo := map[int32]block{}
 	var id int32
 	mark := func(b block, v, want int32) {
-		for i := b.off / 8; i < (b.off+classSize(classOf(b.n)))/8; i++ {
+		for i := b.off / 8; i < (b.off+b.n)/8; i++ {
 			if owner[i] != want {
 				t.Fatalf("block %+v at %d: owner %d, want %d", b, i*8, owner[i], want)
 			}
@@ -106,13 +220,13 @@ func TestAllocatorNeverOverlaps(t *testing.T) {
 		}
 		var used, lim uint64
 		for _, b := range live {
-			used += classSize(classOf(b.n))
+			used += b.n
 		}
 		for _, b := range limbo {
-			lim += classSize(classOf(b.n))
+			lim += b.n
 		}
-		if used != a.used || lim != a.inLimbo || a.used+a.inLimbo+a.freeBytes() != end-base {
-			t.Fatalf("step %d: used %d/%d limbo %d/%d free %d, area %d", step, a.used, used, a.inLimbo, lim, a.freeBytes(), end-base)
+		if used != a.used || lim != a.inLimbo || a.used+a.inLimbo+a.free != end-base {
+			t.Fatalf("step %d: used %d/%d limbo %d/%d free %d, area %d", step, a.used, used, a.inLimbo, lim, a.free, end-base)
 		}
 	}
 	if fails == 0 {

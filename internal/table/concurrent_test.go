@@ -82,7 +82,7 @@ scan:
 }
 
 // TestConcurrentReadersNeverAcceptWrongValue churns values of changing sizes
-// (with deletes and Resets) through a small region so that blocks are
+// (with deletes, compactions and Resets) through a small region so that blocks are
 // reused many times, while readers GET concurrently. No value a reader
 // verifies may differ from the one the writer wrote for that key at that
 // version, even when the GET was too slow to be accepted; and among GETs
@@ -165,6 +165,8 @@ func churn(t *testing.T, grace time.Duration) {
 		case v%resetEvery == 0:
 			tab.Reset()
 			clear(model)
+		case v%97 == 0: // records move under the readers
+			tab.Compact(64 << 10)
 		case r.IntN(10) == 0:
 			if _, err := tab.Delete(k); err != nil {
 				t.Fatal(err)

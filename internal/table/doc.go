@@ -10,10 +10,14 @@
 // immutable records, slot words published with single atomic stores, and a
 // grace period during which a superseded record's bytes are left untouched.
 //
-// Space in the record area comes from a size-class allocator (alloc.go),
-// and superseded records wait in limbo for the grace period before their
-// space is reused. The writer keeps no index of keys: it finds them in the
-// region's own buckets, as readers do.
+// Space in the record area comes from a coalescing allocator (alloc.go),
+// superseded records wait in limbo for the grace period before their space
+// is reused, and Compact gathers free space that live records cut up
+// (compact.go). A new key may move others between their two buckets to
+// make room, in a way readers cannot mistake for a miss (place.go), and a
+// server admits writes with Reserve, which sets their space aside until
+// they are applied (reserve.go). The writer keeps no index of keys: it
+// finds them in the region's own buckets, as readers do.
 //
 // Reader-side functions (ParseHeader, Hash, Buckets, Fingerprint,
 // ScanBucket, DecodeSlot, VerifyRecord) do not allocate and return bare

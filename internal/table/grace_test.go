@@ -108,21 +108,21 @@ func TestLimboHoldsSpace(t *testing.T) {
 		t.Fatal(err)
 	}
 	delete(stored, "key-000000")
-	block := classSize(classOf(RecordLen(10, 200)))
+	block := RecordLen(10, 200) // a block is exactly its record's length
 	if st := tab.Stats(); st.BytesLimbo != block {
 		t.Fatalf("limbo %d after one delete, want %d", st.BytesLimbo, block)
 	}
 	for _, d := range []time.Duration{0, testGrace - 1} {
 		clk.Advance(d)
-		if err := tab.Put([]byte("late"), pattern(200, 9), 9); !errors.Is(err, ErrNoSpace) {
+		if err := tab.Put([]byte("late-00000"), pattern(200, 9), 9); !errors.Is(err, ErrNoSpace) {
 			t.Fatalf("Put with the only free block in limbo: %v", err)
 		}
 	}
 	clk.Advance(1)
-	if err := tab.Put([]byte("late"), pattern(200, 9), 9); err != nil {
+	if err := tab.Put([]byte("late-00000"), pattern(200, 9), 9); err != nil {
 		t.Fatalf("Put after grace: %v", err)
 	}
-	stored["late"] = pattern(200, 9)
+	stored["late-00000"] = pattern(200, 9)
 	if st := tab.Stats(); st.BytesLimbo != 0 {
 		t.Fatalf("limbo %d after reuse", st.BytesLimbo)
 	}

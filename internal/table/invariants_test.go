@@ -1,6 +1,7 @@
 package table
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -27,4 +28,63 @@ func TestInvariantsCatchModifiedRecord(t *testing.T) {
 		}
 	}()
 	tab.Put([]byte("k"), []byte("new"), 2)
+}
+
+// expectInvariantPanic runs f and fails unless it panics with an invariant
+// message containing want.
+func expectInvariantPanic(t *testing.T, want string, f func()) {
+	t.Helper()
+	if !invariants.Enabled {
+		t.Skip("SKIPPED: invariants are off in this build (run with -race or -tags invariants)")
+	}
+	defer func() {
+		t.Helper()
+		r := recover()
+		if s, _ := r.(string); !strings.Contains(s, want) {
+			t.Fatalf("no invariant panic containing %q: %v", want, r)
+		}
+	}()
+	f()
+}
+
+// TestInvariantsCatchEarlyMove: moving a key again within the grace period
+// of its last move (which could let a reader trust a miss) is caught.
+func TestInvariantsCatchEarlyMove(t *testing.T) {
+	tab, _, _ := newTable(t, 64<<10, Config{Buckets: 4, Grace: testGrace})
+	if err := tab.Put([]byte("k"), nil, 1); err != nil {
+		t.Fatal(err)
+	}
+	pos, w, _ := tab.find([]byte("k"), Hash([]byte("k")))
+	tab.stampMoved(pos) // as if it had just moved here
+	b, s := slotIndex(pos)
+	expectInvariantPanic(t, "again within the grace period", func() {
+		tab.checkMove(b, s, w, tab.emptyIn(b^1))
+	})
+}
+
+// TestInvariantsCatchTakenReservedSlot: a placement that leaves a bucket
+// fewer empty slots than it holds for writes in flight is caught.
+func TestInvariantsCatchTakenReservedSlot(t *testing.T) {
+	tab, _, _ := newTable(t, 64<<10, Config{Buckets: 2})
+	for i := range 2*SlotsPerBucket - 2 {
+		if err := tab.Put([]byte(fmt.Sprintf("k%d", i)), nil, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tab.Reserve([]byte("new"), 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := tab.Put([]byte("last"), nil, 1); err != nil { // the last slot not held
+		t.Fatal(err)
+	}
+	// A key written into the held slot, bypassing placement, as a bug would.
+	g := tab.group([]byte("new"))
+	key := []byte("intruder")
+	n := RecordLen(len(key), 0)
+	off, _ := tab.alloc.alloc(n)
+	encodeRecord(tab.mem[off:off+n], key, nil, 1)
+	storeWord(tab.mem, tab.emptyIn(uint32(g.held)), Slot{Offset: off, Len: n, FP: Fingerprint(Hash(key))}.Word())
+	tab.records++
+	tab.payload += n
+	expectInvariantPanic(t, "holds 1 for reservations", func() { tab.Stats() })
 }

@@ -187,6 +187,12 @@ func TestDocNumbers(t *testing.T) {
 		{"| nbuckets | power of two, 2 to 2^28 |", MaxBuckets == 1<<28},
 		{"at least recordBase + 32", MinRecord == 32},
 		{"= 64 + nbuckets*64", BucketOffset(0) == 64 && BucketSize == 64},
+		// Placement (writer policy).
+		{"cuckoo hashing with 8-slot buckets", SlotsPerBucket == 8},
+		{"Everyday writes look at\nmost 512 buckets", searchLimit == 512},
+		{"fewer than 15/16 of the\nslots", KeyCapacity(16) == 16*8*15/16 && KeyCapacity(1024) == 1024*8*15/16},
+		{"stores the key's slot word into an empty slot of\nits other bucket, then stores 0 into its old slot", true},
+		{"A record gets a block of exactly its own length", true},
 	} {
 		if !strings.Contains(doc, c.phrase) {
 			t.Errorf("doc does not say %q", c.phrase)

@@ -47,32 +47,6 @@ func (t *Table) find(key []byte, h uint64) (pos, w uint64, ok bool) {
 	return 0, 0, false
 }
 
-// emptySlot returns the first empty slot of the less loaded of b1 and b2
-// (b1 on a tie), or false if both are full.
-func (t *Table) emptySlot(b1, b2 uint32) (uint64, bool) {
-	n1, first1 := t.load(b1)
-	n2, first2 := t.load(b2)
-	switch {
-	case n1 <= n2 && n1 < SlotsPerBucket:
-		return first1, true
-	case n2 < SlotsPerBucket:
-		return first2, true
-	}
-	return 0, false
-}
-
-// load counts bucket b's used slots and finds its first empty one.
-func (t *Table) load(b uint32) (used int, firstEmpty uint64) {
-	for pos := BucketOffset(b); pos < BucketOffset(b+1); pos += SlotSize {
-		if binary.LittleEndian.Uint64(t.mem[pos:]) != 0 {
-			used++
-		} else if firstEmpty == 0 {
-			firstEmpty = pos
-		}
-	}
-	return used, firstEmpty
-}
-
 func checkKey(key []byte) error {
 	switch {
 	case len(key) == 0:

@@ -28,17 +28,67 @@ type Table struct {
 
 	records int
 	payload uint64 // bytes of live records
+	keyCap  int    // KeyCapacity
+
+	// Placement (place.go). rebuilding: Reset started a rebuild, which ends
+	// when the region is flagged complete again.
+	rebuilding bool
+	moves      uint64   // keys moved between their buckets, ever
+	visited    []uint32 // per bucket: the last search that reached it
+	searchID   uint32   // the current search
+	hops       []hop
+	movedAt    []int64 // per bucket: move stamps (place.go)
+	movedMask  []uint8
+	// testMidMove, if set (tests only), runs between the two stores of a
+	// move, while the key's word is in both of its buckets.
+	testMidMove func()
+
+	// Compaction (compact.go).
+	compacted    uint64      // bytes of records moved, ever
+	compactAgain int64       // clock: no compaction before (its last one's space is in limbo)
+	cells        []uint64    // scratch: live bytes per cell
+	held         [][2]uint64 // scratch: free pieces held out of the stretch being emptied
+
+	// Reservations (reserve.go).
+	resv      map[string]*resvKey
+	resvPool  []*resvKey
+	resvSlots []uint8 // per bucket: slots held for reservations
+	heldSlots int
 }
 
 // Stats is a snapshot of a table's space.
-// BytesUsed + BytesLimbo + BytesFree == BytesArea.
+// BytesUsed + BytesReserved + BytesLimbo + BytesFree == BytesArea.
 type Stats struct {
-	Keys         int    // live keys
-	BytesArea    uint64 // the record area
-	BytesUsed    uint64 // blocks holding live records
-	BytesPayload uint64 // the live records themselves (BytesUsed less class rounding)
-	BytesLimbo   uint64 // superseded records still within the grace period
-	BytesFree    uint64 // ready for new records: free lists and the untouched tail
+	Keys          int    // live keys
+	KeyCapacity   int    // the most keys (with new keys in flight) Reserve admits
+	SlotsHeld     int    // slots set aside for new keys in flight (Reserve)
+	BytesArea     uint64 // the record area
+	BytesUsed     uint64 // blocks holding live records
+	BytesPayload  uint64 // the live records themselves (= BytesUsed: a block is its record's length)
+	BytesReserved uint64 // blocks set aside for writes in flight (Reserve)
+	BytesLimbo    uint64 // superseded records still within the grace period
+	BytesFree     uint64 // ready for new records, in free extents
+	LargestFree   uint64 // the largest free extent: no longer record can be written now
+	Moves         uint64 // keys moved to their other bucket to make room, ever
+	Compacted     uint64 // bytes of records moved by Compact, ever
+}
+
+// Fill is how close the table is to refusing writes, from 0 to 1: the
+// larger of the key fill (keys and new keys in flight over KeyCapacity)
+// and the byte fill (live, reserved and limbo bytes over the record area:
+// limbo is free again after the grace period, but not before). At 1 a new
+// key, or any record, is refused; a large record can be refused somewhat
+// earlier while free space is fragmented (LargestFree shows it; Compact
+// gathers it).
+func (s Stats) Fill() float64 {
+	var keys, bytes float64
+	if s.KeyCapacity > 0 {
+		keys = float64(s.Keys+s.SlotsHeld) / float64(s.KeyCapacity)
+	}
+	if s.BytesArea > 0 {
+		bytes = float64(s.BytesUsed+s.BytesReserved+s.BytesLimbo) / float64(s.BytesArea)
+	}
+	return min(max(keys, bytes), 1)
 }
 
 // Format lays an empty table out in mem: the header with a new random
@@ -74,6 +124,7 @@ func Format(mem []byte, cfg Config) (*Table, error) {
 		grace: int64(cfg.Grace),
 		alloc: newAllocator(base, end),
 	}
+	t.keyCap = KeyCapacity(nb)
 	storeWord(mem, offMagic, 0)
 	clear(mem[HeaderSize:base])
 	putHeader(mem, t.hdr)
@@ -101,18 +152,44 @@ func (t *Table) Header() Header {
 // Len is the number of live keys.
 func (t *Table) Len() int { return t.records }
 
-// Stats reports the table's space. It first returns limbo space whose grace
-// period has passed to the free lists, so Limbo is as of now.
+// KeyCapacity is the admission bound on keys for a table of nbuckets
+// buckets: 15/16 of its slots (docs/layout.md, "Placement"). Reserve
+// refuses a new key when the keys plus the new keys in flight reach it.
+func KeyCapacity(nbuckets uint32) int {
+	slots := int(nbuckets) * SlotsPerBucket
+	return slots - slots/16
+}
+
+// Stats reports the table's space. It first frees limbo space whose grace
+// period has passed, so Limbo is as of now.
 func (t *Table) Stats() Stats {
 	t.alloc.reclaim(t.clock() - t.grace)
+	t.checkSpace()
 	return Stats{
-		Keys:         t.records,
-		BytesArea:    t.hdr.RecordEnd - t.hdr.RecordBase,
-		BytesUsed:    t.alloc.used,
-		BytesPayload: t.payload,
-		BytesLimbo:   t.alloc.inLimbo,
-		BytesFree:    t.alloc.freeBytes(),
+		Keys:          t.records,
+		KeyCapacity:   t.keyCap,
+		SlotsHeld:     t.heldSlots,
+		BytesArea:     t.hdr.RecordEnd - t.hdr.RecordBase,
+		BytesUsed:     t.alloc.used,
+		BytesPayload:  t.payload,
+		BytesReserved: t.alloc.reserved,
+		BytesLimbo:    t.alloc.inLimbo,
+		BytesFree:     t.alloc.free,
+		LargestFree:   t.alloc.largest(),
+		Moves:         t.moves,
+		Compacted:     t.compacted,
 	}
+}
+
+// LimboClearsIn is how long until every block now in limbo is free again
+// (0 if limbo is empty). A rebuild that needs the space of what it just
+// unpublished waits this long (Reset).
+func (t *Table) LimboClearsIn() time.Duration {
+	at, ok := t.alloc.lastRetired()
+	if !ok {
+		return 0
+	}
+	return max(time.Duration(at+t.grace-t.clock()), 0)
 }
 
 // SetLease publishes the lease expiry (monoclock nanoseconds; 0: none) with
@@ -139,6 +216,9 @@ func (t *Table) SetIncomplete(incomplete bool) {
 		return
 	}
 	t.hdr.Incomplete = incomplete
+	if !incomplete {
+		t.rebuilding = false // a rebuild's keys now move only as everyday ones do
+	}
 	t.hdr.FlagEpoch = (t.hdr.FlagEpoch + 1) & (1<<(16-flagEpochShift) - 1)
 	storeHalf(t.mem, offSlots, slotsAndFlags(incomplete, t.hdr.FlagEpoch))
 	t.checkHeader()
@@ -147,9 +227,17 @@ func (t *Table) SetIncomplete(incomplete bool) {
 // Reset empties the table for a rebuild while readers may be reading it:
 // every record is unpublished, marked dead and put in limbo like a delete,
 // then a new generation is published. Its space becomes reusable after the
-// grace period, like any other. The lease, leader hint and incomplete flag
-// are kept.
+// grace period, like any other (LimboClearsIn). The lease, leader hint,
+// incomplete flag and reservations are kept.
+//
+// Until the region is next flagged complete (SetIncomplete(false)), Puts
+// made while it is flagged incomplete place keys as a rebuild does: moving
+// keys without a limit on the search or a wait between moves, so that the
+// keys of any table that held them fit again, whatever their order
+// (place.go). A rebuild should therefore flag the region incomplete before
+// it calls Reset, as the server does.
 func (t *Table) Reset() {
+	t.rebuilding = true
 	for pos := uint64(HeaderSize); pos < t.hdr.RecordBase; pos += SlotSize {
 		if w := binary.LittleEndian.Uint64(t.mem[pos:]); w != 0 {
 			storeWord(t.mem, pos, 0)
@@ -160,6 +248,7 @@ func (t *Table) Reset() {
 	t.hdr.Generation = newGeneration(t.hdr.Generation)
 	storeWord(t.mem, offGeneration, t.hdr.Generation)
 	t.checkHeader()
+	t.checkSpace()
 }
 
 // clock is the writer's monotonic time in ns since Format.

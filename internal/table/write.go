@@ -4,45 +4,77 @@ import "fmt"
 
 // Put stores value under key with the given version, out of place: the new
 // record is written in full, published by one atomic store of the key's slot
-// word, and the record it replaces is marked dead and put in limbo. On error
-// (ErrNoSpace, or a size error) the table is unchanged.
+// word, and the record it replaces is marked dead and put in limbo. A new
+// key may first move other keys between their buckets to make room
+// (place.go). If the key has reservations (Reserve), Put uses their block
+// and slot and cannot fail for space. On error (ErrNoSpace, or a size
+// error) the table is unchanged.
 func (t *Table) Put(key, value []byte, version uint64) error {
+	if err := checkSizes(key, len(value)); err != nil {
+		return err
+	}
 	h := Hash(key)
-	pos, old, found, err := t.place(key, len(value), h)
+	g := t.group(key)
+	p, err := t.place(key, h, g)
 	if err != nil {
 		return err
 	}
 	n := RecordLen(len(key), len(value))
 	t.alloc.reclaim(t.clock() - t.grace)
-	off, ok := t.alloc.alloc(n)
-	if !ok {
-		return t.noBlock(n)
+	var off uint64
+	ok := false
+	if g != nil {
+		if off, ok = g.takeBlock(n); ok {
+			t.alloc.fill(n)
+		}
 	}
+	if !ok {
+		if off, ok = t.alloc.alloc(n); !ok {
+			return t.noBlock(n)
+		}
+	}
+	pos := t.commit(&p)
 	encodeRecord(t.mem[off:off+n], key, value, version)
 	slot := Slot{Offset: off, Len: n, FP: Fingerprint(h)}
 	t.checkWritten(off, slot, key, value, version)
 	storeWord(t.mem, pos, slot.Word())
-	if found {
+	if p.found {
 		// Stamped after the store: a reader may have read the old slot word
 		// until this moment, and the grace period must cover it from here.
-		t.retire(old, t.clock())
+		t.retire(p.old, t.clock())
 	} else {
 		t.records++
+		t.stampPlaced(pos)
+		if p.held {
+			t.unhold(g)
+		}
+		b, _ := slotIndex(pos)
+		t.checkBucket(b)
 	}
 	t.payload += n
 	return nil
 }
 
 // CanPut reports the error a Put of key with a value of valueLen bytes would
-// return now, without writing anything; the server asks it before proposing
-// a write, so that writes the region cannot hold are refused up front. While
-// nothing else is written, space only grows (limbo drains), so a nil answer
-// holds until the next write. Other replicas may still lack the space.
+// return now, without writing anything. While nothing else is written,
+// space only grows (limbo drains, stamps age), so a nil answer holds until
+// the next write. It reserves nothing: to admit writes that are applied
+// later, use Reserve.
 func (t *Table) CanPut(key []byte, valueLen int) error {
-	if _, _, _, err := t.place(key, valueLen, Hash(key)); err != nil {
+	if err := checkSizes(key, valueLen); err != nil {
+		return err
+	}
+	h := Hash(key)
+	g := t.group(key)
+	if _, err := t.place(key, h, g); err != nil {
 		return err
 	}
 	n := RecordLen(len(key), valueLen)
+	if g != nil {
+		if i := g.size(n); i >= 0 && len(g.sizes[i].blocks) > 0 {
+			return nil
+		}
+	}
 	t.alloc.reclaim(t.clock() - t.grace)
 	if !t.alloc.fits(n) {
 		return t.noBlock(n)
@@ -50,33 +82,24 @@ func (t *Table) CanPut(key []byte, valueLen int) error {
 	return nil
 }
 
-// place checks a Put's sizes and finds the slot it would publish into: the
-// key's own (found, with its current word old) or an empty one.
-func (t *Table) place(key []byte, valueLen int, h uint64) (pos, old uint64, found bool, err error) {
+func checkSizes(key []byte, valueLen int) error {
 	if err := checkKey(key); err != nil {
-		return 0, 0, false, err
+		return err
 	}
 	if valueLen > MaxValue {
-		return 0, 0, false, fmt.Errorf("%w: %d bytes", ErrValueTooLarge, valueLen)
+		return fmt.Errorf("%w: %d bytes", ErrValueTooLarge, valueLen)
 	}
-	if pos, old, found = t.find(key, h); found {
-		return pos, old, true, nil
-	}
-	b1, b2 := Buckets(h, t.hdr.Buckets)
-	pos, ok := t.emptySlot(b1, b2)
-	if !ok {
-		return 0, 0, false, fmt.Errorf("%w: buckets %d and %d are full", ErrNoSpace, b1, b2)
-	}
-	return pos, 0, false, nil
+	return nil
 }
 
 func (t *Table) noBlock(n uint64) error {
-	return fmt.Errorf("%w: no block for a %d-byte record (%d bytes free, %d in limbo)",
-		ErrNoSpace, n, t.alloc.freeBytes(), t.alloc.inLimbo)
+	return fmt.Errorf("%w: no block for a %d-byte record (%d bytes free, largest free extent %d, %d in limbo)",
+		ErrNoSpace, n, t.alloc.free, t.alloc.largest(), t.alloc.inLimbo)
 }
 
 // Delete unpublishes key's record (its slot word becomes 0), marks it dead
-// and puts it in limbo. It reports whether the key existed.
+// and puts it in limbo. It reports whether the key existed. If writes of
+// the key are in flight (Reserve), its slot is held for them.
 func (t *Table) Delete(key []byte) (existed bool, err error) {
 	if err := checkKey(key); err != nil {
 		return false, err
@@ -88,6 +111,11 @@ func (t *Table) Delete(key []byte) (existed bool, err error) {
 	storeWord(t.mem, pos, 0)
 	t.retire(old, t.clock())
 	t.records--
+	t.unstamp(pos)
+	if g := t.group(key); g != nil && g.held < 0 {
+		b, _ := slotIndex(pos)
+		t.hold(g, b)
+	}
 	return true, nil
 }
 

@@ -10,7 +10,15 @@ type NodeStatus struct {
 	IsLeader   bool   `json:"is_leader"`
 	LeaseValid bool   `json:"lease_valid"`
 	Keys       int    `json:"keys"`
-	Transport  string `json:"transport"`
+	// TableFill is how full the node's table region is, 0 to 1
+	// (kvd_table_fill_ratio): writes are refused at 1.
+	TableFill float64 `json:"table_fill"`
+	Transport string  `json:"transport"`
+	// StorageError is why the node stopped on a storage failure (the
+	// disk's error, e.g. "write /data/000012.log: no space left on
+	// device"); empty while it runs. A node with one serves nothing more
+	// and must be restarted once the disk is fixed.
+	StorageError string `json:"storage_error,omitempty"`
 }
 
 // Member is one element of an OpMemberList response's JSON array.
