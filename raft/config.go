@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kvd-project/kvd/transport"
@@ -90,6 +91,10 @@ type Config struct {
 	Join bool
 	// DataDir holds the node's Pebble database.
 	DataDir string
+	// FS, if set, is the file system DataDir is on, instead of the
+	// operating system's: for tests, which inject storage faults with a
+	// wrapper (Pebble's vfs/errorfs). Default nil.
+	FS vfs.FS
 	// Transport carries peer traffic: the node dials peers through it and
 	// the caller hands it accepted peer connections (ServePeer).
 	Transport transport.Transport

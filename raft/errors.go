@@ -41,7 +41,28 @@ var (
 	// earlier one is not yet applied, or the learner to promote has not
 	// caught up. AddMember and friends retry until their context ends.
 	ErrConfChangeBusy = errors.New("raft: configuration change not possible yet")
+	// ErrStorage: the node failed on its durable state (the disk refused a
+	// write, an fsync failed, Pebble reported an unrecoverable error) and
+	// stopped for good; see Node.Failure. Errors carrying it are
+	// *StorageError values naming the cause, and also match ErrStopped.
+	// A write that fails with it may or may not have been applied: its
+	// entry may have reached other nodes, which go on without this one.
+	ErrStorage = errors.New("raft: storage")
 )
+
+// StorageError is the error of every request to a node stopped by a
+// storage failure (ErrStorage). Err is the cause, as the disk or Pebble
+// reported it, e.g. "write /data/000012.log: no space left on device".
+type StorageError struct{ Err error }
+
+func (e *StorageError) Error() string { return "raft: storage: " + e.Err.Error() }
+
+// Unwrap returns the cause.
+func (e *StorageError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is hold for ErrStorage and ErrStopped: the node is
+// stopped.
+func (e *StorageError) Is(target error) bool { return target == ErrStorage || target == ErrStopped }
 
 // NotLeaderError is returned by requests that need the leader when this
 // node is not it. LeaderID is 0 (and LeaderAddr empty) when no leader is

@@ -167,8 +167,7 @@ func (l *loop) run() {
 		l.flushProposals()
 		l.reads.flush(l)
 		if err := l.handleReadies(); err != nil {
-			l.n.log.Error("raft loop stopped: storage failure", "err", err)
-			l.n.failed.Store(&err)
+			l.failStorage(err) // storage.go
 			return
 		}
 		timer.Reset(time.Until(l.nextTick))

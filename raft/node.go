@@ -2,6 +2,7 @@ package raft
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -34,7 +35,9 @@ type Node struct {
 	cancel context.CancelFunc
 	stopc  chan struct{} // closed by Close
 	donec  chan struct{} // closed when the loop has exited
-	failed atomic.Pointer[error]
+	// failure records a storage failure: the store's fault or the error
+	// that stopped the loop (storage.go).
+	failure *failure
 
 	// useMu keeps Get and ForEach off the store while Close closes it.
 	useMu       sync.RWMutex
@@ -89,9 +92,17 @@ func Open(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("raft: register metrics: %w", err)
 	}
-	st, err := store.Open(cfg.DataDir, store.Options{EntryCacheSize: cfg.EntryCacheSize, Logger: cfg.Logger})
+	fail := newFailure()
+	st, err := store.Open(cfg.DataDir, store.Options{
+		EntryCacheSize: cfg.EntryCacheSize, Logger: cfg.Logger, FS: cfg.FS,
+		OnFault: func(cause error) { fail.set(cause) },
+	})
 	if err != nil {
 		m.unregister(cfg.Registerer)
+		if errors.Is(err, store.ErrFault) {
+			// The disk refused the open's writes (full, read-only, ...).
+			return nil, asStorageError(err)
+		}
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -109,6 +120,7 @@ func Open(cfg Config) (*Node, error) {
 		cancel:  cancel,
 		stopc:   make(chan struct{}),
 		donec:   make(chan struct{}),
+		failure: fail,
 		conns:   make(map[transport.Conn]struct{}),
 	}
 	n.nextReq.Store(rand.Uint64() >> 1)
@@ -169,10 +181,11 @@ func (n *Node) discardInbound() {
 	}
 }
 
-// stoppedErr is the error for requests made after the loop exited.
+// stoppedErr is the error for requests made after the loop exited: the
+// storage failure that stopped it (a *StorageError), if any.
 func (n *Node) stoppedErr() error {
-	if p := n.failed.Load(); p != nil {
-		return fmt.Errorf("%w: %w", ErrStopped, *p)
+	if se := n.failure.get(); se != nil {
+		return se
 	}
 	return ErrStopped
 }

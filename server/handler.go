@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/kvd-project/kvd/internal/monoclock"
@@ -19,8 +21,31 @@ import (
 // not read yet), so one connection cannot exhaust the server.
 const maxInflightPerConn = 256
 
+// maxConnBytes bounds the memory one client connection holds in the
+// server: its requests being served and their replies until written. A
+// request is read only once there is room for it and for the largest reply
+// its op can have (a GET's: a whole value, wire.ResponseHeaderLen +
+// table.MaxValue), so at most 15 GETs of unknown size are served at once
+// per connection; a reply's room shrinks to its real size once known.
+const maxConnBytes = 16 << 20
+
+// smallReply is the room reserved for the reply of an op other than GET
+// (status, member lists, errors); a larger one overdraws the budget.
+const smallReply = 4 << 10
+
 // requestTimeout bounds how long the server works on one request.
 const requestTimeout = 30 * time.Second
+
+// replyTimeout bounds how long a reply waits for the client to make room
+// for it by reading earlier ones (its credits, over the tcp transport): a
+// client that reads no reply for this long is closed (slow_reader), and so
+// releases what it holds. A client whose socket stops draining is closed by
+// the transport's write timeout instead. A variable for tests.
+var replyTimeout = 10 * time.Second
+
+// keepRecvBuf is the largest request buffer serveConn keeps between
+// requests; after a larger request it lets the buffer go.
+const keepRecvBuf = 64 << 10
 
 // serveConn routes a new connection: a Raft peer's goes to the node, a
 // client's is served here until it closes.
@@ -31,15 +56,26 @@ func (s *Server) serveConn(conn transport.Conn) {
 		return
 	}
 	if raft.IsPeerHello(first) {
+		exemptFromIdle(conn) // raft sends nothing between some peers for long
 		s.node.ServePeer(conn, first)
 		return
 	}
 	sem := make(chan struct{}, maxInflightPerConn)
+	budget := newConnBudget(maxConnBytes)
+	var slow sync.Once // the connection is closed as a slow reader once
 	buf := first
 	for {
 		var req wire.Request
 		if err := wire.DecodeRequest(buf, &req); err != nil {
-			s.log.Warn("closing client connection after a malformed request", "remote", conn.RemoteAddr(), "err", err)
+			s.connRefused(reasonMalformed, conn.RemoteAddr(), err)
+			return
+		}
+		reserve := len(req.Key) + len(req.Value) + wire.ResponseHeaderLen + smallReply
+		if req.Op == wire.OpGet {
+			reserve += table.MaxValue
+		}
+		reserve = min(reserve, maxConnBytes)
+		if budget.acquire(s.ctx, reserve) != nil {
 			return
 		}
 		req.Key = append([]byte(nil), req.Key...)
@@ -53,15 +89,23 @@ func (s *Server) serveConn(conn transport.Conn) {
 		go func() {
 			defer s.wg.Done()
 			defer func() { <-sem }()
-			s.respond(conn, &req)
+			s.respond(conn, &req, budget, reserve, &slow)
 		}()
+		if cap(buf) > keepRecvBuf {
+			buf = nil
+		}
 		if buf, err = conn.Recv(s.ctx, buf[:0]); err != nil {
 			return
 		}
 	}
 }
 
-func (s *Server) respond(conn transport.Conn, req *wire.Request) {
+// respond serves req and sends the reply. It holds reserved bytes of the
+// connection's budget, more if the reply is larger, and gives them back
+// when the reply is written or dropped. A reply the client makes no room
+// for within replyTimeout closes the connection.
+func (s *Server) respond(conn transport.Conn, req *wire.Request, budget *connBudget, reserved int, slow *sync.Once) {
+	defer func() { budget.release(reserved) }()
 	ctx, cancel := context.WithTimeout(s.ctx, requestTimeout)
 	defer cancel()
 	start := time.Now()
@@ -74,11 +118,27 @@ func (s *Server) respond(conn transport.Conn, req *wire.Request) {
 	}
 	resp.Op, resp.ID = req.Op, req.ID
 	s.metrics.observe(req.Op, resp.Status, time.Since(start))
-	frame := wire.AppendResponse(make([]byte, 0, wire.ResponseHeaderLen+len(resp.Value)), &resp)
+	size := wire.ResponseHeaderLen + len(resp.Value)
+	if size > reserved {
+		budget.overdraw(size - reserved)
+		reserved = size
+	}
+	frame := wire.AppendResponse(make([]byte, 0, size), &resp)
 	if s.awaitThaw(ctx) != nil {
 		return
 	}
-	if err := conn.Send(ctx, frame); err != nil && s.ctx.Err() == nil {
+	sctx, scancel := context.WithTimeout(s.ctx, replyTimeout)
+	err := conn.Send(sctx, frame)
+	scancel()
+	switch {
+	case err == nil || s.ctx.Err() != nil:
+	case errors.Is(err, context.DeadlineExceeded):
+		slow.Do(func() {
+			s.connRefused(reasonSlowReader, conn.RemoteAddr(),
+				fmt.Errorf("a reply waited %v for the client to read earlier ones", replyTimeout))
+		})
+		conn.Close()
+	default:
 		s.log.Debug("response not delivered", "remote", conn.RemoteAddr(), "err", err)
 	}
 }

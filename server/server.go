@@ -45,7 +45,9 @@ type Server struct {
 	wg        sync.WaitGroup
 	closeOnce sync.Once
 	connMu    sync.Mutex
-	conns     map[transport.Conn]struct{}
+	conns     map[transport.Conn]struct{} // its size is the connection count (Config.MaxConnections)
+	// refusalLog rate-limits the logs of refused connections (limits.go).
+	refusalLog logLimiter
 }
 
 // New starts a node: it registers and formats the table region, opens (or
@@ -141,6 +143,26 @@ func (s *Server) TableHeader() table.Header {
 // Node is the server's Raft node, for tests and tools.
 func (s *Server) Node() *raft.Node { return s.node }
 
+// Failure returns why the node stopped on a storage failure (a disk that
+// refused a write, a failed fsync; errors.Is(err, raft.ErrStorage)), or nil
+// while it runs. A failed server answers every write, and every read that
+// needs the node, with the failure (wire.StatusStorage), and reports it in
+// Status (StorageError); it cannot recover: its process should exit and be
+// restarted once the disk is fixed (cmd/kvd does so).
+func (s *Server) Failure() error { return s.node.Failure() }
+
+// Failed is closed when the node fails (Failure becomes non-nil).
+func (s *Server) Failed() <-chan struct{} { return s.node.Failed() }
+
+// storageFailure is Failure's cause as text for Status, "" while none.
+func (s *Server) storageFailure() string {
+	var se *raft.StorageError
+	if errors.As(s.node.Failure(), &se) {
+		return se.Err.Error()
+	}
+	return ""
+}
+
 // Close stops accepting, closes every connection, waits for requests in
 // flight, stops the Raft node and frees the region. It is safe to call more
 // than once; later calls return nil.
@@ -174,8 +196,19 @@ func (s *Server) close() error {
 	return errors.Join(errs...)
 }
 
+// acceptLoop serves every accepted connection on a goroutine of its own,
+// up to Config.MaxConnections at once. A listener that enforces the cap
+// itself (transport/tcp's, which refuses before the handshake and tells the
+// dialer why) is given it and reports its refusals to connRefused; over
+// other transports the connections beyond it are closed here at once.
 func (s *Server) acceptLoop() {
 	defer s.wg.Done()
+	lim, limited := s.ln.(connLimiter)
+	if limited {
+		lim.SetMaxConns(s.cfg.MaxConnections)
+		lim.SetRefusalHook(s.connRefused)
+		defer lim.SetRefusalHook(nil)
+	}
 	for {
 		conn, err := s.ln.Accept(s.ctx)
 		if err != nil {
@@ -185,6 +218,13 @@ func (s *Server) acceptLoop() {
 			return
 		}
 		s.connMu.Lock()
+		if n := len(s.conns); !limited && n >= s.cfg.MaxConnections {
+			s.connMu.Unlock()
+			conn.Close()
+			s.connRefused(reasonMaxConns, conn.RemoteAddr(),
+				fmt.Errorf("%d connections open (max %d, --max-connections)", n, s.cfg.MaxConnections))
+			continue
+		}
 		s.conns[conn] = struct{}{}
 		s.connMu.Unlock()
 		s.wg.Add(1)

@@ -61,6 +61,8 @@ func parseFlags(args []string) (*options, error) {
 	fs.Uint64Var(&o.cfg.SnapshotCount, "snapshot-count", server.DefaultSnapshotCount, "applied entries between snapshots (bounds the Raft log)")
 	fs.DurationVar(&o.cfg.TickInterval, "tick", server.DefaultTickInterval, "Raft tick interval; elections time out after 10 ticks")
 	fs.Float64Var(&o.cfg.LeaseDrift, "lease-drift", raft.DefaultLeaseDrift, "the most any clock may run faster than another, as a fraction: the read lease is shortened by it, and clients must be given the same bound")
+	fs.IntVar(&o.cfg.MaxConnections, "max-connections", server.DefaultMaxConnections,
+		"the most connections (clients' and peers') held at once; more are refused, with a message to the dialer over tcp, and counted in kvd_connections_refused_total")
 	fs.StringVar(&o.metricsListen, "metrics-listen", "", "address for HTTP /metrics and /healthz (empty: off)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")

@@ -318,6 +318,14 @@ func TestStorageFullDiskProcess(t *testing.T) {
 		t.Errorf("%d error lines: want a handful", n)
 	}
 
+	// A restart on the still full disk exits at once, naming the cause.
+	p = startKVD(t, bin, args...)
+	if code := p.exited(t, 10*time.Second); code == 0 || !strings.Contains(p.output(), "no space left on device") ||
+		strings.Contains(p.output(), "kvd node started") {
+		t.Fatalf("restart on the full disk: exit %d:\n%s", code, p.output())
+	}
+	t.Logf("restart on the full disk:\n%s", p.output())
+
 	// Room again: the restarted node has everything acknowledged.
 	os.Remove(filler)
 	p = startKVD(t, bin, args...)

@@ -23,6 +23,16 @@
 // that also drops the old generation (Staged, Update.InstallSnapshot). Stray
 // generations left by a crash mid-transfer are deleted at Open.
 //
+// Storage faults (fault.go): a write the disk refuses (ENOSPC, EROFS, EIO,
+// any failed write or fsync) or an unrecoverable error Pebble reports is
+// the store's fault, and final. From then on nothing reaches the disk (the
+// goroutines that meet the fault, Pebble's included, are parked rather than
+// handed an error Pebble would panic on), every write fails with a
+// *FaultError (ErrFault) at once, and Options.OnFault is told. What is on
+// disk is what a crash at that moment would have left: Open recovers it once
+// the disk is fixed, with everything that was synced. Pebble's log lines are
+// rate-limited (pebblelog.go).
+//
 // Concurrency: the raft.Storage methods, Update and CreateSnapshot belong to
 // one goroutine (the raft loop). Get, ForEach (a point-in-time view),
 // Applied, Members, Member, NumMembers, ClusterID, SetClusterID, NewStaged

@@ -12,4 +12,8 @@ var (
 	ErrBadSnapshot = errors.New("store: snapshot mismatch")
 	// ErrClusterID: the store belongs to another cluster.
 	ErrClusterID = errors.New("store: cluster id mismatch")
+	// ErrFault: the disk refused a write (or an fsync failed); the store
+	// writes nothing more (fault.go). Errors carrying it are *FaultError
+	// values naming the cause.
+	ErrFault = errors.New("store: storage fault")
 )

@@ -55,7 +55,11 @@ func (s *Store) CreateSnapshot(compactTo uint64) (*pb.Snapshot, error) {
 	s.mu.Unlock()
 
 	b := s.db.NewBatch()
-	defer b.Close()
+	defer func() {
+		if b != nil {
+			b.Close()
+		}
+	}()
 	data, err := proto.Marshal(snap)
 	if err != nil {
 		return nil, err
@@ -71,7 +75,11 @@ func (s *Store) CreateSnapshot(compactTo uint64) (*pb.Snapshot, error) {
 			return nil, err
 		}
 	}
-	if err := b.Commit(pebble.NoSync); err != nil {
+	err, finished := s.guard(func() error { return b.Commit(pebble.NoSync) })
+	if !finished {
+		b = nil // abandoned inside Pebble (fault.go)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("store: snapshot: %w", err)
 	}
 	s.mu.Lock()
@@ -196,6 +204,9 @@ func (st *Staged) Add(key, raw []byte) error {
 	if len(raw) < 8 {
 		return fmt.Errorf("%w: staged value of %d bytes", ErrCorrupt, len(raw))
 	}
+	if st.b == nil {
+		return st.s.fault.err() // an earlier flush was cut short by a fault
+	}
 	st.keyBuf = appendKVKey(st.keyBuf[:0], st.gen, key)
 	if err := st.b.Set(st.keyBuf, raw, nil); err != nil {
 		return err
@@ -208,9 +219,14 @@ func (st *Staged) Add(key, raw []byte) error {
 
 // Finish writes whatever Add has buffered; no Add may follow.
 func (st *Staged) Finish() error {
+	if st.b == nil {
+		return st.s.fault.err() // an earlier flush was cut short by a fault
+	}
 	err := st.flush()
-	st.b.Close()
-	st.b = nil
+	if st.b != nil {
+		st.b.Close()
+		st.b = nil
+	}
 	return err
 }
 
@@ -218,7 +234,13 @@ func (st *Staged) flush() error {
 	if st.b.Empty() {
 		return nil
 	}
-	if err := st.b.Commit(pebble.NoSync); err != nil {
+	b := st.b
+	err, finished := st.s.guard(func() error { return b.Commit(pebble.NoSync) })
+	if !finished {
+		st.b = nil // abandoned inside Pebble (fault.go)
+		return fmt.Errorf("store: staging snapshot: %w", err)
+	}
+	if err != nil {
 		return fmt.Errorf("store: staging snapshot: %w", err)
 	}
 	st.b.Close()
@@ -236,5 +258,8 @@ func (st *Staged) Discard() error {
 		return nil
 	}
 	st.consumed = true
-	return st.s.db.DeleteRange(genPrefix(st.gen), genEnd(st.gen), pebble.NoSync)
+	err, _ := st.s.guard(func() error {
+		return st.s.db.DeleteRange(genPrefix(st.gen), genEnd(st.gen), pebble.NoSync)
+	})
+	return err
 }

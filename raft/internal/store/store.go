@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 )
@@ -22,9 +23,18 @@ type Options struct {
 	// reads Pebble. 0 means DefaultEntryCacheSize; negative disables the
 	// cache.
 	EntryCacheSize int
-	// Logger receives Pebble's messages (informational ones at Debug). nil
-	// discards them.
+	// Logger receives Pebble's messages (informational ones at Debug),
+	// rate-limited. nil discards them.
 	Logger *slog.Logger
+	// FS is the file system the database is kept in; nil means the
+	// operating system's. Tests inject faults with a wrapper (Pebble's
+	// vfs/errorfs). The store adds its fault detection on top (fault.go).
+	FS vfs.FS
+	// OnFault, if set, is called once, at the store's first storage fault
+	// (see fault.go), with its cause. It is called from whichever goroutine
+	// hit the fault, possibly one of Pebble's, and must not block or call
+	// into the store.
+	OnFault func(cause error)
 }
 
 // Store is the durable state of one raft node. See the package comment for
@@ -60,6 +70,8 @@ type Store struct {
 	// orders its writers.
 	cluster   atomic.Uint64
 	clusterMu sync.Mutex
+
+	fault *faultState // see fault.go
 }
 
 // Open opens (creating if needed) the store in dir and recovers its state
@@ -68,16 +80,67 @@ func Open(dir string, opts Options) (*Store, error) {
 	if opts.EntryCacheSize == 0 {
 		opts.EntryCacheSize = DefaultEntryCacheSize
 	}
-	db, err := pebble.Open(dir, &pebble.Options{Logger: pebbleLogger{opts.Logger}})
+	log := newLimitedLog(opts.Logger)
+	fault := newFaultState(opts.OnFault, log)
+	base := opts.FS
+	if base == nil {
+		base = vfs.Default
+	}
+	po := &pebble.Options{
+		FS:            &faultFS{FS: base, f: fault},
+		Logger:        pebbleLogger{log: log, fault: fault},
+		EventListener: eventListener(log, fault),
+	}
+	po.WithFSDefaults() // disk health checks: DiskSlow events
+	var db *pebble.DB
+	err, _ := fault.guard(func() (err error) {
+		db, err = pebble.Open(dir, po)
+		return err
+	})
 	if err != nil {
+		// A fault abandons the open where it stands (fault.go): the
+		// directory is left as a crash there would have left it.
 		return nil, fmt.Errorf("store: open %s: %w", dir, err)
 	}
-	s := &Store{db: db, cacheSize: max(opts.EntryCacheSize, 0)}
+	s := &Store{db: db, cacheSize: max(opts.EntryCacheSize, 0), fault: fault}
 	if err := s.recover(); err != nil {
-		db.Close()
+		if !fault.tripped() {
+			db.Close()
+		}
 		return nil, err
 	}
+	if err := s.probe(); err != nil {
+		if !fault.tripped() {
+			db.Close()
+		}
+		return nil, fmt.Errorf("store: open %s: %w", dir, err)
+	}
 	return s, nil
+}
+
+// probe is Open's last step: one synced write (the applied index, rewritten
+// as it is), so that a disk that takes no writes (full, read-only, failing)
+// fails the start, with its cause, rather than the first request.
+func (s *Store) probe() error {
+	err, _ := s.guard(func() error { return s.db.Set(keyApplied, encodeU64(s.applied), pebble.Sync) })
+	return err
+}
+
+// Fault returns the cause of the store's storage fault, or nil if it has
+// none (see fault.go). Once a store has faulted it writes nothing more.
+func (s *Store) Fault() error {
+	if p := s.fault.cause.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// Faulted is closed at the store's storage fault.
+func (s *Store) Faulted() <-chan struct{} { return s.fault.done }
+
+// guard runs a Pebble write under the store's fault guard (fault.go).
+func (s *Store) guard(fn func() error) (err error, finished bool) {
+	return s.fault.guard(fn)
 }
 
 func (s *Store) recover() error {
@@ -171,14 +234,22 @@ func (s *Store) loadMembers() (map[uint64]Member, error) {
 // leftovers of snapshot transfers cut short by a crash.
 func (s *Store) dropStrayGenerations() error {
 	b := s.db.NewBatch()
-	defer b.Close()
+	defer func() {
+		if b != nil {
+			b.Close()
+		}
+	}()
 	if err := b.DeleteRange(kvStart, genPrefix(s.gen), nil); err != nil {
 		return err
 	}
 	if err := b.DeleteRange(genEnd(s.gen), kvEnd, nil); err != nil {
 		return err
 	}
-	return b.Commit(pebble.NoSync)
+	err, finished := s.guard(func() error { return b.Commit(pebble.NoSync) })
+	if !finished {
+		b = nil // abandoned inside Pebble: leave it alone
+	}
+	return err
 }
 
 func (s *Store) getRaw(key []byte) ([]byte, bool, error) {
@@ -215,9 +286,18 @@ func (s *Store) loadU64(key []byte, def uint64) (uint64, error) {
 
 // Close releases the current checkpoint and closes the database. Staged
 // transfers and checkpoints still held by others must be released first.
+//
+// A store that has faulted is not closed: Pebble may have goroutines parked
+// for good (fault.go), and closing would wait for them (closing writes, and
+// a fault while closing parks the close too). Close then returns the fault,
+// and the database stays open (and its directory locked) until the process
+// exits.
 func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return nil
+	}
+	if err := s.fault.err(); err != nil {
+		return fmt.Errorf("%w (database left open)", err) // touch nothing of Pebble's
 	}
 	s.cpMu.Lock()
 	cp := s.checkpoint
@@ -226,7 +306,13 @@ func (s *Store) Close() error {
 	if cp != nil {
 		cp.Release()
 	}
-	return s.db.Close()
+	// Closing writes too (the WAL's tail is synced): a fault there is
+	// returned at once, the close left where it parked.
+	err, _ := s.guard(s.db.Close)
+	if errors.Is(err, ErrFault) {
+		return fmt.Errorf("%w (database left open)", err)
+	}
+	return err
 }
 
 // Applied is the index of the last entry whose effects are in the KV state.
@@ -301,24 +387,4 @@ func walkKV(it *pebble.Iterator, fn func(key, value []byte, version uint64) erro
 		}
 	}
 	return it.Error()
-}
-
-// pebbleLogger sends Pebble's chatter to slog, informational lines at Debug.
-type pebbleLogger struct{ l *slog.Logger }
-
-func (p pebbleLogger) Infof(format string, args ...any) {
-	if p.l != nil {
-		p.l.Debug(fmt.Sprintf(format, args...), "component", "pebble")
-	}
-}
-
-func (p pebbleLogger) Errorf(format string, args ...any) {
-	if p.l != nil {
-		p.l.Error(fmt.Sprintf(format, args...), "component", "pebble")
-	}
-}
-
-func (p pebbleLogger) Fatalf(format string, args ...any) {
-	p.Errorf(format, args...)
-	panic(fmt.Sprintf(format, args...))
 }

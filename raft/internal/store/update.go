@@ -202,11 +202,17 @@ func (u *Update) setProto(key []byte, m proto.Message) error {
 func (u *Update) Empty() bool { return u.b.Empty() }
 
 // Commit writes the batch (fsyncing the WAL if sync) and publishes the new
-// state to the store's readers. The Update is spent afterwards.
+// state to the store's readers. The Update is spent afterwards. Once the
+// store has faulted, Commit fails with a *FaultError (without writing), and
+// a fault during the commit fails it at once, whatever Pebble would have
+// said: nothing is reported durable after a failed write or fsync.
 func (u *Update) Commit(sync bool) error {
 	defer u.Close()
 	if u.s.closed.Load() {
 		return ErrClosed
+	}
+	if err := u.s.fault.err(); err != nil {
+		return err // even an empty Ready: the loop learns of a fault at its next one
 	}
 	if u.b.Empty() {
 		return nil // a Ready with nothing durable (only messages, say)
@@ -221,7 +227,11 @@ func (u *Update) Commit(sync bool) error {
 		// the new one named current.
 		s.genMu.Lock()
 	}
-	err := u.b.Commit(opts)
+	b := u.b
+	err, finished := s.guard(func() error { return b.Commit(opts) })
+	if !finished {
+		u.b = nil // abandoned inside Pebble (fault.go): leave the batch alone
+	}
 	if u.reset {
 		if err == nil {
 			s.gen = u.gen
