@@ -34,7 +34,9 @@ func (s *Store) SetClusterID(id uint64) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	if err := s.db.Set(keyClusterID, encodeU64(id), pebble.Sync); err != nil {
+	// Through the fault guard, like every other store write: a disk that
+	// fails here must not hang the caller (or Close) in Pebble.
+	if err, _ := s.guard(func() error { return s.db.Set(keyClusterID, encodeU64(id), pebble.Sync) }); err != nil {
 		return err
 	}
 	s.cluster.Store(id)
