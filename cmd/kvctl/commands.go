@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"unicode/utf8"
 
@@ -16,6 +18,7 @@ type env struct {
 	c   *client.Client
 	o   *options
 	eps []string
+	in  io.Reader
 	out io.Writer
 }
 
@@ -37,7 +40,7 @@ func (c command) check(args []string) error {
 const memberUsage = "member list | add ID ADDR | promote ID | remove ID"
 
 var commands = map[string]command{
-	"put":    {"put KEY VALUE", []int{2}, runPut},
+	"put":    {"put KEY [VALUE] (no VALUE: --value-file or standard input)", []int{1, 2}, runPut},
 	"get":    {"get KEY", []int{1}, runGet},
 	"del":    {"del KEY", []int{1}, runDel},
 	"delete": {"del KEY", []int{1}, runDel},
@@ -52,7 +55,11 @@ func (e *env) json(v any) error {
 }
 
 func runPut(ctx context.Context, e *env, args []string) error {
-	if err := e.c.Put(ctx, []byte(args[0]), []byte(args[1])); err != nil {
+	value, err := e.value(args)
+	if err != nil {
+		return err
+	}
+	if err := e.c.Put(ctx, []byte(args[0]), value); err != nil {
 		return err
 	}
 	if e.o.write == "json" {
@@ -60,6 +67,35 @@ func runPut(ctx context.Context, e *env, args []string) error {
 	}
 	fmt.Fprintln(e.out, "OK")
 	return nil
+}
+
+// value is a put's value: the argument, else --value-file, else standard
+// input (so values past the OS argument limit, up to client.MaxValue, can
+// be stored, and binary ones exactly).
+func (e *env) value(args []string) ([]byte, error) {
+	switch {
+	case len(args) == 2 && e.o.valueFile != "":
+		return nil, usageError{"put: give VALUE or --value-file, not both"}
+	case len(args) == 2:
+		return []byte(args[1]), nil
+	}
+	r, name := e.in, "standard input"
+	if e.o.valueFile != "" {
+		f, err := os.Open(e.o.valueFile)
+		if err != nil {
+			return nil, fmt.Errorf("put: %w", err)
+		}
+		defer f.Close()
+		r, name = f, e.o.valueFile
+	}
+	v, err := io.ReadAll(io.LimitReader(r, client.MaxValue+1))
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("put: reading the value from %s: %w", name, err)
+	case len(v) > client.MaxValue:
+		return nil, fmt.Errorf("put: the value in %s is larger than %d bytes: %w", name, client.MaxValue, client.ErrValueTooLarge)
+	}
+	return v, nil
 }
 
 // kv is a key/value pair as JSON shows it; values that are not UTF-8 text are
@@ -89,6 +125,9 @@ func runGet(ctx context.Context, e *env, args []string) error {
 		tw := tabwriter.NewWriter(e.out, 0, 4, 2, ' ', 0)
 		fmt.Fprintf(tw, "KEY\tVALUE\tVERSION\n%s\t%s\t%d\n", args[0], v, ver)
 		return tw.Flush()
+	case "raw":
+		_, err = e.out.Write(v)
+		return err
 	}
 	_, err = fmt.Fprintf(e.out, "%s\n", v)
 	return err
@@ -118,7 +157,7 @@ func runStatus(ctx context.Context, e *env, _ []string) error {
 		st, err := e.c.Status(ctx, ep)
 		out[i] = endpointStatus{Endpoint: ep, NodeStatus: st}
 		if err != nil {
-			out[i].Error = err.Error()
+			out[i].Error = withoutAddr(err.Error(), ep)
 			failed++
 		}
 	}
@@ -148,10 +187,19 @@ func runStatus(ctx context.Context, e *env, _ []string) error {
 			}
 		}
 	}
-	if failed == len(out) {
-		return fmt.Errorf("no endpoint answered")
+	if failed > 0 {
+		return fmt.Errorf("%d of %d endpoints did not answer", failed, len(out))
 	}
 	return nil
+}
+
+// withoutAddr drops the endpoint's address from an error that names it
+// (the table already shows it once, in its own column).
+func withoutAddr(msg, addr string) string {
+	for _, s := range []string{"dial " + addr + ": ", "hello to " + addr + ": ", addr + ": ", " " + addr} {
+		msg = strings.ReplaceAll(msg, s, "")
+	}
+	return msg
 }
 
 // fullWarning is the table fill (kvd_table_fill_ratio) from which status

@@ -1,6 +1,6 @@
 // Command kvctl is kvd's command-line client.
 //
-//	kvctl [flags] put KEY VALUE
+//	kvctl [flags] put KEY [VALUE]   (no VALUE: --value-file, else standard input)
 //	kvctl [flags] get KEY
 //	kvctl [flags] del KEY
 //	kvctl [flags] status

@@ -17,7 +17,7 @@ import (
 const usage = `usage: kvctl [flags] COMMAND [ARGS]
 
 commands:
-  put KEY VALUE           store VALUE under KEY
+  put KEY [VALUE]         store VALUE under KEY (no VALUE: --value-file or stdin)
   get KEY                 print KEY's value (exit 1 if it does not exist)
   del KEY                 delete KEY (exit 1 if it did not exist)
   status                  show every endpoint's id, leader, term and indexes
@@ -34,7 +34,7 @@ type usageError struct{ msg string }
 func (e usageError) Error() string { return e.msg }
 
 func main() {
-	err := run(os.Args[1:], os.Stdout, os.Stderr)
+	err := run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	var ue usageError
 	switch {
 	case err == nil:
@@ -55,6 +55,7 @@ type options struct {
 	tls         cli.ClientTLSFlags
 	consistency string
 	write       string
+	valueFile   string
 	timeout     time.Duration
 }
 
@@ -68,7 +69,8 @@ func parse(args []string, stderr io.Writer) (*options, []string, error) {
 	o.transport.Register(fs)
 	o.tls.Register(fs)
 	fs.StringVar(&o.consistency, "consistency", "linearizable", "get consistency: linearizable, serializable or readindex")
-	fs.StringVar(&o.write, "w", "simple", "output format: simple, json or table")
+	fs.StringVar(&o.write, "w", "simple", "output format: simple, json, table, or raw (get: the value's bytes exactly, nothing added)")
+	fs.StringVar(&o.valueFile, "value-file", "", "put: read the value from this file (without it, a put with no VALUE reads standard input)")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "give up on a command after this long")
 	var pos []string
 	for {
@@ -92,14 +94,14 @@ func parse(args []string, stderr io.Writer) (*options, []string, error) {
 		return nil, nil, usageError{err.Error()}
 	}
 	switch o.write {
-	case "simple", "json", "table":
+	case "simple", "json", "table", "raw":
 	default:
-		return nil, nil, usageError{fmt.Sprintf("-w %q: want simple, json or table", o.write)}
+		return nil, nil, usageError{fmt.Sprintf("-w %q: want simple, json, table or raw", o.write)}
 	}
 	return o, pos, nil
 }
 
-func run(args []string, stdout, stderr io.Writer) error {
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	o, pos, err := parse(args, stderr)
 	if err != nil {
 		return err
@@ -137,7 +139,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
-	return cmd.run(ctx, &env{c: c, o: o, eps: eps, out: stdout}, pos[1:])
+	return cmd.run(ctx, &env{c: c, o: o, eps: eps, in: stdin, out: stdout}, pos[1:])
 }
 
 func splitEndpoints(s string) []string {

@@ -3,6 +3,7 @@ package main_test
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"errors"
 	"io"
 	"net/http"
@@ -82,6 +83,47 @@ func TestProcess(t *testing.T) {
 	}
 	if _, _, err := kvctl("bogus"); !errors.As(err, &ee) || ee.ExitCode() != 2 {
 		t.Fatalf("unknown command: %v, want exit 2", err)
+	}
+
+	// A 1 MiB binary value, past the OS argument limit: from standard input
+	// and from --value-file, read back byte for byte with -w raw.
+	big := make([]byte, client.MaxValue)
+	rand.Read(big)
+	file := filepath.Join(t.TempDir(), "v")
+	if err := os.WriteFile(file, big, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	put := exec.Command(filepath.Join(bin, "kvctl"), "--endpoints", listen, "put", "big")
+	put.Stdin = bytes.NewReader(big)
+	if out, err := put.CombinedOutput(); err != nil {
+		t.Fatalf("kvctl put big < 1 MiB: %v: %s", err, out)
+	}
+	if out, _, err := kvctl("-w", "raw", "get", "big"); err != nil || !bytes.Equal([]byte(out), big) {
+		t.Fatalf("kvctl -w raw get big: %d bytes, %v; want the 1 MiB value exactly", len(out), err)
+	}
+	if _, errOut, err := kvctl("--value-file", file, "put", "big2"); err != nil {
+		t.Fatalf("kvctl --value-file put: %v: %s", err, errOut)
+	}
+	if out, _, err := kvctl("-w", "raw", "get", "big2"); err != nil || !bytes.Equal([]byte(out), big) {
+		t.Fatalf("kvctl -w raw get big2: %d bytes, %v", len(out), err)
+	}
+	tooBig := exec.Command(filepath.Join(bin, "kvctl"), "--endpoints", listen, "put", "huge")
+	tooBig.Stdin = bytes.NewReader(append(big, 0))
+	if out, err := tooBig.CombinedOutput(); err == nil || !strings.Contains(string(out), "too large") {
+		t.Fatalf("kvctl put of MaxValue+1 bytes: %v: %s; want a clear refusal", err, out)
+	}
+
+	// status with one endpoint down: exit 1, each address printed once.
+	dead := kvdtest.FreeAddrs(t, 1)[0]
+	st := exec.Command(filepath.Join(bin, "kvctl"), "--endpoints", listen+","+dead, "--timeout", "3s", "status")
+	var stOut, stErr bytes.Buffer
+	st.Stdout, st.Stderr = &stOut, &stErr
+	err = st.Run()
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Fatalf("kvctl status with an endpoint down: %v, want exit 1\n%s%s", err, stOut.String(), stErr.String())
+	}
+	if n := strings.Count(stOut.String(), dead); n != 1 {
+		t.Fatalf("kvctl status names the dead endpoint %d times, want once:\n%s", n, stOut.String())
 	}
 
 	c, err := client.New(client.Config{Endpoints: []string{listen}})
