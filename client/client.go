@@ -174,6 +174,13 @@ func (c *Client) targets() []string {
 func (c *Client) leaderCall(ctx context.Context, req *wire.Request, idempotent bool) (wire.Response, error) {
 	backoff := minBackoff
 	var lastErr error
+	allNotApplied := true // every attempt so far provably had no effect
+	fail := func(cause error) error {
+		if allNotApplied {
+			return fmt.Errorf("%w: %w: %w (last error: %w)", ErrUnavailable, ErrNotApplied, cause, lastErr)
+		}
+		return fmt.Errorf("%w: %w (last error: %w)", ErrUnavailable, cause, lastErr)
+	}
 	for {
 		for _, addr := range c.targets() {
 			resp, err := c.attempt(ctx, addr, req)
@@ -188,10 +195,12 @@ func (c *Client) leaderCall(ctx context.Context, req *wire.Request, idempotent b
 			if err == nil {
 				return resp, nil
 			}
+			err = fromNode(addr, err)
 			lastErr = err
+			allNotApplied = allNotApplied && notApplied(err)
 			switch {
 			case ctx.Err() != nil:
-				return wire.Response{}, fmt.Errorf("%w: %w (last error: %w)", ErrUnavailable, ctx.Err(), err)
+				return wire.Response{}, fail(ctx.Err())
 			case !retryable(err):
 				return wire.Response{}, err
 			}
@@ -204,7 +213,7 @@ func (c *Client) leaderCall(ctx context.Context, req *wire.Request, idempotent b
 		}
 		select {
 		case <-ctx.Done():
-			return wire.Response{}, fmt.Errorf("%w: %w (last error: %w)", ErrUnavailable, ctx.Err(), lastErr)
+			return wire.Response{}, fail(ctx.Err())
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, maxBackoff)
@@ -253,14 +262,34 @@ func (c *Client) attempt(ctx context.Context, addr string, req *wire.Request) (w
 
 // errNotSent marks failures that happened before a request left the client;
 // errNotApplied marks a server's answer that it did not apply the request.
+// Both wrap ErrNotApplied, which callers see.
 var (
-	errNotSent    = errors.New("request not sent")
-	errNotApplied = errors.New("request not applied")
+	errNotSent    = fmt.Errorf("request not sent: %w", ErrNotApplied)
+	errNotApplied = fmt.Errorf("request refused before it was proposed: %w", ErrNotApplied)
 )
 
 // notApplied reports whether err proves the request had no effect.
 func notApplied(err error) bool {
-	return errors.Is(err, ErrNotLeader) || errors.Is(err, errNotSent) || errors.Is(err, errNotApplied)
+	return errors.Is(err, ErrNotLeader) || errors.Is(err, ErrNotApplied) ||
+		errors.Is(err, ErrPermissionDenied) || errors.Is(err, ErrNoSpace)
+}
+
+// nodeError names the node an error came from.
+type nodeError struct {
+	addr string
+	err  error
+}
+
+func (e *nodeError) Error() string { return e.err.Error() + " [node " + e.addr + "]" }
+func (e *nodeError) Unwrap() error { return e.err }
+
+// fromNode makes err name addr, unless it already does.
+func fromNode(addr string, err error) error {
+	var ne *nodeError
+	if err == nil || errors.As(err, &ne) {
+		return err
+	}
+	return &nodeError{addr, err}
 }
 
 func maybeApplied(err error) error {
@@ -288,34 +317,41 @@ func retryable(err error) bool {
 	return errors.Is(err, ErrUnavailable) || errors.Is(err, ErrNotLeader)
 }
 
+// statusErrors maps each wire status onto the client's error: the one
+// place where statuses become errors (the server's errResponse is the one
+// place where errors become statuses). withText: the response's Value is a
+// message worth appending.
+var statusErrors = map[wire.Status]struct {
+	err      error
+	withText bool
+}{
+	wire.StatusNotFound:         {ErrNotFound, false},
+	wire.StatusKeyTooLarge:      {ErrKeyTooLarge, false},
+	wire.StatusValueTooLarge:    {ErrValueTooLarge, false},
+	wire.StatusEmptyKey:         {ErrEmptyKey, false},
+	wire.StatusNoSpace:          {ErrNoSpace, false},
+	wire.StatusBadRequest:       {ErrBadRequest, true},
+	wire.StatusUnavailable:      {ErrUnavailable, true},
+	wire.StatusRetry:            {fmt.Errorf("%w: %w", ErrUnavailable, errNotApplied), true},
+	wire.StatusPermissionDenied: {ErrPermissionDenied, true},
+	wire.StatusStorage:          {ErrStorage, true},
+}
+
 func statusError(r *wire.Response) error {
 	switch r.Status {
 	case wire.StatusOK:
 		return nil
-	case wire.StatusNotFound:
-		return ErrNotFound
 	case wire.StatusNotLeader:
 		return &NotLeaderError{LeaderID: r.Version, LeaderAddr: string(r.Value)}
-	case wire.StatusKeyTooLarge:
-		return ErrKeyTooLarge
-	case wire.StatusValueTooLarge:
-		return ErrValueTooLarge
-	case wire.StatusEmptyKey:
-		return ErrEmptyKey
-	case wire.StatusNoSpace:
-		return ErrNoSpace
-	case wire.StatusBadRequest:
-		return fmt.Errorf("%w: %s", ErrBadRequest, r.Value)
-	case wire.StatusUnavailable:
-		return fmt.Errorf("%w: %s", ErrUnavailable, r.Value)
-	case wire.StatusRetry:
-		return fmt.Errorf("%w: %w: %s", ErrUnavailable, errNotApplied, r.Value)
-	case wire.StatusPermissionDenied:
-		return fmt.Errorf("%w: %s", ErrPermissionDenied, r.Value)
-	case wire.StatusStorage:
-		return fmt.Errorf("%w: %s", ErrStorage, r.Value)
 	}
-	return fmt.Errorf("kvd: server error (status %d): %s", r.Status, r.Value)
+	e, ok := statusErrors[r.Status]
+	switch {
+	case !ok:
+		return fmt.Errorf("kvd: server error (status %d): %s", r.Status, r.Value)
+	case e.withText && len(r.Value) > 0:
+		return fmt.Errorf("%w: %s", e.err, r.Value)
+	}
+	return e.err
 }
 
 func checkKey(key []byte) error {

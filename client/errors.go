@@ -22,8 +22,14 @@ var (
 	// leader by itself; this surfaces only when it cannot. See NotLeaderError.
 	ErrNotLeader = errors.New("kvd: not leader")
 	// ErrUnavailable: no endpoint could serve the request in time. A write
-	// that failed this way may or may not have been applied.
+	// that failed this way may or may not have been applied, unless the
+	// error also wraps ErrNotApplied.
 	ErrUnavailable = errors.New("kvd: unavailable")
+	// ErrNotApplied: the request provably had no effect (it was never sent,
+	// or every node that saw it refused it before proposing it), so it is
+	// safe to retry even if it is a write. An ErrUnavailable without it
+	// means "maybe applied".
+	ErrNotApplied = errors.New("kvd: not applied")
 	// ErrBadRequest: the server refused the request as malformed.
 	ErrBadRequest = errors.New("kvd: bad request")
 	// ErrClosed: the client was closed.
