@@ -174,11 +174,10 @@ func (c *Client) targets() []string {
 func (c *Client) leaderCall(ctx context.Context, req *wire.Request, idempotent bool) (wire.Response, error) {
 	backoff := minBackoff
 	var lastErr error
-	allNotApplied := true // every attempt so far provably had no effect
+	// A write returns at its first attempt that may have been applied, so
+	// when it gets here every attempt provably had no effect, and the last
+	// error says so (it wraps ErrNotApplied); it also names its node.
 	fail := func(cause error) error {
-		if allNotApplied {
-			return fmt.Errorf("%w: %w: %w (last error: %w)", ErrUnavailable, ErrNotApplied, cause, lastErr)
-		}
 		return fmt.Errorf("%w: %w (last error: %w)", ErrUnavailable, cause, lastErr)
 	}
 	for {
@@ -197,7 +196,6 @@ func (c *Client) leaderCall(ctx context.Context, req *wire.Request, idempotent b
 			}
 			err = fromNode(addr, err)
 			lastErr = err
-			allNotApplied = allNotApplied && notApplied(err)
 			switch {
 			case ctx.Err() != nil:
 				return wire.Response{}, fail(ctx.Err())
