@@ -2,10 +2,12 @@ package server
 
 import (
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kvd-project/kvd/internal/table"
 	"github.com/kvd-project/kvd/internal/wire"
 )
 
@@ -18,6 +20,17 @@ type metrics struct {
 	requests   *prometheus.CounterVec
 	latency    *prometheus.HistogramVec
 	leaseValid prometheus.Gauge
+
+	// Writes refused at admission for lack of room (the leader), and
+	// applied writes the region could not hold (any node; the region is
+	// then flagged incomplete until repaired). Also kept as plain counts
+	// for TableStats.
+	refusals, applyMisses        prometheus.Counter
+	refusalCount, applyMissCount atomic.Uint64
+
+	// Connections refused, or closed for breaking a limit, by reason
+	// (limits.go).
+	connRefusals *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
@@ -33,17 +46,45 @@ func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
 		leaseValid: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "kvd_region_lease_valid", Help: "1 while the region header shows a valid lease.",
 		}),
+		refusals: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kvd_table_admission_refusals_total",
+			Help: "PUTs the leader refused before proposing them because the table region could not hold them (no space).",
+		}),
+		applyMisses: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kvd_table_apply_misses_total",
+			Help: "Applied writes the table region could not hold; the region is flagged incomplete until they are repaired.",
+		}),
 	}
 	table := func(name, help string, f func() float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
 	}
-	m.cs = []prometheus.Collector{m.requests, m.latency, m.leaseValid,
+	m.cs = []prometheus.Collector{m.requests, m.latency, m.leaseValid, m.refusals, m.applyMisses,
 		table("kvd_table_keys", "Keys in the table region.", func() float64 { return float64(s.tableStats().Keys) }),
+		table("kvd_table_key_capacity", "The most keys the leader admits into the table region (15/16 of its slots).",
+			func() float64 { return float64(s.tableStats().KeyCapacity) }),
 		table("kvd_table_bytes_used", "Record bytes in use in the table region.", func() float64 { return float64(s.tableStats().BytesUsed) }),
+		table("kvd_table_bytes_reserved", "Record bytes set aside for admitted writes not yet applied.",
+			func() float64 { return float64(s.tableStats().BytesReserved) }),
 		table("kvd_table_bytes_limbo", "Dead record bytes waiting out the reuse grace period.", func() float64 { return float64(s.tableStats().BytesLimbo) }),
 		table("kvd_table_bytes_free", "Record bytes free for new records.", func() float64 { return float64(s.tableStats().BytesFree) }),
+		table("kvd_table_largest_free_bytes", "The largest free extent of the record area: no longer record fits now.",
+			func() float64 { return float64(s.tableStats().LargestFree) }),
+		table("kvd_table_fill_ratio", "How full the table region is, 0 to 1: the larger of keys (with new keys in flight) over the key capacity "+
+			"and live, reserved and limbo bytes over the record area. Writes are refused at 1.",
+			func() float64 { return s.tableStats().Fill() }),
 		table("kvd_region_bytes", "Size of the registered table region.", func() float64 { return float64(s.cfg.TableMem) }),
 	}
+	m.connRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kvd_connections_refused_total",
+		Help: "Connections refused, or closed for breaking a limit, by reason: max_connections, handshake, idle_timeout, " +
+			"read_timeout, write_timeout, protocol, read_batch_too_large (transport); slow_reader, malformed_request (server).",
+	}, []string{"reason"})
+	for _, r := range connRefusalReasons {
+		m.connRefusals.WithLabelValues(r) // every reason shows, at 0
+	}
+	m.cs = append(m.cs, m.connRefusals, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "kvd_connections", Help: "Connections the server holds (clients' and peers'), against --max-connections.",
+	}, func() float64 { return float64(s.connCount()) }))
 	if reg != nil {
 		for _, c := range m.cs {
 			reg.MustRegister(c)
@@ -90,18 +131,42 @@ func statusName(st wire.Status) string {
 	return "status_" + strconv.Itoa(int(st))
 }
 
-// tableStats reads the table's counters under the write lock.
-func (s *Server) tableStats() tableStats {
+func (m *metrics) refused() {
+	m.refusals.Inc()
+	m.refusalCount.Add(1)
+}
+
+func (m *metrics) applyMissed() {
+	m.applyMisses.Inc()
+	m.applyMissCount.Add(1)
+}
+
+// tableStats reads the table's counters under the table lock.
+func (s *Server) tableStats() table.Stats {
 	s.tmu.Lock()
 	defer s.tmu.Unlock()
 	if s.tbl == nil {
-		return tableStats{}
+		return table.Stats{}
 	}
-	st := s.tbl.Stats()
-	return tableStats{Keys: st.Keys, BytesUsed: st.BytesUsed, BytesLimbo: st.BytesLimbo, BytesFree: st.BytesFree}
+	return s.tbl.Stats()
 }
 
-type tableStats struct {
-	Keys                             int
-	BytesUsed, BytesLimbo, BytesFree uint64
+// TableStats is the table region's space and its admission counters, as
+// /metrics shows them.
+type TableStats struct {
+	table.Stats
+	// Fill is Stats.Fill: kvd_table_fill_ratio, shown by kvctl status.
+	Fill float64
+	// Refusals counts PUTs this node refused at admission (as leader) for
+	// lack of room.
+	Refusals uint64
+	// ApplyMisses counts applied writes the region could not hold.
+	ApplyMisses uint64
+}
+
+// TableStats reports the table region's space and admission counters.
+func (s *Server) TableStats() TableStats {
+	st := s.tableStats()
+	return TableStats{Stats: st, Fill: st.Fill(),
+		Refusals: s.metrics.refusalCount.Load(), ApplyMisses: s.metrics.applyMissCount.Load()}
 }

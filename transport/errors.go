@@ -15,7 +15,8 @@ var (
 	ErrOutOfRange = errors.New("transport: read out of region bounds")
 	// ErrMessageTooLarge: a message exceeds the connection's MaxMessage.
 	ErrMessageTooLarge = errors.New("transport: message too large")
-	// ErrBatchTooLarge: a Read call posted more than MaxBatch ops.
+	// ErrBatchTooLarge: a Read call posted more than MaxBatch ops, or more
+	// than MaxReadBatchBytes bytes.
 	ErrBatchTooLarge = errors.New("transport: too many reads in one batch")
 	// ErrProtocol: the peer sent something the transport cannot parse; the
 	// connection is closed.

@@ -15,9 +15,24 @@ const (
 	// one connection; more wait for a slot.
 	DefaultMaxOutstandingReads = 256
 	// DefaultDialTimeout bounds connecting plus the handshake when the
-	// context has no earlier deadline. It also bounds the handshake of an
-	// accepted connection.
+	// context has no earlier deadline.
 	DefaultDialTimeout = 10 * time.Second
+
+	// DefaultMaxConns is how many connections each listener holds at once
+	// (Config.MaxConns).
+	DefaultMaxConns = 10000
+	// DefaultHandshakeTimeout bounds an accepted connection's handshake
+	// (Config.HandshakeTimeout).
+	DefaultHandshakeTimeout = 5 * time.Second
+	// DefaultIdleTimeout closes an accepted connection on which nothing
+	// arrives for this long (Config.IdleTimeout).
+	DefaultIdleTimeout = 5 * time.Minute
+	// DefaultReadTimeout bounds how long one frame takes to arrive once its
+	// header has (Config.ReadTimeout).
+	DefaultReadTimeout = 30 * time.Second
+	// DefaultWriteTimeout closes a connection whose peer takes no bytes for
+	// this long while this end is writing (Config.WriteTimeout).
+	DefaultWriteTimeout = 10 * time.Second
 )
 
 // Limits of the wire format and of what a peer may ask for.
@@ -36,6 +51,13 @@ var (
 	// READ was refused. Messages are dropped silently instead, as a lossy
 	// network would.
 	ErrPartitioned = errors.New("tcp: partitioned by filter")
+	// ErrRefused: the listener refused the connection because it already
+	// holds Config.MaxConns of them. Dial's error wraps it.
+	ErrRefused = errors.New("tcp: connection refused by the listener")
+	// ErrTimeout: the connection was closed because its peer broke one of
+	// the timeouts (Config.IdleTimeout, ReadTimeout, WriteTimeout). Errors
+	// from the closed connection wrap it and transport.ErrClosed.
+	ErrTimeout = errors.New("tcp: connection timed out")
 )
 
 // Filter reports whether traffic between the endpoints named local and
@@ -65,9 +87,44 @@ type Config struct {
 	MaxOutstandingReads int
 
 	// DialTimeout bounds Dial (connect and handshake) when its context has
-	// no earlier deadline, and the handshake of accepted connections.
-	// Default DefaultDialTimeout.
+	// no earlier deadline. Default DefaultDialTimeout.
 	DialTimeout time.Duration
+
+	// MaxConns is how many connections each listener holds at once:
+	// accepted sockets still in their handshake, waiting for Accept, or
+	// open (until closed by either end). A socket beyond it is refused at
+	// once: the listener sends a refusal in place of its hello and closes
+	// it, and the dialer's Dial fails wrapping ErrRefused. A server may
+	// change it per listener (see Limits). Default DefaultMaxConns;
+	// negative: no limit.
+	MaxConns int
+
+	// HandshakeTimeout bounds an accepted connection's handshake (TLS, if
+	// any, and the hellos); a dialer that has not finished it by then is
+	// dropped. Default DefaultHandshakeTimeout.
+	HandshakeTimeout time.Duration
+
+	// IdleTimeout closes an accepted connection on which no frame arrives
+	// for this long (messages, READ requests, credits: anything). Dialed
+	// connections have none; an accepted one can be given another, or
+	// none, with SetIdleTimeout (a server exempts its cluster peers, which
+	// may be silent between elections). Default DefaultIdleTimeout;
+	// negative: none.
+	IdleTimeout time.Duration
+
+	// ReadTimeout closes a connection on which a frame, once its header has
+	// arrived, is not complete this long after: a peer cannot hold a
+	// half-sent frame (and the memory it has sent so far) open. A frame's
+	// payload is also buffered only as it arrives, never from the header's
+	// length. Default DefaultReadTimeout; negative: none.
+	ReadTimeout time.Duration
+
+	// WriteTimeout closes a connection whose peer takes no bytes for this
+	// long while this end has bytes to write to it (a peer that stops
+	// reading its socket): Send, READ responses and credits then fail with
+	// ErrClosed instead of waiting on it forever. Default
+	// DefaultWriteTimeout; negative: none.
+	WriteTimeout time.Duration
 
 	// Node names this endpoint to peers (it travels in the handshake) and to
 	// Filter. Default: the address of the transport's first listener at the
@@ -97,6 +154,21 @@ func (c Config) withDefaults() Config {
 	if c.DialTimeout == 0 {
 		c.DialTimeout = DefaultDialTimeout
 	}
+	if c.MaxConns == 0 {
+		c.MaxConns = DefaultMaxConns
+	}
+	if c.HandshakeTimeout == 0 {
+		c.HandshakeTimeout = DefaultHandshakeTimeout
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = DefaultIdleTimeout
+	}
+	if c.ReadTimeout == 0 {
+		c.ReadTimeout = DefaultReadTimeout
+	}
+	if c.WriteTimeout == 0 {
+		c.WriteTimeout = DefaultWriteTimeout
+	}
 	return c
 }
 
@@ -112,6 +184,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: MaxOutstandingReads %d not in [1, %d]", ErrConfig, c.MaxOutstandingReads, maxReads)
 	case c.DialTimeout < 0:
 		return fmt.Errorf("%w: negative DialTimeout %v", ErrConfig, c.DialTimeout)
+	case c.HandshakeTimeout < 0:
+		return fmt.Errorf("%w: negative HandshakeTimeout %v", ErrConfig, c.HandshakeTimeout)
 	case len(c.Node) > maxNodeName:
 		return fmt.Errorf("%w: Node is %d bytes, max %d", ErrConfig, len(c.Node), maxNodeName)
 	}

@@ -25,6 +25,9 @@ func TestConfigValidate(t *testing.T) {
 		{"MaxOutstandingReads over 65536", Config{MaxOutstandingReads: 65537}, false},
 		{"negative DialTimeout", Config{DialTimeout: -time.Second}, false},
 		{"Node too long", Config{Node: strings.Repeat("n", 256)}, false},
+		{"limits set", Config{MaxConns: 5, HandshakeTimeout: time.Second, IdleTimeout: time.Minute, ReadTimeout: time.Second, WriteTimeout: time.Second}, true},
+		{"limits off", Config{MaxConns: -1, IdleTimeout: -1, ReadTimeout: -1, WriteTimeout: -1}, true},
+		{"negative HandshakeTimeout", Config{HandshakeTimeout: -time.Second}, false},
 	}
 	for _, tt := range tests {
 		err := tt.cfg.Validate()
@@ -48,5 +51,9 @@ func TestConfigDefaults(t *testing.T) {
 	if c.MaxMessage != want.MaxMessage || c.Credits != want.Credits ||
 		c.MaxOutstandingReads != want.MaxOutstandingReads || c.DialTimeout != want.DialTimeout {
 		t.Errorf("defaults = %+v, want %+v", c, want)
+	}
+	if c.MaxConns != DefaultMaxConns || c.HandshakeTimeout != DefaultHandshakeTimeout || c.IdleTimeout != DefaultIdleTimeout ||
+		c.ReadTimeout != DefaultReadTimeout || c.WriteTimeout != DefaultWriteTimeout {
+		t.Errorf("limit defaults = %d, %v, %v, %v, %v", c.MaxConns, c.HandshakeTimeout, c.IdleTimeout, c.ReadTimeout, c.WriteTimeout)
 	}
 }

@@ -12,10 +12,17 @@ import (
 	"github.com/kvd-project/kvd/transport"
 )
 
-// bufSize is the size of each connection's read and write buffers. READ
-// data is copied through them in pieces of at most this size, which bounds
-// how long a region's lock or a slot's lock is held.
+// bufSize is the size of the write buffers, which connections take from a
+// pool only while they write, and of the scratch buffers that carry large
+// READ responses. READ data is copied through them in pieces of at most this
+// size, which bounds how long a region's lock or a slot's lock is held.
 const bufSize = 64 << 10
+
+// readBufSize is the size of each connection's read buffer, the one buffer
+// an idle connection keeps: small frames are read many at a time through
+// it, large payloads straight into their destination (messages) or through a
+// pooled scratch buffer (READ responses).
+const readBufSize = 16 << 10
 
 // conn is one connection. Two goroutines run per conn: readLoop, the only
 // reader of the socket, which never blocks on anything but the socket; and
@@ -30,14 +37,23 @@ type conn struct {
 	local      string              // Node names, for the Filter
 	peer       string
 	maxMessage int
+	ln         *listener // the listener that accepted the conn; nil if dialed
+
+	// Progress counts for the watchdog (limits.go): rprog counts frame
+	// boundaries (odd while a frame's payload is due), wprog socket writes'
+	// starts and ends (odd while one is in progress). idle is the
+	// IdleTimeout in ns, 0 for none.
+	rprog, wprog atomic.Uint64
+	idle         atomic.Int64
+	watch        watchState // the watchdog's own
 
 	br   *bufio.Reader
 	rhdr [headerSize]byte                  // readLoop's scratch
 	rreq [opSize * transport.MaxBatch]byte // readLoop's READ_REQ payload
 
 	wmu      sync.Mutex
-	wwaiting atomic.Int32 // goroutines waiting for wmu; the last one out flushes
-	bw       *bufio.Writer
+	wwaiting atomic.Int32     // goroutines waiting for wmu; the last one out flushes
+	bw       *bufio.Writer    // guarded by wmu; from writers, nil while no one writes
 	whdr     [headerSize]byte // guarded by wmu
 
 	msgs  msgQueue
@@ -64,13 +80,14 @@ func newConn(t *Transport, nc net.Conn, remote string, local, peer hello) *conn 
 		local:      local.node,
 		peer:       peer.node,
 		maxMessage: int(min(local.maxMessage, peer.maxMessage)),
-		br:         bufio.NewReaderSize(nc, bufSize),
-		bw:         bufio.NewWriterSize(nc, bufSize),
+		br:         bufio.NewReaderSize(nc, readBufSize),
 		closed:     make(chan struct{}),
 	}
 	c.msgs.init(int(local.credits), int(peer.credits))
-	c.reads.init(int(local.maxReads), int(min(local.maxReads, peer.maxReads)))
+	c.reads.init(int(min(local.maxReads, peer.maxReads)))
 	c.serve.init(int(local.maxReads))
+	now := t.watch.now()
+	c.watch.rSince, c.watch.wSince = now, now
 	return c
 }
 
@@ -101,9 +118,11 @@ func (c *conn) Close() error {
 	return nil
 }
 
-// fail closes the connection once, recording why.
-func (c *conn) fail(err error, local bool) {
+// fail closes the connection once, recording why; it reports whether this
+// call closed it.
+func (c *conn) fail(err error, local bool) (closed bool) {
 	c.closeOnce.Do(func() {
+		closed = true
 		c.err, c.closedHere = err, local
 		// Socket first: whoever sees closed must find writes failing. Under
 		// TLS the socket itself is closed, with no close_notify alert,
@@ -116,7 +135,11 @@ func (c *conn) fail(err error, local bool) {
 		}
 		close(c.closed)
 		c.t.forget(c)
+		if c.ln != nil {
+			c.ln.release()
+		}
 	})
+	return closed
 }
 
 // cut reports whether the Filter separates the two ends.
@@ -127,13 +150,22 @@ func (c *conn) wlock() {
 	c.wwaiting.Add(1)
 	c.wmu.Lock()
 	c.wwaiting.Add(-1)
+	if c.bw == nil {
+		c.bw = writers.Get().(*bufio.Writer)
+		c.bw.Reset((*connWriter)(c))
+	}
 }
 
 // wunlock flushes unless another writer is waiting (it will flush), and
-// releases the writer. A write error, or werr, fails the connection.
+// releases the writer; once flushed, its buffer goes back to the pool. A
+// write error, or werr, fails the connection.
 func (c *conn) wunlock(werr error) error {
 	if werr == nil && c.wwaiting.Load() == 0 {
-		werr = c.bw.Flush()
+		if werr = c.bw.Flush(); werr == nil {
+			c.bw.Reset(nil)
+			writers.Put(c.bw)
+			c.bw = nil
+		}
 	}
 	c.wmu.Unlock()
 	if werr != nil {
@@ -158,6 +190,14 @@ func (c *conn) readLoop() {
 	switch {
 	case errors.Is(err, transport.ErrProtocol):
 		err = fmt.Errorf("tcp: connection to %s: %w (%w)", c.remote, err, transport.ErrClosed)
+		if c.fail(err, false) {
+			reason := ReasonProtocol
+			if errors.Is(err, errReadTooLarge) {
+				reason = ReasonReadTooLarge
+			}
+			c.report(reason, err)
+		}
+		return
 	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
 		err = fmt.Errorf("tcp: connection to %s closed by the peer: %w", c.remote, transport.ErrClosed)
 	default:
@@ -175,6 +215,11 @@ func (c *conn) readFrames() error {
 		if err != nil {
 			return err
 		}
+		// Odd while the payload is due, which ReadTimeout bounds.
+		due := h.length > 0 && uint64(c.br.Buffered()) < h.length
+		if due {
+			c.rprog.Add(1)
+		}
 		switch h.typ {
 		case frameMsg:
 			err = c.onMsg(h)
@@ -187,6 +232,11 @@ func (c *conn) readFrames() error {
 		}
 		if err != nil {
 			return err
+		}
+		if due { // a frame ended: even again, and changed
+			c.rprog.Add(1)
+		} else {
+			c.rprog.Add(2)
 		}
 	}
 }

@@ -27,8 +27,44 @@
 // the last writer waiting flushes, which coalesces frames under load.
 //
 // Read posts a batch in one frame and waits for one response. Posting,
-// waiting, copying and serving allocate nothing: request slots, serving
-// slots and buffers are allocated once per connection.
+// waiting, copying and serving allocate nothing once warm: request slots
+// and serving slots are made as a connection first needs them and reused,
+// write buffers and the scratch buffers of large READ responses come from
+// pools.
+//
+// # Limits
+//
+// Everything a peer can make a connection hold is bounded (Config, with
+// defaults; a server can adjust a listener's cap through Limits):
+//
+//   - Connections: each listener holds at most MaxConns (10,000) accepted
+//     connections, handshaking or open. Beyond it a socket is answered with
+//     a refusal in place of the hello and closed; the dialer's Dial fails
+//     with an error wrapping ErrRefused that says why (over TLS too: the
+//     refusal comes before the TLS handshake).
+//   - Handshakes: an accepted socket must finish the TLS handshake and the
+//     hellos within HandshakeTimeout (5s).
+//   - Idle connections: an accepted connection on which nothing arrives for
+//     IdleTimeout (5m) is closed. A server exempts its cluster peers
+//     (SetIdleTimeout), whose connections may be silent between elections.
+//   - Frames: a frame must arrive whole within ReadTimeout (30s) of its
+//     header, and a message's buffer grows as its bytes arrive (from 64 KiB,
+//     doubling), never from the header's length.
+//   - Writes: a connection whose peer takes no bytes for WriteTimeout (10s)
+//     while this end has bytes for it is closed, failing the blocked Send
+//     (and READ responses, credits) with ErrClosed; Send waits for credit
+//     only while its context lasts.
+//   - READs: one batch reads at most transport.MaxReadBatchBytes (16 MiB);
+//     a peer that asks for more breaks the protocol.
+//   - Memory per idle connection: a 16 KiB read buffer and the queues sized
+//     by credits and outstanding READs (about 27 KiB of heap, and two
+//     goroutines); write buffers are taken from a pool only while writing.
+//
+// One watchdog goroutine per Transport enforces the timeouts, so the data
+// path sets no socket deadline. Every refusal and every connection closed
+// for breaking a limit is reported to the listener's refusal hook
+// (Limits.SetRefusalHook) with a reason (ReasonMaxConns, ...), for a server
+// to count and log.
 //
 // Closing either end, or a socket error, fails pending and later operations
 // on both ends with errors wrapping transport.ErrClosed. Messages that had
@@ -103,6 +139,10 @@
 // A hello with the wrong magic or version, or values out of range, fails
 // the handshake with an error wrapping transport.ErrProtocol.
 //
+// A listener that refuses a connection (MaxConns) sends, before any TLS
+// handshake and in place of its hello, 24 bytes: magic "KVDR", a reason
+// code (1: too many connections), zeros; then it closes the socket.
+//
 // Then both directions carry frames: a 16-byte header and length payload
 // bytes.
 //
@@ -125,7 +165,8 @@
 //	3 READ_REQ   a: op count, 1..16 (transport.MaxBatch). id: request id
 //	             (the poster's slot). payload: a ops of 16 bytes each:
 //	             remote address u64 (Descriptor.Addr + offset), length u32,
-//	             key u32.
+//	             key u32. The lengths add up to at most
+//	             transport.MaxReadBatchBytes.
 //	4 READ_RESP  a: status (0 ok, 1 unknown key, 2 out of range,
 //	             3 partitioned). b: index of the failing op. id: the
 //	             request's id. If a != 0, length is 0. If a == 0, the payload

@@ -48,7 +48,13 @@ func readHello(r io.Reader) (hello, error) {
 		if n >= 3 && isTLSRecord(b[:n]) {
 			return hello{}, fmt.Errorf("%w: the peer speaks TLS and this end does not (configure TLS here)", ErrTLS)
 		}
+		if n > len(refuseMagic) && string(b[:len(refuseMagic)]) == refuseMagic {
+			return hello{}, refusedErr(b[len(refuseMagic)])
+		}
 		return hello{}, err
+	}
+	if string(b[:len(refuseMagic)]) == refuseMagic {
+		return hello{}, refusedErr(b[len(refuseMagic)])
 	}
 	if isTLSRecord(b[:]) {
 		return hello{}, fmt.Errorf("%w: the peer speaks TLS and this end does not (configure TLS here): %w",
@@ -88,9 +94,11 @@ func readHello(r io.Reader) (hello, error) {
 
 // handshake exchanges hellos on a fresh socket (after a TLS handshake, if
 // the transport has TLS) and, if they agree, returns the running
-// connection. remote is what RemoteAddr will report; dialed is whether this
-// end dialed. On error the socket is closed.
-func (t *Transport) handshake(ctx context.Context, nc net.Conn, remote string, dialed bool) (*conn, error) {
+// connection. remote is what RemoteAddr will report; ln is the listener
+// that accepted the socket, nil if this end dialed. On error the socket is
+// closed.
+func (t *Transport) handshake(ctx context.Context, nc net.Conn, remote string, ln *listener) (*conn, error) {
+	dialed := ln == nil
 	if tc, ok := nc.(*net.TCPConn); ok {
 		// Frames are flushed whole; Nagle would only add latency to them.
 		_ = tc.SetNoDelay(true)
@@ -127,6 +135,12 @@ func (t *Transport) handshake(ctx context.Context, nc net.Conn, remote string, d
 		return nil, handshakeErr(ctx, remote, err)
 	}
 	c := newConn(t, nc, remote, local, peer)
+	if ln != nil {
+		c.ln = ln
+		if d := t.cfg.IdleTimeout; d > 0 {
+			c.idle.Store(int64(d))
+		}
+	}
 	if id != nil {
 		c.sock, c.id = sock, id
 	}

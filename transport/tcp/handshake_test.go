@@ -155,8 +155,8 @@ func TestNegotiation(t *testing.T) {
 	if cap(c.msgs.window) != 2 || cap(s.msgs.window) != transport.DefaultCredits {
 		t.Errorf("send windows: client %d, server %d; want 2 and %d", cap(c.msgs.window), cap(s.msgs.window), transport.DefaultCredits)
 	}
-	if len(c.reads.free) != 1 || len(s.reads.free) != 1 {
-		t.Errorf("usable read slots: client %d, server %d; want 1 (the server's limit)", len(c.reads.free), len(s.reads.free))
+	if len(c.reads.all) != 1 || len(s.reads.all) != 1 {
+		t.Errorf("usable read slots: client %d, server %d; want 1 (the server's limit)", len(c.reads.all), len(s.reads.all))
 	}
 	if c.peer != ln.Addr() || s.peer != "client" {
 		t.Errorf("peer names: client sees %q, server sees %q; want %q and %q", c.peer, s.peer, ln.Addr(), "client")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kvd-project/kvd/transport"
@@ -26,16 +27,44 @@ type listener struct {
 
 	done     chan struct{} // closed by Close
 	closing  sync.Once
-	handlers sync.WaitGroup // the accept loop and its handshakes
+	handlers sync.WaitGroup // the accept loop, its handshakes and refusals
+
+	maxConns  atomic.Int64 // <= 0: no limit
+	open      atomic.Int64 // accepted sockets not yet closed (handshaking, ready or open)
+	hook      atomic.Pointer[func(reason, remote string, err error)]
+	lingering chan struct{} // refused sockets being drained
 }
 
 var _ transport.Listener = (*listener)(nil)
 
 func newListener(t *Transport, ln net.Listener) *listener {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &listener{t: t, ln: ln, ready: make(chan *conn, backlog), ctx: ctx, cancel: cancel,
-		done: make(chan struct{})}
+	l := &listener{t: t, ln: ln, ready: make(chan *conn, backlog), ctx: ctx, cancel: cancel,
+		done: make(chan struct{}), lingering: make(chan struct{}, maxLingering)}
+	l.maxConns.Store(int64(t.cfg.MaxConns))
+	return l
 }
+
+// SetMaxConns replaces the listener's MaxConns (see Limits).
+func (l *listener) SetMaxConns(n int) { l.maxConns.Store(int64(n)) }
+
+// SetRefusalHook sets the function that hears of refusals (see Limits).
+func (l *listener) SetRefusalHook(fn func(reason, remote string, err error)) {
+	if fn == nil {
+		l.hook.Store(nil)
+		return
+	}
+	l.hook.Store(&fn)
+}
+
+func (l *listener) report(reason, remote string, err error) {
+	if fn := l.hook.Load(); fn != nil {
+		(*fn)(reason, remote, err)
+	}
+}
+
+// release counts one accepted socket closed.
+func (l *listener) release() { l.open.Add(-1) }
 
 func (l *listener) start() {
 	l.handlers.Add(1)
@@ -97,19 +126,33 @@ func (l *listener) acceptLoop() {
 			}
 		}
 		pause = 0
+		if max := l.maxConns.Load(); max > 0 && l.open.Load() >= max {
+			remote := nc.RemoteAddr().String()
+			l.refuse(nc)
+			l.report(ReasonMaxConns, remote, fmt.Errorf("%w: %d connections open (max %d)", ErrRefused, l.open.Load(), max))
+			continue
+		}
+		l.open.Add(1)
 		l.handlers.Add(1)
 		go l.admit(nc)
 	}
 }
 
 // admit handshakes one incoming connection and queues it for Accept. A
-// peer that fails the handshake is dropped: the peer sees why on its side.
+// peer that fails the handshake, or does not finish it within
+// HandshakeTimeout, is dropped (and reported): the peer sees why on its
+// side.
 func (l *listener) admit(nc net.Conn) {
 	defer l.handlers.Done()
-	ctx, cancel := context.WithTimeout(l.ctx, l.t.cfg.DialTimeout)
+	ctx, cancel := context.WithTimeout(l.ctx, l.t.cfg.HandshakeTimeout)
 	defer cancel()
-	c, err := l.t.handshake(ctx, nc, nc.RemoteAddr().String(), false)
+	remote := nc.RemoteAddr().String()
+	c, err := l.t.handshake(ctx, nc, remote, l)
 	if err != nil {
+		l.release()
+		if l.ctx.Err() == nil {
+			l.report(ReasonHandshake, remote, err)
+		}
 		return
 	}
 	select {

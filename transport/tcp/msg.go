@@ -196,13 +196,39 @@ func (c *conn) onMsg(h header) error {
 		return nil
 	}
 	m := <-c.msgs.free // only readLoop takes from free
-	if cap(m.data) < n {
-		m.data = make([]byte, n)
-	}
-	m.data = m.data[:n]
-	if _, err := io.ReadFull(c.br, m.data); err != nil {
+	if err := c.readPayload(m, n); err != nil {
+		c.msgs.free <- m
 		return err
 	}
 	c.msgs.queue <- m
+	return nil
+}
+
+// readPayload reads a MSG's n bytes into m.data. A buffer that is too small
+// grows as the bytes arrive (doubling from keepMsgBuf), never straight to the
+// header's length: a peer that announces a large message and sends little
+// of it holds little memory (and ReadTimeout bounds how long it holds it).
+func (c *conn) readPayload(m *inMsg, n int) error {
+	if cap(m.data) >= n || n <= keepMsgBuf {
+		if cap(m.data) < n {
+			m.data = make([]byte, n)
+		}
+		m.data = m.data[:n]
+		_, err := io.ReadFull(c.br, m.data)
+		return err
+	}
+	m.data = m.data[:0]
+	for len(m.data) < n {
+		if len(m.data) == cap(m.data) {
+			grown := make([]byte, len(m.data), min(n, max(2*cap(m.data), keepMsgBuf)))
+			copy(grown, m.data)
+			m.data = grown
+		}
+		k, err := io.ReadFull(c.br, m.data[len(m.data):cap(m.data)])
+		m.data = m.data[:len(m.data)+k]
+		if err != nil {
+			return err
+		}
+	}
 	return nil
 }

@@ -2,8 +2,10 @@ package tcp
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/kvd-project/kvd/transport"
 )
@@ -38,26 +40,50 @@ type slot struct {
 	bad    uint8
 }
 
-// readSlots are the READ batches this end can have in flight.
+// readSlots are the READ batches this end can have in flight: as many as
+// both ends allow. Slots are made as Reads need them (a connection that
+// never posts a READ, such as a server's, has none) and then reused.
 type readSlots struct {
-	all  []slot
+	all  []atomic.Pointer[slot] // by id; nil until made
 	free chan *slot
+	mu   sync.Mutex // guards made
+	made int
 }
 
-// init allocates n slots and makes the first usable of them available:
-// usable is also bounded by what the peer serves at once.
-func (r *readSlots) init(n, usable int) {
-	r.all = make([]slot, n)
-	r.free = make(chan *slot, n)
-	for i := range r.all {
-		s := &r.all[i]
-		s.id = uint32(i)
-		s.done = make(chan struct{}, 1)
-		if i < usable {
-			r.free <- s
-		}
+func (r *readSlots) init(usable int) {
+	r.all = make([]atomic.Pointer[slot], usable)
+	r.free = make(chan *slot, usable)
+}
+
+// get returns a free slot, making one if none is free and fewer than the
+// limit exist, or waits for one.
+func (r *readSlots) get(ctx context.Context, closed <-chan struct{}) (*slot, error) {
+	select {
+	case s := <-r.free:
+		return s, nil
+	default:
+	}
+	r.mu.Lock()
+	if r.made < len(r.all) {
+		s := &slot{id: uint32(r.made), done: make(chan struct{}, 1)}
+		r.all[r.made].Store(s)
+		r.made++
+		r.mu.Unlock()
+		return s, nil
+	}
+	r.mu.Unlock()
+	select {
+	case s := <-r.free:
+		return s, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-closed:
+		return nil, errClosedConn
 	}
 }
+
+// errClosedConn stands for the connection's own error (c.err) in get.
+var errClosedConn = errors.New("closed")
 
 // Read posts ops as one READ_REQ frame and waits for the READ_RESP.
 func (c *conn) Read(ctx context.Context, ops []transport.ReadOp) error {
@@ -73,17 +99,15 @@ func (c *conn) Read(ctx context.Context, ops []transport.ReadOp) error {
 	if c.cut() {
 		return fmt.Errorf("tcp: read from %s: %w", c.remote, ErrPartitioned)
 	}
-	var s *slot
-	select {
-	case s = <-c.reads.free:
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-c.closed:
+	s, err := c.reads.get(ctx, c.closed)
+	if err == errClosedConn {
 		return c.err
+	} else if err != nil {
+		return err
 	}
 	n := s.post(ops)
 	c.wlock()
-	_, err := c.bw.Write(s.req[:n])
+	_, err = c.bw.Write(s.req[:n])
 	if err = c.wunlock(err); err != nil {
 		s.abandon()
 		return err
@@ -113,11 +137,17 @@ func (c *conn) checkOps(ops []transport.ReadOp) error {
 	if len(ops) > transport.MaxBatch {
 		return fmt.Errorf("tcp: %d reads in one batch, max %d: %w", len(ops), transport.MaxBatch, transport.ErrBatchTooLarge)
 	}
+	total := 0
 	for i := range ops {
 		if uint64(len(ops[i].Dst)) > maxReadLen {
 			return fmt.Errorf("tcp: read op %d: length %d exceeds the per-op max of %d: %w",
 				i, len(ops[i].Dst), uint64(maxReadLen), transport.ErrOutOfRange)
 		}
+		total += len(ops[i].Dst)
+	}
+	if total > transport.MaxReadBatchBytes {
+		return fmt.Errorf("tcp: reads of %d bytes in one batch, max %d: %w",
+			total, transport.MaxReadBatchBytes, transport.ErrBatchTooLarge)
 	}
 	return nil
 }
@@ -172,10 +202,13 @@ func (c *conn) readErr(ops []transport.ReadOp, st status, bad int) error {
 // buffer-full at a time under the slot's lock, so that an abandoning Read
 // waits at most for one memory copy and nothing lands in Dst after it.
 func (c *conn) onReadResp(h header) error {
-	if h.id >= uint32(len(c.reads.all)) {
+	var s *slot
+	if h.id < uint32(len(c.reads.all)) {
+		s = c.reads.all[h.id].Load()
+	}
+	if s == nil {
 		return protoErr("READ_RESP for request %d, which was never posted", h.id)
 	}
-	s := &c.reads.all[h.id]
 	s.mu.Lock()
 	inFlight := s.state == slotPosted || s.state == slotAbandoned
 	s.mu.Unlock()
@@ -191,13 +224,19 @@ func (c *conn) onReadResp(h header) error {
 	case h.length != s.total+trailerSize:
 		return protoErr("READ_RESP of %d bytes for reads of %d", h.length, s.total)
 	}
+	var buf []byte
+	if s.total >= readBufSize {
+		sb := scratch.Get().(*[bufSize]byte)
+		defer scratch.Put(sb)
+		buf = sb[:]
+	}
 	for i := range s.n {
-		if err := c.fill(s, s.dst[i]); err != nil {
+		if err := c.fill(s, s.dst[i], buf); err != nil {
 			return err
 		}
 	}
 	var tr [trailerSize]byte
-	if err := c.fill(nil, tr[:]); err != nil {
+	if err := c.fill(nil, tr[:], nil); err != nil {
 		return err
 	}
 	st := status(tr[0])
@@ -209,15 +248,36 @@ func (c *conn) onReadResp(h header) error {
 }
 
 // fill copies len(dst) bytes from the socket into dst, or drops them if s
-// has been abandoned. s is nil for readLoop's own buffers.
-func (c *conn) fill(s *slot, dst []byte) error {
+// has been abandoned. s is nil for readLoop's own buffers. Bytes come through
+// the read buffer, or, when it is empty and scratch (a buffer larger than it)
+// is given, straight from the socket into scratch: large responses then
+// take as few socket reads as with a large read buffer.
+func (c *conn) fill(s *slot, dst, scratch []byte) error {
 	for len(dst) > 0 {
-		if c.br.Buffered() == 0 {
+		var p []byte
+		var rerr error
+		buffered := c.br.Buffered() > 0
+		switch {
+		case buffered:
+			p, _ = c.br.Peek(min(c.br.Buffered(), len(dst)))
+		case scratch != nil && len(dst) >= readBufSize:
+			// The buffer is empty and scratch larger than it: bufio reads
+			// the socket straight into scratch (lock not held).
+			var k int
+			k, rerr = c.br.Read(scratch[:min(len(scratch), len(dst))])
+			if k == 0 {
+				if rerr == nil {
+					continue
+				}
+				return rerr
+			}
+			p = scratch[:k]
+		default:
 			if _, err := c.br.Peek(1); err != nil { // wait for data, lock not held
 				return err
 			}
+			continue
 		}
-		p, _ := c.br.Peek(min(c.br.Buffered(), len(dst)))
 		if s == nil {
 			copy(dst, p)
 		} else {
@@ -227,8 +287,13 @@ func (c *conn) fill(s *slot, dst []byte) error {
 			}
 			s.mu.Unlock()
 		}
-		c.br.Discard(len(p))
+		if buffered {
+			c.br.Discard(len(p))
+		}
 		dst = dst[len(p):]
+		if rerr != nil && len(dst) > 0 {
+			return rerr
+		}
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package tcp
 
 import (
+	"fmt"
 	"io"
 
 	"github.com/kvd-project/kvd/transport"
@@ -13,20 +14,18 @@ type job struct {
 	ops [transport.MaxBatch]wireOp
 }
 
-// serveQueue holds the READ batches the peer has in flight here; there are
-// as many jobs as this end announced in its hello, allocated once.
+// serveQueue holds the READ batches the peer has in flight here: at most
+// as many as this end announced in its hello. Jobs are made as the peer's
+// batches need them (readLoop alone makes them) and then reused.
 type serveQueue struct {
 	free  chan *job
 	ready chan *job
+	made  int // readLoop's
 }
 
 func (q *serveQueue) init(n int) {
 	q.free = make(chan *job, n)
 	q.ready = make(chan *job, n)
-	jobs := make([]job, n)
-	for i := range jobs {
-		q.free <- &jobs[i]
-	}
 }
 
 // onReadReq queues a READ_REQ for serveLoop; readLoop calls it. Serving is
@@ -37,15 +36,26 @@ func (c *conn) onReadReq(h header) error {
 	select {
 	case j = <-c.serve.free:
 	default:
-		return protoErr("peer has more than the %d READ batches it was allowed in flight", cap(c.serve.free))
+		if c.serve.made == cap(c.serve.free) {
+			return protoErr("peer has more than the %d READ batches it was allowed in flight", cap(c.serve.free))
+		}
+		j = new(job)
+		c.serve.made++
 	}
 	b := c.rreq[:h.length]
 	if _, err := io.ReadFull(c.br, b); err != nil {
 		return err
 	}
 	j.id, j.n = h.id, int(h.a)
+	total := uint64(0)
 	for i := range j.n {
 		j.ops[i] = parseOp(b[i*opSize:])
+		total += uint64(j.ops[i].n)
+	}
+	if total > transport.MaxReadBatchBytes {
+		c.serve.free <- j
+		return fmt.Errorf("tcp: READ_REQ for %d bytes, max %d (transport.MaxReadBatchBytes): %w: %w",
+			total, transport.MaxReadBatchBytes, errReadTooLarge, transport.ErrProtocol)
 	}
 	c.serve.ready <- j
 	return nil

@@ -180,9 +180,12 @@ func (t *Transport) secure(ctx context.Context, nc net.Conn, addr string, dialed
 	// The caller's deadline bounds the handshake (and ends it with ctx).
 	if err := tc.Handshake(); err != nil {
 		var rh tls.RecordHeaderError
-		if errors.As(err, &rh) && string(rh.RecordHeader[:4]) == helloMagic {
+		switch {
+		case errors.As(err, &rh) && string(rh.RecordHeader[:4]) == helloMagic:
 			err = fmt.Errorf("%w: the peer speaks plaintext kvd, not TLS (is TLS off on it?): %w", ErrTLS, err)
-		} else {
+		case errors.As(err, &rh) && string(rh.RecordHeader[:4]) == refuseMagic:
+			err = refusedErr(rh.RecordHeader[4])
+		default:
 			err = fmt.Errorf("%w: %w", ErrTLS, err)
 		}
 		if !dialed && t.cfg.TLS.HandshakeError != nil && ctx.Err() == nil {

@@ -18,6 +18,7 @@ type Transport struct {
 	cfg       Config
 	filter    atomic.Pointer[Filter]
 	tlsServer *tls.Config // listeners' TLS configuration, if cfg.TLS
+	watch     *watchdog   // enforces the connections' timeouts
 
 	mu        sync.Mutex // guards the fields below
 	closed    bool
@@ -40,6 +41,7 @@ func New(cfg Config) (*Transport, error) {
 	}
 	t.regions.init()
 	t.SetFilter(cfg.Filter)
+	t.startWatchdog()
 	return t, nil
 }
 
@@ -95,7 +97,7 @@ func (t *Transport) Dial(ctx context.Context, addr string) (transport.Conn, erro
 	if err != nil {
 		return nil, fmt.Errorf("tcp: dial %s: %w", addr, err)
 	}
-	return t.handshake(ctx, nc, addr, true)
+	return t.handshake(ctx, nc, addr, nil)
 }
 
 // Close closes every listener, connection and region of the transport, and
@@ -119,6 +121,7 @@ func (t *Transport) Close() error {
 	for _, c := range cs {
 		c.Close()
 	}
+	t.watch.close()
 	t.regions.closeAll()
 	return nil
 }
@@ -161,6 +164,16 @@ func (t *Transport) adopt(c *conn) error {
 	}
 	t.conns[c] = struct{}{}
 	return nil
+}
+
+// snapshotConns appends the open connections to dst.
+func (t *Transport) snapshotConns(dst []*conn) []*conn {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for c := range t.conns {
+		dst = append(dst, c)
+	}
+	return dst
 }
 
 func (t *Transport) forget(c *conn) {

@@ -175,6 +175,29 @@ func testReadBatch(t *testing.T, e *env) {
 	noErr(t, "Read after refusal", readMany(ctx, c, r1.Descriptor(), 1, 0, 3))
 }
 
+// testReadBatchBytes checks transport.MaxReadBatchBytes: a batch that
+// reads exactly that much works; one byte more (every op inside the region)
+// is refused with ErrBatchTooLarge before anything is posted, so the
+// connection still works.
+func testReadBatchBytes(t *testing.T, e *env) {
+	ctx := guarded(t)
+	const per = transport.MaxReadBatchBytes / transport.MaxBatch
+	r := e.region(e.server, per+1, 8)
+	c, _ := e.connect()
+	ops := make([]transport.ReadOp, transport.MaxBatch)
+	for i := range ops {
+		ops[i] = transport.ReadOp{Remote: r.Descriptor(), Dst: make([]byte, per)}
+	}
+	noErr(t, "Read of MaxReadBatchBytes", c.Read(ctx, ops))
+	for i, op := range ops {
+		noErr(t, fmt.Sprintf("op %d", i), checkPattern(op.Dst, 0, 8))
+	}
+	ops[3].Dst = make([]byte, per+1)
+	wantErr(t, "Read of MaxReadBatchBytes+1", c.Read(ctx, ops), transport.ErrBatchTooLarge)
+	// Refused before posting: the connection still works.
+	noErr(t, "Read after refusal", readMany(ctx, c, r.Descriptor(), 8, 0, 3))
+}
+
 func testReadBothWays(t *testing.T, e *env) {
 	ctx := guarded(t)
 	rs := e.region(e.server, 5000, 4)

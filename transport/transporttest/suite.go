@@ -41,6 +41,7 @@ func Run(t *testing.T, f Factory) {
 		{"ReadBounds", testReadBounds},
 		{"ReadBadKey", testReadBadKey},
 		{"ReadBatch", testReadBatch},
+		{"ReadBatchBytes", testReadBatchBytes},
 		{"ReadBothWays", testReadBothWays},
 		{"ReadCanceled", testReadCanceled},
 		{"TornReads", testTornReads},
