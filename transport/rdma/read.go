@@ -41,11 +41,16 @@ func (c *conn) Read(ctx context.Context, ops []transport.ReadOp) error {
 	if len(ops) > transport.MaxBatch {
 		return fmt.Errorf("rdma: %d reads in one batch (max %d): %w", len(ops), transport.MaxBatch, transport.ErrBatchTooLarge)
 	}
+	total := 0
 	for i := range ops {
 		op := &ops[i]
 		if n := uint64(len(op.Dst)); op.Offset > op.Remote.Len || n > op.Remote.Len-op.Offset {
 			return fmt.Errorf("rdma: read [%d, +%d) of %v: %w", op.Offset, n, op.Remote, transport.ErrOutOfRange)
 		}
+		total += len(op.Dst)
+	}
+	if total > transport.MaxReadBatchBytes {
+		return fmt.Errorf("rdma: %d bytes in one READ batch (max %d): %w", total, transport.MaxReadBatchBytes, transport.ErrBatchTooLarge)
 	}
 	// An ended context or a closed connection fails the Read before
 	// anything is posted (select below would pick among ready cases at
