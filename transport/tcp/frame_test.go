@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"testing"
+	"time"
 
 	"github.com/kvd-project/kvd/transport"
 )
@@ -179,6 +180,9 @@ func TestProtocolViolations(t *testing.T) {
 		if _, err := nc.Write(tt.bytes); err != nil {
 			t.Fatal(err)
 		}
+		// Let the read loop take every frame before the first Recv: a Recv
+		// frees a queue slot, which would let a MSG beyond the credits in.
+		time.Sleep(200 * time.Millisecond)
 		ctx := testCtx(t)
 		var err error
 		for err == nil { // valid MSGs before the violation are delivered
