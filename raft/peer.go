@@ -10,6 +10,7 @@ import (
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/kvd-project/kvd/internal/ratelog"
 	"github.com/kvd-project/kvd/raft/internal/store"
 	"github.com/kvd-project/kvd/transport"
 )
@@ -33,8 +34,8 @@ type peerSet struct {
 	// epoch is not streamed.
 	epoch atomic.Uint64
 
-	ident identity   // this node's cluster id, for the hellos
-	limit logLimiter // refusal and drop log lines
+	ident identity        // this node's cluster id, for the hellos
+	limit ratelog.Limiter // refusal and drop log lines
 	// sessions are the served (inbound) peer connections by member, under
 	// mu: removing a member closes its sessions.
 	sessions map[uint64]map[transport.Conn]struct{}

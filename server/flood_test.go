@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/kvd-project/kvd/client"
+	"github.com/kvd-project/kvd/internal/ratelog"
 	"github.com/kvd-project/kvd/internal/table"
 	"github.com/kvd-project/kvd/internal/wire"
 	"github.com/kvd-project/kvd/transport"
@@ -448,20 +449,20 @@ func TestFloodMalformedRequests(t *testing.T) {
 }
 
 func TestRefusalLogRateLimited(t *testing.T) {
-	var ll logLimiter
+	var ll ratelog.Limiter
 	now := time.Now()
-	if ok, _ := ll.allow("x", now); !ok {
+	if ok, _ := ll.Allow("x", now); !ok {
 		t.Fatal("first line held back")
 	}
 	for i := range 5 {
-		if ok, _ := ll.allow("x", now.Add(time.Duration(i)*time.Second)); ok {
+		if ok, _ := ll.Allow("x", now.Add(time.Duration(i)*time.Second)); ok {
 			t.Fatal("line within the interval let through")
 		}
 	}
-	if ok, _ := ll.allow("y", now); !ok {
+	if ok, _ := ll.Allow("y", now); !ok {
 		t.Fatal("another reason held back")
 	}
-	if ok, held := ll.allow("x", now.Add(refusalLogEvery)); !ok || held != 5 {
+	if ok, held := ll.Allow("x", now.Add(refusalLogEvery)); !ok || held != 5 {
 		t.Fatalf("after the interval: %v, %d held; want true, 5", ok, held)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kvd-project/kvd/internal/ratelog"
 	"github.com/kvd-project/kvd/transport"
 	"github.com/kvd-project/kvd/transport/tcp"
 )
@@ -35,7 +36,7 @@ var connRefusalReasons = []string{
 // refusalLogEvery is how often each kind of refusal is logged: a hostile or
 // broken client retries without end, and the log must not become its
 // amplifier. The counter counts every one.
-const refusalLogEvery = 10 * time.Second
+const refusalLogEvery = ratelog.DefaultEvery
 
 // connLimiter is implemented by listeners that enforce the connection cap
 // and report refusals themselves (transport/tcp's, tcp.Limits).
@@ -64,7 +65,7 @@ func exemptFromIdle(conn transport.Conn) {
 // rate-limited. The transport calls it from its own goroutines.
 func (s *Server) connRefused(reason, remote string, err error) {
 	s.metrics.connRefusals.WithLabelValues(reason).Inc()
-	if ok, held := s.refusalLog.allow(reason, time.Now()); ok {
+	if ok, held := s.refusalLog.Allow(reason, time.Now()); ok {
 		s.log.Warn("connection refused or closed by a limit", "reason", reason, "remote", remote, "err", err,
 			"similar_not_logged", held)
 	}
@@ -75,29 +76,6 @@ func (s *Server) connCount() int {
 	s.connMu.Lock()
 	defer s.connMu.Unlock()
 	return len(s.conns)
-}
-
-// logLimiter lets one line per key through per refusalLogEvery and counts
-// the lines it held back, so the next line can say how many.
-type logLimiter struct {
-	mu         sync.Mutex
-	next       map[string]time.Time
-	suppressed map[string]int
-}
-
-func (ll *logLimiter) allow(key string, now time.Time) (bool, int) {
-	ll.mu.Lock()
-	defer ll.mu.Unlock()
-	if ll.next == nil {
-		ll.next, ll.suppressed = map[string]time.Time{}, map[string]int{}
-	}
-	if now.Before(ll.next[key]) {
-		ll.suppressed[key]++
-		return false, 0
-	}
-	n := ll.suppressed[key]
-	ll.next[key], ll.suppressed[key] = now.Add(refusalLogEvery), 0
-	return true, n
 }
 
 // connBudget is the bytes one client connection may hold in the server

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kvd-project/kvd/internal/ratelog"
 	"github.com/kvd-project/kvd/internal/table"
 	"github.com/kvd-project/kvd/raft"
 	"github.com/kvd-project/kvd/transport"
@@ -47,7 +48,7 @@ type Server struct {
 	connMu    sync.Mutex
 	conns     map[transport.Conn]struct{} // its size is the connection count (Config.MaxConnections)
 	// refusalLog rate-limits the logs of refused connections (limits.go).
-	refusalLog logLimiter
+	refusalLog ratelog.Limiter
 }
 
 // New starts a node: it registers and formats the table region, opens (or

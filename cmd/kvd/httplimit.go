@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kvd-project/kvd/internal/ratelog"
 )
 
 // Limits of the metrics/health HTTP listener. It is an operator's port,
@@ -32,9 +34,7 @@ type limitListener struct {
 	sem     chan struct{}
 	refused prometheus.Counter
 	log     *slog.Logger
-
-	mu      sync.Mutex
-	lastLog time.Time
+	logs    ratelog.Limiter // one refusal line a second
 }
 
 func newLimitListener(ln net.Listener, max int, reg prometheus.Registerer, log *slog.Logger) *limitListener {
@@ -45,7 +45,8 @@ func newLimitListener(ln net.Listener, max int, reg prometheus.Registerer, log *
 			Name: "kvd_http_refused_total",
 			Help: "Connections to the metrics listener closed because it already had its maximum open.",
 		}),
-		log: log,
+		log:  log,
+		logs: ratelog.Limiter{Every: time.Second},
 	}
 	if reg != nil {
 		reg.MustRegister(l.refused)
@@ -72,13 +73,10 @@ func (l *limitListener) Accept() (net.Conn, error) {
 
 // logRefusal logs at most once a second.
 func (l *limitListener) logRefusal(remote net.Addr) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if time.Since(l.lastLog) < time.Second {
-		return
+	if ok, held := l.logs.Allow("refused", time.Now()); ok {
+		l.log.Warn("metrics listener full; connection refused", "remote", remote.String(), "max", cap(l.sem),
+			"similar_not_logged", held)
 	}
-	l.lastLog = time.Now()
-	l.log.Warn("metrics listener full; connection refused", "remote", remote.String(), "max", cap(l.sem))
 }
 
 type limitConn struct {
