@@ -91,8 +91,8 @@ func newConn(t *Transport, nc net.Conn, remote string, local, peer hello) *conn 
 	return c
 }
 
+// start runs the connection's goroutines; adopt has counted them.
 func (c *conn) start() {
-	c.loops.Add(2)
 	go c.readLoop()
 	go c.serveLoop()
 }

@@ -163,6 +163,10 @@ func (t *Transport) adopt(c *conn) error {
 		return fmt.Errorf("tcp: connection to %s: transport %w", c.remote, transport.ErrClosed)
 	}
 	t.conns[c] = struct{}{}
+	// The loops are counted here, under the lock that Close takes to list
+	// the connections, so that its c.Close never waits on a WaitGroup whose
+	// Add races with the Wait (the loops start right after adopt returns).
+	c.loops.Add(2)
 	return nil
 }
 
