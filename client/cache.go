@@ -56,3 +56,13 @@ func (c *locationCache) drop(key []byte) {
 	delete(c.m, string(key))
 	c.mu.Unlock()
 }
+
+// reset forgets every location (the region was rebuilt).
+func (c *locationCache) reset() {
+	if c.max <= 0 {
+		return
+	}
+	c.mu.Lock()
+	clear(c.m)
+	c.mu.Unlock()
+}

@@ -72,6 +72,8 @@ func (c *Client) get(ctx context.Context, dst, key []byte, opts []ReadOption) ([
 		if err == nil {
 			c.stats.oneSided.Add(1)
 			c.stats.roundTrips.Add(uint64(res.roundTrips))
+			c.stats.reads.Add(uint64(res.reads))
+			c.stats.readBytes.Add(uint64(res.bytes))
 			if !res.found {
 				return nil, 0, ErrNotFound
 			}
@@ -123,7 +125,11 @@ func (c *Client) readOneSided(ctx context.Context, dst, key []byte, level Consis
 		case ctx.Err() != nil:
 			return res, ctx.Err()
 		case errors.Is(err, errGeometry):
-			n.close(err) // the region was rebuilt: reconnect to re-learn it
+			// The region was rebuilt (or reformatted): re-read its header
+			// on the same connection; only if that fails, reconnect.
+			if gerr := n.loadGeometry(ctx); gerr != nil {
+				n.close(fmt.Errorf("re-reading the table header after a rebuild: %w", gerr))
+			}
 		case errors.Is(err, errClockStale):
 			if serr := n.syncClock(ctx); serr != nil {
 				c.dropNode(n, serr) // cannot even read its clock: try elsewhere

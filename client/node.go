@@ -20,7 +20,7 @@ type node struct {
 	addr  string
 	conn  transport.Conn
 	hello wire.Hello
-	geo   geometry // the region's layout, read once after hello
+	geo   atomic.Pointer[geometry] // the region's layout: read after hello, re-read after a rebuild
 
 	nextID  atomic.Uint64
 	mu      sync.Mutex

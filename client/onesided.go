@@ -22,10 +22,18 @@ type geometry struct {
 
 func (g *geometry) inArea(s table.Slot) bool { return g.hdr.InArea(s) }
 
+// loadGeometry reads the region's header and adopts the layout it
+// describes. It runs at connect and again whenever a GET meets a header of
+// another generation or geometry (a rebuild after a snapshot install, or a
+// failed rebuild retried): the region, its rkey and the connection are the
+// same, so re-reading 64 bytes replaces a teardown and redial. Adopting a
+// header read at any moment is safe: every GET compares the headers it
+// reads with the geometry it started from, and fails over to a retry if
+// they differ.
 func (n *node) loadGeometry(ctx context.Context) error {
-	n.geo.region = transport.Descriptor{Addr: n.hello.RegionAddr, Len: n.hello.RegionLen, Key: n.hello.RegionKey}
+	region := transport.Descriptor{Addr: n.hello.RegionAddr, Len: n.hello.RegionLen, Key: n.hello.RegionKey}
 	var hdr [table.HeaderSize]byte
-	if err := n.conn.Read(ctx, []transport.ReadOp{{Remote: n.geo.region, Dst: hdr[:]}}); err != nil {
+	if err := n.conn.Read(ctx, []transport.ReadOp{{Remote: region, Dst: hdr[:]}}); err != nil {
 		return err
 	}
 	h, err := table.ParseHeader(hdr[:])
@@ -35,9 +43,16 @@ func (n *node) loadGeometry(ctx context.Context) error {
 	if h.RecordEnd > n.hello.RegionLen {
 		return fmt.Errorf("table header claims %d bytes, the region has %d", h.RecordEnd, n.hello.RegionLen)
 	}
-	n.geo.nbuckets = h.Buckets
-	n.geo.hdr = h
-	n.geo.maxAge = time.Duration(h.GraceMillis) * time.Millisecond / 2
+	old := n.geo.Load()
+	n.geo.Store(&geometry{
+		region:   region,
+		nbuckets: h.Buckets,
+		hdr:      h,
+		maxAge:   time.Duration(h.GraceMillis) * time.Millisecond / 2,
+	})
+	if old != nil && !old.hdr.SameGeometry(h) {
+		n.cache.reset() // locations in the old layout name nothing now
+	}
 	return nil
 }
 
@@ -81,6 +96,17 @@ type readResult struct {
 	version    uint64
 	found      bool
 	roundTrips int
+	reads      int // READs the successful attempt posted, over all its round trips
+	bytes      int // bytes those READs fetched
+}
+
+// readBytes is how many bytes a batch of READs fetches.
+func readBytes(ops []transport.ReadOp) int {
+	n := 0
+	for i := range ops {
+		n += len(ops[i].Dst)
+	}
+	return n
 }
 
 // getOneSided runs one attempt of the one-sided GET protocol (docs/layout.md):
@@ -88,7 +114,7 @@ type readResult struct {
 // record, if any); round trip 2 reads the header, the buckets again and every
 // record whose fingerprint matches.
 func (n *node) getOneSided(ctx context.Context, dst, key []byte, needLease bool, s *getScratch) (readResult, error) {
-	g := &n.geo
+	g := n.geo.Load()
 	h := table.Hash(key)
 	b1, b2 := table.Buckets(h, g.nbuckets)
 	fp := table.Fingerprint(h)
@@ -100,7 +126,7 @@ func (n *node) getOneSided(ctx context.Context, dst, key []byte, needLease bool,
 		transport.ReadOp{Remote: g.region, Offset: table.BucketOffset(b1), Dst: s.bk1[0][:]},
 		transport.ReadOp{Remote: g.region, Offset: table.BucketOffset(b2), Dst: s.bk1[1][:]})
 	cachedWord, haveCache := n.cache.get(key)
-	if haveCache && !n.geo.inArea(table.DecodeSlot(cachedWord)) {
+	if haveCache && !g.inArea(table.DecodeSlot(cachedWord)) {
 		n.cache.drop(key)
 		haveCache = false
 	}
@@ -112,7 +138,7 @@ func (n *node) getOneSided(ctx context.Context, dst, key []byte, needLease bool,
 	if err := n.conn.Read(ctx, ops); err != nil {
 		return readResult{}, err
 	}
-	hdr, err := n.checkHeader(s.hdr1[:])
+	hdr, err := checkHeader(g, s.hdr1[:])
 	if err != nil {
 		return readResult{}, err
 	}
@@ -136,7 +162,7 @@ func (n *node) getOneSided(ctx context.Context, dst, key []byte, needLease bool,
 					return readResult{}, err
 				}
 			}
-			return readResult{value: append(dst, val...), version: ver, found: true, roundTrips: 1}, nil
+			return readResult{value: append(dst, val...), version: ver, found: true, roundTrips: 1, reads: reads, bytes: nbytes}, nil
 		}
 		n.cache.drop(key)
 	}
@@ -160,6 +186,7 @@ func (n *node) getOneSided(ctx context.Context, dst, key []byte, needLease bool,
 	if err := n.conn.Read(ctx, ops); err != nil {
 		return readResult{}, err
 	}
+	reads, nbytes = reads+len(ops), nbytes+readBytes(ops)
 	// The region's state (all but the lease word) must not have moved
 	// between the two header reads; the lease is judged on its own, at the
 	// moment of the decision, which is after every READ of this GET.
@@ -181,7 +208,7 @@ func (n *node) getOneSided(ctx context.Context, dst, key []byte, needLease bool,
 		switch {
 		case err == nil:
 			n.cache.put(key, sl.Word())
-			return readResult{value: append(dst, val...), version: ver, found: true, roundTrips: 2}, nil
+			return readResult{value: append(dst, val...), version: ver, found: true, roundTrips: 2, reads: reads, bytes: nbytes}, nil
 		case errors.Is(err, table.ErrKeyMismatch):
 			continue // another key with the same fingerprint
 		case errors.Is(err, table.ErrDead):
@@ -198,18 +225,18 @@ func (n *node) getOneSided(ctx context.Context, dst, key []byte, needLease bool,
 	if hdr.Incomplete {
 		return readResult{}, errIncomplete
 	}
-	return readResult{roundTrips: 2}, nil
+	return readResult{roundTrips: 2, reads: reads, bytes: nbytes}, nil
 }
 
-// checkHeader validates a header read against the geometry read at
-// connect: every field that addresses the region, not just the generation,
-// so that a header that parses but describes another layout is never used.
-func (n *node) checkHeader(b []byte) (table.Header, error) {
+// checkHeader validates a header read against the geometry the GET started
+// from: every field that addresses the region, not just the generation, so
+// that a header that parses but describes another layout is never used.
+func checkHeader(g *geometry, b []byte) (table.Header, error) {
 	hdr, err := table.ParseHeader(b)
 	if err != nil {
 		return hdr, fmt.Errorf("%w: %w", errTorn, err)
 	}
-	if !hdr.SameGeometry(n.geo.hdr) {
+	if !hdr.SameGeometry(g.hdr) {
 		return hdr, errGeometry
 	}
 	return hdr, nil

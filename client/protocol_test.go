@@ -165,7 +165,7 @@ var (
 	traceHit       = []string{"HBB", "HBBR"} // uncached hit: two round trips
 	traceMiss      = []string{"HBB", "HBB"}  // miss: two round trips, no record
 	traceCachedHit = []string{"HBBR"}        // cached hit: one round trip
-	traceReconnect = []string{"H"}           // a new connection reads the header for the geometry
+	traceReread    = []string{"H"}           // the header re-read for the new geometry
 )
 
 func catTraces(parts ...[]string) []string { return slices.Concat(parts...) }
@@ -269,53 +269,54 @@ func TestReadProtocol(t *testing.T) {
 
 		// Generation and geometry: a read that straddles a rebuild is not
 		// accepted, and a header of another generation or geometry makes
-		// the client reconnect and re-read the geometry.
+		// the client re-read the header on the same connection (no dial:
+		// dials stays 0) and adopt the new geometry.
 		{name: "generation changed between round trips", hook: func(r *rig, batch, op int) {
 			if batch == 2 && op == 0 {
 				r.newGeneration()
 			}
 		}, want: "v1", oneSided: 1, retries: map[string]uint64{"unstable": 1, "geometry": 1},
-			trace: catTraces(traceHit, []string{"HBB"}, traceReconnect, traceHit), dials: 1},
+			trace: catTraces(traceHit, []string{"HBB"}, traceReread, traceHit)},
 		{name: "rebuilt between round trips", hook: func(r *rig, batch, op int) {
 			if batch == 2 && op == 0 {
 				r.rebuild("k", "v2")
 			}
 		}, want: "v2", oneSided: 1, retries: map[string]uint64{"unstable": 1, "geometry": 1},
-			trace: catTraces(traceHit, []string{"HBB"}, traceReconnect, traceHit), dials: 1},
+			trace: catTraces(traceHit, []string{"HBB"}, traceReread, traceHit)},
 		{name: "generation changed before the cached batch", setup: func(r *rig) { r.warm("k"); r.newGeneration() },
 			want: "v1", oneSided: 1, retries: map[string]uint64{"geometry": 1},
-			trace: catTraces(traceCachedHit, traceReconnect, traceHit), dials: 1},
+			trace: catTraces(traceCachedHit, traceReread, traceHit)},
 		{name: "generation changed inside the cached batch, before its header", setup: func(r *rig) { r.warm("k") },
 			hook: func(r *rig, batch, op int) {
 				if batch == 1 && op == 0 {
 					r.newGeneration()
 				}
 			}, want: "v1", oneSided: 1, retries: map[string]uint64{"geometry": 1},
-			trace: catTraces(traceCachedHit, traceReconnect, traceHit), dials: 1},
+			trace: catTraces(traceCachedHit, traceReread, traceHit)},
 		{name: "rebuilt inside the cached batch, after its header", setup: func(r *rig) { r.warm("k") },
 			hook: func(r *rig, batch, op int) {
 				if batch == 1 && op == 1 {
 					r.rebuild("k", "v2")
 				}
 			}, want: "v2", oneSided: 1, retries: map[string]uint64{"unstable": 1, "geometry": 1},
-			trace: catTraces(traceCachedHit, []string{"HBBR", "HBB"}, traceReconnect, traceHit), dials: 1},
+			trace: catTraces(traceCachedHit, []string{"HBBR", "HBB"}, traceReread, traceHit)},
 		{name: "grace changed between round trips", hook: func(r *rig, batch, op int) {
 			if batch == 2 && op == 0 {
 				r.raw32(hdrOffGrace, func(g uint32) uint32 { return g + 1 })
 			}
 		}, want: "v1", oneSided: 1, retries: map[string]uint64{"unstable": 1, "geometry": 1},
-			trace: catTraces(traceHit, []string{"HBB"}, traceReconnect, traceHit), dials: 1},
+			trace: catTraces(traceHit, []string{"HBB"}, traceReread, traceHit)},
 		{name: "grace changed inside the cached batch", setup: func(r *rig) { r.warm("k") },
 			hook: func(r *rig, batch, op int) {
 				if batch == 1 && op == 0 {
 					r.raw32(hdrOffGrace, func(g uint32) uint32 { return g * 2 })
 				}
 			}, want: "v1", oneSided: 1, retries: map[string]uint64{"geometry": 1},
-			trace: catTraces(traceCachedHit, traceReconnect, traceHit), dials: 1},
+			trace: catTraces(traceCachedHit, traceReread, traceHit)},
 		{name: "record area changed", setup: func(r *rig) {
 			r.raw64(hdrOffRecordEnd, func(e uint64) uint64 { return e - table.RecordAlign })
 		}, want: "v1", oneSided: 1, retries: map[string]uint64{"geometry": 1},
-			trace: catTraces([]string{"HBB"}, traceReconnect, traceHit), dials: 1},
+			trace: catTraces([]string{"HBB"}, traceReread, traceHit)},
 
 		// The incomplete flag: a miss from an incomplete region is asked
 		// by RPC; a flag that changed between the header reads, even back
@@ -448,13 +449,13 @@ func TestReadProtocolFakeIsSound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n.geo.hdr.Generation != r.tbl.Header().Generation || n.geo.nbuckets != 8 {
-		t.Fatalf("geometry %+v, table %+v", n.geo.hdr, r.tbl.Header())
+	if g := n.geo.Load(); g.hdr.Generation != r.tbl.Header().Generation || g.nbuckets != 8 {
+		t.Fatalf("geometry %+v, table %+v", g.hdr, r.tbl.Header())
 	}
 	if v := r.get("k", ReadIndex); v != rpcMarker {
 		t.Fatalf("readindex get = %q, want the RPC marker", v)
 	}
-	if err := n.conn.Read(context.Background(), []transport.ReadOp{{Remote: n.geo.region, Offset: uint64(len(r.f.mem)) - 4, Dst: make([]byte, 8)}}); err == nil {
+	if err := n.conn.Read(context.Background(), []transport.ReadOp{{Remote: n.geo.Load().region, Offset: uint64(len(r.f.mem)) - 4, Dst: make([]byte, 8)}}); err == nil {
 		t.Fatal("READ past the region succeeded")
 	}
 	if !strings.HasPrefix(r.get("k", Linearizable), "v1") {

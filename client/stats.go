@@ -14,6 +14,8 @@ type Stats struct {
 	Gets           uint64 // Get calls
 	OneSided       uint64 // GETs answered one-sided (no RPC)
 	OneSidedRounds uint64 // network round trips spent by one-sided GETs that succeeded
+	OneSidedReads  uint64 // READs those round trips posted (header, buckets, records)
+	OneSidedBytes  uint64 // bytes those READs fetched
 	ClockSyncs     uint64 // clock RPCs made to judge leases (background ones included)
 	RPCGets        uint64 // GETs answered by RPC (asked for, or fallen back to)
 	Fallbacks      uint64 // one-sided GETs that gave up and fell back to RPC
@@ -22,6 +24,7 @@ type Stats struct {
 
 type counters struct {
 	gets, oneSided, roundTrips, rpcGets, fallbacks, clockSyncs       atomic.Uint64
+	reads, readBytes                                                 atomic.Uint64
 	torn, stale, unstable, lease, clock, slow, geometry, conn, other atomic.Uint64
 }
 
@@ -55,6 +58,8 @@ func (c *Client) Stats() Stats {
 		Gets:           s.gets.Load(),
 		OneSided:       s.oneSided.Load(),
 		OneSidedRounds: s.roundTrips.Load(),
+		OneSidedReads:  s.reads.Load(),
+		OneSidedBytes:  s.readBytes.Load(),
 		ClockSyncs:     s.clockSyncs.Load(),
 		RPCGets:        s.rpcGets.Load(),
 		Fallbacks:      s.fallbacks.Load(),
