@@ -24,13 +24,13 @@ type env struct {
 
 type command struct {
 	args  string // usage of the arguments
-	nargs []int  // accepted argument counts
+	nargs []int  // accepted argument counts; a negative -n means at least n
 	run   func(ctx context.Context, e *env, args []string) error
 }
 
 func (c command) check(args []string) error {
 	for _, n := range c.nargs {
-		if len(args) == n {
+		if len(args) == n || n < 0 && len(args) >= -n {
 			return nil
 		}
 	}
@@ -42,6 +42,7 @@ const memberUsage = "member list | add ID ADDR | promote ID | remove ID"
 var commands = map[string]command{
 	"put":    {"put KEY [VALUE] (no VALUE: --value-file or standard input)", []int{1, 2}, runPut},
 	"get":    {"get KEY", []int{1}, runGet},
+	"mget":   {"mget KEY...", []int{-1}, runMget},
 	"del":    {"del KEY", []int{1}, runDel},
 	"delete": {"del KEY", []int{1}, runDel},
 	"status": {"status", []int{0}, runStatus},
@@ -105,6 +106,7 @@ type kv struct {
 	Value       string `json:"value,omitempty"`
 	ValueBase64 []byte `json:"value_base64,omitempty"`
 	Version     uint64 `json:"version"`
+	raw         []byte // the value's bytes, for the text formats
 }
 
 func runGet(ctx context.Context, e *env, args []string) error {
@@ -114,13 +116,7 @@ func runGet(ctx context.Context, e *env, args []string) error {
 	}
 	switch e.o.write {
 	case "json":
-		out := kv{Key: args[0], Version: ver}
-		if utf8.Valid(v) {
-			out.Value = string(v)
-		} else {
-			out.ValueBase64 = v
-		}
-		return e.json(out)
+		return e.json(toKV(args[0], v, ver))
 	case "table":
 		tw := tabwriter.NewWriter(e.out, 0, 4, 2, ' ', 0)
 		fmt.Fprintf(tw, "KEY\tVALUE\tVERSION\n%s\t%s\t%d\n", args[0], v, ver)
@@ -131,6 +127,74 @@ func runGet(ctx context.Context, e *env, args []string) error {
 	}
 	_, err = fmt.Fprintf(e.out, "%s\n", v)
 	return err
+}
+
+// runMget prints every key that exists with its value, in the order given;
+// missing keys are named on stderr and make kvctl exit 1, as get does.
+func runMget(ctx context.Context, e *env, args []string) error {
+	if len(args) > client.MaxGetMany {
+		return usageError{fmt.Sprintf("mget: %d keys, at most %d", len(args), client.MaxGetMany)}
+	}
+	if e.o.write == "raw" {
+		return usageError{"mget: -w raw cannot separate values; use simple, json or table"}
+	}
+	keys := make([][]byte, len(args))
+	for i, a := range args {
+		keys[i] = []byte(a)
+	}
+	res, err := e.c.GetMany(ctx, keys)
+	if err != nil {
+		return err
+	}
+	var missing []string
+	var found []kv
+	for i, r := range res {
+		if !r.Found {
+			missing = append(missing, args[i])
+			continue
+		}
+		found = append(found, toKV(args[i], r.Value, r.Version))
+	}
+	if err := e.printMany(found); err != nil {
+		return err
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%w: %s", client.ErrNotFound, strings.Join(missing, " "))
+	}
+	return nil
+}
+
+func toKV(key string, v []byte, ver uint64) kv {
+	out := kv{Key: key, Version: ver, raw: v}
+	if utf8.Valid(v) {
+		out.Value = string(v)
+	} else {
+		out.ValueBase64 = v
+	}
+	return out
+}
+
+func (e *env) printMany(kvs []kv) error {
+	switch e.o.write {
+	case "json":
+		if kvs == nil {
+			kvs = []kv{}
+		}
+		return e.json(kvs)
+	case "table":
+		tw := tabwriter.NewWriter(e.out, 0, 4, 2, ' ', 0)
+		fmt.Fprintf(tw, "KEY\tVALUE\tVERSION\n")
+		for _, x := range kvs {
+			fmt.Fprintf(tw, "%s\t%s\t%d\n", x.Key, x.raw, x.Version)
+		}
+		return tw.Flush()
+	}
+	for _, x := range kvs { // simple: key and value on a line each, as etcdctl prints a range
+		if _, err := fmt.Fprintf(e.out, "%s\n%s\n", x.Key, x.raw); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func runDel(ctx context.Context, e *env, args []string) error {

@@ -19,6 +19,8 @@ const usage = `usage: kvctl [flags] COMMAND [ARGS]
 commands:
   put KEY [VALUE]         store VALUE under KEY (no VALUE: --value-file or stdin)
   get KEY                 print KEY's value (exit 1 if it does not exist)
+  mget KEY...             print each KEY and its value, reading them in batches
+                          (exit 1 if any does not exist; they are named on stderr)
   del KEY                 delete KEY (exit 1 if it did not exist)
   status                  show every endpoint's id, leader, term and indexes
   member list             list the cluster's members

@@ -81,6 +81,21 @@ func TestProcess(t *testing.T) {
 	if out, _, err := kvctl("-w", "json", "get", "hello"); err != nil || !strings.Contains(out, `"value": "world"`) {
 		t.Fatalf("kvctl -w json get = %q, %v", out, err)
 	}
+	// mget: found keys printed in order; a missing one named on stderr,
+	// exit 1.
+	if _, _, err := kvctl("put", "hello2", "world2"); err != nil {
+		t.Fatal(err)
+	}
+	if out, _, err := kvctl("mget", "hello", "hello2"); err != nil || out != "hello\nworld\nhello2\nworld2\n" {
+		t.Fatalf("kvctl mget hello hello2 = %q, %v", out, err)
+	}
+	out, errOut, err = kvctl("mget", "hello", "missing")
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 || out != "hello\nworld\n" || !strings.Contains(errOut, "not found: missing") {
+		t.Fatalf("kvctl mget hello missing: stdout %q stderr %q err %v; want hello printed, exit 1, missing named", out, errOut, err)
+	}
+	if out, _, err := kvctl("-w", "json", "mget", "hello2"); err != nil || !strings.Contains(out, `"value": "world2"`) {
+		t.Fatalf("kvctl -w json mget = %q, %v", out, err)
+	}
 	if _, _, err := kvctl("bogus"); !errors.As(err, &ee) || ee.ExitCode() != 2 {
 		t.Fatalf("unknown command: %v, want exit 2", err)
 	}

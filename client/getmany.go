@@ -1,0 +1,256 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/bits"
+	"sync"
+	"time"
+
+	"github.com/kvd-project/kvd/internal/table"
+	"github.com/kvd-project/kvd/transport"
+)
+
+// MaxGetMany is the most keys one GetMany call accepts.
+const MaxGetMany = 1024
+
+// batchKeys is how many keys share one one-sided batch: the first round
+// trip READs the header and both candidate buckets of each key, and that
+// must fit one READ batch (transport.MaxBatch).
+const batchKeys = (transport.MaxBatch - 1) / 2
+
+// Result is one key's answer in GetMany.
+type Result struct {
+	Value   []byte
+	Version uint64 // the Raft index of the write that stored Value
+	Found   bool
+}
+
+// GetMany reads every key in keys (at most MaxGetMany) at the consistency
+// level of a Get with the same options, and returns one Result per key, in
+// order. A key that does not exist has Found false; any other failure fails
+// the call.
+//
+// One-sided levels read the keys in batches of up to 7 whose READs are
+// posted together: two round trips per batch, not per key. Each key keeps
+// the guarantee a Get gives it (the same checks, the lease judged after the
+// batch's last READ); a key the batch cannot prove (a torn or moving
+// bucket, a region flagged incomplete, a failed lease check) is read on its
+// own by Get's protocol, with its retries and RPC fallback. Each key is
+// linearizable on its own; the results are not one atomic snapshot.
+func (c *Client) GetMany(ctx context.Context, keys [][]byte, opts ...ReadOption) ([]Result, error) {
+	if len(keys) > MaxGetMany {
+		return nil, fmt.Errorf("%w: %d keys in one GetMany, at most %d", ErrBadRequest, len(keys), MaxGetMany)
+	}
+	for _, k := range keys {
+		if err := checkKey(k); err != nil {
+			return nil, err
+		}
+	}
+	level := resolveLevel(c.cfg.Consistency, opts)
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	out := make([]Result, len(keys))
+	for start := 0; start < len(keys); start += batchKeys {
+		end := min(start+batchKeys, len(keys))
+		if err := c.getBatch(ctx, keys[start:end], out[start:end], level); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// getBatch answers up to batchKeys keys: one-sided together where it can,
+// the rest one by one.
+func (c *Client) getBatch(ctx context.Context, keys [][]byte, out []Result, level Consistency) error {
+	var done uint32 // bit i: out[i] is answered
+	if level != ReadIndex {
+		done = c.batchOneSided(ctx, keys, out, level)
+	}
+	for i, k := range keys {
+		if done&(1<<i) != 0 {
+			continue
+		}
+		v, ver, err := c.get(ctx, nil, k, []ReadOption{WithConsistency(level)})
+		switch {
+		case errors.Is(err, ErrNotFound):
+			out[i] = Result{}
+		case err != nil:
+			return fmt.Errorf("get %q: %w", k, err)
+		default:
+			out[i] = Result{Value: v, Version: ver, Found: true}
+		}
+	}
+	return nil
+}
+
+// batchScratch holds one batch's buffers; pooled.
+type batchScratch struct {
+	hdr1, hdr2 [table.HeaderSize]byte
+	bk1, bk2   [batchKeys][2][table.BucketSize]byte
+	slots      [batchKeys][2 * table.SlotsPerBucket]table.Slot
+	cands      [batchKeys][]table.Slot
+	plan       [batchKeys]uint8
+	recs       [transport.MaxBatch][]byte
+	ops        [transport.MaxBatch]transport.ReadOp
+}
+
+var batchPool = sync.Pool{New: func() any { return new(batchScratch) }}
+
+// What round trip 2 of a batch does for a key.
+const (
+	planNone  uint8 = iota // no room in the batch: the key is read on its own
+	planHit                // READ every record whose fingerprint matched
+	planCheck              // nothing matched: READ both buckets again, to prove the miss
+)
+
+// batchOneSided runs one attempt of the read protocol (see getOneSided) for
+// several keys at once and reports, as a bit set, which keys it answered.
+// Whatever it cannot prove it leaves to the single-key path, so it has no
+// retry logic of its own.
+func (c *Client) batchOneSided(ctx context.Context, keys [][]byte, out []Result, level Consistency) uint32 {
+	needLease := level == Linearizable
+	n, err := c.nodeFor(ctx, c.readTarget(level))
+	if err != nil {
+		return 0
+	}
+	if needLease {
+		if now := time.Now(); n.clock.age(now) > clockMaxAge {
+			_ = n.syncClock(ctx)
+		} else {
+			n.maybeRefreshClock(now)
+		}
+	}
+	s := batchPool.Get().(*batchScratch)
+	defer batchPool.Put(s)
+	g := n.geo.Load()
+	start := time.Now()
+
+	// Round trip 1: the header, and both buckets of every key.
+	ops := append(s.ops[:0], transport.ReadOp{Remote: g.region, Dst: s.hdr1[:]})
+	reads, nbytes := 1+2*len(keys), table.HeaderSize+2*table.BucketSize*len(keys)
+	for i, k := range keys {
+		b1, b2 := table.Buckets(table.Hash(k), g.nbuckets)
+		ops = append(ops,
+			transport.ReadOp{Remote: g.region, Offset: table.BucketOffset(b1), Dst: s.bk1[i][0][:]},
+			transport.ReadOp{Remote: g.region, Offset: table.BucketOffset(b2), Dst: s.bk1[i][1][:]})
+	}
+	if n.conn.Read(ctx, ops) != nil {
+		return 0
+	}
+	hdr, err := checkHeader(g, s.hdr1[:])
+	if err != nil {
+		return 0
+	}
+
+	// Round trip 2: the header again, candidate records, and the buckets
+	// of keys that matched nothing.
+	ops = c.planBatch(s, ops[:0], g, hdr, keys)
+	if n.conn.Read(ctx, ops) != nil || !table.SameState(s.hdr1[:], s.hdr2[:]) {
+		return 0
+	}
+	now := time.Now()
+	if now.Sub(start) >= g.maxAge {
+		return 0
+	}
+	if needLease && n.clock.check(max(hdr.LeaseExpiry, table.LeaseOf(s.hdr2[:])), now) != nil {
+		return 0
+	}
+	done := s.decide(n, keys, out, hdr.Incomplete)
+	c.stats.batch(done, reads+len(ops), nbytes+readBytes(ops))
+	return done
+}
+
+// planBatch builds round trip 2 and records in s.plan what it reads for
+// each key.
+func (c *Client) planBatch(s *batchScratch, ops []transport.ReadOp, g *geometry, hdr table.Header, keys [][]byte) []transport.ReadOp {
+	ops = append(ops, transport.ReadOp{Remote: g.region, Dst: s.hdr2[:]})
+	rec := 0
+	for i, k := range keys {
+		s.plan[i] = planNone
+		s.cands[i] = scanBuckets(&s.bk1[i], table.Fingerprint(table.Hash(k)), s.slots[i][:0])
+		cands := s.cands[i]
+		if len(cands) == 0 {
+			if len(ops)+2 <= transport.MaxBatch {
+				b1, b2 := table.Buckets(table.Hash(k), g.nbuckets)
+				ops = append(ops,
+					transport.ReadOp{Remote: g.region, Offset: table.BucketOffset(b1), Dst: s.bk2[i][0][:]},
+					transport.ReadOp{Remote: g.region, Offset: table.BucketOffset(b2), Dst: s.bk2[i][1][:]})
+				s.plan[i] = planCheck
+			}
+			continue
+		}
+		if len(ops)+len(cands) > transport.MaxBatch || !allInArea(hdr, cands) {
+			continue // read on its own (which also judges a torn bucket)
+		}
+		for _, sl := range cands {
+			s.recs[rec] = grow(s.recs[rec], int(sl.Len))
+			ops = append(ops, transport.ReadOp{Remote: g.region, Offset: sl.Offset, Dst: s.recs[rec]})
+			rec++
+		}
+		s.plan[i] = planHit
+	}
+	return ops
+}
+
+func allInArea(hdr table.Header, slots []table.Slot) bool {
+	for _, sl := range slots {
+		if !hdr.InArea(sl) {
+			return false
+		}
+	}
+	return true
+}
+
+// decide answers the keys whose reads prove their answer, as getOneSided
+// would, once the batch's header and lease checks have passed.
+func (s *batchScratch) decide(n *node, keys [][]byte, out []Result, incomplete bool) uint32 {
+	var done uint32
+	rec := 0
+	for i, k := range keys {
+		switch s.plan[i] {
+		case planHit:
+			cands := s.cands[i]
+			recs := s.recs[rec : rec+len(cands)]
+			rec += len(cands)
+			for j, sl := range cands {
+				val, ver, err := table.VerifyRecord(recs[j], k, sl)
+				if errors.Is(err, table.ErrKeyMismatch) {
+					continue // another key with the same fingerprint
+				}
+				if err == nil {
+					out[i] = Result{Value: append([]byte(nil), val...), Version: ver, Found: true}
+					n.cache.put(k, sl.Word())
+					done |= 1 << i
+				}
+				break
+			}
+			// Every candidate another key's (a miss not yet proven), or the
+			// record dead or torn: the key is read on its own.
+		case planCheck:
+			// A miss is trusted only from two equal reads of both buckets
+			// in a complete region (docs/layout.md, Moving a key).
+			if s.bk1[i] == s.bk2[i] && !incomplete {
+				out[i] = Result{}
+				done |= 1 << i
+			}
+		}
+	}
+	return done
+}
+
+// batch counts the keys a one-sided batch answered as one-sided GETs: the
+// batch's two round trips and its READs are shared among them, so the
+// per-GET figures show what batching saves.
+func (c *counters) batch(done uint32, reads, nbytes int) {
+	k := uint64(bits.OnesCount32(done))
+	if k == 0 {
+		return
+	}
+	c.gets.Add(k)
+	c.oneSided.Add(k)
+	c.roundTrips.Add(2)
+	c.reads.Add(uint64(reads))
+	c.readBytes.Add(uint64(nbytes))
+}
