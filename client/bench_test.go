@@ -109,3 +109,42 @@ func BenchmarkGetAfterIdle(b *testing.B) {
 		b.Fatalf("%d clock syncs for %d idle GETs", st.ClockSyncs, b.N)
 	}
 }
+
+// BenchmarkGetMany7 reads 7 uncached keys with one GetMany (one batch: two
+// READ round trips in all); BenchmarkGet7 reads the same keys with 7 Gets
+// (two round trips each). The ratio of the two is what batching saves.
+func BenchmarkGetMany7(b *testing.B) {
+	c, keys := benchKeys(b, 7)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := c.GetMany(ctx, keys); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkGet7(b *testing.B) {
+	c, keys := benchKeys(b, 7)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		for _, k := range keys {
+			if _, err := c.Get(ctx, k); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
+
+func benchKeys(b *testing.B, n int) (*client.Client, [][]byte) {
+	c := benchClient(b, make([]byte, 256), func(cfg *client.Config) { cfg.CacheEntries = -1 })
+	keys := make([][]byte, n)
+	for i := range keys {
+		keys[i] = []byte{'k', byte('a' + i)}
+		if err := c.Put(context.Background(), keys[i], make([]byte, 256)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return c, keys
+}
