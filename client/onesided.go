@@ -138,6 +138,7 @@ func (n *node) getOneSided(ctx context.Context, dst, key []byte, needLease bool,
 	if err := n.conn.Read(ctx, ops); err != nil {
 		return readResult{}, err
 	}
+	reads, nbytes := len(ops), readBytes(ops)
 	hdr, err := checkHeader(g, s.hdr1[:])
 	if err != nil {
 		return readResult{}, err
