@@ -14,7 +14,9 @@ func TestFreezeStopsTheLoop(t *testing.T) {
 	c := newCluster(t, 3, testConfig())
 	old := c.leader()
 	c.put("a", "1")
-	if err := old.node.Freeze(3 * time.Second); err != nil {
+	// Long enough for the others to elect a new leader on a busy machine
+	// (with the tests' 200 ms election timeout, normally well under 1 s).
+	if err := old.node.Freeze(8 * time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if err := old.node.Freeze(time.Second); !errors.Is(err, ErrFrozen) {

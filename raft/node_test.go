@@ -309,40 +309,41 @@ func TestSnapshotCatchUp(t *testing.T) {
 func TestMembershipChanges(t *testing.T) {
 	forNetworks(t, func(t *testing.T, nw network) {
 		c := newClusterOn(t, nw, 3, testConfig())
-		lead := c.leader()
 		ctx := ctxT(t)
 		c.put("a", "1")
 
 		// A fourth node joins as a learner, then becomes a voter.
 		n4 := c.start(4, true)
-		if err := lead.node.AddMember(ctx, 4, n4.addr); err != nil {
+		add := func(n *Node) error { return n.AddMember(ctx, 4, n4.addr) }
+		if retried, err := c.atLeader(add); err != nil && !(retried && errors.Is(err, ErrMemberExists)) {
 			t.Fatal(err)
 		}
-		if err := lead.node.AddMember(ctx, 4, n4.addr); !errors.Is(err, ErrMemberExists) {
+		if _, err := c.atLeader(add); !errors.Is(err, ErrMemberExists) {
 			t.Fatalf("adding 4 twice: %v", err)
 		}
-		checkMembers(t, lead.node, c.members(4))
+		checkMembers(t, c.leader().node, c.members(4))
 		c.caughtUp(n4)
 		if v, _, ok, _ := n4.node.Get([]byte("a")); !ok || string(v) != "1" {
 			t.Fatalf("learner did not receive the log: %q %v", v, ok)
 		}
-		if err := lead.node.PromoteMember(ctx, 4); err != nil {
+		if retried, err := c.atLeader(func(n *Node) error { return n.PromoteMember(ctx, 4) }); err != nil && !(retried && errors.Is(err, ErrNotLearner)) {
 			t.Fatal(err)
 		}
-		checkMembers(t, lead.node, c.members())
+		checkMembers(t, c.leader().node, c.members())
 
 		// Remove a follower other than the new node.
 		var gone uint64
 		for _, id := range []uint64{1, 2, 3} {
-			if id != lead.id {
+			if id != c.leader().id {
 				gone = id
 				break
 			}
 		}
-		if err := lead.node.RemoveMember(ctx, gone); err != nil {
+		remove := func(n *Node) error { return n.RemoveMember(ctx, gone) }
+		if retried, err := c.atLeader(remove); err != nil && !(retried && errors.Is(err, ErrMemberNotFound)) {
 			t.Fatal(err)
 		}
-		if err := lead.node.RemoveMember(ctx, gone); !errors.Is(err, ErrMemberNotFound) {
+		if _, err := c.atLeader(remove); !errors.Is(err, ErrMemberNotFound) {
 			t.Fatalf("removing %d twice: %v", gone, err)
 		}
 		c.stop(gone)
@@ -495,4 +496,33 @@ func forNetworks(t *testing.T, f func(t *testing.T, nw network)) {
 	for _, n := range networks {
 		t.Run(n.name, func(t *testing.T) { f(t, n.make()) })
 	}
+}
+
+// atLeader runs a request at whichever node leads, again at the new leader
+// whenever the leadership moved under it: the tests' short ticks make
+// elections common on a busy machine. retried reports whether it ran more
+// than once, after which a change may find its own first try applied.
+func (c *cluster) atLeader(f func(n *Node) error) (retried bool, err error) {
+	c.t.Helper()
+	tries := 0
+	waitFor(c.t, "a leader to take the request", func() bool {
+		for _, tn := range c.running() { // (not c.leader: a node about to join follows no one yet)
+			if tn.node.Status().IsLeader {
+				tries++
+				err = f(tn.node)
+				return !leadershipMoved(err)
+			}
+		}
+		return false
+	})
+	return tries > 1, err
+}
+
+func leadershipMoved(err error) bool {
+	for _, e := range []error{ErrNotLeader, ErrLeaderChanged, ErrNoLeader, ErrProposalDropped} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
