@@ -111,8 +111,8 @@ func readBytes(ops []transport.ReadOp) int {
 
 // getOneSided runs one attempt of the one-sided GET protocol (docs/layout.md):
 // round trip 1 reads the header and both candidate buckets (and a cached
-// record, if any); round trip 2 reads the header, the buckets again and every
-// record whose fingerprint matches.
+// record, if any); round trip 2 reads every record whose fingerprint
+// matches, or, for a miss, the header and both buckets again.
 func (n *node) getOneSided(ctx context.Context, dst, key []byte, needLease bool, s *getScratch) (readResult, error) {
 	g := n.geo.Load()
 	h := table.Hash(key)
@@ -143,6 +143,7 @@ func (n *node) getOneSided(ctx context.Context, dst, key []byte, needLease bool,
 	if err != nil {
 		return readResult{}, err
 	}
+	a := getAttempt{g: g, hdr: hdr, start: start, needLease: needLease, s: s}
 	cands := scanBuckets(&s.bk1, fp, s.slots[:0])
 
 	if haveCache {
@@ -168,15 +169,41 @@ func (n *node) getOneSided(ctx context.Context, dst, key []byte, needLease bool,
 		n.cache.drop(key)
 	}
 
-	// Round trip 2.
-	ops = ops[:0]
-	ops = append(ops,
-		transport.ReadOp{Remote: g.region, Offset: 0, Dst: s.hdr2[:]},
-		transport.ReadOp{Remote: g.region, Offset: table.BucketOffset(b1), Dst: s.bk2[0][:]},
-		transport.ReadOp{Remote: g.region, Offset: table.BucketOffset(b2), Dst: s.bk2[1][:]})
-	if len(cands) > transport.MaxBatch-len(ops) {
+	// Round trip 2: if a slot's fingerprint matched, the records they name
+	// (nothing else: a live record of the key, named by its slot when the
+	// buckets were read, is the key's value at that moment; see
+	// docs/layout.md, Reading); if none did, or every one was another
+	// key's, the header and both buckets again, to prove the miss.
+	rounds := 2
+	if len(cands) > 0 {
+		res, err := n.readCandidates(ctx, dst, key, cands, &a)
+		res.reads, res.bytes = reads+res.reads, nbytes+res.bytes
+		if err != nil || res.found {
+			return res, err
+		}
+		reads, nbytes, rounds = res.reads, res.bytes, 3
+	}
+	return n.proveMiss(ctx, b1, b2, &a, rounds, reads, nbytes)
+}
+
+// getAttempt is what the round trips of one GET attempt share.
+type getAttempt struct {
+	g         *geometry    // as the attempt started
+	hdr       table.Header // as round trip 1 read it
+	start     time.Time
+	needLease bool
+	s         *getScratch
+}
+
+// readCandidates READs the records of the slots whose fingerprint matched
+// and returns the first that is key's. found is false (and err nil) if every
+// one belongs to another key. reads and bytes count this round trip only.
+func (n *node) readCandidates(ctx context.Context, dst, key []byte, cands []table.Slot, a *getAttempt) (readResult, error) {
+	if len(cands) > transport.MaxBatch {
 		return readResult{}, errCandidates
 	}
+	g, hdr, s := a.g, &a.hdr, a.s
+	ops := s.ops[:0]
 	for i, sl := range cands {
 		if !hdr.InArea(sl) {
 			return readResult{}, errTorn // a torn bucket read: never READ outside the record area
@@ -187,46 +214,72 @@ func (n *node) getOneSided(ctx context.Context, dst, key []byte, needLease bool,
 	if err := n.conn.Read(ctx, ops); err != nil {
 		return readResult{}, err
 	}
-	reads, nbytes = reads+len(ops), nbytes+readBytes(ops)
-	// The region's state (all but the lease word) must not have moved
-	// between the two header reads; the lease is judged on its own, at the
-	// moment of the decision, which is after every READ of this GET.
-	if !table.SameState(s.hdr1[:], s.hdr2[:]) {
-		return readResult{}, errUnstable
-	}
-	now := time.Now()
-	if now.Sub(start) >= g.maxAge {
-		return readResult{}, errTooSlow
-	}
-	if needLease {
-		exp := max(hdr.LeaseExpiry, table.LeaseOf(s.hdr2[:]))
-		if err := n.clock.check(exp, now); err != nil {
-			return readResult{}, err
-		}
+	res := readResult{roundTrips: 2, reads: len(ops), bytes: readBytes(ops)}
+	if err := n.judge(a, hdr.LeaseExpiry); err != nil {
+		return res, err
 	}
 	for i, sl := range cands {
 		val, ver, err := table.VerifyRecord(s.recs[i], key, sl)
 		switch {
 		case err == nil:
 			n.cache.put(key, sl.Word())
-			return readResult{value: append(dst, val...), version: ver, found: true, roundTrips: 2, reads: reads, bytes: nbytes}, nil
+			res.value, res.version, res.found = append(dst, val...), ver, true
+			return res, nil
 		case errors.Is(err, table.ErrKeyMismatch):
 			continue // another key with the same fingerprint
 		case errors.Is(err, table.ErrDead):
-			return readResult{}, errStale
+			return res, errStale
 		default:
-			return readResult{}, fmt.Errorf("%w: %w", errTorn, err)
+			return res, fmt.Errorf("%w: %w", errTorn, err)
 		}
 	}
-	// No slot holds the key. Trust that only if the buckets did not change
-	// between the two reads, so neither read can have been torn.
+	return res, nil
+}
+
+// proveMiss reads the header and both buckets again and accepts the miss
+// only if the buckets did not change since round trip 1 (so neither read
+// can have been torn, and no move can have hidden the key: docs/layout.md,
+// Placement), the region's state did not move and is complete.
+func (n *node) proveMiss(ctx context.Context, b1, b2 uint32, a *getAttempt, rounds, reads, nbytes int) (readResult, error) {
+	g, hdr, s := a.g, &a.hdr, a.s
+	ops := append(s.ops[:0],
+		transport.ReadOp{Remote: g.region, Offset: 0, Dst: s.hdr2[:]},
+		transport.ReadOp{Remote: g.region, Offset: table.BucketOffset(b1), Dst: s.bk2[0][:]},
+		transport.ReadOp{Remote: g.region, Offset: table.BucketOffset(b2), Dst: s.bk2[1][:]})
+	if err := n.conn.Read(ctx, ops); err != nil {
+		return readResult{}, err
+	}
+	// The region's state (all but the lease word) must not have moved
+	// between the two header reads; the lease is judged on its own, at the
+	// moment of the decision, which is after every READ of this GET.
+	if !table.SameState(s.hdr1[:], s.hdr2[:]) {
+		return readResult{}, errUnstable
+	}
+	if err := n.judge(a, max(hdr.LeaseExpiry, table.LeaseOf(s.hdr2[:]))); err != nil {
+		return readResult{}, err
+	}
 	if s.bk1 != s.bk2 {
 		return readResult{}, errUnstable
 	}
 	if hdr.Incomplete {
 		return readResult{}, errIncomplete
 	}
-	return readResult{roundTrips: 2, reads: reads, bytes: nbytes}, nil
+	return readResult{roundTrips: rounds, reads: reads + len(ops), bytes: nbytes + readBytes(ops)}, nil
+}
+
+// judge is the decision after a GET's last READ: the GET was quick enough
+// that no record's bytes can have been reused under it, and (for a
+// linearizable GET) the lease expiring at exp still holds by the client's
+// bound on the node's clock.
+func (n *node) judge(a *getAttempt, exp uint64) error {
+	now := time.Now()
+	if now.Sub(a.start) >= a.g.maxAge {
+		return errTooSlow
+	}
+	if a.needLease {
+		return n.clock.check(exp, now)
+	}
+	return nil
 }
 
 // checkHeader validates a header read against the geometry the GET started

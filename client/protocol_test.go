@@ -127,7 +127,7 @@ func (r *rig) warm(key string) {
 	if v := r.get(key, Linearizable); v != "v1" {
 		r.t.Fatalf("warm-up get %s = %q", key, v)
 	}
-	if trace, _ := r.f.end(); !slices.Equal(trace, []string{"HBB", "HBBR"}) {
+	if trace, _ := r.f.end(); !slices.Equal(trace, traceHit) {
 		r.t.Fatalf("warm-up get %s took %v", key, trace)
 	}
 	if _, ok := r.node().cache.get([]byte(key)); !ok {
@@ -150,6 +150,22 @@ func (r *rig) sharingBuckets(key string) string {
 	}
 }
 
+// colliding returns a key other than key with key's fingerprint and its
+// two candidate buckets (in a table of nbuckets): a GET of it finds key's
+// slot among its candidates, wherever key is.
+func colliding(key string, nbuckets uint32) string {
+	h := table.Hash([]byte(key))
+	a1, a2 := table.Buckets(h, nbuckets)
+	for i := 0; ; i++ {
+		k := fmt.Sprintf("collider-%d", i)
+		hk := table.Hash([]byte(k))
+		b1, b2 := table.Buckets(hk, nbuckets)
+		if table.Fingerprint(hk) == table.Fingerprint(h) && (b1 == a1 && b2 == a2 || b1 == a2 && b2 == a1) {
+			return k
+		}
+	}
+}
+
 // repTrace repeats a trace fragment n times.
 func repTrace(n int, batches ...string) []string {
 	var out []string
@@ -162,7 +178,7 @@ func repTrace(n int, batches ...string) []string {
 // The traces of the protocol's paths, one string per READ batch (H header,
 // B bucket, R record).
 var (
-	traceHit       = []string{"HBB", "HBBR"} // uncached hit: two round trips
+	traceHit       = []string{"HBB", "R"}    // uncached hit: two round trips, the second only the record
 	traceMiss      = []string{"HBB", "HBB"}  // miss: two round trips, no record
 	traceCachedHit = []string{"HBBR"}        // cached hit: one round trip
 	traceReread    = []string{"H"}           // the header re-read for the new geometry
@@ -240,11 +256,18 @@ func TestReadProtocol(t *testing.T) {
 				r.tbl.SetLease(0)
 			}
 		}, want: "v1", oneSided: 1, trace: traceHit},
-		{name: "lease valid only in H2", setup: func(r *rig) { r.tbl.SetLease(0) }, hook: func(r *rig, batch, op int) {
+		// A hit's round trip 2 reads no header: a lease granted after H1 is
+		// seen by the next attempt.
+		{name: "lease granted after H1 (hit)", setup: func(r *rig) { r.tbl.SetLease(0) }, hook: func(r *rig, batch, op int) {
 			if batch == 2 && op == 0 {
 				r.lease(time.Hour)
 			}
-		}, want: "v1", oneSided: 1, trace: traceHit},
+		}, want: "v1", oneSided: 1, retries: map[string]uint64{"lease": 1}, trace: catTraces(traceHit, traceHit)},
+		{name: "lease valid only in H2 (miss)", key: "nope", setup: func(r *rig) { r.tbl.SetLease(0) }, hook: func(r *rig, batch, op int) {
+			if batch == 2 && op == 0 {
+				r.lease(time.Hour)
+			}
+		}, want: answerNotFound, oneSided: 1, trace: traceMiss},
 		{name: "serializable ignores the lease", level: Serializable, setup: func(r *rig) { r.tbl.SetLease(0) },
 			want: "v1", oneSided: 1, trace: traceHit},
 
@@ -271,17 +294,25 @@ func TestReadProtocol(t *testing.T) {
 		// accepted, and a header of another generation or geometry makes
 		// the client re-read the header on the same connection (no dial:
 		// dials stays 0) and adopt the new geometry.
-		{name: "generation changed between round trips", hook: func(r *rig, batch, op int) {
+		// A hit's round trip 2 reads only the record: a rebuild between
+		// the round trips shows as the record dead (Reset retires every
+		// record), a new generation word alone does not matter to it.
+		{name: "generation changed between round trips (hit)", hook: func(r *rig, batch, op int) {
 			if batch == 2 && op == 0 {
 				r.newGeneration()
 			}
-		}, want: "v1", oneSided: 1, retries: map[string]uint64{"unstable": 1, "geometry": 1},
-			trace: catTraces(traceHit, []string{"HBB"}, traceReread, traceHit)},
+		}, want: "v1", oneSided: 1, trace: traceHit},
+		{name: "generation changed between round trips (miss)", key: "nope", hook: func(r *rig, batch, op int) {
+			if batch == 2 && op == 0 {
+				r.newGeneration()
+			}
+		}, want: answerNotFound, oneSided: 1, retries: map[string]uint64{"unstable": 1, "geometry": 1},
+			trace: catTraces(traceMiss, []string{"HBB"}, traceReread, traceMiss)},
 		{name: "rebuilt between round trips", hook: func(r *rig, batch, op int) {
 			if batch == 2 && op == 0 {
 				r.rebuild("k", "v2")
 			}
-		}, want: "v2", oneSided: 1, retries: map[string]uint64{"unstable": 1, "geometry": 1},
+		}, want: "v2", oneSided: 1, retries: map[string]uint64{"stale": 1, "geometry": 1},
 			trace: catTraces(traceHit, []string{"HBB"}, traceReread, traceHit)},
 		{name: "generation changed before the cached batch", setup: func(r *rig) { r.warm("k"); r.newGeneration() },
 			want: "v1", oneSided: 1, retries: map[string]uint64{"geometry": 1},
@@ -298,14 +329,14 @@ func TestReadProtocol(t *testing.T) {
 				if batch == 1 && op == 1 {
 					r.rebuild("k", "v2")
 				}
-			}, want: "v2", oneSided: 1, retries: map[string]uint64{"unstable": 1, "geometry": 1},
-			trace: catTraces(traceCachedHit, []string{"HBBR", "HBB"}, traceReread, traceHit)},
-		{name: "grace changed between round trips", hook: func(r *rig, batch, op int) {
+			}, want: "v2", oneSided: 1, // the buckets, read after the rebuild, name the new record
+			trace: catTraces(traceCachedHit, []string{"R"})},
+		{name: "grace changed between round trips (miss)", key: "nope", hook: func(r *rig, batch, op int) {
 			if batch == 2 && op == 0 {
 				r.raw32(hdrOffGrace, func(g uint32) uint32 { return g + 1 })
 			}
-		}, want: "v1", oneSided: 1, retries: map[string]uint64{"unstable": 1, "geometry": 1},
-			trace: catTraces(traceHit, []string{"HBB"}, traceReread, traceHit)},
+		}, want: answerNotFound, oneSided: 1, retries: map[string]uint64{"unstable": 1, "geometry": 1},
+			trace: catTraces(traceMiss, []string{"HBB"}, traceReread, traceMiss)},
 		{name: "grace changed inside the cached batch", setup: func(r *rig) { r.warm("k") },
 			hook: func(r *rig, batch, op int) {
 				if batch == 1 && op == 0 {
@@ -349,6 +380,17 @@ func TestReadProtocol(t *testing.T) {
 					r.tbl.SetIncomplete(true)
 				}
 			}, want: "v1", oneSided: 1, trace: traceCachedHit},
+
+		// A miss whose buckets hold another key with its fingerprint: round
+		// trip 2 reads that key's record, then a third proves the miss.
+		{name: "miss, fingerprint shared with a stored key", key: colliding("k", 8), want: answerNotFound, oneSided: 1,
+			trace: catTraces(traceHit, []string{"HBB"})},
+		{name: "miss, fingerprint shared, bucket changed before the proof", key: colliding("k", 8), hook: func(r *rig, batch, op int) {
+			if batch == 3 && op == 1 {
+				r.put(r.sharingBuckets(colliding("k", 8)), "other")
+			}
+		}, want: answerNotFound, oneSided: 1, retries: map[string]uint64{"unstable": 1},
+			trace: catTraces(traceHit, []string{"HBB"}, traceHit, []string{"HBB"})},
 
 		// Buckets: a miss needs two equal reads of them.
 		{name: "miss, bucket changed between reads", key: "nope", hook: func(r *rig, batch, op int) {
