@@ -223,7 +223,7 @@ func TestStalledNodeAvoided(t *testing.T) {
 	a := startFake(t, always(reaction{hang: true}))
 	// (RequestTimeout also bounds each probe: the fake never answers the
 	// probes it got while stalled, where a real node would at its thaw.)
-	c, err := client.New(client.Config{Endpoints: []string{a.addr, b.addr}, AttemptTimeout: 200 * time.Millisecond, RequestTimeout: time.Second})
+	c, err := client.New(client.Config{Endpoints: []string{a.addr, b.addr}, AttemptTimeout: time.Second, RequestTimeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
