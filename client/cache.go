@@ -2,23 +2,31 @@ package client
 
 import "sync"
 
-// locationCache remembers, per key, the slot word a GET last found, so the
-// next GET can read the record in the same round trip as the buckets. A hit
-// is trusted only if the slot read in that round trip still holds the very
+// locationCache remembers, per key, the slot word a GET last found and
+// which of the key's two buckets held it, so the next GET can read that
+// bucket and the record in the same round trip as the header. A hit is
+// trusted only if the slot read in that round trip still holds the very
 // same word, so a stale entry costs a round trip, never a stale value.
 type locationCache struct {
 	max int
 	mu  sync.RWMutex
-	m   map[string]uint64
+	m   map[string]location
+}
+
+// location is where a GET last found a key: its slot word, in the key's
+// first bucket or (second) its other one.
+type location struct {
+	word   uint64
+	second bool
 }
 
 func newLocationCache(max int) locationCache {
-	return locationCache{max: max, m: make(map[string]uint64)}
+	return locationCache{max: max, m: make(map[string]location)}
 }
 
-func (c *locationCache) get(key []byte) (uint64, bool) {
+func (c *locationCache) get(key []byte) (location, bool) {
 	if c.max <= 0 {
-		return 0, false
+		return location{}, false
 	}
 	c.mu.RLock()
 	w, ok := c.m[string(key)]
@@ -26,7 +34,7 @@ func (c *locationCache) get(key []byte) (uint64, bool) {
 	return w, ok
 }
 
-func (c *locationCache) put(key []byte, word uint64) {
+func (c *locationCache) put(key []byte, word location) {
 	if c.max <= 0 {
 		return
 	}

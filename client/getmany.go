@@ -91,6 +91,7 @@ type batchScratch struct {
 	bk1, bk2   [batchKeys][2][table.BucketSize]byte
 	slots      [batchKeys][2 * table.SlotsPerBucket]table.Slot
 	cands      [batchKeys][]table.Slot
+	nFirst     [batchKeys]int // cands[i][:nFirst[i]] are from the key's first bucket
 	plan       [batchKeys]uint8
 	recs       [transport.MaxBatch][]byte
 	ops        [transport.MaxBatch]transport.ReadOp
@@ -169,7 +170,7 @@ func (c *Client) planBatch(s *batchScratch, ops []transport.ReadOp, g *geometry,
 	rec := 0
 	for i, k := range keys {
 		s.plan[i] = planNone
-		s.cands[i] = scanBuckets(&s.bk1[i], table.Fingerprint(table.Hash(k)), s.slots[i][:0])
+		s.cands[i], s.nFirst[i] = scanBuckets(&s.bk1[i], table.Fingerprint(table.Hash(k)), s.slots[i][:0])
 		cands := s.cands[i]
 		if len(cands) == 0 {
 			if len(ops)+2 <= transport.MaxBatch {
@@ -221,7 +222,7 @@ func (s *batchScratch) decide(n *node, keys [][]byte, out []Result, incomplete b
 				}
 				if err == nil {
 					out[i] = Result{Value: append([]byte(nil), val...), Version: ver, Found: true}
-					n.cache.put(k, sl.Word())
+					n.cache.put(k, location{word: sl.Word(), second: j >= s.nFirst[i]})
 					done |= 1 << i
 				}
 				break

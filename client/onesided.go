@@ -109,32 +109,103 @@ func readBytes(ops []transport.ReadOp) int {
 	return n
 }
 
-// getOneSided runs one attempt of the one-sided GET protocol (docs/layout.md):
-// round trip 1 reads the header and both candidate buckets (and a cached
-// record, if any); round trip 2 reads every record whose fingerprint
-// matches, or, for a miss, the header and both buckets again.
+// getOneSided runs one attempt of the one-sided GET protocol (docs/layout.md).
+// With a cached location, round trip 1 reads the header, the bucket that
+// held the key's slot and the record it named; else (or if that fails)
+// round trip 1 reads the header and both candidate buckets, and round trip
+// 2 reads every record whose fingerprint matches, or, for a miss, the
+// header and both buckets again.
 func (n *node) getOneSided(ctx context.Context, dst, key []byte, needLease bool, s *getScratch) (readResult, error) {
+	loc, cached := n.cache.get(key)
+	if !cached {
+		return n.getUncached(ctx, dst, key, needLease, s)
+	}
+	spent, done, err := n.getCached(ctx, dst, key, loc, needLease, s)
+	if done {
+		return spent, err
+	}
+	n.cache.drop(key)
+	res, err := n.getUncached(ctx, dst, key, needLease, s)
+	res.roundTrips += spent.roundTrips
+	res.reads += spent.reads
+	res.bytes += spent.bytes
+	return res, err
+}
+
+// getCached tries the key's cached location. done is false if the
+// location did not lead to the key's record (the slot moved to the other
+// bucket, the key is gone, or the bucket holds only other keys with its
+// fingerprint): then the caller reads it as uncached, and res counts the
+// round trips, READs and bytes this spent.
+func (n *node) getCached(ctx context.Context, dst, key []byte, loc location, needLease bool, s *getScratch) (res readResult, done bool, err error) {
+	g := n.geo.Load()
+	cs := table.DecodeSlot(loc.word)
+	if !g.inArea(cs) {
+		return readResult{}, false, nil
+	}
+	h := table.Hash(key)
+	b1, b2 := table.Buckets(h, g.nbuckets)
+	b := b1
+	if loc.second {
+		b = b2
+	}
+	start := time.Now()
+	s.cached = grow(s.cached, int(cs.Len))
+	ops := append(s.ops[:0],
+		transport.ReadOp{Remote: g.region, Offset: 0, Dst: s.hdr1[:]},
+		transport.ReadOp{Remote: g.region, Offset: table.BucketOffset(b), Dst: s.bk1[0][:]},
+		transport.ReadOp{Remote: g.region, Offset: cs.Offset, Dst: s.cached})
+	if err := n.conn.Read(ctx, ops); err != nil {
+		return readResult{}, true, err
+	}
+	res = readResult{roundTrips: 1, reads: len(ops), bytes: readBytes(ops)}
+	hdr, err := checkHeader(g, s.hdr1[:])
+	if err != nil {
+		return readResult{}, true, err
+	}
+	a := getAttempt{g: g, hdr: hdr, start: start, needLease: needLease, s: s}
+	cands := scanBucket(&s.bk1[0], table.Fingerprint(h), s.slots[:0])
+	for _, sl := range cands {
+		if sl.Word() != loc.word {
+			continue
+		}
+		val, ver, verr := table.VerifyRecord(s.cached, key, sl)
+		if verr != nil || time.Since(start) >= g.maxAge {
+			break
+		}
+		if err := n.judge(&a, hdr.LeaseExpiry); err != nil {
+			return readResult{}, true, err
+		}
+		res.value, res.version, res.found = append(dst, val...), ver, true
+		return res, true, nil
+	}
+	if len(cands) == 0 {
+		return res, false, nil
+	}
+	// The bucket names another record with the key's fingerprint (an update
+	// keeps the key's slot): read those, as round trip 2 of an uncached GET.
+	nFirst := len(cands)
+	if loc.second {
+		nFirst = 0
+	}
+	more, err := n.readCandidates(ctx, dst, key, cands, nFirst, &a)
+	more.roundTrips, more.reads, more.bytes = 2, res.reads+more.reads, res.bytes+more.bytes
+	if err != nil || more.found {
+		return more, true, err
+	}
+	return more, false, nil
+}
+
+// getUncached is the attempt without a cached location.
+func (n *node) getUncached(ctx context.Context, dst, key []byte, needLease bool, s *getScratch) (readResult, error) {
 	g := n.geo.Load()
 	h := table.Hash(key)
 	b1, b2 := table.Buckets(h, g.nbuckets)
-	fp := table.Fingerprint(h)
 	start := time.Now()
-
-	ops := s.ops[:0]
-	ops = append(ops,
+	ops := append(s.ops[:0],
 		transport.ReadOp{Remote: g.region, Offset: 0, Dst: s.hdr1[:]},
 		transport.ReadOp{Remote: g.region, Offset: table.BucketOffset(b1), Dst: s.bk1[0][:]},
 		transport.ReadOp{Remote: g.region, Offset: table.BucketOffset(b2), Dst: s.bk1[1][:]})
-	cachedWord, haveCache := n.cache.get(key)
-	if haveCache && !g.inArea(table.DecodeSlot(cachedWord)) {
-		n.cache.drop(key)
-		haveCache = false
-	}
-	if haveCache {
-		cs := table.DecodeSlot(cachedWord)
-		s.cached = grow(s.cached, int(cs.Len))
-		ops = append(ops, transport.ReadOp{Remote: g.region, Offset: cs.Offset, Dst: s.cached})
-	}
 	if err := n.conn.Read(ctx, ops); err != nil {
 		return readResult{}, err
 	}
@@ -144,30 +215,7 @@ func (n *node) getOneSided(ctx context.Context, dst, key []byte, needLease bool,
 		return readResult{}, err
 	}
 	a := getAttempt{g: g, hdr: hdr, start: start, needLease: needLease, s: s}
-	cands := scanBuckets(&s.bk1, fp, s.slots[:0])
-
-	if haveCache {
-		for _, sl := range cands {
-			if sl.Word() != cachedWord {
-				continue
-			}
-			val, ver, err := table.VerifyRecord(s.cached, key, sl)
-			if err != nil {
-				break
-			}
-			now := time.Now()
-			if now.Sub(start) >= g.maxAge {
-				break
-			}
-			if needLease {
-				if err := n.clock.check(hdr.LeaseExpiry, now); err != nil {
-					return readResult{}, err
-				}
-			}
-			return readResult{value: append(dst, val...), version: ver, found: true, roundTrips: 1, reads: reads, bytes: nbytes}, nil
-		}
-		n.cache.drop(key)
-	}
+	cands, nFirst := scanBuckets(&s.bk1, table.Fingerprint(h), s.slots[:0])
 
 	// Round trip 2: if a slot's fingerprint matched, the records they name
 	// (nothing else: a live record of the key, named by its slot when the
@@ -176,7 +224,7 @@ func (n *node) getOneSided(ctx context.Context, dst, key []byte, needLease bool,
 	// key's, the header and both buckets again, to prove the miss.
 	rounds := 2
 	if len(cands) > 0 {
-		res, err := n.readCandidates(ctx, dst, key, cands, &a)
+		res, err := n.readCandidates(ctx, dst, key, cands, nFirst, &a)
 		res.reads, res.bytes = reads+res.reads, nbytes+res.bytes
 		if err != nil || res.found {
 			return res, err
@@ -196,9 +244,10 @@ type getAttempt struct {
 }
 
 // readCandidates READs the records of the slots whose fingerprint matched
+// (cands[:nFirst] from the key's first bucket, the rest from its second)
 // and returns the first that is key's. found is false (and err nil) if every
 // one belongs to another key. reads and bytes count this round trip only.
-func (n *node) readCandidates(ctx context.Context, dst, key []byte, cands []table.Slot, a *getAttempt) (readResult, error) {
+func (n *node) readCandidates(ctx context.Context, dst, key []byte, cands []table.Slot, nFirst int, a *getAttempt) (readResult, error) {
 	if len(cands) > transport.MaxBatch {
 		return readResult{}, errCandidates
 	}
@@ -222,7 +271,7 @@ func (n *node) readCandidates(ctx context.Context, dst, key []byte, cands []tabl
 		val, ver, err := table.VerifyRecord(s.recs[i], key, sl)
 		switch {
 		case err == nil:
-			n.cache.put(key, sl.Word())
+			n.cache.put(key, location{word: sl.Word(), second: i >= nFirst})
 			res.value, res.version, res.found = append(dst, val...), ver, true
 			return res, nil
 		case errors.Is(err, table.ErrKeyMismatch):
@@ -296,17 +345,23 @@ func checkHeader(g *geometry, b []byte) (table.Header, error) {
 	return hdr, nil
 }
 
-// scanBuckets appends every slot of both buckets whose fingerprint is fp.
-func scanBuckets(bk *[2][table.BucketSize]byte, fp uint16, out []table.Slot) []table.Slot {
-	for b := range bk {
-		for i := 0; i < table.SlotsPerBucket; i++ {
-			w := binary.LittleEndian.Uint64(bk[b][i*8:])
-			if w == 0 {
-				continue
-			}
-			if sl := table.DecodeSlot(w); sl.FP == fp {
-				out = append(out, sl)
-			}
+// scanBuckets appends every slot of both buckets whose fingerprint is fp,
+// and reports how many came from the first.
+func scanBuckets(bk *[2][table.BucketSize]byte, fp uint16, out []table.Slot) ([]table.Slot, int) {
+	out = scanBucket(&bk[0], fp, out)
+	n := len(out)
+	return scanBucket(&bk[1], fp, out), n
+}
+
+// scanBucket appends every slot of the bucket whose fingerprint is fp.
+func scanBucket(bk *[table.BucketSize]byte, fp uint16, out []table.Slot) []table.Slot {
+	for i := 0; i < table.SlotsPerBucket; i++ {
+		w := binary.LittleEndian.Uint64(bk[i*8:])
+		if w == 0 {
+			continue
+		}
+		if sl := table.DecodeSlot(w); sl.FP == fp {
+			out = append(out, sl)
 		}
 	}
 	return out

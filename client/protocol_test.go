@@ -150,6 +150,16 @@ func (r *rig) sharingBuckets(key string) string {
 	}
 }
 
+// moveToOtherBucket moves key's slot from whichever of its buckets holds it
+// to the other, as the writer moves keys.
+func (r *rig) moveToOtherBucket(key string) {
+	r.t.Helper()
+	b1, b2 := table.Buckets(table.Hash([]byte(key)), r.tbl.Header().Buckets)
+	if !r.moveSlot(key, b1, b2) && !r.moveSlot(key, b2, b1) {
+		r.t.Fatalf("could not move %s", key)
+	}
+}
+
 // colliding returns a key other than key with key's fingerprint and its
 // two candidate buckets (in a table of nbuckets): a GET of it finds key's
 // slot among its candidates, wherever key is.
@@ -178,10 +188,10 @@ func repTrace(n int, batches ...string) []string {
 // The traces of the protocol's paths, one string per READ batch (H header,
 // B bucket, R record).
 var (
-	traceHit       = []string{"HBB", "R"}    // uncached hit: two round trips, the second only the record
-	traceMiss      = []string{"HBB", "HBB"}  // miss: two round trips, no record
-	traceCachedHit = []string{"HBBR"}        // cached hit: one round trip
-	traceReread    = []string{"H"}           // the header re-read for the new geometry
+	traceHit       = []string{"HBB", "R"}   // uncached hit: two round trips, the second only the record
+	traceMiss      = []string{"HBB", "HBB"} // miss: two round trips, no record
+	traceCachedHit = []string{"HBR"}        // cached hit: one round trip, the bucket that held the slot
+	traceReread    = []string{"H"}          // the header re-read for the new geometry
 )
 
 func catTraces(parts ...[]string) []string { return slices.Concat(parts...) }
@@ -380,6 +390,28 @@ func TestReadProtocol(t *testing.T) {
 					r.tbl.SetIncomplete(true)
 				}
 			}, want: "v1", oneSided: 1, trace: traceCachedHit},
+
+		// A cached location reads only the bucket that held the slot: an
+		// update keeps the slot there (the new record is read next), a key
+		// moved to its other bucket or deleted is read afresh.
+		{name: "cached, updated since", setup: func(r *rig) { r.warm("k"); r.put("k", "v2") },
+			want: "v2", oneSided: 1, trace: catTraces(traceCachedHit, []string{"R"})},
+		{name: "cached, slot replaced and the old record not yet retired", setup: func(r *rig) {
+			r.warm("k")
+			loc, _ := r.node().cache.get([]byte("k"))
+			r.put("k", "v2")
+			// The writer stores the new slot word before it retires the
+			// old record: for that moment the old record still reads live.
+			binary.LittleEndian.PutUint32(r.f.mem[table.DecodeSlot(loc.word).Offset+4:], 0)
+		}, want: "v2", oneSided: 1, trace: catTraces(traceCachedHit, []string{"R"})},
+		{name: "cached, moved to the other bucket since", setup: func(r *rig) { r.warm("k"); r.moveToOtherBucket("k") },
+			want: "v1", oneSided: 1, trace: catTraces(traceCachedHit, traceHit)},
+		{name: "cached, deleted since", setup: func(r *rig) {
+			r.warm("k")
+			if _, err := r.tbl.Delete([]byte("k")); err != nil {
+				r.t.Fatal(err)
+			}
+		}, want: answerNotFound, oneSided: 1, trace: catTraces(traceCachedHit, traceMiss)},
 
 		// A miss whose buckets hold another key with its fingerprint: round
 		// trip 2 reads that key's record, then a third proves the miss.

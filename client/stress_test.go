@@ -60,7 +60,9 @@ func TestChurnNeverTorn(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
-	wc, err := client.New(client.Config{Endpoints: eps})
+	// (Writes get 10 s attempts: at the default 1 s a busy machine turns a
+	// slow PUT into "maybe applied", which is not what this test is about.)
+	wc, err := client.New(client.Config{Endpoints: eps, AttemptTimeout: 10 * time.Second, RequestTimeout: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
