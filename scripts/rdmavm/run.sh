@@ -11,7 +11,7 @@
 # RDMAVM_LOG=FILE keeps a copy of the console log.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-timeout_s=1200 step_timeout=420 mem=2048 smp=2 mkargs=()
+timeout_s=2400 step_timeout=420 mem=2048 smp=2 mkargs=()
 while [ $# -gt 0 ]; do
 	case $1 in
 	--timeout) timeout_s=$2; shift 2 ;;
