@@ -33,7 +33,10 @@ test-rdma:
 test: test-go test-rdma
 
 # The full RDMA-vs-TCP comparison (TCP on the host, both transports in the
-# Soft-RoCE VM), written to bench/results/. bench-quick is a reduced run.
+# Soft-RoCE VM on 3 nodes), written to bench/results/ only if every series
+# was measured; otherwise they exit 1 and leave bench/results alone. Like
+# test-rdma they install the RDMA part's packages first (root), or fail.
+# bench-quick is a reduced run.
 bench: build
 	BENCH_RDMA=1 bench/bench.sh
 

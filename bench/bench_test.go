@@ -79,8 +79,16 @@ func TestPreload(t *testing.T) {
 		t.Errorf("preload of a new value size: %v, %d puts", err, f.puts.Load())
 	}
 
+	// A PUT that fails now and then is tried again (writing the same value
+	// twice is harmless); one that keeps failing fails the preload.
+	flaky := newFake()
+	flaky.failPut = 10
+	r = newRunner(t, Config{}, flaky)
+	if err := r.Preload(context.Background(), w); err != nil || flaky.len() != w.Keys {
+		t.Errorf("preload with a PUT in 10 failing: %v, %d of %d keys", err, flaky.len(), w.Keys)
+	}
 	bad := newFake()
-	bad.failPut = 10
+	bad.failPut = 1
 	r = newRunner(t, Config{}, bad)
 	if err := r.Preload(context.Background(), w); !errors.Is(err, ErrPreload) || !errors.Is(err, errFake) {
 		t.Errorf("failing preload: %v", err)
@@ -124,6 +132,9 @@ func TestClosedLoop(t *testing.T) {
 	}
 	if x := run.RoundsPerGet(); math.Abs(x-2) > 0.01 {
 		t.Errorf("round trips per GET %v, the fake does 2", x)
+	}
+	if x, y := run.ReadsPerOneSidedGet(), run.BytesPerOneSidedGet(); math.Abs(x-6) > 0.05 || math.Abs(y-700) > 5 {
+		t.Errorf("%v READs and %v bytes per GET, the fake does 6 and 700", x, y)
 	}
 	if run.Retries == 0 || run.RetryReasons["torn"] != run.Retries {
 		t.Errorf("retries %d %v", run.Retries, run.RetryReasons)

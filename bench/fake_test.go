@@ -23,6 +23,8 @@ type fakeStore struct {
 	ops    atomic.Uint64
 	gets   atomic.Uint64
 	rounds atomic.Uint64
+	reads  atomic.Uint64
+	bytes  atomic.Uint64
 	rpc    atomic.Uint64
 	puts   atomic.Uint64
 }
@@ -53,6 +55,8 @@ func (f *fakeStore) Get(ctx context.Context, key []byte, opts ...client.ReadOpti
 		f.rpc.Add(1)
 	} else {
 		f.rounds.Add(2)
+		f.reads.Add(6)
+		f.bytes.Add(700)
 	}
 	f.mu.RLock()
 	v, ok := f.data[string(key)]
@@ -79,7 +83,8 @@ func (f *fakeStore) Put(ctx context.Context, key, value []byte) error {
 }
 
 func (f *fakeStore) Stats() client.Stats {
-	return client.Stats{Gets: f.gets.Load(), OneSidedRounds: f.rounds.Load(), RPCGets: f.rpc.Load(),
+	return client.Stats{Gets: f.gets.Load(), OneSidedRounds: f.rounds.Load(),
+		OneSidedReads: f.reads.Load(), OneSidedBytes: f.bytes.Load(), RPCGets: f.rpc.Load(),
 		Retries: map[string]uint64{"torn": f.gets.Load() / 100}}
 }
 

@@ -57,6 +57,8 @@ func (r *Runner) clientStats() client.Stats {
 		st := s.Stats()
 		sum.Gets += st.Gets
 		sum.OneSidedRounds += st.OneSidedRounds
+		sum.OneSidedReads += st.OneSidedReads
+		sum.OneSidedBytes += st.OneSidedBytes
 		sum.RPCGets += st.RPCGets
 		sum.Fallbacks += st.Fallbacks
 		for k, v := range st.Retries {
@@ -238,6 +240,8 @@ func (r *Runner) collect(p *Point, ws []*worker, win window) result.Run {
 	out.Lat, out.GetLat, out.PutLat, out.CDF = r.all.Summary(), r.get.Summary(), r.put.Summary(), r.all.CDF()
 
 	out.OneSidedRounds = win.st1.OneSidedRounds - win.st0.OneSidedRounds
+	out.OneSidedReads = win.st1.OneSidedReads - win.st0.OneSidedReads
+	out.OneSidedBytes = win.st1.OneSidedBytes - win.st0.OneSidedBytes
 	out.RPCGets = win.st1.RPCGets - win.st0.RPCGets
 	out.Fallbacks = win.st1.Fallbacks - win.st0.Fallbacks
 	for k, v := range win.st1.Retries {

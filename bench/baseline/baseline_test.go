@@ -61,6 +61,9 @@ const readReport = `
  #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec]
  2       1000          10.10          80.00        12.50               13.00          2.00            30.00                  70.00
  4096    1000          20.00          90.00        24.00               25.00          3.00            40.00                  85.00
+ 1048576 300          17400.46        179866.86      25417.66  	       28973.07     	-nan   		131907.06 		179866.86
+ 8388608 10          1.00        inf      2.00  	       3.00     	nan   		4.00 		inf
+ 16 300          inf        inf      inf  	       -nan     	-nan   		inf 		inf
 ---------------------------------------------------------------------------------------
 `
 
@@ -87,7 +90,9 @@ func TestParsePerftest(t *testing.T) {
 	}{
 		{result.KindRDMARead, 2, 1000, 1, 12.5, 30, 70, 13, 10.1, 80},
 		{result.KindRDMARead, 4096, 1000, 1, 24, 40, 85, 25, 20, 90},
-		{result.KindRDMASend, 2, 500, 2, 10, 0, 0, 0, 8, 18}, // halved ping-pong doubled
+		{result.KindRDMARead, 1 << 20, 300, 1, 25417.66, 131907.06, 179866.86, 28973.07, 17400.46, 179866.86}, // stdev -nan
+		{result.KindRDMARead, 8 << 20, 10, 1, 2, 4, 0, 3, 1, 0},                                               // inf left out
+		{result.KindRDMASend, 2, 500, 2, 10, 0, 0, 0, 8, 18},                                                  // halved ping-pong doubled
 		{result.KindRDMARead, 2, 2000, 1, 5.5, 10.5, 0, 5.7, 5.2, 0},
 	}
 	if len(bases) != len(want) {
@@ -138,7 +143,7 @@ func TestRunPerftest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(bases) != 2 || bases[0].Kind != result.KindRDMARead || !strings.Contains(bases[0].Source, "-d rxe0 -a -n 1000 127.1.0.1") {
+	if len(bases) != 4 || bases[0].Kind != result.KindRDMARead || !strings.Contains(bases[0].Source, "-d rxe0 -a -n 1000 127.1.0.1") {
 		t.Errorf("got %+v", bases)
 	}
 	if _, err := RunPerftest(context.Background(), PerftestConfig{Tool: tool}); !errors.Is(err, ErrConfig) {

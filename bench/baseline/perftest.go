@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -177,7 +178,19 @@ func parseRow(line string, cols []int) (result.Baseline, bool) {
 	for i, c := range cols {
 		v, err := strconv.ParseFloat(f[i], 64)
 		if err != nil {
-			return result.Baseline{}, false
+			// perftest prints "-nan" for a standard deviation its
+			// arithmetic lost (seen at 1 MiB on Soft-RoCE); no figure
+			// kvbench keeps.
+			if !strings.EqualFold(strings.TrimPrefix(f[i], "-"), "nan") {
+				return result.Baseline{}, false
+			}
+			v = math.NaN()
+		}
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			if c == colBytes || c == colIters {
+				return result.Baseline{}, false
+			}
+			continue // a missing figure, not a NaN or Inf in the JSON
 		}
 		switch c {
 		case colBytes:
@@ -197,6 +210,11 @@ func parseRow(line string, cols []int) (result.Baseline, bool) {
 		case colP999:
 			b.Lat.P999 = v
 		}
+	}
+	if b.Lat.P50 == 0 && b.Lat.Mean == 0 {
+		// A row without a central figure (perftest printed inf or nan
+		// for them) is no baseline: better none than a zero.
+		return result.Baseline{}, false
 	}
 	b.Lat.Count = b.Iters
 	return b, true
@@ -218,6 +236,9 @@ func parseVMLine(s string) (result.Baseline, error) {
 		x, err := strconv.ParseFloat(v, 64)
 		if err != nil {
 			return result.Baseline{}, fmt.Errorf("%w: bad %s in %q", ErrPerftest, k, s)
+		}
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			continue // missing, as in parseRow
 		}
 		switch k {
 		case "bytes":
@@ -299,7 +320,11 @@ func RunPerftest(ctx context.Context, cfg PerftestConfig) ([]result.Baseline, er
 		out, err := exec.CommandContext(ctx, cfg.Tool, append(args, cfg.Addr)...).CombinedOutput()
 		if err == nil {
 			src := fmt.Sprintf("%s %s %s", cfg.Tool, strings.Join(args, " "), cfg.Addr)
-			return ParsePerftest(bytes.NewReader(out), PerftestOptions{Kind: cfg.Tool, Series: cfg.Series, Source: src})
+			b, err := ParsePerftest(bytes.NewReader(out), PerftestOptions{Kind: cfg.Tool, Series: cfg.Series, Source: src})
+			if err != nil {
+				return nil, fmt.Errorf("%w; its output:\n%s", err, bytes.TrimSpace(out))
+			}
+			return b, nil
 		}
 		last = out
 	}

@@ -228,13 +228,17 @@ func (c *Cluster) waitReady(ctx context.Context) error {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	defer tr.Close()
-	cl, err := client.New(client.Config{Endpoints: c.Endpoints, Transport: tr, DialTimeout: time.Second, RequestTimeout: 2 * time.Second})
+	// Each probe may take a tenth of the wait (at least 2 s): an RDMA
+	// connect on a loaded, emulated machine (the Soft-RoCE VM) can take
+	// seconds, and a probe that always times out would never succeed.
+	probe := max(2*time.Second, c.cfg.ReadyTimeout/10)
+	cl, err := client.New(client.Config{Endpoints: c.Endpoints, Transport: tr, DialTimeout: probe / 2, RequestTimeout: probe})
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
 	for {
-		pctx, pcancel := context.WithTimeout(ctx, 2*time.Second)
+		pctx, pcancel := context.WithTimeout(ctx, probe)
 		err := cl.Put(pctx, []byte("kvbench-ready"), []byte("ok"))
 		pcancel()
 		if err == nil {

@@ -47,7 +47,9 @@ func Markdown(w io.Writer, rep *result.Report, o Options) error {
 	}{
 		{"Throughput and latency", "All operations of each run; latencies in µs. ×base: kvd's latency over a raw round trip of the same size on the same transport (see Baselines).", RunsTable(rep)},
 		{"Per-operation latency", "Latencies in µs, by operation type.", opsTable(rep)},
-		{"One-sided and RPC GETs", "100% GET runs: one-sided READs (linearizable, serializable) against RPC GETs (readindex) at the same load. CPU is the servers' user+system time per GET; net subtracts their idle use.", getPathTable(rep)},
+		{"One-sided and RPC GETs", "100% GET runs: one-sided READs (linearizable, serializable) against RPC GETs (readindex) at the same load. READs/GET and B/GET: READs posted and bytes fetched per one-sided GET, over all its round trips. CPU is the servers' user+system time per GET; net subtracts their idle use.", getPathTable(rep)},
+		{"One client instance per client", "Closed-loop runs where each of at least " + fmt.Sprint(manyInstances) + " clients has its own client instance (its own connections), so the servers see that many connections: the shape where per-connection costs show. CPU is the servers' user+system time per operation (all nodes together).", instancesTable(rep)},
+		{"Against perftest", "One-client GET-only and PUT-only runs over RDMA next to perftest's raw round trip of the nearest size, measured in the same run: one-sided GETs against `ib_read_lat`, RPC GETs and PUTs against `ib_send_lat` (doubled: a full round trip). p50 in µs.", perftestTable(rep)},
 		{"TLS cost", "Each run of a series `S+tls` (kvd with TLS on) next to the same point of series `S` (plaintext): ×: TLS over plaintext. CPU is the servers' user+system time per operation.", tlsTable(rep)},
 		{"Baselines", "Raw transport round trips, no kvd code involved; µs.", baselinesTable(rep)},
 	}
@@ -127,7 +129,8 @@ func ratioCell(r *result.Run, op string, p99 bool) string {
 // ratios computed.
 func RunsTable(rep *result.Report) *table {
 	t := newTable("series", "mix", "consistency", "dist", ">value", ">clients", ">ops/s", ">p50", ">p99", ">p99.9", ">max",
-		">GET p50 ×base", ">GET p99 ×base", ">PUT p50 ×base", ">errors", ">retries", ">rt/GET", ">srv CPU µs/op", ">net µs/op")
+		">GET p50 ×base", ">GET p99 ×base", ">PUT p50 ×base", ">errors", ">retries", ">rt/GET", ">READs/GET", ">B/GET",
+		">srv CPU µs/op", ">net µs/op")
 	for i := range rep.Runs {
 		r := &rep.Runs[i]
 		gross, net := "–", "–"
@@ -137,7 +140,8 @@ func RunsTable(rep *result.Report) *table {
 		t.add(r.Series, r.Mix, consistency(r), r.Dist, bytes(r.ValueSize), load(r), rate(r.Throughput),
 			us(r.Lat.P50), us(r.Lat.P99), us(r.Lat.P999), us(r.Lat.Max),
 			ratioCell(r, "get", false), ratioCell(r, "get", true), ratioCell(r, "put", false),
-			count(r.Errors), count(r.Retries), frac(r.RoundsPerGet()), gross, net)
+			count(r.Errors), count(r.Retries), frac(r.RoundsPerGet()), frac(r.ReadsPerOneSidedGet()), perGet(r.BytesPerOneSidedGet()),
+			gross, net)
 	}
 	return t
 }
@@ -179,7 +183,7 @@ type getGroup struct {
 // compared with the RPC run nearest to it in the report (the same sweep's).
 func getPathTable(rep *result.Report) *table {
 	t := newTable("series", "dist", ">value", ">clients", "GET path", ">ops/s", ">p50", ">p99", ">rt/GET",
-		">srv CPU µs/GET", ">net µs/GET", ">net CPU vs RPC")
+		">READs/GET", ">B/GET", ">srv CPU µs/GET", ">net µs/GET", ">net CPU vs RPC")
 	groups := map[getGroup][]int{}
 	var order []getGroup
 	for i := range rep.Runs {
@@ -212,7 +216,7 @@ func getPathTable(rep *result.Report) *table {
 				}
 			}
 			t.add(r.Series, r.Dist, bytes(r.ValueSize), load(r), path, rate(r.Throughput), us(r.GetLat.P50), us(r.GetLat.P99),
-				frac(r.RoundsPerGet()), gross, net, vs)
+				frac(r.RoundsPerGet()), frac(r.ReadsPerOneSidedGet()), perGet(r.BytesPerOneSidedGet()), gross, net, vs)
 		}
 	}
 	return t
@@ -242,6 +246,61 @@ func nearestRPC(rep *result.Report, idx []int, i int) *result.Run {
 		return &rep.Runs[before]
 	}
 	return nil
+}
+
+// manyInstances is the fewest clients, each with its own client instance,
+// for a run to be listed in instancesTable.
+const manyInstances = 16
+
+// instancesTable lists the runs where every closed-loop client has its own
+// client instance, and there are many: issue 11's 64-instance point.
+func instancesTable(rep *result.Report) *table {
+	t := newTable("series", "mix", "consistency", "dist", ">keys", ">value", ">clients", ">instances", ">ops/s", ">p50", ">p99",
+		">errors", ">rt/GET", ">READs/GET", ">B/GET", ">srv CPU µs/op", ">net µs/op")
+	for i := range rep.Runs {
+		r := &rep.Runs[i]
+		if r.Mode != "closed" || r.Conns != r.Clients || r.Clients < manyInstances {
+			continue
+		}
+		gross, net := "–", "–"
+		if r.ServerPIDs > 0 {
+			gross, net = cpu(r.ServerCPUPerOp), cpu(r.ServerCPUNetPerOp)
+		}
+		t.add(r.Series, r.Mix, consistency(r), r.Dist, fmt.Sprint(r.Keys), bytes(r.ValueSize), load(r), fmt.Sprint(r.Conns),
+			rate(r.Throughput), us(r.Lat.P50), us(r.Lat.P99), count(r.Errors),
+			frac(r.RoundsPerGet()), frac(r.ReadsPerOneSidedGet()), perGet(r.BytesPerOneSidedGet()), gross, net)
+	}
+	return t
+}
+
+// perftestTable sets each one-client, single-operation RDMA run next to its
+// perftest baseline. rep's runs must have their ratios computed.
+func perftestTable(rep *result.Report) *table {
+	t := newTable("series", "op", ">value", ">p50", ">p99", "perftest", ">perftest p50", ">p50 ×", ">p99 ×", ">rt/GET", ">READs/GET")
+	for i := range rep.Runs {
+		r := &rep.Runs[i]
+		if r.Transport != "rdma" || r.Mode != "closed" || r.Clients != 1 || (r.ReadPct != 100 && r.ReadPct != 0) {
+			continue
+		}
+		op, lat, name := "put", r.PutLat, "PUT"
+		if r.ReadPct == 100 {
+			op, lat, name = "get", r.GetLat, "GET one-sided ("+r.Consistency+")"
+			if r.Consistency == "readindex" {
+				name = "GET RPC (readindex)"
+			}
+		}
+		x, ok := r.RatioFor(op)
+		if !ok {
+			continue
+		}
+		rt, reads := "–", "–"
+		if op == "get" {
+			rt, reads = frac(r.RoundsPerGet()), frac(r.ReadsPerOneSidedGet())
+		}
+		t.add(r.Series, name, bytes(r.ValueSize), us(lat.P50), us(lat.P99), x.Kind+" "+bytes(x.BaseBytes), us(x.BaseP50),
+			times(x.P50), times(x.P99), rt, reads)
+	}
+	return t
 }
 
 func pathRank(c string) int {

@@ -17,6 +17,7 @@ func getRun(cons string, rounds, rpc uint64, cpuPerOp, net float64) result.Run {
 		Lat:        latency.Summary{Count: 20000, P50: 50, P99: 150, P999: 400, Max: 2500},
 		GetLat:     latency.Summary{Count: 20000, Mean: 60, P50: 50, P90: 90, P99: 150, P999: 400, Max: 2500},
 		ClientGets: 20000, OneSidedRounds: rounds, RPCGets: rpc, ServerPIDs: 3, ServerCPUPerOp: cpuPerOp, ServerCPUNetPerOp: net,
+		OneSidedReads: rounds * 3, OneSidedBytes: rounds * 200,
 	}
 }
 
@@ -115,7 +116,7 @@ func TestMarkdown(t *testing.T) {
 	if len(runs) != 2+3 {
 		t.Fatalf("%d rows in the runs table", len(runs))
 	}
-	if strings.Count(runs[1], "---:") != 15 {
+	if strings.Count(runs[1], "---:") != 17 {
 		t.Errorf("separator %q: numeric columns not right-aligned", runs[1])
 	}
 	for _, tc := range []struct {
@@ -131,6 +132,10 @@ func TestMarkdown(t *testing.T) {
 		{"PUT p50 ×base", []string{"linearizable"}, "–"},
 		{"rt/GET", []string{"linearizable"}, "2.00"},
 		{"rt/GET", []string{"readindex"}, "1.00"},
+		{"READs/GET", []string{"linearizable"}, "6.00"},
+		{"B/GET", []string{"linearizable"}, "400"},
+		{"READs/GET", []string{"readindex"}, "–"},
+		{"B/GET", []string{"readindex"}, "–"},
 		{"srv CPU µs/op", []string{"readindex"}, "40.0"},
 		{"net µs/op", []string{"readindex"}, "38.0"},
 		{"consistency", []string{"0/100"}, "–"},
@@ -165,6 +170,12 @@ func TestMarkdown(t *testing.T) {
 	}
 	if got := cell(t, paths, "net CPU vs RPC", "RPC (readindex)"); got != "–" {
 		t.Errorf("RPC compared with itself: %q", got)
+	}
+	if got := cell(t, paths, "READs/GET", "one-sided (linearizable)"); got != "6.00" {
+		t.Errorf("one-sided READs/GET = %q, want 6.00", got)
+	}
+	if strings.Contains(md, "## One client instance per client") || strings.Contains(md, "## Against perftest") {
+		t.Error("sections without runs for them")
 	}
 
 	bases := section(t, md, "Baselines")
@@ -244,6 +255,56 @@ func TestGetPathPairing(t *testing.T) {
 	}
 	if strings.Join(got, " ") != "5% 30% – –" {
 		t.Errorf("net CPU vs RPC column %v, want [5%% 30%% – –]", got)
+	}
+}
+
+// TestInstancesAndPerftest: runs with one client instance per client (and
+// many of them) get their own table; one-client RDMA runs are set next to
+// perftest at the nearest size.
+func TestInstancesAndPerftest(t *testing.T) {
+	rep := sample()
+	many := getRun("linearizable", 20000, 0, 30, 29)
+	many.Keys, many.Clients, many.Conns = 100000, 64, 64
+	shared := many
+	shared.Conns = 4
+	rget := getRun("linearizable", 20000, 0, 1, 0)
+	rget.Series, rget.Transport, rget.Clients, rget.ValueSize, rget.GetLat.P50 = "vm-rdma", "rdma", 1, 1<<20, 3000
+	rput := rget
+	rput.Mix, rput.ReadPct, rput.Gets, rput.Puts, rput.PutLat = "0/100", 0, 0, 20000, latency.Summary{P50: 9000, P99: 20000}
+	rep.Runs = []result.Run{many, shared, rget, rput}
+	rep.Baselines = []result.Baseline{
+		{Series: "vm-rdma", Transport: "rdma", Kind: result.KindRDMARead, Bytes: 64 << 10, Lat: latency.Summary{P50: 100}},
+		{Series: "vm-rdma", Transport: "rdma", Kind: result.KindRDMARead, Bytes: 1 << 20, Lat: latency.Summary{P50: 1500, P99: 2000}},
+		{Series: "vm-rdma", Transport: "rdma", Kind: result.KindRDMASend, Bytes: 1 << 20, Lat: latency.Summary{P50: 3000}, RTTFactor: 2},
+	}
+	var b strings.Builder
+	if err := Markdown(&b, rep, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	md := b.String()
+	inst := section(t, md, "One client instance per client")
+	if len(inst) != 3 {
+		t.Fatalf("instances table:\n%s", strings.Join(inst, "\n"))
+	}
+	for col, want := range map[string]string{"keys": "100000", "instances": "64", "srv CPU µs/op": "30.0", "READs/GET": "3.00"} {
+		if got := cell(t, inst, col, "tcp"); got != want {
+			t.Errorf("instances %s = %q, want %q", col, got, want)
+		}
+	}
+	perf := section(t, md, "Against perftest")
+	if len(perf) != 4 {
+		t.Fatalf("perftest table:\n%s", strings.Join(perf, "\n"))
+	}
+	for _, tc := range []struct{ col, op, want string }{
+		{"perftest", "GET one-sided (linearizable)", "ib_read_lat 1 MiB"},
+		{"p50 ×", "GET one-sided (linearizable)", "2.0×"},
+		{"perftest", "PUT", "ib_send_lat 1 MiB"},
+		{"p50 ×", "PUT", "3.0×"},
+		{"rt/GET", "PUT", "–"},
+	} {
+		if got := cell(t, perf, tc.col, tc.op); got != tc.want {
+			t.Errorf("perftest %s of %s = %q, want %q", tc.col, tc.op, got, tc.want)
+		}
 	}
 }
 

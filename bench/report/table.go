@@ -101,6 +101,14 @@ func rate(v float64) string {
 	return fmt.Sprintf("%.0f", v)
 }
 
+// perGet formats a per-GET byte count, "–" if there is none.
+func perGet(v float64) string {
+	if v <= 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.0f", v)
+}
+
 func frac(v float64) string {
 	if v <= 0 {
 		return "–"

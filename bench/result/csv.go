@@ -137,6 +137,8 @@ var runColumns = slices.Concat([]column[Run]{
 	[]column[Run]{
 		u64Col("client_gets", func(r *Run) *uint64 { return &r.ClientGets }),
 		u64Col("one_sided_rounds", func(r *Run) *uint64 { return &r.OneSidedRounds }),
+		u64Col("one_sided_reads", func(r *Run) *uint64 { return &r.OneSidedReads }),
+		u64Col("one_sided_bytes", func(r *Run) *uint64 { return &r.OneSidedBytes }),
 		u64Col("rpc_gets", func(r *Run) *uint64 { return &r.RPCGets }),
 		u64Col("fallbacks", func(r *Run) *uint64 { return &r.Fallbacks }),
 		u64Col("retries", func(r *Run) *uint64 { return &r.Retries }),
@@ -146,6 +148,8 @@ var runColumns = slices.Concat([]column[Run]{
 		}},
 		derived("rounds_per_get", func(r *Run) string { return fmtF(r.RoundsPerGet()) }),
 		derived("rounds_per_one_sided_get", func(r *Run) string { return fmtF(r.RoundsPerOneSidedGet()) }),
+		derived("reads_per_one_sided_get", func(r *Run) string { return fmtF(r.ReadsPerOneSidedGet()) }),
+		derived("bytes_per_one_sided_get", func(r *Run) string { return fmtF(r.BytesPerOneSidedGet()) }),
 		f64Col("server_cpu_s", func(r *Run) *float64 { return &r.ServerCPU }),
 		f64Col("server_cpu_us_per_op", func(r *Run) *float64 { return &r.ServerCPUPerOp }),
 		f64Col("server_cpu_net_us_per_op", func(r *Run) *float64 { return &r.ServerCPUNetPerOp }),

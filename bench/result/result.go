@@ -73,12 +73,17 @@ type Run struct {
 	// From client.Stats, differences over the run. ClientGets is the
 	// client's own count of GETs in that window (it differs from Gets by
 	// the few in flight at the window's edges, and counts failed GETs).
-	ClientGets     uint64            `json:"client_gets"`
-	OneSidedRounds uint64            `json:"one_sided_rounds"`
-	RPCGets        uint64            `json:"rpc_gets"`
-	Fallbacks      uint64            `json:"fallbacks"`
-	Retries        uint64            `json:"retries"`
-	RetryReasons   map[string]uint64 `json:"retry_reasons,omitempty"`
+	ClientGets     uint64 `json:"client_gets"`
+	OneSidedRounds uint64 `json:"one_sided_rounds"`
+	// OneSidedReads and OneSidedBytes are the READs the successful
+	// one-sided GETs posted over all their round trips, and the bytes
+	// those READs fetched (client.Stats, same basis as OneSidedRounds).
+	OneSidedReads uint64            `json:"one_sided_reads"`
+	OneSidedBytes uint64            `json:"one_sided_bytes"`
+	RPCGets       uint64            `json:"rpc_gets"`
+	Fallbacks     uint64            `json:"fallbacks"`
+	Retries       uint64            `json:"retries"`
+	RetryReasons  map[string]uint64 `json:"retry_reasons,omitempty"`
 
 	// Server CPU (user+system of every server process) over the run, in
 	// seconds, and per operation in microseconds: gross, and net of the
@@ -120,6 +125,27 @@ func (r *Run) RoundsPerOneSidedGet() float64 {
 		return 0
 	}
 	return float64(r.OneSidedRounds) / float64(n)
+}
+
+// ReadsPerOneSidedGet is the READs per one-sided GET (header, buckets,
+// records: what a NIC serves for it). 0 without one-sided GETs, and for
+// reports from before the count existed.
+func (r *Run) ReadsPerOneSidedGet() float64 {
+	n := r.OneSidedGets()
+	if n == 0 {
+		return 0
+	}
+	return float64(r.OneSidedReads) / float64(n)
+}
+
+// BytesPerOneSidedGet is the bytes READ per one-sided GET, value and
+// metadata. 0 without one-sided GETs.
+func (r *Run) BytesPerOneSidedGet() float64 {
+	n := r.OneSidedGets()
+	if n == 0 {
+		return 0
+	}
+	return float64(r.OneSidedBytes) / float64(n)
 }
 
 // Baseline is a raw transport round trip of a given size, measured with no

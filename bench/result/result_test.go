@@ -22,7 +22,7 @@ func sampleRun() Run {
 		GetLat:     latency.Summary{Count: 19000, Mean: 60, Min: 20.1, P50: 55, P90: 90, P99: 150, P999: 300, Max: 700},
 		PutLat:     latency.Summary{Count: 1000, Mean: 500, Min: 200, P50: 450, P90: 800, P99: 1200, P999: 1500, Max: 1500},
 		CDF:        []latency.Point{{Pct: 0, Us: 20.1}, {Pct: 100, Us: 1500}},
-		ClientGets: 19000, OneSidedRounds: 20000, RPCGets: 1000, Fallbacks: 3, Retries: 5,
+		ClientGets: 19000, OneSidedRounds: 20000, OneSidedReads: 90000, OneSidedBytes: 7200000, RPCGets: 1000, Fallbacks: 3, Retries: 5,
 		RetryReasons: map[string]uint64{"torn": 2, "stale": 3},
 		ServerCPU:    0.5, ServerCPUPerOp: 25, ServerCPUNetPerOp: 20, ServerPIDs: 3, Note: "a, \"quoted\" note",
 	}
@@ -53,8 +53,14 @@ func TestDerived(t *testing.T) {
 	if got := r.RoundsPerOneSidedGet(); got != 20000.0/18000 {
 		t.Errorf("RoundsPerOneSidedGet = %v", got)
 	}
+	if got := r.ReadsPerOneSidedGet(); got != 5 {
+		t.Errorf("ReadsPerOneSidedGet = %v", got)
+	}
+	if got := r.BytesPerOneSidedGet(); got != 400 {
+		t.Errorf("BytesPerOneSidedGet = %v", got)
+	}
 	var empty Run
-	if empty.RoundsPerGet() != 0 || empty.RoundsPerOneSidedGet() != 0 {
+	if empty.RoundsPerGet() != 0 || empty.RoundsPerOneSidedGet() != 0 || empty.ReadsPerOneSidedGet() != 0 || empty.BytesPerOneSidedGet() != 0 {
 		t.Error("empty run has round trips")
 	}
 }
@@ -91,7 +97,7 @@ func TestCSVRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	header := strings.SplitN(buf.String(), "\n", 2)[0]
-	for _, col := range []string{"throughput", "lat_p50_us", "lat_p999_us", "get_x_base_p50", "rounds_per_get", "server_cpu_us_per_op"} {
+	for _, col := range []string{"throughput", "lat_p50_us", "lat_p999_us", "get_x_base_p50", "rounds_per_get", "reads_per_one_sided_get", "bytes_per_one_sided_get", "one_sided_reads", "server_cpu_us_per_op"} {
 		if !strings.Contains(","+header+",", ","+col+",") {
 			t.Errorf("CSV header lacks %s: %s", col, header)
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -89,6 +90,9 @@ func (o *rdmaOptions) collect(ctx context.Context, series string, sizes []int, p
 	if o.device == "" {
 		return out, nil
 	}
+	// A size perftest fails at is left out and reported; the others are
+	// still measured.
+	var errs []error
 	for _, tool := range []string{result.KindRDMARead, result.KindRDMASend} {
 		for _, sz := range sizes {
 			pr.say("running %s on %s, %d bytes", tool, o.device, sz)
@@ -96,12 +100,16 @@ func (o *rdmaOptions) collect(ctx context.Context, series string, sizes []int, p
 			b, err := baseline.RunPerftest(ctx, baseline.PerftestConfig{Tool: tool, Device: o.device, Addr: o.addr,
 				Args: args, Series: series})
 			if err != nil {
-				return nil, err
+				if ctx.Err() != nil {
+					return out, ctx.Err()
+				}
+				errs = append(errs, err)
+				continue
 			}
 			out = append(out, b...)
 		}
 	}
-	return out, nil
+	return out, errors.Join(errs...)
 }
 
 func parsePerftestFile(path, series string) ([]result.Baseline, error) {

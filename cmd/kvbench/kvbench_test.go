@@ -136,6 +136,23 @@ func TestReportCmd(t *testing.T) {
 	if err := reportCmd(nil); !errors.As(err, new(usageError)) {
 		t.Errorf("report without files: %v", err)
 	}
+
+	// --require-series: all there, or fail and write nothing.
+	if err := reportCmd([]string{"--out", out, "--plots", "", "-w", "none", "--require-series", "tcp,rdma", tcp, vm}); err != nil {
+		t.Errorf("both series required and present: %v", err)
+	}
+	partial := filepath.Join(dir, "partial")
+	err = reportCmd([]string{"--out", partial, "-w", "none", "--require-series", "tcp,rdma,vm-tcp", tcp, vm, pj})
+	if !errors.Is(err, errMissingSeries) || !strings.Contains(err.Error(), "vm-tcp") {
+		t.Errorf("missing series: %v", err)
+	}
+	if _, serr := os.Stat(partial); !os.IsNotExist(serr) {
+		t.Errorf("a report missing a required series was written (%v)", serr)
+	}
+	// Baselines alone do not make a series present.
+	if err := reportCmd([]string{"-w", "none", "--require-series", "rdma", pj}); !errors.Is(err, errMissingSeries) {
+		t.Errorf("series with baselines only: %v", err)
+	}
 }
 
 // TestEndToEnd builds kvd, starts a one-node cluster with kvbench, runs a

@@ -45,6 +45,12 @@ func (p *printer) say(format string, args ...any) {
 	fmt.Fprintf(p.w, "kvbench: "+format+"\n", args...)
 }
 
+// warn prints whatever quiet says: something the results will lack.
+func (p *printer) warn(format string, args ...any) {
+	p.clear()
+	fmt.Fprintf(p.w, "kvbench: "+format+"\n", args...)
+}
+
 func (p *printer) start(i, n int, pt *bench.Point) {
 	p.i, p.n = i, n
 	if p.tty && !p.quiet {
@@ -77,7 +83,8 @@ func (p *printer) done(r *result.Run) {
 	fmt.Fprintf(&b, "[%d/%d] %s %s c=%d v=%dB %s: %s ops/s, p50 %.1fµs p99 %.1fµs max %.0fµs, errors %d",
 		p.i, p.n, r.Mix, r.Consistency, r.Clients, r.ValueSize, r.Dist, si(r.Throughput), r.Lat.P50, r.Lat.P99, r.Lat.Max, r.Errors)
 	if r.Gets > 0 {
-		fmt.Fprintf(&b, ", %.2f rt/GET, %d retries", r.RoundsPerGet(), r.Retries)
+		fmt.Fprintf(&b, ", %.2f rt/GET, %.2f READs/GET, %.0f B/GET, %d retries", r.RoundsPerGet(), r.ReadsPerOneSidedGet(),
+			r.BytesPerOneSidedGet(), r.Retries)
 	}
 	if r.ServerPIDs > 0 {
 		fmt.Fprintf(&b, ", server %.1fµs CPU/op (net %.1f)", r.ServerCPUPerOp, r.ServerCPUNetPerOp)

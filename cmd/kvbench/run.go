@@ -27,6 +27,8 @@ type runOptions struct {
 	bin, host                                string
 	tableMem                                 cli.Size
 	conns, clientCache                       int
+	readyTimeout, dialTimeout, attemptTime   time.Duration
+	requestTimeout                           time.Duration
 	startTLS                                 bool
 	// Sweep.
 	mixes, consistencies, clients, valueSizes, rates string
@@ -59,6 +61,10 @@ func runFlags(o *runOptions) *flag.FlagSet {
 	fs.StringVar(&o.series, "series", "", "label of this run's results in reports and plots (default: the transport, +tls with TLS)")
 	fs.StringVar(&o.serverPIDs, "server-pids", "", "server process ids whose CPU time is charged to the runs (found by itself with --start-cluster)")
 	fs.IntVar(&o.conns, "conns", 4, "client instances (each with its own connections) the workers share")
+	fs.DurationVar(&o.readyTimeout, "ready-timeout", cluster.DefaultReadyTimeout, "with --start-cluster: how long the started cluster may take to serve its first write; also bounds connecting each client instance before the runs")
+	fs.DurationVar(&o.dialTimeout, "dial-timeout", 0, "the clients' DialTimeout (0: the client's default); raise it where connecting is slow (many RDMA client instances in the VM)")
+	fs.DurationVar(&o.attemptTime, "attempt-timeout", 0, "the clients' AttemptTimeout (0: the client's default, 1s): it must exceed the slowest healthy PUT, which under emulation (the VM) and many clients can take seconds")
+	fs.DurationVar(&o.requestTimeout, "request-timeout", 0, "the clients' RequestTimeout, the most one operation may take (0: the client's default, 15s)")
 	fs.IntVar(&o.clientCache, "client-cache", 0, "client location cache entries (0: the client's default; -1: off, so every one-sided GET takes 2 round trips)")
 
 	fs.StringVar(&o.mixes, "mix", "100/0,95/5,50/50,0/100", "GET/PUT mixes: 95/5, ycsb-a..c, get, put")
@@ -161,13 +167,22 @@ func runCmd(ctx context.Context, args []string) error {
 			o.series += "+tls"
 		}
 	}
+	// perftest runs before kvbench starts a cluster: a raw baseline is
+	// cleaner on an idle machine, and in the Soft-RoCE VM, with three kvd
+	// nodes running, perftest printed inf for every latency (its CPU
+	// frequency check failed under the load).
+	perf, perfErr := o.rdma.collect(ctx, o.series, sweep.ValueSizes, newPrinter(os.Stderr, o.quiet))
+	if perfErr != nil && ctx.Err() != nil {
+		return ctx.Err()
+	}
 	env, err := connect(ctx, o)
 	if err != nil {
 		return err
 	}
 	defer env.close()
 	rep := &result.Report{Schema: result.SchemaVersion, Meta: []result.Meta{newMeta(o.series, env.describe, os.Args[1:])}}
-	runErr := measure(ctx, o, env, sweep, rep)
+	rep.Baselines = perf
+	runErr := measure(ctx, o, env, sweep, rep, perfErr)
 	if runErr != nil && env.cluster != nil {
 		if dead := env.cluster.Exited(); dead != "" {
 			runErr = fmt.Errorf("%w\n%s", runErr, dead)
@@ -196,7 +211,7 @@ func emit(o *runOptions, rep *result.Report) error {
 
 // measure runs the baselines and every point into rep. On error rep holds
 // what was measured so far.
-func measure(ctx context.Context, o *runOptions, env *runEnv, sweep bench.Sweep, rep *result.Report) error {
+func measure(ctx context.Context, o *runOptions, env *runEnv, sweep bench.Sweep, rep *result.Report, perfErr error) error {
 	pr := newPrinter(os.Stderr, o.quiet)
 	r, err := bench.New(bench.Config{
 		Stores: env.stores, Transport: o.transport, Series: o.series, ServerPIDs: env.pids, Seed: o.seed,
@@ -214,8 +229,25 @@ func measure(ctx context.Context, o *runOptions, env *runEnv, sweep bench.Sweep,
 		r.SetIdleCPU(idle)
 		rep.Meta[0].IdleServerCPU = idle
 	}
-	if rep.Baselines, err = baselines(ctx, o, sweep, pr); err != nil {
-		return err
+	// What could not be measured is reported (whatever --quiet says) and
+	// fails the invocation at the end, after everything else was measured:
+	// a report must not look complete when it is not.
+	var missing []error
+	if perfErr != nil {
+		pr.warn("perftest baselines incomplete: %v", perfErr)
+		missing = append(missing, perfErr)
+	}
+	if o.baseline {
+		pr.say("measuring the TCP baseline at %s", o.valueSizes)
+		b, err := tcpBaseline(ctx, sweep.ValueSizes, o.keySize, o.baselineIters, o.series)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			pr.warn("TCP baseline failed: %v", err)
+			missing = append(missing, err)
+		}
+		rep.Baselines = append(b, rep.Baselines...)
 	}
 	points := sweep.Points()
 	for i, p := range points {
@@ -224,7 +256,8 @@ func measure(ctx context.Context, o *runOptions, env *runEnv, sweep bench.Sweep,
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			pr.say("skipping %v: %v", &p, err)
+			pr.warn("skipping %v: %v", &p, err)
+			missing = append(missing, fmt.Errorf("skipped %v: %w", &p, err))
 			continue
 		}
 		run, err := r.Run(ctx, p)
@@ -233,27 +266,15 @@ func measure(ctx context.Context, o *runOptions, env *runEnv, sweep bench.Sweep,
 		}
 		rep.Runs = append(rep.Runs, run)
 		pr.done(&run)
-	}
-	return nil
-}
-
-// baselines measures the TCP ping-pong at the sweep's value sizes, and
-// perftest's figures if asked.
-func baselines(ctx context.Context, o *runOptions, sweep bench.Sweep, pr *printer) ([]result.Baseline, error) {
-	var out []result.Baseline
-	if o.baseline {
-		pr.say("measuring the TCP baseline at %s", o.valueSizes)
-		b, err := tcpBaseline(ctx, sweep.ValueSizes, o.keySize, o.baselineIters, o.series)
-		if err != nil {
-			return nil, err
+		if run.Ops == 0 {
+			// Nothing completed in the measured window (an operation took
+			// longer than --duration): the row has no figures to read.
+			err := fmt.Errorf("%v: no operation completed in %.1fs (%d errors); lengthen --duration", &p, run.Seconds, run.Errors)
+			pr.warn("%v", err)
+			missing = append(missing, err)
 		}
-		out = append(out, b...)
 	}
-	b, err := o.rdma.collect(ctx, o.series, sweep.ValueSizes, pr)
-	if err != nil {
-		return nil, err
-	}
-	return append(out, b...), nil
+	return errors.Join(missing...)
 }
 
 // runEnv is the cluster being measured and the clients measuring it.
@@ -286,7 +307,7 @@ func connect(ctx context.Context, o *runOptions) (*runEnv, error) {
 		}
 		fmt.Fprintf(os.Stderr, "kvbench: starting a %d-node %s cluster from %s\n", o.startCluster, tr, o.bin)
 		c, err := cluster.Start(ctx, cluster.Config{Bin: o.bin, Nodes: o.startCluster, Transport: o.transport,
-			Host: o.host, TableMem: strconv.FormatInt(int64(o.tableMem), 10), TLS: o.startTLS})
+			Host: o.host, TableMem: strconv.FormatInt(int64(o.tableMem), 10), TLS: o.startTLS, ReadyTimeout: o.readyTimeout})
 		if err != nil {
 			return nil, err
 		}
@@ -308,14 +329,14 @@ func connect(ctx context.Context, o *runOptions) (*runEnv, error) {
 	default:
 		return nil, usageError{"give --endpoints or --start-cluster N"}
 	}
-	if err := env.dial(o, eps); err != nil {
+	if err := env.dial(ctx, o, eps); err != nil {
 		env.close()
 		return nil, err
 	}
 	return env, nil
 }
 
-func (env *runEnv) dial(o *runOptions, eps []string) error {
+func (env *runEnv) dial(ctx context.Context, o *runOptions, eps []string) error {
 	tf := cli.TransportFlags{Name: o.transport}
 	var err error
 	if tf.TLS, err = o.tls.TLS(); err != nil {
@@ -327,15 +348,34 @@ func (env *runEnv) dial(o *runOptions, eps []string) error {
 	}
 	env.tr = tr
 	for range max(1, o.conns) {
-		c, err := client.New(client.Config{Endpoints: eps, Transport: tr, CacheEntries: o.clientCache})
+		c, err := client.New(client.Config{Endpoints: eps, Transport: tr, CacheEntries: o.clientCache, DialTimeout: o.dialTimeout,
+			AttemptTimeout: o.attemptTime, RequestTimeout: o.requestTimeout})
 		if err != nil {
 			return err
 		}
 		env.clients = append(env.clients, c)
 		env.stores = append(env.stores, c)
 	}
+	// Connect every client instance before measuring, one at a time: a GET
+	// makes each dial the leader, read its table's geometry and sync its
+	// clock. No point (nor the preload, whose PUTs have deadlines) then
+	// pays for connection setup, which with many instances on a slow
+	// machine (the Soft-RoCE VM) takes seconds; and a cluster that cannot
+	// take that many connections fails here, saying so.
+	for i, c := range env.clients {
+		cctx, cancel := context.WithTimeout(ctx, o.readyTimeout)
+		_, err := c.Get(cctx, []byte(connectKey))
+		cancel()
+		if err != nil && !errors.Is(err, client.ErrNotFound) {
+			return fmt.Errorf("connecting client instance %d of %d: %w", i+1, len(env.clients), err)
+		}
+	}
 	return nil
 }
+
+// connectKey is the key every client instance GETs to connect; it need not
+// exist.
+const connectKey = "kvbench-connect"
 
 func (env *runEnv) close() {
 	for _, c := range env.clients {
