@@ -9,7 +9,9 @@
 // One goroutine owns the raft.RawNode. Each iteration it waits for work
 // (a tick, a proposal, a peer message, a read barrier, a transfer report),
 // takes any ticks that are due first, drains whatever else is queued (so
-// concurrent Puts share one Ready), and then handles every Ready in order:
+// concurrent Puts share one Ready: the commands taken are proposed as one
+// raft message of at most maxBatch commands and MaxSizePerMsg bytes, see
+// batch.go), and then handles every Ready in order:
 //
 //  1. Write the Ready's snapshot (if any), log entries and HardState, and
 //     the effects of its committed entries with the new applied index, in

@@ -14,6 +14,7 @@ var ErrFrozen = errors.New("raft: node is already frozen")
 // when it has.
 type freezeRequest struct {
 	d       time.Duration
+	thaw    <-chan struct{} // closed to thaw before d (tests); nil: never
 	started chan struct{}
 }
 
@@ -49,7 +50,12 @@ func (n *Node) freezeRequests() chan freezeRequest {
 //
 // Freeze returns once the loop has stopped (within a tick), ErrFrozen if
 // the node is already frozen, or ErrStopped if it is closed.
-func (n *Node) Freeze(d time.Duration) error {
+func (n *Node) Freeze(d time.Duration) error { return n.freeze(d, nil) }
+
+// freeze is Freeze with an early thaw: closing thaw ends the freeze before
+// d. Tests use it to queue work behind a stopped loop for exactly as long
+// as they need.
+func (n *Node) freeze(d time.Duration, thaw <-chan struct{}) error {
 	if d <= 0 {
 		return nil
 	}
@@ -57,7 +63,7 @@ func (n *Node) Freeze(d time.Duration) error {
 	if _, busy := freezes.LoadOrStore(n, c); busy {
 		return ErrFrozen
 	}
-	f := freezeRequest{d: d, started: make(chan struct{})}
+	f := freezeRequest{d: d, thaw: thaw, started: make(chan struct{})}
 	select {
 	case c <- f: // the loop deletes the entry at the thaw
 	case <-n.stopc:
@@ -81,9 +87,10 @@ func (l *loop) freeze(f freezeRequest) bool {
 	close(f.started)
 	select {
 	case <-t.C:
-		l.n.log.Warn("raft loop thawed (fault injection)")
-		return true
+	case <-f.thaw:
 	case <-l.n.stopc:
 		return false
 	}
+	l.n.log.Warn("raft loop thawed (fault injection)")
+	return true
 }

@@ -257,66 +257,6 @@ func (l *loop) report(r report) {
 	}
 }
 
-// propose queues a command for the next batch, proposes a membership
-// change at once, or fails p.
-func (l *loop) propose(p *proposal) {
-	if !l.isLeader {
-		p.finish(result{err: l.n.notLeader(l.lead)})
-		return
-	}
-	if p.cc == nil {
-		l.batch = append(l.batch, p)
-		l.batchBytes += len(p.data)
-		if len(l.batch) >= maxBatch || uint64(l.batchBytes) >= l.cfg.MaxSizePerMsg {
-			l.flushProposals()
-		}
-		return
-	}
-	err := l.checkConfChange(p.cc)
-	if err == nil {
-		if err = l.rn.ProposeConfChange(p.cc); err == nil {
-			l.confProposed = true
-		}
-	}
-	switch {
-	case err == errAlreadyApplied:
-		p.finish(result{})
-	case err != nil:
-		p.finish(result{err: proposeErr(err)})
-	default:
-		p.term = l.term
-		l.waiters[p.reqID] = p
-	}
-}
-
-// maxBatch bounds the commands proposed in one raft message.
-const maxBatch = 1024
-
-// flushProposals proposes the queued commands as one raft message, so the
-// leader appends them together and replicates them in one append per
-// follower rather than one per command.
-func (l *loop) flushProposals() {
-	if len(l.batch) == 0 {
-		return
-	}
-	ents := make([]*pb.Entry, len(l.batch))
-	for i, p := range l.batch {
-		ents[i] = &pb.Entry{Data: p.data}
-	}
-	err := l.rn.Step(&pb.Message{Type: pb.MsgProp.Enum(), From: new(l.n.id), Entries: ents})
-	for _, p := range l.batch {
-		if err != nil {
-			l.n.metrics.failed.Inc()
-			p.finish(result{err: proposeErr(err)})
-			continue
-		}
-		p.term = l.term
-		l.waiters[p.reqID] = p
-	}
-	clear(l.batch)
-	l.batch, l.batchBytes = l.batch[:0], 0
-}
-
 func proposeErr(err error) error {
 	if errors.Is(err, etcdraft.ErrProposalDropped) {
 		return ErrProposalDropped

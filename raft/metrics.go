@@ -12,6 +12,10 @@ type metrics struct {
 	term, leaderID, isLeader, commit, applied, leaseValid prometheus.Gauge
 	committed, failed, leaderChanges                      prometheus.Counter
 	syncDuration                                          prometheus.Histogram
+	// proposalBatch counts the commands proposed together in one raft
+	// message (flushProposals): the batching across connections, at a
+	// glance (sum/count is the mean batch).
+	proposalBatch prometheus.Histogram
 	// peerRefused counts peer sessions refused at the hello, by reason;
 	// peerDropped counts messages of accepted sessions dropped before raft.
 	peerRefused, peerDropped *prometheus.CounterVec
@@ -38,6 +42,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name:    "kvd_raft_sync_duration_seconds",
 			Help:    "Duration of the synced Pebble batch written per raft Ready.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
+		}),
+		proposalBatch: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "kvd_raft_proposal_batch_size",
+			Help:    "Commands proposed together in one raft message (one append per follower, one fsync).",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 11), // 1 .. maxBatch
 		}),
 		peerRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kvd_raft_peer_refused_total",
@@ -71,7 +80,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 
 func (m *metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.term, m.leaderID, m.isLeader, m.commit, m.applied, m.leaseValid,
-		m.committed, m.failed, m.leaderChanges, m.syncDuration, m.peerRefused, m.peerDropped}
+		m.committed, m.failed, m.leaderChanges, m.syncDuration, m.proposalBatch, m.peerRefused, m.peerDropped}
 }
 
 // unregister removes the series so a reopened node can register again.

@@ -78,8 +78,12 @@ func (s *Server) serveConn(conn transport.Conn) {
 		if budget.acquire(s.ctx, reserve) != nil {
 			return
 		}
-		req.Key = append([]byte(nil), req.Key...)
-		req.Value = append([]byte(nil), req.Value...)
+		// The request outlives buf, which the next Recv reuses: one
+		// allocation holds its key and value.
+		kv := make([]byte, len(req.Key)+len(req.Value))
+		k := copy(kv, req.Key)
+		copy(kv[k:], req.Value)
+		req.Key, req.Value = kv[:k:k], kv[k:]
 		select {
 		case sem <- struct{}{}:
 		case <-s.ctx.Done():

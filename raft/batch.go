@@ -1,0 +1,95 @@
+package raft
+
+import (
+	pb "go.etcd.io/raft/v3/raftpb"
+)
+
+// Proposal batching (issue 11).
+//
+// Puts and Deletes from every connection meet in one queue, Node.propc.
+// The loop takes what is queued at each iteration (drain, up to maxDrain
+// items) and proposes the commands it took as few raft messages as the
+// bounds below allow, so that they enter the log together: one Ready
+// appends them, one Pebble batch and one fsync make them durable, one
+// append per follower replicates them, and, once committed, one Ready
+// applies them and one Applier.Apply call shows them in the region. While
+// the loop waits for an fsync, the next batch queues up behind it: the
+// busier the node, the larger its batches, with no timer adding latency
+// to a lone write.
+//
+// A batch is bounded by maxBatch commands and by Config.MaxSizePerMsg
+// bytes of command data (whichever is reached first closes it; a single
+// larger command goes alone), so one raft message never exceeds what a
+// follower's append may carry, and raft's MaxUncommittedBytes still
+// refuses new batches once the uncommitted tail is full.
+//
+// Each proposal keeps its own outcome: the loop registers every command
+// by its request id, and the apply completes each caller with its own
+// entry's index (complete, in ready.go). If raft refuses a batch (not
+// leader, uncommitted tail full), every command in it is refused and each
+// caller is told; a caller that gave up (its context ended) leaves the
+// others untouched.
+
+// maxBatch bounds the commands proposed in one raft message.
+const maxBatch = 1024
+
+// propose queues a command for the next batch, proposes a membership
+// change at once, or fails p.
+func (l *loop) propose(p *proposal) {
+	if !l.isLeader {
+		p.finish(result{err: l.n.notLeader(l.lead)})
+		return
+	}
+	if p.cc == nil {
+		if len(l.batch) > 0 && uint64(l.batchBytes+len(p.data)) > l.cfg.MaxSizePerMsg {
+			l.flushProposals() // p would take the batch past its byte bound
+		}
+		l.batch = append(l.batch, p)
+		l.batchBytes += len(p.data)
+		if len(l.batch) >= maxBatch || uint64(l.batchBytes) >= l.cfg.MaxSizePerMsg {
+			l.flushProposals()
+		}
+		return
+	}
+	err := l.checkConfChange(p.cc)
+	if err == nil {
+		if err = l.rn.ProposeConfChange(p.cc); err == nil {
+			l.confProposed = true
+		}
+	}
+	switch {
+	case err == errAlreadyApplied:
+		p.finish(result{})
+	case err != nil:
+		p.finish(result{err: proposeErr(err)})
+	default:
+		p.term = l.term
+		l.waiters[p.reqID] = p
+	}
+}
+
+// flushProposals proposes the queued commands as one raft message, so the
+// leader appends them together and replicates them in one append per
+// follower rather than one per command.
+func (l *loop) flushProposals() {
+	if len(l.batch) == 0 {
+		return
+	}
+	l.n.metrics.proposalBatch.Observe(float64(len(l.batch)))
+	ents := make([]*pb.Entry, len(l.batch))
+	for i, p := range l.batch {
+		ents[i] = &pb.Entry{Data: p.data}
+	}
+	err := l.rn.Step(&pb.Message{Type: pb.MsgProp.Enum(), From: new(l.n.id), Entries: ents})
+	for _, p := range l.batch {
+		if err != nil {
+			l.n.metrics.failed.Inc()
+			p.finish(result{err: proposeErr(err)})
+			continue
+		}
+		p.term = l.term
+		l.waiters[p.reqID] = p
+	}
+	clear(l.batch)
+	l.batch, l.batchBytes = l.batch[:0], 0
+}
