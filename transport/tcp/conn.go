@@ -83,7 +83,7 @@ func newConn(t *Transport, nc net.Conn, remote string, local, peer hello) *conn 
 		br:         bufio.NewReaderSize(nc, readBufSize),
 		closed:     make(chan struct{}),
 	}
-	c.msgs.init(int(local.credits), int(peer.credits))
+	c.msgs.init(int(local.credits), int(peer.credits), t.creditDelay)
 	c.reads.init(int(min(local.maxReads, peer.maxReads)))
 	c.serve.init(int(local.maxReads))
 	now := t.watch.now()
@@ -134,6 +134,9 @@ func (c *conn) fail(err error, local bool) (closed bool) {
 			c.nc.Close()
 		}
 		close(c.closed)
+		if c.msgs.idle != nil {
+			c.msgs.idle.Stop()
+		}
 		c.t.forget(c)
 		if c.ln != nil {
 			c.ln.release()

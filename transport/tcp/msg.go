@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"sync/atomic"
+	"time"
 
 	"github.com/kvd-project/kvd/transport"
 )
@@ -30,9 +31,21 @@ type msgQueue struct {
 	pending atomic.Uint32 // consumed here, not yet returned to the peer
 	batch   uint32        // pending count that triggers a CREDIT frame
 	kick    chan struct{} // asks serveLoop to return pending credits
+	idle    *time.Timer   // returns a caught-up receiver's credits delay after its last consume
+	delay   time.Duration // creditIdleDelay
+	frames  atomic.Uint64 // CREDIT frames written (tests read it)
 }
 
-func (q *msgQueue) init(own, peer int) {
+// creditIdleDelay is how long a receiver that has consumed everything waits
+// before it returns fewer than a batch of credits in a CREDIT frame of
+// their own. A request/response peer answers within it nearly always, and
+// the credits ride on the answer's MSG header instead: a frame, a syscall
+// and a wake-up at the far end saved per request. The wait costs nothing:
+// until it ends the sender still holds at least three quarters of its
+// window.
+const creditIdleDelay = 2 * time.Millisecond
+
+func (q *msgQueue) init(own, peer int, creditDelay time.Duration) {
 	q.window = make(chan struct{}, peer)
 	for range peer {
 		q.window <- struct{}{}
@@ -40,6 +53,9 @@ func (q *msgQueue) init(own, peer int) {
 	q.queue = make(chan *inMsg, own)
 	q.free = make(chan *inMsg, own)
 	q.kick = make(chan struct{}, 1)
+	q.delay = creditDelay
+	q.idle = time.AfterFunc(time.Hour, q.kickNow)
+	q.idle.Stop()
 	bufs := make([]inMsg, own)
 	for i := range bufs {
 		q.free <- &bufs[i]
@@ -151,16 +167,26 @@ func (c *conn) usable(ctx context.Context) error {
 }
 
 // consumed counts one message consumed, and asks serveLoop to return the
-// credits when a batch is due or when the receiver has caught up (so that
-// an idle receiver leaves the sender its whole window). serveLoop writes the
-// CREDIT frame, so Recv never waits on the socket, and a MSG the
-// application sends meanwhile may take the credits along instead.
+// credits when a batch is due, or creditIdleDelay after the receiver has
+// caught up (so that an idle receiver leaves the sender its whole window).
+// serveLoop writes the CREDIT frame, so Recv never waits on the socket, and
+// a MSG the application sends meanwhile takes the credits along instead.
 func (c *conn) consumed() {
-	if c.msgs.pending.Add(1) >= c.msgs.batch || len(c.msgs.queue) == 0 {
-		select {
-		case c.msgs.kick <- struct{}{}:
-		default: // a kick is already pending
-		}
+	switch q := &c.msgs; {
+	case q.pending.Add(1) >= q.batch:
+		q.kickNow()
+	case len(q.queue) == 0:
+		// Measured from the last consume: under steady request/response
+		// traffic it fires only when the traffic stops.
+		q.idle.Reset(q.delay)
+	}
+}
+
+// kickNow asks serveLoop to return the pending credits.
+func (q *msgQueue) kickNow() {
+	select {
+	case q.kick <- struct{}{}:
+	default: // a kick is already pending
 	}
 }
 
@@ -170,6 +196,7 @@ func (c *conn) returnCredits() error {
 	if n == 0 {
 		return nil
 	}
+	c.msgs.frames.Add(1)
 	c.wlock()
 	err := c.writeHeader(header{typ: frameCredit, id: n})
 	return c.wunlock(err)

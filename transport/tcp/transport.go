@@ -7,6 +7,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/kvd-project/kvd/transport"
 )
@@ -19,6 +20,8 @@ type Transport struct {
 	filter    atomic.Pointer[Filter]
 	tlsServer *tls.Config // listeners' TLS configuration, if cfg.TLS
 	watch     *watchdog   // enforces the connections' timeouts
+
+	creditDelay time.Duration // creditIdleDelay; tests set it before they dial
 
 	mu        sync.Mutex // guards the fields below
 	closed    bool
@@ -35,7 +38,7 @@ func New(cfg Config) (*Transport, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	t := &Transport{cfg: cfg.withDefaults(), conns: map[*conn]struct{}{}}
+	t := &Transport{cfg: cfg.withDefaults(), conns: map[*conn]struct{}{}, creditDelay: creditIdleDelay}
 	if cfg.TLS != nil && cfg.TLS.Server != nil {
 		t.tlsServer = t.serverConfig()
 	}

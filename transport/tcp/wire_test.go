@@ -7,6 +7,7 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kvd-project/kvd/transport"
 )
@@ -35,8 +36,11 @@ func TestWireServing(t *testing.T) {
 	if err := c.Send(ctx, []byte("world")); err != nil {
 		t.Fatal(err)
 	}
-	credits := 0
-	for {
+	// The credit rides on the MSG, or comes in a CREDIT frame, which the
+	// serve loop may write after the MSG: read until both are in.
+	nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	credits, sawMsg := 0, false
+	for !sawMsg || credits == 0 {
 		h := readFrameHeader(t, nc)
 		credits += int(h.id)
 		if h.typ == frameCredit {
@@ -47,8 +51,9 @@ func TestWireServing(t *testing.T) {
 		if h.typ != frameMsg || string(payload) != "world" {
 			t.Fatalf("got frame %+v %q, want MSG \"world\"", h, payload)
 		}
-		break
+		sawMsg = true
 	}
+	nc.SetReadDeadline(time.Time{})
 	if credits != 1 {
 		t.Fatalf("%d credits returned for one message consumed", credits)
 	}
