@@ -51,6 +51,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.cfg.Listen, "listen", "127.0.0.1:7301", "address for clients and peers (host:port)")
 	fs.StringVar(&o.cfg.DataDir, "data-dir", "", "directory for the node's durable state (required)")
 	o.transport.Register(fs)
+	o.transport.RegisterRDMATuning(fs)
 	o.tls.Register(fs)
 	fs.Var(&o.tableMem, "table-mem", "size of the registered table region (e.g. 64MiB, 1GiB)")
 	fs.DurationVar(&o.cfg.ReuseGrace, "reuse-grace", server.DefaultReuseGrace, "how long superseded records stay untouched before their memory is reused")

@@ -128,6 +128,10 @@ type TransportFlags struct {
 	// this end's key in it (rdma.Auth.Name).
 	RDMAAuthFile string
 	RDMAAuthName string
+	// RDMATOS and RDMAAckTimeout are --rdma-tos and --rdma-ack-timeout
+	// (RegisterRDMATuning): rdma.Config.TOS and AckTimeout.
+	RDMATOS        int
+	RDMAAckTimeout time.Duration
 	// RDMAAuthRefused, if set (not a flag), hears of every connection the
 	// rdma transport refused before it authenticated; default: a warning
 	// through slog.Default.
@@ -147,6 +151,13 @@ func (f *TransportFlags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&f.RDMAAuthName, "rdma-auth-name", "", "RDMA: the key in --rdma-auth-file this end proves when it dials; a server's must be a peer key (default: the file's only key)")
 }
 
+// RegisterRDMATuning adds --rdma-tos and --rdma-ack-timeout to fs (kvd's
+// flags).
+func (f *TransportFlags) RegisterRDMATuning(fs *flag.FlagSet) {
+	fs.IntVar(&f.RDMATOS, "rdma-tos", 0, "RDMA: type of service of the connections' packets, 0-255 (RoCEv2: DSCP<<2, e.g. 96 for DSCP 24; 0: the device's default)")
+	fs.DurationVar(&f.RDMAAckTimeout, "rdma-ack-timeout", 0, "RDMA: queue pairs' local ACK timeout, rounded up to 4.096µs·2^n; with 6 retries it bounds how long a dead peer goes unnoticed (0: the default, 67.1ms, about 0.5s to notice; negative: the connection manager's, seconds)")
+}
+
 // Transport makes the transport the flags name. node names this endpoint to
 // its peers (a server passes its listen address; clients "").
 func (f *TransportFlags) Transport(node string) (transport.Transport, error) {
@@ -154,6 +165,9 @@ func (f *TransportFlags) Transport(node string) (transport.Transport, error) {
 	case "tcp":
 		if f.RDMAAuthFile != "" || f.RDMAAuthName != "" {
 			return nil, errors.New("--rdma-auth-file and --rdma-auth-name need --transport rdma (over tcp, use TLS)")
+		}
+		if f.RDMATOS != 0 || f.RDMAAckTimeout != 0 {
+			return nil, errors.New("--rdma-tos and --rdma-ack-timeout need --transport rdma")
 		}
 		t, err := tcp.New(tcp.Config{Node: node, TLS: f.TLS})
 		if err != nil {
@@ -164,7 +178,7 @@ func (f *TransportFlags) Transport(node string) (transport.Transport, error) {
 		if f.TLS != nil {
 			return nil, errors.New("TLS needs --transport tcp: the rdma transport has no TLS")
 		}
-		cfg := rdma.Config{Device: f.RDMADevice, SpinPoll: f.RDMASpin}
+		cfg := rdma.Config{Device: f.RDMADevice, SpinPoll: f.RDMASpin, TOS: f.RDMATOS, AckTimeout: f.RDMAAckTimeout}
 		switch f.RDMAPoll {
 		case "events", "":
 			cfg.Poll = rdma.PollEvents

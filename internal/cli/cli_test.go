@@ -1,8 +1,13 @@
 package cli
 
 import (
+	"errors"
 	"flag"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/kvd-project/kvd/transport/rdma"
 )
 
 func TestParseSize(t *testing.T) {
@@ -59,5 +64,37 @@ func TestApplyEnv(t *testing.T) {
 	_ = fs2.Parse(nil)
 	if err := ApplyEnv(fs2, "KVD_"); err == nil {
 		t.Fatal("bad env value accepted")
+	}
+}
+
+// --rdma-tos and --rdma-ack-timeout reach rdma.Config (a bad value is the
+// rdma transport's ErrConfig, in any build), and need --transport rdma.
+func TestRDMATuningFlags(t *testing.T) {
+	parse := func(args ...string) *TransportFlags {
+		t.Helper()
+		var f TransportFlags
+		fs := flag.NewFlagSet("kvd", flag.ContinueOnError)
+		f.Register(fs)
+		f.RegisterRDMATuning(fs)
+		if err := fs.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		return &f
+	}
+	f := parse("--rdma-tos", "96", "--rdma-ack-timeout", "10ms")
+	if f.RDMATOS != 96 || f.RDMAAckTimeout != 10*time.Millisecond {
+		t.Fatalf("flags = %d, %v", f.RDMATOS, f.RDMAAckTimeout)
+	}
+	if _, err := f.Transport(""); err == nil || !strings.Contains(err.Error(), "need --transport rdma") {
+		t.Fatalf("tcp with RDMA tuning flags = %v", err)
+	}
+	for _, bad := range [][]string{{"--rdma-tos", "256"}, {"--rdma-ack-timeout", "3h"}} {
+		f := parse(append([]string{"--transport", "rdma"}, bad...)...)
+		if tr, err := f.Transport(""); !errors.Is(err, rdma.ErrConfig) {
+			if tr != nil {
+				_ = tr.Close()
+			}
+			t.Errorf("%v: Transport = %v, want rdma.ErrConfig", bad, err)
+		}
 	}
 }

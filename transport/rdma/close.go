@@ -53,6 +53,7 @@ func (c *conn) Close() error {
 	pending := c.inflight > 0 && c.err == nil
 	c.mu.Unlock()
 	if pending {
+		c.fence() // unsignalled SENDs would otherwise complete silently
 		timer := time.NewTimer(closeLinger)
 		select {
 		case <-c.idle:
@@ -94,10 +95,13 @@ func (c *conn) teardown() {
 	}
 	if c.mr.m != nil {
 		_ = c.mr.deregister()
+		c.t.pinned.nConns.Add(-1)
 	}
 	if c.mem != nil {
 		freeOffHeap(c.mem)
 	}
+	c.freeStaging()
+	c.t.pinned.conns.Add(-c.pinned.Load())
 	c.cm.destroy()
 	if c.ch != nil {
 		c.ch.destroy()

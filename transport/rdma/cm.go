@@ -258,21 +258,39 @@ func (c cmID) listen(backlog int) error {
 	return nil
 }
 
-func (c cmID) createQP(p pd, cq cqHandle, sendWR, recvWR int) (qpHandle, error) {
-	q, err := C.kvd_create_qp(c.id, p.p, cq.c, C.int(sendWR), C.int(recvWR))
-	if q == nil {
-		return qpHandle{}, fmt.Errorf("rdma: rdma_create_qp: %w", errnoOr(err))
+// createQP creates the id's queue pair, asking for inline SENDs of up to
+// inline bytes and settling for less (halving) if the device refuses; it
+// returns the inline size the device granted.
+func (c cmID) createQP(p pd, cq cqHandle, sendWR, recvWR, inline int) (qpHandle, int, error) {
+	for {
+		var got C.int
+		q, err := C.kvd_create_qp(c.id, p.p, cq.c, C.int(sendWR), C.int(recvWR), C.int(inline), &got)
+		if q != nil {
+			return qpHandle{q}, int(got), nil
+		}
+		if inline == 0 {
+			return qpHandle{}, 0, fmt.Errorf("rdma: rdma_create_qp: %w", errnoOr(err))
+		}
+		inline /= 2
 	}
-	return qpHandle{q}, nil
 }
 
 // destroyQP destroys q, the id's queue pair (attached to it again first:
 // kvd_connect leaves it detached until establish).
 func (c cmID) destroyQP(q qpHandle) { C.kvd_destroy_qp(c.id, q.q) }
 
-func (c cmID) connect(pdata []byte, respRes, initDepth int) error {
+// setOptions sets the id's type of service (tos, if not negative) and
+// local ACK timeout exponent (ackExp, if positive).
+func (c cmID) setOptions(tos, ackExp int) error {
+	if rc := C.kvd_id_options(c.id, C.int(tos), C.int(ackExp)); rc != 0 {
+		return fmt.Errorf("rdma: rdma_set_option(tos %d, ack timeout exponent %d): %w", tos, ackExp, syscall.Errno(-rc))
+	}
+	return nil
+}
+
+func (c cmID) connect(pdata []byte, respRes, initDepth, retry int) error {
 	if rc := C.kvd_connect(c.id, (*C.uint8_t)(unsafe.Pointer(&pdata[0])), C.int(len(pdata)),
-		C.int(respRes), C.int(initDepth)); rc != 0 {
+		C.int(respRes), C.int(initDepth), C.int(retry)); rc != 0 {
 		return fmt.Errorf("rdma: rdma_connect: %w", syscall.Errno(-rc))
 	}
 	return nil
@@ -281,9 +299,9 @@ func (c cmID) connect(pdata []byte, respRes, initDepth int) error {
 // establish completes the active side after evConnectResp: q to RTS with
 // remote access rights access (no more), then the connection manager's RTU.
 // It returns the remote queue pair's number.
-func (c cmID) establish(q qpHandle, access int) (uint32, error) {
+func (c cmID) establish(q qpHandle, access, retry int) (uint32, error) {
 	var dest C.uint32_t
-	if rc := C.kvd_establish(c.id, q.q, C.int(access), &dest); rc != 0 {
+	if rc := C.kvd_establish(c.id, q.q, C.int(access), C.int(retry), &dest); rc != 0 {
 		return 0, fmt.Errorf("rdma: rdma_establish: %w", syscall.Errno(-rc))
 	}
 	return uint32(dest), nil
@@ -291,10 +309,10 @@ func (c cmID) establish(q qpHandle, access int) (uint32, error) {
 
 // accept moves the id's queue pair to RTS with remote access rights access
 // (no more) and accepts. It returns the remote queue pair's number.
-func (c cmID) accept(pdata []byte, respRes, initDepth, access int) (uint32, error) {
+func (c cmID) accept(pdata []byte, respRes, initDepth, access, retry int) (uint32, error) {
 	var dest C.uint32_t
 	if rc := C.kvd_accept(c.id, (*C.uint8_t)(unsafe.Pointer(&pdata[0])), C.int(len(pdata)),
-		C.int(respRes), C.int(initDepth), C.int(access), &dest); rc != 0 {
+		C.int(respRes), C.int(initDepth), C.int(access), C.int(retry), &dest); rc != 0 {
 		return 0, fmt.Errorf("rdma: rdma_accept: %w", syscall.Errno(-rc))
 	}
 	return uint32(dest), nil

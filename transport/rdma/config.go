@@ -36,8 +36,21 @@ func (m PollMode) String() string {
 	return fmt.Sprintf("PollMode(%d)", int(m))
 }
 
-// DefaultSpinPoll is the default Config.SpinPoll.
-const DefaultSpinPoll = 50 * time.Microsecond
+// Defaults of Config fields.
+const (
+	// DefaultSpinPoll is the default Config.SpinPoll.
+	DefaultSpinPoll = 50 * time.Microsecond
+	// DefaultAckTimeout is the default Config.AckTimeout: 4.096µs·2^14.
+	DefaultAckTimeout = 4096 * time.Nanosecond << defaultAckExp
+	// DefaultRetryCount is the default Config.RetryCount.
+	DefaultRetryCount = 6
+	// DefaultKeepAlive is the default Config.KeepAlive.
+	DefaultKeepAlive = 500 * time.Millisecond
+	// DefaultMaxInline is the default Config.MaxInline.
+	DefaultMaxInline = 256
+	// DefaultSignalEvery is the default Config.SignalEvery.
+	DefaultSignalEvery = 16
+)
 
 // Config configures a Transport. The zero value is valid: every zero field
 // takes the documented default.
@@ -90,12 +103,13 @@ type Config struct {
 
 	// BufSize is the size of one send or receive buffer, so of one fragment
 	// on the wire including a 16-byte header. Larger messages are split.
-	// Default 16 KiB.
+	// Default 8 KiB: with the other defaults a connection then registers
+	// less than 1 MiB (package doc, "Memory").
 	BufSize int
 
 	// RecvBuffers is how many receive buffers each connection keeps posted
 	// for data. Small queued messages hold their buffer until Recv, so it
-	// should exceed Credits. Default 2*Credits.
+	// should exceed Credits. Default Credits + Credits/4.
 	RecvBuffers int
 
 	// SendBuffers is how many registered send buffers each connection has,
@@ -118,6 +132,57 @@ type Config struct {
 	// context has no earlier deadline. Default 5s.
 	ResolveTimeout time.Duration
 
+	// TOS is the type of service of the connections' packets: on RoCEv2
+	// the IP header's DS field (DSCP<<2, for lossless traffic classes), on
+	// InfiniBand the GRH traffic class. It is rdma_cm's RDMA_OPTION_ID_TOS,
+	// set on every dialled id before its route is resolved (the route
+	// carries it to the queue pair) and on listening ids. Default 0 (best
+	// effort). At most 255.
+	TOS int
+
+	// AckTimeout is the queue pairs' local ACK timeout: how long a work
+	// request waits for the peer's acknowledgement before it is sent again
+	// (rdma_cm's RDMA_OPTION_ID_ACK_TIMEOUT). The wire carries an exponent
+	// n, the timeout being 4.096µs·2^n, so AckTimeout is rounded up to the
+	// next such value. Together with RetryCount it bounds how long a dead
+	// peer goes unnoticed (package doc, "Dead peers"). Zero means
+	// DefaultAckTimeout (n=14, 67.1ms); negative leaves the connection
+	// manager's value (on RoCE n=17 or more: 0.54s and up, so several
+	// seconds to notice a dead host). At most 4.096µs·2^31.
+	AckTimeout time.Duration
+
+	// RetryCount is how many times a work request is sent again after an
+	// ACK timeout before the connection fails. Zero means DefaultRetryCount
+	// (6). At most 7, but Soft-RoCE (rxe) takes 7 to mean "retry for
+	// ever", so there a dead peer would never be noticed.
+	RetryCount int
+
+	// KeepAlive is how long a connection may see no completion before it
+	// posts a zero-length RDMA READ (answered by the peer's device, costing
+	// its CPU nothing), so that an idle connection to a dead host fails
+	// within the same bound as a busy one, plus KeepAlive. Zero means
+	// DefaultKeepAlive (500ms); negative turns it off (an idle connection
+	// then notices a dead host only when it next posts work).
+	KeepAlive time.Duration
+
+	// MaxInline is how many bytes of a SEND (header included) the queue
+	// pairs ask to carry inline: the CPU copies them into the work request,
+	// so the device need not fetch them from memory, which saves a DMA
+	// round trip on small messages. The device may grant less (then as much
+	// as it grants) or more (then all of that is used). Zero means
+	// DefaultMaxInline (256); negative asks for none. At most 4096.
+	MaxInline int
+
+	// SignalEvery is how often a SEND asks for a completion while SENDs
+	// overlap: one in every SignalEvery (at most half of SendBuffers, and
+	// of the credit-message buffers), and any SEND posted while no
+	// signalled one is outstanding (so one message at a time is signalled
+	// every time). The others are retired when a later signalled work
+	// request completes, and only then is their buffer reused. Fewer
+	// completions mean less work for the completion goroutine. Zero means
+	// DefaultSignalEvery (16); 1 signals every SEND.
+	SignalEvery int
+
 	// Auth, if set, authenticates every connection with shared keys before
 	// either end may read the other's regions, and before Accept returns it
 	// (see Auth). Both ends must have it: a dialer without it cannot
@@ -137,6 +202,11 @@ const (
 	maxReadSlots  = 256
 	ctlBuffers    = 8 // receive buffers reserved for credit-only messages
 	maxSpinPoll   = 10 * time.Millisecond
+	maxTOS        = 255
+	defaultAckExp = 14
+	maxAckExp     = 31 // the wire's 5 bits; 0 would mean "wait forever"
+	maxRetryCount = 7  // the wire's 3 bits
+	maxInline     = 4096
 )
 
 // Sentinel errors of this package (besides those of package transport).
@@ -160,10 +230,10 @@ func (c Config) withDefaults() Config {
 		c.Credits = transport.DefaultCredits
 	}
 	if c.BufSize == 0 {
-		c.BufSize = 16 << 10
+		c.BufSize = 8 << 10
 	}
 	if c.RecvBuffers == 0 {
-		c.RecvBuffers = 2 * c.Credits
+		c.RecvBuffers = c.Credits + c.Credits/4
 	}
 	if c.SendBuffers == 0 {
 		c.SendBuffers = 32
@@ -183,7 +253,38 @@ func (c Config) withDefaults() Config {
 	if c.SpinPoll == 0 {
 		c.SpinPoll = DefaultSpinPoll
 	}
+	if c.AckTimeout == 0 {
+		c.AckTimeout = DefaultAckTimeout
+	}
+	if c.RetryCount == 0 {
+		c.RetryCount = DefaultRetryCount
+	}
+	if c.KeepAlive == 0 {
+		c.KeepAlive = DefaultKeepAlive
+	}
+	if c.MaxInline == 0 {
+		c.MaxInline = DefaultMaxInline
+	}
+	if c.SignalEvery == 0 {
+		c.SignalEvery = DefaultSignalEvery
+	}
 	return c
+}
+
+// idTOS and idAckExp are the values for cmID.setOptions (-1, 0: leave the
+// connection manager's).
+func (c Config) idTOS() int {
+	if c.TOS == 0 {
+		return -1
+	}
+	return c.TOS
+}
+
+func (c Config) idAckExp() int {
+	if c.AckTimeout < 0 {
+		return 0
+	}
+	return ackTimeoutExp(c.AckTimeout)
 }
 
 // Validate reports whether c (with defaults applied) is usable.
@@ -214,6 +315,16 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: negative ResolveTimeout", ErrConfig)
 	case c.SpinPoll > maxSpinPoll:
 		return fmt.Errorf("%w: SpinPoll %v above %v (use PollBusy)", ErrConfig, c.SpinPoll, maxSpinPoll)
+	case c.TOS < 0 || c.TOS > maxTOS:
+		return fmt.Errorf("%w: TOS %d not in [0, %d]", ErrConfig, c.TOS, maxTOS)
+	case c.AckTimeout > ackTimeoutOf(maxAckExp):
+		return fmt.Errorf("%w: AckTimeout %v above %v", ErrConfig, c.AckTimeout, ackTimeoutOf(maxAckExp))
+	case c.RetryCount < 0 || c.RetryCount > maxRetryCount:
+		return fmt.Errorf("%w: RetryCount %d not in [0, %d]", ErrConfig, c.RetryCount, maxRetryCount)
+	case c.MaxInline > maxInline:
+		return fmt.Errorf("%w: MaxInline %d above %d", ErrConfig, c.MaxInline, maxInline)
+	case c.SignalEvery < 1:
+		return fmt.Errorf("%w: SignalEvery %d < 1", ErrConfig, c.SignalEvery)
 	}
 	if c.Auth != nil {
 		if _, err := c.Auth.load(); err != nil {

@@ -12,7 +12,8 @@ import (
 
 // conn is one RC queue pair and everything it owns: one off-heap mapping,
 // registered for local access only, holding its receive buffers, send
-// buffers, credit-message buffers and READ staging slots.
+// buffers and credit-message buffers; and, from its first Read on, a second
+// one holding its READ staging slots (staging.go).
 //
 // Locks, outermost first: Transport.cqLife (read, by a goroutine polling for
 // its own completion) → cq.mu (whoever drains the CQ: the reaper, such a
@@ -39,7 +40,28 @@ type conn struct {
 	nRecv  int // receive buffers: cfg.RecvBuffers + ctlBuffers
 	sendAt int // offset of the send buffers
 	ctlAt  int // offset of the credit-message buffers
-	slotAt int // offset of the read slots
+
+	stage      staging      // READ staging, allocated on first use
+	stageMu    sync.Mutex   // serialises its allocation
+	stageReady atomic.Bool  // stage is allocated (set under stageMu and memMu)
+	pinned     atomic.Int64 // bytes of registered memory
+
+	// ready: the peer's queue pair grants remote READ (the connection was
+	// handed out), so a keepalive READ will not be refused.
+	ready atomic.Bool
+	ka    keepAliveState
+
+	// Posting SENDs (sendq.go): sqMu serialises posts to the send queue
+	// with their record in sq, so sq's order is the device's; the poller
+	// takes it to retire what a completion covers.
+	sqMu      sync.Mutex
+	sq        sendQueue
+	kaPos     uint64 // sq position the outstanding keepalive READ retires to
+	fencePos  uint64 // ... and Close's fence
+	fenced    bool   // Close posted its fence
+	maxInline int    // SENDs of at most this many bytes go inline
+	inlined   atomic.Uint64
+	signalled atomic.Uint64 // SEND completions (tests)
 
 	// Fixed once connected.
 	fragSize int // payload bytes per fragment
@@ -111,6 +133,8 @@ const (
 	kindSend
 	kindCtl
 	kindRead
+	kindKeepAlive
+	kindFence // Close's zero-length READ, retiring unsignalled SENDs
 )
 
 func wrID(conn uint32, kind int, seq uint8, idx int) uint64 {
@@ -147,6 +171,7 @@ func newConn(t *Transport, id cmID, ch *eventChannel) *conn {
 	for i := ctlBuffers - 1; i >= 0; i-- {
 		c.ctlFree = append(c.ctlFree, uint16(i))
 	}
+	c.sq = newSendQueue(cfg.SendBuffers, ctlBuffers, cfg.SignalEvery)
 	return c
 }
 
@@ -157,8 +182,7 @@ func (c *conn) setup() error {
 	cfg := c.cfg
 	c.sendAt = c.nRecv * cfg.BufSize
 	c.ctlAt = c.sendAt + cfg.SendBuffers*cfg.BufSize
-	c.slotAt = c.ctlAt + ctlBuffers*64
-	size := c.slotAt + cfg.ReadSlots*cfg.ReadSlotSize
+	size := c.ctlAt + ctlBuffers*64
 	mem, err := offHeap(size)
 	if err != nil {
 		return err
@@ -168,10 +192,15 @@ func (c *conn) setup() error {
 		return err
 	}
 	c.lkey = c.mr.lkey()
+	c.t.pinned.nConns.Add(1)
+	c.addPinned(int64(cap(mem)))
 	for i := range c.slots {
-		c.slots[i].off = c.slotAt + i*cfg.ReadSlotSize
+		c.slots[i].off = i * cfg.ReadSlotSize
 	}
-	sendWR := cfg.SendBuffers + ctlBuffers + cfg.ReadSlots*transport.MaxBatch
+	// Every SEND holds a send or credit-message buffer until retired, every
+	// READ chain a slot, and one keepalive READ and one fence at most are
+	// outstanding: the send queue cannot overflow.
+	sendWR := cfg.SendBuffers + ctlBuffers + cfg.ReadSlots*transport.MaxBatch + 2
 	recvWR := c.nRecv
 	if c.cq, err = c.t.reserveCQ(sendWR + recvWR); err != nil {
 		return err
@@ -180,8 +209,11 @@ func (c *conn) setup() error {
 	if err := c.t.addConn(c); err != nil {
 		return err
 	}
-	if c.qp, err = c.cm.createQP(c.t.pd, c.cq.h, sendWR, recvWR); err != nil {
+	if c.qp, c.maxInline, err = c.cm.createQP(c.t.pd, c.cq.h, sendWR, recvWR, max(cfg.MaxInline, 0)); err != nil {
 		return err
+	}
+	if cfg.MaxInline < 0 {
+		c.maxInline = 0
 	}
 	idx := make([]uint16, c.nRecv)
 	for i := range idx {
@@ -252,13 +284,18 @@ func (c *conn) complete(id uint64, status, byteLen int) {
 	case kindRecv:
 		c.received(idx, byteLen)
 	case kindSend:
-		c.freedSend = append(c.freedSend, uint16(idx))
+		c.retire(uint16(idx))
 	case kindCtl:
-		c.freedCtl = append(c.freedCtl, uint16(idx))
+		c.retire(uint16(idx) | sqCtl)
 	case kindRead:
 		if idx < len(c.slots) {
 			c.readDone(idx, seq, nil)
 		}
+	case kindKeepAlive:
+		c.retireFence(&c.kaPos)
+		c.ka.out.Store(false)
+	case kindFence:
+		c.retireFence(&c.fencePos)
 	}
 }
 

@@ -49,6 +49,9 @@ func (t *Transport) dial(ctx context.Context, addr string) (*conn, error) {
 		<-c.done
 		return nil, fmt.Errorf("rdma: dial %s: %w", addr, err)
 	}
+	// The listener grants READ before it proves itself (a test's raw dialer,
+	// which skipped the handshake, is granted nothing).
+	c.ready.Store(!c.t.auth.rawDial)
 	return c, nil
 }
 
@@ -56,6 +59,10 @@ func (c *conn) dial(ctx context.Context, ip net.IP, port int) error {
 	timeout := c.cfg.ResolveTimeout
 	if d, ok := ctx.Deadline(); ok {
 		timeout = min(timeout, max(time.Until(d), time.Millisecond))
+	}
+	// Before resolution: the route takes the type of service.
+	if err := c.cm.setOptions(c.cfg.idTOS(), c.cfg.idAckExp()); err != nil {
+		return err
 	}
 	if err := c.cm.resolveAddr(c.sourceFor(ip), ip, port, timeout); err != nil {
 		return err
@@ -78,7 +85,7 @@ func (c *conn) dial(ctx context.Context, ip net.IP, port int) error {
 	if err := c.setup(); err != nil {
 		return err
 	}
-	if err := c.cm.connect(c.hello().encode(), c.t.attr.maxRdAtom, c.t.attr.maxInitRdAtom); err != nil {
+	if err := c.cm.connect(c.hello().encode(), c.t.attr.maxRdAtom, c.t.attr.maxInitRdAtom, c.cfg.RetryCount); err != nil {
 		return err
 	}
 	ev, err := c.ch.expect(ctx, evConnectResp, "connect")
@@ -90,7 +97,7 @@ func (c *conn) dial(ctx context.Context, ip net.IP, port int) error {
 	}
 	// Remote access as initialAccess says (none until the listener proves
 	// itself, with Auth); librdmacm would have granted everything.
-	if c.auth.remoteQPN, err = c.cm.establish(c.qp, c.initialAccess()); err != nil {
+	if c.auth.remoteQPN, err = c.cm.establish(c.qp, c.initialAccess(), c.cfg.RetryCount); err != nil {
 		return err
 	}
 	c.connected.Store(true)
@@ -189,6 +196,11 @@ func (l *listener) start(ip net.IP, port int) (err error) {
 	if err := l.id.bind(ip, port); err != nil {
 		return err
 	}
+	// Connection requests inherit the type of service from the listening id
+	// (for RoCE the dialer's, carried in its request, takes precedence).
+	if err := l.id.setOptions(l.t.cfg.idTOS(), l.t.cfg.idAckExp()); err != nil {
+		return err
+	}
 	if v := l.id.verbs(); v != nil && v != l.t.dev {
 		return fmt.Errorf("%w: %v is not on %s", ErrWrongDevice, ip, l.t.name)
 	}
@@ -243,6 +255,10 @@ func (l *listener) request(ev cmEvent) {
 	// connections), the offer for the accept, the deadline.
 	pdata, err := l.startAuth(c)
 	if err == nil {
+		// The ACK timeout is the id's own: set it before the QP's RTS.
+		err = ev.id.setOptions(-1, l.t.cfg.idAckExp())
+	}
+	if err == nil {
 		err = c.setup()
 	}
 	if err != nil {
@@ -252,11 +268,10 @@ func (l *listener) request(ev cmEvent) {
 		return
 	}
 	c.connect(peer)
-	resp := min(l.t.attr.maxRdAtom, ev.initDepth)
-	init := min(l.t.attr.maxInitRdAtom, ev.respResources)
+	resp, init := acceptDepths(l.t.attr.maxRdAtom, l.t.attr.maxInitRdAtom, ev.respResources, ev.initDepth)
 	// The queue pair gets remote access as initialAccess says: none until
 	// the dialer authenticates, with Auth.
-	if c.auth.remoteQPN, err = ev.id.accept(append(c.hello().encode(), pdata...), resp, init, c.initialAccess()); err != nil {
+	if c.auth.remoteQPN, err = ev.id.accept(append(c.hello().encode(), pdata...), resp, init, c.initialAccess(), c.cfg.RetryCount); err != nil {
 		l.settle(c, err)
 		c.fail(err)
 		return
@@ -271,6 +286,7 @@ func (l *listener) established(c *conn) {
 	if !l.isClosed {
 		select {
 		case l.accepted <- c:
+			c.ready.Store(true) // the dialer granted READ before its last message
 			return
 		default: // backlog full
 		}

@@ -17,7 +17,13 @@
 //
 //   - Register allocates with mmap (off the Go heap) and registers the memory
 //     with IBV_ACCESS_REMOTE_READ only: a peer can never write into it.
-//     Descriptor.Addr is the virtual address, Key the rkey.
+//     Descriptor.Addr is the virtual address, Key the rkey. A region of 2 MiB
+//     or more is backed by reserved 2 MiB huge pages when enough are free
+//     (MAP_HUGETLB; reserve them with vm.nr_hugepages), so the NIC needs 512
+//     times fewer translations for it; otherwise, and for smaller regions,
+//     by ordinary pages advised with MADV_HUGEPAGE (transparent huge pages,
+//     where the kernel enables them for madvised memory). Either way Close
+//     deregisters and unmaps it (internal/mmap.AllocHuge).
 //   - Messages travel as SENDs into pre-posted, registered receive buffers of
 //     Config.BufSize; larger messages are fragmented and reassembled. Two
 //     credit counts keep the receiver from being overrun without relying on
@@ -27,11 +33,27 @@
 //     delivered messages (Config.Credits). Credits ride back in the header
 //     of every message, or in a credit-only message, for which a few receive
 //     buffers are reserved, when the receiver has nothing to send.
+//   - SENDs of at most Config.MaxInline bytes (256 asked; the device's grant
+//     is used) are posted inline. While SENDs overlap (a stream, a
+//     fragmented message), one in Config.SignalEvery (16) asks for a
+//     completion; the others are retired, and their buffers reused, when a
+//     later signalled work request completes (an RC send queue completes in
+//     order). A SEND posted with no signalled one outstanding is signalled,
+//     so one message at a time costs what it did. Each buffer pool signals
+//     at least once per half its size, so a sender out of buffers always
+//     has some coming back; a keepalive READ retires what an idle
+//     connection still holds, and Close posts one as a fence so its linger
+//     ends when the peer has everything.
 //   - A Read batch is posted as one chain with one ibv_post_send (one
 //     doorbell), only the last work request signalled, into a registered
 //     staging slot owned by the connection; bytes are copied into each Dst
 //     after the completion, so the device never holds a Go pointer. Batches
-//     larger than a slot (Config.ReadSlotSize) take several rounds.
+//     larger than a slot (Config.ReadSlotSize) take several rounds. The
+//     staging is allocated on a connection's first Read (a server's accepted
+//     connections never read, so never have any) and registered with local
+//     and remote WRITE: iWARP places a READ response like a WRITE, so its
+//     sink needs remote write. No peer can use that: queue pairs grant remote
+//     READ only.
 //   - Completions of all connections land in shared CQs (each connection
 //     reserves room for everything its queue pair can produce, so a CQ never
 //     overflows) reaped by one goroutine, sleeping on the completion channel
@@ -61,13 +83,43 @@
 //     must never see a torn message). Before that it just fails.
 //   - RoCE cannot route loopback addresses (127/8, ::1): listen and dial on
 //     an address of the RDMA netdev (the test VM uses 10.77.0.1 on dummy0).
-//   - Each connection pins about (RecvBuffers+8+SendBuffers)*BufSize +
-//     ReadSlots*ReadSlotSize bytes: 4.6 MiB with the defaults.
+//   - Each connection pins (RecvBuffers+8+SendBuffers)*BufSize+512 bytes,
+//     page-rounded: 964 KiB with the defaults (it was 4.6 MiB with READ
+//     staging allocated up front and 16 KiB buffers), and a connection that
+//     has read ReadSlots*ReadSlotSize more, 2 MiB. Transport.Pinned reports
+//     the totals, each connection's PinnedBytes its own.
 //   - Queue pairs are moved to RTS by this package, not by librdmacm (which
 //     would grant remote READ, WRITE and atomics): they grant remote READ
 //     only, and with Config.Auth nothing until the other end has
 //     authenticated. Regions grant remote READ only. Both are needed for a
-//     READ; no remote WRITE is ever allowed by either.
+//     READ; no remote WRITE is ever allowed by a queue pair. The READ depths
+//     the acceptor grants are the request's as rdma_cm reports them (already
+//     from the acceptor's point of view), each capped by the device's limit
+//     for the same role.
+//
+// # Dead peers
+//
+// A peer whose process dies is noticed at once: its kernel disconnects. A
+// peer whose host dies, or whose network goes, sends nothing more, and an
+// RC queue pair notices only when a work request goes unacknowledged: the
+// device resends it after the local ACK timeout (Config.AckTimeout,
+// 4.096µs·2^n on the wire) and fails it after Config.RetryCount resends, so
+// outstanding work fails after AckTimeout×(RetryCount+1). The IB
+// specification lets a device wait up to 4 times the timeout per attempt,
+// hence a worst case 4 times longer. A connection with nothing outstanding
+// would never notice, so one that has seen no completion for
+// Config.KeepAlive posts a zero-length READ (the peer's device answers it,
+// not its CPU; it needs no memory key), checked every KeepAlive/4. With the
+// defaults (67.1ms, 6 retries, 500ms):
+//
+//   - busy: 67.1ms × 7 = 470ms (1.9s on a device that waits 4 times as
+//     long);
+//   - idle: at most 625ms more, 1.1s (2.5s).
+//
+// Config.DeadPeerBound computes these for any Config. Soft-RoCE takes
+// RetryCount 7 to mean "retry for ever", hence the default of 6; a
+// negative AckTimeout keeps the connection manager's (on RoCE 0.54s or
+// more per attempt: several seconds to notice).
 //
 // # Authentication
 //

@@ -22,6 +22,10 @@ func (c *conn) writeProbe(ctx context.Context, d transport.Descriptor, n int) er
 	if n <= 0 || n > c.cfg.ReadSlotSize || uint64(n) > d.Len {
 		return fmt.Errorf("rdma: write probe of %d bytes: %w", n, transport.ErrOutOfRange)
 	}
+	st, err := c.staging()
+	if err != nil {
+		return err
+	}
 	var idx int
 	select {
 	case idx = <-c.freeSlots:
@@ -38,7 +42,7 @@ func (c *conn) writeProbe(ctx context.Context, d transport.Descriptor, n int) er
 		c.memMu.RUnlock()
 		return c.closedErr()
 	}
-	rc := C.kvd_post_write(c.qp.q, C.uint32_t(c.lkey), C.uint64_t(c.base+uint64(s.off)), C.uint64_t(d.Addr),
+	rc := C.kvd_post_write(c.qp.q, C.uint32_t(st.lkey), C.uint64_t(st.base+uint64(s.off)), C.uint64_t(d.Addr),
 		C.uint32_t(d.Key), C.uint32_t(n), C.uint64_t(wrID(c.id, kindRead, seq, idx)))
 	c.memMu.RUnlock()
 	if rc != 0 {
@@ -58,7 +62,54 @@ func (c *conn) writeProbe(ctx context.Context, d transport.Descriptor, n int) er
 		}
 		<-s.done
 	}
-	err := s.err
+	err = s.err
 	c.releaseSlot(idx)
 	return err
+}
+
+// qpInfo is what tests check of a queue pair's attributes.
+type qpInfo struct {
+	state, timeout, retryCnt, rnrRetry, trafficClass int
+	maxRdAtomic, maxDestRdAtomic, maxInline, access  int
+}
+
+// qpInfo queries the connection's queue pair (tests).
+func (c *conn) qpInfo() (qpInfo, error) {
+	c.memMu.RLock()
+	defer c.memMu.RUnlock()
+	if c.freed {
+		return qpInfo{}, c.closedErr()
+	}
+	var q C.struct_kvd_qp_info
+	if rc := C.kvd_query_qp(c.qp.q, &q); rc != 0 {
+		return qpInfo{}, fmt.Errorf("rdma: ibv_query_qp: errno %d", -int(rc))
+	}
+	return qpInfo{int(q.state), int(q.timeout), int(q.retry_cnt), int(q.rnr_retry), int(q.traffic_class),
+		int(q.max_rd_atomic), int(q.max_dest_rd_atomic), int(q.max_inline_data), int(q.access)}, nil
+}
+
+// silence makes the connection's queue pair drop everything and answer
+// nothing, without telling the connection manager: to its peer it is a
+// dead host (tests).
+func (c *conn) silence() error {
+	c.memMu.RLock()
+	defer c.memMu.RUnlock()
+	if c.freed {
+		return c.closedErr()
+	}
+	if rc := C.kvd_qp_silence(c.qp.q); rc != 0 {
+		return fmt.Errorf("rdma: silence QP: errno %d", -int(rc))
+	}
+	return nil
+}
+
+// takeMsgCreditNow takes a message credit if one is free (tests).
+func (c *conn) takeMsgCreditNow() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.msgCredits == 0 {
+		return false
+	}
+	c.msgCredits--
+	return true
 }

@@ -10,9 +10,10 @@ import (
 	"github.com/kvd-project/kvd/transport"
 )
 
-// A read slot is a connection-owned, registered staging area that one Read
-// call at a time READs into. Its word packs a sequence byte and a state, so
-// a completion for an earlier use of the slot is recognised and ignored.
+// A read slot is the part of a connection's READ staging (staging.go) that
+// one Read call at a time READs into. Its word packs a sequence byte and a
+// state, so a completion for an earlier use of the slot is recognised and
+// ignored.
 type readSlot struct {
 	word atomic.Uint32 // seq<<8 | state
 	off  int           // offset in the connection's mapping
@@ -63,6 +64,10 @@ func (c *conn) Read(ctx context.Context, ops []transport.ReadOp) error {
 		return c.closedErr()
 	default:
 	}
+	st, err := c.staging()
+	if err != nil {
+		return err
+	}
 	var idx int
 	select {
 	case idx = <-c.freeSlots:
@@ -81,7 +86,7 @@ func (c *conn) Read(ctx context.Context, ops []transport.ReadOp) error {
 			o := &ops[op]
 			k := min(len(o.Dst)-done, c.cfg.ReadSlotSize-used)
 			if k > 0 {
-				setRead(&rds[n], o.Remote.Addr+o.Offset+uint64(done), c.base+uint64(s.off+used), k, o.Remote.Key)
+				setRead(&rds[n], o.Remote.Addr+o.Offset+uint64(done), st.base+uint64(s.off+used), k, o.Remote.Key)
 				pieces[n] = piece{op: op, dstOff: done, slotOff: used, n: k}
 				n, used, done = n+1, used+k, done+k
 			}
@@ -96,10 +101,10 @@ func (c *conn) Read(ctx context.Context, ops []transport.ReadOp) error {
 			c.releaseSlot(idx)
 			return err
 		}
-		if err := c.readRound(ctx, idx, rds[:n]); err != nil {
+		if err := c.readRound(ctx, idx, st.lkey, rds[:n]); err != nil {
 			return err // the slot is released or left to the poller
 		}
-		if err := c.copyOut(s, ops, pieces[:n]); err != nil {
+		if err := c.copyOut(st, s, ops, pieces[:n]); err != nil {
 			return err
 		}
 	}
@@ -110,7 +115,7 @@ func (c *conn) Read(ctx context.Context, ops []transport.ReadOp) error {
 // readRound posts one chain and waits for it. On error the slot has been
 // released (or, if the device may still write into it, left for the poller
 // to release when the completion arrives).
-func (c *conn) readRound(ctx context.Context, idx int, rds []readWR) error {
+func (c *conn) readRound(ctx context.Context, idx int, lkey uint32, rds []readWR) error {
 	s := &c.slots[idx]
 	seq := uint8(s.word.Load()>>8) + 1
 	s.word.Store(slotWord(seq, slotPosted))
@@ -119,7 +124,7 @@ func (c *conn) readRound(ctx context.Context, idx int, rds []readWR) error {
 		c.memMu.RUnlock()
 		return c.closedErr()
 	}
-	err := c.qp.postReads(c.lkey, rds, wrID(c.id, kindRead, seq, idx))
+	err := c.qp.postReads(lkey, rds, wrID(c.id, kindRead, seq, idx))
 	c.memMu.RUnlock()
 	if err != nil {
 		c.fail(fmt.Errorf("%w: %w", err, transport.ErrClosed))
@@ -146,7 +151,7 @@ func (c *conn) readRound(ctx context.Context, idx int, rds []readWR) error {
 	return nil
 }
 
-func (c *conn) copyOut(s *readSlot, ops []transport.ReadOp, pieces []piece) error {
+func (c *conn) copyOut(st *staging, s *readSlot, ops []transport.ReadOp, pieces []piece) error {
 	c.memMu.RLock()
 	defer c.memMu.RUnlock()
 	if c.freed {
@@ -154,7 +159,7 @@ func (c *conn) copyOut(s *readSlot, ops []transport.ReadOp, pieces []piece) erro
 	}
 	for _, p := range pieces {
 		at := s.off + p.slotOff
-		copy(ops[p.op].Dst[p.dstOff:p.dstOff+p.n], c.mem[at:at+p.n])
+		copy(ops[p.op].Dst[p.dstOff:p.dstOff+p.n], st.mem[at:at+p.n])
 	}
 	return nil
 }

@@ -105,6 +105,7 @@ func (c *conn) deliver(d delivery) {
 // buffer we have reposted is owed back before our sender can use the
 // credits it carried, so the next data message returns it.
 func (c *conn) afterBatch() {
+	c.ka.activity.Add(1)
 	if len(c.repost) > 0 {
 		if err := c.postRecvs(c.repost); err != nil {
 			c.fail(fmt.Errorf("%w: %w", err, transport.ErrClosed))

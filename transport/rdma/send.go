@@ -110,7 +110,7 @@ func (c *conn) sendFragments(ctx context.Context, msg []byte) error {
 			first = false
 			h.retBuf, h.retCtl, h.retMsg = 0, 0, 0 // returned once, in the chain's first SEND
 		}
-		err = c.qp.postSends(c.lkey, sds[:n])
+		err = c.postSends(sds[:n], bufs[:n])
 		c.memMu.RUnlock()
 		if err != nil {
 			c.fail(fmt.Errorf("%w: %w", err, transport.ErrClosed))
@@ -195,7 +195,92 @@ func (c *conn) returnCredits() {
 	h.put(c.ctlBuf(int(i)))
 	var sd [1]sendWR
 	setSend(&sd[0], c.base+uint64(c.ctlAt+int(i)*64), headerSize, wrID(c.id, kindCtl, 0, int(i)))
-	if err := c.qp.postSends(c.lkey, sd[:]); err != nil {
+	ent := [1]uint16{i | sqCtl}
+	if err := c.postSends(sd[:], ent[:]); err != nil {
+		c.fail(fmt.Errorf("%w: %w", err, transport.ErrClosed))
+	}
+}
+
+// postSends posts a chain of SENDs of buffers ents (sqCtl marking
+// credit-message buffers), memMu read-held. It decides which are signalled
+// (sendQueue.add: all of them until the connection is handed out, so that
+// Close's linger needs no fence while the peer may still refuse READs) and
+// which go inline.
+func (c *conn) postSends(sds []sendWR, ents []uint16) error {
+	return c.postSendsKey(c.lkey, sds, ents)
+}
+
+// postSendsKey is postSends with the buffers' memory key given (tests give
+// a wrong one, which an inline SEND does not use).
+func (c *conn) postSendsKey(lkey uint32, sds []sendWR, ents []uint16) error {
+	c.sqMu.Lock()
+	defer c.sqMu.Unlock()
+	always := !c.ready.Load()
+	inlined := 0
+	for i := range sds {
+		f := 0
+		if c.sq.add(ents[i], always) {
+			f |= sendSignaled
+		}
+		if sendLen(&sds[i]) <= c.maxInline {
+			f |= sendInline
+			inlined++
+		}
+		setSendFlags(&sds[i], f)
+	}
+	if inlined > 0 {
+		c.inlined.Add(uint64(inlined))
+	}
+	return c.qp.postSends(lkey, sds)
+}
+
+// retire frees the buffers of every SEND up to and including the signalled
+// one of entry e that completed (poller).
+func (c *conn) retire(e uint16) {
+	c.signalled.Add(1)
+	c.sqMu.Lock()
+	ok := c.sq.retireThrough(e, c.freeEntry)
+	c.sqMu.Unlock()
+	if !ok {
+		c.fail(fmt.Errorf("rdma: completion for SEND buffer %#x, which is not posted: %w", e, transport.ErrClosed))
+	}
+}
+
+// retireFence frees the buffers of every SEND posted before a fence (a
+// keepalive READ, or Close's) that completed; pos is its position (poller).
+func (c *conn) retireFence(pos *uint64) {
+	c.sqMu.Lock()
+	c.sq.retireBefore(*pos, c.freeEntry)
+	c.sqMu.Unlock()
+}
+
+// freeEntry hands a retired buffer back, through afterBatch (poller).
+func (c *conn) freeEntry(e uint16) {
+	if e&sqCtl != 0 {
+		c.freedCtl = append(c.freedCtl, e&^sqCtl)
+	} else {
+		c.freedSend = append(c.freedSend, e)
+	}
+}
+
+// fence posts a signalled zero-length READ after every SEND posted so far,
+// so that unsignalled ones are retired without waiting for a later SEND:
+// Close's linger ends once it completes. Only on a connection that has
+// been handed out (the peer grants READ), once.
+func (c *conn) fence() {
+	c.memMu.RLock()
+	defer c.memMu.RUnlock()
+	if c.freed || !c.ready.Load() {
+		return
+	}
+	c.sqMu.Lock()
+	defer c.sqMu.Unlock()
+	if c.fenced || c.sq.pending() == 0 {
+		return
+	}
+	c.fenced = true
+	c.fencePos = c.sq.fence()
+	if err := c.qp.postKeepAlive(wrID(c.id, kindFence, 0, 0)); err != nil {
 		c.fail(fmt.Errorf("%w: %w", err, transport.ErrClosed))
 	}
 }

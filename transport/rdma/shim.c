@@ -105,8 +105,23 @@ int kvd_post_reads(struct ibv_qp *qp, uint32_t lkey, const struct kvd_rd *rds, i
 	return ibv_post_send(qp, wr, &bad);
 }
 
-// kvd_post_sends posts n SENDs as one chain, each signalled (its completion
-// frees its buffer).
+// kvd_post_keepalive posts one signalled zero-length RDMA READ: it needs no
+// memory on either side (nor a key: IB C9-88), only an answer from the
+// peer's device.
+int kvd_post_keepalive(struct ibv_qp *qp, uint64_t wr_id)
+{
+	struct ibv_send_wr wr, *bad;
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = wr_id;
+	wr.num_sge = 0;
+	wr.opcode = IBV_WR_RDMA_READ;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	return ibv_post_send(qp, &wr, &bad);
+}
+
+// kvd_post_sends posts n SENDs as one chain, each with its own flags:
+// signalled (its completion retires it and the unsignalled ones before it),
+// inline (the bytes are copied into the work request now).
 int kvd_post_sends(struct ibv_qp *qp, uint32_t lkey, const struct kvd_sd *sds, int n)
 {
 	struct ibv_send_wr wr[n], *bad;
@@ -120,7 +135,8 @@ int kvd_post_sends(struct ibv_qp *qp, uint32_t lkey, const struct kvd_sd *sds, i
 		wr[i].sg_list = &sge[i];
 		wr[i].num_sge = 1;
 		wr[i].opcode = IBV_WR_SEND;
-		wr[i].send_flags = IBV_SEND_SIGNALED;
+		wr[i].send_flags = ((sds[i].flags & KVD_SD_SIGNALED) ? IBV_SEND_SIGNALED : 0) |
+				   ((sds[i].flags & KVD_SD_INLINE) ? IBV_SEND_INLINE : 0);
 		wr[i].next = i == n - 1 ? NULL : &wr[i + 1];
 	}
 	return ibv_post_send(qp, wr, &bad);
@@ -213,8 +229,10 @@ int kvd_get_addr(struct sockaddr *sa, uint8_t *ip, int *iplen, int *port)
 	return -EAFNOSUPPORT;
 }
 
+// kvd_create_qp creates the id's RC queue pair; *got_inline is the inline
+// size the device granted (it may round max_inline up).
 struct ibv_qp *kvd_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_cq *cq,
-			     int send_wr, int recv_wr)
+			     int send_wr, int recv_wr, int max_inline, int *got_inline)
 {
 	struct ibv_qp_init_attr a;
 	memset(&a, 0, sizeof(a));
@@ -225,22 +243,45 @@ struct ibv_qp *kvd_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct ib
 	a.cap.max_recv_wr = recv_wr;
 	a.cap.max_send_sge = 1;
 	a.cap.max_recv_sge = 1;
+	a.cap.max_inline_data = max_inline;
 	a.sq_sig_all = 0;
 	if (rdma_create_qp(id, pd, &a))
 		return NULL;
+	*got_inline = a.cap.max_inline_data;
 	return id->qp;
+}
+
+// kvd_id_options sets an id's type of service (tos, if not negative) and
+// local ACK timeout exponent (ack_exp, if positive). TOS must be set before
+// the route is resolved, the ACK timeout before the QP's RTS transition
+// (rdma_init_qp_attr applies it).
+int kvd_id_options(struct rdma_cm_id *id, int tos, int ack_exp)
+{
+	uint8_t v;
+	if (tos >= 0) {
+		v = tos;
+		if (rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &v, sizeof(v)))
+			return errno ? -errno : -EIO;
+	}
+	if (ack_exp > 0) {
+		v = ack_exp;
+		if (rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &v, sizeof(v)))
+			return errno ? -errno : -EIO;
+	}
+	return 0;
 }
 
 // Both ends set rnr_retry_count 0: credits guarantee a posted receive for
 // every SEND, so an RNR NAK is a bug and should fail loudly, not stall.
-static void conn_param(struct rdma_conn_param *p, const uint8_t *pdata, int len, int resp_res, int init_depth)
+static void conn_param(struct rdma_conn_param *p, const uint8_t *pdata, int len, int resp_res, int init_depth,
+		       int retry)
 {
 	memset(p, 0, sizeof(*p));
 	p->private_data = pdata;
 	p->private_data_len = len;
 	p->responder_resources = resp_res;
 	p->initiator_depth = init_depth;
-	p->retry_count = 7;
+	p->retry_count = retry;
 	p->rnr_retry_count = 0;
 }
 
@@ -260,7 +301,7 @@ static void conn_param(struct rdma_conn_param *p, const uint8_t *pdata, int len,
 // rights (access) and, when not negative, the READ depths. It stores the
 // remote QP number in *dest_qpn.
 static int qp_to_rts(struct rdma_cm_id *id, struct ibv_qp *qp, int access, int resp_res,
-		     int init_depth, uint32_t *dest_qpn)
+		     int init_depth, int retry, uint32_t *dest_qpn)
 {
 	struct ibv_qp_attr a;
 	struct ibv_port_attr pa;
@@ -293,14 +334,17 @@ static int qp_to_rts(struct rdma_cm_id *id, struct ibv_qp *qp, int access, int r
 		return errno ? -errno : -EIO;
 	if (init_depth >= 0)
 		a.max_rd_atomic = init_depth;
-	return -ibv_modify_qp(qp, &a, mask);
+	// The connection manager carries the dialer's retry count to both
+	// ends; each end uses its own.
+	a.retry_cnt = retry;
+	return -ibv_modify_qp(qp, &a, mask | IBV_QP_RETRY_CNT);
 }
 
-int kvd_connect(struct rdma_cm_id *id, const uint8_t *pdata, int len, int resp_res, int init_depth)
+int kvd_connect(struct rdma_cm_id *id, const uint8_t *pdata, int len, int resp_res, int init_depth, int retry)
 {
 	struct rdma_conn_param p;
 	struct ibv_qp *qp = id->qp;
-	conn_param(&p, pdata, len, resp_res, init_depth);
+	conn_param(&p, pdata, len, resp_res, init_depth, retry);
 	p.qp_num = qp->qp_num;
 	id->qp = NULL;
 	if (rdma_connect(id, &p)) {
@@ -313,9 +357,9 @@ int kvd_connect(struct rdma_cm_id *id, const uint8_t *pdata, int len, int resp_r
 
 // kvd_establish finishes the active side after RDMA_CM_EVENT_CONNECT_RESPONSE:
 // the QP to RTS with the given access, then the connection manager's RTU.
-int kvd_establish(struct rdma_cm_id *id, struct ibv_qp *qp, int access, uint32_t *dest_qpn)
+int kvd_establish(struct rdma_cm_id *id, struct ibv_qp *qp, int access, int retry, uint32_t *dest_qpn)
 {
-	int ret = qp_to_rts(id, qp, access, -1, -1, dest_qpn);
+	int ret = qp_to_rts(id, qp, access, -1, -1, retry, dest_qpn);
 	if (!ret && rdma_establish(id))
 		ret = errno ? -errno : -EIO;
 	id->qp = qp;
@@ -323,16 +367,16 @@ int kvd_establish(struct rdma_cm_id *id, struct ibv_qp *qp, int access, uint32_t
 }
 
 int kvd_accept(struct rdma_cm_id *id, const uint8_t *pdata, int len, int resp_res, int init_depth,
-	       int access, uint32_t *dest_qpn)
+	       int access, int retry, uint32_t *dest_qpn)
 {
 	struct rdma_conn_param p;
 	struct ibv_qp *qp = id->qp;
 	int ret;
 
 	id->qp = NULL;
-	ret = qp_to_rts(id, qp, access, resp_res, init_depth, dest_qpn);
+	ret = qp_to_rts(id, qp, access, resp_res, init_depth, retry, dest_qpn);
 	if (!ret) {
-		conn_param(&p, pdata, len, resp_res, init_depth);
+		conn_param(&p, pdata, len, resp_res, init_depth, retry);
 		p.qp_num = qp->qp_num;
 		if (rdma_accept(id, &p))
 			ret = errno ? -errno : -EIO;
@@ -378,4 +422,37 @@ int kvd_post_write(struct ibv_qp *qp, uint32_t lkey, uint64_t laddr, uint64_t ra
 	wr.wr.rdma.remote_addr = raddr;
 	wr.wr.rdma.rkey = rkey;
 	return ibv_post_send(qp, &wr, &bad);
+}
+
+// kvd_query_qp reports the QP attributes tests check (tuning and limits).
+int kvd_query_qp(struct ibv_qp *qp, struct kvd_qp_info *out)
+{
+	struct ibv_qp_attr a;
+	struct ibv_qp_init_attr ia;
+	int ret = ibv_query_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+				   IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_MAX_DEST_RD_ATOMIC |
+				   IBV_QP_CAP | IBV_QP_ACCESS_FLAGS, &ia);
+	if (ret)
+		return -ret;
+	out->state = a.qp_state;
+	out->timeout = a.timeout;
+	out->retry_cnt = a.retry_cnt;
+	out->rnr_retry = a.rnr_retry;
+	out->traffic_class = a.ah_attr.grh.traffic_class;
+	out->max_rd_atomic = a.max_rd_atomic;
+	out->max_dest_rd_atomic = a.max_dest_rd_atomic;
+	out->max_inline_data = a.cap.max_inline_data;
+	out->access = a.qp_access_flags;
+	return 0;
+}
+
+// kvd_qp_silence moves qp to RESET without telling the connection manager:
+// it then drops everything the peer sends and answers nothing, as a dead
+// host would. Tests only.
+int kvd_qp_silence(struct ibv_qp *qp)
+{
+	struct ibv_qp_attr a;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RESET;
+	return -ibv_modify_qp(qp, &a, IBV_QP_STATE);
 }

@@ -36,3 +36,6 @@ func (*Transport) Close() error { return nil }
 
 // AuthStats is always zero in this build.
 func (*Transport) AuthStats() AuthStats { return AuthStats{} }
+
+// Pinned is always zero in this build.
+func (*Transport) Pinned() Pinned { return Pinned{} }

@@ -32,6 +32,8 @@ type Transport struct {
 	closed   atomic.Bool
 	stopPoll atomic.Bool
 	pollDone chan struct{}
+	kaStop   chan struct{} // stops the keepalive goroutine
+	kaDone   chan struct{}
 
 	// spin is the adaptive polling window (Config.SpinPoll in PollEvents
 	// mode; 0: off). Goroutines polling a CQ for their own completions
@@ -59,6 +61,8 @@ type Transport struct {
 	regions   map[*region]struct{}
 
 	auth transportAuth // Config.Auth, loaded (auth_conn.go)
+
+	pinned pinnedCounters // registered memory (staging.go)
 }
 
 var _ transport.Transport = (*Transport)(nil)
@@ -76,6 +80,8 @@ func New(cfg Config) (*Transport, error) {
 		listeners: make(map[*listener]struct{}),
 		regions:   make(map[*region]struct{}),
 		pollDone:  make(chan struct{}),
+		kaStop:    make(chan struct{}),
+		kaDone:    make(chan struct{}),
 	}
 	t.liveCond.L = &t.liveMu
 	if cfg.Auth != nil {
@@ -94,6 +100,11 @@ func New(cfg Config) (*Transport, error) {
 	empty := []*cq{}
 	t.cqList.Store(&empty)
 	go t.poll()
+	if t.cfg.KeepAlive > 0 {
+		go t.keepAlive()
+	} else {
+		close(t.kaDone)
+	}
 	return t, nil
 }
 
@@ -175,6 +186,8 @@ func (t *Transport) Close() error {
 	for _, l := range ls {
 		_ = l.Close()
 	}
+	close(t.kaStop)
+	<-t.kaDone
 	t.connsMu.RLock()
 	cs := make([]*conn, 0, len(t.conns))
 	for _, c := range t.conns {

@@ -11,6 +11,8 @@ package rdma
 // #cgo nocallback kvd_post_reads
 // #cgo noescape kvd_post_sends
 // #cgo nocallback kvd_post_sends
+// #cgo noescape kvd_post_keepalive
+// #cgo nocallback kvd_post_keepalive
 // #cgo noescape kvd_post_recvs
 // #cgo nocallback kvd_post_recvs
 // #include <stdlib.h>
@@ -204,6 +206,13 @@ func (q qpHandle) postReads(lkey uint32, rds []readWR, wrID uint64) error {
 	return nil
 }
 
+func (q qpHandle) postKeepAlive(wrID uint64) error {
+	if rc := C.kvd_post_keepalive(q.q, C.uint64_t(wrID)); rc != 0 {
+		return fmt.Errorf("rdma: post keepalive READ: %w", syscall.Errno(rc))
+	}
+	return nil
+}
+
 func (q qpHandle) postSends(lkey uint32, sds []sendWR) error {
 	if rc := C.kvd_post_sends(q.q, C.uint32_t(lkey), &sds[0], C.int(len(sds))); rc != 0 {
 		return fmt.Errorf("rdma: post SEND: %w", syscall.Errno(rc))
@@ -224,8 +233,17 @@ func setRead(w *readWR, raddr, laddr uint64, n int, rkey uint32) {
 }
 
 func setSend(w *sendWR, laddr uint64, n int, wrID uint64) {
-	w.laddr, w.len, w.wr_id = C.uint64_t(laddr), C.uint32_t(n), C.uint64_t(wrID)
+	w.laddr, w.len, w.wr_id, w.flags = C.uint64_t(laddr), C.uint32_t(n), C.uint64_t(wrID), 0
 }
+
+const (
+	sendSignaled = C.KVD_SD_SIGNALED
+	sendInline   = C.KVD_SD_INLINE
+)
+
+func setSendFlags(w *sendWR, flags int) { w.flags = C.uint32_t(flags) }
+
+func sendLen(w *sendWR) int { return int(w.len) }
 
 func wcFields(w *wc) (wrID uint64, status int, byteLen int) {
 	return uint64(w.wr_id), int(w.status), int(w.byte_len)
