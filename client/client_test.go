@@ -17,11 +17,12 @@ import (
 	"github.com/kvd-project/kvd/transport/tcp"
 )
 
-// countingTransport counts the one-sided READ batches (network round trips)
-// and messages its connections issue.
+// countingTransport counts the one-sided READ batches (network round trips),
+// the READs in them and the bytes they fetch, and the messages its
+// connections issue.
 type countingTransport struct {
 	transport.Transport
-	reads, sends atomic.Int64
+	reads, ops, bytes, sends atomic.Int64
 }
 
 type countingConn struct {
@@ -39,6 +40,10 @@ func (c *countingTransport) Dial(ctx context.Context, addr string) (transport.Co
 
 func (c *countingConn) Read(ctx context.Context, ops []transport.ReadOp) error {
 	c.t.reads.Add(1)
+	c.t.ops.Add(int64(len(ops)))
+	for _, op := range ops {
+		c.t.bytes.Add(int64(len(op.Dst)))
+	}
 	return c.Conn.Read(ctx, ops)
 }
 

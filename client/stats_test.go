@@ -3,60 +3,19 @@ package client_test
 import (
 	"context"
 	"errors"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/kvd-project/kvd/client"
 	"github.com/kvd-project/kvd/internal/kvdtest"
-	"github.com/kvd-project/kvd/transport"
-	"github.com/kvd-project/kvd/transport/tcp"
 )
-
-// opCountingTransport counts the READs (ops, not batches) its connections
-// post and the bytes they fetch.
-type opCountingTransport struct {
-	transport.Transport
-	batches, ops, bytes atomic.Uint64
-}
-
-type opCountingConn struct {
-	transport.Conn
-	t *opCountingTransport
-}
-
-func (c *opCountingTransport) Dial(ctx context.Context, addr string) (transport.Conn, error) {
-	conn, err := c.Transport.Dial(ctx, addr)
-	if err != nil {
-		return nil, err
-	}
-	return &opCountingConn{Conn: conn, t: c}, nil
-}
-
-func (c *opCountingConn) Read(ctx context.Context, ops []transport.ReadOp) error {
-	c.t.batches.Add(1)
-	c.t.ops.Add(uint64(len(ops)))
-	for _, op := range ops {
-		c.t.bytes.Add(uint64(len(op.Dst)))
-	}
-	return c.Conn.Read(ctx, ops)
-}
 
 // TestStatsReadsAndBytes: Stats counts, for every successful one-sided GET,
 // the round trips, READs and bytes the transport saw that GET post.
 func TestStatsReadsAndBytes(t *testing.T) {
 	nodes := kvdtest.StartCluster(t, 1, kvdtest.Options{})
 	kvdtest.WaitLeader(t, nodes, 10*time.Second)
-	tr, err := tcp.New(tcp.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ct := &opCountingTransport{Transport: tr}
-	c, err := client.New(client.Config{Endpoints: kvdtest.Endpoints(nodes), Transport: ct})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close(); tr.Close() })
+	c, ct := newCountingClient(t, kvdtest.Endpoints(nodes))
 	ctx := context.Background()
 	value := make([]byte, 300)
 	if err := c.Put(ctx, []byte("k"), value); err != nil {
@@ -76,7 +35,7 @@ func TestStatsReadsAndBytes(t *testing.T) {
 		{"cached hit", "k", nil, 300},
 		{"miss", "nope", client.ErrNotFound, 0},
 	} {
-		s0, b0, o0, n0 := c.Stats(), ct.batches.Load(), ct.ops.Load(), ct.bytes.Load()
+		s0, b0, o0, n0 := c.Stats(), ct.reads.Load(), ct.ops.Load(), ct.bytes.Load()
 		if _, err := c.Get(ctx, []byte(tc.key)); !errors.Is(err, tc.wantErr) {
 			t.Fatalf("%s: %v, want %v", tc.name, err, tc.wantErr)
 		}
@@ -85,13 +44,13 @@ func TestStatsReadsAndBytes(t *testing.T) {
 			t.Skipf("%s: the GET was retried; counts would include the failed attempt's READs", tc.name)
 		}
 		rounds, reads, nbytes := s1.OneSidedRounds-s0.OneSidedRounds, s1.OneSidedReads-s0.OneSidedReads, s1.OneSidedBytes-s0.OneSidedBytes
-		if want := ct.batches.Load() - b0; rounds != want {
+		if want := uint64(ct.reads.Load() - b0); rounds != want {
 			t.Errorf("%s: Stats counted %d round trips, the transport saw %d", tc.name, rounds, want)
 		}
-		if want := ct.ops.Load() - o0; reads != want || reads < rounds {
+		if want := uint64(ct.ops.Load() - o0); reads != want || reads < rounds {
 			t.Errorf("%s: Stats counted %d READs, the transport saw %d (in %d round trips)", tc.name, reads, want, rounds)
 		}
-		if want := ct.bytes.Load() - n0; nbytes != want || nbytes < tc.minBytes {
+		if want := uint64(ct.bytes.Load() - n0); nbytes != want || nbytes < tc.minBytes {
 			t.Errorf("%s: Stats counted %d bytes read, the transport saw %d (want >= %d)", tc.name, nbytes, want, tc.minBytes)
 		}
 		t.Logf("%s: %d round trips, %d READs, %d bytes", tc.name, rounds, reads, nbytes)
