@@ -85,6 +85,7 @@ func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
 	m.cs = append(m.cs, m.connRefusals, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "kvd_connections", Help: "Connections the server holds (clients' and peers'), against --max-connections.",
 	}, func() float64 { return float64(s.connCount()) }))
+	m.cs = append(m.cs, rdmaCollectors(s.cfg.Transport)...)
 	if reg != nil {
 		for _, c := range m.cs {
 			reg.MustRegister(c)
