@@ -129,18 +129,8 @@ func TestBatchedCallerThatGivesUpLeavesOthers(t *testing.T) {
 // proposal in it is failed with ErrProposalDropped, each to its own
 // caller, and none is left waiting for an entry that will never come.
 func TestRefusedBatchFailsEachCaller(t *testing.T) {
-	ms := etcdraft.NewMemoryStorage()
-	rn, err := etcdraft.NewRawNode(&etcdraft.Config{
-		ID: 1, ElectionTick: 10, HeartbeatTick: 1, Storage: ms, MaxInflightMsgs: 1,
-		DisableProposalForwarding: true, Logger: raftLogger{testLogger()},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, _ := newMetrics(nil)
 	// A follower that believes it leads: raft itself refuses the proposal.
-	l := &loop{n: &Node{log: testLogger(), metrics: m}, rn: rn, cfg: Config{MaxSizePerMsg: 1 << 20},
-		isLeader: true, waiters: map[uint64]*proposal{}}
+	l := bareLoop(t, 1<<20)
 	ps := make([]*proposal, 5)
 	for i := range ps {
 		ps[i] = &proposal{reqID: uint64(i + 1), data: []byte{opPut}, done: make(chan result, 1)}
@@ -166,24 +156,14 @@ func TestRefusedBatchFailsEachCaller(t *testing.T) {
 // MaxSizePerMsg bytes, whichever comes first, and a command that would
 // take it past the byte bound starts the next one.
 func TestBatchBounds(t *testing.T) {
-	ms := etcdraft.NewMemoryStorage()
-	rn, err := etcdraft.NewRawNode(&etcdraft.Config{
-		ID: 1, ElectionTick: 10, HeartbeatTick: 1, Storage: ms, MaxInflightMsgs: 1,
-		DisableProposalForwarding: true, Logger: raftLogger{testLogger()},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, _ := newMetrics(nil)
-	l := &loop{n: &Node{log: testLogger(), metrics: m}, rn: rn, cfg: Config{MaxSizePerMsg: 1000},
-		isLeader: true, waiters: map[uint64]*proposal{}}
+	l := bareLoop(t, 1000)
 	sizes := []int{400, 400, 400, 1000, 10} // batches: {400,400} {400} {1000} {10}
 	for i, size := range sizes {
 		l.propose(&proposal{reqID: uint64(i + 1), data: make([]byte, size), done: make(chan result, 1)})
 	}
 	l.flushProposals()
 	var hm dto.Metric
-	if err := m.proposalBatch.Write(&hm); err != nil {
+	if err := l.n.metrics.proposalBatch.Write(&hm); err != nil {
 		t.Fatal(err)
 	}
 	if got := hm.GetHistogram().GetSampleCount(); got != 4 {
@@ -196,4 +176,21 @@ func TestBatchBounds(t *testing.T) {
 	if len(l.batch) != 1 {
 		t.Fatalf("%d commands left queued after %d, want 1 (a batch closes at %d)", len(l.batch), maxBatch+1, maxBatch)
 	}
+}
+
+// bareLoop is a loop around a lone, unelected raw node that believes it
+// leads (so raft itself refuses what it proposes), for tests that drive
+// propose and flushProposals by hand; maxSize is Config.MaxSizePerMsg.
+func bareLoop(t *testing.T, maxSize uint64) *loop {
+	t.Helper()
+	rn, err := etcdraft.NewRawNode(&etcdraft.Config{
+		ID: 1, ElectionTick: 10, HeartbeatTick: 1, Storage: etcdraft.NewMemoryStorage(), MaxInflightMsgs: 1,
+		DisableProposalForwarding: true, Logger: raftLogger{testLogger()},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := newMetrics(nil)
+	return &loop{n: &Node{log: testLogger(), metrics: m}, rn: rn, cfg: Config{MaxSizePerMsg: maxSize},
+		isLeader: true, waiters: map[uint64]*proposal{}}
 }

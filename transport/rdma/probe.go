@@ -22,17 +22,9 @@ func (c *conn) writeProbe(ctx context.Context, d transport.Descriptor, n int) er
 	if n <= 0 || n > c.cfg.ReadSlotSize || uint64(n) > d.Len {
 		return fmt.Errorf("rdma: write probe of %d bytes: %w", n, transport.ErrOutOfRange)
 	}
-	st, err := c.staging()
+	st, idx, err := c.takeSlot(ctx)
 	if err != nil {
 		return err
-	}
-	var idx int
-	select {
-	case idx = <-c.freeSlots:
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-c.closed:
-		return c.closedErr()
 	}
 	s := &c.slots[idx]
 	seq := uint8(s.word.Load()>>8) + 1

@@ -64,17 +64,9 @@ func (c *conn) Read(ctx context.Context, ops []transport.ReadOp) error {
 		return c.closedErr()
 	default:
 	}
-	st, err := c.staging()
+	st, idx, err := c.takeSlot(ctx)
 	if err != nil {
 		return err
-	}
-	var idx int
-	select {
-	case idx = <-c.freeSlots:
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-c.closed:
-		return c.closedErr()
 	}
 	s := &c.slots[idx]
 	var pieces [transport.MaxBatch]piece
@@ -162,6 +154,23 @@ func (c *conn) copyOut(st *staging, s *readSlot, ops []transport.ReadOp, pieces 
 		copy(ops[p.op].Dst[p.dstOff:p.dstOff+p.n], st.mem[at:at+p.n])
 	}
 	return nil
+}
+
+// takeSlot waits for a free READ slot, setting up the connection's READ
+// staging first if it has none yet.
+func (c *conn) takeSlot(ctx context.Context) (*staging, int, error) {
+	st, err := c.staging()
+	if err != nil {
+		return nil, 0, err
+	}
+	select {
+	case idx := <-c.freeSlots:
+		return st, idx, nil
+	case <-ctx.Done():
+		return nil, 0, ctx.Err()
+	case <-c.closed:
+		return nil, 0, c.closedErr()
+	}
 }
 
 func (c *conn) releaseSlot(idx int) {
