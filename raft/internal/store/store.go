@@ -16,18 +16,12 @@ import (
 // DefaultEntryCacheSize is Options.EntryCacheSize's default.
 const DefaultEntryCacheSize = 4096
 
-// DefaultMemTableSize is Options.MemTableSize's default. Pebble's own
-// default (4 MiB) holds a few thousand writes: every log entry, written
-// once and deleted at the next log compaction (every SnapshotCount
-// entries), and every overwritten value was flushed to L0 and compacted
-// before it died: compactions were the largest item in a follower's CPU
-// profile under PUT load (a quarter of it; issue 11). At 64 MiB most log
-// entries and superseded values die in the memtable and are never written
-// out. Pebble starts with a 256 KiB memtable and doubles it as writes
-// come, so an idle or small node does not pay for it; the cost is memory
-// (up to twice this while one memtable flushes) and a longer WAL replay at
-// restart.
-const DefaultMemTableSize = 64 << 20
+// DefaultMemTableSize is Options.MemTableSize's default: Pebble's own
+// (4 MiB). A 64 MiB memtable took compaction off the PUT profile (issue
+// 11), but its WAL grows with it before rotating, and three nodes' WALs
+// filled the RDMA VM's RAM-backed /tmp under 1 MiB values; raise it per
+// node with Options.MemTableSize where disk and memory allow.
+const DefaultMemTableSize = 4 << 20
 
 // Options configures Open. The zero value is usable.
 type Options struct {
