@@ -38,6 +38,12 @@ var (
 	// client's credential (a read-only TLS client certificate asked for a
 	// PUT, DELETE or membership change). Nothing was applied.
 	ErrPermissionDenied = errors.New("kvd: permission denied")
+	// ErrUnauthenticated: a node refused the client's credential (a wrong
+	// or missing key), or the client refused the node's proof, or the two
+	// disagree about authenticating. Retrying with the same Config cannot
+	// help, so the client does not: it fails at the first such refusal.
+	// Nothing was sent, so the error also wraps ErrNotApplied.
+	ErrUnauthenticated = errors.New("kvd: unauthenticated")
 	// ErrStorage: the node stopped on a storage failure (its disk is full
 	// or read-only, or an fsync failed); the error names the cause. The
 	// node serves nothing more until it is restarted, and the cluster goes

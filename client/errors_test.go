@@ -3,12 +3,15 @@ package client_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/kvd-project/kvd/client"
 	"github.com/kvd-project/kvd/internal/kvdtest"
+	"github.com/kvd-project/kvd/transport"
 )
 
 // TestUnsentWriteIsNotApplied: a write that never reached any node fails
@@ -30,5 +33,62 @@ func TestUnsentWriteIsNotApplied(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), dead) {
 		t.Fatalf("error %q does not name the node %s", err, dead)
+	}
+}
+
+// refusingTransport refuses every Dial as an authenticating transport does
+// when the key is wrong, and counts the dials.
+type refusingTransport struct{ dials atomic.Int32 }
+
+func (r *refusingTransport) Register(int) (transport.Region, error) {
+	return nil, transport.ErrUnsupported
+}
+func (r *refusingTransport) Listen(string) (transport.Listener, error) {
+	return nil, transport.ErrUnsupported
+}
+func (r *refusingTransport) Dial(_ context.Context, addr string) (transport.Conn, error) {
+	r.dials.Add(1)
+	return nil, fmt.Errorf("test: %s refused key %q: %w", addr, "alice", transport.ErrAuthRefused)
+}
+func (r *refusingTransport) Name() string { return "refusing" }
+func (r *refusingTransport) Close() error { return nil }
+
+// TestRefusedCredentialFailsFast: a node that refuses the client's key
+// cannot be talked round by retrying, so every call fails at the first
+// refusal with ErrUnauthenticated (and, being unsent, ErrNotApplied) and the
+// transport's reason, instead of dialling until the deadline and reporting
+// a timeout.
+func TestRefusedCredentialFailsFast(t *testing.T) {
+	for _, op := range []string{"put", "get", "get readindex", "getmany"} {
+		t.Run(op, func(t *testing.T) {
+			tr := &refusingTransport{}
+			c, err := client.New(client.Config{Endpoints: []string{"a:1", "b:1", "c:1"}, Transport: tr})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			switch op {
+			case "put":
+				err = c.Put(ctx, []byte("k"), []byte("v"))
+			case "get":
+				_, err = c.Get(ctx, []byte("k"))
+			case "get readindex":
+				_, err = c.Get(ctx, []byte("k"), client.WithConsistency(client.ReadIndex))
+			case "getmany":
+				_, err = c.GetMany(ctx, [][]byte{[]byte("k"), []byte("l")})
+			}
+			if !errors.Is(err, client.ErrUnauthenticated) || !errors.Is(err, client.ErrNotApplied) ||
+				!errors.Is(err, transport.ErrAuthRefused) || errors.Is(err, client.ErrUnavailable) {
+				t.Fatalf("%s = %v; want ErrUnauthenticated, ErrNotApplied and the transport's refusal", op, err)
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("%s waited for its deadline", op)
+			}
+			if d := tr.dials.Load(); d > 2 {
+				t.Fatalf("%s dialled %d times; want it to stop at the first refusal", op, d)
+			}
+		})
 	}
 }

@@ -69,6 +69,9 @@ func (c *Client) get(ctx context.Context, dst, key []byte, opts []ReadOption) ([
 	c.stats.gets.Add(1)
 	if o.level != ReadIndex {
 		res, err := c.readOneSided(ctx, dst, key, o.level)
+		if errors.Is(err, ErrUnauthenticated) {
+			return nil, 0, err
+		}
 		if err == nil {
 			c.stats.oneSided.Add(1)
 			c.stats.roundTrips.Add(uint64(res.roundTrips))
@@ -102,6 +105,9 @@ func (c *Client) readOneSided(ctx context.Context, dst, key []byte, level Consis
 	for attempt := 0; attempt < c.cfg.ReadRetries; attempt++ {
 		addr := c.readTarget(level)
 		n, err := c.nodeFor(ctx, addr)
+		if errors.Is(err, ErrUnauthenticated) {
+			return readResult{}, err
+		}
 		if err != nil {
 			lastErr = err
 			c.setLeader("")

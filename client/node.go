@@ -46,6 +46,9 @@ type nodeOptions struct {
 
 func dialNode(ctx context.Context, tr transport.Transport, addr string, o nodeOptions) (*node, error) {
 	conn, err := tr.Dial(ctx, addr)
+	if errors.Is(err, transport.ErrAuthRefused) {
+		return nil, fmt.Errorf("%w (%w): dial %s: %w", ErrUnauthenticated, errNotSent, addr, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: dial %s: %w", ErrUnavailable, addr, err)
 	}

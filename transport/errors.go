@@ -21,6 +21,12 @@ var (
 	// ErrProtocol: the peer sent something the transport cannot parse; the
 	// connection is closed.
 	ErrProtocol = errors.New("transport: protocol violation")
+	// ErrAuthRefused: authentication failed for certain, not for want of time:
+	// the peer refused this end's credential, this end refused the peer's
+	// proof, or the two ends disagree about authenticating at all. Dialling
+	// again with the same configuration cannot succeed, so callers should
+	// not retry.
+	ErrAuthRefused = errors.New("transport: authentication refused")
 	// ErrUnsupported: the transport was built without support for this
 	// platform or feature.
 	ErrUnsupported = errors.New("transport: unsupported")

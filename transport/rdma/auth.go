@@ -160,7 +160,10 @@ const (
 )
 
 // ErrAuth: authentication failed, or the two ends disagree about whether
-// to authenticate. The connection is closed.
+// to authenticate. The connection is closed. A failure that redialling
+// cannot mend (a refused key, an impostor listener, disagreeing settings)
+// also wraps transport.ErrAuthRefused; a handshake that ran out of time does
+// not.
 var ErrAuth = errors.New("rdma: authentication failed")
 
 // AuthStats counts a transport's incoming connections by the outcome of
@@ -567,13 +570,13 @@ func dialAuth(ctx context.Context, c msgConn, self *Key, ns *nonce, v authView, 
 	case err != nil:
 		return AuthIdentity{}, fmt.Errorf("%w: %w", ErrAuth, err)
 	case m.tag == tagRefused:
-		return AuthIdentity{}, fmt.Errorf("%w: the listener refused key %q (unknown to it, or not the same key)", ErrAuth, self.Name)
+		return AuthIdentity{}, fmt.Errorf("%w: the listener refused key %q (unknown to it, or not the same key): %w", ErrAuth, self.Name, transport.ErrAuthRefused)
 	case m.tag != tagProof:
 		return AuthIdentity{}, fmt.Errorf("%w: %q where a proof belongs: %w", ErrAuth, m.tag, transport.ErrProtocol)
 	}
 	want := authMAC(self.Secret, labelAcceptor, ns, &nc, self.Name, v, m.role)
 	if !hmac.Equal(want[:], m.mac[:]) {
-		return AuthIdentity{}, fmt.Errorf("%w: the listener did not prove it holds key %q: not the server meant, or a relay", ErrAuth, self.Name)
+		return AuthIdentity{}, fmt.Errorf("%w: the listener did not prove it holds key %q: not the server meant, or a relay: %w", ErrAuth, self.Name, transport.ErrAuthRefused)
 	}
 	if err := grant(); err != nil {
 		return AuthIdentity{}, err

@@ -23,6 +23,9 @@ type transportAuth struct {
 	accepted atomic.Uint64
 	refusals atomic.Uint64
 	rawDial  bool // tests: Dial skips the handshake (an unauthenticated dialer)
+	// dropEstablished, in tests, may drop a passive connection's
+	// ESTABLISHED event, as if the connection had failed before it came.
+	dropEstablished func(*conn) bool
 }
 
 // connAuth is a connection's authentication state.
@@ -35,8 +38,11 @@ type connAuth struct {
 	offered   bool  // dialer: the listener's accept carried an offer
 	remoteQPN uint32
 
-	// Listener side: admitted counts in listener.pending until settled.
+	// Listener side: admitted counts in listener.pending until settled;
+	// listener settles a connection that fails before it authenticates.
 	admitted bool
+	listener *listener
+	started  atomic.Bool // the handshake runs: it settles, not teardown
 	settled  atomic.Bool
 	remote   string
 	deadline time.Time
@@ -123,9 +129,9 @@ func (c *conn) dialAuth(ctx context.Context) error {
 	case kr == nil && !c.auth.offered:
 		return nil
 	case kr == nil:
-		return fmt.Errorf("%w: %s authenticates its peers and this end has no key (--rdma-auth-file)", ErrAuth, c.remote)
+		return fmt.Errorf("%w: %s authenticates its peers and this end has no key (--rdma-auth-file): %w", ErrAuth, c.remote, transport.ErrAuthRefused)
 	case !c.auth.offered:
-		return fmt.Errorf("%w: %s does not authenticate (no --rdma-auth-file there?) and this end insists", ErrAuth, c.remote)
+		return fmt.Errorf("%w: %s does not authenticate (no --rdma-auth-file there?) and this end insists: %w", ErrAuth, c.remote, transport.ErrAuthRefused)
 	case kr.self == nil:
 		return fmt.Errorf("%w: no key to dial with: Auth.Name (--rdma-auth-name) names none of several", ErrConfig)
 	}
@@ -155,6 +161,7 @@ func (l *listener) startAuth(c *conn) ([]byte, error) {
 		return nil, errTooManyPending
 	}
 	c.auth.admitted = true
+	c.auth.listener = l
 	if _, err := rand.Read(c.auth.offer[:]); err != nil {
 		return nil, fmt.Errorf("rdma: auth nonce: %w", err)
 	}
@@ -193,6 +200,22 @@ func (l *listener) settle(c *conn, err error) bool {
 	return true
 }
 
+// settleFailed refuses a passive connection that failed before its
+// handshake began (teardown). The poller can fail it (an oversized message)
+// before the connection manager reports it established, and then no
+// handshake ever runs to say why: the refusal would otherwise be reported
+// only at the deadline, as a timeout.
+func (c *conn) settleFailed() {
+	l := c.auth.listener
+	if l == nil || c.auth.started.Load() {
+		return
+	}
+	c.mu.Lock()
+	cause := c.err
+	c.mu.Unlock()
+	l.settle(c, fmt.Errorf("%w: connection failed before authenticating: %w", ErrAuth, cause))
+}
+
 // onEstablished takes a passive connection once the connection manager has
 // established it: without Auth it is queued for Accept at once; with Auth
 // only after the dialer has authenticated.
@@ -201,6 +224,7 @@ func (l *listener) onEstablished(c *conn) {
 		l.established(c)
 		return
 	}
+	c.auth.started.Store(true)
 	go l.authenticate(c)
 }
 

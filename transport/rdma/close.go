@@ -72,6 +72,7 @@ func (c *conn) Close() error {
 // CQ's stale entries and reservation, memory registration and mapping, id,
 // event channel.
 func (c *conn) teardown() {
+	c.settleFailed()
 	if c.cm.valid() && c.connected.Load() {
 		c.cm.disconnect()
 	}
@@ -142,6 +143,9 @@ func (c *conn) watch(established func(*conn)) {
 		switch ev.kind {
 		case evEstablished:
 			if established != nil {
+				if h := c.t.auth.dropEstablished; h != nil && h(c) {
+					continue
+				}
 				c.connected.Store(true)
 				established(c)
 			}

@@ -158,7 +158,7 @@ func (t *Transport) handshake(ctx context.Context, nc net.Conn, remote string, l
 func remoteTLSErr(err error) error {
 	var oe *net.OpError
 	if errors.As(err, &oe) && oe.Op == "remote error" {
-		return fmt.Errorf("%w: the peer refused this end: %w", ErrTLS, err)
+		return fmt.Errorf("%w: the peer refused this end: %w: %w", ErrTLS, transport.ErrAuthRefused, err)
 	}
 	return err
 }

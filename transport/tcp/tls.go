@@ -55,6 +55,15 @@ type TLS struct {
 	HandshakeError func(remote string, err error)
 }
 
+// refusedCredential reports whether a handshake failed on a certificate
+// (this end's verification of the peer's, or the peer's alert about this
+// end's): redialling with the same certificates cannot help.
+func refusedCredential(err error) bool {
+	var cv *tls.CertificateVerificationError
+	var oe *net.OpError
+	return errors.As(err, &cv) || (errors.As(err, &oe) && oe.Op == "remote error")
+}
+
 // ErrTLS: a TLS handshake failed, or the peer does not speak TLS (or speaks
 // it where this end does not).
 var ErrTLS = errors.New("tcp: TLS")
@@ -182,9 +191,11 @@ func (t *Transport) secure(ctx context.Context, nc net.Conn, addr string, dialed
 		var rh tls.RecordHeaderError
 		switch {
 		case errors.As(err, &rh) && string(rh.RecordHeader[:4]) == helloMagic:
-			err = fmt.Errorf("%w: the peer speaks plaintext kvd, not TLS (is TLS off on it?): %w", ErrTLS, err)
+			err = fmt.Errorf("%w: the peer speaks plaintext kvd, not TLS (is TLS off on it?): %w: %w", ErrTLS, transport.ErrAuthRefused, err)
 		case errors.As(err, &rh) && string(rh.RecordHeader[:4]) == refuseMagic:
 			err = refusedErr(rh.RecordHeader[4])
+		case refusedCredential(err):
+			err = fmt.Errorf("%w: %w: %w", ErrTLS, transport.ErrAuthRefused, err)
 		default:
 			err = fmt.Errorf("%w: %w", ErrTLS, err)
 		}

@@ -208,8 +208,8 @@ func TestTLSAuthentication(t *testing.T) {
 			}
 			c, s, err := tlsConnect(t, ln, tt.dial)
 			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !errors.Is(err, ErrTLS) {
-					t.Fatalf("Dial: %v; want ErrTLS, containing %q", err, tt.wantErr)
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !errors.Is(err, ErrTLS) || !errors.Is(err, transport.ErrAuthRefused) {
+					t.Fatalf("Dial: %v; want ErrTLS and transport.ErrAuthRefused (not worth retrying), containing %q", err, tt.wantErr)
 				}
 				if tt.serverFault {
 					return
