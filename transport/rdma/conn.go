@@ -73,9 +73,11 @@ type conn struct {
 	rq        chan delivery
 	freeSlots chan int
 	slots     []readSlot
-	closed    chan struct{}
-	done      chan struct{} // teardown finished
-	watchDone chan struct{} // nil until a watcher runs
+	// maxReadDepth is the most READ rounds one Read has had in flight.
+	maxReadDepth atomic.Int32
+	closed       chan struct{}
+	done         chan struct{} // teardown finished
+	watchDone    chan struct{} // nil until a watcher runs
 
 	localClose atomic.Bool
 	connected  atomic.Bool

@@ -48,7 +48,9 @@
 //     doorbell), only the last work request signalled, into a registered
 //     staging slot owned by the connection; bytes are copied into each Dst
 //     after the completion, so the device never holds a Go pointer. Batches
-//     larger than a slot (Config.ReadSlotSize) take several rounds. The
+//     larger than a slot (Config.ReadSlotSize) take several rounds, up to 4
+//     in flight at once in the slots free when the Read starts (a large
+//     value's rounds overlap on the wire and with copying out). The
 //     staging is allocated on a connection's first Read (a server's accepted
 //     connections never read, so never have any) and registered with local
 //     and remote WRITE: iWARP places a READ response like a WRITE, so its

@@ -35,9 +35,53 @@ type piece struct {
 	op, dstOff, slotOff, n int
 }
 
+// maxPipeline bounds the READ slots one Read call keeps in flight at once
+// when its batch is larger than a slot (a large value): it takes the extra
+// slots only if they are free, so small Reads are never kept waiting for
+// them.
+const maxPipeline = 4
+
+// round is one chain of READs planned into a slot.
+type round struct {
+	idx    int // the slot
+	seq    uint8
+	n      int // READs in the chain
+	pieces [transport.MaxBatch]piece
+	rds    [transport.MaxBatch]readWR
+}
+
+// planner cuts a batch into rounds of at most one slot's bytes and
+// MaxBatch READs.
+type planner struct {
+	ops      []transport.ReadOp
+	op, done int // next op, and bytes of it already planned
+}
+
+func (p *planner) more() bool { return p.op < len(p.ops) }
+
+// next fills r with the next round for slot s of staging st.
+func (p *planner) next(r *round, st *staging, s *readSlot, slotSize int) {
+	n, used := 0, 0
+	for p.op < len(p.ops) && n < len(r.rds) && used < slotSize {
+		o := &p.ops[p.op]
+		k := min(len(o.Dst)-p.done, slotSize-used)
+		if k > 0 {
+			setRead(&r.rds[n], o.Remote.Addr+o.Offset+uint64(p.done), st.base+uint64(s.off+used), k, o.Remote.Key)
+			r.pieces[n] = piece{op: p.op, dstOff: p.done, slotOff: used, n: k}
+			n, used, p.done = n+1, used+k, p.done+k
+		}
+		if p.done == len(o.Dst) {
+			p.op, p.done = p.op+1, 0
+		}
+	}
+	r.n = n
+}
+
 // Read posts the batch as one chain of READs (one doorbell, only the last
 // signalled) into a staging slot, waits for its completion, and copies the
-// bytes into each Dst. Batches larger than a slot go in several rounds.
+// bytes into each Dst. A batch larger than a slot goes in several rounds,
+// up to maxPipeline of them in flight in as many slots (those free when
+// it starts), copied out in order while the next are on the wire.
 func (c *conn) Read(ctx context.Context, ops []transport.ReadOp) error {
 	if len(ops) > transport.MaxBatch {
 		return fmt.Errorf("rdma: %d reads in one batch (max %d): %w", len(ops), transport.MaxBatch, transport.ErrBatchTooLarge)
@@ -68,79 +112,141 @@ func (c *conn) Read(ctx context.Context, ops []transport.ReadOp) error {
 	if err != nil {
 		return err
 	}
-	s := &c.slots[idx]
-	var pieces [transport.MaxBatch]piece
-	var rds [transport.MaxBatch]readWR
-	op, done := 0, 0 // next op, and bytes of it already planned
-	for op < len(ops) {
-		n, used := 0, 0
-		for op < len(ops) && n < len(rds) && used < c.cfg.ReadSlotSize {
-			o := &ops[op]
-			k := min(len(o.Dst)-done, c.cfg.ReadSlotSize-used)
-			if k > 0 {
-				setRead(&rds[n], o.Remote.Addr+o.Offset+uint64(done), st.base+uint64(s.off+used), k, o.Remote.Key)
-				pieces[n] = piece{op: op, dstOff: done, slotOff: used, n: k}
-				n, used, done = n+1, used+k, done+k
+	var rounds [maxPipeline]round
+	nslots := 1
+	rounds[0].idx = idx
+	if want := (total + c.cfg.ReadSlotSize - 1) / c.cfg.ReadSlotSize; want > 1 {
+		nslots += c.takeFreeSlots(rounds[1:min(want, maxPipeline)])
+	}
+	plan := planner{ops: ops}
+	// Rounds go to the slots in turn: head is the oldest in flight, and
+	// posted counts those in flight.
+	head, posted := 0, 0
+	for {
+		for posted < nslots && plan.more() {
+			r := &rounds[(head+posted)%nslots]
+			plan.next(r, st, &c.slots[r.idx], c.cfg.ReadSlotSize)
+			if r.n == 0 {
+				break
 			}
-			if done == len(o.Dst) {
-				op, done = op+1, 0
+			if err := c.postRound(ctx, r); err != nil {
+				c.abandonRounds(rounds[:nslots], head, posted, -1)
+				return err
 			}
+			posted++
 		}
-		if n == 0 {
+		c.pipelineDepth(posted)
+		if posted == 0 {
 			break
 		}
-		if err := ctx.Err(); err != nil {
-			c.releaseSlot(idx)
+		r := &rounds[head]
+		if err := c.waitRound(ctx, r); err != nil {
+			c.abandonRounds(rounds[:nslots], (head+1)%nslots, posted-1, r.idx)
+			return err // r's slot is released or left to the poller
+		}
+		if err := c.copyOut(st, &c.slots[r.idx], ops, r.pieces[:r.n]); err != nil {
+			c.abandonRounds(rounds[:nslots], (head+1)%nslots, posted-1, -1)
 			return err
 		}
-		if err := c.readRound(ctx, idx, st.lkey, rds[:n]); err != nil {
-			return err // the slot is released or left to the poller
-		}
-		if err := c.copyOut(st, s, ops, pieces[:n]); err != nil {
-			return err
-		}
+		head, posted = (head+1)%nslots, posted-1
 	}
-	c.releaseSlot(idx)
+	for i := range nslots {
+		c.releaseSlot(rounds[i].idx)
+	}
 	return nil
 }
 
-// readRound posts one chain and waits for it. On error the slot has been
-// released (or, if the device may still write into it, left for the poller
-// to release when the completion arrives).
-func (c *conn) readRound(ctx context.Context, idx int, lkey uint32, rds []readWR) error {
-	s := &c.slots[idx]
-	seq := uint8(s.word.Load()>>8) + 1
-	s.word.Store(slotWord(seq, slotPosted))
+// pipelineDepth records the most rounds one Read had in flight (tests).
+func (c *conn) pipelineDepth(n int) {
+	if int32(n) > c.maxReadDepth.Load() {
+		c.maxReadDepth.Store(int32(n))
+	}
+}
+
+// takeFreeSlots takes as many READ slots for rs as are free now, without
+// waiting, and reports how many.
+func (c *conn) takeFreeSlots(rs []round) int {
+	for i := range rs {
+		select {
+		case rs[i].idx = <-c.freeSlots:
+		default:
+			return i
+		}
+	}
+	return len(rs)
+}
+
+// postRound posts r's chain. On error the connection has failed.
+func (c *conn) postRound(ctx context.Context, r *round) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s := &c.slots[r.idx]
+	r.seq = uint8(s.word.Load()>>8) + 1
+	s.word.Store(slotWord(r.seq, slotPosted))
 	c.memMu.RLock()
 	if c.freed {
 		c.memMu.RUnlock()
+		s.word.Store(slotWord(r.seq, slotIdle))
 		return c.closedErr()
 	}
-	err := c.qp.postReads(lkey, rds, wrID(c.id, kindRead, seq, idx))
+	err := c.qp.postReads(c.stage.lkey, r.rds[:r.n], wrID(c.id, kindRead, r.seq, r.idx))
 	c.memMu.RUnlock()
 	if err != nil {
+		s.word.Store(slotWord(r.seq, slotIdle))
 		c.fail(fmt.Errorf("%w: %w", err, transport.ErrClosed))
 		return c.closedErr()
 	}
+	return nil
+}
+
+// waitRound waits for r's completion. On error r's slot has been released
+// (or, if the device may still write into it, left for the poller to
+// release when the completion arrives).
+func (c *conn) waitRound(ctx context.Context, r *round) error {
+	s := &c.slots[r.idx]
 	c.spinWait(func() bool { return len(s.done) > 0 })
 	select {
 	case <-s.done:
 	case <-ctx.Done():
-		if s.word.CompareAndSwap(slotWord(seq, slotPosted), slotWord(seq, slotAbandoned)) {
+		if s.word.CompareAndSwap(slotWord(r.seq, slotPosted), slotWord(r.seq, slotAbandoned)) {
 			return ctx.Err()
 		}
 		<-s.done
 	case <-c.closed:
-		if s.word.CompareAndSwap(slotWord(seq, slotPosted), slotWord(seq, slotAbandoned)) {
+		if s.word.CompareAndSwap(slotWord(r.seq, slotPosted), slotWord(r.seq, slotAbandoned)) {
 			return c.closedErr()
 		}
 		<-s.done
 	}
 	if s.err != nil {
-		c.releaseSlot(idx)
+		c.releaseSlot(r.idx)
 		return s.err
 	}
 	return nil
+}
+
+// abandonRounds gives back a failed Read's slots: the posted rounds
+// starting at head are abandoned to the poller (or released if already
+// complete), and every other slot is released, except skip (a slot the
+// failure already dealt with; -1 for none).
+func (c *conn) abandonRounds(rs []round, head, posted, skip int) {
+	inFlight := make(map[int]bool, posted)
+	for i := range posted {
+		r := &rs[(head+i)%len(rs)]
+		inFlight[r.idx] = true
+		s := &c.slots[r.idx]
+		if s.word.CompareAndSwap(slotWord(r.seq, slotPosted), slotWord(r.seq, slotAbandoned)) {
+			continue // the poller frees it
+		}
+		<-s.done // completed: collect it, then free it
+		c.releaseSlot(r.idx)
+	}
+	for i := range rs {
+		if idx := rs[i].idx; idx != skip && !inFlight[idx] {
+			c.releaseSlot(idx)
+		}
+	}
 }
 
 func (c *conn) copyOut(st *staging, s *readSlot, ops []transport.ReadOp, pieces []piece) error {

@@ -169,7 +169,13 @@ func (c *conn) Recv(ctx context.Context, buf []byte) ([]byte, error) {
 		return nil, c.closedErr()
 	}
 	if d.buf < 0 {
-		buf = append(buf[:0], d.data...)
+		// A reassembled message is already a buffer of its own: when buf
+		// cannot hold it, appending would only copy it into a new one.
+		if cap(buf) < len(d.data) {
+			buf = d.data
+		} else {
+			buf = append(buf[:0], d.data...)
+		}
 		c.mu.Lock()
 		c.queued--
 		c.owedMsg++
