@@ -83,6 +83,7 @@ func (c *conn) teardown() {
 		<-c.watchDone
 	}
 	c.t.removeConn(c)
+	c.stopAssembler() // the poller hands it nothing more
 	c.memMu.Lock()
 	c.keepQueued()
 	c.freed = true

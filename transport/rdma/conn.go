@@ -113,19 +113,25 @@ type conn struct {
 	inMsg     int
 	newBuf    int
 	newCtl    int
-	asm       []byte
-	asmTotal  int
-	broken    bool // the peer broke the protocol: ignore what follows
+	asm       asmState // the fragmented message arriving, as checked so far
+	broken    bool     // the peer broke the protocol: ignore what follows
+
+	asmr assembler // copies fragmented messages out (assemble.go)
 
 	auth connAuth // authentication state (auth_conn.go)
 }
 
 // delivery is a received message waiting for Recv: either still in receive
-// buffer buf (n payload bytes), or reassembled into data (buf < 0).
+// buffer buf (n payload bytes), or reassembled into data (buf < 0). On its
+// way to the assembler it may be a fragment (frag) of a message of total
+// bytes, with the first and last flags of its header.
 type delivery struct {
-	buf  int32
-	n    int32
-	data []byte
+	buf   int32
+	n     int32
+	frag  bool
+	flags uint8
+	total uint32
+	data  []byte
 }
 
 // Work-request ids: connection id, kind, a sequence byte (read slots) and a
@@ -162,6 +168,7 @@ func newConn(t *Transport, id cmID, ch *eventChannel) *conn {
 		closed:    make(chan struct{}),
 		done:      make(chan struct{}),
 	}
+	c.asmr.init(cfg.RecvBuffers)
 	t.connStarted() // balanced at the end of teardown
 	for i := range c.slots {
 		c.slots[i].done = make(chan struct{}, 1)

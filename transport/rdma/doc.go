@@ -25,7 +25,12 @@
 //     where the kernel enables them for madvised memory). Either way Close
 //     deregisters and unmaps it (internal/mmap.AllocHuge).
 //   - Messages travel as SENDs into pre-posted, registered receive buffers of
-//     Config.BufSize; larger messages are fragmented and reassembled. Two
+//     Config.BufSize; larger messages are fragmented. The completion
+//     goroutine, shared by every connection, copies no fragment: it hands
+//     them to the connection's own assembler goroutine, which copies them
+//     out and reposts their buffers (so a 1 MiB message on one connection
+//     does not hold up another's Raft heartbeat or GET reply), with the
+//     whole messages that arrive meanwhile queued behind, in order. Two
 //     credit counts keep the receiver from being overrun without relying on
 //     RNR retries (queue pairs use rnr_retry 0, so a flow-control bug fails
 //     loudly instead of stalling): buffer credits, one per posted receive

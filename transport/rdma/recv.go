@@ -11,15 +11,15 @@ import (
 
 // received handles one arrived SEND in receive buffer i (poller). A message
 // that fits one buffer stays there until Recv copies it out; fragments of a
-// larger one are copied into a reassembly buffer at once and their receive
-// buffers reposted. A SEND that breaks the protocol closes the connection,
-// and nothing after it is delivered.
+// larger one go to the connection's assembler (assemble.go), which copies
+// them out and reposts their buffers: the poller copies nothing. A SEND
+// that breaks the protocol closes the connection, and nothing after it is
+// delivered.
 func (c *conn) received(i, byteLen int) {
 	if c.broken {
 		return
 	}
-	asm := asmState{active: c.asm != nil, have: len(c.asm), total: c.asmTotal}
-	h, payload, err := checkFragment(c.recvBuf(i), byteLen, c.rxLimits(), asm)
+	h, payload, err := checkFragment(c.recvBuf(i), byteLen, c.rxLimits(), c.asm)
 	if err != nil {
 		c.protocolError(err)
 		return
@@ -46,33 +46,28 @@ func (c *conn) received(i, byteLen int) {
 		c.repost = append(c.repost, uint16(i))
 		c.newCtl++
 	case whole:
-		c.deliver(delivery{buf: int32(i), n: int32(len(payload))})
+		c.route(delivery{buf: int32(i), n: int32(len(payload))})
 	default:
-		c.reassemble(i, h, payload)
+		c.advance(h, len(payload))
+		c.route(delivery{buf: int32(i), n: int32(len(payload)), frag: true, flags: h.flags, total: h.total})
 	}
 }
 
-// reassemble takes one fragment of a larger message (checkFragment has
-// checked it fits) and delivers the message after its last.
-func (c *conn) reassemble(i int, h header, payload []byte) {
+// advance moves the checked state of the fragmented message arriving past
+// one fragment (checkFragment has checked it fits). From its first fragment
+// until the assembler delivers it, the message counts as queued for the
+// credits Recv owes (assembling).
+func (c *conn) advance(h header, n int) {
 	if h.flags&flagFirst != 0 {
-		c.asm, c.asmTotal = make([]byte, 0, h.total), int(h.total)
+		c.asm = asmState{active: true, total: int(h.total)}
 		c.mu.Lock()
 		c.assembling = 1
 		c.mu.Unlock()
 	}
-	c.asm = append(c.asm, payload...)
-	c.repost = append(c.repost, uint16(i))
-	c.newBuf++
-	if h.flags&flagLast == 0 {
-		return
+	c.asm.have += n
+	if h.flags&flagLast != 0 {
+		c.asm = asmState{}
 	}
-	data := c.asm
-	c.asm = nil
-	c.mu.Lock()
-	c.assembling = 0
-	c.mu.Unlock()
-	c.deliver(delivery{buf: -1, data: data})
 }
 
 func (c *conn) rxLimits() rxLimits {

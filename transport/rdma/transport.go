@@ -63,6 +63,9 @@ type Transport struct {
 	auth transportAuth // Config.Auth, loaded (auth_conn.go)
 
 	pinned pinnedCounters // registered memory (staging.go)
+
+	// asmHook, in tests, runs before the assembler copies a fragment.
+	asmHook func(*conn)
 }
 
 var _ transport.Transport = (*Transport)(nil)
