@@ -9,7 +9,6 @@ import (
 	"maps"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"syscall"
@@ -82,89 +81,42 @@ func TestRDMAFreezeLinearizable(t *testing.T) {
 		}
 	}
 
-	rec := &freezeRecorder{start: time.Now()}
-	stop := make(chan struct{})
-	var gate sync.RWMutex // writers hold it shared; Lock pauses all writes
-	var wg sync.WaitGroup
-	start := func(kind string, id int, c *client.Client, readOnly bool) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rec.run(kind, id, c, keys, readOnly, &gate, opTimeout, stop)
-		}()
-	}
+	sc := newFaultScenario(t, keys, opTimeout)
+	rec := sc.rec
 	pid, thawed := 0, true // set when the leader is frozen
-	thaw := func() {
+	sc.undo = func() {
 		if !thawed {
 			thawed = true
 			syscall.Kill(pid, syscall.SIGCONT)
 		}
 	}
-	stopped := false
-	stopClients := func() {
-		if !stopped {
-			stopped = true
-			close(stop)
-			wg.Wait()
-		}
-	}
-	// A fatal error stops the clients first, so none outlives the test.
-	fatalf := func(format string, args ...any) {
-		t.Helper()
-		thaw()
-		stopClients()
-		t.Fatalf(format, args...)
-	}
-
 	for i := 0; i < mixedClients; i++ {
-		start("mixed", i, freezeClientOf(t, tr, pc.Endpoints()), false)
+		sc.start("mixed", i, freezeClientOf(t, tr, pc.Endpoints()), false)
 	}
-	var pinnedClients []*client.Client
 	for i := 0; i < pinned; i++ {
-		c := freezeClientOf(t, tr, []string{old.Addr})
-		pinnedClients = append(pinnedClients, c)
-		start("pinned", 10+i, c, true)
-	}
-	// Why the pinned clients' one-sided attempts were retried, summed.
-	pinnedRetries := func() map[string]uint64 {
-		sum := map[string]uint64{}
-		for _, c := range pinnedClients {
-			for k, v := range c.Stats().Retries {
-				sum[k] += v
-			}
-		}
-		return sum
+		sc.start("pinned", 10+i, freezeClientOf(t, tr, []string{old.Addr}), true)
 	}
 	time.Sleep(warmup)
 
 	// Quiesce the writers, then give every key an acknowledged baseline: the
 	// last value the leader applies before it freezes.
-	gate.Lock()
-	baseVal := map[string]string{}
-	for k := 0; k < keys; k++ {
-		key := fmt.Sprintf("k%d", k)
-		v, _, ok := rec.putAcked("ctl", 100, ctl, key, "base-"+key, 20*time.Second)
-		if !ok {
-			gate.Unlock()
-			fatalf("baseline write of %s was never acknowledged", key)
-		}
-		baseVal[key] = v
-	}
+	sc.gate.Lock()
+	sc.writeAll(ctl, 100, "base-")
 	time.Sleep(500 * time.Millisecond) // let the pinned clients read the baseline
 
 	pid = old.Pid()
 	if pid == 0 {
-		gate.Unlock()
-		fatalf("leader %d has no process", old.ID)
+		sc.gate.Unlock()
+		sc.fatalf("leader %d has no process", old.ID)
 	}
-	retriesBefore := pinnedRetries()
+	retriesBefore := sc.pinnedRetries()
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-		gate.Unlock()
-		fatalf("SIGSTOP leader %d (pid %d): %v", old.ID, pid, err)
+		sc.gate.Unlock()
+		sc.fatalf("SIGSTOP leader %d (pid %d): %v", old.ID, pid, err)
 	}
 	freezeAt := rec.now()
 	thawed = false
-	t.Cleanup(thaw) // runs before the clients made so far close: none waits on a frozen peer
+	t.Cleanup(sc.undo) // runs before the clients made so far close: none waits on a frozen peer
 	t.Logf("SIGSTOP leader %d (pid %d) at %s", old.ID, pid, ms(freezeAt))
 
 	// A new leader among the other two.
@@ -174,8 +126,8 @@ func TestRDMAFreezeLinearizable(t *testing.T) {
 	}
 	nl := freezeLeaderAmong(freezeClientOf(t, tr, addrs), survivors, 30*time.Second)
 	if nl == nil {
-		gate.Unlock()
-		fatalf("no new leader among nodes %d and %d within 30s of freezing %d", survivors[0].ID, survivors[1].ID, old.ID)
+		sc.gate.Unlock()
+		sc.fatalf("no new leader among nodes %d and %d within 30s of freezing %d", survivors[0].ID, survivors[1].ID, old.ID)
 	}
 	electedAt := rec.now()
 	t.Logf("new leader %d at %s (%s after the freeze)", nl.ID, ms(electedAt), ms(electedAt-freezeAt))
@@ -186,89 +138,94 @@ func TestRDMAFreezeLinearizable(t *testing.T) {
 		}
 	}
 	for i := 0; i < freshClients; i++ {
-		start("fresh", 20+i, freezeClientOf(t, tr, fresh), false)
+		sc.start("fresh", 20+i, freezeClientOf(t, tr, fresh), false)
 	}
 	ctl2 := freezeClientOf(t, tr, fresh) // learns the new leader from it
 
 	// New acknowledged values through the new leader, then writers resume.
-	newAcked, newVal := map[string]int64{}, map[string]string{}
-	var allAcked int64
-	for k := 0; k < keys; k++ {
-		key := fmt.Sprintf("k%d", k)
-		v, ret, ok := rec.putAcked("ctl", 101, ctl2, key, "new-"+key, 20*time.Second)
-		if !ok {
-			gate.Unlock()
-			fatalf("the new leader never acknowledged a write of %s", key)
-		}
-		newAcked[key], newVal[key] = ret, v
-		allAcked = max(allAcked, newAcked[key])
-	}
-	gate.Unlock()
+	_, allAcked := sc.writeAll(ctl2, 101, "new-")
+	sc.gate.Unlock()
 	t.Logf("new values of all %d keys acknowledged at %s", keys, ms(allAcked))
 
 	time.Sleep(holdFrozen)
-	retriesFrozen := pinnedRetries()
-	thaw()
+	retriesFrozen := sc.pinnedRetries()
+	sc.undo()
 	thawAt := rec.now()
 	t.Logf("SIGCONT leader %d at %s", old.ID, ms(thawAt))
 	time.Sleep(afterThaw)
-	stopClients()
+	sc.stopClients()
 	endAt := rec.now()
 
 	// The history, and what it says about reads of the frozen region.
 	ops := rec.snapshot()
-	var hist []porcupine.Operation
-	var completed, maybe, oneSided, oneSidedFrozen, pinnedBefore, pinnedTries, pinnedOneSided int
-	for _, o := range ops {
-		if o.in.Op == "get" {
-			if o.oneSided {
-				oneSided++
-				if o.call >= freezeAt && o.ret <= thawAt {
-					oneSidedFrozen++
-				}
-				if o.kind == "pinned" && o.ret < freezeAt {
-					pinnedBefore++
-				}
+	var oneSided, oneSidedFrozen, pinnedBefore, pinnedTries, pinnedOneSided int
+	hist, completed, maybe := faultHistory(ops, func(o freezeOp) {
+		if o.in.Op != "get" {
+			return
+		}
+		if o.oneSided {
+			oneSided++
+			if o.call >= freezeAt && o.ret <= thawAt {
+				oneSidedFrozen++
 			}
-			if o.kind == "pinned" && o.call >= allAcked && o.call < thawAt {
-				pinnedTries++
-				if o.oneSided && o.ret < thawAt {
-					pinnedOneSided++
-				}
-			}
-			if o.failed {
-				continue // a failed read has no effect: leave it out
+			if o.kind == "pinned" && o.ret < freezeAt {
+				pinnedBefore++
 			}
 		}
-		if o.out.Unknown {
-			maybe++
-		} else {
-			completed++
+		if o.kind == "pinned" && o.call >= allAcked && o.call < thawAt {
+			pinnedTries++
+			if o.oneSided && o.ret < thawAt {
+				pinnedOneSided++
+			}
 		}
-		hist = append(hist, o.op())
-	}
+	})
 	checkStart := time.Now()
 	res, info := porcupine.CheckOperationsVerbose(kvModel, hist, 90*time.Second)
 	checkTook := time.Since(checkStart)
-	verdict := map[porcupine.CheckResult]string{porcupine.Ok: "linearizable", porcupine.Illegal: "NOT linearizable"}[res]
-	if verdict == "" {
-		verdict = "inconclusive (" + string(res) + ")"
-	}
 	stale := freezeStale(ops)
 	// The lines the VM log is grepped for.
 	fmt.Printf("RDMAVM-FREEZE: porcupine: %s, %d ops (%d completed, %d maybe-applied), %d one-sided reads, "+
 		"%d during the freeze; frozen leader's region after the new values were acknowledged: %d GETs tried, "+
 		"%d answered one-sided before the thaw; %d definitely stale reads\n",
-		verdict, len(hist), completed, maybe, oneSided, oneSidedFrozen, pinnedTries, pinnedOneSided, len(stale))
-	rejected := map[string]uint64{}
-	for k, v := range retriesFrozen {
-		if d := v - retriesBefore[k]; d > 0 {
-			rejected[k] = d
-		}
-	}
-	fmt.Printf("RDMAVM-FREEZE: the pinned clients' one-sided attempts retried during the freeze, by reason: %v\n", rejected)
+		faultVerdict(res), len(hist), completed, maybe, oneSided, oneSidedFrozen, pinnedTries, pinnedOneSided, len(stale))
+	fmt.Printf("RDMAVM-FREEZE: the pinned clients' one-sided attempts retried during the freeze, by reason: %v\n",
+		retriedSince(retriesBefore, retriesFrozen))
 	fmt.Printf("RDMAVM-FREEZE: timeline: freeze %s, new leader %d elected %s, new values acknowledged %s, thaw %s, end %s; porcupine took %.1fs\n",
 		ms(freezeAt), nl.ID, ms(electedAt), ms(allAcked), ms(thawAt), ms(endAt), checkTook.Seconds())
+	printFreezeStale(ops, stale, freezeAt, thawAt)
+
+	// Checks that the test tested something.
+	if completed < 100 {
+		t.Errorf("only %d operations completed: the history checks too little", completed)
+	}
+	if pinnedBefore == 0 {
+		t.Errorf("the pinned clients made no one-sided read before the freeze: they never READ the leader's region")
+	}
+	if oneSidedFrozen == 0 {
+		t.Errorf("no one-sided GET completed during the freeze")
+	}
+	if pinnedTries == 0 {
+		t.Errorf("the pinned clients tried no GET of the frozen region after the new values were acknowledged")
+	}
+	judgeFault(t, "RDMAVM-FREEZE", "kvd-rdma-freeze", res, info, ops, stale, func() {
+		if len(stale) == 0 {
+			return
+		}
+		// Are the stale reads the whole violation?
+		var rest []porcupine.Operation
+		for i, o := range ops {
+			if _, bad := stale[i]; !bad && !(o.in.Op == "get" && o.failed) {
+				rest = append(rest, o.op())
+			}
+		}
+		r2 := porcupine.CheckOperationsTimeout(kvModel, rest, 60*time.Second)
+		fmt.Printf("RDMAVM-FREEZE: the same history without its %d definitely stale reads: %s\n", len(stale), r2)
+	})
+}
+
+// printFreezeStale prints the stale reads by phase of the freeze, with up
+// to three samples each.
+func printFreezeStale(ops []freezeOp, stale map[int]freezeReplaced, freezeAt, thawAt int64) {
 	phase := func(o freezeOp) string {
 		switch {
 		case o.call < freezeAt:
@@ -308,47 +265,6 @@ func TestRDMAFreezeLinearizable(t *testing.T) {
 	}
 	for _, ph := range phases {
 		fmt.Printf("RDMAVM-FREEZE: stale reads %s: %v\n", ph, byPhase[ph])
-	}
-
-	// Checks that the test tested something.
-	if completed < 100 {
-		t.Errorf("only %d operations completed: the history checks too little", completed)
-	}
-	if pinnedBefore == 0 {
-		t.Errorf("the pinned clients made no one-sided read before the freeze: they never READ the leader's region")
-	}
-	if oneSidedFrozen == 0 {
-		t.Errorf("no one-sided GET completed during the freeze")
-	}
-	if pinnedTries == 0 {
-		t.Errorf("the pinned clients tried no GET of the frozen region after the new values were acknowledged")
-	}
-
-	switch res {
-	case porcupine.Ok:
-		if len(stale) > 0 {
-			t.Fatalf("porcupine accepted a history with %d definitely stale reads: the recording or the model is wrong", len(stale))
-		}
-	case porcupine.Illegal:
-		path := filepath.Join(os.TempDir(), "kvd-rdma-freeze.html")
-		if err := porcupine.VisualizePath(kvModel, info, path); err == nil {
-			fmt.Printf("RDMAVM-FREEZE: visualization: %s (inside the VM)\n", path)
-		}
-		if len(stale) > 0 {
-			// Are the stale reads the whole violation?
-			var rest []porcupine.Operation
-			for i, o := range ops {
-				if _, bad := stale[i]; !bad && !(o.in.Op == "get" && o.failed) {
-					rest = append(rest, o.op())
-				}
-			}
-			r2 := porcupine.CheckOperationsTimeout(kvModel, rest, 60*time.Second)
-			fmt.Printf("RDMAVM-FREEZE: the same history without its %d definitely stale reads: %s\n", len(stale), r2)
-		}
-		t.Fatalf("history is not linearizable: %d GETs returned a value that an acknowledged write had already replaced (%d of them from the pinned clients, which can only READ the old leader's region)",
-			len(stale), countKind(ops, stale, "pinned"))
-	default:
-		t.Fatalf("linearizability check inconclusive: %s", res)
 	}
 }
 

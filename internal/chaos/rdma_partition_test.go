@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -78,19 +77,10 @@ func TestRDMAPartitionLinearizable(t *testing.T) {
 		}
 	}
 
-	rec := &freezeRecorder{start: time.Now()}
-	stop := make(chan struct{})
-	var gate sync.RWMutex
-	var wg sync.WaitGroup
-	start := func(kind string, id int, c *client.Client, readOnly bool) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rec.run(kind, id, c, keys, readOnly, &gate, opTimeout, stop)
-		}()
-	}
+	sc := newFaultScenario(t, keys, opTimeout)
+	rec := sc.rec
 	healed := true
-	heal := func() {
+	sc.undo = func() {
 		if !healed {
 			healed = true
 			for _, s := range survivors {
@@ -99,52 +89,19 @@ func TestRDMAPartitionLinearizable(t *testing.T) {
 			}
 		}
 	}
-	stopped := false
-	stopClients := func() {
-		if !stopped {
-			stopped = true
-			close(stop)
-			wg.Wait()
-		}
-	}
-	fatalf := func(format string, args ...any) {
-		t.Helper()
-		heal()
-		stopClients()
-		t.Fatalf(format, args...)
-	}
-
 	for i := 0; i < mixedClients; i++ {
-		start("mixed", i, partClient(t, tr, eps), false)
+		sc.start("mixed", i, partClient(t, tr, eps), false)
 	}
-	var pinnedClients []*client.Client
 	for i := 0; i < pinned; i++ {
-		c := partClient(t, tr, []string{old.addr})
-		pinnedClients = append(pinnedClients, c)
-		start("pinned", 10+i, c, true)
-	}
-	pinnedRetries := func() map[string]uint64 {
-		sum := map[string]uint64{}
-		for _, c := range pinnedClients {
-			for k, v := range c.Stats().Retries {
-				sum[k] += v
-			}
-		}
-		return sum
+		sc.start("pinned", 10+i, partClient(t, tr, []string{old.addr}), true)
 	}
 	time.Sleep(warmup)
 
-	gate.Lock()
-	for k := 0; k < keys; k++ {
-		key := fmt.Sprintf("k%d", k)
-		if _, _, ok := rec.putAcked("ctl", 100, ctl, key, "base-"+key, 20*time.Second); !ok {
-			gate.Unlock()
-			fatalf("baseline write of %s was never acknowledged", key)
-		}
-	}
+	sc.gate.Lock()
+	sc.writeAll(ctl, 100, "base-")
 	time.Sleep(500 * time.Millisecond)
 
-	retriesBefore := pinnedRetries()
+	retriesBefore := sc.pinnedRetries()
 	healed = false
 	for _, s := range survivors {
 		old.tr.cut(s.addr, true)
@@ -155,8 +112,8 @@ func TestRDMAPartitionLinearizable(t *testing.T) {
 
 	nl := rdmaNodeLeader(survivors, 30*time.Second)
 	if nl == nil {
-		gate.Unlock()
-		fatalf("no new leader among the other two within 30s of isolating %d", old.id)
+		sc.gate.Unlock()
+		sc.fatalf("no new leader among the other two within 30s of isolating %d", old.id)
 	}
 	electedAt := rec.now()
 	t.Logf("new leader %d at %s", nl.id, ms(electedAt))
@@ -167,20 +124,11 @@ func TestRDMAPartitionLinearizable(t *testing.T) {
 		}
 	}
 	for i := 0; i < freshClients; i++ {
-		start("fresh", 20+i, partClient(t, tr, fresh), false)
+		sc.start("fresh", 20+i, partClient(t, tr, fresh), false)
 	}
 	ctl2 := partClient(t, tr, fresh)
-	var allAcked int64
-	for k := 0; k < keys; k++ {
-		key := fmt.Sprintf("k%d", k)
-		_, ret, ok := rec.putAcked("ctl", 101, ctl2, key, "new-"+key, 20*time.Second)
-		if !ok {
-			gate.Unlock()
-			fatalf("the new leader never acknowledged a write of %s", key)
-		}
-		allAcked = max(allAcked, ret)
-	}
-	gate.Unlock()
+	_, allAcked := sc.writeAll(ctl2, 101, "new-")
+	sc.gate.Unlock()
 	t.Logf("new values of all %d keys acknowledged at %s", keys, ms(allAcked))
 
 	// The isolated node must have given up its lease by now (a new leader
@@ -194,12 +142,12 @@ func TestRDMAPartitionLinearizable(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	healAt := rec.now()
-	retriesCut := pinnedRetries()
+	retriesCut := sc.pinnedRetries()
 	dropped := old.tr.dropped.Load()
-	heal()
+	sc.undo()
 	t.Logf("healed at %s; the isolated node's transport dropped %d messages to its peers", ms(healAt), dropped)
 	time.Sleep(afterHeal)
-	stopClients()
+	sc.stopClients()
 	endAt := rec.now()
 
 	// The old leader catches up: its applied index reaches the leader's,
@@ -235,46 +183,26 @@ func TestRDMAPartitionLinearizable(t *testing.T) {
 	}
 
 	ops := rec.snapshot()
-	var hist []porcupine.Operation
-	var completed, maybe, pinnedTries, pinnedOK, freshWrites int
-	for _, o := range ops {
-		if o.in.Op == "get" {
-			if o.kind == "pinned" && o.call >= allAcked && o.call < healAt {
-				pinnedTries++
-				if !o.failed && o.ret < healAt {
-					pinnedOK++
-				}
+	var pinnedTries, pinnedOK, freshWrites int
+	hist, completed, maybe := faultHistory(ops, func(o freezeOp) {
+		switch {
+		case o.in.Op == "get" && o.kind == "pinned" && o.call >= allAcked && o.call < healAt:
+			pinnedTries++
+			if !o.failed && o.ret < healAt {
+				pinnedOK++
 			}
-			if o.failed {
-				continue
-			}
-		} else if o.kind == "fresh" && !o.out.Unknown && o.ret < healAt {
+		case o.in.Op != "get" && o.kind == "fresh" && !o.out.Unknown && o.ret < healAt:
 			freshWrites++
 		}
-		if o.out.Unknown {
-			maybe++
-		} else {
-			completed++
-		}
-		hist = append(hist, o.op())
-	}
+	})
 	checkStart := time.Now()
 	res, info := porcupine.CheckOperationsVerbose(kvModel, hist, 90*time.Second)
 	checkTook := time.Since(checkStart)
 	stale := freezeStale(ops)
-	verdict := map[porcupine.CheckResult]string{porcupine.Ok: "linearizable", porcupine.Illegal: "NOT linearizable"}[res]
-	if verdict == "" {
-		verdict = "inconclusive (" + string(res) + ")"
-	}
 	fmt.Printf("RDMAVM-PARTITION: porcupine: %s, %d ops (%d completed, %d maybe-applied); isolated leader's clients after the new values: "+
 		"%d GETs started, %d answered before the heal; %d writes acknowledged by the majority during the partition; %d definitely stale reads\n",
-		verdict, len(hist), completed, maybe, pinnedTries, pinnedOK, freshWrites, len(stale))
-	rejected := map[string]uint64{}
-	for k, v := range retriesCut {
-		if d := v - retriesBefore[k]; d > 0 {
-			rejected[k] = d
-		}
-	}
+		faultVerdict(res), len(hist), completed, maybe, pinnedTries, pinnedOK, freshWrites, len(stale))
+	rejected := retriedSince(retriesBefore, retriesCut)
 	fmt.Printf("RDMAVM-PARTITION: the isolated leader's clients' one-sided attempts retried during the partition, by reason: %v\n", rejected)
 	fmt.Printf("RDMAVM-PARTITION: timeline: cut %s, new leader %d elected %s, new values acknowledged %s, heal %s, end %s; "+
 		"node %d caught up to applied %d; porcupine took %.1fs\n",
@@ -303,21 +231,7 @@ func TestRDMAPartitionLinearizable(t *testing.T) {
 	if dropped == 0 {
 		t.Errorf("the isolated node's transport dropped nothing: the partition cut nothing")
 	}
-	switch res {
-	case porcupine.Ok:
-		if len(stale) > 0 {
-			t.Fatalf("porcupine accepted a history with %d definitely stale reads", len(stale))
-		}
-	case porcupine.Illegal:
-		path := filepath.Join(os.TempDir(), "kvd-rdma-partition.html")
-		if err := porcupine.VisualizePath(kvModel, info, path); err == nil {
-			fmt.Printf("RDMAVM-PARTITION: visualization: %s (inside the VM)\n", path)
-		}
-		t.Fatalf("history is not linearizable: %d definitely stale reads (%d from the clients pinned to the isolated leader)",
-			len(stale), countKind(ops, stale, "pinned"))
-	default:
-		t.Fatalf("linearizability check inconclusive: %s", res)
-	}
+	judgeFault(t, "RDMAVM-PARTITION", "kvd-rdma-partition", res, info, ops, stale, func() {})
 }
 
 // partClient is a linearizable client of tr whose attempt timeout allows
