@@ -366,31 +366,10 @@ func checkKey(key []byte) error {
 // applied by the leader. A Put that fails with ErrUnavailable may or may not
 // have been applied: the client retries a write by itself only while it can
 // prove no attempt took effect, because a blind retry could apply it again
-// after a later write by somebody else.
+// after a later write by somebody else. PutVersion is Put with options
+// (IfVersion) that also returns the write's version.
 func (c *Client) Put(ctx context.Context, key, value []byte) error {
-	if err := checkKey(key); err != nil {
-		return err
-	}
-	if len(value) > MaxValue {
-		return fmt.Errorf("%w: %d bytes (max %d)", ErrValueTooLarge, len(value), MaxValue)
-	}
-	ctx, cancel := c.withTimeout(ctx)
-	defer cancel()
-	_, err := c.leaderCall(ctx, &wire.Request{Op: wire.OpPut, Key: key, Value: value}, false)
-	return err
-}
-
-// Delete removes key. It returns ErrNotFound if the key did not exist. Like
-// Put, a Delete that fails with ErrUnavailable may or may not have been
-// applied; the client retries it only while no attempt can have taken
-// effect.
-func (c *Client) Delete(ctx context.Context, key []byte) error {
-	if err := checkKey(key); err != nil {
-		return err
-	}
-	ctx, cancel := c.withTimeout(ctx)
-	defer cancel()
-	_, err := c.leaderCall(ctx, &wire.Request{Op: wire.OpDelete, Key: key}, false)
+	_, err := c.PutVersion(ctx, key, value)
 	return err
 }
 

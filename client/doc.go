@@ -14,6 +14,13 @@
 // Writes are retried by the client only while no attempt can have taken
 // effect; a write that may have been applied fails with ErrUnavailable.
 //
+// PutVersion and Delete take IfVersion, a compare-and-swap on the key's
+// version, which fails with a *ConflictError (ErrConflict) naming the
+// version the key had; Txn runs etcd-style transactions (compares, then
+// one list of PUT/DELETE/GET operations or the other) as one Raft entry.
+// Both are decided when the entry is applied, never when it is sent, and
+// no GET, one-sided or not, sees part of a transaction.
+//
 // Errors wrap the package's sentinels (ErrNotFound, ErrValueTooLarge,
 // ErrNoSpace, ErrUnavailable, ...); test them with errors.Is.
 package client

@@ -50,7 +50,35 @@ var (
 	// on without it. A write that failed this way may or may not have been
 	// applied (its entry may have reached other nodes).
 	ErrStorage = errors.New("kvd: storage")
+	// ErrConflict: a conditional write (IfVersion) found the key at
+	// another version when it was applied, so it applied nothing. Errors
+	// carrying it are *ConflictError values naming the key's version.
+	ErrConflict = errors.New("kvd: conflict")
 )
+
+// ConflictError is the error of a conditional write whose condition did
+// not hold when its entry was applied: Key was at Version (0: it did not
+// exist), not at Expected. Nothing was applied. It is definite: the client
+// never retries a write that may have been applied, so the conflict cannot
+// be with the write's own earlier attempt.
+type ConflictError struct {
+	Key      []byte
+	Version  uint64 // the key's version when the write was applied; 0: absent
+	Expected uint64 // the version the write required; 0: absent
+}
+
+func (e *ConflictError) Error() string {
+	switch {
+	case e.Version == 0:
+		return fmt.Sprintf("kvd: conflict: key %q does not exist (expected version %d)", e.Key, e.Expected)
+	case e.Expected == 0:
+		return fmt.Sprintf("kvd: conflict: key %q exists at version %d (expected it absent, version 0)", e.Key, e.Version)
+	}
+	return fmt.Sprintf("kvd: conflict: key %q is at version %d, not %d", e.Key, e.Version, e.Expected)
+}
+
+// Is makes errors.Is(err, ErrConflict) hold.
+func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
 
 // NotLeaderError says which node leads, when the asked node knows.
 type NotLeaderError struct {

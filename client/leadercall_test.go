@@ -27,9 +27,10 @@ func answer(st wire.Status, value string) reaction {
 }
 
 // fakeNode speaks kvd's protocol over the TCP transport, with a table region
-// for the client's geometry read. It answers GET, PUT and DELETE as its
-// react function says (counting those for key "k": the probes a client
-// sends a suspect node read another key), hellos always (unless mute), and
+// for the client's geometry read. It answers GET, PUT, DELETE and TXN as
+// its react function says (counting those for key "k", and transactions:
+// the probes a client sends a suspect node read another key), hellos
+// always (unless mute), and
 // everything else with "bad request".
 type fakeNode struct {
 	addr  string
@@ -93,8 +94,8 @@ func (f *fakeNode) serve(ctx context.Context, conn transport.Conn, d transport.D
 		case req.Op == wire.OpHello:
 			h := wire.Hello{NodeID: 1, RegionAddr: d.Addr, RegionLen: d.Len, RegionKey: d.Key}
 			r.resp.Value = wire.AppendHello(nil, &h)
-		case req.Op == wire.OpGet || req.Op == wire.OpPut || req.Op == wire.OpDelete:
-			if string(req.Key) == "k" {
+		case req.Op == wire.OpGet || req.Op == wire.OpPut || req.Op == wire.OpDelete || req.Op == wire.OpTxn:
+			if string(req.Key) == "k" || req.Op == wire.OpTxn {
 				f.seen.Add(1)
 			}
 			r = (*f.react.Load())(&req)

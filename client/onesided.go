@@ -276,7 +276,9 @@ func (n *node) readCandidates(ctx context.Context, dst, key []byte, cands []tabl
 			return res, nil
 		case errors.Is(err, table.ErrKeyMismatch):
 			continue // another key with the same fingerprint
-		case errors.Is(err, table.ErrDead):
+		case errors.Is(err, table.ErrDead), errors.Is(err, table.ErrHidden):
+			// Superseded, or one of a transaction's writes still being
+			// applied (docs/layout.md, "Atomic groups"): read again.
 			return res, errStale
 		default:
 			return res, fmt.Errorf("%w: %w", errTorn, err)

@@ -46,6 +46,10 @@ type applierLog struct {
 	restores int
 	lastVer  uint64
 	ordered  bool
+	// Atomic batches (txn_test.go): Apply calls marked Atomic, and
+	// whether each was announced by AtomicBatchAhead first.
+	atomicCalls, unannounced int
+	announced                bool
 }
 
 type versioned struct {
@@ -58,8 +62,11 @@ func newApplierLog() *applierLog { return &applierLog{state: map[string]versione
 func (a *applierLog) Apply(ws []Write) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	for _, w := range ws {
-		if w.Version <= a.lastVer {
+	a.noteAtomic(ws)
+	for i, w := range ws {
+		// One transaction's writes share its version; otherwise versions
+		// grow.
+		if w.Version < a.lastVer || w.Version == a.lastVer && (i == 0 || !w.Atomic) {
 			a.ordered = false
 		}
 		a.lastVer = w.Version

@@ -3,6 +3,8 @@ package raft
 import (
 	"encoding/binary"
 	"fmt"
+
+	"github.com/kvd-project/kvd/internal/txn"
 )
 
 // A command is the Data of a normal raft entry:
@@ -10,7 +12,11 @@ import (
 //	op (1 byte) | uvarint proposer | uvarint request id | uvarint len(key) | key | value
 //
 // The proposer and request id let the proposing node find the caller
-// waiting for the entry; every node applies the op the same way. Request ids
+// waiting for the entry; every node applies the op the same way. A txn
+// command (opTxn, also compare-and-swap) has no key, and its value is the
+// transaction in internal/txn's encoding, evaluated at apply (txn.go).
+// Ops are appended, never renumbered, so every entry ever written still
+// decodes to what it meant. Request ids
 // start from a random value at each Open, so an entry proposed by an earlier
 // incarnation of the node cannot complete a new caller's request.
 type command struct {
@@ -24,6 +30,7 @@ type command struct {
 const (
 	opPut    byte = 1
 	opDelete byte = 2
+	opTxn    byte = 3
 )
 
 var errBadCommand = fmt.Errorf("raft: malformed command")
@@ -41,8 +48,10 @@ func commandSize(c command) int {
 	return 1 + 3*binary.MaxVarintLen64 + len(c.key) + len(c.value)
 }
 
-// maxCommandSize bounds commandSize for every valid command.
-const maxCommandSize = 1 + 3*binary.MaxVarintLen64 + MaxKeyLen + MaxValueLen
+// maxCommandSize bounds commandSize for every valid command: a PUT's key
+// and value, or a transaction (txn.MaxBytes, which holds a conditional PUT
+// of the largest value under the longest key).
+const maxCommandSize = 1 + 3*binary.MaxVarintLen64 + max(MaxKeyLen+MaxValueLen, txn.MaxBytes)
 
 // decodeCommand parses data; key and value alias it.
 func decodeCommand(data []byte) (command, error) {
@@ -51,7 +60,7 @@ func decodeCommand(data []byte) (command, error) {
 		return c, errBadCommand
 	}
 	c.op, data = data[0], data[1:]
-	if c.op != opPut && c.op != opDelete {
+	if c.op != opPut && c.op != opDelete && c.op != opTxn {
 		return c, fmt.Errorf("%w: op %d", errBadCommand, c.op)
 	}
 	var ok bool

@@ -39,6 +39,12 @@ type Write struct {
 	Version    uint64 // the entry's raft index
 	Key, Value []byte
 	Deleted    bool
+	// Atomic is set on every Write of an Apply call whose batch holds an
+	// entry that wrote more than one key (a transaction): a cache read
+	// without locks must then make the whole call visible at once, or a
+	// reader could see some of the transaction's writes and not the others
+	// (server/atomic.go does it for the table region).
+	Atomic bool
 }
 
 // Applier receives the state machine's effects, for a cache such as the
@@ -61,6 +67,18 @@ type Applier interface {
 	// Restore reports that a snapshot from the leader replaced the whole
 	// applied state: the cache must be rebuilt from ForEach.
 	Restore()
+}
+
+// AtomicApplier is an Applier that is told, before a batch whose Apply
+// call will be Atomic is committed to Pebble, that Pebble is about to run
+// ahead of it by such a batch. Until that Apply call, a reader that
+// consults Pebble for a key the cache lacks could see some of a
+// transaction's writes there while the cache still shows the others as
+// they were; the cache can hold such reads back until the Apply. If the
+// commit fails, the node stops and no Apply follows.
+type AtomicApplier interface {
+	Applier
+	AtomicBatchAhead()
 }
 
 // Config configures a Node. The zero value of every field but ID, DataDir,

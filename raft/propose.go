@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	pb "go.etcd.io/raft/v3/raftpb"
+
+	"github.com/kvd-project/kvd/internal/txn"
 )
 
 // proposal is one request for the log, handed to the raft loop.
@@ -19,6 +21,7 @@ type proposal struct {
 type result struct {
 	version uint64
 	existed bool
+	tx      txn.Response // a transaction's outcome
 	err     error
 }
 

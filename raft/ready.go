@@ -23,6 +23,7 @@ type applyScratch struct {
 	removed  []uint64
 	members  bool
 	installd bool
+	atomic   bool // an entry wrote several keys: the Apply call is atomic
 }
 
 type completion struct {
@@ -71,6 +72,11 @@ func (l *loop) handleReady() error {
 	}
 	if err := l.applyEntries(u, rd.CommittedEntries); err != nil {
 		return err
+	}
+	if sc.atomic {
+		if a, ok := l.cfg.Applier.(AtomicApplier); ok {
+			a.AtomicBatchAhead()
+		}
 	}
 	sync := rd.MustSync || sc.installd
 	start := time.Now()
@@ -228,6 +234,9 @@ func (l *loop) applyCommand(u *store.Update, e *pb.Entry) error {
 		l.n.log.Error("skipping malformed command", "index", e.GetIndex(), "err", err)
 		return nil
 	}
+	if c.op == opTxn {
+		return l.applyTxn(u, e.GetIndex(), c)
+	}
 	r := result{version: e.GetIndex()}
 	if c.op == opPut {
 		err = u.Put(c.key, c.value, r.version)
@@ -290,7 +299,7 @@ func (l *loop) deliverApplies() {
 	sc := &l.scratch
 	defer func() {
 		clear(sc.applies)
-		sc.applies = sc.applies[:0]
+		sc.applies, sc.atomic = sc.applies[:0], false
 	}()
 	a := l.cfg.Applier
 	if a == nil || len(sc.applies) == 0 {
@@ -314,6 +323,7 @@ func (l *loop) deliverApplies() {
 	sc.deliver = sc.deliver[:0]
 	for i, op := range ops {
 		if !sc.skip[i] {
+			op.Atomic = sc.atomic
 			sc.deliver = append(sc.deliver, op)
 		}
 	}

@@ -21,9 +21,14 @@ func (a *applier) Apply(ws []raft.Write) {
 	s := (*Server)(a)
 	s.tmu.Lock()
 	defer s.tmu.Unlock()
-	for _, w := range ws {
-		s.applyLocked(w.Version, w.Key, w.Value, w.Deleted)
+	if len(ws) > 0 && ws[0].Atomic {
+		s.applyAtomicLocked(ws) // a transaction: one-sided readers see all of it or none (atomic.go)
+	} else {
+		for _, w := range ws {
+			s.applyLocked(w.Version, w.Key, w.Value, w.Deleted)
+		}
 	}
+	s.caughtUpLocked()
 	s.maybeCompleteLocked()
 }
 
@@ -181,7 +186,8 @@ func (s *Server) repairLoop() {
 	}
 }
 
-// repairLocked reads each missing key from Pebble. Pebble is at most one
+// repairLocked reads each missing key from Pebble, except while Pebble is
+// ahead by a transaction's batch (atomic.go). Pebble is at most one
 // batch ahead of the region (raft.Applier), and a key the region lacks is
 // answered from Pebble by every read (handler.go), so putting Pebble's
 // value in the region never shows readers an older one; the pending batch
@@ -190,6 +196,9 @@ func (s *Server) repairLoop() {
 // later.
 func (s *Server) repairLocked() {
 	s.compactLocked()
+	if s.ahead != nil {
+		return // Pebble holds a transaction the region has not applied: it could show part of it
+	}
 	for k := range s.missing {
 		value, version, ok, err := s.node.Get([]byte(k))
 		switch {

@@ -1,8 +1,14 @@
 // Package server is a kvd node: it owns the node's table region (registered
 // for remote READ through a transport), keeps it equal to the node's applied
 // Raft state, and answers client RPCs: PUT and DELETE (proposed through
-// Raft, acknowledged once committed and applied), two-sided GETs (the RPC
-// fallback, and the ReadIndex level), status and membership.
+// Raft, acknowledged once committed and applied), transactions and
+// compare-and-swap (txn.go: checked and admitted here, evaluated by every
+// node when the entry is applied), two-sided GETs (the RPC fallback, and
+// the ReadIndex level), status and membership.
+//
+// A batch holding a transaction that wrote several keys is mirrored into
+// the region as one atomic group, so that no one-sided reader sees part of
+// it (atomic.go, docs/consistency.md "Transactions").
 //
 // One-sided GETs never reach this package: clients READ the region, and the
 // transport serves those READs without calling server code.

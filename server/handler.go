@@ -11,6 +11,7 @@ import (
 
 	"github.com/kvd-project/kvd/internal/monoclock"
 	"github.com/kvd-project/kvd/internal/table"
+	"github.com/kvd-project/kvd/internal/txn"
 	"github.com/kvd-project/kvd/internal/wire"
 	"github.com/kvd-project/kvd/raft"
 	"github.com/kvd-project/kvd/transport"
@@ -71,8 +72,11 @@ func (s *Server) serveConn(conn transport.Conn) {
 			return
 		}
 		reserve := len(req.Key) + len(req.Value) + wire.ResponseHeaderLen + smallReply
-		if req.Op == wire.OpGet {
+		switch req.Op {
+		case wire.OpGet:
 			reserve += table.MaxValue
+		case wire.OpTxn:
+			reserve += txn.MaxResponseBytes
 		}
 		reserve = min(reserve, maxConnBytes)
 		if budget.acquire(s.ctx, reserve) != nil {
@@ -157,6 +161,8 @@ func (s *Server) handle(ctx context.Context, req *wire.Request) wire.Response {
 		return jsonResponse(s.members())
 	case wire.OpClock:
 		return wire.Response{Version: uint64(monoclock.Now())}
+	case wire.OpTxn:
+		return s.txn(ctx, req)
 	}
 	if r, bad := checkKey(req); bad {
 		return r
@@ -206,11 +212,7 @@ func (s *Server) put(ctx context.Context, key, value []byte) wire.Response {
 	// leader has room for, so a follower lets the node answer "not leader".
 	if s.node.Status().IsLeader {
 		s.tmu.Lock()
-		err := s.tbl.Reserve(key, len(value))
-		if errors.Is(err, table.ErrNoSpace) {
-			s.metrics.refused()
-			s.compactLocked() // if free space is cut up, it is whole again a grace period from now
-		}
+		err := s.reserveLocked(key, len(value))
 		s.tmu.Unlock()
 		if err != nil {
 			return s.errResponse(err)
@@ -238,7 +240,7 @@ func (s *Server) get(ctx context.Context, key []byte, flags uint16) wire.Respons
 	default:
 		return badRequest("unknown consistency level " + strconv.Itoa(int(flags)))
 	}
-	value, version, ok, err := s.read(key)
+	value, version, ok, err := s.read(ctx, key)
 	switch {
 	case err != nil:
 		return s.errResponse(err)
@@ -258,21 +260,37 @@ func (s *Server) get(ctx context.Context, key []byte, flags uint16) wire.Respons
 // never goes backwards, until the key is back in the region with the same
 // or a newer value (repairLocked). ReadIndex has returned only after the
 // read index was applied, and Apply runs before that, so the region holds
-// everything the read must see.
-func (s *Server) read(key []byte) (value []byte, version uint64, ok bool, err error) {
-	s.tmu.Lock()
-	defer s.tmu.Unlock()
-	value, version, ok, err = s.tbl.Get(key)
-	switch {
-	case err != nil:
-		// Damaged in memory: one-sided readers reject it too and come
-		// here, so Pebble answers every read of this key, as for a key
-		// the region lacks.
-		s.log.Error("table record failed verification; answering from the durable state", "err", err)
-	case ok || !s.tbl.Header().Incomplete:
-		return value, version, ok, nil
+// everything the read must see. While Pebble is ahead by a batch holding a
+// transaction (AtomicBatchAhead), such a read waits for that batch's
+// Apply: from Pebble it could see the transaction's write of this key
+// while one-sided readers still see its other keys as they were.
+func (s *Server) read(ctx context.Context, key []byte) (value []byte, version uint64, ok bool, err error) {
+	for {
+		s.tmu.Lock()
+		value, version, ok, err = s.tbl.Get(key)
+		switch {
+		case err != nil:
+			// Damaged in memory: one-sided readers reject it too and come
+			// here, so Pebble answers every read of this key, as for a key
+			// the region lacks.
+			s.log.Error("table record failed verification; answering from the durable state", "err", err)
+		case ok || !s.tbl.Header().Incomplete:
+			s.tmu.Unlock()
+			return value, version, ok, nil
+		}
+		ahead := s.ahead
+		if ahead == nil {
+			value, version, ok, err = s.node.Get(key)
+			s.tmu.Unlock()
+			return value, version, ok, err
+		}
+		s.tmu.Unlock()
+		select {
+		case <-ahead:
+		case <-ctx.Done():
+			return nil, 0, false, ctx.Err()
+		}
 	}
-	return s.node.Get(key)
 }
 
 func (s *Server) hello() wire.Response {

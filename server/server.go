@@ -29,9 +29,15 @@ type Server struct {
 	tbl           *table.Table
 	missing       map[string]struct{} // applied keys the region could not hold
 	rebuildFailed bool                // the region is partial until a rebuild succeeds
+	// ahead is open while Pebble holds a transaction's batch that the
+	// region has not applied yet (AtomicBatchAhead, atomic.go).
+	ahead chan struct{}
 	// testForEach, if set (tests only), replaces the node's ForEach in
 	// rebuilds, to inject failures.
 	testForEach func(fn func(key, value []byte, version uint64) error) error
+	// testAtomic, if set (tests only), runs after each step of an atomic
+	// apply (atomic.go), under the table lock.
+	testAtomic func(step string)
 
 	// leaseMu guards the lease word and nothing slow: the lease is
 	// published without waiting for tmu. rebuilding is written holding

@@ -45,6 +45,7 @@ var commands = map[string]command{
 	"mget":   {"mget KEY...", []int{-1}, runMget},
 	"del":    {"del KEY", []int{1}, runDel},
 	"delete": {"del KEY", []int{1}, runDel},
+	"txn":    {"txn (reads the transaction from standard input)", []int{0}, runTxn},
 	"status": {"status", []int{0}, runStatus},
 	"member": {memberUsage, []int{1, 2, 3}, runMember},
 }
@@ -60,11 +61,12 @@ func runPut(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := e.c.Put(ctx, []byte(args[0]), value); err != nil {
+	version, err := e.c.PutVersion(ctx, []byte(args[0]), value, e.o.writeOptions()...)
+	if err != nil {
 		return err
 	}
 	if e.o.write == "json" {
-		return e.json(map[string]any{"ok": true, "key": args[0]})
+		return e.json(map[string]any{"ok": true, "key": args[0], "version": version})
 	}
 	fmt.Fprintln(e.out, "OK")
 	return nil
@@ -198,7 +200,7 @@ func (e *env) printMany(kvs []kv) error {
 }
 
 func runDel(ctx context.Context, e *env, args []string) error {
-	if err := e.c.Delete(ctx, []byte(args[0])); err != nil {
+	if err := e.c.Delete(ctx, []byte(args[0]), e.o.writeOptions()...); err != nil {
 		return err
 	}
 	if e.o.write == "json" {

@@ -3,6 +3,9 @@
 //	kvctl [flags] put KEY [VALUE]   (no VALUE: --value-file, else standard input)
 //	kvctl [flags] get KEY
 //	kvctl [flags] del KEY
+//	kvctl [flags] put --if-version N KEY [VALUE]   (compare-and-swap; N 0: KEY must not exist)
+//	kvctl [flags] del --if-version N KEY
+//	kvctl [flags] txn                              (the transaction on standard input; see txn.go)
 //	kvctl [flags] status
 //	kvctl [flags] member list | add ID ADDR | promote ID | remove ID
 //
@@ -10,6 +13,8 @@
 // environment variable: KVCTL_ plus its name in upper case with dashes as
 // underscores (--endpoints → KVCTL_ENDPOINTS).
 //
-// Exit status: 0 on success, 1 when the operation failed (a missing key
-// included), 2 on a usage error.
+// Exit status: 0 on success, 1 when the operation failed (a missing key,
+// and a conditional put or del whose version did not match, included), 2 on
+// a usage error. A txn exits 0 whichever branch ran (its first line says
+// SUCCESS or FAILURE), as etcdctl's does.
 package main

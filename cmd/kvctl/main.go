@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -22,6 +23,12 @@ commands:
   mget KEY...             print each KEY and its value, reading them in batches
                           (exit 1 if any does not exist; they are named on stderr)
   del KEY                 delete KEY (exit 1 if it did not exist)
+  put --if-version N KEY [VALUE], del --if-version N KEY
+                          only if KEY's version is N (0: KEY must not exist);
+                          else exit 1 naming KEY's version
+  txn                     run a transaction read from stdin: compares, a blank
+                          line, operations if they hold, a blank line,
+                          operations otherwise (see README)
   status                  show every endpoint's id, leader, term and indexes
   member list             list the cluster's members
   member add ID ADDR      add node ID at ADDR as a learner (then start it with --join)
@@ -36,19 +43,24 @@ type usageError struct{ msg string }
 func (e usageError) Error() string { return e.msg }
 
 func main() {
-	err := run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	os.Exit(report(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr), os.Stderr))
+}
+
+// report prints run's error on stderr and returns the exit status: 0, 1
+// when the operation failed (a missing key, a conflict, ...), 2 on a usage
+// error.
+func report(err error, stderr io.Writer) int {
 	var ue usageError
 	switch {
-	case err == nil:
-	case errors.Is(err, flag.ErrHelp): // -h: usage was printed
+	case err == nil, errors.Is(err, flag.ErrHelp): // -h: usage was printed
+		return 0
 	case errors.As(err, &ue):
-		fmt.Fprintln(os.Stderr, "kvctl:", err)
-		fmt.Fprintln(os.Stderr, "run 'kvctl -h' for usage")
-		os.Exit(2)
-	default:
-		fmt.Fprintln(os.Stderr, "kvctl:", err)
-		os.Exit(1)
+		fmt.Fprintln(stderr, "kvctl:", err)
+		fmt.Fprintln(stderr, "run 'kvctl -h' for usage")
+		return 2
 	}
+	fmt.Fprintln(stderr, "kvctl:", err)
+	return 1
 }
 
 type options struct {
@@ -58,7 +70,38 @@ type options struct {
 	consistency string
 	write       string
 	valueFile   string
+	ifVersion   versionFlag
 	timeout     time.Duration
+}
+
+// versionFlag is --if-version: a version, and whether it was given.
+type versionFlag struct {
+	set bool
+	v   uint64
+}
+
+func (f *versionFlag) String() string {
+	if !f.set {
+		return ""
+	}
+	return strconv.FormatUint(f.v, 10)
+}
+
+func (f *versionFlag) Set(s string) error {
+	v, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return errors.New("want a version: a non-negative integer (0: the key must not exist)")
+	}
+	f.set, f.v = true, v
+	return nil
+}
+
+// writeOptions are put's and del's options from the flags.
+func (o *options) writeOptions() []client.WriteOption {
+	if !o.ifVersion.set {
+		return nil
+	}
+	return []client.WriteOption{client.IfVersion(o.ifVersion.v)}
 }
 
 // parse accepts flags before, between and after positional arguments.
@@ -73,11 +116,15 @@ func parse(args []string, stderr io.Writer) (*options, []string, error) {
 	fs.StringVar(&o.consistency, "consistency", "linearizable", "get consistency: linearizable, serializable or readindex")
 	fs.StringVar(&o.write, "w", "simple", "output format: simple, json, table, or raw (get: the value's bytes exactly, nothing added)")
 	fs.StringVar(&o.valueFile, "value-file", "", "put: read the value from this file (without it, a put with no VALUE reads standard input)")
+	fs.Var(&o.ifVersion, "if-version", "put, del: only if the key's version is this (0: the key must not exist); else exit 1 naming its version")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "give up on a command after this long")
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
-			return nil, nil, err
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, nil, err
+			}
+			return nil, nil, usageError{err.Error()} // exit 2, as every usage error
 		}
 		if fs.NArg() == 0 {
 			break
@@ -125,6 +172,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	}
 	if err := cmd.check(pos[1:]); err != nil {
 		return err
+	}
+	if o.ifVersion.set && pos[0] != "put" && pos[0] != "del" && pos[0] != "delete" {
+		return usageError{"--if-version applies to put and del only"}
 	}
 	if o.transport.TLS, err = o.tls.TLS(); err != nil {
 		return err

@@ -31,9 +31,15 @@ type history struct {
 func (h *history) now() int64 { return time.Since(h.start).Nanoseconds() }
 
 func (h *history) add(clientID int, in kvInput, call int64, out kvOutput) {
+	h.record(clientID, in, call, out, out.Unknown)
+}
+
+// record adds an operation of any model; unknown marks one that failed or
+// timed out, which may take effect at any time after its call.
+func (h *history) record(clientID int, in any, call int64, out any, unknown bool) {
 	ret := h.now()
-	if out.Unknown {
-		ret = 1 << 62 // may take effect at any time after its call
+	if unknown {
+		ret = 1 << 62
 		h.maybe.Add(1)
 	} else {
 		h.ok.Add(1)

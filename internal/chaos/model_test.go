@@ -30,23 +30,8 @@ type kvState struct {
 
 // kvModel is a single-key register with delete, partitioned by key.
 var kvModel = porcupine.Model{
-	Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
-		byKey := map[string][]porcupine.Operation{}
-		var keys []string
-		for _, op := range history {
-			k := op.Input.(kvInput).Key
-			if _, ok := byKey[k]; !ok {
-				keys = append(keys, k)
-			}
-			byKey[k] = append(byKey[k], op)
-		}
-		out := make([][]porcupine.Operation, 0, len(keys))
-		for _, k := range keys {
-			out = append(out, byKey[k])
-		}
-		return out
-	},
-	Init: func() any { return kvState{} },
+	Partition: partitionByKey(func(in any) string { return in.(kvInput).Key }),
+	Init:      func() any { return kvState{} },
 	Step: func(state, input, output any) (bool, any) {
 		s, in, out := state.(kvState), input.(kvInput), output.(kvOutput)
 		switch in.Op {

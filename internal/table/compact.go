@@ -30,7 +30,9 @@ const maxCells = 4096
 // returns how many bytes it moved. A compaction waits for the space of the
 // previous one to leave limbo.
 func (t *Table) Compact(budget uint64) uint64 {
-	if t.clock() < t.compactAgain || !t.Fragmented() {
+	// Not inside an atomic group: its hidden records stay where EndAtomic
+	// looks for them (a compaction waits for the next call).
+	if t.atomic || t.clock() < t.compactAgain || !t.Fragmented() {
 		return 0
 	}
 	a := &t.alloc

@@ -43,4 +43,9 @@ var (
 	// ErrDead: the record is intact but was superseded or deleted after the
 	// slot was read. Retry.
 	ErrDead = errors.New("table: record dead")
+	// ErrHidden: the record is intact but one of an atomic group of writes
+	// (a transaction's) that the writer has not finished: it may be the
+	// key's value from before the group or from after it, and a reader
+	// accepting either could see part of the group. Retry.
+	ErrHidden = errors.New("table: record hidden by a write in progress")
 )

@@ -19,21 +19,27 @@ func (t *Table) checkWritten(off uint64, s Slot, key, value []byte, version uint
 	if !invariants.Enabled {
 		return
 	}
-	v, ver, err := VerifyRecord(t.mem[off:off+s.Len], key, s)
+	rec := t.mem[off : off+s.Len]
+	v, ver, err := verifyContent(rec, key, s)
+	state := binary.LittleEndian.Uint32(rec[recState:])
 	invariants.Check(err == nil && ver == version && bytes.Equal(v, value),
 		"record at %d does not verify before publication: %v", off, err)
+	invariants.Check(state == stateLive || t.atomic && state == stateHidden,
+		"record at %d is published in state %d (atomic group open: %v)", off, state, t.atomic)
 }
 
-// checkRetiring: a record leaving publication is still intact and live:
-// nothing wrote over it while readers could find it (records are
-// immutable once published, except the state word).
+// checkRetiring: a record leaving publication is still intact and live
+// (or hidden, within an atomic group): nothing wrote over it while readers
+// could find it (records are immutable once published, except the state
+// word).
 func (t *Table) checkRetiring(s Slot) {
 	if !invariants.Enabled {
 		return
 	}
 	rec := t.mem[s.Offset : s.Offset+s.Len]
 	le := binary.LittleEndian
-	invariants.Check(le.Uint32(rec[recState:]) == stateLive, "retiring a record at %d that is not live", s.Offset)
+	st := le.Uint32(rec[recState:])
+	invariants.Check(st == stateLive || t.atomic && st == stateHidden, "retiring a record at %d in state %d", s.Offset, st)
 	invariants.Check(crc32.Checksum(rec[recVersion:], castagnoli) == le.Uint32(rec[recCRC:]),
 		"a published record at %d was modified before it was retired", s.Offset)
 }

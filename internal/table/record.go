@@ -16,8 +16,9 @@ const (
 	recReserved = 22
 	recKey      = RecordHeaderSize
 
-	stateLive = 0
-	stateDead = 1
+	stateLive   = 0
+	stateDead   = 1
+	stateHidden = 2 // part of an atomic group being written (hidden.go)
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -47,12 +48,32 @@ func encodeRecord(dst, key, value []byte, version uint64) {
 // the key it asked for, and returns the value (a subslice of rec, not a copy)
 // and version. The checks run in an order that makes the errors meaningful:
 // length (ErrBadLength), checksum (ErrTorn), key (ErrKeyMismatch: the record
-// is intact but another key's), state (ErrDead). It does not allocate.
+// is intact but another key's), state (ErrDead; ErrHidden: part of an
+// atomic group still being written). It does not allocate.
 //
 // Acceptance also needs the conditions of docs/layout.md "Reading" that are
 // not in the record: equal headers around the read, and a GET shorter than
 // half the grace period.
 func VerifyRecord(rec, key []byte, s Slot) (value []byte, version uint64, err error) {
+	value, version, err = verifyContent(rec, key, s)
+	if err != nil {
+		return nil, 0, err
+	}
+	switch binary.LittleEndian.Uint32(rec[recState:]) {
+	case stateLive:
+	case stateDead:
+		return nil, 0, ErrDead
+	case stateHidden:
+		return nil, 0, ErrHidden
+	default:
+		return nil, 0, ErrTorn
+	}
+	return value, version, nil
+}
+
+// verifyContent is VerifyRecord without the state: the record's bytes are
+// intact and the key's.
+func verifyContent(rec, key []byte, s Slot) (value []byte, version uint64, err error) {
 	if uint64(len(rec)) != s.Len || len(rec) < MinRecord || len(rec) > MaxRecord {
 		return nil, 0, ErrBadLength
 	}
@@ -68,13 +89,6 @@ func VerifyRecord(rec, key []byte, s Slot) (value []byte, version uint64, err er
 	}
 	if !bytes.Equal(rec[recKey:recKey+kl], key) {
 		return nil, 0, ErrKeyMismatch
-	}
-	switch le.Uint32(rec[recState:]) {
-	case stateLive:
-	case stateDead:
-		return nil, 0, ErrDead
-	default:
-		return nil, 0, ErrTorn
 	}
 	return rec[recKey+kl : recKey+kl+vl : recKey+kl+vl], le.Uint64(rec[recVersion:]), nil
 }

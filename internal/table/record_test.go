@@ -90,8 +90,12 @@ func TestVerifyRecordRejects(t *testing.T) {
 			le.PutUint32(rec[recState:], stateDead)
 			return rec, key, s
 		}, ErrDead},
-		{"state neither live nor dead", func(rec []byte, s Slot) ([]byte, []byte, Slot) {
-			le.PutUint32(rec[recState:], 2)
+		{"state hidden (an atomic group in progress)", func(rec []byte, s Slot) ([]byte, []byte, Slot) {
+			le.PutUint32(rec[recState:], stateHidden)
+			return rec, key, s
+		}, ErrHidden},
+		{"state none of live, dead, hidden", func(rec []byte, s Slot) ([]byte, []byte, Slot) {
+			le.PutUint32(rec[recState:], 3)
 			return rec, key, s
 		}, ErrTorn},
 		{"value byte flipped", func(rec []byte, s Slot) ([]byte, []byte, Slot) { rec[60] ^= 0x10; return rec, key, s }, ErrTorn},

@@ -49,6 +49,12 @@ type Table struct {
 	cells        []uint64    // scratch: live bytes per cell
 	held         [][2]uint64 // scratch: free pieces held out of the stretch being emptied
 
+	// Atomic groups (hidden.go): open between BeginAtomic and EndAtomic;
+	// the group's keys, end to end, with where each ends.
+	atomic    bool
+	groupKeys []byte
+	groupEnds []int
+
 	// Reservations (reserve.go).
 	resv      map[string]*resvKey
 	resvPool  []*resvKey
@@ -238,6 +244,7 @@ func (t *Table) SetIncomplete(incomplete bool) {
 // it calls Reset, as the server does.
 func (t *Table) Reset() {
 	t.rebuilding = true
+	t.atomic, t.groupKeys, t.groupEnds = false, t.groupKeys[:0], t.groupEnds[:0]
 	for pos := uint64(HeaderSize); pos < t.hdr.RecordBase; pos += SlotSize {
 		if w := binary.LittleEndian.Uint64(t.mem[pos:]); w != 0 {
 			storeWord(t.mem, pos, 0)

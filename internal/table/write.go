@@ -35,6 +35,9 @@ func (t *Table) Put(key, value []byte, version uint64) error {
 	}
 	pos := t.commit(&p)
 	encodeRecord(t.mem[off:off+n], key, value, version)
+	if t.atomic {
+		t.hide(off, key) // before publication: no reader sees it live early
+	}
 	slot := Slot{Offset: off, Len: n, FP: Fingerprint(h)}
 	t.checkWritten(off, slot, key, value, version)
 	storeWord(t.mem, pos, slot.Word())

@@ -10,6 +10,10 @@
 //	request  = version:u8 op:u8 flags:u16 id:u64 keyLen:u16 valueLen:u32 key value
 //	response = version:u8 op:u8 status:u16 id:u64 version:u64 valueLen:u32 value
 //
+// A transaction (OpTxn) carries its compares and operations in the
+// request's value, encoded by internal/txn, which is also how the Raft log
+// holds it.
+//
 // All integers are little-endian. The lengths must account for the whole
 // frame exactly: trailing bytes are an error. Limits on key and value sizes
 // are the table's (internal/table); the decoder enforces only what keeps it

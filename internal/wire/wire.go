@@ -32,7 +32,13 @@ const (
 	// OpClock reads the node's monotonic clock (Version: nanoseconds, see
 	// internal/monoclock), against which clients judge its lease expiry.
 	OpClock Op = 10
-	opMax      = OpClock
+	// OpTxn runs a transaction (compare-and-swap included) through Raft.
+	// Value: the transaction (internal/txn's encoding), Key empty. The
+	// response's Version is the entry's Raft index, its Value the outcome
+	// (txn.AppendResponse); a transaction that is not allowed is
+	// StatusBadRequest.
+	OpTxn Op = 11
+	opMax    = OpTxn
 )
 
 func (o Op) String() string {
@@ -57,6 +63,8 @@ func (o Op) String() string {
 		return "member-promote"
 	case OpClock:
 		return "clock"
+	case OpTxn:
+		return "txn"
 	}
 	return fmt.Sprintf("op(%d)", uint8(o))
 }

@@ -12,6 +12,7 @@ func TestRequestRoundTrip(t *testing.T) {
 		{Op: OpGet, Flags: Serializable, ID: 1 << 60, Key: []byte("key"), Value: []byte{}},
 		{Op: OpDelete, ID: 7, Key: []byte("gone"), Value: []byte{}},
 		{Op: OpHello, ID: 0, Key: []byte{}, Value: []byte{}},
+		{Op: OpTxn, ID: 3, Key: []byte{}, Value: []byte{1, 0, 0, 0, 0, 0}},
 	} {
 		b := AppendRequest(nil, &r)
 		var got Request

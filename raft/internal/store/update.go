@@ -12,7 +12,7 @@ import (
 // Update collects one Ready's durable effects: an optional snapshot install,
 // log append, HardState, and the state-machine writes of the committed
 // entries with the new applied index. Commit writes them in one Pebble batch.
-// Reads through the Update (Delete's existence check) see its own writes.
+// Reads through the Update (Get, and Delete's existence check) see its own writes.
 //
 // An Update belongs to the raft loop; after Commit or Close it is spent.
 type Update struct {
@@ -148,6 +148,26 @@ func (u *Update) Put(key, value []byte, version uint64) error {
 	u.keyBuf = appendKVKey(u.keyBuf[:0], u.gen, key)
 	u.valBuf = appendKVValue(u.valBuf[:0], version, value)
 	return u.b.Set(u.keyBuf, u.valBuf, nil)
+}
+
+// Get returns a copy of key's value and its version in the KV state as this
+// Update sees it (its own writes included): what a transaction applied in
+// this Update reads.
+func (u *Update) Get(key []byte) (value []byte, version uint64, ok bool, err error) {
+	u.keyBuf = appendKVKey(u.keyBuf[:0], u.gen, key)
+	raw, c, err := u.b.Get(u.keyBuf)
+	switch {
+	case errors.Is(err, pebble.ErrNotFound):
+		return nil, 0, false, nil
+	case err != nil:
+		return nil, 0, false, err
+	}
+	defer c.Close()
+	version, v, err := SplitValue(raw)
+	if err != nil {
+		return nil, 0, false, err
+	}
+	return append([]byte{}, v...), version, true, nil
 }
 
 // Delete removes key from the KV state and reports whether it was there

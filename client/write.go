@@ -1,0 +1,115 @@
+package client
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/kvd-project/kvd/internal/txn"
+	"github.com/kvd-project/kvd/internal/wire"
+)
+
+// WriteOption adjusts one PutVersion or Delete.
+type WriteOption func(*writeOptions)
+
+type writeOptions struct {
+	conditional bool
+	ifVersion   uint64
+}
+
+// IfVersion makes a write conditional (compare-and-swap): it is applied
+// only if, when its Raft entry is applied, the key's version (the one
+// GetVersion returns: the Raft index of the write that stored the value)
+// is version; 0 means the key must not exist. Otherwise nothing is applied
+// and the write fails with a *ConflictError (errors.Is(err, ErrConflict))
+// naming the key's version then.
+//
+// The condition is checked by every node as it applies the entry, against
+// the applied state, so it is exact; it is never checked when the write is
+// sent. As for every write, a conditional one that fails with
+// ErrUnavailable may or may not have been applied; the client retries it
+// by itself only while no attempt can have taken effect, so an
+// ErrConflict is never the write meeting its own earlier attempt.
+func IfVersion(version uint64) WriteOption {
+	return func(o *writeOptions) { o.conditional, o.ifVersion = true, version }
+}
+
+func resolveWrite(opts []WriteOption) writeOptions {
+	var o writeOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	return o
+}
+
+// PutVersion is Put that also returns the version the write got (its Raft
+// index, as GetVersion will report it), with options: IfVersion makes it a
+// compare-and-swap.
+func (c *Client) PutVersion(ctx context.Context, key, value []byte, opts ...WriteOption) (uint64, error) {
+	if err := checkKey(key); err != nil {
+		return 0, err
+	}
+	if len(value) > MaxValue {
+		return 0, fmt.Errorf("%w: %d bytes (max %d)", ErrValueTooLarge, len(value), MaxValue)
+	}
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	o := resolveWrite(opts)
+	if !o.conditional {
+		resp, err := c.leaderCall(ctx, &wire.Request{Op: wire.OpPut, Key: key, Value: value}, false)
+		return resp.Version, err
+	}
+	r, version, err := c.conditional(ctx, key, o.ifVersion, txn.Op{Type: txn.Put, Key: key, Value: value})
+	if err != nil {
+		return 0, err
+	}
+	return version, r.check(key, o.ifVersion)
+}
+
+// Delete removes key. It returns ErrNotFound if the key did not exist. Like
+// Put, a Delete that fails with ErrUnavailable may or may not have been
+// applied; the client retries it only while no attempt can have taken
+// effect. With IfVersion it is a compare-and-delete.
+func (c *Client) Delete(ctx context.Context, key []byte, opts ...WriteOption) error {
+	if err := checkKey(key); err != nil {
+		return err
+	}
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	o := resolveWrite(opts)
+	if !o.conditional {
+		_, err := c.leaderCall(ctx, &wire.Request{Op: wire.OpDelete, Key: key}, false)
+		return err
+	}
+	r, _, err := c.conditional(ctx, key, o.ifVersion, txn.Op{Type: txn.Delete, Key: key})
+	if err != nil {
+		return err
+	}
+	if err := r.check(key, o.ifVersion); err != nil {
+		return err
+	}
+	if !r.Results[0].Found {
+		return ErrNotFound // IfVersion(0) held: there was nothing to delete
+	}
+	return nil
+}
+
+// conditional runs op as a transaction guarded by key's version.
+func (c *Client) conditional(ctx context.Context, key []byte, version uint64, op txn.Op) (casResult, uint64, error) {
+	r, v, err := c.txn(ctx, &txn.Txn{
+		Compares: []txn.Compare{{Key: key, Target: txn.TargetVersion, Cmp: txn.Equal, Version: version}},
+		Then:     []txn.Op{op},
+	})
+	return casResult(r), v, err
+}
+
+// casResult is a conditional write's transaction outcome.
+type casResult txn.Response
+
+// check turns a failed condition into a *ConflictError. (txn checked that
+// the reply has one compare version, and one result if it succeeded.)
+func (r *casResult) check(key []byte, want uint64) error {
+	if !r.Succeeded {
+		return &ConflictError{Key: append([]byte(nil), key...), Version: r.CompareVersions[0], Expected: want}
+	}
+	return nil
+}

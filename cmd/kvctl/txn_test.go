@@ -1,0 +1,170 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kvd-project/kvd/client"
+	"github.com/kvd-project/kvd/internal/kvdtest"
+)
+
+// kvctlAt runs kvctl in-process against endpoint with stdin, and returns
+// its stdout, stderr and exit status.
+func kvctlAt(endpoint, stdin string, args ...string) (string, string, int) {
+	var out, errOut bytes.Buffer
+	err := run(append([]string{"--endpoints", endpoint}, args...), strings.NewReader(stdin), &out, &errOut)
+	code := report(err, &errOut)
+	return out.String(), errOut.String(), code
+}
+
+func startNode(t *testing.T) string {
+	t.Helper()
+	nodes := kvdtest.StartCluster(t, 1, kvdtest.Options{})
+	kvdtest.WaitLeader(t, nodes, 10*time.Second)
+	return nodes[0].Addr
+}
+
+// version returns key's version as kvctl -w json get reports it.
+func version(t *testing.T, ep, key string) uint64 {
+	t.Helper()
+	out, errOut, code := kvctlAt(ep, "", "-w", "json", "get", key)
+	var kv struct{ Version uint64 }
+	if code != 0 || json.Unmarshal([]byte(out), &kv) != nil {
+		t.Fatalf("get %s: exit %d, %q %q", key, code, out, errOut)
+	}
+	return kv.Version
+}
+
+// TestConditionalPutAndDel: put/del --if-version succeed at the key's
+// version and exit 1 otherwise, naming the version, changing nothing.
+func TestConditionalPutAndDel(t *testing.T) {
+	ep := startNode(t)
+	must := func(args ...string) string {
+		t.Helper()
+		out, errOut, code := kvctlAt(ep, "", args...)
+		if code != 0 {
+			t.Fatalf("kvctl %v: exit %d: %s", args, code, errOut)
+		}
+		return out
+	}
+	conflict := func(want string, args ...string) {
+		t.Helper()
+		out, errOut, code := kvctlAt(ep, "", args...)
+		if code != 1 || out != "" || !strings.Contains(errOut, want) {
+			t.Fatalf("kvctl %v: exit %d, stdout %q, stderr %q; want exit 1 and %q", args, code, out, errOut, want)
+		}
+	}
+	if out := must("put", "--if-version", "0", "k", "v1"); out != "OK\n" {
+		t.Fatalf("create: %q", out)
+	}
+	v1 := version(t, ep, "k")
+	conflict(fmt.Sprintf(`kvctl: kvd: conflict: key "k" exists at version %d (expected it absent, version 0)`, v1),
+		"put", "--if-version", "0", "k", "again")
+	must("put", "k", "v2", "--if-version", fmt.Sprint(v1)) // flags after the arguments too
+	v2 := version(t, ep, "k")
+	conflict(fmt.Sprintf(`kvctl: kvd: conflict: key "k" is at version %d, not %d`, v2, v1), "put", "--if-version", fmt.Sprint(v1), "k", "v3")
+	conflict(fmt.Sprintf(`kvctl: kvd: conflict: key "k" is at version %d, not %d`, v2, v1), "del", "--if-version", fmt.Sprint(v1), "k")
+	if out := must("get", "k"); out != "v2\n" {
+		t.Fatalf("after the conflicts: %q", out)
+	}
+	if out := must("-w", "json", "put", "--if-version", fmt.Sprint(v2), "k", "v3"); !strings.Contains(out, `"version"`) {
+		t.Fatalf("json put: %q", out)
+	}
+	v3 := version(t, ep, "k")
+	if out := must("del", "--if-version", fmt.Sprint(v3), "k"); out != "1\n" {
+		t.Fatalf("conditional del: %q", out)
+	}
+	conflict(fmt.Sprintf(`kvctl: kvd: conflict: key "k" does not exist (expected version %d)`, v3), "del", "--if-version", fmt.Sprint(v3), "k")
+	// Usage errors: exit 2.
+	for _, args := range [][]string{{"get", "--if-version", "1", "k"}, {"put", "--if-version", "x", "k", "v"}, {"put", "--if-version", "-1", "k", "v"}} {
+		if _, errOut, code := kvctlAt(ep, "", args...); code != 2 {
+			t.Errorf("kvctl %v: exit %d (%s), want 2", args, code, errOut)
+		}
+	}
+}
+
+// TestTxnCommand: kvctl txn reads the documented format from stdin, runs
+// the right branch and prints etcdctl's way (or JSON).
+func TestTxnCommand(t *testing.T) {
+	ep := startNode(t)
+	if _, errOut, code := kvctlAt(ep, "", "put", "a", "1"); code != 0 {
+		t.Fatal(errOut)
+	}
+	va := version(t, ep, "a")
+	in := fmt.Sprintf(`# move a to b if a is unchanged and b does not exist
+version("a") = "%d"
+missing(b)
+value("a") != "2"
+
+get a
+put b "one and only"
+del a
+get a
+
+put failed yes
+`, va)
+	out, errOut, code := kvctlAt(ep, in, "txn")
+	if want := "SUCCESS\n\na\n1\n\nOK\n\n1\n\n"; code != 0 || out != want {
+		t.Fatalf("txn: exit %d, stdout %q (want %q), stderr %q", code, out, want, errOut)
+	}
+	if out, _, _ := kvctlAt(ep, "", "get", "b"); out != "one and only\n" {
+		t.Fatalf("b = %q", out)
+	}
+	// The same again: a is gone, so the else branch runs.
+	out, errOut, code = kvctlAt(ep, in, "-w", "json", "txn")
+	var r struct {
+		Succeeded bool
+		Results   []struct {
+			Op, Key string
+			Version uint64
+		}
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &r) != nil || r.Succeeded || len(r.Results) != 1 || r.Results[0].Op != "put" || r.Results[0].Key != "failed" {
+		t.Fatalf("second txn: exit %d, %q %q", code, out, errOut)
+	}
+	// Bad input: a usage error naming the line; refused transactions exit 1.
+	for _, tc := range []struct {
+		in, want string
+		code     int
+	}{
+		{`version(a) == "1"` + "\n", "line 1: not a compare", 2},
+		{`version(a) = "x"` + "\n", `line 1: version "x"`, 2},
+		{"\nput a\n", "line 2: not an operation", 2},
+		{"\nput \"a b\n", "bad quoted string", 2},
+		{"\nget a\n\nget b\n\nget c\n", "line 6: more than three sections", 2},
+		{"\nput k 1\ndel k\n", `then writes key "k" more than once`, 1},
+	} {
+		_, errOut, code := kvctlAt(ep, tc.in, "txn")
+		if code != tc.code || !strings.Contains(errOut, tc.want) {
+			t.Errorf("txn of %q: exit %d, %q; want exit %d saying %q", tc.in, code, errOut, tc.code, tc.want)
+		}
+	}
+}
+
+// TestParseTxn: the line format's grammar, without a server.
+func TestParseTxn(t *testing.T) {
+	tx, labels, err := parseTxn(strings.NewReader(`ver("k 1") > "3"
+val(k) < "\x00"
+exists(e)
+
+put "k 1" "v\n"
+delete x
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tx.If) != 3 || len(tx.Then) != 2 || len(tx.Else) != 0 || fmt.Sprint(labels) != "[[{put k 1} {del x}] []]" {
+		t.Fatalf("parsed %d compares, %d then, %d else; labels %v", len(tx.If), len(tx.Then), len(tx.Else), labels)
+	}
+	want := client.Txn{
+		If:   []client.Cmp{client.CompareVersion([]byte("k 1"), client.CmpGreater, 3), client.CompareValue([]byte("k"), client.CmpLess, []byte{0}), client.KeyExists([]byte("e"))},
+		Then: []client.Op{client.OpPut([]byte("k 1"), []byte("v\n")), client.OpDelete([]byte("x"))},
+	}
+	if fmt.Sprint(tx) != fmt.Sprint(want) {
+		t.Fatalf("parsed\n%v\nwant\n%v", tx, want)
+	}
+}

@@ -1,0 +1,313 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/kvd-project/kvd/client"
+	"github.com/kvd-project/kvd/internal/kvdtest"
+)
+
+// casWorkload is one client of the compare-and-swap fault test: GETs (70%
+// one-sided linearizable, 30% ReadIndex), plain PUTs and DELETEs, and
+// conditional PUTs and DELETEs at the version the client last saw for the
+// key (sometimes 0, "create", or one behind).
+func runCASClient(h *history, id int, w workload, stop <-chan struct{}) error {
+	c, err := client.New(client.Config{Endpoints: w.eps, DialTimeout: 500 * time.Millisecond})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	rng := rand.New(rand.NewPCG(uint64(id), 77))
+	seen := map[string]uint64{} // key -> last version this client saw
+	for seq := 0; ; seq++ {
+		select {
+		case <-stop:
+			return nil
+		default:
+		}
+		in := casInput{Key: fmt.Sprintf("k%d", rng.IntN(w.keys))}
+		r := rng.IntN(100)
+		if w.readOnly {
+			r = r * 30 / 100
+		}
+		expect := seen[in.Key]
+		switch rng.IntN(10) {
+		case 0:
+			expect = 0
+		case 1:
+			expect = max(expect, 1) - 1
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), w.timeout)
+		var out casOutput
+		call := h.now()
+		switch {
+		case r < 30:
+			in.Op = "get"
+			level, via := client.Linearizable, "one-sided"
+			if r >= 21 {
+				level, via = client.ReadIndex, "readindex"
+			}
+			v, ver, err := c.GetVersion(ctx, []byte(in.Key), client.WithConsistency(level))
+			switch {
+			case err == nil:
+				out, seen[in.Key] = casOutput{Result: "ok", Value: string(v), Version: ver, Via: via}, ver
+			case errors.Is(err, client.ErrNotFound):
+				out, seen[in.Key] = casOutput{Result: "notfound", Via: via}, 0
+			default:
+				cancel()
+				continue // a failed read has no effect: leave it out
+			}
+		case r < 40:
+			in.Op, in.Value = "put", fmt.Sprintf("c%d-%d", id, seq)
+			ver, err := c.PutVersion(ctx, []byte(in.Key), []byte(in.Value))
+			out = writeOutcome(err, ver, seen, in.Key)
+		case r < 45:
+			in.Op = "del"
+			err := c.Delete(ctx, []byte(in.Key))
+			out = writeOutcome(err, 0, seen, in.Key)
+		case r < 88:
+			in.Op, in.Value, in.Expect = "cas-put", fmt.Sprintf("c%d-%d", id, seq), expect
+			ver, err := c.PutVersion(ctx, []byte(in.Key), []byte(in.Value), client.IfVersion(expect))
+			out = writeOutcome(err, ver, seen, in.Key)
+		default:
+			in.Op, in.Expect = "cas-del", expect
+			err := c.Delete(ctx, []byte(in.Key), client.IfVersion(expect))
+			out = writeOutcome(err, 0, seen, in.Key)
+		}
+		cancel()
+		h.record(id, in, call, out, out.Result == "unknown")
+	}
+}
+
+// writeOutcome classifies a write's error, and updates what the client
+// knows of the key's version.
+func writeOutcome(err error, version uint64, seen map[string]uint64, key string) casOutput {
+	var ce *client.ConflictError
+	switch {
+	case err == nil:
+		seen[key] = version
+		return casOutput{Result: "ok", Version: version}
+	case errors.As(err, &ce):
+		seen[key] = ce.Version
+		return casOutput{Result: "conflict", Version: ce.Version}
+	case errors.Is(err, client.ErrNotFound):
+		seen[key] = 0
+		return casOutput{Result: "notfound"}
+	}
+	return casOutput{Result: "unknown"}
+}
+
+// clientFunc is one client of a fault test: it records its operations in
+// h until stop closes.
+type clientFunc func(h *history, id int, w workload, stop <-chan struct{}) error
+
+// historyUnderFaults starts a 3-node cluster and runs clients on it while
+// casFaults run: four that use every endpoint, and three that only read,
+// each pinned to one node (so that one keeps reading a frozen or isolated
+// leader's region). It returns the history once every fault has run and
+// settled.
+func historyUnderFaults(t *testing.T, run clientFunc, keys int) []porcupine.Operation {
+	t.Helper()
+	pc := startCluster(t)
+	h := &history{start: time.Now()}
+	works := []workload{}
+	for range 4 {
+		works = append(works, workload{eps: pc.Endpoints(), keys: keys, timeout: opTimeout})
+	}
+	for _, p := range pc.Procs {
+		works = append(works, workload{eps: []string{p.Addr}, keys: keys, readOnly: true, timeout: opTimeout})
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make(chan error, len(works))
+	for i, w := range works {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := run(h, i, w, stop); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	time.Sleep(time.Second)
+	for _, f := range casFaults(t, pc) {
+		t.Logf("fault: %s", f.name)
+		f.do()
+		time.Sleep(f.settle)
+	}
+	close(stop)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	return h.snapshot()
+}
+
+// requireCounts fails the test if the history holds fewer than five of
+// any of the kinds of operation named (counts: by kind).
+func requireCounts(t *testing.T, counts map[string]int, kinds ...string) {
+	t.Helper()
+	t.Logf("operations: %v", counts)
+	for _, k := range kinds {
+		if counts[k] < 5 {
+			t.Errorf("only %d %q in the history: it checks too little", counts[k], k)
+		}
+	}
+}
+
+// casFaults are the fault test's faults: a leader SIGKILLed and restarted,
+// the leader partitioned away, the leader frozen while its region still
+// answers READs.
+func casFaults(t *testing.T, pc *kvdtest.ProcCluster) []fault {
+	return []fault{
+		{name: "SIGKILL leader, restart after 3s", settle: 2 * time.Second, do: func() {
+			l := leaderOf(t, pc, 15*time.Second)
+			l.Kill()
+			time.Sleep(3 * time.Second)
+			if err := l.Start(); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "partition the leader away for 4s, heal", settle: 2 * time.Second, do: func() {
+			l := leaderOf(t, pc, 15*time.Second)
+			isolate(t, pc, l)
+			time.Sleep(4 * time.Second)
+			healAll(t, pc)
+		}},
+		{name: "freeze the leader for 6s (its region still answers READs)", settle: 2 * time.Second, do: func() {
+			l := leaderOf(t, pc, 15*time.Second)
+			if err := l.Freeze(6 * time.Second); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(6 * time.Second)
+		}},
+	}
+}
+
+// checkLinearizable runs porcupine over ops and fails the test, writing a
+// visualization, if they are not linearizable.
+func checkLinearizable(t *testing.T, model porcupine.Model, ops []porcupine.Operation, name string) {
+	t.Helper()
+	start := time.Now()
+	res, info := porcupine.CheckOperationsVerbose(model, ops, 3*time.Minute)
+	t.Logf("porcupine checked %d operations in %v: %s", len(ops), time.Since(start).Round(time.Millisecond), res)
+	switch res {
+	case porcupine.Ok:
+	case porcupine.Illegal:
+		path := filepath.Join(os.TempDir(), name+".html")
+		if err := porcupine.VisualizePath(model, info, path); err == nil {
+			t.Logf("visualization: %s", path)
+		}
+		t.Fatal("history is not linearizable")
+	default:
+		t.Fatalf("linearizability check inconclusive: %s", res)
+	}
+}
+
+// TestCASLinearizableUnderFaults: concurrent clients mix plain and
+// conditional PUTs and DELETEs with one-sided and ReadIndex GETs of three
+// keys, while the leader is killed, partitioned away and frozen
+// (historyUnderFaults). porcupine checks the history against a per-key
+// model in which a conditional write applies exactly when the key's
+// version matches, and a conflict names the version the key really had.
+func TestCASLinearizableUnderFaults(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipping the fault test in -short mode")
+	}
+	ops := historyUnderFaults(t, runCASClient, 3)
+	counts := map[string]int{}
+	for _, op := range ops {
+		in, out := op.Input.(casInput), op.Output.(casOutput)
+		counts[in.Op+" "+out.Result+out.Via]++
+	}
+	requireCounts(t, counts, "cas-put ok", "cas-put conflict", "cas-del ok", "cas-del conflict", "get okone-sided", "get okreadindex")
+	checkLinearizable(t, casModel, ops, "kvd-cas-linearizability")
+}
+
+// TestCASModel: the model rejects what a broken compare-and-swap would do,
+// so that the fault test above can fail.
+func TestCASModel(t *testing.T) {
+	op := func(client int, call, ret int64, in casInput, out casOutput) porcupine.Operation {
+		return porcupine.Operation{ClientId: client, Input: in, Call: call, Output: out, Return: ret}
+	}
+	put := func(v string, ver uint64) casInput { return casInput{Op: "cas-put", Key: "k", Value: v, Expect: ver} }
+	for _, tc := range []struct {
+		name string
+		ops  []porcupine.Operation
+		ok   bool
+	}{
+		{"create, then swap at its version", []porcupine.Operation{
+			op(0, 0, 1, put("a", 0), casOutput{Result: "ok", Version: 5}),
+			op(0, 2, 3, put("b", 5), casOutput{Result: "ok", Version: 7}),
+			op(1, 4, 5, casInput{Op: "get", Key: "k"}, casOutput{Result: "ok", Value: "b", Version: 7}),
+		}, true},
+		{"two swaps from one version both succeed", []porcupine.Operation{
+			op(0, 0, 1, put("a", 0), casOutput{Result: "ok", Version: 5}),
+			op(0, 2, 3, put("b", 5), casOutput{Result: "ok", Version: 7}),
+			op(1, 4, 5, put("c", 5), casOutput{Result: "ok", Version: 9}),
+		}, false},
+		{"a conflict naming the expected version", []porcupine.Operation{
+			op(0, 0, 1, put("a", 0), casOutput{Result: "ok", Version: 5}),
+			op(1, 2, 3, put("b", 5), casOutput{Result: "conflict", Version: 5}),
+		}, false},
+		{"a conflict naming a version the key never had", []porcupine.Operation{
+			op(0, 0, 1, put("a", 0), casOutput{Result: "ok", Version: 5}),
+			op(1, 2, 3, put("b", 4), casOutput{Result: "conflict", Version: 6}),
+		}, false},
+		{"a failed swap applied anyway", []porcupine.Operation{
+			op(0, 0, 1, put("a", 0), casOutput{Result: "ok", Version: 5}),
+			op(1, 2, 3, put("b", 4), casOutput{Result: "conflict", Version: 5}),
+			op(1, 4, 5, casInput{Op: "get", Key: "k"}, casOutput{Result: "ok", Value: "b", Version: 6}),
+		}, false},
+		{"a maybe-applied swap, then a read shows it", []porcupine.Operation{
+			op(0, 0, 1, put("a", 0), casOutput{Result: "ok", Version: 5}),
+			op(1, 2, 1<<62, put("b", 5), casOutput{Result: "unknown"}),
+			op(2, 4, 5, casInput{Op: "get", Key: "k"}, casOutput{Result: "ok", Value: "b", Version: 8}),
+			op(2, 6, 7, put("c", 8), casOutput{Result: "ok", Version: 9}),
+		}, true},
+		{"a maybe-applied swap whose version was stale, then a read shows it", []porcupine.Operation{
+			op(0, 0, 1, put("a", 0), casOutput{Result: "ok", Version: 5}),
+			op(1, 2, 1<<62, put("b", 4), casOutput{Result: "unknown"}),
+			op(2, 4, 5, casInput{Op: "get", Key: "k"}, casOutput{Result: "ok", Value: "b", Version: 8}),
+		}, false},
+	} {
+		if got := porcupine.CheckOperations(casModel, tc.ops); got != tc.ok {
+			t.Errorf("%s: linearizable %v, want %v", tc.name, got, tc.ok)
+		}
+	}
+}
+
+// TestKvctlConditionalExitStatus: the kvctl binary exits 1 on a conflict,
+// naming the key's version on stderr, and 0 when the version matches.
+func TestKvctlConditionalExitStatus(t *testing.T) {
+	pc := startCluster(t)
+	eps := strings.Join(pc.Endpoints(), ",")
+	if out, err := kvctl(eps, "put", "--if-version", "0", "lock", "me"); err != nil {
+		t.Fatalf("create: %v: %s", err, out)
+	}
+	var ee *exec.ExitError
+	out, err := kvctl(eps, "put", "--if-version", "0", "lock", "you")
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(out, `kvctl: kvd: conflict: key "lock" exists at version`) {
+		t.Fatalf("conflicting put: %v, %q; want exit 1 naming the version", err, out)
+	}
+	out, err = kvctl(eps, "del", "--if-version", "1", "lock")
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(out, `is at version`) {
+		t.Fatalf("conflicting del: %v, %q; want exit 1 naming the version", err, out)
+	}
+	if out, err := kvctl(eps, "get", "lock"); err != nil || out != "me\n" {
+		t.Fatalf("after the conflicts: %q, %v", out, err)
+	}
+}

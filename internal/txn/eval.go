@@ -1,0 +1,141 @@
+package txn
+
+import (
+	"bytes"
+	"cmp"
+	"fmt"
+)
+
+// State is the applied state a transaction reads and writes: on a node,
+// the Pebble batch being built for the entries committed so far, which
+// shows the batch's own earlier writes.
+type State interface {
+	// Get returns key's value and version (ok false: absent). The value
+	// need stay valid only until the next call.
+	Get(key []byte) (value []byte, version uint64, ok bool, err error)
+	// Put stores value under key at the transaction's version.
+	Put(key, value []byte) error
+	// Delete removes key (absent: nothing to do).
+	Delete(key []byte) error
+}
+
+// Apply evaluates t against s, as of the moment its entry is applied, and
+// applies the branch that runs; every PUT gets version. GET results carry
+// their values only if keepValues (the node that proposed t answers its
+// caller; the others need only the values' sizes, for the read bound).
+// It is deterministic: every node applying the same entry to the same
+// state makes the same writes and the same response. On ErrReadTooLarge
+// it wrote nothing; any other error is s's.
+func Apply(s State, t *Txn, version uint64, keepValues bool) (Response, error) {
+	resp := Response{Succeeded: true}
+	if len(t.Compares) > 0 {
+		resp.CompareVersions = make([]uint64, len(t.Compares))
+	}
+	for i := range t.Compares {
+		c := &t.Compares[i]
+		v, ver, ok, err := s.Get(c.Key)
+		if err != nil {
+			return Response{}, err
+		}
+		resp.CompareVersions[i] = ver
+		if !c.holds(v, ver, ok) {
+			resp.Succeeded = false
+		}
+	}
+	ops := t.Then
+	if !resp.Succeeded {
+		ops = t.Else
+	}
+	if len(ops) == 0 {
+		return resp, nil
+	}
+	// Every result first, writing nothing, so that a branch over the read
+	// bound is refused whole: a GET or DELETE sees the branch's earlier
+	// writes (written) before the state.
+	resp.Results = make([]Result, len(ops))
+	var written map[string]int
+	if len(ops) > 1 {
+		written = make(map[string]int, len(ops))
+	}
+	read := 0
+	for i := range ops {
+		op, res := &ops[i], &resp.Results[i]
+		res.Type = op.Type
+		if op.Type == Put {
+			res.Version = version
+		} else {
+			v, ver, ok, err := lookup(s, ops, written, op.Key, version)
+			if err != nil {
+				return Response{}, err
+			}
+			res.Found = ok
+			if op.Type == Get && ok {
+				if read += len(v); read > MaxReadBytes {
+					return Response{}, fmt.Errorf("%w: its GETs return more than %d bytes of values", ErrReadTooLarge, MaxReadBytes)
+				}
+				res.Version = ver
+				if keepValues {
+					res.Value = append([]byte{}, v...)
+				}
+			}
+		}
+		if op.Type != Get && written != nil {
+			written[string(op.Key)] = i
+		}
+	}
+	for i := range ops {
+		var err error
+		switch op := &ops[i]; op.Type {
+		case Put:
+			err = s.Put(op.Key, op.Value)
+		case Delete:
+			err = s.Delete(op.Key)
+		}
+		if err != nil {
+			return Response{}, err
+		}
+	}
+	return resp, nil
+}
+
+// lookup reads key as the branch's operation about to run sees it: its
+// earlier write in the branch, if any, else the state.
+func lookup(s State, ops []Op, written map[string]int, key []byte, version uint64) ([]byte, uint64, bool, error) {
+	if j, ok := written[string(key)]; ok {
+		if ops[j].Type == Put {
+			return ops[j].Value, version, true, nil
+		}
+		return nil, 0, false, nil
+	}
+	return s.Get(key)
+}
+
+// holds evaluates the compare against the key's state (version 0 and
+// exists false for an absent key). A value compare on an absent key is
+// false; an unknown target or operator (an entry written by a newer
+// version) is false on every node alike.
+func (c *Compare) holds(value []byte, version uint64, exists bool) bool {
+	var r int
+	switch c.Target {
+	case TargetVersion:
+		r = cmp.Compare(version, c.Version)
+	case TargetValue:
+		if !exists {
+			return false
+		}
+		r = bytes.Compare(value, c.Value)
+	default:
+		return false
+	}
+	switch c.Cmp {
+	case Equal:
+		return r == 0
+	case NotEqual:
+		return r != 0
+	case Less:
+		return r < 0
+	case Greater:
+		return r > 0
+	}
+	return false
+}

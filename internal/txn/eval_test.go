@@ -1,0 +1,214 @@
+package txn
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"reflect"
+	"testing"
+)
+
+type entry struct {
+	value   string
+	version uint64
+}
+
+// mapState is a State over a map, as a node's Pebble batch would show it.
+type mapState struct {
+	m       map[string]entry
+	version uint64 // what Put stores
+}
+
+func newMapState() *mapState { return &mapState{m: map[string]entry{}} }
+
+func (s *mapState) Get(k []byte) ([]byte, uint64, bool, error) {
+	e, ok := s.m[string(k)]
+	return []byte(e.value), e.version, ok, nil
+}
+
+func (s *mapState) Put(k, v []byte) error {
+	s.m[string(k)] = entry{string(v), s.version}
+	return nil
+}
+
+func (s *mapState) Delete(k []byte) error {
+	delete(s.m, string(k))
+	return nil
+}
+
+// base: a = "1" at version 5, b = "x" at version 6, c absent.
+func base() *mapState {
+	s := newMapState()
+	s.m["a"] = entry{"1", 5}
+	s.m["b"] = entry{"x", 6}
+	return s
+}
+
+func ver(k string, c Cmp, v uint64) Compare {
+	return Compare{Key: b(k), Target: TargetVersion, Cmp: c, Version: v}
+}
+
+func val(k string, c Cmp, v string) Compare {
+	return Compare{Key: b(k), Target: TargetValue, Cmp: c, Value: b(v)}
+}
+
+// TestCompareSemantics: each compare against the base state, alone.
+func TestCompareSemantics(t *testing.T) {
+	for _, tc := range []struct {
+		c    Compare
+		want bool
+	}{
+		{ver("a", Equal, 5), true},
+		{ver("a", Equal, 4), false},
+		{ver("a", NotEqual, 5), false},
+		{ver("a", NotEqual, 4), true},
+		{ver("a", Less, 6), true},
+		{ver("a", Less, 5), false},
+		{ver("a", Greater, 4), true},
+		{ver("a", Greater, 5), false},
+		{ver("c", Equal, 0), true},    // absent: version 0, "must not exist"
+		{ver("a", Equal, 0), false},   // exists
+		{ver("c", Greater, 0), false}, // existence
+		{ver("b", Greater, 0), true},
+		{val("a", Equal, "1"), true},
+		{val("a", Equal, "2"), false},
+		{val("a", NotEqual, "2"), true},
+		{val("a", NotEqual, "1"), false},
+		{val("b", Less, "y"), true},
+		{val("b", Greater, "y"), false},
+		{val("b", Greater, "w"), true},
+		{val("c", Equal, ""), false}, // an absent value is not the empty value
+		{val("c", NotEqual, "x"), false},
+		{val("c", Less, "z"), false},
+		{Compare{Key: b("a"), Target: 9, Cmp: Equal}, false},         // unknown target: false everywhere
+		{Compare{Key: b("a"), Target: TargetVersion, Cmp: 0}, false}, // unknown operator
+	} {
+		s := base()
+		tx := Txn{Compares: []Compare{tc.c}, Then: []Op{{Type: Put, Key: b("t"), Value: b("then")}}, Else: []Op{{Type: Put, Key: b("e"), Value: b("else")}}}
+		r, err := Apply(s, &tx, 10, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := fmt.Sprintf("%s(%s) %s %d%q", map[Target]string{TargetVersion: "version", TargetValue: "value"}[tc.c.Target], tc.c.Key, tc.c.Cmp, tc.c.Version, tc.c.Value)
+		_, then := s.m["t"]
+		_, els := s.m["e"]
+		if r.Succeeded != tc.want || then != tc.want || els == tc.want {
+			t.Errorf("%s: succeeded %v (then ran %v, else ran %v), want %v", name, r.Succeeded, then, els, tc.want)
+		}
+		if wantVer := base().m[string(tc.c.Key)].version; r.CompareVersions[0] != wantVer {
+			t.Errorf("%s: compare version %d, want %d", name, r.CompareVersions[0], wantVer)
+		}
+	}
+}
+
+// TestConditionalWrites: compare-and-swap as the client sends it (one
+// version compare, one write), against the base state.
+func TestConditionalWrites(t *testing.T) {
+	put := func(k, v string, want uint64) Txn {
+		return Txn{Compares: []Compare{ver(k, Equal, want)}, Then: []Op{{Type: Put, Key: b(k), Value: b(v)}}}
+	}
+	del := func(k string, want uint64) Txn {
+		return Txn{Compares: []Compare{ver(k, Equal, want)}, Then: []Op{{Type: Delete, Key: b(k)}}}
+	}
+	for _, tc := range []struct {
+		name    string
+		tx      Txn
+		ok      bool
+		current uint64         // the compare version reported
+		after   map[string]any // key -> value, or nil for absent; only keys listed are checked
+	}{
+		{"put at the current version", put("a", "2", 5), true, 5, map[string]any{"a": entry{"2", 10}}},
+		{"put at a stale version", put("a", "2", 4), false, 5, map[string]any{"a": entry{"1", 5}}},
+		{"put at a future version", put("a", "2", 9), false, 5, map[string]any{"a": entry{"1", 5}}},
+		{"create an absent key (version 0)", put("c", "new", 0), true, 0, map[string]any{"c": entry{"new", 10}}},
+		{"create an existing key (version 0)", put("a", "2", 0), false, 5, map[string]any{"a": entry{"1", 5}}},
+		{"put an absent key at a version", put("c", "new", 5), false, 0, map[string]any{"c": nil}},
+		{"delete at the current version", del("b", 6), true, 6, map[string]any{"b": nil}},
+		{"delete at a stale version", del("b", 5), false, 6, map[string]any{"b": entry{"x", 6}}},
+		{"delete an absent key at a version", del("c", 3), false, 0, map[string]any{"c": nil}},
+	} {
+		s := base()
+		s.version = 10
+		r, err := Apply(s, &tc.tx, 10, true)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if r.Succeeded != tc.ok || r.CompareVersions[0] != tc.current {
+			t.Errorf("%s: succeeded %v at version %d, want %v at %d", tc.name, r.Succeeded, r.CompareVersions[0], tc.ok, tc.current)
+		}
+		for k, want := range tc.after {
+			got, ok := s.m[k]
+			if want == nil && ok || want != nil && got != want {
+				t.Errorf("%s: %s is %+v (present %v), want %+v", tc.name, k, got, ok, want)
+			}
+		}
+		if !tc.ok && len(r.Results) != 0 {
+			t.Errorf("%s: failed CAS returned results %+v", tc.name, r.Results)
+		}
+	}
+}
+
+// TestBranchResults: operations run in order, later ones seeing earlier
+// writes of the branch, and report what they did.
+func TestBranchResults(t *testing.T) {
+	s := base()
+	s.version = 10
+	tx := Txn{
+		Compares: []Compare{ver("a", Equal, 5), val("b", Equal, "x")},
+		Then: []Op{
+			{Type: Get, Key: b("a")},
+			{Type: Put, Key: b("a"), Value: b("A")},
+			{Type: Get, Key: b("a")},
+			{Type: Delete, Key: b("b")},
+			{Type: Get, Key: b("b")},
+			{Type: Delete, Key: b("c")},
+			{Type: Get, Key: b("c")},
+		},
+	}
+	r, err := Apply(s, &tx, 10, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Response{Succeeded: true, CompareVersions: []uint64{5, 6}, Results: []Result{
+		{Type: Get, Found: true, Version: 5, Value: b("1")},
+		{Type: Put, Version: 10},
+		{Type: Get, Found: true, Version: 10, Value: b("A")},
+		{Type: Delete, Found: true},
+		{Type: Get},
+		{Type: Delete},
+		{Type: Get},
+	}}
+	if !reflect.DeepEqual(r, want) {
+		t.Fatalf("got %+v\nwant %+v", r, want)
+	}
+	if wantState := map[string]entry{"a": {"A", 10}}; !maps.Equal(s.m, wantState) {
+		t.Fatalf("state %v, want %v", s.m, wantState)
+	}
+	// Without keepValues (a node that did not propose the entry), GETs say
+	// what they found and nothing more.
+	s = base()
+	r, err = Apply(s, &Txn{Then: []Op{{Type: Get, Key: b("a")}}}, 10, false)
+	if err != nil || r.Results[0].Value != nil || !r.Results[0].Found || r.Results[0].Version != 5 {
+		t.Fatalf("keepValues=false: %+v, %v", r, err)
+	}
+}
+
+// TestReadBound: a branch whose GETs return more than MaxReadBytes fails
+// whole: its writes are not made.
+func TestReadBound(t *testing.T) {
+	s := newMapState()
+	s.m["big"] = entry{string(make([]byte, MaxReadBytes)), 1}
+	s.m["small"] = entry{"s", 2}
+	tx := Txn{Then: []Op{{Type: Put, Key: b("w"), Value: b("v")}, {Type: Get, Key: b("big")}, {Type: Get, Key: b("small")}}}
+	if _, err := Apply(s, &tx, 3, false); !errors.Is(err, ErrReadTooLarge) {
+		t.Fatalf("err %v, want ErrReadTooLarge", err)
+	}
+	if _, ok := s.m["w"]; ok {
+		t.Fatal("the refused branch's PUT was applied")
+	}
+	// Exactly at the bound is fine; a missing key reads nothing.
+	tx.Then = []Op{{Type: Get, Key: b("big")}, {Type: Get, Key: b("missing")}}
+	if _, err := Apply(s, &tx, 3, false); err != nil {
+		t.Fatalf("at the bound: %v", err)
+	}
+}

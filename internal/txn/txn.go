@@ -1,0 +1,263 @@
+package txn
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/kvd-project/kvd/internal/table"
+)
+
+// Limits. A transaction is one Raft entry and one message each way, so it
+// is bounded like the largest PUT.
+const (
+	// MaxCompares is the most compares a transaction may have.
+	MaxCompares = 64
+	// MaxOps is the most operations each branch (Then, Else) may have.
+	MaxOps = 64
+	// MaxBytes bounds a transaction's encoding: enough for a conditional
+	// PUT of the largest value under the longest key (the compare repeats
+	// the key), with room for the framing, and no more, so that a
+	// transaction command stays within the Raft and transport message
+	// limits sized for a PUT.
+	MaxBytes = table.MaxValue + 4*table.MaxKey
+	// MaxReadBytes bounds the values a branch's GETs return together, so
+	// that a reply is never larger than a GET's.
+	MaxReadBytes = table.MaxValue
+	// MaxResponseBytes bounds a response's encoding.
+	MaxResponseBytes = responseHead + MaxCompares*8 + MaxOps*resultHead + MaxReadBytes
+)
+
+// Sentinel errors, wrapped with detail.
+var (
+	// ErrMalformed: the bytes are not a transaction (or a response).
+	ErrMalformed = errors.New("txn: malformed")
+	// ErrInvalid: the transaction is well formed but not allowed: a limit
+	// is exceeded, a key is empty or too long, an operation or compare is
+	// unknown, a GET or DELETE carries a value, or a branch writes a key
+	// twice.
+	ErrInvalid = errors.New("txn: invalid")
+	// ErrReadTooLarge: the branch that ran would have returned more than
+	// MaxReadBytes of values; nothing was applied.
+	ErrReadTooLarge = errors.New("txn: reads too much")
+)
+
+// Target is what a compare looks at.
+type Target uint8
+
+// Targets.
+const (
+	TargetVersion Target = 1 // the key's version (0: absent)
+	TargetValue   Target = 2 // the key's value (false if absent)
+)
+
+// Cmp is a compare's operator.
+type Cmp uint8
+
+// Operators: the key's version or value on the left, the compare's operand
+// on the right (values compare bytewise).
+const (
+	Equal    Cmp = 1
+	NotEqual Cmp = 2
+	Less     Cmp = 3
+	Greater  Cmp = 4
+)
+
+func (c Cmp) String() string {
+	switch c {
+	case Equal:
+		return "="
+	case NotEqual:
+		return "!="
+	case Less:
+		return "<"
+	case Greater:
+		return ">"
+	}
+	return fmt.Sprintf("cmp(%d)", uint8(c))
+}
+
+// Compare is one condition.
+type Compare struct {
+	Key     []byte
+	Target  Target
+	Cmp     Cmp
+	Version uint64 // TargetVersion's operand
+	Value   []byte // TargetValue's operand
+}
+
+// OpType is an operation's kind.
+type OpType uint8
+
+// Operation kinds.
+const (
+	Put    OpType = 1
+	Delete OpType = 2
+	Get    OpType = 3
+)
+
+func (t OpType) String() string {
+	switch t {
+	case Put:
+		return "put"
+	case Delete:
+		return "delete"
+	case Get:
+		return "get"
+	}
+	return fmt.Sprintf("op(%d)", uint8(t))
+}
+
+// Op is one operation of a branch.
+type Op struct {
+	Type  OpType
+	Key   []byte
+	Value []byte // Put only
+}
+
+// Txn is a transaction: if every compare holds, Then runs, else Else.
+type Txn struct {
+	Compares   []Compare
+	Then, Else []Op
+}
+
+// Result is one operation's outcome. Put: Version is the transaction's
+// (the entry's Raft index). Delete: Found tells whether the key existed.
+// Get: Found, and if so the key's Value and Version.
+type Result struct {
+	Type    OpType
+	Found   bool
+	Version uint64
+	Value   []byte
+}
+
+// Response is a transaction's outcome.
+type Response struct {
+	Succeeded bool
+	// CompareVersions[i] is the version Compares[i]'s key had when the
+	// transaction was evaluated (0: absent).
+	CompareVersions []uint64
+	// Results are the outcomes of the branch that ran, one per operation.
+	Results []Result
+}
+
+// Writes reports whether the transaction can change anything (has a PUT or
+// DELETE in either branch). One that cannot may be retried freely.
+func (t *Txn) Writes() bool {
+	for _, ops := range [2][]Op{t.Then, t.Else} {
+		for _, op := range ops {
+			if op.Type != Get {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Validate checks everything the encoding does not: limits, key and value
+// sizes, known targets, operators and op types, and no key written twice in
+// a branch (as etcd refuses a duplicate key among a transaction's writes).
+// Errors wrap ErrInvalid.
+func (t *Txn) Validate() error {
+	switch {
+	case len(t.Compares) > MaxCompares:
+		return fmt.Errorf("%w: %d compares (at most %d)", ErrInvalid, len(t.Compares), MaxCompares)
+	case len(t.Then) > MaxOps || len(t.Else) > MaxOps:
+		return fmt.Errorf("%w: %d then and %d else operations (at most %d each)", ErrInvalid, len(t.Then), len(t.Else), MaxOps)
+	}
+	for i, c := range t.Compares {
+		if err := c.validate(); err != nil {
+			return fmt.Errorf("%w: compare %d: %w", ErrInvalid, i+1, err)
+		}
+	}
+	for _, b := range []struct {
+		name string
+		ops  []Op
+	}{{"then", t.Then}, {"else", t.Else}} {
+		for i, op := range b.ops {
+			if err := op.validate(); err != nil {
+				return fmt.Errorf("%w: %s operation %d: %w", ErrInvalid, b.name, i+1, err)
+			}
+		}
+		if k := duplicateWrite(b.ops); k != nil {
+			return fmt.Errorf("%w: %s writes key %q more than once", ErrInvalid, b.name, k)
+		}
+	}
+	if n := EncodedLen(t); n > MaxBytes {
+		return fmt.Errorf("%w: %d bytes encoded (at most %d)", ErrInvalid, n, MaxBytes)
+	}
+	return nil
+}
+
+func (c *Compare) validate() error {
+	if err := checkKey(c.Key); err != nil {
+		return err
+	}
+	if c.Cmp < Equal || c.Cmp > Greater {
+		return fmt.Errorf("unknown operator %d", c.Cmp)
+	}
+	switch c.Target {
+	case TargetVersion:
+		if len(c.Value) != 0 {
+			return errors.New("a version compare carries a value")
+		}
+	case TargetValue:
+		if c.Version != 0 {
+			return errors.New("a value compare carries a version")
+		}
+		if len(c.Value) > table.MaxValue {
+			return fmt.Errorf("value of %d bytes (at most %d)", len(c.Value), table.MaxValue)
+		}
+	default:
+		return fmt.Errorf("unknown target %d", c.Target)
+	}
+	return nil
+}
+
+func (op *Op) validate() error {
+	if err := checkKey(op.Key); err != nil {
+		return err
+	}
+	switch op.Type {
+	case Put:
+		if len(op.Value) > table.MaxValue {
+			return fmt.Errorf("value of %d bytes (at most %d)", len(op.Value), table.MaxValue)
+		}
+	case Delete, Get:
+		if len(op.Value) != 0 {
+			return fmt.Errorf("%s carries a value", op.Type)
+		}
+	default:
+		return fmt.Errorf("unknown operation %d", op.Type)
+	}
+	return nil
+}
+
+func checkKey(k []byte) error {
+	switch {
+	case len(k) == 0:
+		return errors.New("empty key")
+	case len(k) > table.MaxKey:
+		return fmt.Errorf("key of %d bytes (at most %d)", len(k), table.MaxKey)
+	}
+	return nil
+}
+
+// duplicateWrite returns a key that ops write (PUT or DELETE) more than
+// once, or nil.
+func duplicateWrite(ops []Op) []byte {
+	var keys [][]byte
+	for _, op := range ops {
+		if op.Type != Get {
+			keys = append(keys, op.Key)
+		}
+	}
+	slices.SortFunc(keys, bytes.Compare)
+	for i := 1; i < len(keys); i++ {
+		if bytes.Equal(keys[i-1], keys[i]) {
+			return keys[i]
+		}
+	}
+	return nil
+}

@@ -1,0 +1,44 @@
+package store
+
+import (
+	"errors"
+	"testing"
+)
+
+// TestUpdateGetSeesOwnWrites: a transaction applied in an Update reads the
+// state as the batch has it so far (earlier entries of the same Ready
+// included), and what it read is a copy the batch cannot change.
+func TestUpdateGetSeesOwnWrites(t *testing.T) {
+	s := openT(t, t.TempDir(), 0)
+	defer s.Close()
+	commit(t, s, func(u *Update) error { return u.Put([]byte("a"), []byte("committed"), 3) })
+	u := s.NewUpdate()
+	defer u.Close()
+	check := func(key, val string, version uint64, ok bool) []byte {
+		t.Helper()
+		v, ver, found, err := u.Get([]byte(key))
+		if err != nil || found != ok || string(v) != val || ver != version {
+			t.Fatalf("Get(%s) = %q,%d,%v,%v; want %q,%d,%v", key, v, ver, found, err, val, version, ok)
+		}
+		return v
+	}
+	first := check("a", "committed", 3, true)
+	check("b", "", 0, false)
+	errs := errors.Join(u.Put([]byte("a"), []byte("pending"), 5), u.Put([]byte("b"), []byte("new"), 5))
+	if errs != nil {
+		t.Fatal(errs)
+	}
+	check("a", "pending", 5, true)
+	check("b", "new", 5, true)
+	if string(first) != "committed" {
+		t.Fatalf("a value read earlier changed to %q under a later write", first)
+	}
+	if _, err := u.Delete([]byte("a")); err != nil {
+		t.Fatal(err)
+	}
+	check("a", "", 0, false)
+	// Nothing is visible outside the Update before it commits.
+	if v, ver, ok, err := s.Get([]byte("a")); err != nil || !ok || string(v) != "committed" || ver != 3 {
+		t.Fatalf("store Get(a) = %q,%d,%v,%v before commit", v, ver, ok, err)
+	}
+}

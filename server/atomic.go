@@ -1,0 +1,68 @@
+package server
+
+import "github.com/kvd-project/kvd/raft"
+
+// Transactions in the region. A batch holding a transaction that wrote
+// several keys (raft.Write.Atomic) is mirrored as one atomic group of the
+// table (internal/table/hidden.go, docs/layout.md "Atomic groups"), so
+// that a one-sided reader never sees part of it: it sees every key of the
+// group as it was before, or as it is after, and two reads that do not
+// overlap in time never disagree about which. RPC reads need nothing more:
+// they take the table lock, which Apply holds for the whole batch.
+//
+// The one other way to read ahead of the region is Pebble, which RPC reads
+// and repairs consult for keys the region lacks: it runs up to one batch
+// ahead (raft.Applier). For a batch with a transaction, the node calls
+// AtomicBatchAhead before it commits it, and those reads wait until the
+// batch's Apply (read, repairLocked).
+
+// AtomicBatchAhead makes applier a raft.AtomicApplier. It takes the table
+// lock, so an RPC read already consulting Pebble finishes first, and
+// every later one sees ahead.
+func (a *applier) AtomicBatchAhead() {
+	s := (*Server)(a)
+	s.tmu.Lock()
+	defer s.tmu.Unlock()
+	if s.ahead == nil {
+		s.ahead = make(chan struct{})
+	}
+}
+
+// caughtUpLocked ends AtomicBatchAhead's wait: the region has applied the
+// batch Pebble was ahead by.
+func (s *Server) caughtUpLocked() {
+	if s.ahead != nil {
+		close(s.ahead)
+		s.ahead = nil
+	}
+}
+
+// applyAtomicLocked mirrors a batch as one atomic group: every key's
+// record is withheld first, then the PUTs are applied (hidden), then the
+// DELETEs, and then the group is revealed. (A PUT the region cannot hold
+// becomes a delete and a missing key, as in applyLocked: readers ask for
+// it by RPC.)
+func (s *Server) applyAtomicLocked(ws []raft.Write) {
+	s.tbl.BeginAtomic()
+	for _, w := range ws {
+		s.tbl.Withhold(w.Key)
+	}
+	s.testAtomicStep("withheld")
+	for _, deletes := range [2]bool{false, true} {
+		for _, w := range ws {
+			if w.Deleted == deletes {
+				s.applyLocked(w.Version, w.Key, w.Value, w.Deleted)
+				s.testAtomicStep(string(w.Key))
+			}
+		}
+	}
+	s.tbl.EndAtomic()
+}
+
+// testAtomicStep runs the test hook, if any, after each step of an atomic
+// apply.
+func (s *Server) testAtomicStep(step string) {
+	if s.testAtomic != nil {
+		s.testAtomic(step)
+	}
+}
