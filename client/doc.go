@@ -21,6 +21,10 @@
 // Both are decided when the entry is applied, never when it is sent, and
 // no GET, one-sided or not, sees part of a transaction.
 //
+// Range and Prefix scan keys in order, by RPC, from a server's applied
+// state (linearizable by default, one ReadIndex per page; serializable on
+// request), paging through the server's bounded responses by themselves.
+//
 // Errors wrap the package's sentinels (ErrNotFound, ErrValueTooLarge,
 // ErrNoSpace, ErrUnavailable, ...); test them with errors.Is.
 package client

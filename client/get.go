@@ -9,12 +9,16 @@ import (
 	"github.com/kvd-project/kvd/internal/wire"
 )
 
-// ReadOption adjusts one Get.
+// ReadOption adjusts one Get, Range or Prefix. WithLimit, WithKeysOnly
+// and WithCountOnly concern scans only; Get ignores them.
 type ReadOption func(*readOptions)
 
-type readOptions struct{ level Consistency }
+type readOptions struct {
+	level Consistency
+	scan  scanOptions // Range and Prefix only (scan.go)
+}
 
-// WithConsistency overrides Config.Consistency for one Get.
+// WithConsistency overrides Config.Consistency for one Get or scan.
 func WithConsistency(l Consistency) ReadOption {
 	return func(o *readOptions) { o.level = l }
 }

@@ -301,3 +301,19 @@ func cmpUint64(a, b uint64) int {
 	}
 	return 0
 }
+
+// Scan calls fn for the applied keys k with start <= k < end (an empty
+// end: no upper bound) in key order, from one point-in-time view of the
+// applied state in Pebble, and returns that view's applied index. fn
+// returns false to stop; key and value are valid only during the call.
+// Like Get, it may run one batch ahead of the Applier: a caller that must
+// not show state ahead of its cache waits until the returned index is
+// applied there.
+func (n *Node) Scan(start, end []byte, fn func(key, value []byte, version uint64) bool) (applied uint64, err error) {
+	n.useMu.RLock()
+	defer n.useMu.RUnlock()
+	if n.storeClosed {
+		return 0, n.stoppedErr()
+	}
+	return n.store.Scan(start, end, fn)
+}

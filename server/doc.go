@@ -4,7 +4,9 @@
 // Raft, acknowledged once committed and applied), transactions and
 // compare-and-swap (txn.go: checked and admitted here, evaluated by every
 // node when the entry is applied), two-sided GETs (the RPC fallback, and
-// the ReadIndex level), status and membership.
+// the ReadIndex level), range scans (scan.go: pages read from the applied
+// state in Pebble, answered only once the region has caught up with them),
+// status and membership.
 //
 // A batch holding a transaction that wrote several keys is mirrored into
 // the region as one atomic group, so that no one-sided reader sees part of

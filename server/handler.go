@@ -77,6 +77,8 @@ func (s *Server) serveConn(conn transport.Conn) {
 			reserve += table.MaxValue
 		case wire.OpTxn:
 			reserve += txn.MaxResponseBytes
+		case wire.OpScan:
+			reserve += scanReplyMax
 		}
 		reserve = min(reserve, maxConnBytes)
 		if budget.acquire(s.ctx, reserve) != nil {
@@ -163,6 +165,8 @@ func (s *Server) handle(ctx context.Context, req *wire.Request) wire.Response {
 		return wire.Response{Version: uint64(monoclock.Now())}
 	case wire.OpTxn:
 		return s.txn(ctx, req)
+	case wire.OpScan:
+		return s.scan(ctx, req)
 	}
 	if r, bad := checkKey(req); bad {
 		return r
@@ -412,7 +416,7 @@ func permission(conn transport.Conn, op wire.Op) (wire.Response, bool) {
 // added later included) are writes as far as read-only credentials go.
 func readOnlyOp(op wire.Op) bool {
 	switch op {
-	case wire.OpHello, wire.OpGet, wire.OpStatus, wire.OpMemberList, wire.OpClock:
+	case wire.OpHello, wire.OpGet, wire.OpStatus, wire.OpMemberList, wire.OpClock, wire.OpScan:
 		return true
 	}
 	return false

@@ -19,6 +19,13 @@ import (
 // node answers. err is non-nil if no answer came.
 func askNode(t *testing.T, addr string, key []byte, flags uint16, wait time.Duration) (wire.Response, error) {
 	t.Helper()
+	return askRequest(t, addr, &wire.Request{Op: wire.OpGet, Flags: flags, Key: key}, wait)
+}
+
+// askRequest sends req (its ID set to 1) to addr as askNode does, and
+// returns the answer.
+func askRequest(t *testing.T, addr string, req *wire.Request, wait time.Duration) (wire.Response, error) {
+	t.Helper()
 	tr, err := tcp.New(tcp.Config{})
 	if err != nil {
 		t.Fatal(err)
@@ -31,7 +38,9 @@ func askNode(t *testing.T, addr string, key []byte, flags uint16, wait time.Dura
 		t.Fatalf("dial %s: %v", addr, err)
 	}
 	defer conn.Close()
-	if err := conn.Send(ctx, wire.AppendRequest(nil, &wire.Request{Op: wire.OpGet, Flags: flags, ID: 1, Key: key})); err != nil {
+	r := *req
+	r.ID = 1
+	if err := conn.Send(ctx, wire.AppendRequest(nil, &r)); err != nil {
 		t.Fatalf("send to %s: %v", addr, err)
 	}
 	buf, err := conn.Recv(ctx, nil)
@@ -45,6 +54,17 @@ func askNode(t *testing.T, addr string, key []byte, flags uint16, wait time.Dura
 	return resp, nil
 }
 
+// othersThan is nodes without n.
+func othersThan(nodes []*kvdtest.Node, n *kvdtest.Node) []*kvdtest.Node {
+	var rest []*kvdtest.Node
+	for _, m := range nodes {
+		if m != n {
+			rest = append(rest, m)
+		}
+	}
+	return rest
+}
+
 // TestDeposedLeaderRPCReadsNeedReadIndex: a leader cut off from both
 // followers is deposed; the other two elect a new leader, which overwrites
 // k. The deposed leader still holds the old value (a serializable read
@@ -54,12 +74,7 @@ func askNode(t *testing.T, addr string, key []byte, flags uint16, wait time.Dura
 func TestDeposedLeaderRPCReadsNeedReadIndex(t *testing.T) {
 	nodes := kvdtest.StartCluster(t, 3, kvdtest.Options{})
 	old := kvdtest.WaitLeader(t, nodes, 10*time.Second)
-	var rest []*kvdtest.Node
-	for _, n := range nodes {
-		if n != old {
-			rest = append(rest, n)
-		}
-	}
+	rest := othersThan(nodes, old)
 	ctx := context.Background()
 	key := []byte("k")
 	if err := newClient(t, []string{old.Addr}, client.Linearizable).Put(ctx, key, []byte("v1")); err != nil {

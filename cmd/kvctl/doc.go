@@ -2,6 +2,7 @@
 //
 //	kvctl [flags] put KEY [VALUE]   (no VALUE: --value-file, else standard input)
 //	kvctl [flags] get KEY
+//	kvctl [flags] get --prefix PREFIX | --from A [--to B] [--limit N] [--keys-only | --count]   (scan.go)
 //	kvctl [flags] del KEY
 //	kvctl [flags] put --if-version N KEY [VALUE]   (compare-and-swap; N 0: KEY must not exist)
 //	kvctl [flags] del --if-version N KEY

@@ -20,6 +20,10 @@ const usage = `usage: kvctl [flags] COMMAND [ARGS]
 commands:
   put KEY [VALUE]         store VALUE under KEY (no VALUE: --value-file or stdin)
   get KEY                 print KEY's value (exit 1 if it does not exist)
+  get --prefix P          print every key starting with P and its value, in key order
+  get --from A [--to B]   print the keys from A (inclusive) to B (exclusive; no --to:
+                          to the end) and their values; with --limit N,
+                          --keys-only (keys only) or --count (the number only)
   mget KEY...             print each KEY and its value, reading them in batches
                           (exit 1 if any does not exist; they are named on stderr)
   del KEY                 delete KEY (exit 1 if it did not exist)
@@ -71,6 +75,7 @@ type options struct {
 	write       string
 	valueFile   string
 	ifVersion   versionFlag
+	scan        scanFlags // get's range options (scan.go)
 	timeout     time.Duration
 }
 
@@ -117,6 +122,12 @@ func parse(args []string, stderr io.Writer) (*options, []string, error) {
 	fs.StringVar(&o.write, "w", "simple", "output format: simple, json, table, or raw (get: the value's bytes exactly, nothing added)")
 	fs.StringVar(&o.valueFile, "value-file", "", "put: read the value from this file (without it, a put with no VALUE reads standard input)")
 	fs.Var(&o.ifVersion, "if-version", "put, del: only if the key's version is this (0: the key must not exist); else exit 1 naming its version")
+	fs.BoolVar(&o.scan.prefix, "prefix", false, "get: every key starting with KEY, in key order")
+	fs.Var(&o.scan.from, "from", "get: the keys from this one on (inclusive), in key order")
+	fs.Var(&o.scan.to, "to", "get: with --from, the keys before this one (exclusive; omitted: no upper bound)")
+	fs.IntVar(&o.scan.limit, "limit", 0, "get --prefix/--from: at most this many keys (0: all)")
+	fs.BoolVar(&o.scan.keysOnly, "keys-only", false, "get --prefix/--from: print the keys, not their values")
+	fs.BoolVar(&o.scan.count, "count", false, "get --prefix/--from: print only the number of keys")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "give up on a command after this long")
 	var pos []string
 	for {
@@ -169,6 +180,15 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	cmd, ok := commands[pos[0]]
 	if !ok {
 		return usageError{fmt.Sprintf("unknown command %q", pos[0])}
+	}
+	if o.scan.any() {
+		if pos[0] != "get" {
+			return usageError{"--prefix, --from, --to, --limit, --keys-only and --count apply to get only"}
+		}
+		cmd = command{cmd.args, []int{0, 1}, runScan}
+		if err := o.scan.check(pos[1:]); err != nil {
+			return err
+		}
 	}
 	if err := cmd.check(pos[1:]); err != nil {
 		return err

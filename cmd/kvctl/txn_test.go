@@ -43,14 +43,7 @@ func version(t *testing.T, ep, key string) uint64 {
 // version and exit 1 otherwise, naming the version, changing nothing.
 func TestConditionalPutAndDel(t *testing.T) {
 	ep := startNode(t)
-	must := func(args ...string) string {
-		t.Helper()
-		out, errOut, code := kvctlAt(ep, "", args...)
-		if code != 0 {
-			t.Fatalf("kvctl %v: exit %d: %s", args, code, errOut)
-		}
-		return out
-	}
+	must := func(args ...string) string { t.Helper(); return mustKvctl(t, ep, args...) }
 	conflict := func(want string, args ...string) {
 		t.Helper()
 		out, errOut, code := kvctlAt(ep, "", args...)

@@ -15,9 +15,9 @@ import (
 	"github.com/kvd-project/kvd/client"
 )
 
-// TestRDMACASAndTxn: compare-and-swap and transactions through a 3-node
-// cluster whose clients and peers talk RDMA, and one-sided GETs that see a
-// transaction all or nothing.
+// TestRDMACASAndTxn: compare-and-swap, transactions and a prefix scan
+// through a 3-node cluster whose clients and peers talk RDMA, and one-sided
+// GETs that see a transaction all or nothing.
 //
 // A writer sets keys a and b to the same counter in one transaction per
 // step; readers GET a, then b, one-sided. A transaction's writes become
@@ -124,7 +124,18 @@ func TestRDMACASAndTxn(t *testing.T) {
 		string(resp.Results[0].Value) != strconv.Itoa(steps) || string(resp.Results[1].Value) != strconv.Itoa(steps) {
 		t.Fatalf("a failing compare: %+v, %v; want the Else branch's two GETs of %d", resp, err, steps)
 	}
-	fmt.Printf("RDMAVM-TXN: CAS create/conflict/update/stale-conflict/delete ok; %d transactions of 2 keys raced %d pairs of GETs (%d pairs both one-sided), none saw half a transaction\n",
+	// A prefix scan over RDMA (SEND/RECV, served from the applied state),
+	// one key per page, sees both keys at the last transaction's version.
+	rr, err := c.Prefix(ctx, []byte("txn-"), client.WithLimit(1))
+	if err != nil || len(rr.KVs) != 1 || !rr.More {
+		t.Fatalf("first page of the prefix scan: %+v, %v; want 1 key and more", rr, err)
+	}
+	all, err := c.Prefix(ctx, []byte("txn-"))
+	if err != nil || len(all.KVs) != 2 || string(all.KVs[0].Key) != "txn-a" || string(all.KVs[1].Key) != "txn-b" ||
+		string(all.KVs[0].Value) != strconv.Itoa(steps) || all.KVs[0].Version != all.KVs[1].Version {
+		t.Fatalf("prefix scan: %+v, %v; want txn-a and txn-b at %d, written by one transaction", all, err, steps)
+	}
+	fmt.Printf("RDMAVM-TXN: CAS create/conflict/update/stale-conflict/delete ok; %d transactions of 2 keys raced %d pairs of GETs (%d pairs both one-sided), none saw half a transaction; prefix scan paged and whole ok\n",
 		steps, reads.Load(), oneSided.Load())
 	if oneSided.Load() == 0 {
 		t.Errorf("no pair of GETs was answered one-sided: the test checked the RPC path only")

@@ -12,7 +12,8 @@
 //
 // A transaction (OpTxn) carries its compares and operations in the
 // request's value, encoded by internal/txn, which is also how the Raft log
-// holds it.
+// holds it. A range scan (OpScan) carries its bounds and options in the
+// request's value and one page of keys in the response's value (scan.go).
 //
 // All integers are little-endian. The lengths must account for the whole
 // frame exactly: trailing bytes are an error. Limits on key and value sizes

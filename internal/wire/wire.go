@@ -38,7 +38,12 @@ const (
 	// (txn.AppendResponse); a transaction that is not allowed is
 	// StatusBadRequest.
 	OpTxn Op = 11
-	opMax    = OpTxn
+	// OpScan reads the keys of a range in key order, one bounded page per
+	// request, from the applied state (Flags: consistency; Value: a
+	// ScanRequest, scan.go). The response's Version is the applied index
+	// the page was read at, its Value a ScanResponse.
+	OpScan Op = 12
+	opMax     = OpScan
 )
 
 func (o Op) String() string {
@@ -65,6 +70,8 @@ func (o Op) String() string {
 		return "clock"
 	case OpTxn:
 		return "txn"
+	case OpScan:
+		return "scan"
 	}
 	return fmt.Sprintf("op(%d)", uint8(o))
 }

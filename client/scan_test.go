@@ -1,0 +1,40 @@
+package client
+
+import (
+	"testing"
+
+	"github.com/kvd-project/kvd/internal/wire"
+)
+
+// TestCheckPage: a page that breaks what was asked (too many keys, keys
+// out of order or out of the range, a continuation that does not move on,
+// which would make Range page forever) is refused; good pages pass.
+func TestCheckPage(t *testing.T) {
+	kvs := func(keys ...string) []wire.ScanKV {
+		out := make([]wire.ScanKV, len(keys))
+		for i, k := range keys {
+			out[i] = wire.ScanKV{Key: []byte(k), Version: 1}
+		}
+		return out
+	}
+	q := wire.ScanRequest{Start: []byte("b"), End: []byte("m"), Limit: 3}
+	for _, tc := range []struct {
+		name string
+		page wire.ScanResponse
+		ok   bool
+	}{
+		{"empty", wire.ScanResponse{}, true},
+		{"full with more", wire.ScanResponse{Flags: wire.ScanMore, Next: []byte("e"), KVs: kvs("b", "c", "d")}, true},
+		{"over the limit", wire.ScanResponse{KVs: kvs("b", "c", "d", "e")}, false},
+		{"before start", wire.ScanResponse{KVs: kvs("a")}, false},
+		{"at end", wire.ScanResponse{KVs: kvs("m")}, false},
+		{"out of order", wire.ScanResponse{KVs: kvs("c", "b")}, false},
+		{"repeated key", wire.ScanResponse{KVs: kvs("c", "c")}, false},
+		{"more with no keys", wire.ScanResponse{Flags: wire.ScanMore, Next: []byte("c")}, false},
+		{"next not past the last key", wire.ScanResponse{Flags: wire.ScanMore, Next: []byte("c"), KVs: kvs("b", "c")}, false},
+	} {
+		if err := checkPage(&q, &tc.page); (err == nil) != tc.ok {
+			t.Errorf("%s: %v, want ok %v", tc.name, err, tc.ok)
+		}
+	}
+}

@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/kvd-project/kvd/client"
+)
+
+// scanFlags are get's range options: --prefix, --from, --to, --limit,
+// --keys-only, --count.
+type scanFlags struct {
+	prefix          bool
+	from, to        optString
+	limit           int
+	keysOnly, count bool
+}
+
+// optString is a string flag that knows whether it was given (--from ""
+// is the first key, --to "" no upper bound).
+type optString struct {
+	set bool
+	v   string
+}
+
+func (f *optString) String() string { return f.v }
+
+func (f *optString) Set(s string) error {
+	f.set, f.v = true, s
+	return nil
+}
+
+// any reports whether get is a scan.
+func (f *scanFlags) any() bool {
+	return f.prefix || f.from.set || f.to.set || f.limit != 0 || f.keysOnly || f.count
+}
+
+// check rejects combinations that mean nothing, for a get with args.
+func (f *scanFlags) check(args []string) error {
+	switch {
+	case f.limit < 0:
+		return usageError{"--limit must not be negative"}
+	case f.keysOnly && f.count:
+		return usageError{"--keys-only and --count exclude each other"}
+	case f.prefix && (f.from.set || f.to.set):
+		return usageError{"--prefix excludes --from and --to"}
+	case f.prefix && len(args) != 1:
+		return usageError{"usage: kvctl get --prefix PREFIX"}
+	case f.from.set || f.to.set:
+		if len(args) != 0 {
+			return usageError{"get --from/--to takes no KEY"}
+		}
+	case len(args) != 1:
+		return usageError{"get --limit, --keys-only or --count needs --prefix PREFIX, or --from/--to"}
+	}
+	return nil
+}
+
+// scanJSON is -w json's output for a scan.
+type scanJSON struct {
+	KVs   []kv   `json:"kvs"`
+	Count uint64 `json:"count"`
+	More  bool   `json:"more"`
+	Next  string `json:"next,omitempty"`
+	Index uint64 `json:"index"`
+}
+
+// runScan serves get with range flags: a prefix (get --prefix P), a range
+// (--from A --to B; --to omitted: no upper bound), or a single KEY's
+// range [KEY, KEY+"\x00") with --limit, --keys-only or --count. Keys print
+// in key order, as mget prints them (keys only: one per line; --count: the
+// number). An empty result prints nothing and exits 0, as etcdctl does.
+func runScan(ctx context.Context, e *env, args []string) error {
+	f := &e.o.scan
+	if err := f.check(args); err != nil {
+		return err
+	}
+	if e.o.write == "raw" {
+		return usageError{"get with range flags: -w raw cannot separate values; use simple, json or table"}
+	}
+	var opts []client.ReadOption
+	if f.limit > 0 {
+		opts = append(opts, client.WithLimit(f.limit))
+	}
+	if f.keysOnly {
+		opts = append(opts, client.WithKeysOnly())
+	}
+	if f.count {
+		opts = append(opts, client.WithCountOnly())
+	}
+	var r *client.RangeResponse
+	var err error
+	switch {
+	case f.prefix:
+		r, err = e.c.Prefix(ctx, []byte(args[0]), opts...)
+	case f.from.set || f.to.set:
+		r, err = e.c.Range(ctx, []byte(f.from.v), []byte(f.to.v), opts...)
+	default: // one key, as a range
+		r, err = e.c.Range(ctx, []byte(args[0]), append([]byte(args[0]), 0), opts...)
+	}
+	if err != nil {
+		return err
+	}
+	kvs := make([]kv, len(r.KVs))
+	for i, x := range r.KVs {
+		kvs[i] = toKV(string(x.Key), x.Value, x.Version)
+	}
+	switch {
+	case e.o.write == "json":
+		out := scanJSON{KVs: kvs, Count: r.Count, More: r.More, Index: r.Index}
+		if r.More {
+			out.Next = string(r.Next)
+		}
+		return e.json(out)
+	case f.count:
+		_, err := fmt.Fprintln(e.out, r.Count)
+		return err
+	case f.keysOnly && e.o.write == "table":
+		tw := tabwriter.NewWriter(e.out, 0, 4, 2, ' ', 0)
+		fmt.Fprintf(tw, "KEY\tVERSION\n")
+		for _, x := range kvs {
+			fmt.Fprintf(tw, "%s\t%d\n", x.Key, x.Version)
+		}
+		return tw.Flush()
+	case f.keysOnly:
+		for _, x := range kvs {
+			if _, err := fmt.Fprintln(e.out, x.Key); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return e.printMany(kvs)
+}

@@ -1,0 +1,218 @@
+package wire
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// Range scans (OpScan). The request's Flags carry the consistency level, its
+// Key is empty and its Value is a ScanRequest; the response's Version is the
+// applied index the page was read at, its Value a ScanResponse.
+//
+//	scan request  = flags:u8 limit:u32 startLen:u16 start endLen:u16 end
+//	scan response = flags:u8 count:u64 nextLen:u16 next n:u32 n*(keyLen:u16 version:u64 valueLen:u32 key value)
+//
+// A page holds at most MaxScanKeys keys and stops before the entry that
+// would take its keys and values past MaxScanBytes, but always holds at
+// least one entry when one remains (one full-size value fits in a message).
+
+// Scan bounds per response.
+const (
+	MaxScanKeys  = 1000
+	MaxScanBytes = 2 << 20
+)
+
+// Scan request flags.
+const (
+	ScanKeysOnly  uint8 = 1 << 0 // values are left out
+	ScanCountOnly uint8 = 1 << 1 // only the count is returned, no entries
+	scanReqFlags        = ScanKeysOnly | ScanCountOnly
+)
+
+// Scan response flags.
+const (
+	ScanMore     uint8 = 1 << 0 // keys remain in the range after this page: continue from Next
+	scanRespFlag       = ScanMore
+)
+
+// ErrScan: a scan request or response does not decode.
+var ErrScan = errors.New("wire: malformed scan")
+
+// ScanRequest asks for the keys k with Start <= k < End in key order. An
+// empty Start is the first key, an empty End no upper bound. Limit 0 means
+// MaxScanKeys; more is served as MaxScanKeys.
+type ScanRequest struct {
+	Flags      uint8
+	Limit      uint32
+	Start, End []byte
+}
+
+// ScanKV is one entry of a page. Key and Value alias the frame.
+type ScanKV struct {
+	Key     []byte
+	Version uint64
+	Value   []byte
+}
+
+// ScanResponse is one page. Count: with ScanCountOnly, the number of keys in
+// the whole range; otherwise len(KVs). With ScanMore set, Next is the
+// first key the following page should start from.
+type ScanResponse struct {
+	Flags uint8
+	Count uint64
+	Next  []byte
+	KVs   []ScanKV
+}
+
+// AppendScanRequest appends r's encoding to b.
+func AppendScanRequest(b []byte, r *ScanRequest) []byte {
+	b = append(b, r.Flags)
+	b = binary.LittleEndian.AppendUint32(b, r.Limit)
+	b = binary.LittleEndian.AppendUint16(b, uint16(len(r.Start)))
+	b = append(b, r.Start...)
+	b = binary.LittleEndian.AppendUint16(b, uint16(len(r.End)))
+	return append(b, r.End...)
+}
+
+// scanReader reads the fields of a scan frame, remembering the first error.
+type scanReader struct {
+	b   []byte
+	err error
+}
+
+func (r *scanReader) fail(what string) {
+	if r.err == nil {
+		r.err = fmt.Errorf("%w: %s", ErrScan, what)
+	}
+	r.b = nil
+}
+
+// take returns the next n (at most 8) bytes, or zeros once the frame is
+// short.
+func (r *scanReader) take(n int, what string) []byte {
+	if len(r.b) < n {
+		r.fail("short " + what)
+		return make([]byte, 8)[:n]
+	}
+	v := r.b[:n]
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *scanReader) u8(what string) uint8 { return r.take(1, what)[0] }
+
+func (r *scanReader) u16(what string) uint16 { return binary.LittleEndian.Uint16(r.take(2, what)) }
+
+func (r *scanReader) u32(what string) uint32 { return binary.LittleEndian.Uint32(r.take(4, what)) }
+
+func (r *scanReader) u64(what string) uint64 { return binary.LittleEndian.Uint64(r.take(8, what)) }
+
+func (r *scanReader) bytes(n uint64, what string) []byte {
+	if uint64(len(r.b)) < n {
+		r.fail(what + " longer than the frame")
+		return nil
+	}
+	v := r.b[:n:n]
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *scanReader) done() error {
+	if r.err == nil && len(r.b) != 0 {
+		r.fail(fmt.Sprintf("%d trailing bytes", len(r.b)))
+	}
+	return r.err
+}
+
+// DecodeScanRequest parses a scan request. Start and End alias b.
+func DecodeScanRequest(b []byte, out *ScanRequest) error {
+	r := scanReader{b: b}
+	var q ScanRequest
+	q.Flags = r.u8("flags")
+	q.Limit = r.u32("limit")
+	q.Start = r.bytes(uint64(r.u16("start length")), "start")
+	q.End = r.bytes(uint64(r.u16("end length")), "end")
+	if err := r.done(); err != nil {
+		return err
+	}
+	if q.Flags&^scanReqFlags != 0 {
+		return fmt.Errorf("%w: unknown flags %#x", ErrScan, q.Flags)
+	}
+	*out = q
+	return nil
+}
+
+// ScanEntryLen is the encoded size of one entry.
+func ScanEntryLen(keyLen, valueLen int) int { return 2 + 8 + 4 + keyLen + valueLen }
+
+// AppendScanResponse appends r's encoding to b.
+func AppendScanResponse(b []byte, r *ScanResponse) []byte {
+	b = append(b, r.Flags)
+	b = binary.LittleEndian.AppendUint64(b, r.Count)
+	b = binary.LittleEndian.AppendUint16(b, uint16(len(r.Next)))
+	b = append(b, r.Next...)
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(r.KVs)))
+	for _, kv := range r.KVs {
+		b = binary.LittleEndian.AppendUint16(b, uint16(len(kv.Key)))
+		b = binary.LittleEndian.AppendUint64(b, kv.Version)
+		b = binary.LittleEndian.AppendUint32(b, uint32(len(kv.Value)))
+		b = append(b, kv.Key...)
+		b = append(b, kv.Value...)
+	}
+	return b
+}
+
+// DecodeScanResponse parses a page. Keys, values and Next alias b. The
+// entry count is checked against the bytes present before anything is
+// allocated for it.
+func DecodeScanResponse(b []byte, out *ScanResponse) error {
+	r := scanReader{b: b}
+	var p ScanResponse
+	p.Flags = r.u8("flags")
+	p.Count = r.u64("count")
+	p.Next = r.bytes(uint64(r.u16("next length")), "next")
+	n := r.u32("entry count")
+	if r.err == nil && uint64(n)*uint64(ScanEntryLen(0, 0)) > uint64(len(r.b)) {
+		r.fail(fmt.Sprintf("%d entries in %d bytes", n, len(r.b)))
+	}
+	if r.err == nil && n > 0 {
+		p.KVs = make([]ScanKV, n)
+	}
+	for i := range p.KVs {
+		kl := r.u16("key length")
+		p.KVs[i].Version = r.u64("version")
+		vl := r.u32("value length")
+		p.KVs[i].Key = r.bytes(uint64(kl), "key")
+		p.KVs[i].Value = r.bytes(uint64(vl), "value")
+		if r.err != nil {
+			break
+		}
+	}
+	if err := r.done(); err != nil {
+		return err
+	}
+	if p.Flags&^scanRespFlag != 0 {
+		return fmt.Errorf("%w: unknown flags %#x", ErrScan, p.Flags)
+	}
+	if p.Flags&ScanMore != 0 && len(p.Next) == 0 {
+		return fmt.Errorf("%w: more keys but no key to continue from", ErrScan)
+	}
+	*out = p
+	return nil
+}
+
+// PrefixEnd is the exclusive upper bound of the keys starting with prefix:
+// prefix with its last byte below 0xff incremented and what follows it cut
+// off. A prefix of only 0xff bytes (or an empty one) has no upper bound, so
+// it returns nil, which a ScanRequest's End takes as "no bound".
+func PrefixEnd(prefix []byte) []byte {
+	for i := len(prefix) - 1; i >= 0; i-- {
+		if prefix[i] < 0xff {
+			end := append([]byte(nil), prefix[:i+1]...)
+			end[i]++
+			return end
+		}
+	}
+	return nil
+}

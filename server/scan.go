@@ -1,0 +1,145 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/kvd-project/kvd/internal/table"
+	"github.com/kvd-project/kvd/internal/wire"
+)
+
+// scanReplyMax is the largest reply a scan can have: a page of
+// wire.MaxScanBytes of entries (no entry alone exceeds it), the key to
+// continue from, and the page's own fields.
+const scanReplyMax = wire.MaxScanBytes + table.MaxKey + 64
+
+// scan serves OpScan: one page of the keys in [Start, End), in key order,
+// from the applied state in Pebble (never the region: it has no order).
+// Linearizable and ReadIndex scans first pass a ReadIndex barrier, as RPC
+// GETs do; Serializable ones read this node's applied state as it is.
+//
+// The page is read from one point-in-time view of Pebble (Node.Scan), which
+// may be up to one batch ahead of the region; the reply waits until the
+// region has applied the view's index (waitApplied), so that no read that
+// starts after the scan returned, one-sided GETs included, can see an
+// older state than the scan did (docs/consistency.md, "Range scans"). A
+// page is the state at that one index, whole: a transaction is in it
+// entirely or not at all. Pages of one scan are each linearizable, not
+// one snapshot together.
+func (s *Server) scan(ctx context.Context, req *wire.Request) wire.Response {
+	if len(req.Key) != 0 {
+		return badRequest("scan carries a key")
+	}
+	var q wire.ScanRequest
+	if err := wire.DecodeScanRequest(req.Value, &q); err != nil {
+		return badRequest(err.Error())
+	}
+	if len(q.Start) > table.MaxKey || len(q.End) > table.MaxKey {
+		return wire.Response{Status: wire.StatusKeyTooLarge}
+	}
+	if q.Flags&wire.ScanKeysOnly != 0 && q.Flags&wire.ScanCountOnly != 0 {
+		return badRequest("scan asks for keys only and count only")
+	}
+	switch req.Flags {
+	case wire.Linearizable, wire.ReadIndex:
+		if err := s.node.ReadIndex(ctx); err != nil {
+			return s.errResponse(err)
+		}
+	case wire.Serializable:
+	default:
+		return badRequest("unknown consistency level " + strconv.Itoa(int(req.Flags)))
+	}
+	page, applied, err := s.scanPage(&q)
+	if err != nil {
+		return s.errResponse(err)
+	}
+	if err := s.waitApplied(ctx, applied); err != nil {
+		return s.errResponse(err)
+	}
+	return wire.Response{Version: applied, Value: wire.AppendScanResponse(make([]byte, 0, page.size), &page.ScanResponse)}
+}
+
+type scanPage struct {
+	wire.ScanResponse
+	size int // encoded size
+}
+
+// scanPage reads one page of q from Pebble: at most q.Limit (or
+// wire.MaxScanKeys) entries of at most wire.MaxScanBytes together, but at
+// least one if any remains; with ScanCountOnly, the count of the whole
+// range and no entries. applied is the index of the state it read.
+func (s *Server) scanPage(q *wire.ScanRequest) (page scanPage, applied uint64, err error) {
+	page.size = 1 + 8 + 2 + 4
+	if len(q.End) > 0 && bytes.Compare(q.Start, q.End) >= 0 {
+		// An empty range: still report the index, as any read would.
+		return page, s.node.Status().Applied, nil
+	}
+	limit := int(q.Limit)
+	if limit == 0 || limit > wire.MaxScanKeys {
+		limit = wire.MaxScanKeys
+	}
+	keysOnly, countOnly := q.Flags&wire.ScanKeysOnly != 0, q.Flags&wire.ScanCountOnly != 0
+	var data []byte // keys and values of the page, copied out of the view
+	type span struct {
+		key, value int // ends in data
+		version    uint64
+	}
+	var spans []span
+	bytesUsed := 0
+	applied, err = s.node.Scan(q.Start, q.End, func(key, value []byte, version uint64) bool {
+		if countOnly {
+			page.Count++
+			return true
+		}
+		if keysOnly {
+			value = nil
+		}
+		n := wire.ScanEntryLen(len(key), len(value))
+		if len(spans) == limit || (len(spans) > 0 && bytesUsed+n > wire.MaxScanBytes) {
+			page.Flags |= wire.ScanMore
+			page.Next = append([]byte(nil), key...)
+			return false
+		}
+		bytesUsed += n
+		data = append(data, key...)
+		k := len(data)
+		data = append(data, value...)
+		spans = append(spans, span{key: k, value: len(data), version: version})
+		return true
+	})
+	if err != nil {
+		return scanPage{}, 0, err
+	}
+	if !countOnly {
+		page.Count = uint64(len(spans))
+		page.KVs = make([]wire.ScanKV, len(spans))
+		from := 0
+		for i, sp := range spans {
+			page.KVs[i] = wire.ScanKV{Key: data[from:sp.key:sp.key], Version: sp.version, Value: data[sp.key:sp.value:sp.value]}
+			from = sp.value
+		}
+	}
+	page.size += len(page.Next) + bytesUsed
+	return page, applied, nil
+}
+
+// waitApplied returns once the node's apply (the region included: the
+// node publishes its applied index after the batch's Apply call returned)
+// has reached index. A view of Pebble is at most one batch ahead of that,
+// so the wait is short and rare.
+func (s *Server) waitApplied(ctx context.Context, index uint64) error {
+	pause := 20 * time.Microsecond
+	for s.node.Status().Applied < index {
+		t := time.NewTimer(pause)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+		pause = min(2*pause, time.Millisecond)
+	}
+	return nil
+}
