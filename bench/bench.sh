@@ -143,6 +143,8 @@ kvb nocache --series tcp-nocache --client-cache -1 --mix get --consistency linea
 kvb tls --series tcp+tls --tls --mix get,put --consistency linearizable --clients "$tlsclients" --baseline=false
 # Skewed keys.
 kvb zipf --dist zipf --mix 100/0,95/5 --consistency linearizable --clients 1,16 --baseline=false
+# Compare-and-swap contention: read-modify-writes racing for 16 keys.
+kvb cas --mix cas --keys 16 --clients 1,16 --consistency linearizable --baseline=false
 # Open loop at fixed rates: tail latency without coordinated omission.
 kvb open --mode open --rate "$rates" --clients 64 --mix 95/5 --consistency linearizable --baseline=false
 # Many client instances: each of 64 clients has its own connections.

@@ -18,12 +18,26 @@ var (
 	ErrPreload = errors.New("bench: preload failed")
 )
 
-// Store is what the harness drives; *client.Client implements it. Every
+// Store is what the harness drives; Client makes a *client.Client one. Every
 // method must be safe for concurrent use: many workers share one Store.
 type Store interface {
 	Get(ctx context.Context, key []byte, opts ...client.ReadOption) ([]byte, error)
 	Put(ctx context.Context, key, value []byte) error
+	// GetVersion and CompareAndSwap serve the CAS workload: a read of the
+	// key's version, then a write applied only if the key is still at that
+	// version (0: absent), failing with client.ErrConflict otherwise.
+	GetVersion(ctx context.Context, key []byte, opts ...client.ReadOption) ([]byte, uint64, error)
+	CompareAndSwap(ctx context.Context, key, value []byte, version uint64) error
 	Stats() client.Stats
+}
+
+// Client is a *client.Client as a Store.
+type Client struct{ *client.Client }
+
+// CompareAndSwap is PutVersion with client.IfVersion(version).
+func (c Client) CompareAndSwap(ctx context.Context, key, value []byte, version uint64) error {
+	_, err := c.PutVersion(ctx, key, value, client.IfVersion(version))
+	return err
 }
 
 // Mode is how operations are issued.

@@ -33,11 +33,15 @@ type fakeStore struct {
 type shared struct {
 	mu   sync.RWMutex
 	data map[string][]byte
+	vers map[string]uint64 // CAS versions (0: never CASed)
+	next uint64
 }
 
 var errFake = errors.New("fake: injected failure")
 
-func newFake() *fakeStore { return &fakeStore{shared: &shared{data: map[string][]byte{}}} }
+func newFake() *fakeStore {
+	return &fakeStore{shared: &shared{data: map[string][]byte{}, vers: map[string]uint64{}}}
+}
 
 // another is a second client of the same fake cluster.
 func (f *fakeStore) another() *fakeStore { return &fakeStore{shared: f.shared} }
@@ -79,6 +83,30 @@ func (f *fakeStore) Put(ctx context.Context, key, value []byte) error {
 		f.data[string(key)] = append([]byte(nil), value...)
 	}
 	f.mu.Unlock()
+	return nil
+}
+
+func (f *fakeStore) GetVersion(ctx context.Context, key []byte, opts ...client.ReadOption) ([]byte, uint64, error) {
+	v, err := f.Get(ctx, key, opts...)
+	f.mu.RLock()
+	ver := f.vers[string(key)]
+	f.mu.RUnlock()
+	return v, ver, err
+}
+
+// CompareAndSwap is exact, like kvd's: the version is compared and bumped
+// under the lock.
+func (f *fakeStore) CompareAndSwap(ctx context.Context, key, value []byte, version uint64) error {
+	f.maybeStall()
+	f.puts.Add(1)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if cur := f.vers[string(key)]; cur != version {
+		return &client.ConflictError{Key: append([]byte(nil), key...), Version: cur, Expected: version}
+	}
+	f.next++
+	f.vers[string(key)] = f.next
+	f.data[string(key)] = append([]byte(nil), value...)
 	return nil
 }
 

@@ -230,6 +230,7 @@ func (r *Runner) collect(p *Point, ws []*worker, win window) result.Run {
 		out.Puts += w.puts
 		out.Errors += w.errs
 		out.Misses += w.misses
+		out.Conflicts += w.conflicts
 	}
 	r.all.Merge(r.get)
 	r.all.Merge(r.put)

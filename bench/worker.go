@@ -27,8 +27,10 @@ type worker struct {
 	get   *latency.Recorder
 	put   *latency.Recorder
 
-	// Measured operations, read after the point ends.
-	gets, puts, errs, misses uint64
+	// Measured operations, read after the point ends. A CAS counts as a
+	// PUT; conflicts are the CASes whose condition failed (answers, not
+	// errors).
+	gets, puts, errs, misses, conflicts uint64
 	// Every completed operation and error, warmup included, for progress.
 	done, failed atomic.Uint64
 }
@@ -43,22 +45,40 @@ func (w *worker) prepare(store Store, p *Point, seed, stream uint64) {
 	w.gen = workload.New(p.Workload, seed, stream)
 	w.get.Reset()
 	w.put.Reset()
-	w.gets, w.puts, w.errs, w.misses = 0, 0, 0, 0
+	w.gets, w.puts, w.errs, w.misses, w.conflicts = 0, 0, 0, 0, 0
 	w.done.Store(0)
 	w.failed.Store(0)
 }
 
 // do issues one operation; it reports whether it succeeded (a GET of a
-// missing key succeeds: it is an answer, counted as a miss).
+// missing key succeeds: it is an answer, counted as a miss; so does a CAS
+// whose condition failed, counted as a conflict: miss for a CAS).
 func (w *worker) do(ctx context.Context, op workload.Op, key []byte) (ok, miss bool) {
 	var err error
-	if op == workload.Get {
+	switch op {
+	case workload.Get:
 		_, err = w.store.Get(ctx, key, w.opts...)
 		if errors.Is(err, client.ErrNotFound) {
 			return true, true
 		}
-	} else {
+	case workload.CAS:
+		return w.cas(ctx, key)
+	default:
 		err = w.store.Put(ctx, key, w.gen.Value())
+	}
+	return err == nil, false
+}
+
+// cas reads key's version (0: absent) and writes it back on condition that
+// it is still that version.
+func (w *worker) cas(ctx context.Context, key []byte) (ok, conflict bool) {
+	_, ver, err := w.store.GetVersion(ctx, key, w.opts...)
+	if err != nil && !errors.Is(err, client.ErrNotFound) {
+		return false, false
+	}
+	err = w.store.CompareAndSwap(ctx, key, w.gen.Value(), ver)
+	if errors.Is(err, client.ErrConflict) {
+		return true, true
 	}
 	return err == nil, false
 }
@@ -84,6 +104,9 @@ func (w *worker) account(op workload.Op, lat time.Duration, ok, miss, measured b
 	default:
 		w.puts++
 		w.put.Record(lat)
+		if op == workload.CAS && miss {
+			w.conflicts++
+		}
 	}
 }
 

@@ -50,6 +50,7 @@ func Markdown(w io.Writer, rep *result.Report, o Options) error {
 		{"One-sided and RPC GETs", "100% GET runs: one-sided READs (linearizable, serializable) against RPC GETs (readindex) at the same load. READs/GET and B/GET: READs posted and bytes fetched per one-sided GET, over all its round trips. CPU is the servers' user+system time per GET; net subtracts their idle use.", getPathTable(rep)},
 		{"One client instance per client", "Closed-loop runs where each of at least " + fmt.Sprint(manyInstances) + " clients has its own client instance (its own connections), so the servers see that many connections: the shape where per-connection costs show. CPU is the servers' user+system time per operation (all nodes together).", instancesTable(rep)},
 		{"Against perftest", "One-client GET-only and PUT-only runs over RDMA next to perftest's raw round trip of the nearest size, measured in the same run: one-sided GETs against `ib_read_lat`, RPC GETs and PUTs against `ib_send_lat` (doubled: a full round trip). p50 in µs.", perftestTable(rep)},
+		{"Compare-and-swap contention", "Runs of the `cas` mix: every operation reads a key's version and writes the key back on condition that it is still that version (`PutVersion` with `IfVersion`), so clients racing for the same keys conflict. ops/s and latencies are of whole read-modify-writes; conflicts: CASes refused because another write came first (answers, not errors).", casTable(rep)},
 		{"TLS cost", "Each run of a series `S+tls` (kvd with TLS on) next to the same point of series `S` (plaintext): ×: TLS over plaintext. CPU is the servers' user+system time per operation.", tlsTable(rep)},
 		{"Baselines", "Raw transport round trips, no kvd code involved; µs.", baselinesTable(rep)},
 	}
@@ -269,6 +270,28 @@ func instancesTable(rep *result.Report) *table {
 		t.add(r.Series, r.Mix, consistency(r), r.Dist, fmt.Sprint(r.Keys), bytes(r.ValueSize), load(r), fmt.Sprint(r.Conns),
 			rate(r.Throughput), us(r.Lat.P50), us(r.Lat.P99), count(r.Errors),
 			frac(r.RoundsPerGet()), frac(r.ReadsPerOneSidedGet()), perGet(r.BytesPerOneSidedGet()), gross, net)
+	}
+	return t
+}
+
+// casTable lists the compare-and-swap runs (mix "cas").
+func casTable(rep *result.Report) *table {
+	t := newTable("series", "consistency", "dist", ">keys", ">clients", ">ops/s", ">p50", ">p99", ">conflicts", ">conflict %", ">errors",
+		">srv CPU µs/op")
+	for i := range rep.Runs {
+		r := &rep.Runs[i]
+		if r.Mix != "cas" {
+			continue
+		}
+		pct, gross := "–", "–"
+		if r.Puts > 0 {
+			pct = fmt.Sprintf("%.1f", 100*float64(r.Conflicts)/float64(r.Puts))
+		}
+		if r.ServerPIDs > 0 {
+			gross = cpu(r.ServerCPUPerOp)
+		}
+		t.add(r.Series, consistency(r), r.Dist, fmt.Sprint(r.Keys), load(r), rate(r.Throughput), us(r.Lat.P50), us(r.Lat.P99),
+			count(r.Conflicts), pct, count(r.Errors), gross)
 	}
 	return t
 }

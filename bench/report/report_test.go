@@ -343,3 +343,26 @@ func TestTLSCost(t *testing.T) {
 		t.Error("TLS cost section without TLS runs")
 	}
 }
+
+// TestCASTable: runs of the cas mix get their own table, with the share of
+// CASes that conflicted; other runs stay out of it.
+func TestCASTable(t *testing.T) {
+	rep := sample()
+	cas := rep.Runs[0]
+	cas.Mix, cas.ReadPct, cas.Gets, cas.Puts, cas.Conflicts, cas.Keys = "cas", -1, 0, 2000, 500, 2
+	rep.Runs = append(rep.Runs, cas)
+	var b strings.Builder
+	if err := Markdown(&b, rep, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	tab := section(t, b.String(), "Compare-and-swap contention")
+	if len(tab) != 3 {
+		t.Fatalf("CAS table has %d lines, want a header, a rule and the one cas run:\n%s", len(tab), strings.Join(tab, "\n"))
+	}
+	if got := cell(t, tab, "conflicts", "linearizable"); got != "500" {
+		t.Errorf("conflicts %q, want 500", got)
+	}
+	if got := cell(t, tab, "conflict %", "linearizable"); got != "25.0" {
+		t.Errorf("conflict %% %q, want 25.0", got)
+	}
+}

@@ -129,6 +129,7 @@ var runColumns = slices.Concat([]column[Run]{
 	u64Col("puts", func(r *Run) *uint64 { return &r.Puts }),
 	u64Col("errors", func(r *Run) *uint64 { return &r.Errors }),
 	u64Col("misses", func(r *Run) *uint64 { return &r.Misses }),
+	u64Col("conflicts", func(r *Run) *uint64 { return &r.Conflicts }),
 	f64Col("throughput", func(r *Run) *float64 { return &r.Throughput }),
 },
 	summaryCols("lat_", func(r *Run) *latency.Summary { return &r.Lat }),

@@ -58,11 +58,14 @@ type Run struct {
 	TargetRate  float64 `json:"target_rate"` // open loop only, ops/s
 	Seconds     float64 `json:"seconds"`     // measured wall time
 
-	Ops        uint64  `json:"ops"`
-	Gets       uint64  `json:"gets"`
-	Puts       uint64  `json:"puts"`
-	Errors     uint64  `json:"errors"`
-	Misses     uint64  `json:"misses"`     // GETs that found no key (not errors)
+	Ops    uint64 `json:"ops"`
+	Gets   uint64 `json:"gets"`
+	Puts   uint64 `json:"puts"`
+	Errors uint64 `json:"errors"`
+	Misses uint64 `json:"misses"` // GETs that found no key (not errors)
+	// Conflicts: CAS operations (mix "cas", counted in Puts) whose version
+	// condition failed: answers, not errors.
+	Conflicts  uint64  `json:"conflicts,omitempty"`
 	Throughput float64 `json:"throughput"` // ops/s
 
 	Lat    latency.Summary `json:"lat"`

@@ -41,7 +41,9 @@ func New(cfg Config, seed, stream uint64) *Generator {
 // Next draws the next operation and its key index.
 func (g *Generator) Next() (Op, int) {
 	op := Put
-	if g.rng.IntN(100) < int(g.cfg.Mix) {
+	if g.cfg.Mix == CASOnly {
+		op = CAS
+	} else if g.rng.IntN(100) < int(g.cfg.Mix) {
 		op = Get
 	}
 	return op, g.Index()

@@ -18,11 +18,18 @@ const (
 	Get Op = iota
 	// Put writes a key with a value of the configured size.
 	Put
+	// CAS reads a key's version and writes it back conditionally on that
+	// version (a read-modify-write): under contention some fail with a
+	// conflict.
+	CAS
 )
 
 func (o Op) String() string {
-	if o == Put {
+	switch o {
+	case Put:
 		return "put"
+	case CAS:
+		return "cas"
 	}
 	return "get"
 }
@@ -66,13 +73,21 @@ const (
 	ReadMost  Mix = 95  // YCSB B
 	ReadHalf  Mix = 50  // YCSB A
 	WriteOnly Mix = 0   // every op a PUT
+	// CASOnly: every op a compare-and-swap (CAS). Not a percentage.
+	CASOnly Mix = -1
 )
 
-// String names the mix as "GET/PUT" percentages: "95/5".
-func (m Mix) String() string { return fmt.Sprintf("%d/%d", int(m), 100-int(m)) }
+// String names the mix as "GET/PUT" percentages: "95/5", or "cas".
+func (m Mix) String() string {
+	if m == CASOnly {
+		return "cas"
+	}
+	return fmt.Sprintf("%d/%d", int(m), 100-int(m))
+}
 
 // ParseMix accepts "95/5" style percentages, a bare GET percentage ("95"),
-// YCSB letters ("ycsb-a", "b", ...) and "get" / "put" for 100/0 and 0/100.
+// YCSB letters ("ycsb-a", "b", ...), "get" / "put" for 100/0 and 0/100, and
+// "cas" for compare-and-swap only.
 func ParseMix(s string) (Mix, error) {
 	t := strings.TrimPrefix(strings.ToLower(strings.TrimSpace(s)), "ycsb-")
 	switch t {
@@ -84,6 +99,8 @@ func ParseMix(s string) (Mix, error) {
 		return ReadHalf, nil
 	case "put", "write":
 		return WriteOnly, nil
+	case "cas":
+		return CASOnly, nil
 	}
 	r, w, split := strings.Cut(t, "/")
 	rp, err := strconv.Atoi(r)
@@ -101,7 +118,8 @@ func ParseMix(s string) (Mix, error) {
 
 // Config describes a workload.
 type Config struct {
-	// Mix is the GET share in percent. The zero value is WriteOnly.
+	// Mix is the GET share in percent, or CASOnly. The zero value is
+	// WriteOnly.
 	Mix Mix
 	// Keys is the size of the key space. Default 10000.
 	Keys int
@@ -141,7 +159,7 @@ func (c *Config) Validate() error {
 		c.ZipfS = DefaultZipfS
 	}
 	switch {
-	case c.Mix < 0 || c.Mix > 100:
+	case (c.Mix < 0 || c.Mix > 100) && c.Mix != CASOnly:
 		return fmt.Errorf("%w: mix %d%% GETs is outside 0..100", ErrConfig, int(c.Mix))
 	case c.Keys < 0:
 		return fmt.Errorf("%w: %d keys", ErrConfig, c.Keys)

@@ -67,7 +67,7 @@ func runFlags(o *runOptions) *flag.FlagSet {
 	fs.DurationVar(&o.requestTimeout, "request-timeout", 0, "the clients' RequestTimeout, the most one operation may take (0: the client's default, 15s)")
 	fs.IntVar(&o.clientCache, "client-cache", 0, "client location cache entries (0: the client's default; -1: off, so every one-sided GET takes 2 round trips)")
 
-	fs.StringVar(&o.mixes, "mix", "100/0,95/5,50/50,0/100", "GET/PUT mixes: 95/5, ycsb-a..c, get, put")
+	fs.StringVar(&o.mixes, "mix", "100/0,95/5,50/50,0/100", "GET/PUT mixes: 95/5, ycsb-a..c, get, put, or cas (compare-and-swap read-modify-writes)")
 	fs.StringVar(&o.consistencies, "consistency", "linearizable,readindex", "GET consistencies: linearizable and serializable are one-sided, readindex is an RPC")
 	fs.StringVar(&o.clients, "clients", "1,4,16,64", "closed-loop concurrencies (open loop: most operations in flight)")
 	fs.StringVar(&o.valueSizes, "value-size", "256", "value sizes, e.g. 16,256,4KiB,64KiB")
@@ -354,7 +354,7 @@ func (env *runEnv) dial(ctx context.Context, o *runOptions, eps []string) error 
 			return err
 		}
 		env.clients = append(env.clients, c)
-		env.stores = append(env.stores, c)
+		env.stores = append(env.stores, bench.Client{Client: c})
 	}
 	// Connect every client instance before measuring, one at a time: a GET
 	// makes each dial the leader, read its table's geometry and sync its
