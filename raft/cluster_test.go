@@ -212,6 +212,7 @@ var networks = []struct {
 
 type cluster struct {
 	t     testing.TB
+	dir   string // the nodes' data directories are below it
 	net   network
 	base  Config
 	peers map[uint64]string
@@ -226,7 +227,10 @@ func newCluster(t testing.TB, size int, base Config) *cluster {
 
 func newClusterOn(t testing.TB, nw network, size int, base Config) *cluster {
 	t.Helper()
-	c := &cluster{t: t, net: nw, base: base, peers: map[uint64]string{}, nodes: map[uint64]*testNode{}}
+	// The temporary directory is made before stopAll is registered, so that
+	// it is removed after the nodes are closed (cleanups run last first):
+	// Pebble may still read its files (table statistics) until Close.
+	c := &cluster{t: t, dir: t.TempDir(), net: nw, base: base, peers: map[uint64]string{}, nodes: map[uint64]*testNode{}}
 	t.Cleanup(c.stopAll)
 	for id := uint64(1); id <= uint64(size); id++ {
 		c.reserve(id)
@@ -241,7 +245,11 @@ func newClusterOn(t testing.TB, nw network, size int, base Config) *cluster {
 // (and in c.peers) before any node starts.
 func (c *cluster) reserve(id uint64) *testNode {
 	c.t.Helper()
-	tn := &testNode{id: id, name: fmt.Sprintf("node%d", id), dir: filepath.Join(c.t.TempDir(), fmt.Sprint(id))}
+	dir, err := os.MkdirTemp(c.dir, fmt.Sprintf("%d-", id))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	tn := &testNode{id: id, name: fmt.Sprintf("node%d", id), dir: filepath.Join(dir, fmt.Sprint(id))}
 	tn.tr = c.net.transport(c.t, tn.name)
 	ln, err := tn.tr.Listen(c.net.listenAddr(tn.name))
 	if err != nil {
