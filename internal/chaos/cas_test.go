@@ -173,27 +173,9 @@ func requireCounts(t *testing.T, counts map[string]int, kinds ...string) {
 // answers READs.
 func casFaults(t *testing.T, pc *kvdtest.ProcCluster) []fault {
 	return []fault{
-		{name: "SIGKILL leader, restart after 3s", settle: 2 * time.Second, do: func() {
-			l := leaderOf(t, pc, 15*time.Second)
-			l.Kill()
-			time.Sleep(3 * time.Second)
-			if err := l.Start(); err != nil {
-				t.Fatal(err)
-			}
-		}},
-		{name: "partition the leader away for 4s, heal", settle: 2 * time.Second, do: func() {
-			l := leaderOf(t, pc, 15*time.Second)
-			isolate(t, pc, l)
-			time.Sleep(4 * time.Second)
-			healAll(t, pc)
-		}},
-		{name: "freeze the leader for 6s (its region still answers READs)", settle: 2 * time.Second, do: func() {
-			l := leaderOf(t, pc, 15*time.Second)
-			if err := l.Freeze(6 * time.Second); err != nil {
-				t.Fatal(err)
-			}
-			time.Sleep(6 * time.Second)
-		}},
+		killLeader(t, pc, 3*time.Second),
+		isolateLeader(t, pc, "the leader", 4*time.Second),
+		freezeLeader(t, pc, 6*time.Second),
 	}
 }
 

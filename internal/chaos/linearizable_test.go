@@ -199,6 +199,40 @@ type fault struct {
 	do       func()
 }
 
+// killLeader SIGKILLs the leader and restarts it after d.
+func killLeader(t *testing.T, pc *kvdtest.ProcCluster, d time.Duration) fault {
+	return fault{name: fmt.Sprintf("SIGKILL leader, restart after %v", d), settle: 2 * time.Second, do: func() {
+		l := leaderOf(t, pc, 15*time.Second)
+		l.Kill()
+		time.Sleep(d)
+		if err := l.Start(); err != nil {
+			t.Fatal(err)
+		}
+	}}
+}
+
+// isolateLeader partitions the leader away from the others for d, then
+// heals; who names the leader in the fault's name.
+func isolateLeader(t *testing.T, pc *kvdtest.ProcCluster, who string, d time.Duration) fault {
+	return fault{name: fmt.Sprintf("partition %s away for %v, heal", who, d), settle: 2 * time.Second, do: func() {
+		l := leaderOf(t, pc, 15*time.Second)
+		isolate(t, pc, l)
+		time.Sleep(d)
+		healAll(t, pc)
+	}}
+}
+
+// freezeLeader SIGSTOPs the leader for d; its region still answers READs.
+func freezeLeader(t *testing.T, pc *kvdtest.ProcCluster, d time.Duration) fault {
+	return fault{name: fmt.Sprintf("freeze the leader for %v (its region still answers READs)", d), settle: 2 * time.Second, do: func() {
+		l := leaderOf(t, pc, 15*time.Second)
+		if err := l.Freeze(d); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(d)
+	}}
+}
+
 // faultSpan is when a fault ran, on the history's clock.
 type faultSpan struct {
 	f          fault
@@ -250,21 +284,8 @@ func TestLinearizableUnderFaults(t *testing.T) {
 		}()
 	}
 
-	isolateLeader := func() {
-		l := leaderOf(t, pc, 15*time.Second)
-		isolate(t, pc, l)
-		time.Sleep(5 * time.Second)
-		healAll(t, pc)
-	}
 	faults := []fault{
-		{name: "SIGKILL leader, restart after 4s", settle: 2 * time.Second, do: func() {
-			l := leaderOf(t, pc, 15*time.Second)
-			l.Kill()
-			time.Sleep(4 * time.Second)
-			if err := l.Start(); err != nil {
-				t.Fatal(err)
-			}
-		}},
+		killLeader(t, pc, 4*time.Second),
 		{name: "SIGKILL follower, restart after 2s", settle: 2 * time.Second, do: func() {
 			l := leaderOf(t, pc, 15*time.Second)
 			f := others(pc, l)[0]
@@ -274,15 +295,9 @@ func TestLinearizableUnderFaults(t *testing.T) {
 				t.Fatal(err)
 			}
 		}},
-		{name: "partition the leader away for 5s, heal", settle: 2 * time.Second, do: isolateLeader},
-		{name: "partition the new leader away for 5s, heal", settle: 2 * time.Second, do: isolateLeader},
-		{name: "freeze the leader for 10s (its region still answers READs)", settle: 2 * time.Second, do: func() {
-			l := leaderOf(t, pc, 15*time.Second)
-			if err := l.Freeze(10 * time.Second); err != nil {
-				t.Fatal(err)
-			}
-			time.Sleep(10 * time.Second)
-		}},
+		isolateLeader(t, pc, "the leader", 5*time.Second),
+		isolateLeader(t, pc, "the new leader", 5*time.Second),
+		freezeLeader(t, pc, 10*time.Second),
 		{name: "SIGKILL leader and a follower together, restart both after 1s", noQuorum: true, settle: 5 * time.Second, do: func() {
 			l := leaderOf(t, pc, 15*time.Second)
 			f := others(pc, l)[0]

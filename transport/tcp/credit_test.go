@@ -39,16 +39,11 @@ func connPair(t *testing.T, credits int, creditDelay time.Duration) (client, ser
 	return c.(*conn), s
 }
 
-// TestCreditsRideOnAnswers: in a request/response exchange the receiver's
-// credits go back on its answers, not in CREDIT frames of their own (which
-// cost each request a frame, a syscall and a wake-up at the far end).
-func TestCreditsRideOnAnswers(t *testing.T) {
-	// A delay no stall of this machine outlasts, so that every answer
-	// comes within it (the default is 250 ms).
-	c, s := connPair(t, 64, time.Minute)
+// exchange runs n requests from c, each answered by s after work.
+func exchange(t *testing.T, c, s *conn, n int, work time.Duration) {
+	t.Helper()
 	ctx := context.Background()
 	var buf []byte
-	const n = 200
 	for i := range n {
 		if err := c.Send(ctx, []byte{byte(i)}); err != nil {
 			t.Fatal(err)
@@ -57,7 +52,7 @@ func TestCreditsRideOnAnswers(t *testing.T) {
 		if buf, err = s.Recv(ctx, buf); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(300 * time.Microsecond)       // the work a server does before it answers
+		time.Sleep(work)
 		if err := s.Send(ctx, buf); err != nil { // the answer
 			t.Fatal(err)
 		}
@@ -65,6 +60,17 @@ func TestCreditsRideOnAnswers(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// TestCreditsRideOnAnswers: in a request/response exchange the receiver's
+// credits go back on its answers, not in CREDIT frames of their own (which
+// cost each request a frame, a syscall and a wake-up at the far end).
+func TestCreditsRideOnAnswers(t *testing.T) {
+	// A delay no stall of this machine outlasts, so that every answer
+	// comes within it (the default is 250 ms).
+	c, s := connPair(t, 64, time.Minute)
+	const n = 200
+	exchange(t, c, s, n, 300*time.Microsecond) // the work a server does before it answers
 	if f := s.msgs.frames.Load() + c.msgs.frames.Load(); f != 0 {
 		t.Fatalf("%d CREDIT frames for %d request/response pairs, want the credits on the answers", f, n)
 	}
@@ -75,25 +81,8 @@ func TestCreditsRideOnAnswers(t *testing.T) {
 // credits along. (At the old 2 ms every request cost a CREDIT frame.)
 func TestDefaultDelayOutlastsBusyAnswers(t *testing.T) {
 	c, s := connPair(t, 64, creditIdleDelay)
-	ctx := context.Background()
-	var buf []byte
 	const n = 10
-	for i := range n {
-		if err := c.Send(ctx, []byte{byte(i)}); err != nil {
-			t.Fatal(err)
-		}
-		var err error
-		if buf, err = s.Recv(ctx, buf); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(20 * time.Millisecond) // an fsync and a Raft round under load
-		if err := s.Send(ctx, buf); err != nil {
-			t.Fatal(err)
-		}
-		if buf, err = c.Recv(ctx, buf); err != nil {
-			t.Fatal(err)
-		}
-	}
+	exchange(t, c, s, n, 20*time.Millisecond) // an fsync and a Raft round under load
 	// A stall of the machine longer than the delay can cost a frame; one
 	// per request is the bug.
 	if f := s.msgs.frames.Load(); f > n/4 {
