@@ -148,6 +148,7 @@ func (c *conn) forward(d delivery) {
 	c.mu.Unlock()
 	select {
 	case c.rq <- d:
+		notify(c.arrived)
 	default:
 		c.asmr.broken = true
 		c.fail(fmt.Errorf("rdma: peer exceeded its message credits: %w (connection closed: %w)", transport.ErrProtocol, transport.ErrClosed))

@@ -71,6 +71,7 @@ type conn struct {
 	wake      chan struct{} // the sender's wake-up: credits or buffers came back
 	idle      chan struct{} // Close's wake-up: all sends completed
 	rq        chan delivery
+	arrived   chan struct{} // Recv's wake-up: a message was queued on rq
 	freeSlots chan int
 	slots     []readSlot
 	// maxReadDepth is the most READ rounds one Read has had in flight.
@@ -163,6 +164,7 @@ func newConn(t *Transport, id cmID, ch *eventChannel) *conn {
 		wake:      make(chan struct{}, 1),
 		idle:      make(chan struct{}, 1),
 		rq:        make(chan delivery, cfg.Credits),
+		arrived:   make(chan struct{}, 1),
 		freeSlots: make(chan int, cfg.ReadSlots),
 		slots:     make([]readSlot, cfg.ReadSlots),
 		closed:    make(chan struct{}),

@@ -89,6 +89,7 @@ func (c *conn) deliver(d delivery) {
 	c.mu.Unlock()
 	select {
 	case c.rq <- d:
+		notify(c.arrived)
 	default:
 		c.protocolError(fmt.Errorf("rdma: peer exceeded its message credits: %w", transport.ErrProtocol))
 	}
@@ -140,30 +141,60 @@ func notify(ch chan struct{}) {
 // Recv returns the next message appended to buf[:0]. After the peer closes,
 // messages that arrived before are still returned, then the close error;
 // after a local Close, only the error.
+//
+// A message is taken off rq only with memMu read-held: teardown moves what
+// is queued out of the receive buffers under memMu before freeing them, so
+// a message taken just before that must be copied before teardown can run,
+// or it would be lost (its buffer freed under it).
 func (c *conn) Recv(ctx context.Context, buf []byte) ([]byte, error) {
-	var d delivery
-	select {
-	case d = <-c.rq:
-	default:
+	for {
+		out, ok, err := c.take(buf)
+		if ok || err != nil {
+			return out, err
+		}
 		if ctx.Err() == nil {
 			c.spinWait(func() bool { return len(c.rq) > 0 })
 		}
 		select {
-		case d = <-c.rq:
+		case <-c.arrived:
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-c.closed:
-			select {
-			case d = <-c.rq:
-			default:
-				return nil, c.closedErr()
+			// Once teardown is done, everything that arrived before the
+			// close is on rq: the assembler has delivered what it held.
+			<-c.done
+			out, ok, err := c.take(buf)
+			if ok || err != nil {
+				return out, err
 			}
+			return nil, c.closedErr()
 		}
 	}
+}
+
+// take returns the next queued message if there is one (ok), copied out
+// of its receive buffer under memMu.
+func (c *conn) take(buf []byte) (out []byte, ok bool, err error) {
+	c.memMu.RLock()
+	var d delivery
+	select {
+	case d = <-c.rq:
+	default:
+		c.memMu.RUnlock()
+		return nil, false, nil
+	}
+	if len(c.rq) > 0 {
+		notify(c.arrived) // another Recv may be waiting for the next one
+	}
+	if h := c.t.takeHook; h != nil {
+		h(c)
+	}
 	if c.localClose.Load() {
-		return nil, c.closedErr()
+		c.memMu.RUnlock()
+		return nil, false, c.closedErr()
 	}
 	if d.buf < 0 {
+		c.memMu.RUnlock()
 		// A reassembled message is already a buffer of its own: when buf
 		// cannot hold it, appending would only copy it into a new one.
 		if cap(buf) < len(d.data) {
@@ -176,20 +207,19 @@ func (c *conn) Recv(ctx context.Context, buf []byte) ([]byte, error) {
 		c.owedMsg++
 		c.mu.Unlock()
 		c.returnCredits()
-		return buf, nil
+		return buf, true, nil
 	}
-	c.memMu.RLock()
-	if c.freed {
+	if c.freed { // teardown moved every queued message out: cannot happen
 		c.memMu.RUnlock()
-		return nil, c.closedErr()
+		return nil, false, c.closedErr()
 	}
 	buf = append(buf[:0], c.recvBuf(int(d.buf))[headerSize:headerSize+int(d.n)]...)
 	idx := [1]uint16{uint16(d.buf)}
-	err := c.qp.postRecvs(c.lkey, c.base, c.cfg.BufSize, idx[:], wrID(c.id, kindRecv, 0, 0))
+	err = c.qp.postRecvs(c.lkey, c.base, c.cfg.BufSize, idx[:], wrID(c.id, kindRecv, 0, 0))
 	c.memMu.RUnlock()
 	if err != nil {
 		c.fail(fmt.Errorf("%w: %w", err, transport.ErrClosed))
-		return nil, c.closedErr()
+		return nil, false, c.closedErr()
 	}
 	c.mu.Lock()
 	c.held--
@@ -198,5 +228,5 @@ func (c *conn) Recv(ctx context.Context, buf []byte) ([]byte, error) {
 	c.owedMsg++
 	c.mu.Unlock()
 	c.returnCredits()
-	return buf, nil
+	return buf, true, nil
 }

@@ -6,6 +6,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -83,5 +85,86 @@ func TestPeerExceedsMessageCredits(t *testing.T) {
 	}
 	if !errors.Is(err, transport.ErrProtocol) || !errors.Is(err, transport.ErrClosed) {
 		t.Fatalf("receiver's Recv = %v; want ErrProtocol and ErrClosed (message credits exceeded)", err)
+	}
+}
+
+// Every message that arrived before the peer closed is returned, in order,
+// even while Recv runs concurrently with the teardown that the peer's
+// disconnect starts (teardown moves queued messages out of the receive
+// buffers it is about to free; a Recv that had just taken one must not lose
+// it). The window is narrow, so the close is repeated with a receiver
+// draining the queue as the disconnect lands; small and fragmented
+// messages both, since they take different routes to Recv.
+func TestRecvRacesPeerClose(t *testing.T) {
+	cfg := Config{Credits: 32, BufSize: 512}
+	for round := range 40 {
+		c, s, _, _ := pair(t, cfg)
+		ctx := ctxT(t)
+		msgs := make([][]byte, cfg.Credits)
+		for i := range msgs {
+			n := 1 + i%7
+			if i%5 == 4 {
+				n = 3*cfg.BufSize + i // fragmented
+			}
+			msgs[i] = pattern(n, i)
+			if err := s.Send(ctx, msgs[i]); err != nil {
+				t.Fatalf("round %d: Send %d: %v", round, i, err)
+			}
+		}
+		got := make(chan error, 1)
+		go func() {
+			for i := range msgs {
+				m, err := c.Recv(ctx, nil)
+				if err != nil || !bytes.Equal(m, msgs[i]) {
+					got <- fmt.Errorf("Recv %d of %d: %d bytes, %v; want message %d (%d bytes)", i, len(msgs), len(m), err, i, len(msgs[i]))
+					return
+				}
+			}
+			_, err := c.Recv(ctx, nil)
+			if !errors.Is(err, transport.ErrClosed) {
+				got <- fmt.Errorf("Recv after the last message = %v; want ErrClosed", err)
+				return
+			}
+			got <- nil
+		}()
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-got; err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		_ = c.Close()
+	}
+}
+
+// The narrowest case of the race above, forced: the peer's close and the
+// teardown it starts happen while Recv holds a message it has taken off the
+// queue and not yet copied out of its receive buffer. The message must still
+// be returned whole.
+func TestRecvHoldsMessageAcrossTeardown(t *testing.T) {
+	c, s, ct, _ := pair(t, Config{})
+	ctx := ctxT(t)
+	msg := pattern(100, 3)
+	if err := s.Send(ctx, msg); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	ct.takeHook = func(cc *conn) {
+		once.Do(func() {
+			go func() { _ = s.Close() }()
+			// Teardown either finishes now (it must then have kept the
+			// message) or waits for this Recv to copy it.
+			select {
+			case <-cc.done:
+			case <-time.After(500 * time.Millisecond):
+			}
+		})
+	}
+	got, err := c.Recv(ctx, nil)
+	if err != nil || !bytes.Equal(got, msg) {
+		t.Fatalf("Recv across the peer's close = %d bytes, %v; want the %d-byte message", len(got), err, len(msg))
+	}
+	if _, err := c.Recv(ctx, nil); !errors.Is(err, transport.ErrClosed) {
+		t.Fatalf("the next Recv = %v; want ErrClosed", err)
 	}
 }

@@ -66,6 +66,9 @@ type Transport struct {
 
 	// asmHook, in tests, runs before the assembler copies a fragment.
 	asmHook func(*conn)
+	// takeHook, in tests, runs when Recv has taken a message off the queue
+	// and not yet copied it.
+	takeHook func(*conn)
 }
 
 var _ transport.Transport = (*Transport)(nil)
