@@ -9,11 +9,12 @@ import (
 	"time"
 
 	"github.com/kvd-project/kvd/internal/table"
+	"github.com/kvd-project/kvd/internal/wire"
 	"github.com/kvd-project/kvd/transport"
 )
 
 // MaxGetMany is the most keys one GetMany call accepts.
-const MaxGetMany = 1024
+const MaxGetMany = wire.MaxGetManyKeys
 
 // batchKeys is how many keys share one one-sided batch: the first round
 // trip READs the header and both candidate buckets of each key, and that
@@ -38,15 +39,10 @@ type Result struct {
 // batch's last READ); a key the batch cannot prove (a torn or moving
 // bucket, a region flagged incomplete, a failed lease check) is read on its
 // own by Get's protocol, with its retries and RPC fallback. Each key is
-// linearizable on its own; the results are not one atomic snapshot.
+// linearizable on its own; the results are not one atomic snapshot (GetManyAtomic gives one).
 func (c *Client) GetMany(ctx context.Context, keys [][]byte, opts ...ReadOption) ([]Result, error) {
-	if len(keys) > MaxGetMany {
-		return nil, fmt.Errorf("%w: %d keys in one GetMany, at most %d", ErrBadRequest, len(keys), MaxGetMany)
-	}
-	for _, k := range keys {
-		if err := checkKey(k); err != nil {
-			return nil, err
-		}
+	if err := checkKeys(keys); err != nil {
+		return nil, err
 	}
 	level := resolveLevel(c.cfg.Consistency, opts)
 	ctx, cancel := c.withTimeout(ctx)
@@ -59,6 +55,18 @@ func (c *Client) GetMany(ctx context.Context, keys [][]byte, opts ...ReadOption)
 		}
 	}
 	return out, nil
+}
+
+func checkKeys(keys [][]byte) error {
+	if len(keys) > MaxGetMany {
+		return fmt.Errorf("%w: %d keys in one GetMany, at most %d", ErrBadRequest, len(keys), MaxGetMany)
+	}
+	for _, k := range keys {
+		if err := checkKey(k); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // getBatch answers up to batchKeys keys: one-sided together where it can,

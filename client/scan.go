@@ -147,24 +147,8 @@ func (c *Client) scanPage(ctx context.Context, q *wire.ScanRequest, level Consis
 	if len(q.Start) > table.MaxKey || len(q.End) > table.MaxKey {
 		return wire.ScanResponse{}, 0, fmt.Errorf("%w: scan bound of more than %d bytes", ErrKeyTooLarge, table.MaxKey)
 	}
-	req := &wire.Request{Op: wire.OpScan, Flags: wire.Linearizable, Value: wire.AppendScanRequest(nil, q)}
-	var resp wire.Response
-	var err error
-	switch level {
-	case Serializable:
-		req.Flags = wire.Serializable
-		addr := c.readTarget(Serializable)
-		resp, err = c.callAt(ctx, addr, req)
-		if err != nil && !errors.Is(err, ErrBadRequest) && !errors.Is(err, ErrKeyTooLarge) && ctx.Err() == nil {
-			c.rotateRead()
-			resp, err = c.leaderCall(ctx, req, true)
-		}
-	case ReadIndex:
-		req.Flags = wire.ReadIndex
-		fallthrough
-	default:
-		resp, err = c.leaderCall(ctx, req, true)
-	}
+	req := &wire.Request{Op: wire.OpScan, Value: wire.AppendScanRequest(nil, q)}
+	resp, err := c.readCall(ctx, req, level)
 	if err != nil {
 		return wire.ScanResponse{}, 0, err
 	}
@@ -200,4 +184,25 @@ func checkPage(q *wire.ScanRequest, page *wire.ScanResponse) error {
 		return fmt.Errorf("continuation %q does not move past %q", page.Next, last)
 	}
 	return nil
+}
+
+// readCall sends a read request answered from the applied state (a scan, an
+// atomic get-many) at level: Serializable to the node reads go to (the
+// leader if that fails), the others to the leader behind its ReadIndex.
+func (c *Client) readCall(ctx context.Context, req *wire.Request, level Consistency) (wire.Response, error) {
+	switch level {
+	case Serializable:
+		req.Flags = wire.Serializable
+		resp, err := c.callAt(ctx, c.readTarget(Serializable), req)
+		if err != nil && !errors.Is(err, ErrBadRequest) && !errors.Is(err, ErrKeyTooLarge) && ctx.Err() == nil {
+			c.rotateRead()
+			resp, err = c.leaderCall(ctx, req, true)
+		}
+		return resp, err
+	case ReadIndex:
+		req.Flags = wire.ReadIndex
+	default:
+		req.Flags = wire.Linearizable
+	}
+	return c.leaderCall(ctx, req, true)
 }

@@ -19,12 +19,15 @@ type Stats struct {
 	ClockSyncs     uint64 // clock RPCs made to judge leases (background ones included)
 	RPCGets        uint64 // GETs answered by RPC (asked for, or fallen back to)
 	Fallbacks      uint64 // one-sided GETs that gave up and fell back to RPC
+	AtomicOneSided uint64 // GetManyAtomic snapshots proven one-sided (double collect)
+	AtomicRPC      uint64 // GetManyAtomic snapshots read by RPC
 	Retries        map[string]uint64
 }
 
 type counters struct {
 	gets, oneSided, roundTrips, rpcGets, fallbacks, clockSyncs       atomic.Uint64
 	reads, readBytes                                                 atomic.Uint64
+	atomicOneSided, atomicRPC                                        atomic.Uint64
 	torn, stale, unstable, lease, clock, slow, geometry, conn, other atomic.Uint64
 }
 
@@ -58,6 +61,8 @@ func (c *Client) Stats() Stats {
 		Gets:           s.gets.Load(),
 		OneSided:       s.oneSided.Load(),
 		OneSidedRounds: s.roundTrips.Load(),
+		AtomicOneSided: s.atomicOneSided.Load(),
+		AtomicRPC:      s.atomicRPC.Load(),
 		OneSidedReads:  s.reads.Load(),
 		OneSidedBytes:  s.readBytes.Load(),
 		ClockSyncs:     s.clockSyncs.Load(),

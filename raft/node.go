@@ -302,6 +302,18 @@ func cmpUint64(a, b uint64) int {
 	return 0
 }
 
+// GetMany calls fn for each key with its applied value and version, all
+// from one point-in-time view of the applied state, and returns that view's
+// applied index. Like Get, it is not linearizable by itself.
+func (n *Node) GetMany(keys [][]byte, fn func(i int, value []byte, version uint64, found bool)) (applied uint64, err error) {
+	n.useMu.RLock()
+	defer n.useMu.RUnlock()
+	if n.storeClosed {
+		return 0, n.stoppedErr()
+	}
+	return n.store.GetMany(keys, fn)
+}
+
 // Scan calls fn for the applied keys k with start <= k < end (an empty
 // end: no upper bound) in key order, from one point-in-time view of the
 // applied state in Pebble, and returns that view's applied index. fn

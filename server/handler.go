@@ -79,6 +79,8 @@ func (s *Server) serveConn(conn transport.Conn) {
 			reserve += txn.MaxResponseBytes
 		case wire.OpScan:
 			reserve += scanReplyMax
+		case wire.OpGetMany:
+			reserve += getManyReplyMax
 		}
 		reserve = min(reserve, maxConnBytes)
 		if budget.acquire(s.ctx, reserve) != nil {
@@ -167,6 +169,8 @@ func (s *Server) handle(ctx context.Context, req *wire.Request) wire.Response {
 		return s.txn(ctx, req)
 	case wire.OpScan:
 		return s.scan(ctx, req)
+	case wire.OpGetMany:
+		return s.getMany(ctx, req)
 	}
 	if r, bad := checkKey(req); bad {
 		return r
@@ -416,7 +420,7 @@ func permission(conn transport.Conn, op wire.Op) (wire.Response, bool) {
 // added later included) are writes as far as read-only credentials go.
 func readOnlyOp(op wire.Op) bool {
 	switch op {
-	case wire.OpHello, wire.OpGet, wire.OpStatus, wire.OpMemberList, wire.OpClock, wire.OpScan:
+	case wire.OpHello, wire.OpGet, wire.OpStatus, wire.OpMemberList, wire.OpClock, wire.OpScan, wire.OpGetMany:
 		return true
 	}
 	return false

@@ -42,14 +42,8 @@ func (s *Server) scan(ctx context.Context, req *wire.Request) wire.Response {
 	if q.Flags&wire.ScanKeysOnly != 0 && q.Flags&wire.ScanCountOnly != 0 {
 		return badRequest("scan asks for keys only and count only")
 	}
-	switch req.Flags {
-	case wire.Linearizable, wire.ReadIndex:
-		if err := s.node.ReadIndex(ctx); err != nil {
-			return s.errResponse(err)
-		}
-	case wire.Serializable:
-	default:
-		return badRequest("unknown consistency level " + strconv.Itoa(int(req.Flags)))
+	if r, failed := s.readBarrier(ctx, req.Flags); failed {
+		return r
 	}
 	page, applied, err := s.scanPage(&q)
 	if err != nil {
@@ -123,6 +117,22 @@ func (s *Server) scanPage(q *wire.ScanRequest) (page scanPage, applied uint64, e
 	}
 	page.size += len(page.Next) + bytesUsed
 	return page, applied, nil
+}
+
+// readBarrier passes the ReadIndex barrier a read from the applied state
+// needs at level (none for Serializable), or returns the response that
+// refuses the read.
+func (s *Server) readBarrier(ctx context.Context, level uint16) (wire.Response, bool) {
+	switch level {
+	case wire.Linearizable, wire.ReadIndex:
+		if err := s.node.ReadIndex(ctx); err != nil {
+			return s.errResponse(err), true
+		}
+	case wire.Serializable:
+	default:
+		return badRequest("unknown consistency level " + strconv.Itoa(int(level))), true
+	}
+	return wire.Response{}, false
 }
 
 // waitApplied returns once the node's apply (the region included: the

@@ -144,7 +144,13 @@ func runMget(ctx context.Context, e *env, args []string) error {
 	for i, a := range args {
 		keys[i] = []byte(a)
 	}
-	res, err := e.c.GetMany(ctx, keys)
+	var res []client.Result
+	var err error
+	if e.o.atomic {
+		res, _, err = e.c.GetManyAtomic(ctx, keys)
+	} else {
+		res, err = e.c.GetMany(ctx, keys)
+	}
 	if err != nil {
 		return err
 	}

@@ -25,7 +25,8 @@ commands:
                           to the end) and their values; with --limit N,
                           --keys-only (keys only) or --count (the number only)
   mget KEY...             print each KEY and its value, reading them in batches
-                          (exit 1 if any does not exist; they are named on stderr)
+                          (exit 1 if any does not exist; they are named on stderr);
+                          with --atomic, values that all held at one moment
   del KEY                 delete KEY (exit 1 if it did not exist)
   put --if-version N KEY [VALUE], del --if-version N KEY
                           only if KEY's version is N (0: KEY must not exist);
@@ -75,6 +76,7 @@ type options struct {
 	write       string
 	valueFile   string
 	ifVersion   versionFlag
+	atomic      bool // mget: one snapshot
 	scan        scanFlags // get's range options (scan.go)
 	timeout     time.Duration
 }
@@ -122,6 +124,7 @@ func parse(args []string, stderr io.Writer) (*options, []string, error) {
 	fs.StringVar(&o.write, "w", "simple", "output format: simple, json, table, or raw (get: the value's bytes exactly, nothing added)")
 	fs.StringVar(&o.valueFile, "value-file", "", "put: read the value from this file (without it, a put with no VALUE reads standard input)")
 	fs.Var(&o.ifVersion, "if-version", "put, del: only if the key's version is this (0: the key must not exist); else exit 1 naming its version")
+	fs.BoolVar(&o.atomic, "atomic", false, "mget: values that all held at one applied index (one snapshot of the keys)")
 	fs.BoolVar(&o.scan.prefix, "prefix", false, "get: every key starting with KEY, in key order")
 	fs.Var(&o.scan.from, "from", "get: the keys from this one on (inclusive), in key order")
 	fs.Var(&o.scan.to, "to", "get: with --from, the keys before this one (exclusive; omitted: no upper bound)")
@@ -195,6 +198,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	}
 	if o.ifVersion.set && pos[0] != "put" && pos[0] != "del" && pos[0] != "delete" {
 		return usageError{"--if-version applies to put and del only"}
+	}
+	if o.atomic && pos[0] != "mget" {
+		return usageError{"--atomic applies to mget only"}
 	}
 	if o.transport.TLS, err = o.tls.TLS(); err != nil {
 		return err

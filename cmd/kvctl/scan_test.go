@@ -72,3 +72,22 @@ func TestGetRange(t *testing.T) {
 		}
 	}
 }
+
+// TestMgetAtomic: mget --atomic prints what mget prints (read as one
+// snapshot: one-sided when every key exists, by RPC when one is missing)
+// and applies to mget only.
+func TestMgetAtomic(t *testing.T) {
+	ep := startNode(t)
+	mustKvctl(t, ep, "put", "a", "1")
+	mustKvctl(t, ep, "put", "b", "2")
+	if got := mustKvctl(t, ep, "mget", "--atomic", "a", "b"); got != "a\n1\nb\n2\n" {
+		t.Errorf("mget --atomic a b: %q", got)
+	}
+	out, errOut, code := kvctlAt(ep, "", "mget", "--atomic", "b", "nope", "a")
+	if code != 1 || out != "b\n2\na\n1\n" || !strings.Contains(errOut, "nope") {
+		t.Errorf("mget --atomic with a missing key: exit %d, %q, %q", code, out, errOut)
+	}
+	if _, errOut, code := kvctlAt(ep, "", "get", "--atomic", "a"); code != 2 || !strings.Contains(errOut, "mget only") {
+		t.Errorf("get --atomic: exit %d, %q; want a usage error", code, errOut)
+	}
+}

@@ -43,7 +43,12 @@ const (
 	// ScanRequest, scan.go). The response's Version is the applied index
 	// the page was read at, its Value a ScanResponse.
 	OpScan Op = 12
-	opMax     = OpScan
+	// OpGetMany reads several keys at one applied index (an atomic
+	// snapshot of them), from the applied state (Flags: consistency;
+	// Value: the keys, getmany.go). The response's Version is that index,
+	// its Value one answer per key.
+	OpGetMany Op = 20
+	opMax        = OpGetMany
 )
 
 func (o Op) String() string {
@@ -72,6 +77,8 @@ func (o Op) String() string {
 		return "txn"
 	case OpScan:
 		return "scan"
+	case OpGetMany:
+		return "get-many"
 	}
 	return fmt.Sprintf("op(%d)", uint8(o))
 }

@@ -15,23 +15,11 @@ import (
 // member book and other generations lie outside the walk's bounds, and a
 // deleted key is not in the state at all.
 func (s *Store) Scan(start, end []byte, fn func(key, value []byte, version uint64) bool) (applied uint64, err error) {
-	s.genMu.RLock()
-	gen := s.gen
-	snap := s.db.NewSnapshot()
-	s.genMu.RUnlock()
-	defer snap.Close()
-	raw, c, err := snap.Get(keyApplied)
-	switch {
-	case errors.Is(err, pebble.ErrNotFound):
-	case err != nil:
+	snap, gen, applied, err := s.view()
+	if err != nil {
 		return 0, err
-	default:
-		applied, err = decodeU64(raw)
-		c.Close()
-		if err != nil {
-			return 0, err
-		}
 	}
+	defer snap.Close()
 	opts := pebble.IterOptions{LowerBound: appendKVKey(nil, gen, start), UpperBound: genEnd(gen)}
 	if len(end) > 0 {
 		opts.UpperBound = appendKVKey(nil, gen, end)
@@ -51,4 +39,59 @@ func (s *Store) Scan(start, end []byte, fn func(key, value []byte, version uint6
 		}
 	}
 	return applied, it.Error()
+}
+
+// GetMany calls fn for each key, in order, with its value and version from
+// one point-in-time view (found false: the key is not in it), and returns
+// the applied index of that view. value is valid only during the call.
+func (s *Store) GetMany(keys [][]byte, fn func(i int, value []byte, version uint64, found bool)) (applied uint64, err error) {
+	snap, gen, applied, err := s.view()
+	if err != nil {
+		return 0, err
+	}
+	defer snap.Close()
+	var kb []byte
+	for i, k := range keys {
+		kb = appendKVKey(kb[:0], gen, k)
+		raw, c, err := snap.Get(kb)
+		if errors.Is(err, pebble.ErrNotFound) {
+			fn(i, nil, 0, false)
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		version, v, err := SplitValue(raw)
+		if err != nil {
+			c.Close()
+			return 0, err
+		}
+		fn(i, v, version, true)
+		c.Close()
+	}
+	return applied, nil
+}
+
+// view opens a point-in-time view of the applied state and reads its
+// applied index; the caller closes snap.
+func (s *Store) view() (snap *pebble.Snapshot, gen uint64, applied uint64, err error) {
+	s.genMu.RLock()
+	gen = s.gen
+	snap = s.db.NewSnapshot()
+	s.genMu.RUnlock()
+	raw, c, err := snap.Get(keyApplied)
+	switch {
+	case errors.Is(err, pebble.ErrNotFound):
+	case err != nil:
+		snap.Close()
+		return nil, 0, 0, err
+	default:
+		applied, err = decodeU64(raw)
+		c.Close()
+		if err != nil {
+			snap.Close()
+			return nil, 0, 0, err
+		}
+	}
+	return snap, gen, applied, nil
 }
