@@ -142,7 +142,7 @@ func checkNodes(t *testing.T, nodes []*kvdtest.Node, m *fillModel) {
 		if n.Srv.TableHeader().Incomplete {
 			t.Logf("node %d (follower) still repairing: %d of %d keys in its region", n.ID, n.Srv.Status().Keys, len(m.m))
 		}
-		c := newClient(t, []string{n.Addr}, client.Serializable)
+		c := newPatientClient(t, []string{n.Addr}, client.Serializable)
 		for k, v := range m.m {
 			got, err := c.Get(context.Background(), []byte(k))
 			if err != nil || !bytes.Equal(got, v) {
@@ -210,7 +210,7 @@ func fillDeleteRefill(t *testing.T, nodes []*kvdtest.Node, c *client.Client, m *
 func TestFillDeleteRefillRestart(t *testing.T) {
 	nodes := kvdtest.StartCluster(t, 1, kvdtest.Options{TableMem: fillTableMem, ReuseGrace: fillGrace})
 	kvdtest.WaitLeader(t, nodes, 15*time.Second)
-	c := newClient(t, kvdtest.Endpoints(nodes), client.Linearizable)
+	c := newPatientClient(t, kvdtest.Endpoints(nodes), client.Linearizable)
 	m := &fillModel{m: map[string][]byte{}}
 	fillDeleteRefill(t, nodes, c, m)
 	checkNodes(t, nodes, m)
@@ -244,7 +244,7 @@ func TestFillDeleteRefillRestart(t *testing.T) {
 func TestFillDeleteRefillRestartCluster(t *testing.T) {
 	nodes := kvdtest.StartCluster(t, 3, kvdtest.Options{TableMem: fillTableMem, ReuseGrace: fillGrace})
 	lead := kvdtest.WaitLeader(t, nodes, 15*time.Second)
-	c := newClient(t, kvdtest.Endpoints(nodes), client.Linearizable)
+	c := newPatientClient(t, kvdtest.Endpoints(nodes), client.Linearizable)
 	m := &fillModel{m: map[string][]byte{}}
 	fillDeleteRefill(t, nodes, c, m)
 	checkNodes(t, nodes, m)

@@ -25,6 +25,21 @@ func newClient(t *testing.T, eps []string, level client.Consistency) *client.Cli
 	return c
 }
 
+// newPatientClient is newClient for tests about what the cluster stores, not
+// how fast: a write's attempt may take 10 s before its outcome is unknown
+// (a loaded machine can stall an fsync past the default second, and a
+// write that times out cannot be retried), so only a real failure fails
+// the test.
+func newPatientClient(t *testing.T, eps []string, level client.Consistency) *client.Client {
+	t.Helper()
+	c, err := client.New(client.Config{Endpoints: eps, Consistency: level, AttemptTimeout: 10 * time.Second, RequestTimeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
 // TestCorruptRecordNeverServed flips a byte of a stored record in the
 // leader's region, as a torn READ or a bad DIMM would: the client must not
 // return the damaged value; it retries, then asks by RPC and gets the right
