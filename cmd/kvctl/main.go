@@ -76,7 +76,7 @@ type options struct {
 	write       string
 	valueFile   string
 	ifVersion   versionFlag
-	atomic      bool // mget: one snapshot
+	atomic      bool      // mget: one snapshot
 	scan        scanFlags // get's range options (scan.go)
 	timeout     time.Duration
 }
