@@ -96,6 +96,37 @@ func TestRDMACASAndTxn(t *testing.T) {
 			}
 		}()
 	}
+	// A reader of both keys as one snapshot (GetManyAtomic): one-sided
+	// by a double collect, or by RPC when the keys move under it or the
+	// list names a missing key.
+	var snaps atomic.Int64
+	ac := rdmaClient(t, pc.Endpoints(), client.Linearizable)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			keys := [][]byte{a, b}
+			if i%2 == 1 {
+				keys = append(keys, []byte("txn-none"))
+			}
+			res, index, err := ac.GetManyAtomic(ctxFor(10*time.Second), keys)
+			if err != nil {
+				bad.Store(fmt.Sprintf("atomic reader: %v", err))
+				return
+			}
+			if !res[0].Found || string(res[0].Value) != string(res[1].Value) || res[0].Version != res[1].Version ||
+				res[0].Version > index || (len(res) == 3 && res[2].Found) {
+				bad.Store(fmt.Sprintf("atomic reader: not one snapshot at index %d: %+v", index, res))
+				return
+			}
+			snaps.Add(1)
+		}
+	}()
 	const steps = 150
 	for i := 1; i <= steps; i++ {
 		n := []byte(strconv.Itoa(i))
@@ -124,6 +155,15 @@ func TestRDMACASAndTxn(t *testing.T) {
 		string(resp.Results[0].Value) != strconv.Itoa(steps) || string(resp.Results[1].Value) != strconv.Itoa(steps) {
 		t.Fatalf("a failing compare: %+v, %v; want the Else branch's two GETs of %d", resp, err, steps)
 	}
+	// Quiet now: a snapshot of existing keys is proven one-sided.
+	before := ac.Stats()
+	if res, _, err := ac.GetManyAtomic(ctx, [][]byte{a, b}); err != nil || string(res[1].Value) != strconv.Itoa(steps) {
+		t.Fatalf("quiet atomic read: %+v, %v", res, err)
+	}
+	after := ac.Stats()
+	if after.AtomicOneSided != before.AtomicOneSided+1 {
+		t.Errorf("quiet atomic read of two existing keys not proven one-sided: stats %+v", after)
+	}
 	// A prefix scan over RDMA (SEND/RECV, served from the applied state),
 	// one key per page, sees both keys at the last transaction's version.
 	rr, err := c.Prefix(ctx, []byte("txn-"), client.WithLimit(1))
@@ -135,8 +175,8 @@ func TestRDMACASAndTxn(t *testing.T) {
 		string(all.KVs[0].Value) != strconv.Itoa(steps) || all.KVs[0].Version != all.KVs[1].Version {
 		t.Fatalf("prefix scan: %+v, %v; want txn-a and txn-b at %d, written by one transaction", all, err, steps)
 	}
-	fmt.Printf("RDMAVM-TXN: CAS create/conflict/update/stale-conflict/delete ok; %d transactions of 2 keys raced %d pairs of GETs (%d pairs both one-sided), none saw half a transaction; prefix scan paged and whole ok\n",
-		steps, reads.Load(), oneSided.Load())
+	fmt.Printf("RDMAVM-TXN: CAS create/conflict/update/stale-conflict/delete ok; %d transactions of 2 keys raced %d pairs of GETs (%d pairs both one-sided), none saw half a transaction; %d atomic snapshots (%d proven one-sided, %d by RPC) all whole; prefix scan paged and whole ok\n",
+		steps, reads.Load(), oneSided.Load(), snaps.Load(), after.AtomicOneSided, after.AtomicRPC)
 	if oneSided.Load() == 0 {
 		t.Errorf("no pair of GETs was answered one-sided: the test checked the RPC path only")
 	}
