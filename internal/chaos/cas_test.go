@@ -24,7 +24,7 @@ import (
 // conditional PUTs and DELETEs at the version the client last saw for the
 // key (sometimes 0, "create", or one behind).
 func runCASClient(h *history, id int, w workload, stop <-chan struct{}) error {
-	c, err := client.New(client.Config{Endpoints: w.eps, DialTimeout: 500 * time.Millisecond})
+	c, err := w.newClient()
 	if err != nil {
 		return err
 	}
@@ -121,13 +121,24 @@ type clientFunc func(h *history, id int, w workload, stop <-chan struct{}) error
 func historyUnderFaults(t *testing.T, run clientFunc, keys int) []porcupine.Operation {
 	t.Helper()
 	pc := startCluster(t)
+	return historyOn(t, pc, workload{keys: keys, timeout: opTimeout}, run, casFaults(t, pc))
+}
+
+// historyOn is historyUnderFaults on the cluster pc with faults, whose
+// clients are made from base (its transport, timeouts and key count).
+func historyOn(t *testing.T, pc *kvdtest.ProcCluster, base workload, run clientFunc, faults []fault) []porcupine.Operation {
+	t.Helper()
 	h := &history{start: time.Now()}
 	works := []workload{}
 	for range 4 {
-		works = append(works, workload{eps: pc.Endpoints(), keys: keys, timeout: opTimeout})
+		w := base
+		w.eps = pc.Endpoints()
+		works = append(works, w)
 	}
 	for _, p := range pc.Procs {
-		works = append(works, workload{eps: []string{p.Addr}, keys: keys, readOnly: true, timeout: opTimeout})
+		w := base
+		w.eps, w.readOnly = []string{p.Addr}, true
+		works = append(works, w)
 	}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -142,7 +153,7 @@ func historyUnderFaults(t *testing.T, run clientFunc, keys int) []porcupine.Oper
 		}()
 	}
 	time.Sleep(time.Second)
-	for _, f := range casFaults(t, pc) {
+	for _, f := range faults {
 		t.Logf("fault: %s", f.name)
 		f.do()
 		time.Sleep(f.settle)
@@ -209,7 +220,13 @@ func TestCASLinearizableUnderFaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping the fault test in -short mode")
 	}
-	ops := historyUnderFaults(t, runCASClient, 3)
+	checkCASHistory(t, historyUnderFaults(t, runCASClient, 3))
+}
+
+// checkCASHistory checks a history of runCASClient: enough of each kind of
+// operation, and linearizable.
+func checkCASHistory(t *testing.T, ops []porcupine.Operation) {
+	t.Helper()
 	counts := map[string]int{}
 	for _, op := range ops {
 		in, out := op.Input.(casInput), op.Output.(casOutput)

@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	"github.com/kvd-project/kvd/client"
+	"github.com/kvd-project/kvd/transport"
 	"github.com/kvd-project/kvd/internal/kvdtest"
 )
 
@@ -61,6 +63,15 @@ type workload struct {
 	keys     int
 	readOnly bool          // GETs only (the pinned readers)
 	timeout  time.Duration // per operation
+	// tr is the client's transport (nil: TCP); dial its dial timeout
+	// (0: 500ms).
+	tr   transport.Transport
+	dial time.Duration
+}
+
+// newClient makes the workload's client (it does not own tr).
+func (w workload) newClient() (*client.Client, error) {
+	return client.New(client.Config{Endpoints: w.eps, Transport: w.tr, DialTimeout: cmp.Or(w.dial, 500*time.Millisecond)})
 }
 
 // opTimeout is the fault test's per-operation timeout; its partitions last
@@ -71,7 +82,7 @@ const opTimeout = 2 * time.Second
 // closes, recording them in h, and returns the client's stats. GETs mix
 // linearizable one-sided reads with ReadIndex RPCs of the same keys.
 func runClient(h *history, id int, w workload, stop <-chan struct{}) (client.Stats, error) {
-	c, err := client.New(client.Config{Endpoints: w.eps, DialTimeout: 500 * time.Millisecond})
+	c, err := w.newClient()
 	if err != nil {
 		return client.Stats{}, err
 	}
@@ -126,10 +137,19 @@ func runClient(h *history, id int, w workload, stop <-chan struct{}) (client.Sta
 	}
 }
 
+// clientTransports holds the transport the test's clients must use to reach
+// a cluster whose nodes do not speak TCP (*kvdtest.ProcCluster →
+// transport.Transport); leaderOf, and so the faults, use it.
+var clientTransports sync.Map
+
 // leaderOf asks every running node for its status and returns the leader.
 func leaderOf(t *testing.T, pc *kvdtest.ProcCluster, timeout time.Duration) *kvdtest.Proc {
 	t.Helper()
-	c, err := client.New(client.Config{Endpoints: pc.Endpoints(), DialTimeout: 300 * time.Millisecond})
+	cfg := client.Config{Endpoints: pc.Endpoints(), DialTimeout: 300 * time.Millisecond}
+	if tr, ok := clientTransports.Load(pc); ok {
+		cfg.Transport, cfg.DialTimeout = tr.(transport.Transport), 2*time.Second
+	}
+	c, err := client.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -191,7 +191,7 @@ func readEveryKey(ctx context.Context, c *client.Client, r int) (txnOutput, erro
 // transactions, and single-key GETs (one-sided linearizable, some by
 // ReadIndex).
 func runTxnClient(h *history, id int, w workload, stop <-chan struct{}) error {
-	c, err := client.New(client.Config{Endpoints: w.eps, DialTimeout: 500 * time.Millisecond})
+	c, err := w.newClient()
 	if err != nil {
 		return err
 	}
@@ -292,7 +292,13 @@ func TestTxnLinearizableUnderFaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping the fault test in -short mode")
 	}
-	ops := historyUnderFaults(t, runTxnClient, len(txnKeys))
+	checkTxnHistory(t, historyUnderFaults(t, runTxnClient, len(txnKeys)))
+}
+
+// checkTxnHistory checks a history of runTxnClient: enough of each kind of
+// operation, and linearizable against one key space.
+func checkTxnHistory(t *testing.T, ops []porcupine.Operation) {
+	t.Helper()
 	counts := map[string]int{}
 	for _, op := range ops {
 		in, out := op.Input.(txnInput), op.Output.(txnOutput)
