@@ -132,28 +132,25 @@ func (n *node) getOneSided(ctx context.Context, dst, key []byte, needLease bool,
 	return res, err
 }
 
-// getCached tries the key's cached location. done is false if the
-// location did not lead to the key's record (the slot moved to the other
-// bucket, the key is gone, or the bucket holds only other keys with its
-// fingerprint): then the caller reads it as uncached, and res counts the
-// round trips, READs and bytes this spent.
+// getCached tries the key's cached location: one round trip of two READs,
+// the header and the record the cached slot word names, no bucket. A record
+// that reads live, intact and of this key is the key's current record at
+// the moment it was read, because the writer never leaves a record live
+// while no slot names it (docs/layout.md, "Writing" and "Reading"). done is
+// false if the record does not prove that (dead, hidden, another key's,
+// torn, or the location's space since reused by another key): then the
+// caller reads the key as uncached, and res counts the round trip, READs
+// and bytes this spent.
 func (n *node) getCached(ctx context.Context, dst, key []byte, loc location, needLease bool, s *getScratch) (res readResult, done bool, err error) {
 	g := n.geo.Load()
 	cs := table.DecodeSlot(loc.word)
 	if !g.inArea(cs) {
 		return readResult{}, false, nil
 	}
-	h := table.Hash(key)
-	b1, b2 := table.Buckets(h, g.nbuckets)
-	b := b1
-	if loc.second {
-		b = b2
-	}
 	start := time.Now()
 	s.cached = grow(s.cached, int(cs.Len))
 	ops := append(s.ops[:0],
 		transport.ReadOp{Remote: g.region, Offset: 0, Dst: s.hdr1[:]},
-		transport.ReadOp{Remote: g.region, Offset: table.BucketOffset(b), Dst: s.bk1[0][:]},
 		transport.ReadOp{Remote: g.region, Offset: cs.Offset, Dst: s.cached})
 	if err := n.conn.Read(ctx, ops); err != nil {
 		return readResult{}, true, err
@@ -163,37 +160,16 @@ func (n *node) getCached(ctx context.Context, dst, key []byte, loc location, nee
 	if err != nil {
 		return readResult{}, true, err
 	}
-	a := getAttempt{g: g, hdr: hdr, start: start, needLease: needLease, s: s}
-	cands := scanBucket(&s.bk1[0], table.Fingerprint(h), s.slots[:0])
-	for _, sl := range cands {
-		if sl.Word() != loc.word {
-			continue
-		}
-		val, ver, verr := table.VerifyRecord(s.cached, key, sl)
-		if verr != nil || time.Since(start) >= g.maxAge {
-			break
-		}
-		if err := n.judge(&a, hdr.LeaseExpiry); err != nil {
-			return readResult{}, true, err
-		}
-		res.value, res.version, res.found = append(dst, val...), ver, true
-		return res, true, nil
-	}
-	if len(cands) == 0 {
+	val, ver, verr := table.VerifyRecord(s.cached, key, cs)
+	if verr != nil || time.Since(start) >= g.maxAge {
 		return res, false, nil
 	}
-	// The bucket names another record with the key's fingerprint (an update
-	// keeps the key's slot): read those, as round trip 2 of an uncached GET.
-	nFirst := len(cands)
-	if loc.second {
-		nFirst = 0
+	a := getAttempt{g: g, hdr: hdr, start: start, needLease: needLease, s: s}
+	if err := n.judge(&a, hdr.LeaseExpiry); err != nil {
+		return readResult{}, true, err
 	}
-	more, err := n.readCandidates(ctx, dst, key, cands, nFirst, &a)
-	more.roundTrips, more.reads, more.bytes = 2, res.reads+more.reads, res.bytes+more.bytes
-	if err != nil || more.found {
-		return more, true, err
-	}
-	return more, false, nil
+	res.value, res.version, res.found = append(dst, val...), ver, true
+	return res, true, nil
 }
 
 // getUncached is the attempt without a cached location.

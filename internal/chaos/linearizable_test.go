@@ -17,8 +17,8 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	"github.com/kvd-project/kvd/client"
-	"github.com/kvd-project/kvd/transport"
 	"github.com/kvd-project/kvd/internal/kvdtest"
+	"github.com/kvd-project/kvd/transport"
 )
 
 // history records operations from many goroutines.

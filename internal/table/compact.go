@@ -88,7 +88,10 @@ func (t *Table) Compact(budget uint64) uint64 {
 		copy(t.mem[off:off+s.Len], t.mem[s.Offset:s.Offset+s.Len])
 		ns := Slot{Offset: off, Len: s.Len, FP: s.FP}
 		t.checkCopy(s, ns)
+		// The copy is live before the store and the original after it:
+		// both carry the key's current version, so either reads right.
 		storeWord(t.mem, pos, ns.Word())
+		t.unpublishing(s.Word())
 		t.retire(s.Word(), t.clock()) // stamped after the store, as for an update
 		t.payload += s.Len
 		moved += s.Len

@@ -24,8 +24,8 @@ func (t *Table) checkWritten(off uint64, s Slot, key, value []byte, version uint
 	state := binary.LittleEndian.Uint32(rec[recState:])
 	invariants.Check(err == nil && ver == version && bytes.Equal(v, value),
 		"record at %d does not verify before publication: %v", off, err)
-	invariants.Check(state == stateLive || t.atomic && state == stateHidden,
-		"record at %d is published in state %d (atomic group open: %v)", off, state, t.atomic)
+	invariants.Check(state == stateHidden,
+		"record at %d is published in state %d, not hidden (atomic group open: %v)", off, state, t.atomic)
 }
 
 // checkRetiring: a record leaving publication is still intact and live

@@ -32,8 +32,14 @@ func RecordLen(keyLen, valueLen int) uint64 {
 // encodeRecord writes a live record into dst, which must be exactly
 // RecordLen(len(key), len(value)) bytes. Lengths must already be in range.
 func encodeRecord(dst, key, value []byte, version uint64) {
+	encodeRecordState(dst, key, value, version, stateLive)
+}
+
+// encodeRecordState is encodeRecord in the given state (the writer writes
+// records hidden, and turns them live once published).
+func encodeRecordState(dst, key, value []byte, version uint64, state uint32) {
 	le := binary.LittleEndian
-	le.PutUint32(dst[recState:], stateLive)
+	le.PutUint32(dst[recState:], state)
 	le.PutUint64(dst[recVersion:], version)
 	le.PutUint16(dst[recKeyLen:], uint16(len(key)))
 	le.PutUint32(dst[recValueLen:], uint32(len(value)))

@@ -247,6 +247,7 @@ func (t *Table) Reset() {
 	t.atomic, t.groupKeys, t.groupEnds = false, t.groupKeys[:0], t.groupEnds[:0]
 	for pos := uint64(HeaderSize); pos < t.hdr.RecordBase; pos += SlotSize {
 		if w := binary.LittleEndian.Uint64(t.mem[pos:]); w != 0 {
+			t.unpublishing(w)
 			storeWord(t.mem, pos, 0)
 			t.retire(w, t.clock()) // stamped after its unpublish: the grace period starts here
 		}

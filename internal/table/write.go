@@ -3,8 +3,11 @@ package table
 import "fmt"
 
 // Put stores value under key with the given version, out of place: the new
-// record is written in full, published by one atomic store of the key's slot
-// word, and the record it replaces is marked dead and put in limbo. A new
+// record is written in full, hidden; the record it replaces is marked dead;
+// the new one is published by one atomic store of the key's slot word and
+// turns live; the old one's space goes to limbo. So a record that reads
+// live is always its key's current one, which is what lets a reader with a
+// cached location read the record alone (docs/layout.md, "Writing"). A new
 // key may first move other keys between their buckets to make room
 // (place.go). If the key has reservations (Reserve), Put uses their block
 // and slot and cannot fail for space. On error (ErrNoSpace, or a size
@@ -34,13 +37,19 @@ func (t *Table) Put(key, value []byte, version uint64) error {
 		}
 	}
 	pos := t.commit(&p)
-	encodeRecord(t.mem[off:off+n], key, value, version)
+	encodeRecordState(t.mem[off:off+n], key, value, version, stateHidden)
 	if t.atomic {
-		t.hide(off, key) // before publication: no reader sees it live early
+		t.hide(off, key) // EndAtomic turns it live with the rest of the group
 	}
 	slot := Slot{Offset: off, Len: n, FP: Fingerprint(h)}
 	t.checkWritten(off, slot, key, value, version)
+	if p.found {
+		t.unpublishing(p.old) // dead before the store: never live and unnamed
+	}
 	storeWord(t.mem, pos, slot.Word())
+	if !t.atomic {
+		storeHalf(t.mem, off+recState, stateLive)
+	}
 	if p.found {
 		// Stamped after the store: a reader may have read the old slot word
 		// until this moment, and the grace period must cover it from here.
@@ -111,6 +120,7 @@ func (t *Table) Delete(key []byte) (existed bool, err error) {
 	if !found {
 		return false, nil
 	}
+	t.unpublishing(old)
 	storeWord(t.mem, pos, 0)
 	t.retire(old, t.clock())
 	t.records--
@@ -122,12 +132,19 @@ func (t *Table) Delete(key []byte) (existed bool, err error) {
 	return true, nil
 }
 
-// retire marks the record behind slot word w dead and puts its block in
-// limbo, stamped now.
-func (t *Table) retire(w uint64, now int64) {
+// unpublishing marks the record behind slot word w dead: before its slot
+// stops naming it (a record must not read live while no slot names it),
+// except for a compaction's move, whose copy carries the same version.
+func (t *Table) unpublishing(w uint64) {
 	s := DecodeSlot(w)
 	t.checkRetiring(s)
 	storeHalf(t.mem, s.Offset+recState, stateDead)
+}
+
+// retire puts the block of the (dead) record behind slot word w in limbo,
+// stamped now.
+func (t *Table) retire(w uint64, now int64) {
+	s := DecodeSlot(w)
 	t.alloc.retire(s.Offset, s.Len, now)
 	t.payload -= s.Len
 }
