@@ -27,6 +27,13 @@ const (
 	MaxLeaseTTL = 365 * 24 * time.Hour
 )
 
+// The limits the apply path checks; tests lower them (every node of a
+// test shares them, as every node of a cluster shares the constants).
+var (
+	maxLeases    = MaxLeases
+	maxLeaseKeys = MaxLeaseKeys
+)
+
 // A grant command's value is le64 id | le64 ttl (ns); a revoke's is
 // le64 id | reason (1 byte: revokeByClient or revokeExpired). Both have no
 // key.
@@ -167,10 +174,9 @@ func (l *loop) applyGrant(u *store.Update, c command) error {
 	// The lessor counts the leases of the batches committed before this
 	// one, leaseDelta this batch's: exact, so every node decides alike
 	// however its entries were batched.
-	if l.n.leases.count()+l.scratch.leaseDelta >= MaxLeases {
+	if l.n.leases.count()+l.scratch.leaseDelta >= maxLeases {
 		l.n.metrics.leaseRefused("max_leases")
-		l.n.log.Warn("lease grant refused: too many leases", "max", MaxLeases)
-		return fmt.Errorf("%w: %d leases exist", ErrTooManyLeases, MaxLeases)
+		return fmt.Errorf("%w: %d leases exist", ErrTooManyLeases, maxLeases)
 	}
 	if err := u.SetLease(store.Lease{ID: id, TTL: uint64(ttl)}); err != nil {
 		return &storeError{err}
@@ -256,9 +262,9 @@ func checkLease(u *store.Update, lease uint64, n int, onRefuse func(reason strin
 		return err
 	case !ok:
 		return fmt.Errorf("%w: %d", txn.ErrLeaseNotFound, lease)
-	case l.Keys+uint64(n) > MaxLeaseKeys:
+	case l.Keys+uint64(n) > uint64(maxLeaseKeys):
 		onRefuse("max_lease_keys")
-		return fmt.Errorf("%w: lease %d holds %d keys (at most %d)", txn.ErrLeaseFull, lease, l.Keys, MaxLeaseKeys)
+		return fmt.Errorf("%w: lease %d holds %d keys (at most %d)", txn.ErrLeaseFull, lease, l.Keys, maxLeaseKeys)
 	}
 	return nil
 }
