@@ -16,7 +16,7 @@ type entry struct {
 // mapState is a State over a map, as a node's Pebble batch would show it.
 type mapState struct {
 	m       map[string]entry
-	version uint64 // what Put stores
+	version uint64         // what Put stores
 	leases  map[uint64]int // lease -> keys attached (CheckLease)
 	maxKeys int
 	leaseOf map[string]uint64

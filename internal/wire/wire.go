@@ -59,7 +59,7 @@ const (
 	// OpLeaseTimeToLive: Value the le64 lease id; served by the leader.
 	// Response: Value a LeaseInfo.
 	OpLeaseTimeToLive Op = 18
-	opMax             = OpLeaseTimeToLive
+	opMax                = OpLeaseTimeToLive
 )
 
 func (o Op) String() string {
