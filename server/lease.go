@@ -62,13 +62,12 @@ func (s *Server) leaseGrant(ctx context.Context, v []byte) wire.Response {
 // leaseRefused logs a lease request refused by a limit (the raft node
 // counts them, kvd_lease_refused_total), at most once per refusalLogEvery.
 func (s *Server) leaseRefused(err error) {
-	if err == nil || !(errors.Is(err, raft.ErrTooManyLeases) || errors.Is(err, raft.ErrLeaseTTL)) &&
-		!isLeaseFull(err) {
+	switch {
+	case errors.Is(err, raft.ErrTooManyLeases), errors.Is(err, raft.ErrLeaseTTL), errors.Is(err, txn.ErrLeaseFull):
+	default:
 		return
 	}
 	if ok, held := s.refusalLog.Allow("lease_limit", time.Now()); ok {
 		s.log.Warn("lease request refused by a limit", "err", err, "similar_not_logged", held)
 	}
 }
-
-func isLeaseFull(err error) bool { return errors.Is(err, txn.ErrLeaseFull) }
