@@ -93,7 +93,7 @@ func BenchmarkProposeBatch(b *testing.B) {
 	}
 	drain()
 	m, _ := newMetrics(nil)
-	l := &loop{n: &Node{id: 1, log: testLogger(), metrics: m}, rn: rn, cfg: Config{MaxSizePerMsg: DefaultMaxSizePerMsg},
+	l := &loop{n: &Node{id: 1, log: testLogger(), metrics: m, leases: newLessor()}, rn: rn, cfg: Config{MaxSizePerMsg: DefaultMaxSizePerMsg},
 		isLeader: true, waiters: map[uint64]*proposal{}}
 	c := command{op: opPut, proposer: 1, key: []byte("user:000123"), value: make([]byte, 256)}
 	ps := make([]proposal, batch)

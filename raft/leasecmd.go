@@ -137,7 +137,12 @@ func (n *Node) leaderHere() error {
 // LeaseCount is how many leases this node has applied.
 func (n *Node) LeaseCount() int { return n.leases.count() }
 
-func (n *Node) leaseNow() time.Time { return n.cfg.LeaseClock() }
+func (n *Node) leaseNow() time.Time {
+	if n.cfg.LeaseClock == nil { // a bare test node, without withDefaults
+		return time.Now()
+	}
+	return n.cfg.LeaseClock()
+}
 
 // applyLeaseCommand applies a grant or a revoke.
 func (l *loop) applyLeaseCommand(u *store.Update, index uint64, c command) error {
