@@ -10,6 +10,7 @@ import (
 
 	"github.com/kvd-project/kvd/client"
 	"github.com/kvd-project/kvd/internal/kvdtest"
+	"github.com/kvd-project/kvd/internal/wire"
 	"github.com/kvd-project/kvd/server"
 )
 
@@ -229,4 +230,68 @@ func TestLeaseAttachDetach(t *testing.T) {
 		t.Fatalf("PUT with a revoked lease: %v", err)
 	}
 	mustGet(t, c, "x", false)
+}
+
+// TestLeaseRequestsRefused: malformed lease requests are bad requests,
+// never proposed; a follower answers "not leader" to a keepalive; a
+// revoke of an unknown lease is StatusLeaseNotFound.
+func TestLeaseRequestsRefused(t *testing.T) {
+	nodes := kvdtest.StartCluster(t, 3, kvdtest.Options{})
+	lead := kvdtest.WaitLeader(t, nodes, 10*time.Second)
+	id := wire.AppendLeaseID(nil, 77)
+	for _, tc := range []struct {
+		req  wire.Request
+		want wire.Status
+	}{
+		{wire.Request{Op: wire.OpLeaseGrant, Value: []byte{1, 2}}, wire.StatusBadRequest},
+		{wire.Request{Op: wire.OpLeaseGrant, Value: wire.AppendLeaseGrant(nil, &wire.LeaseGrant{TTL: time.Millisecond})}, wire.StatusBadRequest},
+		{wire.Request{Op: wire.OpLeaseRevoke, Key: []byte("k"), Value: id}, wire.StatusBadRequest},
+		{wire.Request{Op: wire.OpLeaseKeepAlive, Value: wire.AppendLeaseID(nil, 0)}, wire.StatusBadRequest},
+		{wire.Request{Op: wire.OpLeaseTimeToLive, Flags: 1, Value: id}, wire.StatusBadRequest},
+		{wire.Request{Op: wire.OpLeaseRevoke, Value: id}, wire.StatusLeaseNotFound},
+		{wire.Request{Op: wire.OpLeaseKeepAlive, Value: id}, wire.StatusLeaseNotFound},
+	} {
+		resp, err := askRequest(t, lead.Addr, &tc.req, 5*time.Second)
+		if err != nil || resp.Status != tc.want {
+			t.Errorf("%v %x: %+v, %v; want status %d", tc.req.Op, tc.req.Value, resp, err, tc.want)
+		}
+	}
+	f := othersThan(nodes, lead)[0]
+	resp, err := askRequest(t, f.Addr, &wire.Request{Op: wire.OpLeaseKeepAlive, Value: id}, 5*time.Second)
+	if err != nil || resp.Status != wire.StatusNotLeader {
+		t.Errorf("keepalive at a follower: %+v, %v", resp, err)
+	}
+}
+
+// TestLeaseKeeper: a background keeper renews its lease (ValidUntil moves
+// on) and stops with ErrLeaseNotFound once the lease is revoked.
+func TestLeaseKeeper(t *testing.T) {
+	nodes := kvdtest.StartCluster(t, 1, kvdtest.Options{})
+	kvdtest.WaitLeader(t, nodes, 10*time.Second)
+	c := newClient(t, kvdtest.Endpoints(nodes), client.Linearizable)
+	ctx := context.Background()
+	id, err := c.Grant(ctx, client.MinLeaseTTL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := c.KeepAlive(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := k.ValidUntil()
+	waitFor(t, "a renewal", func() bool { return k.ValidUntil().After(first) })
+	if err := c.Revoke(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-k.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("keeper still running after its lease was revoked")
+	}
+	if !errors.Is(k.Err(), client.ErrLeaseNotFound) {
+		t.Fatalf("keeper stopped with %v", k.Err())
+	}
+	if _, err := c.KeepAlive(ctx, id); !errors.Is(err, client.ErrLeaseNotFound) {
+		t.Fatalf("KeepAlive of a revoked lease: %v", err)
+	}
 }
