@@ -229,8 +229,8 @@ func (c *Checkpoint) ForEachLease(fn func(key, raw []byte) error) error {
 
 // AddLease stages one lease record as ForEachLease gave it.
 func (st *Staged) AddLease(key, raw []byte) error {
-	if len(key) == 0 || (key[0] != leaseRec && key[0] != leaseAtt && key[0] != leaseOfKy) {
-		return fmt.Errorf("%w: staged lease record %x", ErrCorrupt, key)
+	if !validLeaseRecord(key, raw) {
+		return fmt.Errorf("%w: staged lease record %x = %x", ErrCorrupt, key, raw)
 	}
 	if st.b == nil {
 		return st.s.fault.err()
@@ -243,4 +243,21 @@ func (st *Staged) AddLease(key, raw []byte) error {
 		return st.flush()
 	}
 	return nil
+}
+
+// validLeaseRecord reports whether (key, raw), a record after its
+// generation header, has a lease record's shape.
+func validLeaseRecord(key, raw []byte) bool {
+	if len(key) == 0 {
+		return false
+	}
+	switch key[0] {
+	case leaseRec:
+		return len(key) == 9 && len(raw) == 16
+	case leaseAtt:
+		return len(key) > 9 && len(raw) == 0
+	case leaseOfKy:
+		return len(key) > 1 && len(raw) == 8
+	}
+	return false
 }
