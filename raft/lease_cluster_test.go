@@ -126,6 +126,9 @@ func TestLeaseLimits(t *testing.T) {
 	if err := putLease(ctx, n, "k3", a); !errors.Is(err, txn.ErrLeaseFull) {
 		t.Fatalf("third key: %v", err)
 	}
+	if err := putLease(ctx, n, "k2", a); err != nil {
+		t.Fatalf("re-PUT of a key the full lease holds: %v", err)
+	}
 	if _, ok := kvState(t, n)["k3"]; ok {
 		t.Fatal("refused PUT was applied")
 	}

@@ -259,15 +259,26 @@ func noteKeys(u *store.Update, id uint64, changed *[]leaseKeys) error {
 }
 
 // checkLease is the txn State's CheckLease: lease must exist in u and
-// take n more keys.
-func checkLease(u *store.Update, lease uint64, n int, onRefuse func(reason string)) error {
+// take keys (those already attached to it do not count again).
+func checkLease(u *store.Update, lease uint64, keys [][]byte, onRefuse func(reason string)) error {
 	l, ok, err := u.Lease(lease)
 	switch {
 	case err != nil:
 		return err
 	case !ok:
 		return fmt.Errorf("%w: %d", txn.ErrLeaseNotFound, lease)
-	case l.Keys+uint64(n) > uint64(maxLeaseKeys):
+	}
+	var n uint64
+	for _, k := range keys {
+		id, err := u.KeyLease(k)
+		if err != nil {
+			return err
+		}
+		if id != lease {
+			n++
+		}
+	}
+	if l.Keys+n > uint64(maxLeaseKeys) {
 		onRefuse("max_lease_keys")
 		return fmt.Errorf("%w: lease %d holds %d keys (at most %d)", txn.ErrLeaseFull, lease, l.Keys, maxLeaseKeys)
 	}

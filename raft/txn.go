@@ -91,8 +91,8 @@ func (s *txnState) Delete(key []byte) error {
 	return nil
 }
 
-func (s *txnState) CheckLease(lease uint64, n int) error {
-	return checkLease(s.u, lease, n, s.l.n.metrics.leaseRefused)
+func (s *txnState) CheckLease(lease uint64, keys [][]byte) error {
+	return checkLease(s.u, lease, keys, s.l.n.metrics.leaseRefused)
 }
 
 func (s *txnState) record(w Write) {

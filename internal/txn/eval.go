@@ -17,9 +17,10 @@ type State interface {
 	// Put stores value under key at the transaction's version, attached
 	// to lease (0: none, and detached from any).
 	Put(key, value []byte, lease uint64) error
-	// CheckLease reports whether attaching n more keys to lease is
-	// allowed: an error wrapping ErrLeaseNotFound or ErrLeaseFull if not.
-	CheckLease(lease uint64, n int) error
+	// CheckLease reports whether attaching keys to lease is allowed (keys
+	// already attached to it do not count again): an error wrapping
+	// ErrLeaseNotFound or ErrLeaseFull if not.
+	CheckLease(lease uint64, keys [][]byte) error
 	// Delete removes key (absent: nothing to do).
 	Delete(key []byte) error
 }
@@ -107,28 +108,26 @@ func Apply(s State, t *Txn, version uint64, keepValues bool) (Response, error) {
 }
 
 // checkLeases refuses, before anything is written, a branch whose PUTs
-// name a lease that does not exist or cannot take that many more keys
-// (counting every PUT, even of a key already attached: conservative, and
-// the same on every node).
+// name a lease that does not exist or cannot take their keys.
 func checkLeases(s State, ops []Op) error {
-	var n map[uint64]int
+	var keys map[uint64][][]byte
 	for i := range ops {
 		if ops[i].Type == Put && ops[i].Lease != 0 {
-			if n == nil {
-				n = make(map[uint64]int)
+			if keys == nil {
+				keys = make(map[uint64][][]byte)
 			}
-			n[ops[i].Lease]++
+			keys[ops[i].Lease] = append(keys[ops[i].Lease], ops[i].Key)
 		}
 	}
-	for _, id := range sortedKeys(n) {
-		if err := s.CheckLease(id, n[id]); err != nil {
+	for _, id := range sortedKeys(keys) {
+		if err := s.CheckLease(id, keys[id]); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func sortedKeys(m map[uint64]int) []uint64 {
+func sortedKeys[V any](m map[uint64]V) []uint64 {
 	out := make([]uint64, 0, len(m))
 	for k := range m {
 		out = append(out, k)

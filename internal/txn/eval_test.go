@@ -35,14 +35,22 @@ func (s *mapState) Put(k, v []byte, lease uint64) error {
 		if s.leaseOf == nil {
 			s.leaseOf = map[string]uint64{}
 		}
+		if s.leaseOf[string(k)] != lease {
+			s.leases[lease]++
+		}
 		s.leaseOf[string(k)] = lease
-		s.leases[lease]++
 	}
 	return nil
 }
 
-func (s *mapState) CheckLease(lease uint64, n int) error {
+func (s *mapState) CheckLease(lease uint64, keys [][]byte) error {
 	have, ok := s.leases[lease]
+	n := 0
+	for _, k := range keys {
+		if s.leaseOf[string(k)] != lease {
+			n++
+		}
+	}
 	switch {
 	case !ok:
 		return fmt.Errorf("%w: %d", ErrLeaseNotFound, lease)
