@@ -18,11 +18,17 @@ func TestLeaseCommands(t *testing.T) {
 	if got := must("lease", "ttl", id); !strings.Contains(got, "granted TTL 30s") || !strings.HasSuffix(got, "1 keys\n") {
 		t.Fatalf("lease ttl: %q", got)
 	}
+	txn := "missing(\"svc/b\")\n\nput svc/b addr --lease " + id + "\n"
+	if out, errOut, code := kvctlAt(ep, txn, "txn"); code != 0 || !strings.HasPrefix(out, "SUCCESS") {
+		t.Fatalf("txn with a lease put: exit %d, %q, %q", code, out, errOut)
+	}
 	if got := must("lease", "revoke", id); got != "OK\n" {
 		t.Fatalf("lease revoke: %q", got)
 	}
-	if _, _, code := kvctlAt(ep, "", "get", "svc/a"); code != 1 {
-		t.Fatalf("get after revoke: exit %d, want 1 (deleted)", code)
+	for _, k := range []string{"svc/a", "svc/b"} {
+		if _, _, code := kvctlAt(ep, "", "get", k); code != 1 {
+			t.Fatalf("get %s after revoke: exit %d, want 1 (deleted)", k, code)
+		}
 	}
 	if _, errOut, code := kvctlAt(ep, "", "lease", "keepalive", id); code != 1 || !strings.Contains(errOut, "lease not found") {
 		t.Fatalf("keepalive of a revoked lease: exit %d, %q", code, errOut)
