@@ -62,9 +62,10 @@ func parseRevoke(v []byte) (id uint64, reason byte, err error) {
 	return binary.LittleEndian.Uint64(v), v[8], nil
 }
 
-// Grant replicates a new lease of ttl (rounded to whole milliseconds is
-// not done: any ttl in [MinLeaseTTL, MaxLeaseTTL]) and returns its id: id
-// if non-zero (ErrLeaseExists if taken), else one drawn at random.
+// Grant replicates a new lease of ttl (in [MinLeaseTTL, MaxLeaseTTL],
+// else ErrLeaseTTL) and returns its id: id if non-zero (ErrLeaseExists if
+// taken), else one drawn at random. The leader starts timing it when the
+// grant is applied.
 func (n *Node) Grant(ctx context.Context, id uint64, ttl time.Duration) (uint64, error) {
 	if ttl < MinLeaseTTL || ttl > MaxLeaseTTL {
 		return 0, fmt.Errorf("%w: %v not in [%v, %v]", ErrLeaseTTL, ttl, MinLeaseTTL, MaxLeaseTTL)
