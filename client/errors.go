@@ -54,6 +54,9 @@ var (
 	// another version when it was applied, so it applied nothing. Errors
 	// carrying it are *ConflictError values naming the key's version.
 	ErrConflict = errors.New("kvd: conflict")
+	// ErrLeaseNotFound: the TTL lease does not exist (never granted,
+	// revoked, or expired). A PUT with it applied nothing.
+	ErrLeaseNotFound = errors.New("kvd: lease not found")
 )
 
 // ConflictError is the error of a conditional write whose condition did

@@ -14,6 +14,7 @@ type WriteOption func(*writeOptions)
 type writeOptions struct {
 	conditional bool
 	ifVersion   uint64
+	lease       LeaseID
 }
 
 // IfVersion makes a write conditional (compare-and-swap): it is applied
@@ -31,6 +32,15 @@ type writeOptions struct {
 // ErrConflict is never the write meeting its own earlier attempt.
 func IfVersion(version uint64) WriteOption {
 	return func(o *writeOptions) { o.conditional, o.ifVersion = true, version }
+}
+
+// WithLease attaches the PUT's key to lease id: the key is deleted when
+// the lease expires or is revoked. A PUT without it detaches the key from
+// any lease (as in etcd). A PUT naming a lease that does not exist when it
+// is applied fails with ErrLeaseNotFound and applies nothing. It has no
+// effect on Delete.
+func WithLease(id LeaseID) WriteOption {
+	return func(o *writeOptions) { o.lease = id }
 }
 
 func resolveWrite(opts []WriteOption) writeOptions {
@@ -54,11 +64,18 @@ func (c *Client) PutVersion(ctx context.Context, key, value []byte, opts ...Writ
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
 	o := resolveWrite(opts)
-	if !o.conditional {
+	put := txn.Op{Type: txn.Put, Key: key, Value: value, Lease: uint64(o.lease)}
+	switch {
+	case !o.conditional && o.lease == 0:
 		resp, err := c.leaderCall(ctx, &wire.Request{Op: wire.OpPut, Key: key, Value: value}, false)
 		return resp.Version, err
+	case !o.conditional:
+		// A PUT with a lease is a transaction of that one PUT: the one
+		// write path that attaches keys to leases (internal/txn).
+		_, version, err := c.txn(ctx, &txn.Txn{Then: []txn.Op{put}})
+		return version, err
 	}
-	r, version, err := c.conditional(ctx, key, o.ifVersion, txn.Op{Type: txn.Put, Key: key, Value: value})
+	r, version, err := c.conditional(ctx, key, o.ifVersion, put)
 	if err != nil {
 		return 0, err
 	}

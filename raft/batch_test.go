@@ -191,6 +191,6 @@ func bareLoop(t *testing.T, maxSize uint64) *loop {
 		t.Fatal(err)
 	}
 	m, _ := newMetrics(nil)
-	return &loop{n: &Node{log: testLogger(), metrics: m}, rn: rn, cfg: Config{MaxSizePerMsg: maxSize},
+	return &loop{n: &Node{log: testLogger(), metrics: m, leases: newLessor()}, rn: rn, cfg: Config{MaxSizePerMsg: maxSize},
 		isLeader: true, waiters: map[uint64]*proposal{}}
 }

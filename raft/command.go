@@ -31,6 +31,9 @@ const (
 	opPut    byte = 1
 	opDelete byte = 2
 	opTxn    byte = 3
+	// TTL leases (leasecmd.go); no key. 6 and 7 are reserved for them.
+	opLeaseGrant  byte = 4
+	opLeaseRevoke byte = 5
 )
 
 var errBadCommand = fmt.Errorf("raft: malformed command")
@@ -60,7 +63,7 @@ func decodeCommand(data []byte) (command, error) {
 		return c, errBadCommand
 	}
 	c.op, data = data[0], data[1:]
-	if c.op != opPut && c.op != opDelete && c.op != opTxn {
+	if c.op < opPut || c.op > opLeaseRevoke {
 		return c, fmt.Errorf("%w: op %d", errBadCommand, c.op)
 	}
 	var ok bool

@@ -119,6 +119,10 @@ type Config struct {
 
 	// Applier, if set, is told about every applied write (see Applier).
 	Applier Applier
+	// LeaseClock is the clock of TTL lease deadlines (lessor.go), read
+	// only by the leader. Default time.Now; tests inject one to expire
+	// leases deterministically.
+	LeaseClock func() time.Time
 	// OnLease, if set, receives the read lease's expiry whenever it
 	// changes: each time the leader extends it (about once a tick), and
 	// with a zero expiry when it ends early (stepping down, a new term,
@@ -195,6 +199,9 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.Addr, c.Peers[c.ID])
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.LeaseClock == nil {
+		c.LeaseClock = time.Now
 	}
 	return c
 }

@@ -136,4 +136,14 @@
 //
 // Leader transfer is not offered: it makes a follower campaign without
 // waiting out the lease.
+//
+// # TTL leases
+//
+// Not to be confused with the read lease above: a TTL lease (issue 12) is
+// a client's, granted with a TTL and kept alive, and the keys attached to
+// it are deleted when it is revoked or expires. Grants and revokes are
+// commands (leasecmd.go), the leases and their keys are applied state kept
+// with the keys (and sent with them in snapshots), and only the leader
+// times them, restarting every lease at full TTL when it takes over; the
+// safety argument is in lessor.go.
 package raft

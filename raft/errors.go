@@ -48,6 +48,15 @@ var (
 	// A write that fails with it may or may not have been applied: its
 	// entry may have reached other nodes, which go on without this one.
 	ErrStorage = errors.New("raft: storage")
+	// ErrLeaseNotFound: the TTL lease does not exist (never granted,
+	// revoked, or expired), or the leader has begun expiring it.
+	ErrLeaseNotFound = errors.New("raft: lease not found")
+	// ErrLeaseExists: a grant named an id already in use.
+	ErrLeaseExists = errors.New("raft: lease already exists")
+	// ErrTooManyLeases: MaxLeases leases exist.
+	ErrTooManyLeases = errors.New("raft: too many leases")
+	// ErrLeaseTTL: the TTL is outside [MinLeaseTTL, MaxLeaseTTL].
+	ErrLeaseTTL = errors.New("raft: lease TTL out of range")
 )
 
 // StorageError is the error of every request to a node stopped by a

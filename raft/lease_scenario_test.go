@@ -506,7 +506,7 @@ func (h *leaseHarness) start(n *scenarioNode, restarted bool, applied uint64) {
 	}
 	hs, _, _ := n.ms.InitialState()
 	m, _ := newMetrics(nil)
-	node := &Node{cfg: c, id: n.id, log: c.Logger, metrics: m}
+	node := &Node{cfg: c, id: n.id, log: c.Logger, metrics: m, leases: newLessor()}
 	node.lease = newLease(func(term uint64, exp time.Time) { h.published(n, term, exp) }, hs.GetTerm())
 	node.lease.now = n.now
 	n.l = &loop{

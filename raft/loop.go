@@ -121,6 +121,9 @@ func newLoop(n *Node) (*loop, error) {
 		snapPending: make(map[uint64]uint64),
 	}
 	l.startClock(!fresh) // a restarted node starts with a vote grace
+	if err := l.reloadLeases(); err != nil {
+		return nil, fmt.Errorf("raft: loading leases: %w", err)
+	}
 	return l, nil
 }
 
@@ -204,6 +207,7 @@ func (l *loop) tick() {
 		l.ticks++
 		l.nextTick = l.nextTick.Add(l.cfg.TickInterval)
 	}
+	l.expireLeases() // TTL leases (leasecmd.go): once per tick taken
 	if !now.Before(l.nextTick) {
 		l.nextTick = now.Add(l.cfg.TickInterval)
 	}

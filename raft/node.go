@@ -22,7 +22,8 @@ type Node struct {
 	log     *slog.Logger
 	store   *store.Store
 	metrics *metrics
-	lease   *lease
+	lease   *lease  // the leader's read lease (lease.go)
+	leases  *lessor // TTL leases (lessor.go)
 	peers   *peerSet
 
 	// Work for the raft loop, which owns the raft state machine.
@@ -122,6 +123,7 @@ func Open(cfg Config) (*Node, error) {
 		donec:   make(chan struct{}),
 		failure: fail,
 		conns:   make(map[transport.Conn]struct{}),
+		leases:  newLessor(),
 	}
 	n.nextReq.Store(rand.Uint64() >> 1)
 	n.initAddrs()

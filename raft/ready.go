@@ -24,6 +24,14 @@ type applyScratch struct {
 	members  bool
 	installd bool
 	atomic   bool // an entry wrote several keys: the Apply call is atomic
+
+	// TTL leases (leasecmd.go): grants and revokes applied in the batch,
+	// key counts changed, the net change in the number of leases, and the
+	// grants alone.
+	leaseOps   []leaseOp
+	leaseKeys  []leaseKeys
+	leaseDelta int
+	grants     int
 }
 
 type completion struct {
@@ -110,8 +118,12 @@ func (l *loop) softState(ss *etcdraft.SoftState) {
 		l.n.lease.revoke()
 		l.reads.dropLease()
 		l.readyFlag.lostLeadership = true
+		l.n.leases.demote()
 	}
 	l.readyFlag.becameLeader = !wasLeader && l.isLeader
+	if l.readyFlag.becameLeader {
+		l.n.leases.promote(l.n.leaseNow()) // every TTL lease starts over, at full TTL
+	}
 }
 
 func (l *loop) hardState(hs *pb.HardState) {
@@ -135,8 +147,12 @@ func (l *loop) afterCommit() {
 		l.confProposed = false
 	}
 	l.deliverApplies()
+	l.mirrorLeases()
 	if sc.installd {
 		l.n.log.Info("installed snapshot from leader", "index", l.applied)
+		if err := l.reloadLeases(); err != nil {
+			l.n.log.Error("reloading leases after snapshot install", "err", err)
+		}
 		if a := l.cfg.Applier; a != nil {
 			a.Restore()
 		}
@@ -234,14 +250,20 @@ func (l *loop) applyCommand(u *store.Update, e *pb.Entry) error {
 		l.n.log.Error("skipping malformed command", "index", e.GetIndex(), "err", err)
 		return nil
 	}
-	if c.op == opTxn {
+	switch c.op {
+	case opTxn:
 		return l.applyTxn(u, e.GetIndex(), c)
+	case opLeaseGrant, opLeaseRevoke:
+		return l.applyLeaseCommand(u, e.GetIndex(), c)
 	}
 	r := result{version: e.GetIndex()}
 	if c.op == opPut {
 		err = u.Put(c.key, c.value, r.version)
 	} else {
 		r.existed, err = u.Delete(c.key)
+	}
+	if err == nil {
+		err = l.leaseWrite(u, c.key, 0, c.op == opDelete) // a plain PUT detaches, as in etcd
 	}
 	if err != nil {
 		return err

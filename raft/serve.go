@@ -131,6 +131,16 @@ func (r *peerReader) handle(frame []byte) error {
 			return nil
 		}
 		return forEachChunkRecord(body, r.staged.Add)
+	case frameSnapshotLease:
+		id, body, err := parseSnapshotFrame(frame)
+		if err != nil {
+			return err
+		}
+		if !r.current(id) {
+			r.reject(id, "lease data of another transfer; ignored")
+			return nil
+		}
+		return forEachChunkRecord(body, r.staged.AddLease)
 	case frameSnapshotEnd:
 		id, body, err := parseSnapshotFrame(frame)
 		if err != nil {

@@ -51,7 +51,25 @@ func (p *peer) sendTransfer(ctx context.Context, conn transport.Conn, id transfe
 		return err
 	}
 	limit := min(p.ps.n.cfg.SnapshotChunkSize, conn.MaxMessage())
-	chunk := appendSnapshotFrameHeader(make([]byte, 0, max(limit, snapshotFrameHeader)), frameSnapshotChunk, id)
+	if err := sendRecords(send, limit, frameSnapshotChunk, id, om.cp.ForEach); err != nil {
+		return err
+	}
+	// The TTL leases and their keys' attachments travel after the keys.
+	if err := sendRecords(send, limit, frameSnapshotLease, id, om.cp.ForEachLease); err != nil {
+		return err
+	}
+	end, err := appendSnapshotEnd(nil, id, om.m)
+	if err != nil {
+		return err
+	}
+	return send(end)
+}
+
+// sendRecords sends the pairs forEach yields in frames of type tag, each
+// of at most limit bytes (a larger pair alone).
+func sendRecords(send func([]byte) error, limit int, tag byte, id transferID,
+	forEach func(fn func(key, raw []byte) error) error) error {
+	chunk := appendSnapshotFrameHeader(make([]byte, 0, max(limit, snapshotFrameHeader)), tag, id)
 	flush := func() error {
 		if len(chunk) == snapshotFrameHeader {
 			return nil
@@ -60,7 +78,7 @@ func (p *peer) sendTransfer(ctx context.Context, conn transport.Conn, id transfe
 		chunk = chunk[:snapshotFrameHeader]
 		return err
 	}
-	err := om.cp.ForEach(func(key, raw []byte) error {
+	err := forEach(func(key, raw []byte) error {
 		if len(chunk)+chunkRecordSize(key, raw) > limit {
 			if err := flush(); err != nil {
 				return err
@@ -69,15 +87,8 @@ func (p *peer) sendTransfer(ctx context.Context, conn transport.Conn, id transfe
 		chunk = appendChunkRecord(chunk, key, raw)
 		return nil
 	})
-	if err == nil {
-		err = flush()
-	}
 	if err != nil {
 		return err
 	}
-	end, err := appendSnapshotEnd(nil, id, om.m)
-	if err != nil {
-		return err
-	}
-	return send(end)
+	return flush()
 }

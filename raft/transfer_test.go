@@ -396,7 +396,7 @@ func TestStaleSnapshotReportsIgnored(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := &loop{n: &Node{log: testLogger()}, rn: rn, snapPending: map[uint64]uint64{2: 5}}
+	l := &loop{n: &Node{log: testLogger(), leases: newLessor()}, rn: rn, snapPending: map[uint64]uint64{2: 5}}
 	l.report(report{to: 2, kind: reportSnapshotFailed, seq: 4})
 	if l.snapPending[2] != 5 {
 		t.Fatal("a superseded transfer's outcome was taken for the latest's")

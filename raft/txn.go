@@ -45,7 +45,7 @@ func (l *loop) applyTxn(u *store.Update, index uint64, c command) error {
 	st := &txnState{l: l, u: u, version: index}
 	resp, err := txn.Apply(st, &t, index, c.proposer == l.n.id)
 	switch {
-	case errors.Is(err, txn.ErrReadTooLarge):
+	case errors.Is(err, txn.ErrReadTooLarge), errors.Is(err, txn.ErrLeaseNotFound), errors.Is(err, txn.ErrLeaseFull):
 		l.complete(c.proposer, c.reqID, result{version: index, err: err})
 		return nil
 	case err != nil:
@@ -69,8 +69,11 @@ type txnState struct {
 
 func (s *txnState) Get(key []byte) ([]byte, uint64, bool, error) { return s.u.Get(key) }
 
-func (s *txnState) Put(key, value []byte) error {
+func (s *txnState) Put(key, value []byte, lease uint64) error {
 	if err := s.u.Put(key, value, s.version); err != nil {
+		return err
+	}
+	if err := s.l.leaseWrite(s.u, key, lease, false); err != nil {
 		return err
 	}
 	s.record(Write{Version: s.version, Key: key, Value: value})
@@ -81,8 +84,15 @@ func (s *txnState) Delete(key []byte) error {
 	if _, err := s.u.Delete(key); err != nil {
 		return err
 	}
+	if err := s.l.leaseWrite(s.u, key, 0, true); err != nil {
+		return err
+	}
 	s.record(Write{Version: s.version, Key: key, Deleted: true})
 	return nil
+}
+
+func (s *txnState) CheckLease(lease uint64, keys [][]byte) error {
+	return checkLease(s.u, lease, keys, s.l.n.metrics.leaseRefused)
 }
 
 func (s *txnState) record(w Write) {

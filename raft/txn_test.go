@@ -159,6 +159,10 @@ func FuzzCommand(f *testing.F) {
 	f.Add(appendCommand(nil, command{op: opTxn, proposer: 1, reqID: 2, value: txn.Append(nil, &tx)}))
 	f.Add(appendCommand(nil, command{op: opPut, proposer: 1, reqID: 2, key: []byte("k"), value: []byte("v")}))
 	f.Add([]byte{opTxn, 1, 1, 0, 0, 0})
+	f.Add(appendCommand(nil, command{op: opLeaseGrant, proposer: 1, reqID: 2, value: grantValue(7, time.Second)}))
+	f.Add(appendCommand(nil, command{op: opLeaseRevoke, proposer: 1, reqID: 2, value: revokeValue(7, revokeExpired)}))
+	lput := txn.Txn{Then: []txn.Op{{Type: txn.Put, Key: []byte("k"), Value: []byte("v"), Lease: 7}}}
+	f.Add(appendCommand(nil, command{op: opTxn, proposer: 1, reqID: 2, value: txn.Append(nil, &lput)}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c, err := decodeCommand(b)
 		if err != nil {
@@ -166,6 +170,16 @@ func FuzzCommand(f *testing.F) {
 				t.Fatalf("error %v does not wrap errBadCommand", err)
 			}
 			return
+		}
+		switch c.op {
+		case opLeaseGrant:
+			if id, ttl, err := parseGrant(c.value); err == nil && !bytes.Equal(grantValue(id, ttl), c.value) {
+				t.Fatal("grant re-encodes differently")
+			}
+		case opLeaseRevoke:
+			if id, why, err := parseRevoke(c.value); err == nil && !bytes.Equal(revokeValue(id, why), c.value) {
+				t.Fatal("revoke re-encodes differently")
+			}
 		}
 		if c.op == opTxn {
 			if tx, err := txn.Parse(c.value); err == nil {

@@ -29,7 +29,13 @@ import (
 //	'B' id                                 a snapshot transfer begins
 //	'C' id | { uvarint len | key | uvarint len | le64 version + value }*
 //	                                       snapshot data, in key order
+//	'L' id | { uvarint len | record key | uvarint len | record value }*
+//	                                       TTL lease records (store/lease.go),
+//	                                       after the data, in key order
 //	'S' id | raftpb.Message (protobuf)     the MsgSnap that ends the transfer
+//
+// (A node without TTL leases takes an 'L' frame for an unknown frame and
+// drops the session: upgrade every node before granting leases.)
 //
 // where id, the transfer id, is le64 index | le64 term | le64 nonce: the
 // snapshot's index and term and a random number the sender draws for the
@@ -53,6 +59,7 @@ const (
 	frameSnapshotBegin byte = 'B'
 	frameSnapshotChunk byte = 'C'
 	frameSnapshotEnd   byte = 'S'
+	frameSnapshotLease byte = 'L'
 )
 
 // IsPeerHello reports whether the first message of a newly accepted

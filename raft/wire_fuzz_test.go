@@ -22,6 +22,7 @@ func FuzzPeerFrames(f *testing.F) {
 	f.Add(appendHello(nil, hello{from: 1, cluster: 2, addr: "127.0.0.1:1"}))
 	f.Add(appendSnapshotBegin(nil, id))
 	f.Add(appendChunkRecord(appendSnapshotFrameHeader(nil, frameSnapshotChunk, id), []byte("k"), []byte("raw")))
+	f.Add(appendChunkRecord(appendSnapshotFrameHeader(nil, frameSnapshotLease, id), []byte("l\x00\x00\x00\x00\x00\x00\x00\x07"), make([]byte, 16)))
 	if b, err := appendSnapshotEnd(nil, id, &pb.Message{Type: pb.MsgSnap.Enum()}); err == nil {
 		f.Add(b)
 	}

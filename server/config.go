@@ -58,6 +58,9 @@ type Config struct {
 	// tells the dialer why, and kvd_connections_refused_total counts it.
 	// Default DefaultMaxConnections.
 	MaxConnections int
+	// LeaseClock is the clock the leader times TTL leases by
+	// (raft.Config.LeaseClock). Default time.Now; tests inject one.
+	LeaseClock func() time.Time
 }
 
 // Defaults.

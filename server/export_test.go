@@ -50,3 +50,6 @@ func SlowRebuilds(s *Server, d time.Duration) {
 		})
 	}
 }
+
+// LeaseCount is how many TTL leases the node has applied.
+func LeaseCount(s *Server) int { return s.node.LeaseCount() }

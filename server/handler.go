@@ -171,6 +171,8 @@ func (s *Server) handle(ctx context.Context, req *wire.Request) wire.Response {
 		return s.scan(ctx, req)
 	case wire.OpGetMany:
 		return s.getMany(ctx, req)
+	case wire.OpLeaseGrant, wire.OpLeaseRevoke, wire.OpLeaseKeepAlive, wire.OpLeaseTimeToLive:
+		return s.lease(ctx, req) // lease.go
 	}
 	if r, bad := checkKey(req); bad {
 		return r
@@ -351,6 +353,11 @@ func (s *Server) errResponse(err error) wire.Response {
 	case errors.Is(err, raft.ErrMemberExists), errors.Is(err, raft.ErrMemberNotFound),
 		errors.Is(err, raft.ErrNotLearner), errors.Is(err, raft.ErrInvalidKey), errors.Is(err, raft.ErrLastVoter):
 		return badRequest(err.Error()) // permanent: retrying cannot help
+	case errors.Is(err, raft.ErrLeaseNotFound), errors.Is(err, txn.ErrLeaseNotFound):
+		return wire.Response{Status: wire.StatusLeaseNotFound, Value: []byte(err.Error())}
+	case errors.Is(err, raft.ErrLeaseExists), errors.Is(err, raft.ErrTooManyLeases), errors.Is(err, raft.ErrLeaseTTL),
+		errors.Is(err, txn.ErrLeaseFull):
+		return badRequest(err.Error()) // a lease limit or a taken id: retrying as is cannot help
 	case errors.Is(err, raft.ErrStorage):
 		// The node stopped on its disk: say why (the cause alone; the
 		// client prefixes "kvd: storage: ").
@@ -420,7 +427,7 @@ func permission(conn transport.Conn, op wire.Op) (wire.Response, bool) {
 // added later included) are writes as far as read-only credentials go.
 func readOnlyOp(op wire.Op) bool {
 	switch op {
-	case wire.OpHello, wire.OpGet, wire.OpStatus, wire.OpMemberList, wire.OpClock, wire.OpScan, wire.OpGetMany:
+	case wire.OpHello, wire.OpGet, wire.OpStatus, wire.OpMemberList, wire.OpClock, wire.OpScan, wire.OpGetMany, wire.OpLeaseTimeToLive:
 		return true
 	}
 	return false

@@ -128,6 +128,8 @@ func statusName(st wire.Status) string {
 		return "no_space"
 	case wire.StatusUnavailable:
 		return "unavailable"
+	case wire.StatusLeaseNotFound:
+		return "lease_not_found"
 	}
 	return "status_" + strconv.Itoa(int(st))
 }

@@ -105,6 +105,7 @@ func (s *Server) start() error {
 		SnapshotCount: s.cfg.SnapshotCount,
 		Applier:       (*applier)(s),
 		OnLease:       s.onLease,
+		LeaseClock:    s.cfg.LeaseClock,
 		Registerer:    s.cfg.Registerer,
 		Logger:        s.log,
 	})

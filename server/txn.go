@@ -33,6 +33,9 @@ func (s *Server) txn(ctx context.Context, req *wire.Request) wire.Response {
 	switch {
 	case errors.Is(err, txn.ErrReadTooLarge), errors.Is(err, txn.ErrInvalid):
 		return badRequest(err.Error()) // applied nothing; retrying cannot help
+	case errors.Is(err, txn.ErrLeaseNotFound), errors.Is(err, txn.ErrLeaseFull):
+		s.leaseRefused(err)
+		return s.errResponse(err) // applied nothing
 	case err != nil:
 		return s.errResponse(err)
 	}

@@ -20,6 +20,10 @@ type env struct {
 	eps []string
 	in  io.Reader
 	out io.Writer
+	// errOut is standard error; base is the command's context without
+	// --timeout, ended by an interrupt (for lease keepalive's loop).
+	errOut io.Writer
+	base   context.Context
 }
 
 type command struct {
@@ -48,6 +52,7 @@ var commands = map[string]command{
 	"txn":    {"txn (reads the transaction from standard input)", []int{0}, runTxn},
 	"status": {"status", []int{0}, runStatus},
 	"member": {memberUsage, []int{1, 2, 3}, runMember},
+	"lease":  {leaseUsage, []int{2}, runLease},
 }
 
 func (e *env) json(v any) error {

@@ -7,6 +7,8 @@
 //	kvctl [flags] put --if-version N KEY [VALUE]   (compare-and-swap; N 0: KEY must not exist)
 //	kvctl [flags] del --if-version N KEY
 //	kvctl [flags] txn                              (the transaction on standard input; see txn.go)
+//	kvctl [flags] put --lease ID KEY [VALUE]       (KEY deleted when lease ID ends)
+//	kvctl [flags] lease grant TTL | keepalive ID | revoke ID | ttl ID   (lease.go)
 //	kvctl [flags] status
 //	kvctl [flags] member list | add ID ADDR | promote ID | remove ID
 //

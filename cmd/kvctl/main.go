@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/kvd-project/kvd/client"
@@ -34,6 +36,12 @@ commands:
   txn                     run a transaction read from stdin: compares, a blank
                           line, operations if they hold, a blank line,
                           operations otherwise (see README)
+  put --lease ID KEY [VALUE]
+                          attach KEY to lease ID: deleted when the lease ends
+  lease grant TTL         grant a lease of TTL (e.g. 10s); prints its ID
+  lease keepalive ID      keep lease ID alive until interrupted, printing its TTL
+  lease revoke ID         end lease ID now, deleting its keys
+  lease ttl ID            show lease ID's TTL, time remaining and key count
   status                  show every endpoint's id, leader, term and indexes
   member list             list the cluster's members
   member add ID ADDR      add node ID at ADDR as a learner (then start it with --join)
@@ -76,7 +84,8 @@ type options struct {
 	write       string
 	valueFile   string
 	ifVersion   versionFlag
-	atomic      bool      // mget: one snapshot
+	atomic      bool // mget: one snapshot
+	lease       leaseFlag
 	scan        scanFlags // get's range options (scan.go)
 	timeout     time.Duration
 }
@@ -105,10 +114,14 @@ func (f *versionFlag) Set(s string) error {
 
 // writeOptions are put's and del's options from the flags.
 func (o *options) writeOptions() []client.WriteOption {
-	if !o.ifVersion.set {
-		return nil
+	var opts []client.WriteOption
+	if o.ifVersion.set {
+		opts = append(opts, client.IfVersion(o.ifVersion.v))
 	}
-	return []client.WriteOption{client.IfVersion(o.ifVersion.v)}
+	if o.lease.id != 0 {
+		opts = append(opts, client.WithLease(o.lease.id))
+	}
+	return opts
 }
 
 // parse accepts flags before, between and after positional arguments.
@@ -125,6 +138,7 @@ func parse(args []string, stderr io.Writer) (*options, []string, error) {
 	fs.StringVar(&o.valueFile, "value-file", "", "put: read the value from this file (without it, a put with no VALUE reads standard input)")
 	fs.Var(&o.ifVersion, "if-version", "put, del: only if the key's version is this (0: the key must not exist); else exit 1 naming its version")
 	fs.BoolVar(&o.atomic, "atomic", false, "mget: values that all held at one applied index (one snapshot of the keys)")
+	fs.Var(&o.lease, "lease", "put: attach the key to this lease (an ID lease grant printed)")
 	fs.BoolVar(&o.scan.prefix, "prefix", false, "get: every key starting with KEY, in key order")
 	fs.Var(&o.scan.from, "from", "get: the keys from this one on (inclusive), in key order")
 	fs.Var(&o.scan.to, "to", "get: with --from, the keys before this one (exclusive; omitted: no upper bound)")
@@ -202,6 +216,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if o.atomic && pos[0] != "mget" {
 		return usageError{"--atomic applies to mget only"}
 	}
+	if o.lease.id != 0 && pos[0] != "put" {
+		return usageError{"--lease applies to put only"}
+	}
 	if o.transport.TLS, err = o.tls.TLS(); err != nil {
 		return err
 	}
@@ -215,9 +232,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
+	base, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(base, o.timeout)
 	defer cancel()
-	return cmd.run(ctx, &env{c: c, o: o, eps: eps, in: stdin, out: stdout}, pos[1:])
+	return cmd.run(ctx, &env{c: c, o: o, eps: eps, in: stdin, out: stdout, errOut: stderr, base: base}, pos[1:])
 }
 
 func splitEndpoints(s string) []string {

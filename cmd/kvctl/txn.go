@@ -22,6 +22,7 @@ import (
 //	missing("a")                 version("a") = "0"
 //
 //	put KEY VALUE
+//	put KEY VALUE --lease ID     attached to lease ID
 //	del KEY
 //	get KEY
 //
@@ -30,7 +31,7 @@ import (
 // ("a b", "\x00\n"). Lines starting with # are comments.
 const txnUsage = `txn: reads the transaction from standard input:
   compares, one a line:    version("K") = "N" | value("K") != "V" | exists("K") | missing("K")   (= != < >)
-  a blank line, then the operations if every compare holds:   put K V | del K | get K
+  a blank line, then the operations if every compare holds:   put K V [--lease ID] | del K | get K
   a blank line, then the operations otherwise`
 
 // maxTxnInput bounds what txn reads from standard input: a transaction
@@ -140,6 +141,12 @@ func parseOp(line string) (client.Op, txnOp, error) {
 	switch {
 	case len(f) == 3 && f[0] == "put":
 		return client.OpPut([]byte(f[1]), []byte(f[2])), txnOp{"put", f[1]}, nil
+	case len(f) == 5 && f[0] == "put" && f[3] == "--lease":
+		id, err := parseLeaseID(f[4])
+		if err != nil {
+			return client.Op{}, txnOp{}, err
+		}
+		return client.OpPutLease([]byte(f[1]), []byte(f[2]), id), txnOp{"put", f[1]}, nil
 	case len(f) == 2 && (f[0] == "del" || f[0] == "delete"):
 		return client.OpDelete([]byte(f[1])), txnOp{"del", f[1]}, nil
 	case len(f) == 2 && f[0] == "get":

@@ -30,6 +30,9 @@ type Options struct {
 	SnapshotCount uint64
 	Tick          time.Duration
 	Log           bool // send node logs to the test log's stderr
+	// LeaseClock, if set, is every node's TTL lease clock
+	// (server.Config.LeaseClock): a test advances it by hand.
+	LeaseClock func() time.Time
 }
 
 // FreeAddrs returns n loopback addresses whose ports were free a moment ago.
@@ -62,7 +65,7 @@ func StartCluster(t testing.TB, n int, o Options) []*Node {
 		nodes[i].cfg = server.Config{
 			ID: uint64(i + 1), Listen: addrs[i], DataDir: nodes[i].DataDir, InitialCluster: cluster,
 			TableMem: o.TableMem, ReuseGrace: o.ReuseGrace, SnapshotCount: o.SnapshotCount, TickInterval: o.Tick,
-			Logger: logger(o.Log),
+			Logger: logger(o.Log), LeaseClock: o.LeaseClock,
 		}
 		if i < len(o.TableMems) {
 			nodes[i].cfg.TableMem = o.TableMems[i]

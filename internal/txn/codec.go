@@ -16,7 +16,13 @@ const (
 	minOpLen       = opHead
 	minResultLen   = resultHead
 	versionOperand = 8
+	leaseOperand   = 8
 )
+
+// putLease is the encoded type of a Put with a lease: its value is
+// le64 lease ‖ value. A Put without one encodes as before (type 1), so
+// every entry written before leases decodes as it did.
+const putLease = 4
 
 var le = binary.LittleEndian
 
@@ -35,6 +41,9 @@ func EncodedLen(t *Txn) int {
 	for _, ops := range [2][]Op{t.Then, t.Else} {
 		for i := range ops {
 			n += opHead + len(ops[i].Key) + len(ops[i].Value)
+			if ops[i].Lease != 0 {
+				n += leaseOperand
+			}
 		}
 	}
 	return n
@@ -60,15 +69,26 @@ func Append(b []byte, t *Txn) []byte {
 	}
 	for _, ops := range [2][]Op{t.Then, t.Else} {
 		for i := range ops {
-			op := &ops[i]
-			b = append(b, byte(op.Type))
-			b = le.AppendUint16(b, uint16(len(op.Key)))
-			b = le.AppendUint32(b, uint32(len(op.Value)))
-			b = append(b, op.Key...)
-			b = append(b, op.Value...)
+			b = appendOp(b, &ops[i])
 		}
 	}
 	return b
+}
+
+func appendOp(b []byte, op *Op) []byte {
+	if op.Type == Put && op.Lease != 0 {
+		b = append(b, putLease)
+		b = le.AppendUint16(b, uint16(len(op.Key)))
+		b = le.AppendUint32(b, uint32(leaseOperand+len(op.Value)))
+		b = append(b, op.Key...)
+		b = le.AppendUint64(b, op.Lease)
+		return append(b, op.Value...)
+	}
+	b = append(b, byte(op.Type))
+	b = le.AppendUint16(b, uint16(len(op.Key)))
+	b = le.AppendUint32(b, uint32(len(op.Value)))
+	b = append(b, op.Key...)
+	return append(b, op.Value...)
 }
 
 // Decode parses a transaction from the network and checks it (Validate):
@@ -250,6 +270,17 @@ func (r *reader) ops(n int) []Op {
 		op.Type = OpType(r.u8())
 		kl, vl := int(r.u16()), int(r.u32())
 		op.Key, op.Value = r.bytes(kl), r.bytes(vl)
+		if op.Type == putLease {
+			if len(op.Value) < leaseOperand {
+				r.bad = true
+				return nil
+			}
+			op.Type, op.Lease, op.Value = Put, le.Uint64(op.Value), op.Value[leaseOperand:]
+			if op.Lease == 0 {
+				r.bad = true // encoded as a plain Put; never two encodings of one op
+				return nil
+			}
+		}
 	}
 	return ops
 }

@@ -35,6 +35,8 @@
 //	          operand = version:u64          (target 1, version)
 //	                  | valueLen:u32 value   (target 2, value)
 //	op      = type:u8 keyLen:u16 valueLen:u32 key value   (type 1 put, 2 delete, 3 get)
+//	        | 4:u8 keyLen:u16 valueLen:u32 key lease:u64 value
+//	                                    (a put with a lease; valueLen counts the lease)
 //
 //	response = succeeded:u8 nCompares:u16 version:u64{nCompares} nResults:u16 result{nResults}
 //	result   = type:u8 found:u8 version:u64 valueLen:u32 value

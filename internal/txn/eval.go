@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"fmt"
+	"slices"
 )
 
 // State is the applied state a transaction reads and writes: on a node,
@@ -13,8 +14,13 @@ type State interface {
 	// Get returns key's value and version (ok false: absent). The value
 	// need stay valid only until the next call.
 	Get(key []byte) (value []byte, version uint64, ok bool, err error)
-	// Put stores value under key at the transaction's version.
-	Put(key, value []byte) error
+	// Put stores value under key at the transaction's version, attached
+	// to lease (0: none, and detached from any).
+	Put(key, value []byte, lease uint64) error
+	// CheckLease reports whether attaching keys to lease is allowed (keys
+	// already attached to it do not count again): an error wrapping
+	// ErrLeaseNotFound or ErrLeaseFull if not.
+	CheckLease(lease uint64, keys [][]byte) error
 	// Delete removes key (absent: nothing to do).
 	Delete(key []byte) error
 }
@@ -83,11 +89,14 @@ func Apply(s State, t *Txn, version uint64, keepValues bool) (Response, error) {
 			written[string(op.Key)] = i
 		}
 	}
+	if err := checkLeases(s, ops); err != nil {
+		return Response{}, err
+	}
 	for i := range ops {
 		var err error
 		switch op := &ops[i]; op.Type {
 		case Put:
-			err = s.Put(op.Key, op.Value)
+			err = s.Put(op.Key, op.Value, op.Lease)
 		case Delete:
 			err = s.Delete(op.Key)
 		}
@@ -96,6 +105,35 @@ func Apply(s State, t *Txn, version uint64, keepValues bool) (Response, error) {
 		}
 	}
 	return resp, nil
+}
+
+// checkLeases refuses, before anything is written, a branch whose PUTs
+// name a lease that does not exist or cannot take their keys.
+func checkLeases(s State, ops []Op) error {
+	var keys map[uint64][][]byte
+	for i := range ops {
+		if ops[i].Type == Put && ops[i].Lease != 0 {
+			if keys == nil {
+				keys = make(map[uint64][][]byte)
+			}
+			keys[ops[i].Lease] = append(keys[ops[i].Lease], ops[i].Key)
+		}
+	}
+	for _, id := range sortedKeys(keys) {
+		if err := s.CheckLease(id, keys[id]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func sortedKeys[V any](m map[uint64]V) []uint64 {
+	out := make([]uint64, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // lookup reads key as the branch's operation about to run sees it: its

@@ -16,7 +16,10 @@ type entry struct {
 // mapState is a State over a map, as a node's Pebble batch would show it.
 type mapState struct {
 	m       map[string]entry
-	version uint64 // what Put stores
+	version uint64         // what Put stores
+	leases  map[uint64]int // lease -> keys attached (CheckLease)
+	maxKeys int
+	leaseOf map[string]uint64
 }
 
 func newMapState() *mapState { return &mapState{m: map[string]entry{}} }
@@ -26,8 +29,34 @@ func (s *mapState) Get(k []byte) ([]byte, uint64, bool, error) {
 	return []byte(e.value), e.version, ok, nil
 }
 
-func (s *mapState) Put(k, v []byte) error {
+func (s *mapState) Put(k, v []byte, lease uint64) error {
 	s.m[string(k)] = entry{string(v), s.version}
+	if lease != 0 {
+		if s.leaseOf == nil {
+			s.leaseOf = map[string]uint64{}
+		}
+		if s.leaseOf[string(k)] != lease {
+			s.leases[lease]++
+		}
+		s.leaseOf[string(k)] = lease
+	}
+	return nil
+}
+
+func (s *mapState) CheckLease(lease uint64, keys [][]byte) error {
+	have, ok := s.leases[lease]
+	n := 0
+	for _, k := range keys {
+		if s.leaseOf[string(k)] != lease {
+			n++
+		}
+	}
+	switch {
+	case !ok:
+		return fmt.Errorf("%w: %d", ErrLeaseNotFound, lease)
+	case have+n > s.maxKeys:
+		return fmt.Errorf("%w: %d", ErrLeaseFull, lease)
+	}
 	return nil
 }
 

@@ -41,6 +41,14 @@ var (
 	// ErrReadTooLarge: the branch that ran would have returned more than
 	// MaxReadBytes of values; nothing was applied.
 	ErrReadTooLarge = errors.New("txn: reads too much")
+	// ErrLeaseNotFound: a PUT of the branch that ran names a lease that
+	// does not exist (never granted, revoked or expired); nothing was
+	// applied.
+	ErrLeaseNotFound = errors.New("txn: lease not found")
+	// ErrLeaseFull: a PUT of the branch that ran would attach more keys to
+	// its lease than a lease may hold (the State's bound); nothing was
+	// applied.
+	ErrLeaseFull = errors.New("txn: lease holds too many keys")
 )
 
 // Target is what a compare looks at.
@@ -114,6 +122,11 @@ type Op struct {
 	Type  OpType
 	Key   []byte
 	Value []byte // Put only
+	// Lease, on a Put only, attaches the key to that TTL lease (0: none;
+	// a Put without a lease detaches the key from any lease, as in etcd).
+	// A Put naming a lease that does not exist when the transaction is
+	// applied fails the transaction whole (ErrLeaseNotFound).
+	Lease uint64
 }
 
 // Txn is a transaction: if every compare holds, Then runs, else Else.
@@ -227,6 +240,9 @@ func (op *Op) validate() error {
 	case Delete, Get:
 		if len(op.Value) != 0 {
 			return fmt.Errorf("%s carries a value", op.Type)
+		}
+		if op.Lease != 0 {
+			return fmt.Errorf("%s carries a lease", op.Type)
 		}
 	default:
 		return fmt.Errorf("unknown operation %d", op.Type)

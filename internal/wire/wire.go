@@ -43,6 +43,22 @@ const (
 	// ScanRequest, scan.go). The response's Version is the applied index
 	// the page was read at, its Value a ScanResponse.
 	OpScan Op = 12
+	// TTL leases (lease.go). 13 and 14 are the watch's.
+	//
+	// OpLeaseGrant: Value a LeaseGrant (TTL, and an id or 0 for the
+	// server to pick). Response: Version the lease id.
+	OpLeaseGrant Op = 15
+	// OpLeaseRevoke: Value the le64 lease id. The lease and every key
+	// attached to it are deleted in one Raft entry. Response: Version its
+	// Raft index.
+	OpLeaseRevoke Op = 16
+	// OpLeaseKeepAlive: Value the le64 lease id; served by the leader,
+	// which restarts the lease's TTL. Response: Version the TTL in
+	// nanoseconds.
+	OpLeaseKeepAlive Op = 17
+	// OpLeaseTimeToLive: Value the le64 lease id; served by the leader.
+	// Response: Value a LeaseInfo.
+	OpLeaseTimeToLive Op = 18
 	// OpGetMany reads several keys at one applied index (an atomic
 	// snapshot of them), from the applied state (Flags: consistency;
 	// Value: the keys, getmany.go). The response's Version is that index,
@@ -79,6 +95,14 @@ func (o Op) String() string {
 		return "scan"
 	case OpGetMany:
 		return "get-many"
+	case OpLeaseGrant:
+		return "lease-grant"
+	case OpLeaseRevoke:
+		return "lease-revoke"
+	case OpLeaseKeepAlive:
+		return "lease-keepalive"
+	case OpLeaseTimeToLive:
+		return "lease-ttl"
 	}
 	return fmt.Sprintf("op(%d)", uint8(o))
 }
@@ -108,6 +132,10 @@ const (
 	// restarted; a write may or may not have been applied (its entry may
 	// have reached other nodes). Value: the cause.
 	StatusStorage Status = 12
+	// StatusLeaseNotFound: the TTL lease named does not exist (never
+	// granted, revoked or expired); nothing was applied. (13 is the
+	// watch's.)
+	StatusLeaseNotFound Status = 14
 )
 
 // Errors returned by the decoders.

@@ -16,6 +16,7 @@
 //	"l" + be64(index)        raft log entries (marshaled raftpb.Entry)
 //	"p" + be64(id)           member address book: learner flag + address
 //	"k" + be64(gen) + key    applied KV state: le64(version) + value
+//	"e" + be64(gen) + ...    applied TTL leases and their keys (lease.go)
 //
 // The applied KV state lives under a generation number so that a snapshot
 // received from the leader can be written in bounded pieces under a fresh

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"errors"
 	"fmt"
 	"sync/atomic"
 
@@ -259,7 +260,8 @@ func (st *Staged) Discard() error {
 	}
 	st.consumed = true
 	err, _ := st.s.guard(func() error {
-		return st.s.db.DeleteRange(genPrefix(st.gen), genEnd(st.gen), pebble.NoSync)
+		return errors.Join(st.s.db.DeleteRange(genPrefix(st.gen), genEnd(st.gen), pebble.NoSync),
+			st.s.db.DeleteRange(leaseGenPrefix(st.gen), leaseGenEnd(st.gen), pebble.NoSync))
 	})
 	return err
 }

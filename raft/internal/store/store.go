@@ -258,6 +258,12 @@ func (s *Store) dropStrayGenerations() error {
 	if err := b.DeleteRange(genEnd(s.gen), kvEnd, nil); err != nil {
 		return err
 	}
+	if err := b.DeleteRange(leaseStart, leaseGenPrefix(s.gen), nil); err != nil {
+		return err
+	}
+	if err := b.DeleteRange(leaseGenEnd(s.gen), leaseEnd, nil); err != nil {
+		return err
+	}
 	err, finished := s.guard(func() error { return b.Commit(pebble.NoSync) })
 	if !finished {
 		b = nil // abandoned inside Pebble: leave it alone

@@ -74,6 +74,7 @@ func (u *Update) InstallSnapshot(snap *pb.Snapshot, st *Staged) error {
 		b.Set(keyApplied, encodeU64(trunc.index), nil),
 		b.DeleteRange(memberStart, memberEnd, nil),
 		b.DeleteRange(genPrefix(u.gen), genEnd(u.gen), nil),
+		b.DeleteRange(leaseGenPrefix(u.gen), leaseGenEnd(u.gen), nil), // its leases go with its keys
 		b.Set(keyGen, encodeU64(st.gen), nil),
 	}
 	u.members = make(map[uint64]Member, len(ms))

@@ -1,0 +1,204 @@
+package concurrency_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/kvd-project/kvd/client"
+	"github.com/kvd-project/kvd/client/concurrency"
+	"github.com/kvd-project/kvd/internal/kvdtest"
+)
+
+func newClient(t *testing.T, nodes []*kvdtest.Node) *client.Client {
+	t.Helper()
+	c, err := client.New(client.Config{Endpoints: kvdtest.Endpoints(nodes)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// critical is the shared resource the lock guards: it records who is
+// inside, and any second entrant, and checks the fencing tokens rise.
+type critical struct {
+	holder     atomic.Int64
+	overlaps   atomic.Int64
+	entries    atomic.Int64
+	lastFence  atomic.Uint64
+	staleFence atomic.Int64
+}
+
+func (c *critical) enter(id int64, fence uint64) {
+	if !c.holder.CompareAndSwap(0, id) {
+		c.overlaps.Add(1)
+	}
+	if prev := c.lastFence.Swap(fence); prev >= fence {
+		c.staleFence.Add(1)
+	}
+	c.entries.Add(1)
+}
+
+func (c *critical) exit(id int64) {
+	if !c.holder.CompareAndSwap(id, 0) {
+		c.overlaps.Add(1)
+	}
+}
+
+// TestMutexUnderLeaderKill: clients contend for one lock on a 3-node
+// cluster whose leader is stopped and restarted twice. No two are ever
+// inside at once, every holder enters only while its session is certainly
+// alive, and the fencing tokens of successive holders rise.
+func TestMutexUnderLeaderKill(t *testing.T) {
+	nodes := kvdtest.StartCluster(t, 3, kvdtest.Options{})
+	kvdtest.WaitLeader(t, nodes, 10*time.Second)
+	var cs critical
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var lost atomic.Int64 // holders that found their session lost and stopped claiming
+	for i := 1; i <= 4; i++ {
+		c := newClient(t, nodes)
+		wg.Add(1)
+		go func(id int64) {
+			defer wg.Done()
+			contend(t, c, id, &cs, &lost, stop)
+		}(int64(i))
+	}
+	for range 2 {
+		time.Sleep(1500 * time.Millisecond)
+		lead := kvdtest.WaitLeader(t, nodes, 20*time.Second)
+		lead.Stop()
+		kvdtest.WaitLeader(t, nodes, 20*time.Second)
+		if err := lead.Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(1500 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	if n := cs.overlaps.Load(); n != 0 {
+		t.Fatalf("%d overlapping critical sections", n)
+	}
+	if n := cs.staleFence.Load(); n != 0 {
+		t.Fatalf("%d holders entered with a fencing token not above the last one", n)
+	}
+	if cs.entries.Load() < 4 {
+		t.Fatalf("only %d critical sections in the whole run", cs.entries.Load())
+	}
+	t.Logf("%d critical sections, %d sessions lost", cs.entries.Load(), lost.Load())
+}
+
+// contend loops: session, lock, critical section, unlock, until stop. A
+// holder enters only if its session is certainly alive, and a session
+// that ends (its lease lost) is replaced.
+func contend(t *testing.T, c *client.Client, id int64, cs *critical, lost *atomic.Int64, stop <-chan struct{}) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { <-stop; cancel() }()
+	var s *concurrency.Session
+	for ctx.Err() == nil {
+		if s == nil {
+			var err error
+			if s, err = concurrency.NewSession(ctx, c, concurrency.Config{TTL: 5 * time.Second}); err != nil {
+				time.Sleep(50 * time.Millisecond)
+				continue
+			}
+		}
+		m := concurrency.NewMutex(s, "lock")
+		err := m.Lock(ctx)
+		switch {
+		case errors.Is(err, concurrency.ErrSessionExpired):
+			lost.Add(1)
+			s = nil
+			continue
+		case err != nil:
+			continue
+		}
+		if m.Held() {
+			cs.enter(id, m.Version())
+			time.Sleep(5 * time.Millisecond)
+			cs.exit(id)
+		} else {
+			lost.Add(1) // the lease may be gone: act as if not holding
+		}
+		uctx, ucancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := m.Unlock(uctx); err != nil && !errors.Is(err, client.ErrConflict) {
+			// Maybe not released: the lease's end releases it.
+			s.Close(uctx)
+			s = nil
+		}
+		ucancel()
+	}
+	if s != nil {
+		cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
+		s.Close(cctx)
+		ccancel()
+	}
+}
+
+// TestMutexLostLease: a holder whose lease is revoked from outside stops
+// holding (Held false once its session learns), another session takes the
+// lock, and the old holder's Unlock leaves the new holder's key alone
+// (its version, the fencing token, no longer matches).
+func TestMutexLostLease(t *testing.T) {
+	nodes := kvdtest.StartCluster(t, 1, kvdtest.Options{})
+	kvdtest.WaitLeader(t, nodes, 10*time.Second)
+	c := newClient(t, nodes)
+	ctx := context.Background()
+	cfg := concurrency.Config{TTL: 3 * time.Second}
+	a, err := concurrency.NewSession(ctx, c, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := concurrency.NewSession(ctx, c, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close(ctx)
+	ma, mb := concurrency.NewMutex(a, "lock"), concurrency.NewMutex(b, "lock")
+	if err := ma.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	if err := mb.Lock(tctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("second Lock while held: %v", err)
+	}
+	cancel()
+	if err := c.Revoke(ctx, a.Lease()); err != nil {
+		t.Fatal(err)
+	}
+	if err := mb.Lock(ctx); err != nil {
+		t.Fatalf("Lock after the holder's lease was revoked: %v", err)
+	}
+	waitFor(t, "the old holder to learn its lease is gone", func() bool { return !ma.Held() })
+	if mb.Version() <= ma.Version() {
+		t.Fatalf("fencing token did not rise: %d then %d", ma.Version(), mb.Version())
+	}
+	if err := ma.Unlock(ctx); !errors.Is(err, client.ErrConflict) {
+		t.Fatalf("old holder's Unlock: %v, want a conflict", err)
+	}
+	if !mb.Held() {
+		t.Fatal("the old holder's Unlock released the new holder's lock")
+	}
+	if err := mb.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,97 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/kvd-project/kvd/internal/txn"
+	"github.com/kvd-project/kvd/internal/wire"
+)
+
+// LeaseID names a TTL lease.
+type LeaseID uint64
+
+func (id LeaseID) String() string { return strconv.FormatUint(uint64(id), 10) }
+
+// Lease TTL bounds (the server enforces the same).
+const (
+	MinLeaseTTL = time.Second
+	MaxLeaseTTL = 365 * 24 * time.Hour
+)
+
+// ErrLeaseExpired: a KeepAlive could not renew its lease before the
+// lease's TTL ran out by the holder's own reckoning (see KeepAlive).
+var ErrLeaseExpired = errors.New("kvd: lease expired")
+
+// Grant creates a lease of ttl (MinLeaseTTL to MaxLeaseTTL) and returns
+// its id. Keys PUT WithLease(id) are deleted, all in one Raft entry, when
+// it is revoked or expires: when the leader has heard no keepalive for
+// ttl. A new leader gives every lease its full ttl again, so a lease
+// lives at least ttl after its last keepalive, and may live longer across
+// leader changes and restarts.
+func (c *Client) Grant(ctx context.Context, ttl time.Duration) (LeaseID, error) {
+	if ttl < MinLeaseTTL || ttl > MaxLeaseTTL {
+		return 0, fmt.Errorf("%w: lease TTL %v not in [%v, %v]", ErrBadRequest, ttl, MinLeaseTTL, MaxLeaseTTL)
+	}
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	g := wire.LeaseGrant{TTL: ttl}
+	resp, err := c.leaderCall(ctx, &wire.Request{Op: wire.OpLeaseGrant, Value: wire.AppendLeaseGrant(nil, &g)}, false)
+	if err != nil {
+		return 0, err
+	}
+	return LeaseID(resp.Version), nil
+}
+
+// Revoke ends lease id at once: it and every key attached to it are
+// deleted in one Raft entry. ErrLeaseNotFound if it does not exist.
+func (c *Client) Revoke(ctx context.Context, id LeaseID) error {
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	_, err := c.leaderCall(ctx, &wire.Request{Op: wire.OpLeaseRevoke, Value: wire.AppendLeaseID(nil, uint64(id))}, false)
+	return err
+}
+
+// KeepAliveOnce renews lease id once and returns its TTL: the lease then
+// lives at least TTL from the moment this call was made (not from when it
+// returned). ErrLeaseNotFound if the lease is gone.
+func (c *Client) KeepAliveOnce(ctx context.Context, id LeaseID) (time.Duration, error) {
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	resp, err := c.leaderCall(ctx, &wire.Request{Op: wire.OpLeaseKeepAlive, Value: wire.AppendLeaseID(nil, uint64(id))}, true)
+	if err != nil {
+		return 0, err
+	}
+	return time.Duration(resp.Version), nil
+}
+
+// LeaseInfo is a lease as the leader sees it.
+type LeaseInfo struct {
+	ID        LeaseID
+	TTL       time.Duration // as granted
+	Remaining time.Duration // until the leader expires it
+	Keys      uint64        // keys attached
+}
+
+// TimeToLive reports lease id; ErrLeaseNotFound if it does not exist.
+func (c *Client) TimeToLive(ctx context.Context, id LeaseID) (LeaseInfo, error) {
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	resp, err := c.leaderCall(ctx, &wire.Request{Op: wire.OpLeaseTimeToLive, Value: wire.AppendLeaseID(nil, uint64(id))}, true)
+	if err != nil {
+		return LeaseInfo{}, err
+	}
+	var w wire.LeaseInfo
+	if err := wire.DecodeLeaseInfo(resp.Value, &w); err != nil {
+		return LeaseInfo{}, fmt.Errorf("%w: %w", errMalformedReply, err)
+	}
+	return LeaseInfo{ID: LeaseID(w.ID), TTL: w.TTL, Remaining: w.Remaining, Keys: w.Keys}, nil
+}
+
+// OpPutLease is OpPut attaching key to lease id (see WithLease).
+func OpPutLease(key, value []byte, id LeaseID) Op {
+	return Op{txn.Op{Type: txn.Put, Key: key, Value: value, Lease: uint64(id)}}
+}

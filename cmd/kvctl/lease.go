@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/kvd-project/kvd/client"
+)
+
+const leaseUsage = "lease grant TTL | keepalive ID | revoke ID | ttl ID"
+
+// runLease runs the lease subcommands. grant prints the new lease's id
+// alone (so scripts can take it: ID=$(kvctl lease grant 10s)); keepalive
+// renews the lease every third of its TTL, printing the TTL each time,
+// until interrupted (exit 0) or the lease is gone (exit 1).
+func runLease(ctx context.Context, e *env, args []string) error {
+	if len(args) != 2 {
+		return usageError{"usage: kvctl " + leaseUsage}
+	}
+	if args[0] == "grant" {
+		ttl, err := time.ParseDuration(args[1])
+		if err != nil {
+			return usageError{fmt.Sprintf("lease grant: TTL %q: want a duration such as 10s", args[1])}
+		}
+		id, err := e.c.Grant(ctx, ttl)
+		if err != nil {
+			return err
+		}
+		return e.print(map[string]any{"id": id, "ttl": ttl.String()}, id.String())
+	}
+	id, err := parseLeaseID(args[1])
+	if err != nil {
+		return err
+	}
+	switch args[0] {
+	case "revoke":
+		if err := e.c.Revoke(ctx, id); err != nil {
+			return err
+		}
+		return e.print(map[string]any{"ok": true, "id": id}, "OK")
+	case "ttl":
+		info, err := e.c.TimeToLive(ctx, id)
+		if err != nil {
+			return err
+		}
+		return e.print(map[string]any{"id": id, "ttl": info.TTL.String(), "remaining": info.Remaining.String(), "keys": info.Keys},
+			fmt.Sprintf("lease %v: granted TTL %v, remaining %v, %d keys", id, info.TTL, info.Remaining.Round(time.Millisecond), info.Keys))
+	case "keepalive":
+		return keepAlive(e, id)
+	}
+	return usageError{"usage: kvctl " + leaseUsage}
+}
+
+// keepAlive renews id until interrupted: each renewal bounded by
+// --timeout, the whole loop by nothing but an interrupt.
+func keepAlive(e *env, id client.LeaseID) error {
+	for {
+		ctx, cancel := context.WithTimeout(e.base, e.o.timeout)
+		ttl, err := e.c.KeepAliveOnce(ctx, id)
+		cancel()
+		switch {
+		case e.base.Err() != nil:
+			return nil // interrupted
+		case errors.Is(err, client.ErrLeaseNotFound):
+			return err
+		case err != nil:
+			fmt.Fprintf(e.errOut, "kvctl: keepalive failed (retrying): %v\n", err)
+			ttl = 3 * time.Second // retry in a second
+		default:
+			if err := e.print(map[string]any{"id": id, "ttl": ttl.String()}, fmt.Sprintf("lease %v kept alive with TTL %v", id, ttl)); err != nil {
+				return err
+			}
+		}
+		select {
+		case <-e.base.Done():
+			return nil
+		case <-time.After(ttl / 3):
+		}
+	}
+}
+
+func parseLeaseID(s string) (client.LeaseID, error) {
+	v, err := strconv.ParseUint(s, 10, 64)
+	if err != nil || v == 0 {
+		return 0, usageError{fmt.Sprintf("lease ID %q: want the positive integer lease grant printed", s)}
+	}
+	return client.LeaseID(v), nil
+}
+
+// leaseFlag is put's --lease.
+type leaseFlag struct{ id client.LeaseID }
+
+func (f *leaseFlag) String() string {
+	if f.id == 0 {
+		return ""
+	}
+	return f.id.String()
+}
+
+func (f *leaseFlag) Set(s string) error {
+	id, err := parseLeaseID(s)
+	if err != nil {
+		return errors.New("want a lease ID (as lease grant printed)")
+	}
+	f.id = id
+	return nil
+}
+
+// print writes v as JSON with -w json, else line.
+func (e *env) print(v any, line string) error {
+	if e.o.write == "json" {
+		return e.json(v)
+	}
+	_, err := fmt.Fprintln(e.out, line)
+	return err
+}

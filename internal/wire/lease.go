@@ -1,0 +1,87 @@
+package wire
+
+import (
+	"encoding/binary"
+	"fmt"
+	"time"
+)
+
+// LeaseGrant is an OpLeaseGrant request's Value:
+//
+//	le64 ttl (nanoseconds) | le64 id (0: the server picks one)
+type LeaseGrant struct {
+	TTL time.Duration
+	ID  uint64
+}
+
+const leaseGrantLen = 16
+
+// AppendLeaseGrant appends g's encoding to b.
+func AppendLeaseGrant(b []byte, g *LeaseGrant) []byte {
+	b = binary.LittleEndian.AppendUint64(b, uint64(g.TTL))
+	return binary.LittleEndian.AppendUint64(b, g.ID)
+}
+
+// DecodeLeaseGrant parses an OpLeaseGrant request's Value.
+func DecodeLeaseGrant(b []byte, g *LeaseGrant) error {
+	if len(b) != leaseGrantLen {
+		return fmt.Errorf("%w: lease grant of %d bytes (want %d)", ErrLength, len(b), leaseGrantLen)
+	}
+	ttl := binary.LittleEndian.Uint64(b)
+	if ttl > 1<<63-1 {
+		return fmt.Errorf("%w: lease TTL %d ns", ErrLength, ttl)
+	}
+	*g = LeaseGrant{TTL: time.Duration(ttl), ID: binary.LittleEndian.Uint64(b[8:])}
+	return nil
+}
+
+// AppendLeaseID appends the Value of an OpLeaseRevoke, OpLeaseKeepAlive
+// or OpLeaseTimeToLive request: le64 id.
+func AppendLeaseID(b []byte, id uint64) []byte { return binary.LittleEndian.AppendUint64(b, id) }
+
+// DecodeLeaseID parses such a Value; the id is never 0.
+func DecodeLeaseID(b []byte) (uint64, error) {
+	if len(b) != 8 {
+		return 0, fmt.Errorf("%w: lease id of %d bytes (want 8)", ErrLength, len(b))
+	}
+	id := binary.LittleEndian.Uint64(b)
+	if id == 0 {
+		return 0, fmt.Errorf("%w: lease id 0", ErrLength)
+	}
+	return id, nil
+}
+
+// LeaseInfo is an OpLeaseTimeToLive response's Value, as the leader sees
+// the lease:
+//
+//	le64 id | le64 granted ttl (ns) | le64 remaining (ns) | le64 keys attached
+type LeaseInfo struct {
+	ID        uint64
+	TTL       time.Duration
+	Remaining time.Duration
+	Keys      uint64
+}
+
+const leaseInfoLen = 32
+
+// AppendLeaseInfo appends i's encoding to b.
+func AppendLeaseInfo(b []byte, i *LeaseInfo) []byte {
+	b = binary.LittleEndian.AppendUint64(b, i.ID)
+	b = binary.LittleEndian.AppendUint64(b, uint64(i.TTL))
+	b = binary.LittleEndian.AppendUint64(b, uint64(i.Remaining))
+	return binary.LittleEndian.AppendUint64(b, i.Keys)
+}
+
+// DecodeLeaseInfo parses an OpLeaseTimeToLive response's Value.
+func DecodeLeaseInfo(b []byte, i *LeaseInfo) error {
+	if len(b) != leaseInfoLen {
+		return fmt.Errorf("%w: lease info of %d bytes (want %d)", ErrLength, len(b), leaseInfoLen)
+	}
+	ttl, rem := binary.LittleEndian.Uint64(b[8:]), binary.LittleEndian.Uint64(b[16:])
+	if ttl > 1<<63-1 || rem > 1<<63-1 {
+		return fmt.Errorf("%w: lease durations %d, %d ns", ErrLength, ttl, rem)
+	}
+	*i = LeaseInfo{ID: binary.LittleEndian.Uint64(b), TTL: time.Duration(ttl), Remaining: time.Duration(rem),
+		Keys: binary.LittleEndian.Uint64(b[24:])}
+	return nil
+}

@@ -1,0 +1,73 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/kvd-project/kvd/internal/txn"
+	"github.com/kvd-project/kvd/internal/wire"
+	"github.com/kvd-project/kvd/raft"
+)
+
+// lease serves the TTL lease ops (issue 12). Grant and revoke are Raft
+// entries; keepalive and time-to-live are answered by the leader, which
+// alone times leases (raft/lessor.go). Keys are attached to a lease by a
+// PUT inside a transaction (txn.Op.Lease), so that compare-and-swap works
+// with leases too.
+func (s *Server) lease(ctx context.Context, req *wire.Request) wire.Response {
+	if len(req.Key) != 0 || req.Flags != 0 {
+		return badRequest(req.Op.String() + " carries a key or flags")
+	}
+	if req.Op == wire.OpLeaseGrant {
+		return s.leaseGrant(ctx, req.Value)
+	}
+	id, err := wire.DecodeLeaseID(req.Value)
+	if err != nil {
+		return badRequest(err.Error())
+	}
+	switch req.Op {
+	case wire.OpLeaseRevoke:
+		err := s.node.Revoke(ctx, id)
+		s.leaseRefused(err)
+		return s.errResponse(err)
+	case wire.OpLeaseKeepAlive:
+		ttl, err := s.node.KeepAlive(ctx, id)
+		if err != nil {
+			return s.errResponse(err)
+		}
+		return wire.Response{Version: uint64(ttl)}
+	}
+	info, err := s.node.TimeToLive(ctx, id)
+	if err != nil {
+		return s.errResponse(err)
+	}
+	w := wire.LeaseInfo{ID: info.ID, TTL: info.TTL, Remaining: info.Remaining, Keys: info.Keys}
+	return wire.Response{Value: wire.AppendLeaseInfo(nil, &w)}
+}
+
+func (s *Server) leaseGrant(ctx context.Context, v []byte) wire.Response {
+	var g wire.LeaseGrant
+	if err := wire.DecodeLeaseGrant(v, &g); err != nil {
+		return badRequest(err.Error())
+	}
+	id, err := s.node.Grant(ctx, g.ID, g.TTL)
+	if err != nil {
+		s.leaseRefused(err)
+		return s.errResponse(err)
+	}
+	return wire.Response{Version: id}
+}
+
+// leaseRefused logs a lease request refused by a limit (the raft node
+// counts them, kvd_lease_refused_total), at most once per refusalLogEvery.
+func (s *Server) leaseRefused(err error) {
+	switch {
+	case errors.Is(err, raft.ErrTooManyLeases), errors.Is(err, raft.ErrLeaseTTL), errors.Is(err, txn.ErrLeaseFull):
+	default:
+		return
+	}
+	if ok, held := s.refusalLog.Allow("lease_limit", time.Now()); ok {
+		s.log.Warn("lease request refused by a limit", "err", err, "similar_not_logged", held)
+	}
+}

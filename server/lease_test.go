@@ -1,0 +1,297 @@
+package server_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kvd-project/kvd/client"
+	"github.com/kvd-project/kvd/internal/kvdtest"
+	"github.com/kvd-project/kvd/internal/wire"
+	"github.com/kvd-project/kvd/server"
+)
+
+// fakeClock is the nodes' TTL lease clock, moved only by the test, so
+// that expiry is decided by the test's steps, never by how fast the
+// machine runs.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{t: time.Unix(1_000_000, 0)} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+const leaseTTL = 10 * time.Second // on the fake clock
+
+// settle lets every node's raft loop take a few real ticks (and with them
+// its expiry check) at the fake clock's current time.
+func settle() { time.Sleep(5 * server.DefaultTickInterval) }
+
+func mustGet(t *testing.T, c *client.Client, key string, present bool) {
+	t.Helper()
+	_, err := c.Get(context.Background(), []byte(key))
+	switch {
+	case present && err != nil:
+		t.Fatalf("%s: %v, want it present", key, err)
+	case !present && !errors.Is(err, client.ErrNotFound):
+		t.Fatalf("%s: %v, want it gone", key, err)
+	}
+}
+
+func waitGone(t *testing.T, c *client.Client, key string) {
+	t.Helper()
+	waitFor(t, key+" deleted by expiry", func() bool {
+		_, err := c.Get(context.Background(), []byte(key))
+		return errors.Is(err, client.ErrNotFound)
+	})
+}
+
+// leaseSetup grants two leases at the fake clock's now and attaches a key
+// to each: doomed (never kept alive) and kept.
+func leaseSetup(t *testing.T, c *client.Client) (doomed, kept client.LeaseID) {
+	t.Helper()
+	ctx := context.Background()
+	var err error
+	for _, id := range []*client.LeaseID{&doomed, &kept} {
+		if *id, err = c.Grant(ctx, leaseTTL); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for key, id := range map[string]client.LeaseID{"doomed": doomed, "kept": kept} {
+		if _, err := c.PutVersion(ctx, []byte(key), []byte("v"), client.WithLease(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return doomed, kept
+}
+
+// TestLeaseExpiryAcrossLeaderChange: a lease 8s into its 10s TTL when the
+// leader dies is given its full TTL again by the new leader: its key is
+// still there 5s later (past the old deadline), and gone once 10s have
+// passed since the election. A lease kept alive through the new leader
+// keeps its key.
+func TestLeaseExpiryAcrossLeaderChange(t *testing.T) {
+	clk := newFakeClock()
+	nodes := kvdtest.StartCluster(t, 3, kvdtest.Options{LeaseClock: clk.Now})
+	old := kvdtest.WaitLeader(t, nodes, 10*time.Second)
+	c := newClient(t, kvdtest.Endpoints(nodes), client.Linearizable)
+	doomed, kept := leaseSetup(t, c)
+	clk.Advance(8 * time.Second)
+	settle()
+	mustGet(t, c, "doomed", true)
+	old.Stop()
+	kvdtest.WaitLeader(t, othersThan(nodes, old), 20*time.Second) // elected at +8s
+	ctx := context.Background()
+	clk.Advance(5 * time.Second) // +13s: past the old leader's deadline
+	if _, err := c.KeepAliveOnce(ctx, kept); err != nil {
+		t.Fatal(err)
+	}
+	settle()
+	mustGet(t, c, "doomed", true)
+	if info, err := c.TimeToLive(ctx, doomed); err != nil || info.Keys != 1 || info.Remaining > leaseTTL-5*time.Second {
+		t.Fatalf("doomed lease after the election: %+v, %v", info, err)
+	}
+	clk.Advance(5 * time.Second) // +18s: the new leader's deadline
+	waitGone(t, c, "doomed")
+	mustGet(t, c, "kept", true)
+	if _, err := c.TimeToLive(ctx, doomed); !errors.Is(err, client.ErrLeaseNotFound) {
+		t.Fatalf("expired lease: %v", err)
+	}
+	if _, err := c.PutVersion(ctx, []byte("late"), []byte("v"), client.WithLease(doomed)); !errors.Is(err, client.ErrLeaseNotFound) {
+		t.Fatalf("PUT with an expired lease: %v", err)
+	}
+	if _, err := c.KeepAliveOnce(ctx, doomed); !errors.Is(err, client.ErrLeaseNotFound) {
+		t.Fatalf("keepalive of an expired lease: %v", err)
+	}
+}
+
+// TestLeaseExpiryAcrossFullRestart: the leases and their keys survive a
+// restart of every node, and the leader after the restart starts each at
+// its full TTL.
+func TestLeaseExpiryAcrossFullRestart(t *testing.T) {
+	clk := newFakeClock()
+	nodes := kvdtest.StartCluster(t, 3, kvdtest.Options{LeaseClock: clk.Now})
+	kvdtest.WaitLeader(t, nodes, 10*time.Second)
+	c := newClient(t, kvdtest.Endpoints(nodes), client.Linearizable)
+	doomed, kept := leaseSetup(t, c)
+	clk.Advance(8 * time.Second)
+	for _, n := range nodes {
+		n.Stop()
+	}
+	for _, n := range nodes {
+		if err := n.Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kvdtest.WaitLeader(t, nodes, 20*time.Second)
+	ctx := context.Background()
+	for _, id := range []client.LeaseID{doomed, kept} {
+		if info, err := c.TimeToLive(ctx, id); err != nil || info.Keys != 1 || info.TTL != leaseTTL {
+			t.Fatalf("lease %v after the restart: %+v, %v", id, info, err)
+		}
+	}
+	clk.Advance(5 * time.Second)
+	if _, err := c.KeepAliveOnce(ctx, kept); err != nil {
+		t.Fatal(err)
+	}
+	settle()
+	mustGet(t, c, "doomed", true)
+	clk.Advance(5 * time.Second)
+	waitGone(t, c, "doomed")
+	mustGet(t, c, "kept", true)
+	if err := c.Revoke(ctx, kept); err != nil {
+		t.Fatal(err)
+	}
+	mustGet(t, c, "kept", false)
+	for _, n := range nodes {
+		waitFor(t, fmt.Sprintf("node %d to apply the revokes", n.ID), func() bool { return server.LeaseCount(n.Srv) == 0 })
+	}
+}
+
+// TestLeaseAttachDetach: a PUT without a lease detaches the key (the
+// lease's revoke leaves it), a DELETE detaches it, a PUT with another
+// lease moves it, and a compare-and-swap may attach a lease too.
+func TestLeaseAttachDetach(t *testing.T) {
+	nodes := kvdtest.StartCluster(t, 1, kvdtest.Options{})
+	kvdtest.WaitLeader(t, nodes, 10*time.Second)
+	c := newClient(t, kvdtest.Endpoints(nodes), client.Linearizable)
+	ctx := context.Background()
+	a, err := c.Grant(ctx, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.Grant(ctx, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	put := func(key string, opts ...client.WriteOption) uint64 {
+		t.Helper()
+		v, err := c.PutVersion(ctx, []byte(key), []byte("v"), opts...)
+		if err != nil {
+			t.Fatalf("put %s: %v", key, err)
+		}
+		return v
+	}
+	keys := func(id client.LeaseID) uint64 {
+		t.Helper()
+		info, err := c.TimeToLive(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.Keys
+	}
+	put("plain", client.WithLease(a))
+	put("plain")
+	put("deleted", client.WithLease(a))
+	if err := c.Delete(ctx, []byte("deleted")); err != nil {
+		t.Fatal(err)
+	}
+	put("moved", client.WithLease(a))
+	put("moved", client.WithLease(b))
+	if _, err := c.PutVersion(ctx, []byte("cas"), []byte("v"), client.IfVersion(0), client.WithLease(a)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PutVersion(ctx, []byte("cas"), []byte("w"), client.IfVersion(0), client.WithLease(a)); !errors.Is(err, client.ErrConflict) {
+		t.Fatalf("second create: %v", err)
+	}
+	if got := keys(a); got != 1 {
+		t.Fatalf("lease a holds %d keys, want 1 (cas)", got)
+	}
+	if got := keys(b); got != 1 {
+		t.Fatalf("lease b holds %d keys, want 1 (moved)", got)
+	}
+	put("deleted") // recreated without a lease: a's revoke must leave it
+	if err := c.Revoke(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	mustGet(t, c, "plain", true)
+	mustGet(t, c, "deleted", true)
+	mustGet(t, c, "moved", true)
+	mustGet(t, c, "cas", false)
+	if err := c.Revoke(ctx, a); !errors.Is(err, client.ErrLeaseNotFound) {
+		t.Fatalf("second revoke: %v", err)
+	}
+	if _, err := c.PutVersion(ctx, []byte("x"), []byte("v"), client.WithLease(a)); !errors.Is(err, client.ErrLeaseNotFound) {
+		t.Fatalf("PUT with a revoked lease: %v", err)
+	}
+	mustGet(t, c, "x", false)
+}
+
+// TestLeaseRequestsRefused: malformed lease requests are bad requests,
+// never proposed; a follower answers "not leader" to a keepalive; a
+// revoke of an unknown lease is StatusLeaseNotFound.
+func TestLeaseRequestsRefused(t *testing.T) {
+	nodes := kvdtest.StartCluster(t, 3, kvdtest.Options{})
+	lead := kvdtest.WaitLeader(t, nodes, 10*time.Second)
+	id := wire.AppendLeaseID(nil, 77)
+	for _, tc := range []struct {
+		req  wire.Request
+		want wire.Status
+	}{
+		{wire.Request{Op: wire.OpLeaseGrant, Value: []byte{1, 2}}, wire.StatusBadRequest},
+		{wire.Request{Op: wire.OpLeaseGrant, Value: wire.AppendLeaseGrant(nil, &wire.LeaseGrant{TTL: time.Millisecond})}, wire.StatusBadRequest},
+		{wire.Request{Op: wire.OpLeaseRevoke, Key: []byte("k"), Value: id}, wire.StatusBadRequest},
+		{wire.Request{Op: wire.OpLeaseKeepAlive, Value: wire.AppendLeaseID(nil, 0)}, wire.StatusBadRequest},
+		{wire.Request{Op: wire.OpLeaseTimeToLive, Flags: 1, Value: id}, wire.StatusBadRequest},
+		{wire.Request{Op: wire.OpLeaseRevoke, Value: id}, wire.StatusLeaseNotFound},
+		{wire.Request{Op: wire.OpLeaseKeepAlive, Value: id}, wire.StatusLeaseNotFound},
+	} {
+		resp, err := askRequest(t, lead.Addr, &tc.req, 5*time.Second)
+		if err != nil || resp.Status != tc.want {
+			t.Errorf("%v %x: %+v, %v; want status %d", tc.req.Op, tc.req.Value, resp, err, tc.want)
+		}
+	}
+	f := othersThan(nodes, lead)[0]
+	resp, err := askRequest(t, f.Addr, &wire.Request{Op: wire.OpLeaseKeepAlive, Value: id}, 5*time.Second)
+	if err != nil || resp.Status != wire.StatusNotLeader {
+		t.Errorf("keepalive at a follower: %+v, %v", resp, err)
+	}
+}
+
+// TestLeaseKeeper: a background keeper renews its lease (ValidUntil moves
+// on) and stops with ErrLeaseNotFound once the lease is revoked.
+func TestLeaseKeeper(t *testing.T) {
+	nodes := kvdtest.StartCluster(t, 1, kvdtest.Options{})
+	kvdtest.WaitLeader(t, nodes, 10*time.Second)
+	c := newClient(t, kvdtest.Endpoints(nodes), client.Linearizable)
+	ctx := context.Background()
+	id, err := c.Grant(ctx, client.MinLeaseTTL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := c.KeepAlive(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := k.ValidUntil()
+	waitFor(t, "a renewal", func() bool { return k.ValidUntil().After(first) })
+	if err := c.Revoke(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-k.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("keeper still running after its lease was revoked")
+	}
+	if !errors.Is(k.Err(), client.ErrLeaseNotFound) {
+		t.Fatalf("keeper stopped with %v", k.Err())
+	}
+	if _, err := c.KeepAlive(ctx, id); !errors.Is(err, client.ErrLeaseNotFound) {
+		t.Fatalf("KeepAlive of a revoked lease: %v", err)
+	}
+}
