@@ -43,7 +43,13 @@ const (
 	// ScanRequest, scan.go). The response's Version is the applied index
 	// the page was read at, its Value a ScanResponse.
 	OpScan Op = 12
-	opMax     = OpScan
+	// OpWatch starts a watch: a stream of the PUT and DELETE events of a
+	// key or prefix, from now or from a version, answered many times on the
+	// request's id (watch.go).
+	OpWatch Op = 13
+	// OpWatchCancel ends a watch of this connection (Value: its id).
+	OpWatchCancel Op = 14
+	opMax         = OpWatchCancel
 )
 
 func (o Op) String() string {
@@ -72,6 +78,10 @@ func (o Op) String() string {
 		return "txn"
 	case OpScan:
 		return "scan"
+	case OpWatch:
+		return "watch"
+	case OpWatchCancel:
+		return "watch-cancel"
 	}
 	return fmt.Sprintf("op(%d)", uint8(o))
 }
@@ -101,6 +111,11 @@ const (
 	// restarted; a write may or may not have been applied (its entry may
 	// have reached other nodes). Value: the cause.
 	StatusStorage Status = 12
+	// StatusCompacted ends a watch whose history this node no longer
+	// holds (or never held: it keeps a bounded history in memory, from its
+	// start). Version: the oldest version it can serve a watch from;
+	// Value: message.
+	StatusCompacted Status = 13
 )
 
 // Errors returned by the decoders.
