@@ -78,10 +78,11 @@ func (s *txnState) Put(key, value []byte) error {
 }
 
 func (s *txnState) Delete(key []byte) error {
-	if _, err := s.u.Delete(key); err != nil {
+	existed, err := s.u.Delete(key)
+	if err != nil {
 		return err
 	}
-	s.record(Write{Version: s.version, Key: key, Deleted: true})
+	s.record(Write{Version: s.version, Key: key, Deleted: true, absent: !existed})
 	return nil
 }
 
