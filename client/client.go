@@ -333,6 +333,7 @@ var statusErrors = map[wire.Status]struct {
 	wire.StatusRetry:            {fmt.Errorf("%w: %w", ErrUnavailable, errNotApplied), true},
 	wire.StatusPermissionDenied: {ErrPermissionDenied, true},
 	wire.StatusStorage:          {ErrStorage, true},
+	wire.StatusCompacted:        {ErrCompacted, true},
 }
 
 func statusError(r *wire.Response) error {

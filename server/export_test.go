@@ -50,3 +50,11 @@ func SlowRebuilds(s *Server, d time.Duration) {
 		})
 	}
 }
+
+// SetReplyTimeout sets how long a reply (a watch message too) waits for
+// the client to make room for it, until restore.
+func SetReplyTimeout(d time.Duration) (restore func()) {
+	old := replyTimeout
+	replyTimeout = d
+	return func() { replyTimeout = old }
+}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvd-project/kvd/internal/watch"
 	"github.com/kvd-project/kvd/server"
 	"github.com/kvd-project/kvd/transport/tcp"
 )
@@ -29,7 +30,8 @@ type Options struct {
 	ReuseGrace    time.Duration
 	SnapshotCount uint64
 	Tick          time.Duration
-	Log           bool // send node logs to the test log's stderr
+	Log           bool         // send node logs to the test log's stderr
+	Watch         watch.Config // the nodes' watch bounds (server.Config.Watch)
 }
 
 // FreeAddrs returns n loopback addresses whose ports were free a moment ago.
@@ -62,7 +64,7 @@ func StartCluster(t testing.TB, n int, o Options) []*Node {
 		nodes[i].cfg = server.Config{
 			ID: uint64(i + 1), Listen: addrs[i], DataDir: nodes[i].DataDir, InitialCluster: cluster,
 			TableMem: o.TableMem, ReuseGrace: o.ReuseGrace, SnapshotCount: o.SnapshotCount, TickInterval: o.Tick,
-			Logger: logger(o.Log),
+			Logger: logger(o.Log), Watch: o.Watch,
 		}
 		if i < len(o.TableMems) {
 			nodes[i].cfg.TableMem = o.TableMems[i]

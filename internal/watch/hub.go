@@ -149,15 +149,19 @@ func (h *Hub) notifyLocked() {
 	h.changed = make(chan struct{})
 }
 
-// Reset empties the history: events up to index are unknown here (the
-// node starts, or installed a snapshot). Watchers that still need one of
-// them fail at their next Next.
+// Reset forgets the history up to index: events up to it are unknown here
+// (the node starts, or installed a snapshot). Events published after it
+// are kept. Watchers that still need a version up to index fail at their
+// next Next.
 func (h *Hub) Reset(index uint64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	clear(h.buf)
-	h.first += uint64(len(h.buf) - h.off)
-	h.buf, h.off, h.bytes = h.buf[:0], 0, 0
+	for h.off < len(h.buf) && h.buf[h.off].Version <= index {
+		h.bytes -= eventSize(&h.buf[h.off])
+		h.buf[h.off] = wire.WatchEvent{}
+		h.off++
+		h.first++
+	}
 	h.oldest = max(h.oldest, index+1)
 	h.applied = max(h.applied, index)
 	h.gen++

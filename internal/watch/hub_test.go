@@ -78,7 +78,7 @@ func TestBatchBoundsCutProgress(t *testing.T) {
 	if show(evs) != "2:PUT:k=1 3:PUT:k=2 " || p != 2 {
 		t.Fatalf("first: %q progress %d", show(evs), p)
 	}
-	evs, p = next(t, w, 100, 3) // 2 bytes per event: one fits in 3 bytes
+	evs, p = next(t, w, 100, 3)              // 2 bytes per event: one fits in 3 bytes
 	if show(evs) != "3:PUT:k=3 " || p != 3 { // version 3 is whole now
 		t.Fatalf("second: %q progress %d", show(evs), p)
 	}

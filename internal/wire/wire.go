@@ -49,7 +49,7 @@ const (
 	OpWatch Op = 13
 	// OpWatchCancel ends a watch of this connection (Value: its id).
 	OpWatchCancel Op = 14
-	opMax         = OpWatchCancel
+	opMax            = OpWatchCancel
 )
 
 func (o Op) String() string {
