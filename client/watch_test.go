@@ -88,3 +88,18 @@ func TestCompactedError(t *testing.T) {
 		t.Fatalf("%v", err)
 	}
 }
+
+// TestWatchProgressMoves: an empty message moves the resume point.
+func TestWatchProgressMoves(t *testing.T) {
+	w := &watcher{key: []byte("k"), out: make(chan WatchResponse, 1)}
+	created, skip := false, 0
+	if err := watchMsg(t, w, 0, &skip, &created, 10, wire.WatchCreated); err != nil {
+		t.Fatal(err)
+	}
+	if err := watchMsg(t, w, 0, &skip, &created, 500, 0); err != nil {
+		t.Fatal(err)
+	}
+	if from, skip := w.resumeAt(); from != 501 || skip != 0 || drained(w) != "" {
+		t.Fatalf("resume at %d skipping %d", from, skip)
+	}
+}

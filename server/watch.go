@@ -79,17 +79,31 @@ type watchConn struct {
 	budget  *connBudget
 	slow    *sync.Once
 	cmds    chan *wire.Request
-	watches map[uint64]*watch.Watcher
+	watches map[uint64]*connWatch
 	order   []uint64 // ids in the order they were opened: the send round
 	evs     []wire.WatchEvent
 	val     []byte // scratch: a message's value
 	frame   []byte // scratch: a message's frame
 }
 
+// connWatch is one watch of the connection, and the progress its client
+// was last told.
+type connWatch struct {
+	*watch.Watcher
+	told   uint64
+	toldAt time.Time
+}
+
+// progressEvery is how often at most a watch whose key sees no events is
+// told how far its stream is complete (an empty message): its client
+// then resumes a broken stream from there, not from its last event, which
+// the history may have evicted long ago on a busy node.
+const progressEvery = time.Second
+
 // startWatchConn starts serving conn's watches until ctx ends.
 func (s *Server) startWatchConn(ctx context.Context, conn transport.Conn, budget *connBudget, slow *sync.Once) *watchConn {
 	wc := &watchConn{s: s, conn: conn, budget: budget, slow: slow,
-		cmds: make(chan *wire.Request, watchCmdQueue), watches: map[uint64]*watch.Watcher{}}
+		cmds: make(chan *wire.Request, watchCmdQueue), watches: map[uint64]*connWatch{}}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -165,7 +179,7 @@ func (wc *watchConn) sendRound(ctx context.Context) (sent, ok bool) {
 			}
 			continue
 		}
-		if len(wc.evs) == 0 {
+		if len(wc.evs) == 0 && (progress == w.told || time.Since(w.toldAt) < progressEvery) {
 			continue
 		}
 		wc.val = wire.AppendWatchMessage(wc.val[:0], &wire.WatchMessage{Events: wc.evs})
@@ -174,7 +188,8 @@ func (wc *watchConn) sendRound(ctx context.Context) (sent, ok bool) {
 		if !wc.send(ctx, wire.Response{Op: wire.OpWatch, ID: id, Version: progress, Value: wc.val}) {
 			return sent, false
 		}
-		sent = true
+		w.told, w.toldAt = progress, time.Now()
+		sent = sent || len(wc.evs) > 0
 	}
 	return sent, true
 }
@@ -226,7 +241,7 @@ func (wc *watchConn) open(req *wire.Request) wire.Response {
 	case err != nil:
 		return s.compacted(req.ID, req.Op, err)
 	}
-	wc.watches[req.ID] = w
+	wc.watches[req.ID] = &connWatch{Watcher: w, told: w.Progress(), toldAt: time.Now()}
 	wc.order = append(wc.order, req.ID)
 	return wire.Response{Version: w.Progress(), Value: wire.AppendWatchMessage(nil, &wire.WatchMessage{Flags: wire.WatchCreated})}
 }

@@ -14,7 +14,9 @@ import (
 // a message with a non-OK status ends it (StatusCompacted: Version is the
 // oldest version the node can still serve; others: Value is a message).
 // Every OK message's Version says how far the stream is complete: every
-// matching event with a version at most Version has been sent.
+// matching event with a version at most Version has been sent. A message
+// may hold no event: it only tells that progress (a watch whose keys see
+// no writes still learns how far it is, to resume from there).
 //
 //	watch request = from:u64
 //	watch message = flags:u8 n:u32 n*(type:u8 keyLen:u16 version:u64 valueLen:u32 key value)
