@@ -236,3 +236,70 @@ func TestWatchProgress(t *testing.T) {
 		}
 	}
 }
+
+// TestWatchLimits: a connection may open MaxWatchesPerConn watches (more:
+// StatusBadRequest), the node Watch.MaxWatchers (more: StatusRetry, so
+// the client tries elsewhere); a cancelled watch frees its place, and
+// cancelling an unknown one is StatusNotFound.
+func TestWatchLimits(t *testing.T) {
+	nodes := kvdtest.StartCluster(t, 1, kvdtest.Options{MaxWatchesPerConn: 2, Watch: watch.Config{MaxWatchers: 3}})
+	n := kvdtest.WaitLeader(t, nodes, 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tr, err := tcp.New(tcp.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	dial := func() func(req wire.Request) wire.Response {
+		conn, err := tr.Dial(ctx, n.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		return func(req wire.Request) wire.Response {
+			t.Helper()
+			if err := conn.Send(ctx, wire.AppendRequest(nil, &req)); err != nil {
+				t.Fatal(err)
+			}
+			for {
+				buf, err := conn.Recv(ctx, nil)
+				var resp wire.Response
+				if err != nil || wire.DecodeResponse(buf, &resp) != nil {
+					t.Fatalf("answer to %d: %+v %v", req.ID, resp, err)
+				}
+				if resp.ID == req.ID && resp.Op == req.Op {
+					return resp
+				} // else a progress message of an open watch
+			}
+		}
+	}
+	open := func(id uint64) wire.Request {
+		return wire.Request{Op: wire.OpWatch, ID: id, Key: []byte("k"), Value: wire.AppendWatchRequest(nil, 0)}
+	}
+	a, b := dial(), dial()
+	for id := uint64(1); id <= 2; id++ {
+		if r := a(open(id)); r.Status != wire.StatusOK {
+			t.Fatalf("watch %d: status %d %s", id, r.Status, r.Value)
+		}
+	}
+	if r := a(open(3)); r.Status != wire.StatusBadRequest || !strings.Contains(string(r.Value), "too many watches on this connection") {
+		t.Fatalf("third watch on a connection: status %d %s", r.Status, r.Value)
+	}
+	if r := b(open(1)); r.Status != wire.StatusOK {
+		t.Fatalf("third watch on the node: status %d %s", r.Status, r.Value)
+	}
+	if r := b(open(2)); r.Status != wire.StatusRetry || !strings.Contains(string(r.Value), "too many watches on this node") {
+		t.Fatalf("fourth watch on the node: status %d %s", r.Status, r.Value)
+	}
+	cancelReq := wire.Request{Op: wire.OpWatchCancel, ID: 9, Value: wire.AppendWatchCancel(nil, 1)}
+	if r := a(cancelReq); r.Status != wire.StatusOK {
+		t.Fatalf("cancel: status %d %s", r.Status, r.Value)
+	}
+	if r := a(cancelReq); r.Status != wire.StatusNotFound {
+		t.Fatalf("cancel again: status %d", r.Status)
+	}
+	if r := b(open(3)); r.Status != wire.StatusOK {
+		t.Fatalf("a watch after a cancel freed a place: status %d %s", r.Status, r.Value)
+	}
+}

@@ -32,6 +32,8 @@ type Options struct {
 	Tick          time.Duration
 	Log           bool         // send node logs to the test log's stderr
 	Watch         watch.Config // the nodes' watch bounds (server.Config.Watch)
+	// MaxWatchesPerConn is server.Config.MaxWatchesPerConn.
+	MaxWatchesPerConn int
 }
 
 // FreeAddrs returns n loopback addresses whose ports were free a moment ago.
@@ -64,7 +66,7 @@ func StartCluster(t testing.TB, n int, o Options) []*Node {
 		nodes[i].cfg = server.Config{
 			ID: uint64(i + 1), Listen: addrs[i], DataDir: nodes[i].DataDir, InitialCluster: cluster,
 			TableMem: o.TableMem, ReuseGrace: o.ReuseGrace, SnapshotCount: o.SnapshotCount, TickInterval: o.Tick,
-			Logger: logger(o.Log), Watch: o.Watch,
+			Logger: logger(o.Log), Watch: o.Watch, MaxWatchesPerConn: o.MaxWatchesPerConn,
 		}
 		if i < len(o.TableMems) {
 			nodes[i].cfg.TableMem = o.TableMems[i]
