@@ -8,7 +8,8 @@ func watchCollectors(m *metrics, s *Server) []prometheus.Collector {
 	m.watchRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kvd_watch_refusals_total",
 		Help: "Watches refused or dropped, by reason: max_watches_per_conn, max_watches (per node), " +
-			"compacted (asked for history this node no longer holds), slow_watcher (fell behind the history and was dropped).",
+			"compacted (asked for history this node no longer holds), slow_watcher (fell behind the history and was dropped), " +
+			"no_leader (the node had no leader: refused or ended, to resume elsewhere).",
 	}, []string{"reason"})
 	for _, r := range watchRefusalReasons {
 		m.watchRefusals.WithLabelValues(r)

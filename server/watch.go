@@ -30,8 +30,11 @@ import (
 // (StatusCompacted, "slow watcher dropped"); a client that stops reading
 // altogether is closed as a slow reader, as for any reply.
 //
-// Refusals (too many watches on the connection or the node, a version
-// already compacted, a slow watcher dropped) are counted in
+// A node without a leader refuses new watches and ends its open ones
+// (endIfLeaderless), so that clients resume them on a node that is
+// applying. Refusals (too many watches on the connection or the node, a
+// version already compacted, a slow watcher dropped, no leader) are
+// counted in
 // kvd_watch_refusals_total{reason} and logged at most once per
 // refusalLogEvery per reason.
 
@@ -41,9 +44,10 @@ const (
 	watchMaxPerNode = "max_watches"
 	watchCompacted  = "compacted"
 	watchSlow       = "slow_watcher"
+	watchNoLeader   = "no_leader"
 )
 
-var watchRefusalReasons = []string{watchMaxPerConn, watchMaxPerNode, watchCompacted, watchSlow}
+var watchRefusalReasons = []string{watchMaxPerConn, watchMaxPerNode, watchCompacted, watchSlow, watchNoLeader}
 
 // watchCmdQueue bounds the watch requests and cancels read from a
 // connection but not yet handled; serveConn waits beyond it.
@@ -131,6 +135,8 @@ func (wc *watchConn) run(ctx context.Context) {
 			w.Close()
 		}
 	}()
+	tick := time.NewTicker(progressEvery)
+	defer tick.Stop()
 	for {
 		changed := wc.s.hub.Changed()
 		sent, ok := wc.sendRound(ctx)
@@ -142,6 +148,10 @@ func (wc *watchConn) run(ctx context.Context) {
 		}
 		select {
 		case <-changed:
+		case <-tick.C:
+			if !wc.endIfLeaderless(ctx) {
+				return
+			}
 		case req := <-wc.cmds:
 			if !wc.command(ctx, req) {
 				return
@@ -150,6 +160,31 @@ func (wc *watchConn) run(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// noLeader is why a node without a leader refuses or ends watches.
+const noLeader = "this node has no leader (an election, or it is cut off from the others): " +
+	"it may not be applying what the cluster commits; resume the watch on another node"
+
+// endIfLeaderless ends every watch of the connection while the node has
+// no leader: a node cut off from the others applies nothing more, and its
+// watchers would wait for events without end while the others commit
+// them. (A deposed leader loses its leader within an election timeout:
+// CheckQuorum; an isolated follower when it starts a pre-vote.) Their
+// clients resume elsewhere from their last event. False once the
+// connection failed.
+func (wc *watchConn) endIfLeaderless(ctx context.Context) bool {
+	if len(wc.watches) == 0 || wc.s.node.Status().LeaderID != 0 {
+		return true
+	}
+	wc.s.watchRefused(watchNoLeader, wc.conn.RemoteAddr(), errors.New(noLeader))
+	for _, id := range slices.Clone(wc.order) {
+		wc.drop(id)
+		if !wc.send(ctx, wire.Response{Op: wire.OpWatch, ID: id, Status: wire.StatusUnavailable, Value: []byte(noLeader)}) {
+			return false
+		}
+	}
+	return true
 }
 
 // sendRound handles the queued commands, then sends each watch at most
@@ -231,6 +266,10 @@ func (wc *watchConn) open(req *wire.Request) wire.Response {
 		err := fmt.Errorf("too many watches on this connection (max %d)", s.cfg.MaxWatchesPerConn)
 		s.watchRefused(watchMaxPerConn, wc.conn.RemoteAddr(), err)
 		return badRequest(err.Error())
+	}
+	if s.node.Status().LeaderID == 0 {
+		s.watchRefused(watchNoLeader, wc.conn.RemoteAddr(), errors.New(noLeader))
+		return wire.Response{Status: wire.StatusRetry, Value: []byte(noLeader)}
 	}
 	w, err := s.hub.Watch(req.Key, req.Flags&wire.WatchPrefix != 0, from)
 	switch {

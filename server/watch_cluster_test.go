@@ -179,3 +179,35 @@ func checkWatchHistory(t *testing.T, events []client.Event, h *watchHistory) {
 		}
 	}
 }
+
+// TestWatchLeavesIsolatedNode: the node a watch streams from (the leader)
+// is cut off from the others. It applies nothing more, so it must end the
+// watch once it knows it has no leader, and the client must resume on the
+// new majority and deliver the write made there.
+func TestWatchLeavesIsolatedNode(t *testing.T) {
+	nodes := kvdtest.StartCluster(t, 3, kvdtest.Options{})
+	old := kvdtest.WaitLeader(t, nodes, 10*time.Second)
+	rest := othersThan(nodes, old)
+	eps := append([]string{old.Addr}, kvdtest.Endpoints(rest)...)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := newClient(t, eps, client.Linearizable)
+	v0, err := c.PutVersion(ctx, []byte("iso"), []byte("0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := newClient(t, eps, client.Linearizable).Watch(ctx, []byte("iso"), client.WithFromVersion(v0))
+	if got := collect(t, ch, 1, 10*time.Second); got[0] != fmt.Sprintf("%d PUT iso=0", v0) {
+		t.Fatalf("first event %q", got)
+	}
+	old.Isolate(rest...)
+	t.Cleanup(func() { old.Rejoin(rest...) })
+	leader := kvdtest.WaitLeader(t, rest, 20*time.Second)
+	v1, err := newClient(t, []string{leader.Addr}, client.Linearizable).PutVersion(ctx, []byte("iso"), []byte("1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := collect(t, ch, 1, 30*time.Second); got[0] != fmt.Sprintf("%d PUT iso=1", v1) {
+		t.Fatalf("event after the isolation: %q", got)
+	}
+}
