@@ -162,3 +162,16 @@ func TestHistoryBytesBound(t *testing.T) {
 		t.Fatalf("oldest %d", h.Oldest())
 	}
 }
+
+func TestConfigValidate(t *testing.T) {
+	var c Config
+	if err := c.Validate(); err != nil || c.HistoryEvents != DefaultHistoryEvents || c.HistoryBytes != DefaultHistoryBytes ||
+		c.MaxWatchers != DefaultMaxWatchers {
+		t.Fatalf("defaults: %+v %v", c, err)
+	}
+	for _, bad := range []Config{{HistoryEvents: -1}, {MaxWatchers: -1}, {HistoryBytes: wire.MaxWatchBytes - 1}} {
+		if err := bad.Validate(); err == nil {
+			t.Errorf("%+v: no error", bad)
+		}
+	}
+}
