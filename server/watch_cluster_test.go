@@ -3,8 +3,6 @@ package server_test
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,62 +10,6 @@ import (
 	"github.com/kvd-project/kvd/client"
 	"github.com/kvd-project/kvd/internal/kvdtest"
 )
-
-// watchWrite is one write the writer attempted: its key and value, and
-// the version it got if it was acknowledged (0: failed, maybe applied).
-type watchWrite struct {
-	key, value string
-	version    uint64
-}
-
-// watchHistory records the writer's writes.
-type watchHistory struct {
-	mu     sync.Mutex
-	writes []watchWrite
-	acked  int
-	maxVer uint64
-}
-
-func (h *watchHistory) add(w watchWrite) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.writes = append(h.writes, w)
-	if w.version != 0 {
-		h.acked++
-		h.maxVer = max(h.maxVer, w.version)
-	}
-}
-
-func (h *watchHistory) ackedCount() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.acked
-}
-
-// writeLoop writes until stop: PUTs over 50 keys, and every tenth write a
-// transaction of two PUTs (two events of one version).
-func writeLoop(ctx context.Context, c *client.Client, h *watchHistory, stop *atomic.Bool) {
-	for i := 0; !stop.Load() && ctx.Err() == nil; i++ {
-		v := strconv.Itoa(i)
-		if i%10 == 9 {
-			a, b := "k/t"+v+"a", "k/t"+v+"b"
-			r, err := c.Txn(ctx, client.Txn{Then: []client.Op{client.OpPut([]byte(a), []byte(v)), client.OpPut([]byte(b), []byte(v))}})
-			var ver uint64
-			if err == nil {
-				ver = r.Version
-			}
-			h.add(watchWrite{a, v, ver})
-			h.add(watchWrite{b, v, ver})
-			continue
-		}
-		key := "k/" + strconv.Itoa(i%50)
-		ver, err := c.PutVersion(ctx, []byte(key), []byte(v))
-		if err != nil {
-			ver = 0
-		}
-		h.add(watchWrite{key, v, ver})
-	}
-}
 
 // TestWatchResumesAcrossLeaderKill is issue 12's acceptance test for
 // watches: a prefix watch streams from the leader while a writer writes
@@ -88,96 +30,37 @@ func TestWatchResumesAcrossLeaderKill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ch := wc.Watch(ctx, []byte("k/"), client.WithPrefix(), client.WithFromVersion(v0+1))
-
-	var mu sync.Mutex
-	var events []client.Event
-	var watchErr error
-	collected := make(chan struct{})
-	go func() {
-		defer close(collected)
-		for r := range ch {
-			mu.Lock()
-			events = append(events, r.Events...)
-			if r.Err != nil {
-				watchErr = r.Err
-			}
-			mu.Unlock()
-		}
-	}()
-	seen := func() (int, uint64) {
-		mu.Lock()
-		defer mu.Unlock()
-		if len(events) == 0 {
-			return 0, 0
-		}
-		return len(events), events[len(events)-1].Version
-	}
-
-	h := &watchHistory{}
+	col := kvdtest.CollectWatch(wc.Watch(ctx, []byte("k/"), client.WithPrefix(), client.WithFromVersion(v0+1)))
+	h := &kvdtest.WatchHistory{}
 	var stop atomic.Bool
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		writeLoop(ctx, c, h, &stop)
+		kvdtest.WatchWriter(ctx, c, "k/", h, &stop)
 	}()
-	waitFor(t, "the watch to deliver 200 events from the leader", func() bool { n, _ := seen(); return n >= 200 })
-	n, last := seen()
+	waitFor(t, "the watch to deliver 200 events from the leader", func() bool { n, _ := col.Seen(); return n >= 200 })
+	n, last := col.Seen()
 	t.Logf("killing leader %d after %d events (version %d)", leader.ID, n, last)
 	leader.Stop()
-	before := h.ackedCount()
-	waitFor(t, "200 writes acknowledged after the kill", func() bool { return h.ackedCount() >= before+200 })
+	before, _ := h.Acked()
+	waitFor(t, "200 writes acknowledged after the kill", func() bool { n, _ := h.Acked(); return n >= before+200 })
 	stop.Store(true)
 	<-done
 	waitFor(t, "the watch to deliver the last acknowledged write", func() bool {
-		_, v := seen()
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		return v >= h.maxVer
+		_, v := col.Seen()
+		_, maxVer := h.Acked()
+		return v >= maxVer
 	})
 	cancel()
-	<-collected
-	if watchErr != nil {
-		t.Fatalf("watch ended with %v", watchErr)
+	events, err := col.Wait()
+	if err != nil {
+		t.Fatalf("watch ended with %v", err)
 	}
-	checkWatchHistory(t, events, h)
-	t.Logf("%d events checked against %d writes (%d acknowledged)", len(events), len(h.writes), h.acked)
-}
-
-// checkWatchHistory: events are in commit order with no duplicate, every
-// acknowledged write is among them with its version and value, and every
-// event is a write that was attempted.
-func checkWatchHistory(t *testing.T, events []client.Event, h *watchHistory) {
-	t.Helper()
-	type kv struct{ key, value string }
-	attempted := map[kv]bool{}
-	for _, w := range h.writes {
-		attempted[kv{w.key, w.value}] = true
+	if err := kvdtest.CheckWatchEvents(events, h); err != nil {
+		t.Fatal(err)
 	}
-	got := map[string]client.Event{} // by "version key"
-	var prev uint64
-	for i, e := range events {
-		id := fmt.Sprintf("%d %s", e.Version, e.Key)
-		switch {
-		case e.Version < prev:
-			t.Fatalf("event %d (%s) out of order: version %d after %d", i, e.Key, e.Version, prev)
-		case got[id].Version != 0:
-			t.Fatalf("event %d: %s delivered twice", i, id)
-		case e.Type != client.EventPut || !attempted[kv{string(e.Key), string(e.Value)}]:
-			t.Fatalf("event %d: %s %s=%s was never written", i, e.Type, e.Key, e.Value)
-		}
-		prev = e.Version
-		got[id] = e
-	}
-	for _, w := range h.writes {
-		if w.version == 0 {
-			continue
-		}
-		e, ok := got[fmt.Sprintf("%d %s", w.version, w.key)]
-		if !ok || string(e.Value) != w.value {
-			t.Fatalf("acknowledged write %s=%s at version %d: delivered %v (%+v)", w.key, w.value, w.version, ok, e)
-		}
-	}
+	acked, _ := h.Acked()
+	t.Logf("%d events checked against %d writes (%d acknowledged)", len(events), h.Writes(), acked)
 }
 
 // TestWatchLeavesIsolatedNode: the node a watch streams from (the leader)
