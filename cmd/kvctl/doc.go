@@ -7,6 +7,7 @@
 //	kvctl [flags] put --if-version N KEY [VALUE]   (compare-and-swap; N 0: KEY must not exist)
 //	kvctl [flags] del --if-version N KEY
 //	kvctl [flags] txn                              (the transaction on standard input; see txn.go)
+//	kvctl [flags] watch [--prefix] KEY [--from-version N]   (events until interrupted; see watch.go)
 //	kvctl [flags] status
 //	kvctl [flags] member list | add ID ADDR | promote ID | remove ID
 //
