@@ -29,7 +29,8 @@ func (e *eventApplier) Events(ws []Write, applied uint64, reset bool) {
 // the applied index tells it nothing; a snapshot install is a reset.
 func TestDeliverEventsUncollapsed(t *testing.T) {
 	rec := &eventApplier{}
-	l := &loop{cfg: Config{Applier: rec}, applied: 10, eventsAt: 4}
+	l := &loop{cfg: Config{Applier: rec}, applied: 10}
+	l.scratch.eventsAt = 4
 	l.scratch.applies = append(l.scratch.applies,
 		Write{Version: 5, Key: []byte("a"), Value: []byte("1")},
 		Write{Version: 6, Key: []byte("gone"), Deleted: true, absent: true},

@@ -61,12 +61,10 @@ type loop struct {
 	batch      []*proposal // commands waiting to be proposed together
 	batchBytes int
 
-	reads   readTracker
-	staged  []*store.Staged // snapshot data that came with stepped MsgSnaps
-	later   []report        // raft feedback held until after Advance
-	scratch applyScratch
-	// eventsAt is the applied index an EventApplier was last told of.
-	eventsAt  uint64
+	reads     readTracker
+	staged    []*store.Staged // snapshot data that came with stepped MsgSnaps
+	later     []report        // raft feedback held until after Advance
+	scratch   applyScratch
 	readyFlag readyFlags
 
 	// snapPending maps a peer to the seq of the latest snapshot transfer
@@ -113,16 +111,16 @@ func newLoop(n *Node) (*loop, error) {
 	}
 	l := &loop{
 		n: n, rn: rn, st: st, cfg: n.cfg,
-		now:      time.Now,
-		term:     hs.GetTerm(),
-		commit:   hs.GetCommit(),
-		applied:  st.Applied(),
-		eventsAt: st.Applied(),
-		waiters:  make(map[uint64]*proposal),
-		reads:    newReadTracker(),
+		now:     time.Now,
+		term:    hs.GetTerm(),
+		commit:  hs.GetCommit(),
+		applied: st.Applied(),
+		waiters: make(map[uint64]*proposal),
+		reads:   newReadTracker(),
 
 		snapPending: make(map[uint64]uint64),
 	}
+	l.scratch.eventsAt = l.applied
 	l.startClock(!fresh) // a restarted node starts with a vote grace
 	return l, nil
 }

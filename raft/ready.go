@@ -18,6 +18,7 @@ type applyScratch struct {
 	applies  []Write
 	deliver  []Write
 	events   []Write // every write of the batch, for an EventApplier
+	eventsAt uint64  // the applied index an EventApplier was last told of
 	skip     []bool
 	order    []int
 	done     []completion
@@ -354,11 +355,11 @@ func (l *loop) takeEvents() {
 // call, if the applied index moved.
 func (l *loop) deliverEvents() {
 	ea, ok := l.cfg.Applier.(EventApplier)
-	if !ok || l.applied == l.eventsAt {
+	sc := &l.scratch
+	if !ok || l.applied == sc.eventsAt {
 		return
 	}
-	l.eventsAt = l.applied
-	sc := &l.scratch
+	sc.eventsAt = l.applied
 	if sc.installd {
 		ea.Events(nil, l.applied, true)
 	} else {
