@@ -63,10 +63,13 @@ func (s *Server) serveConn(conn transport.Conn) {
 	}
 	sem := make(chan struct{}, maxInflightPerConn)
 	budget := newConnBudget(maxConnBytes)
-	var slow sync.Once                       // the connection is closed as a slow reader once
-	ctx, cancel := context.WithCancel(s.ctx) // the connection's watches end with it
+	var slow sync.Once // the connection is closed as a slow reader once
+
+	// The connection's watches (watch.go), started at its first watch
+	// request, end with it.
+	ctx, cancel := context.WithCancel(s.ctx)
 	defer cancel()
-	var watches *watchConn // started at the first watch request (watch.go)
+	var watches *watchConn
 	buf := first
 	for {
 		var req wire.Request
