@@ -303,3 +303,51 @@ func TestWatchLimits(t *testing.T) {
 		t.Fatalf("a watch after a cancel freed a place: status %d %s", r.Status, r.Value)
 	}
 }
+
+// TestWatchCallerFallsBehind: a caller that does not drain its watch while
+// more than the client's queue (4 MiB) of events arrives still gets every
+// event once, in order: the client stops the server's stream when its
+// queue overflows and resumes it from the last event delivered.
+func TestWatchCallerFallsBehind(t *testing.T) {
+	nodes := kvdtest.StartCluster(t, 1, kvdtest.Options{ReuseGrace: 10 * time.Millisecond})
+	kvdtest.WaitLeader(t, nodes, 10*time.Second)
+	c := newClient(t, kvdtest.Endpoints(nodes), client.Linearizable)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	v0, err := c.PutVersion(ctx, []byte("start"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := c.Watch(ctx, []byte("big"), client.WithFromVersion(v0+1))
+	value := make([]byte, 256<<10)
+	const n = 40 // 10 MiB of events, not read meanwhile
+	var want []uint64
+	for i := range n {
+		value[0] = byte(i)
+		v, err := c.PutVersion(ctx, []byte("big"), value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, v)
+	}
+	var got []uint64
+	for len(got) < n {
+		select {
+		case r := <-ch:
+			if r.Err != nil {
+				t.Fatalf("after %d events: %v", len(got), r.Err)
+			}
+			for _, e := range r.Events {
+				if e.Value[0] != byte(len(got)) {
+					t.Fatalf("event %d carries value %d", len(got), e.Value[0])
+				}
+				got = append(got, e.Version)
+			}
+		case <-ctx.Done():
+			t.Fatalf("%d events of %d", len(got), n)
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("versions %v, want %v", got, want)
+	}
+}
