@@ -334,6 +334,7 @@ var statusErrors = map[wire.Status]struct {
 	wire.StatusPermissionDenied: {ErrPermissionDenied, true},
 	wire.StatusStorage:          {ErrStorage, true},
 	wire.StatusLeaseNotFound:    {ErrLeaseNotFound, true},
+	wire.StatusCompacted:        {ErrCompacted, true},
 }
 
 func statusError(r *wire.Response) error {

@@ -25,6 +25,11 @@
 // state (linearizable by default, one ReadIndex per page; serializable on
 // request), paging through the server's bounded responses by themselves.
 //
+// Watch streams a key's or prefix's PUT and DELETE events in commit order,
+// from now or from a version, and resumes by itself across node failures
+// with no gap and no duplicate; history that no node holds any more ends
+// it with a *CompactedError (ErrCompacted).
+//
 // Errors wrap the package's sentinels (ErrNotFound, ErrValueTooLarge,
 // ErrNoSpace, ErrUnavailable, ...); test them with errors.Is.
 package client

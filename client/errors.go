@@ -57,7 +57,32 @@ var (
 	// ErrLeaseNotFound: the TTL lease does not exist (never granted,
 	// revoked, or expired). A PUT with it applied nothing.
 	ErrLeaseNotFound = errors.New("kvd: lease not found")
+	// ErrCompacted: a watch needs events that no node's history holds any
+	// more (each keeps a bounded history of recent events in memory, from
+	// its start). Errors carrying it are *CompactedError values naming the
+	// oldest version available.
+	ErrCompacted = errors.New("kvd: required version has been compacted")
 )
+
+// CompactedError ends a watch whose history is gone: it needed the events
+// from Requested on, and the node holds them only from Oldest on. Read the
+// keys again (Range, Prefix) and watch from the read's Index+1.
+type CompactedError struct {
+	Requested uint64
+	Oldest    uint64
+	Reason    string // the server's words: compacted, or a slow watcher dropped
+}
+
+func (e *CompactedError) Error() string {
+	s := fmt.Sprintf("kvd: required version has been compacted: version %d requested, oldest available %d", e.Requested, e.Oldest)
+	if e.Reason != "" {
+		s += " (" + e.Reason + ")"
+	}
+	return s
+}
+
+// Is makes errors.Is(err, ErrCompacted) hold.
+func (e *CompactedError) Is(target error) bool { return target == ErrCompacted }
 
 // ConflictError is the error of a conditional write whose condition did
 // not hold when its entry was applied: Key was at Version (0: it did not

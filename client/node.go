@@ -25,7 +25,8 @@ type node struct {
 	nextID  atomic.Uint64
 	mu      sync.Mutex
 	pending map[uint64]chan rpcResult
-	err     error // why the node broke; set once under mu
+	streams map[uint64]*watchStream // open watches, by request id (watchstream.go)
+	err     error                   // why the node broke; set once under mu
 	broken  chan struct{}
 
 	cache locationCache
@@ -56,6 +57,7 @@ func dialNode(ctx context.Context, tr transport.Transport, addr string, o nodeOp
 		addr:    addr,
 		conn:    conn,
 		pending: make(map[uint64]chan rpcResult),
+		streams: make(map[uint64]*watchStream),
 		broken:  make(chan struct{}),
 		cache:   newLocationCache(o.cacheEntries),
 		clock:   nodeClock{drift: o.drift, syncs: o.clockSyncs},
@@ -91,6 +93,9 @@ func (n *node) readLoop() {
 		if err := wire.DecodeResponse(buf, &resp); err != nil {
 			n.close(fmt.Errorf("bad response from %s: %w", n.addr, err))
 			return
+		}
+		if n.deliverStream(&resp) {
+			continue
 		}
 		n.mu.Lock()
 		ch := n.pending[resp.ID]

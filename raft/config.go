@@ -45,6 +45,9 @@ type Write struct {
 	// reader could see some of the transaction's writes and not the others
 	// (server/atomic.go does it for the table region).
 	Atomic bool
+	// absent: a Delete of a key that did not exist (it changed nothing,
+	// so it is no event for watchers).
+	absent bool
 }
 
 // Applier receives the state machine's effects, for a cache such as the
@@ -79,6 +82,23 @@ type Applier interface {
 type AtomicApplier interface {
 	Applier
 	AtomicBatchAhead()
+}
+
+// EventApplier is an Applier that is also told every write, for change
+// notification (watches, server/watch.go): Apply collapses a batch's
+// writes to one per key, which a watcher must not miss.
+type EventApplier interface {
+	Applier
+	// Events reports the writes of one applied batch in log order, each
+	// one (repeats of a key included, deletes of absent keys left out),
+	// right after the batch's Apply call; applied is the node's applied
+	// index after the batch: the events up to it are all reported. With
+	// reset, the batch installed a snapshot: writes up to applied were
+	// never reported (ws is empty). It is called on every batch that
+	// moved the applied index, with or without writes, from the raft
+	// loop, so it must not block. The slice is reused after the call;
+	// keys and values may be retained.
+	Events(ws []Write, applied uint64, reset bool)
 }
 
 // Config configures a Node. The zero value of every field but ID, DataDir,

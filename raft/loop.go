@@ -120,6 +120,7 @@ func newLoop(n *Node) (*loop, error) {
 
 		snapPending: make(map[uint64]uint64),
 	}
+	l.scratch.eventsAt = l.applied
 	l.startClock(!fresh) // a restarted node starts with a vote grace
 	if err := l.reloadLeases(); err != nil {
 		return nil, fmt.Errorf("raft: loading leases: %w", err)

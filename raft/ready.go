@@ -17,6 +17,8 @@ import (
 type applyScratch struct {
 	applies  []Write
 	deliver  []Write
+	events   []Write // every write of the batch, for an EventApplier
+	eventsAt uint64  // the applied index an EventApplier was last told of
 	skip     []bool
 	order    []int
 	done     []completion
@@ -146,8 +148,10 @@ func (l *loop) afterCommit() {
 		l.confBarrier, _ = l.st.LastIndex()
 		l.confProposed = false
 	}
+	l.takeEvents()
 	l.deliverApplies()
 	l.mirrorLeases()
+	l.deliverEvents()
 	if sc.installd {
 		l.n.log.Info("installed snapshot from leader", "index", l.applied)
 		if err := l.reloadLeases(); err != nil {
@@ -269,7 +273,8 @@ func (l *loop) applyCommand(u *store.Update, e *pb.Entry) error {
 		return err
 	}
 	sc := &l.scratch
-	sc.applies = append(sc.applies, Write{Version: r.version, Key: c.key, Value: c.value, Deleted: c.op == opDelete})
+	sc.applies = append(sc.applies, Write{Version: r.version, Key: c.key, Value: c.value, Deleted: c.op == opDelete,
+		absent: c.op == opDelete && !r.existed})
 	l.complete(c.proposer, c.reqID, r)
 	return nil
 }
@@ -351,6 +356,39 @@ func (l *loop) deliverApplies() {
 	}
 	a.Apply(sc.deliver)
 	clear(sc.deliver)
+}
+
+// takeEvents keeps the batch's writes for an EventApplier (see
+// EventApplier) before deliverApplies collapses them.
+func (l *loop) takeEvents() {
+	sc := &l.scratch
+	sc.events = sc.events[:0]
+	if _, ok := l.cfg.Applier.(EventApplier); !ok {
+		return
+	}
+	for _, w := range sc.applies {
+		if !w.absent {
+			sc.events = append(sc.events, w)
+		}
+	}
+}
+
+// deliverEvents tells an EventApplier the batch's writes, after its Apply
+// call, if the applied index moved.
+func (l *loop) deliverEvents() {
+	ea, ok := l.cfg.Applier.(EventApplier)
+	sc := &l.scratch
+	if !ok || l.applied == sc.eventsAt {
+		return
+	}
+	sc.eventsAt = l.applied
+	if sc.installd {
+		ea.Events(nil, l.applied, true)
+	} else {
+		ea.Events(sc.events, l.applied, false)
+	}
+	clear(sc.events)
+	sc.events = sc.events[:0]
 }
 
 // sendMessages hands the Ready's messages to the peer senders; refusals are

@@ -81,13 +81,14 @@ func (s *txnState) Put(key, value []byte, lease uint64) error {
 }
 
 func (s *txnState) Delete(key []byte) error {
-	if _, err := s.u.Delete(key); err != nil {
+	existed, err := s.u.Delete(key)
+	if err != nil {
 		return err
 	}
 	if err := s.l.leaseWrite(s.u, key, 0, true); err != nil {
 		return err
 	}
-	s.record(Write{Version: s.version, Key: key, Deleted: true})
+	s.record(Write{Version: s.version, Key: key, Deleted: true, absent: !existed})
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kvd-project/kvd/internal/watch"
 	"github.com/kvd-project/kvd/transport"
 )
 
@@ -61,6 +62,16 @@ type Config struct {
 	// LeaseClock is the clock the leader times TTL leases by
 	// (raft.Config.LeaseClock). Default time.Now; tests inject one.
 	LeaseClock func() time.Time
+	// Watch bounds watches (watch.go): the event history each node keeps
+	// in memory to serve them (Watch.HistoryEvents events, default
+	// 10000, and Watch.HistoryBytes bytes of keys and values, default
+	// 64 MiB) and the watches open on the node at once
+	// (Watch.MaxWatchers, default 10000). A watch from a version older
+	// than the history fails as compacted.
+	Watch watch.Config
+	// MaxWatchesPerConn is the most watches one client connection may
+	// have open. Default DefaultMaxWatchesPerConn.
+	MaxWatchesPerConn int
 }
 
 // Defaults.
@@ -75,6 +86,9 @@ const (
 	// (--max-connections). An idle client connection costs the server
 	// about 30 KiB of heap and three goroutines.
 	DefaultMaxConnections = 10000
+
+	// DefaultMaxWatchesPerConn is Config.MaxWatchesPerConn's default.
+	DefaultMaxWatchesPerConn = 1000
 )
 
 // Validate checks c and fills in defaults.
@@ -114,6 +128,15 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxConnections < 0 {
 		return fmt.Errorf("server: max connections %d is negative", c.MaxConnections)
+	}
+	if err := c.Watch.Validate(); err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
+	if c.MaxWatchesPerConn == 0 {
+		c.MaxWatchesPerConn = DefaultMaxWatchesPerConn
+	}
+	if c.MaxWatchesPerConn < 0 {
+		return fmt.Errorf("server: max watches per connection %d is negative", c.MaxWatchesPerConn)
 	}
 	if c.LeaseDrift < 0 || c.LeaseDrift > 0.5 {
 		return fmt.Errorf("server: lease drift %v not in [0, 0.5]", c.LeaseDrift)

@@ -6,7 +6,9 @@
 // node when the entry is applied), two-sided GETs (the RPC fallback, and
 // the ReadIndex level), range scans (scan.go: pages read from the applied
 // state in Pebble, answered only once the region has caught up with them),
-// status and membership.
+// status and membership, and watches (watch.go: every applied write goes
+// to the node's bounded event history, internal/watch, from which each
+// client connection's watches are sent in commit order).
 //
 // A batch holding a transaction that wrote several keys is mirrored into
 // the region as one atomic group, so that no one-sided reader sees part of

@@ -53,3 +53,11 @@ func SlowRebuilds(s *Server, d time.Duration) {
 
 // LeaseCount is how many TTL leases the node has applied.
 func LeaseCount(s *Server) int { return s.node.LeaseCount() }
+
+// SetReplyTimeout sets how long a reply (a watch message too) waits for
+// the client to make room for it, until restore.
+func SetReplyTimeout(d time.Duration) (restore func()) {
+	old := replyTimeout
+	replyTimeout = d
+	return func() { replyTimeout = old }
+}

@@ -64,12 +64,30 @@ func (s *Server) serveConn(conn transport.Conn) {
 	sem := make(chan struct{}, maxInflightPerConn)
 	budget := newConnBudget(maxConnBytes)
 	var slow sync.Once // the connection is closed as a slow reader once
+
+	// The connection's watches (watch.go), started at its first watch
+	// request, end with it.
+	ctx, cancel := context.WithCancel(s.ctx)
+	defer cancel()
+	var watches *watchConn
 	buf := first
 	for {
 		var req wire.Request
 		if err := wire.DecodeRequest(buf, &req); err != nil {
 			s.connRefused(reasonMalformed, conn.RemoteAddr(), err)
 			return
+		}
+		if isWatchOp(req.Op) {
+			if watches == nil {
+				watches = s.startWatchConn(ctx, conn, budget, &slow)
+			}
+			if !watches.enqueue(ctx, &req) {
+				return
+			}
+			if buf, err = conn.Recv(s.ctx, buf[:0]); err != nil {
+				return
+			}
+			continue
 		}
 		reserve := len(req.Key) + len(req.Value) + wire.ResponseHeaderLen + smallReply
 		switch req.Op {
@@ -427,7 +445,8 @@ func permission(conn transport.Conn, op wire.Op) (wire.Response, bool) {
 // added later included) are writes as far as read-only credentials go.
 func readOnlyOp(op wire.Op) bool {
 	switch op {
-	case wire.OpHello, wire.OpGet, wire.OpStatus, wire.OpMemberList, wire.OpClock, wire.OpScan, wire.OpGetMany, wire.OpLeaseTimeToLive:
+	case wire.OpHello, wire.OpGet, wire.OpStatus, wire.OpMemberList, wire.OpClock, wire.OpScan, wire.OpGetMany, wire.OpLeaseTimeToLive,
+		wire.OpWatch, wire.OpWatchCancel:
 		return true
 	}
 	return false

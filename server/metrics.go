@@ -31,6 +31,10 @@ type metrics struct {
 	// Connections refused, or closed for breaking a limit, by reason
 	// (limits.go).
 	connRefusals *prometheus.CounterVec
+
+	// Watches refused or dropped, by reason, and events sent (watch.go).
+	watchRefusals *prometheus.CounterVec
+	watchEvents   prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
@@ -85,6 +89,7 @@ func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
 	m.cs = append(m.cs, m.connRefusals, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "kvd_connections", Help: "Connections the server holds (clients' and peers'), against --max-connections.",
 	}, func() float64 { return float64(s.connCount()) }))
+	m.cs = append(m.cs, watchCollectors(m, s)...)
 	m.cs = append(m.cs, rdmaCollectors(s.cfg.Transport)...)
 	if reg != nil {
 		for _, c := range m.cs {
@@ -130,6 +135,8 @@ func statusName(st wire.Status) string {
 		return "unavailable"
 	case wire.StatusLeaseNotFound:
 		return "lease_not_found"
+	case wire.StatusCompacted:
+		return "compacted"
 	}
 	return "status_" + strconv.Itoa(int(st))
 }

@@ -10,6 +10,8 @@ import (
 
 	"github.com/kvd-project/kvd/internal/ratelog"
 	"github.com/kvd-project/kvd/internal/table"
+	"github.com/kvd-project/kvd/internal/watch"
+	"github.com/kvd-project/kvd/internal/wire"
 	"github.com/kvd-project/kvd/raft"
 	"github.com/kvd-project/kvd/transport"
 )
@@ -22,6 +24,10 @@ type Server struct {
 	node    *raft.Node
 	ln      transport.Listener
 	metrics *metrics
+	// hub is the node's event history and its watchers (watch.go).
+	hub *watch.Hub
+	// events is the applier's scratch for the hub (raft loop only).
+	events []wire.WatchEvent
 
 	// tmu serialises every write to the table (applies, rebuilds,
 	// repairs) and the RPC reads that must see it at a batch boundary.
@@ -73,6 +79,11 @@ func New(cfg Config) (*Server, error) {
 		conns:  map[transport.Conn]struct{}{},
 	}
 	s.missing = map[string]struct{}{}
+	var err error
+	if s.hub, err = watch.New(cfg.Watch); err != nil {
+		cancel()
+		return nil, fmt.Errorf("server: %w", err)
+	}
 	if err := s.start(); err != nil {
 		s.Close()
 		return nil, err
@@ -113,6 +124,9 @@ func (s *Server) start() error {
 		s.tmu.Unlock()
 		return fmt.Errorf("server: open raft node: %w", err)
 	}
+	// The event history starts now: what was applied before this process
+	// started is compacted here (raft.EventApplier).
+	s.hub.Reset(s.node.Status().Applied)
 	err = s.rebuildLocked()
 	missing := len(s.missing)
 	s.tmu.Unlock()

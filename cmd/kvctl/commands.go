@@ -50,6 +50,7 @@ var commands = map[string]command{
 	"del":    {"del KEY", []int{1}, runDel},
 	"delete": {"del KEY", []int{1}, runDel},
 	"txn":    {"txn (reads the transaction from standard input)", []int{0}, runTxn},
+	"watch":  {"watch [--prefix] KEY [--from-version N]", []int{1}, runWatch},
 	"status": {"status", []int{0}, runStatus},
 	"member": {memberUsage, []int{1, 2, 3}, runMember},
 	"lease":  {leaseUsage, []int{2}, runLease},

@@ -9,6 +9,7 @@
 //	kvctl [flags] txn                              (the transaction on standard input; see txn.go)
 //	kvctl [flags] put --lease ID KEY [VALUE]       (KEY deleted when lease ID ends)
 //	kvctl [flags] lease grant TTL | keepalive ID | revoke ID | ttl ID   (lease.go)
+//	kvctl [flags] watch [--prefix] KEY [--from-version N]   (events until interrupted; see watch.go)
 //	kvctl [flags] status
 //	kvctl [flags] member list | add ID ADDR | promote ID | remove ID
 //

@@ -42,6 +42,10 @@ commands:
   lease keepalive ID      keep lease ID alive until interrupted, printing its TTL
   lease revoke ID         end lease ID now, deleting its keys
   lease ttl ID            show lease ID's TTL, time remaining and key count
+  watch [--prefix] KEY [--from-version N]
+                          print KEY's (--prefix: every key under it) PUT and
+                          DELETE events, one line each, from now or from
+                          version N, until interrupted
   status                  show every endpoint's id, leader, term and indexes
   member list             list the cluster's members
   member add ID ADDR      add node ID at ADDR as a learner (then start it with --join)
@@ -86,7 +90,8 @@ type options struct {
 	ifVersion   versionFlag
 	atomic      bool // mget: one snapshot
 	lease       leaseFlag
-	scan        scanFlags // get's range options (scan.go)
+	fromVersion versionFlag // watch --from-version
+	scan        scanFlags   // get's range options (scan.go)
 	timeout     time.Duration
 }
 
@@ -139,7 +144,8 @@ func parse(args []string, stderr io.Writer) (*options, []string, error) {
 	fs.Var(&o.ifVersion, "if-version", "put, del: only if the key's version is this (0: the key must not exist); else exit 1 naming its version")
 	fs.BoolVar(&o.atomic, "atomic", false, "mget: values that all held at one applied index (one snapshot of the keys)")
 	fs.Var(&o.lease, "lease", "put: attach the key to this lease (an ID lease grant printed)")
-	fs.BoolVar(&o.scan.prefix, "prefix", false, "get: every key starting with KEY, in key order")
+	fs.BoolVar(&o.scan.prefix, "prefix", false, "get: every key starting with KEY, in key order; watch: every key starting with KEY")
+	fs.Var(&o.fromVersion, "from-version", "watch: the events from this version on (default: from now)")
 	fs.Var(&o.scan.from, "from", "get: the keys from this one on (inclusive), in key order")
 	fs.Var(&o.scan.to, "to", "get: with --from, the keys before this one (exclusive; omitted: no upper bound)")
 	fs.IntVar(&o.scan.limit, "limit", 0, "get --prefix/--from: at most this many keys (0: all)")
@@ -198,9 +204,12 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if !ok {
 		return usageError{fmt.Sprintf("unknown command %q", pos[0])}
 	}
-	if o.scan.any() {
+	if o.fromVersion.set && pos[0] != "watch" {
+		return usageError{"--from-version applies to watch only"}
+	}
+	if o.scan.any() && !(pos[0] == "watch" && o.scan.onlyPrefix()) {
 		if pos[0] != "get" {
-			return usageError{"--prefix, --from, --to, --limit, --keys-only and --count apply to get only"}
+			return usageError{"--from, --to, --limit, --keys-only and --count apply to get only (--prefix to get and watch)"}
 		}
 		cmd = command{cmd.args, []int{0, 1}, runScan}
 		if err := o.scan.check(pos[1:]); err != nil {

@@ -36,6 +36,11 @@ func (f *scanFlags) any() bool {
 	return f.prefix || f.from.set || f.to.set || f.limit != 0 || f.keysOnly || f.count
 }
 
+// onlyPrefix reports whether --prefix is the one range option given.
+func (f *scanFlags) onlyPrefix() bool {
+	return f.prefix && !f.from.set && !f.to.set && f.limit == 0 && !f.keysOnly && !f.count
+}
+
 // check rejects combinations that mean nothing, for a get with args.
 func (f *scanFlags) check(args []string) error {
 	switch {

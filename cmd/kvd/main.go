@@ -17,6 +17,7 @@ import (
 
 	"github.com/kvd-project/kvd/internal/cli"
 	"github.com/kvd-project/kvd/internal/tlsutil"
+	"github.com/kvd-project/kvd/internal/watch"
 	"github.com/kvd-project/kvd/raft"
 	"github.com/kvd-project/kvd/server"
 )
@@ -64,6 +65,11 @@ func parseFlags(args []string) (*options, error) {
 	fs.Float64Var(&o.cfg.LeaseDrift, "lease-drift", raft.DefaultLeaseDrift, "the most any clock may run faster than another, as a fraction: the read lease is shortened by it, and clients must be given the same bound")
 	fs.IntVar(&o.cfg.MaxConnections, "max-connections", server.DefaultMaxConnections,
 		"the most connections (clients' and peers') held at once; more are refused, with a message to the dialer over tcp, and counted in kvd_connections_refused_total")
+	fs.IntVar(&o.cfg.Watch.HistoryEvents, "watch-history-events", watch.DefaultHistoryEvents,
+		"the most recent events kept in memory to serve watches from a past version; a watch from an older one fails as compacted")
+	fs.IntVar(&o.cfg.Watch.HistoryBytes, "watch-history-bytes", watch.DefaultHistoryBytes, "the most bytes of keys and values the watch history keeps")
+	fs.IntVar(&o.cfg.Watch.MaxWatchers, "max-watches", watch.DefaultMaxWatchers, "the most watches open on this node at once")
+	fs.IntVar(&o.cfg.MaxWatchesPerConn, "max-watches-per-conn", server.DefaultMaxWatchesPerConn, "the most watches one client connection may open")
 	fs.StringVar(&o.metricsListen, "metrics-listen", "", "address for HTTP /metrics and /healthz (empty: off)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")

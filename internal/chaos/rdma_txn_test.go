@@ -181,7 +181,24 @@ func TestRDMACASAndTxn(t *testing.T) {
 		string(all.KVs[0].Value) != strconv.Itoa(steps) || all.KVs[0].Version != all.KVs[1].Version {
 		t.Fatalf("prefix scan: %+v, %v; want txn-a and txn-b at %d, written by one transaction", all, err, steps)
 	}
-	fmt.Printf("RDMAVM-TXN: CAS create/conflict/update/stale-conflict/delete ok; %d transactions of 2 keys raced %d pairs of GETs (%d pairs both one-sided), none saw half a transaction; %d atomic snapshots (%d proven one-sided, %d by RPC) all whole; prefix scan paged and whole ok\n",
+	// A watch over RDMA (events pushed by the server as messages) replays
+	// the last transaction: its two events, of one version.
+	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
+	var evs []client.Event
+	for r := range c.Watch(wctx, []byte("txn-"), client.WithPrefix(), client.WithFromVersion(all.KVs[0].Version)) {
+		if r.Err != nil {
+			t.Fatalf("watch: %v", r.Err)
+		}
+		if evs = append(evs, r.Events...); len(evs) >= 2 {
+			break
+		}
+	}
+	wcancel()
+	if len(evs) != 2 || evs[0].Version != all.KVs[0].Version || evs[1].Version != evs[0].Version ||
+		string(evs[0].Value) != strconv.Itoa(steps) {
+		t.Fatalf("watch from version %d: %+v; want the last transaction's two PUTs", all.KVs[0].Version, evs)
+	}
+	fmt.Printf("RDMAVM-TXN: CAS create/conflict/update/stale-conflict/delete ok; %d transactions of 2 keys raced %d pairs of GETs (%d pairs both one-sided), none saw half a transaction; %d atomic snapshots (%d proven one-sided, %d by RPC) all whole; prefix scan paged and whole ok; watch replay ok\n",
 		steps, reads.Load(), oneSided.Load(), snaps.Load(), after.AtomicOneSided, after.AtomicRPC)
 	if oneSided.Load() == 0 {
 		t.Errorf("no pair of GETs was answered one-sided: the test checked the RPC path only")

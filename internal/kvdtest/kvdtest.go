@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvd-project/kvd/internal/watch"
 	"github.com/kvd-project/kvd/server"
 	"github.com/kvd-project/kvd/transport/tcp"
 )
@@ -33,6 +34,9 @@ type Options struct {
 	// LeaseClock, if set, is every node's TTL lease clock
 	// (server.Config.LeaseClock): a test advances it by hand.
 	LeaseClock func() time.Time
+	Watch      watch.Config // the nodes' watch bounds (server.Config.Watch)
+	// MaxWatchesPerConn is server.Config.MaxWatchesPerConn.
+	MaxWatchesPerConn int
 }
 
 // FreeAddrs returns n loopback addresses whose ports were free a moment ago.
@@ -65,7 +69,7 @@ func StartCluster(t testing.TB, n int, o Options) []*Node {
 		nodes[i].cfg = server.Config{
 			ID: uint64(i + 1), Listen: addrs[i], DataDir: nodes[i].DataDir, InitialCluster: cluster,
 			TableMem: o.TableMem, ReuseGrace: o.ReuseGrace, SnapshotCount: o.SnapshotCount, TickInterval: o.Tick,
-			Logger: logger(o.Log), LeaseClock: o.LeaseClock,
+			Logger: logger(o.Log), LeaseClock: o.LeaseClock, Watch: o.Watch, MaxWatchesPerConn: o.MaxWatchesPerConn,
 		}
 		if i < len(o.TableMems) {
 			nodes[i].cfg.TableMem = o.TableMems[i]

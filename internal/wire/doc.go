@@ -14,6 +14,9 @@
 // request's value, encoded by internal/txn, which is also how the Raft log
 // holds it. A range scan (OpScan) carries its bounds and options in the
 // request's value and one page of keys in the response's value (scan.go).
+// A watch (OpWatch) is answered many times on its request's id: a first
+// message, then bounded batches of events, until a non-OK status or a
+// cancel (OpWatchCancel) ends it (watch.go).
 //
 // All integers are little-endian. The lengths must account for the whole
 // frame exactly: trailing bytes are an error. Limits on key and value sizes

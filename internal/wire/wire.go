@@ -43,6 +43,12 @@ const (
 	// ScanRequest, scan.go). The response's Version is the applied index
 	// the page was read at, its Value a ScanResponse.
 	OpScan Op = 12
+	// OpWatch starts a watch: a stream of the PUT and DELETE events of a
+	// key or prefix, from now or from a version, answered many times on the
+	// request's id (watch.go).
+	OpWatch Op = 13
+	// OpWatchCancel ends a watch of this connection (Value: its id).
+	OpWatchCancel Op = 14
 	// TTL leases (lease.go). 13 and 14 are the watch's.
 	//
 	// OpLeaseGrant: Value a LeaseGrant (TTL, and an id or 0 for the
@@ -93,6 +99,10 @@ func (o Op) String() string {
 		return "txn"
 	case OpScan:
 		return "scan"
+	case OpWatch:
+		return "watch"
+	case OpWatchCancel:
+		return "watch-cancel"
 	case OpGetMany:
 		return "get-many"
 	case OpLeaseGrant:
@@ -132,6 +142,11 @@ const (
 	// restarted; a write may or may not have been applied (its entry may
 	// have reached other nodes). Value: the cause.
 	StatusStorage Status = 12
+	// StatusCompacted ends a watch whose history this node no longer
+	// holds (or never held: it keeps a bounded history in memory, from its
+	// start). Version: the oldest version it can serve a watch from;
+	// Value: message.
+	StatusCompacted Status = 13
 	// StatusLeaseNotFound: the TTL lease named does not exist (never
 	// granted, revoked or expired); nothing was applied. (13 is the
 	// watch's.)

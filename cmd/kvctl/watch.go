@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"unicode"
+
+	"github.com/kvd-project/kvd/client"
+)
+
+// untilInterrupted is the context a watch runs in: until SIGINT or
+// SIGTERM, not --timeout. A variable for tests.
+var untilInterrupted = func() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}
+
+// runWatch prints KEY's events (with --prefix, those of every key under
+// it), one line each, from now or --from-version, until interrupted:
+//
+//	VERSION PUT KEY VALUE
+//	VERSION DELETE KEY
+//
+// A key or value that is empty or holds spaces, quotes or unprintable
+// bytes is printed Go-quoted, so each event is one line and the fields
+// split on spaces. -w json prints one JSON object per line instead. The
+// watch resumes by itself across node failures; it fails (exit 1) if the
+// history it needs is gone (compacted).
+func runWatch(_ context.Context, e *env, args []string) error {
+	ctx, cancel := untilInterrupted()
+	defer cancel()
+	opts := []client.WatchOption{client.WithFromVersion(e.o.fromVersion.v)}
+	if e.o.scan.prefix {
+		opts = append(opts, client.WithPrefix())
+	}
+	for r := range e.c.Watch(ctx, []byte(args[0]), opts...) {
+		if r.Err != nil {
+			return r.Err
+		}
+		for _, ev := range r.Events {
+			if err := e.printEvent(ev); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// watchJSON is -w json's line for an event.
+type watchJSON struct {
+	Type    string `json:"type"`
+	Key     string `json:"key"`
+	Value   string `json:"value,omitempty"`
+	Version uint64 `json:"version"`
+}
+
+func (e *env) printEvent(ev client.Event) error {
+	if e.o.write == "json" {
+		b, err := json.Marshal(watchJSON{Type: ev.Type.String(), Key: string(ev.Key), Value: string(ev.Value), Version: ev.Version})
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(e.out, "%s\n", b)
+		return err
+	}
+	var err error
+	if ev.Type == client.EventDelete {
+		_, err = fmt.Fprintf(e.out, "%d %s %s\n", ev.Version, ev.Type, field(ev.Key))
+	} else {
+		_, err = fmt.Fprintf(e.out, "%d %s %s %s\n", ev.Version, ev.Type, field(ev.Key), field(ev.Value))
+	}
+	return err
+}
+
+// field is b as one space-free field: as is, or Go-quoted if it is empty
+// or holds anything but printable, non-space characters and no quote.
+func field(b []byte) string {
+	s := string(b)
+	if s == "" {
+		return `""`
+	}
+	for _, r := range s {
+		if r == '"' || r == '\\' || unicode.IsSpace(r) || !unicode.IsPrint(r) {
+			return strconv.Quote(s)
+		}
+	}
+	return s
+}

@@ -1,0 +1,82 @@
+package chaos
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/kvd-project/kvd/client"
+	"github.com/kvd-project/kvd/internal/kvdtest"
+)
+
+// TestWatchAcrossLeaderKills: a prefix watch on a 3-process cluster while
+// a writer writes; the leader is SIGKILLed mid-stream and restarted (its
+// watch history starts over), then the new leader is SIGKILLed too. The
+// watch, resumed by the client each time, must hold every acknowledged
+// write once, in commit order, and nothing that was not written.
+func TestWatchAcrossLeaderKills(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipping the process test in -short mode")
+	}
+	pc := startCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c := newClient(t, pc.Endpoints(), client.Linearizable)
+	v0, err := c.PutVersion(ctx, []byte("w/start"), []byte("0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wc := newClient(t, pc.Endpoints(), client.Linearizable)
+	col := kvdtest.CollectWatch(wc.Watch(ctx, []byte("w/"), client.WithPrefix(), client.WithFromVersion(v0+1)))
+	h := &kvdtest.WatchHistory{}
+	var stop atomic.Bool
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		kvdtest.WatchWriter(ctx, c, "w/", h, &stop)
+	}()
+	waitUntil := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	ackedMore := func(n int) func() bool {
+		before, _ := h.Acked()
+		return func() bool { a, _ := h.Acked(); return a >= before+n }
+	}
+	waitUntil("150 events", func() bool { n, _ := col.Seen(); return n >= 150 })
+	for round := range 2 {
+		l := leaderOf(t, pc, 20*time.Second)
+		n, last := col.Seen()
+		t.Logf("round %d: SIGKILL leader %s after %d events (version %d)", round, l.Addr, n, last)
+		l.Kill()
+		waitUntil("150 writes acknowledged after the kill", ackedMore(150))
+		if err := l.Start(); err != nil {
+			t.Fatal(err)
+		}
+		waitUntil("150 more writes acknowledged after the restart", ackedMore(150))
+	}
+	stop.Store(true)
+	<-done
+	waitUntil("the watch to deliver the last acknowledged write", func() bool {
+		_, v := col.Seen()
+		_, maxVer := h.Acked()
+		return v >= maxVer
+	})
+	cancel()
+	events, err := col.Wait()
+	if err != nil {
+		t.Fatalf("watch ended with %v", err)
+	}
+	if err := kvdtest.CheckWatchEvents(events, h); err != nil {
+		t.Fatal(err)
+	}
+	acked, _ := h.Acked()
+	t.Logf("%d events checked against %d writes (%d acknowledged)", len(events), h.Writes(), acked)
+}

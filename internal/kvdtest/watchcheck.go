@@ -1,0 +1,156 @@
+package kvdtest
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/kvd-project/kvd/client"
+)
+
+// WatchWrite is one write a watch test's writer attempted: its key and
+// value, and the version it got if acknowledged (0: failed, maybe applied).
+type WatchWrite struct {
+	Key, Value string
+	Version    uint64
+}
+
+// WatchHistory records a watch test's writes.
+type WatchHistory struct {
+	mu     sync.Mutex
+	writes []WatchWrite
+	acked  int
+	maxVer uint64
+}
+
+func (h *WatchHistory) add(w WatchWrite) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.writes = append(h.writes, w)
+	if w.Version != 0 {
+		h.acked++
+		h.maxVer = max(h.maxVer, w.Version)
+	}
+}
+
+// Acked is how many writes were acknowledged, and the highest version.
+func (h *WatchHistory) Acked() (n int, maxVersion uint64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.acked, h.maxVer
+}
+
+// Writes is how many writes were attempted.
+func (h *WatchHistory) Writes() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.writes)
+}
+
+// WatchWriter writes under prefix until stop or ctx ends: PUTs over 50
+// keys, and every tenth write a transaction of two PUTs (two events of one
+// version), recording each in h.
+func WatchWriter(ctx context.Context, c *client.Client, prefix string, h *WatchHistory, stop *atomic.Bool) {
+	for i := 0; !stop.Load() && ctx.Err() == nil; i++ {
+		v := strconv.Itoa(i)
+		if i%10 == 9 {
+			a, b := prefix+"t"+v+"a", prefix+"t"+v+"b"
+			r, err := c.Txn(ctx, client.Txn{Then: []client.Op{client.OpPut([]byte(a), []byte(v)), client.OpPut([]byte(b), []byte(v))}})
+			var ver uint64
+			if err == nil {
+				ver = r.Version
+			}
+			h.add(WatchWrite{a, v, ver})
+			h.add(WatchWrite{b, v, ver})
+			continue
+		}
+		key := prefix + strconv.Itoa(i%50)
+		ver, err := c.PutVersion(ctx, []byte(key), []byte(v))
+		if err != nil {
+			ver = 0
+		}
+		h.add(WatchWrite{key, v, ver})
+	}
+}
+
+// CheckWatchEvents reports the first way events break the watch contract
+// against h: out of commit order, delivered twice, never written, or an
+// acknowledged write missing (or with another value). A write whose
+// outcome is unknown may be there once or not at all.
+func CheckWatchEvents(events []client.Event, h *WatchHistory) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	type kv struct{ key, value string }
+	attempted := map[kv]bool{}
+	for _, w := range h.writes {
+		attempted[kv{w.Key, w.Value}] = true
+	}
+	got := map[string]client.Event{} // by "version key"
+	var prev uint64
+	for i, e := range events {
+		id := fmt.Sprintf("%d %s", e.Version, e.Key)
+		switch {
+		case e.Version < prev:
+			return fmt.Errorf("event %d (%s) out of order: version %d after %d", i, e.Key, e.Version, prev)
+		case got[id].Version != 0:
+			return fmt.Errorf("event %d: %s delivered twice", i, id)
+		case e.Type != client.EventPut || !attempted[kv{string(e.Key), string(e.Value)}]:
+			return fmt.Errorf("event %d: %s %s=%s was never written", i, e.Type, e.Key, e.Value)
+		}
+		prev = e.Version
+		got[id] = e
+	}
+	for _, w := range h.writes {
+		if w.Version == 0 {
+			continue
+		}
+		if e, ok := got[fmt.Sprintf("%d %s", w.Version, w.Key)]; !ok || string(e.Value) != w.Value {
+			return fmt.Errorf("acknowledged write %s=%s at version %d: delivered %v (%+v)", w.Key, w.Value, w.Version, ok, e)
+		}
+	}
+	return nil
+}
+
+// WatchCollector gathers a watch's events on a goroutine of its own.
+type WatchCollector struct {
+	mu     sync.Mutex
+	events []client.Event
+	err    error
+	done   chan struct{}
+}
+
+// CollectWatch reads ch until it closes.
+func CollectWatch(ch <-chan client.WatchResponse) *WatchCollector {
+	wc := &WatchCollector{done: make(chan struct{})}
+	go func() {
+		defer close(wc.done)
+		for r := range ch {
+			wc.mu.Lock()
+			wc.events = append(wc.events, r.Events...)
+			if r.Err != nil {
+				wc.err = r.Err
+			}
+			wc.mu.Unlock()
+		}
+	}()
+	return wc
+}
+
+// Seen is how many events arrived and the last one's version.
+func (wc *WatchCollector) Seen() (int, uint64) {
+	wc.mu.Lock()
+	defer wc.mu.Unlock()
+	if len(wc.events) == 0 {
+		return 0, 0
+	}
+	return len(wc.events), wc.events[len(wc.events)-1].Version
+}
+
+// Wait waits for the watch's channel to close (cancel its context first)
+// and returns its events and the error that ended it, if any.
+func (wc *WatchCollector) Wait() ([]client.Event, error) {
+	<-wc.done
+	return wc.events, wc.err
+}

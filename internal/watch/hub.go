@@ -1,0 +1,205 @@
+package watch
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/kvd-project/kvd/internal/wire"
+)
+
+// Defaults of Config.
+const (
+	DefaultHistoryEvents = 10000
+	DefaultHistoryBytes  = 64 << 20
+	DefaultMaxWatchers   = 10000
+)
+
+// Config bounds a Hub.
+type Config struct {
+	// HistoryEvents is the most events the history holds. Default
+	// DefaultHistoryEvents.
+	HistoryEvents int
+	// HistoryBytes is the most bytes of keys and values it holds. Default
+	// DefaultHistoryBytes (64 MiB).
+	HistoryBytes int
+	// MaxWatchers is the most watchers open at once. Default
+	// DefaultMaxWatchers.
+	MaxWatchers int
+}
+
+// Validate checks c and fills in defaults.
+func (c *Config) Validate() error {
+	if c.HistoryEvents == 0 {
+		c.HistoryEvents = DefaultHistoryEvents
+	}
+	if c.HistoryBytes == 0 {
+		c.HistoryBytes = DefaultHistoryBytes
+	}
+	if c.MaxWatchers == 0 {
+		c.MaxWatchers = DefaultMaxWatchers
+	}
+	switch {
+	case c.HistoryEvents < 0 || c.HistoryBytes < 0 || c.MaxWatchers < 0:
+		return fmt.Errorf("watch: negative bound in %+v", *c)
+	case c.HistoryBytes < wire.MaxWatchBytes:
+		// Smaller, and one large value would evict everything else.
+		return fmt.Errorf("watch: history of %d bytes is below the minimum %d", c.HistoryBytes, wire.MaxWatchBytes)
+	}
+	return nil
+}
+
+// ErrTooManyWatchers: the hub holds Config.MaxWatchers watchers already.
+var ErrTooManyWatchers = errors.New("kvd: too many watches on this node")
+
+// CompactedError: the history no longer holds (or never held) events a
+// watcher needs. Oldest is the oldest version a new watch can start from.
+type CompactedError struct {
+	Requested uint64 // the first version the watcher needed
+	Oldest    uint64
+	// Slow: an open watcher fell behind the history (its client did not
+	// read its events fast enough) and was dropped; otherwise the watch
+	// asked for a version that is gone, or the node installed a snapshot.
+	Slow bool
+}
+
+func (e *CompactedError) Error() string {
+	if e.Slow {
+		return fmt.Sprintf("slow watcher dropped: it fell behind this node's event history (needed version %d, oldest held %d)",
+			e.Requested, e.Oldest)
+	}
+	return fmt.Sprintf("version %d has been compacted from this node's event history (oldest held %d)", e.Requested, e.Oldest)
+}
+
+// Hub is a node's event history and its watchers. It is safe for concurrent
+// use: one goroutine publishes, each watcher is read by one goroutine.
+type Hub struct {
+	cfg Config
+
+	mu     sync.RWMutex
+	buf    []wire.WatchEvent // the history is buf[off:]
+	off    int
+	first  uint64 // sequence number of buf[off]; events are numbered from 0
+	bytes  int
+	oldest uint64 // every event with a version >= oldest is held (or to come)
+	// applied is the index the history is complete through.
+	applied uint64
+	// gen counts Resets; a watcher of an older generation checks resetAt.
+	gen, resetAt uint64
+	changed      chan struct{} // closed and replaced by every Publish
+	watchers     int
+}
+
+// New returns an empty hub whose history starts after index 0.
+func New(cfg Config) (*Hub, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Hub{cfg: cfg, oldest: 1, changed: make(chan struct{})}, nil
+}
+
+func eventSize(e *wire.WatchEvent) int { return len(e.Key) + len(e.Value) }
+
+// Publish appends an applied batch's events, in log order, and says the
+// history is complete through applied. It copies keys and values.
+func (h *Hub) Publish(evs []wire.WatchEvent, applied uint64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, e := range evs {
+		if e.Version < h.oldest || e.Version <= h.applied {
+			continue // before a Reset: the history starts after it
+		}
+		kv := make([]byte, len(e.Key)+len(e.Value))
+		k := copy(kv, e.Key)
+		copy(kv[k:], e.Value)
+		e.Key, e.Value = kv[:k:k], kv[k:]
+		if e.Type == wire.EventDelete {
+			e.Value = nil
+		}
+		h.buf = append(h.buf, e)
+		h.bytes += eventSize(&e)
+	}
+	h.applied = max(h.applied, applied)
+	h.evictLocked()
+	h.notifyLocked()
+}
+
+// evictLocked drops the oldest events beyond the bounds. A version is
+// served only while all of its events are held, so oldest moves past the
+// version of every evicted event.
+func (h *Hub) evictLocked() {
+	for len(h.buf)-h.off > h.cfg.HistoryEvents || h.bytes > h.cfg.HistoryBytes {
+		e := &h.buf[h.off]
+		h.bytes -= eventSize(e)
+		h.oldest = max(h.oldest, e.Version+1)
+		*e = wire.WatchEvent{}
+		h.off++
+		h.first++
+	}
+	if h.off > 1024 && h.off > (len(h.buf)-h.off) {
+		n := copy(h.buf, h.buf[h.off:])
+		clear(h.buf[n:])
+		h.buf, h.off = h.buf[:n], 0
+	}
+}
+
+func (h *Hub) notifyLocked() {
+	close(h.changed)
+	h.changed = make(chan struct{})
+}
+
+// Reset forgets the history up to index: events up to it are unknown here
+// (the node starts, or installed a snapshot). Events published after it
+// are kept. Watchers that still need a version up to index fail at their
+// next Next.
+func (h *Hub) Reset(index uint64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for h.off < len(h.buf) && h.buf[h.off].Version <= index {
+		h.bytes -= eventSize(&h.buf[h.off])
+		h.buf[h.off] = wire.WatchEvent{}
+		h.off++
+		h.first++
+	}
+	h.oldest = max(h.oldest, index+1)
+	h.applied = max(h.applied, index)
+	h.gen++
+	h.resetAt = max(h.resetAt, index)
+	h.notifyLocked()
+}
+
+// Changed is closed by the next Publish or Reset.
+func (h *Hub) Changed() <-chan struct{} {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return h.changed
+}
+
+// Oldest is the oldest version a watch can start from now.
+func (h *Hub) Oldest() uint64 {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return h.oldest
+}
+
+// Len is how many events the history holds, and their bytes.
+func (h *Hub) Len() (events, bytes int) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return len(h.buf) - h.off, h.bytes
+}
+
+// Watchers is how many watchers are open.
+func (h *Hub) Watchers() int {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return h.watchers
+}
+
+// seekLocked is the sequence number of the first held event with a
+// version >= v (the end if none).
+func (h *Hub) seekLocked(v uint64) uint64 {
+	held := h.buf[h.off:]
+	return h.first + uint64(sort.Search(len(held), func(i int) bool { return held[i].Version >= v }))
+}

@@ -1,0 +1,108 @@
+package watch
+
+import (
+	"bytes"
+
+	"github.com/kvd-project/kvd/internal/wire"
+)
+
+// Watcher is one watch: a cursor into the hub's history. Its methods are
+// for one goroutine at a time.
+type Watcher struct {
+	h      *Hub
+	key    []byte
+	prefix bool
+	from   uint64 // events below this version are not for it
+	next   uint64 // sequence number of the next event to look at
+	gen    uint64
+	// progress: every matching event with a version up to it was returned.
+	progress uint64
+	closed   bool
+}
+
+// Watch opens a watcher of key (with prefix, of every key starting with
+// it) from version from on; from 0 is "from now": after the applied
+// index. It fails with ErrTooManyWatchers, or a *CompactedError if the
+// history no longer holds every event from that version on. Progress is
+// from-1 until events come.
+func (h *Hub) Watch(key []byte, prefix bool, from uint64) (*Watcher, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.watchers >= h.cfg.MaxWatchers {
+		return nil, ErrTooManyWatchers
+	}
+	if from == 0 {
+		from = h.applied + 1
+	}
+	if from < h.oldest {
+		return nil, &CompactedError{Requested: from, Oldest: h.oldest}
+	}
+	h.watchers++
+	return &Watcher{h: h, key: append([]byte(nil), key...), prefix: prefix, from: from,
+		next: h.seekLocked(from), gen: h.gen, progress: from - 1}, nil
+}
+
+// Progress is the version through which the watcher is complete.
+func (w *Watcher) Progress() uint64 { return w.progress }
+
+// Close releases the watcher's place in the hub. Idempotent.
+func (w *Watcher) Close() {
+	if w.closed {
+		return
+	}
+	w.closed = true
+	w.h.mu.Lock()
+	w.h.watchers--
+	w.h.mu.Unlock()
+}
+
+func (w *Watcher) matches(key []byte) bool {
+	if w.prefix {
+		return bytes.HasPrefix(key, w.key)
+	}
+	return bytes.Equal(key, w.key)
+}
+
+// Next appends to dst the watcher's pending events, in commit order: at
+// most maxEvents of at most maxBytes of keys and values, but at least one
+// if any is pending. It returns them and the watcher's progress. Keys
+// and values are shared with the history and must not be modified. It
+// fails with a *CompactedError if the history lost events the watcher
+// still needed: it fell behind (Slow) or the node installed a snapshot.
+func (w *Watcher) Next(dst []wire.WatchEvent, maxEvents, maxBytes int) ([]wire.WatchEvent, uint64, error) {
+	h := w.h
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	if w.gen != h.gen {
+		if w.from <= h.resetAt && w.progress < h.resetAt {
+			return dst, w.progress, &CompactedError{Requested: w.progress + 1, Oldest: h.oldest}
+		}
+		w.gen, w.next = h.gen, max(w.next, h.first)
+	}
+	if w.next < h.first {
+		return dst, w.progress, &CompactedError{Requested: w.progress + 1, Oldest: h.oldest, Slow: true}
+	}
+	held := h.buf[h.off:]
+	size, n := 0, 0
+	for ; w.next < h.first+uint64(len(held)); w.next++ {
+		e := held[w.next-h.first]
+		if e.Version < w.from || !w.matches(e.Key) {
+			continue
+		}
+		if n == maxEvents || (n > 0 && size+eventSize(&e) > maxBytes) {
+			// Cut before e: the last version returned is whole unless e
+			// belongs to it.
+			last := dst[len(dst)-1].Version
+			if e.Version == last {
+				last--
+			}
+			w.progress = max(w.progress, last)
+			return dst, w.progress, nil
+		}
+		dst = append(dst, e)
+		size += eventSize(&e)
+		n++
+	}
+	w.progress = max(w.progress, h.applied)
+	return dst, w.progress, nil
+}

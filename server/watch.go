@@ -1,0 +1,360 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/kvd-project/kvd/internal/table"
+	"github.com/kvd-project/kvd/internal/watch"
+	"github.com/kvd-project/kvd/internal/wire"
+	"github.com/kvd-project/kvd/raft"
+	"github.com/kvd-project/kvd/transport"
+)
+
+// Watches (issue 12). Every node serves watches from its own applied
+// state: the applier hands each applied batch's writes, in log order, to
+// the node's event history (internal/watch), so a follower's stream is in
+// commit order as the leader's is. Each client connection that opens a
+// watch gets one watchConn: a goroutine that handles its watch requests
+// and cancels in order and sends every watch's events, one bounded
+// message at a time (wire.MaxWatchEvents, wire.MaxWatchBytes), round
+// robin between its watches. Nothing is queued per watcher: a watcher's
+// pending events are the history past its cursor, so memory is bounded
+// by the history (Config.Watch) and one message per connection, however
+// slow its client. A watcher the history leaves behind is dropped
+// (StatusCompacted, "slow watcher dropped"); a client that stops reading
+// altogether is closed as a slow reader, as for any reply.
+//
+// A node without a leader refuses new watches and ends its open ones
+// (endIfLeaderless), so that clients resume them on a node that is
+// applying. Refusals (too many watches on the connection or the node, a
+// version already compacted, a slow watcher dropped, no leader) are
+// counted in
+// kvd_watch_refusals_total{reason} and logged at most once per
+// refusalLogEvery per reason.
+
+// Watch refusal reasons.
+const (
+	watchMaxPerConn = "max_watches_per_conn"
+	watchMaxPerNode = "max_watches"
+	watchCompacted  = "compacted"
+	watchSlow       = "slow_watcher"
+	watchNoLeader   = "no_leader"
+)
+
+var watchRefusalReasons = []string{watchMaxPerConn, watchMaxPerNode, watchCompacted, watchSlow, watchNoLeader}
+
+// watchCmdQueue bounds the watch requests and cancels read from a
+// connection but not yet handled; serveConn waits beyond it.
+const watchCmdQueue = 64
+
+// Events makes applier a raft.EventApplier: every applied write goes to
+// the node's event history. It runs on the raft loop and does not block
+// (the hub takes its own lock, held only to append and evict).
+func (a *applier) Events(ws []raft.Write, applied uint64, reset bool) {
+	s := (*Server)(a)
+	if reset {
+		s.hub.Reset(applied)
+		return
+	}
+	s.events = s.events[:0]
+	for _, w := range ws {
+		e := wire.WatchEvent{Type: wire.EventPut, Key: w.Key, Value: w.Value, Version: w.Version}
+		if w.Deleted {
+			e.Type, e.Value = wire.EventDelete, nil
+		}
+		s.events = append(s.events, e)
+	}
+	s.hub.Publish(s.events, applied)
+	clear(s.events)
+}
+
+func isWatchOp(op wire.Op) bool { return op == wire.OpWatch || op == wire.OpWatchCancel }
+
+// watchConn serves the watches of one client connection.
+type watchConn struct {
+	s       *Server
+	conn    transport.Conn
+	budget  *connBudget
+	slow    *sync.Once
+	cmds    chan *wire.Request
+	watches map[uint64]*connWatch
+	order   []uint64 // ids in the order they were opened: the send round
+	evs     []wire.WatchEvent
+	val     []byte // scratch: a message's value
+	frame   []byte // scratch: a message's frame
+}
+
+// connWatch is one watch of the connection, and the progress its client
+// was last told.
+type connWatch struct {
+	*watch.Watcher
+	told   uint64
+	toldAt time.Time
+}
+
+// progressEvery is how often at most a watch whose key sees no events is
+// told how far its stream is complete (an empty message): its client
+// then resumes a broken stream from there, not from its last event, which
+// the history may have evicted long ago on a busy node.
+const progressEvery = time.Second
+
+// startWatchConn starts serving conn's watches until ctx ends.
+func (s *Server) startWatchConn(ctx context.Context, conn transport.Conn, budget *connBudget, slow *sync.Once) *watchConn {
+	wc := &watchConn{s: s, conn: conn, budget: budget, slow: slow,
+		cmds: make(chan *wire.Request, watchCmdQueue), watches: map[uint64]*connWatch{}}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		wc.run(ctx)
+	}()
+	return wc
+}
+
+// enqueue hands a watch request or cancel (which it copies) to the
+// connection's watch goroutine; false once the server or connection ends.
+func (wc *watchConn) enqueue(ctx context.Context, req *wire.Request) bool {
+	r := *req
+	r.Key, r.Value = slices.Clone(req.Key), slices.Clone(req.Value)
+	select {
+	case wc.cmds <- &r:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (wc *watchConn) run(ctx context.Context) {
+	defer func() {
+		for _, w := range wc.watches {
+			w.Close()
+		}
+	}()
+	tick := time.NewTicker(progressEvery)
+	defer tick.Stop()
+	for {
+		changed := wc.s.hub.Changed()
+		sent, ok := wc.sendRound(ctx)
+		if !ok {
+			return
+		}
+		if sent {
+			continue // more may be pending: serve every watch again first
+		}
+		select {
+		case <-changed:
+		case <-tick.C:
+			if !wc.endIfLeaderless(ctx) {
+				return
+			}
+		case req := <-wc.cmds:
+			if !wc.command(ctx, req) {
+				return
+			}
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// noLeader is why a node without a leader refuses or ends watches.
+const noLeader = "this node has no leader (an election, or it is cut off from the others): " +
+	"it may not be applying what the cluster commits; resume the watch on another node"
+
+// endIfLeaderless ends every watch of the connection while the node has
+// no leader: a node cut off from the others applies nothing more, and its
+// watchers would wait for events without end while the others commit
+// them. (A deposed leader loses its leader within an election timeout:
+// CheckQuorum; an isolated follower when it starts a pre-vote.) Their
+// clients resume elsewhere from their last event. False once the
+// connection failed.
+func (wc *watchConn) endIfLeaderless(ctx context.Context) bool {
+	if len(wc.watches) == 0 || wc.s.node.Status().LeaderID != 0 {
+		return true
+	}
+	wc.s.watchRefused(watchNoLeader, wc.conn.RemoteAddr(), errors.New(noLeader))
+	for _, id := range slices.Clone(wc.order) {
+		wc.drop(id)
+		if !wc.send(ctx, wire.Response{Op: wire.OpWatch, ID: id, Status: wire.StatusUnavailable, Value: []byte(noLeader)}) {
+			return false
+		}
+	}
+	return true
+}
+
+// sendRound handles the queued commands, then sends each watch at most
+// one message of its pending events. sent: some message went out; ok:
+// false once the connection failed.
+func (wc *watchConn) sendRound(ctx context.Context) (sent, ok bool) {
+	for {
+		select {
+		case req := <-wc.cmds:
+			if !wc.command(ctx, req) {
+				return false, false
+			}
+			continue
+		default:
+		}
+		break
+	}
+	for _, id := range slices.Clone(wc.order) {
+		w := wc.watches[id]
+		var progress uint64
+		var err error
+		wc.evs, progress, err = w.Next(wc.evs[:0], wire.MaxWatchEvents, wire.MaxWatchBytes)
+		if err != nil {
+			wc.drop(id)
+			if !wc.send(ctx, wc.s.compacted(id, wire.OpWatch, err)) {
+				return sent, false
+			}
+			continue
+		}
+		if len(wc.evs) == 0 && (progress == w.told || time.Since(w.toldAt) < progressEvery) {
+			continue
+		}
+		wc.val = wire.AppendWatchMessage(wc.val[:0], &wire.WatchMessage{Events: wc.evs})
+		clear(wc.evs)
+		wc.s.metrics.watchEvents.Add(float64(len(wc.evs)))
+		if !wc.send(ctx, wire.Response{Op: wire.OpWatch, ID: id, Version: progress, Value: wc.val}) {
+			return sent, false
+		}
+		w.told, w.toldAt = progress, time.Now()
+		sent = sent || len(wc.evs) > 0
+	}
+	return sent, true
+}
+
+// command handles one watch request or cancel and answers it.
+func (wc *watchConn) command(ctx context.Context, req *wire.Request) bool {
+	start := time.Now()
+	resp, denied := permission(wc.conn, req.Op)
+	switch {
+	case denied:
+	case req.Op == wire.OpWatchCancel:
+		resp = wc.cancel(req)
+	default:
+		resp = wc.open(req)
+	}
+	resp.Op, resp.ID = req.Op, req.ID
+	wc.s.metrics.observe(req.Op, resp.Status, time.Since(start))
+	return wc.send(ctx, resp)
+}
+
+// open registers a watch; its first message (WatchCreated) says from
+// which version on it is complete.
+func (wc *watchConn) open(req *wire.Request) wire.Response {
+	s := wc.s
+	from, err := wire.DecodeWatchRequest(req.Value)
+	if err == nil {
+		err = wire.CheckWatchFlags(req.Flags)
+	}
+	switch {
+	case err != nil:
+		return badRequest(err.Error())
+	case len(req.Key) == 0 && req.Flags&wire.WatchPrefix == 0:
+		return wire.Response{Status: wire.StatusEmptyKey}
+	case len(req.Key) > table.MaxKey:
+		return wire.Response{Status: wire.StatusKeyTooLarge}
+	case wc.watches[req.ID] != nil:
+		return badRequest("watch id " + strconv.FormatUint(req.ID, 10) + " is already open on this connection")
+	case len(wc.watches) >= s.cfg.MaxWatchesPerConn:
+		err := fmt.Errorf("too many watches on this connection (max %d)", s.cfg.MaxWatchesPerConn)
+		s.watchRefused(watchMaxPerConn, wc.conn.RemoteAddr(), err)
+		return badRequest(err.Error())
+	}
+	if s.node.Status().LeaderID == 0 {
+		s.watchRefused(watchNoLeader, wc.conn.RemoteAddr(), errors.New(noLeader))
+		return wire.Response{Status: wire.StatusRetry, Value: []byte(noLeader)}
+	}
+	w, err := s.hub.Watch(req.Key, req.Flags&wire.WatchPrefix != 0, from)
+	switch {
+	case errors.Is(err, watch.ErrTooManyWatchers):
+		err = fmt.Errorf("too many watches on this node (max %d)", s.cfg.Watch.MaxWatchers)
+		s.watchRefused(watchMaxPerNode, wc.conn.RemoteAddr(), err)
+		return wire.Response{Status: wire.StatusRetry, Value: []byte(err.Error())}
+	case err != nil:
+		return s.compacted(req.ID, req.Op, err)
+	}
+	wc.watches[req.ID] = &connWatch{Watcher: w, told: w.Progress(), toldAt: time.Now()}
+	wc.order = append(wc.order, req.ID)
+	return wire.Response{Version: w.Progress(), Value: wire.AppendWatchMessage(nil, &wire.WatchMessage{Flags: wire.WatchCreated})}
+}
+
+func (wc *watchConn) cancel(req *wire.Request) wire.Response {
+	id, err := wire.DecodeWatchCancel(req.Value)
+	if err != nil {
+		return badRequest(err.Error())
+	}
+	if wc.watches[id] == nil {
+		return wire.Response{Status: wire.StatusNotFound}
+	}
+	wc.drop(id)
+	return wire.Response{}
+}
+
+func (wc *watchConn) drop(id uint64) {
+	wc.watches[id].Close()
+	delete(wc.watches, id)
+	wc.order = slices.DeleteFunc(wc.order, func(x uint64) bool { return x == id })
+}
+
+// compacted is the message that ends a watch whose history is gone:
+// StatusCompacted with the oldest version the node can serve, counted and
+// logged.
+func (s *Server) compacted(id uint64, op wire.Op, err error) wire.Response {
+	var ce *watch.CompactedError
+	if !errors.As(err, &ce) {
+		return wire.Response{Op: op, ID: id, Status: wire.StatusInternal, Value: []byte(err.Error())}
+	}
+	reason := watchCompacted
+	if ce.Slow {
+		reason = watchSlow
+	}
+	s.watchRefused(reason, "", err)
+	return wire.Response{Op: op, ID: id, Status: wire.StatusCompacted, Version: ce.Oldest, Value: []byte(err.Error())}
+}
+
+// send writes one message of the connection's watches. The frame is
+// charged to the connection's budget until written; a client that makes
+// no room for it within replyTimeout is closed as a slow reader.
+func (wc *watchConn) send(ctx context.Context, resp wire.Response) bool {
+	s := wc.s
+	if s.awaitThaw(ctx) != nil {
+		return false
+	}
+	wc.frame = wire.AppendResponse(wc.frame[:0], &resp)
+	n := len(wc.frame)
+	wc.budget.overdraw(n)
+	defer wc.budget.release(n)
+	sctx, cancel := context.WithTimeout(ctx, replyTimeout)
+	err := wc.conn.Send(sctx, wc.frame)
+	cancel()
+	if cap(wc.frame) > keepRecvBuf {
+		wc.frame = nil
+	}
+	switch {
+	case err == nil:
+		return true
+	case ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded):
+		wc.slow.Do(func() {
+			s.connRefused(reasonSlowReader, wc.conn.RemoteAddr(),
+				fmt.Errorf("a watch message waited %v for the client to read earlier ones", replyTimeout))
+		})
+		wc.conn.Close()
+	}
+	return false
+}
+
+// watchRefused counts a refused or dropped watch and logs it, rate-limited.
+func (s *Server) watchRefused(reason, remote string, err error) {
+	s.metrics.watchRefusals.WithLabelValues(reason).Inc()
+	if ok, held := s.refusalLog.Allow("watch_"+reason, time.Now()); ok {
+		s.log.Warn("watch refused or dropped by a limit", "reason", reason, "remote", remote, "err", err,
+			"similar_not_logged", held)
+	}
+}

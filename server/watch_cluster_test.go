@@ -1,0 +1,96 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/kvd-project/kvd/client"
+	"github.com/kvd-project/kvd/internal/kvdtest"
+)
+
+// TestWatchResumesAcrossLeaderKill is issue 12's acceptance test for
+// watches: a prefix watch streams from the leader while a writer writes
+// continuously; the leader is killed mid-stream; the client resumes the
+// watch on another node by itself. The events delivered must be every
+// acknowledged write, once each, in commit order, with its value and
+// version; a write whose outcome the writer does not know may appear
+// (once) or not; nothing else may.
+func TestWatchResumesAcrossLeaderKill(t *testing.T) {
+	nodes := kvdtest.StartCluster(t, 3, kvdtest.Options{})
+	leader := kvdtest.WaitLeader(t, nodes, 10*time.Second)
+	eps := append([]string{leader.Addr}, kvdtest.Endpoints(othersThan(nodes, leader))...)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	wc := newClient(t, eps, client.Linearizable) // the watch's own client: its leader is the first endpoint
+	c := newClient(t, eps, client.Linearizable)
+	v0, err := c.PutVersion(ctx, []byte("k/start"), []byte("0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	col := kvdtest.CollectWatch(wc.Watch(ctx, []byte("k/"), client.WithPrefix(), client.WithFromVersion(v0+1)))
+	h := &kvdtest.WatchHistory{}
+	var stop atomic.Bool
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		kvdtest.WatchWriter(ctx, c, "k/", h, &stop)
+	}()
+	waitFor(t, "the watch to deliver 200 events from the leader", func() bool { n, _ := col.Seen(); return n >= 200 })
+	n, last := col.Seen()
+	t.Logf("killing leader %d after %d events (version %d)", leader.ID, n, last)
+	leader.Stop()
+	before, _ := h.Acked()
+	waitFor(t, "200 writes acknowledged after the kill", func() bool { n, _ := h.Acked(); return n >= before+200 })
+	stop.Store(true)
+	<-done
+	waitFor(t, "the watch to deliver the last acknowledged write", func() bool {
+		_, v := col.Seen()
+		_, maxVer := h.Acked()
+		return v >= maxVer
+	})
+	cancel()
+	events, err := col.Wait()
+	if err != nil {
+		t.Fatalf("watch ended with %v", err)
+	}
+	if err := kvdtest.CheckWatchEvents(events, h); err != nil {
+		t.Fatal(err)
+	}
+	acked, _ := h.Acked()
+	t.Logf("%d events checked against %d writes (%d acknowledged)", len(events), h.Writes(), acked)
+}
+
+// TestWatchLeavesIsolatedNode: the node a watch streams from (the leader)
+// is cut off from the others. It applies nothing more, so it must end the
+// watch once it knows it has no leader, and the client must resume on the
+// new majority and deliver the write made there.
+func TestWatchLeavesIsolatedNode(t *testing.T) {
+	nodes := kvdtest.StartCluster(t, 3, kvdtest.Options{})
+	old := kvdtest.WaitLeader(t, nodes, 10*time.Second)
+	rest := othersThan(nodes, old)
+	eps := append([]string{old.Addr}, kvdtest.Endpoints(rest)...)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := newClient(t, eps, client.Linearizable)
+	v0, err := c.PutVersion(ctx, []byte("iso"), []byte("0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := newClient(t, eps, client.Linearizable).Watch(ctx, []byte("iso"), client.WithFromVersion(v0))
+	if got := collect(t, ch, 1, 10*time.Second); got[0] != fmt.Sprintf("%d PUT iso=0", v0) {
+		t.Fatalf("first event %q", got)
+	}
+	old.Isolate(rest...)
+	t.Cleanup(func() { old.Rejoin(rest...) })
+	leader := kvdtest.WaitLeader(t, rest, 20*time.Second)
+	v1, err := newClient(t, []string{leader.Addr}, client.Linearizable).PutVersion(ctx, []byte("iso"), []byte("1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := collect(t, ch, 1, 30*time.Second); got[0] != fmt.Sprintf("%d PUT iso=1", v1) {
+		t.Fatalf("event after the isolation: %q", got)
+	}
+}

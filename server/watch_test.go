@@ -1,0 +1,353 @@
+package server_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kvd-project/kvd/client"
+	"github.com/kvd-project/kvd/internal/kvdtest"
+	"github.com/kvd-project/kvd/internal/watch"
+	"github.com/kvd-project/kvd/internal/wire"
+	"github.com/kvd-project/kvd/server"
+	"github.com/kvd-project/kvd/transport/tcp"
+)
+
+// eventLine is an event as the tests compare them.
+func eventLine(e client.Event) string {
+	return fmt.Sprintf("%d %s %s=%s", e.Version, e.Type, e.Key, e.Value)
+}
+
+// collect reads n events from ch, failing on an error or after wait.
+func collect(t *testing.T, ch <-chan client.WatchResponse, n int, wait time.Duration) []string {
+	t.Helper()
+	var got []string
+	timeout := time.After(wait)
+	for len(got) < n {
+		select {
+		case r, ok := <-ch:
+			if !ok {
+				t.Fatalf("watch closed after %d events: %q", len(got), got)
+			}
+			if r.Err != nil {
+				t.Fatalf("watch failed after %d events: %v", len(got), r.Err)
+			}
+			for _, e := range r.Events {
+				got = append(got, eventLine(e))
+			}
+		case <-timeout:
+			t.Fatalf("got %d events within %v, want %d: %q", len(got), wait, n, got)
+		}
+	}
+	return got
+}
+
+// TestWatchEvents: a prefix watch from now sees PUTs, DELETEs and a
+// transaction's writes in commit order with the versions the writes got;
+// a delete of an absent key and writes outside the prefix are no events; a
+// key watch sees its key only; a watch from an earlier version replays.
+func TestWatchEvents(t *testing.T) {
+	nodes := kvdtest.StartCluster(t, 1, kvdtest.Options{})
+	kvdtest.WaitLeader(t, nodes, 10*time.Second)
+	c := newClient(t, kvdtest.Endpoints(nodes), client.Linearizable)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// From the version after a first write, rather than from now: Watch
+	// returns before its stream is open, so "now" could be after the puts.
+	v0, err := c.PutVersion(ctx, []byte("x"), []byte("0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pw := c.Watch(ctx, []byte("w/"), client.WithPrefix(), client.WithFromVersion(v0+1))
+	kw := c.Watch(ctx, []byte("w/b"), client.WithFromVersion(v0+1))
+	v1, err := c.PutVersion(ctx, []byte("w/a"), []byte("1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PutVersion(ctx, []byte("x"), []byte("outside")); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete(ctx, []byte("w/absent")); !errors.Is(err, client.ErrNotFound) {
+		t.Fatalf("delete of an absent key: %v", err)
+	}
+	tr, err := c.Txn(ctx, client.Txn{Then: []client.Op{client.OpPut([]byte("w/b"), []byte("2")), client.OpDelete([]byte("w/a"))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v3, err := c.PutVersion(ctx, []byte("w/b"), []byte("3"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := collect(t, pw, 4, 10*time.Second)
+	want := []string{
+		fmt.Sprintf("%d PUT w/a=1", v1), fmt.Sprintf("%d PUT w/b=2", tr.Version),
+		fmt.Sprintf("%d DELETE w/a=", tr.Version), fmt.Sprintf("%d PUT w/b=3", v3),
+	}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("prefix watch:\n got %q\nwant %q", got, want)
+	}
+	if got := collect(t, kw, 2, 10*time.Second); strings.Join(got, "|") != strings.Join([]string{want[1], want[3]}, "|") {
+		t.Fatalf("key watch: %q", got)
+	}
+	// From a version: the history replays, the first write excluded.
+	replay := c.Watch(ctx, []byte("w/"), client.WithPrefix(), client.WithFromVersion(v1+1))
+	if got := collect(t, replay, 3, 10*time.Second); strings.Join(got, "|") != strings.Join(want[1:], "|") {
+		t.Fatalf("watch from %d: %q", v1+1, got)
+	}
+}
+
+// TestWatchCompacted: a watch from a version the bounded history no longer
+// holds fails with a *CompactedError naming the oldest version held; a
+// watch from that version works.
+func TestWatchCompacted(t *testing.T) {
+	nodes := kvdtest.StartCluster(t, 1, kvdtest.Options{Watch: watch.Config{HistoryEvents: 5}})
+	kvdtest.WaitLeader(t, nodes, 10*time.Second)
+	c := newClient(t, kvdtest.Endpoints(nodes), client.Linearizable)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var first uint64
+	for i := range 20 {
+		v, err := c.PutVersion(ctx, []byte("k"), []byte{byte('a' + i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			first = v
+		}
+	}
+	r := <-c.Watch(ctx, []byte("k"), client.WithFromVersion(first))
+	var ce *client.CompactedError
+	if !errors.Is(r.Err, client.ErrCompacted) || !errors.As(r.Err, &ce) || ce.Oldest <= first || ce.Requested != first {
+		t.Fatalf("watch from %d: %+v, want ErrCompacted with the oldest version held", first, r)
+	}
+	t.Logf("compacted: %v", r.Err)
+	got := collect(t, c.Watch(ctx, []byte("k"), client.WithFromVersion(ce.Oldest)), 5, 10*time.Second)
+	if !strings.HasPrefix(got[0], fmt.Sprint(ce.Oldest)+" PUT k=") || !strings.HasSuffix(got[4], "k=t") {
+		t.Fatalf("watch from the oldest version %d: %q", ce.Oldest, got)
+	}
+}
+
+// TestWatchSlowWatcherDropped: a client that does not read its watch
+// while the history moves past what it has not received is dropped with
+// StatusCompacted ("slow watcher dropped"); the node holds nothing for
+// it meanwhile but the bounded history.
+func TestWatchSlowWatcherDropped(t *testing.T) {
+	defer server.SetReplyTimeout(time.Minute)()
+	nodes := kvdtest.StartCluster(t, 1, kvdtest.Options{ReuseGrace: 10 * time.Millisecond,
+		Watch: watch.Config{HistoryBytes: wire.MaxWatchBytes}})
+	n := kvdtest.WaitLeader(t, nodes, 10*time.Second)
+	c := newClient(t, kvdtest.Endpoints(nodes), client.Linearizable)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	tr, err := tcp.New(tcp.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	conn, err := tr.Dial(ctx, n.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	req := wire.Request{Op: wire.OpWatch, ID: 7, Key: []byte("big"), Value: wire.AppendWatchRequest(nil, 0)}
+	if err := conn.Send(ctx, wire.AppendRequest(nil, &req)); err != nil {
+		t.Fatal(err)
+	}
+	// 256 KiB values: at most 4 events a message, 4 in the history. The
+	// transport lets the server send 64 messages ahead of the reader, so
+	// after 64*4 events the watch's sender waits, and the next 4 evict
+	// what it has not sent.
+	value := make([]byte, 256<<10)
+	for i := range 64*4 + 16 {
+		value[0] = byte(i)
+		if err := c.Put(ctx, []byte("big"), value); err != nil {
+			t.Fatalf("put %d: %v", i, err)
+		}
+	}
+	var buf []byte
+	for {
+		buf, err = conn.Recv(ctx, buf)
+		if err != nil {
+			t.Fatalf("no end of the watch: %v", err)
+		}
+		var resp wire.Response
+		if err := wire.DecodeResponse(buf, &resp); err != nil || resp.ID != 7 {
+			t.Fatalf("bad message: %+v %v", resp, err)
+		}
+		if resp.Status == wire.StatusOK {
+			continue
+		}
+		if resp.Status != wire.StatusCompacted || !strings.Contains(string(resp.Value), "slow watcher dropped") {
+			t.Fatalf("watch ended with status %d %q, want compacted: slow watcher dropped", resp.Status, resp.Value)
+		}
+		t.Logf("dropped: %s (oldest %d)", resp.Value, resp.Version)
+		return
+	}
+}
+
+// TestWatchProgress: a watch whose key sees no writes is still told how
+// far its stream is complete (an empty message, at most once a second),
+// so that its client resumes from there rather than from a version the
+// history may have evicted.
+func TestWatchProgress(t *testing.T) {
+	nodes := kvdtest.StartCluster(t, 1, kvdtest.Options{})
+	n := kvdtest.WaitLeader(t, nodes, 10*time.Second)
+	c := newClient(t, kvdtest.Endpoints(nodes), client.Linearizable)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	tr, err := tcp.New(tcp.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	conn, err := tr.Dial(ctx, n.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	req := wire.Request{Op: wire.OpWatch, ID: 3, Key: []byte("quiet"), Value: wire.AppendWatchRequest(nil, 0)}
+	if err := conn.Send(ctx, wire.AppendRequest(nil, &req)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1100 * time.Millisecond) // past progressEvery since the watch was created
+	v, err := c.PutVersion(ctx, []byte("noise"), []byte("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		buf, err := conn.Recv(ctx, nil)
+		if err != nil {
+			t.Fatalf("no progress message: %v", err)
+		}
+		var resp wire.Response
+		var m wire.WatchMessage
+		if err := wire.DecodeResponse(buf, &resp); err != nil || resp.Status != wire.StatusOK || wire.DecodeWatchMessage(resp.Value, &m) != nil {
+			t.Fatalf("bad message %+v: %v", resp, err)
+		}
+		if len(m.Events) != 0 {
+			t.Fatalf("events for a key nobody wrote: %+v", m.Events)
+		}
+		if m.Flags&wire.WatchCreated == 0 && resp.Version >= v {
+			return // told it is complete through the noise write
+		}
+	}
+}
+
+// TestWatchLimits: a connection may open MaxWatchesPerConn watches (more:
+// StatusBadRequest), the node Watch.MaxWatchers (more: StatusRetry, so
+// the client tries elsewhere); a cancelled watch frees its place, and
+// cancelling an unknown one is StatusNotFound.
+func TestWatchLimits(t *testing.T) {
+	nodes := kvdtest.StartCluster(t, 1, kvdtest.Options{MaxWatchesPerConn: 2, Watch: watch.Config{MaxWatchers: 3}})
+	n := kvdtest.WaitLeader(t, nodes, 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tr, err := tcp.New(tcp.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	dial := func() func(req wire.Request) wire.Response {
+		conn, err := tr.Dial(ctx, n.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		return func(req wire.Request) wire.Response {
+			t.Helper()
+			if err := conn.Send(ctx, wire.AppendRequest(nil, &req)); err != nil {
+				t.Fatal(err)
+			}
+			for {
+				buf, err := conn.Recv(ctx, nil)
+				var resp wire.Response
+				if err != nil || wire.DecodeResponse(buf, &resp) != nil {
+					t.Fatalf("answer to %d: %+v %v", req.ID, resp, err)
+				}
+				if resp.ID == req.ID && resp.Op == req.Op {
+					return resp
+				} // else a progress message of an open watch
+			}
+		}
+	}
+	open := func(id uint64) wire.Request {
+		return wire.Request{Op: wire.OpWatch, ID: id, Key: []byte("k"), Value: wire.AppendWatchRequest(nil, 0)}
+	}
+	a, b := dial(), dial()
+	for id := uint64(1); id <= 2; id++ {
+		if r := a(open(id)); r.Status != wire.StatusOK {
+			t.Fatalf("watch %d: status %d %s", id, r.Status, r.Value)
+		}
+	}
+	if r := a(open(3)); r.Status != wire.StatusBadRequest || !strings.Contains(string(r.Value), "too many watches on this connection") {
+		t.Fatalf("third watch on a connection: status %d %s", r.Status, r.Value)
+	}
+	if r := b(open(1)); r.Status != wire.StatusOK {
+		t.Fatalf("third watch on the node: status %d %s", r.Status, r.Value)
+	}
+	if r := b(open(2)); r.Status != wire.StatusRetry || !strings.Contains(string(r.Value), "too many watches on this node") {
+		t.Fatalf("fourth watch on the node: status %d %s", r.Status, r.Value)
+	}
+	cancelReq := wire.Request{Op: wire.OpWatchCancel, ID: 9, Value: wire.AppendWatchCancel(nil, 1)}
+	if r := a(cancelReq); r.Status != wire.StatusOK {
+		t.Fatalf("cancel: status %d %s", r.Status, r.Value)
+	}
+	if r := a(cancelReq); r.Status != wire.StatusNotFound {
+		t.Fatalf("cancel again: status %d", r.Status)
+	}
+	if r := b(open(3)); r.Status != wire.StatusOK {
+		t.Fatalf("a watch after a cancel freed a place: status %d %s", r.Status, r.Value)
+	}
+}
+
+// TestWatchCallerFallsBehind: a caller that does not drain its watch while
+// more than the client's queue (4 MiB) of events arrives still gets every
+// event once, in order: the client stops the server's stream when its
+// queue overflows and resumes it from the last event delivered.
+func TestWatchCallerFallsBehind(t *testing.T) {
+	nodes := kvdtest.StartCluster(t, 1, kvdtest.Options{ReuseGrace: 10 * time.Millisecond})
+	kvdtest.WaitLeader(t, nodes, 10*time.Second)
+	c := newClient(t, kvdtest.Endpoints(nodes), client.Linearizable)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	v0, err := c.PutVersion(ctx, []byte("start"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := c.Watch(ctx, []byte("big"), client.WithFromVersion(v0+1))
+	value := make([]byte, 256<<10)
+	const n = 40 // 10 MiB of events, not read meanwhile
+	var want []uint64
+	for i := range n {
+		value[0] = byte(i)
+		v, err := c.PutVersion(ctx, []byte("big"), value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, v)
+	}
+	var got []uint64
+	for len(got) < n {
+		select {
+		case r := <-ch:
+			if r.Err != nil {
+				t.Fatalf("after %d events: %v", len(got), r.Err)
+			}
+			for _, e := range r.Events {
+				if e.Value[0] != byte(len(got)) {
+					t.Fatalf("event %d carries value %d", len(got), e.Value[0])
+				}
+				got = append(got, e.Version)
+			}
+		case <-ctx.Done():
+			t.Fatalf("%d events of %d", len(got), n)
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("versions %v, want %v", got, want)
+	}
+}
