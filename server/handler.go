@@ -79,6 +79,8 @@ func (s *Server) serveConn(conn transport.Conn) {
 			reserve += txn.MaxResponseBytes
 		case wire.OpScan:
 			reserve += scanReplyMax
+		case wire.OpSnapshot:
+			reserve += snapshotChunkReserve
 		}
 		reserve = min(reserve, maxConnBytes)
 		if budget.acquire(s.ctx, reserve) != nil {
@@ -99,6 +101,11 @@ func (s *Server) serveConn(conn transport.Conn) {
 		go func() {
 			defer s.wg.Done()
 			defer func() { <-sem }()
+			if req.Op == wire.OpSnapshot { // many replies (snapshot.go)
+				defer budget.release(reserve)
+				s.serveSnapshot(conn, &req, &slow)
+				return
+			}
 			s.respond(conn, &req, budget, reserve, &slow)
 		}()
 		if cap(buf) > keepRecvBuf {
@@ -416,7 +423,8 @@ func permission(conn transport.Conn, op wire.Op) (wire.Response, bool) {
 // added later included) are writes as far as read-only credentials go.
 func readOnlyOp(op wire.Op) bool {
 	switch op {
-	case wire.OpHello, wire.OpGet, wire.OpStatus, wire.OpMemberList, wire.OpClock, wire.OpScan:
+	case wire.OpHello, wire.OpGet, wire.OpStatus, wire.OpMemberList, wire.OpClock, wire.OpScan,
+		wire.OpSnapshot: // a backup reads nothing a scan cannot (snapshot.go)
 		return true
 	}
 	return false

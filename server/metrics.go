@@ -31,6 +31,9 @@ type metrics struct {
 	// Connections refused, or closed for breaking a limit, by reason
 	// (limits.go).
 	connRefusals *prometheus.CounterVec
+
+	// Backup streams by outcome (snapshot.go).
+	snapshots *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
@@ -85,6 +88,8 @@ func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
 	m.cs = append(m.cs, m.connRefusals, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "kvd_connections", Help: "Connections the server holds (clients' and peers'), against --max-connections.",
 	}, func() float64 { return float64(s.connCount()) }))
+	m.snapshots = newSnapshotCounter()
+	m.cs = append(m.cs, m.snapshots)
 	m.cs = append(m.cs, rdmaCollectors(s.cfg.Transport)...)
 	if reg != nil {
 		for _, c := range m.cs {

@@ -38,6 +38,10 @@ commands:
   member add ID ADDR      add node ID at ADDR as a learner (then start it with --join)
   member promote ID       make learner ID a voter once it has caught up
   member remove ID        remove node ID
+  snapshot save FILE      write a backup of the cluster's state (from the leader,
+                          checked) to FILE; without --timeout it may take as
+                          long as it needs
+  snapshot status FILE    check a backup and print its index, keys and checksum
 
 flags:
 `
@@ -77,6 +81,7 @@ type options struct {
 	ifVersion   versionFlag
 	scan        scanFlags // get's range options (scan.go)
 	timeout     time.Duration
+	timeoutSet  bool // --timeout was given (a snapshot save has no default bound)
 }
 
 // versionFlag is --if-version: a version, and whether it was given.
@@ -150,6 +155,7 @@ func parse(args []string, stderr io.Writer) (*options, []string, error) {
 	if err := cli.ApplyEnv(fs, "KVCTL_"); err != nil {
 		return nil, nil, usageError{err.Error()}
 	}
+	fs.Visit(func(f *flag.Flag) { o.timeoutSet = o.timeoutSet || f.Name == "timeout" })
 	if err := o.tls.Files.Check(); err != nil {
 		return nil, nil, usageError{err.Error()}
 	}
@@ -210,6 +216,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	}
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
+	if pos[0] == "snapshot" && !o.timeoutSet {
+		// A backup takes as long as the state is large; each chunk's
+		// wait is still bounded (client.Snapshot).
+		ctx, cancel = context.WithCancel(context.Background())
+	}
 	defer cancel()
 	return cmd.run(ctx, &env{c: c, o: o, eps: eps, in: stdin, out: stdout}, pos[1:])
 }

@@ -43,7 +43,13 @@ const (
 	// ScanRequest, scan.go). The response's Version is the applied index
 	// the page was read at, its Value a ScanResponse.
 	OpScan Op = 12
-	opMax     = OpScan
+	// (13 to 18 are taken by watches and leases.)
+	// OpSnapshot streams a backup of the applied state from the leader:
+	// one request (Key and Value empty), answered by a sequence of
+	// responses with its ID, each a bounded chunk of the backup file
+	// (snapshot.go). The responses' Version is the backup's index.
+	OpSnapshot Op = 19
+	opMax         = OpSnapshot
 )
 
 func (o Op) String() string {
@@ -72,6 +78,8 @@ func (o Op) String() string {
 		return "txn"
 	case OpScan:
 		return "scan"
+	case OpSnapshot:
+		return "snapshot"
 	}
 	return fmt.Sprintf("op(%d)", uint8(o))
 }

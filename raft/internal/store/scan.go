@@ -1,8 +1,6 @@
 package store
 
 import (
-	"errors"
-
 	"github.com/cockroachdb/pebble/v2"
 )
 
@@ -20,17 +18,9 @@ func (s *Store) Scan(start, end []byte, fn func(key, value []byte, version uint6
 	snap := s.db.NewSnapshot()
 	s.genMu.RUnlock()
 	defer snap.Close()
-	raw, c, err := snap.Get(keyApplied)
-	switch {
-	case errors.Is(err, pebble.ErrNotFound):
-	case err != nil:
+	applied, err = appliedAt(snap)
+	if err != nil {
 		return 0, err
-	default:
-		applied, err = decodeU64(raw)
-		c.Close()
-		if err != nil {
-			return 0, err
-		}
 	}
 	opts := pebble.IterOptions{LowerBound: appendKVKey(nil, gen, start), UpperBound: genEnd(gen)}
 	if len(end) > 0 {
