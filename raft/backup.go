@@ -19,8 +19,15 @@ import (
 // (clusterIDFor), as for any new cluster: the restored cluster is a new
 // cluster, and its nodes and the old ones refuse each other.
 
-// ErrNotEmpty: Restore was given a data directory that holds something.
-var ErrNotEmpty = errors.New("raft: data directory is not empty")
+// Restore's refusals.
+var (
+	// ErrNotEmpty: Restore was given a data directory that holds something.
+	ErrNotEmpty = errors.New("raft: data directory is not empty")
+	// ErrSameCluster: the restored cluster would have the id of the cluster
+	// the backup came from (the same token and members), so its nodes and
+	// the old ones would not refuse each other.
+	ErrSameCluster = errors.New("raft: restored cluster would have the backup's own cluster id")
+)
 
 // View is a point-in-time view of the node's applied KV state, for reading
 // all of it without stalling writes. Close it promptly: it holds a Pebble
@@ -73,6 +80,7 @@ type RestoreConfig struct {
 	ClusterToken string
 	DataDir      string // must be missing or empty
 	Index        uint64 // the backup's applied index
+	FromCluster  uint64 // the id of the cluster the backup came from (0: unknown)
 	Logger       *slog.Logger
 }
 
@@ -107,6 +115,10 @@ func Restore(cfg RestoreConfig, fill func(add func(key, value []byte, version ui
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	id := clusterIDFor(cfg.ClusterToken, cfg.Peers)
+	if id == cfg.FromCluster {
+		return fmt.Errorf("%w (%016x): give the new cluster its own --initial-cluster-token", ErrSameCluster, id)
+	}
 	if ents, err := os.ReadDir(cfg.DataDir); err == nil && len(ents) > 0 {
 		return fmt.Errorf("%w: %s holds %d entries; restore into a new directory", ErrNotEmpty, cfg.DataDir, len(ents))
 	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -127,7 +139,6 @@ func Restore(cfg RestoreConfig, fill func(add func(key, value []byte, version ui
 			removeContents(cfg.DataDir)
 		}
 	}()
-	id := clusterIDFor(cfg.ClusterToken, cfg.Peers)
 	if err := st.SetClusterID(id); err != nil {
 		return fmt.Errorf("raft: restore: record cluster id: %w", err)
 	}

@@ -185,7 +185,7 @@ func (st *snapStream) stream(view *raft.View) error {
 	st.index = view.Applied()
 	st.limit = min(wire.MaxSnapshotChunk, st.conn.MaxMessage()-wire.ResponseHeaderLen-1)
 	st.buf = make([]byte, 1, 1+st.limit)
-	w, err := backup.NewWriter(st, backup.Header{Index: st.index, Keys: keys})
+	w, err := backup.NewWriter(st, backup.Header{Index: st.index, Keys: keys, Cluster: st.s.node.ClusterID()})
 	if err != nil {
 		return err
 	}

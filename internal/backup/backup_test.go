@@ -15,8 +15,13 @@ type rec struct {
 
 func encode(t testing.TB, index uint64, recs []rec) []byte {
 	t.Helper()
+	return encodeHeader(t, Header{Index: index, Keys: uint64(len(recs)), Cluster: 0xc1}, recs)
+}
+
+func encodeHeader(t testing.TB, h Header, recs []rec) []byte {
+	t.Helper()
 	var b bytes.Buffer
-	w, err := NewWriter(&b, Header{Index: index, Keys: uint64(len(recs))})
+	w, err := NewWriter(&b, h)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +69,7 @@ func TestRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if h != (Header{Index: 100, Keys: uint64(len(recs))}) || fmt.Sprint(got) != fmt.Sprint(recs) {
+		if h != (Header{Index: 100, Keys: uint64(len(recs)), Cluster: 0xc1}) || fmt.Sprint(got) != fmt.Sprint(recs) {
 			t.Fatalf("decoded %+v %v, want %d records %v", h, got, len(recs), recs)
 		}
 		if _, sum, err := Verify(bytes.NewReader(b)); err != nil || len(sum) != TrailerLen {
@@ -158,7 +163,7 @@ func FuzzReader(f *testing.F) {
 			}
 			return
 		}
-		if again := encode(t, h.Index, recs); !bytes.Equal(again, b) {
+		if again := encodeHeader(t, h, recs); !bytes.Equal(again, b) {
 			t.Fatalf("decoded backup re-encodes differently")
 		}
 	})

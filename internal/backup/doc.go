@@ -5,12 +5,14 @@
 //
 //	file    = header record* trailer
 //	header  = magic "KVDSNAP\n" (8 bytes) | format u16 | reserved u16 (0)
-//	          | index u64 | keys u64                               (28 bytes)
+//	          | index u64 | keys u64 | cluster u64                 (36 bytes)
 //	record  = keyLen u16 | valueLen u32 | version u64 | key | value
 //	trailer = SHA-256 of every byte before it                      (32 bytes)
 //
 // All integers are little-endian. index is the applied Raft index the state
-// was read at; keys is the number of records. Records are in strictly
+// was read at; keys is the number of records; cluster is the id of the
+// cluster it came from (a restore refuses to make a cluster with that id
+// again: the new cluster must be told apart from the old). Records are in strictly
 // increasing key order (a key at most once), with 1 <= keyLen <=
 // table.MaxKey, valueLen <= table.MaxValue and 1 <= version <= index: a
 // key's version is the index of the entry that last wrote it.

@@ -12,7 +12,7 @@ const Format = 1
 
 // Sizes of the fixed parts.
 const (
-	HeaderLen    = 28
+	HeaderLen    = 36
 	recordHead   = 2 + 4 + 8
 	TrailerLen   = 32 // SHA-256
 	magic        = "KVDSNAP\n"
@@ -32,6 +32,9 @@ var (
 type Header struct {
 	Index uint64 // applied Raft index of the state
 	Keys  uint64 // number of records
+	// Cluster is the id of the cluster the backup was taken from (0:
+	// unknown).
+	Cluster uint64
 }
 
 func appendHeader(b []byte, h Header) []byte {
@@ -39,7 +42,8 @@ func appendHeader(b []byte, h Header) []byte {
 	b = binary.LittleEndian.AppendUint16(b, Format)
 	b = binary.LittleEndian.AppendUint16(b, 0)
 	b = binary.LittleEndian.AppendUint64(b, h.Index)
-	return binary.LittleEndian.AppendUint64(b, h.Keys)
+	b = binary.LittleEndian.AppendUint64(b, h.Keys)
+	return binary.LittleEndian.AppendUint64(b, h.Cluster)
 }
 
 func appendRecordHead(b []byte, keyLen, valueLen int, version uint64) []byte {

@@ -46,7 +46,8 @@ func NewReader(r io.Reader) (*Reader, error) {
 	if binary.LittleEndian.Uint16(b[10:]) != 0 {
 		return nil, fmt.Errorf("%w: reserved header field set", ErrFormat)
 	}
-	br.h = Header{Index: binary.LittleEndian.Uint64(b[12:]), Keys: binary.LittleEndian.Uint64(b[20:])}
+	br.h = Header{Index: binary.LittleEndian.Uint64(b[12:]), Keys: binary.LittleEndian.Uint64(b[20:]),
+		Cluster: binary.LittleEndian.Uint64(b[28:])}
 	return br, nil
 }
 

@@ -30,6 +30,11 @@ type Options struct {
 	SnapshotCount uint64
 	Tick          time.Duration
 	Log           bool // send node logs to the test log's stderr
+	// Token is the cluster token (server.Config.InitialClusterToken).
+	Token string
+	// Restore names a backup every node starts the new cluster from
+	// (server.Config.Restore); restarts leave it out.
+	Restore string
 }
 
 // FreeAddrs returns n loopback addresses whose ports were free a moment ago.
@@ -62,7 +67,7 @@ func StartCluster(t testing.TB, n int, o Options) []*Node {
 		nodes[i].cfg = server.Config{
 			ID: uint64(i + 1), Listen: addrs[i], DataDir: nodes[i].DataDir, InitialCluster: cluster,
 			TableMem: o.TableMem, ReuseGrace: o.ReuseGrace, SnapshotCount: o.SnapshotCount, TickInterval: o.Tick,
-			Logger: logger(o.Log),
+			Logger: logger(o.Log), InitialClusterToken: o.Token, Restore: o.Restore,
 		}
 		if i < len(o.TableMems) {
 			nodes[i].cfg.TableMem = o.TableMems[i]
@@ -100,6 +105,7 @@ func (n *Node) Start() error {
 		return fmt.Errorf("node %d: %w", n.ID, err)
 	}
 	n.Srv, n.Tr = srv, tr
+	n.cfg.Restore = "" // restored once: a restart opens the data directory as it is
 	return nil
 }
 
