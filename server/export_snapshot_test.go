@@ -12,7 +12,10 @@ func HoldSnapshotSlots(s *Server) (release func()) {
 	}
 	return func() {
 		for range MaxSnapshotStreams {
-			s.snapSlots.release()
+			select { // never blocks, even when a broken limit let a stream take none
+			case <-s.snapSlots.ch:
+			default:
+			}
 		}
 	}
 }
