@@ -17,6 +17,7 @@ import (
 	"github.com/kvd-project/kvd/client"
 	"github.com/kvd-project/kvd/internal/backup"
 	"github.com/kvd-project/kvd/internal/kvdtest"
+	"github.com/kvd-project/kvd/internal/wire"
 	"github.com/kvd-project/kvd/raft"
 	"github.com/kvd-project/kvd/server"
 	"github.com/kvd-project/kvd/transport/tcp"
@@ -294,3 +295,24 @@ func newTransport(t *testing.T) (*tcp.Transport, error) {
 }
 
 func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// TestDeposedLeaderSnapshotNeedsReadIndex: a leader cut off from the others
+// is deposed and the new leader writes a key. Asked for a backup, the old
+// leader must fail or not answer: streamed without a ReadIndex, the backup
+// would miss an acknowledged write.
+func TestDeposedLeaderSnapshotNeedsReadIndex(t *testing.T) {
+	nodes := kvdtest.StartCluster(t, 3, kvdtest.Options{})
+	old := kvdtest.WaitLeader(t, nodes, 10*time.Second)
+	rest := othersThan(nodes, old)
+	old.Isolate(rest...)
+	t.Cleanup(func() { old.Rejoin(rest...) })
+	leader := kvdtest.WaitLeader(t, rest, 20*time.Second)
+	if err := newClient(t, []string{leader.Addr}, client.Linearizable).Put(context.Background(), []byte("new"), []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := askRequest(t, old.Addr, &wire.Request{Op: wire.OpSnapshot}, 3*time.Second)
+	if err == nil && resp.Status == wire.StatusOK {
+		t.Fatalf("deposed leader %d streamed a backup after the new leader %d wrote a key: "+
+			"it did not confirm its leadership (ReadIndex)", old.ID, leader.ID)
+	}
+}
