@@ -120,7 +120,7 @@ func Restore(cfg RestoreConfig, fill func(add func(key, value []byte, version ui
 		return fmt.Errorf("%w (%016x): give the new cluster its own --initial-cluster-token", ErrSameCluster, id)
 	}
 	if ents, err := os.ReadDir(cfg.DataDir); err == nil && len(ents) > 0 {
-		return fmt.Errorf("%w: %s holds %d entries; restore into a new directory", ErrNotEmpty, cfg.DataDir, len(ents))
+		return fmt.Errorf("%w: %s holds %d entries: restore into a new directory (a node already restored restarts without the backup)", ErrNotEmpty, cfg.DataDir, len(ents))
 	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("raft: restore: %w", err)
 	}
