@@ -171,6 +171,7 @@ type snapStream struct {
 	slow  *sync.Once
 	index uint64
 	buf   []byte // the chunk being filled: flags byte, then data
+	frame []byte // the response being sent (Send copies it: reused)
 	limit int    // data bytes per chunk
 	bytes int64
 }
@@ -232,12 +233,12 @@ func (st *snapStream) flush(last bool) error {
 func (st *snapStream) send(resp wire.Response) error {
 	s := st.s
 	resp.Op, resp.ID = wire.OpSnapshot, st.id
-	frame := wire.AppendResponse(make([]byte, 0, wire.ResponseHeaderLen+len(resp.Value)), &resp)
+	st.frame = wire.AppendResponse(st.frame[:0], &resp)
 	if err := s.awaitThaw(s.ctx); err != nil {
 		return fmt.Errorf("%w: %w", errSnapshotSend, err)
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, replyTimeout)
-	err := st.conn.Send(ctx, frame)
+	err := st.conn.Send(ctx, st.frame)
 	cancel()
 	if err != nil && errors.Is(err, context.DeadlineExceeded) && s.ctx.Err() == nil {
 		st.slow.Do(func() {
