@@ -6,6 +6,8 @@
 // node when the entry is applied), two-sided GETs (the RPC fallback, and
 // the ReadIndex level), range scans (scan.go: pages read from the applied
 // state in Pebble, answered only once the region has caught up with them),
+// backups (snapshot.go: the leader's whole state at one index, streamed in
+// chunks; restore.go: a new node's data directory written from one),
 // status and membership.
 //
 // A batch holding a transaction that wrote several keys is mirrored into
