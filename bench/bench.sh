@@ -145,6 +145,8 @@ kvb tls --series tcp+tls --tls --mix get,put --consistency linearizable --client
 kvb zipf --dist zipf --mix 100/0,95/5 --consistency linearizable --clients 1,16 --baseline=false
 # Compare-and-swap contention: read-modify-writes racing for 16 keys.
 kvb cas --mix cas --keys 16 --clients 1,16 --consistency linearizable --baseline=false
+# Short range scans and inserts (YCSB-E): scans of 1..100 keys.
+kvb scan --mix scan --clients 1,16 --consistency linearizable --baseline=false
 # Open loop at fixed rates: tail latency without coordinated omission.
 kvb open --mode open --rate "$rates" --clients 64 --mix 95/5 --consistency linearizable --baseline=false
 # Many client instances: each of 64 clients has its own connections.

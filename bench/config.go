@@ -28,6 +28,9 @@ type Store interface {
 	// version (0: absent), failing with client.ErrConflict otherwise.
 	GetVersion(ctx context.Context, key []byte, opts ...client.ReadOption) ([]byte, uint64, error)
 	CompareAndSwap(ctx context.Context, key, value []byte, version uint64) error
+	// Scan serves the scan workload (YCSB-E): up to limit keys with their
+	// values, in key order, from start on; it returns how many it read.
+	Scan(ctx context.Context, start []byte, limit int, opts ...client.ReadOption) (int, error)
 	Stats() client.Stats
 }
 
@@ -38,6 +41,16 @@ type Client struct{ *client.Client }
 func (c Client) CompareAndSwap(ctx context.Context, key, value []byte, version uint64) error {
 	_, err := c.PutVersion(ctx, key, value, client.IfVersion(version))
 	return err
+}
+
+// Scan is Range from start with no upper bound and client.WithLimit(limit):
+// one page, one request.
+func (c Client) Scan(ctx context.Context, start []byte, limit int, opts ...client.ReadOption) (int, error) {
+	r, err := c.Range(ctx, start, nil, append(opts, client.WithLimit(limit))...)
+	if err != nil {
+		return 0, err
+	}
+	return len(r.KVs), nil
 }
 
 // Mode is how operations are issued.

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -84,6 +85,23 @@ func (f *fakeStore) Put(ctx context.Context, key, value []byte) error {
 	}
 	f.mu.Unlock()
 	return nil
+}
+
+// Scan reads up to limit keys from start on, in key order, as kvd's Range
+// does.
+func (f *fakeStore) Scan(ctx context.Context, start []byte, limit int, opts ...client.ReadOption) (int, error) {
+	f.maybeStall()
+	f.gets.Add(1)
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	keys := make([]string, 0, len(f.data))
+	for k := range f.data {
+		if k >= string(start) {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	return min(limit, len(keys)), nil
 }
 
 func (f *fakeStore) GetVersion(ctx context.Context, key []byte, opts ...client.ReadOption) ([]byte, uint64, error) {

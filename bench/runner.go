@@ -231,6 +231,8 @@ func (r *Runner) collect(p *Point, ws []*worker, win window) result.Run {
 		out.Errors += w.errs
 		out.Misses += w.misses
 		out.Conflicts += w.conflicts
+		out.Scans += w.scans
+		out.ScanKeys += w.scanKeys
 	}
 	r.all.Merge(r.get)
 	r.all.Merge(r.put)

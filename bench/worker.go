@@ -31,6 +31,9 @@ type worker struct {
 	// PUT; conflicts are the CASes whose condition failed (answers, not
 	// errors).
 	gets, puts, errs, misses, conflicts uint64
+	// scans (counted in gets too: they are reads) and the keys they
+	// returned; scanned holds the last scan's count until it is accounted.
+	scans, scanKeys, scanned uint64
 	// Every completed operation and error, warmup included, for progress.
 	done, failed atomic.Uint64
 }
@@ -46,6 +49,7 @@ func (w *worker) prepare(store Store, p *Point, seed, stream uint64) {
 	w.get.Reset()
 	w.put.Reset()
 	w.gets, w.puts, w.errs, w.misses, w.conflicts = 0, 0, 0, 0, 0
+	w.scans, w.scanKeys, w.scanned = 0, 0, 0
 	w.done.Store(0)
 	w.failed.Store(0)
 }
@@ -63,6 +67,10 @@ func (w *worker) do(ctx context.Context, op workload.Op, key []byte) (ok, miss b
 		}
 	case workload.CAS:
 		return w.cas(ctx, key)
+	case workload.Scan:
+		var n int
+		n, err = w.store.Scan(ctx, key, w.gen.ScanLen(), w.opts...)
+		w.scanned = uint64(n)
 	default:
 		err = w.store.Put(ctx, key, w.gen.Value())
 	}
@@ -95,11 +103,15 @@ func (w *worker) account(op workload.Op, lat time.Duration, ok, miss, measured b
 	switch {
 	case !ok:
 		w.errs++
-	case op == workload.Get:
+	case op == workload.Get || op == workload.Scan:
 		w.gets++
 		w.get.Record(lat)
 		if miss {
 			w.misses++
+		}
+		if op == workload.Scan {
+			w.scans++
+			w.scanKeys += w.scanned
 		}
 	default:
 		w.puts++

@@ -52,6 +52,13 @@ type Config struct {
 	Logger *slog.Logger
 	// Registerer receives the server's metrics. Nil means none.
 	Registerer prometheus.Registerer
+	// Restore names a backup file (kvctl snapshot save) to initialise the
+	// empty DataDir from before the node starts: the node starts as an
+	// initial member of a new cluster (InitialCluster,
+	// InitialClusterToken; not Join) whose state is the backup's. Every
+	// initial member restores the same file. A DataDir that holds anything
+	// is refused (raft.ErrNotEmpty): restarts leave Restore empty.
+	Restore string
 	// MaxConnections is the most connections the server holds at once,
 	// clients' and peers' together (each other member holds one or two);
 	// over the tcp transport, sockets still in their handshake count too.
@@ -140,6 +147,9 @@ func (c *Config) Validate() error {
 	}
 	if c.LeaseDrift < 0 || c.LeaseDrift > 0.5 {
 		return fmt.Errorf("server: lease drift %v not in [0, 0.5]", c.LeaseDrift)
+	}
+	if c.Restore != "" && c.Join {
+		return errors.New("server: a restored node starts a new cluster; it cannot also join one")
 	}
 	if len(c.InitialCluster) == 0 {
 		c.InitialCluster = map[uint64]string{c.ID: c.Listen}

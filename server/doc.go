@@ -6,9 +6,11 @@
 // node when the entry is applied), two-sided GETs (the RPC fallback, and
 // the ReadIndex level), range scans (scan.go: pages read from the applied
 // state in Pebble, answered only once the region has caught up with them),
-// status and membership, and watches (watch.go: every applied write goes
+// status and membership, watches (watch.go: every applied write goes
 // to the node's bounded event history, internal/watch, from which each
-// client connection's watches are sent in commit order).
+// client connection's watches are sent in commit order), and backups
+// (snapshot.go: the leader's whole state at one index, streamed in
+// chunks; restore.go: a new node's data directory written from one).
 //
 // A batch holding a transaction that wrote several keys is mirrored into
 // the region as one atomic group, so that no one-sided reader sees part of

@@ -99,6 +99,8 @@ func (s *Server) serveConn(conn transport.Conn) {
 			reserve += scanReplyMax
 		case wire.OpGetMany:
 			reserve += getManyReplyMax
+		case wire.OpSnapshot:
+			reserve += snapshotChunkReserve
 		}
 		reserve = min(reserve, maxConnBytes)
 		if budget.acquire(s.ctx, reserve) != nil {
@@ -119,6 +121,11 @@ func (s *Server) serveConn(conn transport.Conn) {
 		go func() {
 			defer s.wg.Done()
 			defer func() { <-sem }()
+			if req.Op == wire.OpSnapshot { // many replies (snapshot.go)
+				defer budget.release(reserve)
+				s.serveSnapshot(conn, &req, &slow)
+				return
+			}
 			s.respond(conn, &req, budget, reserve, &slow)
 		}()
 		if cap(buf) > keepRecvBuf {
@@ -446,7 +453,8 @@ func permission(conn transport.Conn, op wire.Op) (wire.Response, bool) {
 func readOnlyOp(op wire.Op) bool {
 	switch op {
 	case wire.OpHello, wire.OpGet, wire.OpStatus, wire.OpMemberList, wire.OpClock, wire.OpScan, wire.OpGetMany, wire.OpLeaseTimeToLive,
-		wire.OpWatch, wire.OpWatchCancel:
+		wire.OpWatch, wire.OpWatchCancel,
+		wire.OpSnapshot: // a backup reads nothing a scan cannot (snapshot.go)
 		return true
 	}
 	return false

@@ -35,6 +35,8 @@ type metrics struct {
 	// Watches refused or dropped, by reason, and events sent (watch.go).
 	watchRefusals *prometheus.CounterVec
 	watchEvents   prometheus.Counter
+	// Backup streams by outcome (snapshot.go).
+	snapshots *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
@@ -90,6 +92,8 @@ func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
 		Name: "kvd_connections", Help: "Connections the server holds (clients' and peers'), against --max-connections.",
 	}, func() float64 { return float64(s.connCount()) }))
 	m.cs = append(m.cs, watchCollectors(m, s)...)
+	m.snapshots = newSnapshotCounter()
+	m.cs = append(m.cs, m.snapshots)
 	m.cs = append(m.cs, rdmaCollectors(s.cfg.Transport)...)
 	if reg != nil {
 		for _, c := range m.cs {

@@ -61,6 +61,8 @@ type Server struct {
 	conns     map[transport.Conn]struct{} // its size is the connection count (Config.MaxConnections)
 	// refusalLog rate-limits the logs of refused connections (limits.go).
 	refusalLog ratelog.Limiter
+	// snapSlots bounds concurrent backup streams (snapshot.go).
+	snapSlots snapshotSlots
 }
 
 // New starts a node: it registers and formats the table region, opens (or
@@ -99,6 +101,11 @@ func (s *Server) start() error {
 	}
 	if s.tbl, err = table.Format(s.region.Bytes(), table.Config{Grace: s.cfg.ReuseGrace}); err != nil {
 		return fmt.Errorf("server: format table: %w", err)
+	}
+	if s.cfg.Restore != "" {
+		if err := s.restore(); err != nil {
+			return err
+		}
 	}
 	// Hold the table until the rebuild below is done: applies that the
 	// node delivers meanwhile wait, then land on the rebuilt table.

@@ -51,6 +51,7 @@ func Markdown(w io.Writer, rep *result.Report, o Options) error {
 		{"One client instance per client", "Closed-loop runs where each of at least " + fmt.Sprint(manyInstances) + " clients has its own client instance (its own connections), so the servers see that many connections: the shape where per-connection costs show. CPU is the servers' user+system time per operation (all nodes together).", instancesTable(rep)},
 		{"Against perftest", "One-client GET-only and PUT-only runs over RDMA next to perftest's raw round trip of the nearest size, measured in the same run: one-sided GETs against `ib_read_lat`, RPC GETs and PUTs against `ib_send_lat` (doubled: a full round trip). p50 in µs.", perftestTable(rep)},
 		{"Compare-and-swap contention", "Runs of the `cas` mix: every operation reads a key's version and writes the key back on condition that it is still that version (`PutVersion` with `IfVersion`), so clients racing for the same keys conflict. ops/s and latencies are of whole read-modify-writes; conflicts: CASes refused because another write came first (answers, not errors).", casTable(rep)},
+		{"Range scans (YCSB-E)", "Runs of the `scan` mix: 95% short range scans (`Range` from a drawn key, `WithLimit` drawn uniformly from 1 to the scan length, 100 by default, as YCSB-E) and 5% inserts of new keys. ops/s and p50/p99 are of all operations; scan and insert p50 by kind; keys/scan: keys returned per scan on average.", scanTable(rep)},
 		{"TLS cost", "Each run of a series `S+tls` (kvd with TLS on) next to the same point of series `S` (plaintext): ×: TLS over plaintext. CPU is the servers' user+system time per operation.", tlsTable(rep)},
 		{"Baselines", "Raw transport round trips, no kvd code involved; µs.", baselinesTable(rep)},
 	}
@@ -270,6 +271,28 @@ func instancesTable(rep *result.Report) *table {
 		t.add(r.Series, r.Mix, consistency(r), r.Dist, fmt.Sprint(r.Keys), bytes(r.ValueSize), load(r), fmt.Sprint(r.Conns),
 			rate(r.Throughput), us(r.Lat.P50), us(r.Lat.P99), count(r.Errors),
 			frac(r.RoundsPerGet()), frac(r.ReadsPerOneSidedGet()), perGet(r.BytesPerOneSidedGet()), gross, net)
+	}
+	return t
+}
+
+// scanTable lists the YCSB-E runs (mix "scan").
+func scanTable(rep *result.Report) *table {
+	t := newTable("series", "consistency", "dist", ">keys", ">clients", ">ops/s", ">p50", ">p99", ">scan p50", ">insert p50",
+		">keys/scan", ">errors", ">srv CPU µs/op")
+	for i := range rep.Runs {
+		r := &rep.Runs[i]
+		if r.Mix != "scan" {
+			continue
+		}
+		per, gross := "–", "–"
+		if r.Scans > 0 {
+			per = fmt.Sprintf("%.1f", float64(r.ScanKeys)/float64(r.Scans))
+		}
+		if r.ServerPIDs > 0 {
+			gross = cpu(r.ServerCPUPerOp)
+		}
+		t.add(r.Series, consistency(r), r.Dist, fmt.Sprint(r.Keys), load(r), rate(r.Throughput), us(r.Lat.P50), us(r.Lat.P99),
+			us(r.GetLat.P50), us(r.PutLat.P50), per, count(r.Errors), gross)
 	}
 	return t
 }

@@ -366,3 +366,23 @@ func TestCASTable(t *testing.T) {
 		t.Errorf("conflict %% %q, want 25.0", got)
 	}
 }
+
+// TestScanTable: runs of the scan mix (YCSB-E) get their own table, with
+// the keys returned per scan; other runs stay out of it.
+func TestScanTable(t *testing.T) {
+	rep := sample()
+	sc := rep.Runs[0]
+	sc.Mix, sc.ReadPct, sc.Gets, sc.Puts, sc.Scans, sc.ScanKeys = "scan", -2, 950, 50, 950, 47500
+	rep.Runs = append(rep.Runs, sc)
+	var b strings.Builder
+	if err := Markdown(&b, rep, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	tab := section(t, b.String(), "Range scans (YCSB-E)")
+	if len(tab) != 3 {
+		t.Fatalf("scan table has %d lines, want a header, a rule and the one scan run:\n%s", len(tab), strings.Join(tab, "\n"))
+	}
+	if got := cell(t, tab, "keys/scan", "linearizable"); got != "50.0" {
+		t.Errorf("keys/scan %q, want 50.0", got)
+	}
+}

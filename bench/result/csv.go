@@ -130,6 +130,8 @@ var runColumns = slices.Concat([]column[Run]{
 	u64Col("errors", func(r *Run) *uint64 { return &r.Errors }),
 	u64Col("misses", func(r *Run) *uint64 { return &r.Misses }),
 	u64Col("conflicts", func(r *Run) *uint64 { return &r.Conflicts }),
+	u64Col("scans", func(r *Run) *uint64 { return &r.Scans }),
+	u64Col("scan_keys", func(r *Run) *uint64 { return &r.ScanKeys }),
 	f64Col("throughput", func(r *Run) *float64 { return &r.Throughput }),
 },
 	summaryCols("lat_", func(r *Run) *latency.Summary { return &r.Lat }),

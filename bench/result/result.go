@@ -65,7 +65,11 @@ type Run struct {
 	Misses uint64 `json:"misses"` // GETs that found no key (not errors)
 	// Conflicts: CAS operations (mix "cas", counted in Puts) whose version
 	// condition failed: answers, not errors.
-	Conflicts  uint64  `json:"conflicts,omitempty"`
+	Conflicts uint64 `json:"conflicts,omitempty"`
+	// Scans: range scans (mix "scan", YCSB-E; counted in Gets), and the
+	// keys they returned together.
+	Scans      uint64  `json:"scans,omitempty"`
+	ScanKeys   uint64  `json:"scan_keys,omitempty"`
 	Throughput float64 `json:"throughput"` // ops/s
 
 	Lat    latency.Summary `json:"lat"`

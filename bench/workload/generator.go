@@ -41,13 +41,27 @@ func New(cfg Config, seed, stream uint64) *Generator {
 // Next draws the next operation and its key index.
 func (g *Generator) Next() (Op, int) {
 	op := Put
-	if g.cfg.Mix == CASOnly {
+	switch {
+	case g.cfg.Mix == CASOnly:
 		op = CAS
-	} else if g.rng.IntN(100) < int(g.cfg.Mix) {
+	case g.cfg.Mix == ScanInsert:
+		if g.rng.IntN(100) >= ScanPercent {
+			return Put, g.InsertIndex()
+		}
+		op = Scan
+	case g.rng.IntN(100) < int(g.cfg.Mix):
 		op = Get
 	}
 	return op, g.Index()
 }
+
+// InsertIndex draws the key index of a ScanInsert insert: past the
+// preloaded keys, in [Keys, 2*Keys), so inserts add keys the scans then
+// meet (keys sort in index order). A repeat overwrites.
+func (g *Generator) InsertIndex() int { return g.cfg.Keys + g.rng.IntN(g.cfg.Keys) }
+
+// ScanLen draws a scan's length, uniform in 1..ScanLength.
+func (g *Generator) ScanLen() int { return 1 + g.rng.IntN(g.cfg.ScanLength) }
 
 // Index draws a key index in [0, Keys).
 func (g *Generator) Index() int {

@@ -22,6 +22,9 @@ const (
 	// version (a read-modify-write): under contention some fail with a
 	// conflict.
 	CAS
+	// Scan reads a short range: up to Generator.ScanLen keys in key order
+	// from a drawn key (YCSB-E).
+	Scan
 )
 
 func (o Op) String() string {
@@ -30,6 +33,8 @@ func (o Op) String() string {
 		return "put"
 	case CAS:
 		return "cas"
+	case Scan:
+		return "scan"
 	}
 	return "get"
 }
@@ -75,19 +80,30 @@ const (
 	WriteOnly Mix = 0   // every op a PUT
 	// CASOnly: every op a compare-and-swap (CAS). Not a percentage.
 	CASOnly Mix = -1
+	// ScanInsert is YCSB-E: ScanPercent of operations short range scans
+	// (Scan) from a drawn key, the rest inserts of new keys (Put of a key
+	// past the preloaded ones). Not a percentage.
+	ScanInsert Mix = -2
 )
+
+// ScanPercent is the share of scans in ScanInsert, as in YCSB-E.
+const ScanPercent = 95
 
 // String names the mix as "GET/PUT" percentages: "95/5", or "cas".
 func (m Mix) String() string {
-	if m == CASOnly {
+	switch m {
+	case CASOnly:
 		return "cas"
+	case ScanInsert:
+		return "scan"
 	}
 	return fmt.Sprintf("%d/%d", int(m), 100-int(m))
 }
 
 // ParseMix accepts "95/5" style percentages, a bare GET percentage ("95"),
 // YCSB letters ("ycsb-a", "b", ...), "get" / "put" for 100/0 and 0/100, and
-// "cas" for compare-and-swap only.
+// "cas" for compare-and-swap only, and "scan" (or "ycsb-e", "e") for
+// YCSB-E's short scans and inserts.
 func ParseMix(s string) (Mix, error) {
 	t := strings.TrimPrefix(strings.ToLower(strings.TrimSpace(s)), "ycsb-")
 	switch t {
@@ -101,6 +117,8 @@ func ParseMix(s string) (Mix, error) {
 		return WriteOnly, nil
 	case "cas":
 		return CASOnly, nil
+	case "scan", "e":
+		return ScanInsert, nil
 	}
 	r, w, split := strings.Cut(t, "/")
 	rp, err := strconv.Atoi(r)
@@ -118,8 +136,8 @@ func ParseMix(s string) (Mix, error) {
 
 // Config describes a workload.
 type Config struct {
-	// Mix is the GET share in percent, or CASOnly. The zero value is
-	// WriteOnly.
+	// Mix is the GET share in percent, or CASOnly or ScanInsert. The zero
+	// value is WriteOnly.
 	Mix Mix
 	// Keys is the size of the key space. Default 10000.
 	Keys int
@@ -134,7 +152,15 @@ type Config struct {
 	// ZipfS is the Zipf exponent, > 1 (math/rand/v2's Zipf needs s > 1).
 	// Default 1.1.
 	ZipfS float64
+	// ScanLength is the longest scan of ScanInsert: each scan asks for a
+	// length drawn uniformly from 1..ScanLength (YCSB-E's maxscanlength
+	// and uniform scanlengthdistribution). Default 100.
+	ScanLength int
 }
+
+// MaxScanLength bounds Config.ScanLength: one page of a range read
+// (wire.MaxScanKeys), so a scan is one request.
+const MaxScanLength = 1000
 
 // Defaults.
 const (
@@ -142,6 +168,8 @@ const (
 	DefaultKeySize   = 16
 	DefaultValueSize = 256
 	DefaultZipfS     = 1.1
+	// DefaultScanLength is Config.ScanLength's default, YCSB-E's.
+	DefaultScanLength = 100
 )
 
 // Validate reports whether c is usable, filling in defaults.
@@ -158,13 +186,21 @@ func (c *Config) Validate() error {
 	if c.ZipfS == 0 {
 		c.ZipfS = DefaultZipfS
 	}
+	if c.ScanLength == 0 {
+		c.ScanLength = DefaultScanLength
+	}
 	switch {
-	case (c.Mix < 0 || c.Mix > 100) && c.Mix != CASOnly:
+	case (c.Mix < 0 || c.Mix > 100) && c.Mix != CASOnly && c.Mix != ScanInsert:
 		return fmt.Errorf("%w: mix %d%% GETs is outside 0..100", ErrConfig, int(c.Mix))
 	case c.Keys < 0:
 		return fmt.Errorf("%w: %d keys", ErrConfig, c.Keys)
 	case c.KeySize < 1+len(strconv.Itoa(c.Keys-1)):
 		return fmt.Errorf("%w: %d-byte keys cannot name %d keys", ErrConfig, c.KeySize, c.Keys)
+	case c.Mix == ScanInsert && c.KeySize < 1+len(strconv.Itoa(2*c.Keys-1)):
+		// Inserts write keys Keys..2*Keys-1.
+		return fmt.Errorf("%w: %d-byte keys cannot name the %d keys a scan mix inserts up to", ErrConfig, c.KeySize, 2*c.Keys)
+	case c.ScanLength < 1 || c.ScanLength > MaxScanLength:
+		return fmt.Errorf("%w: scan length %d outside 1..%d", ErrConfig, c.ScanLength, MaxScanLength)
 	case c.ValueSize < 0:
 		return fmt.Errorf("%w: value size %d", ErrConfig, c.ValueSize)
 	case c.Dist > Zipf:

@@ -32,7 +32,7 @@ type runOptions struct {
 	startTLS                                 bool
 	// Sweep.
 	mixes, consistencies, clients, valueSizes, rates string
-	keys, keySize                                    int
+	keys, keySize, scanLength                        int
 	dist                                             string
 	zipfS                                            float64
 	mode                                             string
@@ -67,12 +67,13 @@ func runFlags(o *runOptions) *flag.FlagSet {
 	fs.DurationVar(&o.requestTimeout, "request-timeout", 0, "the clients' RequestTimeout, the most one operation may take (0: the client's default, 15s)")
 	fs.IntVar(&o.clientCache, "client-cache", 0, "client location cache entries (0: the client's default; -1: off, so every one-sided GET takes 2 round trips)")
 
-	fs.StringVar(&o.mixes, "mix", "100/0,95/5,50/50,0/100", "GET/PUT mixes: 95/5, ycsb-a..c, get, put, or cas (compare-and-swap read-modify-writes)")
+	fs.StringVar(&o.mixes, "mix", "100/0,95/5,50/50,0/100", "GET/PUT mixes: 95/5, ycsb-a..c, get, put, cas (compare-and-swap read-modify-writes), or scan (ycsb-e: 95% short range scans, 5% inserts)")
 	fs.StringVar(&o.consistencies, "consistency", "linearizable,readindex", "GET consistencies: linearizable and serializable are one-sided, readindex is an RPC")
 	fs.StringVar(&o.clients, "clients", "1,4,16,64", "closed-loop concurrencies (open loop: most operations in flight)")
 	fs.StringVar(&o.valueSizes, "value-size", "256", "value sizes, e.g. 16,256,4KiB,64KiB")
 	fs.IntVar(&o.keys, "keys", workload.DefaultKeys, "key space size (capped per value size by --max-data)")
 	fs.IntVar(&o.keySize, "key-size", workload.DefaultKeySize, "key length in bytes")
+	fs.IntVar(&o.scanLength, "scan-length", workload.DefaultScanLength, "--mix scan: each scan reads a length drawn uniformly from 1 to this many keys (YCSB-E: 100)")
 	fs.StringVar(&o.dist, "dist", "uniform", "key distribution: uniform or zipf")
 	fs.Float64Var(&o.zipfS, "zipf-s", workload.DefaultZipfS, "Zipf exponent (> 1)")
 	fs.StringVar(&o.mode, "mode", "closed", "closed (fixed concurrency) or open (fixed rate, latency from intended start)")
@@ -131,7 +132,7 @@ func (o *runOptions) buildSweep() (bench.Sweep, error) {
 		return s, usageError{"--mode open needs --rate"}
 	}
 	s.Base = bench.Point{
-		Workload: workload.Config{Keys: o.keys, KeySize: o.keySize, Dist: dist, ZipfS: o.zipfS},
+		Workload: workload.Config{Keys: o.keys, KeySize: o.keySize, Dist: dist, ZipfS: o.zipfS, ScanLength: o.scanLength},
 		Mode:     mode, Duration: o.duration, Warmup: o.warmup,
 	}
 	s.MaxData = int64(o.maxData)

@@ -44,16 +44,17 @@ func (c command) check(args []string) error {
 const memberUsage = "member list | add ID ADDR | promote ID | remove ID"
 
 var commands = map[string]command{
-	"put":    {"put KEY [VALUE] (no VALUE: --value-file or standard input)", []int{1, 2}, runPut},
-	"get":    {"get KEY", []int{1}, runGet},
-	"mget":   {"mget KEY...", []int{-1}, runMget},
-	"del":    {"del KEY", []int{1}, runDel},
-	"delete": {"del KEY", []int{1}, runDel},
-	"txn":    {"txn (reads the transaction from standard input)", []int{0}, runTxn},
-	"watch":  {"watch [--prefix] KEY [--from-version N]", []int{1}, runWatch},
-	"status": {"status", []int{0}, runStatus},
-	"member": {memberUsage, []int{1, 2, 3}, runMember},
-	"lease":  {leaseUsage, []int{2}, runLease},
+	"put":      {"put KEY [VALUE] (no VALUE: --value-file or standard input)", []int{1, 2}, runPut},
+	"get":      {"get KEY", []int{1}, runGet},
+	"mget":     {"mget KEY...", []int{-1}, runMget},
+	"del":      {"del KEY", []int{1}, runDel},
+	"delete":   {"del KEY", []int{1}, runDel},
+	"txn":      {"txn (reads the transaction from standard input)", []int{0}, runTxn},
+	"watch":    {"watch [--prefix] KEY [--from-version N]", []int{1}, runWatch},
+	"status":   {"status", []int{0}, runStatus},
+	"member":   {memberUsage, []int{1, 2, 3}, runMember},
+	"lease":    {leaseUsage, []int{2}, runLease},
+	"snapshot": {snapshotUsage, []int{2}, runSnapshot},
 }
 
 func (e *env) json(v any) error {

@@ -12,6 +12,7 @@
 //	kvctl [flags] watch [--prefix] KEY [--from-version N]   (events until interrupted; see watch.go)
 //	kvctl [flags] status
 //	kvctl [flags] member list | add ID ADDR | promote ID | remove ID
+//	kvctl [flags] snapshot save FILE | status FILE   (a backup from the leader; check one: snapshot.go)
 //
 // Flags may come before or after the command. Each flag is mirrored by an
 // environment variable: KVCTL_ plus its name in upper case with dashes as

@@ -51,6 +51,10 @@ commands:
   member add ID ADDR      add node ID at ADDR as a learner (then start it with --join)
   member promote ID       make learner ID a voter once it has caught up
   member remove ID        remove node ID
+  snapshot save FILE      write a backup of the cluster's state (from the leader,
+                          checked) to FILE; without --timeout it may take as
+                          long as it needs
+  snapshot status FILE    check a backup and print its index, keys and checksum
 
 flags:
 `
@@ -93,6 +97,7 @@ type options struct {
 	fromVersion versionFlag // watch --from-version
 	scan        scanFlags   // get's range options (scan.go)
 	timeout     time.Duration
+	timeoutSet  bool // --timeout was given (a snapshot save has no default bound)
 }
 
 // versionFlag is --if-version: a version, and whether it was given.
@@ -173,6 +178,7 @@ func parse(args []string, stderr io.Writer) (*options, []string, error) {
 	if err := cli.ApplyEnv(fs, "KVCTL_"); err != nil {
 		return nil, nil, usageError{err.Error()}
 	}
+	fs.Visit(func(f *flag.Flag) { o.timeoutSet = o.timeoutSet || f.Name == "timeout" })
 	if err := o.tls.Files.Check(); err != nil {
 		return nil, nil, usageError{err.Error()}
 	}
@@ -244,6 +250,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	base, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ctx, cancel := context.WithTimeout(base, o.timeout)
+	if pos[0] == "snapshot" && !o.timeoutSet {
+		// A backup takes as long as the state is large; each chunk's
+		// wait is still bounded (client.Snapshot).
+		ctx, cancel = context.WithCancel(base)
+	}
 	defer cancel()
 	return cmd.run(ctx, &env{c: c, o: o, eps: eps, in: stdin, out: stdout, errOut: stderr, base: base}, pos[1:])
 }

@@ -60,6 +60,8 @@ func parseFlags(args []string) (*options, error) {
 	fs.BoolVar(&o.cfg.Join, "join", false, "join an existing cluster (add this node with 'kvctl member add' first)")
 	fs.StringVar(&o.cfg.InitialClusterToken, "initial-cluster-token", raft.DefaultClusterToken,
 		"names the cluster at creation: with --initial-cluster it makes the cluster id peers must present; use one unique to each cluster (ignored with --join)")
+	fs.StringVar(&o.cfg.Restore, "restore", "",
+		"start a new cluster from this backup (kvctl snapshot save): every initial member gets the same file, its own empty --data-dir, and the new cluster's --initial-cluster and a new --initial-cluster-token; a non-empty --data-dir is refused, so restart without it")
 	fs.Uint64Var(&o.cfg.SnapshotCount, "snapshot-count", server.DefaultSnapshotCount, "applied entries between snapshots (bounds the Raft log)")
 	fs.DurationVar(&o.cfg.TickInterval, "tick", server.DefaultTickInterval, "Raft tick interval; elections time out after 10 ticks")
 	fs.Float64Var(&o.cfg.LeaseDrift, "lease-drift", raft.DefaultLeaseDrift, "the most any clock may run faster than another, as a fraction: the read lease is shortened by it, and clients must be given the same bound")

@@ -152,6 +152,11 @@ func TestProcessTLS(t *testing.T) {
 		!strings.Contains(errOut, "kvd: permission denied") {
 		t.Fatalf("read-only put: %v, stderr %q; want exit 1 and kvd: permission denied", err, errOut)
 	}
+	// A backup is a read: the read-only credential may take one.
+	if out, errOut, err := kvctl(carol, "snapshot", "save", filepath.Join(t.TempDir(), "b.kvd")); err != nil ||
+		!strings.HasPrefix(out, "saved ") {
+		t.Fatalf("read-only snapshot save = %q, %v (%s)", out, err, errOut)
+	}
 	if _, errOut, err := kvctl(nil, "get", "hello"); err == nil {
 		t.Fatalf("plaintext kvctl got through to a TLS kvd (stderr %q)", errOut)
 	}

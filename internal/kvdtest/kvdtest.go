@@ -37,6 +37,11 @@ type Options struct {
 	Watch      watch.Config // the nodes' watch bounds (server.Config.Watch)
 	// MaxWatchesPerConn is server.Config.MaxWatchesPerConn.
 	MaxWatchesPerConn int
+	// Token is the cluster token (server.Config.InitialClusterToken).
+	Token string
+	// Restore names a backup every node starts the new cluster from
+	// (server.Config.Restore); restarts leave it out.
+	Restore string
 }
 
 // FreeAddrs returns n loopback addresses whose ports were free a moment ago.
@@ -70,6 +75,7 @@ func StartCluster(t testing.TB, n int, o Options) []*Node {
 			ID: uint64(i + 1), Listen: addrs[i], DataDir: nodes[i].DataDir, InitialCluster: cluster,
 			TableMem: o.TableMem, ReuseGrace: o.ReuseGrace, SnapshotCount: o.SnapshotCount, TickInterval: o.Tick,
 			Logger: logger(o.Log), LeaseClock: o.LeaseClock, Watch: o.Watch, MaxWatchesPerConn: o.MaxWatchesPerConn,
+			InitialClusterToken: o.Token, Restore: o.Restore,
 		}
 		if i < len(o.TableMems) {
 			nodes[i].cfg.TableMem = o.TableMems[i]
@@ -107,6 +113,7 @@ func (n *Node) Start() error {
 		return fmt.Errorf("node %d: %w", n.ID, err)
 	}
 	n.Srv, n.Tr = srv, tr
+	n.cfg.Restore = "" // restored once: a restart opens the data directory as it is
 	return nil
 }
 

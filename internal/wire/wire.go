@@ -65,6 +65,11 @@ const (
 	// OpLeaseTimeToLive: Value the le64 lease id; served by the leader.
 	// Response: Value a LeaseInfo.
 	OpLeaseTimeToLive Op = 18
+	// OpSnapshot streams a backup of the applied state from the leader:
+	// one request (Key and Value empty), answered by a sequence of
+	// responses with its ID, each a bounded chunk of the backup file
+	// (snapshot.go). The responses' Version is the backup's index.
+	OpSnapshot Op = 19
 	// OpGetMany reads several keys at one applied index (an atomic
 	// snapshot of them), from the applied state (Flags: consistency;
 	// Value: the keys, getmany.go). The response's Version is that index,
@@ -103,6 +108,8 @@ func (o Op) String() string {
 		return "watch"
 	case OpWatchCancel:
 		return "watch-cancel"
+	case OpSnapshot:
+		return "snapshot"
 	case OpGetMany:
 		return "get-many"
 	case OpLeaseGrant:

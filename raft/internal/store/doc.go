@@ -37,9 +37,11 @@
 // Concurrency: the raft.Storage methods, Update and CreateSnapshot belong to
 // one goroutine (the raft loop). Get, ForEach (a point-in-time view), Scan
 // (a range of one snapshot, with its applied index), Applied, Members,
-// Member, NumMembers, ClusterID, SetClusterID, NewStaged and Checkpoint
-// may be called from any goroutine, and a Checkpoint may be
-// shared; a Staged is used by one goroutine at a time. Nothing may be used
-// after Close, and Close must wait for Staged transfers and Checkpoint
-// holders to finish.
+// Member, NumMembers, ClusterID, SetClusterID, NewStaged, Checkpoint and
+// View (the whole state at one applied index, for backups) may be called
+// from any goroutine, and a Checkpoint may be shared; a Staged is used by
+// one goroutine at a time. Restore (a backup into an empty store) runs
+// before any raft loop uses the store. Nothing may be used after Close,
+// and Close must wait for Staged transfers, Checkpoint and View holders to
+// finish.
 package store

@@ -79,19 +79,9 @@ func (s *Store) view() (snap *pebble.Snapshot, gen uint64, applied uint64, err e
 	gen = s.gen
 	snap = s.db.NewSnapshot()
 	s.genMu.RUnlock()
-	raw, c, err := snap.Get(keyApplied)
-	switch {
-	case errors.Is(err, pebble.ErrNotFound):
-	case err != nil:
+	if applied, err = appliedAt(snap); err != nil {
 		snap.Close()
 		return nil, 0, 0, err
-	default:
-		applied, err = decodeU64(raw)
-		c.Close()
-		if err != nil {
-			snap.Close()
-			return nil, 0, 0, err
-		}
 	}
 	return snap, gen, applied, nil
 }

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/kvd-project/kvd/client"
+	"github.com/kvd-project/kvd/internal/backup"
+)
+
+const snapshotUsage = "snapshot save FILE | status FILE"
+
+// runSnapshot is `kvctl snapshot save FILE` (a backup from the leader) and
+// `kvctl snapshot status FILE` (check a backup and describe it).
+func runSnapshot(ctx context.Context, e *env, args []string) error {
+	if len(args) != 2 {
+		return usageError{"usage: kvctl " + snapshotUsage}
+	}
+	switch args[0] {
+	case "save":
+		return snapshotSave(ctx, e, args[1])
+	case "status":
+		return snapshotStatus(e, args[1])
+	}
+	return usageError{"usage: kvctl " + snapshotUsage}
+}
+
+// snapshotSave writes the backup to a temporary file next to path and
+// renames it into place only once it is whole, checked and synced: path
+// never holds a partial backup.
+func snapshotSave(ctx context.Context, e *env, path string) error {
+	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".part-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp) // a no-op once renamed
+	info, err := e.c.Snapshot(ctx, f)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		return fmt.Errorf("snapshot save: %w", err)
+	}
+	return e.printSnapshot("saved", path, info)
+}
+
+func snapshotStatus(e *env, path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	h, sum, err := backup.Verify(f)
+	if err != nil {
+		return fmt.Errorf("snapshot status %s: %w", path, err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	return e.printSnapshot("ok", path, client.SnapshotInfo{Index: h.Index, Keys: h.Keys, Bytes: st.Size(), SHA256: sum})
+}
+
+func (e *env) printSnapshot(what, path string, info client.SnapshotInfo) error {
+	if e.o.write == "json" {
+		return e.json(map[string]any{"file": path, "index": info.Index, "keys": info.Keys, "bytes": info.Bytes,
+			"sha256": fmt.Sprintf("%x", info.SHA256), "node": info.Node})
+	}
+	fmt.Fprintf(e.out, "%s %s: index %d, %d keys, %d bytes, sha256 %x\n", what, path, info.Index, info.Keys, info.Bytes, info.SHA256)
+	return nil
+}

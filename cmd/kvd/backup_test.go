@@ -1,0 +1,101 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kvd-project/kvd/internal/kvdtest"
+)
+
+// TestProcessBackupRestore drives backup and restore as an operator would:
+// kvctl snapshot save from a running kvd, kvctl snapshot status, a new kvd
+// started with --restore serving the saved keys, a damaged copy refused by
+// both kvctl snapshot status and kvd --restore (which exits with the
+// reason), and a restart of the restored node without --restore.
+func TestProcessBackupRestore(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipping the process test in -short mode")
+	}
+	bin := filepath.Dir(buildKVD(t))
+	buildKVCtl(t, bin)
+	addrs := kvdtest.FreeAddrs(t, 2)
+	startKVD(t, filepath.Join(bin, "kvd"), "--data-dir", t.TempDir(), "--listen", addrs[0], "--table-mem", "8MiB")
+	kvctl := func(addr string, args ...string) (string, string, error) {
+		cmd := exec.Command(filepath.Join(bin, "kvctl"), append([]string{"--endpoints", addr, "--timeout", "3s"}, args...)...)
+		var out, errOut bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		err := cmd.Run()
+		return out.String(), errOut.String(), err
+	}
+	waitPut := func(addr, k, v string) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			_, errOut, err := kvctl(addr, "put", k, v)
+			if err == nil {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("kvd at %s never accepted a put: %s", addr, errOut)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	waitPut(addrs[0], "hello", "world")
+	waitPut(addrs[0], "color", "blue")
+
+	dir := t.TempDir()
+	file := filepath.Join(dir, "backup.kvd")
+	out, errOut, err := kvctl(addrs[0], "snapshot", "save", file)
+	if err != nil || !strings.HasPrefix(out, "saved "+file+": index ") || !strings.Contains(out, " 2 keys") {
+		t.Fatalf("snapshot save = %q, %v (%s)", out, err, errOut)
+	}
+	if out, errOut, err := kvctl(addrs[0], "snapshot", "status", file); err != nil || !strings.Contains(out, " 2 keys") {
+		t.Fatalf("snapshot status = %q, %v (%s)", out, err, errOut)
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)/2] ^= 1
+	damaged := filepath.Join(dir, "damaged.kvd")
+	if err := os.WriteFile(damaged, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, err := kvctl(addrs[0], "snapshot", "status", damaged); err == nil || !strings.Contains(errOut, "checksum mismatch") {
+		t.Fatalf("snapshot status of a damaged backup: %v, stderr %q", err, errOut)
+	}
+	p := startKVD(t, filepath.Join(bin, "kvd"), "--data-dir", t.TempDir(), "--listen", addrs[1], "--restore", damaged,
+		"--initial-cluster-token", "restored")
+	if code := p.exited(t, 20*time.Second); code == 0 || !strings.Contains(p.output(), "checksum mismatch") {
+		t.Fatalf("kvd --restore of a damaged backup exited %d:\n%s", code, p.output())
+	}
+
+	data := t.TempDir()
+	args := []string{"--data-dir", data, "--listen", addrs[1], "--table-mem", "8MiB", "--initial-cluster-token", "restored"}
+	p = startKVD(t, filepath.Join(bin, "kvd"), append(args, "--restore", file)...)
+	waitPut(addrs[1], "new", "key")
+	if out, errOut, err := kvctl(addrs[1], "get", "hello"); err != nil || out != "world\n" {
+		t.Fatalf("restored get = %q, %v (%s)", out, err, errOut)
+	}
+	p.cmd.Process.Signal(os.Interrupt)
+	p.exited(t, 20*time.Second)
+	startKVD(t, filepath.Join(bin, "kvd"), args...)
+	waitPut(addrs[1], "after", "restart")
+	if out, errOut, err := kvctl(addrs[1], "get", "color"); err != nil || out != "blue\n" {
+		t.Fatalf("get after restarting the restored node = %q, %v (%s)", out, err, errOut)
+	}
+}
+
+// buildKVCtl builds kvctl into dir, next to buildKVD's kvd.
+func buildKVCtl(t *testing.T, dir string) {
+	t.Helper()
+	if out, err := exec.Command("go", "build", "-o", dir+"/", "github.com/kvd-project/kvd/cmd/kvctl").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+}

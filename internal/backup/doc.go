@@ -1,0 +1,25 @@
+// Package backup is the file format of a kvd backup: the applied key-value
+// state of a cluster at one Raft index, as `kvctl snapshot save` writes it
+// and `kvd --restore` reads it. The server streams exactly these bytes
+// (OpSnapshot), so the client writes what it receives and checks it.
+//
+//	file    = header record* trailer
+//	header  = magic "KVDSNAP\n" (8 bytes) | format u16 | reserved u16 (0)
+//	          | index u64 | keys u64 | cluster u64                 (36 bytes)
+//	record  = keyLen u16 | valueLen u32 | version u64 | key | value
+//	trailer = SHA-256 of every byte before it                      (32 bytes)
+//
+// All integers are little-endian. index is the applied Raft index the state
+// was read at; keys is the number of records; cluster is the id of the
+// cluster it came from (a restore refuses to make a cluster with that id
+// again: the new cluster must be told apart from the old). Records are in strictly
+// increasing key order (a key at most once), with 1 <= keyLen <=
+// table.MaxKey, valueLen <= table.MaxValue and 1 <= version <= index: a
+// key's version is the index of the entry that last wrote it.
+//
+// A file is accepted only whole: the reader checks every bound as it goes,
+// the checksum at the end, and that nothing follows the trailer; a
+// truncated file fails with ErrTruncated, a damaged one with ErrChecksum
+// or ErrFormat. Restoring callers must not act on records before the
+// reader's final io.EOF (or use Verify first).
+package backup

@@ -1,0 +1,53 @@
+package backup
+
+import (
+	"encoding/binary"
+	"errors"
+
+	"github.com/kvd-project/kvd/internal/table"
+)
+
+// Format is the format version this package writes and reads.
+const Format = 1
+
+// Sizes of the fixed parts.
+const (
+	HeaderLen    = 36
+	recordHead   = 2 + 4 + 8
+	TrailerLen   = 32 // SHA-256
+	magic        = "KVDSNAP\n"
+	MaxKeyLen    = table.MaxKey
+	MaxValueLen  = table.MaxValue
+	MaxRecordLen = recordHead + MaxKeyLen + MaxValueLen
+)
+
+// Errors. A reader's errors wrap one of them.
+var (
+	ErrFormat    = errors.New("kvd: backup file malformed")
+	ErrTruncated = errors.New("kvd: backup file truncated")
+	ErrChecksum  = errors.New("kvd: backup file checksum mismatch (the file is damaged)")
+)
+
+// Header describes a backup.
+type Header struct {
+	Index uint64 // applied Raft index of the state
+	Keys  uint64 // number of records
+	// Cluster is the id of the cluster the backup was taken from (0:
+	// unknown).
+	Cluster uint64
+}
+
+func appendHeader(b []byte, h Header) []byte {
+	b = append(b, magic...)
+	b = binary.LittleEndian.AppendUint16(b, Format)
+	b = binary.LittleEndian.AppendUint16(b, 0)
+	b = binary.LittleEndian.AppendUint64(b, h.Index)
+	b = binary.LittleEndian.AppendUint64(b, h.Keys)
+	return binary.LittleEndian.AppendUint64(b, h.Cluster)
+}
+
+func appendRecordHead(b []byte, keyLen, valueLen int, version uint64) []byte {
+	b = binary.LittleEndian.AppendUint16(b, uint16(keyLen))
+	b = binary.LittleEndian.AppendUint32(b, uint32(valueLen))
+	return binary.LittleEndian.AppendUint64(b, version)
+}

@@ -1,0 +1,163 @@
+package raft
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/kvd-project/kvd/raft/internal/store"
+)
+
+// Backup and restore (issue 12). A backup is the applied KV state at one
+// index (View); a new cluster starts from one by having each of its initial
+// members Restore it into an empty data directory before Open. Restore
+// writes the state as an installed raft snapshot at the backup's index with
+// the new members as voters, as etcdutl does, so the new cluster's log
+// continues after that index and its writes get versions above every
+// restored one. The cluster id comes from the new members and token
+// (clusterIDFor), as for any new cluster: the restored cluster is a new
+// cluster, and its nodes and the old ones refuse each other.
+
+// Restore's refusals.
+var (
+	// ErrNotEmpty: Restore was given a data directory that holds something.
+	ErrNotEmpty = errors.New("raft: data directory is not empty")
+	// ErrSameCluster: the restored cluster would have the id of the cluster
+	// the backup came from (the same token and members), so its nodes and
+	// the old ones would not refuse each other.
+	ErrSameCluster = errors.New("raft: restored cluster would have the backup's own cluster id")
+)
+
+// View is a point-in-time view of the node's applied KV state, for reading
+// all of it without stalling writes. Close it promptly: it holds a Pebble
+// snapshot (older versions of keys are kept while it lives), and the node's
+// Close waits for it.
+type View struct {
+	v       *store.View
+	release func()
+}
+
+// View opens a view of the applied state. Like Scan it may be one batch
+// ahead of the Applier.
+func (n *Node) View() (*View, error) {
+	n.useMu.RLock()
+	if n.storeClosed {
+		n.useMu.RUnlock()
+		return nil, n.stoppedErr()
+	}
+	v, err := n.store.View()
+	if err != nil {
+		n.useMu.RUnlock()
+		return nil, err
+	}
+	return &View{v: v, release: n.useMu.RUnlock}, nil
+}
+
+// Applied is the index of the view's state.
+func (v *View) Applied() uint64 { return v.v.Applied() }
+
+// ForEach calls fn for every key in key order; key and value are valid only
+// during the call. An error from fn stops the walk and is returned.
+func (v *View) ForEach(fn func(key, value []byte, version uint64) error) error {
+	return v.v.ForEach(fn)
+}
+
+// Close releases the view. It is idempotent.
+func (v *View) Close() {
+	if v.release != nil {
+		v.v.Close()
+		v.release()
+		v.release = nil
+	}
+}
+
+// RestoreConfig configures Restore: the new cluster as its members are
+// started (the same values their Config will have).
+type RestoreConfig struct {
+	ID           uint64
+	Peers        map[uint64]string // the new cluster's initial members, this node included
+	ClusterToken string
+	DataDir      string // must be missing or empty
+	Index        uint64 // the backup's applied index
+	FromCluster  uint64 // the id of the cluster the backup came from (0: unknown)
+	Logger       *slog.Logger
+}
+
+// Validate checks c.
+func (c RestoreConfig) Validate() error {
+	_, self := c.Peers[c.ID]
+	switch {
+	case c.ID == 0 || !self:
+		return fmt.Errorf("%w: restore: node %d must be one of the initial members", ErrConfig, c.ID)
+	case c.DataDir == "":
+		return fmt.Errorf("%w: restore: DataDir is required", ErrConfig)
+	case c.Index == 0:
+		return fmt.Errorf("%w: restore: backup index 0", ErrConfig)
+	case len(c.ClusterToken) > maxClusterToken:
+		return fmt.Errorf("%w: restore: ClusterToken of %d bytes (at most %d)", ErrConfig, len(c.ClusterToken), maxClusterToken)
+	}
+	for id, addr := range c.Peers {
+		if id == 0 || addr == "" {
+			return fmt.Errorf("%w: restore: peer %d has address %q", ErrConfig, id, addr)
+		}
+	}
+	return nil
+}
+
+// Restore writes a new member's data directory from a backup: fill calls
+// add for each of the backup's keys, in key order, with its value and
+// version. The directory must be missing or empty (ErrNotEmpty otherwise:
+// a restore never overwrites a node's data). On failure what Restore wrote
+// is removed again. The node is then started with Open and the same
+// ID, Peers and ClusterToken.
+func Restore(cfg RestoreConfig, fill func(add func(key, value []byte, version uint64) error) error) (err error) {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	id := clusterIDFor(cfg.ClusterToken, cfg.Peers)
+	if id == cfg.FromCluster {
+		return fmt.Errorf("%w (%016x): give the new cluster its own --initial-cluster-token", ErrSameCluster, id)
+	}
+	if ents, err := os.ReadDir(cfg.DataDir); err == nil && len(ents) > 0 {
+		return fmt.Errorf("%w: %s holds %d entries: restore into a new directory (a node already restored restarts without the backup)", ErrNotEmpty, cfg.DataDir, len(ents))
+	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("raft: restore: %w", err)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	st, err := store.Open(cfg.DataDir, store.Options{Logger: cfg.Logger})
+	if err != nil {
+		return fmt.Errorf("raft: restore: %w", err)
+	}
+	defer func() {
+		if cerr := st.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("raft: restore: %w", cerr)
+		}
+		if err != nil {
+			removeContents(cfg.DataDir)
+		}
+	}()
+	if err := st.SetClusterID(id); err != nil {
+		return fmt.Errorf("raft: restore: record cluster id: %w", err)
+	}
+	members := make([]store.Member, 0, len(cfg.Peers))
+	for pid, addr := range cfg.Peers {
+		members = append(members, store.Member{ID: pid, Addr: addr})
+	}
+	if err := st.Restore(cfg.Index, members, fill); err != nil {
+		return fmt.Errorf("raft: restore: %w", err)
+	}
+	cfg.Logger.Info("data directory restored from a backup", "dir", cfg.DataDir, "index", cfg.Index,
+		"cluster_id", fmt.Sprintf("%016x", id))
+	return nil
+}
+
+// removeContents empties dir, which Restore found empty or missing.
+func removeContents(dir string) {
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		os.RemoveAll(dir + string(os.PathSeparator) + e.Name())
+	}
+}

@@ -1,0 +1,63 @@
+package raft
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestRestoreConfigValidate(t *testing.T) {
+	ok := RestoreConfig{ID: 1, Peers: map[uint64]string{1: "a:1"}, DataDir: "d", Index: 5}
+	if err := ok.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for name, mut := range map[string]func(*RestoreConfig){
+		"not a member": func(c *RestoreConfig) { c.ID = 2 },
+		"no dir":       func(c *RestoreConfig) { c.DataDir = "" },
+		"index 0":      func(c *RestoreConfig) { c.Index = 0 },
+		"empty addr":   func(c *RestoreConfig) { c.Peers = map[uint64]string{1: ""} },
+	} {
+		c := ok
+		mut(&c)
+		if err := c.Validate(); !errors.Is(err, ErrConfig) {
+			t.Errorf("%s: %v, want ErrConfig", name, err)
+		}
+	}
+}
+
+// TestRestoreRefusesUsedDir: Restore never writes into a directory that
+// holds anything, and a fill that fails leaves the directory empty.
+func TestRestoreRefusesUsedDir(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "x"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := RestoreConfig{ID: 1, Peers: map[uint64]string{1: "a:1"}, DataDir: dir, Index: 5, Logger: testLogger()}
+	none := func(func(key, value []byte, version uint64) error) error { return nil }
+	if err := Restore(cfg, none); !errors.Is(err, ErrNotEmpty) {
+		t.Fatalf("used dir: %v, want ErrNotEmpty", err)
+	}
+	cfg.DataDir = filepath.Join(t.TempDir(), "new")
+	boom := errors.New("boom")
+	err := Restore(cfg, func(add func(key, value []byte, version uint64) error) error {
+		if err := add([]byte("k"), []byte("v"), 3); err != nil {
+			return err
+		}
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("failing fill: %v", err)
+	}
+	if ents, _ := os.ReadDir(cfg.DataDir); len(ents) != 0 {
+		t.Fatalf("a failed restore left %d entries", len(ents))
+	}
+	if err := Restore(cfg, none); err != nil {
+		t.Fatalf("restore after the failed one: %v", err)
+	}
+	cfg.FromCluster = clusterIDFor(cfg.ClusterToken, cfg.Peers)
+	cfg.DataDir = t.TempDir()
+	if err := Restore(cfg, none); !errors.Is(err, ErrSameCluster) {
+		t.Fatalf("same cluster id: %v, want ErrSameCluster", err)
+	}
+}

@@ -1,0 +1,77 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+)
+
+// ErrNotEmpty: a restore was asked of a store that already holds a state.
+var ErrNotEmpty = errors.New("store: not empty")
+
+// RestoreTerm is the term of the snapshot a restored store starts from.
+// The new cluster's terms have nothing to do with the old one's.
+const RestoreTerm = 1
+
+// Restore makes an empty store the first member state of a new cluster
+// bootstrapped from a backup, the way a follower installs a leader's
+// snapshot: fill adds the backup's keys with their versions under a fresh
+// generation, and one synced batch installs a raft snapshot at (index,
+// RestoreTerm) whose configuration makes members the voters, with the
+// HardState committed up to index. The log then starts at index+1, so every
+// later write gets a version (its entry's index) above every restored one.
+// Raft sees a restarted node, not a fresh one, and does not bootstrap.
+func (s *Store) Restore(index uint64, members []Member, fill func(add func(key, value []byte, version uint64) error) error) error {
+	s.mu.Lock()
+	empty := s.applied == 0 && s.last == 0 && s.hs.GetTerm() == 0 && s.hs.GetCommit() == 0
+	s.mu.Unlock()
+	if !empty {
+		return fmt.Errorf("%w: restore needs an empty store", ErrNotEmpty)
+	}
+	if index == 0 {
+		return fmt.Errorf("%w: restore at index 0", ErrBadSnapshot)
+	}
+	st := s.NewStaged(index, RestoreTerm)
+	var raw []byte
+	err := fill(func(key, value []byte, version uint64) error {
+		raw = appendKVValue(raw[:0], version, value)
+		return st.Add(key, raw)
+	})
+	if err == nil {
+		err = st.Finish()
+	}
+	if err != nil {
+		st.Discard()
+		return err
+	}
+	voters := make([]uint64, 0, len(members))
+	for _, m := range members {
+		voters = append(voters, m.ID)
+	}
+	slices.Sort(voters)
+	snap := &pb.Snapshot{
+		Data: EncodeMembers(members),
+		Metadata: &pb.SnapshotMetadata{
+			ConfState: &pb.ConfState{Voters: voters},
+			Index:     proto.Uint64(index),
+			Term:      proto.Uint64(RestoreTerm),
+		},
+	}
+	u := s.NewUpdate()
+	if err := u.InstallSnapshot(snap, st); err != nil {
+		u.Close()
+		st.Discard()
+		return err
+	}
+	if err := u.SetHardState(&pb.HardState{Term: proto.Uint64(RestoreTerm), Commit: proto.Uint64(index)}); err != nil {
+		u.Close()
+		return err
+	}
+	if err := u.Commit(true); err != nil {
+		return err
+	}
+	return s.ensureSnapshot()
+}

@@ -1,0 +1,70 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/kvd-project/kvd/internal/backup"
+	"github.com/kvd-project/kvd/raft"
+)
+
+// restore initialises the node's empty data directory from the backup
+// file Config.Restore names, before the node opens it (start), so the node
+// starts as a member of a new cluster whose state is the backup's. The
+// file is read twice: once whole to check it (a damaged or truncated file
+// is refused before anything is written), then to write it. Every initial
+// member of the new cluster restores the same file.
+func (s *Server) restore() error {
+	path := s.cfg.Restore
+	h, sum, err := verifyBackup(path)
+	if err != nil {
+		return err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("server: restore: %w", err)
+	}
+	defer f.Close()
+	r, err := backup.NewReader(f)
+	if err != nil {
+		return fmt.Errorf("server: restore %s: %w", path, err)
+	}
+	err = raft.Restore(raft.RestoreConfig{
+		ID: s.cfg.ID, Peers: s.cfg.InitialCluster, ClusterToken: s.cfg.InitialClusterToken,
+		DataDir: s.cfg.DataDir, Index: h.Index, FromCluster: h.Cluster, Logger: s.log,
+	}, func(add func(key, value []byte, version uint64) error) error {
+		for {
+			rec, err := r.Next()
+			if errors.Is(err, io.EOF) {
+				return nil // the trailer checked out again
+			}
+			if err != nil {
+				return err
+			}
+			if err := add(rec.Key, rec.Value, rec.Version); err != nil {
+				return err
+			}
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("server: restore %s: %w", path, err)
+	}
+	s.log.Info("restored a backup; this node starts a new cluster with its state",
+		"file", path, "index", h.Index, "keys", h.Keys, "sha256", fmt.Sprintf("%x", sum))
+	return nil
+}
+
+func verifyBackup(path string) (backup.Header, []byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return backup.Header{}, nil, fmt.Errorf("server: restore: %w", err)
+	}
+	defer f.Close()
+	h, sum, err := backup.Verify(f)
+	if err != nil {
+		return h, nil, fmt.Errorf("server: restore %s: %w", path, err)
+	}
+	return h, sum, nil
+}
