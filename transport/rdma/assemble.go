@@ -102,8 +102,8 @@ func (c *conn) assembleOne(d delivery, closing bool) {
 		c.forward(d)
 		return
 	}
-	if h := c.t.asmHook; h != nil {
-		h(c)
+	if h := c.t.asmHook.Load(); h != nil {
+		(*h)(c)
 	}
 	if d.flags&flagFirst != 0 {
 		a.msg = make([]byte, 0, d.total)

@@ -45,11 +45,12 @@ func TestAssemblerOffPoller(t *testing.T) {
 	var once sync.Once
 	free := func() { once.Do(func() { close(release) }) }
 	t.Cleanup(free) // (registered last, runs first: before the Closes)
-	st.asmHook = func(c *conn) {
+	hold := func(c *conn) {
 		if c == ss[0] {
 			<-release
 		}
 	}
+	st.asmHook.Store(&hold)
 	big := pattern(1<<20, 1)
 	sent := make(chan error, 1)
 	go func() { sent <- cs[0].Send(context.Background(), big) }()
@@ -84,7 +85,7 @@ func TestAssemblerKeepsOrder(t *testing.T) {
 	big := pattern(64<<10, 2)
 	frags := (len(big) + cs[0].fragSize - 1) / cs[0].fragSize // all fit the receive buffers
 	first := true
-	st.asmHook = func(c *conn) {
+	hook := func(c *conn) {
 		// Before copying the first fragment, let the small messages sent
 		// after the big one reach the poller: routed behind the fragments,
 		// they are counted as pending. Give up after a while, which only
@@ -104,6 +105,7 @@ func TestAssemblerKeepsOrder(t *testing.T) {
 			time.Sleep(time.Millisecond)
 		}
 	}
+	st.asmHook.Store(&hook)
 	ctx := ctxT(t)
 	go func() {
 		_ = cs[0].Send(ctx, big)

@@ -25,7 +25,10 @@ type transportAuth struct {
 	rawDial  bool // tests: Dial skips the handshake (an unauthenticated dialer)
 	// dropEstablished, in tests, may drop a passive connection's
 	// ESTABLISHED event, as if the connection had failed before it came.
-	dropEstablished func(*conn) bool
+	// Atomic: the test sets it while the listener runs, and the goroutine
+	// that reads it learns of the connection through the kernel, which
+	// the race detector cannot see.
+	dropEstablished atomic.Pointer[func(*conn) bool]
 }
 
 // connAuth is a connection's authentication state.

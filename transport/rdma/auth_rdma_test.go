@@ -304,7 +304,7 @@ func TestAuthLimitsUnauthenticated(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			srv := newAuthServer(t, Config{})
 			if poller {
-				srv.tr.auth.dropEstablished = func(c *conn) bool {
+				drop := func(c *conn) bool {
 					select {
 					case <-c.closed:
 						return true
@@ -312,6 +312,7 @@ func TestAuthLimitsUnauthenticated(t *testing.T) {
 						return false
 					}
 				}
+				srv.tr.auth.dropEstablished.Store(&drop)
 			}
 			c, err := dial(t, rawClient(t), srv.ln.Addr())
 			if err != nil {

@@ -144,7 +144,7 @@ func (c *conn) watch(established func(*conn)) {
 		switch ev.kind {
 		case evEstablished:
 			if established != nil {
-				if h := c.t.auth.dropEstablished; h != nil && h(c) {
+				if h := c.t.auth.dropEstablished.Load(); h != nil && (*h)(c) {
 					continue
 				}
 				c.connected.Store(true)

@@ -64,8 +64,9 @@ type Transport struct {
 
 	pinned pinnedCounters // registered memory (staging.go)
 
-	// asmHook, in tests, runs before the assembler copies a fragment.
-	asmHook func(*conn)
+	// asmHook, in tests, runs before the assembler copies a fragment
+	// (atomic, as auth.dropEstablished, for the same reason).
+	asmHook atomic.Pointer[func(*conn)]
 	// takeHook, in tests, runs when Recv has taken a message off the queue
 	// and not yet copied it.
 	takeHook func(*conn)
