@@ -64,19 +64,5 @@ func TestWatchAcrossLeaderKills(t *testing.T) {
 	}
 	stop.Store(true)
 	<-done
-	waitUntil("the watch to deliver the last acknowledged write", func() bool {
-		_, v := col.Seen()
-		_, maxVer := h.Acked()
-		return v >= maxVer
-	})
-	cancel()
-	events, err := col.Wait()
-	if err != nil {
-		t.Fatalf("watch ended with %v", err)
-	}
-	if err := kvdtest.CheckWatchEvents(events, h); err != nil {
-		t.Fatal(err)
-	}
-	acked, _ := h.Acked()
-	t.Logf("%d events checked against %d writes (%d acknowledged)", len(events), h.Writes(), acked)
+	kvdtest.FinishWatch(t, col, h, cancel, 60*time.Second)
 }

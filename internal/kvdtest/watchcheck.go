@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"testing"
+	"time"
 
 	"github.com/kvd-project/kvd/client"
 )
@@ -153,4 +155,32 @@ func (wc *WatchCollector) Seen() (int, uint64) {
 func (wc *WatchCollector) Wait() ([]client.Event, error) {
 	<-wc.done
 	return wc.events, wc.err
+}
+
+// FinishWatch ends a watch test: it waits (up to timeout) until col has
+// seen the last write h acknowledged, cancels the watch, and checks every
+// event against h (CheckWatchEvents), failing t otherwise.
+func FinishWatch(t testing.TB, col *WatchCollector, h *WatchHistory, cancel func(), timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		_, v := col.Seen()
+		if _, maxVer := h.Acked(); v >= maxVer {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for the watch to deliver the last acknowledged write")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	events, err := col.Wait()
+	if err != nil {
+		t.Fatalf("watch ended with %v", err)
+	}
+	if err := CheckWatchEvents(events, h); err != nil {
+		t.Fatal(err)
+	}
+	acked, _ := h.Acked()
+	t.Logf("%d events checked against %d writes (%d acknowledged)", len(events), h.Writes(), acked)
 }
