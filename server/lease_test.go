@@ -295,3 +295,47 @@ func TestLeaseKeeper(t *testing.T) {
 		t.Fatalf("KeepAlive of a revoked lease: %v", err)
 	}
 }
+
+// TestLeaseExpiryReachesWatchers: the deletes a lease's expiry makes
+// through Raft reach a watcher as DELETE events, one per attached key, at
+// the expiry entry's version, after the PUTs that attached them.
+func TestLeaseExpiryReachesWatchers(t *testing.T) {
+	clk := newFakeClock()
+	nodes := kvdtest.StartCluster(t, 1, kvdtest.Options{LeaseClock: clk.Now})
+	kvdtest.WaitLeader(t, nodes, 10*time.Second)
+	c := newClient(t, kvdtest.Endpoints(nodes), client.Linearizable)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	id, err := c.Grant(ctx, leaseTTL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var from uint64
+	for _, k := range []string{"exp/a", "exp/b"} {
+		v, err := c.PutVersion(ctx, []byte(k), []byte("v"), client.WithLease(id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if from == 0 {
+			from = v
+		}
+	}
+	ch := c.Watch(ctx, []byte("exp/"), client.WithPrefix(), client.WithFromVersion(from))
+	clk.Advance(leaseTTL + time.Second)
+	var evs []client.Event
+	for r := range ch {
+		if r.Err != nil {
+			t.Fatalf("watch: %v", r.Err)
+		}
+		if evs = append(evs, r.Events...); len(evs) >= 4 {
+			break
+		}
+	}
+	cancel()
+	if len(evs) != 4 || evs[0].Type != client.EventPut || evs[1].Type != client.EventPut ||
+		evs[2].Type != client.EventDelete || evs[3].Type != client.EventDelete ||
+		evs[2].Version != evs[3].Version || evs[2].Version <= evs[1].Version {
+		t.Fatalf("events %+v; want the two PUTs, then both keys deleted by one later entry", evs)
+	}
+	mustGet(t, c, "exp/a", false)
+}
