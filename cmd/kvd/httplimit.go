@@ -64,9 +64,11 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		case l.sem <- struct{}{}:
 			return &limitConn{Conn: c, release: func() { <-l.sem }}, nil
 		default:
-			c.Close()
+			// Counted before the close: whoever sees the connection
+			// refused can already read the count.
 			l.refused.Inc()
 			l.logRefusal(c.RemoteAddr())
+			c.Close()
 		}
 	}
 }
