@@ -13,6 +13,7 @@ import (
 	"github.com/kvd-project/kvd/internal/watch"
 	"github.com/kvd-project/kvd/internal/wire"
 	"github.com/kvd-project/kvd/server"
+	"github.com/kvd-project/kvd/transport"
 	"github.com/kvd-project/kvd/transport/tcp"
 )
 
@@ -143,20 +144,7 @@ func TestWatchSlowWatcherDropped(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
-	tr, err := tcp.New(tcp.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
-	conn, err := tr.Dial(ctx, n.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	req := wire.Request{Op: wire.OpWatch, ID: 7, Key: []byte("big"), Value: wire.AppendWatchRequest(nil, 0)}
-	if err := conn.Send(ctx, wire.AppendRequest(nil, &req)); err != nil {
-		t.Fatal(err)
-	}
+	conn := rawWatch(t, ctx, n.Addr, 7, "big")
 	// 256 KiB values: at most 4 events a message, 4 in the history. The
 	// transport lets the server send 64 messages ahead of the reader, so
 	// after 64*4 events the watch's sender waits, and the next 4 evict
@@ -169,6 +157,7 @@ func TestWatchSlowWatcherDropped(t *testing.T) {
 		}
 	}
 	var buf []byte
+	var err error
 	for {
 		buf, err = conn.Recv(ctx, buf)
 		if err != nil {
@@ -199,20 +188,7 @@ func TestWatchProgress(t *testing.T) {
 	c := newClient(t, kvdtest.Endpoints(nodes), client.Linearizable)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	tr, err := tcp.New(tcp.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
-	conn, err := tr.Dial(ctx, n.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	req := wire.Request{Op: wire.OpWatch, ID: 3, Key: []byte("quiet"), Value: wire.AppendWatchRequest(nil, 0)}
-	if err := conn.Send(ctx, wire.AppendRequest(nil, &req)); err != nil {
-		t.Fatal(err)
-	}
+	conn := rawWatch(t, ctx, n.Addr, 3, "quiet")
 	time.Sleep(1100 * time.Millisecond) // past progressEvery since the watch was created
 	v, err := c.PutVersion(ctx, []byte("noise"), []byte("x"))
 	if err != nil {
@@ -350,4 +326,26 @@ func TestWatchCallerFallsBehind(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("versions %v, want %v", got, want)
 	}
+}
+
+// rawWatch dials addr over a connection of its own (no client library) and
+// starts a watch of key from now, with request id id; the connection closes
+// when the test ends.
+func rawWatch(t *testing.T, ctx context.Context, addr string, id uint64, key string) transport.Conn {
+	t.Helper()
+	tr, err := tcp.New(tcp.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	conn, err := tr.Dial(ctx, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	req := wire.Request{Op: wire.OpWatch, ID: id, Key: []byte(key), Value: wire.AppendWatchRequest(nil, 0)}
+	if err := conn.Send(ctx, wire.AppendRequest(nil, &req)); err != nil {
+		t.Fatal(err)
+	}
+	return conn
 }
