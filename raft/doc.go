@@ -18,7 +18,7 @@
 //     ONE Pebble batch, fsynced once if raft asks for it (group commit).
 //     A restart never sees half an apply.
 //  2. Send the Ready's messages, only now that what they promise is
-//     durable.
+//     durable (but see Pipelining).
 //  3. Report the applied writes to the Applier (after the commit, so the
 //     region never shows a write a crash could lose), call Restore after a
 //     snapshot install, and complete the local callers whose entries were
@@ -29,6 +29,25 @@
 //  4. Release ReadIndex callers and lease grants whose index is applied.
 //  5. Advance; then snapshot and compact the log every SnapshotCount
 //     entries.
+//
+// # Pipelining
+//
+// Two reorderings take the leader's fsync off a write's critical path
+// (handleReady, ready.go; the Raft thesis, section 10.2.1):
+//
+//   - A leader sends its messages before its own fsync when the Ready
+//     changes neither its term nor its vote, so followers write an entry
+//     while the leader does. This is safe because the loop steps nothing
+//     until the Ready is handled: followers' acknowledgements can advance
+//     the commit index only after the leader's own copy is durable, so the
+//     leader never counts an entry it could still lose in a quorum.
+//   - A Ready whose committed entries were all durable before it (below
+//     the durable log end and not rewritten by its own entries) reports
+//     them (step 3) while its fsync, of newer entries, runs: Pebble applies
+//     the batch at once and syncs the WAL in the background
+//     (Update.CommitNoSyncWait, SyncWait). Those writes are durable in the
+//     log and committed, so a crash cannot lose them; the loop waits for
+//     the fsync before it sends a follower's messages or Advances.
 //
 // The loop never blocks on the network: each peer has a sender goroutine
 // with a bounded queue, and a full queue drops the message and reports the

@@ -52,6 +52,8 @@ type loop struct {
 	voteGrace time.Time // vote requests are ignored until then (restart)
 
 	lead, term, commit, applied uint64
+	vote                        uint64 // the HardState's vote
+	durable                     uint64 // the log's last index known durable (see applyEarly)
 	isLeader                    bool
 
 	waiters      map[uint64]*proposal // by request id
@@ -113,6 +115,8 @@ func newLoop(n *Node) (*loop, error) {
 		n: n, rn: rn, st: st, cfg: n.cfg,
 		now:     time.Now,
 		term:    hs.GetTerm(),
+		vote:    hs.GetVote(),
+		durable: last,
 		commit:  hs.GetCommit(),
 		applied: st.Applied(),
 		waiters: make(map[uint64]*proposal),

@@ -54,10 +54,15 @@ func (l *loop) handleReadies() error {
 // handleReady follows raft's Ready contract: make the Ready's log entries,
 // HardState and snapshot durable together with the effects of its
 // committed entries (one Pebble batch, one fsync), then send its messages,
-// then report the applied writes, then Advance.
+// then report the applied writes, then Advance. Two reorderings keep the
+// fsync off the critical path of a write (see "Pipelining" in doc.go): a
+// leader sends its messages before its own fsync (sendEarly), and when the
+// committed entries were durable before this Ready they are reported while
+// the fsync runs (applyEarly).
 func (l *loop) handleReady() error {
 	rd := l.rn.Ready()
 	l.readyFlag = readyFlags{}
+	prevTerm, prevVote := l.term, l.vote
 	if rd.SoftState != nil {
 		l.softState(rd.SoftState)
 	}
@@ -89,15 +94,13 @@ func (l *loop) handleReady() error {
 		}
 	}
 	sync := rd.MustSync || sc.installd
-	start := time.Now()
-	if err := u.Commit(sync); err != nil {
+	early := l.sendEarly(rd, prevTerm, prevVote)
+	if early {
+		l.sendMessages(rd.Messages)
+	}
+	if err := l.persist(u, rd, sync, !early); err != nil {
 		return err
 	}
-	if sync {
-		l.n.metrics.syncDuration.Observe(time.Since(start).Seconds())
-	}
-	l.sendMessages(rd.Messages)
-	l.afterCommit()
 	l.reads.readStates(l, rd.ReadStates)
 	l.rn.Advance(rd)
 	for _, r := range l.later {
@@ -105,6 +108,96 @@ func (l *loop) handleReady() error {
 	}
 	l.later = l.later[:0]
 	return l.maybeSnapshot()
+}
+
+// persist commits the Ready's Update, sends its messages once it is
+// durable (if send), and reports its applied writes (afterCommit). A synced
+// commit whose applied entries were all durable before it reports them
+// while its fsync runs (applyEarly); otherwise the report waits for the
+// commit, and follows the messages so that acknowledgements do not wait
+// for the region.
+func (l *loop) persist(u *store.Update, rd etcdraft.Ready, sync, send bool) error {
+	if !sync {
+		if err := u.Commit(false); err != nil {
+			return err
+		}
+		if send {
+			l.sendMessages(rd.Messages)
+		}
+		l.afterCommit()
+		return nil
+	}
+	start := time.Now()
+	early := l.applyEarly(rd)
+	if early {
+		if err := u.CommitNoSyncWait(); err != nil {
+			return err
+		}
+		l.afterCommit()
+		if err := u.SyncWait(); err != nil {
+			return err
+		}
+	} else if err := u.Commit(true); err != nil {
+		return err
+	}
+	l.n.metrics.syncDuration.Observe(time.Since(start).Seconds())
+	l.durable = l.lastAppended(rd)
+	if send {
+		l.sendMessages(rd.Messages)
+	}
+	if !early {
+		l.afterCommit()
+	}
+	return nil
+}
+
+// sendEarly reports whether the Ready's messages may go out before its
+// fsync. Only a leader's, and only if the Ready changes neither its term
+// nor its vote: what a leader's messages promise is then either durable
+// already (its term) or a fact about its log that no one acts on before
+// the fsync is done. The entries a MsgApp carries count towards a commit
+// only when the followers' acknowledgements are stepped, and the loop
+// steps nothing until handleReady returns, after the fsync: so the leader
+// never counts its own copy of an entry in a quorum before that copy is
+// durable. A follower may durably hold entries its leader then loses in a
+// crash; they were never committed (nor acknowledged), and the leader,
+// restarted in the same term as a follower, cannot lead that term again.
+// Every message of a follower or candidate (votes, acknowledgements) waits
+// for the fsync, as raft's contract says.
+func (l *loop) sendEarly(rd etcdraft.Ready, prevTerm, prevVote uint64) bool {
+	if !l.isLeader || !etcdraft.IsEmptySnap(rd.Snapshot) || len(rd.Messages) == 0 {
+		return false
+	}
+	return l.term == prevTerm && l.vote == prevVote
+}
+
+// applyEarly reports whether every entry the Ready commits was durable
+// before the Ready: below the durable log end, and not rewritten by this
+// Ready's entries (a follower can be handed a conflicting suffix and its
+// commit in one Ready). Such entries cannot be lost by a crash during this
+// Ready's fsync, so reporting them first keeps "the region never shows a
+// write a crash could lose".
+func (l *loop) applyEarly(rd etcdraft.Ready) bool {
+	n := len(rd.CommittedEntries)
+	if n == 0 || !etcdraft.IsEmptySnap(rd.Snapshot) {
+		return false
+	}
+	limit := l.durable
+	if len(rd.Entries) > 0 {
+		limit = min(limit, rd.Entries[0].GetIndex()-1)
+	}
+	return rd.CommittedEntries[n-1].GetIndex() <= limit
+}
+
+// lastAppended is the log's last index once the Ready is durable.
+func (l *loop) lastAppended(rd etcdraft.Ready) uint64 {
+	if n := len(rd.Entries); n > 0 {
+		return rd.Entries[n-1].GetIndex()
+	}
+	if !etcdraft.IsEmptySnap(rd.Snapshot) {
+		return rd.Snapshot.GetMetadata().GetIndex()
+	}
+	return l.durable
 }
 
 func (l *loop) softState(ss *etcdraft.SoftState) {
@@ -129,6 +222,7 @@ func (l *loop) softState(ss *etcdraft.SoftState) {
 }
 
 func (l *loop) hardState(hs *pb.HardState) {
+	l.vote = hs.GetVote()
 	if hs.GetTerm() != l.term {
 		l.term = hs.GetTerm()
 		l.n.lease.setTerm(l.term)

@@ -31,6 +31,7 @@ type Update struct {
 	appends  [][]*pb.Entry
 	members  map[uint64]Member
 	memDirty bool
+	synced   bool // CommitNoSyncWait's fsync is waited for (or was not needed)
 
 	keyBuf, valBuf []byte
 }
@@ -268,6 +269,56 @@ func (u *Update) Commit(sync bool) error {
 		// node lead before it takes its own. (raft never applies entries in
 		// the Ready that installs a snapshot; the check is belt and braces.)
 		s.setCheckpoint(u.trunc.index, u.trunc.term)
+	}
+	return nil
+}
+
+// CommitNoSyncWait is Commit(true) split in two: it writes the batch and
+// asks for the WAL fsync without waiting for it, so the caller can work
+// while the disk does. The Update's effects are visible at once (to Pebble
+// readers and the store's raft Storage methods) but durable only once
+// SyncWait has returned nil; the caller must not report anything of this
+// Update durable before that, and must call SyncWait exactly once. An
+// Update that installs a snapshot is committed synchronously (the
+// generation switch holds a lock across the commit).
+func (u *Update) CommitNoSyncWait() error {
+	if u.reset || u.b.Empty() {
+		u.synced = true
+		return u.Commit(true)
+	}
+	if u.s.closed.Load() {
+		return ErrClosed
+	}
+	if err := u.s.fault.err(); err != nil {
+		return err
+	}
+	b, db := u.b, u.s.db
+	err, finished := u.s.guard(func() error { return db.ApplyNoSyncWait(b, pebble.Sync) })
+	if !finished {
+		u.b = nil
+	}
+	if err != nil {
+		return fmt.Errorf("store: commit: %w", err)
+	}
+	u.publish()
+	return nil
+}
+
+// SyncWait waits for the fsync CommitNoSyncWait asked for. Like Commit, it
+// reports a fault recorded at any time before it returns instead of
+// success: nothing is durable after a failed fsync.
+func (u *Update) SyncWait() error {
+	if u.synced {
+		return nil
+	}
+	u.synced = true
+	b := u.b
+	if b == nil {
+		return fmt.Errorf("store: sync: %w", u.s.fault.err())
+	}
+	err, _ := u.s.guard(b.SyncWait)
+	if err != nil {
+		return fmt.Errorf("store: sync: %w", err)
 	}
 	return nil
 }
