@@ -65,8 +65,8 @@ func (s *Server) serveConn(conn transport.Conn) {
 	budget := newConnBudget(maxConnBytes)
 	var slow sync.Once // the connection is closed as a slow reader once
 
-	// The connection's watches (watch.go), started at its first watch
-	// request, end with it.
+	// The connection's requests and watches (watch.go, started at its
+	// first watch request) end with it: a reply has nowhere to go then.
 	ctx, cancel := context.WithCancel(s.ctx)
 	defer cancel()
 	var watches *watchConn
@@ -126,7 +126,7 @@ func (s *Server) serveConn(conn transport.Conn) {
 				s.serveSnapshot(conn, &req, &slow)
 				return
 			}
-			s.respond(conn, &req, budget, reserve, &slow)
+			s.respond(ctx, conn, &req, budget, reserve, &slow)
 		}()
 		if cap(buf) > keepRecvBuf {
 			buf = nil
@@ -141,9 +141,12 @@ func (s *Server) serveConn(conn transport.Conn) {
 // connection's budget, more if the reply is larger, and gives them back
 // when the reply is written or dropped. A reply the client makes no room
 // for within replyTimeout closes the connection.
-func (s *Server) respond(conn transport.Conn, req *wire.Request, budget *connBudget, reserved int, slow *sync.Once) {
+func (s *Server) respond(connCtx context.Context, conn transport.Conn, req *wire.Request, budget *connBudget, reserved int, slow *sync.Once) {
 	defer func() { budget.release(reserved) }()
-	ctx, cancel := context.WithTimeout(s.ctx, requestTimeout)
+	// Contexts derive from the connection's, not the server's: 64 connections
+	// registering and unregistering every request's context with one parent
+	// contend for its lock (a tenth of a leader's CPU under many clients).
+	ctx, cancel := context.WithTimeout(connCtx, requestTimeout)
 	defer cancel()
 	start := time.Now()
 	if s.awaitThaw(ctx) != nil { // a frozen server (Freeze) answers nothing
@@ -164,7 +167,7 @@ func (s *Server) respond(conn transport.Conn, req *wire.Request, budget *connBud
 	if s.awaitThaw(ctx) != nil {
 		return
 	}
-	sctx, scancel := context.WithTimeout(s.ctx, replyTimeout)
+	sctx, scancel := context.WithTimeout(connCtx, replyTimeout)
 	err := conn.Send(sctx, frame)
 	scancel()
 	switch {
