@@ -70,9 +70,13 @@ func (c *Client) get(ctx context.Context, dst, key []byte, opts []ReadOption) ([
 	o := readOptions{level: resolveLevel(c.cfg.Consistency, opts)}
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
+	// One clock reading serves as the first attempt's start and its
+	// clock-age check (readOneSided): on an emulated CPU each reading is
+	// a system call.
+	start := time.Now()
 	c.stats.gets.Add(1)
 	if o.level != ReadIndex {
-		res, err := c.readOneSided(ctx, dst, key, o.level)
+		res, err := c.readOneSided(ctx, dst, key, o.level, start)
 		if errors.Is(err, ErrUnauthenticated) {
 			return nil, 0, err
 		}
@@ -101,14 +105,23 @@ func (c *Client) get(ctx context.Context, dst, key []byte, opts []ReadOption) ([
 // readOneSided runs the one-sided protocol against the right node, retrying
 // up to ReadRetries times. Linearizable reads go to the believed leader and
 // require its lease; on a lease failure the client re-learns the leader.
-func (c *Client) readOneSided(ctx context.Context, dst, key []byte, level Consistency) (readResult, error) {
+//
+// start is a clock reading taken before anything of this GET was posted:
+// the first attempt's start, unless the attempt had to wait for a dial or a
+// clock sample before its READs (then it takes a fresh one, as every later
+// attempt does). An earlier start only makes the "quicker than half the
+// grace period" check stricter.
+func (c *Client) readOneSided(ctx context.Context, dst, key []byte, level Consistency, start time.Time) (readResult, error) {
 	s := scratchPool.Get().(*getScratch)
 	defer scratchPool.Put(s)
 	needLease := level == Linearizable
 	var lastErr error
 	for attempt := 0; attempt < c.cfg.ReadRetries; attempt++ {
+		if attempt > 0 {
+			start = time.Now()
+		}
 		addr := c.readTarget(level)
-		n, err := c.nodeFor(ctx, addr)
+		n, dialed, err := c.nodeForRead(ctx, addr)
 		if errors.Is(err, ErrUnauthenticated) {
 			return readResult{}, err
 		}
@@ -119,13 +132,17 @@ func (c *Client) readOneSided(ctx context.Context, dst, key []byte, level Consis
 			continue
 		}
 		if needLease {
-			if now := time.Now(); n.clock.age(now) > clockMaxAge {
+			if n.clock.age(start) > clockMaxAge {
 				_ = n.syncClock(ctx) // idle: a fresh bound first (on failure the read says why)
+				dialed = true        // waited: start afresh
 			} else {
-				n.maybeRefreshClock(now)
+				n.maybeRefreshClock(start)
 			}
 		}
-		res, err := n.getOneSided(ctx, dst, key, needLease, s)
+		if dialed {
+			start = time.Now()
+		}
+		res, err := n.getOneSided(ctx, dst, key, needLease, start, s)
 		if err == nil {
 			return res, nil
 		}
