@@ -49,9 +49,10 @@ func (c *Client) Get(ctx context.Context, key []byte, opts ...ReadOption) ([]byt
 }
 
 // GetAppend is Get that appends the value to dst and returns the extended
-// slice. With a dst of enough capacity and a ctx that has a deadline (else
-// the client makes one, from RequestTimeout), a one-sided GET allocates
-// nothing.
+// slice. With a dst of enough capacity, a one-sided GET allocates nothing
+// if ctx has a deadline, or if it has none and the GET never has to wait
+// for a READ (over RDMA the usual case); a GET that waits makes the timer
+// that bounds it by RequestTimeout then.
 func (c *Client) GetAppend(ctx context.Context, dst, key []byte, opts ...ReadOption) ([]byte, error) {
 	v, _, err := c.get(ctx, dst, key, opts)
 	return v, err
@@ -68,12 +69,14 @@ func (c *Client) get(ctx context.Context, dst, key []byte, opts []ReadOption) ([
 		return nil, 0, err
 	}
 	o := readOptions{level: resolveLevel(c.cfg.Consistency, opts)}
-	ctx, cancel := c.withTimeout(ctx)
-	defer cancel()
-	// One clock reading serves as the first attempt's start and its
-	// clock-age check (readOneSided): on an emulated CPU each reading is
-	// a system call.
+	// One clock reading serves as the base of the deadline, the first
+	// attempt's start and its clock-age check (readOneSided): on an
+	// emulated CPU each reading is a system call.
 	start := time.Now()
+	ctx, lazy := withDeadlineLazily(ctx, start, c.cfg.RequestTimeout)
+	if lazy != nil {
+		defer lazy.release()
+	}
 	c.stats.gets.Add(1)
 	if o.level != ReadIndex {
 		res, err := c.readOneSided(ctx, dst, key, o.level, start)
