@@ -29,9 +29,11 @@ import (
 // whose Value was ever called is not reused.
 type lazyDeadline struct {
 	parent   context.Context
-	deadline time.Time
-	mu       sync.Mutex  // guards the making of the real context
-	made     atomic.Bool // real and cancel are set (by the first Done)
+	start    mono          // the GET's start,
+	timeout  time.Duration // and how long it may take
+	mu       sync.Mutex    // guards deadline and the making of the real context
+	deadline time.Time     // start+timeout as a time.Time; zero until asked for
+	made     atomic.Bool   // real and cancel are set (by the first Done)
 	real     context.Context
 	cancel   context.CancelFunc
 	escaped  atomic.Bool // Value was called: something may keep this context
@@ -42,12 +44,12 @@ var lazyPool = sync.Pool{New: func() any { return new(lazyDeadline) }}
 // withDeadlineLazily returns ctx itself if it has a deadline, else a
 // lazyDeadline for it with the deadline timeout after start; release it
 // when the call ends.
-func withDeadlineLazily(ctx context.Context, start time.Time, timeout time.Duration) (context.Context, *lazyDeadline) {
+func withDeadlineLazily(ctx context.Context, start mono, timeout time.Duration) (context.Context, *lazyDeadline) {
 	if _, ok := ctx.Deadline(); ok {
 		return ctx, nil
 	}
 	l := lazyPool.Get().(*lazyDeadline)
-	l.parent, l.deadline = ctx, start.Add(timeout)
+	l.parent, l.start, l.timeout = ctx, start, timeout
 	return l, l
 }
 
@@ -61,7 +63,7 @@ func (l *lazyDeadline) release() {
 		return
 	}
 	l.made.Store(false)
-	l.parent, l.real, l.cancel = nil, nil, nil
+	l.parent, l.real, l.cancel, l.deadline = nil, nil, nil, time.Time{}
 	lazyPool.Put(l)
 }
 
@@ -73,13 +75,28 @@ func (l *lazyDeadline) timed() context.Context {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.made.Load() {
-		l.real, l.cancel = context.WithDeadline(l.parent, l.deadline)
+		l.real, l.cancel = context.WithDeadline(l.parent, l.deadlineLocked())
 		l.made.Store(true)
 	}
 	return l.real
 }
 
-func (l *lazyDeadline) Deadline() (time.Time, bool) { return l.deadline, true }
+// deadlineLocked turns start+timeout into a time.Time, once (the start is
+// a reading of the monotonic clock alone, which a time.Time cannot be made
+// from): now plus what is left of the timeout. l.mu is held.
+func (l *lazyDeadline) deadlineLocked() time.Time {
+	if l.deadline.IsZero() {
+		left := l.timeout - monoNow().sub(l.start) // read before time.Now: never short of the timeout
+		l.deadline = time.Now().Add(left)
+	}
+	return l.deadline
+}
+
+func (l *lazyDeadline) Deadline() (time.Time, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.deadlineLocked(), true
+}
 
 // Done makes the timer (once) and returns its channel.
 func (l *lazyDeadline) Done() <-chan struct{} { return l.timed().Done() }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/kvd-project/kvd/internal/wire"
 )
@@ -72,7 +71,7 @@ func (c *Client) get(ctx context.Context, dst, key []byte, opts []ReadOption) ([
 	// One clock reading serves as the base of the deadline, the first
 	// attempt's start and its clock-age check (readOneSided): on an
 	// emulated CPU each reading is a system call.
-	start := time.Now()
+	start := monoNow()
 	ctx, lazy := withDeadlineLazily(ctx, start, c.cfg.RequestTimeout)
 	if lazy != nil {
 		defer lazy.release()
@@ -114,14 +113,14 @@ func (c *Client) get(ctx context.Context, dst, key []byte, opts []ReadOption) ([
 // clock sample before its READs (then it takes a fresh one, as every later
 // attempt does). An earlier start only makes the "quicker than half the
 // grace period" check stricter.
-func (c *Client) readOneSided(ctx context.Context, dst, key []byte, level Consistency, start time.Time) (readResult, error) {
+func (c *Client) readOneSided(ctx context.Context, dst, key []byte, level Consistency, start mono) (readResult, error) {
 	s := scratchPool.Get().(*getScratch)
 	defer scratchPool.Put(s)
 	needLease := level == Linearizable
 	var lastErr error
 	for attempt := 0; attempt < c.cfg.ReadRetries; attempt++ {
 		if attempt > 0 {
-			start = time.Now()
+			start = monoNow()
 		}
 		addr := c.readTarget(level)
 		n, dialed, err := c.nodeForRead(ctx, addr)
@@ -143,7 +142,7 @@ func (c *Client) readOneSided(ctx context.Context, dst, key []byte, level Consis
 			}
 		}
 		if dialed {
-			start = time.Now()
+			start = monoNow()
 		}
 		res, err := n.getOneSided(ctx, dst, key, needLease, start, s)
 		if err == nil {

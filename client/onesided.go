@@ -117,7 +117,7 @@ func readBytes(ops []transport.ReadOp) int {
 // header and both buckets again.
 //
 // start is a clock reading taken before the attempt's first READ.
-func (n *node) getOneSided(ctx context.Context, dst, key []byte, needLease bool, start time.Time, s *getScratch) (readResult, error) {
+func (n *node) getOneSided(ctx context.Context, dst, key []byte, needLease bool, start mono, s *getScratch) (readResult, error) {
 	loc, cached := n.cache.get(key)
 	if !cached {
 		return n.getUncached(ctx, dst, key, needLease, start, s)
@@ -128,7 +128,7 @@ func (n *node) getOneSided(ctx context.Context, dst, key []byte, needLease bool,
 	}
 	n.cache.drop(key)
 	// A fresh start: the cached round trip may have failed for being slow.
-	res, err := n.getUncached(ctx, dst, key, needLease, time.Now(), s)
+	res, err := n.getUncached(ctx, dst, key, needLease, monoNow(), s)
 	res.roundTrips += spent.roundTrips
 	res.reads += spent.reads
 	res.bytes += spent.bytes
@@ -144,7 +144,7 @@ func (n *node) getOneSided(ctx context.Context, dst, key []byte, needLease bool,
 // torn, or the location's space since reused by another key): then the
 // caller reads the key as uncached, and res counts the round trip, READs
 // and bytes this spent.
-func (n *node) getCached(ctx context.Context, dst, key []byte, loc location, needLease bool, start time.Time, s *getScratch) (res readResult, done bool, err error) {
+func (n *node) getCached(ctx context.Context, dst, key []byte, loc location, needLease bool, start mono, s *getScratch) (res readResult, done bool, err error) {
 	g := n.geo.Load()
 	cs := table.DecodeSlot(loc.word)
 	if !g.inArea(cs) {
@@ -160,14 +160,14 @@ func (n *node) getCached(ctx context.Context, dst, key []byte, loc location, nee
 	// The decision's clock reading, after the last READ: it serves both the
 	// age check (a GET too slow to trust the record's bytes goes uncached
 	// for a fresh start) and the lease check in judge.
-	now := time.Now()
+	now := monoNow()
 	res = readResult{roundTrips: 1, reads: len(ops), bytes: readBytes(ops)}
 	hdr, err := checkHeader(g, s.hdr1[:])
 	if err != nil {
 		return readResult{}, true, err
 	}
 	val, ver, verr := table.VerifyRecord(s.cached, key, cs)
-	if verr != nil || now.Sub(start) >= g.maxAge {
+	if verr != nil || now.sub(start) >= g.maxAge {
 		return res, false, nil
 	}
 	a := getAttempt{g: g, hdr: hdr, start: start, needLease: needLease, s: s}
@@ -179,7 +179,7 @@ func (n *node) getCached(ctx context.Context, dst, key []byte, loc location, nee
 }
 
 // getUncached is the attempt without a cached location.
-func (n *node) getUncached(ctx context.Context, dst, key []byte, needLease bool, start time.Time, s *getScratch) (readResult, error) {
+func (n *node) getUncached(ctx context.Context, dst, key []byte, needLease bool, start mono, s *getScratch) (readResult, error) {
 	g := n.geo.Load()
 	h := table.Hash(key)
 	b1, b2 := table.Buckets(h, g.nbuckets)
@@ -219,7 +219,7 @@ func (n *node) getUncached(ctx context.Context, dst, key []byte, needLease bool,
 type getAttempt struct {
 	g         *geometry    // as the attempt started
 	hdr       table.Header // as round trip 1 read it
-	start     time.Time
+	start     mono
 	needLease bool
 	s         *getScratch
 }
@@ -304,13 +304,13 @@ func (n *node) proveMiss(ctx context.Context, b1, b2 uint32, a *getAttempt, roun
 // linearizable GET) the lease expiring at exp still holds by the client's
 // bound on the node's clock.
 func (n *node) judge(a *getAttempt, exp uint64) error {
-	return n.judgeAt(a, exp, time.Now())
+	return n.judgeAt(a, exp, monoNow())
 }
 
 // judgeAt is judge with the decision's clock reading now, which must have
 // been taken after the GET's last READ completed.
-func (n *node) judgeAt(a *getAttempt, exp uint64, now time.Time) error {
-	if now.Sub(a.start) >= a.g.maxAge {
+func (n *node) judgeAt(a *getAttempt, exp uint64, now mono) error {
+	if now.sub(a.start) >= a.g.maxAge {
 		return errTooSlow
 	}
 	if a.needLease {

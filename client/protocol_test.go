@@ -348,13 +348,13 @@ func TestReadProtocol(t *testing.T) {
 		{name: "idle clock sample is refreshed before the read", setup: func(r *rig) {
 			// A bound so loose that only a fresh sample can accept the
 			// lease; old enough (> clockMaxAge) to be replaced up front.
-			r.node().clock.sample.Store(&clockSample{mono: r.f.serverClock() + int64(2*time.Hour), sent: time.Now().Add(-10 * time.Second)})
+			r.node().clock.sample.Store(&clockSample{mono: r.f.serverClock() + int64(2*time.Hour), sent: monoNow() - mono(10*time.Second)})
 		}, want: "v1", oneSided: 1, trace: traceHit, clockSyncs: 1},
 		{name: "loose clock sample is refreshed at the lease check", setup: func(r *rig) {
 			n := r.node()
 			n.clock.refreshing.Store(true) // no background refresh: the lease check must ask
 			r.t.Cleanup(func() { n.clock.refreshing.Store(false) })
-			n.clock.sample.Store(&clockSample{mono: r.f.serverClock() + int64(2*time.Hour), sent: time.Now().Add(-100 * time.Millisecond)})
+			n.clock.sample.Store(&clockSample{mono: r.f.serverClock() + int64(2*time.Hour), sent: monoNow() - mono(100*time.Millisecond)})
 		}, want: "v1", oneSided: 1, retries: map[string]uint64{"clock": 1}, trace: catTraces(traceHit, traceHit), clockSyncs: 1},
 		{name: "server clock moved past the expiry", setup: func(r *rig) {
 			r.warm("k")
