@@ -77,14 +77,22 @@ func (c *Client) Close() error {
 // nodeFor returns a live connection to addr, dialing it if needed. Only one
 // dial per address is in flight; others wait for it.
 func (c *Client) nodeFor(ctx context.Context, addr string) (*node, error) {
-	for {
+	n, _, err := c.nodeForRead(ctx, addr)
+	return n, err
+}
+
+// nodeForRead is nodeFor that also reports whether it had to wait (for its
+// own dial or another's), which a GET's clock reading taken before the
+// call does not cover well.
+func (c *Client) nodeForRead(ctx context.Context, addr string) (*node, bool, error) {
+	for waited := false; ; waited = true {
 		if c.closed.Load() {
-			return nil, ErrClosed
+			return nil, waited, ErrClosed
 		}
 		c.mu.Lock()
 		if n := c.nodes[addr]; n != nil && !n.isBroken() {
 			c.mu.Unlock()
-			return n, nil
+			return n, waited, nil
 		}
 		if wait, ok := c.dialing[addr]; ok {
 			c.mu.Unlock()
@@ -92,7 +100,7 @@ func (c *Client) nodeFor(ctx context.Context, addr string) (*node, error) {
 			case <-wait:
 				continue
 			case <-ctx.Done():
-				return nil, ctx.Err()
+				return nil, true, ctx.Err()
 			}
 		}
 		done := make(chan struct{})
@@ -116,7 +124,7 @@ func (c *Client) nodeFor(ctx context.Context, addr string) (*node, error) {
 		if err == nil && n.hello.LeaderAddr != "" && c.leader.Load() == nil {
 			c.setLeader(n.hello.LeaderAddr)
 		}
-		return n, err
+		return n, true, err
 	}
 }
 

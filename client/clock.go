@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kvd-project/kvd/internal/monoclock"
 	"github.com/kvd-project/kvd/internal/wire"
 )
 
@@ -51,15 +52,26 @@ const (
 // judge the lease; sample the clock again.
 var errClockStale = errors.New("clock sample too old to judge the lease")
 
+// mono is a reading of the client's own clock: the process's monotonic
+// clock in nanoseconds (monoclock.Raw), by which it judges leases and how
+// long a GET took. One reading is one system call where time.Now would
+// make two on a machine whose clock source has no vDSO fast path.
+type mono int64
+
+func monoNow() mono { return mono(monoclock.Raw()) }
+
+// sub is the time from o to m.
+func (m mono) sub(o mono) time.Duration { return time.Duration(m - o) }
+
 // clockSample is one answer to a clock RPC. Immutable once published.
 type clockSample struct {
-	mono int64     // the node's clock, read after sent
-	sent time.Time // the client's clock when the request left
+	mono int64 // the node's clock, read after sent
+	sent mono  // the client's clock when the request left
 }
 
 // upper bounds the node's clock at client time now.
-func (c *clockSample) upper(now time.Time, drift float64) int64 {
-	el := now.Sub(c.sent)
+func (c *clockSample) upper(now mono, drift float64) int64 {
+	el := now.sub(c.sent)
 	return c.mono + int64(el) + int64(float64(el)*drift)
 }
 
@@ -73,7 +85,7 @@ type nodeClock struct {
 
 // check judges a lease that ends at expiry (node clock, 0: none) at client
 // time now.
-func (k *nodeClock) check(expiry uint64, now time.Time) error {
+func (k *nodeClock) check(expiry uint64, now mono) error {
 	if expiry == 0 {
 		return errLease
 	}
@@ -84,19 +96,19 @@ func (k *nodeClock) check(expiry uint64, now time.Time) error {
 	if u := s.upper(now, k.drift); u >= 0 && uint64(u) < expiry {
 		return nil
 	}
-	if now.Sub(s.sent) > clockRetryAge {
+	if now.sub(s.sent) > clockRetryAge {
 		return errClockStale
 	}
 	return errLease
 }
 
 // age is how old the current sample is at now (a very large age if none).
-func (k *nodeClock) age(now time.Time) time.Duration {
+func (k *nodeClock) age(now mono) time.Duration {
 	s := k.sample.Load()
 	if s == nil {
 		return 1 << 62
 	}
-	return now.Sub(s.sent)
+	return now.sub(s.sent)
 }
 
 // offer keeps whichever of the current sample and s gives the tighter
@@ -104,7 +116,7 @@ func (k *nodeClock) age(now time.Time) time.Duration {
 func (k *nodeClock) offer(s *clockSample) {
 	for {
 		cur := k.sample.Load()
-		now := time.Now()
+		now := monoNow()
 		if cur != nil && cur.upper(now, k.drift) <= s.upper(now, k.drift) {
 			return
 		}
@@ -121,7 +133,7 @@ func (n *node) syncClock(ctx context.Context) error {
 	if n.clock.syncs != nil {
 		n.clock.syncs.Add(1)
 	}
-	sent := time.Now()
+	sent := monoNow()
 	resp, err := n.call(ctx, &wire.Request{Op: wire.OpClock})
 	if err != nil {
 		return err
@@ -135,7 +147,7 @@ func (n *node) syncClock(ctx context.Context) error {
 
 // maybeRefreshClock starts a background sample if the current one is
 // getting old and none is under way.
-func (n *node) maybeRefreshClock(now time.Time) {
+func (n *node) maybeRefreshClock(now mono) {
 	if n.clock.age(now) < clockRefreshAge || n.clock.refreshing.Swap(true) {
 		return
 	}

@@ -9,7 +9,7 @@ func AgeClockSamples(c *Client, d time.Duration) {
 	defer c.mu.Unlock()
 	for _, n := range c.nodes {
 		if s := n.clock.sample.Load(); s != nil {
-			n.clock.sample.Store(&clockSample{mono: s.mono, sent: s.sent.Add(-d)})
+			n.clock.sample.Store(&clockSample{mono: s.mono, sent: s.sent - mono(d)})
 		}
 	}
 }

@@ -42,7 +42,8 @@ type fakeTransport struct {
 	clockOrigin time.Time    // the fake server's clock runs at the real rate from here
 	clockOffset atomic.Int64 // and jumps by this much
 
-	dials atomic.Int64
+	dials      atomic.Int64
+	stallReads atomic.Bool // every Read waits for its context to end
 
 	mu      sync.Mutex
 	hook    func(batch, op int)
@@ -188,6 +189,10 @@ func (c *fakeConn) Read(ctx context.Context, ops []transport.ReadOp) error {
 		case op.Offset > uint64(len(f.mem)) || uint64(len(op.Dst)) > uint64(len(f.mem))-op.Offset:
 			return transport.ErrOutOfRange
 		}
+	}
+	if f.stallReads.Load() { // a READ that never completes: only ctx ends it
+		<-ctx.Done()
+		return ctx.Err()
 	}
 	f.mu.Lock()
 	f.batch++

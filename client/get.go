@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/kvd-project/kvd/internal/wire"
 )
@@ -49,9 +48,10 @@ func (c *Client) Get(ctx context.Context, key []byte, opts ...ReadOption) ([]byt
 }
 
 // GetAppend is Get that appends the value to dst and returns the extended
-// slice. With a dst of enough capacity and a ctx that has a deadline (else
-// the client makes one, from RequestTimeout), a one-sided GET allocates
-// nothing.
+// slice. With a dst of enough capacity, a one-sided GET allocates nothing
+// if ctx has a deadline, or if it has none and the GET never has to wait
+// for a READ (over RDMA the usual case); a GET that waits makes the timer
+// that bounds it by RequestTimeout then.
 func (c *Client) GetAppend(ctx context.Context, dst, key []byte, opts ...ReadOption) ([]byte, error) {
 	v, _, err := c.get(ctx, dst, key, opts)
 	return v, err
@@ -68,11 +68,17 @@ func (c *Client) get(ctx context.Context, dst, key []byte, opts []ReadOption) ([
 		return nil, 0, err
 	}
 	o := readOptions{level: resolveLevel(c.cfg.Consistency, opts)}
-	ctx, cancel := c.withTimeout(ctx)
-	defer cancel()
+	// One clock reading serves as the base of the deadline, the first
+	// attempt's start and its clock-age check (readOneSided): on an
+	// emulated CPU each reading is a system call.
+	start := monoNow()
+	ctx, lazy := withDeadlineLazily(ctx, start, c.cfg.RequestTimeout)
+	if lazy != nil {
+		defer lazy.release()
+	}
 	c.stats.gets.Add(1)
 	if o.level != ReadIndex {
-		res, err := c.readOneSided(ctx, dst, key, o.level)
+		res, err := c.readOneSided(ctx, dst, key, o.level, start)
 		if errors.Is(err, ErrUnauthenticated) {
 			return nil, 0, err
 		}
@@ -101,14 +107,23 @@ func (c *Client) get(ctx context.Context, dst, key []byte, opts []ReadOption) ([
 // readOneSided runs the one-sided protocol against the right node, retrying
 // up to ReadRetries times. Linearizable reads go to the believed leader and
 // require its lease; on a lease failure the client re-learns the leader.
-func (c *Client) readOneSided(ctx context.Context, dst, key []byte, level Consistency) (readResult, error) {
+//
+// start is a clock reading taken before anything of this GET was posted:
+// the first attempt's start, unless the attempt had to wait for a dial or a
+// clock sample before its READs (then it takes a fresh one, as every later
+// attempt does). An earlier start only makes the "quicker than half the
+// grace period" check stricter.
+func (c *Client) readOneSided(ctx context.Context, dst, key []byte, level Consistency, start mono) (readResult, error) {
 	s := scratchPool.Get().(*getScratch)
 	defer scratchPool.Put(s)
 	needLease := level == Linearizable
 	var lastErr error
 	for attempt := 0; attempt < c.cfg.ReadRetries; attempt++ {
+		if attempt > 0 {
+			start = monoNow()
+		}
 		addr := c.readTarget(level)
-		n, err := c.nodeFor(ctx, addr)
+		n, dialed, err := c.nodeForRead(ctx, addr)
 		if errors.Is(err, ErrUnauthenticated) {
 			return readResult{}, err
 		}
@@ -119,13 +134,17 @@ func (c *Client) readOneSided(ctx context.Context, dst, key []byte, level Consis
 			continue
 		}
 		if needLease {
-			if now := time.Now(); n.clock.age(now) > clockMaxAge {
+			if n.clock.age(start) > clockMaxAge {
 				_ = n.syncClock(ctx) // idle: a fresh bound first (on failure the read says why)
+				dialed = true        // waited: start afresh
 			} else {
-				n.maybeRefreshClock(now)
+				n.maybeRefreshClock(start)
 			}
 		}
-		res, err := n.getOneSided(ctx, dst, key, needLease, s)
+		if dialed {
+			start = monoNow()
+		}
+		res, err := n.getOneSided(ctx, dst, key, needLease, start, s)
 		if err == nil {
 			return res, nil
 		}

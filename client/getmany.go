@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/bits"
 	"sync"
-	"time"
 
 	"github.com/kvd-project/kvd/internal/table"
 	"github.com/kvd-project/kvd/internal/wire"
@@ -125,7 +124,7 @@ func (c *Client) batchOneSided(ctx context.Context, keys [][]byte, out []Result,
 		return 0
 	}
 	if needLease {
-		if now := time.Now(); n.clock.age(now) > clockMaxAge {
+		if now := monoNow(); n.clock.age(now) > clockMaxAge {
 			_ = n.syncClock(ctx)
 		} else {
 			n.maybeRefreshClock(now)
@@ -134,7 +133,7 @@ func (c *Client) batchOneSided(ctx context.Context, keys [][]byte, out []Result,
 	s := batchPool.Get().(*batchScratch)
 	defer batchPool.Put(s)
 	g := n.geo.Load()
-	start := time.Now()
+	start := monoNow()
 
 	// Round trip 1: the header, and both buckets of every key.
 	ops := append(s.ops[:0], transport.ReadOp{Remote: g.region, Dst: s.hdr1[:]})
@@ -159,8 +158,8 @@ func (c *Client) batchOneSided(ctx context.Context, keys [][]byte, out []Result,
 	if n.conn.Read(ctx, ops) != nil || !table.SameState(s.hdr1[:], s.hdr2[:]) {
 		return 0
 	}
-	now := time.Now()
-	if now.Sub(start) >= g.maxAge {
+	now := monoNow()
+	if now.sub(start) >= g.maxAge {
 		return 0
 	}
 	if needLease && n.clock.check(max(hdr.LeaseExpiry, table.LeaseOf(s.hdr2[:])), now) != nil {

@@ -115,17 +115,20 @@ func readBytes(ops []transport.ReadOp) int {
 // round trip 1 reads the header and both candidate buckets, and round trip
 // 2 reads every record whose fingerprint matches, or, for a miss, the
 // header and both buckets again.
-func (n *node) getOneSided(ctx context.Context, dst, key []byte, needLease bool, s *getScratch) (readResult, error) {
+//
+// start is a clock reading taken before the attempt's first READ.
+func (n *node) getOneSided(ctx context.Context, dst, key []byte, needLease bool, start mono, s *getScratch) (readResult, error) {
 	loc, cached := n.cache.get(key)
 	if !cached {
-		return n.getUncached(ctx, dst, key, needLease, s)
+		return n.getUncached(ctx, dst, key, needLease, start, s)
 	}
-	spent, done, err := n.getCached(ctx, dst, key, loc, needLease, s)
+	spent, done, err := n.getCached(ctx, dst, key, loc, needLease, start, s)
 	if done {
 		return spent, err
 	}
 	n.cache.drop(key)
-	res, err := n.getUncached(ctx, dst, key, needLease, s)
+	// A fresh start: the cached round trip may have failed for being slow.
+	res, err := n.getUncached(ctx, dst, key, needLease, monoNow(), s)
 	res.roundTrips += spent.roundTrips
 	res.reads += spent.reads
 	res.bytes += spent.bytes
@@ -141,13 +144,12 @@ func (n *node) getOneSided(ctx context.Context, dst, key []byte, needLease bool,
 // torn, or the location's space since reused by another key): then the
 // caller reads the key as uncached, and res counts the round trip, READs
 // and bytes this spent.
-func (n *node) getCached(ctx context.Context, dst, key []byte, loc location, needLease bool, s *getScratch) (res readResult, done bool, err error) {
+func (n *node) getCached(ctx context.Context, dst, key []byte, loc location, needLease bool, start mono, s *getScratch) (res readResult, done bool, err error) {
 	g := n.geo.Load()
 	cs := table.DecodeSlot(loc.word)
 	if !g.inArea(cs) {
 		return readResult{}, false, nil
 	}
-	start := time.Now()
 	s.cached = grow(s.cached, int(cs.Len))
 	ops := append(s.ops[:0],
 		transport.ReadOp{Remote: g.region, Offset: 0, Dst: s.hdr1[:]},
@@ -155,17 +157,21 @@ func (n *node) getCached(ctx context.Context, dst, key []byte, loc location, nee
 	if err := n.conn.Read(ctx, ops); err != nil {
 		return readResult{}, true, err
 	}
+	// The decision's clock reading, after the last READ: it serves both the
+	// age check (a GET too slow to trust the record's bytes goes uncached
+	// for a fresh start) and the lease check in judge.
+	now := monoNow()
 	res = readResult{roundTrips: 1, reads: len(ops), bytes: readBytes(ops)}
 	hdr, err := checkHeader(g, s.hdr1[:])
 	if err != nil {
 		return readResult{}, true, err
 	}
 	val, ver, verr := table.VerifyRecord(s.cached, key, cs)
-	if verr != nil || time.Since(start) >= g.maxAge {
+	if verr != nil || now.sub(start) >= g.maxAge {
 		return res, false, nil
 	}
 	a := getAttempt{g: g, hdr: hdr, start: start, needLease: needLease, s: s}
-	if err := n.judge(&a, hdr.LeaseExpiry); err != nil {
+	if err := n.judgeAt(&a, hdr.LeaseExpiry, now); err != nil {
 		return readResult{}, true, err
 	}
 	res.value, res.version, res.found = append(dst, val...), ver, true
@@ -173,11 +179,10 @@ func (n *node) getCached(ctx context.Context, dst, key []byte, loc location, nee
 }
 
 // getUncached is the attempt without a cached location.
-func (n *node) getUncached(ctx context.Context, dst, key []byte, needLease bool, s *getScratch) (readResult, error) {
+func (n *node) getUncached(ctx context.Context, dst, key []byte, needLease bool, start mono, s *getScratch) (readResult, error) {
 	g := n.geo.Load()
 	h := table.Hash(key)
 	b1, b2 := table.Buckets(h, g.nbuckets)
-	start := time.Now()
 	ops := append(s.ops[:0],
 		transport.ReadOp{Remote: g.region, Offset: 0, Dst: s.hdr1[:]},
 		transport.ReadOp{Remote: g.region, Offset: table.BucketOffset(b1), Dst: s.bk1[0][:]},
@@ -214,7 +219,7 @@ func (n *node) getUncached(ctx context.Context, dst, key []byte, needLease bool,
 type getAttempt struct {
 	g         *geometry    // as the attempt started
 	hdr       table.Header // as round trip 1 read it
-	start     time.Time
+	start     mono
 	needLease bool
 	s         *getScratch
 }
@@ -299,8 +304,13 @@ func (n *node) proveMiss(ctx context.Context, b1, b2 uint32, a *getAttempt, roun
 // linearizable GET) the lease expiring at exp still holds by the client's
 // bound on the node's clock.
 func (n *node) judge(a *getAttempt, exp uint64) error {
-	now := time.Now()
-	if now.Sub(a.start) >= a.g.maxAge {
+	return n.judgeAt(a, exp, monoNow())
+}
+
+// judgeAt is judge with the decision's clock reading now, which must have
+// been taken after the GET's last READ completed.
+func (n *node) judgeAt(a *getAttempt, exp uint64, now mono) error {
+	if now.sub(a.start) >= a.g.maxAge {
 		return errTooSlow
 	}
 	if a.needLease {

@@ -94,6 +94,25 @@ func (r *rig) rebuild(kv ...string) {
 	}
 }
 
+// slowAge is the maxAge shrinkMaxAge sets; sleepInEveryBatch sleeps longer.
+const slowAge = 5 * time.Millisecond
+
+// shrinkMaxAge makes the client believe the region's grace period is
+// 2*slowAge (the table's is a minute, so nothing is reused for real).
+func (r *rig) shrinkMaxAge() {
+	n := r.node()
+	g := *n.geo.Load()
+	g.maxAge = slowAge
+	n.geo.Store(&g)
+}
+
+// sleepInEveryBatch makes every READ batch take longer than slowAge.
+func sleepInEveryBatch(_ *rig, _, op int) {
+	if op == 0 {
+		time.Sleep(4 * slowAge)
+	}
+}
+
 // node is the client's current connection to the fake.
 func (r *rig) node() *node {
 	r.c.mu.Lock()
@@ -273,6 +292,30 @@ func TestReadProtocol(t *testing.T) {
 			r.lease(20 * time.Millisecond)
 			time.Sleep(60 * time.Millisecond)
 		}, want: rpcMarker, fallbacks: 1, retries: map[string]uint64{"lease+clock": R}, trace: repTrace(R, traceCachedHit...)},
+		// Slowness: a GET is accepted only if it took less than half the
+		// grace period (geometry.maxAge), counted from a clock reading
+		// taken before its first READ to one taken after its last.
+		{name: "too slow, uncached", setup: func(r *rig) { r.shrinkMaxAge() }, hook: sleepInEveryBatch,
+			want: rpcMarker, fallbacks: 1, retries: map[string]uint64{"slow": R}, trace: repTrace(R, traceHit...)},
+		{name: "too slow, cached", setup: func(r *rig) { r.warm("k"); r.shrinkMaxAge() }, hook: sleepInEveryBatch,
+			want: rpcMarker, fallbacks: 1, retries: map[string]uint64{"slow": R}, trace: catTraces(traceCachedHit, repTrace(R, traceHit...))},
+		{name: "too slow in the cached batch only", setup: func(r *rig) { r.warm("k"); r.shrinkMaxAge() },
+			hook: func(r *rig, batch, op int) {
+				if batch == 1 {
+					sleepInEveryBatch(r, batch, op)
+				}
+			}, want: "v1", oneSided: 1, trace: catTraces(traceCachedHit, traceHit)},
+
+		// The lease is judged by a clock reading taken after the last READ,
+		// not one from before it.
+		{name: "lease lapses during the cached batch", setup: func(r *rig) {
+			r.warm("k")
+			r.lease(20 * time.Millisecond)
+		}, hook: func(r *rig, batch, op int) {
+			if batch == 1 && op == 0 {
+				time.Sleep(60 * time.Millisecond)
+			}
+		}, want: rpcMarker, fallbacks: 1, retries: map[string]uint64{"lease+clock": R}, trace: repTrace(R, traceCachedHit...)},
 		// The lease word alone may change between the header reads: it is
 		// judged on its own, and either read's lease, if still valid at
 		// the decision, covers the read (docs/consistency.md).
@@ -305,13 +348,13 @@ func TestReadProtocol(t *testing.T) {
 		{name: "idle clock sample is refreshed before the read", setup: func(r *rig) {
 			// A bound so loose that only a fresh sample can accept the
 			// lease; old enough (> clockMaxAge) to be replaced up front.
-			r.node().clock.sample.Store(&clockSample{mono: r.f.serverClock() + int64(2*time.Hour), sent: time.Now().Add(-10 * time.Second)})
+			r.node().clock.sample.Store(&clockSample{mono: r.f.serverClock() + int64(2*time.Hour), sent: monoNow() - mono(10*time.Second)})
 		}, want: "v1", oneSided: 1, trace: traceHit, clockSyncs: 1},
 		{name: "loose clock sample is refreshed at the lease check", setup: func(r *rig) {
 			n := r.node()
 			n.clock.refreshing.Store(true) // no background refresh: the lease check must ask
 			r.t.Cleanup(func() { n.clock.refreshing.Store(false) })
-			n.clock.sample.Store(&clockSample{mono: r.f.serverClock() + int64(2*time.Hour), sent: time.Now().Add(-100 * time.Millisecond)})
+			n.clock.sample.Store(&clockSample{mono: r.f.serverClock() + int64(2*time.Hour), sent: monoNow() - mono(100*time.Millisecond)})
 		}, want: "v1", oneSided: 1, retries: map[string]uint64{"clock": 1}, trace: catTraces(traceHit, traceHit), clockSyncs: 1},
 		{name: "server clock moved past the expiry", setup: func(r *rig) {
 			r.warm("k")

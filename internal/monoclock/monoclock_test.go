@@ -19,3 +19,13 @@ func TestMonotonicAndPositive(t *testing.T) {
 		t.Fatalf("At(origin+1s) = %d", d)
 	}
 }
+
+// TestRawIsTimesClock: Raw runs with the monotonic clock time.Now reads.
+func TestRawIsTimesClock(t *testing.T) {
+	r0, t0 := Raw(), time.Now()
+	time.Sleep(10 * time.Millisecond)
+	t1, r1 := time.Now(), Raw()
+	if d, dr := t1.Sub(t0), time.Duration(r1-r0); dr < d {
+		t.Fatalf("Raw advanced %v over an interval inside which time.Now advanced %v", dr, d)
+	}
+}

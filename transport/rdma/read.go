@@ -206,6 +206,16 @@ func (c *conn) postRound(ctx context.Context, r *round) error {
 func (c *conn) waitRound(ctx context.Context, r *round) error {
 	s := &c.slots[r.idx]
 	c.spinWait(func() bool { return len(s.done) > 0 })
+	// The completion is usually here by now (on Soft-RoCE the device's
+	// work runs inside the posting call): take it without touching
+	// ctx.Done(), which may have to arm a timer (a context that makes its
+	// deadline's timer only when waited on, as the client's GETs do) and
+	// makes a select of three channels.
+	select {
+	case <-s.done:
+		return c.roundResult(r.idx)
+	default:
+	}
 	select {
 	case <-s.done:
 	case <-ctx.Done():
@@ -219,9 +229,15 @@ func (c *conn) waitRound(ctx context.Context, r *round) error {
 		}
 		<-s.done
 	}
-	if s.err != nil {
-		c.releaseSlot(r.idx)
-		return s.err
+	return c.roundResult(r.idx)
+}
+
+// roundResult is the outcome of slot idx's completed round; on error the
+// slot is released.
+func (c *conn) roundResult(idx int) error {
+	if err := c.slots[idx].err; err != nil {
+		c.releaseSlot(idx)
+		return err
 	}
 	return nil
 }
@@ -268,6 +284,11 @@ func (c *conn) takeSlot(ctx context.Context) (*staging, int, error) {
 	st, err := c.staging()
 	if err != nil {
 		return nil, 0, err
+	}
+	select { // a free slot without touching ctx.Done() (see waitRound)
+	case idx := <-c.freeSlots:
+		return st, idx, nil
+	default:
 	}
 	select {
 	case idx := <-c.freeSlots:
