@@ -37,7 +37,9 @@ func (a *applier) Apply(ws []raft.Write) {
 // flag is set (before anything is removed, so no reader trusts a miss
 // meanwhile), and the keys are remembered so repairLoop can put them back
 // and clear it. Everything the region does show is current, so hits stay
-// trustworthy.
+// trustworthy. A held key's slot is cleared only once the flag has been
+// set for a grace period (table.Evict, Reset: rule M4 of
+// docs/layout.md), so that no GET that read the flag clear can miss it.
 
 func (s *Server) applyLocked(version uint64, key, value []byte, deleted bool) {
 	if deleted {
@@ -60,10 +62,7 @@ func (s *Server) applyLocked(version uint64, key, value []byte, deleted bool) {
 	s.metrics.applyMissed()
 	s.log.Warn("table cannot hold an applied write; region marked incomplete until repaired",
 		"key_len", len(key), "value_len", len(value), "err", err)
-	s.tbl.SetIncomplete(true)
-	if _, derr := s.tbl.Delete(key); derr != nil {
-		s.log.Error("table delete failed", "err", derr)
-	}
+	s.tbl.Evict(key) // flags the region; the old value's record dead at once, its slot kept for a grace period
 	s.missing[string(key)] = struct{}{}
 	s.compactLocked() // if free space is cut up, the repair finds it whole a grace period from now
 }
@@ -95,7 +94,9 @@ func (a *applier) Restore() {
 // rebuildLocked refills the table from the node's applied state. The lease
 // word stays clear until it is done, so no linearizable reader accepts a
 // half-built region; the incomplete flag is raised before the old contents
-// go, so no serializable reader trusts a miss. The table places the keys as
+// go, so no serializable reader trusts a miss, and they go only a grace
+// period after it (table.Reset), so that no reader that read the flag
+// clear before can miss a key the rebuild puts back. The table places the keys as
 // a rebuild (table.Reset): whatever order they come in, every key set that
 // the table held before fits again (docs/layout.md, "Placement"), and if
 // the space free now cannot hold the records the rebuild first waits for
@@ -106,8 +107,12 @@ func (a *applier) Restore() {
 // repairLoop runs the rebuild again.
 func (s *Server) rebuildLocked() error {
 	s.setRebuilding(true)
-	s.tbl.SetIncomplete(true)
-	s.tbl.Reset()
+	s.tbl.Reset() // flags the region; the old records dead at once
+	// Their slots clear once the flag has been set for a grace period (at
+	// once after a failed rebuild, or if the region was empty); the keys
+	// are placed into the slots as a fresh region has them, so that every
+	// key set the table held once fits.
+	s.waitLocked(s.tbl.PendingClearsIn(), "the old contents' slots to clear")
 	clear(s.missing)
 	forEach := s.node.ForEach
 	if s.testForEach != nil {
@@ -129,8 +134,8 @@ func (s *Server) rebuildLocked() error {
 }
 
 // waitForRoomLocked makes sure a rebuild's records fit the record area.
-// Reset put the old contents in limbo, where their space stays for the
-// grace period. Records that need no more than the largest free extent
+// The old contents went to limbo when their slots cleared, and their space
+// stays there for the grace period. Records that need no more than the largest free extent
 // always fit (the allocator fills an extent front to back), so when they
 // do, or when nothing is in limbo (a fresh region at start), it returns at
 // once; otherwise it waits until limbo has drained, holding the table lock
@@ -151,7 +156,16 @@ func (s *Server) waitForRoomLocked(forEach func(fn func(key, value []byte, versi
 	if need <= s.tbl.Stats().LargestFree {
 		return
 	}
-	s.log.Info("rebuild waits for the old contents' space to leave limbo", "wait", d, "bytes", need)
+	s.waitLocked(d, "the old contents' space to leave limbo", "bytes", need)
+}
+
+// waitLocked waits d, holding the table lock (it runs on the apply path,
+// as the rest of a rebuild does), or until the server stops.
+func (s *Server) waitLocked(d time.Duration, what string, args ...any) {
+	if d <= 0 {
+		return
+	}
+	s.log.Info("rebuild waits for "+what, append([]any{"wait", d}, args...)...)
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -205,6 +219,10 @@ func (s *Server) repairLocked() {
 		case err != nil:
 			return
 		case !ok:
+			// Deleted, in a batch the region has not applied yet: its
+			// slot, if still kept (table.Evict), goes now, as that
+			// batch's delete will make it go.
+			s.tbl.Delete([]byte(k))
 			delete(s.missing, k)
 		case s.tbl.Put([]byte(k), value, version) == nil:
 			delete(s.missing, k)

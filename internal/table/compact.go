@@ -25,6 +25,10 @@ func (t *Table) Fragmented() bool {
 // maxCells bounds the cells a compaction tallies live bytes in.
 const maxCells = 4096
 
+// pinned is the tally of a cell holding a reserved block or a pending
+// slot's record: a compaction cannot empty it.
+const pinned = 1 << 62
+
 // Compact moves up to budget bytes of live records out of the stretch of
 // the record area where they are fewest, if free space is fragmented, and
 // returns how many bytes it moved. A compaction waits for the space of the
@@ -46,8 +50,11 @@ func (t *Table) Compact(budget uint64) uint64 {
 		live = append(live, 0)
 	}
 	t.cells = live
-	const pinned = 1 << 62 // a cell with a reserved block: it cannot be emptied
 	t.eachRecord(func(_ uint64, s Slot) {
+		if t.pending(s.Word()) { // dead, its slot waiting to clear (evict.go): not moved
+			t.pin(live, s.Offset, s.Len, cell)
+			return
+		}
 		for o := s.Offset; o < s.Offset+s.Len; {
 			c := (o - a.base) / cell
 			next := min(s.Offset+s.Len, a.base+(c+1)*cell)
@@ -58,9 +65,7 @@ func (t *Table) Compact(budget uint64) uint64 {
 	for _, g := range t.resv {
 		for _, sz := range g.sizes {
 			for _, off := range sz.blocks {
-				for c := (off - a.base) / cell; c <= (off+sz.n-1-a.base)/cell; c++ {
-					live[c] = pinned
-				}
+				t.pin(live, off, sz.n, cell)
 			}
 		}
 	}
@@ -78,7 +83,7 @@ func (t *Table) Compact(budget uint64) uint64 {
 	t.held = a.hold(lo, hi, t.held[:0])
 	var moved uint64
 	t.eachRecord(func(pos uint64, s Slot) {
-		if moved >= budget || s.Offset >= hi || s.Offset+s.Len <= lo || s.Len > hi-lo {
+		if moved >= budget || s.Offset >= hi || s.Offset+s.Len <= lo || s.Len > hi-lo || t.pending(s.Word()) {
 			return
 		}
 		off, ok := a.alloc(s.Len)
@@ -102,6 +107,14 @@ func (t *Table) Compact(budget uint64) uint64 {
 		t.compactAgain = t.clock() + t.grace
 	}
 	return moved
+}
+
+// pin marks the cells that n bytes at off touch as ones a compaction
+// cannot empty.
+func (t *Table) pin(live []uint64, off, n, cell uint64) {
+	for c := (off - t.alloc.base) / cell; c <= (off+n-1-t.alloc.base)/cell; c++ {
+		live[c] = pinned
+	}
 }
 
 // eachRecord calls fn for every published slot: its position and word.

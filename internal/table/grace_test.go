@@ -129,6 +129,12 @@ func TestLimboHoldsSpace(t *testing.T) {
 	checkStored(t, tab, mem, stored)
 }
 
+// TestReset: Reset flags the region, turns every record dead and
+// publishes a new generation at once, but clears the slots (rule M4:
+// the node still holds the keys, a rebuild puts them back) only once the
+// flag has been set for the grace period; a key put back before then
+// keeps its slot. The old records' bytes then wait in limbo for another
+// grace period.
 func TestReset(t *testing.T) {
 	tab, mem, clk := newTable(t, 256<<10, Config{Buckets: 256, Grace: testGrace})
 	tab.SetLease(3<<1 | 1)
@@ -145,50 +151,74 @@ func TestReset(t *testing.T) {
 	}
 	before := tab.Stats()
 	gen := tab.Header().Generation
+	pos0, _, _ := tab.find([]byte("k0"), Hash([]byte("k0")))
 	tab.Reset()
 
 	h, err := ParseHeader(mem)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h.Generation == gen || h != tab.Header() || h.LeaseExpiry != 3<<1|1 || h.LeaderHint != 2 {
+	if h.Generation == gen || h != tab.Header() || !h.Incomplete || h.LeaseExpiry != 3<<1|1 || h.LeaderHint != 2 {
 		t.Fatalf("header after Reset %+v (old generation %#x)", h, gen)
 	}
 	if tab.Len() != 0 {
 		t.Fatalf("Len = %d after Reset", tab.Len())
 	}
-	for i, k := range keys {
-		checkAbsent(t, tab, mem, k)
-		if _, _, err := verifyAt(mem, words[i], k); !errors.Is(err, ErrDead) {
-			t.Fatalf("old record %s after Reset: %v", k, err)
+	// Within the grace period: every slot stays, naming its dead record (a
+	// reader retries, and never proves a miss), and the bytes stay used.
+	for _, d := range []time.Duration{0, testGrace - 1} {
+		clk.Advance(d)
+		st := tab.Stats()
+		if st.SlotsPending != len(keys) || st.BytesUsed != before.BytesUsed || st.BytesLimbo != 0 || tab.PendingClearsIn() != testGrace-d {
+			t.Fatalf("%v after Reset: stats %+v, slots clear in %v", d, st, tab.PendingClearsIn())
+		}
+		for i, k := range keys {
+			if _, _, err := lookup(mem, []byte(k)); slotOf(t, tab, []byte(k)) != words[i] || !errors.Is(err, ErrDead) {
+				t.Fatalf("%v after Reset: %s reads %v, slot %#x (was %#x)", d, k, err, slotOf(t, tab, []byte(k)), words[i])
+			}
+			if _, _, ok, err := tab.Get([]byte(k)); ok || err != nil {
+				t.Fatalf("Get(%s) of a reset key: %v %v", k, ok, err)
+			}
+		}
+		tab.SetIncomplete(false) // refused: slots are pending
+		if !tab.Header().Incomplete {
+			t.Fatalf("%v after Reset: flag cleared while slots wait", d)
 		}
 	}
-	st := tab.Stats()
-	if st.BytesLimbo != before.BytesUsed || st.BytesUsed != 0 || st.BytesFree != before.BytesFree || st.BytesPayload != 0 {
-		t.Fatalf("stats after Reset %+v, before %+v", st, before)
-	}
-	// New writes within the grace period leave the old records alone.
-	for i := range 20 {
-		if err := tab.Put([]byte(fmt.Sprintf("n%d", i)), pattern(300, 1), 1); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for i, k := range keys {
-		if _, _, err := verifyAt(mem, words[i], k); !errors.Is(err, ErrDead) {
-			t.Fatalf("old record %s overwritten within grace: %v", k, err)
-		}
-	}
-	// Once empty and past grace, the whole area is free again.
-	tab.Reset()
-	clk.Advance(testGrace)
-	if st := tab.Stats(); st.BytesFree != st.BytesArea || st.BytesLimbo != 0 || st.BytesUsed != 0 {
-		t.Fatalf("stats after Reset and grace %+v", st)
-	}
-	if err := tab.Put([]byte("k1"), []byte("again"), 7); err != nil {
+	// A rebuild's Put of a key whose slot waits updates it in place.
+	if err := tab.Put([]byte("k0"), []byte("again"), 7); err != nil {
 		t.Fatal(err)
 	}
-	if v, ver, err := lookup(mem, []byte("k1")); err != nil || string(v) != "again" || ver != 7 {
+	if pos, w, _ := tab.find([]byte("k0"), Hash([]byte("k0"))); pos != pos0 || w == words[0] || tab.Len() != 1 {
+		t.Fatalf("k0 put back at slot %d (was %d), word %#x (was %#x), Len %d", pos, pos0, w, words[0], tab.Len())
+	}
+	// The grace period has passed since the flag was set: the rest clear.
+	clk.Advance(1)
+	st := tab.Stats()
+	if st.SlotsPending != 0 || st.BytesLimbo != before.BytesUsed || st.Keys != 1 || tab.PendingClearsIn() != 0 {
+		t.Fatalf("stats a grace period after Reset %+v, before %+v", st, before)
+	}
+	for i, k := range keys[1:] {
+		checkAbsent(t, tab, mem, k)
+		if _, _, err := verifyAt(mem, words[i+1], k); !errors.Is(err, ErrDead) {
+			t.Fatalf("old record %s after its slot cleared: %v", k, err)
+		}
+	}
+	if v, ver, err := lookup(mem, []byte("k0")); err != nil || string(v) != "again" || ver != 7 {
 		t.Fatalf("lookup after rebuild: %q %d %v", v, ver, err)
+	}
+	if tab.SetIncomplete(false); tab.Header().Incomplete {
+		t.Fatal("flag still set with nothing pending")
+	}
+	// Once empty and past grace, the whole area is free again (a Reset of
+	// a region flagged incomplete for the grace period clears at once).
+	clk.Advance(testGrace)
+	tab.SetIncomplete(true)
+	clk.Advance(testGrace)
+	tab.Reset()
+	clk.Advance(testGrace)
+	if st := tab.Stats(); st.BytesFree != st.BytesArea || st.BytesLimbo != 0 || st.BytesUsed != 0 || st.SlotsPending != 0 {
+		t.Fatalf("stats after Reset and grace %+v", st)
 	}
 }
 

@@ -42,7 +42,9 @@ func (t *Table) Withhold(key []byte) {
 	if !t.atomic || checkKey(key) != nil {
 		return
 	}
-	if _, w, found := t.find(key, Hash(key)); found {
+	if _, w, found := t.find(key, Hash(key)); found && !t.pending(w) {
+		// (A pending slot's record is dead: hidden, EndAtomic would
+		// revive it.)
 		t.hide(DecodeSlot(w).Offset, key)
 	}
 }

@@ -44,6 +44,22 @@ func (t *Table) checkRetiring(s Slot) {
 		"a published record at %d was modified before it was retired", s.Offset)
 }
 
+// checkClearing: rule M4 (evict.go). The slot of a key the node still
+// holds is cleared only once the incomplete flag has been set for the
+// grace period, and it names the key's record, dead and intact.
+func (t *Table) checkClearing(w uint64) {
+	if !invariants.Enabled {
+		return
+	}
+	s := DecodeSlot(w)
+	rec := t.mem[s.Offset : s.Offset+s.Len]
+	le := binary.LittleEndian
+	invariants.Check(t.slotsMayClear(), "clearing the slot of an evicted key %d after the flag was set, before the grace period %d",
+		t.clock()-t.incompleteAt, t.grace)
+	invariants.Check(le.Uint32(rec[recState:]) == stateDead && crc32.Checksum(rec[recVersion:], castagnoli) == le.Uint32(rec[recCRC:]),
+		"a pending slot's record at %d is not dead and intact", s.Offset)
+}
+
 // checkHeader: the header in memory parses to what the writer believes.
 func (t *Table) checkHeader() {
 	if !invariants.Enabled {

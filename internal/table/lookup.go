@@ -15,7 +15,7 @@ func (t *Table) Get(key []byte) (value []byte, version uint64, ok bool, err erro
 		return nil, 0, false, nil
 	}
 	_, w, found := t.find(key, Hash(key))
-	if !found {
+	if !found || t.pending(w) { // an evicted key's slot, waiting to clear: not in the region
 		return nil, 0, false, nil
 	}
 	s := DecodeSlot(w)

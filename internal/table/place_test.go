@@ -407,19 +407,25 @@ func orders(keys []string, nb uint32, r *rand.Rand) map[string][]string {
 }
 
 // rebuild refills tab with stored, in order, as the server does after a
-// restart or a snapshot install: flag incomplete, Reset, Put every key,
-// flag complete. It fails the test if any key does not fit.
+// restart or a snapshot install (server/apply.go): Reset (which flags the
+// region incomplete), wait for the old slots to clear, wait for their
+// space to leave limbo if the records need it, Put every key, flag
+// complete. It fails the test if any key does not fit.
 func rebuild(t *testing.T, tab *Table, stored map[string][]byte, order []string) {
 	t.Helper()
-	tab.SetIncomplete(true)
 	tab.Reset()
+	defer func(now func() time.Time) { tab.now = now }(tab.now)
+	wait := func(d time.Duration) {
+		now := tab.now().Add(d)
+		tab.now = func() time.Time { return now }
+	}
+	wait(tab.PendingClearsIn())
 	var need uint64
 	for k, v := range stored {
 		need += RecordLen(len(k), len(v))
 	}
 	if st := tab.Stats(); need > st.LargestFree {
-		tab.now = func() time.Time { return time.Unix(0, 1<<62) } // wait out the grace period
-		defer func(now func() time.Time) { tab.now = now }(tab.now)
+		wait(tab.LimboClearsIn())
 	}
 	for i, k := range order {
 		if err := tab.Put([]byte(k), stored[k], uint64(i)); err != nil {

@@ -53,6 +53,7 @@ func (t *Table) Reserve(key []byte, valueLen int) error {
 	if err := checkSizes(key, valueLen); err != nil {
 		return err
 	}
+	t.clearPending()
 	h := Hash(key)
 	n := RecordLen(len(key), valueLen)
 	g := t.group(key)
@@ -60,7 +61,7 @@ func (t *Table) Reserve(key []byte, valueLen int) error {
 	needSlot := !found && (g == nil || g.held < 0)
 	p := placement{chain: -1}
 	if needSlot {
-		if t.records+t.heldSlots >= t.keyCap {
+		if t.records+t.heldSlots+t.pendingSlots >= t.keyCap {
 			return fmt.Errorf("%w: %d keys and %d new keys in flight reach the key capacity %d",
 				ErrNoSpace, t.records, t.heldSlots, t.keyCap)
 		}

@@ -27,8 +27,14 @@ type Table struct {
 	alloc allocator
 
 	records int
-	payload uint64 // bytes of live records
+	payload uint64 // bytes of live records, and of pending slots' dead ones
 	keyCap  int    // KeyCapacity
+
+	// Rule M4 (evict.go): incompleteAt is when the incomplete flag was last
+	// set; pendingSlots counts slots of keys taken out of the region whose
+	// clearing waits until the flag has been set for the grace period.
+	incompleteAt int64
+	pendingSlots int
 
 	// Placement (place.go). rebuilding: Reset started a rebuild, which ends
 	// when the region is flagged complete again.
@@ -68,6 +74,7 @@ type Stats struct {
 	Keys          int    // live keys
 	KeyCapacity   int    // the most keys (with new keys in flight) Reserve admits
 	SlotsHeld     int    // slots set aside for new keys in flight (Reserve)
+	SlotsPending  int    // slots of evicted keys waiting to be cleared (Evict, Reset)
 	BytesArea     uint64 // the record area
 	BytesUsed     uint64 // blocks holding live records
 	BytesPayload  uint64 // the live records themselves (= BytesUsed: a block is its record's length)
@@ -89,7 +96,7 @@ type Stats struct {
 func (s Stats) Fill() float64 {
 	var keys, bytes float64
 	if s.KeyCapacity > 0 {
-		keys = float64(s.Keys+s.SlotsHeld) / float64(s.KeyCapacity)
+		keys = float64(s.Keys+s.SlotsHeld+s.SlotsPending) / float64(s.KeyCapacity)
 	}
 	if s.BytesArea > 0 {
 		bytes = float64(s.BytesUsed+s.BytesReserved+s.BytesLimbo) / float64(s.BytesArea)
@@ -169,12 +176,14 @@ func KeyCapacity(nbuckets uint32) int {
 // Stats reports the table's space. It first frees limbo space whose grace
 // period has passed, so Limbo is as of now.
 func (t *Table) Stats() Stats {
+	t.clearPending()
 	t.alloc.reclaim(t.clock() - t.grace)
 	t.checkSpace()
 	return Stats{
 		Keys:          t.records,
 		KeyCapacity:   t.keyCap,
 		SlotsHeld:     t.heldSlots,
+		SlotsPending:  t.pendingSlots,
 		BytesArea:     t.hdr.RecordEnd - t.hdr.RecordBase,
 		BytesUsed:     t.alloc.used,
 		BytesPayload:  t.payload,
@@ -191,6 +200,7 @@ func (t *Table) Stats() Stats {
 // (0 if limbo is empty). A rebuild that needs the space of what it just
 // unpublished waits this long (Reset).
 func (t *Table) LimboClearsIn() time.Duration {
+	t.clearPending() // what it clears goes to limbo: count it
 	at, ok := t.alloc.lastRetired()
 	if !ok {
 		return 0
@@ -217,8 +227,14 @@ func (t *Table) SetLeaderHint(id uint64) {
 // holds (see Header.Incomplete), with one atomic store.
 // A change also advances the flag epoch, so that a reader whose two header
 // reads straddle a flip and a flip back sees different headers.
+// The flag stays set while slots of evicted keys wait to be cleared
+// (evict.go): they clear once it has been set for the grace period, and a
+// later SetIncomplete(false) then clears it.
 func (t *Table) SetIncomplete(incomplete bool) {
-	if incomplete == t.hdr.Incomplete {
+	if !incomplete {
+		t.clearPending()
+	}
+	if incomplete == t.hdr.Incomplete || !incomplete && t.pendingSlots > 0 {
 		return
 	}
 	t.hdr.Incomplete = incomplete
@@ -227,34 +243,44 @@ func (t *Table) SetIncomplete(incomplete bool) {
 	}
 	t.hdr.FlagEpoch = (t.hdr.FlagEpoch + 1) & (1<<(16-flagEpochShift) - 1)
 	storeHalf(t.mem, offSlots, slotsAndFlags(incomplete, t.hdr.FlagEpoch))
+	if incomplete {
+		// Stamped after the store: a reader may have read the flag clear
+		// until then, and M4's wait must cover it from there.
+		t.incompleteAt = t.clock()
+	}
 	t.checkHeader()
 }
 
 // Reset empties the table for a rebuild while readers may be reading it:
-// every record is unpublished, marked dead and put in limbo like a delete,
-// then a new generation is published. Its space becomes reusable after the
-// grace period, like any other (LimboClearsIn). The lease, leader hint,
-// incomplete flag and reservations are kept.
+// it flags the region incomplete, marks every record dead and publishes a
+// new generation. The node still holds the keys (a rebuild puts them back),
+// so their slots are cleared, and the records put in limbo, only once the
+// flag has been set for the grace period (rule M4, evict.go; at once if it
+// already has): until then a Put of such a key updates its slot in place,
+// and PendingClearsIn says how long a rebuild that wants the slots empty
+// waits. The records' space becomes reusable a grace period after their
+// slots clear, like any other (LimboClearsIn). The lease, leader hint and
+// reservations are kept.
 //
 // Until the region is next flagged complete (SetIncomplete(false)), Puts
 // made while it is flagged incomplete place keys as a rebuild does: moving
 // keys without a limit on the search or a wait between moves, so that the
 // keys of any table that held them fit again, whatever their order
-// (place.go). A rebuild should therefore flag the region incomplete before
-// it calls Reset, as the server does.
+// (place.go).
 func (t *Table) Reset() {
+	t.SetIncomplete(true)
 	t.rebuilding = true
 	t.atomic, t.groupKeys, t.groupEnds = false, t.groupKeys[:0], t.groupEnds[:0]
 	for pos := uint64(HeaderSize); pos < t.hdr.RecordBase; pos += SlotSize {
-		if w := binary.LittleEndian.Uint64(t.mem[pos:]); w != 0 {
+		if w := binary.LittleEndian.Uint64(t.mem[pos:]); w != 0 && !t.pending(w) {
 			t.unpublishing(w)
-			storeWord(t.mem, pos, 0)
-			t.retire(w, t.clock()) // stamped after its unpublish: the grace period starts here
+			t.pendingSlots++
 		}
 	}
 	t.records = 0
 	t.hdr.Generation = newGeneration(t.hdr.Generation)
 	storeWord(t.mem, offGeneration, t.hdr.Generation)
+	t.clearPending()
 	t.checkHeader()
 	t.checkSpace()
 }

@@ -16,6 +16,7 @@ func (t *Table) Put(key, value []byte, version uint64) error {
 	if err := checkSizes(key, len(value)); err != nil {
 		return err
 	}
+	t.clearPending()
 	h := Hash(key)
 	g := t.group(key)
 	p, err := t.place(key, h, g)
@@ -43,7 +44,10 @@ func (t *Table) Put(key, value []byte, version uint64) error {
 	}
 	slot := Slot{Offset: off, Len: n, FP: Fingerprint(h)}
 	t.checkWritten(off, slot, key, value, version)
-	if p.found {
+	// An evicted key whose slot is pending (evict.go) is updated in place:
+	// its record is dead already, and the key is back once the store is.
+	wasPending := p.found && t.pending(p.old)
+	if p.found && !wasPending {
 		t.unpublishing(p.old) // dead before the store: never live and unnamed
 	}
 	storeWord(t.mem, pos, slot.Word())
@@ -54,6 +58,10 @@ func (t *Table) Put(key, value []byte, version uint64) error {
 		// Stamped after the store: a reader may have read the old slot word
 		// until this moment, and the grace period must cover it from here.
 		t.retire(p.old, t.clock())
+		if wasPending {
+			t.pendingSlots--
+			t.records++
+		}
 	} else {
 		t.records++
 		t.stampPlaced(pos)
@@ -110,25 +118,27 @@ func (t *Table) noBlock(n uint64) error {
 }
 
 // Delete unpublishes key's record (its slot word becomes 0), marks it dead
-// and puts it in limbo. It reports whether the key existed. If writes of
-// the key are in flight (Reserve), its slot is held for them.
+// and puts it in limbo. It reports whether the key had a slot (an evicted
+// key's pending slot too, which it clears at once). If writes of the key
+// are in flight (Reserve), its slot is held for them.
 func (t *Table) Delete(key []byte) (existed bool, err error) {
 	if err := checkKey(key); err != nil {
 		return false, err
 	}
+	t.clearPending()
 	pos, old, found := t.find(key, Hash(key))
 	if !found {
 		return false, nil
 	}
-	t.unpublishing(old)
-	storeWord(t.mem, pos, 0)
-	t.retire(old, t.clock())
-	t.records--
-	t.unstamp(pos)
-	if g := t.group(key); g != nil && g.held < 0 {
-		b, _ := slotIndex(pos)
-		t.hold(g, b)
+	if t.pending(old) {
+		// Evicted, its clearing pending: the node no longer holds the key,
+		// so it may go at once.
+		t.pendingSlots--
+	} else {
+		t.unpublishing(old)
+		t.records--
 	}
+	t.unpublish(pos, old)
 	return true, nil
 }
 

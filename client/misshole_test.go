@@ -1,0 +1,68 @@
+package client
+
+import (
+	"testing"
+	"time"
+
+	"github.com/kvd-project/kvd/internal/table"
+)
+
+// TestMissNotFakedByMoveThenRemoval is the interleaving of
+// docs/design/one-round-trip-gets.md §5.5: a key moves from its second
+// bucket to its first while round trip 1 reads them (so neither copy holds
+// it), then, after round trip 2 has read the header and before it reads the
+// buckets, an update of the key that does not fit marks the region
+// incomplete and takes the key out of the region (server/apply.go). The
+// node still holds the key, so the GET must not answer "not found", which
+// it would if the slot were cleared at once: the miss proof checks the
+// incomplete flag only in the header reads, which the second bucket reads
+// may follow.
+//
+// The writer keeps the key's slot (its record dead) until the flag has
+// been set for a grace period (table.Evict, rule M4 of docs/layout.md), so
+// round trip 2 sees the key's slot in b1: the buckets differ from round
+// trip 1's, and the GET retries and ends in an RPC read. (The rig's table
+// clock is stopped, so the grace period never passes here.)
+func TestMissNotFakedByMoveThenRemoval(t *testing.T) {
+	removals := []struct {
+		name   string
+		remove func(r *rig) // what the server does after round trip 2 read H2
+	}{
+		{"an update that does not fit", func(r *rig) {
+			// The server flags the region and takes k out of it.
+			if !r.tbl.Evict([]byte("k")) {
+				t.Error("evict k: not in the region")
+			}
+		}},
+		// A rebuild's first step (server/apply.go): its keys come back
+		// later, after round trip 2 has read the buckets.
+		{"a rebuild", func(r *rig) { r.tbl.Reset() }},
+	}
+	for _, tc := range removals {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t)
+			r.put("k", "v1")
+			r.lease(time.Hour)
+			r.connect()
+			b1, b2 := table.Buckets(table.Hash([]byte("k")), r.tbl.Header().Buckets)
+			r.moveSlot("k", b1, b2) // start in b2, read second (the table's clock is stopped: long ago)
+			r.f.begin(func(batch, op int) {
+				switch {
+				case batch == 1 && op == 2:
+					// Round trip 1 read H1 and b1 (no k); k moves to b1 before b2 is read.
+					if !r.moveSlot("k", b2, b1) {
+						t.Error("could not move k")
+					}
+				case batch == 2 && op == 1:
+					// Round trip 2 read H2 (complete), not yet the buckets.
+					tc.remove(r)
+				}
+			})
+			got := r.get("k", Linearizable)
+			trace, _ := r.f.end()
+			if got == answerNotFound {
+				t.Fatalf("GET k answered not found while the node holds k (READ batches %v)", trace)
+			}
+		})
+	}
+}
