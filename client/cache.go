@@ -2,11 +2,13 @@ package client
 
 import "sync"
 
-// locationCache remembers, per key, the slot word a GET last found and
-// which of the key's two buckets held it, so the next GET can read that
-// bucket and the record in the same round trip as the header. A hit is
-// trusted only if the slot read in that round trip still holds the very
-// same word, so a stale entry costs a round trip, never a stale value.
+// locationCache remembers, per key, the slot word a GET last found (and
+// which of the key's two buckets held it), so the next GET can read the
+// record in the same round trip as the header, without a bucket. A hit is
+// trusted only if the record verifies against that word and reads live,
+// which the writer allows only for a key's current record (docs/layout.md,
+// "A cached location"), so a stale entry costs a round trip, never a stale
+// value.
 type locationCache struct {
 	max int
 	mu  sync.RWMutex
