@@ -168,14 +168,11 @@ func windows(maxlog int) {
 	for k := 10; k <= maxlog; k += 2 {
 		sizes = append(sizes, k)
 	}
-	hdr := "| H (bytes of slots per READ) | load | u (bound/bucket) | rate/bucket |"
-	sep := "|---|---|---|---|"
+	var cols []string
 	for _, k := range sizes {
-		hdr += fmt.Sprintf(" 2^%d |", k)
-		sep += "---|"
+		cols = append(cols, fmt.Sprintf("2^%d", k))
 	}
-	fmt.Println(hdr)
-	fmt.Println(sep)
+	printHeader([]string{"H (bytes of slots per READ)", "load", "u (bound/bucket)", "rate/bucket"}, cols)
 	r := rand.New(rand.NewPCG(1, 2))
 	for _, h := range hs {
 		for _, a := range loads {
@@ -643,14 +640,11 @@ func memory() {
 	fmt.Println()
 	values := []int{16, 64, 256, 4096, 1 << 20}
 	inl := []int{64, 144, 352}
-	h := "| value | record (inline form) | layout 2 |"
-	s := "|---|---|---|"
+	var cols []string
 	for _, a := range inl {
-		h += fmt.Sprintf(" layout 3, a=%d | ratio |", a)
-		s += "---|---|"
+		cols = append(cols, fmt.Sprintf("layout 3, a=%d", a), "ratio")
 	}
-	fmt.Println(h)
-	fmt.Println(s)
+	printHeader([]string{"value", "record (inline form)", "layout 2"}, cols)
 	for _, v := range values {
 		rec := pad8(24 + 16 + v)
 		il := inlineLen(16, v)
@@ -694,4 +688,11 @@ func human(n int) string {
 		return fmt.Sprintf("%d KiB", n>>10)
 	}
 	return fmt.Sprintf("%d B", n)
+}
+
+// printHeader prints a markdown table's header and separator rows.
+func printHeader(first, more []string) {
+	cols := append(append([]string{}, first...), more...)
+	fmt.Println("| " + strings.Join(cols, " | ") + " |")
+	fmt.Println(strings.Repeat("|---", len(cols)) + "|")
 }
