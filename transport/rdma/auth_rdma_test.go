@@ -331,6 +331,44 @@ func TestAuthLimitsUnauthenticated(t *testing.T) {
 			srv.noAccept(t)
 		})
 	}
+	// "poller before the watcher": the oversized message fails the
+	// connection before the listener has started its event watcher (CI's
+	// race build once saw teardown read the watcher's channel while the
+	// listener wrote it). No watcher may start on a failed connection, and
+	// teardown must finish.
+	t.Run("poller before the watcher", func(t *testing.T) {
+		srv := newAuthServer(t, Config{})
+		failed := make(chan *conn, 1)
+		hook := func(c *conn) {
+			select {
+			case <-c.closed:
+			case <-time.After(10 * time.Second):
+			}
+			failed <- c
+		}
+		srv.tr.acceptHook.Store(&hook)
+		c, err := dial(t, rawClient(t), srv.ln.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Send(ctxT(t), make([]byte, AuthMaxMessage+1)); err != nil {
+			t.Fatal(err)
+		}
+		srv.refused.wait(t, "exceeds the limit of 256")
+		sc := <-failed
+		select {
+		case <-sc.done:
+		case <-time.After(10 * time.Second):
+			t.Fatal("teardown of the refused connection did not finish")
+		}
+		sc.mu.Lock()
+		started := sc.watchDone != nil
+		sc.mu.Unlock()
+		if started {
+			t.Fatal("an event watcher started on a connection that had already failed")
+		}
+		srv.noAccept(t)
+	})
 	t.Run("timeout", func(t *testing.T) {
 		srv := newAuthServer(t, Config{Auth: &Auth{Keys: testKeys(), Timeout: 500 * time.Millisecond}})
 		c, err := dial(t, rawClient(t), srv.ln.Addr())

@@ -79,8 +79,11 @@ func (c *conn) teardown() {
 	if c.ch != nil {
 		c.ch.wakeUp()
 	}
-	if c.watchDone != nil {
-		<-c.watchDone
+	c.mu.Lock()
+	watchDone := c.watchDone
+	c.mu.Unlock()
+	if watchDone != nil {
+		<-watchDone
 	}
 	c.t.removeConn(c)
 	c.stopAssembler() // the poller hands it nothing more
@@ -129,10 +132,25 @@ func (c *conn) keepQueued() {
 	}
 }
 
+// startWatch runs watch in the background unless the connection has
+// already failed. The poller can fail a connection as soon as its receives
+// are posted, before the dialer or the listener gets here; teardown then
+// either saw no watcher (and none starts after it) or waits for this one,
+// which its wakeUp ends.
+func (c *conn) startWatch(established func(*conn)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		return
+	}
+	c.watchDone = make(chan struct{})
+	go c.watch(established, c.watchDone)
+}
+
 // watch handles connection-manager events for the connection's life.
 // established runs once the connection is up (passive side).
-func (c *conn) watch(established func(*conn)) {
-	defer close(c.watchDone)
+func (c *conn) watch(established func(*conn), done chan struct{}) {
+	defer close(done)
 	for {
 		ev, err := c.ch.wait(context.Background())
 		if err != nil {

@@ -78,7 +78,7 @@ type conn struct {
 	maxReadDepth atomic.Int32
 	closed       chan struct{}
 	done         chan struct{} // teardown finished
-	watchDone    chan struct{} // nil until a watcher runs
+	watchDone    chan struct{} // nil until a watcher runs; guarded by mu
 
 	localClose atomic.Bool
 	connected  atomic.Bool

@@ -42,8 +42,7 @@ func (t *Transport) dial(ctx context.Context, addr string) (*conn, error) {
 		<-c.done
 		return nil, fmt.Errorf("rdma: dial %s: %w", addr, err)
 	}
-	c.watchDone = make(chan struct{})
-	go c.watch(nil)
+	c.startWatch(nil)
 	if err := c.dialAuth(ctx); err != nil {
 		c.fail(err)
 		<-c.done
@@ -276,8 +275,10 @@ func (l *listener) request(ev cmEvent) {
 		c.fail(err)
 		return
 	}
-	c.watchDone = make(chan struct{})
-	go c.watch(l.onEstablished)
+	if h := l.t.acceptHook.Load(); h != nil {
+		(*h)(c)
+	}
+	c.startWatch(l.onEstablished)
 }
 
 func (l *listener) established(c *conn) {

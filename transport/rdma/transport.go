@@ -67,6 +67,9 @@ type Transport struct {
 	// asmHook, in tests, runs before the assembler copies a fragment
 	// (atomic, as auth.dropEstablished, for the same reason).
 	asmHook atomic.Pointer[func(*conn)]
+	// acceptHook, in tests, runs when the listener has accepted a
+	// connection and not yet started its event watcher.
+	acceptHook atomic.Pointer[func(*conn)]
 	// takeHook, in tests, runs when Recv has taken a message off the queue
 	// and not yet copied it.
 	takeHook func(*conn)
