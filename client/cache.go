@@ -4,7 +4,7 @@ import "sync"
 
 // locationCache remembers, per key, the slot word a GET last found (and
 // which of the key's two buckets held it), so the next GET can read the
-// record in the same round trip as the header, without a bucket. A hit is
+// record alone, in one round trip, without a bucket. A hit is
 // trusted only if the record verifies against that word and reads live,
 // which the writer allows only for a key's current record (docs/layout.md,
 // "A cached location"), so a stale entry costs a round trip, never a stale

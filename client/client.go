@@ -108,7 +108,7 @@ func (c *Client) nodeForRead(ctx context.Context, addr string) (*node, bool, err
 		c.mu.Unlock()
 
 		dctx, cancel := context.WithTimeout(ctx, c.cfg.DialTimeout)
-		n, err := dialNode(dctx, c.tr, addr, nodeOptions{c.cfg.CacheEntries, c.cfg.LeaseDrift, &c.stats.clockSyncs})
+		n, err := dialNode(dctx, c.tr, addr, nodeOptions{c.cfg.CacheEntries, c.cfg.LeaseDrift, &c.stats.clockSyncs, &c.stats})
 		cancel()
 		c.mu.Lock()
 		delete(c.dialing, addr)

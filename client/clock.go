@@ -102,6 +102,16 @@ func (k *nodeClock) check(expiry uint64, now mono) error {
 	return errLease
 }
 
+// upperAt is the bound on the node's clock at client time now; false if
+// there is no sample.
+func (k *nodeClock) upperAt(now mono) (int64, bool) {
+	s := k.sample.Load()
+	if s == nil {
+		return 0, false
+	}
+	return s.upper(now, k.drift), true
+}
+
 // age is how old the current sample is at now (a very large age if none).
 func (k *nodeClock) age(now mono) time.Duration {
 	s := k.sample.Load()

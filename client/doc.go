@@ -4,7 +4,8 @@
 // leader" answers by itself) and serves GET with one-sided READs of a
 // server's table region: the server's CPU is not involved. Every value read
 // is verified (checksum, key, liveness, and for linearizable reads the
-// leader's lease in the region header read before and after), so a GET
+// leader's lease, an expiry read from the region's header and cached per
+// connection, judged after the GET's last READ), so a GET
 // never returns a torn, mixed or superseded value; when a read cannot be
 // proven good within a few retries, the client asks the server by RPC.
 //

@@ -46,6 +46,7 @@ type fakeTransport struct {
 	stallReads atomic.Bool // every Read waits for its context to end
 
 	mu      sync.Mutex
+	reverse func(batch int) bool // runs that batch's READs last to first (a NIC may run them in any order)
 	hook    func(batch, op int)
 	batch   int      // Read calls since the hook was installed
 	trace   []string // per Read call since then: one letter per op, H header, B bucket, R record
@@ -198,13 +199,20 @@ func (c *fakeConn) Read(ctx context.Context, ops []transport.ReadOp) error {
 	f.batch++
 	batch, hook := f.batch, f.hook
 	f.mu.Unlock()
+	f.mu.Lock()
+	backwards := f.reverse != nil && f.reverse(batch)
+	f.mu.Unlock()
 	kinds := make([]byte, len(ops))
-	for i, op := range ops {
+	for i := range ops {
+		j := i // the hook's op counts READs in the order they run
+		if backwards {
+			j = len(ops) - 1 - i
+		}
 		if hook != nil {
 			hook(batch, i)
 		}
-		copy(op.Dst, f.mem[op.Offset:])
-		kinds[i] = f.kind(op)
+		copy(ops[j].Dst, f.mem[ops[j].Offset:])
+		kinds[j] = f.kind(ops[j])
 	}
 	f.mu.Lock()
 	f.trace = append(f.trace, string(kinds))

@@ -20,8 +20,8 @@ import (
 //
 // The writer keeps the key's slot (its record dead) until the flag has
 // been set for a grace period (table.Evict, rule M4 of docs/layout.md), so
-// round trip 2 sees the key's slot in b1: the buckets differ from round
-// trip 1's, and the GET retries and ends in an RPC read. (The rig's table
+// round trip 2 sees the key's slot in b1, which round trip 1 did not show,
+// and the GET retries and ends in an RPC read. (The rig's table
 // clock is stopped, so the grace period never passes here.)
 func TestMissNotFakedByMoveThenRemoval(t *testing.T) {
 	removals := []struct {
@@ -48,8 +48,8 @@ func TestMissNotFakedByMoveThenRemoval(t *testing.T) {
 			r.moveSlot("k", b1, b2) // start in b2, read second (the table's clock is stopped: long ago)
 			r.f.begin(func(batch, op int) {
 				switch {
-				case batch == 1 && op == 2:
-					// Round trip 1 read H1 and b1 (no k); k moves to b1 before b2 is read.
+				case batch == 1 && op == 1:
+					// Round trip 1 read b1 (no k); k moves to b1 before b2 is read.
 					if !r.moveSlot("k", b2, b1) {
 						t.Error("could not move k")
 					}
@@ -64,5 +64,48 @@ func TestMissNotFakedByMoveThenRemoval(t *testing.T) {
 				t.Fatalf("GET k answered not found while the node holds k (READ batches %v)", trace)
 			}
 		})
+	}
+}
+
+// TestRepairNeverFakesAMiss is rule M3 seen from a reader. A miss is proven
+// with a single header read, in round trip 2, and that batch's READs may
+// run in any order. Here the node holds k, but the region lacks it (an
+// applied write that did not fit took it out a grace period ago), and
+// round trip 2 runs its bucket READs first, then, before its header READ,
+// the server repairs k and tries to mark the region complete. If the flag
+// could clear then, the header would read clear after buckets without k,
+// and the GET would answer "not found" for a key the node holds. The
+// writer clears the flag only a grace period after the last key it placed
+// while the flag was set (M3), so the header still shows it set, and the
+// miss is asked by RPC.
+func TestRepairNeverFakesAMiss(t *testing.T) {
+	r := newRig(t)
+	r.put("k", "v1")
+	r.lease(time.Hour)
+	r.connect()
+	if !r.tbl.Evict([]byte("k")) {
+		t.Fatal("evict k: not in the region")
+	}
+	r.tclock.Add(int64(time.Minute)) // the rig's grace period: k's slot may clear
+	r.tbl.Stats()                    // ... and does
+	if _, _, ok, _ := r.tbl.Get([]byte("k")); ok {
+		t.Fatal("k still in the region")
+	}
+	r.f.mu.Lock()
+	r.f.reverse = func(batch int) bool { return batch == 2 }
+	r.f.mu.Unlock()
+	r.f.begin(func(batch, op int) {
+		if batch == 2 && op == 2 { // round trip 2 read both buckets, not yet the header
+			r.put("k", "v1") // the repair puts k back...
+			r.tbl.SetIncomplete(false)
+		}
+	})
+	got := r.get("k", Linearizable)
+	trace, _ := r.f.end()
+	if got == answerNotFound {
+		t.Fatalf("GET k answered not found while the node holds k (READ batches %v)", trace)
+	}
+	if !r.tbl.Header().Incomplete {
+		t.Error("the flag cleared right after a key was placed while it was set")
 	}
 }

@@ -29,8 +29,9 @@ type node struct {
 	err     error                   // why the node broke; set once under mu
 	broken  chan struct{}
 
-	cache locationCache
-	clock nodeClock // bounds the server's clock, to judge its lease
+	cache    locationCache
+	clock    nodeClock // bounds the server's clock, to judge its lease
+	counters *counters // the client's, for READs made outside a GET (nil in some tests)
 }
 
 type rpcResult struct {
@@ -43,6 +44,7 @@ type nodeOptions struct {
 	cacheEntries int
 	drift        float64
 	clockSyncs   *atomic.Uint64 // counts clock RPCs
+	counters     *counters      // the client's counters
 }
 
 func dialNode(ctx context.Context, tr transport.Transport, addr string, o nodeOptions) (*node, error) {
@@ -61,6 +63,8 @@ func dialNode(ctx context.Context, tr transport.Transport, addr string, o nodeOp
 		broken:  make(chan struct{}),
 		cache:   newLocationCache(o.cacheEntries),
 		clock:   nodeClock{drift: o.drift, syncs: o.clockSyncs},
+
+		counters: o.counters,
 	}
 	go n.readLoop()
 	resp, err := n.call(ctx, &wire.Request{Op: wire.OpHello})

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -18,6 +19,7 @@ type geometry struct {
 	nbuckets uint32
 	maxAge   time.Duration // a GET older than this may have read reused bytes
 	hdr      table.Header  // as read at connect; every read must match its geometry
+	lease    *leaseCache   // the lease expiries read from headers of this geometry
 }
 
 func (g *geometry) inArea(s table.Slot) bool { return g.hdr.InArea(s) }
@@ -27,9 +29,11 @@ func (g *geometry) inArea(s table.Slot) bool { return g.hdr.InArea(s) }
 // another generation or geometry (a rebuild after a snapshot install, or a
 // failed rebuild retried): the region, its rkey and the connection are the
 // same, so re-reading 64 bytes replaces a teardown and redial. Adopting a
-// header read at any moment is safe: every GET compares the headers it
-// reads with the geometry it started from, and fails over to a retry if
-// they differ.
+// header read at any moment is safe: every header a GET reads is compared
+// with the geometry the GET started from (a retry if they differ), and a
+// hit, which may read no header, does not depend on the generation. The
+// lease expiry cached for the old geometry goes with it: the new one starts
+// with this header's.
 func (n *node) loadGeometry(ctx context.Context) error {
 	region := transport.Descriptor{Addr: n.hello.RegionAddr, Len: n.hello.RegionLen, Key: n.hello.RegionKey}
 	var hdr [table.HeaderSize]byte
@@ -44,12 +48,15 @@ func (n *node) loadGeometry(ctx context.Context) error {
 		return fmt.Errorf("table header claims %d bytes, the region has %d", h.RecordEnd, n.hello.RegionLen)
 	}
 	old := n.geo.Load()
-	n.geo.Store(&geometry{
+	g := &geometry{
 		region:   region,
 		nbuckets: h.Buckets,
 		hdr:      h,
 		maxAge:   time.Duration(h.GraceMillis) * time.Millisecond / 2,
-	})
+		lease:    new(leaseCache),
+	}
+	g.lease.offer(h.LeaseExpiry)
+	n.geo.Store(g)
 	if old != nil && !old.hdr.SameGeometry(h) {
 		n.cache.reset() // locations in the old layout name nothing now
 	}
@@ -72,12 +79,12 @@ var (
 // getScratch holds one GET's buffers; pooled so the steady-state GET path
 // allocates only its result.
 type getScratch struct {
-	hdr1, hdr2 [table.HeaderSize]byte
-	bk1, bk2   [2][table.BucketSize]byte
-	cached     []byte
-	recs       [transport.MaxBatch][]byte
-	slots      [2 * table.SlotsPerBucket]table.Slot
-	ops        [transport.MaxBatch]transport.ReadOp
+	hdr1, hdr2    [table.HeaderSize]byte
+	bk1, bk2      [2][table.BucketSize]byte
+	cached        []byte
+	recs          [transport.MaxBatch][]byte
+	slots, slots2 [2 * table.SlotsPerBucket]table.Slot
+	ops           [transport.MaxBatch]transport.ReadOp
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(getScratch) }}
@@ -110,33 +117,81 @@ func readBytes(ops []transport.ReadOp) int {
 }
 
 // getOneSided runs one attempt of the one-sided GET protocol (docs/layout.md).
-// With a cached location, round trip 1 reads the header, the bucket that
-// held the key's slot and the record it named; else (or if that fails)
-// round trip 1 reads the header and both candidate buckets, and round trip
-// 2 reads every record whose fingerprint matches, or, for a miss, the
-// header and both buckets again.
+// A linearizable attempt judges its lease by the expiry cached for the node
+// (leasecache.go), and reads the header only when that is due. With a
+// cached location, round trip 1 reads the record the cached slot word
+// names (no bucket); else (or if that fails) round trip 1 reads both
+// candidate buckets, and round trip 2 reads every record whose fingerprint
+// matches, or, for a miss, the header and both buckets again.
 //
 // start is a clock reading taken before the attempt's first READ.
 func (n *node) getOneSided(ctx context.Context, dst, key []byte, needLease bool, start mono, s *getScratch) (readResult, error) {
+	a := n.newAttempt(needLease, start, s)
 	loc, cached := n.cache.get(key)
 	if !cached {
-		return n.getUncached(ctx, dst, key, needLease, start, s)
+		return n.getUncached(ctx, dst, key, &a)
 	}
-	spent, done, err := n.getCached(ctx, dst, key, loc, needLease, start, s)
+	spent, done, err := n.getCached(ctx, dst, key, loc, &a)
 	if done {
 		return spent, err
 	}
 	n.cache.drop(key)
 	// A fresh start: the cached round trip may have failed for being slow.
-	res, err := n.getUncached(ctx, dst, key, needLease, monoNow(), s)
+	a = n.newAttempt(needLease, monoNow(), s)
+	res, err := n.getUncached(ctx, dst, key, &a)
 	res.roundTrips += spent.roundTrips
 	res.reads += spent.reads
 	res.bytes += spent.bytes
 	return res, err
 }
 
-// getCached tries the key's cached location: one round trip of two READs,
-// the header and the record the cached slot word names, no bucket. A record
+// getAttempt is what the round trips of one GET attempt share.
+type getAttempt struct {
+	g          *geometry // as the attempt started
+	exp        uint64    // the lease expiry the attempt is judged by (leasecache.go)
+	readHeader bool      // round trip 1 reads the header first, for its lease
+	start      mono
+	needLease  bool
+	s          *getScratch
+}
+
+// newAttempt starts an attempt at start: for a linearizable one, the
+// cached lease expiry, taken now, before any READ is posted.
+func (n *node) newAttempt(needLease bool, start mono, s *getScratch) getAttempt {
+	a := getAttempt{g: n.geo.Load(), start: start, needLease: needLease, s: s}
+	if needLease {
+		a.exp, a.readHeader = n.leaseDue(a.g, start)
+	}
+	return a
+}
+
+// firstOps begins round trip 1's batch: with the header, if the attempt
+// reads it, first (see leasecache.go on why first).
+func (a *getAttempt) firstOps() []transport.ReadOp {
+	ops := a.s.ops[:0]
+	if a.readHeader {
+		ops = append(ops, transport.ReadOp{Remote: a.g.region, Dst: a.s.hdr1[:]})
+	}
+	return ops
+}
+
+// takeHeader checks the header round trip 1 read, if it read one, and
+// takes its lease.
+func (a *getAttempt) takeHeader() error {
+	if !a.readHeader {
+		return nil
+	}
+	hdr, err := checkHeader(a.g, a.s.hdr1[:])
+	if err != nil {
+		return err
+	}
+	a.g.lease.offer(hdr.LeaseExpiry)
+	a.exp = max(a.exp, hdr.LeaseExpiry)
+	return nil
+}
+
+// getCached tries the key's cached location: one round trip, the record the
+// cached slot word names (and the header, if the lease is due), no bucket. A record
 // that reads live, intact and of this key is the key's current record at
 // the moment it was read, because the writer never leaves a record live
 // while no slot names it (docs/layout.md, "Writing" and "Reading"). done is
@@ -144,16 +199,14 @@ func (n *node) getOneSided(ctx context.Context, dst, key []byte, needLease bool,
 // torn, or the location's space since reused by another key): then the
 // caller reads the key as uncached, and res counts the round trip, READs
 // and bytes this spent.
-func (n *node) getCached(ctx context.Context, dst, key []byte, loc location, needLease bool, start mono, s *getScratch) (res readResult, done bool, err error) {
-	g := n.geo.Load()
+func (n *node) getCached(ctx context.Context, dst, key []byte, loc location, a *getAttempt) (res readResult, done bool, err error) {
+	g, s := a.g, a.s
 	cs := table.DecodeSlot(loc.word)
 	if !g.inArea(cs) {
 		return readResult{}, false, nil
 	}
 	s.cached = grow(s.cached, int(cs.Len))
-	ops := append(s.ops[:0],
-		transport.ReadOp{Remote: g.region, Offset: 0, Dst: s.hdr1[:]},
-		transport.ReadOp{Remote: g.region, Offset: cs.Offset, Dst: s.cached})
+	ops := append(a.firstOps(), transport.ReadOp{Remote: g.region, Offset: cs.Offset, Dst: s.cached})
 	if err := n.conn.Read(ctx, ops); err != nil {
 		return readResult{}, true, err
 	}
@@ -162,16 +215,14 @@ func (n *node) getCached(ctx context.Context, dst, key []byte, loc location, nee
 	// for a fresh start) and the lease check in judge.
 	now := monoNow()
 	res = readResult{roundTrips: 1, reads: len(ops), bytes: readBytes(ops)}
-	hdr, err := checkHeader(g, s.hdr1[:])
-	if err != nil {
+	if err := a.takeHeader(); err != nil {
 		return readResult{}, true, err
 	}
 	val, ver, verr := table.VerifyRecord(s.cached, key, cs)
-	if verr != nil || now.sub(start) >= g.maxAge {
+	if verr != nil || now.sub(a.start) >= g.maxAge {
 		return res, false, nil
 	}
-	a := getAttempt{g: g, hdr: hdr, start: start, needLease: needLease, s: s}
-	if err := n.judgeAt(&a, hdr.LeaseExpiry, now); err != nil {
+	if err := n.judgeAt(a, now); err != nil {
 		return readResult{}, true, err
 	}
 	res.value, res.version, res.found = append(dst, val...), ver, true
@@ -179,24 +230,22 @@ func (n *node) getCached(ctx context.Context, dst, key []byte, loc location, nee
 }
 
 // getUncached is the attempt without a cached location.
-func (n *node) getUncached(ctx context.Context, dst, key []byte, needLease bool, start mono, s *getScratch) (readResult, error) {
-	g := n.geo.Load()
+func (n *node) getUncached(ctx context.Context, dst, key []byte, a *getAttempt) (readResult, error) {
+	g, s := a.g, a.s
 	h := table.Hash(key)
 	b1, b2 := table.Buckets(h, g.nbuckets)
-	ops := append(s.ops[:0],
-		transport.ReadOp{Remote: g.region, Offset: 0, Dst: s.hdr1[:]},
+	ops := append(a.firstOps(),
 		transport.ReadOp{Remote: g.region, Offset: table.BucketOffset(b1), Dst: s.bk1[0][:]},
 		transport.ReadOp{Remote: g.region, Offset: table.BucketOffset(b2), Dst: s.bk1[1][:]})
 	if err := n.conn.Read(ctx, ops); err != nil {
 		return readResult{}, err
 	}
 	reads, nbytes := len(ops), readBytes(ops)
-	hdr, err := checkHeader(g, s.hdr1[:])
-	if err != nil {
+	if err := a.takeHeader(); err != nil {
 		return readResult{}, err
 	}
-	a := getAttempt{g: g, hdr: hdr, start: start, needLease: needLease, s: s}
-	cands, nFirst := scanBuckets(&s.bk1, table.Fingerprint(h), s.slots[:0])
+	fp := table.Fingerprint(h)
+	cands, nFirst := scanBuckets(&s.bk1, fp, s.slots[:0])
 
 	// Round trip 2: if a slot's fingerprint matched, the records they name
 	// (nothing else: a live record of the key, named by its slot when the
@@ -205,23 +254,14 @@ func (n *node) getUncached(ctx context.Context, dst, key []byte, needLease bool,
 	// key's, the header and both buckets again, to prove the miss.
 	rounds := 2
 	if len(cands) > 0 {
-		res, err := n.readCandidates(ctx, dst, key, cands, nFirst, &a)
+		res, err := n.readCandidates(ctx, dst, key, cands, nFirst, a)
 		res.reads, res.bytes = reads+res.reads, nbytes+res.bytes
 		if err != nil || res.found {
 			return res, err
 		}
 		reads, nbytes, rounds = res.reads, res.bytes, 3
 	}
-	return n.proveMiss(ctx, b1, b2, &a, rounds, reads, nbytes)
-}
-
-// getAttempt is what the round trips of one GET attempt share.
-type getAttempt struct {
-	g         *geometry    // as the attempt started
-	hdr       table.Header // as round trip 1 read it
-	start     mono
-	needLease bool
-	s         *getScratch
+	return n.proveMiss(ctx, fp, b1, b2, cands, a, rounds, reads, nbytes)
 }
 
 // readCandidates READs the records of the slots whose fingerprint matched
@@ -232,10 +272,10 @@ func (n *node) readCandidates(ctx context.Context, dst, key []byte, cands []tabl
 	if len(cands) > transport.MaxBatch {
 		return readResult{}, errCandidates
 	}
-	g, hdr, s := a.g, &a.hdr, a.s
+	g, s := a.g, a.s
 	ops := s.ops[:0]
 	for i, sl := range cands {
-		if !hdr.InArea(sl) {
+		if !g.inArea(sl) {
 			return readResult{}, errTorn // a torn bucket read: never READ outside the record area
 		}
 		s.recs[i] = grow(s.recs[i], int(sl.Len))
@@ -245,7 +285,7 @@ func (n *node) readCandidates(ctx context.Context, dst, key []byte, cands []tabl
 		return readResult{}, err
 	}
 	res := readResult{roundTrips: 2, reads: len(ops), bytes: readBytes(ops)}
-	if err := n.judge(a, hdr.LeaseExpiry); err != nil {
+	if err := n.judge(a); err != nil {
 		return res, err
 	}
 	for i, sl := range cands {
@@ -269,11 +309,14 @@ func (n *node) readCandidates(ctx context.Context, dst, key []byte, cands []tabl
 }
 
 // proveMiss reads the header and both buckets again and accepts the miss
-// only if the buckets did not change since round trip 1 (so neither read
-// can have been torn, and no move can have hidden the key: docs/layout.md,
-// Placement), the region's state did not move and is complete.
-func (n *node) proveMiss(ctx context.Context, b1, b2 uint32, a *getAttempt, rounds, reads, nbytes int) (readResult, error) {
-	g, hdr, s := a.g, &a.hdr, a.s
+// if the key is absent from this second reading too and the flag reads
+// clear (docs/layout.md, "Reading": two readings that each miss the key,
+// one after the other, cannot both have been fooled by a move, and the
+// writer's rules M3 and M4 tie the flag read here to the key's presence
+// throughout the GET). others are the slots of round trip 1 with the key's
+// fingerprint, all proven another key's.
+func (n *node) proveMiss(ctx context.Context, fp uint16, b1, b2 uint32, others []table.Slot, a *getAttempt, rounds, reads, nbytes int) (readResult, error) {
+	g, s := a.g, a.s
 	ops := append(s.ops[:0],
 		transport.ReadOp{Remote: g.region, Offset: 0, Dst: s.hdr2[:]},
 		transport.ReadOp{Remote: g.region, Offset: table.BucketOffset(b1), Dst: s.bk2[0][:]},
@@ -281,16 +324,16 @@ func (n *node) proveMiss(ctx context.Context, b1, b2 uint32, a *getAttempt, roun
 	if err := n.conn.Read(ctx, ops); err != nil {
 		return readResult{}, err
 	}
-	// The region's state (all but the lease word) must not have moved
-	// between the two header reads; the lease is judged on its own, at the
-	// moment of the decision, which is after every READ of this GET.
-	if !table.SameState(s.hdr1[:], s.hdr2[:]) {
-		return readResult{}, errUnstable
+	hdr, err := checkHeader(g, s.hdr2[:])
+	if err != nil {
+		return readResult{}, err // a rebuild, seen first by a miss
 	}
-	if err := n.judge(a, max(hdr.LeaseExpiry, table.LeaseOf(s.hdr2[:]))); err != nil {
+	g.lease.offer(hdr.LeaseExpiry)
+	a.exp = max(a.exp, hdr.LeaseExpiry)
+	if err := n.judge(a); err != nil {
 		return readResult{}, err
 	}
-	if s.bk1 != s.bk2 {
+	if !onlyOthers(&s.bk2, fp, others, s.slots2[:0]) {
 		return readResult{}, errUnstable
 	}
 	if hdr.Incomplete {
@@ -299,22 +342,37 @@ func (n *node) proveMiss(ctx context.Context, b1, b2 uint32, a *getAttempt, roun
 	return readResult{roundTrips: rounds, reads: reads + len(ops), bytes: nbytes + readBytes(ops)}, nil
 }
 
+// onlyOthers reports whether every slot of the buckets bk with fingerprint
+// fp is one of others (slot words proven another key's earlier in the GET).
+// The same word cannot name a record of the key now: that would take the
+// other key's record to be retired and its bytes reused, a grace period
+// at least, within the GET.
+func onlyOthers(bk *[2][table.BucketSize]byte, fp uint16, others, scratch []table.Slot) bool {
+	now, _ := scanBuckets(bk, fp, scratch)
+	for _, sl := range now {
+		if !slices.ContainsFunc(others, func(o table.Slot) bool { return o.Word() == sl.Word() }) {
+			return false
+		}
+	}
+	return true
+}
+
 // judge is the decision after a GET's last READ: the GET was quick enough
 // that no record's bytes can have been reused under it, and (for a
-// linearizable GET) the lease expiring at exp still holds by the client's
-// bound on the node's clock.
-func (n *node) judge(a *getAttempt, exp uint64) error {
-	return n.judgeAt(a, exp, monoNow())
+// linearizable GET) the lease the attempt holds still holds by the
+// client's bound on the node's clock.
+func (n *node) judge(a *getAttempt) error {
+	return n.judgeAt(a, monoNow())
 }
 
 // judgeAt is judge with the decision's clock reading now, which must have
 // been taken after the GET's last READ completed.
-func (n *node) judgeAt(a *getAttempt, exp uint64, now mono) error {
+func (n *node) judgeAt(a *getAttempt, now mono) error {
 	if now.sub(a.start) >= a.g.maxAge {
 		return errTooSlow
 	}
 	if a.needLease {
-		return n.clock.check(exp, now)
+		return n.clock.check(a.exp, now)
 	}
 	return nil
 }

@@ -14,8 +14,9 @@ type Stats struct {
 	Gets           uint64 // Get calls
 	OneSided       uint64 // GETs answered one-sided (no RPC)
 	OneSidedRounds uint64 // network round trips spent by one-sided GETs that succeeded
-	OneSidedReads  uint64 // READs those round trips posted (header, buckets, records)
+	OneSidedReads  uint64 // READs those round trips posted (header, buckets, records), and LeaseRefreshes
 	OneSidedBytes  uint64 // bytes those READs fetched
+	LeaseRefreshes uint64 // header READs made in the background to keep a node's lease expiry fresh
 	ClockSyncs     uint64 // clock RPCs made to judge leases (background ones included)
 	RPCGets        uint64 // GETs answered by RPC (asked for, or fallen back to)
 	Fallbacks      uint64 // one-sided GETs that gave up and fell back to RPC
@@ -26,7 +27,7 @@ type Stats struct {
 
 type counters struct {
 	gets, oneSided, roundTrips, rpcGets, fallbacks, clockSyncs       atomic.Uint64
-	reads, readBytes                                                 atomic.Uint64
+	reads, readBytes, leaseRefreshes                                 atomic.Uint64
 	atomicOneSided, atomicRPC                                        atomic.Uint64
 	torn, stale, unstable, lease, clock, slow, geometry, conn, other atomic.Uint64
 }
@@ -65,6 +66,7 @@ func (c *Client) Stats() Stats {
 		AtomicRPC:      s.atomicRPC.Load(),
 		OneSidedReads:  s.reads.Load(),
 		OneSidedBytes:  s.readBytes.Load(),
+		LeaseRefreshes: s.leaseRefreshes.Load(),
 		ClockSyncs:     s.clockSyncs.Load(),
 		RPCGets:        s.rpcGets.Load(),
 		Fallbacks:      s.fallbacks.Load(),

@@ -1,0 +1,53 @@
+package client
+
+import (
+	"testing"
+	"time"
+)
+
+// TestLeaseRefreshedInBackground: a GET that finds the cached lease
+// expiry getting close (but not due) is answered without a header READ and
+// starts one in the background, which renews the cache; that READ counts in
+// the client's READs.
+func TestLeaseRefreshedInBackground(t *testing.T) {
+	r := newRig(t)
+	r.put("k", "v1")
+	r.lease(time.Hour)
+	r.connect()
+	r.cacheLease(leaseRefreshAhead / 2)
+	s0 := r.c.Stats()
+	if v := r.get("k", Linearizable); v != "v1" {
+		t.Fatalf("get k = %q", v)
+	}
+	want := uint64(r.f.serverClock() + int64(30*time.Minute))
+	for deadline := time.Now().Add(10 * time.Second); r.node().geo.Load().lease.exp.Load() < want; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the cached lease was not refreshed")
+		}
+	}
+	s1 := r.c.Stats()
+	if d := s1.LeaseRefreshes - s0.LeaseRefreshes; d != 1 {
+		t.Errorf("LeaseRefreshes +%d, want +1", d)
+	}
+	if d := s1.OneSidedReads - s0.OneSidedReads; d != 4 { // BB, R, and the refresh's H
+		t.Errorf("OneSidedReads +%d, want +4", d)
+	}
+}
+
+// TestLeaseNotRefreshedWhenFar: with the cached expiry far from the bound,
+// GETs make no header READ at all.
+func TestLeaseNotRefreshedWhenFar(t *testing.T) {
+	r := newRig(t)
+	r.put("k", "v1")
+	r.lease(time.Hour)
+	r.connect()
+	for range 10 {
+		if v := r.get("k", Linearizable); v != "v1" {
+			t.Fatalf("get k = %q", v)
+		}
+	}
+	time.Sleep(10 * time.Millisecond)
+	if s := r.c.Stats(); s.LeaseRefreshes != 0 || s.OneSidedReads != 3+9 {
+		t.Fatalf("%d refreshes, %d READs for 10 GETs (one uncached), want 0 and 12", s.LeaseRefreshes, s.OneSidedReads)
+	}
+}
