@@ -11,15 +11,16 @@ import "time"
 // bucket reads (one batch, no order), would be fooled if both the
 // placement and the flag's clearing fell between the bucket reads and the
 // header read. So the flag clears only once the grace period has passed
-// since the last key was placed while it was set: a GET that reads it
-// clear then read its buckets more than a grace period after that
-// placement, later than any accepted GET (under half of it) lasts.
+// since the last key was placed while it was set: a GET that missed the
+// key before its placement and read the flag clear after the clearing
+// then spans more than a grace period, and no GET that long is accepted
+// (under half of it).
 // Updating an evicted key's pending slot in place is no placement: the
 // slot never left, and its dead record makes readers retry, not miss.
 
 // stampPlacedIncomplete records that a key was placed while the flag was
-// set. Taken after the slot store: a reader may see the key from the store
-// on, and M3's wait must cover the clearing from there.
+// set. Taken after the slot store: a reader may miss the key until then,
+// so M3's wait counts from there.
 func (t *Table) stampPlacedIncomplete() {
 	t.placedIncompleteAt = t.clock()
 }
