@@ -70,7 +70,9 @@ func (s *Server) applyLocked(version uint64, key, value []byte, deleted bool) {
 // maybeCompleteLocked clears the incomplete flag once nothing is missing.
 // It runs only at batch boundaries: cleared in the middle of a batch, the
 // flag would let a reader trust a miss for a key a later write of the same
-// batch is about to add.
+// batch is about to add. The table may refuse for up to a grace period
+// (rules M3 and M4, table.CompleteIn); the next batch, or repairLoop's next
+// tick a grace period from now at most, asks again.
 func (s *Server) maybeCompleteLocked() {
 	if len(s.missing) == 0 && !s.rebuilding && !s.rebuildFailed && s.tbl.Header().Incomplete {
 		s.tbl.SetIncomplete(false)

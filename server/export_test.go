@@ -38,6 +38,15 @@ var errInjected = errors.New("injected rebuild failure")
 // Rebuild runs the rebuild a snapshot install triggers.
 func Rebuild(s *Server) { (*applier)(s).Restore() }
 
+// CompleteIn is how long until the table lets the incomplete flag clear
+// (table.CompleteIn); the repair loop clears it within a grace period
+// after that, if nothing is missing.
+func CompleteIn(s *Server) time.Duration {
+	s.tmu.Lock()
+	defer s.tmu.Unlock()
+	return s.tbl.CompleteIn()
+}
+
 // SlowRebuilds makes every later region rebuild pause d after each key, so
 // that readers meet the region half-built.
 func SlowRebuilds(s *Server, d time.Duration) {

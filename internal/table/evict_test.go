@@ -8,9 +8,9 @@ import (
 	"time"
 )
 
-// evictTable is a table holding k0..k9, flagged complete long ago, with
-// key k evicted at the clock's current time.
-func evictTable(t *testing.T, k string) (*Table, []byte, *fakeClock, uint64) {
+// tenKeysTable is a table holding k0..k9, put a long time ago (no rule
+// keeps anything waiting).
+func tenKeysTable(t *testing.T) (*Table, []byte, *fakeClock) {
 	t.Helper()
 	tab, mem, clk := newTable(t, 64<<10, Config{Buckets: 64, Grace: testGrace})
 	for i := range 10 {
@@ -19,6 +19,14 @@ func evictTable(t *testing.T, k string) (*Table, []byte, *fakeClock, uint64) {
 		}
 	}
 	clk.Advance(10 * testGrace)
+	return tab, mem, clk
+}
+
+// evictTable is a table holding k0..k9, flagged complete long ago, with
+// key k evicted at the clock's current time.
+func evictTable(t *testing.T, k string) (*Table, []byte, *fakeClock, uint64) {
+	t.Helper()
+	tab, mem, clk := tenKeysTable(t)
 	w := slotOf(t, tab, []byte(k))
 	if !tab.Evict([]byte(k)) {
 		t.Fatalf("Evict(%s): not in the table", k)
@@ -157,7 +165,9 @@ func TestEvictKeepsSlotForGrace(t *testing.T) {
 // is what keeps a GET whose second header read saw the flag clear from
 // proving a miss of such a key with bucket reads made after that header
 // (docs/layout.md, "Taking a key out"; the client's
-// TestMissNotFakedByMoveThenRemoval is one such GET).
+// TestMissNotFakedByMoveThenRemoval is one such GET). It also checks rule
+// M3 (complete.go): the flag clears only a grace period after a held key
+// last came back to its buckets while it was set.
 func TestRemovalNeverFakesAMiss(t *testing.T) {
 	const grace = 10 * time.Millisecond
 	tab, mem, clk := newTable(t, 32<<10, Config{Buckets: 8, Grace: grace})
@@ -170,8 +180,9 @@ func TestRemovalNeverFakesAMiss(t *testing.T) {
 	missing := map[string]bool{} // held keys whose last write did not fit
 	present := map[string]bool{} // keys in one of their buckets at the last store
 	var setSince time.Time       // when the hook last saw the flag go from clear to set
-	wasSet := false
-	stores, removals := 0, 0
+	var backAt time.Time         // when a held key last came back to its buckets while the flag was set
+	wasSet, back := false, false
+	stores, removals, completions := 0, 0, 0
 	var failure string
 	afterStore = func() {
 		stores++
@@ -181,6 +192,13 @@ func TestRemovalNeverFakesAMiss(t *testing.T) {
 		}
 		if h.Incomplete && !wasSet {
 			setSince = clk.Now()
+		}
+		if !h.Incomplete && wasSet && back { // rule M3 (complete.go)
+			if clk.Now().Sub(backAt) < grace {
+				failure = fmt.Sprintf("store %d: flag cleared %v after a held key came back while it was set", stores, clk.Now().Sub(backAt))
+			}
+			back = false
+			completions++
 		}
 		wasSet = h.Incomplete
 		for _, key := range keys {
@@ -198,6 +216,9 @@ func TestRemovalNeverFakesAMiss(t *testing.T) {
 					stores, k, clk.Now().Sub(setSince))
 			case present[k]:
 				removals++
+			}
+			if held[k] && in && !present[k] && h.Incomplete {
+				backAt, back = clk.Now(), true
 			}
 			present[k] = in
 		}
@@ -277,8 +298,9 @@ func TestRemovalNeverFakesAMiss(t *testing.T) {
 		t.Fatal(failure)
 	}
 	st := tab.Stats()
-	t.Logf("%d stores checked; %d held keys taken out after the wait; %d moves", stores, removals, st.Moves)
-	if removals < 100 || st.Moves < 100 {
+	t.Logf("%d stores checked; %d held keys taken out after the wait; %d moves; %d flag clears after keys came back",
+		stores, removals, st.Moves, completions)
+	if removals < 100 || st.Moves < 100 || completions < 10 {
 		t.Fatal("the test took too few held keys out of the region, or moved too few: it checks too little")
 	}
 }

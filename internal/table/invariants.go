@@ -60,6 +60,19 @@ func (t *Table) checkClearing(w uint64) {
 		"a pending slot's record at %d is not dead and intact", s.Offset)
 }
 
+// checkCompleting: rules M4 and M3 (evict.go, complete.go). The flag
+// clears only with no held key's slot waiting, and a grace period after
+// the last key placed while it was set.
+func (t *Table) checkCompleting() {
+	if !invariants.Enabled {
+		return
+	}
+	since := t.clock() - t.placedIncompleteAt
+	invariants.Check(t.pendingSlots == 0, "clearing the incomplete flag with %d slots pending", t.pendingSlots)
+	invariants.Check(since >= t.grace, "clearing the incomplete flag %d ns after a key was placed while it was set, within the grace period %d",
+		since, t.grace)
+}
+
 // checkHeader: the header in memory parses to what the writer believes.
 func (t *Table) checkHeader() {
 	if !invariants.Enabled {

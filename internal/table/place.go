@@ -255,12 +255,14 @@ func (t *Table) unstamp(pos uint64) {
 	}
 }
 
-// stampPlaced records how a new key arrived in slot pos: while the region
-// is flagged incomplete, a key appearing in a slot looks like a move to a
-// reader (the node held the key all along).
+// stampPlaced records how a new key arrived in slot pos, after its store:
+// while the region is flagged incomplete, a key appearing in a slot looks
+// like a move to a reader (the node held the key all along), and holds the
+// flag for the grace period (rule M3, complete.go).
 func (t *Table) stampPlaced(pos uint64) {
 	if t.hdr.Incomplete {
 		t.stampMoved(pos)
+		t.stampPlacedIncomplete()
 	} else {
 		t.unstamp(pos)
 	}

@@ -35,6 +35,9 @@ type Table struct {
 	// clearing waits until the flag has been set for the grace period.
 	incompleteAt int64
 	pendingSlots int
+	// Rule M3 (complete.go): when a key was last placed while the flag was
+	// set; the flag clears only the grace period after it.
+	placedIncompleteAt int64
 
 	// Placement (place.go). rebuilding: Reset started a rebuild, which ends
 	// when the region is flagged complete again.
@@ -136,6 +139,8 @@ func Format(mem []byte, cfg Config) (*Table, error) {
 		epoch: cfg.Now(),
 		grace: int64(cfg.Grace),
 		alloc: newAllocator(base, end),
+		// No key placed while flagged incomplete: nothing holds the flag.
+		placedIncompleteAt: -int64(cfg.Grace),
 	}
 	t.keyCap = KeyCapacity(nb)
 	storeWord(mem, offMagic, 0)
@@ -228,19 +233,22 @@ func (t *Table) SetLeaderHint(id uint64) {
 // A change also advances the flag epoch, so that a reader whose two header
 // reads straddle a flip and a flip back sees different headers.
 // The flag stays set while slots of evicted keys wait to be cleared
-// (evict.go): they clear once it has been set for the grace period, and a
-// later SetIncomplete(false) then clears it.
+// (rule M4, evict.go: they clear once it has been set for the grace
+// period), and until the grace period has passed since the last key was
+// placed while it was set (rule M3, complete.go); a later
+// SetIncomplete(false) then clears it (CompleteIn says when).
 func (t *Table) SetIncomplete(incomplete bool) {
 	if !incomplete {
 		t.clearPending()
 	}
-	if incomplete == t.hdr.Incomplete || !incomplete && t.pendingSlots > 0 {
+	if incomplete == t.hdr.Incomplete || !incomplete && !t.mayComplete() {
 		return
 	}
-	t.hdr.Incomplete = incomplete
 	if !incomplete {
+		t.checkCompleting()
 		t.rebuilding = false // a rebuild's keys now move only as everyday ones do
 	}
+	t.hdr.Incomplete = incomplete
 	t.hdr.FlagEpoch = (t.hdr.FlagEpoch + 1) & (1<<(16-flagEpochShift) - 1)
 	storeHalf(t.mem, offSlots, slotsAndFlags(incomplete, t.hdr.FlagEpoch))
 	if incomplete {
