@@ -12,12 +12,7 @@ import (
 // until it waits (lazyDeadline): a READ that never completes ends with
 // ErrUnavailable, not a hang.
 func TestGetWithoutDeadlineTimesOut(t *testing.T) {
-	r := newRig(t)
-	r.put("k", "v1")
-	r.lease(time.Hour)
-	if _, err := r.c.nodeFor(context.Background(), fakeAddr); err != nil {
-		t.Fatal(err)
-	}
+	r := newReadyRig(t)
 	r.c.cfg.RequestTimeout = 50 * time.Millisecond
 	r.f.stallReads.Store(true)
 	_, err := r.c.Get(context.Background(), []byte("k"))

@@ -10,10 +10,7 @@ import (
 // starts one in the background, which renews the cache; that READ counts in
 // the client's READs.
 func TestLeaseRefreshedInBackground(t *testing.T) {
-	r := newRig(t)
-	r.put("k", "v1")
-	r.lease(time.Hour)
-	r.connect()
+	r := newReadyRig(t)
 	r.cacheLease(leaseRefreshAhead / 2)
 	s0 := r.c.Stats()
 	if v := r.get("k", Linearizable); v != "v1" {
@@ -37,10 +34,7 @@ func TestLeaseRefreshedInBackground(t *testing.T) {
 // TestLeaseNotRefreshedWhenFar: with the cached expiry far from the bound,
 // GETs make no header READ at all.
 func TestLeaseNotRefreshedWhenFar(t *testing.T) {
-	r := newRig(t)
-	r.put("k", "v1")
-	r.lease(time.Hour)
-	r.connect()
+	r := newReadyRig(t)
 	for range 10 {
 		if v := r.get("k", Linearizable); v != "v1" {
 			t.Fatalf("get k = %q", v)

@@ -40,10 +40,7 @@ func TestMissNotFakedByMoveThenRemoval(t *testing.T) {
 	}
 	for _, tc := range removals {
 		t.Run(tc.name, func(t *testing.T) {
-			r := newRig(t)
-			r.put("k", "v1")
-			r.lease(time.Hour)
-			r.connect()
+			r := newReadyRig(t)
 			b1, b2 := table.Buckets(table.Hash([]byte("k")), r.tbl.Header().Buckets)
 			r.moveSlot("k", b1, b2) // start in b2, read second (the table's clock is stopped: long ago)
 			r.f.begin(func(batch, op int) {
@@ -79,10 +76,7 @@ func TestMissNotFakedByMoveThenRemoval(t *testing.T) {
 // while the flag was set (M3), so the header still shows it set, and the
 // miss is asked by RPC.
 func TestRepairNeverFakesAMiss(t *testing.T) {
-	r := newRig(t)
-	r.put("k", "v1")
-	r.lease(time.Hour)
-	r.connect()
+	r := newReadyRig(t)
 	if !r.tbl.Evict([]byte("k")) {
 		t.Fatal("evict k: not in the region")
 	}

@@ -66,6 +66,17 @@ func newRig(t *testing.T) *rig {
 	return r
 }
 
+// newReadyRig is the state most tests start from: k = "v1", a lease valid
+// for an hour, and the client connected (so it has cached that lease).
+func newReadyRig(t *testing.T) *rig {
+	t.Helper()
+	r := newRig(t)
+	r.put("k", "v1")
+	r.lease(time.Hour)
+	r.connect()
+	return r
+}
+
 func (r *rig) put(key, value string) {
 	r.t.Helper()
 	r.ver++
@@ -577,12 +588,7 @@ func TestReadProtocol(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			r := newRig(t)
-			r.put("k", "v1")
-			r.lease(time.Hour)
-			if _, err := r.c.nodeFor(context.Background(), fakeAddr); err != nil {
-				t.Fatal(err)
-			}
+			r := newReadyRig(t)
 			if tc.setup != nil {
 				tc.setup(r)
 			}
