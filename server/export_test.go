@@ -3,6 +3,8 @@ package server
 import (
 	"errors"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // HoldTable takes the table lock, as a long repair pass, a rebuild or a
@@ -69,4 +71,21 @@ func SetReplyTimeout(d time.Duration) (restore func()) {
 	old := replyTimeout
 	replyTimeout = d
 	return func() { replyTimeout = old }
+}
+
+// Gauge is what the server's gauge name shows now (gathered from its own
+// collectors, so a test needs no registry).
+func Gauge(s *Server, name string) (float64, bool) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(s.metrics.cs...)
+	mfs, err := reg.Gather()
+	if err != nil {
+		return 0, false
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 && mf.GetMetric()[0].GetGauge() != nil {
+			return mf.GetMetric()[0].GetGauge().GetValue(), true
+		}
+	}
+	return 0, false
 }

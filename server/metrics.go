@@ -79,6 +79,13 @@ func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
 			"and live, reserved and limbo bytes over the record area. Writes are refused at 1.",
 			func() float64 { return s.tableStats().Fill() }),
 		table("kvd_region_bytes", "Size of the registered table region.", func() float64 { return float64(s.cfg.TableMem) }),
+		table("kvd_table_incomplete", "1 while the table region is flagged incomplete: it may lack keys this node holds "+
+			"(a rebuild, or an applied write it could not hold), so one-sided misses are asked by RPC. "+
+			"It clears a grace period after the last key was put back.",
+			func() float64 { return boolGauge(s.TableHeader().Incomplete) }),
+		table("kvd_table_slots_pending", "Slots of keys taken out of the region that the node still holds, "+
+			"kept (their records dead) until the region has been flagged incomplete for a grace period.",
+			func() float64 { return float64(s.tableStats().SlotsPending) }),
 	}
 	m.connRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kvd_connections_refused_total",
@@ -156,6 +163,13 @@ func (m *metrics) applyMissed() {
 }
 
 // tableStats reads the table's counters under the table lock.
+func boolGauge(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 func (s *Server) tableStats() table.Stats {
 	s.tmu.Lock()
 	defer s.tmu.Unlock()

@@ -151,6 +151,9 @@ func TestFailedRebuildStaysIncomplete(t *testing.T) {
 	if !n.Srv.TableHeader().Incomplete {
 		t.Fatal("a rebuild that failed after 3 of 10 keys left the region flagged complete")
 	}
+	if v, ok := server.Gauge(n.Srv, "kvd_table_incomplete"); !ok || v != 1 {
+		t.Errorf("kvd_table_incomplete = %v (found %v) with the region partial, want 1", v, ok)
+	}
 	before := c.Stats()
 	for i := range 10 { // every key still found: misses of the partial region go to RPC
 		if _, err := c.Get(ctx, []byte(fmt.Sprintf("k%d", i))); err != nil {
@@ -170,5 +173,11 @@ func TestFailedRebuildStaysIncomplete(t *testing.T) {
 	}
 	if st := n.Srv.Status(); st.Keys != 10 {
 		t.Fatalf("region holds %d keys after the retried rebuild, want 10", st.Keys)
+	}
+	if v, ok := server.Gauge(n.Srv, "kvd_table_incomplete"); !ok || v != 0 {
+		t.Errorf("kvd_table_incomplete = %v (found %v) with the region complete, want 0", v, ok)
+	}
+	if v, ok := server.Gauge(n.Srv, "kvd_table_slots_pending"); !ok || v != 0 {
+		t.Errorf("kvd_table_slots_pending = %v (found %v) with the region complete, want 0", v, ok)
 	}
 }
