@@ -100,6 +100,7 @@ type batchScratch struct {
 	cands      [batchKeys][]table.Slot
 	nFirst     [batchKeys]int // cands[i][:nFirst[i]] are from the key's first bucket
 	plan       [batchKeys]uint8
+	checks     int // keys planned planCheck
 	recs       [transport.MaxBatch][]byte
 	ops        [transport.MaxBatch]transport.ReadOp
 }
@@ -132,12 +133,17 @@ func (c *Client) batchOneSided(ctx context.Context, keys [][]byte, out []Result,
 	}
 	s := batchPool.Get().(*batchScratch)
 	defer batchPool.Put(s)
-	g := n.geo.Load()
-	start := monoNow()
+	// The lease as a Get judges it (leasecache.go): an expiry cached before
+	// the first READ, or the header read first in round trip 1.
+	a := n.newAttempt(needLease, monoNow(), nil)
+	g := a.g
 
-	// Round trip 1: the header, and both buckets of every key.
-	ops := append(s.ops[:0], transport.ReadOp{Remote: g.region, Dst: s.hdr1[:]})
-	reads, nbytes := 1+2*len(keys), table.HeaderSize+2*table.BucketSize*len(keys)
+	// Round trip 1: both buckets of every key (and the header, if the
+	// cached lease is due).
+	ops := s.ops[:0]
+	if a.readHeader {
+		ops = append(ops, transport.ReadOp{Remote: g.region, Dst: s.hdr1[:]})
+	}
 	for i, k := range keys {
 		b1, b2 := table.Buckets(table.Hash(k), g.nbuckets)
 		ops = append(ops,
@@ -147,34 +153,49 @@ func (c *Client) batchOneSided(ctx context.Context, keys [][]byte, out []Result,
 	if n.conn.Read(ctx, ops) != nil {
 		return 0
 	}
-	hdr, err := checkHeader(g, s.hdr1[:])
-	if err != nil {
-		return 0
+	reads, nbytes := len(ops), readBytes(ops)
+	if a.readHeader {
+		hdr, err := checkHeader(g, s.hdr1[:])
+		if err != nil {
+			return 0
+		}
+		g.lease.offer(hdr.LeaseExpiry)
+		a.exp = max(a.exp, hdr.LeaseExpiry)
 	}
 
-	// Round trip 2: the header again, candidate records, and the buckets
-	// of keys that matched nothing.
-	ops = c.planBatch(s, ops[:0], g, hdr, keys)
-	if n.conn.Read(ctx, ops) != nil || !table.SameState(s.hdr1[:], s.hdr2[:]) {
+	// Round trip 2: candidate records, and, for keys that matched nothing,
+	// the header and their buckets again (the one-header miss proof).
+	ops = c.planBatch(s, ops[:0], g, keys)
+	if n.conn.Read(ctx, ops) != nil {
 		return 0
 	}
 	now := monoNow()
-	if now.sub(start) >= g.maxAge {
+	if now.sub(a.start) >= g.maxAge {
 		return 0
 	}
-	if needLease && n.clock.check(max(hdr.LeaseExpiry, table.LeaseOf(s.hdr2[:])), now) != nil {
-		return 0
+	hits := !needLease || n.clock.check(a.exp, now) == nil
+	misses, incomplete := false, true
+	if s.checks > 0 {
+		hdr, err := checkHeader(g, s.hdr2[:])
+		if err != nil {
+			return 0
+		}
+		g.lease.offer(hdr.LeaseExpiry)
+		misses = !needLease || n.clock.check(max(a.exp, hdr.LeaseExpiry), now) == nil
+		incomplete = hdr.Incomplete
 	}
-	done := s.decide(n, keys, out, hdr.Incomplete)
+	done := s.decide(n, keys, out, hits, misses && !incomplete)
 	c.stats.batch(done, reads+len(ops), nbytes+readBytes(ops))
 	return done
 }
 
 // planBatch builds round trip 2 and records in s.plan what it reads for
-// each key.
-func (c *Client) planBatch(s *batchScratch, ops []transport.ReadOp, g *geometry, hdr table.Header, keys [][]byte) []transport.ReadOp {
+// each key. The header comes first, and only if some key needs a miss
+// proof.
+func (c *Client) planBatch(s *batchScratch, ops []transport.ReadOp, g *geometry, keys [][]byte) []transport.ReadOp {
 	ops = append(ops, transport.ReadOp{Remote: g.region, Dst: s.hdr2[:]})
 	rec := 0
+	s.checks = 0
 	for i, k := range keys {
 		s.plan[i] = planNone
 		s.cands[i], s.nFirst[i] = scanBuckets(&s.bk1[i], table.Fingerprint(table.Hash(k)), s.slots[i][:0])
@@ -186,10 +207,11 @@ func (c *Client) planBatch(s *batchScratch, ops []transport.ReadOp, g *geometry,
 					transport.ReadOp{Remote: g.region, Offset: table.BucketOffset(b1), Dst: s.bk2[i][0][:]},
 					transport.ReadOp{Remote: g.region, Offset: table.BucketOffset(b2), Dst: s.bk2[i][1][:]})
 				s.plan[i] = planCheck
+				s.checks++
 			}
 			continue
 		}
-		if len(ops)+len(cands) > transport.MaxBatch || !allInArea(hdr, cands) {
+		if len(ops)+len(cands) > transport.MaxBatch || !allInArea(g, cands) {
 			continue // read on its own (which also judges a torn bucket)
 		}
 		for _, sl := range cands {
@@ -199,12 +221,15 @@ func (c *Client) planBatch(s *batchScratch, ops []transport.ReadOp, g *geometry,
 		}
 		s.plan[i] = planHit
 	}
+	if s.checks == 0 {
+		ops = ops[1:] // no miss to prove: no header
+	}
 	return ops
 }
 
-func allInArea(hdr table.Header, slots []table.Slot) bool {
+func allInArea(g *geometry, slots []table.Slot) bool {
 	for _, sl := range slots {
-		if !hdr.InArea(sl) {
+		if !g.inArea(sl) {
 			return false
 		}
 	}
@@ -212,13 +237,17 @@ func allInArea(hdr table.Header, slots []table.Slot) bool {
 }
 
 // decide answers the keys whose reads prove their answer, as getOneSided
-// would, once the batch's header and lease checks have passed.
-func (s *batchScratch) decide(n *node, keys [][]byte, out []Result, incomplete bool) uint32 {
+// would: hits if the lease held for them, misses if it held for them and
+// round trip 2's header showed the region complete.
+func (s *batchScratch) decide(n *node, keys [][]byte, out []Result, hits, misses bool) uint32 {
 	var done uint32
 	rec := 0
 	for i, k := range keys {
 		switch s.plan[i] {
 		case planHit:
+			if !hits {
+				continue
+			}
 			cands := s.cands[i]
 			recs := s.recs[rec : rec+len(cands)]
 			rec += len(cands)
@@ -237,9 +266,10 @@ func (s *batchScratch) decide(n *node, keys [][]byte, out []Result, incomplete b
 			// Every candidate another key's (a miss not yet proven), or the
 			// record dead or torn: the key is read on its own.
 		case planCheck:
-			// A miss is trusted only from two equal reads of both buckets
-			// in a complete region (docs/layout.md, Moving a key).
-			if s.bk1[i] == s.bk2[i] && !incomplete {
+			// A miss is trusted only if neither reading of the buckets
+			// holds a slot with the key's fingerprint (round trip 1 held
+			// none), and the region is complete (docs/layout.md, Reading).
+			if misses && onlyOthers(&s.bk2[i], table.Fingerprint(table.Hash(k)), nil, s.slots[i][:0]) {
 				out[i] = Result{}
 				done |= 1 << i
 			}
