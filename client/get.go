@@ -163,6 +163,9 @@ func (c *Client) readOneSided(ctx context.Context, dst, key []byte, level Consis
 			if serr := n.syncClock(ctx); serr != nil {
 				c.dropNode(n, serr) // cannot even read its clock: try elsewhere
 			}
+		case errors.Is(err, errLeaseLate):
+			// The attempt read a valid lease too late to use it; the next
+			// one starts from it.
 		case errors.Is(err, errLease):
 			c.relearnLeader(ctx, n)
 		case errors.Is(err, errIncomplete), errors.Is(err, errCandidates):
@@ -175,7 +178,7 @@ func (c *Client) readOneSided(ctx context.Context, dst, key []byte, level Consis
 }
 
 func isProtocolRetry(err error) bool {
-	for _, e := range []error{errTorn, errStale, errUnstable, errTooSlow, errLease, errClockStale} {
+	for _, e := range []error{errTorn, errStale, errUnstable, errTooSlow, errLease, errLeaseLate, errClockStale} {
 		if errors.Is(err, e) {
 			return true
 		}

@@ -159,8 +159,8 @@ func (c *Client) batchOneSided(ctx context.Context, keys [][]byte, out []Result,
 		if err != nil {
 			return 0
 		}
+		a.r1 = hdr.LeaseExpiry
 		g.lease.offer(hdr.LeaseExpiry)
-		a.exp = max(a.exp, hdr.LeaseExpiry)
 	}
 
 	// Round trip 2: candidate records, and, for keys that matched nothing,
@@ -173,7 +173,10 @@ func (c *Client) batchOneSided(ctx context.Context, keys [][]byte, out []Result,
 	if now.sub(a.start) >= g.maxAge {
 		return 0
 	}
-	hits := !needLease || n.clock.check(a.exp, now) == nil
+	// Which expiry judges what is as in a Get (getAttempt): hits, whose
+	// records round trip 2 read, by one cached before the batch or read in
+	// round trip 1; misses by the cached one alone.
+	hits := !needLease || n.clock.check(max(a.exp, a.r1), now) == nil
 	misses, incomplete := false, true
 	if s.checks > 0 {
 		hdr, err := checkHeader(g, s.hdr2[:])
@@ -181,7 +184,7 @@ func (c *Client) batchOneSided(ctx context.Context, keys [][]byte, out []Result,
 			return 0
 		}
 		g.lease.offer(hdr.LeaseExpiry)
-		misses = !needLease || n.clock.check(max(a.exp, hdr.LeaseExpiry), now) == nil
+		misses = !needLease || n.clock.check(a.exp, now) == nil
 		incomplete = hdr.Incomplete
 	}
 	done := s.decide(n, keys, out, hits, misses && !incomplete)

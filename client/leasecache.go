@@ -23,17 +23,23 @@ import (
 //     connection (a restarted node has a new clock, and a new connection),
 //     and E with the geometry (a header of another generation replaces
 //     both: loadGeometry).
-//   - The E a GET uses was read before the GET's first READ was posted
-//     (leaseSnapshot), or by a header READ placed first in the GET's own
-//     batch, as the layout 2 reader has always done. An E read later than
-//     the record could come from a lease granted after the record was read,
-//     which would say nothing about that moment.
+//   - The E that judges an answer was read before the data the answer rests
+//     on: cached before the attempt's first READ was posted (newAttempt),
+//     or, for a hit whose record a later round trip read, by round trip
+//     1's header READ. Never one read in the data's own batch (READs of one
+//     batch may run in any order) or after it: such an E could come from a
+//     lease the node was granted after the data was read (right after it
+//     won an election), which says nothing about that moment. A miss is
+//     judged only by the E cached before the GET, since its proof finds
+//     some instant of the GET at which the node lacked the key, and the
+//     lease must cover whichever it is. An attempt that read a valid E
+//     only too late fails with errLeaseLate; the next one starts from it.
 //   - Only the node's own header gives E for its region.
 //
 // E is kept fresh by a background header READ when the client's bound on
 // the node's clock comes within leaseRefreshAhead of it, started by a GET
 // (so an idle client costs nothing), and, if a GET finds E within
-// leaseDueMargin of its bound, by a header READ in the GET's own batch.
+// leaseDueMargin of its bound, by a header READ in the GET's first batch.
 
 // Lease cache policy.
 const (

@@ -70,6 +70,7 @@ var (
 	errStale      = errors.New("record superseded during read")
 	errUnstable   = errors.New("region changed between reads")
 	errLease      = errors.New("no valid lease")
+	errLeaseLate  = errors.New("lease read too late to judge this read")
 	errTooSlow    = errors.New("read outlived the reuse grace period")
 	errGeometry   = errors.New("region was rebuilt")
 	errCandidates = errors.New("too many fingerprint matches")
@@ -146,10 +147,21 @@ func (n *node) getOneSided(ctx context.Context, dst, key []byte, needLease bool,
 }
 
 // getAttempt is what the round trips of one GET attempt share.
+//
+// Which lease expiry may judge which answer (leasecache.go): exp, cached
+// before the attempt's first READ was posted, any answer; r1, read in round
+// trip 1, only an answer whose data a later round trip read (a hit's
+// record); an expiry read in the same batch as the data, or later, none,
+// since READs of one batch may run in any order. seen is the latest expiry
+// the attempt read at all: if only it would pass, the attempt fails with
+// errLeaseLate and the next one, which starts from the cache it refreshed,
+// is judged by it.
 type getAttempt struct {
 	g          *geometry // as the attempt started
-	exp        uint64    // the lease expiry the attempt is judged by (leasecache.go)
-	readHeader bool      // round trip 1 reads the header first, for its lease
+	exp        uint64    // cached before the first READ
+	r1         uint64    // round trip 1's header (0: not read)
+	seen       uint64    // the latest read by the attempt
+	readHeader bool      // round trip 1 reads the header, for its lease
 	start      mono
 	needLease  bool
 	s          *getScratch
@@ -176,7 +188,7 @@ func (a *getAttempt) firstOps() []transport.ReadOp {
 }
 
 // takeHeader checks the header round trip 1 read, if it read one, and
-// takes its lease.
+// takes its lease (as r1: see getAttempt).
 func (a *getAttempt) takeHeader() error {
 	if !a.readHeader {
 		return nil
@@ -185,9 +197,16 @@ func (a *getAttempt) takeHeader() error {
 	if err != nil {
 		return err
 	}
-	a.g.lease.offer(hdr.LeaseExpiry)
-	a.exp = max(a.exp, hdr.LeaseExpiry)
+	a.r1 = hdr.LeaseExpiry
+	a.saw(hdr.LeaseExpiry)
 	return nil
+}
+
+// saw records a lease expiry the attempt read, and offers it to the cache
+// for later attempts.
+func (a *getAttempt) saw(exp uint64) {
+	a.g.lease.offer(exp)
+	a.seen = max(a.seen, exp)
 }
 
 // getCached tries the key's cached location: one round trip, the record the
@@ -222,7 +241,7 @@ func (n *node) getCached(ctx context.Context, dst, key []byte, loc location, a *
 	if verr != nil || now.sub(a.start) >= g.maxAge {
 		return res, false, nil
 	}
-	if err := n.judgeAt(a, now); err != nil {
+	if err := n.judgeAt(a, a.exp, now); err != nil { // the header, if any, was in the record's batch
 		return readResult{}, true, err
 	}
 	res.value, res.version, res.found = append(dst, val...), ver, true
@@ -285,7 +304,7 @@ func (n *node) readCandidates(ctx context.Context, dst, key []byte, cands []tabl
 		return readResult{}, err
 	}
 	res := readResult{roundTrips: 2, reads: len(ops), bytes: readBytes(ops)}
-	if err := n.judge(a); err != nil {
+	if err := n.judge(a, max(a.exp, a.r1)); err != nil {
 		return res, err
 	}
 	for i, sl := range cands {
@@ -328,9 +347,11 @@ func (n *node) proveMiss(ctx context.Context, fp uint16, b1, b2 uint32, others [
 	if err != nil {
 		return readResult{}, err // a rebuild, seen first by a miss
 	}
-	g.lease.offer(hdr.LeaseExpiry)
-	a.exp = max(a.exp, hdr.LeaseExpiry)
-	if err := n.judge(a); err != nil {
+	// Only the expiry cached before the GET judges a miss: the proof
+	// finds an instant of the GET when the node lacked the key, which may
+	// be any, so the lease must cover the whole GET.
+	a.saw(hdr.LeaseExpiry)
+	if err := n.judge(a, a.exp); err != nil {
 		return readResult{}, err
 	}
 	if !onlyOthers(&s.bk2, fp, others, s.slots2[:0]) {
@@ -359,22 +380,27 @@ func onlyOthers(bk *[2][table.BucketSize]byte, fp uint16, others, scratch []tabl
 
 // judge is the decision after a GET's last READ: the GET was quick enough
 // that no record's bytes can have been reused under it, and (for a
-// linearizable GET) the lease the attempt holds still holds by the
-// client's bound on the node's clock.
-func (n *node) judge(a *getAttempt) error {
-	return n.judgeAt(a, monoNow())
+// linearizable GET) the lease expiring at exp, one this answer may be
+// judged by (getAttempt), still holds by the client's bound on the node's
+// clock.
+func (n *node) judge(a *getAttempt, exp uint64) error {
+	return n.judgeAt(a, exp, monoNow())
 }
 
 // judgeAt is judge with the decision's clock reading now, which must have
 // been taken after the GET's last READ completed.
-func (n *node) judgeAt(a *getAttempt, now mono) error {
+func (n *node) judgeAt(a *getAttempt, exp uint64, now mono) error {
 	if now.sub(a.start) >= a.g.maxAge {
 		return errTooSlow
 	}
-	if a.needLease {
-		return n.clock.check(a.exp, now)
+	if !a.needLease {
+		return nil
 	}
-	return nil
+	err := n.clock.check(exp, now)
+	if err != nil && a.seen > exp && n.clock.check(a.seen, now) == nil {
+		return errLeaseLate
+	}
+	return err
 }
 
 // checkHeader validates a header read against the geometry the GET started

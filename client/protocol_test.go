@@ -369,12 +369,15 @@ func TestReadProtocol(t *testing.T) {
 			}
 		}, want: "v1", oneSided: 1, retries: map[string]uint64{"lease+clock": 1}, trace: catTraces(traceHit, traceHit)},
 		// A cached expiry close to the bound: the header joins round trip 1.
-		{name: "cached lease due, uncached", setup: func(r *rig) { r.cacheLease(leaseDueMargin / 2) },
+		// It judges a hit whose record round trip 2 read; an expiry read in
+		// the record's own batch (READs of a batch run in any order), or
+		// one read for a miss, judges only the next attempt.
+		{name: "cached lease lapsed, uncached", setup: func(r *rig) { r.cacheLease(-time.Millisecond) },
 			want: "v1", oneSided: 1, trace: traceHitH},
-		{name: "cached lease due, cached", setup: func(r *rig) { r.warm("k"); r.cacheLease(leaseDueMargin / 2) },
-			want: "v1", oneSided: 1, trace: traceCachedHitH},
-		{name: "cached lease due, miss", key: "nope", setup: func(r *rig) { r.cacheLease(leaseDueMargin / 2) },
-			want: answerNotFound, oneSided: 1, trace: traceMissH},
+		{name: "cached lease lapsed, cached", setup: func(r *rig) { r.warm("k"); r.cacheLease(-time.Millisecond) },
+			want: "v1", oneSided: 1, retries: map[string]uint64{"lease": 1}, trace: catTraces(traceCachedHitH, traceCachedHit)},
+		{name: "cached lease lapsed, miss", key: "nope", setup: func(r *rig) { r.cacheLease(-time.Millisecond) },
+			want: answerNotFound, oneSided: 1, retries: map[string]uint64{"lease": 1}, trace: catTraces(traceMissH, traceMiss)},
 		// A restarted node has a new clock: its expiries mean nothing
 		// against the old one. The lease is cached per connection, and a
 		// new connection starts with the one its first header shows.
@@ -411,12 +414,13 @@ func TestReadProtocol(t *testing.T) {
 				r.lease(time.Hour)
 			}
 		}, want: "v1", oneSided: 1, retries: map[string]uint64{"lease": 1}, trace: catTraces(traceHitH, traceHitH)},
-		// A miss's lease may come from round trip 2's header.
+		// A miss is judged only by a lease cached before the GET: the one
+		// round trip 2 read judges the next attempt.
 		{name: "lease granted after round trip 1 (miss)", key: "nope", setup: func(r *rig) { r.tbl.SetLease(0); r.forgetLease() }, hook: func(r *rig, batch, op int) {
 			if batch == 2 && op == 0 {
 				r.lease(time.Hour)
 			}
-		}, want: answerNotFound, oneSided: 1, trace: traceMissH},
+		}, want: answerNotFound, oneSided: 1, retries: map[string]uint64{"lease": 1}, trace: catTraces(traceMissH, traceMiss)},
 		{name: "serializable ignores the lease", level: Serializable, setup: func(r *rig) { r.tbl.SetLease(0); r.forgetLease() },
 			want: "v1", oneSided: 1, trace: traceHit},
 
@@ -525,12 +529,12 @@ func TestReadProtocol(t *testing.T) {
 					r.tbl.SetIncomplete(false)
 				}
 			}, want: answerNotFound, oneSided: 1, trace: traceMiss},
-		{name: "cached hit, incomplete set inside the batch", setup: func(r *rig) { r.warm("k"); r.forgetLease() },
+		{name: "cached hit, incomplete set before the record is read", setup: func(r *rig) { r.warm("k") },
 			hook: func(r *rig, batch, op int) {
-				if batch == 1 && op == 1 {
+				if batch == 1 && op == 0 {
 					r.tbl.SetIncomplete(true)
 				}
-			}, want: "v1", oneSided: 1, trace: traceCachedHitH},
+			}, want: "v1", oneSided: 1, trace: traceCachedHit},
 
 		// A cached location reads the record alone: a record that reads
 		// live is its key's current one (the writer marks the old record

@@ -40,7 +40,7 @@ func (c *counters) retry(err error) {
 		c.stale.Add(1)
 	case errors.Is(err, errUnstable):
 		c.unstable.Add(1)
-	case errors.Is(err, errLease):
+	case errors.Is(err, errLease), errors.Is(err, errLeaseLate):
 		c.lease.Add(1)
 	case errors.Is(err, errClockStale):
 		c.clock.Add(1)

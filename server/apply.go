@@ -94,8 +94,10 @@ func (a *applier) Restore() {
 }
 
 // rebuildLocked refills the table from the node's applied state. The lease
-// word stays clear until it is done, so no linearizable reader accepts a
-// half-built region; the incomplete flag is raised before the old contents
+// word stays clear until it is done (clients that cached an earlier expiry
+// still judge hits by it, which is sound: a live record is its key's current
+// one whatever else the region lacks; docs/layout.md, "The cached expiry");
+// the incomplete flag is raised before the old contents
 // go, so no serializable reader trusts a miss, and they go only a grace
 // period after it (table.Reset), so that no reader that read the flag
 // clear before can miss a key the rebuild puts back. The table places the keys as
@@ -252,7 +254,8 @@ func (s *Server) onLease(term uint64, expiry time.Time) {
 	s.publishLeaseLocked()
 }
 
-// setRebuilding withholds the lease while the region is rebuilt.
+// setRebuilding withholds the lease while the region is rebuilt (from new
+// readers: an expiry a client cached before still holds, see rebuildLocked).
 func (s *Server) setRebuilding(on bool) {
 	s.leaseMu.Lock()
 	defer s.leaseMu.Unlock()
