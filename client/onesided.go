@@ -178,7 +178,8 @@ func (n *node) newAttempt(needLease bool, start mono, s *getScratch) getAttempt 
 }
 
 // firstOps begins round trip 1's batch: with the header, if the attempt
-// reads it, first (see leasecache.go on why first).
+// reads it (its place in the batch means nothing: READs of a batch may run
+// in any order).
 func (a *getAttempt) firstOps() []transport.ReadOp {
 	ops := a.s.ops[:0]
 	if a.readHeader {
