@@ -140,10 +140,7 @@ func (c *Client) batchOneSided(ctx context.Context, keys [][]byte, out []Result,
 
 	// Round trip 1: both buckets of every key (and the header, if the
 	// cached lease is due).
-	ops := s.ops[:0]
-	if a.readHeader {
-		ops = append(ops, transport.ReadOp{Remote: g.region, Dst: s.hdr1[:]})
-	}
+	ops := a.firstOps(s.ops[:0], s.hdr1[:])
 	for i, k := range keys {
 		b1, b2 := table.Buckets(table.Hash(k), g.nbuckets)
 		ops = append(ops,
@@ -154,13 +151,8 @@ func (c *Client) batchOneSided(ctx context.Context, keys [][]byte, out []Result,
 		return 0
 	}
 	reads, nbytes := len(ops), readBytes(ops)
-	if a.readHeader {
-		hdr, err := checkHeader(g, s.hdr1[:])
-		if err != nil {
-			return 0
-		}
-		a.r1 = hdr.LeaseExpiry
-		g.lease.offer(hdr.LeaseExpiry)
+	if a.takeHeader(s.hdr1[:]) != nil {
+		return 0
 	}
 
 	// Round trip 2: candidate records, and, for keys that matched nothing,

@@ -177,24 +177,23 @@ func (n *node) newAttempt(needLease bool, start mono, s *getScratch) getAttempt 
 	return a
 }
 
-// firstOps begins round trip 1's batch: with the header, if the attempt
-// reads it (its place in the batch means nothing: READs of a batch may run
-// in any order).
-func (a *getAttempt) firstOps() []transport.ReadOp {
-	ops := a.s.ops[:0]
+// firstOps begins round trip 1's batch in ops: with the header (into
+// hdr), if the attempt reads it. Its place in the batch means nothing:
+// READs of a batch may run in any order.
+func (a *getAttempt) firstOps(ops []transport.ReadOp, hdr []byte) []transport.ReadOp {
 	if a.readHeader {
-		ops = append(ops, transport.ReadOp{Remote: a.g.region, Dst: a.s.hdr1[:]})
+		ops = append(ops, transport.ReadOp{Remote: a.g.region, Dst: hdr})
 	}
 	return ops
 }
 
 // takeHeader checks the header round trip 1 read, if it read one, and
 // takes its lease (as r1: see getAttempt).
-func (a *getAttempt) takeHeader() error {
+func (a *getAttempt) takeHeader(b []byte) error {
 	if !a.readHeader {
 		return nil
 	}
-	hdr, err := checkHeader(a.g, a.s.hdr1[:])
+	hdr, err := checkHeader(a.g, b)
 	if err != nil {
 		return err
 	}
@@ -226,7 +225,7 @@ func (n *node) getCached(ctx context.Context, dst, key []byte, loc location, a *
 		return readResult{}, false, nil
 	}
 	s.cached = grow(s.cached, int(cs.Len))
-	ops := append(a.firstOps(), transport.ReadOp{Remote: g.region, Offset: cs.Offset, Dst: s.cached})
+	ops := append(a.firstOps(s.ops[:0], s.hdr1[:]), transport.ReadOp{Remote: g.region, Offset: cs.Offset, Dst: s.cached})
 	if err := n.conn.Read(ctx, ops); err != nil {
 		return readResult{}, true, err
 	}
@@ -235,7 +234,7 @@ func (n *node) getCached(ctx context.Context, dst, key []byte, loc location, a *
 	// for a fresh start) and the lease check in judge.
 	now := monoNow()
 	res = readResult{roundTrips: 1, reads: len(ops), bytes: readBytes(ops)}
-	if err := a.takeHeader(); err != nil {
+	if err := a.takeHeader(s.hdr1[:]); err != nil {
 		return readResult{}, true, err
 	}
 	val, ver, verr := table.VerifyRecord(s.cached, key, cs)
@@ -254,14 +253,14 @@ func (n *node) getUncached(ctx context.Context, dst, key []byte, a *getAttempt) 
 	g, s := a.g, a.s
 	h := table.Hash(key)
 	b1, b2 := table.Buckets(h, g.nbuckets)
-	ops := append(a.firstOps(),
+	ops := append(a.firstOps(s.ops[:0], s.hdr1[:]),
 		transport.ReadOp{Remote: g.region, Offset: table.BucketOffset(b1), Dst: s.bk1[0][:]},
 		transport.ReadOp{Remote: g.region, Offset: table.BucketOffset(b2), Dst: s.bk1[1][:]})
 	if err := n.conn.Read(ctx, ops); err != nil {
 		return readResult{}, err
 	}
 	reads, nbytes := len(ops), readBytes(ops)
-	if err := a.takeHeader(); err != nil {
+	if err := a.takeHeader(s.hdr1[:]); err != nil {
 		return readResult{}, err
 	}
 	fp := table.Fingerprint(h)

@@ -124,13 +124,7 @@ func (m *metrics) observe(op wire.Op, st wire.Status, d time.Duration) {
 	m.latency.WithLabelValues(op.String()).Observe(d.Seconds())
 }
 
-func (m *metrics) leaseChanged(valid bool) {
-	if valid {
-		m.leaseValid.Set(1)
-	} else {
-		m.leaseValid.Set(0)
-	}
-}
+func (m *metrics) leaseChanged(valid bool) { m.leaseValid.Set(boolGauge(valid)) }
 
 func statusName(st wire.Status) string {
 	switch st {
