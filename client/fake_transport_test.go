@@ -35,9 +35,9 @@ const (
 // later op. Because the hook, the table writes it makes and the copies all
 // run on the goroutine that called Get, the race detector sees no race.
 type fakeTransport struct {
-	mem        []byte
-	desc       transport.Descriptor
-	recordBase uint64
+	mem  []byte
+	desc transport.Descriptor
+	hdr  table.Header // as formatted: where the buckets are (layout 2 or 3)
 
 	clockOrigin time.Time    // the fake server's clock runs at the real rate from here
 	clockOffset atomic.Int64 // and jumps by this much
@@ -61,7 +61,7 @@ func newFakeTransport(mem []byte) *fakeTransport {
 	return &fakeTransport{
 		mem:         mem,
 		desc:        transport.Descriptor{Addr: 0x7f0000000000, Len: uint64(len(mem)), Key: 0x5eed},
-		recordBase:  h.RecordBase,
+		hdr:         h,
 		clockOrigin: time.Now(),
 	}
 }
@@ -103,7 +103,7 @@ func (f *fakeTransport) kind(op transport.ReadOp) byte {
 	switch {
 	case op.Offset == 0 && len(op.Dst) == table.HeaderSize:
 		return 'H'
-	case op.Offset >= table.HeaderSize && op.Offset < f.recordBase && len(op.Dst) == table.BucketSize:
+	case op.Offset >= f.hdr.BucketOffset(0) && op.Offset < f.hdr.RecordBase && len(op.Dst) == table.BucketSize:
 		return 'B'
 	}
 	return 'R'

@@ -144,8 +144,8 @@ func (c *Client) batchOneSided(ctx context.Context, keys [][]byte, out []Result,
 	for i, k := range keys {
 		b1, b2 := table.Buckets(table.Hash(k), g.nbuckets)
 		ops = append(ops,
-			transport.ReadOp{Remote: g.region, Offset: table.BucketOffset(b1), Dst: s.bk1[i][0][:]},
-			transport.ReadOp{Remote: g.region, Offset: table.BucketOffset(b2), Dst: s.bk1[i][1][:]})
+			transport.ReadOp{Remote: g.region, Offset: g.hdr.BucketOffset(b1), Dst: s.bk1[i][0][:]},
+			transport.ReadOp{Remote: g.region, Offset: g.hdr.BucketOffset(b2), Dst: s.bk1[i][1][:]})
 	}
 	if n.conn.Read(ctx, ops) != nil {
 		return 0
@@ -199,8 +199,8 @@ func (c *Client) planBatch(s *batchScratch, ops []transport.ReadOp, g *geometry,
 			if len(ops)+2 <= transport.MaxBatch {
 				b1, b2 := table.Buckets(table.Hash(k), g.nbuckets)
 				ops = append(ops,
-					transport.ReadOp{Remote: g.region, Offset: table.BucketOffset(b1), Dst: s.bk2[i][0][:]},
-					transport.ReadOp{Remote: g.region, Offset: table.BucketOffset(b2), Dst: s.bk2[i][1][:]})
+					transport.ReadOp{Remote: g.region, Offset: g.hdr.BucketOffset(b1), Dst: s.bk2[i][0][:]},
+					transport.ReadOp{Remote: g.region, Offset: g.hdr.BucketOffset(b2), Dst: s.bk2[i][1][:]})
 				s.plan[i] = planCheck
 				s.checks++
 			}

@@ -90,8 +90,9 @@ func TestGetManyBatchesReads(t *testing.T) {
 // (store the word in the new slot, then clear the old one).
 func (r *rig) moveSlot(key string, from, to uint32) bool {
 	fp := table.Fingerprint(table.Hash([]byte(key)))
-	src := r.f.mem[table.BucketOffset(from):][:table.BucketSize]
-	dst := r.f.mem[table.BucketOffset(to):][:table.BucketSize]
+	h := r.tbl.Header()
+	src := r.f.mem[h.BucketOffset(from):][:table.BucketSize]
+	dst := r.f.mem[h.BucketOffset(to):][:table.BucketSize]
 	for i := 0; i < table.SlotsPerBucket; i++ {
 		w := binary.LittleEndian.Uint64(src[i*8:])
 		if w == 0 || table.DecodeSlot(w).FP != fp {

@@ -254,8 +254,8 @@ func (n *node) getUncached(ctx context.Context, dst, key []byte, a *getAttempt) 
 	h := table.Hash(key)
 	b1, b2 := table.Buckets(h, g.nbuckets)
 	ops := append(a.firstOps(s.ops[:0], s.hdr1[:]),
-		transport.ReadOp{Remote: g.region, Offset: table.BucketOffset(b1), Dst: s.bk1[0][:]},
-		transport.ReadOp{Remote: g.region, Offset: table.BucketOffset(b2), Dst: s.bk1[1][:]})
+		transport.ReadOp{Remote: g.region, Offset: g.hdr.BucketOffset(b1), Dst: s.bk1[0][:]},
+		transport.ReadOp{Remote: g.region, Offset: g.hdr.BucketOffset(b2), Dst: s.bk1[1][:]})
 	if err := n.conn.Read(ctx, ops); err != nil {
 		return readResult{}, err
 	}
@@ -338,8 +338,8 @@ func (n *node) proveMiss(ctx context.Context, fp uint16, b1, b2 uint32, others [
 	g, s := a.g, a.s
 	ops := append(s.ops[:0],
 		transport.ReadOp{Remote: g.region, Offset: 0, Dst: s.hdr2[:]},
-		transport.ReadOp{Remote: g.region, Offset: table.BucketOffset(b1), Dst: s.bk2[0][:]},
-		transport.ReadOp{Remote: g.region, Offset: table.BucketOffset(b2), Dst: s.bk2[1][:]})
+		transport.ReadOp{Remote: g.region, Offset: g.hdr.BucketOffset(b1), Dst: s.bk2[0][:]},
+		transport.ReadOp{Remote: g.region, Offset: g.hdr.BucketOffset(b2), Dst: s.bk2[1][:]})
 	if err := n.conn.Read(ctx, ops); err != nil {
 		return readResult{}, err
 	}

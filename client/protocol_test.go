@@ -192,10 +192,11 @@ func (r *rig) sharingBuckets(key string) string {
 func (r *rig) setState(key string, state uint32) {
 	r.t.Helper()
 	h := table.Hash([]byte(key))
-	b1, b2 := table.Buckets(h, r.tbl.Header().Buckets)
+	hdr := r.tbl.Header()
+	b1, b2 := table.Buckets(h, hdr.Buckets)
 	var out [table.SlotsPerBucket]table.Slot
 	for _, b := range []uint32{b1, b2} {
-		n := table.ScanBucket(r.f.mem[table.BucketOffset(b):], table.Fingerprint(h), &out)
+		n := table.ScanBucket(r.f.mem[hdr.BucketOffset(b):], table.Fingerprint(h), &out)
 		for _, sl := range out[:n] {
 			rec := r.f.mem[sl.Offset : sl.Offset+sl.Len]
 			if int(binary.LittleEndian.Uint16(rec[16:])) == len(key) && string(rec[table.RecordHeaderSize:table.RecordHeaderSize+len(key)]) == key {

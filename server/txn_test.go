@@ -25,7 +25,7 @@ func oneSidedView(mem, key []byte) string {
 	b1, b2 := table.Buckets(hash, h.Buckets)
 	var out [table.SlotsPerBucket]table.Slot
 	for _, b := range [2]uint32{b1, b2} {
-		n := table.ScanBucket(mem[table.BucketOffset(b):], table.Fingerprint(hash), &out)
+		n := table.ScanBucket(mem[h.BucketOffset(b):], table.Fingerprint(hash), &out)
 		for _, s := range out[:n] {
 			v, ver, err := table.VerifyRecord(mem[s.Offset:s.Offset+s.Len], key, s)
 			switch {

@@ -120,7 +120,7 @@ func (t *Table) pin(live []uint64, off, n, cell uint64) {
 // eachRecord calls fn for every published slot: its position and word.
 // fn may replace the word at pos.
 func (t *Table) eachRecord(fn func(pos uint64, s Slot)) {
-	for pos := uint64(HeaderSize); pos < t.hdr.RecordBase; pos += SlotSize {
+	for pos := range t.slotWords() {
 		if w := binary.LittleEndian.Uint64(t.mem[pos:]); w != 0 {
 			fn(pos, DecodeSlot(w))
 		}

@@ -47,8 +47,8 @@ func clientGet(mem []byte, clk *fakeClock, grace time.Duration, key []byte, buf 
 	}
 	hash := Hash(key)
 	b1, b2 := Buckets(hash, h1.Buckets)
-	snapshot(raw[HeaderSize:HeaderSize+BucketSize], mem, BucketOffset(b1))
-	snapshot(raw[HeaderSize+BucketSize:], mem, BucketOffset(b2))
+	snapshot(raw[HeaderSize:HeaderSize+BucketSize], mem, h1.BucketOffset(b1))
+	snapshot(raw[HeaderSize+BucketSize:], mem, h1.BucketOffset(b2))
 
 	res = readMiss
 	var out [SlotsPerBucket]Slot
@@ -116,7 +116,7 @@ func slotWordOf(mem, key []byte, buf []byte) uint64 {
 	var raw [BucketSize]byte
 	var out [SlotsPerBucket]Slot
 	for _, b := range [2]uint32{b1, b2} {
-		snapshot(raw[:], mem, BucketOffset(b))
+		snapshot(raw[:], mem, h.BucketOffset(b))
 		for _, s := range out[:ScanBucket(raw[:], Fingerprint(hash), &out)] {
 			if !h.InArea(s) {
 				continue

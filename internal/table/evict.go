@@ -80,7 +80,10 @@ func (t *Table) clearPending() {
 	if t.pendingSlots == 0 || !t.slotsMayClear() {
 		return
 	}
-	for pos := uint64(HeaderSize); pos < t.hdr.RecordBase && t.pendingSlots > 0; pos += SlotSize {
+	for pos := range t.slotWords() {
+		if t.pendingSlots == 0 {
+			break
+		}
 		if w := binary.LittleEndian.Uint64(t.mem[pos:]); w != 0 && t.pending(w) {
 			t.clearPendingSlot(pos, w)
 		}
@@ -103,7 +106,7 @@ func (t *Table) unpublish(pos, w uint64) {
 	t.retire(w, t.clock()) // stamped after the store: the grace period starts here
 	t.unstamp(pos)
 	if g != nil && g.held < 0 {
-		b, _ := slotIndex(pos)
+		b, _ := t.hdr.slotIndex(pos)
 		t.hold(g, b)
 	}
 }

@@ -47,6 +47,12 @@ func FuzzParseHeader(f *testing.F) {
 		}
 		f.Add(mem[:HeaderSize], uint64(0))
 		f.Add(mem[:HeaderSize], Slot{Offset: 4096, Len: 64, FP: 1}.Word())
+		f.Add(mem[:HeaderSize], Slot{Offset: 4096, Len: 64, FP: 1, Inline: true}.Word())
+		v2 := asLayout2(append([]byte(nil), mem[:HeaderSize]...))
+		f.Add(v2, Slot{Offset: 4096, Len: 64, FP: 1}.Word())
+		f.Add(v2[:HeaderSize2], uint64(0))
+		f.Add(withArenas(append([]byte(nil), mem[:HeaderSize]...), 64+8*48, 48), uint64(3))
+		f.Add(withArenas(append([]byte(nil), mem[:HeaderSize]...), 128, 16), uint64(4)) // arena too small
 	}
 	f.Add(make([]byte, HeaderSize), uint64(1))
 	f.Add([]byte("KVDTABLE"), uint64(2))
@@ -58,14 +64,18 @@ func FuzzParseHeader(f *testing.F) {
 			}
 			return
 		}
+		if h.RecordBase != h.Len()+uint64(h.Buckets)*uint64(h.BucketBytes) || h.BucketBytes%BucketSize != 0 ||
+			(h.InlineMax == 0) != (h.BucketBytes == BucketSize) || uint64(h.BucketBytes-BucketSize) < 8*uint64(h.InlineMax) {
+			t.Fatalf("accepted a header whose buckets do not add up: %+v", h)
+		}
 		again := make([]byte, HeaderSize)
 		putHeader(again, h)
 		copy(again, Magic)
 		if h2, err := ParseHeader(again); err != nil || h2 != h {
 			t.Fatalf("re-encoded header %+v, %v; want %+v", h2, err, h)
 		}
-		if s := DecodeSlot(w); h.InArea(s) &&
-			(s.Offset < h.RecordBase || s.Offset+s.Len > h.RecordEnd || s.Len < MinRecord) {
+		if s := DecodeSlot(w); h.InArea(s) && (s.Inline ||
+			s.Offset < h.RecordBase || s.Offset+s.Len > h.RecordEnd || s.Len < MinRecord) {
 			t.Fatalf("InArea accepts %+v outside [%d, %d)", s, h.RecordBase, h.RecordEnd)
 		}
 		var bucket [BucketSize]byte

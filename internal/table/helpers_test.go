@@ -63,7 +63,7 @@ func lookup(mem, key []byte) (value []byte, version uint64, err error) {
 	b1, b2 := Buckets(hash, h.Buckets)
 	var out [SlotsPerBucket]Slot
 	for _, b := range [2]uint32{b1, b2} {
-		n := ScanBucket(mem[BucketOffset(b):], Fingerprint(hash), &out)
+		n := ScanBucket(mem[h.BucketOffset(b):], Fingerprint(hash), &out)
 		for _, s := range out[:n] {
 			if !h.InArea(s) {
 				return nil, 0, ErrBadLength

@@ -122,7 +122,7 @@ func (t *Table) checkMoved(w, dst uint64) {
 	key := t.keyOf(w)
 	pos, got, ok := t.find(key, Hash(key))
 	invariants.Check(ok && pos == dst && got == w, "moved key %q not found at its new slot %d", key, dst)
-	b, _ := slotIndex(dst)
+	b, _ := t.hdr.slotIndex(dst)
 	t.checkBucket(b)
 }
 

@@ -56,7 +56,7 @@ func TestInvariantsCatchEarlyMove(t *testing.T) {
 	}
 	pos, w, _ := tab.find([]byte("k"), Hash([]byte("k")))
 	tab.stampMoved(pos) // as if it had just moved here
-	b, s := slotIndex(pos)
+	b, s := tab.hdr.slotIndex(pos)
 	expectInvariantPanic(t, "again within the grace period", func() {
 		tab.checkMove(b, s, w, tab.emptyIn(b^1))
 	})

@@ -10,17 +10,30 @@ import (
 const (
 	// Magic is the first 8 bytes of a formatted region.
 	Magic = "KVDTABLE"
-	// LayoutVersion is the layout this package writes and reads.
-	LayoutVersion = 2
+	// LayoutVersion is the layout this package writes. ParseHeader also
+	// reads LayoutVersion2.
+	LayoutVersion = 3
+	// LayoutVersion2 is the previous layout, which readers still accept
+	// (docs/layout.md): its header is HeaderSize2 bytes and it has no arenas.
+	LayoutVersion2 = 2
 
-	// HeaderSize is the size of the region header.
-	HeaderSize = 64
+	// HeaderSize is the size of the region header, and what a client READs
+	// for it: of a layout 2 region it reads the start of bucket 0 as well,
+	// which ParseHeader and SameState ignore.
+	HeaderSize = 128
+	// HeaderSize2 is the size of a layout 2 header.
+	HeaderSize2 = 64
 	// SlotSize is the size of one slot word.
 	SlotSize = 8
 	// SlotsPerBucket is how many slots a bucket holds.
 	SlotsPerBucket = 8
-	// BucketSize is the size of one bucket: one cache line.
+	// BucketSize is the size of the slot words of one bucket: one cache
+	// line, at the start of the bucket. A bucket with an arena is longer
+	// (Header.BucketBytes).
 	BucketSize = SlotSize * SlotsPerBucket
+	// MaxInline bounds Header.InlineMax (docs/layout.md): an inline slot
+	// word holds a record's length / 8 in 8 bits.
+	MaxInline = 2032
 
 	// RecordHeaderSize is the fixed part of a record, before the key.
 	RecordHeaderSize = 24
@@ -66,12 +79,20 @@ const (
 	offLease      = 40
 	offLeaderHint = 48
 	offGeneration = 56
+	// Layout 3 only.
+	offBucketBytes  = 64
+	offInlineGrace  = 68
+	offInlineMax    = 72
+	offReserved     = 76 // to HeaderSize: zero
+	inlineArenaUnit = 8  // inline records are 8-aligned in their arena
 )
 
 // Header is the decoded region header. Two Headers compare equal with ==
-// exactly when they were decoded from identical bytes, which is what a client
-// checks across the two header reads of one GET.
+// exactly when they were decoded from identical header bytes (of the
+// version's own length), which is what a client checks across the two
+// header reads of one GET.
 type Header struct {
+	Version     uint32 // LayoutVersion or LayoutVersion2
 	Buckets     uint32 // bucket count, a power of two >= 2
 	GraceMillis uint32 // the writer leaves dead records untouched this long
 	RecordBase  uint64 // offset of the record area
@@ -89,6 +110,24 @@ type Header struct {
 	Incomplete bool
 	// FlagEpoch counts changes of Incomplete (15 bits, wrapping).
 	FlagEpoch uint16
+	// BucketBytes is the distance between buckets: BucketSize of slot
+	// words, then the bucket's arena. BucketSize means no arenas (always,
+	// for layout 2).
+	BucketBytes uint32
+	// InlineGraceMillis: the writer leaves retired arena bytes untouched
+	// this long; 1..GraceMillis (GraceMillis for layout 2).
+	InlineGraceMillis uint32
+	// InlineMax is the longest inline record, a multiple of 8; 0 iff there
+	// are no arenas.
+	InlineMax uint32
+}
+
+// Len is the length of h's header in the region: where bucket 0 starts.
+func (h Header) Len() uint64 {
+	if h.Version == LayoutVersion2 {
+		return HeaderSize2
+	}
+	return HeaderSize
 }
 
 // Grace is GraceMillis as a Duration.
@@ -97,11 +136,19 @@ func (h Header) Grace() time.Duration {
 }
 
 // SameState reports whether two raw header reads show the same region
-// state: every byte equal except the lease word, which the leader advances
-// several times a second and which a reader judges on its own.
+// state: every byte of the header equal except the lease word, which the
+// leader advances several times a second and which a reader judges on its
+// own. Only the header's own length counts (taken from a's version field;
+// a different version in b differs there): the bytes after a layout 2
+// header are bucket 0's slots, which change without the state changing.
+// Both must be HeaderSize bytes long, as a client READs them.
 func SameState(a, b []byte) bool {
+	n := HeaderSize
+	if binary.LittleEndian.Uint32(a[offVersion:]) == LayoutVersion2 {
+		n = HeaderSize2
+	}
 	return string(a[:offLease]) == string(b[:offLease]) &&
-		string(a[offLease+8:HeaderSize]) == string(b[offLease+8:HeaderSize])
+		string(a[offLease+8:n]) == string(b[offLease+8:n])
 }
 
 // LeaseOf is the lease expiry of a raw header read (see SameState).
@@ -110,20 +157,31 @@ func LeaseOf(b []byte) uint64 { return binary.LittleEndian.Uint64(b[offLease:]) 
 // SameGeometry reports whether h addresses the region as g does: same
 // generation and the same bucket and record-area geometry.
 func (h Header) SameGeometry(g Header) bool {
-	return h.Generation == g.Generation && h.Buckets == g.Buckets && h.GraceMillis == g.GraceMillis &&
-		h.RecordBase == g.RecordBase && h.RecordEnd == g.RecordEnd
+	return h.Generation == g.Generation && h.Version == g.Version && h.Buckets == g.Buckets &&
+		h.GraceMillis == g.GraceMillis && h.RecordBase == g.RecordBase && h.RecordEnd == g.RecordEnd &&
+		h.BucketBytes == g.BucketBytes && h.InlineGraceMillis == g.InlineGraceMillis && h.InlineMax == g.InlineMax
 }
 
-// BucketOffset is the offset of bucket b within the region.
-func BucketOffset(b uint32) uint64 {
-	return HeaderSize + uint64(b)*BucketSize
+// BucketOffset is the offset of bucket b within the region: its slot words
+// are the BucketSize bytes there, its arena (if any) follows them.
+func (h Header) BucketOffset(b uint32) uint64 {
+	return h.Len() + uint64(b)*uint64(h.BucketBytes)
+}
+
+// SlotOffset is the offset of slot s of bucket b.
+func (h Header) SlotOffset(b uint32, s int) uint64 {
+	return h.BucketOffset(b) + uint64(s)*SlotSize
 }
 
 // InArea reports whether s names a record that lies wholly inside the
 // record area, so that a client may READ it. Slot words from a torn or
 // stale bucket read can name anything; check before reading.
+//
+// An inline word names a record in its bucket's arena, which no region has
+// yet (the writer makes none): InArea rejects it, so a reader never READs
+// what such a word names.
 func (h Header) InArea(s Slot) bool {
-	if h.RecordEnd < h.RecordBase {
+	if s.Inline || h.RecordEnd < h.RecordBase {
 		return false
 	}
 	area := h.RecordEnd - h.RecordBase
@@ -131,18 +189,17 @@ func (h Header) InArea(s Slot) bool {
 		s.Offset >= h.RecordBase && s.Offset-h.RecordBase <= area-s.Len
 }
 
-// ParseHeader decodes and validates the first HeaderSize bytes of b. It
-// checks everything that does not depend on the region's length; a client
-// also checks RecordEnd against the length its descriptor advertises.
+// ParseHeader decodes and validates the header at the start of b (layout
+// 3, or layout 2's shorter one). It checks everything that does not depend
+// on the region's length; a client also checks RecordEnd against the length
+// its descriptor advertises. It does not allocate.
 func ParseHeader(b []byte) (Header, error) {
-	if len(b) < HeaderSize || string(b[offMagic:offMagic+8]) != Magic {
+	if len(b) < HeaderSize2 || string(b[offMagic:offMagic+8]) != Magic {
 		return Header{}, ErrBadHeader
 	}
 	le := binary.LittleEndian
-	if le.Uint32(b[offVersion:]) != LayoutVersion {
-		return Header{}, ErrLayoutVersion
-	}
 	h := Header{
+		Version:     le.Uint32(b[offVersion:]),
 		Buckets:     le.Uint32(b[offBuckets:]),
 		GraceMillis: le.Uint32(b[offGrace:]),
 		RecordBase:  le.Uint64(b[offRecordBase:]),
@@ -151,28 +208,69 @@ func ParseHeader(b []byte) (Header, error) {
 		LeaderHint:  le.Uint64(b[offLeaderHint:]),
 		Generation:  le.Uint64(b[offGeneration:]),
 	}
+	switch {
+	case h.Version == LayoutVersion2:
+		// Layout 2's implied geometry: no arenas, one grace period.
+		h.BucketBytes, h.InlineGraceMillis = BucketSize, h.GraceMillis
+	case h.Version != LayoutVersion:
+		return Header{}, ErrLayoutVersion
+	case len(b) < HeaderSize || !zero(b[offReserved:HeaderSize]):
+		return Header{}, ErrBadHeader
+	default:
+		h.BucketBytes = le.Uint32(b[offBucketBytes:])
+		h.InlineGraceMillis = le.Uint32(b[offInlineGrace:])
+		h.InlineMax = le.Uint32(b[offInlineMax:])
+	}
 	flags := le.Uint16(b[offFlags:])
 	h.Incomplete = flags&flagIncomplete != 0
 	h.FlagEpoch = flags >> flagEpochShift
-	n := h.Buckets
-	switch {
-	case le.Uint16(b[offSlots:]) != SlotsPerBucket,
-		n < 2 || n > MaxBuckets || n&(n-1) != 0,
-		h.GraceMillis == 0,
-		h.RecordBase != BucketOffset(n),
-		h.RecordEnd > MaxArea || h.RecordEnd%RecordAlign != 0,
-		h.RecordEnd < h.RecordBase+MinRecord,
-		h.Generation == 0:
+	if le.Uint16(b[offSlots:]) != SlotsPerBucket || !h.validGeometry() {
 		return Header{}, ErrBadHeader
 	}
 	return h, nil
+}
+
+// validGeometry checks the decoded fields against each other
+// (docs/layout.md, "Header").
+func (h Header) validGeometry() bool {
+	n := h.Buckets
+	return n >= 2 && n <= MaxBuckets && n&(n-1) == 0 &&
+		h.GraceMillis != 0 &&
+		h.validArenas() &&
+		h.RecordBase == h.BucketOffset(n) &&
+		h.RecordEnd <= MaxArea && h.RecordEnd%RecordAlign == 0 &&
+		h.RecordEnd >= h.RecordBase+MinRecord &&
+		h.Generation != 0
+}
+
+// validArenas checks the layout 3 fields: buckets a whole number of cache
+// lines, an inline limit iff there are arenas, an arena that holds at
+// least 8 records of the largest inline size (§6.2 of the design asks for
+// about 10), and an inline grace period no longer than the record area's.
+func (h Header) validArenas() bool {
+	bb, a := h.BucketBytes, h.InlineMax
+	return bb >= BucketSize && bb%BucketSize == 0 &&
+		(a == 0) == (bb == BucketSize) &&
+		a%inlineArenaUnit == 0 && a <= MaxInline &&
+		uint64(bb-BucketSize) >= 8*uint64(a) &&
+		h.InlineGraceMillis >= 1 && h.InlineGraceMillis <= h.GraceMillis
+}
+
+// zero reports whether every byte of b is 0.
+func zero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // putHeader writes every header field except magic, which the writer stores
 // last so that a half-formatted region never parses.
 func putHeader(b []byte, h Header) {
 	le := binary.LittleEndian
-	le.PutUint32(b[offVersion:], LayoutVersion)
+	le.PutUint32(b[offVersion:], h.Version)
 	storeHalf(b, offSlots, slotsAndFlags(h.Incomplete, h.FlagEpoch))
 	le.PutUint32(b[offBuckets:], h.Buckets)
 	le.PutUint32(b[offGrace:], h.GraceMillis)
@@ -181,6 +279,12 @@ func putHeader(b []byte, h Header) {
 	storeWord(b, offLease, h.LeaseExpiry)
 	storeWord(b, offLeaderHint, h.LeaderHint)
 	storeWord(b, offGeneration, h.Generation)
+	if h.Version != LayoutVersion2 {
+		le.PutUint32(b[offBucketBytes:], h.BucketBytes)
+		le.PutUint32(b[offInlineGrace:], h.InlineGraceMillis)
+		le.PutUint32(b[offInlineMax:], h.InlineMax)
+		clear(b[offReserved:HeaderSize])
+	}
 }
 
 // slotsAndFlags is the 4-byte header word at offSlots, stored whole so that

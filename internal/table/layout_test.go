@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // docSection returns the text of docs/layout.md from the heading that starts
@@ -62,6 +63,11 @@ func TestDocHeaderFields(t *testing.T) {
 		"lease":          {offLease, 8},
 		"leaderHint":     {offLeaderHint, 8},
 		"generation":     {offGeneration, 8},
+		// Layout 3.
+		"bucketBytes":       {offBucketBytes, 4},
+		"inlineGraceMillis": {offInlineGrace, 4},
+		"inlineMax":         {offInlineMax, 4},
+		"reserved":          {offReserved, HeaderSize - offReserved},
 	}
 	checkFields(t, docRows(docSection(t, "Header")), want, HeaderSize)
 }
@@ -125,7 +131,8 @@ func TestDocSlotBits(t *testing.T) {
 	want := map[string][2]int{
 		"record offset": {0, slotOffBits - 1},
 		"record length": {slotOffBits, slotOffBits + slotLenBits - 1},
-		"fingerprint":   {slotOffBits + slotLenBits, 63},
+		"kind":          {slotKindShift, slotKindShift},
+		"fingerprint":   {slotFPShift, 63},
 	}
 	for _, r := range docRows(docSection(t, "Slots")) {
 		lo, hi, err := parseBits(r[0])
@@ -173,12 +180,21 @@ func TestDocNumbers(t *testing.T) {
 		{"(layout version " + strconv.Itoa(LayoutVersion) + ")", true},
 		{"| 0  | 8 | magic | `\"" + Magic + "\"` |", true},
 		{"| header (" + strconv.Itoa(HeaderSize) + " B)", true},
-		{"a bucket is " + strconv.Itoa(SlotsPerBucket) + " slots of " + strconv.Itoa(SlotSize) + " B", true},
-		{"A bucket is " + strconv.Itoa(BucketSize) + " bytes", true},
+		{"## Header (" + strconv.Itoa(HeaderSize) + " bytes)", true},
+		{"its header is the first\n" + strconv.Itoa(HeaderSize2) + " bytes below (same offsets, version " + strconv.Itoa(LayoutVersion2) + ")", true},
+		{"a bucket's first 64 B are " + strconv.Itoa(SlotsPerBucket) + " slots of " + strconv.Itoa(SlotSize) + " B", BucketSize == 64},
+		{"Its slot\nwords are its first 64 bytes", BucketSize == 64},
+		{"**This version of kvd always writes bucketBytes 64", newHeader(2, 1, 1<<20).BucketBytes == 64 && newHeader(2, 1, 1<<20).InlineMax == 0},
+		{"(graceMillis here)", newHeader(2, 7, 1<<20).InlineGraceMillis == 7},
+		{"at most 2032", MaxInline == 2032},
+		{"bucketBytes - 64 >= 8*inlineMax", true},
+		{"Bucket b starts at `128 + b*bucketBytes` (layout 2: `64 + b*64`)",
+			(Header{Version: LayoutVersion, BucketBytes: 192}).BucketOffset(3) == 128+3*192 &&
+				(Header{Version: LayoutVersion2, BucketBytes: 64}).BucketOffset(3) == 64+3*64},
 		{"| keyLen | 1..1024 |", MaxKey == 1024},
 		{"| valueLen | 0..1 MiB |", MaxValue == 1<<20},
 		{"first 32 GiB", MaxArea == 32<<30},
-		{"records up to 8 MiB", (1<<slotLenBits)*RecordAlign == 8<<20},
+		{"records up to 4 MiB", (1<<slotLenBits)*RecordAlign == 4<<20},
 		{"padding to a multiple of 8", RecordAlign == 8},
 		{"xxHash64 (seed 0)", Hash(nil) == 0xef46db3751d8e999},
 		{"CRC-32C (Castagnoli) of bytes 8..len", recVersion == 8},
@@ -186,7 +202,8 @@ func TestDocNumbers(t *testing.T) {
 		{"| flags | bit 0: incomplete; bits 1-15: a count of its changes", flagIncomplete == 1 && flagEpochShift == 1},
 		{"| nbuckets | power of two, 2 to 2^28 |", MaxBuckets == 1<<28},
 		{"at least recordBase + 32", MinRecord == 32},
-		{"= 64 + nbuckets*64", BucketOffset(0) == 64 && BucketSize == 64},
+		{"= 128 + nbuckets*bucketBytes", newHeader(4, 1, 1<<20).RecordBase == 128+4*64},
+		{"`recordBase = 64 + nbuckets*64`", (Header{Version: LayoutVersion2, BucketBytes: 64}).BucketOffset(4) == 64+4*64},
 		// Placement (writer policy).
 		{"cuckoo hashing with 8-slot buckets", SlotsPerBucket == 8},
 		{"Everyday writes look at\nmost 512 buckets", searchLimit == 512},
@@ -216,11 +233,14 @@ func TestParseHeaderFormatted(t *testing.T) {
 		t.Fatalf("parsed %+v, table says %+v", h, tab.Header())
 	}
 	want := Header{
-		Buckets:     1 << 20 / (8 * 256),
-		GraceMillis: 1000,
-		RecordBase:  HeaderSize + 64*(1<<20/(8*256)),
-		RecordEnd:   1 << 20,
-		Generation:  h.Generation,
+		Version:           LayoutVersion,
+		Buckets:           1 << 20 / (8 * 256),
+		GraceMillis:       1000,
+		RecordBase:        HeaderSize + 64*(1<<20/(8*256)),
+		RecordEnd:         1 << 20,
+		Generation:        h.Generation,
+		BucketBytes:       BucketSize,
+		InlineGraceMillis: 1000,
 	}
 	if h != want || h.Generation == 0 || h.Grace() != DefaultGrace {
 		t.Fatalf("header %+v, want %+v", h, want)
@@ -234,11 +254,7 @@ func TestParseHeaderErrors(t *testing.T) {
 	_, mem, _ := newTable(t, 1<<16, Config{Buckets: 64})
 	good := append([]byte(nil), mem[:HeaderSize]...)
 	le := binary.LittleEndian
-	tests := []struct {
-		name   string
-		mutate func(b []byte) []byte
-		want   error
-	}{
+	tests := append([]headerCase{
 		{"good", func(b []byte) []byte { return b }, nil},
 		{"short", func(b []byte) []byte { return b[:HeaderSize-1] }, ErrBadHeader},
 		{"zero", func(b []byte) []byte { return make([]byte, HeaderSize) }, ErrBadHeader},
@@ -252,10 +268,10 @@ func TestParseHeaderErrors(t *testing.T) {
 		{"buckets 32 (base mismatch)", func(b []byte) []byte { le.PutUint32(b[offBuckets:], 32); return b }, ErrBadHeader},
 		{"buckets too many", func(b []byte) []byte { le.PutUint32(b[offBuckets:], 1<<31); return b }, ErrBadHeader},
 		{"grace 0", func(b []byte) []byte { le.PutUint32(b[offGrace:], 0); return b }, ErrBadHeader},
-		{"base moved", func(b []byte) []byte { le.PutUint64(b[offRecordBase:], 64+64*64+8); return b }, ErrBadHeader},
+		{"base moved", func(b []byte) []byte { le.PutUint64(b[offRecordBase:], HeaderSize+64*64+8); return b }, ErrBadHeader},
 		{"end unaligned", func(b []byte) []byte { le.PutUint64(b[offRecordEnd:], 1<<16-4); return b }, ErrBadHeader},
 		{"end below base", func(b []byte) []byte { le.PutUint64(b[offRecordEnd:], 64); return b }, ErrBadHeader},
-		{"end leaves no record", func(b []byte) []byte { le.PutUint64(b[offRecordEnd:], 64+64*64+24); return b }, ErrBadHeader},
+		{"end leaves no record", func(b []byte) []byte { le.PutUint64(b[offRecordEnd:], HeaderSize+64*64+24); return b }, ErrBadHeader},
 		{"end past 32 GiB", func(b []byte) []byte { le.PutUint64(b[offRecordEnd:], MaxArea+8); return b }, ErrBadHeader},
 		{"generation 0", func(b []byte) []byte { le.PutUint64(b[offGeneration:], 0); return b }, ErrBadHeader},
 		{"lease and hint are free", func(b []byte) []byte {
@@ -263,7 +279,7 @@ func TestParseHeaderErrors(t *testing.T) {
 			le.PutUint64(b[offLeaderHint:], 7)
 			return b
 		}, nil},
-	}
+	}, append(v3HeaderCases(), v2HeaderCases()...)...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			b := tc.mutate(append([]byte(nil), good...))
@@ -272,6 +288,158 @@ func TestParseHeaderErrors(t *testing.T) {
 				t.Fatalf("got %v, want %v", err, tc.want)
 			}
 		})
+	}
+}
+
+// headerCase mutates a good layout 3 header of 64 buckets, grace 1000 ms,
+// recordEnd 64 KiB (TestParseHeaderErrors), and says what ParseHeader
+// must answer.
+type headerCase struct {
+	name   string
+	mutate func(b []byte) []byte
+	want   error
+}
+
+// withArenas gives b's header arenas: bucketBytes bb, inlineMax a, and the
+// recordBase (and a recordEnd past it) they imply, so that only the check
+// under test can fail.
+func withArenas(b []byte, bb, a uint32) []byte {
+	le := binary.LittleEndian
+	le.PutUint32(b[offBucketBytes:], bb)
+	le.PutUint32(b[offInlineMax:], a)
+	base := HeaderSize + 64*uint64(bb)
+	le.PutUint64(b[offRecordBase:], base)
+	le.PutUint64(b[offRecordEnd:], base+4096)
+	return b
+}
+
+// v3HeaderCases: layout 3's own fields and their cross-checks.
+func v3HeaderCases() []headerCase {
+	le := binary.LittleEndian
+	u32 := func(off int, v uint32) func(b []byte) []byte {
+		return func(b []byte) []byte { le.PutUint32(b[off:], v); return b }
+	}
+	arenas := func(bb, a uint32) func(b []byte) []byte {
+		return func(b []byte) []byte { return withArenas(b, bb, a) }
+	}
+	return []headerCase{
+		{"v3 cut to 64 bytes", func(b []byte) []byte { return b[:HeaderSize2] }, ErrBadHeader},
+		{"v3 cut to 127 bytes", func(b []byte) []byte { return b[:HeaderSize-1] }, ErrBadHeader},
+		{"version 4", u32(offVersion, 4), ErrLayoutVersion},
+		{"bucketBytes 0", u32(offBucketBytes, 0), ErrBadHeader},
+		{"bucketBytes 32", arenas(32, 0), ErrBadHeader},
+		{"bucketBytes 100", arenas(100, 8), ErrBadHeader},
+		{"inlineMax without arenas", u32(offInlineMax, 8), ErrBadHeader},
+		{"arenas without inlineMax", arenas(128, 0), ErrBadHeader},
+		{"arenas, base as without", func(b []byte) []byte {
+			withArenas(b, 128, 8)
+			le.PutUint64(b[offRecordBase:], HeaderSize+64*64)
+			return b
+		}, ErrBadHeader},
+		{"arenas, base as layout 2", func(b []byte) []byte {
+			withArenas(b, 128, 8)
+			le.PutUint64(b[offRecordBase:], HeaderSize2+64*128)
+			return b
+		}, ErrBadHeader},
+		{"arena holds 8 of inlineMax", arenas(128, 8), nil},
+		{"arena holds fewer than 8", arenas(128, 16), ErrBadHeader},
+		{"inlineMax unaligned", arenas(128, 4), ErrBadHeader},
+		{"inlineMax 2032", arenas(64+8*2048, 2032), nil},
+		{"inlineMax 2040", arenas(64+8*2048, 2040), ErrBadHeader},
+		{"inlineGrace 0", u32(offInlineGrace, 0), ErrBadHeader},
+		{"inlineGrace 1", u32(offInlineGrace, 1), nil},
+		{"inlineGrace above grace", u32(offInlineGrace, 1001), ErrBadHeader},
+		{"reserved first byte", func(b []byte) []byte { b[offReserved] = 1; return b }, ErrBadHeader},
+		{"reserved last byte", func(b []byte) []byte { b[HeaderSize-1] = 0x80; return b }, ErrBadHeader},
+	}
+}
+
+// asLayout2 rewrites b, a layout 3 header without arenas, into the layout
+// 2 header of the same geometry, and fills the 64 bytes after it (bucket
+// 0's slots in a layout 2 region) with words a header check must ignore.
+func asLayout2(b []byte) []byte {
+	le := binary.LittleEndian
+	n := uint64(le.Uint32(b[offBuckets:]))
+	le.PutUint32(b[offVersion:], LayoutVersion2)
+	le.PutUint64(b[offRecordBase:], HeaderSize2+n*BucketSize)
+	for i := HeaderSize2; i < HeaderSize; i += SlotSize {
+		le.PutUint64(b[i:], Slot{Offset: 1 << 20, Len: 64, FP: uint16(i)}.Word())
+	}
+	return b
+}
+
+// v2HeaderCases: layout 2 headers, built by hand, still parse.
+func v2HeaderCases() []headerCase {
+	le := binary.LittleEndian
+	return []headerCase{
+		{"v2", asLayout2, nil},
+		{"v2 alone", func(b []byte) []byte { return asLayout2(b)[:HeaderSize2] }, nil},
+		{"v2 short", func(b []byte) []byte { return asLayout2(b)[:HeaderSize2-1] }, ErrBadHeader},
+		{"v2 with layout 3's base", func(b []byte) []byte {
+			asLayout2(b)
+			le.PutUint64(b[offRecordBase:], HeaderSize+64*64)
+			return b
+		}, ErrBadHeader},
+	}
+}
+
+func TestParseHeaderLayout2(t *testing.T) {
+	_, mem, _ := newTable(t, 1<<16, Config{Buckets: 64, Grace: 1500 * time.Millisecond})
+	v3, err := ParseHeader(mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := ParseHeader(asLayout2(append([]byte(nil), mem[:HeaderSize]...)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := v3
+	want.Version, want.RecordBase = LayoutVersion2, HeaderSize2+64*BucketSize
+	if h != want {
+		t.Fatalf("layout 2 header %+v, want %+v", h, want)
+	}
+	if h.Len() != HeaderSize2 || h.BucketOffset(0) != HeaderSize2 || h.BucketOffset(63)+BucketSize != h.RecordBase ||
+		h.BucketBytes != BucketSize || h.InlineMax != 0 || h.InlineGraceMillis != 1500 {
+		t.Fatalf("layout 2 geometry: %+v", h)
+	}
+	if h.SameGeometry(v3) {
+		t.Fatal("layout 2 and 3 headers of one region share a geometry")
+	}
+}
+
+// TestSameStateLength: SameState compares a header's own bytes, except the
+// lease: for layout 2 the 64 bytes after it are bucket 0's slots, which
+// change with no change of state; for layout 3 they are header fields.
+func TestSameStateLength(t *testing.T) {
+	_, mem, _ := newTable(t, 1<<16, Config{Buckets: 64})
+	v3 := append([]byte(nil), mem[:HeaderSize]...)
+	v2 := asLayout2(append([]byte(nil), v3...))
+	for _, tc := range []struct {
+		name string
+		base []byte
+		off  int
+		same bool
+	}{
+		{"v2 lease", v2, offLease + 3, true},
+		{"v2 generation", v2, offGeneration, false},
+		{"v2 bucket 0 first slot", v2, HeaderSize2, true},
+		{"v2 bucket 0 last slot", v2, HeaderSize - 1, true},
+		{"v3 lease", v3, offLease, true},
+		{"v3 bucketBytes", v3, offBucketBytes, false},
+		{"v3 inlineMax", v3, offInlineMax + 1, false},
+		{"v3 reserved", v3, HeaderSize - 1, false},
+	} {
+		b := append([]byte(nil), tc.base...)
+		b[tc.off] ^= 0x40
+		if got := SameState(tc.base, b); got != tc.same {
+			t.Errorf("%s: SameState = %v, want %v", tc.name, got, tc.same)
+		}
+		if got := SameState(b, tc.base); got != tc.same {
+			t.Errorf("%s (swapped): SameState = %v, want %v", tc.name, got, tc.same)
+		}
+	}
+	if SameState(v2, v3) || SameState(v3, v2) {
+		t.Error("a layout 2 and a layout 3 header show the same state")
 	}
 }
 
@@ -289,6 +457,7 @@ func TestHeaderInArea(t *testing.T) {
 		{Slot{Offset: 192, Len: 24}, false},    // shorter than any record
 		{Slot{Offset: 192, Len: 840}, false},   // longer than the area
 		{Slot{Offset: 0, Len: 1 << 23}, false}, // longer than any record
+		{Slot{Offset: 192, Len: 32, Inline: true}, false},
 		{Slot{}, false},
 	}
 	for _, tc := range tests {

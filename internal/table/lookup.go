@@ -32,7 +32,8 @@ func (t *Table) find(key []byte, h uint64) (pos, w uint64, ok bool) {
 	fp := Fingerprint(h)
 	b1, b2 := Buckets(h, t.hdr.Buckets)
 	for _, b := range [2]uint32{b1, b2} {
-		for pos := BucketOffset(b); pos < BucketOffset(b+1); pos += SlotSize {
+		for s := range SlotsPerBucket {
+			pos := t.hdr.SlotOffset(b, s)
 			w := binary.LittleEndian.Uint64(t.mem[pos:])
 			if w == 0 || DecodeSlot(w).FP != fp {
 				continue

@@ -96,7 +96,8 @@ func (t *Table) emptySlot(b1, b2 uint32) (uint64, bool) {
 
 // load counts bucket b's used slots and finds its first empty one.
 func (t *Table) load(b uint32) (used int, firstEmpty uint64) {
-	for pos := BucketOffset(b); pos < BucketOffset(b+1); pos += SlotSize {
+	for s := range SlotsPerBucket {
+		pos := t.hdr.SlotOffset(b, s)
 		if binary.LittleEndian.Uint64(t.mem[pos:]) != 0 {
 			used++
 		} else if firstEmpty == 0 {
@@ -152,7 +153,7 @@ search:
 	for i := 0; i < len(q) && len(q) < limit; i++ {
 		u := q[i].bucket
 		for s := range SlotsPerBucket {
-			w := binary.LittleEndian.Uint64(t.mem[BucketOffset(u)+uint64(s)*SlotSize:])
+			w := binary.LittleEndian.Uint64(t.mem[t.hdr.SlotOffset(u, s):])
 			if w == 0 || !rebuild && t.recentlyMoved(u, s, now) {
 				continue
 			}
@@ -198,7 +199,7 @@ func (t *Table) relocate(j int) uint64 {
 	for t.hops[j].from >= 0 {
 		h := t.hops[j]
 		from := t.hops[h.from].bucket
-		src = BucketOffset(from) + uint64(h.slot)*SlotSize
+		src = t.hdr.SlotOffset(from, int(h.slot))
 		w := binary.LittleEndian.Uint64(t.mem[src:])
 		dst := t.emptyIn(h.bucket)
 		t.checkMove(from, int(h.slot), w, dst)
@@ -237,7 +238,7 @@ func (t *Table) ensurePlacementState() {
 // stampMoved records that the key in slot pos arrived by a move now.
 func (t *Table) stampMoved(pos uint64) {
 	t.ensurePlacementState()
-	b, s := slotIndex(pos)
+	b, s := t.hdr.slotIndex(pos)
 	now := t.clock()
 	if now-t.movedAt[b] >= t.grace {
 		t.movedMask[b] = 0
@@ -250,7 +251,7 @@ func (t *Table) stampMoved(pos uint64) {
 // there with the region complete).
 func (t *Table) unstamp(pos uint64) {
 	if t.movedMask != nil {
-		b, s := slotIndex(pos)
+		b, s := t.hdr.slotIndex(pos)
 		t.movedMask[b] &^= 1 << s
 	}
 }
@@ -274,8 +275,9 @@ func (t *Table) recentlyMoved(b uint32, s int, now int64) bool {
 	return t.movedMask[b]&(1<<s) != 0 && now-t.movedAt[b] < t.grace
 }
 
-// slotIndex splits a slot position into its bucket and slot number.
-func slotIndex(pos uint64) (uint32, int) {
-	i := (pos - HeaderSize) / SlotSize
-	return uint32(i / SlotsPerBucket), int(i % SlotsPerBucket)
+// slotIndex splits a slot position into its bucket and slot number (the
+// inverse of SlotOffset).
+func (h Header) slotIndex(pos uint64) (uint32, int) {
+	i := pos - h.Len()
+	return uint32(i / uint64(h.BucketBytes)), int(i % uint64(h.BucketBytes) / SlotSize)
 }

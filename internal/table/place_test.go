@@ -49,7 +49,7 @@ func bucketOf(t *testing.T, tab *Table, key []byte) uint32 {
 	if !ok {
 		t.Fatalf("%q not in the table", key)
 	}
-	b, _ := slotIndex(pos)
+	b, _ := tab.hdr.slotIndex(pos)
 	return b
 }
 
@@ -144,8 +144,8 @@ func twoRoundGet(mem []byte, clk *fakeClock, grace time.Duration, key, buf []byt
 	b1, b2 := Buckets(hash, hdr.Buckets)
 	round := func(h *[HeaderSize]byte, bk *[2][BucketSize]byte, first bool) {
 		reads := []func(){
-			func() { snapshot(bk[0][:], mem, BucketOffset(b1)) },
-			func() { snapshot(bk[1][:], mem, BucketOffset(b2)) },
+			func() { snapshot(bk[0][:], mem, hdr.BucketOffset(b1)) },
+			func() { snapshot(bk[1][:], mem, hdr.BucketOffset(b2)) },
 		}
 		if !first {
 			reads = append(reads, func() { snapshot(h[:], mem, 0) })

@@ -79,7 +79,7 @@ func (t *Table) Reserve(key []byte, valueLen int) error {
 		g = t.newGroup(key)
 	}
 	if needSlot {
-		b, _ := slotIndex(t.commit(&p))
+		b, _ := t.hdr.slotIndex(t.commit(&p))
 		t.hold(g, b)
 	}
 	g.pending++

@@ -6,20 +6,31 @@ import (
 	"github.com/cespare/xxhash/v2"
 )
 
-// Slot word fields (docs/layout.md, "Slots").
+// Slot word fields (docs/layout.md, "Slots"). Layout 2's length field had
+// 20 bits, but no valid layout 2 word sets its top bit (records are at most
+// MaxRecord, about 1 MiB), so one decoder reads both layouts.
 const (
-	slotOffBits = 32
-	slotLenBits = 20
-	slotFPBits  = 12
-	slotLenMask = 1<<slotLenBits - 1
+	slotOffBits   = 32
+	slotLenBits   = 19
+	slotKindShift = slotOffBits + slotLenBits // bit 51: 1 = inline
+	slotFPShift   = slotKindShift + 1
+	slotFPBits    = 12
+	slotLenMask   = 1<<slotLenBits - 1
+	slotInline    = 1 << slotKindShift
 )
 
 // Slot is a decoded slot word: where a record lives, how long it is, and the
 // fingerprint of its key. The zero Slot is an empty slot.
+//
+// An inline word (Inline set) names a record in its bucket's arena with
+// other fields (docs/layout.md); no writer produces one yet, so Offset and
+// Len hold its bits 0-31 and 32-50 as an out-of-place word's would, only
+// so that Word gives the word back. Header.InArea rejects it.
 type Slot struct {
 	Offset uint64 // of the record, from the start of the region
 	Len    uint64 // of the record, including padding
 	FP     uint16 // 12 bits of the key's hash, never 0 in a used slot
+	Inline bool   // the kind bit: the record is in the bucket's arena
 }
 
 // DecodeSlot splits a slot word into its fields. It accepts any word; a
@@ -28,15 +39,19 @@ func DecodeSlot(w uint64) Slot {
 	return Slot{
 		Offset: (w & (1<<slotOffBits - 1)) * RecordAlign,
 		Len:    (w >> slotOffBits & slotLenMask) * RecordAlign,
-		FP:     uint16(w >> (slotOffBits + slotLenBits)),
+		FP:     uint16(w >> slotFPShift),
+		Inline: w&slotInline != 0,
 	}
 }
 
 // Word encodes s as a slot word. s must have come from DecodeSlot or name a
 // real record (Offset and Len multiples of 8 and in range, FP in 1..4095).
 func (s Slot) Word() uint64 {
-	return s.Offset/RecordAlign | s.Len/RecordAlign<<slotOffBits |
-		uint64(s.FP)<<(slotOffBits+slotLenBits)
+	w := s.Offset/RecordAlign | s.Len/RecordAlign<<slotOffBits | uint64(s.FP)<<slotFPShift
+	if s.Inline {
+		w |= slotInline
+	}
+	return w
 }
 
 // Hash is the key hash every choice in the layout derives from: xxHash64
@@ -76,7 +91,7 @@ func ScanBucket(bucket []byte, fp uint16, out *[SlotsPerBucket]Slot) int {
 	n := 0
 	for i := 0; i < BucketSize; i += SlotSize {
 		w := binary.LittleEndian.Uint64(bucket[i:])
-		if w != 0 && uint16(w>>(slotOffBits+slotLenBits)) == fp {
+		if w != 0 && uint16(w>>slotFPShift) == fp {
 			out[n] = DecodeSlot(w)
 			n++
 		}

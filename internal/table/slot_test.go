@@ -12,6 +12,8 @@ func TestSlotRoundTrip(t *testing.T) {
 		{Offset: 192, Len: 1064, FP: 0xabc},
 		{Offset: MaxArea - 8, Len: MaxRecord, FP: 0xfff},
 		{Offset: 1 << 34, Len: (1<<slotLenBits - 1) * RecordAlign, FP: 0x800},
+		{Offset: 8, Len: 32, FP: 1, Inline: true},
+		{Offset: MaxArea - 8, Len: (1<<slotLenBits - 1) * RecordAlign, FP: 0xfff, Inline: true},
 	}
 	for _, s := range tests {
 		w := s.Word()
@@ -29,6 +31,35 @@ func TestSlotRoundTrip(t *testing.T) {
 	w := Slot{Offset: 3 * 8, Len: 5 * 8, FP: 7}.Word()
 	if want := uint64(3) | 5<<32 | 7<<52; w != want {
 		t.Errorf("word %#x, want %#x", w, want)
+	}
+	if w := (Slot{Offset: 3 * 8, Len: 5 * 8, FP: 7, Inline: true}).Word(); w != 3|5<<32|1<<51|7<<52 {
+		t.Errorf("inline word %#x", w)
+	}
+}
+
+// TestSlotWordAnyRoundTrips: every word decodes to a Slot that encodes it
+// again (a client compares words it decoded), and the kind bit is bit 51.
+func TestSlotWordAnyRoundTrips(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 10000 {
+		w := r.Uint64()
+		s := DecodeSlot(w)
+		if s.Word() != w {
+			t.Fatalf("DecodeSlot(%#x).Word() = %#x", w, s.Word())
+		}
+		if s.Inline != (w>>51&1 == 1) || s.FP != uint16(w>>52) {
+			t.Fatalf("word %#x decodes to %+v", w, s)
+		}
+	}
+}
+
+// TestLayout2WordsAreOutOfPlace: a layout 2 word of the longest record
+// decodes as an out-of-place word, with its length: one decoder reads both
+// layouts.
+func TestLayout2WordsAreOutOfPlace(t *testing.T) {
+	w := uint64((MaxArea-MaxRecord)/8) | uint64(MaxRecord/8)<<32 | 0xfff<<52 // layout 2: length in bits 32-51
+	if s := DecodeSlot(w); s.Inline || s.Len != MaxRecord || s.Offset != MaxArea-MaxRecord || s.FP != 0xfff {
+		t.Fatalf("layout 2 word %#x decodes to %+v", w, s)
 	}
 }
 

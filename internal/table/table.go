@@ -3,6 +3,7 @@ package table
 import (
 	"encoding/binary"
 	"fmt"
+	"iter"
 	"math/rand/v2"
 	"time"
 	"unsafe"
@@ -122,19 +123,14 @@ func Format(mem []byte, cfg Config) (*Table, error) {
 	}
 	end := min(uint64(len(mem))&^(RecordAlign-1), MaxArea)
 	nb := cfg.buckets(end)
-	base := BucketOffset(nb)
+	hdr := newHeader(nb, uint32(cfg.Grace/time.Millisecond), end)
+	base := hdr.RecordBase
 	if end < base+MinRecord {
 		return nil, fmt.Errorf("%w: %d bytes cannot hold %d buckets and a record", ErrBadRegion, len(mem), nb)
 	}
 	t := &Table{
-		mem: mem,
-		hdr: Header{
-			Buckets:     nb,
-			GraceMillis: uint32(cfg.Grace / time.Millisecond),
-			RecordBase:  base,
-			RecordEnd:   end,
-			Generation:  newGeneration(0),
-		},
+		mem:   mem,
+		hdr:   hdr,
 		now:   cfg.Now,
 		epoch: cfg.Now(),
 		grace: int64(cfg.Grace),
@@ -144,10 +140,41 @@ func Format(mem []byte, cfg Config) (*Table, error) {
 	}
 	t.keyCap = KeyCapacity(nb)
 	storeWord(mem, offMagic, 0)
-	clear(mem[HeaderSize:base])
+	clear(mem[offBucketBytes:base]) // layout 3's header fields, then the buckets
 	putHeader(mem, t.hdr)
 	storeWord(mem, offMagic, binary.LittleEndian.Uint64([]byte(Magic)))
 	return t, nil
+}
+
+// newHeader is the header Format writes: layout 3 with no arenas (this
+// version of kvd writes no inline records), so buckets are their slot
+// words alone and the inline grace period is the record area's.
+func newHeader(nbuckets, graceMillis uint32, end uint64) Header {
+	h := Header{
+		Version:           LayoutVersion,
+		Buckets:           nbuckets,
+		GraceMillis:       graceMillis,
+		RecordEnd:         end,
+		Generation:        newGeneration(0),
+		BucketBytes:       BucketSize,
+		InlineGraceMillis: graceMillis,
+	}
+	h.RecordBase = h.BucketOffset(nbuckets)
+	return h
+}
+
+// slotWords yields the position of every slot word in the region, bucket
+// by bucket: with arenas between them, the slot words are not contiguous.
+func (t *Table) slotWords() iter.Seq[uint64] {
+	return func(yield func(uint64) bool) {
+		for b := range t.hdr.Buckets {
+			for s := range SlotsPerBucket {
+				if !yield(t.hdr.SlotOffset(b, s)) {
+					return
+				}
+			}
+		}
+	}
 }
 
 // newGeneration returns a random generation, never 0 and never old.
@@ -279,7 +306,7 @@ func (t *Table) Reset() {
 	t.SetIncomplete(true)
 	t.rebuilding = true
 	t.atomic, t.groupKeys, t.groupEnds = false, t.groupKeys[:0], t.groupEnds[:0]
-	for pos := uint64(HeaderSize); pos < t.hdr.RecordBase; pos += SlotSize {
+	for pos := range t.slotWords() {
 		if w := binary.LittleEndian.Uint64(t.mem[pos:]); w != 0 && !t.pending(w) {
 			t.unpublishing(w)
 			t.pendingSlots++

@@ -62,8 +62,10 @@ func TestFormatGeometry(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if h.Buckets != tc.buckets || h.RecordBase != BucketOffset(tc.buckets) ||
-				h.RecordEnd != tc.end || h.GraceMillis != tc.grace {
+			// Layout 3 without arenas: buckets are their slot words alone.
+			if h.Buckets != tc.buckets || h.RecordBase != HeaderSize+uint64(tc.buckets)*BucketSize ||
+				h.RecordEnd != tc.end || h.GraceMillis != tc.grace || h.Version != LayoutVersion ||
+				h.BucketBytes != BucketSize || h.InlineMax != 0 || h.InlineGraceMillis != tc.grace {
 				t.Fatalf("header %+v", h)
 			}
 			if st := tab.Stats(); st.BytesFree != st.BytesArea || st.BytesArea != h.RecordEnd-h.RecordBase {
@@ -86,7 +88,7 @@ func TestFormatRejects(t *testing.T) {
 	}{
 		{"empty", mem[:0], Config{}, ErrBadRegion},
 		{"misaligned", mem[4:], Config{}, ErrBadRegion},
-		{"too small for buckets", mem[:64+128+24], Config{}, ErrBadRegion},
+		{"too small for buckets", mem[:HeaderSize+128+24], Config{}, ErrBadRegion},
 		{"buckets leave no room", mem, Config{Buckets: 64}, ErrBadRegion},
 		{"bad config", mem, Config{Buckets: 3}, ErrBadConfig},
 	}
@@ -98,7 +100,7 @@ func TestFormatRejects(t *testing.T) {
 	if string(mem[:8]) == Magic {
 		t.Error("a failed Format wrote the header")
 	}
-	if _, err := Format(mem[:64+128+32], Config{}); err != nil {
+	if _, err := Format(mem[:HeaderSize+128+32], Config{}); err != nil {
 		t.Errorf("smallest table: %v", err)
 	}
 }
@@ -350,7 +352,7 @@ func TestNewKeyTakesLessLoadedBucket(t *testing.T) {
 		}
 		// And it sits in that bucket's first empty slot.
 		pos, _, _ := tab.find(k, h)
-		for p := BucketOffset(want); p < pos; p += SlotSize {
+		for p := tab.hdr.BucketOffset(want); p < pos; p += SlotSize {
 			if loadWord(mem, p) == 0 {
 				t.Fatalf("key %s skipped an empty slot", k)
 			}

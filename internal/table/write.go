@@ -68,7 +68,7 @@ func (t *Table) Put(key, value []byte, version uint64) error {
 		if p.held {
 			t.unhold(g)
 		}
-		b, _ := slotIndex(pos)
+		b, _ := t.hdr.slotIndex(pos)
 		t.checkBucket(b)
 	}
 	t.payload += n
