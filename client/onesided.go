@@ -28,7 +28,7 @@ func (g *geometry) inArea(s table.Slot) bool { return g.hdr.InArea(s) }
 // describes. It runs at connect and again whenever a GET meets a header of
 // another generation or geometry (a rebuild after a snapshot install, or a
 // failed rebuild retried): the region, its rkey and the connection are the
-// same, so re-reading 64 bytes replaces a teardown and redial. Adopting a
+// same, so re-reading the header replaces a teardown and redial. Adopting a
 // header read at any moment is safe: every header a GET reads is compared
 // with the geometry the GET started from (a retry if they differ), and a
 // hit, which may read no header, does not depend on the generation. The
