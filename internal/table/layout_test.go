@@ -328,6 +328,7 @@ func v3HeaderCases() []headerCase {
 		{"version 4", u32(offVersion, 4), ErrLayoutVersion},
 		{"bucketBytes 0", u32(offBucketBytes, 0), ErrBadHeader},
 		{"bucketBytes 32", arenas(32, 0), ErrBadHeader},
+		{"bucketBytes 0 with inlineMax", arenas(0, 8), ErrBadHeader}, // bucketBytes-64 must not wrap
 		{"bucketBytes not whole lines", arenas(2*64+8, 8), ErrBadHeader}, // the arena would hold 9 of a
 		{"inlineMax without arenas", u32(offInlineMax, 8), ErrBadHeader},
 		{"arenas without inlineMax", arenas(128, 0), ErrBadHeader},
@@ -467,6 +468,35 @@ func TestHeaderInArea(t *testing.T) {
 	}
 	if (Header{}).InArea(Slot{Offset: 0, Len: 32}) {
 		t.Error("zero header holds a record")
+	}
+}
+
+// TestSameGeometryFields: a header that differs in any field that
+// addresses the region is another geometry; the lease and flags are not.
+func TestSameGeometryFields(t *testing.T) {
+	g := Header{Version: LayoutVersion, Buckets: 4, GraceMillis: 10, RecordBase: 128 + 4*128, RecordEnd: 4096,
+		Generation: 1, BucketBytes: 128, InlineGraceMillis: 5, InlineMax: 8}
+	for name, change := range map[string]func(h *Header){
+		"version":     func(h *Header) { h.Version = LayoutVersion2 },
+		"buckets":     func(h *Header) { h.Buckets = 8 },
+		"grace":       func(h *Header) { h.GraceMillis++ },
+		"base":        func(h *Header) { h.RecordBase += 64 },
+		"end":         func(h *Header) { h.RecordEnd -= 8 },
+		"generation":  func(h *Header) { h.Generation++ },
+		"bucketBytes": func(h *Header) { h.BucketBytes += 64 },
+		"inlineGrace": func(h *Header) { h.InlineGraceMillis++ },
+		"inlineMax":   func(h *Header) { h.InlineMax += 8 },
+	} {
+		h := g
+		change(&h)
+		if h.SameGeometry(g) || g.SameGeometry(h) {
+			t.Errorf("a different %s is the same geometry", name)
+		}
+	}
+	h := g
+	h.LeaseExpiry, h.LeaderHint, h.Incomplete, h.FlagEpoch = 9, 2, true, 3
+	if !h.SameGeometry(g) {
+		t.Error("lease, hint or flags change the geometry")
 	}
 }
 
