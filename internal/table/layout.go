@@ -31,8 +31,8 @@ const (
 	// line, at the start of the bucket. A bucket with an arena is longer
 	// (Header.BucketBytes).
 	BucketSize = SlotSize * SlotsPerBucket
-	// MaxInline bounds Header.InlineMax (docs/layout.md): an inline slot
-	// word holds a record's length / 8 in 8 bits.
+	// MaxInline bounds Header.InlineMax (docs/layout.md), below the 2040
+	// bytes that an inline slot word's 8 bits of length / 8 can name.
 	MaxInline = 2032
 
 	// RecordHeaderSize is the fixed part of a record, before the key.
