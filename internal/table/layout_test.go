@@ -328,7 +328,7 @@ func v3HeaderCases() []headerCase {
 		{"version 4", u32(offVersion, 4), ErrLayoutVersion},
 		{"bucketBytes 0", u32(offBucketBytes, 0), ErrBadHeader},
 		{"bucketBytes 32", arenas(32, 0), ErrBadHeader},
-		{"bucketBytes 0 with inlineMax", arenas(0, 8), ErrBadHeader}, // bucketBytes-64 must not wrap
+		{"bucketBytes 0 with inlineMax", arenas(0, 8), ErrBadHeader},     // bucketBytes-64 must not wrap
 		{"bucketBytes not whole lines", arenas(2*64+8, 8), ErrBadHeader}, // the arena would hold 9 of a
 		{"inlineMax without arenas", u32(offInlineMax, 8), ErrBadHeader},
 		{"arenas without inlineMax", arenas(128, 0), ErrBadHeader},
