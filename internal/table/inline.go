@@ -217,7 +217,7 @@ func parseInline(arena, key []byte, s InlineSlot) (InlineRecord, error) {
 	if !zeroPayload(block, end) || payloadCRC(block) != le.Uint32(block) {
 		return InlineRecord{}, ErrTorn
 	}
-	if !equalPayload(block, inlineHead, key) {
+	if r.keyLen != len(key) || !equalPayload(block, inlineHead, key) {
 		return InlineRecord{}, ErrKeyMismatch
 	}
 	return r, nil

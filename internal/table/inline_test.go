@@ -94,6 +94,8 @@ func TestInlineRejects(t *testing.T) {
 		{"crc", func(b []byte, _ *InlineSlot, _ *[]byte) { b[0]++ }, ErrTorn},
 		{"value byte", func(b []byte, _ *InlineSlot, _ *[]byte) { b[40]++ }, ErrTorn},
 		{"other key", func(_ []byte, _ *InlineSlot, k *[]byte) { *k = []byte("some kez") }, ErrKeyMismatch},
+		{"key a prefix of the record's", func(_ []byte, _ *InlineSlot, k *[]byte) { *k = []byte("some") }, ErrKeyMismatch},
+		{"record's key a prefix", func(_ []byte, _ *InlineSlot, k *[]byte) { *k = []byte("some key!") }, ErrKeyMismatch},
 		{"dead", func(b []byte, _ *InlineSlot, _ *[]byte) { setInlineState(b, stateDead) }, ErrDead},
 		{"hidden", func(b []byte, _ *InlineSlot, _ *[]byte) { setInlineState(b, stateHidden) }, ErrHidden},
 		{"unknown state", func(b []byte, _ *InlineSlot, _ *[]byte) { setInlineState(b, 0x100) }, ErrTorn},
