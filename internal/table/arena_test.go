@@ -3,6 +3,7 @@ package table
 import (
 	"errors"
 	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
@@ -84,8 +85,8 @@ func TestArenaFirstFit(t *testing.T) {
 	if a.check([]arenaBlock{{1, 0, 64}}) == nil {
 		t.Fatal("check passed with blocks unaccounted for")
 	}
-	if a.check([]arenaBlock{{1, 0, 64}, {1, 32, 64}}) == nil {
-		t.Fatal("check passed overlapping blocks")
+	if err := a.check([]arenaBlock{{1, 0, 64}, {1, 32, 64}}); err == nil || !strings.Contains(err.Error(), "overlaps") {
+		t.Fatalf("overlapping blocks: %v", err)
 	}
 	if a.check([]arenaBlock{{1, 1400, 64}}) == nil {
 		t.Fatal("check passed a block past its arena")

@@ -2,6 +2,7 @@ package table
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -89,6 +90,7 @@ func TestInlineRejects(t *testing.T) {
 		{"slot length", func(_ []byte, s *InlineSlot, _ *[]byte) { s.Len -= 8 }, ErrBadLength},
 		{"declared value length", func(b []byte, _ *InlineSlot, _ *[]byte) { b[19] += 7 }, ErrBadLength},
 		{"declared key length 0", func(b []byte, _ *InlineSlot, _ *[]byte) { b[17], b[18] = 0, 0 }, ErrBadLength},
+		{"padding, crc matching", func(b []byte, _ *InlineSlot, _ *[]byte) { b[len(b)-2] = 1; recrc(b) }, ErrTorn},
 		{"padding", func(b []byte, _ *InlineSlot, _ *[]byte) { b[len(b)-2] = 1 }, ErrTorn},
 		{"word 0's zero byte", func(b []byte, _ *InlineSlot, _ *[]byte) { b[6] = 1 }, ErrTorn},
 		{"crc", func(b []byte, _ *InlineSlot, _ *[]byte) { b[0]++ }, ErrTorn},
@@ -113,6 +115,11 @@ func TestInlineRejects(t *testing.T) {
 			}
 		})
 	}
+}
+
+// recrc makes word 0's crc match the payload, as a forger would.
+func recrc(b []byte) {
+	binary.LittleEndian.PutUint32(b, payloadCRC(b))
 }
 
 // retag stores tag in every word's top byte.
