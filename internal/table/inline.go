@@ -175,16 +175,24 @@ func VerifyInline(arena, key []byte, s InlineSlot, dst []byte) (value []byte, ve
 	if err != nil {
 		return nil, 0, err
 	}
-	switch r.State {
-	case stateLive:
-	case stateDead:
-		return nil, 0, ErrDead
-	case stateHidden:
-		return nil, 0, ErrHidden
-	default:
-		return nil, 0, ErrTorn
+	if err := stateErr(r.State); err != nil {
+		return nil, 0, err
 	}
 	return r.AppendValue(dst), r.Version, nil
+}
+
+// stateErr is what a reader makes of an intact record's state: nil for a
+// live one (VerifyRecord's switch is the same and could use it).
+func stateErr(state uint32) error {
+	switch state {
+	case stateLive:
+		return nil
+	case stateDead:
+		return ErrDead
+	case stateHidden:
+		return ErrHidden
+	}
+	return ErrTorn
 }
 
 // parseInline is VerifyInline without the state: the record s names is

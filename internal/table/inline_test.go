@@ -17,15 +17,6 @@ func makeInline(key, value []byte, version uint64, state uint32) ([]byte, Inline
 	return block, InlineSlot{Len: n, Tag: tag, Version: uint32(version) & inlineVerMask, FP: 7}
 }
 
-// fill returns n bytes of a pattern that depends on seed.
-func fill(n int, seed byte) []byte {
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = seed + byte(i*7)
-	}
-	return b
-}
-
 func TestInlineLen(t *testing.T) {
 	for _, c := range []struct {
 		k, v int
@@ -50,7 +41,7 @@ func TestInlineLen(t *testing.T) {
 func TestInlineRoundTrip(t *testing.T) {
 	for kl := 1; kl <= 300; kl += 1 + kl/8 {
 		for vl := 0; vl <= 300; vl += 1 + vl/5 {
-			key, value := fill(kl, 1), fill(vl, 2)
+			key, value := pattern(kl, 1), pattern(vl, 2)
 			version := uint64(kl)<<40 | uint64(vl)<<20 | 0x5a5a5
 			block, s := makeInline(key, value, version, stateLive)
 			if want := 8 * (1 + (14+kl+vl+6)/7); len(block) != want {
@@ -72,7 +63,7 @@ func TestInlineRoundTrip(t *testing.T) {
 
 // TestInlineRejects breaks one condition at a time.
 func TestInlineRejects(t *testing.T) {
-	key, value := []byte("some key"), fill(40, 9)
+	key, value := []byte("some key"), pattern(40, 9)
 	const version = 1<<30 | 12345
 	fresh := func() ([]byte, InlineSlot) { return makeInline(key, value, version, stateLive) }
 	for _, c := range []struct {
@@ -245,7 +236,7 @@ func TestInlineTornReadsDetected(t *testing.T) {
 			var olds []InlineSlot
 			var oldVals [][]byte
 			for i, o := range c.olds {
-				v := fill(o[1], byte(10*i+1))
+				v := pattern(o[1], byte(10*i+1))
 				n := InlineLen(len(key), len(v))
 				block := arena[o[0] : o[0]+int(n)]
 				ver := uint64(100 + i)
@@ -254,7 +245,7 @@ func TestInlineTornReadsDetected(t *testing.T) {
 				oldVals = append(oldVals, v)
 			}
 			before := bytes.Clone(arena)
-			vB := fill(c.valB, 77)
+			vB := pattern(c.valB, 77)
 			nB := InlineLen(len(key), len(vB))
 			tagB := writeInline(arena[c.offB:c.offB+int(nB)], key, vB, 200, stateLive)
 			sB := InlineSlot{Offset: uint64(c.offB), Len: nB, Tag: tagB, Version: 200}
@@ -356,7 +347,7 @@ func TestRecordImageInValueRejected(t *testing.T) {
 	for i := 0; i < len(image); i += inlineWord {
 		valX = append(valX, image[i:i+inlineGroup]...)
 	}
-	valX = append(valX, fill(20, 3)...)
+	valX = append(valX, pattern(20, 3)...)
 	nX := InlineLen(len(keyX), len(valX))
 	arena := make([]byte, 1024)
 	tagX := writeInline(arena[:nX], keyX, valX, 1, stateLive)
@@ -396,7 +387,7 @@ func TestRecordImageInValueRejected(t *testing.T) {
 // arena's end are rejected without touching bytes past it.
 func TestVerifyInlineNeverOutOfBounds(t *testing.T) {
 	arena := make([]byte, 256)
-	block, s := makeInline([]byte("k"), fill(30, 1), 9, stateLive)
+	block, s := makeInline([]byte("k"), pattern(30, 1), 9, stateLive)
 	copy(arena[256-len(block):], block)
 	for off := uint64(0); off < 1<<inlineOffBits*8; off += 8 {
 		for n := uint64(0); n < 1<<inlineLenBits*8; n += 8 {
@@ -410,7 +401,7 @@ func TestVerifyInlineNeverOutOfBounds(t *testing.T) {
 }
 
 func BenchmarkEncodeInline(b *testing.B) {
-	key, value := []byte("user:0000000042"), fill(64, 1)
+	key, value := []byte("user:0000000042"), pattern(64, 1)
 	block := make([]byte, InlineLen(len(key), len(value)))
 	b.ReportAllocs()
 	for b.Loop() {
@@ -419,7 +410,7 @@ func BenchmarkEncodeInline(b *testing.B) {
 }
 
 func BenchmarkVerifyInline(b *testing.B) {
-	key, value := []byte("user:0000000042"), fill(64, 1)
+	key, value := []byte("user:0000000042"), pattern(64, 1)
 	block, s := makeInline(key, value, 7, stateLive)
 	dst := make([]byte, 0, 128)
 	b.ReportAllocs()
