@@ -126,6 +126,21 @@ func encodeInline(block, key, value []byte, version uint64, state uint32, tag ui
 	storeWord(block, 0, inlineWord0(payloadCRC(block), state, tag))
 }
 
+// copyInline copies the record in src into dst (a free block of the same
+// length, in this or another arena) under a new tag chosen by rule T for
+// dst, and returns the tag: a move's or re-inline's copy (§5.6, §5.8), same
+// content, version and state. The crc covers the payload, not the tags, so
+// the words are copied as they are with only their top byte changed.
+func copyInline(dst, src []byte) uint8 {
+	tag := chooseTag(dst)
+	le := binary.LittleEndian
+	for off := 0; off < len(src); off += inlineWord {
+		w := le.Uint64(src[off:])&(1<<56-1) | uint64(tag)<<56
+		storeWord(dst, uint64(off), w)
+	}
+	return tag
+}
+
 func inlineWord0(crc, state uint32, tag uint8) uint64 {
 	return uint64(crc) | uint64(inlineStateWord(state, tag))<<32
 }

@@ -113,6 +113,31 @@ func recrc(b []byte) {
 	binary.LittleEndian.PutUint32(b, payloadCRC(b))
 }
 
+// TestCopyInline: a copy verifies under its own tag with the original's
+// content and state, in a block whose old content held the original's tag.
+func TestCopyInline(t *testing.T) {
+	key, value := []byte("moving"), pattern(50, 4)
+	src, s := makeInline(key, value, 77, stateHidden)
+	dst := make([]byte, len(src))
+	retag(dst, s.Tag)
+	tag := copyInline(dst, src)
+	if tag == s.Tag {
+		t.Fatalf("the copy kept tag %d, which its block held", tag)
+	}
+	c := s
+	c.Tag = tag
+	if _, _, err := VerifyInline(dst, key, c, nil); err != ErrHidden {
+		t.Fatalf("copy of a hidden record: %v", err)
+	}
+	setInlineState(dst, stateLive)
+	if got, ver, err := VerifyInline(dst, key, c, nil); err != nil || ver != 77 || !bytes.Equal(got, value) {
+		t.Fatalf("copy: %q %d %v", got, ver, err)
+	}
+	if _, _, err := VerifyInline(dst, key, s, nil); err != ErrTorn {
+		t.Fatalf("the copy verifies under the original's tag: %v", err)
+	}
+}
+
 // retag stores tag in every word's top byte.
 func retag(b []byte, tag uint8) {
 	for i := inlineTagByte; i < len(b); i += inlineWord {
