@@ -33,6 +33,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"hash/crc32"
+	"math/bits"
 )
 
 const (
@@ -71,18 +72,10 @@ func chooseTag(block []byte) uint8 {
 	}
 	for i, h := range held {
 		if h != ^uint64(0) {
-			return uint8(i*64 + trailingOnes(h))
+			return uint8(i*64 + bits.TrailingZeros64(^h))
 		}
 	}
 	return 0
-}
-
-func trailingOnes(h uint64) int {
-	n := 0
-	for ; h&1 != 0; h >>= 1 {
-		n++
-	}
-	return n
 }
 
 // writeInline writes the record for key, value and version into block (of
@@ -97,8 +90,9 @@ func writeInline(block, key, value []byte, version uint64, state uint32) uint8 {
 // encodeInline writes the record word by word with single aligned 8-byte
 // atomic stores (NICs read the block concurrently; copy's wide stores
 // promise less), word 0 last. Nothing reads the block as a record before
-// its slot word is stored, so the order only matters for the crc. Lengths must already be in range and block exactly
-// InlineLen(len(key), len(value)) bytes.
+// its slot word is stored, so the order only matters for the crc. Lengths
+// must already be in range and block exactly InlineLen(len(key),
+// len(value)) bytes.
 func encodeInline(block, key, value []byte, version uint64, state uint32, tag uint8) {
 	var head [inlineHead]byte
 	le := binary.LittleEndian
