@@ -1,0 +1,307 @@
+package table
+
+// Inline records (layout 3, docs/design/one-round-trip-gets.md §4.3) live in
+// the arena of the bucket whose slot names them, and a reader fetches them
+// in the same READ as that slot. Layout 2's protection, "slot first, record
+// in a later round trip", is gone: an RDMA READ is atomic only per aligned
+// 8-byte word and reads its words in no promised order, so some words of
+// the block may be taken before the record was written, i.e. from the
+// block's previous content (an older record whose block was reused after
+// its grace period).
+//
+// So every 8-byte word carries a tag in its top byte, the slot word carries
+// the same tag, and the writer picks a tag that no word of the block holds
+// at the moment it writes (rule T). This is FaRM's per-cache-line version,
+// at the 8-byte atomicity the NIC actually guarantees. The argument (§5.3):
+// the slot word W was read inside the GET, so W's record R was complete
+// before (rule W) and its block is reused only Gi after R retires, which is
+// after the GET ends (the reader gives up after Gi/2). Every word the READ
+// took from R's block is therefore R's (tag t) or the content the writer
+// inspected when it chose t (tag != t). A reader that accepts only words all
+// carrying t accepts only R's bytes, deterministically, whatever order the
+// words were read in. Top bytes are written only by the writer, never copied
+// from user data, so the image of a record inside some value's bytes
+// carries that value's record's tag and cannot pass either. CRC-32C stays as
+// defence in depth.
+//
+// Format: word 0 is crc (4 B) | state (2 B) | 0 | tag; words 1..n-1 carry 7
+// payload bytes and the tag. The payload is version (8) | keyLen (2) |
+// valueLen (4) | key | value, zero-padded to whole 7-byte groups, and the
+// crc is CRC-32C of the padded payload.
+
+import (
+	"bytes"
+	"encoding/binary"
+	"hash/crc32"
+	"math/bits"
+)
+
+const (
+	inlineWord    = 8              // bytes per tagged word
+	inlineGroup   = inlineWord - 1 // payload bytes per word
+	inlineHead    = 14             // version, keyLen, valueLen
+	inlineTagByte = inlineWord - 1 // the tag's byte within a word
+	inlineZero    = 6              // word 0's byte that is always zero
+	inlineVerBits = 23             // version bits an inline slot word keeps
+	inlineVerMask = 1<<inlineVerBits - 1
+
+	// MinInline is the shortest inline record (a 1-byte key, no value).
+	MinInline = inlineWord * (1 + (inlineHead+1+inlineGroup-1)/inlineGroup)
+	// MaxInline is the longest inline record: 254 words, so that some tag
+	// in 1..255 is held by no word of its block (rule T).
+	MaxInline = 2032
+)
+
+// InlineLen is the length of the tagged inline record holding a key and a
+// value of these lengths: 8·(1 + ⌈(14+keyLen+valueLen)/7⌉).
+func InlineLen(keyLen, valueLen int) uint64 {
+	payload := uint64(inlineHead) + uint64(keyLen) + uint64(valueLen)
+	return inlineWord * (1 + (payload+inlineGroup-1)/inlineGroup)
+}
+
+// chooseTag is rule T: the smallest tag in 1..255 that no word of block
+// holds in its top byte now. block is the writer's own memory (no one else
+// stores there), so plain loads see its current content. It returns 0 if
+// every tag is taken, which a block of at most MaxInline bytes rules out.
+func chooseTag(block []byte) uint8 {
+	var held [4]uint64
+	held[0] = 1 // tag 0 is never used
+	for off := inlineTagByte; off < len(block); off += inlineWord {
+		t := block[off]
+		held[t/64] |= 1 << (t % 64)
+	}
+	for i, h := range held {
+		if h != ^uint64(0) {
+			return uint8(i*64 + bits.TrailingZeros64(^h))
+		}
+	}
+	return 0
+}
+
+// writeInline writes the record for key, value and version into block (of
+// exactly InlineLen bytes, 8-aligned) in the given state, under a tag
+// chosen by rule T, and returns the tag for the slot word.
+func writeInline(block, key, value []byte, version uint64, state uint32) uint8 {
+	tag := chooseTag(block)
+	encodeInline(block, key, value, version, state, tag)
+	return tag
+}
+
+// encodeInline writes the record word by word with single aligned 8-byte
+// atomic stores (NICs read the block concurrently; copy's wide stores
+// promise less), word 0 last. Nothing reads the block as a record before
+// its slot word is stored, so the order only matters for the crc. Lengths
+// must already be in range and block exactly InlineLen(len(key),
+// len(value)) bytes.
+func encodeInline(block, key, value []byte, version uint64, state uint32, tag uint8) {
+	var head [inlineHead]byte
+	le := binary.LittleEndian
+	le.PutUint64(head[0:], version)
+	le.PutUint16(head[8:], uint16(len(key)))
+	le.PutUint32(head[10:], uint32(len(value)))
+	segs := [3][]byte{head[:], key, value}
+	seg := 0
+	for off := inlineWord; off < len(block); off += inlineWord {
+		var w [inlineWord]byte
+		n := 0
+		for n < inlineGroup && seg < len(segs) {
+			c := copy(w[n:inlineGroup], segs[seg])
+			segs[seg] = segs[seg][c:]
+			n += c
+			if len(segs[seg]) == 0 {
+				seg++
+			}
+		}
+		w[inlineTagByte] = tag
+		storeWord(block, uint64(off), le.Uint64(w[:]))
+	}
+	// The crc is taken from the stored words: the payload exactly as a
+	// reader gathers it, and no stack copy for crc32 to make escape.
+	storeWord(block, 0, inlineWord0(payloadCRC(block), state, tag))
+}
+
+// copyInline copies the record in src into dst (a free block of the same
+// length, in this or another arena) under a new tag chosen by rule T for
+// dst, and returns the tag: a move's or re-inline's copy (§5.6, §5.8), same
+// content, version and state. The crc covers the payload, not the tags, so
+// the words are copied as they are with only their top byte changed.
+func copyInline(dst, src []byte) uint8 {
+	tag := chooseTag(dst)
+	le := binary.LittleEndian
+	for off := 0; off < len(src); off += inlineWord {
+		w := le.Uint64(src[off:])&(1<<56-1) | uint64(tag)<<56
+		storeWord(dst, uint64(off), w)
+	}
+	return tag
+}
+
+func inlineWord0(crc, state uint32, tag uint8) uint64 {
+	return uint64(crc) | uint64(inlineStateWord(state, tag))<<32
+}
+
+// inlineStateWord is bytes 4-7 of word 0: state, zero, tag.
+func inlineStateWord(state uint32, tag uint8) uint32 {
+	return state&0xffff | uint32(tag)<<24
+}
+
+// setInlineState changes a record's state with one atomic 4-byte store of
+// bytes 4-7 of word 0, keeping its tag: a reader sees the old state or the
+// new one, always under the record's own tag.
+func setInlineState(block []byte, state uint32) {
+	storeHalf(block, recState, inlineStateWord(state, block[inlineTagByte]))
+}
+
+// InlineRecord is a record that parseInline found intact: its fields, and
+// the block its value is spread over (7 bytes per word, so it is not one
+// subslice; AppendValue gathers it).
+type InlineRecord struct {
+	Version uint64
+	State   uint32
+	block   []byte
+	keyLen  int
+	valLen  int
+}
+
+// ValueLen is the length of the record's value.
+func (r InlineRecord) ValueLen() int { return r.valLen }
+
+// AppendValue appends the record's value to dst. It allocates only if dst
+// lacks the capacity.
+func (r InlineRecord) AppendValue(dst []byte) []byte {
+	return appendPayload(dst, r.block, inlineHead+r.keyLen, r.valLen)
+}
+
+// VerifyInline checks the inline record that slot s names in arena (the
+// arena bytes of the bucket whose slot word s is, as READ) against key, and
+// appends its value to dst (so it does not allocate when dst has room).
+// Errors as VerifyRecord's: ErrBadLength (s names bytes outside the arena
+// or the record declares another length), ErrTorn (a word not carrying the
+// slot's tag, a version that is not the slot's, bad padding or crc),
+// ErrKeyMismatch, ErrDead, ErrHidden. It never panics and never reads
+// outside arena.
+func VerifyInline(arena, key []byte, s InlineSlot, dst []byte) (value []byte, version uint64, err error) {
+	r, err := parseInline(arena, key, s)
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := stateErr(r.State); err != nil {
+		return nil, 0, err
+	}
+	return r.AppendValue(dst), r.Version, nil
+}
+
+// stateErr is what a reader makes of an intact record's state: nil for a
+// live one (VerifyRecord's switch is the same and could use it).
+func stateErr(state uint32) error {
+	switch state {
+	case stateLive:
+		return nil
+	case stateDead:
+		return ErrDead
+	case stateHidden:
+		return ErrHidden
+	}
+	return ErrTorn
+}
+
+// parseInline is VerifyInline without the state: the record s names is
+// intact, the one s names (tag, version, length) and key's. It does not
+// allocate.
+func parseInline(arena, key []byte, s InlineSlot) (InlineRecord, error) {
+	if !s.InArena(uint64(len(arena))) {
+		return InlineRecord{}, ErrBadLength
+	}
+	block := arena[s.Offset : s.Offset+s.Len]
+	if !tagsAre(block, s.Tag) || block[inlineZero] != 0 {
+		return InlineRecord{}, ErrTorn
+	}
+	// The head is payload bytes 0-13: words 1 and 2, tag bytes skipped.
+	le := binary.LittleEndian
+	r := InlineRecord{
+		Version: le.Uint64(block[8:])&(1<<56-1) | uint64(block[16])<<56,
+		State:   uint32(le.Uint16(block[recState:])),
+		block:   block,
+		keyLen:  int(le.Uint16(block[17:])),
+		valLen:  int(le.Uint32(block[19:])),
+	}
+	if r.keyLen == 0 || r.keyLen > MaxKey || r.valLen > MaxValue || InlineLen(r.keyLen, r.valLen) != s.Len {
+		return InlineRecord{}, ErrBadLength
+	}
+	if uint32(r.Version&inlineVerMask) != s.Version&inlineVerMask {
+		return InlineRecord{}, ErrTorn
+	}
+	end := inlineHead + r.keyLen + r.valLen
+	if !zeroPayload(block, end) || payloadCRC(block) != le.Uint32(block) {
+		return InlineRecord{}, ErrTorn
+	}
+	if r.keyLen != len(key) || !equalPayload(block, inlineHead, key) {
+		return InlineRecord{}, ErrKeyMismatch
+	}
+	return r, nil
+}
+
+// tagsAre reports whether every word of block carries tag in its top byte.
+func tagsAre(block []byte, tag uint8) bool {
+	for off := inlineTagByte; off < len(block); off += inlineWord {
+		if block[off] != tag {
+			return false
+		}
+	}
+	return true
+}
+
+// payloadAt is the stretch of block holding payload bytes from i to the
+// end of their word.
+func payloadAt(block []byte, i int) []byte {
+	w := inlineWord * (1 + i/inlineGroup)
+	return block[w+i%inlineGroup : w+inlineGroup]
+}
+
+// payloadCRC is CRC-32C of the whole padded payload of block.
+func payloadCRC(block []byte) uint32 {
+	var crc uint32
+	for off := inlineWord; off < len(block); off += inlineWord {
+		crc = crc32.Update(crc, castagnoli, block[off:off+inlineGroup])
+	}
+	return crc
+}
+
+// zeroPayload reports whether the payload from byte i on (the padding) is
+// zero, as the writer leaves it.
+func zeroPayload(block []byte, i int) bool {
+	n := (len(block)/inlineWord - 1) * inlineGroup
+	for i < n {
+		p := payloadAt(block, i)
+		if !zeroPadding(p) {
+			return false
+		}
+		i += len(p)
+	}
+	return true
+}
+
+// equalPayload reports whether the payload from byte i on starts with want.
+func equalPayload(block []byte, i int, want []byte) bool {
+	for len(want) > 0 {
+		p := payloadAt(block, i)
+		c := min(len(p), len(want))
+		if !bytes.Equal(p[:c], want[:c]) {
+			return false
+		}
+		want = want[c:]
+		i += c
+	}
+	return true
+}
+
+// appendPayload appends n payload bytes of block from byte i on to dst.
+func appendPayload(dst, block []byte, i, n int) []byte {
+	for n > 0 {
+		p := payloadAt(block, i)
+		c := min(len(p), n)
+		dst = append(dst, p[:c]...)
+		n -= c
+		i += c
+	}
+	return dst
+}
