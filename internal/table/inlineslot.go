@@ -5,13 +5,13 @@ package table
 // the word. The fingerprint keeps layout 2's bits 52-63, so a bucket is
 // scanned for a key the same way whatever kind its words are.
 const (
-	inlineKindBit = 1 << 51
+	inlineKindBit = slotInline
 	inlineOffBits = 12 // offset within the arena / 8
 	inlineLenBits = 8  // length / 8
 	inlineTagBits = 8
 	inlineTagPos  = inlineOffBits + inlineLenBits
 	inlineVerPos  = inlineTagPos + inlineTagBits
-	inlineFPPos   = 52
+	inlineFPPos   = slotFPShift
 
 	// MaxArenaBytes is the largest arena an inline slot word can address.
 	MaxArenaBytes = inlineWord << inlineOffBits

@@ -31,10 +31,6 @@ const (
 	// line, at the start of the bucket. A bucket with an arena is longer
 	// (Header.BucketBytes).
 	BucketSize = SlotSize * SlotsPerBucket
-	// MaxInline bounds Header.InlineMax (docs/layout.md), below the 2040
-	// bytes that an inline slot word's 8 bits of length / 8 can name.
-	MaxInline = 2032
-
 	// RecordHeaderSize is the fixed part of a record, before the key.
 	RecordHeaderSize = 24
 	// RecordAlign is the alignment of records and of their lengths.
