@@ -26,6 +26,9 @@ type Table struct {
 	epoch time.Time // limbo stamps are durations since epoch (monotonic)
 	grace int64     // ns
 	alloc allocator
+	// arenas allocates the bytes of inline records in each bucket's arena
+	// (arena.go); empty without Config.InlineMax.
+	arenas arenas
 
 	records int
 	payload uint64 // bytes of live records, and of pending slots' dead ones
@@ -123,18 +126,23 @@ func Format(mem []byte, cfg Config) (*Table, error) {
 	}
 	end := min(uint64(len(mem))&^(RecordAlign-1), MaxArea)
 	nb := cfg.buckets(end)
-	hdr := newHeader(nb, uint32(cfg.Grace/time.Millisecond), end)
+	hdr := newHeader(nb, cfg, end)
 	base := hdr.RecordBase
 	if end < base+MinRecord {
 		return nil, fmt.Errorf("%w: %d bytes cannot hold %d buckets and a record", ErrBadRegion, len(mem), nb)
 	}
+	ar, err := newArenas(nb, uint64(hdr.BucketBytes-BucketSize), int64(cfg.InlineGrace))
+	if err != nil {
+		return nil, err
+	}
 	t := &Table{
-		mem:   mem,
-		hdr:   hdr,
-		now:   cfg.Now,
-		epoch: cfg.Now(),
-		grace: int64(cfg.Grace),
-		alloc: newAllocator(base, end),
+		mem:    mem,
+		hdr:    hdr,
+		now:    cfg.Now,
+		epoch:  cfg.Now(),
+		grace:  int64(cfg.Grace),
+		alloc:  newAllocator(base, end),
+		arenas: ar,
 		// No key placed while flagged incomplete: nothing holds the flag.
 		placedIncompleteAt: -int64(cfg.Grace),
 	}
@@ -146,18 +154,18 @@ func Format(mem []byte, cfg Config) (*Table, error) {
 	return t, nil
 }
 
-// newHeader is the header Format writes: layout 3 with no arenas (this
-// version of kvd writes no inline records), so buckets are their slot
-// words alone and the inline grace period is the record area's.
-func newHeader(nbuckets, graceMillis uint32, end uint64) Header {
+// newHeader is the header Format writes: layout 3, with arenas if
+// cfg.InlineMax asks for them (cfg has its defaults).
+func newHeader(nbuckets uint32, cfg Config, end uint64) Header {
 	h := Header{
 		Version:           LayoutVersion,
 		Buckets:           nbuckets,
-		GraceMillis:       graceMillis,
+		GraceMillis:       uint32(cfg.Grace / time.Millisecond),
 		RecordEnd:         end,
 		Generation:        newGeneration(0),
-		BucketBytes:       BucketSize,
-		InlineGraceMillis: graceMillis,
+		BucketBytes:       cfg.bucketBytes(),
+		InlineGraceMillis: uint32(cfg.InlineGrace / time.Millisecond),
+		InlineMax:         uint32(cfg.InlineMax),
 	}
 	h.RecordBase = h.BucketOffset(nbuckets)
 	return h

@@ -30,12 +30,53 @@ func TestConfigValidate(t *testing.T) {
 		{"grace negative", Config{Grace: -time.Second}, false},
 		{"grace too long", Config{Grace: (1 << 32) * time.Millisecond}, false},
 		{"grace longest", Config{Grace: (1<<32 - 1) * time.Millisecond}, true},
+		{"inline smallest", Config{InlineMax: MinInline}, true},
+		{"inline largest", Config{InlineMax: MaxInline}, true},
+		{"inline too small", Config{InlineMax: MinInline - 8}, false},
+		{"inline too large", Config{InlineMax: MaxInline + 8}, false},
+		{"inline unaligned", Config{InlineMax: 148}, false},
+		{"inline negative", Config{InlineMax: -8}, false},
+		{"inline grace 1ms", Config{InlineMax: 144, InlineGrace: time.Millisecond}, true},
+		{"inline grace under 1ms", Config{InlineMax: 144, InlineGrace: time.Microsecond}, false},
+		{"inline grace over grace", Config{InlineMax: 144, Grace: 50 * time.Millisecond, InlineGrace: 51 * time.Millisecond}, false},
+		{"inline grace over default grace", Config{InlineGrace: 2 * time.Second}, false},
 	}
 	for _, tc := range tests {
 		err := tc.cfg.Validate()
 		if tc.ok != (err == nil) || err != nil && !errors.Is(err, ErrBadConfig) {
 			t.Errorf("%s: Validate() = %v", tc.name, err)
 		}
+	}
+}
+
+func TestFormatArenas(t *testing.T) {
+	tests := []struct {
+		name        string
+		cfg         Config
+		bucketBytes uint32
+		buckets     uint32
+		igrace      uint32
+	}{
+		// 10*144 = 1440 bytes of arena, rounded up to 1472 (23 lines).
+		{"a 144", Config{InlineMax: 144}, 64 + 1472, 256, 100},
+		{"a 352, short grace", Config{InlineMax: 352, Grace: 40 * time.Millisecond}, 64 + 3520, 128, 40},
+		{"explicit inline grace", Config{InlineMax: 32, InlineGrace: 7 * time.Millisecond}, 64 + 320, 512, 7},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tab, mem, _ := newTable(t, 1<<20, tc.cfg)
+			h, err := ParseHeader(mem)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if h.BucketBytes != tc.bucketBytes || h.Buckets != tc.buckets || h.InlineMax != uint32(tc.cfg.InlineMax) ||
+				h.InlineGraceMillis != tc.igrace || h.RecordBase != HeaderSize+uint64(h.Buckets)*uint64(h.BucketBytes) {
+				t.Fatalf("header %+v", h)
+			}
+			if tab.arenas.arenaBytes != uint64(tc.bucketBytes-BucketSize) || tab.arenas.nbuckets != h.Buckets {
+				t.Fatalf("arenas %d bytes x %d", tab.arenas.arenaBytes, tab.arenas.nbuckets)
+			}
+		})
 	}
 }
 
