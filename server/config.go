@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kvd-project/kvd/internal/table"
 	"github.com/kvd-project/kvd/internal/watch"
 	"github.com/kvd-project/kvd/transport"
 )
@@ -29,6 +30,19 @@ type Config struct {
 	// before reuse; one-sided GETs slower than half of it are retried.
 	// Default 1s.
 	ReuseGrace time.Duration
+	// TableInline, if non-zero, is the inline budget per slot in bytes
+	// (table.Config.InlineMax): every bucket of the region gets an arena of
+	// about 10 times it, and records of at most this many bytes in the
+	// tagged inline format (table.InlineLen: 8*(1+ceil((14+key+value)/7)))
+	// live there, so that a client reads such a key in one round trip of
+	// two READs. A multiple of 8, table.MinInline to table.MaxInline.
+	// Default 0: no arenas (every GET reads its record in a second round
+	// trip unless its location is cached).
+	TableInline int
+	// TableInlineGrace is ReuseGrace for arena bytes; one-sided GETs that
+	// read an inline record and took longer than half of it are retried.
+	// Default min(100ms, ReuseGrace). Ignored without TableInline.
+	TableInlineGrace time.Duration
 	// InitialCluster maps every member's id to its Listen address. Empty
 	// means a single-node cluster of ID at Listen.
 	InitialCluster map[uint64]string
@@ -124,6 +138,9 @@ func (c *Config) Validate() error {
 	if c.ReuseGrace < 10*time.Millisecond {
 		return fmt.Errorf("server: reuse grace %v is below the minimum 10ms", c.ReuseGrace)
 	}
+	if err := c.tableConfig().Validate(); err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
 	if c.SnapshotCount == 0 {
 		c.SnapshotCount = DefaultSnapshotCount
 	}
@@ -161,4 +178,9 @@ func (c *Config) Validate() error {
 		c.Logger = slog.Default()
 	}
 	return nil
+}
+
+// tableConfig is the table region's shape.
+func (c *Config) tableConfig() table.Config {
+	return table.Config{Grace: c.ReuseGrace, InlineMax: c.TableInline, InlineGrace: c.TableInlineGrace}
 }

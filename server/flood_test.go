@@ -555,3 +555,25 @@ func TestConfigMaxConnections(t *testing.T) {
 		t.Fatal("negative MaxConnections accepted")
 	}
 }
+
+func TestConfigTableInline(t *testing.T) {
+	for _, tc := range []struct {
+		inline int
+		grace  time.Duration
+		ok     bool
+	}{
+		{0, 0, true},
+		{144, 0, true},
+		{352, 50 * time.Millisecond, true},
+		{100, 0, false},                 // not a multiple of 8
+		{table.MaxInline + 8, 0, false}, // longer than an inline word can name
+		{144, 2 * time.Second, false},   // longer than ReuseGrace
+		{144, time.Microsecond, false},  // under 1ms
+	} {
+		c := Config{Listen: "x", DataDir: "d", Transport: limitless{}, TableInline: tc.inline, TableInlineGrace: tc.grace}
+		err := c.Validate()
+		if (err == nil) != tc.ok || err != nil && !errors.Is(err, table.ErrBadConfig) {
+			t.Errorf("TableInline %d, grace %v: Validate() = %v", tc.inline, tc.grace, err)
+		}
+	}
+}

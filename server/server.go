@@ -99,7 +99,7 @@ func (s *Server) start() error {
 	if s.region, err = s.cfg.Transport.Register(s.cfg.TableMem); err != nil {
 		return fmt.Errorf("server: register table region: %w", err)
 	}
-	if s.tbl, err = table.Format(s.region.Bytes(), table.Config{Grace: s.cfg.ReuseGrace}); err != nil {
+	if s.tbl, err = table.Format(s.region.Bytes(), s.cfg.tableConfig()); err != nil {
 		return fmt.Errorf("server: format table: %w", err)
 	}
 	if s.cfg.Restore != "" {

@@ -56,6 +56,10 @@ func parseFlags(args []string) (*options, error) {
 	o.tls.Register(fs)
 	fs.Var(&o.tableMem, "table-mem", "size of the registered table region (e.g. 64MiB, 1GiB)")
 	fs.DurationVar(&o.cfg.ReuseGrace, "reuse-grace", server.DefaultReuseGrace, "how long superseded records stay untouched before their memory is reused")
+	fs.IntVar(&o.cfg.TableInline, "table-inline", 0,
+		"inline budget per slot in bytes (multiple of 8, 0 = off): small records live in an arena beside their bucket, so a GET of one is one round trip of two READs; costs about 10x this per bucket of 8 slots")
+	fs.DurationVar(&o.cfg.TableInlineGrace, "table-inline-grace", 0,
+		"how long superseded inline records stay untouched before their arena bytes are reused (0: min(100ms, --reuse-grace))")
 	fs.StringVar(&o.cluster, "initial-cluster", "", "every member as ID=HOST:PORT,... (empty: a single-node cluster)")
 	fs.BoolVar(&o.cfg.Join, "join", false, "join an existing cluster (add this node with 'kvctl member add' first)")
 	fs.StringVar(&o.cfg.InitialClusterToken, "initial-cluster-token", raft.DefaultClusterToken,
