@@ -26,6 +26,9 @@
 #   BENCH_RDMA_CONSOLE=FILE  merge an RDMA VM console log captured earlier
 #                    instead of booting the VM (it must hold every VM series)
 #   BENCH_VM_MEM=3072  the VM's memory in MiB (3 nodes, 64 client instances)
+#   BENCH_TABLE_INLINE=352  kvd --table-inline of every started cluster, host
+#                    and VM: 16 B and 256 B values under 16 B keys are
+#                    inline (one round trip, two READs); 0: no arenas
 #   GO=go            the go command; BENCH_RDMAVM_DIR=scripts/rdmavm (tests
 #                    point these at stand-ins)
 #   KVBENCH_*        any kvbench flag this script does not pass itself,
@@ -44,6 +47,7 @@ RDMA=${BENCH_RDMA:-0}
 CONSOLE=${BENCH_RDMA_CONSOLE:-}
 RDMAVM_DIR=${BENCH_RDMAVM_DIR:-scripts/rdmavm}
 VM_MEM=${BENCH_VM_MEM:-3072}
+INLINE=${BENCH_TABLE_INLINE:-352}
 
 log() { printf 'bench: %s\n' "$*" >&2; }
 die() {
@@ -89,6 +93,8 @@ BENCH_VM_INST_KEYS=100000
 BENCH_VM_INST_DURATION=5s'
 	vm_timeout=10800
 fi
+vm_env="$vm_env
+BENCH_VM_TABLE_INLINE=$INLINE"
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -126,7 +132,7 @@ kvb() {
 	local name=$1
 	shift
 	log "$name"
-	"$BIN/kvbench" run --start-cluster "$NODES" --bin "$BIN" --table-mem 256MiB --keys "$keys" \
+	"$BIN/kvbench" run --start-cluster "$NODES" --bin "$BIN" --table-mem 256MiB --table-inline "$INLINE" --keys "$keys" \
 		--duration "$dur" --warmup "$warm" --json "$work/$name.json" -w none "$@" || failed+=("$name")
 }
 

@@ -26,7 +26,7 @@ type runOptions struct {
 	startCluster                             int
 	bin, host                                string
 	tableMem                                 cli.Size
-	conns, clientCache                       int
+	conns, clientCache, tableInline          int
 	readyTimeout, dialTimeout, attemptTime   time.Duration
 	requestTimeout                           time.Duration
 	startTLS                                 bool
@@ -56,6 +56,7 @@ func runFlags(o *runOptions) *flag.FlagSet {
 	fs.StringVar(&o.bin, "bin", "bin", "directory holding the kvd binary (with --start-cluster)")
 	fs.StringVar(&o.host, "host", "127.0.0.1", "address started nodes listen on (127.1.0.1 in the RDMA VM)")
 	fs.Var(&o.tableMem, "table-mem", "--table-mem of started nodes")
+	fs.IntVar(&o.tableInline, "table-inline", 0, "--table-inline of started nodes: inline budget per slot in bytes (0: kvd's default)")
 	fs.StringVar(&o.transport, "transport", "tcp", "transport: tcp or rdma (rdma needs a build with -tags rdma)")
 	fs.BoolVar(&o.startTLS, "tls", false, "with --start-cluster: run the cluster over TLS (certificates generated into its directory; client and peer certificates required) and connect with the generated client certificate")
 	fs.StringVar(&o.series, "series", "", "label of this run's results in reports and plots (default: the transport, +tls with TLS)")
@@ -308,7 +309,8 @@ func connect(ctx context.Context, o *runOptions) (*runEnv, error) {
 		}
 		fmt.Fprintf(os.Stderr, "kvbench: starting a %d-node %s cluster from %s\n", o.startCluster, tr, o.bin)
 		c, err := cluster.Start(ctx, cluster.Config{Bin: o.bin, Nodes: o.startCluster, Transport: o.transport,
-			Host: o.host, TableMem: strconv.FormatInt(int64(o.tableMem), 10), TLS: o.startTLS, ReadyTimeout: o.readyTimeout})
+			Host: o.host, TableMem: strconv.FormatInt(int64(o.tableMem), 10), TLS: o.startTLS, ReadyTimeout: o.readyTimeout,
+			Args: o.kvdArgs()})
 		if err != nil {
 			return nil, err
 		}
@@ -316,7 +318,7 @@ func connect(ctx context.Context, o *runOptions) (*runEnv, error) {
 		if c.Certs != nil {
 			o.tls.Files = c.Certs.ClientFiles()
 		}
-		env.describe = fmt.Sprintf("%d %s nodes started by kvbench (table %d MiB each)", o.startCluster, tr, o.tableMem>>20)
+		env.describe = fmt.Sprintf("%d %s nodes started by kvbench (table %d MiB each%s)", o.startCluster, tr, o.tableMem>>20, o.inlineNote())
 	case len(eps) > 0:
 		pids, err := listOf("server-pids", o.serverPIDs, positiveInt)
 		if err != nil {
@@ -390,4 +392,21 @@ func (env *runEnv) close() {
 			fmt.Fprintln(os.Stderr, "kvbench: stopping the cluster:", err)
 		}
 	}
+}
+
+// kvdArgs are the kvd flags of started nodes that kvbench has flags for
+// beyond cluster.Config's own.
+func (o *runOptions) kvdArgs() []string {
+	if o.tableInline == 0 {
+		return nil
+	}
+	return []string{"--table-inline", strconv.Itoa(o.tableInline)}
+}
+
+// inlineNote describes the started nodes' inline budget for the report.
+func (o *runOptions) inlineNote() string {
+	if o.tableInline == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", --table-inline %d", o.tableInline)
 }
