@@ -2,8 +2,6 @@ package table
 
 import (
 	"bytes"
-	"encoding/binary"
-	"hash/crc32"
 
 	"github.com/kvd-project/kvd/internal/invariants"
 )
@@ -13,51 +11,44 @@ import (
 // what they read (docs/layout.md): a check failing here means a reader
 // could have been served something the format promises it never sees.
 
-// checkWritten: a record is complete and verifiable before its slot is
-// published (readers verify checksum, key, length and value).
-func (t *Table) checkWritten(off uint64, s Slot, key, value []byte, version uint64) {
+// checkWritten: a record is complete and verifiable before the word w
+// that names it is published at pos (readers verify checksum, key,
+// length and value; an inline record's tags too).
+func (t *Table) checkWritten(pos, w uint64, key, value []byte, version uint64) {
 	if !invariants.Enabled {
 		return
 	}
-	rec := t.mem[off : off+s.Len]
-	v, ver, err := verifyContent(rec, key, s)
-	state := binary.LittleEndian.Uint32(rec[recState:])
+	v, ver, state, err := t.verifyAt(pos, w, key, nil)
 	invariants.Check(err == nil && ver == version && bytes.Equal(v, value),
-		"record at %d does not verify before publication: %v", off, err)
+		"record of word %#x does not verify before publication: %v", w, err)
 	invariants.Check(state == stateHidden,
-		"record at %d is published in state %d, not hidden (atomic group open: %v)", off, state, t.atomic)
+		"record of word %#x is published in state %d, not hidden (atomic group open: %v)", w, state, t.atomic)
 }
 
 // checkRetiring: a record leaving publication is still intact and live
 // (or hidden, within an atomic group): nothing wrote over it while readers
 // could find it (records are immutable once published, except the state
 // word).
-func (t *Table) checkRetiring(s Slot) {
+func (t *Table) checkRetiring(pos, w uint64) {
 	if !invariants.Enabled {
 		return
 	}
-	rec := t.mem[s.Offset : s.Offset+s.Len]
-	le := binary.LittleEndian
-	st := le.Uint32(rec[recState:])
-	invariants.Check(st == stateLive || t.atomic && st == stateHidden, "retiring a record at %d in state %d", s.Offset, st)
-	invariants.Check(crc32.Checksum(rec[recVersion:], castagnoli) == le.Uint32(rec[recCRC:]),
-		"a published record at %d was modified before it was retired", s.Offset)
+	_, _, st, err := t.verifyAt(pos, w, t.keyOf(pos, w), nil)
+	invariants.Check(err == nil, "a published record (word %#x) was modified before it was retired: %v", w, err)
+	invariants.Check(st == stateLive || t.atomic && st == stateHidden, "retiring a record (word %#x) in state %d", w, st)
 }
 
 // checkClearing: rule M4 (evict.go). The slot of a key the node still
 // holds is cleared only once the incomplete flag has been set for the
 // grace period, and it names the key's record, dead and intact.
-func (t *Table) checkClearing(w uint64) {
+func (t *Table) checkClearing(pos, w uint64) {
 	if !invariants.Enabled {
 		return
 	}
-	s := DecodeSlot(w)
-	rec := t.mem[s.Offset : s.Offset+s.Len]
-	le := binary.LittleEndian
 	invariants.Check(t.slotsMayClear(), "clearing the slot of an evicted key %d after the flag was set, before the grace period %d",
 		t.clock()-t.incompleteAt, t.grace)
-	invariants.Check(le.Uint32(rec[recState:]) == stateDead && crc32.Checksum(rec[recVersion:], castagnoli) == le.Uint32(rec[recCRC:]),
-		"a pending slot's record at %d is not dead and intact", s.Offset)
+	_, _, st, err := t.verifyAt(pos, w, t.keyOf(pos, w), nil)
+	invariants.Check(err == nil && st == stateDead, "a pending slot's record (word %#x) is not dead and intact: %v", w, err)
 }
 
 // checkCompleting: rules M4 and M3 (evict.go, complete.go). The flag
@@ -119,7 +110,7 @@ func (t *Table) checkMoved(w, dst uint64) {
 	if !invariants.Enabled {
 		return
 	}
-	key := t.keyOf(w)
+	key := t.keyOf(dst, w)
 	pos, got, ok := t.find(key, Hash(key))
 	invariants.Check(ok && pos == dst && got == w, "moved key %q not found at its new slot %d", key, dst)
 	b, _ := t.hdr.slotIndex(dst)
@@ -237,7 +228,7 @@ func (t *Table) checkCopy(from, to Slot) {
 	if !invariants.Enabled {
 		return
 	}
-	key := t.keyOf(from.Word())
+	key := t.keyAt(loc{off: from.Offset, n: from.Len})
 	_, v1, err1 := VerifyRecord(t.mem[from.Offset:from.Offset+from.Len], key, from)
 	_, v2, err2 := VerifyRecord(t.mem[to.Offset:to.Offset+to.Len], key, to)
 	invariants.Check(err1 == nil && err2 == nil && v1 == v2, "compaction copy of %q does not verify: %v, %v", key, err1, err2)
