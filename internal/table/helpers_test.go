@@ -104,3 +104,42 @@ func slotOf(tb testing.TB, tab *Table, key []byte) uint64 {
 	}
 	return w
 }
+
+// inlineModes are the arena settings the property tests run under: none
+// (every record out of place, layout 2's writer) and small records inline
+// (InlineMax 144: values up to about 100 bytes), with an inline grace
+// period half the test's own.
+var inlineModes = []struct {
+	name      string
+	inlineMax int
+}{
+	{"out of place", 0},
+	{"inline", 144},
+}
+
+// forInlineModes runs f as one subtest per inline mode, with cfg given
+// that mode's arenas. Region sizes for f come from grow, which adds the
+// arenas' bytes when cfg fixes the bucket count, so that the record area
+// stays the size the test was written for.
+func forInlineModes(t *testing.T, cfg Config, f func(t *testing.T, cfg Config, grow func(size int) int)) {
+	for _, m := range inlineModes {
+		t.Run(m.name, func(t *testing.T) {
+			c := withInline(cfg, m.inlineMax)
+			grow := func(size int) int {
+				return size + c.Buckets*int(c.withDefaults().bucketBytes()-BucketSize)
+			}
+			f(t, c, grow)
+		})
+	}
+}
+
+// withInline is cfg with arenas for records of up to inlineMax bytes (0:
+// none) and an inline grace period half of cfg's grace period.
+func withInline(cfg Config, inlineMax int) Config {
+	cfg.InlineMax = inlineMax
+	if inlineMax > 0 {
+		g := cfg.withDefaults().Grace
+		cfg.InlineGrace = max(g/2/time.Millisecond*time.Millisecond, time.Millisecond)
+	}
+	return cfg
+}

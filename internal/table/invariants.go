@@ -220,6 +220,7 @@ func (t *Table) checkSpace() {
 		t.checkBucket(uint32(b))
 	}
 	invariants.Check(sum == t.heldSlots, "buckets hold %d slots, counted %d", sum, t.heldSlots)
+	t.checkArenas()
 }
 
 // checkCopy: a record compaction moves is an exact, verifiable copy before
@@ -232,4 +233,37 @@ func (t *Table) checkCopy(from, to Slot) {
 	_, v1, err1 := VerifyRecord(t.mem[from.Offset:from.Offset+from.Len], key, from)
 	_, v2, err2 := VerifyRecord(t.mem[to.Offset:to.Offset+to.Len], key, to)
 	invariants.Check(err1 == nil && err2 == nil && v1 == v2, "compaction copy of %q does not verify: %v, %v", key, err1, err2)
+}
+
+// checkArenas: every inline word names a block inside its own bucket's
+// arena whose every word carries the word's tag and which parses as its
+// key's record (rule T and the tagged format); a bucket's live inline
+// bytes stay within 8·InlineMax (its 8 slots' records: what lets a
+// rebuild put every small record inline again, step 5); and the arena
+// allocator holds exactly those blocks and its limbo.
+func (t *Table) checkArenas() {
+	if !invariants.Enabled || t.hdr.InlineMax == 0 {
+		return
+	}
+	var blocks []arenaBlock
+	for b := range t.hdr.Buckets {
+		var live uint64
+		for s := range SlotsPerBucket {
+			pos := t.hdr.SlotOffset(b, s)
+			w := loadWord(t.mem, pos)
+			if w == 0 || !IsInline(w) {
+				continue
+			}
+			is := DecodeInlineSlot(w)
+			invariants.Check(is.InArena(t.arenas.arenaBytes) && tagsAre(t.block(t.resolve(pos, w)), is.Tag),
+				"inline word %#x in bucket %d names a block outside its arena or not all of tag %d", w, b, is.Tag)
+			_, err := parseInline(t.arena(b), t.keyOf(pos, w), is)
+			invariants.Check(err == nil, "inline word %#x in bucket %d: its record does not parse: %v", w, b, err)
+			live += is.Len
+			blocks = append(blocks, arenaBlock{bucket: b, off: is.Offset, n: is.Len})
+		}
+		invariants.Check(live <= 8*uint64(t.hdr.InlineMax), "bucket %d holds %d live inline bytes, more than 8·%d", b, live, t.hdr.InlineMax)
+	}
+	err := t.arenas.check(blocks)
+	invariants.Check(err == nil, "arena accounting: %v", err)
 }
