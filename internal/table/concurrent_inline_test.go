@@ -141,14 +141,7 @@ func inlineGet(mem []byte, clk *fakeClock, key []byte, only int, buf []byte, r *
 
 // smallValue is the value TestConcurrentInlineReaders writes for key at
 // version: 0 to 119 bytes, most of them inline.
-func smallValue(key string, version uint64) []byte {
-	n := int(Hash([]byte(fmt.Sprint(key, version))) % 120)
-	v := make([]byte, n)
-	for i := range v {
-		v[i] = byte(version) + byte(i) + key[len(key)-1]
-	}
-	return v
-}
+func smallValue(key string, version uint64) []byte { return valueUpTo(key, version, 120) }
 
 // TestConcurrentInlineReaders churns small values (most inline, some
 // spilled or too large) through a table with arenas and a short inline

@@ -149,18 +149,7 @@ func TestMoveCarriesInlineRecord(t *testing.T) {
 			tab, mem, _ := newTable(t, 16<<10+nb*1536, cfg)
 			k := keysFor("K", nb, 0, 1, 1)[0]
 			placeInlineIn(t, tab, k, []byte("kv"), 0)
-			for _, x := range keysFor("a", nb, 0, 3, 7) {
-				placeIn(t, tab, x, nil, 0)
-			}
-			for _, x := range keysFor("d", nb, 3, 0, 8)[:8] {
-				placeIn(t, tab, x, nil, 3)
-			}
-			for _, x := range keysFor("b", nb, 1, 2, 7) {
-				placeIn(t, tab, x, nil, 1)
-			}
-			for _, x := range keysFor("c", nb, 2, 1, 15)[7:15] {
-				placeIn(t, tab, x, nil, 2)
-			}
+			fillAroundK(t, tab, nb)
 			if tc.arenaFull {
 				fillArenaLimbo(tab, 1)
 			}

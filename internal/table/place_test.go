@@ -53,6 +53,27 @@ func bucketOf(t *testing.T, tab *Table, key []byte) uint32 {
 	return b
 }
 
+// fillAroundK fills a table of nb = 4 buckets around key K, placed in
+// bucket 0 with 1 as its other bucket: bucket 0 holds K and 7 keys of
+// buckets {0, 3}, and buckets 1, 2 and 3 are full of keys that can move
+// only among themselves and 0. So a new key of buckets {0, 3} fits only if
+// K moves to 1, and then a new key of {1, 2} only if K moves back.
+func fillAroundK(t *testing.T, tab *Table, nb uint32) {
+	t.Helper()
+	for _, x := range keysFor("a", nb, 0, 3, 7) {
+		placeIn(t, tab, x, nil, 0)
+	}
+	for _, x := range keysFor("d", nb, 3, 0, 8)[:8] {
+		placeIn(t, tab, x, nil, 3)
+	}
+	for _, x := range keysFor("b", nb, 1, 2, 7) {
+		placeIn(t, tab, x, nil, 1)
+	}
+	for _, x := range keysFor("c", nb, 2, 1, 15)[7:15] {
+		placeIn(t, tab, x, nil, 2)
+	}
+}
+
 // TestMoveMakesRoomAndWaitsGrace builds buckets where a new key fits only
 // if key K moves to its other bucket, then a second new key fits only if K
 // moves back: the first move happens at once; the second only after the
@@ -69,18 +90,7 @@ func TestMoveMakesRoomAndWaitsGrace(t *testing.T) {
 			}
 			k := keysFor("K", nb, 0, 1, 1)[0]
 			placeIn(t, tab, k, []byte("k"), 0)
-			for _, x := range keysFor("a", nb, 0, 3, 7) {
-				placeIn(t, tab, x, nil, 0)
-			}
-			for _, x := range keysFor("d", nb, 3, 0, 8)[:8] {
-				placeIn(t, tab, x, nil, 3)
-			}
-			for _, x := range keysFor("b", nb, 1, 2, 7) {
-				placeIn(t, tab, x, nil, 1)
-			}
-			for _, x := range keysFor("c", nb, 2, 1, 15)[7:15] {
-				placeIn(t, tab, x, nil, 2)
-			}
+			fillAroundK(t, tab, nb)
 			x := keysFor("X", nb, 0, 3, 1)[0]
 			if err := tab.Put(x, []byte("x"), 2); err != nil {
 				t.Fatalf("X needs K to move: %v", err)
