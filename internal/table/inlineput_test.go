@@ -140,6 +140,7 @@ func TestMoveCarriesInlineRecord(t *testing.T) {
 	}{
 		{name: "into the arena", wantInline: true},
 		{name: "arena full: record area", arenaFull: true},
+		{name: "record area full: into the arena", areaFull: true, wantInline: true},
 		{name: "arena and area full: refused", arenaFull: true, areaFull: true, wantRefuse: true},
 		{name: "hidden in a group", group: true, wantInline: true},
 	} {
@@ -148,7 +149,16 @@ func TestMoveCarriesInlineRecord(t *testing.T) {
 			cfg := Config{Buckets: nb, Grace: testGrace, InlineMax: 144}
 			tab, mem, _ := newTable(t, 16<<10+nb*1536, cfg)
 			k := keysFor("K", nb, 0, 1, 1)[0]
+			// Bucket 0's arena as earlier records left it: every word's
+			// top byte 1, so K's record takes tag 2 (rule T) and its copy
+			// into bucket 1's fresh arena tag 1.
+			for off := tab.arenaBase(0) + inlineTagByte; off < tab.arenaBase(0)+tab.arenas.arenaBytes; off += inlineWord {
+				mem[off] = 1
+			}
 			placeInlineIn(t, tab, k, []byte("kv"), 0)
+			if tag := DecodeInlineSlot(slotOf(t, tab, k)).Tag; tag != 2 {
+				t.Fatalf("K's tag %d, want 2", tag)
+			}
 			fillAroundK(t, tab, nb)
 			if tc.arenaFull {
 				fillArenaLimbo(tab, 1)
@@ -188,6 +198,9 @@ func TestMoveCarriesInlineRecord(t *testing.T) {
 				tab.EndAtomic()
 			}
 			mustGet(t, tab, mem, k, []byte("kv"), 1)
+			if tc.wantInline && DecodeInlineSlot(w).Tag != 1 {
+				t.Fatalf("K's copy has tag %d, want 1 (rule T in its new block)", DecodeInlineSlot(w).Tag)
+			}
 			st := tab.Stats()
 			n := InlineLen(len(k), 2)
 			if st.ArenaLimbo != before.ArenaLimbo+n || st.Moves != 1 {
