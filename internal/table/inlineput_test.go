@@ -206,7 +206,7 @@ func TestMoveCarriesInlineRecord(t *testing.T) {
 			if st.ArenaLimbo != before.ArenaLimbo+n || st.Moves != 1 {
 				t.Fatalf("stats %+v: the old copy's %d bytes not in arena limbo (before %+v)", st, n, before)
 			}
-			if !tc.wantInline && st.BytesPayload != before.BytesPayload+RecordLen(len(k), 2) {
+			if !tc.wantInline && (st.BytesPayload != before.BytesPayload+RecordLen(len(k), 2) || st.Spills != 1) {
 				t.Fatalf("the record-area copy is not counted: %+v", st)
 			}
 		})
@@ -368,4 +368,52 @@ func TestReserveInlinePut(t *testing.T) {
 	}
 	mustGet(t, tab, mem, a, pattern(10, 1), 1)
 	mustGet(t, tab, mem, b, pattern(10, 2), 1)
+}
+
+// TestInlineGraceReuse follows a superseded inline record's block through
+// arena limbo: its bytes stay as they were (a reader holding the old word
+// sees the record, dead) for the inline grace period, however many
+// updates of the key need blocks meanwhile; only then is the block reused,
+// and a reader holding the old word rejects the new record there (rule T:
+// another tag), although it is the same key's, of the same length.
+func TestInlineGraceReuse(t *testing.T) {
+	tab, _, clk := newTable(t, 64<<10, inlineCfg)
+	k := []byte("old")
+	if err := tab.Put(k, pattern(20, 1), 1); err != nil {
+		t.Fatal(err)
+	}
+	pos, w0, _ := tab.find(k, Hash(k))
+	b, _ := tab.hdr.slotIndex(pos)
+	stale := func() error {
+		_, _, err := VerifyInline(tab.arena(b), k, DecodeInlineSlot(w0), nil)
+		return err
+	}
+	l0 := tab.resolve(pos, w0)
+	before := append([]byte(nil), tab.block(l0)[inlineWord:]...)
+	for i, d := range []time.Duration{0, inlineCfg.InlineGrace / 2, inlineCfg.InlineGrace/2 - 1} {
+		clk.Advance(d)
+		ver := uint64(i + 2)
+		if err := tab.Put(k, pattern(20, byte(ver)), ver); err != nil {
+			t.Fatal(err)
+		}
+		if w := slotOf(t, tab, k); DecodeInlineSlot(w).Offset == DecodeInlineSlot(w0).Offset {
+			t.Fatalf("block reused %v after it was superseded", d)
+		}
+		if !bytes.Equal(tab.block(l0)[inlineWord:], before) || !errors.Is(stale(), ErrDead) {
+			t.Fatalf("superseded record changed within the inline grace period: %v", stale())
+		}
+	}
+	clk.Advance(1)
+	// The key's other superseded blocks are younger: the next block the
+	// arena gives is the first one.
+	if err := tab.Put(k, pattern(20, 1), 1<<inlineVerBits|1); err != nil { // same bytes, same low version bits
+		t.Fatal(err)
+	}
+	w := slotOf(t, tab, k)
+	if DecodeInlineSlot(w).Offset != DecodeInlineSlot(w0).Offset {
+		t.Fatal("block not reused after the inline grace period")
+	}
+	if err := stale(); !errors.Is(err, ErrTorn) || DecodeInlineSlot(w).Tag == DecodeInlineSlot(w0).Tag {
+		t.Fatalf("stale word on the reused block: %v (tags %d, %d), want torn", err, DecodeInlineSlot(w0).Tag, DecodeInlineSlot(w).Tag)
+	}
 }
