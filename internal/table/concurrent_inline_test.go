@@ -139,20 +139,20 @@ func inlineGet(mem []byte, clk *fakeClock, key []byte, only int, buf []byte, r *
 	return got, time.Duration(clk.ns.Load()-start) >= g/2
 }
 
-// smallValue is the value TestConcurrentInlineReaders writes for key at
+// smallValue is the value inlineChurn writes for key at
 // version: 0 to 119 bytes, most of them inline.
 func smallValue(key string, version uint64) []byte { return valueUpTo(key, version, 120) }
 
-// TestConcurrentInlineReaders churns small values (most inline, some
-// spilled or too large) through a table with arenas and a short inline
-// grace period, with deletes, moves (few buckets), compactions and Resets,
+// inlineChurn (a case of TestConcurrentReadersNeverAcceptWrongValue)
+// churns small values (most inline, some spilled or too large) through a
+// table with arenas and a short inline grace period, with deletes, moves (few buckets), compactions and Resets,
 // while readers GET concurrently with the layout 3 reader: words of a
 // bucket read in scrambled order, inline records accepted only by their
 // tags and crc, half of the GETs through a cached bucket. No value a
 // reader verifies may differ from the one written for that key at that
 // version; among GETs fast enough to accept, a key's version never goes
 // back. Run with -race.
-func TestConcurrentInlineReaders(t *testing.T) {
+func inlineChurn(t *testing.T) {
 	const (
 		minOps  = 20000
 		maxOps  = 40 * minOps
