@@ -260,9 +260,11 @@ func (t *Table) Stats() Stats {
 	}
 }
 
-// LimboClearsIn is how long until every block now in limbo is free again
-// (0 if limbo is empty). A rebuild that needs the space of what it just
-// unpublished waits this long (Reset).
+// LimboClearsIn is how long until every block now in limbo, in the record
+// area and in the arenas, is free again (0 if limbo is empty). A rebuild
+// that needs the space of what it just unpublished waits this long (Reset);
+// with arenas drained too, its small records go inline, not to the record
+// area.
 func (t *Table) LimboClearsIn() time.Duration {
 	t.clearPending() // what it clears goes to limbo: count it
 	var end int64
