@@ -226,7 +226,12 @@ func TestReset(t *testing.T) {
 // reader that accepts a (value, version) pair can check it was really
 // written.
 func expectedValue(key string, version uint64) []byte {
-	n := int(Hash([]byte(fmt.Sprint(key, version))) % 3000)
+	return valueUpTo(key, version, 3000)
+}
+
+// valueUpTo is expectedValue shorter than max bytes.
+func valueUpTo(key string, version uint64, max int) []byte {
+	n := int(Hash([]byte(fmt.Sprint(key, version))) % uint64(max))
 	v := make([]byte, n)
 	for i := range v {
 		v[i] = byte(version) + byte(i) + key[len(key)-1]
@@ -238,19 +243,51 @@ func expectedValue(key string, version uint64) []byte {
 // records were superseded and their blocks reused, and checks that
 // verifying one either fails or yields a value really written for that key.
 // Some reads are split around a writer op, so that the bytes are half from
-// before and half from after it (a torn READ).
+// before and half from after it (a torn READ). With arenas (small values,
+// most inline), a stale inline word is verified against its bucket's
+// arena as read, by its tag.
 func TestStaleSlotsNeverAcceptWrongValue(t *testing.T) {
-	tab, mem, clk := newTable(t, 256<<10, Config{Buckets: 128, Grace: 5 * time.Millisecond})
-	r := rand.New(rand.NewPCG(7, 8))
-	type stale struct {
-		key string
-		w   uint64
+	forInlineModes(t, Config{Buckets: 128, Grace: 5 * time.Millisecond}, func(t *testing.T, cfg Config, grow func(int) int) {
+		staleSlots(t, grow(256<<10), cfg)
+	})
+}
+
+// staleSlot is a slot word a reader kept, and where it was.
+type staleSlot struct {
+	key    string
+	pos, w uint64
+}
+
+// staleBytes is what a READ of what s names covers: the record, or for an
+// inline word its bucket's whole arena.
+func staleBytes(h Header, s staleSlot) (off, n uint64) {
+	if IsInline(s.w) {
+		b, _ := h.slotIndex(s.pos)
+		return h.BucketOffset(b) + BucketSize, uint64(h.BucketBytes - BucketSize)
 	}
-	var old []stale
+	d := DecodeSlot(s.w)
+	return d.Offset, d.Len
+}
+
+func staleSlots(t *testing.T, size int, cfg Config) {
+	tab, mem, clk := newTable(t, size, cfg)
+	value := expectedValue
+	if cfg.InlineMax > 0 {
+		value = smallValue
+	}
+	r := rand.New(rand.NewPCG(7, 8))
+	var old []staleSlot
 	counts := map[error]int{}
-	check := func(s stale, rec []byte) {
-		value, version, err := VerifyRecord(rec, []byte(s.key), DecodeSlot(s.w))
-		if err == nil && !bytes.Equal(value, expectedValue(s.key, version)) {
+	check := func(s staleSlot, b []byte) {
+		var v []byte
+		var version uint64
+		var err error
+		if IsInline(s.w) {
+			v, version, err = VerifyInline(b, []byte(s.key), DecodeInlineSlot(s.w), nil)
+		} else {
+			v, version, err = VerifyRecord(b, []byte(s.key), DecodeSlot(s.w))
+		}
+		if err == nil && !bytes.Equal(v, value(s.key, version)) {
 			t.Fatalf("stale slot of %s accepted a wrong value at version %d", s.key, version)
 		}
 		counts[err]++
@@ -260,40 +297,41 @@ func TestStaleSlotsNeverAcceptWrongValue(t *testing.T) {
 		clk.Advance(time.Millisecond)
 		k := fmt.Sprintf("key%d", r.IntN(60))
 		// Start a torn read of some old or current slot.
-		var torn stale
+		var torn staleSlot
 		if len(old) > 0 {
 			torn = old[r.IntN(len(old))]
 		}
-		tornRec := buf[:DecodeSlot(torn.w).Len]
+		tornOff, tornLen := staleBytes(tab.hdr, torn)
+		tornRec := buf[:tornLen]
 		half := len(tornRec) / 2 &^ 7
-		copy(tornRec[:half], mem[DecodeSlot(torn.w).Offset:])
+		copy(tornRec[:half], mem[tornOff:])
 
 		if r.IntN(10) == 0 {
 			if _, err := tab.Delete([]byte(k)); err != nil {
 				t.Fatal(err)
 			}
 		} else {
-			if w := slotOf(t, tab, []byte(k)); w != 0 {
-				old = append(old, stale{k, w})
+			if pos, w, ok := tab.find([]byte(k), Hash([]byte(k))); ok {
+				old = append(old, staleSlot{k, pos, w})
 			}
-			if err := tab.Put([]byte(k), expectedValue(k, v), v); err != nil && !errors.Is(err, ErrNoSpace) {
+			if err := tab.Put([]byte(k), value(k, v), v); err != nil && !errors.Is(err, ErrNoSpace) {
 				t.Fatal(err)
 			}
 		}
 
 		if torn.w != 0 {
-			s := DecodeSlot(torn.w)
-			copy(tornRec[half:], mem[s.Offset+uint64(half):s.Offset+s.Len])
+			copy(tornRec[half:], mem[tornOff+uint64(half):tornOff+tornLen])
 			check(torn, tornRec)
 		}
 		for range 3 {
 			if len(old) > 0 {
 				s := old[r.IntN(len(old))]
-				check(s, mem[DecodeSlot(s.w).Offset:][:DecodeSlot(s.w).Len])
+				off, n := staleBytes(tab.hdr, s)
+				check(s, mem[off:off+n])
 			}
 		}
 	}
-	t.Logf("stale verifications: %v", counts)
+	t.Logf("stale verifications: %v; %+v", counts, tab.Stats())
 	for _, want := range []error{ErrDead, ErrKeyMismatch, ErrBadLength, ErrTorn} {
 		if counts[want] == 0 {
 			t.Errorf("no stale read ended in %v; the test did not exercise reuse", want)
