@@ -86,6 +86,14 @@ func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
 		table("kvd_table_slots_pending", "Slots of keys taken out of the region that the node still holds, "+
 			"kept (their records dead) until the region has been flagged incomplete for a grace period.",
 			func() float64 { return float64(s.tableStats().SlotsPending) }),
+		table("kvd_table_arena_bytes", "Bytes of the buckets' arenas, where records of at most --table-inline bytes live beside their slots (0 without).",
+			func() float64 { return float64(s.tableStats().ArenaBytes) }),
+		table("kvd_table_arena_bytes_used", "Arena bytes holding live inline records.", func() float64 { return float64(s.tableStats().ArenaUsed) }),
+		table("kvd_table_arena_bytes_limbo", "Arena bytes of superseded inline records waiting out --table-inline-grace.",
+			func() float64 { return float64(s.tableStats().ArenaLimbo) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "kvd_table_inline_spills_total",
+			Help: "Small records written (or moved) to the record area because their bucket's arena had no room: a GET of one takes a second round trip."},
+			func() float64 { return float64(s.tableStats().Spills) }),
 	}
 	m.connRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kvd_connections_refused_total",

@@ -25,9 +25,11 @@ type Node struct {
 
 // Options tune the nodes a test starts.
 type Options struct {
-	TableMem      int
-	TableMems     []int // per node (index = id-1), overriding TableMem
-	ReuseGrace    time.Duration
+	TableMem   int
+	TableMems  []int // per node (index = id-1), overriding TableMem
+	ReuseGrace time.Duration
+	// TableInline is server.Config.TableInline (0: no arenas).
+	TableInline   int
 	SnapshotCount uint64
 	Tick          time.Duration
 	Log           bool // send node logs to the test log's stderr
@@ -73,7 +75,7 @@ func StartCluster(t testing.TB, n int, o Options) []*Node {
 		nodes[i] = &Node{ID: uint64(i + 1), Addr: addrs[i], DataDir: t.TempDir()}
 		nodes[i].cfg = server.Config{
 			ID: uint64(i + 1), Listen: addrs[i], DataDir: nodes[i].DataDir, InitialCluster: cluster,
-			TableMem: o.TableMem, ReuseGrace: o.ReuseGrace, SnapshotCount: o.SnapshotCount, TickInterval: o.Tick,
+			TableMem: o.TableMem, ReuseGrace: o.ReuseGrace, TableInline: o.TableInline, SnapshotCount: o.SnapshotCount, TickInterval: o.Tick,
 			Logger: logger(o.Log), LeaseClock: o.LeaseClock, Watch: o.Watch, MaxWatchesPerConn: o.MaxWatchesPerConn,
 			InitialClusterToken: o.Token, Restore: o.Restore,
 		}
