@@ -103,7 +103,7 @@ func (f *fakeTransport) kind(op transport.ReadOp) byte {
 	switch {
 	case op.Offset == 0 && len(op.Dst) == table.HeaderSize:
 		return 'H'
-	case op.Offset >= f.hdr.BucketOffset(0) && op.Offset < f.hdr.RecordBase && len(op.Dst) == table.BucketSize:
+	case op.Offset >= f.hdr.BucketOffset(0) && op.Offset < f.hdr.RecordBase && len(op.Dst) == int(f.hdr.BucketBytes):
 		return 'B'
 	}
 	return 'R'
