@@ -40,7 +40,11 @@ type rig struct {
 	tclock atomic.Int64 // the table's clock, from where it starts
 }
 
-func newRig(t *testing.T) *rig {
+func newRig(t *testing.T) *rig { return newRigWith(t, table.Config{}) }
+
+// newRigWith is newRig over a table formatted with cfg (Buckets, Grace and
+// Now are the rig's).
+func newRigWith(t *testing.T, cfg table.Config) *rig {
 	t.Helper()
 	mem, err := mmap.Alloc(64 << 10)
 	if err != nil {
@@ -53,7 +57,9 @@ func newRig(t *testing.T) *rig {
 	// (advance moves it, for tests that need the grace period to pass.)
 	stopped := time.Unix(1e6, 0)
 	r := &rig{t: t}
-	tbl, err := table.Format(mem, table.Config{Buckets: 8, Grace: time.Minute, Now: func() time.Time { return stopped.Add(time.Duration(r.tclock.Load())) }})
+	cfg.Buckets, cfg.Grace = 8, time.Minute
+	cfg.Now = func() time.Time { return stopped.Add(time.Duration(r.tclock.Load())) }
+	tbl, err := table.Format(mem, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -591,9 +597,15 @@ func TestReadProtocol(t *testing.T) {
 			}
 		}, want: "v-new", oneSided: 1, retries: map[string]uint64{"unstable": 1}, trace: catTraces(traceMiss, traceHit)},
 	}
+	runProtoCases(t, cases, newReadyRig)
+}
+
+// runProtoCases runs each case on a rig from ready and checks its answer,
+// READ trace and counters.
+func runProtoCases(t *testing.T, cases []protoCase, ready func(*testing.T) *rig) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			r := newReadyRig(t)
+			r := ready(t)
 			if tc.setup != nil {
 				tc.setup(r)
 			}

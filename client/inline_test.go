@@ -1,0 +1,303 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kvd-project/kvd/internal/table"
+)
+
+// inlineMax is the rig's inline threshold: values of up to a few dozen
+// bytes under short keys are inline.
+const inlineMax = 144
+
+// placed is where the rig put a key's inline record by hand.
+type placed struct {
+	bucket uint32
+	slot   int
+	off    uint64 // of the record within the bucket's arena
+	len    uint64
+	word   uint64
+}
+
+// inlineRig is a rig over a region with arenas whose inline records the
+// test places by hand (table.WriteInlineRecord), since the table's writer
+// does not make them yet: k = "v1" inline in its first bucket, a lease
+// valid for an hour, the client connected.
+type inlineRig struct {
+	*rig
+	at   map[string]placed
+	next map[uint32]uint64 // per bucket: the arena bytes handed out (never reused)
+}
+
+func newInlineRig(t *testing.T) *inlineRig {
+	t.Helper()
+	r := &inlineRig{rig: newRigWith(t, table.Config{InlineMax: inlineMax, InlineGrace: time.Minute}),
+		at: map[string]placed{}, next: map[uint32]uint64{}}
+	if h := r.tbl.Header(); h.BucketBytes <= table.BucketSize {
+		t.Fatalf("no arenas: %+v", h)
+	}
+	r.putInline("k", "v1", false)
+	r.lease(time.Hour)
+	r.connect()
+	return r
+}
+
+// readyInline adapts newInlineRig to runProtoCases; the cases reach the
+// inline rig through inl.
+func readyInline(inl **inlineRig) func(*testing.T) *rig {
+	return func(t *testing.T) *rig {
+		*inl = newInlineRig(t)
+		return (*inl).rig
+	}
+}
+
+func (r *inlineRig) arena(b uint32) []byte {
+	h := r.tbl.Header()
+	return r.f.mem[h.BucketOffset(b)+table.BucketSize : h.BucketOffset(b)+uint64(h.BucketBytes)]
+}
+
+func (r *inlineRig) slotAt(b uint32, i int) []byte {
+	return r.f.mem[r.tbl.Header().SlotOffset(b, i):][:table.SlotSize]
+}
+
+// putInline stores key = value as a new inline record, live, in a fresh
+// block of key's first (or second) bucket's arena, as the writer would:
+// the new record, then its slot word (the key's slot if it is in that
+// bucket, else a free one, and then the old slot cleared), then the old
+// record dead.
+func (r *inlineRig) putInline(key, value string, second bool) placed {
+	r.t.Helper()
+	r.ver++
+	h := table.Hash([]byte(key))
+	b, b2 := table.Buckets(h, r.tbl.Header().Buckets)
+	if second {
+		b = b2
+	}
+	old, had := r.at[key]
+	p := placed{bucket: b, len: table.InlineLen(len(key), len(value)), off: r.next[b], slot: -1}
+	r.next[b] += p.len
+	arena := r.arena(b)
+	if p.off+p.len > uint64(len(arena)) {
+		r.t.Fatalf("arena of bucket %d full", b)
+	}
+	tag := table.WriteInlineRecord(arena[p.off:p.off+p.len], []byte(key), []byte(value), r.ver, 0)
+	p.word = table.InlineSlot{Offset: p.off, Len: p.len, Tag: tag, Version: uint32(r.ver), FP: table.Fingerprint(h)}.Word()
+	if had && old.bucket == b {
+		p.slot = old.slot
+	}
+	for i := table.SlotsPerBucket - 1; p.slot < 0 && i >= 0; i-- {
+		if binary.LittleEndian.Uint64(r.slotAt(b, i)) == 0 {
+			p.slot = i
+		}
+	}
+	if p.slot < 0 {
+		r.t.Fatalf("bucket %d full", b)
+	}
+	binary.LittleEndian.PutUint64(r.slotAt(b, p.slot), p.word)
+	if had {
+		if old.bucket != b {
+			binary.LittleEndian.PutUint64(r.slotAt(old.bucket, old.slot), 0)
+		}
+		table.SetInlineRecordState(r.arena(old.bucket)[old.off:old.off+old.len], 1)
+	}
+	r.at[key] = p
+	return p
+}
+
+// block is the bytes of key's current inline record.
+func (r *inlineRig) block(key string) []byte {
+	p := r.at[key]
+	return r.arena(p.bucket)[p.off : p.off+p.len]
+}
+
+// setWord overwrites key's slot word.
+func (r *inlineRig) setWord(key string, w uint64) {
+	p := r.at[key]
+	binary.LittleEndian.PutUint64(r.slotAt(p.bucket, p.slot), w)
+}
+
+// Traces with inline records: a bucket READ takes the slot words and the
+// arena together.
+var (
+	traceInlineHit       = []string{"BB"} // uncached small hit: one round trip, two READs
+	traceInlineCachedHit = []string{"B"}  // cached: the bucket alone
+)
+
+// TestReadProtocolInline is TestReadProtocol over a region with arenas,
+// the key's record placed inline by hand (docs/layout.md, "Reading").
+func TestReadProtocolInline(t *testing.T) {
+	const R = defaultReadRetries
+	var inl *inlineRig
+	warm := func(r *rig) {
+		r.t.Helper()
+		r.f.begin(nil)
+		if v := r.get("k", Linearizable); v != "v1" {
+			r.t.Fatalf("warm-up get = %q", v)
+		}
+		if trace, _ := r.f.end(); !slices.Equal(trace, traceInlineHit) {
+			r.t.Fatalf("warm-up get took %v", trace)
+		}
+	}
+	big := strings.Repeat("x", 2*inlineMax)
+	var fresh []byte // the rewritten block, whole
+	cases := []protoCase{
+		{name: "uncached small hit", want: "v1", oneSided: 1, trace: traceInlineHit},
+		{name: "serializable small hit", level: Serializable, want: "v1", oneSided: 1, trace: traceInlineHit},
+		{name: "cached small hit", setup: warm, want: "v1", oneSided: 1, trace: traceInlineCachedHit},
+		// The cached GET reads the whole bucket: an update that stayed in
+		// it is found there, at its new block and slot word.
+		{name: "cached, updated in its bucket", setup: func(r *rig) { warm(r); inl.putInline("k", "v2", false) },
+			want: "v2", oneSided: 1, trace: traceInlineCachedHit},
+		{name: "cached, key moved to its other bucket", setup: func(r *rig) { warm(r); inl.putInline("k", "v1", true) },
+			want: "v1", oneSided: 1, trace: catTraces(traceInlineCachedHit, traceInlineHit)},
+		{name: "cached, record dead since", setup: func(r *rig) { warm(r); table.SetInlineRecordState(inl.block("k"), 1) },
+			hook: func(r *rig, batch, op int) {
+				if batch == 3 && op == 0 {
+					table.SetInlineRecordState(inl.block("k"), 0)
+				}
+			}, want: "v1", oneSided: 1, retries: map[string]uint64{"stale": 1},
+			trace: catTraces(traceInlineCachedHit, traceInlineHit, traceInlineHit)},
+		{name: "large value", key: "big", setup: func(r *rig) { r.put("big", big) },
+			want: big, oneSided: 1, trace: traceHit},
+		{name: "miss", key: "nope", want: answerNotFound, oneSided: 1, trace: traceMiss},
+		// Another key's inline record with the key's fingerprint is
+		// verified from the bucket: a miss in two round trips, no record
+		// READ.
+		{name: "miss, fingerprint shared with an inline key", key: colliding("k", 8),
+			want: answerNotFound, oneSided: 1, trace: traceMiss},
+
+		// Torn reads: a record is taken only if every word carries the slot
+		// word's tag. Here round trip 1 reads k's new slot word and a block
+		// half old, half new (a NIC reads words in any order): never an
+		// answer, a retry.
+		{name: "inline block rewritten during the READ", hook: func(r *rig, batch, op int) {
+			if batch != 1 {
+				return
+			}
+			blk := inl.block("k")
+			switch op {
+			case 0: // before the READ of k's bucket
+				old := slices.Clone(blk)
+				r.ver++
+				tag := table.WriteInlineRecord(blk, []byte("k"), []byte("v2"), r.ver, 0) // the block reused
+				fresh = slices.Clone(blk)
+				s := table.DecodeInlineSlot(inl.at["k"].word)
+				s.Tag, s.Version = tag, uint32(r.ver)
+				inl.setWord("k", s.Word())
+				copy(blk[:len(blk)/2], old[:len(old)/2]) // words the READ takes before the write
+			case 1: // the write is over
+				copy(blk, fresh)
+			}
+		}, want: "v2", oneSided: 1, retries: map[string]uint64{"torn": 1}, trace: catTraces(traceInlineHit, traceInlineHit)},
+		{name: "inline word naming bytes past its arena's end", setup: func(r *rig) {
+			s := table.DecodeInlineSlot(inl.at["k"].word)
+			s.Offset = uint64(len(inl.arena(0))) - 8
+			inl.setWord("k", s.Word())
+		}, want: rpcMarker, fallbacks: 1, retries: map[string]uint64{"torn": R}, trace: repTrace(R, traceInlineHit...)},
+		{name: "inline record dead, then live", setup: func(r *rig) { table.SetInlineRecordState(inl.block("k"), 1) },
+			hook: func(r *rig, batch, op int) {
+				if batch == 2 && op == 0 {
+					table.SetInlineRecordState(inl.block("k"), 0)
+				}
+			}, want: "v1", oneSided: 1, retries: map[string]uint64{"stale": 1}, trace: catTraces(traceInlineHit, traceInlineHit)},
+		// The key moves with its record between round trip 1's two bucket
+		// READs (copy into the other bucket, then the old slot cleared):
+		// round trip 1 sees it in neither, the miss proof finds the copy.
+		{name: "key moved with its inline record during the GET", setup: func(r *rig) { inl.putInline("k", "v1", true) },
+			hook: func(r *rig, batch, op int) {
+				if batch == 1 && op == 1 {
+					inl.putInline("k", "v1", false)
+				}
+			}, want: "v1", oneSided: 1, trace: catTraces([]string{"BB"}, []string{"HBB"})},
+
+		// The lease: an inline hit read in round trip 1 is judged only by
+		// the expiry cached before the GET; a header in its own batch may
+		// have been read after the record, and judges the next attempt.
+		{name: "inline hit, cached lease lapsed", setup: func(r *rig) { r.cacheLease(-time.Millisecond) },
+			want: "v1", oneSided: 1, retries: map[string]uint64{"lease": 1}, trace: catTraces([]string{"HBB"}, traceInlineHit)},
+		{name: "cached inline hit, cached lease lapsed", setup: func(r *rig) { warm(r); r.cacheLease(-time.Millisecond) },
+			want: "v1", oneSided: 1, retries: map[string]uint64{"lease": 1}, trace: catTraces([]string{"HB"}, traceInlineCachedHit)},
+		{name: "inline hit, lease expired", setup: func(r *rig) { r.freshLease(-time.Second) },
+			want: rpcMarker, fallbacks: 1, retries: map[string]uint64{"lease+clock": R}, trace: repTrace(R, "HBB")},
+
+		// Age: a GET that accepted arena bytes must be younger than half
+		// the inline grace period; one whose answer is in the record area,
+		// half the record area's.
+		{name: "inline hit slower than Gi/2", setup: shrinkInlineAge, hook: sleepInEveryBatch,
+			want: rpcMarker, fallbacks: 1, retries: map[string]uint64{"slow": R}, trace: repTrace(R, traceInlineHit...)},
+		{name: "cached inline hit slower than Gi/2", setup: func(r *rig) { warm(r); shrinkInlineAge(r) }, hook: sleepInEveryBatch,
+			want: rpcMarker, fallbacks: 1, retries: map[string]uint64{"slow": R}, trace: catTraces(traceInlineCachedHit, repTrace(R, traceInlineHit...))},
+		{name: "large value slower than Gi/2", key: "big", setup: func(r *rig) { r.put("big", big); shrinkInlineAge(r) },
+			hook: sleepInEveryBatch, want: big, oneSided: 1, trace: traceHit},
+	}
+	runProtoCases(t, cases, readyInline(&inl))
+}
+
+// shrinkInlineAge makes the client believe the region's inline grace
+// period is 2*slowAge (the grace period stays a minute).
+func shrinkInlineAge(r *rig) {
+	n := r.node()
+	g := *n.geo.Load()
+	g.inlineAge = slowAge
+	n.geo.Store(&g)
+}
+
+// TestReadProtocolNoArenas: the protocol table's paths on a layout 3 region
+// formatted with InlineMax 0 (buckets of 64 bytes) are TestReadProtocol's;
+// here the geometry is checked to be that one.
+func TestReadProtocolNoArenas(t *testing.T) {
+	r := newReadyRig(t)
+	if g := r.node().geo.Load(); g.bucketBytes != table.BucketSize || g.inlineAge != g.maxAge {
+		t.Fatalf("geometry without arenas: bucketBytes %d, inline age %v, age %v", g.bucketBytes, g.inlineAge, g.maxAge)
+	}
+}
+
+// TestGetManyInline: keys whose records are inline are answered in round
+// trip 1; a large value and a miss take round trip 2 as before.
+func TestGetManyInline(t *testing.T) {
+	r := newInlineRig(t)
+	r.putInline("k2", "v2", true)
+	big := bytes.Repeat([]byte("y"), 2*inlineMax)
+	r.put("big", string(big))
+	for _, tc := range []struct {
+		keys  []string
+		want  []string
+		trace []string
+	}{
+		{[]string{"k", "k2"}, []string{"v1", "v2"}, []string{"BBBB"}},
+		{[]string{"k", "big", "nope"}, []string{"v1", string(big), answerNotFound}, []string{"BBBBBB", "HRBB"}},
+	} {
+		keys := make([][]byte, len(tc.keys))
+		for i, k := range tc.keys {
+			keys[i] = []byte(k)
+		}
+		s0 := r.c.Stats()
+		r.f.begin(nil)
+		res, err := r.c.GetMany(context.Background(), keys)
+		trace, _ := r.f.end()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, want := range tc.want {
+			got := answerNotFound
+			if res[i].Found {
+				got = string(res[i].Value)
+			}
+			if got != want {
+				t.Errorf("%v: key %s = %.20q, want %.20q", tc.keys, tc.keys[i], got, want)
+			}
+		}
+		if !slices.Equal(trace, tc.trace) {
+			t.Errorf("%v: READ batches %v, want %v", tc.keys, trace, tc.trace)
+		}
+		if d := r.c.Stats().OneSided - s0.OneSided; d != uint64(len(keys)) {
+			t.Errorf("%v: %d answered one-sided, want all %d", tc.keys, d, len(keys))
+		}
+	}
+}
