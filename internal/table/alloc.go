@@ -135,6 +135,12 @@ func (a *allocator) unreserve(off, n uint64) {
 	a.release(off, n)
 }
 
+// unalloc frees a block alloc gave that was never published.
+func (a *allocator) unalloc(off, n uint64) {
+	a.used -= n
+	a.release(off, n)
+}
+
 // fits reports whether alloc(n) would succeed.
 func (a *allocator) fits(n uint64) bool { return a.find(n) >= 0 }
 

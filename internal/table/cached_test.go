@@ -18,24 +18,49 @@ import (
 // record sizes (so space is reused at the very offsets and lengths clients
 // cached), deletes, moves between buckets, compactions, atomic groups and
 // rebuilds, with the clock moved past the grace period now and then, and
-// checks every location each key ever had after each store. Evictions
+// checks every location each key ever had after each store. With arenas
+// a location is a slot word and the bucket that held it (an inline word
+// names a block of that bucket's arena, and is verified there with its
+// tag, as a reader holding the bucket's bytes would), and the stores
+// include each tagged word of an inline record as it is written. Evictions
 // leave slots naming dead records for a while (rule M4): a cached reader
 // of such a record retries, and a slot-following one too.
 func TestLiveRecordIsCurrent(t *testing.T) {
-	tab, mem, clk := newTable(t, 64<<10, Config{Buckets: 8, Grace: 10 * time.Millisecond})
+	forInlineModes(t, Config{Buckets: 8, Grace: 10 * time.Millisecond}, func(t *testing.T, cfg Config, grow func(int) int) {
+		liveRecordIsCurrent(t, grow(64<<10), cfg)
+	})
+}
+
+// location is where a reader found a key's record: a slot word and its
+// position (whose bucket an inline word's block is in).
+type location struct{ pos, w uint64 }
+
+// verifyLocation verifies what a cached reader of key at l would.
+func verifyLocation(mem []byte, h Header, l location, key []byte) (uint64, error) {
+	b, _ := h.slotIndex(l.pos)
+	_, ver, err := verifyWord(mem, h, b, l.w, key)
+	return ver, err
+}
+
+func liveRecordIsCurrent(t *testing.T, size int, cfg Config) {
+	tab, mem, clk := newTable(t, size, cfg)
 	rng := rand.New(rand.NewPCG(5, 6))
 	keys := make([][]byte, 40)
 	for i := range keys {
 		keys[i] = []byte(fmt.Sprintf("key-%02d", i))
 	}
-	seen := make([]map[uint64]bool, len(keys)) // every slot word each key had
+	seen := make([]map[location]bool, len(keys)) // every location each key had
 	for i := range seen {
-		seen[i] = map[uint64]bool{}
+		seen[i] = map[location]bool{}
 	}
+	inline := 0
 	note := func() {
 		for i, k := range keys {
 			if pos, w, ok := tab.find(k, Hash(k)); ok && pos != 0 {
-				seen[i][w] = true
+				seen[i][location{pos, w}] = true
+				if IsInline(w) {
+					inline++
+				}
 			}
 		}
 	}
@@ -47,17 +72,16 @@ func TestLiveRecordIsCurrent(t *testing.T) {
 			return
 		}
 		for i, k := range keys {
-			for w := range seen[i] {
-				s := DecodeSlot(w)
-				_, ver, err := VerifyRecord(mem[s.Offset:s.Offset+s.Len], k, s)
+			for l := range seen[i] {
+				ver, err := verifyLocation(mem, tab.hdr, l, k)
 				if err != nil {
 					continue // a cached reader retries
 				}
 				accepted++
 				_, cur, lerr := lookup(mem, k)
 				if lerr != nil || cur != ver {
-					failure = fmt.Sprintf("store %d: a cached reader of %s at offset %d accepts version %d; the slots say version %d, %v",
-						stores, k, s.Offset, ver, cur, lerr)
+					failure = fmt.Sprintf("store %d: a cached reader of %s at %+v accepts version %d; the slots say version %d, %v",
+						stores, k, l, ver, cur, lerr)
 					return
 				}
 			}
@@ -120,7 +144,7 @@ func TestLiveRecordIsCurrent(t *testing.T) {
 		t.Fatal(failure)
 	}
 	t.Logf("%d stores checked, %d cached reads accepted and right", stores, accepted)
-	if accepted < 1000 {
-		t.Fatalf("only %d cached reads accepted: the test checks too little", accepted)
+	if accepted < 1000 || cfg.InlineMax > 0 && inline < 1000 {
+		t.Fatalf("only %d cached reads accepted, %d inline locations seen: the test checks too little", accepted, inline)
 	}
 }

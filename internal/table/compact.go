@@ -50,8 +50,8 @@ func (t *Table) Compact(budget uint64) uint64 {
 		live = append(live, 0)
 	}
 	t.cells = live
-	t.eachRecord(func(_ uint64, s Slot) {
-		if t.pending(s.Word()) { // dead, its slot waiting to clear (evict.go): not moved
+	t.eachRecord(func(pos uint64, s Slot) {
+		if t.pending(pos, s.Word()) { // dead, its slot waiting to clear (evict.go): not moved
 			t.pin(live, s.Offset, s.Len, cell)
 			return
 		}
@@ -83,7 +83,7 @@ func (t *Table) Compact(budget uint64) uint64 {
 	t.held = a.hold(lo, hi, t.held[:0])
 	var moved uint64
 	t.eachRecord(func(pos uint64, s Slot) {
-		if moved >= budget || s.Offset >= hi || s.Offset+s.Len <= lo || s.Len > hi-lo || t.pending(s.Word()) {
+		if moved >= budget || s.Offset >= hi || s.Offset+s.Len <= lo || s.Len > hi-lo || t.pending(pos, s.Word()) {
 			return
 		}
 		off, ok := a.alloc(s.Len)
@@ -96,8 +96,8 @@ func (t *Table) Compact(budget uint64) uint64 {
 		// The copy is live before the store and the original after it:
 		// both carry the key's current version, so either reads right.
 		storeWord(t.mem, pos, ns.Word())
-		t.unpublishing(s.Word())
-		t.retire(s.Word(), t.clock()) // stamped after the store, as for an update
+		t.unpublishing(pos, s.Word())
+		t.retire(pos, s.Word(), t.clock()) // stamped after the store, as for an update
 		t.payload += s.Len
 		moved += s.Len
 	})
@@ -117,11 +117,13 @@ func (t *Table) pin(live []uint64, off, n, cell uint64) {
 	}
 }
 
-// eachRecord calls fn for every published slot: its position and word.
-// fn may replace the word at pos.
+// eachRecord calls fn for every published slot naming a record in the
+// record area: its position and word. fn may replace the word at pos.
+// Inline records are not the record area's to compact (re-inlining and
+// arena defragmentation are design steps 6).
 func (t *Table) eachRecord(fn func(pos uint64, s Slot)) {
 	for pos := range t.slotWords() {
-		if w := binary.LittleEndian.Uint64(t.mem[pos:]); w != 0 {
+		if w := binary.LittleEndian.Uint64(t.mem[pos:]); w != 0 && !IsInline(w) {
 			fn(pos, DecodeSlot(w))
 		}
 	}

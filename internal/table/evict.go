@@ -46,10 +46,10 @@ func (t *Table) Evict(key []byte) bool {
 	t.SetIncomplete(true)
 	t.clearPending()
 	pos, w, found := t.find(key, Hash(key))
-	if !found || t.pending(w) {
+	if !found || t.pending(pos, w) {
 		return found
 	}
-	t.unpublishing(w)
+	t.unpublishing(pos, w)
 	t.records--
 	t.pendingSlots++
 	if t.slotsMayClear() {
@@ -84,7 +84,7 @@ func (t *Table) clearPending() {
 		if t.pendingSlots == 0 {
 			break
 		}
-		if w := binary.LittleEndian.Uint64(t.mem[pos:]); w != 0 && t.pending(w) {
+		if w := binary.LittleEndian.Uint64(t.mem[pos:]); w != 0 && t.pending(pos, w) {
 			t.clearPendingSlot(pos, w)
 		}
 	}
@@ -92,7 +92,7 @@ func (t *Table) clearPending() {
 
 // clearPendingSlot clears slot pos, pending with word w.
 func (t *Table) clearPendingSlot(pos, w uint64) {
-	t.checkClearing(w)
+	t.checkClearing(pos, w)
 	t.pendingSlots--
 	t.unpublish(pos, w)
 }
@@ -101,9 +101,9 @@ func (t *Table) clearPendingSlot(pos, w uint64) {
 // puts the record in limbo. If writes of its key are in flight (Reserve),
 // the slot is held for them, so that they still find room.
 func (t *Table) unpublish(pos, w uint64) {
-	g := t.group(t.keyOf(w))
+	g := t.group(t.keyOf(pos, w))
 	storeWord(t.mem, pos, 0)
-	t.retire(w, t.clock()) // stamped after the store: the grace period starts here
+	t.retire(pos, w, t.clock()) // stamped after the store: the grace period starts here
 	t.unstamp(pos)
 	if g != nil && g.held < 0 {
 		b, _ := t.hdr.slotIndex(pos)
@@ -111,8 +111,9 @@ func (t *Table) unpublish(pos, w uint64) {
 	}
 }
 
-// pending reports whether the record slot word w names is dead: its slot
-// is one whose clearing waits (the writer reads its own bytes plainly).
-func (t *Table) pending(w uint64) bool {
-	return binary.LittleEndian.Uint32(t.mem[DecodeSlot(w).Offset+recState:]) == stateDead
+// pending reports whether the record slot word w at pos names is dead:
+// its slot is one whose clearing waits (the writer reads its own bytes
+// plainly).
+func (t *Table) pending(pos, w uint64) bool {
+	return t.stateOf(t.resolve(pos, w)) == stateDead
 }

@@ -1,6 +1,7 @@
 package table
 
 import (
+	"encoding/binary"
 	"errors"
 	"sync/atomic"
 	"testing"
@@ -52,23 +53,24 @@ func newTable(tb testing.TB, size int, cfg Config) (*Table, []byte, *fakeClock) 
 var errMiss = errors.New("miss")
 
 // lookup does what a client does with the bytes of one READ of the header,
-// the key's buckets and its matching records, here read straight from mem by
-// a goroutine that is not racing the writer.
+// the key's buckets (with their arenas) and its matching out-of-place
+// records, here read straight from mem by a goroutine that is not racing
+// the writer. An inline word's record is verified from its bucket's arena.
 func lookup(mem, key []byte) (value []byte, version uint64, err error) {
 	h, err := ParseHeader(mem)
 	if err != nil {
 		return nil, 0, err
 	}
 	hash := Hash(key)
+	fp := Fingerprint(hash)
 	b1, b2 := Buckets(hash, h.Buckets)
-	var out [SlotsPerBucket]Slot
 	for _, b := range [2]uint32{b1, b2} {
-		n := ScanBucket(mem[h.BucketOffset(b):], Fingerprint(hash), &out)
-		for _, s := range out[:n] {
-			if !h.InArea(s) {
-				return nil, 0, ErrBadLength
+		for i := range SlotsPerBucket {
+			w := binary.LittleEndian.Uint64(mem[h.SlotOffset(b, i):])
+			if w == 0 || DecodeSlot(w).FP != fp {
+				continue
 			}
-			value, version, err := VerifyRecord(mem[s.Offset:s.Offset+s.Len], key, s)
+			value, version, err := verifyWord(mem, h, b, w, key)
 			if errors.Is(err, ErrKeyMismatch) {
 				continue
 			}
@@ -76,6 +78,21 @@ func lookup(mem, key []byte) (value []byte, version uint64, err error) {
 		}
 	}
 	return nil, 0, errMiss
+}
+
+// verifyWord verifies, as a reader would, the record that slot word w in
+// bucket b names.
+func verifyWord(mem []byte, h Header, b uint32, w uint64, key []byte) ([]byte, uint64, error) {
+	if IsInline(w) {
+		base := h.BucketOffset(b) + BucketSize
+		arena := mem[base : base+uint64(h.BucketBytes-BucketSize)]
+		return VerifyInline(arena, key, DecodeInlineSlot(w), nil)
+	}
+	s := DecodeSlot(w)
+	if !h.InArea(s) {
+		return nil, 0, ErrBadLength
+	}
+	return VerifyRecord(mem[s.Offset:s.Offset+s.Len], key, s)
 }
 
 // slotOf returns the slot word currently published for key (0 if none).
@@ -86,4 +103,43 @@ func slotOf(tb testing.TB, tab *Table, key []byte) uint64 {
 		return 0
 	}
 	return w
+}
+
+// inlineModes are the arena settings the property tests run under: none
+// (every record out of place, layout 2's writer) and small records inline
+// (InlineMax 144: values up to about 100 bytes), with an inline grace
+// period half the test's own.
+var inlineModes = []struct {
+	name      string
+	inlineMax int
+}{
+	{"out of place", 0},
+	{"inline", 144},
+}
+
+// forInlineModes runs f as one subtest per inline mode, with cfg given
+// that mode's arenas. Region sizes for f come from grow, which adds the
+// arenas' bytes when cfg fixes the bucket count, so that the record area
+// stays the size the test was written for.
+func forInlineModes(t *testing.T, cfg Config, f func(t *testing.T, cfg Config, grow func(size int) int)) {
+	for _, m := range inlineModes {
+		t.Run(m.name, func(t *testing.T) {
+			c := withInline(cfg, m.inlineMax)
+			grow := func(size int) int {
+				return size + c.Buckets*int(c.withDefaults().bucketBytes()-BucketSize)
+			}
+			f(t, c, grow)
+		})
+	}
+}
+
+// withInline is cfg with arenas for records of up to inlineMax bytes (0:
+// none) and an inline grace period half of cfg's grace period.
+func withInline(cfg Config, inlineMax int) Config {
+	cfg.InlineMax = inlineMax
+	if inlineMax > 0 {
+		g := cfg.withDefaults().Grace
+		cfg.InlineGrace = max(g/2/time.Millisecond*time.Millisecond, time.Millisecond)
+	}
+	return cfg
 }

@@ -1,7 +1,5 @@
 package table
 
-import "encoding/binary"
-
 // Atomic groups: writes that lock-free readers see all at once, or none of
 // (a transaction's writes to several keys). Slot stores are one key at a
 // time, so a reader of two keys could otherwise meet one key's new value
@@ -42,17 +40,16 @@ func (t *Table) Withhold(key []byte) {
 	if !t.atomic || checkKey(key) != nil {
 		return
 	}
-	if _, w, found := t.find(key, Hash(key)); found && !t.pending(w) {
+	if pos, w, found := t.find(key, Hash(key)); found && !t.pending(pos, w) {
 		// (A pending slot's record is dead: hidden, EndAtomic would
 		// revive it.)
-		t.hide(DecodeSlot(w).Offset, key)
+		t.setState(t.resolve(pos, w), stateHidden) // one atomic store
+		t.remember(key)
 	}
 }
 
-// hide marks the record at off hidden (one atomic store) and remembers its
-// key for EndAtomic.
-func (t *Table) hide(off uint64, key []byte) {
-	storeHalf(t.mem, off+recState, stateHidden)
+// remember adds key to the group, for EndAtomic.
+func (t *Table) remember(key []byte) {
 	t.groupKeys = append(t.groupKeys, key...)
 	t.groupEnds = append(t.groupEnds, len(t.groupKeys))
 }
@@ -65,10 +62,11 @@ func (t *Table) EndAtomic() {
 	for _, end := range t.groupEnds {
 		key := t.groupKeys[start:end]
 		start = end
-		if _, w, found := t.find(key, Hash(key)); found {
-			off := DecodeSlot(w).Offset + recState
-			if binary.LittleEndian.Uint32(t.mem[off:]) == stateHidden {
-				storeHalf(t.mem, off, stateLive)
+		if pos, w, found := t.find(key, Hash(key)); found {
+			// Whichever record the slot names now: a move within the group
+			// carried a hidden inline record as a hidden copy.
+			if l := t.resolve(pos, w); t.stateOf(l) == stateHidden {
+				t.setState(l, stateLive)
 			}
 		}
 	}

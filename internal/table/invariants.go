@@ -2,8 +2,6 @@ package table
 
 import (
 	"bytes"
-	"encoding/binary"
-	"hash/crc32"
 
 	"github.com/kvd-project/kvd/internal/invariants"
 )
@@ -13,51 +11,44 @@ import (
 // what they read (docs/layout.md): a check failing here means a reader
 // could have been served something the format promises it never sees.
 
-// checkWritten: a record is complete and verifiable before its slot is
-// published (readers verify checksum, key, length and value).
-func (t *Table) checkWritten(off uint64, s Slot, key, value []byte, version uint64) {
+// checkWritten: a record is complete and verifiable before the word w
+// that names it is published at pos (readers verify checksum, key,
+// length and value; an inline record's tags too).
+func (t *Table) checkWritten(pos, w uint64, key, value []byte, version uint64) {
 	if !invariants.Enabled {
 		return
 	}
-	rec := t.mem[off : off+s.Len]
-	v, ver, err := verifyContent(rec, key, s)
-	state := binary.LittleEndian.Uint32(rec[recState:])
+	v, ver, state, err := t.verifyAt(pos, w, key, nil)
 	invariants.Check(err == nil && ver == version && bytes.Equal(v, value),
-		"record at %d does not verify before publication: %v", off, err)
+		"record of word %#x does not verify before publication: %v", w, err)
 	invariants.Check(state == stateHidden,
-		"record at %d is published in state %d, not hidden (atomic group open: %v)", off, state, t.atomic)
+		"record of word %#x is published in state %d, not hidden (atomic group open: %v)", w, state, t.atomic)
 }
 
 // checkRetiring: a record leaving publication is still intact and live
 // (or hidden, within an atomic group): nothing wrote over it while readers
 // could find it (records are immutable once published, except the state
 // word).
-func (t *Table) checkRetiring(s Slot) {
+func (t *Table) checkRetiring(pos, w uint64) {
 	if !invariants.Enabled {
 		return
 	}
-	rec := t.mem[s.Offset : s.Offset+s.Len]
-	le := binary.LittleEndian
-	st := le.Uint32(rec[recState:])
-	invariants.Check(st == stateLive || t.atomic && st == stateHidden, "retiring a record at %d in state %d", s.Offset, st)
-	invariants.Check(crc32.Checksum(rec[recVersion:], castagnoli) == le.Uint32(rec[recCRC:]),
-		"a published record at %d was modified before it was retired", s.Offset)
+	_, _, st, err := t.verifyAt(pos, w, t.keyOf(pos, w), nil)
+	invariants.Check(err == nil, "a published record (word %#x) was modified before it was retired: %v", w, err)
+	invariants.Check(st == stateLive || t.atomic && st == stateHidden, "retiring a record (word %#x) in state %d", w, st)
 }
 
 // checkClearing: rule M4 (evict.go). The slot of a key the node still
 // holds is cleared only once the incomplete flag has been set for the
 // grace period, and it names the key's record, dead and intact.
-func (t *Table) checkClearing(w uint64) {
+func (t *Table) checkClearing(pos, w uint64) {
 	if !invariants.Enabled {
 		return
 	}
-	s := DecodeSlot(w)
-	rec := t.mem[s.Offset : s.Offset+s.Len]
-	le := binary.LittleEndian
 	invariants.Check(t.slotsMayClear(), "clearing the slot of an evicted key %d after the flag was set, before the grace period %d",
 		t.clock()-t.incompleteAt, t.grace)
-	invariants.Check(le.Uint32(rec[recState:]) == stateDead && crc32.Checksum(rec[recVersion:], castagnoli) == le.Uint32(rec[recCRC:]),
-		"a pending slot's record at %d is not dead and intact", s.Offset)
+	_, _, st, err := t.verifyAt(pos, w, t.keyOf(pos, w), nil)
+	invariants.Check(err == nil && st == stateDead, "a pending slot's record (word %#x) is not dead and intact: %v", w, err)
 }
 
 // checkCompleting: rules M4 and M3 (evict.go, complete.go). The flag
@@ -119,7 +110,7 @@ func (t *Table) checkMoved(w, dst uint64) {
 	if !invariants.Enabled {
 		return
 	}
-	key := t.keyOf(w)
+	key := t.keyOf(dst, w)
 	pos, got, ok := t.find(key, Hash(key))
 	invariants.Check(ok && pos == dst && got == w, "moved key %q not found at its new slot %d", key, dst)
 	b, _ := t.hdr.slotIndex(dst)
@@ -229,6 +220,7 @@ func (t *Table) checkSpace() {
 		t.checkBucket(uint32(b))
 	}
 	invariants.Check(sum == t.heldSlots, "buckets hold %d slots, counted %d", sum, t.heldSlots)
+	t.checkArenas()
 }
 
 // checkCopy: a record compaction moves is an exact, verifiable copy before
@@ -237,8 +229,41 @@ func (t *Table) checkCopy(from, to Slot) {
 	if !invariants.Enabled {
 		return
 	}
-	key := t.keyOf(from.Word())
+	key := t.keyAt(loc{off: from.Offset, n: from.Len})
 	_, v1, err1 := VerifyRecord(t.mem[from.Offset:from.Offset+from.Len], key, from)
 	_, v2, err2 := VerifyRecord(t.mem[to.Offset:to.Offset+to.Len], key, to)
 	invariants.Check(err1 == nil && err2 == nil && v1 == v2, "compaction copy of %q does not verify: %v, %v", key, err1, err2)
+}
+
+// checkArenas: every inline word names a block inside its own bucket's
+// arena whose every word carries the word's tag and which parses as its
+// key's record (rule T and the tagged format); a bucket's live inline
+// bytes stay within 8·InlineMax (its 8 slots' records: what lets a
+// rebuild put every small record inline again, step 5); and the arena
+// allocator holds exactly those blocks and its limbo.
+func (t *Table) checkArenas() {
+	if !invariants.Enabled || t.hdr.InlineMax == 0 {
+		return
+	}
+	var blocks []arenaBlock
+	for b := range t.hdr.Buckets {
+		var live uint64
+		for s := range SlotsPerBucket {
+			pos := t.hdr.SlotOffset(b, s)
+			w := loadWord(t.mem, pos)
+			if w == 0 || !IsInline(w) {
+				continue
+			}
+			is := DecodeInlineSlot(w)
+			invariants.Check(is.InArena(t.arenas.arenaBytes) && tagsAre(t.block(t.resolve(pos, w)), is.Tag),
+				"inline word %#x in bucket %d names a block outside its arena or not all of tag %d", w, b, is.Tag)
+			_, err := parseInline(t.arena(b), t.keyOf(pos, w), is)
+			invariants.Check(err == nil, "inline word %#x in bucket %d: its record does not parse: %v", w, b, err)
+			live += is.Len
+			blocks = append(blocks, arenaBlock{bucket: b, off: is.Offset, n: is.Len})
+		}
+		invariants.Check(live <= 8*uint64(t.hdr.InlineMax), "bucket %d holds %d live inline bytes, more than 8·%d", b, live, t.hdr.InlineMax)
+	}
+	err := t.arenas.check(blocks)
+	invariants.Check(err == nil, "arena accounting: %v", err)
 }

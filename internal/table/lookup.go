@@ -1,7 +1,6 @@
 package table
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
 )
@@ -14,16 +13,21 @@ func (t *Table) Get(key []byte) (value []byte, version uint64, ok bool, err erro
 	if checkKey(key) != nil {
 		return nil, 0, false, nil
 	}
-	_, w, found := t.find(key, Hash(key))
-	if !found || t.pending(w) { // an evicted key's slot, waiting to clear: not in the region
+	pos, w, found := t.find(key, Hash(key))
+	if !found || t.pending(pos, w) { // an evicted key's slot, waiting to clear: not in the region
 		return nil, 0, false, nil
 	}
-	s := DecodeSlot(w)
-	v, version, err := VerifyRecord(t.mem[s.Offset:s.Offset+s.Len], key, s)
+	v, version, state, err := t.verifyAt(pos, w, key, []byte{})
+	if err == nil {
+		err = stateErr(state)
+	}
 	if err != nil {
 		return nil, 0, false, err
 	}
-	return append([]byte{}, v...), version, true, nil
+	if !IsInline(w) {
+		v = append([]byte{}, v...) // a subslice of the region
+	}
+	return v, version, true, nil
 }
 
 // find returns the position and word of key's slot, if it has one. The
@@ -38,9 +42,7 @@ func (t *Table) find(key []byte, h uint64) (pos, w uint64, ok bool) {
 			if w == 0 || DecodeSlot(w).FP != fp {
 				continue
 			}
-			off := DecodeSlot(w).Offset
-			kl := uint64(binary.LittleEndian.Uint16(t.mem[off+recKeyLen:]))
-			if bytes.Equal(t.mem[off+recKey:off+recKey+kl], key) {
+			if t.keyIs(t.resolve(pos, w), key) {
 				return pos, w, true
 			}
 		}

@@ -68,13 +68,34 @@ func (t *Table) place(key []byte, h uint64, g *resvKey) (placement, error) {
 	return t.placeNew(h)
 }
 
-// commit carries out p's moves, if any, and returns the slot to publish into.
-func (t *Table) commit(p *placement) uint64 {
+// commit carries out p's moves, if any, and returns the slot to publish
+// into. It fails, changing nothing, only if the moves' inline records find
+// no room to be carried to (carries).
+func (t *Table) commit(p *placement) (uint64, error) {
 	if p.chain >= 0 {
-		p.pos = t.relocate(p.chain)
+		pos, err := t.relocate(p.chain)
+		if err != nil {
+			return 0, err
+		}
+		p.pos = pos
 		p.chain = -1
 	}
-	return p.pos
+	return p.pos, nil
+}
+
+// placeBucket is the bucket whose slot p publishes into: with moves, the
+// one (b1 or b2) the chain starts from. Known before the moves, so that a
+// Put can choose its record's bytes first.
+func (t *Table) placeBucket(p *placement) uint32 {
+	if p.chain < 0 {
+		b, _ := t.hdr.slotIndex(p.pos)
+		return b
+	}
+	j := p.chain
+	for t.hops[j].from >= 0 {
+		j = int(t.hops[j].from)
+	}
+	return t.hops[j].bucket
 }
 
 // emptySlot returns the first empty slot of the less loaded of b1 and b2
@@ -153,12 +174,13 @@ search:
 	for i := 0; i < len(q) && len(q) < limit; i++ {
 		u := q[i].bucket
 		for s := range SlotsPerBucket {
-			w := binary.LittleEndian.Uint64(t.mem[t.hdr.SlotOffset(u, s):])
+			pos := t.hdr.SlotOffset(u, s)
+			w := binary.LittleEndian.Uint64(t.mem[pos:])
 			if w == 0 || !rebuild && t.recentlyMoved(u, s, now) {
 				continue
 			}
-			v := t.otherBucket(w, u)
-			if t.visited[v] == t.searchID {
+			v := t.otherBucket(pos, w, u)
+			if t.visited[v] == t.searchID || !t.canCarry(pos, w, v) {
 				continue
 			}
 			t.visited[v] = t.searchID
@@ -174,9 +196,9 @@ search:
 }
 
 // otherBucket is the candidate bucket, other than u, of the key whose slot
-// word in u is w.
-func (t *Table) otherBucket(w uint64, u uint32) uint32 {
-	b1, b2 := Buckets(Hash(t.keyOf(w)), t.hdr.Buckets)
+// word in u (at pos) is w.
+func (t *Table) otherBucket(pos, w uint64, u uint32) uint32 {
+	b1, b2 := Buckets(Hash(t.keyOf(pos, w)), t.hdr.Buckets)
 	t.checkCandidate(w, u, b1, b2)
 	if u == b1 {
 		return b2
@@ -184,38 +206,44 @@ func (t *Table) otherBucket(w uint64, u uint32) uint32 {
 	return b1
 }
 
-// keyOf is the key of the (live) record that slot word w names.
-func (t *Table) keyOf(w uint64) []byte {
-	off := DecodeSlot(w).Offset
-	kl := uint64(binary.LittleEndian.Uint16(t.mem[off+recKeyLen:]))
-	return t.mem[off+recKey : off+recKey+kl]
-}
-
 // relocate carries out the chain of moves ending at hop j (found by
 // search) and returns the slot it freed in b1 or b2. Each key's word is
-// stored into its other bucket before it is cleared from the old one.
-func (t *Table) relocate(j int) uint64 {
+// stored into its other bucket before it is cleared from the old one; a
+// key whose record is inline carries it along (carry). Every block those
+// copies need is taken first, so the chain is carried out whole or, if
+// one is missing, not at all.
+func (t *Table) relocate(j int) (uint64, error) {
+	if err := t.takeCarries(j); err != nil {
+		return 0, err
+	}
 	var src uint64
-	for t.hops[j].from >= 0 {
+	for k := 0; t.hops[j].from >= 0; k++ {
 		h := t.hops[j]
 		from := t.hops[h.from].bucket
 		src = t.hdr.SlotOffset(from, int(h.slot))
 		w := binary.LittleEndian.Uint64(t.mem[src:])
 		dst := t.emptyIn(h.bucket)
 		t.checkMove(from, int(h.slot), w, dst)
-		storeWord(t.mem, dst, w)
-		t.stampMoved(dst)     // after the store: the key's new slot is visible from here
-		t.checkCopied(dst, w) // the word is in both buckets before it leaves the old one
+		nw := w
+		if IsInline(w) {
+			nw = t.carry(src, w, t.carries[k])
+		}
+		storeWord(t.mem, dst, nw)
+		t.stampMoved(dst)      // after the store: the key's new slot is visible from here
+		t.checkCopied(dst, nw) // the word is in both buckets before it leaves the old one
 		if t.testMidMove != nil {
 			t.testMidMove()
 		}
 		storeWord(t.mem, src, 0)
 		t.unstamp(src)
-		t.checkMoved(w, dst)
+		if IsInline(w) {
+			t.dropCarried(src, w)
+		}
+		t.checkMoved(nw, dst)
 		t.moves++
 		j = int(h.from)
 	}
-	return src
+	return src, nil
 }
 
 // ensurePlacementState allocates the per-bucket search and move state on

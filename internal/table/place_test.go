@@ -441,32 +441,40 @@ func rebuild(t *testing.T, tab *Table, stored map[string][]byte, order []string)
 // snapshot install), with its keys in plain and adversarial orders: every
 // key fits, every time.
 func TestRebuildFitsAfterFillDeleteRefill(t *testing.T) {
-	for _, c := range rebuildCases {
-		t.Run(c.name, func(t *testing.T) {
-			r := rand.New(rand.NewPCG(21, 22))
-			tab, mem, clk := newTable(t, c.size, c.cfg)
-			stored := fillDeleteRefill(t, tab, clk, c, r)
-			st := tab.Stats()
-			t.Logf("%d keys (%.3f of %d slots, key capacity %d), %d of %d bytes, %d moves",
-				st.Keys, float64(st.Keys)/float64(tab.hdr.Buckets*SlotsPerBucket), tab.hdr.Buckets*SlotsPerBucket,
-				st.KeyCapacity, st.BytesUsed, st.BytesArea, st.Moves)
-			keys := slices.Collect(func(yield func(string) bool) {
-				for k := range stored {
-					if !yield(k) {
-						return
-					}
-				}
-			})
-			for name, order := range orders(keys, tab.hdr.Buckets, r) {
-				fresh, fmem, _ := newTable(t, c.size, c.cfg)
-				rebuild(t, fresh, stored, order)
-				checkStored(t, fresh, fmem, stored)
-				t.Logf("%s: restart fits (%d moves)", name, fresh.Stats().Moves)
+	for _, m := range inlineModes {
+		t.Run(m.name, func(t *testing.T) {
+			for _, c := range rebuildCases {
+				c.cfg = withInline(c.cfg, m.inlineMax)
+				c.size += c.cfg.Buckets * int(c.cfg.withDefaults().bucketBytes()-BucketSize)
+				t.Run(c.name, func(t *testing.T) { rebuildFits(t, c) })
 			}
-			rebuild(t, tab, stored, orders(keys, tab.hdr.Buckets, r)["random"])
-			checkStored(t, tab, mem, stored)
 		})
 	}
+}
+
+func rebuildFits(t *testing.T, c rebuildCase) {
+	r := rand.New(rand.NewPCG(21, 22))
+	tab, mem, clk := newTable(t, c.size, c.cfg)
+	stored := fillDeleteRefill(t, tab, clk, c, r)
+	st := tab.Stats()
+	t.Logf("%d keys (%.3f of %d slots, key capacity %d), %d of %d bytes, %d moves, %d inline bytes, %d spills",
+		st.Keys, float64(st.Keys)/float64(tab.hdr.Buckets*SlotsPerBucket), tab.hdr.Buckets*SlotsPerBucket,
+		st.KeyCapacity, st.BytesUsed, st.BytesArea, st.Moves, st.ArenaUsed, st.Spills)
+	keys := slices.Collect(func(yield func(string) bool) {
+		for k := range stored {
+			if !yield(k) {
+				return
+			}
+		}
+	})
+	for name, order := range orders(keys, tab.hdr.Buckets, r) {
+		fresh, fmem, _ := newTable(t, c.size, c.cfg)
+		rebuild(t, fresh, stored, order)
+		checkStored(t, fresh, fmem, stored)
+		t.Logf("%s: restart fits (%d moves)", name, fresh.Stats().Moves)
+	}
+	rebuild(t, tab, stored, orders(keys, tab.hdr.Buckets, r)["random"])
+	checkStored(t, tab, mem, stored)
 }
 
 // TestReservationsNeverOverfill admits writes until the table refuses one,
@@ -487,79 +495,85 @@ func TestReservationsNeverOverfill(t *testing.T) {
 		{"big values", 1 << 20, Config{Buckets: 16}, func(r *rand.Rand) int { return 16 + r.IntN(64<<10) }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			r := rand.New(rand.NewPCG(5, 5))
-			tab, mem, clk := newTable(t, c.size, c.cfg)
-			stored := map[string][]byte{}
-			for i := range 20 { // some keys to update
-				k := fmt.Sprintf("old-%d", i)
-				stored[k] = pattern(c.valueLen(r), 1)
-				if err := tab.Put([]byte(k), stored[k], 1); err != nil {
-					t.Fatal(err)
-				}
-			}
-			type write struct {
-				key   string
-				value []byte
-			}
-			var admitted []write
-			for fails := 0; fails < 50; {
-				k := fmt.Sprintf("new-%d", r.IntN(1000))
-				switch r.IntN(4) {
-				case 0:
-					k = fmt.Sprintf("old-%d", r.IntN(20))
-				case 1:
-					if len(admitted) > 0 { // a second write of a key in flight
-						k = admitted[r.IntN(len(admitted))].key
-					}
-				}
-				v := pattern(c.valueLen(r), byte(len(admitted)))
-				if err := tab.Reserve([]byte(k), len(v)); err != nil {
-					if !errors.Is(err, ErrNoSpace) {
-						t.Fatal(err)
-					}
-					fails++
-					continue
-				}
-				admitted = append(admitted, write{k, v})
-			}
-			t.Logf("%d writes admitted; %+v", len(admitted), tab.Stats())
-			// Nothing unreserved fits now: no new key, no record longer than what is left.
-			if err := tab.Put([]byte("intruder"), pattern(4000, 1), 1); err == nil {
-				t.Logf("an unreserved Put still fit (room was left): %+v", tab.Stats())
-				tab.Delete([]byte("intruder"))
-			}
-			r.Shuffle(len(admitted), func(i, j int) { admitted[i], admitted[j] = admitted[j], admitted[i] })
-			for i, w := range admitted {
-				clk.Advance(time.Millisecond)
-				if r.IntN(8) == 0 {
-					if _, err := tab.Delete([]byte(w.key)); err != nil {
-						t.Fatal(err)
-					}
-					delete(stored, w.key)
-				}
-				if r.IntN(10) == 0 { // a write nobody reserved for
-					k := fmt.Sprintf("intruder-%d", i)
-					if tab.Put([]byte(k), pattern(c.valueLen(r), 3), 1) == nil {
-						stored[k] = pattern(c.valueLen(r), 3)
-						tab.Delete([]byte(k))
-						delete(stored, k)
-					}
-				}
-				if r.IntN(6) != 0 { // else: collapsed into a later write of the key, or never applied
-					if err := tab.Put([]byte(w.key), w.value, uint64(i+2)); err != nil {
-						t.Fatalf("admitted write %d of %d (%s, %d bytes) did not fit: %v", i, len(admitted), w.key, len(w.value), err)
-					}
-					stored[w.key] = w.value
-				}
-				tab.Unreserve([]byte(w.key), len(w.value))
-			}
-			st := tab.Stats()
-			if st.BytesReserved != 0 || st.SlotsHeld != 0 || len(tab.resv) != 0 {
-				t.Fatalf("after every admission ended: %+v, %d keys with reservations", st, len(tab.resv))
-			}
-			checkStored(t, tab, mem, stored)
+			forInlineModes(t, c.cfg, func(t *testing.T, cfg Config, grow func(int) int) {
+				reservationsNeverOverfill(t, grow(c.size), cfg, c.valueLen)
+			})
 		})
 	}
+}
+
+func reservationsNeverOverfill(t *testing.T, size int, cfg Config, valueLen func(r *rand.Rand) int) {
+	r := rand.New(rand.NewPCG(5, 5))
+	tab, mem, clk := newTable(t, size, cfg)
+	stored := map[string][]byte{}
+	for i := range 20 { // some keys to update
+		k := fmt.Sprintf("old-%d", i)
+		stored[k] = pattern(valueLen(r), 1)
+		if err := tab.Put([]byte(k), stored[k], 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	type write struct {
+		key   string
+		value []byte
+	}
+	var admitted []write
+	for fails := 0; fails < 50; {
+		k := fmt.Sprintf("new-%d", r.IntN(1000))
+		switch r.IntN(4) {
+		case 0:
+			k = fmt.Sprintf("old-%d", r.IntN(20))
+		case 1:
+			if len(admitted) > 0 { // a second write of a key in flight
+				k = admitted[r.IntN(len(admitted))].key
+			}
+		}
+		v := pattern(valueLen(r), byte(len(admitted)))
+		if err := tab.Reserve([]byte(k), len(v)); err != nil {
+			if !errors.Is(err, ErrNoSpace) {
+				t.Fatal(err)
+			}
+			fails++
+			continue
+		}
+		admitted = append(admitted, write{k, v})
+	}
+	t.Logf("%d writes admitted; %+v", len(admitted), tab.Stats())
+	// Nothing unreserved fits now: no new key, no record longer than what is left.
+	if err := tab.Put([]byte("intruder"), pattern(4000, 1), 1); err == nil {
+		t.Logf("an unreserved Put still fit (room was left): %+v", tab.Stats())
+		tab.Delete([]byte("intruder"))
+	}
+	r.Shuffle(len(admitted), func(i, j int) { admitted[i], admitted[j] = admitted[j], admitted[i] })
+	for i, w := range admitted {
+		clk.Advance(time.Millisecond)
+		if r.IntN(8) == 0 {
+			if _, err := tab.Delete([]byte(w.key)); err != nil {
+				t.Fatal(err)
+			}
+			delete(stored, w.key)
+		}
+		if r.IntN(10) == 0 { // a write nobody reserved for
+			k := fmt.Sprintf("intruder-%d", i)
+			if tab.Put([]byte(k), pattern(valueLen(r), 3), 1) == nil {
+				stored[k] = pattern(valueLen(r), 3)
+				tab.Delete([]byte(k))
+				delete(stored, k)
+			}
+		}
+		if r.IntN(6) != 0 { // else: collapsed into a later write of the key, or never applied
+			if err := tab.Put([]byte(w.key), w.value, uint64(i+2)); err != nil {
+				t.Fatalf("admitted write %d of %d (%s, %d bytes) did not fit: %v", i, len(admitted), w.key, len(w.value), err)
+			}
+			stored[w.key] = w.value
+		}
+		tab.Unreserve([]byte(w.key), len(w.value))
+	}
+	st := tab.Stats()
+	if st.BytesReserved != 0 || st.SlotsHeld != 0 || len(tab.resv) != 0 {
+		t.Fatalf("after every admission ended: %+v, %d keys with reservations", st, len(tab.resv))
+	}
+	checkStored(t, tab, mem, stored)
 }
 
 // TestReserveRefusesAtKeyCapacity: admission stops new keys at 15/16 of the
@@ -622,7 +636,14 @@ func TestReserveRefusesAtKeyCapacity(t *testing.T) {
 // replaced) the large round after a small one ran out of blocks.
 func TestChurnSmallAndLargeValues(t *testing.T) {
 	const grace = 100 * time.Millisecond
-	tab, mem, clk := newTable(t, 4<<20, Config{Buckets: 1024, Grace: grace})
+	forInlineModes(t, Config{Buckets: 1024, Grace: grace}, func(t *testing.T, cfg Config, grow func(int) int) {
+		churnSmallAndLarge(t, grow(4<<20), cfg)
+	})
+}
+
+func churnSmallAndLarge(t *testing.T, size int, cfg Config) {
+	grace := cfg.Grace
+	tab, mem, clk := newTable(t, size, cfg)
 	r := rand.New(rand.NewPCG(8, 8))
 	const keys = 38 // 38 values of 64 KiB: 61% of the area
 	stored := map[string][]byte{"anchor": []byte("never deleted")}

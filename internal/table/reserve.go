@@ -79,7 +79,15 @@ func (t *Table) Reserve(key []byte, valueLen int) error {
 		g = t.newGroup(key)
 	}
 	if needSlot {
-		b, _ := t.hdr.slotIndex(t.commit(&p))
+		pos, err := t.commit(&p)
+		if err != nil {
+			t.alloc.unreserve(off, n)
+			if g.pending == 0 {
+				t.dropGroup(g)
+			}
+			return err
+		}
+		b, _ := t.hdr.slotIndex(pos)
 		t.hold(g, b)
 	}
 	g.pending++

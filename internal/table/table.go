@@ -62,6 +62,16 @@ type Table struct {
 	cells        []uint64    // scratch: live bytes per cell
 	held         [][2]uint64 // scratch: free pieces held out of the stretch being emptied
 
+	// Inline records (loc.go, carry.go). spills: small records written
+	// out of place because their arena was full, ever. keyBuf, valBuf:
+	// scratch for an inline record's key and value (spread over tagged
+	// words, they are never one subslice of mem). carries: the blocks a
+	// chain of moves copies inline records into.
+	spills  uint64
+	keyBuf  []byte
+	valBuf  []byte
+	carries []loc
+
 	// Atomic groups (hidden.go): open between BeginAtomic and EndAtomic;
 	// the group's keys, end to end, with where each ends.
 	atomic    bool
@@ -91,6 +101,16 @@ type Stats struct {
 	LargestFree   uint64 // the largest free extent: no longer record can be written now
 	Moves         uint64 // keys moved to their other bucket to make room, ever
 	Compacted     uint64 // bytes of records moved by Compact, ever
+
+	// Arenas (Config.InlineMax; all 0 without): their bytes over all
+	// buckets, those of inline records (live, hidden, or pending) and those
+	// in limbo (superseded within the inline grace period).
+	// ArenaUsed + ArenaLimbo <= ArenaBytes; fragmentation per bucket is
+	// not shown.
+	ArenaBytes uint64
+	ArenaUsed  uint64
+	ArenaLimbo uint64
+	Spills     uint64 // small records written to the record area because their arena was full, ever
 }
 
 // Fill is how close the table is to refusing writes, from 0 to 1: the
@@ -217,7 +237,7 @@ func KeyCapacity(nbuckets uint32) int {
 // period has passed, so Limbo is as of now.
 func (t *Table) Stats() Stats {
 	t.clearPending()
-	t.alloc.reclaim(t.clock() - t.grace)
+	t.reclaim()
 	t.checkSpace()
 	return Stats{
 		Keys:          t.records,
@@ -233,6 +253,10 @@ func (t *Table) Stats() Stats {
 		LargestFree:   t.alloc.largest(),
 		Moves:         t.moves,
 		Compacted:     t.compacted,
+		ArenaBytes:    uint64(t.hdr.Buckets) * t.arenas.arenaBytes,
+		ArenaUsed:     t.arenas.live,
+		ArenaLimbo:    t.arenas.inLimbo,
+		Spills:        t.spills,
 	}
 }
 
@@ -241,11 +265,14 @@ func (t *Table) Stats() Stats {
 // unpublished waits this long (Reset).
 func (t *Table) LimboClearsIn() time.Duration {
 	t.clearPending() // what it clears goes to limbo: count it
-	at, ok := t.alloc.lastRetired()
-	if !ok {
-		return 0
+	var end int64
+	if at, ok := t.alloc.lastRetired(); ok {
+		end = at + t.grace
 	}
-	return max(time.Duration(at+t.grace-t.clock()), 0)
+	if at, ok := t.arenas.lastRetired(); ok {
+		end = max(end, at+t.arenas.grace)
+	}
+	return max(time.Duration(end-t.clock()), 0)
 }
 
 // SetLease publishes the lease expiry (monoclock nanoseconds; 0: none) with
@@ -315,8 +342,8 @@ func (t *Table) Reset() {
 	t.rebuilding = true
 	t.atomic, t.groupKeys, t.groupEnds = false, t.groupKeys[:0], t.groupEnds[:0]
 	for pos := range t.slotWords() {
-		if w := binary.LittleEndian.Uint64(t.mem[pos:]); w != 0 && !t.pending(w) {
-			t.unpublishing(w)
+		if w := binary.LittleEndian.Uint64(t.mem[pos:]); w != 0 && !t.pending(pos, w) {
+			t.unpublishing(pos, w)
 			t.pendingSlots++
 		}
 	}

@@ -525,53 +525,88 @@ func TestCanPut(t *testing.T) {
 }
 
 // TestRandomOps runs random puts and deletes against a map model, checking
-// the space accounting after every op and the contents at intervals.
+// the space accounting after every op and the contents at intervals, with
+// and without arenas (a record is counted in the arena or the record area
+// as its slot word says).
 func TestRandomOps(t *testing.T) {
-	tab, mem, clk := newTable(t, 512<<10, Config{Buckets: 256, Grace: 10 * time.Millisecond})
-	r := rand.New(rand.NewPCG(5, 6))
-	model := map[string][]byte{}
-	var payload uint64
-	var noSpace int
-	keys := 150
-	for i := range 20000 {
-		clk.Advance(time.Millisecond)
-		k := fmt.Sprintf("k%d", r.IntN(keys))
-		switch {
-		case r.IntN(4) == 0:
-			existed, err := tab.Delete([]byte(k))
-			_, want := model[k]
-			if err != nil || existed != want {
-				t.Fatalf("Delete(%s) = %v, %v", k, existed, err)
+	forInlineModes(t, Config{Buckets: 256, Grace: 10 * time.Millisecond}, func(t *testing.T, cfg Config, grow func(int) int) {
+		tab, mem, clk := newTable(t, grow(512<<10), cfg)
+		r := rand.New(rand.NewPCG(5, 6))
+		model := map[string][]byte{}
+		sizes := map[string]recordSize{}
+		var payload, arena uint64
+		var noSpace int
+		keys := 150
+		account := func(k string, sign int) {
+			sz := sizes[k]
+			if sz.inline {
+				arena = uint64(int(arena) + sign*int(sz.n))
+			} else {
+				payload = uint64(int(payload) + sign*int(sz.n))
 			}
-			if want {
-				payload -= RecordLen(len(k), len(model[k]))
-				delete(model, k)
-			}
-		default:
-			v := pattern(r.IntN(4000), byte(i))
-			err := tab.Put([]byte(k), v, uint64(i))
-			if errors.Is(err, ErrNoSpace) {
-				noSpace++
-				break
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if old, ok := model[k]; ok {
-				payload -= RecordLen(len(k), len(old))
-			}
-			model[k] = v
-			payload += RecordLen(len(k), len(v))
 		}
+		for i := range 20000 {
+			clk.Advance(time.Millisecond)
+			k := fmt.Sprintf("k%d", r.IntN(keys))
+			switch {
+			case r.IntN(4) == 0:
+				existed, err := tab.Delete([]byte(k))
+				_, want := model[k]
+				if err != nil || existed != want {
+					t.Fatalf("Delete(%s) = %v, %v", k, existed, err)
+				}
+				if want {
+					account(k, -1)
+					delete(model, k)
+				}
+			default:
+				v := pattern(r.IntN(4000)>>(r.IntN(2)*5), byte(i)) // half of them small
+				err := tab.Put([]byte(k), v, uint64(i))
+				if errors.Is(err, ErrNoSpace) {
+					noSpace++
+					break
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, ok := model[k]; ok {
+					account(k, -1)
+				}
+				model[k] = v
+				sizes[k] = sizeOf(t, tab, []byte(k), v)
+				account(k, 1)
+			}
+			st := tab.Stats()
+			if st.BytesUsed+st.BytesLimbo+st.BytesFree != st.BytesArea || st.BytesPayload != payload || st.BytesPayload > st.BytesUsed ||
+				4*(st.BytesUsed-st.BytesPayload) > st.BytesPayload || st.Keys != len(model) ||
+				st.ArenaUsed != arena || st.ArenaUsed+st.ArenaLimbo > st.ArenaBytes {
+				t.Fatalf("op %d: stats %+v, model payload %d arena %d records %d", i, st, payload, arena, len(model))
+			}
+			if i%1000 == 0 {
+				checkStored(t, tab, mem, model)
+			}
+		}
+		checkStored(t, tab, mem, model)
 		st := tab.Stats()
-		if st.BytesUsed+st.BytesLimbo+st.BytesFree != st.BytesArea || st.BytesPayload != payload || st.BytesPayload > st.BytesUsed ||
-			4*(st.BytesUsed-st.BytesPayload) > st.BytesPayload || st.Keys != len(model) {
-			t.Fatalf("op %d: stats %+v, model payload %d records %d", i, st, payload, len(model))
+		t.Logf("%d puts hit ErrNoSpace; %d spills", noSpace, st.Spills)
+		if cfg.InlineMax > 0 && (arena == 0 || st.ArenaLimbo+st.ArenaUsed == 0) {
+			t.Fatalf("no record inline: %+v", st)
 		}
-		if i%1000 == 0 {
-			checkStored(t, tab, mem, model)
-		}
+	})
+}
+
+// recordSize is how a record is stored: its length, inline or not.
+type recordSize struct {
+	n      uint64
+	inline bool
+}
+
+// sizeOf is how key's record (with value) is stored now, as its slot word
+// says.
+func sizeOf(t *testing.T, tab *Table, key, value []byte) recordSize {
+	t.Helper()
+	if IsInline(slotOf(t, tab, key)) {
+		return recordSize{InlineLen(len(key), len(value)), true}
 	}
-	checkStored(t, tab, mem, model)
-	t.Logf("%d puts hit ErrNoSpace", noSpace)
+	return recordSize{RecordLen(len(key), len(value)), false}
 }

@@ -23,41 +23,39 @@ func (t *Table) Put(key, value []byte, version uint64) error {
 	if err != nil {
 		return err
 	}
-	n := RecordLen(len(key), len(value))
-	t.alloc.reclaim(t.clock() - t.grace)
-	var off uint64
-	ok := false
-	if g != nil {
-		if off, ok = g.takeBlock(n); ok {
-			t.alloc.fill(n)
-		}
+	t.reclaim()
+	dst, err := t.newBlock(key, value, t.placeBucket(&p), g)
+	if err != nil {
+		return err
 	}
-	if !ok {
-		if off, ok = t.alloc.alloc(n); !ok {
-			return t.noBlock(n)
-		}
+	pos, err := t.commit(&p)
+	if err != nil {
+		t.dropBlock(dst)
+		return err
 	}
-	pos := t.commit(&p)
-	encodeRecordState(t.mem[off:off+n], key, value, version, stateHidden)
+	t.settleReservation(&dst, key, value, g)
+	if !dst.inline && t.inlineFits(len(key), len(value)) {
+		t.spills++ // its arena is full: out of place until re-inlined (step 6)
+	}
+	w := t.writeHidden(dst, key, value, version, Fingerprint(h))
 	if t.atomic {
-		t.hide(off, key) // EndAtomic turns it live with the rest of the group
+		t.remember(key) // EndAtomic turns it live with the rest of the group
 	}
-	slot := Slot{Offset: off, Len: n, FP: Fingerprint(h)}
-	t.checkWritten(off, slot, key, value, version)
+	t.checkWritten(pos, w, key, value, version)
 	// An evicted key whose slot is pending (evict.go) is updated in place:
 	// its record is dead already, and the key is back once the store is.
-	wasPending := p.found && t.pending(p.old)
+	wasPending := p.found && t.pending(pos, p.old)
 	if p.found && !wasPending {
-		t.unpublishing(p.old) // dead before the store: never live and unnamed
+		t.unpublishing(pos, p.old) // dead before the store: never live and unnamed
 	}
-	storeWord(t.mem, pos, slot.Word())
+	storeWord(t.mem, pos, w)
 	if !t.atomic {
-		storeHalf(t.mem, off+recState, stateLive)
+		t.setState(dst, stateLive)
 	}
 	if p.found {
 		// Stamped after the store: a reader may have read the old slot word
 		// until this moment, and the grace period must cover it from here.
-		t.retire(p.old, t.clock())
+		t.retire(pos, p.old, t.clock())
 		if wasPending {
 			t.pendingSlots--
 			t.records++
@@ -71,8 +69,84 @@ func (t *Table) Put(key, value []byte, version uint64) error {
 		b, _ := t.hdr.slotIndex(pos)
 		t.checkBucket(b)
 	}
-	t.payload += n
 	return nil
+}
+
+// inlineFits reports whether a record of key and value is small enough to
+// live inline (a length in the tagged format, InlineLen).
+func (t *Table) inlineFits(keyLen, valueLen int) bool {
+	return t.hdr.InlineMax > 0 && InlineLen(keyLen, valueLen) <= uint64(t.hdr.InlineMax)
+}
+
+// newBlock chooses the bytes of a Put's record whose slot will be in
+// bucket b (docs/design/one-round-trip-gets.md §5.6 step 2): a block of
+// b's arena if the record is small and the arena has room, else a block of
+// the record area, taken now unless the key's reservations hold one (Put
+// takes that after its moves, settleReservation). Limbo must be reclaimed.
+func (t *Table) newBlock(key, value []byte, b uint32, g *resvKey) (loc, error) {
+	if t.inlineFits(len(key), len(value)) {
+		n := InlineLen(len(key), len(value))
+		if off, ok := t.arenas.alloc(b, n); ok {
+			return loc{off: t.arenaBase(b) + off, n: n, inline: true, bucket: b}, nil
+		}
+	}
+	n := RecordLen(len(key), len(value))
+	if g != nil {
+		if i := g.size(n); i >= 0 && len(g.sizes[i].blocks) > 0 {
+			return loc{n: n}, nil // off 0: the reserved block, taken later
+		}
+	}
+	off, ok := t.alloc.alloc(n)
+	if !ok {
+		return loc{}, t.noBlock(n)
+	}
+	return loc{off: off, n: n}, nil
+}
+
+// dropBlock gives back a block newBlock took, never written (the moves
+// that were to make room could not be carried out).
+func (t *Table) dropBlock(l loc) {
+	switch {
+	case l.inline:
+		t.arenas.freeNow(l.bucket, l.off-t.arenaBase(l.bucket), l.n)
+	case l.off != 0:
+		t.alloc.unalloc(l.off, l.n)
+	}
+}
+
+// settleReservation squares a Put with its key's reservations (Reserve
+// set aside a record-area block of the out-of-place length): a record
+// going out of place takes that block if newBlock left it; one going
+// inline releases it at once (never written: no limbo), so that the key's
+// blocks never outnumber its writes in flight.
+func (t *Table) settleReservation(dst *loc, key, value []byte, g *resvKey) {
+	if g == nil {
+		return
+	}
+	n := RecordLen(len(key), len(value))
+	if dst.inline {
+		if off, ok := g.takeBlock(n); ok {
+			t.alloc.unreserve(off, n)
+		}
+		return
+	}
+	if dst.off == 0 {
+		dst.off, _ = g.takeBlock(n)
+		t.alloc.fill(n)
+	}
+}
+
+// writeHidden writes the record at dst, hidden (rule W; an inline record
+// under a tag chosen by rule T), and returns the slot word naming it.
+func (t *Table) writeHidden(dst loc, key, value []byte, version uint64, fp uint16) uint64 {
+	if dst.inline {
+		tag := writeInline(t.block(dst), key, value, version, stateHidden)
+		s := InlineSlot{Offset: dst.off - t.arenaBase(dst.bucket), Len: dst.n, Tag: tag, Version: uint32(version), FP: fp}
+		return s.Word()
+	}
+	encodeRecordState(t.block(dst), key, value, version, stateHidden)
+	t.payload += dst.n
+	return Slot{Offset: dst.off, Len: dst.n, FP: fp}.Word()
 }
 
 // CanPut reports the error a Put of key with a value of valueLen bytes would
@@ -130,31 +204,29 @@ func (t *Table) Delete(key []byte) (existed bool, err error) {
 	if !found {
 		return false, nil
 	}
-	if t.pending(old) {
+	if t.pending(pos, old) {
 		// Evicted, its clearing pending: the node no longer holds the key,
 		// so it may go at once.
 		t.pendingSlots--
 	} else {
-		t.unpublishing(old)
+		t.unpublishing(pos, old)
 		t.records--
 	}
 	t.unpublish(pos, old)
 	return true, nil
 }
 
-// unpublishing marks the record behind slot word w dead: before its slot
-// stops naming it (a record must not read live while no slot names it),
-// except for a compaction's move, whose copy carries the same version.
-func (t *Table) unpublishing(w uint64) {
-	s := DecodeSlot(w)
-	t.checkRetiring(s)
-	storeHalf(t.mem, s.Offset+recState, stateDead)
+// unpublishing marks the record behind slot word w at pos dead: before
+// its slot stops naming it (a record must not read live while no slot
+// names it), except for a compaction's or move's copy, which carries the
+// same version.
+func (t *Table) unpublishing(pos, w uint64) {
+	t.checkRetiring(pos, w)
+	t.setState(t.resolve(pos, w), stateDead)
 }
 
-// retire puts the block of the (dead) record behind slot word w in limbo,
-// stamped now.
-func (t *Table) retire(w uint64, now int64) {
-	s := DecodeSlot(w)
-	t.alloc.retire(s.Offset, s.Len, now)
-	t.payload -= s.Len
+// retire puts the block of the (dead) record behind slot word w at pos in
+// limbo, stamped now.
+func (t *Table) retire(pos, w uint64, now int64) {
+	t.retireLoc(t.resolve(pos, w), now)
 }

@@ -1,0 +1,116 @@
+package table
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+// Moves of keys whose records are inline (docs/design/one-round-trip-gets.md
+// §5.6, "Move"). An inline word names a block of its own bucket's arena,
+// so it cannot simply be stored into the other bucket: the record goes
+// with it. The copy (same content, version and state, under a tag rule T
+// picks for its new block) goes into the destination bucket's arena, or
+// into the record area in layout 2's format if that arena has no room; the
+// new word is stored, the old slot cleared, and only then is the old copy
+// marked dead and retired, stamped after the clear. Between the two stores
+// both copies read live with the same version, which rule W allows (each
+// is the key's current content), and the key is in one of its buckets at
+// every instant (rule M1).
+
+// canCarry reports whether the key whose word w (at pos) is would have
+// room to take its record along to bucket v: search accepts v for it only
+// then. A word that is not inline moves alone.
+func (t *Table) canCarry(pos, w uint64, v uint32) bool {
+	if !IsInline(w) {
+		return true
+	}
+	old := t.resolve(pos, w)
+	if t.arenas.fits(v, old.n) {
+		return true
+	}
+	kl, vl := t.lens(old)
+	return t.alloc.fits(RecordLen(kl, vl))
+}
+
+// takeCarries takes, in t.carries, the block each inline record of the
+// chain ending at hop j is copied into, in relocate's order (entries for
+// other keys are unused). Search checked each copy alone; several that
+// fall back on the record area may not fit together, and then it gives
+// everything back and fails.
+func (t *Table) takeCarries(j int) error {
+	t.carries = t.carries[:0]
+	for ; t.hops[j].from >= 0; j = int(t.hops[j].from) {
+		h := t.hops[j]
+		src := t.hdr.SlotOffset(t.hops[h.from].bucket, int(h.slot))
+		w := binary.LittleEndian.Uint64(t.mem[src:])
+		var dst loc
+		if IsInline(w) {
+			var ok bool
+			if dst, ok = t.carryBlock(t.resolve(src, w), h.bucket); !ok {
+				t.dropCarries()
+				return fmt.Errorf("%w: no room to move an inline record to bucket %d", ErrNoSpace, h.bucket)
+			}
+		}
+		t.carries = append(t.carries, dst)
+	}
+	return nil
+}
+
+// carryBlock takes the block old's copy goes to when its key moves to
+// bucket v: in v's arena if it has room, else in the record area.
+func (t *Table) carryBlock(old loc, v uint32) (loc, bool) {
+	if off, ok := t.arenas.alloc(v, old.n); ok {
+		return loc{off: t.arenaBase(v) + off, n: old.n, inline: true, bucket: v}, true
+	}
+	kl, vl := t.lens(old)
+	n := RecordLen(kl, vl)
+	off, ok := t.alloc.alloc(n)
+	return loc{off: off, n: n}, ok
+}
+
+// dropCarries gives back the blocks takeCarries took (none written).
+func (t *Table) dropCarries() {
+	for _, l := range t.carries {
+		if l.n != 0 {
+			t.dropBlock(l)
+		}
+	}
+	t.carries = t.carries[:0]
+}
+
+// carry copies the inline record slot word w at src names into dst and
+// returns the word that names the copy (from dst's bucket).
+func (t *Table) carry(src, w uint64, dst loc) uint64 {
+	old := t.resolve(src, w)
+	s := DecodeInlineSlot(w)
+	if dst.inline {
+		s.Tag = copyInline(t.block(dst), t.block(old))
+		s.Offset = dst.off - t.arenaBase(dst.bucket)
+		return s.Word()
+	}
+	// Out of place: layout 2's format, same version and state.
+	block := t.block(old)
+	kl, vl := t.lens(old)
+	key := t.keyAt(old)
+	t.valBuf = appendPayload(t.valBuf[:0], block, inlineHead+kl, vl)
+	encodeRecordState(t.block(dst), key, t.valBuf, inlineVersion(block), t.stateOf(old))
+	t.payload += dst.n
+	return Slot{Offset: dst.off, Len: dst.n, FP: s.FP}.Word()
+}
+
+// inlineVersion is the version of the inline record in block: payload
+// bytes 0-7, word 1's seven and word 2's first.
+func inlineVersion(block []byte) uint64 {
+	return binary.LittleEndian.Uint64(block[inlineWord:])&(1<<56-1) | uint64(block[2*inlineWord])<<56
+}
+
+// dropCarried retires the old copy of a moved inline record, once no slot
+// names it: dead (unless it already was, a pending slot's), then to
+// limbo, stamped now.
+func (t *Table) dropCarried(src, w uint64) {
+	old := t.resolve(src, w)
+	if t.stateOf(old) != stateDead {
+		t.unpublishing(src, w)
+	}
+	t.retireLoc(old, t.clock())
+}
