@@ -319,3 +319,74 @@ func TestGetManyInline(t *testing.T) {
 		}
 	}
 }
+
+// newReadyWriterRig is newReadyRig over a region with arenas, k = "v1"
+// written by the table's own writer, inline.
+func newReadyWriterRig(t *testing.T) *rig {
+	t.Helper()
+	r := newRigWith(t, table.Config{InlineMax: inlineMax, InlineGrace: time.Minute})
+	r.put("k", "v1")
+	r.lease(time.Hour)
+	r.connect()
+	if loc, ok := inlineSlotOf(r, "k"); !ok {
+		t.Fatalf("the writer did not put k inline (%#x)", loc)
+	}
+	return r
+}
+
+// inlineSlotOf finds key's slot word in its buckets and says whether it is
+// inline.
+func inlineSlotOf(r *rig, key string) (uint64, bool) {
+	h := table.Hash([]byte(key))
+	hdr := r.tbl.Header()
+	b1, b2 := table.Buckets(h, hdr.Buckets)
+	for _, b := range []uint32{b1, b2} {
+		for i := range table.SlotsPerBucket {
+			w := binary.LittleEndian.Uint64(r.f.mem[hdr.SlotOffset(b, i):])
+			if w != 0 && table.DecodeSlot(w).FP == table.Fingerprint(h) {
+				return w, table.IsInline(w)
+			}
+		}
+	}
+	return 0, false
+}
+
+// TestReadProtocolWriter: the inline paths against the table's own writer
+// (Put writes small records inline, updates in the bucket when they fit).
+func TestReadProtocolWriter(t *testing.T) {
+	warm := func(r *rig) {
+		r.t.Helper()
+		r.f.begin(nil)
+		if v := r.get("k", Linearizable); v != "v1" {
+			r.t.Fatalf("warm-up get = %q", v)
+		}
+		if trace, _ := r.f.end(); !slices.Equal(trace, traceInlineHit) {
+			r.t.Fatalf("warm-up get took %v", trace)
+		}
+	}
+	big := strings.Repeat("x", 2*inlineMax)
+	cases := []protoCase{
+		{name: "uncached small hit", want: "v1", oneSided: 1, trace: traceInlineHit},
+		{name: "cached small hit", setup: warm, want: "v1", oneSided: 1, trace: traceInlineCachedHit},
+		{name: "cached, updated since", setup: func(r *rig) { warm(r); r.put("k", "v2") },
+			want: "v2", oneSided: 1, trace: traceInlineCachedHit},
+		{name: "cached, deleted since", setup: func(r *rig) {
+			warm(r)
+			if _, err := r.tbl.Delete([]byte("k")); err != nil {
+				r.t.Fatal(err)
+			}
+		}, want: answerNotFound, oneSided: 1, trace: catTraces(traceInlineCachedHit, traceMiss)},
+		{name: "large value", key: "big", setup: func(r *rig) { r.put("big", big) }, want: big, oneSided: 1, trace: traceHit},
+		{name: "miss", key: "nope", want: answerNotFound, oneSided: 1, trace: traceMiss},
+		{name: "miss, fingerprint shared with a stored key", key: colliding("k", 8), want: answerNotFound, oneSided: 1, trace: traceMiss},
+		// The key stored inline after round trip 1 and before the proof's
+		// bucket reads: a hit read in round trip 2, judged by the lease
+		// cached before the GET.
+		{name: "miss, key stored between reads", key: "nope", hook: func(r *rig, batch, op int) {
+			if batch == 2 && op == 1 {
+				r.put("nope", "v-new")
+			}
+		}, want: "v-new", oneSided: 1, trace: traceMiss},
+	}
+	runProtoCases(t, cases, newReadyWriterRig)
+}
