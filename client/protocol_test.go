@@ -42,8 +42,8 @@ type rig struct {
 
 func newRig(t *testing.T) *rig { return newRigWith(t, table.Config{}) }
 
-// newRigWith is newRig over a table formatted with cfg (Buckets, Grace and
-// Now are the rig's).
+// newRigWith is newRig over a table formatted with cfg (Buckets and Now
+// are the rig's, and Grace unless cfg sets one).
 func newRigWith(t *testing.T, cfg table.Config) *rig {
 	t.Helper()
 	mem, err := mmap.Alloc(64 << 10)
@@ -57,7 +57,10 @@ func newRigWith(t *testing.T, cfg table.Config) *rig {
 	// (advance moves it, for tests that need the grace period to pass.)
 	stopped := time.Unix(1e6, 0)
 	r := &rig{t: t}
-	cfg.Buckets, cfg.Grace = 8, time.Minute
+	cfg.Buckets = 8
+	if cfg.Grace == 0 {
+		cfg.Grace = time.Minute
+	}
 	cfg.Now = func() time.Time { return stopped.Add(time.Duration(r.tclock.Load())) }
 	tbl, err := table.Format(mem, cfg)
 	if err != nil {
