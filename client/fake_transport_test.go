@@ -44,6 +44,7 @@ type fakeTransport struct {
 
 	dials      atomic.Int64
 	stallReads atomic.Bool // every Read waits for its context to end
+	quiet      bool        // no trace (benchmarks: the trace allocates); set before any Read
 
 	// words, if set, makes READs copy 8 bytes at a time, last word first
 	// (a bucket's arena before its slot words), each under this lock,
@@ -210,7 +211,10 @@ func (c *fakeConn) Read(ctx context.Context, ops []transport.ReadOp) error {
 	f.mu.Lock()
 	backwards := f.reverse != nil && f.reverse(batch)
 	f.mu.Unlock()
-	kinds := make([]byte, len(ops))
+	var kinds []byte
+	if !f.quiet {
+		kinds = make([]byte, len(ops))
+	}
 	for i := range ops {
 		j := i // the hook's op counts READs in the order they run
 		if backwards {
@@ -220,7 +224,12 @@ func (c *fakeConn) Read(ctx context.Context, ops []transport.ReadOp) error {
 			hook(batch, i)
 		}
 		f.copyOp(ops[j])
-		kinds[j] = f.kind(ops[j])
+		if kinds != nil {
+			kinds[j] = f.kind(ops[j])
+		}
+	}
+	if kinds == nil {
+		return nil
 	}
 	f.mu.Lock()
 	f.trace = append(f.trace, string(kinds))

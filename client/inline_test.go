@@ -507,3 +507,53 @@ func TestInlineChurnNeverWrong(t *testing.T) {
 		t.Fatalf("only %d of %d GETs answered one-sided: the test checked little", found.Load(), gets.Load())
 	}
 }
+
+// TestGetManyAtomicInline: the double collect over inline keys, each pass
+// one round trip of two READs per key.
+func TestGetManyAtomicInline(t *testing.T) {
+	r := newReadyWriterRig(t)
+	r.put("k2", "v2")
+	s0 := r.c.Stats()
+	r.f.begin(nil)
+	res, index, err := r.c.GetManyAtomic(context.Background(), [][]byte{[]byte("k"), []byte("k2")})
+	trace, _ := r.f.end()
+	if err != nil || len(res) != 2 || string(res[0].Value) != "v1" || string(res[1].Value) != "v2" || index != r.ver {
+		t.Fatalf("GetManyAtomic = %+v, index %d, %v; want v1, v2 at %d", res, index, err, r.ver)
+	}
+	if d := r.c.Stats().AtomicOneSided - s0.AtomicOneSided; d != 1 || !slices.Equal(trace, []string{"BBBB", "BBBB"}) {
+		t.Fatalf("%d one-sided snapshots, READ batches %v; want 1, [BBBB BBBB]", d, trace)
+	}
+}
+
+// BenchmarkGetInline is the inline GET over the fake transport (no
+// network: the client's own cost), uncached (two bucket READs) and cached
+// (one): it must not allocate.
+func BenchmarkGetInline(b *testing.B) {
+	for _, cached := range []bool{false, true} {
+		b.Run(map[bool]string{false: "uncached", true: "cached"}[cached], func(b *testing.B) {
+			r := newRigWith(b, table.Config{InlineMax: inlineMax, InlineGrace: time.Minute})
+			r.put("k", "v1")
+			r.lease(time.Hour)
+			r.f.quiet = true
+			r.connect()
+			if !cached {
+				r.c.cfg.CacheEntries = 0
+				r.node().cache = newLocationCache(0)
+			}
+			key, buf := []byte("k"), make([]byte, 0, 64)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+			defer cancel()
+			s0 := r.c.Stats()
+			b.ReportAllocs()
+			for b.Loop() {
+				var err error
+				if buf, err = r.c.GetAppend(ctx, buf[:0], key); err != nil || string(buf) != "v1" {
+					b.Fatalf("%q, %v", buf, err)
+				}
+			}
+			s := r.c.Stats()
+			b.ReportMetric(float64(s.OneSidedReads-s0.OneSidedReads)/float64(s.Gets-s0.Gets), "READs/GET")
+			b.ReportMetric(float64(s.OneSidedBytes-s0.OneSidedBytes)/float64(s.Gets-s0.Gets), "bytes/GET")
+		})
+	}
+}

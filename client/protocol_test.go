@@ -31,7 +31,7 @@ const answerNotFound = "<not found>"
 
 // rig is one client connected to one fakeTransport over a fresh table.
 type rig struct {
-	t   *testing.T
+	t   testing.TB
 	f   *fakeTransport
 	tbl *table.Table
 	c   *Client
@@ -44,7 +44,7 @@ func newRig(t *testing.T) *rig { return newRigWith(t, table.Config{}) }
 
 // newRigWith is newRig over a table formatted with cfg (Buckets and Now
 // are the rig's, and Grace unless cfg sets one).
-func newRigWith(t *testing.T, cfg table.Config) *rig {
+func newRigWith(t testing.TB, cfg table.Config) *rig {
 	t.Helper()
 	mem, err := mmap.Alloc(64 << 10)
 	if err != nil {
