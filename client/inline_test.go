@@ -140,16 +140,7 @@ var (
 func TestReadProtocolInline(t *testing.T) {
 	const R = defaultReadRetries
 	var inl *inlineRig
-	warm := func(r *rig) {
-		r.t.Helper()
-		r.f.begin(nil)
-		if v := r.get("k", Linearizable); v != "v1" {
-			r.t.Fatalf("warm-up get = %q", v)
-		}
-		if trace, _ := r.f.end(); !slices.Equal(trace, traceInlineHit) {
-			r.t.Fatalf("warm-up get took %v", trace)
-		}
-	}
+	warm := func(r *rig) { r.warmWith("k", traceInlineHit) }
 	big := strings.Repeat("x", 2*inlineMax)
 	var fresh []byte // the rewritten block, whole
 	cases := []protoCase{
@@ -360,16 +351,7 @@ func inlineSlotOf(r *rig, key string) (uint64, bool) {
 // TestReadProtocolWriter: the inline paths against the table's own writer
 // (Put writes small records inline, updates in the bucket when they fit).
 func TestReadProtocolWriter(t *testing.T) {
-	warm := func(r *rig) {
-		r.t.Helper()
-		r.f.begin(nil)
-		if v := r.get("k", Linearizable); v != "v1" {
-			r.t.Fatalf("warm-up get = %q", v)
-		}
-		if trace, _ := r.f.end(); !slices.Equal(trace, traceInlineHit) {
-			r.t.Fatalf("warm-up get took %v", trace)
-		}
-	}
+	warm := func(r *rig) { r.warmWith("k", traceInlineHit) }
 	big := strings.Repeat("x", 2*inlineMax)
 	cases := []protoCase{
 		{name: "uncached small hit", want: "v1", oneSided: 1, trace: traceInlineHit},

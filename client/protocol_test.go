@@ -165,14 +165,17 @@ func (r *rig) get(key string, level Consistency) string {
 
 // warm reads key once (one-sided, two round trips) so that its location
 // is cached for the GET under test.
-func (r *rig) warm(key string) {
+func (r *rig) warm(key string) { r.warmWith(key, traceHit) }
+
+// warmWith is warm for a GET that takes trace (an inline key's, say).
+func (r *rig) warmWith(key string, trace []string) {
 	r.t.Helper()
 	r.f.begin(nil)
 	if v := r.get(key, Linearizable); v != "v1" {
 		r.t.Fatalf("warm-up get %s = %q", key, v)
 	}
-	if trace, _ := r.f.end(); !slices.Equal(trace, traceHit) {
-		r.t.Fatalf("warm-up get %s took %v", key, trace)
+	if got, _ := r.f.end(); !slices.Equal(got, trace) {
+		r.t.Fatalf("warm-up get %s took %v", key, got)
 	}
 	if _, ok := r.node().cache.get([]byte(key)); !ok {
 		r.t.Fatalf("warm-up get %s left no cached location", key)
