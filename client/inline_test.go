@@ -398,10 +398,18 @@ func parseInlineChurn(key string, v []byte) (int, error) {
 	return seq, nil
 }
 
+// notFoundUnless is the error a Get would have returned for a GetMany result.
+func notFoundUnless(found bool) error {
+	if found {
+		return nil
+	}
+	return ErrNotFound
+}
+
 // TestInlineChurnNeverWrong: a writer goroutine rewrites a few small keys
 // as fast as arena reuse allows (the table's clock is real time, the
 // inline grace 20 ms, so blocks are reused under the readers), while
-// readers GET them through the fake, whose READs let a write land between
+// readers GET (and GetMany) them through the fake, whose READs let a write land between
 // any two words. (Records that do not fit their arena spill to the record
 // area, whose grace is 200 ms.) No reader may accept a torn, mixed or foreign value, or
 // see a key go back.
@@ -444,37 +452,52 @@ func TestInlineChurnNeverWrong(t *testing.T) {
 	}()
 	errs := make(chan error, 8)
 	var gets, found atomic.Int64
+	batch := make([][]byte, len(keys))
+	for i, k := range keys {
+		batch[i] = []byte(k)
+	}
 	for g := range 3 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			last := map[string]int{}
-			for i := 0; ctx.Err() == nil; i++ {
-				k := keys[(i+g)%len(keys)]
-				v, err := r.c.Get(ctx, []byte(k))
-				if ctx.Err() != nil {
-					return
-				}
+			check := func(k string, v []byte, err error) error {
 				gets.Add(1)
 				if errors.Is(err, ErrNotFound) {
-					err = fmt.Errorf("%s not found", k) // every key exists throughout
+					return fmt.Errorf("%s not found", k) // every key exists throughout
 				}
-				if err == nil && string(v) == rpcMarker {
-					continue // the fallback: the fake's RPC answers a marker
+				if err != nil || string(v) == rpcMarker {
+					return err // nil for the fallback: the fake's RPC answers a marker
 				}
-				seq := 0
-				if err == nil {
-					found.Add(1)
-					seq, err = parseInlineChurn(k, v)
-				}
+				found.Add(1)
+				seq, err := parseInlineChurn(k, v)
 				if err == nil && seq < last[k] {
 					err = fmt.Errorf("%s went back from seq %d to %d", k, last[k], seq)
 				}
-				if err != nil {
+				last[k] = max(last[k], seq)
+				return err
+			}
+			for i := 0; ctx.Err() == nil; i++ {
+				var err error
+				if g == 2 { // GetMany: the batch path
+					var res []Result
+					res, err = r.c.GetMany(ctx, batch)
+					for j, k := range keys {
+						if ctx.Err() == nil && err == nil {
+							err = check(k, res[j].Value, notFoundUnless(res[j].Found))
+						}
+					}
+				} else {
+					k := keys[(i+g)%len(keys)]
+					var v []byte
+					if v, err = r.c.Get(ctx, []byte(k)); ctx.Err() == nil {
+						err = check(k, v, err)
+					}
+				}
+				if err != nil && ctx.Err() == nil {
 					errs <- err
 					return
 				}
-				last[k] = seq
 			}
 		}()
 	}
