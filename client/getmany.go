@@ -96,7 +96,8 @@ func (c *Client) getBatch(ctx context.Context, keys [][]byte, out []Result, leve
 // long as the geometry's buckets (fit).
 type batchScratch struct {
 	hdr1, hdr2 [table.HeaderSize]byte
-	bk1, bk2   [batchKeys][2][]byte
+	bk1, bk2   [batchKeys][2][]byte // sized bytes each
+	sized      int
 	slots      [batchKeys][2 * table.SlotsPerBucket]table.Slot
 	scans      [batchKeys]keyScan // round trip 1's, per key
 	plan       [batchKeys]uint8
@@ -107,8 +108,12 @@ type batchScratch struct {
 
 var batchPool = sync.Pool{New: func() any { return new(batchScratch) }}
 
-// fit sizes the bucket buffers for g.
+// fit sizes the bucket buffers for g, once per geometry (getScratch.fit).
 func (s *batchScratch) fit(g *geometry) {
+	if s.sized == g.bucketBytes {
+		return
+	}
+	s.sized = g.bucketBytes
 	for i := range s.bk1 {
 		for j := range 2 {
 			s.bk1[i][j] = grow(s.bk1[i][j], g.bucketBytes)

@@ -82,11 +82,11 @@ var (
 
 // getScratch holds one GET's buffers; pooled so the steady-state GET path
 // allocates only its result. Bucket buffers are as long as the geometry's
-// buckets (fit): they grow the first time a scratch meets a geometry with
-// longer buckets and are only resliced after that.
+// buckets (fit).
 type getScratch struct {
 	hdr1, hdr2    [table.HeaderSize]byte
-	bk1, bk2      [2][]byte
+	bk1, bk2      [2][]byte // sized bytes each
+	sized         int
 	cached        []byte
 	recs          [transport.MaxBatch][]byte
 	slots, slots2 [2 * table.SlotsPerBucket]table.Slot
@@ -94,8 +94,13 @@ type getScratch struct {
 	ops           [transport.MaxBatch]transport.ReadOp
 }
 
-// fit sizes the bucket buffers for g.
+// fit sizes the bucket buffers for g, once per geometry the scratch
+// meets: a GET on the same geometry finds them sized.
 func (s *getScratch) fit(g *geometry) {
+	if s.sized == g.bucketBytes {
+		return
+	}
+	s.sized = g.bucketBytes
 	for i := range 2 {
 		s.bk1[i] = grow(s.bk1[i], g.bucketBytes)
 		s.bk2[i] = grow(s.bk2[i], g.bucketBytes)
