@@ -92,11 +92,16 @@ func BenchmarkLookup(b *testing.B) {
 }
 
 // BenchmarkPut overwrites existing keys, so every op also retires a record
-// to limbo and, once the grace period has passed, recycles one.
+// to limbo and, once the grace period has passed, recycles one; with
+// InlineMax, the small values are written inline (tagged, into arenas).
 func BenchmarkPut(b *testing.B) {
-	for _, n := range []int{16, 1 << 10} {
-		b.Run(fmt.Sprintf("value=%d", n), func(b *testing.B) {
-			tab, _, clk := newTable(b, 64<<20, Config{Grace: time.Millisecond})
+	for _, c := range []struct {
+		n, inlineMax int
+	}{{16, 0}, {1 << 10, 0}, {16, 144}, {100, 144}} {
+		b.Run(fmt.Sprintf("value=%d/inline=%d", c.n, c.inlineMax), func(b *testing.B) {
+			n := c.n
+			cfg := Config{Grace: time.Millisecond, InlineMax: c.inlineMax}
+			tab, _, clk := newTable(b, 64<<20, cfg)
 			keys := make([][]byte, 1000)
 			value := pattern(n, 1)
 			for i := range keys {

@@ -26,7 +26,7 @@ import (
 // leave slots naming dead records for a while (rule M4): a cached reader
 // of such a record retries, and a slot-following one too.
 func TestLiveRecordIsCurrent(t *testing.T) {
-	forInlineModes(t, Config{Buckets: 8, Grace: 10 * time.Millisecond}, func(t *testing.T, cfg Config, grow func(int) int) {
+	forInlineModes(t, Config{Buckets: 4, Grace: 10 * time.Millisecond}, func(t *testing.T, cfg Config, grow func(int) int) {
 		liveRecordIsCurrent(t, grow(64<<10), cfg)
 	})
 }
@@ -45,7 +45,7 @@ func verifyLocation(mem []byte, h Header, l location, key []byte) (uint64, error
 func liveRecordIsCurrent(t *testing.T, size int, cfg Config) {
 	tab, mem, clk := newTable(t, size, cfg)
 	rng := rand.New(rand.NewPCG(5, 6))
-	keys := make([][]byte, 40)
+	keys := make([][]byte, 40) // more than the key capacity (30): keys move
 	for i := range keys {
 		keys[i] = []byte(fmt.Sprintf("key-%02d", i))
 	}
@@ -143,7 +143,7 @@ func liveRecordIsCurrent(t *testing.T, size int, cfg Config) {
 	if failure != "" {
 		t.Fatal(failure)
 	}
-	t.Logf("%d stores checked, %d cached reads accepted and right", stores, accepted)
+	t.Logf("%d stores checked, %d cached reads accepted and right, %d inline locations; %+v", stores, accepted, inline, tab.Stats())
 	if accepted < 1000 || cfg.InlineMax > 0 && inline < 1000 {
 		t.Fatalf("only %d cached reads accepted, %d inline locations seen: the test checks too little", accepted, inline)
 	}

@@ -88,7 +88,9 @@ func (t *Table) carry(src, w uint64, dst loc) uint64 {
 		s.Offset = dst.off - t.arenaBase(dst.bucket)
 		return s.Word()
 	}
-	// Out of place: layout 2's format, same version and state.
+	// Out of place: layout 2's format, same version and state. A spill,
+	// like a Put's whose arena is full.
+	t.spills++
 	block := t.block(old)
 	kl, vl := t.lens(old)
 	key := t.keyAt(old)

@@ -153,6 +153,8 @@ func TestConcurrentReadersNeverAcceptWrongValue(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { churn(t, tc.grace) })
 	}
+	// With arenas: layout 3's reader, small values (concurrent_inline_test.go).
+	t.Run("inline, reuse under readers", inlineChurn)
 }
 
 func churn(t *testing.T, grace time.Duration) {

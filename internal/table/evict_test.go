@@ -169,8 +169,14 @@ func TestEvictKeepsSlotForGrace(t *testing.T) {
 // M3 (complete.go): the flag clears only a grace period after a held key
 // last came back to its buckets while it was set.
 func TestRemovalNeverFakesAMiss(t *testing.T) {
-	const grace = 10 * time.Millisecond
-	tab, mem, clk := newTable(t, 32<<10, Config{Buckets: 8, Grace: grace})
+	forInlineModes(t, Config{Buckets: 8, Grace: 10 * time.Millisecond}, func(t *testing.T, cfg Config, grow func(int) int) {
+		removalNeverFakesAMiss(t, grow(32<<10), cfg)
+	})
+}
+
+func removalNeverFakesAMiss(t *testing.T, size int, cfg Config) {
+	grace := cfg.Grace
+	tab, mem, clk := newTable(t, size, cfg)
 	rng := rand.New(rand.NewPCG(11, 12))
 	keys := make([][]byte, 80)
 	for i := range keys {

@@ -226,7 +226,12 @@ func TestReset(t *testing.T) {
 // reader that accepts a (value, version) pair can check it was really
 // written.
 func expectedValue(key string, version uint64) []byte {
-	n := int(Hash([]byte(fmt.Sprint(key, version))) % 3000)
+	return valueUpTo(key, version, 3000)
+}
+
+// valueUpTo is expectedValue shorter than max bytes.
+func valueUpTo(key string, version uint64, max int) []byte {
+	n := int(Hash([]byte(fmt.Sprint(key, version))) % uint64(max))
 	v := make([]byte, n)
 	for i := range v {
 		v[i] = byte(version) + byte(i) + key[len(key)-1]

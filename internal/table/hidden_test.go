@@ -75,8 +75,8 @@ func torn(t *testing.T, mem []byte, keys []groupKey) string {
 // applyGroup writes a group at version 9 as server/atomic.go does, with
 // deletesFirst reversing the documented order of puts and deletes, and
 // returns the first torn moment it finds after any write.
-func applyGroup(t *testing.T, deletesFirst bool) (string, *Table, []byte, []groupKey) {
-	tab, mem, _ := newTable(t, 1<<20, Config{Buckets: 64})
+func applyGroup(t *testing.T, deletesFirst bool, size int, cfg Config) (string, *Table, []byte, []groupKey) {
+	tab, mem, _ := newTable(t, size, cfg)
 	for _, k := range []string{"a", "b", "d", "e"} {
 		if err := tab.Put([]byte(k), []byte("old"), 1); err != nil {
 			t.Fatal(err)
@@ -136,7 +136,13 @@ func applyGroup(t *testing.T, deletesFirst bool) (string, *Table, []byte, []grou
 // deletes is written, no moment lets one key read as before the group and
 // another as after it; once it ends, every key reads as after.
 func TestAtomicGroupNeverTorn(t *testing.T) {
-	why, tab, mem, keys := applyGroup(t, false)
+	forInlineModes(t, Config{Buckets: 64}, func(t *testing.T, cfg Config, grow func(int) int) {
+		atomicGroupNeverTorn(t, grow(1<<20), cfg)
+	})
+}
+
+func atomicGroupNeverTorn(t *testing.T, size int, cfg Config) {
+	why, tab, mem, keys := applyGroup(t, false, size, cfg)
 	if why != "" {
 		t.Fatal(why)
 	}
@@ -154,10 +160,12 @@ func TestAtomicGroupNeverTorn(t *testing.T) {
 // before the group's puts shows the group's "after" (a miss) while a key
 // still reads as before it (c, not yet created).
 func TestAtomicGroupOrderMatters(t *testing.T) {
-	why, _, _, _ := applyGroup(t, true)
-	if !strings.Contains(why, "[c] read as before the group while [d] read as after it") {
-		t.Fatalf("deletes first: %q, want c before while d after", why)
-	}
+	forInlineModes(t, Config{Buckets: 64}, func(t *testing.T, cfg Config, grow func(int) int) {
+		why, _, _, _ := applyGroup(t, true, grow(1<<20), cfg)
+		if !strings.Contains(why, "[c] read as before the group while [d] read as after it") {
+			t.Fatalf("deletes first: %q, want c before while d after", why)
+		}
+	})
 }
 
 // TestAtomicGroupEdges: a withheld key the group does not write comes back
@@ -218,9 +226,30 @@ func TestAtomicGroupEdges(t *testing.T) {
 // of a pair and then the other, as two GETs one after the other: the
 // second never shows an older version than the first. Run with -race.
 func TestConcurrentReadersSeeWholeGroups(t *testing.T) {
-	const pairs, readers, groups = 8, 2, 20000
 	const grace = 200 * time.Millisecond // the writer's clock moves 1ms per group
-	tab, mem, clk := newTable(t, 2<<20, Config{Buckets: 256, Grace: grace})
+	forInlineModes(t, Config{Buckets: 256, Grace: grace}, func(t *testing.T, cfg Config, grow func(int) int) {
+		readersSeeWholeGroups(t, grow(2<<20), cfg)
+	})
+}
+
+// groupGet is the GET of readersSeeWholeGroups: layout 2's reader without
+// arenas, layout 3's (inlineGet) with them.
+func groupGet(mem []byte, clk *fakeClock, cfg Config, key, buf []byte, r *rand.Rand) (version uint64, res readResult, late bool) {
+	if cfg.InlineMax == 0 {
+		_, version, res, late = clientGet(mem, clk, cfg.Grace, key, buf)
+		return version, res, late
+	}
+	got, late := inlineGet(mem, clk, key, -1, buf, r)
+	return got.version, got.res, late
+}
+
+func readersSeeWholeGroups(t *testing.T, size int, cfg Config) {
+	const pairs, readers, groups = 8, 2, 20000
+	tab, mem, clk := newTable(t, size, cfg)
+	value := expectedValue
+	if cfg.InlineMax > 0 {
+		value = smallValue
+	}
 	key := func(p, i int) []byte { return []byte(fmt.Sprintf("p%d-%d", p, i)) }
 	var done atomic.Bool
 	var checked atomic.Int64
@@ -233,11 +262,11 @@ func TestConcurrentReadersSeeWholeGroups(t *testing.T) {
 			buf := make([]byte, MaxRecord)
 			for !done.Load() {
 				p, first := r.IntN(pairs), r.IntN(2)
-				_, v1, res1, late1 := clientGet(mem, clk, grace, key(p, first), buf)
+				v1, res1, late1 := groupGet(mem, clk, cfg, key(p, first), buf, r)
 				if res1 != readHit || late1 {
 					continue
 				}
-				_, v2, res2, late2 := clientGet(mem, clk, grace, key(p, 1-first), buf)
+				v2, res2, late2 := groupGet(mem, clk, cfg, key(p, 1-first), buf, r)
 				if late2 {
 					continue
 				}
@@ -261,7 +290,7 @@ func TestConcurrentReadersSeeWholeGroups(t *testing.T) {
 		tab.Withhold(key(p, 1))
 		for i := range 2 {
 			if werr == nil {
-				werr = tab.Put(key(p, i), expectedValue(string(key(p, i)), v), v)
+				werr = tab.Put(key(p, i), value(string(key(p, i)), v), v)
 			}
 		}
 		tab.EndAtomic()

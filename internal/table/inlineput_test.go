@@ -140,6 +140,7 @@ func TestMoveCarriesInlineRecord(t *testing.T) {
 	}{
 		{name: "into the arena", wantInline: true},
 		{name: "arena full: record area", arenaFull: true},
+		{name: "record area full: into the arena", areaFull: true, wantInline: true},
 		{name: "arena and area full: refused", arenaFull: true, areaFull: true, wantRefuse: true},
 		{name: "hidden in a group", group: true, wantInline: true},
 	} {
@@ -148,19 +149,17 @@ func TestMoveCarriesInlineRecord(t *testing.T) {
 			cfg := Config{Buckets: nb, Grace: testGrace, InlineMax: 144}
 			tab, mem, _ := newTable(t, 16<<10+nb*1536, cfg)
 			k := keysFor("K", nb, 0, 1, 1)[0]
+			// Bucket 0's arena as earlier records left it: every word's
+			// top byte 1, so K's record takes tag 2 (rule T) and its copy
+			// into bucket 1's fresh arena tag 1.
+			for off := tab.arenaBase(0) + inlineTagByte; off < tab.arenaBase(0)+tab.arenas.arenaBytes; off += inlineWord {
+				mem[off] = 1
+			}
 			placeInlineIn(t, tab, k, []byte("kv"), 0)
-			for _, x := range keysFor("a", nb, 0, 3, 7) {
-				placeIn(t, tab, x, nil, 0)
+			if tag := DecodeInlineSlot(slotOf(t, tab, k)).Tag; tag != 2 {
+				t.Fatalf("K's tag %d, want 2", tag)
 			}
-			for _, x := range keysFor("d", nb, 3, 0, 8)[:8] {
-				placeIn(t, tab, x, nil, 3)
-			}
-			for _, x := range keysFor("b", nb, 1, 2, 7) {
-				placeIn(t, tab, x, nil, 1)
-			}
-			for _, x := range keysFor("c", nb, 2, 1, 15)[7:15] {
-				placeIn(t, tab, x, nil, 2)
-			}
+			fillAroundK(t, tab, nb)
 			if tc.arenaFull {
 				fillArenaLimbo(tab, 1)
 			}
@@ -199,12 +198,15 @@ func TestMoveCarriesInlineRecord(t *testing.T) {
 				tab.EndAtomic()
 			}
 			mustGet(t, tab, mem, k, []byte("kv"), 1)
+			if tc.wantInline && DecodeInlineSlot(w).Tag != 1 {
+				t.Fatalf("K's copy has tag %d, want 1 (rule T in its new block)", DecodeInlineSlot(w).Tag)
+			}
 			st := tab.Stats()
 			n := InlineLen(len(k), 2)
 			if st.ArenaLimbo != before.ArenaLimbo+n || st.Moves != 1 {
 				t.Fatalf("stats %+v: the old copy's %d bytes not in arena limbo (before %+v)", st, n, before)
 			}
-			if !tc.wantInline && st.BytesPayload != before.BytesPayload+RecordLen(len(k), 2) {
+			if !tc.wantInline && (st.BytesPayload != before.BytesPayload+RecordLen(len(k), 2) || st.Spills != 1) {
 				t.Fatalf("the record-area copy is not counted: %+v", st)
 			}
 		})
@@ -366,4 +368,52 @@ func TestReserveInlinePut(t *testing.T) {
 	}
 	mustGet(t, tab, mem, a, pattern(10, 1), 1)
 	mustGet(t, tab, mem, b, pattern(10, 2), 1)
+}
+
+// TestInlineGraceReuse follows a superseded inline record's block through
+// arena limbo: its bytes stay as they were (a reader holding the old word
+// sees the record, dead) for the inline grace period, however many
+// updates of the key need blocks meanwhile; only then is the block reused,
+// and a reader holding the old word rejects the new record there (rule T:
+// another tag), although it is the same key's, of the same length.
+func TestInlineGraceReuse(t *testing.T) {
+	tab, _, clk := newTable(t, 64<<10, inlineCfg)
+	k := []byte("old")
+	if err := tab.Put(k, pattern(20, 1), 1); err != nil {
+		t.Fatal(err)
+	}
+	pos, w0, _ := tab.find(k, Hash(k))
+	b, _ := tab.hdr.slotIndex(pos)
+	stale := func() error {
+		_, _, err := VerifyInline(tab.arena(b), k, DecodeInlineSlot(w0), nil)
+		return err
+	}
+	l0 := tab.resolve(pos, w0)
+	before := append([]byte(nil), tab.block(l0)[inlineWord:]...)
+	for i, d := range []time.Duration{0, inlineCfg.InlineGrace / 2, inlineCfg.InlineGrace/2 - 1} {
+		clk.Advance(d)
+		ver := uint64(i + 2)
+		if err := tab.Put(k, pattern(20, byte(ver)), ver); err != nil {
+			t.Fatal(err)
+		}
+		if w := slotOf(t, tab, k); DecodeInlineSlot(w).Offset == DecodeInlineSlot(w0).Offset {
+			t.Fatalf("block reused %v after it was superseded", d)
+		}
+		if !bytes.Equal(tab.block(l0)[inlineWord:], before) || !errors.Is(stale(), ErrDead) {
+			t.Fatalf("superseded record changed within the inline grace period: %v", stale())
+		}
+	}
+	clk.Advance(1)
+	// The key's other superseded blocks are younger: the next block the
+	// arena gives is the first one.
+	if err := tab.Put(k, pattern(20, 1), 1<<inlineVerBits|1); err != nil { // same bytes, same low version bits
+		t.Fatal(err)
+	}
+	w := slotOf(t, tab, k)
+	if DecodeInlineSlot(w).Offset != DecodeInlineSlot(w0).Offset {
+		t.Fatal("block not reused after the inline grace period")
+	}
+	if err := stale(); !errors.Is(err, ErrTorn) || DecodeInlineSlot(w).Tag == DecodeInlineSlot(w0).Tag {
+		t.Fatalf("stale word on the reused block: %v (tags %d, %d), want torn", err, DecodeInlineSlot(w0).Tag, DecodeInlineSlot(w).Tag)
+	}
 }

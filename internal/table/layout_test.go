@@ -133,8 +133,16 @@ func TestDocSlotBits(t *testing.T) {
 		"record length": {slotOffBits, slotOffBits + slotLenBits - 1},
 		"kind":          {slotKindShift, slotKindShift},
 		"fingerprint":   {slotFPShift, 63},
+		// The inline kind's table.
+		"arena offset":  {0, inlineOffBits - 1},
+		"inline length": {inlineOffBits, inlineTagPos - 1},
+		"tag":           {inlineTagPos, inlineVerPos - 1},
+		"version":       {inlineVerPos, inlineVerPos + inlineVerBits - 1},
 	}
 	for _, r := range docRows(docSection(t, "Slots")) {
+		if r[0] == "bits" { // the inline kind's table starts
+			continue
+		}
 		lo, hi, err := parseBits(r[0])
 		if err != nil {
 			t.Fatalf("doc slot row %q: %v", r, err)
@@ -184,8 +192,20 @@ func TestDocNumbers(t *testing.T) {
 		{"its header is the first\n" + strconv.Itoa(HeaderSize2) + " bytes below (same offsets, version " + strconv.Itoa(LayoutVersion2) + ")", true},
 		{"a bucket's first 64 B are " + strconv.Itoa(SlotsPerBucket) + " slots of " + strconv.Itoa(SlotSize) + " B", BucketSize == 64},
 		{"Its slot\nwords are its first 64 bytes", BucketSize == 64},
-		{"**This version of kvd always writes bucketBytes 64", newHeader(2, Config{}.withDefaults(), 1<<20).BucketBytes == 64 && newHeader(2, Config{}.withDefaults(), 1<<20).InlineMax == 0},
-		{"(graceMillis here)", newHeader(2, Config{Grace: 7 * time.Millisecond}.withDefaults(), 1<<20).InlineGraceMillis == 7},
+		{"**With `Config.InlineMax` 0 (the default) kvd writes bucketBytes 64**", newHeader(2, Config{}.withDefaults(), 1<<20).BucketBytes == 64 && newHeader(2, Config{}.withDefaults(), 1<<20).InlineMax == 0},
+		{"(graceMillis when there are no arenas; `Config.InlineGrace`, default 100 ms)",
+			newHeader(2, Config{Grace: 7 * time.Millisecond}.withDefaults(), 1<<20).InlineGraceMillis == 7 &&
+				newHeader(2, Config{InlineMax: 64}.withDefaults(), 1<<20).InlineGraceMillis == 100},
+		{"else 64 + 10*inlineMax rounded up to a multiple of 64", Config{InlineMax: 144}.bucketBytes() == 64+1472 && Config{InlineMax: 64}.bucketBytes() == 64+640},
+		{"an **arena** of `10*a` bytes", arenaRecords == 10},
+		// Inline records.
+		{"`8*(1 + ceil((14 + keyLen +\nvalueLen) / 7))`", InlineLen(16, 16) == 64 && InlineLen(1, 0) == MinInline && inlineHead == 14},
+		{"| 0 | crc: CRC-32C of the padded payload | state (0 live, 1 dead, 2 hidden) | 0 | tag |", inlineZero == 6 && inlineTagByte == 7 && recState == 4},
+		{"smallest value in 1-255 that no word of the block holds", chooseTag(make([]byte, 16)) == 1},
+		{"(at most 254 words, so one is free)", MaxInline/inlineWord == 254},
+		{"| 12-19 | inline length / 8 (up to 2040 B) |", (1<<inlineLenBits-1)*inlineWord == 2040},
+		{"| 28-50 | version, its low 23 bits |", inlineVerBits == 23},
+		{"`Stats.ArenaBytes` (all arenas), `ArenaUsed`", true},
 		{"at most 2032", MaxInline == 2032},
 		{"bucketBytes - 64 >= 8*inlineMax", true},
 		{"Bucket b starts at `128 + b*bucketBytes` (layout 2: `64 + b*64`)",

@@ -53,6 +53,27 @@ func bucketOf(t *testing.T, tab *Table, key []byte) uint32 {
 	return b
 }
 
+// fillAroundK fills a table of nb = 4 buckets around key K, placed in
+// bucket 0 with 1 as its other bucket: bucket 0 holds K and 7 keys of
+// buckets {0, 3}, and buckets 1, 2 and 3 are full of keys that can move
+// only among themselves and 0. So a new key of buckets {0, 3} fits only if
+// K moves to 1, and then a new key of {1, 2} only if K moves back.
+func fillAroundK(t *testing.T, tab *Table, nb uint32) {
+	t.Helper()
+	for _, x := range keysFor("a", nb, 0, 3, 7) {
+		placeIn(t, tab, x, nil, 0)
+	}
+	for _, x := range keysFor("d", nb, 3, 0, 8)[:8] {
+		placeIn(t, tab, x, nil, 3)
+	}
+	for _, x := range keysFor("b", nb, 1, 2, 7) {
+		placeIn(t, tab, x, nil, 1)
+	}
+	for _, x := range keysFor("c", nb, 2, 1, 15)[7:15] {
+		placeIn(t, tab, x, nil, 2)
+	}
+}
+
 // TestMoveMakesRoomAndWaitsGrace builds buckets where a new key fits only
 // if key K moves to its other bucket, then a second new key fits only if K
 // moves back: the first move happens at once; the second only after the
@@ -69,18 +90,7 @@ func TestMoveMakesRoomAndWaitsGrace(t *testing.T) {
 			}
 			k := keysFor("K", nb, 0, 1, 1)[0]
 			placeIn(t, tab, k, []byte("k"), 0)
-			for _, x := range keysFor("a", nb, 0, 3, 7) {
-				placeIn(t, tab, x, nil, 0)
-			}
-			for _, x := range keysFor("d", nb, 3, 0, 8)[:8] {
-				placeIn(t, tab, x, nil, 3)
-			}
-			for _, x := range keysFor("b", nb, 1, 2, 7) {
-				placeIn(t, tab, x, nil, 1)
-			}
-			for _, x := range keysFor("c", nb, 2, 1, 15)[7:15] {
-				placeIn(t, tab, x, nil, 2)
-			}
+			fillAroundK(t, tab, nb)
 			x := keysFor("X", nb, 0, 3, 1)[0]
 			if err := tab.Put(x, []byte("x"), 2); err != nil {
 				t.Fatalf("X needs K to move: %v", err)
@@ -124,28 +134,32 @@ func TestMoveMakesRoomAndWaitsGrace(t *testing.T) {
 }
 
 // twoRoundGet is one GET as client/onesided.go does it, against memory a
-// writer is changing: round 1 reads the header and both buckets, round 2
-// the header, both buckets again and every record whose fingerprint
-// matched in round 1. A miss is trusted only if the two bucket reads are
-// byte-for-byte equal, the headers show the same state and the region is
-// not flagged incomplete. Within a round the reads run in a random order, so
-// nothing here depends on a READ batch executing in order. both reports
-// that round 1 saw the key's word in both buckets (it read mid-move).
+// writer is changing: round 1 reads the header and both buckets (slot words
+// and arena), round 2 the header, both buckets again and every
+// out-of-place record whose fingerprint matched in round 1; an inline
+// candidate is verified from round 1's bucket bytes. A miss is trusted only
+// if the two reads of the slot words are equal, the headers show the same
+// state and the region is not flagged incomplete. Within a round the reads
+// run in a random order, so nothing here depends on a READ batch executing
+// in order. both reports that round 1 found the key in both buckets (it
+// read mid-move: the same word, or for an inline record two copies).
 func twoRoundGet(mem []byte, clk *fakeClock, grace time.Duration, key, buf []byte, r *rand.Rand) (value []byte, res readResult, late, both bool) {
 	start := clk.ns.Load()
 	hash := Hash(key)
 	var h1, h2 [HeaderSize]byte
-	var bk1, bk2 [2][BucketSize]byte
 	snapshot(h1[:], mem, 0)
 	hdr, err := ParseHeader(h1[:])
 	if err != nil {
 		return nil, readRetry, false, false
 	}
+	bb := int(hdr.BucketBytes)
+	bk1 := [2][]byte{make([]byte, bb), make([]byte, bb)}
+	bk2 := [2][]byte{make([]byte, bb), make([]byte, bb)}
 	b1, b2 := Buckets(hash, hdr.Buckets)
-	round := func(h *[HeaderSize]byte, bk *[2][BucketSize]byte, first bool) {
+	round := func(h *[HeaderSize]byte, bk [2][]byte, first bool) {
 		reads := []func(){
-			func() { snapshot(bk[0][:], mem, hdr.BucketOffset(b1)) },
-			func() { snapshot(bk[1][:], mem, hdr.BucketOffset(b2)) },
+			func() { snapshot(bk[0], mem, hdr.BucketOffset(b1)) },
+			func() { snapshot(bk[1], mem, hdr.BucketOffset(b2)) },
 		}
 		if !first {
 			reads = append(reads, func() { snapshot(h[:], mem, 0) })
@@ -155,24 +169,32 @@ func twoRoundGet(mem []byte, clk *fakeClock, grace time.Duration, key, buf []byt
 			read()
 		}
 	}
-	round(&h1, &bk1, true)
-	var cands [2 * SlotsPerBucket]Slot
-	var out [SlotsPerBucket]Slot
-	nc := 0
+	round(&h1, bk1, true)
+	type cand struct {
+		w      uint64
+		bucket int
+	}
+	var cands []cand
 	var words [2][]uint64
 	for b := range 2 {
-		for _, s := range out[:ScanBucket(bk1[b][:], Fingerprint(hash), &out)] {
-			cands[nc] = s
-			nc++
-			words[b] = append(words[b], s.Word())
+		for i := range SlotsPerBucket {
+			w := leWord(bk1[b][i*SlotSize:])
+			if w != 0 && DecodeSlot(w).FP == Fingerprint(hash) {
+				cands = append(cands, cand{w, b})
+				words[b] = append(words[b], w)
+			}
 		}
 	}
 	for _, w := range words[0] {
 		both = both || slices.Contains(words[1], w)
 	}
-	round(&h2, &bk2, false)
+	round(&h2, bk2, false)
 	var recs [2 * SlotsPerBucket][]byte
-	for i, s := range cands[:nc] {
+	for i, c := range cands {
+		if IsInline(c.w) {
+			continue
+		}
+		s := DecodeSlot(c.w)
 		if !hdr.InArea(s) {
 			return nil, readRetry, false, both
 		}
@@ -183,17 +205,29 @@ func twoRoundGet(mem []byte, clk *fakeClock, grace time.Duration, key, buf []byt
 		return nil, readRetry, false, both
 	}
 	late = time.Duration(clk.ns.Load()-start) >= grace/2
-	for i, s := range cands[:nc] {
-		v, _, err := VerifyRecord(recs[i], key, s)
+	var hit []byte
+	var found [2]bool
+	for i, c := range cands {
+		var v []byte
+		var err error
+		if IsInline(c.w) {
+			v, _, err = VerifyInline(bk1[c.bucket][BucketSize:], key, DecodeInlineSlot(c.w), nil)
+		} else {
+			v, _, err = VerifyRecord(recs[i], key, DecodeSlot(c.w))
+		}
 		switch {
 		case err == nil:
-			return v, readHit, late, both
+			hit, found[c.bucket] = v, true
 		case errors.Is(err, ErrKeyMismatch):
 		default:
 			return nil, readRetry, late, both
 		}
 	}
-	if bk1 != bk2 || hdr.Incomplete {
+	both = both || found[0] && found[1]
+	if hit != nil {
+		return hit, readHit, late, both
+	}
+	if !bytes.Equal(bk1[0][:BucketSize], bk2[0][:BucketSize]) || !bytes.Equal(bk1[1][:BucketSize], bk2[1][:BucketSize]) || hdr.Incomplete {
 		return nil, readRetry, late, both
 	}
 	return nil, readMiss, late, both
@@ -207,13 +241,22 @@ func twoRoundGet(mem []byte, clk *fakeClock, grace time.Duration, key, buf []byt
 // invariants then also check every move's order and its grace period).
 func TestMovesNeverFakeAMiss(t *testing.T) {
 	const (
-		grace    = 4 * time.Millisecond // of the writer's clock, 1ms per op
-		nb       = 64
+		grace = 4 * time.Millisecond // of the writer's clock, 1ms per op
+		nb    = 64
+	)
+	forInlineModes(t, Config{Buckets: nb, Grace: grace}, func(t *testing.T, cfg Config, grow func(int) int) {
+		movesNeverFakeAMiss(t, grow(1<<20), cfg)
+	})
+}
+
+func movesNeverFakeAMiss(t *testing.T, size int, cfg Config) {
+	const (
 		resident = 320 // of 512 slots, never deleted
 		readers  = 2
 		ops      = 12000
 	)
-	tab, mem, clk := newTable(t, 1<<20, Config{Buckets: nb, Grace: grace})
+	grace := cfg.Grace
+	tab, mem, clk := newTable(t, size, cfg)
 	keys := make([][]byte, resident)
 	for i := range keys {
 		keys[i] = []byte(fmt.Sprintf("resident-%d", i))

@@ -3,7 +3,10 @@ package table
 import "fmt"
 
 // Put stores value under key with the given version, out of place: the new
-// record is written in full, hidden; the record it replaces is marked dead;
+// record is written in full, hidden, in fresh bytes (with arenas, a record
+// of at most InlineMax bytes in the tagged format goes into the arena of
+// its slot's bucket if that has room, docs/layout.md "Inline records";
+// else into the record area); the record it replaces is marked dead;
 // the new one is published by one atomic store of the key's slot word and
 // turns live; the old one's space goes to limbo. So a record that reads
 // live is always its key's current one, which is what lets a reader with a
