@@ -223,6 +223,17 @@ func TestReadProtocolInline(t *testing.T) {
 				}
 			}, want: "v1", oneSided: 1, trace: catTraces([]string{"BB"}, []string{"HBB"})},
 
+		// A record of the key in the miss proof's reading that is not live
+		// (dead: updated or removed, hidden: a write in progress) is no
+		// proof of absence: retry.
+		{name: "miss, the key's dead inline record in the proof", key: "nope", hook: func(r *rig, batch, op int) {
+			if batch == 2 && op == 1 {
+				inl.putInline("nope", "gone", false)
+				table.SetInlineRecordState(inl.block("nope"), 1)
+			}
+		}, want: rpcMarker, fallbacks: 1, retries: map[string]uint64{"unstable": 1, "stale": R - 1},
+			trace: catTraces(traceMiss, repTrace(R-1, traceInlineHit...))},
+
 		// The lease: an inline hit read in round trip 1 is judged only by
 		// the expiry cached before the GET; a header in its own batch may
 		// have been read after the record, and judges the next attempt.
