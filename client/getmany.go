@@ -16,8 +16,9 @@ import (
 const MaxGetMany = wire.MaxGetManyKeys
 
 // batchKeys is how many keys share one one-sided batch: the first round
-// trip READs the header and both candidate buckets of each key, and that
-// must fit one READ batch (transport.MaxBatch).
+// trip READs both candidate buckets of each key, and the header when the
+// cached lease is due, and that must fit one READ batch
+// (transport.MaxBatch).
 const batchKeys = (transport.MaxBatch - 1) / 2
 
 // Result is one key's answer in GetMany.
@@ -33,7 +34,8 @@ type Result struct {
 // the call.
 //
 // One-sided levels read the keys in batches of up to 7 whose READs are
-// posted together: two round trips per batch, not per key. Each key keeps
+// posted together: two round trips per batch, not per key (one if every
+// key's record is inline in its buckets). Each key keeps
 // the guarantee a Get gives it (the same checks, the lease judged after the
 // batch's last READ); a key the batch cannot prove (a torn or moving
 // bucket, a region flagged incomplete, a failed lease check) is read on its
