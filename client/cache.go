@@ -3,9 +3,12 @@ package client
 import "sync"
 
 // locationCache remembers, per key, the slot word a GET last found (and
-// which of the key's two buckets held it), so the next GET can read the
-// record alone, in one round trip, without a bucket. A hit is
-// trusted only if the record verifies against that word and reads live,
+// which of the key's two buckets held it), so the next GET takes one
+// round trip of one READ: for an inline record, that bucket (slot words
+// and arena: any live inline record of the key there will do); for an
+// out-of-place one, the record alone, without a bucket. A hit is
+// trusted only if a record verifies (against that word, or an inline
+// word of the bucket) and reads live,
 // which the writer allows only for a key's current record (docs/layout.md,
 // "A cached location"), so a stale entry costs a round trip, never a stale
 // value.

@@ -9,7 +9,8 @@
 // never returns a torn, mixed or superseded value; when a read cannot be
 // proven good within a few retries, the client asks the server by RPC.
 //
-// A GET costs at most two network round trips, and one for a key whose
+// A GET costs at most two network round trips, and one for a small value
+// (stored inline in its bucket, on a region with arenas) or a key whose
 // location the client has cached.
 //
 // Writes are retried by the client only while no attempt can have taken

@@ -44,6 +44,15 @@ type fakeTransport struct {
 
 	dials      atomic.Int64
 	stallReads atomic.Bool // every Read waits for its context to end
+	quiet      bool        // no trace (benchmarks: the trace allocates); set before any Read
+
+	// words, if set, makes READs copy 8 bytes at a time, last word first
+	// (a bucket's arena before its slot words), each under this lock,
+	// which a concurrent writer holds for each of its writes: a READ may
+	// then see a write between any two of its words, in the order that
+	// tears an inline record (a NIC promises no order), and the race
+	// detector sees no race.
+	words *sync.Mutex
 
 	mu      sync.Mutex
 	reverse func(batch int) bool // runs that batch's READs last to first (a NIC may run them in any order)
@@ -103,7 +112,7 @@ func (f *fakeTransport) kind(op transport.ReadOp) byte {
 	switch {
 	case op.Offset == 0 && len(op.Dst) == table.HeaderSize:
 		return 'H'
-	case op.Offset >= f.hdr.BucketOffset(0) && op.Offset < f.hdr.RecordBase && len(op.Dst) == table.BucketSize:
+	case op.Offset >= f.hdr.BucketOffset(0) && op.Offset < f.hdr.RecordBase && len(op.Dst) == int(f.hdr.BucketBytes):
 		return 'B'
 	}
 	return 'R'
@@ -202,7 +211,10 @@ func (c *fakeConn) Read(ctx context.Context, ops []transport.ReadOp) error {
 	f.mu.Lock()
 	backwards := f.reverse != nil && f.reverse(batch)
 	f.mu.Unlock()
-	kinds := make([]byte, len(ops))
+	var kinds []byte
+	if !f.quiet {
+		kinds = make([]byte, len(ops))
+	}
 	for i := range ops {
 		j := i // the hook's op counts READs in the order they run
 		if backwards {
@@ -211,13 +223,31 @@ func (c *fakeConn) Read(ctx context.Context, ops []transport.ReadOp) error {
 		if hook != nil {
 			hook(batch, i)
 		}
-		copy(ops[j].Dst, f.mem[ops[j].Offset:])
-		kinds[j] = f.kind(ops[j])
+		f.copyOp(ops[j])
+		if kinds != nil {
+			kinds[j] = f.kind(ops[j])
+		}
+	}
+	if kinds == nil {
+		return nil
 	}
 	f.mu.Lock()
 	f.trace = append(f.trace, string(kinds))
 	f.mu.Unlock()
 	return nil
+}
+
+// copyOp performs one READ op: in one copy, or a word at a time (words).
+func (f *fakeTransport) copyOp(op transport.ReadOp) {
+	if f.words == nil {
+		copy(op.Dst, f.mem[op.Offset:])
+		return
+	}
+	for i := (len(op.Dst) - 1) &^ 7; i >= 0; i -= 8 {
+		f.words.Lock()
+		copy(op.Dst[i:min(i+8, len(op.Dst))], f.mem[op.Offset+uint64(i):])
+		f.words.Unlock()
+	}
 }
 
 func (c *fakeConn) MaxMessage() int    { return transport.DefaultMaxMessage }

@@ -38,8 +38,9 @@ func resolveLevel(def Consistency, opts []ReadOption) Consistency {
 // Get returns the value stored under key, or an error wrapping ErrNotFound.
 //
 // Linearizable and Serializable GETs are one-sided: the client READs the
-// server's table region directly (two round trips, one when the key's
-// location is cached) and verifies what it read; the server's CPU is not
+// server's table region directly (one round trip for a small value, whose
+// record is inline in the key's bucket, or when the key's location is
+// cached; two otherwise) and verifies what it read; the server's CPU is not
 // involved. When a read cannot be verified within Config.ReadRetries
 // attempts, the client asks the server by RPC instead.
 func (c *Client) Get(ctx context.Context, key []byte, opts ...ReadOption) ([]byte, error) {

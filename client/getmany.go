@@ -16,8 +16,9 @@ import (
 const MaxGetMany = wire.MaxGetManyKeys
 
 // batchKeys is how many keys share one one-sided batch: the first round
-// trip READs the header and both candidate buckets of each key, and that
-// must fit one READ batch (transport.MaxBatch).
+// trip READs both candidate buckets of each key, and the header when the
+// cached lease is due, and that must fit one READ batch
+// (transport.MaxBatch).
 const batchKeys = (transport.MaxBatch - 1) / 2
 
 // Result is one key's answer in GetMany.
@@ -33,7 +34,8 @@ type Result struct {
 // the call.
 //
 // One-sided levels read the keys in batches of up to 7 whose READs are
-// posted together: two round trips per batch, not per key. Each key keeps
+// posted together: two round trips per batch, not per key (one if every
+// key's record is inline in its buckets). Each key keeps
 // the guarantee a Get gives it (the same checks, the lease judged after the
 // batch's last READ); a key the batch cannot prove (a torn or moving
 // bucket, a region flagged incomplete, a failed lease check) is read on its
@@ -92,13 +94,14 @@ func (c *Client) getBatch(ctx context.Context, keys [][]byte, out []Result, leve
 	return nil
 }
 
-// batchScratch holds one batch's buffers; pooled.
+// batchScratch holds one batch's buffers; pooled. Bucket buffers are as
+// long as the geometry's buckets (fit).
 type batchScratch struct {
 	hdr1, hdr2 [table.HeaderSize]byte
-	bk1, bk2   [batchKeys][2][table.BucketSize]byte
+	bk1, bk2   [batchKeys][2][]byte // sized bytes each
+	sized      int
 	slots      [batchKeys][2 * table.SlotsPerBucket]table.Slot
-	cands      [batchKeys][]table.Slot
-	nFirst     [batchKeys]int // cands[i][:nFirst[i]] are from the key's first bucket
+	scans      [batchKeys]keyScan // round trip 1's, per key
 	plan       [batchKeys]uint8
 	checks     int // keys planned planCheck
 	recs       [transport.MaxBatch][]byte
@@ -107,11 +110,26 @@ type batchScratch struct {
 
 var batchPool = sync.Pool{New: func() any { return new(batchScratch) }}
 
-// What round trip 2 of a batch does for a key.
+// fit sizes the bucket buffers for g, once per geometry (getScratch.fit).
+func (s *batchScratch) fit(g *geometry) {
+	if s.sized == g.bucketBytes {
+		return
+	}
+	s.sized = g.bucketBytes
+	for i := range s.bk1 {
+		for j := range 2 {
+			s.bk1[i][j] = grow(s.bk1[i][j], g.bucketBytes)
+			s.bk2[i][j] = grow(s.bk2[i][j], g.bucketBytes)
+		}
+	}
+}
+
+// What a batch does for a key after round trip 1.
 const (
-	planNone  uint8 = iota // no room in the batch: the key is read on its own
-	planHit                // READ every record whose fingerprint matched
-	planCheck              // nothing matched: READ both buckets again, to prove the miss
+	planNone   uint8 = iota // no room in the batch, or nothing provable: the key is read on its own
+	planInline              // a live inline record in round trip 1: answered from it
+	planHit                 // READ every out-of-place record whose fingerprint matched
+	planCheck               // nothing of the key's: READ both buckets again, to prove the miss
 )
 
 // batchOneSided runs one attempt of the read protocol (see getOneSided) for
@@ -137,84 +155,106 @@ func (c *Client) batchOneSided(ctx context.Context, keys [][]byte, out []Result,
 	// the first READ, or the header read first in round trip 1.
 	a := n.newAttempt(needLease, monoNow(), nil)
 	g := a.g
+	s.fit(g)
 
 	// Round trip 1: both buckets of every key (and the header, if the
 	// cached lease is due).
 	ops := a.firstOps(s.ops[:0], s.hdr1[:])
 	for i, k := range keys {
 		b1, b2 := table.Buckets(table.Hash(k), g.nbuckets)
-		ops = append(ops,
-			transport.ReadOp{Remote: g.region, Offset: g.hdr.BucketOffset(b1), Dst: s.bk1[i][0][:]},
-			transport.ReadOp{Remote: g.region, Offset: g.hdr.BucketOffset(b2), Dst: s.bk1[i][1][:]})
+		ops = g.bucketOps(ops, b1, b2, &s.bk1[i])
 	}
 	if n.conn.Read(ctx, ops) != nil {
 		return 0
 	}
-	reads, nbytes := len(ops), readBytes(ops)
+	reads, nbytes, rounds := len(ops), readBytes(ops), 1
 	if a.takeHeader(s.hdr1[:]) != nil {
 		return 0
 	}
 
-	// Round trip 2: candidate records, and, for keys that matched nothing,
-	// the header and their buckets again (the one-header miss proof).
+	// Round trip 2 (unless every key was answered inline): candidate
+	// records, and, for keys that matched nothing of theirs, the header and
+	// their buckets again (the one-header miss proof).
 	ops = c.planBatch(s, ops[:0], g, keys)
-	if n.conn.Read(ctx, ops) != nil {
-		return 0
-	}
-	now := monoNow()
-	if now.sub(a.start) >= g.maxAge {
-		return 0
-	}
-	// Which expiry judges what is as in a Get (getAttempt): hits, whose
-	// records round trip 2 read, by one cached before the batch or read in
-	// round trip 1; misses by the cached one alone.
-	hits := !needLease || n.clock.check(max(a.exp, a.r1), now) == nil
-	misses, incomplete := false, true
-	if s.checks > 0 {
-		hdr, err := checkHeader(g, s.hdr2[:])
-		if err != nil {
+	if len(ops) > 0 {
+		if n.conn.Read(ctx, ops) != nil {
 			return 0
 		}
-		g.lease.offer(hdr.LeaseExpiry)
-		misses = !needLease || n.clock.check(a.exp, now) == nil
-		incomplete = hdr.Incomplete
+		reads, nbytes, rounds = reads+len(ops), nbytes+readBytes(ops), 2
 	}
-	done := s.decide(n, keys, out, hits, misses && !incomplete)
-	c.stats.batch(done, reads+len(ops), nbytes+readBytes(ops))
+	j, ok := s.judgeBatch(n, &a, monoNow())
+	if !ok {
+		return 0
+	}
+	done := s.decide(n, g, keys, out, j)
+	c.stats.batch(done, rounds, reads, nbytes)
 	return done
 }
 
-// planBatch builds round trip 2 and records in s.plan what it reads for
-// each key. The header comes first, and only if some key needs a miss
-// proof.
+// batchJudgement is which answers of a batch the lease and the clock allow.
+type batchJudgement struct {
+	inline bool // hits read in round trip 1: the expiry cached before it, younger than Gi/2
+	hits   bool // hits whose records round trip 2 read: that, or round trip 1's header
+	misses bool // misses: the cached expiry alone, and round trip 2's header complete
+	young  bool // younger than Gi/2: a decision may rest on arena bytes
+}
+
+// judgeBatch is the decision's lease and age checks, as a Get makes them
+// (getAttempt), with now taken after the batch's last READ. ok is false if
+// nothing can be answered.
+func (s *batchScratch) judgeBatch(n *node, a *getAttempt, now mono) (j batchJudgement, ok bool) {
+	g, age := a.g, now.sub(a.start)
+	if age >= g.maxAge {
+		return j, false
+	}
+	lease := func(exp uint64) bool { return !a.needLease || n.clock.check(exp, now) == nil }
+	j.young = age < g.inlineAge
+	j.inline = j.young && lease(a.exp)
+	j.hits = lease(max(a.exp, a.r1))
+	if s.checks > 0 {
+		hdr, err := checkHeader(g, s.hdr2[:])
+		if err != nil {
+			return j, false
+		}
+		g.lease.offer(hdr.LeaseExpiry)
+		j.misses = lease(a.exp) && !hdr.Incomplete
+	}
+	return j, true
+}
+
+// planBatch scans round trip 1's buckets, builds round trip 2 and records
+// in s.plan what it reads for each key. The header comes first, and only
+// if some key needs a miss proof.
 func (c *Client) planBatch(s *batchScratch, ops []transport.ReadOp, g *geometry, keys [][]byte) []transport.ReadOp {
 	ops = append(ops, transport.ReadOp{Remote: g.region, Dst: s.hdr2[:]})
 	rec := 0
 	s.checks = 0
 	for i, k := range keys {
 		s.plan[i] = planNone
-		s.cands[i], s.nFirst[i] = scanBuckets(&s.bk1[i], table.Fingerprint(table.Hash(k)), s.slots[i][:0])
-		cands := s.cands[i]
-		if len(cands) == 0 {
+		sc := &s.scans[i]
+		sc.reset(k, g, nil, s.slots[i][:0])
+		sc.buckets(&s.bk1[i])
+		switch {
+		case sc.found:
+			s.plan[i] = planInline
+		case sc.bad != nil:
+			// dead, hidden or torn: read on its own, with retries
+		case len(sc.oop) == 0:
 			if len(ops)+2 <= transport.MaxBatch {
 				b1, b2 := table.Buckets(table.Hash(k), g.nbuckets)
-				ops = append(ops,
-					transport.ReadOp{Remote: g.region, Offset: g.hdr.BucketOffset(b1), Dst: s.bk2[i][0][:]},
-					transport.ReadOp{Remote: g.region, Offset: g.hdr.BucketOffset(b2), Dst: s.bk2[i][1][:]})
+				ops = g.bucketOps(ops, b1, b2, &s.bk2[i])
 				s.plan[i] = planCheck
 				s.checks++
 			}
-			continue
+		case len(ops)+len(sc.oop) <= transport.MaxBatch && allInArea(g, sc.oop):
+			for _, sl := range sc.oop {
+				s.recs[rec] = grow(s.recs[rec], int(sl.Len))
+				ops = append(ops, transport.ReadOp{Remote: g.region, Offset: sl.Offset, Dst: s.recs[rec]})
+				rec++
+			}
+			s.plan[i] = planHit
 		}
-		if len(ops)+len(cands) > transport.MaxBatch || !allInArea(g, cands) {
-			continue // read on its own (which also judges a torn bucket)
-		}
-		for _, sl := range cands {
-			s.recs[rec] = grow(s.recs[rec], int(sl.Len))
-			ops = append(ops, transport.ReadOp{Remote: g.region, Offset: sl.Offset, Dst: s.recs[rec]})
-			rec++
-		}
-		s.plan[i] = planHit
+		// else read on its own (which also judges a torn bucket)
 	}
 	if s.checks == 0 {
 		ops = ops[1:] // no miss to prove: no header
@@ -232,58 +272,79 @@ func allInArea(g *geometry, slots []table.Slot) bool {
 }
 
 // decide answers the keys whose reads prove their answer, as getOneSided
-// would: hits if the lease held for them, misses if it held for them and
-// round trip 2's header showed the region complete.
-func (s *batchScratch) decide(n *node, keys [][]byte, out []Result, hits, misses bool) uint32 {
+// would, by what j allows.
+func (s *batchScratch) decide(n *node, g *geometry, keys [][]byte, out []Result, j batchJudgement) uint32 {
 	var done uint32
 	rec := 0
 	for i, k := range keys {
+		sc := &s.scans[i]
+		ok := false
 		switch s.plan[i] {
+		case planInline:
+			if ok = j.inline; ok {
+				out[i] = Result{Value: sc.value, Version: sc.version, Found: true}
+				n.cache.put(k, sc.loc)
+			}
 		case planHit:
-			if !hits {
-				continue
-			}
-			cands := s.cands[i]
-			recs := s.recs[rec : rec+len(cands)]
-			rec += len(cands)
-			for j, sl := range cands {
-				val, ver, err := table.VerifyRecord(recs[j], k, sl)
-				if errors.Is(err, table.ErrKeyMismatch) {
-					continue // another key with the same fingerprint
-				}
-				if err == nil {
-					out[i] = Result{Value: append([]byte(nil), val...), Version: ver, Found: true}
-					n.cache.put(k, location{word: sl.Word(), second: j >= s.nFirst[i]})
-					done |= 1 << i
-				}
-				break
-			}
-			// Every candidate another key's (a miss not yet proven), or the
-			// record dead or torn: the key is read on its own.
+			recs := s.recs[rec : rec+len(sc.oop)]
+			rec += len(sc.oop)
+			ok = j.hits && s.hit(n, k, sc, recs, &out[i])
 		case planCheck:
-			// A miss is trusted only if neither reading of the buckets
-			// holds a slot with the key's fingerprint (round trip 1 held
-			// none), and the region is complete (docs/layout.md, Reading).
-			if misses && onlyOthers(&s.bk2[i], table.Fingerprint(table.Hash(k)), nil, s.slots[i][:0]) {
+			ok = j.misses && (j.young || !sc.inline) && s.proven(i, k, g, j.young)
+			if ok {
 				out[i] = Result{}
-				done |= 1 << i
 			}
+		}
+		if ok {
+			done |= 1 << i
 		}
 	}
 	return done
 }
 
+// hit verifies a key's out-of-place candidates, as readCandidates does.
+// false: every candidate another key's (a miss not yet proven), or the
+// record dead or torn: the key is read on its own.
+func (s *batchScratch) hit(n *node, k []byte, sc *keyScan, recs [][]byte, out *Result) bool {
+	for j, sl := range sc.oop {
+		val, ver, err := table.VerifyRecord(recs[j], k, sl)
+		if errors.Is(err, table.ErrKeyMismatch) {
+			continue // another key with the same fingerprint
+		}
+		if err != nil {
+			return false
+		}
+		*out = Result{Value: append([]byte(nil), val...), Version: ver, Found: true}
+		n.cache.put(k, location{word: sl.Word(), second: j >= sc.nFirst})
+		return true
+	}
+	return false
+}
+
+// proven reports whether key i's second reading of its buckets holds
+// nothing of the key's either (round trip 1 held no out-of-place slot of
+// its fingerprint, and no inline record of it): docs/layout.md, Reading.
+// Inline records shown to be another key's count only if the batch was
+// young enough to trust arena bytes.
+func (s *batchScratch) proven(i int, k []byte, g *geometry, young bool) bool {
+	var again keyScan
+	again.reset(k, g, nil, s.slots[i][:0])
+	again.buckets(&s.bk2[i])
+	return !again.found && again.bad == nil && len(again.oop) == 0 && (young || !again.inline)
+}
+
 // batch counts the keys a one-sided batch answered as one-sided GETs: the
-// batch's two round trips and its READs are shared among them, so the
+// batch's round trips (one if every key was inline) and its READs are
+// shared among them, so the
 // per-GET figures show what batching saves.
-func (c *counters) batch(done uint32, reads, nbytes int) {
+func (c *counters) batch(done uint32, rounds, reads, nbytes int) {
 	k := uint64(bits.OnesCount32(done))
 	if k == 0 {
 		return
 	}
 	c.gets.Add(k)
 	c.oneSided.Add(k)
-	c.roundTrips.Add(2)
+	c.roundTrips.Add(uint64(rounds))
 	c.reads.Add(uint64(reads))
 	c.readBytes.Add(uint64(nbytes))
 }

@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -15,11 +14,13 @@ import (
 
 // geometry is what a client needs to address a node's table region.
 type geometry struct {
-	region   transport.Descriptor
-	nbuckets uint32
-	maxAge   time.Duration // a GET older than this may have read reused bytes
-	hdr      table.Header  // as read at connect; every read must match its geometry
-	lease    *leaseCache   // the lease expiries read from headers of this geometry
+	region      transport.Descriptor
+	nbuckets    uint32
+	bucketBytes int           // one bucket READ: its slot words and its arena
+	maxAge      time.Duration // a GET older than this may have read reused bytes
+	inlineAge   time.Duration // likewise for a GET that accepted arena bytes
+	hdr         table.Header  // as read at connect; every read must match its geometry
+	lease       *leaseCache   // the lease expiries read from headers of this geometry
 }
 
 func (g *geometry) inArea(s table.Slot) bool { return g.hdr.InArea(s) }
@@ -49,11 +50,13 @@ func (n *node) loadGeometry(ctx context.Context) error {
 	}
 	old := n.geo.Load()
 	g := &geometry{
-		region:   region,
-		nbuckets: h.Buckets,
-		hdr:      h,
-		maxAge:   time.Duration(h.GraceMillis) * time.Millisecond / 2,
-		lease:    new(leaseCache),
+		region:      region,
+		nbuckets:    h.Buckets,
+		bucketBytes: int(h.BucketBytes),
+		hdr:         h,
+		maxAge:      time.Duration(h.GraceMillis) * time.Millisecond / 2,
+		inlineAge:   time.Duration(h.InlineGraceMillis) * time.Millisecond / 2,
+		lease:       new(leaseCache),
 	}
 	g.lease.offer(h.LeaseExpiry)
 	n.geo.Store(g)
@@ -78,14 +81,30 @@ var (
 )
 
 // getScratch holds one GET's buffers; pooled so the steady-state GET path
-// allocates only its result.
+// allocates only its result. Bucket buffers are as long as the geometry's
+// buckets (fit).
 type getScratch struct {
 	hdr1, hdr2    [table.HeaderSize]byte
-	bk1, bk2      [2][table.BucketSize]byte
+	bk1, bk2      [2][]byte // sized bytes each
+	sized         int
 	cached        []byte
 	recs          [transport.MaxBatch][]byte
 	slots, slots2 [2 * table.SlotsPerBucket]table.Slot
+	scan1, scan2  keyScan
 	ops           [transport.MaxBatch]transport.ReadOp
+}
+
+// fit sizes the bucket buffers for g, once per geometry the scratch
+// meets: a GET on the same geometry finds them sized.
+func (s *getScratch) fit(g *geometry) {
+	if s.sized == g.bucketBytes {
+		return
+	}
+	s.sized = g.bucketBytes
+	for i := range 2 {
+		s.bk1[i] = grow(s.bk1[i], g.bucketBytes)
+		s.bk2[i] = grow(s.bk2[i], g.bucketBytes)
+	}
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(getScratch) }}
@@ -120,10 +139,12 @@ func readBytes(ops []transport.ReadOp) int {
 // getOneSided runs one attempt of the one-sided GET protocol (docs/layout.md).
 // A linearizable attempt judges its lease by the expiry cached for the node
 // (leasecache.go), and reads the header only when that is due. With a
-// cached location, round trip 1 reads the record the cached slot word
-// names (no bucket); else (or if that fails) round trip 1 reads both
-// candidate buckets, and round trip 2 reads every record whose fingerprint
-// matches, or, for a miss, the header and both buckets again.
+// cached location, round trip 1 reads the bucket that held the key's inline
+// record, or the out-of-place record the cached slot word names; else (or
+// if that fails) round trip 1 reads both candidate buckets, slot words and
+// arenas, and answers a key whose record is inline there. Round trip 2
+// reads the out-of-place records whose fingerprint matched, or, for a
+// miss, the header and both buckets again.
 //
 // start is a clock reading taken before the attempt's first READ.
 func (n *node) getOneSided(ctx context.Context, dst, key []byte, needLease bool, start mono, s *getScratch) (readResult, error) {
@@ -162,6 +183,7 @@ type getAttempt struct {
 	r1         uint64    // round trip 1's header (0: not read)
 	seen       uint64    // the latest read by the attempt
 	readHeader bool      // round trip 1 reads the header, for its lease
+	arena      bool      // the answer rests on arena bytes: the age limit is the inline grace's
 	start      mono
 	needLease  bool
 	s          *getScratch
@@ -174,7 +196,20 @@ func (n *node) newAttempt(needLease bool, start mono, s *getScratch) getAttempt 
 	if needLease {
 		a.exp, a.readHeader = n.leaseDue(a.g, start)
 	}
+	if s != nil {
+		s.fit(a.g)
+	}
 	return a
+}
+
+// maxAge is how old the attempt may be at its decision: less than half the
+// grace period of the bytes its answer rests on, so that none of them can
+// have been reused under it (rule R: arena bytes after Gi, others after G).
+func (a *getAttempt) maxAge() time.Duration {
+	if a.arena {
+		return min(a.g.inlineAge, a.g.maxAge)
+	}
+	return a.g.maxAge
 }
 
 // firstOps begins round trip 1's batch in ops: with the header (into
@@ -185,6 +220,14 @@ func (a *getAttempt) firstOps(ops []transport.ReadOp, hdr []byte) []transport.Re
 		ops = append(ops, transport.ReadOp{Remote: a.g.region, Dst: hdr})
 	}
 	return ops
+}
+
+// bucketOps appends the READs of the key's two buckets (slot words and
+// arena) into bk.
+func (g *geometry) bucketOps(ops []transport.ReadOp, b1, b2 uint32, bk *[2][]byte) []transport.ReadOp {
+	return append(ops,
+		transport.ReadOp{Remote: g.region, Offset: g.hdr.BucketOffset(b1), Dst: bk[0]},
+		transport.ReadOp{Remote: g.region, Offset: g.hdr.BucketOffset(b2), Dst: bk[1]})
 }
 
 // takeHeader checks the header round trip 1 read, if it read one, and
@@ -209,23 +252,23 @@ func (a *getAttempt) saw(exp uint64) {
 	a.seen = max(a.seen, exp)
 }
 
-// getCached tries the key's cached location: one round trip, the record the
-// cached slot word names (and the header, if the lease is due), no bucket. A record
-// that reads live, intact and of this key is the key's current record at
-// the moment it was read, because the writer never leaves a record live
-// while no slot names it (docs/layout.md, "Writing" and "Reading"). done is
-// false if the record does not prove that (dead, hidden, another key's,
-// torn, or the location's space since reused by another key): then the
-// caller reads the key as uncached, and res counts the round trip, READs
-// and bytes this spent.
+// getCached tries the key's cached location in one round trip (and the
+// header, if the lease is due): for an inline record, the bucket that held
+// its slot, slot words and arena together; for an out-of-place one, the
+// record alone. A record that reads live, intact and of this key is the
+// key's current record at the moment it was read, because the writer never
+// leaves a record live while no slot names it (docs/layout.md, "Writing"
+// and "Reading"). done is false if nothing read proves that (dead, hidden,
+// another key's, torn, the key gone from the bucket, or the location's
+// space since reused by another key): then the caller reads the key as
+// uncached, and res counts the round trip, READs and bytes this spent.
 func (n *node) getCached(ctx context.Context, dst, key []byte, loc location, a *getAttempt) (res readResult, done bool, err error) {
-	g, s := a.g, a.s
-	cs := table.DecodeSlot(loc.word)
-	if !g.inArea(cs) {
+	s := a.s
+	op, ok := a.cachedOp(key, loc)
+	if !ok {
 		return readResult{}, false, nil
 	}
-	s.cached = grow(s.cached, int(cs.Len))
-	ops := append(a.firstOps(s.ops[:0], s.hdr1[:]), transport.ReadOp{Remote: g.region, Offset: cs.Offset, Dst: s.cached})
+	ops := append(a.firstOps(s.ops[:0], s.hdr1[:]), op)
 	if err := n.conn.Read(ctx, ops); err != nil {
 		return readResult{}, true, err
 	}
@@ -237,15 +280,61 @@ func (n *node) getCached(ctx context.Context, dst, key []byte, loc location, a *
 	if err := a.takeHeader(s.hdr1[:]); err != nil {
 		return readResult{}, true, err
 	}
-	val, ver, verr := table.VerifyRecord(s.cached, key, cs)
-	if verr != nil || now.sub(a.start) >= g.maxAge {
+	k, found := a.verifyCached(dst, key, loc)
+	if !found || now.sub(a.start) >= a.maxAge() {
 		return res, false, nil
 	}
 	if err := n.judgeAt(a, a.exp, now); err != nil { // the header, if any, was in the record's batch
 		return readResult{}, true, err
 	}
-	res.value, res.version, res.found = append(dst, val...), ver, true
+	n.cache.put(key, k.loc)
+	res.value, res.version, res.found = k.value, k.version, true
 	return res, true, nil
+}
+
+// cachedOp is the READ of a cached GET: the bucket that held an inline
+// record (into the scratch's first bucket buffer), or the out-of-place
+// record. ok is false if the word cannot name anything in this geometry.
+func (a *getAttempt) cachedOp(key []byte, loc location) (op transport.ReadOp, ok bool) {
+	g, s := a.g, a.s
+	if table.IsInline(loc.word) {
+		if g.bucketBytes <= table.BucketSize {
+			return op, false // no arenas: no inline record
+		}
+		b1, b2 := table.Buckets(table.Hash(key), g.nbuckets)
+		if loc.second {
+			b1 = b2
+		}
+		return transport.ReadOp{Remote: g.region, Offset: g.hdr.BucketOffset(b1), Dst: s.bk1[0]}, true
+	}
+	cs := table.DecodeSlot(loc.word)
+	if !g.inArea(cs) {
+		return op, false
+	}
+	s.cached = grow(s.cached, int(cs.Len))
+	return transport.ReadOp{Remote: g.region, Offset: cs.Offset, Dst: s.cached}, true
+}
+
+// verifyCached verifies what a cached GET read. The bucket of an inline
+// record counts as half an uncached read: any slot of it with the key's
+// fingerprint naming a live inline record of the key is a hit (an update
+// that kept the key in its bucket costs nothing), and the location found
+// replaces the cached one. An inline hit sets a.arena.
+func (a *getAttempt) verifyCached(dst, key []byte, loc location) (*keyScan, bool) {
+	g, s := a.g, a.s
+	k := &s.scan1
+	k.reset(key, g, dst, s.slots[:0])
+	if table.IsInline(loc.word) {
+		k.bucket(s.bk1[0], loc.second)
+		a.arena = k.found
+		return k, k.found
+	}
+	val, ver, err := table.VerifyRecord(s.cached, key, table.DecodeSlot(loc.word))
+	if err != nil {
+		return k, false
+	}
+	k.value, k.version, k.loc = append(dst, val...), ver, loc
+	return k, true
 }
 
 // getUncached is the attempt without a cached location.
@@ -253,40 +342,65 @@ func (n *node) getUncached(ctx context.Context, dst, key []byte, a *getAttempt) 
 	g, s := a.g, a.s
 	h := table.Hash(key)
 	b1, b2 := table.Buckets(h, g.nbuckets)
-	ops := append(a.firstOps(s.ops[:0], s.hdr1[:]),
-		transport.ReadOp{Remote: g.region, Offset: g.hdr.BucketOffset(b1), Dst: s.bk1[0][:]},
-		transport.ReadOp{Remote: g.region, Offset: g.hdr.BucketOffset(b2), Dst: s.bk1[1][:]})
+	ops := g.bucketOps(a.firstOps(s.ops[:0], s.hdr1[:]), b1, b2, &s.bk1)
 	if err := n.conn.Read(ctx, ops); err != nil {
 		return readResult{}, err
 	}
-	reads, nbytes := len(ops), readBytes(ops)
+	res := readResult{roundTrips: 1, reads: len(ops), bytes: readBytes(ops)}
 	if err := a.takeHeader(s.hdr1[:]); err != nil {
 		return readResult{}, err
 	}
-	fp := table.Fingerprint(h)
-	cands, nFirst := scanBuckets(&s.bk1, fp, s.slots[:0])
+	k := &s.scan1
+	k.reset(key, g, dst, s.slots[:0])
+	k.buckets(&s.bk1)
+	switch {
+	case k.found:
+		// An inline hit in round trip 1: the header in this same batch, if
+		// any, cannot judge it (its READ may have run after the record's).
+		return n.inlineHit(key, k, a, a.exp, res)
+	case k.bad != nil:
+		return readResult{}, k.bad
+	}
 
-	// Round trip 2: if a slot's fingerprint matched, the records they name
-	// (nothing else: a live record of the key, named by its slot when the
-	// buckets were read, is the key's value at that moment; see
+	// Round trip 2: if out-of-place slots' fingerprint matched, the records
+	// they name (nothing else: a live record of the key, named by its slot
+	// when the buckets were read, is the key's value at that moment; see
 	// docs/layout.md, Reading); if none did, or every one was another
 	// key's, the header and both buckets again, to prove the miss.
-	rounds := 2
-	if len(cands) > 0 {
-		res, err := n.readCandidates(ctx, dst, key, cands, nFirst, a)
-		res.reads, res.bytes = reads+res.reads, nbytes+res.bytes
-		if err != nil || res.found {
-			return res, err
+	if len(k.oop) > 0 {
+		res2, err := n.readCandidates(ctx, dst, key, k.oop, k.nFirst, a)
+		res2.reads, res2.bytes = res.reads+res2.reads, res.bytes+res2.bytes
+		if err != nil || res2.found {
+			return res2, err
 		}
-		reads, nbytes, rounds = res.reads, res.bytes, 3
+		res = res2
 	}
-	return n.proveMiss(ctx, fp, b1, b2, cands, a, rounds, reads, nbytes)
+	res.roundTrips++
+	// A miss that took inline records for another key's rests on arena
+	// bytes.
+	a.arena = k.inline
+	return n.proveMiss(ctx, dst, key, b1, b2, k.oop, a, res)
 }
 
-// readCandidates READs the records of the slots whose fingerprint matched
-// (cands[:nFirst] from the key's first bucket, the rest from its second)
-// and returns the first that is key's. found is false (and err nil) if every
-// one belongs to another key. reads and bytes count this round trip only.
+// inlineHit accepts the live inline record k found, judged by the lease
+// expiring at exp (one read before the record: see getAttempt) and by the
+// inline grace period, whose bytes it rests on. res counts the round trips
+// and READs so far.
+func (n *node) inlineHit(key []byte, k *keyScan, a *getAttempt, exp uint64, res readResult) (readResult, error) {
+	a.arena = true
+	if err := n.judge(a, exp); err != nil {
+		return readResult{}, err
+	}
+	n.cache.put(key, k.loc)
+	res.value, res.version, res.found = k.value, k.version, true
+	return res, nil
+}
+
+// readCandidates READs the records of the out-of-place slots whose
+// fingerprint matched (cands[:nFirst] from the key's first bucket, the rest
+// from its second) and returns the first that is key's. found is false (and
+// err nil) if every one belongs to another key. reads and bytes count this
+// round trip only.
 func (n *node) readCandidates(ctx context.Context, dst, key []byte, cands []table.Slot, nFirst int, a *getAttempt) (readResult, error) {
 	if len(cands) > transport.MaxBatch {
 		return readResult{}, errCandidates
@@ -332,44 +446,52 @@ func (n *node) readCandidates(ctx context.Context, dst, key []byte, cands []tabl
 // clear (docs/layout.md, "Reading": two readings that each miss the key,
 // one after the other, cannot both have been fooled by a move, and the
 // writer's rules M3 and M4 tie the flag read here to the key's presence
-// throughout the GET). others are the slots of round trip 1 with the key's
-// fingerprint, all proven another key's.
-func (n *node) proveMiss(ctx context.Context, fp uint16, b1, b2 uint32, others []table.Slot, a *getAttempt, rounds, reads, nbytes int) (readResult, error) {
+// throughout the GET). others are the out-of-place slots of round trip 1
+// with the key's fingerprint, all proven another key's; inline records
+// are verified from the new bucket reads. res counts the round trips
+// (this one included) and the READs before this one.
+func (n *node) proveMiss(ctx context.Context, dst, key []byte, b1, b2 uint32, others []table.Slot, a *getAttempt, res readResult) (readResult, error) {
 	g, s := a.g, a.s
-	ops := append(s.ops[:0],
-		transport.ReadOp{Remote: g.region, Offset: 0, Dst: s.hdr2[:]},
-		transport.ReadOp{Remote: g.region, Offset: g.hdr.BucketOffset(b1), Dst: s.bk2[0][:]},
-		transport.ReadOp{Remote: g.region, Offset: g.hdr.BucketOffset(b2), Dst: s.bk2[1][:]})
+	ops := g.bucketOps(append(s.ops[:0], transport.ReadOp{Remote: g.region, Offset: 0, Dst: s.hdr2[:]}), b1, b2, &s.bk2)
 	if err := n.conn.Read(ctx, ops); err != nil {
 		return readResult{}, err
 	}
+	res.reads, res.bytes = res.reads+len(ops), res.bytes+readBytes(ops)
 	hdr, err := checkHeader(g, s.hdr2[:])
 	if err != nil {
 		return readResult{}, err // a rebuild, seen first by a miss
 	}
+	a.saw(hdr.LeaseExpiry)
+	k := &s.scan2
+	k.reset(key, g, dst, s.slots2[:0])
+	k.buckets(&s.bk2)
+	if k.found {
+		// The key's inline record appeared: a hit read in this round trip,
+		// judged by an expiry read before it.
+		return n.inlineHit(key, k, a, max(a.exp, a.r1), res)
+	}
+	if k.bad != nil || !onlyOthers(k.oop, others) {
+		return readResult{}, errUnstable
+	}
+	a.arena = a.arena || k.inline
 	// Only the expiry cached before the GET judges a miss: the proof
 	// finds an instant of the GET when the node lacked the key, which may
 	// be any, so the lease must cover the whole GET.
-	a.saw(hdr.LeaseExpiry)
 	if err := n.judge(a, a.exp); err != nil {
 		return readResult{}, err
-	}
-	if !onlyOthers(&s.bk2, fp, others, s.slots2[:0]) {
-		return readResult{}, errUnstable
 	}
 	if hdr.Incomplete {
 		return readResult{}, errIncomplete
 	}
-	return readResult{roundTrips: rounds, reads: reads + len(ops), bytes: nbytes + readBytes(ops)}, nil
+	return res, nil
 }
 
-// onlyOthers reports whether every slot of the buckets bk with fingerprint
-// fp is one of others (slot words proven another key's earlier in the GET).
-// The same word cannot name a record of the key now: that would take the
-// other key's record to be retired and its bytes reused, a grace period
-// at least, within the GET.
-func onlyOthers(bk *[2][table.BucketSize]byte, fp uint16, others, scratch []table.Slot) bool {
-	now, _ := scanBuckets(bk, fp, scratch)
+// onlyOthers reports whether every out-of-place slot in now is one of
+// others (slot words proven another key's earlier in the GET). The same
+// word cannot name a record of the key now: that would take the other
+// key's record to be retired and its bytes reused, a grace period at least,
+// within the GET.
+func onlyOthers(now, others []table.Slot) bool {
 	for _, sl := range now {
 		if !slices.ContainsFunc(others, func(o table.Slot) bool { return o.Word() == sl.Word() }) {
 			return false
@@ -379,10 +501,10 @@ func onlyOthers(bk *[2][table.BucketSize]byte, fp uint16, others, scratch []tabl
 }
 
 // judge is the decision after a GET's last READ: the GET was quick enough
-// that no record's bytes can have been reused under it, and (for a
-// linearizable GET) the lease expiring at exp, one this answer may be
-// judged by (getAttempt), still holds by the client's bound on the node's
-// clock.
+// that none of the bytes its answer rests on can have been reused under it,
+// and (for a linearizable GET) the lease expiring at exp, one this answer
+// may be judged by (getAttempt), still holds by the client's bound on the
+// node's clock.
 func (n *node) judge(a *getAttempt, exp uint64) error {
 	return n.judgeAt(a, exp, monoNow())
 }
@@ -390,7 +512,7 @@ func (n *node) judge(a *getAttempt, exp uint64) error {
 // judgeAt is judge with the decision's clock reading now, which must have
 // been taken after the GET's last READ completed.
 func (n *node) judgeAt(a *getAttempt, exp uint64, now mono) error {
-	if now.sub(a.start) >= a.g.maxAge {
+	if now.sub(a.start) >= a.maxAge() {
 		return errTooSlow
 	}
 	if !a.needLease {
@@ -415,26 +537,4 @@ func checkHeader(g *geometry, b []byte) (table.Header, error) {
 		return hdr, errGeometry
 	}
 	return hdr, nil
-}
-
-// scanBuckets appends every slot of both buckets whose fingerprint is fp,
-// and reports how many came from the first.
-func scanBuckets(bk *[2][table.BucketSize]byte, fp uint16, out []table.Slot) ([]table.Slot, int) {
-	out = scanBucket(&bk[0], fp, out)
-	n := len(out)
-	return scanBucket(&bk[1], fp, out), n
-}
-
-// scanBucket appends every slot of the bucket whose fingerprint is fp.
-func scanBucket(bk *[table.BucketSize]byte, fp uint16, out []table.Slot) []table.Slot {
-	for i := 0; i < table.SlotsPerBucket; i++ {
-		w := binary.LittleEndian.Uint64(bk[i*8:])
-		if w == 0 {
-			continue
-		}
-		if sl := table.DecodeSlot(w); sl.FP == fp {
-			out = append(out, sl)
-		}
-	}
-	return out
 }

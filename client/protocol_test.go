@@ -31,7 +31,7 @@ const answerNotFound = "<not found>"
 
 // rig is one client connected to one fakeTransport over a fresh table.
 type rig struct {
-	t   *testing.T
+	t   testing.TB
 	f   *fakeTransport
 	tbl *table.Table
 	c   *Client
@@ -40,7 +40,11 @@ type rig struct {
 	tclock atomic.Int64 // the table's clock, from where it starts
 }
 
-func newRig(t *testing.T) *rig {
+func newRig(t *testing.T) *rig { return newRigWith(t, table.Config{}) }
+
+// newRigWith is newRig over a table formatted with cfg (Buckets and Now
+// are the rig's, and Grace unless cfg sets one).
+func newRigWith(t testing.TB, cfg table.Config) *rig {
 	t.Helper()
 	mem, err := mmap.Alloc(64 << 10)
 	if err != nil {
@@ -53,7 +57,12 @@ func newRig(t *testing.T) *rig {
 	// (advance moves it, for tests that need the grace period to pass.)
 	stopped := time.Unix(1e6, 0)
 	r := &rig{t: t}
-	tbl, err := table.Format(mem, table.Config{Buckets: 8, Grace: time.Minute, Now: func() time.Time { return stopped.Add(time.Duration(r.tclock.Load())) }})
+	cfg.Buckets = 8
+	if cfg.Grace == 0 {
+		cfg.Grace = time.Minute
+	}
+	cfg.Now = func() time.Time { return stopped.Add(time.Duration(r.tclock.Load())) }
+	tbl, err := table.Format(mem, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,14 +165,17 @@ func (r *rig) get(key string, level Consistency) string {
 
 // warm reads key once (one-sided, two round trips) so that its location
 // is cached for the GET under test.
-func (r *rig) warm(key string) {
+func (r *rig) warm(key string) { r.warmWith(key, traceHit) }
+
+// warmWith is warm for a GET that takes trace (an inline key's, say).
+func (r *rig) warmWith(key string, trace []string) {
 	r.t.Helper()
 	r.f.begin(nil)
 	if v := r.get(key, Linearizable); v != "v1" {
 		r.t.Fatalf("warm-up get %s = %q", key, v)
 	}
-	if trace, _ := r.f.end(); !slices.Equal(trace, traceHit) {
-		r.t.Fatalf("warm-up get %s took %v", key, trace)
+	if got, _ := r.f.end(); !slices.Equal(got, trace) {
+		r.t.Fatalf("warm-up get %s took %v", key, got)
 	}
 	if _, ok := r.node().cache.get([]byte(key)); !ok {
 		r.t.Fatalf("warm-up get %s left no cached location", key)
@@ -591,9 +603,15 @@ func TestReadProtocol(t *testing.T) {
 			}
 		}, want: "v-new", oneSided: 1, retries: map[string]uint64{"unstable": 1}, trace: catTraces(traceMiss, traceHit)},
 	}
+	runProtoCases(t, cases, newReadyRig)
+}
+
+// runProtoCases runs each case on a rig from ready and checks its answer,
+// READ trace and counters.
+func runProtoCases(t *testing.T, cases []protoCase, ready func(*testing.T) *rig) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			r := newReadyRig(t)
+			r := ready(t)
 			if tc.setup != nil {
 				tc.setup(r)
 			}
