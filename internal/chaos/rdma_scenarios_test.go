@@ -327,13 +327,18 @@ func scenSummary(t *testing.T, format string, args ...any) {
 // scenCluster starts three kvd processes over RDMA on ports base to base+2
 // (each test its own, so that none waits for the previous cluster's ports
 // to be released); extra flags follow the defaults (a repeated flag takes
-// its last value). If the test fails, the nodes' last log lines are
-// printed.
+// its last value). Regions have arenas (--table-inline 144), so small
+// values are read inline over RDMA; rdmaCluster's have none. Their grace
+// period is the record area's (1s), not 100ms: a GET resting on arena
+// bytes must finish within half of it, and the VM's emulated CPU stalls
+// for tens of milliseconds under load (a slow GET retries, which the
+// scenarios would count against the one-sided path). If the test fails,
+// the nodes' last log lines are printed.
 func scenCluster(t *testing.T, base int, extra ...string) *kvdtest.ProcCluster {
 	t.Helper()
 	pc := kvdtest.StartProcClusterOpts(t, bin, 3, kvdtest.ProcOptions{
 		Transport: "rdma", Host: rdmaHost(t), BasePort: base,
-		Extra: append([]string{"--rdma-device", os.Getenv("KVD_RDMA_DEVICE"), "--table-mem", "16MiB", "--log-level", "info"}, extra...),
+		Extra: append([]string{"--rdma-device", os.Getenv("KVD_RDMA_DEVICE"), "--table-mem", "16MiB", "--table-inline", "144", "--table-inline-grace", "1s", "--log-level", "info"}, extra...),
 	})
 	t.Cleanup(func() {
 		if t.Failed() {
