@@ -112,8 +112,9 @@ func (f *fakeTransport) kind(op transport.ReadOp) byte {
 	switch {
 	case op.Offset == 0 && len(op.Dst) == table.HeaderSize:
 		return 'H'
-	case op.Offset >= f.hdr.BucketOffset(0) && op.Offset < f.hdr.RecordBase && len(op.Dst) == int(f.hdr.BucketBytes):
-		return 'B'
+	case op.Offset >= f.hdr.BucketOffset(0) && op.Offset < f.hdr.RecordBase &&
+		(op.Offset-f.hdr.BucketOffset(0))%uint64(f.hdr.BucketBytes) == 0 && len(op.Dst) <= int(f.hdr.BucketBytes):
+		return 'B' // a bucket, or (a cached inline GET) its slot words and the start of its arena
 	}
 	return 'R'
 }

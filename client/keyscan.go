@@ -26,6 +26,11 @@ type keyScan struct {
 	loc     location // its slot word and bucket, for the location cache
 	bad     error    // an inline record of the key dead or hidden (errStale), or one torn (errTorn)
 	inline  bool     // some inline record was verified: a decision rests on arena bytes
+	// far is the first inline word with the key's fingerprint whose record
+	// lies past the part of the arena READ (0: none), and farSecond says
+	// which of the key's buckets held it: a cached GET reads it next.
+	far       uint64
+	farSecond bool
 }
 
 // reset starts a scan for key in buckets of geometry g; candidates are
@@ -69,11 +74,19 @@ func (k *keyScan) bucket(buf []byte, second bool) {
 func (k *keyScan) verify(arena []byte, w uint64, second bool) {
 	k.inline = true
 	sl := table.DecodeInlineSlot(w)
-	if !sl.InArena(k.arena) || uint64(len(arena)) < k.arena {
+	if !sl.InArena(k.arena) {
 		k.fail(errTorn)
 		return
 	}
-	v, ver, err := table.VerifyInline(arena[:k.arena], k.key, sl, k.value)
+	if sl.Offset+sl.Len > uint64(len(arena)) {
+		// Past the part of the arena READ (a cached GET reads only up to
+		// its record's end): not in hand, and read next (getCached).
+		if k.far == 0 {
+			k.far, k.farSecond = w, second
+		}
+		return
+	}
+	v, ver, err := table.VerifyInline(arena, k.key, sl, k.value)
 	switch {
 	case err == nil:
 		if !k.found || ver > k.version {

@@ -140,7 +140,8 @@ func readBytes(ops []transport.ReadOp) int {
 // A linearizable attempt judges its lease by the expiry cached for the node
 // (leasecache.go), and reads the header only when that is due. With a
 // cached location, round trip 1 reads the bucket that held the key's inline
-// record, or the out-of-place record the cached slot word names; else (or
+// record (its slot words and its arena up to that record), or the
+// out-of-place record the cached slot word names; else (or
 // if that fails) round trip 1 reads both candidate buckets, slot words and
 // arenas, and answers a key whose record is inline there. Round trip 2
 // reads the out-of-place records whose fingerprint matched, or, for a
@@ -281,10 +282,53 @@ func (n *node) getCached(ctx context.Context, dst, key []byte, loc location, a *
 		return readResult{}, true, err
 	}
 	k, found := a.verifyCached(dst, key, loc)
+	if !found && k.far != 0 && k.bad == nil && now.sub(a.start) < a.maxAge() {
+		return n.readFar(ctx, dst, key, k, a, res)
+	}
 	if !found || now.sub(a.start) >= a.maxAge() {
 		return res, false, nil
 	}
 	if err := n.judgeAt(a, a.exp, now); err != nil { // the header, if any, was in the record's batch
+		return readResult{}, true, err
+	}
+	n.cache.put(key, k.loc)
+	res.value, res.version, res.found = k.value, k.version, true
+	return res, true, nil
+}
+
+// readFar is a cached GET's second round trip: its bucket READ (slot words
+// and the arena up to the cached record) found the key's slot naming a
+// record further on, as after an update that kept the key in its bucket.
+// That word was read in this GET, so the record it names was written in
+// full before, and its block is reused only InlineGrace after the word
+// stops naming it: read now, within InlineGrace/2 of the GET's start, the
+// block's every word carries the word's tag if it is that record's
+// (docs/layout.md, "Inline records"), the argument of an out-of-place
+// record read in round trip 2. It is judged as such a record is, by the
+// lease read before it. done is false if it is not the key's live record:
+// the caller reads the key uncached.
+func (n *node) readFar(ctx context.Context, dst, key []byte, k *keyScan, a *getAttempt, res readResult) (readResult, bool, error) {
+	g, s := a.g, a.s
+	w, second := k.far, k.farSecond
+	sl := table.DecodeInlineSlot(w)
+	b1, b2 := table.Buckets(table.Hash(key), g.nbuckets)
+	if second {
+		b1 = b2
+	}
+	lo, hi := table.BucketSize+sl.Offset, table.BucketSize+sl.Offset+sl.Len
+	ops := append(s.ops[:0], transport.ReadOp{Remote: g.region, Offset: g.hdr.BucketOffset(b1) + lo, Dst: s.bk1[0][lo:hi]})
+	if err := n.conn.Read(ctx, ops); err != nil {
+		return readResult{}, true, err
+	}
+	res.roundTrips++
+	res.reads, res.bytes = res.reads+1, res.bytes+readBytes(ops)
+	k.reset(key, g, dst, k.oop[:0])
+	k.verify(s.bk1[0][table.BucketSize:hi], w, second)
+	if !k.found {
+		return res, false, nil
+	}
+	a.arena = true
+	if err := n.judge(a, max(a.exp, a.r1)); err != nil {
 		return readResult{}, true, err
 	}
 	n.cache.put(key, k.loc)
@@ -301,11 +345,20 @@ func (a *getAttempt) cachedOp(key []byte, loc location) (op transport.ReadOp, ok
 		if g.bucketBytes <= table.BucketSize {
 			return op, false // no arenas: no inline record
 		}
+		sl := table.DecodeInlineSlot(loc.word)
+		if !sl.InArena(uint64(g.bucketBytes - table.BucketSize)) {
+			return op, false
+		}
 		b1, b2 := table.Buckets(table.Hash(key), g.nbuckets)
 		if loc.second {
 			b1 = b2
 		}
-		return transport.ReadOp{Remote: g.region, Offset: g.hdr.BucketOffset(b1), Dst: s.bk1[0]}, true
+		// The bucket's slot words and its arena up to the cached record's
+		// end: all a hit at the cached place needs, and far fewer bytes
+		// than the whole arena (on Soft-RoCE under emulation every KiB
+		// costs about half a READ's latency).
+		n := table.BucketSize + sl.Offset + sl.Len
+		return transport.ReadOp{Remote: g.region, Offset: g.hdr.BucketOffset(b1), Dst: s.bk1[0][:n]}, true
 	}
 	cs := table.DecodeSlot(loc.word)
 	if !g.inArea(cs) {
@@ -325,7 +378,8 @@ func (a *getAttempt) verifyCached(dst, key []byte, loc location) (*keyScan, bool
 	k := &s.scan1
 	k.reset(key, g, dst, s.slots[:0])
 	if table.IsInline(loc.word) {
-		k.bucket(s.bk1[0], loc.second)
+		sl := table.DecodeInlineSlot(loc.word)
+		k.bucket(s.bk1[0][:table.BucketSize+sl.Offset+sl.Len], loc.second)
 		a.arena = k.found
 		return k, k.found
 	}

@@ -28,6 +28,7 @@ type runOptions struct {
 	tableMem                                 cli.Size
 	conns, clientCache, tableInline          int
 	readyTimeout, dialTimeout, attemptTime   time.Duration
+	tableInlineGrace                         time.Duration
 	requestTimeout                           time.Duration
 	startTLS                                 bool
 	// Sweep.
@@ -57,6 +58,7 @@ func runFlags(o *runOptions) *flag.FlagSet {
 	fs.StringVar(&o.host, "host", "127.0.0.1", "address started nodes listen on (127.1.0.1 in the RDMA VM)")
 	fs.Var(&o.tableMem, "table-mem", "--table-mem of started nodes")
 	fs.IntVar(&o.tableInline, "table-inline", 0, "--table-inline of started nodes: inline budget per slot in bytes (0: kvd's default)")
+	fs.DurationVar(&o.tableInlineGrace, "table-inline-grace", 0, "--table-inline-grace of started nodes (0: kvd's default)")
 	fs.StringVar(&o.transport, "transport", "tcp", "transport: tcp or rdma (rdma needs a build with -tags rdma)")
 	fs.BoolVar(&o.startTLS, "tls", false, "with --start-cluster: run the cluster over TLS (certificates generated into its directory; client and peer certificates required) and connect with the generated client certificate")
 	fs.StringVar(&o.series, "series", "", "label of this run's results in reports and plots (default: the transport, +tls with TLS)")
@@ -397,16 +399,23 @@ func (env *runEnv) close() {
 // kvdArgs are the kvd flags of started nodes that kvbench has flags for
 // beyond cluster.Config's own.
 func (o *runOptions) kvdArgs() []string {
-	if o.tableInline == 0 {
-		return nil
+	var args []string
+	if o.tableInline != 0 {
+		args = append(args, "--table-inline", strconv.Itoa(o.tableInline))
 	}
-	return []string{"--table-inline", strconv.Itoa(o.tableInline)}
+	if o.tableInlineGrace != 0 {
+		args = append(args, "--table-inline-grace", o.tableInlineGrace.String())
+	}
+	return args
 }
 
 // inlineNote describes the started nodes' inline budget for the report.
 func (o *runOptions) inlineNote() string {
 	if o.tableInline == 0 {
 		return ""
+	}
+	if o.tableInlineGrace != 0 {
+		return fmt.Sprintf(", --table-inline %d --table-inline-grace %v", o.tableInline, o.tableInlineGrace)
 	}
 	return fmt.Sprintf(", --table-inline %d", o.tableInline)
 }
