@@ -27,10 +27,13 @@ import (
 // never live, so no reader that began before the phase accepted it
 // either. Reveal comes at least Gi after the last immediate free
 // (RevealIn), so a GET that accepts a revealed record R (it read R's
-// state live, after Reveal) began more than Gi/2 after any write of an
-// earlier occupant of R's block: every word it read is R's or, for a
-// block reused through limbo since, covered by rule T's argument as
-// usual (§5.3). After Reveal, moves send old copies to limbo again.
+// state live, after Reveal) began more than Gi/2 after the last write of
+// any earlier occupant of R's block that was freed at once; one freed
+// through limbo was last written Gi before R's block was taken. So no
+// earlier occupant wrote R's block within the GET, and every word the GET
+// read there is either R's or what R's writer saw when it chose R's tag
+// (rule T: another tag), as §5.3 argues for any block. After Reveal,
+// moves send old copies to limbo again.
 //
 // Atomic groups stay out of it: Reset drops an open group, EndAtomic
 // leaves records hidden while the phase lasts (Reveal turns them live
