@@ -117,6 +117,9 @@ func (r *rig) rebuild(kv ...string) {
 	for i := 0; i+1 < len(kv); i += 2 {
 		r.put(kv[i], kv[i+1])
 	}
+	if err := r.tbl.Reveal(); err != nil { // the rebuild's records turn live (no move freed bytes at once)
+		r.t.Fatal(err)
+	}
 }
 
 // slowAge is the maxAge shrinkMaxAge sets; sleepInEveryBatch sleeps longer.

@@ -93,30 +93,43 @@ func (a *applier) Restore() {
 	}
 }
 
-// rebuildLocked refills the table from the node's applied state. The lease
-// word stays clear until it is done (clients that cached an earlier expiry
-// still judge hits by it, which is sound: a live record is its key's current
-// one whatever else the region lacks; docs/layout.md, "The cached expiry");
-// the incomplete flag is raised before the old contents
-// go, so no serializable reader trusts a miss, and they go only a grace
-// period after it (table.Reset), so that no reader that read the flag
-// clear before can miss a key the rebuild puts back. The table places the keys as
-// a rebuild (table.Reset): whatever order they come in, every key set that
-// the table held before fits again (docs/layout.md, "Placement"), and if
-// the space free now cannot hold the records the rebuild first waits for
-// the old contents' space to leave limbo (waitForRoomLocked). Keys that
-// still do not fit (a smaller --table-mem than the data needs, or a leader
-// that admitted more than this node can hold) are left to repairLoop. If
-// the walk fails, the region stays flagged incomplete (it is partial) and
-// repairLoop runs the rebuild again.
+// rebuildLocked refills the table from the node's applied state
+// (docs/design/one-round-trip-gets.md §5.7, "Rebuild"). The lease word
+// stays clear until it is done (clients that cached an earlier expiry
+// still judge hits by it, which is sound: a live record is its key's
+// current one whatever else the region lacks; docs/layout.md, "The cached
+// expiry"). The steps:
+//
+//  1. table.Reset raises the incomplete flag, so no reader trusts a miss,
+//     marks every record dead, and starts the hiding phase: records the
+//     rebuild writes stay hidden until step 5.
+//  2. Wait until the old contents' slots may clear, a grace period after
+//     the flag was set (rule M4: no reader that read the flag clear can
+//     miss a key the rebuild puts back), so keys find the slots as a
+//     fresh region has them.
+//  3. Wait until the arenas' limbo drains (the inline grace period), so
+//     every small record fits its bucket's arena; and, if the large
+//     records need it, the record area's (waitForRoomLocked).
+//  4. Put every key. The table places them as a rebuild (unlimited search,
+//     moves that free a hidden record's old copy at once): whatever order
+//     they come in, every key set that the table held before fits again,
+//     every small record inline (docs/layout.md, "Placement").
+//  5. Wait RevealIn (the inline grace period after the last such free),
+//     then Reveal: the records turn live, and hits work again.
+//  6. maybeCompleteLocked: the flag clears a grace period after the last
+//     placement (rule M3), on a later batch or repair tick if not now.
+//
+// Keys that still do not fit (a smaller --table-mem than the data needs,
+// or a leader that admitted more than this node can hold) are left to
+// repairLoop, which puts them back with everyday Puts after Reveal. If
+// the walk fails, the region stays flagged incomplete and hidden (it is
+// partial; reads go by RPC) and repairLoop runs the rebuild again, whose
+// Reset marks the hidden records dead like any others.
 func (s *Server) rebuildLocked() error {
 	s.setRebuilding(true)
-	s.tbl.Reset() // flags the region; the old records dead at once
-	// Their slots clear once the flag has been set for a grace period (at
-	// once after a failed rebuild, or if the region was empty); the keys
-	// are placed into the slots as a fresh region has them, so that every
-	// key set the table held once fits.
+	s.tbl.Reset()
 	s.waitLocked(s.tbl.PendingClearsIn(), "the old contents' slots to clear")
+	s.waitLocked(s.tbl.ArenaLimboClearsIn(), "the arenas' limbo to drain")
 	clear(s.missing)
 	forEach := s.node.ForEach
 	if s.testForEach != nil {
@@ -131,13 +144,18 @@ func (s *Server) rebuildLocked() error {
 		}
 		return err
 	})
+	if err == nil {
+		s.waitLocked(s.tbl.RevealIn(), "the rebuild's freed arena bytes to age")
+		err = s.tbl.Reveal() // ErrTooEarly only if the wait was cut short (the server stops)
+	}
 	s.rebuildFailed = err != nil
 	s.setRebuilding(false)
 	s.maybeCompleteLocked()
 	return err
 }
 
-// waitForRoomLocked makes sure a rebuild's records fit the record area.
+// waitForRoomLocked makes sure a rebuild's large records fit the record
+// area (the small ones go inline: the arenas' limbo has drained).
 // The old contents went to limbo when their slots cleared, and their space
 // stays there for the grace period. Records that need no more than the largest free extent
 // always fit (the allocator fills an extent front to back), so when they
@@ -152,7 +170,9 @@ func (s *Server) waitForRoomLocked(forEach func(fn func(key, value []byte, versi
 	}
 	var need uint64
 	if err := forEach(func(key, value []byte, _ uint64) error {
-		need += table.RecordLen(len(key), len(value))
+		if !s.tbl.FitsInline(len(key), len(value)) {
+			need += table.RecordLen(len(key), len(value))
+		}
 		return nil
 	}); err != nil {
 		return // the rebuild's own walk meets it

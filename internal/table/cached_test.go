@@ -108,6 +108,7 @@ func liveRecordIsCurrent(t *testing.T, size int, cfg Config) {
 			// (evict.go); a later put updates it in place.
 			tab.Evict(k)
 		case r < 60:
+			revealWhenDue(t, tab)    // ends a rebuild's hiding phase
 			tab.SetIncomplete(false) // refused while slots wait
 		case r < 80:
 			if _, err := tab.Delete(k); err != nil {
@@ -131,6 +132,7 @@ func liveRecordIsCurrent(t *testing.T, size int, cfg Config) {
 		case r < 97:
 			clk.Advance(11 * time.Millisecond) // limbo drains: space is reused
 			tab.Compact(1 << 20)
+			revealWhenDue(t, tab)
 		case r < 98:
 			tab.Reset()
 			clk.Advance(11 * time.Millisecond)

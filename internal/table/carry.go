@@ -108,11 +108,17 @@ func inlineVersion(block []byte) uint64 {
 
 // dropCarried retires the old copy of a moved inline record, once no slot
 // names it: dead (unless it already was, a pending slot's), then to
-// limbo, stamped now.
+// limbo, stamped now; in a rebuild's hiding phase, a copy that was never
+// live is freed at once instead (reveal.go).
 func (t *Table) dropCarried(src, w uint64) {
 	old := t.resolve(src, w)
+	neverLive := t.hiding && t.stateOf(old) == stateHidden
 	if t.stateOf(old) != stateDead {
 		t.unpublishing(src, w)
+	}
+	if neverLive {
+		t.freeHidden(old)
+		return
 	}
 	t.retireLoc(old, t.clock())
 }

@@ -26,17 +26,20 @@ func (t *Table) stampPlacedIncomplete() {
 }
 
 // mayComplete reports whether the flag may be cleared now (once due
-// pending slots are cleared): no slot of a held key waits (M4), and no key
-// was placed within the grace period while the flag was set (M3).
+// pending slots are cleared): no slot of a held key waits (M4), no key
+// was placed within the grace period while the flag was set (M3), and a
+// rebuild's records are revealed (a hidden key would read as missing to
+// the server's own reads, reveal.go).
 func (t *Table) mayComplete() bool {
-	return t.pendingSlots == 0 && t.clock()-t.placedIncompleteAt >= t.grace
+	return t.pendingSlots == 0 && t.clock()-t.placedIncompleteAt >= t.grace && !t.hiding
 }
 
 // CompleteIn is how long until SetIncomplete(false) can take effect (0 if
 // it can now, or the flag is clear): the later of the pending slots'
 // clearing (M4, PendingClearsIn) and the grace period after the last key
 // placed while the flag was set (M3). A caller that finds the flag refused
-// retries after this long.
+// retries after this long. In a rebuild's hiding phase the flag also waits
+// for Reveal, which is the caller's to run (RevealIn).
 func (t *Table) CompleteIn() time.Duration {
 	if !t.hdr.Incomplete {
 		return 0

@@ -106,6 +106,10 @@ func TestFlagClearsOnlyGraceAfterPlacement(t *testing.T) {
 		}
 		checkFlag(t, tab, true, testGrace)
 		clk.Advance(testGrace)
+		checkFlag(t, tab, true, 0) // M3 is met, but the keys are hidden: the flag waits for Reveal
+		if err := tab.Reveal(); err != nil {
+			t.Fatal(err)
+		}
 		checkFlag(t, tab, false, 0)
 	})
 }

@@ -246,6 +246,9 @@ func inlineChurn(t *testing.T) {
 		default:
 			put(k, v)
 		}
+		if v%7001 > 300 { // a Reset's hiding phase lasts 300 ops, moves freeing bytes at once under the readers
+			revealWhenDue(t, tab)
+		}
 		if v%5000 == 0 {
 			tab.SetIncomplete(false)
 		}
@@ -255,6 +258,7 @@ func inlineChurn(t *testing.T) {
 	st := tab.Stats()
 	t.Logf("writer: %d ops; readers: %d hits, %d inline; %+v", v, hits.Load(), arenaHits.Load(), st)
 	clk.Advance(cfg.Grace) // nothing races now: every key reads as the model says
+	revealWhenDue(t, tab)
 	for _, k := range keys {
 		got, _ := inlineGet(mem, clk, k, -1, make([]byte, MaxRecord), r)
 		want, ok := model[string(k)]

@@ -251,6 +251,7 @@ func churn(t *testing.T, grace time.Duration) {
 			}
 			model[string(k)] = v
 		}
+		revealWhenDue(t, tab) // a Reset's hiding phase ends as soon as RevealIn allows
 	}
 	done.Store(true)
 	wg.Wait()
@@ -263,6 +264,7 @@ func churn(t *testing.T, grace time.Duration) {
 		t.Errorf("only ~%d bytes written through a %d-byte area: blocks were not reused", v*1500, st.BytesArea)
 	}
 	clk.Advance(grace) // nothing is racing now; let no read count as late
+	revealWhenDue(t, tab)
 	for _, k := range keys {
 		value, version, res, _ := clientGet(mem, clk, grace, k, make([]byte, MaxRecord))
 		want, ok := model[string(k)]

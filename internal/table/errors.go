@@ -48,4 +48,8 @@ var (
 	// key's value from before the group or from after it, and a reader
 	// accepting either could see part of the group. Retry.
 	ErrHidden = errors.New("table: record hidden by a write in progress")
+
+	// ErrTooEarly: Reveal was called before RevealIn allows it, or inside
+	// an atomic group. Nothing changed; call it again later.
+	ErrTooEarly = errors.New("table: too early to reveal the rebuild's records")
 )

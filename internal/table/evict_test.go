@@ -290,6 +290,8 @@ func removalNeverFakesAMiss(t *testing.T, size int, cfg Config) {
 			for k := range held {
 				put([]byte(k))
 			}
+			clk.Advance(tab.RevealIn())
+			revealWhenDue(t, tab)
 		case r < 90:
 			clk.Advance(time.Duration(rng.IntN(4)) * time.Millisecond)
 			repair()

@@ -204,6 +204,13 @@ func TestReset(t *testing.T) {
 			t.Fatalf("old record %s after its slot cleared: %v", k, err)
 		}
 	}
+	// The rebuild's record stays hidden until Reveal.
+	if _, _, err := lookup(mem, []byte("k0")); !errors.Is(err, ErrHidden) {
+		t.Fatalf("lookup before Reveal: %v, want hidden", err)
+	}
+	if err := tab.Reveal(); err != nil {
+		t.Fatal(err)
+	}
 	if v, ver, err := lookup(mem, []byte("k0")); err != nil || string(v) != "again" || ver != 7 {
 		t.Fatalf("lookup after rebuild: %q %d %v", v, ver, err)
 	}

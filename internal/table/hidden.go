@@ -54,6 +54,18 @@ func (t *Table) remember(key []byte) {
 	t.groupEnds = append(t.groupEnds, len(t.groupKeys))
 }
 
+// inGroup reports whether key is one of the open atomic group's.
+func (t *Table) inGroup(key []byte) bool {
+	start := 0
+	for _, end := range t.groupEnds {
+		if string(t.groupKeys[start:end]) == string(key) {
+			return true
+		}
+		start = end
+	}
+	return false
+}
+
 // EndAtomic closes the group: the current record of each of its keys
 // (whichever the key's slot names now, if any) turns live. A record the
 // group withheld and then retired stays dead.
@@ -64,8 +76,9 @@ func (t *Table) EndAtomic() {
 		start = end
 		if pos, w, found := t.find(key, Hash(key)); found {
 			// Whichever record the slot names now: a move within the group
-			// carried a hidden inline record as a hidden copy.
-			if l := t.resolve(pos, w); t.stateOf(l) == stateHidden {
+			// carried a hidden inline record as a hidden copy. In a
+			// rebuild's hiding phase, Reveal does it (reveal.go).
+			if l := t.resolve(pos, w); !t.hiding && t.stateOf(l) == stateHidden {
 				t.setState(l, stateLive)
 			}
 		}

@@ -216,8 +216,11 @@ func TestAtomicGroupEdges(t *testing.T) {
 	if err := tab.Put([]byte("k"), []byte("v2"), 3); err != nil {
 		t.Fatal(err)
 	}
+	if err := tab.Reveal(); err != nil {
+		t.Fatal(err)
+	}
 	if _, _, err := lookup(mem, []byte("k")); err != nil {
-		t.Fatalf("a Put after Reset is not live: %v", err)
+		t.Fatalf("a Put after Reset is not live after Reveal: %v", err)
 	}
 }
 

@@ -329,6 +329,12 @@ func TestEvictAndResetInline(t *testing.T) {
 		if err := tab.Put(k, k, 2); err != nil || !IsInline(slotOf(t, tab, k)) {
 			t.Fatalf("rebuild put %s: %v, word %#x", k, err, slotOf(t, tab, k))
 		}
+	}
+	clk.Advance(tab.RevealIn())
+	if err := tab.Reveal(); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
 		mustGet(t, tab, mem, k, k, 2)
 	}
 }

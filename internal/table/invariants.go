@@ -35,7 +35,7 @@ func (t *Table) checkRetiring(pos, w uint64) {
 	}
 	_, _, st, err := t.verifyAt(pos, w, t.keyOf(pos, w), nil)
 	invariants.Check(err == nil, "a published record (word %#x) was modified before it was retired: %v", w, err)
-	invariants.Check(st == stateLive || t.atomic && st == stateHidden, "retiring a record (word %#x) in state %d", w, st)
+	invariants.Check(st == stateLive || (t.atomic || t.hiding) && st == stateHidden, "retiring a record (word %#x) in state %d", w, st)
 }
 
 // checkClearing: rule M4 (evict.go). The slot of a key the node still
@@ -60,8 +60,29 @@ func (t *Table) checkCompleting() {
 	}
 	since := t.clock() - t.placedIncompleteAt
 	invariants.Check(t.pendingSlots == 0, "clearing the incomplete flag with %d slots pending", t.pendingSlots)
+	invariants.Check(!t.hiding, "clearing the incomplete flag in a rebuild's hiding phase")
 	invariants.Check(since >= t.grace, "clearing the incomplete flag %d ns after a key was placed while it was set, within the grace period %d",
 		since, t.grace)
+}
+
+// checkHiding: a rebuild's hiding phase (reveal.go). While it lasts, no
+// slot names a live record (readers accept nothing, which is what lets
+// moves reuse bytes at once); outside it, no slot names a hidden record
+// but an open atomic group's.
+func (t *Table) checkHiding() {
+	if !invariants.Enabled {
+		return
+	}
+	for pos := range t.slotWords() {
+		w := loadWord(t.mem, pos)
+		if w == 0 {
+			continue
+		}
+		st := t.stateOf(t.resolve(pos, w))
+		invariants.Check(!t.hiding || st != stateLive, "slot word %#x names a live record in a rebuild's hiding phase", w)
+		invariants.Check(t.hiding || st != stateHidden || t.inGroup(t.keyOf(pos, w)),
+			"slot word %#x names a hidden record outside an atomic group, after the hiding phase", w)
+	}
 }
 
 // checkHeader: the header in memory parses to what the writer believes.
@@ -221,6 +242,7 @@ func (t *Table) checkSpace() {
 	}
 	invariants.Check(sum == t.heldSlots, "buckets hold %d slots, counted %d", sum, t.heldSlots)
 	t.checkArenas()
+	t.checkHiding()
 }
 
 // checkCopy: a record compaction moves is an exact, verifiable copy before

@@ -95,6 +95,9 @@ func TestMoveMakesRoomAndWaitsGrace(t *testing.T) {
 			if err := tab.Put(x, []byte("x"), 2); err != nil {
 				t.Fatalf("X needs K to move: %v", err)
 			}
+			if err := tab.Reveal(); err != nil { // no arenas: nothing was freed at once
+				t.Fatal(err)
+			}
 			if b := bucketOf(t, tab, k); b != 1 || tab.Stats().Moves != 1 {
 				t.Fatalf("K in bucket %d after %d moves, want bucket 1 after 1", b, tab.Stats().Moves)
 			}
@@ -355,16 +358,25 @@ type rebuildCase struct {
 	cfg      Config
 	valueLen func(r *rand.Rand) int
 	admitted bool // fill through Reserve (a leader's admission), else plain Puts
+	// arenasHold: with arenas, the records at their record-area size
+	// would not fit the record area (checked).
+	arenasHold bool
 }
 
 var rebuildCases = []rebuildCase{
-	{"small values, buckets fill", 256 << 10, Config{}, func(r *rand.Rand) int { return r.IntN(24) }, true},
-	{"small values, plain puts past the key capacity", 256 << 10, Config{}, func(r *rand.Rand) int { return r.IntN(24) }, false},
-	{"16 buckets", 64 << 10, Config{Buckets: 16}, func(r *rand.Rand) int { return r.IntN(40) }, false},
-	{"mixed values, area fills", 512 << 10, Config{Buckets: 512}, func(r *rand.Rand) int { return r.IntN(3000) }, true},
+	{"small values, buckets fill", 256 << 10, Config{}, func(r *rand.Rand) int { return r.IntN(24) }, true, false},
+	{"small values, plain puts past the key capacity", 256 << 10, Config{}, func(r *rand.Rand) int { return r.IntN(24) }, false, false},
+	{"16 buckets", 64 << 10, Config{Buckets: 16}, func(r *rand.Rand) int { return r.IntN(40) }, false, false},
+	{"mixed values, area fills", 512 << 10, Config{Buckets: 512}, func(r *rand.Rand) int { return r.IntN(3000) }, true, false},
 	{"16 B to 64 KiB", 2 << 20, Config{Buckets: 64}, func(r *rand.Rand) int {
 		return []int{16, 100, 4000, 64 << 10}[r.IntN(4)]
-	}, false},
+	}, false, false},
+	// With arenas, a record area of 8 KiB holds a tenth of these records
+	// out of place: the table's capacity rests on its arenas, and the
+	// rebuild must put every one inline again.
+	{"small records, arenas hold them", 8<<10 + 128 + 64*BucketSize, Config{Buckets: 64}, func(r *rand.Rand) int {
+		return 40 + r.IntN(58) // inline at InlineMax 144 (values up to 97 bytes with 8-byte keys)
+	}, false, true},
 }
 
 // fillDeleteRefill fills tab until it refuses writes, then deletes a share
@@ -451,9 +463,11 @@ func orders(keys []string, nb uint32, r *rand.Rand) map[string][]string {
 
 // rebuild refills tab with stored, in order, as the server does after a
 // restart or a snapshot install (server/apply.go): Reset (which flags the
-// region incomplete), wait for the old slots to clear, wait for their
-// space to leave limbo if the records need it, Put every key, flag
-// complete. It fails the test if any key does not fit.
+// region incomplete and starts the hiding phase), wait for the old slots
+// to clear and for the arenas' limbo to drain, wait for the record area's
+// limbo too if the large records need it, Put every key, wait RevealIn,
+// Reveal, flag complete. It fails the test if any key does not fit, if a
+// small record is not inline afterwards, or if the rebuild spilled any.
 func rebuild(t *testing.T, tab *Table, stored map[string][]byte, order []string) {
 	t.Helper()
 	tab.Reset()
@@ -463,19 +477,41 @@ func rebuild(t *testing.T, tab *Table, stored map[string][]byte, order []string)
 		tab.now = func() time.Time { return now }
 	}
 	wait(tab.PendingClearsIn())
+	wait(tab.ArenaLimboClearsIn())
 	var need uint64
 	for k, v := range stored {
-		need += RecordLen(len(k), len(v))
+		if !tab.FitsInline(len(k), len(v)) {
+			need += RecordLen(len(k), len(v))
+		}
 	}
 	if st := tab.Stats(); need > st.LargestFree {
 		wait(tab.LimboClearsIn())
 	}
+	spills := tab.Stats().Spills
 	for i, k := range order {
 		if err := tab.Put([]byte(k), stored[k], uint64(i)); err != nil {
 			t.Fatalf("rebuild: key %d of %d (%s) did not fit: %v (stats %+v)", i, len(order), k, err, tab.Stats())
 		}
 	}
+	wait(tab.RevealIn())
+	if err := tab.Reveal(); err != nil {
+		t.Fatal(err)
+	}
+	checkInline(t, tab, stored)
+	if st := tab.Stats(); st.Spills != spills {
+		t.Fatalf("the rebuild spilled %d small records", st.Spills-spills)
+	}
 	tab.SetIncomplete(false)
+}
+
+// checkInline fails the test if a small record of stored is not inline.
+func checkInline(t *testing.T, tab *Table, stored map[string][]byte) {
+	t.Helper()
+	for k, v := range stored {
+		if tab.FitsInline(len(k), len(v)) && !IsInline(slotOf(t, tab, []byte(k))) {
+			t.Fatalf("%s (%d-byte value) is out of place after the rebuild (stats %+v)", k, len(v), tab.Stats())
+		}
+	}
 }
 
 // TestRebuildFitsAfterFillDeleteRefill: a table that was filled until it
@@ -503,6 +539,13 @@ func rebuildFits(t *testing.T, c rebuildCase) {
 	t.Logf("%d keys (%.3f of %d slots, key capacity %d), %d of %d bytes, %d moves, %d inline bytes, %d spills",
 		st.Keys, float64(st.Keys)/float64(tab.hdr.Buckets*SlotsPerBucket), tab.hdr.Buckets*SlotsPerBucket,
 		st.KeyCapacity, st.BytesUsed, st.BytesArea, st.Moves, st.ArenaUsed, st.Spills)
+	var need uint64
+	for k, v := range stored {
+		need += RecordLen(len(k), len(v))
+	}
+	if c.arenasHold && c.cfg.InlineMax > 0 && need <= st.BytesArea {
+		t.Fatalf("setup: the records need %d bytes out of place, the record area has %d: the arenas hold nothing it could not", need, st.BytesArea)
+	}
 	keys := slices.Collect(func(yield func(string) bool) {
 		for k := range stored {
 			if !yield(k) {

@@ -46,6 +46,12 @@ type Table struct {
 	// Placement (place.go). rebuilding: Reset started a rebuild, which ends
 	// when the region is flagged complete again.
 	rebuilding bool
+	// The rebuild's hiding phase (reveal.go), from Reset to Reveal: Puts
+	// leave their records hidden, and moves free the old copies of hidden
+	// inline records at once; freedNowAt is the clock of the last such
+	// free.
+	hiding     bool
+	freedNowAt int64
 	moves      uint64   // keys moved between their buckets, ever
 	visited    []uint32 // per bucket: the last search that reached it
 	searchID   uint32   // the current search
@@ -165,6 +171,7 @@ func Format(mem []byte, cfg Config) (*Table, error) {
 		arenas: ar,
 		// No key placed while flagged incomplete: nothing holds the flag.
 		placedIncompleteAt: -int64(cfg.Grace),
+		freedNowAt:         -int64(cfg.InlineGrace), // nothing freed at once: nothing delays Reveal
 	}
 	t.keyCap = KeyCapacity(nb)
 	storeWord(mem, offMagic, 0)
@@ -262,19 +269,29 @@ func (t *Table) Stats() Stats {
 
 // LimboClearsIn is how long until every block now in limbo, in the record
 // area and in the arenas, is free again (0 if limbo is empty). A rebuild
-// that needs the space of what it just unpublished waits this long (Reset);
-// with arenas drained too, its small records go inline, not to the record
-// area.
+// that needs the space of what it just unpublished waits this long (Reset).
 func (t *Table) LimboClearsIn() time.Duration {
 	t.clearPending() // what it clears goes to limbo: count it
 	var end int64
 	if at, ok := t.alloc.lastRetired(); ok {
 		end = at + t.grace
 	}
-	if at, ok := t.arenas.lastRetired(); ok {
-		end = max(end, at+t.arenas.grace)
+	return max(time.Duration(end-t.clock()), t.ArenaLimboClearsIn())
+}
+
+// ArenaLimboClearsIn is how long until every arena block now in limbo is
+// free again (0 if none is: always without arenas). A rebuild waits this
+// long before it places keys (at most the inline grace period after the
+// old contents' slots cleared), so that each arena holds nothing but the
+// records of its bucket's keys and every small record fits inline (Reset,
+// docs/layout.md "Placement").
+func (t *Table) ArenaLimboClearsIn() time.Duration {
+	t.clearPending()
+	at, ok := t.arenas.lastRetired()
+	if !ok {
+		return 0
 	}
-	return max(time.Duration(end-t.clock()), 0)
+	return max(time.Duration(at+t.arenas.grace-t.clock()), 0)
 }
 
 // SetLease publishes the lease expiry (monoclock nanoseconds; 0: none) with
@@ -339,9 +356,17 @@ func (t *Table) SetIncomplete(incomplete bool) {
 // keys without a limit on the search or a wait between moves, so that the
 // keys of any table that held them fit again, whatever their order
 // (place.go).
+//
+// Reset also starts the hiding phase (reveal.go): until Reveal, every Put
+// leaves its record hidden, so no reader accepts anything, and the flag
+// stays set. A rebuild waits for the arenas' limbo to drain
+// (ArenaLimboClearsIn) before it places keys, then Reveals once RevealIn
+// allows. A Reset during a hiding phase (a failed rebuild run again) marks
+// the hidden records dead like any others.
 func (t *Table) Reset() {
 	t.SetIncomplete(true)
 	t.rebuilding = true
+	t.hiding = true // before the records below turn dead: hidden ones may (checkRetiring)
 	t.atomic, t.groupKeys, t.groupEnds = false, t.groupKeys[:0], t.groupEnds[:0]
 	for pos := range t.slotWords() {
 		if w := binary.LittleEndian.Uint64(t.mem[pos:]); w != 0 && !t.pending(pos, w) {

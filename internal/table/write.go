@@ -52,7 +52,7 @@ func (t *Table) Put(key, value []byte, version uint64) error {
 		t.unpublishing(pos, p.old) // dead before the store: never live and unnamed
 	}
 	storeWord(t.mem, pos, w)
-	if !t.atomic {
+	if !t.atomic && !t.hiding { // else EndAtomic, or Reveal, turns it live
 		t.setState(dst, stateLive)
 	}
 	if p.found {
@@ -74,6 +74,12 @@ func (t *Table) Put(key, value []byte, version uint64) error {
 	}
 	return nil
 }
+
+// FitsInline reports whether a record of a key and value of these lengths
+// is small enough to live inline (with arenas: its InlineLen is at most
+// InlineMax). A rebuild that waited for the arenas' limbo puts every such
+// record inline, so only the others need the record area's room.
+func (t *Table) FitsInline(keyLen, valueLen int) bool { return t.inlineFits(keyLen, valueLen) }
 
 // inlineFits reports whether a record of key and value is small enough to
 // live inline (a length in the tagged format, InlineLen).
