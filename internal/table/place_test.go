@@ -271,7 +271,14 @@ func movesNeverFakeAMiss(t *testing.T, size int, cfg Config) {
 	var reads atomic.Int64
 	var hits, midMove, fakeMisses atomic.Int64
 	tab.testMidMove = func() { // let the readers read mid-move, for a while
-		deadline := time.Now().Add(300 * time.Microsecond)
+		// Until enough reads have landed mid-move, wait long for them (on
+		// a loaded machine readers may not run within a short pause); then
+		// briefly, so that the test stays short.
+		wait := 300 * time.Microsecond
+		if midMove.Load() < 100 {
+			wait = 20 * time.Millisecond
+		}
+		deadline := time.Now().Add(wait)
 		for n := reads.Load() + 3*readers; reads.Load() < n && time.Now().Before(deadline); { // some reads begin and end mid-move
 		}
 	}
