@@ -18,9 +18,7 @@ import (
 // cache, large ones still in two; updates, deletes and a rebuild keep every
 // answer right.
 func TestInlineRegion(t *testing.T) {
-	nodes := kvdtest.StartCluster(t, 1, kvdtest.Options{TableMem: 4 << 20, ReuseGrace: 100 * time.Millisecond, TableInline: 144})
-	n := kvdtest.WaitLeader(t, nodes, 10*time.Second)
-	w := newClient(t, kvdtest.Endpoints(nodes), client.Linearizable)
+	nodes, n, w := startInlineNode(t, 4<<20, 144)
 	ctx := context.Background()
 	const small, large = 200, 4
 	want := map[string][]byte{}
@@ -107,9 +105,7 @@ func TestInlineRegion(t *testing.T) {
 func TestRebuildArenaRegion(t *testing.T) {
 	// 72 KiB with a = 352 (arenas of 3520 bytes): 16 buckets, a record
 	// area of about 16 KiB, and key capacity 120.
-	nodes := kvdtest.StartCluster(t, 1, kvdtest.Options{TableMem: 72 << 10, ReuseGrace: 100 * time.Millisecond, TableInline: 352})
-	n := kvdtest.WaitLeader(t, nodes, 10*time.Second)
-	w := newClient(t, kvdtest.Endpoints(nodes), client.Linearizable)
+	nodes, n, w := startInlineNode(t, 72<<10, 352)
 	ctx := context.Background()
 	const keys, valueLen = 100, 250
 	want := map[string][]byte{}
@@ -143,6 +139,16 @@ func TestRebuildArenaRegion(t *testing.T) {
 	if st := r.Stats(); st.OneSided-st0.OneSided != keys || st.RPCGets != st0.RPCGets {
 		t.Fatalf("%d of %d GETs one-sided, %d by RPC, after the rebuild", st.OneSided-st0.OneSided, keys, st.RPCGets-st0.RPCGets)
 	}
+}
+
+// startInlineNode starts a one-node cluster whose region of tableMem bytes
+// has arenas for records of up to inline bytes, and a linearizable client
+// of it.
+func startInlineNode(t *testing.T, tableMem, inline int) ([]*kvdtest.Node, *kvdtest.Node, *client.Client) {
+	t.Helper()
+	nodes := kvdtest.StartCluster(t, 1, kvdtest.Options{TableMem: tableMem, ReuseGrace: 100 * time.Millisecond, TableInline: inline})
+	n := kvdtest.WaitLeader(t, nodes, 10*time.Second)
+	return nodes, n, newClient(t, kvdtest.Endpoints(nodes), client.Linearizable)
 }
 
 // rebuildAndWait runs a rebuild on n, as a snapshot install does, and
