@@ -73,7 +73,7 @@ func SetReplyTimeout(d time.Duration) (restore func()) {
 	return func() { replyTimeout = old }
 }
 
-// Gauge is what the server's gauge name shows now (gathered from its own
+// Gauge is what the server's gauge (or counter) name shows now (gathered from its own
 // collectors, so a test needs no registry).
 func Gauge(s *Server, name string) (float64, bool) {
 	reg := prometheus.NewRegistry()
@@ -83,9 +83,31 @@ func Gauge(s *Server, name string) (float64, bool) {
 		return 0, false
 	}
 	for _, mf := range mfs {
-		if mf.GetName() == name && len(mf.GetMetric()) == 1 && mf.GetMetric()[0].GetGauge() != nil {
-			return mf.GetMetric()[0].GetGauge().GetValue(), true
+		if mf.GetName() != name || len(mf.GetMetric()) != 1 {
+			continue
+		}
+		switch m := mf.GetMetric()[0]; {
+		case m.GetGauge() != nil:
+			return m.GetGauge().GetValue(), true
+		case m.GetCounter() != nil:
+			return m.GetCounter().GetValue(), true
 		}
 	}
 	return 0, false
+}
+
+// PauseRepair stops the repair loop's passes until resume.
+func PauseRepair(s *Server) (resume func()) {
+	s.testPauseRepair.Store(true)
+	return func() { s.testPauseRepair.Store(false) }
+}
+
+// MissKey drops key from the region as an applied write the region could
+// not hold does (applyLocked): the region flagged incomplete, the key left
+// to the repair loop.
+func MissKey(s *Server, key []byte) {
+	s.tmu.Lock()
+	defer s.tmu.Unlock()
+	s.tbl.Evict(key)
+	s.missing[string(key)] = struct{}{}
 }

@@ -27,6 +27,10 @@ type metrics struct {
 	// for TableStats.
 	refusals, applyMisses        prometheus.Counter
 	refusalCount, applyMissCount atomic.Uint64
+	// Region rebuilds that repacked free space too cut up to place the
+	// keys an apply missed (repair.go).
+	repacks     prometheus.Counter
+	repackCount atomic.Uint64
 
 	// Connections refused, or closed for breaking a limit, by reason
 	// (limits.go).
@@ -60,11 +64,15 @@ func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
 			Name: "kvd_table_apply_misses_total",
 			Help: "Applied writes the table region could not hold; the region is flagged incomplete until they are repaired.",
 		}),
+		repacks: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kvd_table_repacks_total",
+			Help: "Region rebuilds run because free space was too cut up to place keys an apply missed (repair loop).",
+		}),
 	}
 	table := func(name, help string, f func() float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
 	}
-	m.cs = []prometheus.Collector{m.requests, m.latency, m.leaseValid, m.refusals, m.applyMisses,
+	m.cs = []prometheus.Collector{m.requests, m.latency, m.leaseValid, m.refusals, m.applyMisses, m.repacks,
 		table("kvd_table_keys", "Keys in the table region.", func() float64 { return float64(s.tableStats().Keys) }),
 		table("kvd_table_key_capacity", "The most keys the leader admits into the table region (15/16 of its slots).",
 			func() float64 { return float64(s.tableStats().KeyCapacity) }),
@@ -164,6 +172,11 @@ func (m *metrics) applyMissed() {
 	m.applyMissCount.Add(1)
 }
 
+func (m *metrics) repacked() {
+	m.repacks.Inc()
+	m.repackCount.Add(1)
+}
+
 // tableStats reads the table's counters under the table lock.
 func boolGauge(b bool) float64 {
 	if b {
@@ -192,11 +205,15 @@ type TableStats struct {
 	Refusals uint64
 	// ApplyMisses counts applied writes the region could not hold.
 	ApplyMisses uint64
+	// Repacks counts rebuilds the repair loop ran because free space was
+	// too cut up to place missing keys.
+	Repacks uint64
 }
 
 // TableStats reports the table region's space and admission counters.
 func (s *Server) TableStats() TableStats {
 	st := s.tableStats()
 	return TableStats{Stats: st, Fill: st.Fill(),
-		Refusals: s.metrics.refusalCount.Load(), ApplyMisses: s.metrics.applyMissCount.Load()}
+		Refusals: s.metrics.refusalCount.Load(), ApplyMisses: s.metrics.applyMissCount.Load(),
+		Repacks: s.metrics.repackCount.Load()}
 }

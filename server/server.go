@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kvd-project/kvd/internal/ratelog"
@@ -35,9 +36,16 @@ type Server struct {
 	tbl           *table.Table
 	missing       map[string]struct{} // applied keys the region could not hold
 	rebuildFailed bool                // the region is partial until a rebuild succeeds
+	// Repair passes that placed nothing and compacted nothing, in a row;
+	// how many of them bring a repack; the table's Compacted count at the
+	// last pass (repair.go).
+	stalls, repackAfter int
+	compactedSeen       uint64
 	// ahead is open while Pebble holds a transaction's batch that the
 	// region has not applied yet (AtomicBatchAhead, atomic.go).
 	ahead chan struct{}
+	// testPauseRepair, if set (tests only), makes repairLoop skip its passes.
+	testPauseRepair atomic.Bool
 	// testForEach, if set (tests only), replaces the node's ForEach in
 	// rebuilds, to inject failures.
 	testForEach func(fn func(key, value []byte, version uint64) error) error
@@ -81,6 +89,7 @@ func New(cfg Config) (*Server, error) {
 		conns:  map[transport.Conn]struct{}{},
 	}
 	s.missing = map[string]struct{}{}
+	s.repackAfter = repackPasses
 	var err error
 	if s.hub, err = watch.New(cfg.Watch); err != nil {
 		cancel()

@@ -109,6 +109,10 @@ func (t *Table) Compact(budget uint64) uint64 {
 	return moved
 }
 
+// Compacted is how many bytes of records Compact has moved, ever
+// (Stats.Compacted, without the work Stats does).
+func (t *Table) Compacted() uint64 { return t.compacted }
+
 // pin marks the cells that n bytes at off touch as ones a compaction
 // cannot empty.
 func (t *Table) pin(live []uint64, off, n, cell uint64) {
