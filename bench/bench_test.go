@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -312,5 +313,36 @@ func BenchmarkOp(b *testing.B) {
 		start := time.Now()
 		ok, miss := w.do(ctx, op, w.gen.Key(idx))
 		w.account(op, time.Since(start), ok, miss, true)
+	}
+}
+
+// TestProfileHook: Config.Profile is called as the measured part begins,
+// with its length, its done after the part; an error from done fails the
+// run.
+func TestProfileHook(t *testing.T) {
+	var calls, dones int
+	var got time.Duration
+	fail := false
+	r := newRunner(t, Config{Profile: func(p *Point, d time.Duration) func() error {
+		calls++
+		got = d
+		return func() error {
+			dones++
+			if fail {
+				return errors.New("no profile")
+			}
+			return nil
+		}
+	}}, newFake())
+	p := Point{Workload: small(workload.ReadMost), Duration: 50 * time.Millisecond, Warmup: 10 * time.Millisecond}
+	if _, err := r.Run(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	if calls != 1 || dones != 1 || got != p.Duration {
+		t.Fatalf("%d calls, %d dones, d = %v; want 1, 1, %v", calls, dones, got, p.Duration)
+	}
+	fail = true
+	if _, err := r.Run(context.Background(), p); err == nil || !strings.Contains(err.Error(), "no profile") {
+		t.Fatalf("a failed profile: err = %v", err)
 	}
 }

@@ -113,6 +113,13 @@ type Config struct {
 	// Progress, if set, is called about every ProgressEvery during a run,
 	// from one goroutine.
 	Progress func(Progress)
+	// Profile, if set, is called as each run's measured part begins, with
+	// the point and the part's length (kvbench --cpuprofile starts a CPU
+	// profile of every server for that long); the function it returns is
+	// called when the part has ended and the servers' CPU time was read,
+	// and its error fails the run. A profiler's own work is charged to the
+	// servers' CPU time.
+	Profile func(p *Point, d time.Duration) (done func() error)
 	// ProgressEvery defaults to 1s.
 	ProgressEvery time.Duration
 }

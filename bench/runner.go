@@ -139,7 +139,7 @@ func (r *Runner) Run(ctx context.Context, p Point) (result.Run, error) {
 	}
 	stopProgress := r.reportProgress(ctx, &p, ws, measureFrom)
 
-	win, err := r.coordinate(ctx, measureFrom, end, &phase, &wg)
+	win, err := r.coordinate(ctx, &p, measureFrom, end, &phase, &wg)
 	stopProgress()
 	if err != nil {
 		cancel()
@@ -151,10 +151,16 @@ func (r *Runner) Run(ctx context.Context, p Point) (result.Run, error) {
 
 // coordinate snapshots counters when the measured part begins, stops the
 // closed loop at its end, waits for every worker, and snapshots again.
-func (r *Runner) coordinate(ctx context.Context, from, end time.Time, phase *atomic.Int32, wg *sync.WaitGroup) (window, error) {
-	var w window
-	var err error
+func (r *Runner) coordinate(ctx context.Context, p *Point, from, end time.Time, phase *atomic.Int32, wg *sync.WaitGroup) (w window, err error) {
 	sleepUntil(ctx, from)
+	if r.cfg.Profile != nil {
+		done := r.cfg.Profile(p, end.Sub(from))
+		defer func() {
+			if perr := done(); perr != nil && err == nil {
+				err = fmt.Errorf("profile: %w", perr)
+			}
+		}()
+	}
 	if w.cpu0, err = r.serverCPU(); err != nil {
 		return w, fmt.Errorf("server CPU: %w", err)
 	}

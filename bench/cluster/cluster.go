@@ -56,6 +56,9 @@ type Config struct {
 	// ReadyTimeout bounds waiting for the cluster to serve a write. Default
 	// 30s.
 	ReadyTimeout time.Duration
+	// Pprof starts every node with --enable-pprof and --metrics-listen on
+	// a free port of Host (Cluster.MetricsAddrs).
+	Pprof bool
 }
 
 // Defaults.
@@ -96,6 +99,9 @@ func (c *Config) Validate() error {
 // Cluster is a running set of kvd processes.
 type Cluster struct {
 	Endpoints []string
+	// MetricsAddrs are the nodes' metrics listeners (serving
+	// /debug/pprof/), with Config.Pprof; else nil.
+	MetricsAddrs []string
 	// Certs are the generated TLS files, with Config.TLS; else nil.
 	Certs  *Certs
 	cfg    Config
@@ -135,6 +141,12 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		return nil, err
 	}
 	c.Endpoints = addrs
+	if cfg.Pprof {
+		if c.MetricsAddrs, err = freeAddrs(cfg.Host, cfg.Nodes); err != nil {
+			c.Stop()
+			return nil, err
+		}
+	}
 	var tlsArgs []string
 	if cfg.TLS {
 		if c.Certs, err = GenerateCerts(filepath.Join(c.dir, "tls"), cfg.Host); err != nil {
@@ -152,6 +164,9 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 			"--data-dir", filepath.Join(c.dir, fmt.Sprintf("node%d", i+1)), "--transport", cfg.Transport, "--log-level", "warn"}
 		if cfg.TableMem != "" {
 			args = append(args, "--table-mem", cfg.TableMem)
+		}
+		if cfg.Pprof {
+			args = append(args, "--metrics-listen", c.MetricsAddrs[i], "--enable-pprof")
 		}
 		args = append(args, tlsArgs...)
 		n, err := startNode(kvd, append(args, cfg.Args...))

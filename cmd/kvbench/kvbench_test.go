@@ -165,12 +165,12 @@ func TestEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := t.TempDir()
+	out, prof := t.TempDir(), t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	err = runCmd(ctx, []string{"--start-cluster", "1", "--bin", bin, "--table-mem", "32MiB", "--mix", "get",
 		"--consistency", "linearizable,readindex", "--clients", "2", "--keys", "200", "--duration", "1s", "--warmup", "0s", "--settle", "0s",
-		"--idle", "100ms", "--baseline-iters", "300", "--out", out, "--plots", "", "-w", "none", "--quiet"})
+		"--idle", "100ms", "--baseline-iters", "300", "--out", out, "--plots", "", "-w", "none", "--quiet", "--cpuprofile", prof})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,6 +202,26 @@ func TestEndToEnd(t *testing.T) {
 	csv, err := os.ReadFile(filepath.Join(out, runsCSV))
 	if err != nil || strings.Count(string(csv), "\n") != 3 {
 		t.Errorf("results.csv: %v\n%s", err, csv)
+	}
+	// --cpuprofile: one profile of the node per point, gzipped protobuf
+	// as net/http/pprof writes them.
+	profiles, _ := filepath.Glob(filepath.Join(prof, "*-tcp-*-node1.pprof"))
+	if len(profiles) != 2 {
+		t.Fatalf("profiles %v; want one per point", profiles)
+	}
+	for _, f := range profiles {
+		if b, err := os.ReadFile(f); err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+			t.Errorf("%s is no pprof profile (%d bytes, %v)", f, len(b), err)
+		}
+	}
+}
+
+// TestCPUProfileNeedsStartCluster: --cpuprofile against --endpoints is a
+// usage error (kvbench cannot turn pprof on in nodes it did not start).
+func TestCPUProfileNeedsStartCluster(t *testing.T) {
+	err := runCmd(context.Background(), []string{"--endpoints", "127.0.0.1:1", "--cpuprofile", t.TempDir(), "-w", "none", "--quiet"})
+	if err == nil || !strings.Contains(err.Error(), "--cpuprofile is for --start-cluster") {
+		t.Fatalf("err = %v", err)
 	}
 }
 

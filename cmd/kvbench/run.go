@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -47,6 +48,7 @@ type runOptions struct {
 	tls           cli.ClientTLSFlags
 	// Output.
 	write, out, jsonOut, plots string
+	cpuProfile                 string
 	quiet                      bool
 }
 
@@ -97,6 +99,7 @@ func runFlags(o *runOptions) *flag.FlagSet {
 	fs.StringVar(&o.out, "out", "", "also write results.{json,md,csv}, baselines.csv and plots into this directory")
 	fs.StringVar(&o.jsonOut, "json", "", "also write the JSON report to this file")
 	fs.StringVar(&o.plots, "plots", "png,svg", "plot formats written with --out (empty: none)")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "with --start-cluster: start the nodes with --enable-pprof and write a CPU profile of each node during each point's measured part into this directory (<n>-<series>-<point>-node<i>.pprof; read with go tool pprof)")
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress on stderr")
 	return fs
 }
@@ -217,10 +220,18 @@ func emit(o *runOptions, rep *result.Report) error {
 // what was measured so far.
 func measure(ctx context.Context, o *runOptions, env *runEnv, sweep bench.Sweep, rep *result.Report, perfErr error) error {
 	pr := newPrinter(os.Stderr, o.quiet)
-	r, err := bench.New(bench.Config{
+	cfg := bench.Config{
 		Stores: env.stores, Transport: o.transport, Series: o.series, ServerPIDs: env.pids, Seed: o.seed,
 		Settle: o.settle, Progress: pr.progress,
-	})
+	}
+	if o.cpuProfile != "" {
+		if err := os.MkdirAll(o.cpuProfile, 0o755); err != nil {
+			return err
+		}
+		prof := &profiler{dir: o.cpuProfile, series: fileLabel(cmp.Or(o.series, o.transport)), addrs: env.metrics}
+		cfg.Profile = prof.start
+	}
+	r, err := bench.New(cfg)
 	if err != nil {
 		return err
 	}
@@ -288,6 +299,7 @@ type runEnv struct {
 	clients  []*client.Client
 	stores   []bench.Store
 	pids     []int
+	metrics  []string // the started nodes' metrics listeners, with --cpuprofile
 	describe string
 }
 
@@ -296,6 +308,9 @@ func connect(ctx context.Context, o *runOptions) (*runEnv, error) {
 	eps := splitList(o.endpoints)
 	if o.tls.Files.Enabled() && o.startCluster > 0 {
 		return nil, usageError{"--cacert, --cert and --key are for --endpoints: --start-cluster makes its own (--tls)"}
+	}
+	if o.cpuProfile != "" && o.startCluster == 0 {
+		return nil, usageError{"--cpuprofile is for --start-cluster: against --endpoints run kvd with --enable-pprof and use go tool pprof"}
 	}
 	if o.startTLS && o.startCluster == 0 {
 		return nil, usageError{"--tls is for --start-cluster: against --endpoints give --cacert, --cert and --key"}
@@ -312,11 +327,11 @@ func connect(ctx context.Context, o *runOptions) (*runEnv, error) {
 		fmt.Fprintf(os.Stderr, "kvbench: starting a %d-node %s cluster from %s\n", o.startCluster, tr, o.bin)
 		c, err := cluster.Start(ctx, cluster.Config{Bin: o.bin, Nodes: o.startCluster, Transport: o.transport,
 			Host: o.host, TableMem: strconv.FormatInt(int64(o.tableMem), 10), TLS: o.startTLS, ReadyTimeout: o.readyTimeout,
-			Args: o.kvdArgs()})
+			Args: o.kvdArgs(), Pprof: o.cpuProfile != ""})
 		if err != nil {
 			return nil, err
 		}
-		env.cluster, eps, env.pids = c, c.Endpoints, c.PIDs()
+		env.cluster, eps, env.pids, env.metrics = c, c.Endpoints, c.PIDs(), c.MetricsAddrs
 		if c.Certs != nil {
 			o.tls.Files = c.Certs.ClientFiles()
 		}
