@@ -6,12 +6,12 @@
 #
 # usage: run.sh [--timeout SECS] [--step-timeout SECS] [--mem MB] [--smp N]
 #               [--bin FILE]... [--file SRC:DEST]... [--env NAME=VALUE]...
-#               STEP|DIR...
+#               [--append KERNEL-ARGS] STEP|DIR...
 # See mkinitramfs.sh for steps and binaries, guest/init for what steps see.
 # RDMAVM_LOG=FILE keeps a copy of the console log.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-timeout_s=2400 step_timeout=420 mem=2048 smp=2 mkargs=()
+timeout_s=2400 step_timeout=420 mem=2048 smp=2 mkargs=() append=
 while [ $# -gt 0 ]; do
 	case $1 in
 	--timeout) timeout_s=$2; shift 2 ;;
@@ -21,6 +21,7 @@ while [ $# -gt 0 ]; do
 	--bin) mkargs+=(-b "$2"); shift 2 ;;
 	--file) mkargs+=(-f "$2"); shift 2 ;;
 	--env) mkargs+=(-e "$2"); shift 2 ;;
+	--append) append=$2; shift 2 ;;
 	--) shift; break ;;
 	-*) die "unknown option $1" ;;
 	*) break ;;
@@ -42,7 +43,7 @@ set +e
 timeout --foreground -k 10 "$timeout_s" qemu-system-x86_64 -accel tcg -cpu max -m "$mem" -smp "$smp" \
 	-nographic -no-reboot -nic none -monitor none -serial stdio \
 	-kernel "$kdir/vmlinuz" -initrd "$work/initramfs.gz" \
-	-append "console=ttyS0 quiet panic=-1 rdmavm.step_timeout=$step_timeout" </dev/null |
+	-append "console=ttyS0 quiet panic=-1 rdmavm.step_timeout=$step_timeout $append" </dev/null |
 	tee "$work/console.log"
 qrc=${PIPESTATUS[0]}
 set -e

@@ -54,6 +54,9 @@ func (c *conn) Close() error {
 	c.mu.Unlock()
 	if pending {
 		c.fence() // unsignalled SENDs would otherwise complete silently
+		// The fence's completion raises no event by itself; if the arm
+		// fails, the linger ends at the timer.
+		_ = c.t.sleepOn(c.cq)
 		timer := time.NewTimer(closeLinger)
 		select {
 		case <-c.idle:
@@ -61,6 +64,7 @@ func (c *conn) Close() error {
 		case <-timer.C:
 		}
 		timer.Stop()
+		c.t.woke(c.cq)
 	}
 	c.localClose.Store(true)
 	c.fail(errLocalClose)

@@ -40,6 +40,9 @@ func (t *Transport) keepAlive() {
 		t.connsMu.RUnlock()
 		for i, c := range idle {
 			c.postKeepAlive()
+			// Its completion raises no event by itself (poller.go,
+			// "Arming"); a failed arm fails the CQ's queue pairs anyway.
+			_ = t.reapSoon(c.cq)
 			idle[i] = nil
 		}
 		idle = idle[:0]

@@ -525,6 +525,10 @@ func TestConformance(t *testing.T) {
 		{"small buffers", Config{BufSize: 2048, Credits: 8, RecvBuffers: 10,
 			SendBuffers: 8, ReadSlots: 2, ReadSlotSize: 8192}},
 		{"no spin", Config{SpinPoll: -1}},
+		// Every wait for a send buffer or a READ sleeps (poller.go,
+		// "Arming").
+		{"small buffers, no spin", Config{BufSize: 2048, Credits: 8, RecvBuffers: 10,
+			SendBuffers: 8, ReadSlots: 2, ReadSlotSize: 8192, SpinPoll: -1}},
 		{"busy poll", Config{Poll: PollBusy}},
 	}
 	for _, tc := range configs {

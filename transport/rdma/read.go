@@ -205,7 +205,15 @@ func (c *conn) postRound(ctx context.Context, r *round) error {
 // release when the completion arrives).
 func (c *conn) waitRound(ctx context.Context, r *round) error {
 	s := &c.slots[r.idx]
-	c.spinWait(func() bool { return len(s.done) > 0 })
+	if !c.spinWait(func() bool { return len(s.done) > 0 }) {
+		// A READ's completion raises no event: ask for one (poller.go,
+		// "Arming").
+		err := c.t.sleepOn(c.cq)
+		defer c.t.woke(c.cq)
+		if err != nil {
+			c.fail(err)
+		}
+	}
 	// The completion is usually here by now (on Soft-RoCE the device's
 	// work runs inside the posting call): take it without touching
 	// ctx.Done(), which may have to arm a timer (a context that makes its

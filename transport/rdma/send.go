@@ -126,12 +126,10 @@ func (c *conn) sendFragments(ctx context.Context, msg []byte) error {
 func (c *conn) takeSendBuffers(ctx context.Context, want int, bufs []uint16) (int, header, error) {
 	c.mu.Lock()
 	for c.err == nil && (c.bufCredits == 0 || len(c.sendFree) == 0) {
+		ownWork := len(c.sendFree) == 0 // freed by SEND completions, which raise no event
 		c.mu.Unlock()
-		select {
-		case <-c.wake:
-		case <-c.closed:
-		case <-ctx.Done():
-			return 0, header{}, ctx.Err()
+		if err := c.sleepUntilWake(ctx, ownWork); err != nil {
+			return 0, header{}, err
 		}
 		c.mu.Lock()
 	}
@@ -149,6 +147,26 @@ func (c *conn) takeSendBuffers(ctx context.Context, want int, bufs []uint16) (in
 	h := c.takeOwed(msgData)
 	c.mu.Unlock()
 	return n, h, nil
+}
+
+// sleepUntilWake waits for c.wake; ownWork says that what it waits for is
+// a completion of c's own SENDs, which raises no event by itself (poller.go,
+// "Arming").
+func (c *conn) sleepUntilWake(ctx context.Context, ownWork bool) error {
+	if ownWork {
+		err := c.t.sleepOn(c.cq)
+		defer c.t.woke(c.cq)
+		if err != nil {
+			c.fail(err)
+		}
+	}
+	select {
+	case <-c.wake:
+	case <-c.closed:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
 }
 
 // takeOwed moves every credit owed to the peer into a header (mu held).

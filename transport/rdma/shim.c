@@ -60,9 +60,9 @@ int kvd_poll(struct ibv_cq *cq, struct kvd_wc *out, int max)
 
 // kvd_cq_events takes every pending completion event off the channel,
 // acknowledges it at once (ibv_destroy_cq waits for acknowledgements) and
-// re-arms its CQ before the caller polls it, so no completion goes
-// unnoticed. It stores each CQ's context and returns how many, or -EAGAIN
-// when there was none.
+// re-arms its CQ for solicited completions (poller.go, "Arming") before
+// the caller polls it, so no message goes unnoticed. It stores each CQ's
+// context and returns how many, or -EAGAIN when there was none.
 int kvd_cq_events(struct ibv_comp_channel *ch, uint64_t *ctxs, int max)
 {
 	int n = 0;
@@ -75,7 +75,7 @@ int kvd_cq_events(struct ibv_comp_channel *ch, uint64_t *ctxs, int max)
 			return n ? n : -errno;
 		}
 		ibv_ack_cq_events(cq, 1);
-		ibv_req_notify_cq(cq, 0);
+		ibv_req_notify_cq(cq, 1);
 		ctxs[n++] = (uint64_t)(uintptr_t)ctx;
 	}
 	return n ? n : -EAGAIN;
@@ -121,7 +121,9 @@ int kvd_post_keepalive(struct ibv_qp *qp, uint64_t wr_id)
 
 // kvd_post_sends posts n SENDs as one chain, each with its own flags:
 // signalled (its completion retires it and the unsignalled ones before it),
-// inline (the bytes are copied into the work request now).
+// inline (the bytes are copied into the work request now). Every SEND is
+// solicited: its receive completion raises an event on the peer's CQ,
+// which is armed for solicited completions only (poller.go, "Arming").
 int kvd_post_sends(struct ibv_qp *qp, uint32_t lkey, const struct kvd_sd *sds, int n)
 {
 	struct ibv_send_wr wr[n], *bad;
@@ -136,7 +138,7 @@ int kvd_post_sends(struct ibv_qp *qp, uint32_t lkey, const struct kvd_sd *sds, i
 		wr[i].num_sge = 1;
 		wr[i].opcode = IBV_WR_SEND;
 		wr[i].send_flags = ((sds[i].flags & KVD_SD_SIGNALED) ? IBV_SEND_SIGNALED : 0) |
-				   ((sds[i].flags & KVD_SD_INLINE) ? IBV_SEND_INLINE : 0);
+				   ((sds[i].flags & KVD_SD_INLINE) ? IBV_SEND_INLINE : 0) | IBV_SEND_SOLICITED;
 		wr[i].next = i == n - 1 ? NULL : &wr[i + 1];
 	}
 	return ibv_post_send(qp, wr, &bad);

@@ -42,6 +42,9 @@ type Transport struct {
 	spin   time.Duration
 	cqLife sync.RWMutex
 
+	// cqEvents counts completion events the reaper took (tests).
+	cqEvents atomic.Uint64
+
 	// live counts connections whose teardown has not finished; Close waits
 	// for zero before freeing the CQs their teardown still polls.
 	liveMu   sync.Mutex

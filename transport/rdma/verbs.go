@@ -160,7 +160,7 @@ func createCQ(ctx *devContext, size int, ch compChannel, index int) (cqHandle, e
 		return cqHandle{}, fmt.Errorf("rdma: ibv_create_cq(%d): %w", size, errnoOr(err))
 	}
 	if ch.ch != nil {
-		if rc := C.ibv_req_notify_cq(c, 0); rc != 0 {
+		if rc := C.ibv_req_notify_cq(c, 1); rc != 0 {
 			C.ibv_destroy_cq(c)
 			return cqHandle{}, fmt.Errorf("rdma: ibv_req_notify_cq: %w", syscall.Errno(rc))
 		}
@@ -169,6 +169,14 @@ func createCQ(ctx *devContext, size int, ch compChannel, index int) (cqHandle, e
 }
 
 func (c cqHandle) destroy() { C.ibv_destroy_cq(c.c) }
+
+// armNext asks for an event on the CQ's next completion of any kind.
+func (c cqHandle) armNext() error {
+	if rc := C.ibv_req_notify_cq(c.c, 0); rc != 0 {
+		return fmt.Errorf("rdma: ibv_req_notify_cq: %w", syscall.Errno(rc))
+	}
+	return nil
+}
 
 // poll reaps up to len(out) completions into out (C memory).
 func (c cqHandle) poll(out []wc) (int, error) {
