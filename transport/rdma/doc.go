@@ -77,6 +77,13 @@
 //     for any connection of that CQ. Idle, nothing spins; busy, the CPU cost
 //     is at most SpinPoll per wait the window does not cover, and the reaper
 //     polls continuously under steady load. A negative SpinPoll turns it off.
+//   - The CQs are armed for solicited completions only, and every SEND is
+//     solicited: a received message wakes the reaper, a node's own READs,
+//     SENDs and fences do not. Their completions are reaped by whoever polls
+//     next (the spinning reader, the drain a message causes); a goroutine
+//     about to sleep on one arms its CQ for the next completion first and
+//     polls once more (poller.go, "Arming"). A one-sided GET thus costs the
+//     reader one post and one poll, and nothing on another CPU.
 //
 // # Where RDMA shows through
 //
