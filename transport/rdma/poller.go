@@ -277,6 +277,20 @@ func (t *Transport) reapSoon(q *cq) error {
 	return nil
 }
 
+// armOnly arms q for its next completion without reaping it (for callers
+// that may be inside a drain of q). The next completion raises an event;
+// one that came before the arm is reaped by the next drain (the next
+// message, or a keepalive's reapSoon at the latest).
+func (t *Transport) armOnly(q *cq) {
+	if q == nil || t.comp.ch == nil || !t.cqLife.TryRLock() {
+		return
+	}
+	if !t.stopPoll.Load() {
+		_ = q.h.armNext() // a failed CQ fails its queue pairs too
+	}
+	t.cqLife.RUnlock()
+}
+
 // drain reaps q until it is empty and hands each completion to its
 // connection; it returns how many it reaped.
 func (t *Transport) drain(q *cq) int {

@@ -195,7 +195,15 @@ func (c *conn) shouldReturn() bool {
 func (c *conn) returnCredits() {
 	c.mu.Lock()
 	if c.err != nil || !c.shouldReturn() || c.ctlCredits == 0 || len(c.ctlFree) == 0 {
+		// Out of credit-message buffers: they come back with the
+		// completions of our SENDs, which raise no event by themselves
+		// (poller.go, "Arming"). This may run inside a drain of the CQ,
+		// so ask for the event without reaping.
+		starved := c.err == nil && c.ctlCredits > 0 && len(c.ctlFree) == 0 && c.shouldReturn()
 		c.mu.Unlock()
+		if starved {
+			c.t.armOnly(c.cq)
+		}
 		return
 	}
 	c.ctlCredits--
