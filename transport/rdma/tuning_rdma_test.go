@@ -190,6 +190,27 @@ func TestDeadPeer(t *testing.T) {
 			t.Fatalf("Recv = %v after %v, want ErrClosed within %v", err, took, worst+slack)
 		}
 	})
+	// Idle for a few keepalive periods first: every keepalive must be
+	// reaped although its completion raises no event (poller.go,
+	// "Arming"), or the first one would stay outstanding and none would
+	// follow to notice the peer's death. The waiting Recv does not spin:
+	// its polls would reap them.
+	t.Run("idle, then dead", func(t *testing.T) {
+		c, s, _, _ := pairCfg(t, Config{SpinPoll: -1}, Config{KeepAlive: -1})
+		time.Sleep(3 * DefaultKeepAlive)
+		if err := s.silence(); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), worst+slack)
+		defer cancel()
+		_, err := c.Recv(ctx, nil)
+		took := time.Since(start)
+		t.Logf("connection idle for %v, then its peer died: closed after %v (bound %v): %v", 3*DefaultKeepAlive, took, worst, err)
+		if !errors.Is(err, transport.ErrClosed) {
+			t.Fatalf("Recv = %v after %v, want ErrClosed within %v", err, took, worst+slack)
+		}
+	})
 }
 
 // With reserved huge pages (reserved here when running as root in the test
