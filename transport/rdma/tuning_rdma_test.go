@@ -180,15 +180,7 @@ func TestDeadPeer(t *testing.T) {
 		if err := s.silence(); err != nil {
 			t.Fatal(err)
 		}
-		start := time.Now()
-		ctx, cancel := context.WithTimeout(context.Background(), worst+slack)
-		defer cancel()
-		_, err := c.Recv(ctx, nil)
-		took := time.Since(start)
-		t.Logf("idle connection to a dead peer closed after %v (bound %v, worst %v): %v", took, idle, worst, err)
-		if !errors.Is(err, transport.ErrClosed) {
-			t.Fatalf("Recv = %v after %v, want ErrClosed within %v", err, took, worst+slack)
-		}
+		awaitClosed(t, c, worst+slack, fmt.Sprintf("idle connection to a dead peer (bound %v)", idle))
 	})
 	// Idle for a few keepalive periods first: every keepalive must be
 	// reaped although its completion raises no event (poller.go,
@@ -201,16 +193,22 @@ func TestDeadPeer(t *testing.T) {
 		if err := s.silence(); err != nil {
 			t.Fatal(err)
 		}
-		start := time.Now()
-		ctx, cancel := context.WithTimeout(context.Background(), worst+slack)
-		defer cancel()
-		_, err := c.Recv(ctx, nil)
-		took := time.Since(start)
-		t.Logf("connection idle for %v, then its peer died: closed after %v (bound %v): %v", 3*DefaultKeepAlive, took, worst, err)
-		if !errors.Is(err, transport.ErrClosed) {
-			t.Fatalf("Recv = %v after %v, want ErrClosed within %v", err, took, worst+slack)
-		}
+		awaitClosed(t, c, worst+slack, fmt.Sprintf("connection idle for %v, then its peer died", 3*DefaultKeepAlive))
 	})
+}
+
+// awaitClosed waits in Recv for c to fail with ErrClosed within limit.
+func awaitClosed(t *testing.T, c transport.Conn, limit time.Duration, what string) {
+	t.Helper()
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	_, err := c.Recv(ctx, nil)
+	took := time.Since(start)
+	t.Logf("%s: closed after %v: %v", what, took, err)
+	if !errors.Is(err, transport.ErrClosed) {
+		t.Fatalf("Recv = %v after %v, want ErrClosed within %v", err, took, limit)
+	}
 }
 
 // With reserved huge pages (reserved here when running as root in the test
