@@ -42,7 +42,7 @@ func (t *Transport) keepAlive() {
 			c.postKeepAlive()
 			// Its completion raises no event by itself (poller.go,
 			// "Arming"); a failed arm fails the CQ's queue pairs anyway.
-			_ = t.reapSoon(c.cq)
+			_ = t.armNext(c.cq, true)
 			idle[i] = nil
 		}
 		idle = idle[:0]

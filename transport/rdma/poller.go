@@ -28,7 +28,7 @@ import (
 // goroutine that waits for them while it spins (spinWait), or by the next
 // drain of the CQ for a message; a goroutine that is about to sleep until
 // one (sleepOn), and the keepalive goroutine after posting one
-// (reapSoon), first arm the CQ for its next completion of any kind and
+// (armNext), first arm the CQ for its next completion of any kind and
 // then reap it once more, so a completion that came before the arm is not
 // missed either. Why: under Soft-RoCE a READ completes inside the posting
 // call, and with every completion armed each one-sided GET also woke the
@@ -237,15 +237,23 @@ func (c *conn) spinWait(ready func() bool) bool {
 
 // sleepOn prepares a goroutine to sleep until a completion of its own work
 // on q (see "Arming"): it counts the sleeper, then arms q for its next
-// completion and reaps what came before (reapSoon). The caller calls woke
-// once awake, whatever sleepOn returned; an error means the device refused
-// the arm (fail the connection: the wake-up might never come).
+// completion and reaps what came before. The caller calls woke once awake,
+// whatever sleepOn returned; an error means the device refused the arm
+// (fail the connection: the wake-up might never come).
 func (t *Transport) sleepOn(q *cq) error {
 	if q == nil {
 		return nil
 	}
 	q.sleepers.Add(1)
-	return t.reapSoon(q)
+	return t.armNext(q, true)
+}
+
+// sleepOnOwnWork is sleepOn for c's CQ; a refused arm fails c. The caller
+// calls c.t.woke(c.cq) once awake.
+func (c *conn) sleepOnOwnWork() {
+	if err := c.t.sleepOn(c.cq); err != nil {
+		c.fail(err)
+	}
 }
 
 // woke ends a sleepOn.
@@ -255,15 +263,15 @@ func (t *Transport) woke(q *cq) {
 	}
 }
 
-// reapSoon arms q for its next completion of any kind and reaps q, so every
-// completion of work posted before the call is reaped now or raises an
-// event. A no-op in PollBusy mode (nothing sleeps) and once the transport
-// is closing (its connections are failing, which wakes their waiters).
-func (t *Transport) reapSoon(q *cq) error {
-	if q == nil || t.comp.ch == nil {
-		return nil
-	}
-	if !t.cqLife.TryRLock() {
+// armNext arms q for its next completion of any kind and, if reap, reaps q,
+// so every completion of work posted before the call is reaped now or
+// raises an event. Callers that may be inside a drain of q do not reap
+// (a completion that came before the arm then waits for the next drain:
+// the next message, or a keepalive's at the latest). A no-op in PollBusy
+// mode (nothing sleeps) and once the transport is closing (its connections
+// are failing, which wakes their waiters).
+func (t *Transport) armNext(q *cq, reap bool) error {
+	if q == nil || t.comp.ch == nil || !t.cqLife.TryRLock() {
 		return nil
 	}
 	defer t.cqLife.RUnlock()
@@ -273,22 +281,10 @@ func (t *Transport) reapSoon(q *cq) error {
 	if err := q.h.armNext(); err != nil {
 		return fmt.Errorf("%w: %w", err, transport.ErrClosed)
 	}
-	t.drain(q)
+	if reap {
+		t.drain(q)
+	}
 	return nil
-}
-
-// armOnly arms q for its next completion without reaping it (for callers
-// that may be inside a drain of q). The next completion raises an event;
-// one that came before the arm is reaped by the next drain (the next
-// message, or a keepalive's reapSoon at the latest).
-func (t *Transport) armOnly(q *cq) {
-	if q == nil || t.comp.ch == nil || !t.cqLife.TryRLock() {
-		return
-	}
-	if !t.stopPoll.Load() {
-		_ = q.h.armNext() // a failed CQ fails its queue pairs too
-	}
-	t.cqLife.RUnlock()
 }
 
 // drain reaps q until it is empty and hands each completion to its

@@ -154,11 +154,8 @@ func (c *conn) takeSendBuffers(ctx context.Context, want int, bufs []uint16) (in
 // "Arming").
 func (c *conn) sleepUntilWake(ctx context.Context, ownWork bool) error {
 	if ownWork {
-		err := c.t.sleepOn(c.cq)
+		c.sleepOnOwnWork()
 		defer c.t.woke(c.cq)
-		if err != nil {
-			c.fail(err)
-		}
 	}
 	select {
 	case <-c.wake:
@@ -202,7 +199,7 @@ func (c *conn) returnCredits() {
 		starved := c.err == nil && c.ctlCredits > 0 && len(c.ctlFree) == 0 && c.shouldReturn()
 		c.mu.Unlock()
 		if starved {
-			c.t.armOnly(c.cq)
+			_ = c.t.armNext(c.cq, false) // a failed CQ fails its queue pairs too
 		}
 		return
 	}
