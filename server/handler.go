@@ -69,6 +69,8 @@ func (s *Server) serveConn(conn transport.Conn) {
 	// first watch request) end with it: a reply has nowhere to go then.
 	ctx, cancel := context.WithCancel(s.ctx)
 	defer cancel()
+	rc := &replyConn{Conn: conn, budget: budget, slow: &slow,
+		work: newCoarseTimeout(ctx, requestTimeout), wait: newCoarseTimeout(ctx, replyTimeout)}
 	var watches *watchConn
 	buf := first
 	for {
@@ -126,7 +128,7 @@ func (s *Server) serveConn(conn transport.Conn) {
 				s.serveSnapshot(conn, &req, &slow)
 				return
 			}
-			s.respond(ctx, conn, &req, budget, reserve, &slow)
+			s.respond(rc, &req, reserve)
 		}()
 		if cap(buf) > keepRecvBuf {
 			buf = nil
@@ -137,49 +139,55 @@ func (s *Server) serveConn(conn transport.Conn) {
 	}
 }
 
+// replyConn is what respond needs of a client connection.
+type replyConn struct {
+	transport.Conn
+	budget *connBudget
+	slow   *sync.Once // the connection is closed as a slow reader once
+	// work bounds the serving of one request (requestTimeout), wait how
+	// long its reply waits for room (replyTimeout); both end with the
+	// connection.
+	work, wait *coarseTimeout
+}
+
 // respond serves req and sends the reply. It holds reserved bytes of the
 // connection's budget, more if the reply is larger, and gives them back
 // when the reply is written or dropped. A reply the client makes no room
 // for within replyTimeout closes the connection.
-func (s *Server) respond(connCtx context.Context, conn transport.Conn, req *wire.Request, budget *connBudget, reserved int, slow *sync.Once) {
-	defer func() { budget.release(reserved) }()
-	// Contexts derive from the connection's, not the server's: 64 connections
-	// registering and unregistering every request's context with one parent
-	// contend for its lock (a tenth of a leader's CPU under many clients).
-	ctx, cancel := context.WithTimeout(connCtx, requestTimeout)
-	defer cancel()
+func (s *Server) respond(c *replyConn, req *wire.Request, reserved int) {
+	defer func() { c.budget.release(reserved) }()
 	start := time.Now()
+	ctx := c.work.get(start)
 	if s.awaitThaw(ctx) != nil { // a frozen server (Freeze) answers nothing
 		return
 	}
-	resp, denied := permission(conn, req.Op)
+	resp, denied := permission(c, req.Op)
 	if !denied {
 		resp = s.handle(ctx, req)
 	}
 	resp.Op, resp.ID = req.Op, req.ID
-	s.metrics.observe(req.Op, resp.Status, time.Since(start))
+	done := time.Now()
+	s.metrics.observe(req.Op, resp.Status, done.Sub(start))
 	size := wire.ResponseHeaderLen + len(resp.Value)
 	if size > reserved {
-		budget.overdraw(size - reserved)
+		c.budget.overdraw(size - reserved)
 		reserved = size
 	}
 	frame := wire.AppendResponse(make([]byte, 0, size), &resp)
 	if s.awaitThaw(ctx) != nil {
 		return
 	}
-	sctx, scancel := context.WithTimeout(connCtx, replyTimeout)
-	err := conn.Send(sctx, frame)
-	scancel()
+	err := c.Send(c.wait.get(done), frame)
 	switch {
 	case err == nil || s.ctx.Err() != nil:
 	case errors.Is(err, context.DeadlineExceeded):
-		slow.Do(func() {
-			s.connRefused(reasonSlowReader, conn.RemoteAddr(),
+		c.slow.Do(func() {
+			s.connRefused(reasonSlowReader, c.RemoteAddr(),
 				fmt.Errorf("a reply waited %v for the client to read earlier ones", replyTimeout))
 		})
-		conn.Close()
+		c.Close()
 	default:
-		s.log.Debug("response not delivered", "remote", conn.RemoteAddr(), "err", err)
+		s.log.Debug("response not delivered", "remote", c.RemoteAddr(), "err", err)
 	}
 }
 
