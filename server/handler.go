@@ -34,14 +34,17 @@ const maxConnBytes = 16 << 20
 // (status, member lists, errors); a larger one overdraws the budget.
 const smallReply = 4 << 10
 
-// requestTimeout bounds how long the server works on one request.
+// requestTimeout bounds how long the server works on one request. Like
+// replyTimeout it is kept coarsely (deadline.go): a request ends up to a
+// sixteenth later than this.
 const requestTimeout = 30 * time.Second
 
 // replyTimeout bounds how long a reply waits for the client to make room
 // for it by reading earlier ones (its credits, over the tcp transport): a
 // client that reads no reply for this long is closed (slow_reader), and so
 // releases what it holds. A client whose socket stops draining is closed by
-// the transport's write timeout instead. A variable for tests.
+// the transport's write timeout instead. A variable for tests; it is read
+// when a connection starts.
 var replyTimeout = 10 * time.Second
 
 // keepRecvBuf is the largest request buffer serveConn keeps between
