@@ -72,7 +72,7 @@ func (s *Server) serveConn(conn transport.Conn) {
 	// first watch request) end with it: a reply has nowhere to go then.
 	ctx, cancel := context.WithCancel(s.ctx)
 	defer cancel()
-	rc := &replyConn{Conn: conn, budget: budget, slow: &slow,
+	rc := &replyConn{conn: conn, budget: budget, slow: &slow,
 		work: newCoarseTimeout(ctx, requestTimeout), wait: newCoarseTimeout(ctx, replyTimeout)}
 	var watches *watchConn
 	buf := first
@@ -142,9 +142,12 @@ func (s *Server) serveConn(conn transport.Conn) {
 	}
 }
 
-// replyConn is what respond needs of a client connection.
+// replyConn is what respond needs of a client connection. The connection
+// is a named field, never embedded: an embedded transport.Conn would hide
+// the optional interfaces of the real one (transport.Identified), and
+// permission would see a plaintext connection.
 type replyConn struct {
-	transport.Conn
+	conn   transport.Conn
 	budget *connBudget
 	slow   *sync.Once // the connection is closed as a slow reader once
 	// work bounds the serving of one request (requestTimeout), wait how
@@ -164,7 +167,7 @@ func (s *Server) respond(c *replyConn, req *wire.Request, reserved int) {
 	if s.awaitThaw(ctx) != nil { // a frozen server (Freeze) answers nothing
 		return
 	}
-	resp, denied := permission(c, req.Op)
+	resp, denied := permission(c.conn, req.Op)
 	if !denied {
 		resp = s.handle(ctx, req)
 	}
@@ -180,17 +183,17 @@ func (s *Server) respond(c *replyConn, req *wire.Request, reserved int) {
 	if s.awaitThaw(ctx) != nil {
 		return
 	}
-	err := c.Send(c.wait.get(done), frame)
+	err := c.conn.Send(c.wait.get(done), frame)
 	switch {
 	case err == nil || s.ctx.Err() != nil:
 	case errors.Is(err, context.DeadlineExceeded):
 		c.slow.Do(func() {
-			s.connRefused(reasonSlowReader, c.RemoteAddr(),
+			s.connRefused(reasonSlowReader, c.conn.RemoteAddr(),
 				fmt.Errorf("a reply waited %v for the client to read earlier ones", replyTimeout))
 		})
-		c.Close()
+		c.conn.Close()
 	default:
-		s.log.Debug("response not delivered", "remote", c.RemoteAddr(), "err", err)
+		s.log.Debug("response not delivered", "remote", c.conn.RemoteAddr(), "err", err)
 	}
 }
 
