@@ -284,3 +284,10 @@ func (l *limboFIFO) last() (int64, bool) {
 }
 
 func (l *limboFIFO) entries() []limboEntry { return l.q[l.head:] }
+
+// repack marks bucket b's arena as its first k units taken and the rest
+// free: after packArena slid its blocks together. Live bytes are unchanged.
+func (a *arenas) repack(b uint32, k uint64) {
+	markBits(a.taken, a.unit(b, 0), a.units, false)
+	markBits(a.taken, a.unit(b, 0), k, true)
+}

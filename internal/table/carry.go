@@ -59,8 +59,10 @@ func (t *Table) takeCarries(j int) error {
 // carryBlock takes the block old's copy goes to when its key moves to
 // bucket v: in v's arena if it has room, else in the record area.
 func (t *Table) carryBlock(old loc, v uint32) (loc, bool) {
-	if off, ok := t.arenas.alloc(v, old.n); ok {
-		return loc{off: t.arenaBase(v) + off, n: old.n, inline: true, bucket: v}, true
+	// A block an earlier carry of this chain took in v is named by no slot
+	// yet: arenaBlock then does not pack v, and the copy goes out of place.
+	if l, ok := t.arenaBlock(v, old.n); ok {
+		return l, true
 	}
 	kl, vl := t.lens(old)
 	n := RecordLen(kl, vl)

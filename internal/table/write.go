@@ -31,6 +31,9 @@ func (t *Table) Put(key, value []byte, version uint64) error {
 	if err != nil {
 		return err
 	}
+	if p.found {
+		p.old = loadWord(t.mem, p.pos) // newBlock may have packed the arena (pack.go)
+	}
 	pos, err := t.commit(&p)
 	if err != nil {
 		t.dropBlock(dst)
@@ -95,8 +98,8 @@ func (t *Table) inlineFits(keyLen, valueLen int) bool {
 func (t *Table) newBlock(key, value []byte, b uint32, g *resvKey) (loc, error) {
 	if t.inlineFits(len(key), len(value)) {
 		n := InlineLen(len(key), len(value))
-		if off, ok := t.arenas.alloc(b, n); ok {
-			return loc{off: t.arenaBase(b) + off, n: n, inline: true, bucket: b}, nil
+		if l, ok := t.arenaBlock(b, n); ok {
+			return l, nil
 		}
 	}
 	n := RecordLen(len(key), len(value))
