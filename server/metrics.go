@@ -102,6 +102,9 @@ func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "kvd_table_inline_spills_total",
 			Help: "Small records written (or moved) to the record area because their bucket's arena had no room: a GET of one takes a second round trip."},
 			func() float64 { return float64(s.tableStats().Spills) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "kvd_table_arena_packs_total",
+			Help: "Arenas packed during a rebuild because the rebuild's own moves had cut up their free bytes (instead of spilling a record)."},
+			func() float64 { return float64(s.tableStats().Packs) }),
 	}
 	m.connRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kvd_connections_refused_total",

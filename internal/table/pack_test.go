@@ -37,17 +37,17 @@ func TestRebuildPacksCutUpArenas(t *testing.T) {
 				t.Fatalf("fill %d, restart in %s order: see above", seed, name)
 			}
 			checkStored(t, fresh, fmem, stored)
-			packs += fresh.packs
+			packs += fresh.Stats().Packs
 		}
 		// In place, as a snapshot install does: the keys' old, dead
 		// records are still named by their slots while the Puts run.
-		before := tab.packs
+		before := tab.Stats().Packs
 		order := orders(keys, tab.hdr.Buckets, r)["most contested last"]
 		if !t.Run("", func(t *testing.T) { rebuild(t, tab, stored, order) }) {
 			t.Fatalf("fill %d, rebuilt in place: see above", seed)
 		}
 		checkStored(t, tab, mem, stored)
-		inPlace += tab.packs - before
+		inPlace += tab.Stats().Packs - before
 	}
 	t.Logf("%d fills: %d arenas packed in restarts, %d in place", fills, packs, inPlace)
 	if packs == 0 || inPlace == 0 {
@@ -119,8 +119,8 @@ func TestPackUnderAnUpdate(t *testing.T) {
 	if err := tab.Put(key, stored[k], 1000); err != nil {
 		t.Fatal(err)
 	}
-	if tab.packs != 1 {
-		t.Fatalf("%d arenas packed, want 1", tab.packs)
+	if n := tab.Stats().Packs; n != 1 {
+		t.Fatalf("%d arenas packed, want 1", n)
 	}
 	// Let the retired block's grace pass, then fill the arena's free
 	// bytes: a block retired at the wrong place would be handed out over a

@@ -120,6 +120,7 @@ type Stats struct {
 	ArenaUsed  uint64
 	ArenaLimbo uint64
 	Spills     uint64 // small records written to the record area because their arena was full, ever
+	Packs      uint64 // arenas packed in a rebuild because their free bytes were cut up (pack.go), ever
 }
 
 // Fill is how close the table is to refusing writes, from 0 to 1: the
@@ -267,6 +268,7 @@ func (t *Table) Stats() Stats {
 		ArenaUsed:     t.arenas.live,
 		ArenaLimbo:    t.arenas.inLimbo,
 		Spills:        t.spills,
+		Packs:         t.packs,
 	}
 }
 
