@@ -18,7 +18,7 @@ import "slices"
 // So when a small record finds no run long enough in the hiding phase,
 // newBlock packs the arena: it slides the arena's blocks, in offset order,
 // to its start, each copied with a fresh tag as a move's copy is
-// (copyInline), its slot word re-stored with the new offset, and the free
+// (carry), its slot word re-stored with the new offset, and the free
 // units become one run at the end. Why it is safe: only the bucket's own
 // slots name blocks of its arena, and, with no arena limbo, no reservation
 // and no open group (each checked: packing is skipped otherwise), every
@@ -74,11 +74,12 @@ func (t *Table) packArena(b uint32, n uint64) bool {
 	next := base
 	for _, nb := range blocks[:k] {
 		if nb.l.off != next {
-			t.packBuf = append(t.packBuf[:0], t.block(nb.l)...) // the runs may overlap
-			s := DecodeInlineSlot(loadWord(t.mem, nb.pos))
-			s.Tag = copyInline(t.mem[next:next+nb.l.n], t.packBuf)
-			s.Offset = next - base
-			storeWord(t.mem, nb.pos, s.Word())
+			// A move's copy (carry), within the arena. The two blocks may
+			// overlap: the copy only ever goes down (next < off), and
+			// copyInline copies word by word upwards, so it reads each
+			// source word before anything writes over it.
+			dst := loc{off: next, n: nb.l.n, inline: true, bucket: b}
+			storeWord(t.mem, nb.pos, t.carry(nb.pos, loadWord(t.mem, nb.pos), dst))
 		}
 		next += nb.l.n
 	}

@@ -73,13 +73,12 @@ type Table struct {
 	// scratch for an inline record's key and value (spread over tagged
 	// words, they are never one subslice of mem). carries: the blocks a
 	// chain of moves copies inline records into. packs: arenas packed
-	// in a hiding phase (pack.go), ever; packBuf: its copy of one block.
+	// in a hiding phase (pack.go), ever.
 	spills  uint64
 	keyBuf  []byte
 	valBuf  []byte
 	carries []loc
 	packs   uint64
-	packBuf []byte
 
 	// Atomic groups (hidden.go): open between BeginAtomic and EndAtomic;
 	// the group's keys, end to end, with where each ends.
