@@ -144,7 +144,7 @@ func (c *Config) Validate() error {
 		c.CacheEntries = defaultCacheEntries
 	}
 	switch {
-	case c.LeaseDrift < 0 || c.LeaseDrift > 0.5:
+	case !(c.LeaseDrift >= 0 && c.LeaseDrift <= 0.5): // NaN fails too
 		return fmt.Errorf("kvd: LeaseDrift %v not in [0, 0.5]", c.LeaseDrift)
 	case c.LeaseDrift == 0:
 		c.LeaseDrift = defaultLeaseDrift

@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"errors"
+	"math"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -277,6 +278,20 @@ func TestAttemptTimeoutConfig(t *testing.T) {
 		err := cfg.Validate()
 		if (err != nil) != tc.wantErr || err == nil && cfg.AttemptTimeout != tc.want {
 			t.Errorf("AttemptTimeout %v: got %v, %v; want %v (error %v)", tc.in, cfg.AttemptTimeout, err, tc.want, tc.wantErr)
+		}
+	}
+}
+
+// TestConfigLeaseDrift: a drift outside [0, 0.5] is refused, NaN included
+// (it passes "< 0 || > 0.5", and a lease's age times 1+NaN is no bound).
+func TestConfigLeaseDrift(t *testing.T) {
+	for _, tc := range []struct {
+		drift float64
+		ok    bool
+	}{{0, true}, {0.5, true}, {-0.1, false}, {0.6, false}, {math.NaN(), false}, {math.Inf(1), false}} {
+		cfg := client.Config{Endpoints: []string{"x:1"}, LeaseDrift: tc.drift}
+		if err := cfg.Validate(); (err == nil) != tc.ok {
+			t.Errorf("LeaseDrift %v: Validate() = %v, want ok=%v", tc.drift, err, tc.ok)
 		}
 	}
 }

@@ -255,7 +255,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: TickInterval %v below 1ms", ErrConfig, c.TickInterval)
 	case c.HeartbeatTicks < 1 || c.ElectionTicks <= c.HeartbeatTicks:
 		return fmt.Errorf("%w: need 1 <= HeartbeatTicks (%d) < ElectionTicks (%d)", ErrConfig, c.HeartbeatTicks, c.ElectionTicks)
-	case c.LeaseDrift < 0 || c.LeaseDrift > 0.5:
+	case !(c.LeaseDrift >= 0 && c.LeaseDrift <= 0.5): // NaN fails too
 		return fmt.Errorf("%w: LeaseDrift %v not in [0, 0.5]", ErrConfig, c.LeaseDrift)
 	case c.leaseDuration() <= 0:
 		return fmt.Errorf("%w: ElectionTicks %d too small for a lease with drift %v", ErrConfig, c.ElectionTicks, c.LeaseDrift)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -29,6 +30,8 @@ func TestConfigValidate(t *testing.T) {
 		{"peer without addr", func(c *Config) { c.Peers[2] = "" }, false},
 		{"election not above heartbeat", func(c *Config) { c.ElectionTicks, c.HeartbeatTicks = 3, 3 }, false},
 		{"drift too large", func(c *Config) { c.LeaseDrift = 0.6 }, false},
+		{"drift negative", func(c *Config) { c.LeaseDrift = -0.1 }, false},
+		{"drift NaN", func(c *Config) { c.LeaseDrift = math.NaN() }, false},
 		{"lease too short", func(c *Config) { c.ElectionTicks, c.LeaseDrift = 2, 0.5 }, false},
 		{"catch-up above snapshot count", func(c *Config) { c.SnapshotCount, c.SnapshotCatchUpEntries = 10, 11 }, false},
 		{"small snapshot count takes a small catch-up default", func(c *Config) { c.SnapshotCount = 10 }, true},

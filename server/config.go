@@ -162,7 +162,7 @@ func (c *Config) Validate() error {
 	if c.MaxWatchesPerConn < 0 {
 		return fmt.Errorf("server: max watches per connection %d is negative", c.MaxWatchesPerConn)
 	}
-	if c.LeaseDrift < 0 || c.LeaseDrift > 0.5 {
+	if !(c.LeaseDrift >= 0 && c.LeaseDrift <= 0.5) { // NaN fails too
 		return fmt.Errorf("server: lease drift %v not in [0, 0.5]", c.LeaseDrift)
 	}
 	if c.Restore != "" && c.Join {

@@ -198,6 +198,9 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"--data-dir", t.TempDir(), "--initial-cluster", "1=a:1,x"}, "", "bad cluster member"},
 		{[]string{"--data-dir", t.TempDir()}, "KVD_TABLE_MEM=huge", "KVD_TABLE_MEM"},
 		{[]string{"--no-such-flag"}, "", "flag provided but not defined"},
+		// NaN passes "< 0 || > 0.5"; a NaN drift made the lease last ~292 years.
+		{[]string{"--data-dir", t.TempDir(), "--lease-drift", "NaN"}, "", "lease drift"},
+		{[]string{"--data-dir", t.TempDir()}, "KVD_LEASE_DRIFT=nan", "lease drift"},
 	} {
 		cmd := exec.Command(filepath.Join(bin, "kvd"), tc.args...)
 		cmd.Env = append(os.Environ(), tc.env)
