@@ -89,6 +89,13 @@ var peerTypes = map[pb.MessageType]bool{
 // errDropped is what checkPeerMessage's error wraps.
 var errDropped = errors.New("raft: peer message dropped")
 
+// maxPeerIndex bounds every log index a peer may name (a message's index,
+// commit and reject hint, its entries', a snapshot's). raft computes
+// index+1 unchecked (restoring a snapshot at MaxUint64 makes its unstable
+// log start at 0, and the next lookup panics); a log that grew by a
+// million entries a second would take 146,000 years to reach this one.
+const maxPeerIndex = 1 << 62
+
 // checkPeerMessage vets m, received on the session of member from by node
 // self, on its own: addressing, type, and the fields raft relies on. It
 // returns the reason to drop m, or "" to pass it on.
@@ -117,6 +124,9 @@ func checkFields(m *pb.Message) error {
 	// term on it would make the leader adopt that term.
 	if (t == pb.MsgReadIndex) != (m.GetTerm() == 0) {
 		return fmt.Errorf("term %d", m.GetTerm())
+	}
+	if m.GetIndex() > maxPeerIndex || m.GetCommit() > maxPeerIndex || m.GetRejectHint() > maxPeerIndex {
+		return fmt.Errorf("index %d, commit %d or hint %d beyond %d", m.GetIndex(), m.GetCommit(), m.GetRejectHint(), uint64(maxPeerIndex))
 	}
 	switch t {
 	case pb.MsgApp:
@@ -150,8 +160,8 @@ func checkFields(m *pb.Message) error {
 func checkAppend(m *pb.Message) error {
 	ents := m.GetEntries()
 	prevIndex, prevTerm, term := m.GetIndex(), m.GetLogTerm(), m.GetTerm()
-	if prevIndex+uint64(len(ents)) < prevIndex {
-		return fmt.Errorf("entries past the last index")
+	if uint64(len(ents)) > maxPeerIndex-prevIndex { // checkFields: prevIndex <= maxPeerIndex
+		return fmt.Errorf("entries past index %d", uint64(maxPeerIndex))
 	}
 	if prevTerm > term {
 		return fmt.Errorf("previous entry's term %d above the message's %d", prevTerm, term)
@@ -204,7 +214,7 @@ func checkEntry(e *pb.Entry) error {
 func checkSnapshot(m *pb.Message) error {
 	md := m.GetSnapshot().GetMetadata()
 	switch {
-	case md.GetIndex() == 0 || md.GetTerm() == 0:
+	case md.GetIndex() == 0 || md.GetTerm() == 0 || md.GetIndex() > maxPeerIndex:
 		return fmt.Errorf("snapshot at %d/%d", md.GetIndex(), md.GetTerm())
 	case md.GetTerm() > m.GetTerm():
 		return fmt.Errorf("snapshot term %d above the message's %d", md.GetTerm(), m.GetTerm())

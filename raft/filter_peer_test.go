@@ -313,3 +313,101 @@ func TestRemovedMemberSessionClosed(t *testing.T) {
 	rawPeer(t, attacker, lead.addr, h)
 	waitFor(t, "the removed member to be refused", func() bool { return refusedCount(t, lead.node, refuseNotMember) > before })
 }
+
+// TestForgedConfChangeLeavingNoVoter: membership changes that pass
+// checkEntry one by one but, committed, would leave no voter (raft panics
+// applying them: "removed all voters") are skipped by every node that
+// applies them. A joining node, whose configuration is still empty, is
+// sent one add-learner entry by a forged member 1; a follower of a
+// running cluster is sent, at a higher term, the removal of all three
+// members, committed in the same message.
+func TestForgedConfChangeLeavingNoVoter(t *testing.T) {
+	cc := func(index, term uint64, typ pb.ConfChangeType, node uint64) *pb.Entry {
+		return confChangeEntry(index, term, &pb.ConfChange{Type: typ.Enum(), NodeId: new(node)})
+	}
+	t.Run("joining node", func(t *testing.T) {
+		c := newClusterOn(t, newMemNet(), 0, testConfig())
+		c.reserve(1) // a configured member that never runs
+		n2 := c.start(2, true)
+		m := msg(pb.MsgApp, 1, 2, 1)
+		m.Index, m.LogTerm, m.Commit = new(uint64(0)), new(uint64(0)), new(uint64(1))
+		m.Entries = []*pb.Entry{cc(1, 1, pb.ConfChangeAddLearnerNode, 2)}
+		attacker := c.net.transport(t, "attacker")
+		defer attacker.Close()
+		rawPeer(t, attacker, n2.addr, hello{from: 1, cluster: 0xdead}, m)
+		waitFor(t, "the forged entry applied", func() bool { return n2.node.Status().Applied >= 1 })
+		if err := n2.node.Failure(); err != nil {
+			t.Fatalf("node failed: %v", err)
+		}
+		if got := n2.node.Members(); len(got) != 0 {
+			t.Fatalf("members after a skipped change: %v", got)
+		}
+	})
+	t.Run("follower", func(t *testing.T) {
+		c := newClusterOn(t, newMemNet(), 3, testConfig())
+		lead := c.leader()
+		c.put("k", "v")
+		var target *testNode
+		for _, tn := range c.running() {
+			if tn.id != lead.id {
+				target = tn
+				break
+			}
+		}
+		c.caughtUp(target)
+		before := target.node.Members()
+		st := target.node.Status()
+		last, lastTerm, term := st.Commit, st.Term, st.Term+1000 // a quiet cluster: the log ends at the commit
+		m := msg(pb.MsgApp, lead.id, target.id, term)
+		m.Index, m.LogTerm, m.Commit = new(last), new(lastTerm), new(last+3)
+		m.Entries = []*pb.Entry{
+			cc(last+1, term, pb.ConfChangeRemoveNode, 1),
+			cc(last+2, term, pb.ConfChangeRemoveNode, 2),
+			cc(last+3, term, pb.ConfChangeRemoveNode, 3),
+		}
+		if why, err := checkPeerMessage(m, lead.id, target.id); err != nil {
+			t.Fatalf("the filter drops it (%s: %v): this test needs it to reach raft", why, err)
+		}
+		attacker := c.net.transport(t, "attacker")
+		defer attacker.Close()
+		rawPeer(t, attacker, target.addr, hello{from: lead.id, cluster: target.node.ClusterID()}, m)
+		waitFor(t, "the forged entries applied", func() bool { return target.node.Status().Applied >= last+3 })
+		if err := target.node.Failure(); err != nil {
+			t.Fatalf("node failed: %v", err)
+		}
+		// The first two removals applied; the third was skipped.
+		if got := target.node.Members(); len(got) != 1 || len(before) != 3 {
+			t.Fatalf("members %v -> %v, want the one the skipped removal left", before, got)
+		}
+	})
+}
+
+func TestLeavesNoVoter(t *testing.T) {
+	voters := func(ids ...uint64) map[uint64]struct{} {
+		m := map[uint64]struct{}{}
+		for _, id := range ids {
+			m[id] = struct{}{}
+		}
+		return m
+	}
+	for _, tc := range []struct {
+		voters map[uint64]struct{}
+		typ    pb.ConfChangeType
+		node   uint64
+		want   bool
+	}{
+		{voters(), pb.ConfChangeAddLearnerNode, 2, true},
+		{voters(), pb.ConfChangeAddNode, 2, false},
+		{voters(), pb.ConfChangeUpdateNode, 2, true},
+		{voters(1), pb.ConfChangeRemoveNode, 1, true},
+		{voters(1), pb.ConfChangeAddLearnerNode, 1, true},
+		{voters(1), pb.ConfChangeRemoveNode, 2, false},
+		{voters(1, 2), pb.ConfChangeRemoveNode, 1, false},
+		{voters(1), pb.ConfChangeAddNode, 1, false},
+	} {
+		cc := &pb.ConfChange{Type: tc.typ.Enum(), NodeId: new(tc.node)}
+		if got := leavesNoVoter(tc.voters, cc); got != tc.want {
+			t.Errorf("%v, %s %d: leavesNoVoter = %v, want %v", tc.voters, tc.typ, tc.node, got, tc.want)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package raft
 
 import (
 	"errors"
+	"math"
 	"testing"
 
 	etcdraft "go.etcd.io/raft/v3"
@@ -133,6 +134,18 @@ func TestCheckPeerMessage(t *testing.T) {
 		{"append: terms going down", appendMsg(from, self, 5, 3, 2, 4, 3), dropMalformed},
 		{"append: term below the previous entry's", appendMsg(from, self, 5, 3, 4, 3), dropMalformed},
 		{"append: previous term above the message's", appendMsg(from, self, 5, 3, 6), dropMalformed},
+		// raft computes index+1 unchecked: a snapshot at MaxUint64 made a
+		// node panic restoring it.
+		{"snapshot at the last index", snapMsg(math.MaxUint64, 2), dropMalformed},
+		{"snapshot past maxPeerIndex", snapMsg(maxPeerIndex+1, 2), dropMalformed},
+		{"snapshot at maxPeerIndex", snapMsg(maxPeerIndex, 2), ""},
+		{"append ending past maxPeerIndex", appendMsg(from, self, 5, maxPeerIndex, 2, 5), dropMalformed},
+		{"append after the last index", appendMsg(from, self, 5, math.MaxUint64, 2), dropMalformed},
+		{"append ending at maxPeerIndex", appendMsg(from, self, 5, maxPeerIndex-1, 2, 5), ""},
+		{"heartbeat committing past maxPeerIndex", heartbeat(from, self, 5, maxPeerIndex+1), dropMalformed},
+		{"vote for a log past maxPeerIndex", with(msg(pb.MsgVote, from, self, 6), func(m *pb.Message) {
+			m.Index = new(uint64(math.MaxUint64))
+		}), dropMalformed},
 		{"append: index wraps", with(appendMsg(from, self, 5, 0, 0, 5), func(m *pb.Message) {
 			m.Index = new(uint64(1<<64 - 1))
 			m.Entries[0].Index = new(uint64(0))

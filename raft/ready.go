@@ -379,6 +379,15 @@ func (l *loop) applyConfChange(u *store.Update, cc *pb.ConfChange, index uint64)
 		l.n.log.Error("conf change with malformed context", "index", index, "err", err)
 		err = nil
 	}
+	if leavesNoVoter(l.rn.Status().Config.Voters.IDs(), cc) {
+		// Only a forged entry can (the leader refuses such a proposal:
+		// ErrLastVoter), and raft panics applying it. Every node skips it
+		// alike: they all apply it on the same configuration.
+		l.n.log.Error("skipped a membership change that leaves no voter", "index", index,
+			"change", cc.GetType().String(), "node", cc.GetNodeId())
+		l.complete(mc.proposer, mc.reqID, result{version: index, err: ErrLastVoter})
+		return nil
+	}
 	cs := l.rn.ApplyConfChange(cc)
 	if err := u.SetConfState(cs); err != nil {
 		return err
@@ -543,4 +552,22 @@ func (l *loop) maybeSnapshot() error {
 	}
 	l.n.log.Debug("snapshot taken", "index", l.applied, "compacted_to", compactTo)
 	return nil
+}
+
+// leavesNoVoter reports whether applying cc to a configuration whose voters
+// are voters would leave none.
+func leavesNoVoter(voters map[uint64]struct{}, cc *pb.ConfChange) bool {
+	n := len(voters)
+	_, isVoter := voters[cc.GetNodeId()]
+	switch cc.GetType() {
+	case pb.ConfChangeAddNode:
+		if !isVoter {
+			n++
+		}
+	case pb.ConfChangeRemoveNode, pb.ConfChangeAddLearnerNode:
+		if isVoter {
+			n--
+		}
+	}
+	return n == 0
 }
