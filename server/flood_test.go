@@ -577,3 +577,83 @@ func TestConfigTableInline(t *testing.T) {
 		}
 	}
 }
+
+// TestWatchSlowReaderReleasesConn: a client opens a watch, reads nothing
+// more, and keeps sending watch requests (cancels). The watch goroutine
+// waits on the event's send while the requests fill the connection's
+// queue; when the send times out, it closes the connection as a slow
+// reader and exits. serveConn, blocked handing it the next request, must
+// return too: it used to wait until the server stopped, holding its
+// goroutine and the connection's place in kvd_connections.
+func TestWatchSlowReaderReleasesConn(t *testing.T) {
+	t.Cleanup(SetReplyTimeout(300 * time.Millisecond))
+	s := floodServer(t, Config{}, tcp.Config{})
+	tr, err := tcp.New(tcp.Config{Credits: 1}) // room for one message: the watch's created
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	conn, err := tr.Dial(ctx, s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := conn.Send(ctx, wire.AppendRequest(nil, &wire.Request{Op: wire.OpWatch, ID: 1, Key: []byte("k"),
+		Value: wire.AppendWatchRequest(nil, 0)})); err != nil {
+		t.Fatal(err)
+	}
+	created := s.metrics.requests.WithLabelValues(wire.OpWatch.String(), statusName(wire.StatusOK))
+	waitUntil(t, "the watch created", func() bool { return testutil.ToFloat64(created) == 1 })
+	if resp := s.put(context.Background(), []byte("k"), []byte("v")); resp.Status != wire.StatusOK {
+		t.Fatalf("put: %+v", resp)
+	}
+	for i := range watchCmdQueue + 2 { // the queue, full, and one more that blocks serveConn
+		if err := conn.Send(ctx, wire.AppendRequest(nil, &wire.Request{Op: wire.OpWatchCancel, ID: uint64(100 + i),
+			Value: wire.AppendWatchCancel(nil, 999)})); err != nil {
+			break // the server closed the connection: fine
+		}
+	}
+	waitUntil(t, "the slow reader closed", func() bool { return refusedCount(s, reasonSlowReader) == 1 })
+	waitUntil(t, "serveConn to let the connection go", func() bool { return s.connCount() == 0 })
+}
+
+// TestWatchMessageTooLargeClosesConn: a watch message larger than the
+// client's transport accepts cannot be sent; the connection's watch
+// goroutine ends, so the connection is closed with it (before, the client
+// was left waiting on watches no one served).
+func TestWatchMessageTooLargeClosesConn(t *testing.T) {
+	s := floodServer(t, Config{}, tcp.Config{})
+	tr, err := tcp.New(tcp.Config{MaxMessage: 512})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	conn, err := tr.Dial(ctx, s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := conn.Send(ctx, wire.AppendRequest(nil, &wire.Request{Op: wire.OpWatch, ID: 1, Key: []byte("k"),
+		Value: wire.AppendWatchRequest(nil, 0)})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Recv(ctx, nil); err != nil { // created
+		t.Fatal(err)
+	}
+	if resp := s.put(context.Background(), []byte("k"), bytes.Repeat([]byte("v"), 1000)); resp.Status != wire.StatusOK {
+		t.Fatalf("put: %+v", resp)
+	}
+	for {
+		if _, err := conn.Recv(ctx, nil); err != nil {
+			if ctx.Err() != nil {
+				t.Fatalf("the connection was left open: %v", err)
+			}
+			break
+		}
+	}
+	waitUntil(t, "the connection gone", func() bool { return s.connCount() == 0 })
+}

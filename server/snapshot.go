@@ -37,6 +37,14 @@ import (
 // kvd_snapshot_streams_total{outcome="refused_busy"}.
 const MaxSnapshotStreams = 1
 
+// minSnapshotChunk is the least data a chunk must be able to carry for a
+// backup to be streamed: a connection that accepts only smaller messages
+// (its transport's MaxMessage, which the client chooses) is refused the
+// backup with StatusBadRequest. Without a floor a tiny limit made the
+// chunk size negative (a panic) or zero (empty chunks for ever, holding the
+// node's only snapshot slot).
+const minSnapshotChunk = 4 << 10
+
 // snapshotChunkReserve is what a snapshot request holds of its connection's
 // budget: one chunk, sent before the next is built.
 const snapshotChunkReserve = wire.MaxSnapshotChunk + wire.ResponseHeaderLen + 1
@@ -100,6 +108,10 @@ func (s *Server) serveSnapshot(conn transport.Conn, req *wire.Request, slow *syn
 func (s *Server) snapshot(st *snapStream, req *wire.Request) wire.Response {
 	if len(req.Key) != 0 || len(req.Value) != 0 || req.Flags != 0 {
 		return badRequest("snapshot carries a key, value or flags")
+	}
+	if max := st.conn.MaxMessage(); snapshotChunkLimit(max) < minSnapshotChunk {
+		return badRequest(fmt.Sprintf("this connection takes messages of at most %d bytes; a backup needs %d",
+			max, minSnapshotChunk+wire.ResponseHeaderLen+1))
 	}
 	if !s.snapSlots.tryAcquire() {
 		s.metrics.snapshots.WithLabelValues(snapBusy).Inc()
@@ -184,7 +196,7 @@ func (st *snapStream) stream(view *raft.View) error {
 		return err
 	}
 	st.index = view.Applied()
-	st.limit = min(wire.MaxSnapshotChunk, st.conn.MaxMessage()-wire.ResponseHeaderLen-1)
+	st.limit = snapshotChunkLimit(st.conn.MaxMessage()) // at least minSnapshotChunk: snapshot checked
 	st.buf = make([]byte, 1, 1+st.limit)
 	w, err := backup.NewWriter(st, backup.Header{Index: st.index, Keys: keys, Cluster: st.s.node.ClusterID()})
 	if err != nil {
@@ -197,6 +209,12 @@ func (st *snapStream) stream(view *raft.View) error {
 		return err
 	}
 	return st.flush(true)
+}
+
+// snapshotChunkLimit is the data a chunk may carry on a connection whose
+// messages are at most maxMessage bytes.
+func snapshotChunkLimit(maxMessage int) int {
+	return min(wire.MaxSnapshotChunk, maxMessage-wire.ResponseHeaderLen-1)
 }
 
 // Write fills chunks, sending each one that is full.

@@ -83,6 +83,7 @@ type watchConn struct {
 	budget  *connBudget
 	slow    *sync.Once
 	cmds    chan *wire.Request
+	done    chan struct{} // closed when run returns: nothing takes cmds any more
 	watches map[uint64]*connWatch
 	order   []uint64 // ids in the order they were opened: the send round
 	evs     []wire.WatchEvent
@@ -107,23 +108,30 @@ const progressEvery = time.Second
 // startWatchConn starts serving conn's watches until ctx ends.
 func (s *Server) startWatchConn(ctx context.Context, conn transport.Conn, budget *connBudget, slow *sync.Once) *watchConn {
 	wc := &watchConn{s: s, conn: conn, budget: budget, slow: slow,
-		cmds: make(chan *wire.Request, watchCmdQueue), watches: map[uint64]*connWatch{}}
+		cmds: make(chan *wire.Request, watchCmdQueue), done: make(chan struct{}), watches: map[uint64]*connWatch{}}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
+		defer close(wc.done)
 		wc.run(ctx)
 	}()
 	return wc
 }
 
 // enqueue hands a watch request or cancel (which it copies) to the
-// connection's watch goroutine; false once the server or connection ends.
+// connection's watch goroutine; false once the server or connection ends,
+// or the watch goroutine has (a message it could not send: send closed the
+// connection). Without the last, a client that filled the queue while the
+// goroutine was stuck on a send it then gave up kept serveConn blocked
+// here, and the connection counted, until the server stopped.
 func (wc *watchConn) enqueue(ctx context.Context, req *wire.Request) bool {
 	r := *req
 	r.Key, r.Value = slices.Clone(req.Key), slices.Clone(req.Value)
 	select {
 	case wc.cmds <- &r:
 		return true
+	case <-wc.done:
+		return false
 	case <-ctx.Done():
 		return false
 	}
@@ -340,11 +348,18 @@ func (wc *watchConn) send(ctx context.Context, resp wire.Response) bool {
 	switch {
 	case err == nil:
 		return true
-	case ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded):
+	case ctx.Err() != nil:
+	case errors.Is(err, context.DeadlineExceeded):
 		wc.slow.Do(func() {
 			s.connRefused(reasonSlowReader, wc.conn.RemoteAddr(),
 				fmt.Errorf("a watch message waited %v for the client to read earlier ones", replyTimeout))
 		})
+		wc.conn.Close()
+	default:
+		// Not sent (a message larger than the client takes, say): the
+		// connection's watches end with this goroutine, so the
+		// connection must too, or its client would wait on them for ever.
+		s.log.Info("watch message not delivered: closing the connection", "remote", wc.conn.RemoteAddr(), "err", err)
 		wc.conn.Close()
 	}
 	return false

@@ -22,7 +22,8 @@ type Config struct {
 	// DefaultHistoryEvents.
 	HistoryEvents int
 	// HistoryBytes is the most bytes of keys and values it holds. Default
-	// DefaultHistoryBytes (64 MiB).
+	// DefaultHistoryBytes (64 MiB); the newest event is kept whatever its
+	// size.
 	HistoryBytes int
 	// MaxWatchers is the most watchers open at once. Default
 	// DefaultMaxWatchers.
@@ -129,7 +130,10 @@ func (h *Hub) Publish(evs []wire.WatchEvent, applied uint64) {
 // served only while all of its events are held, so oldest moves past the
 // version of every evicted event.
 func (h *Hub) evictLocked() {
-	for len(h.buf)-h.off > h.cfg.HistoryEvents || h.bytes > h.cfg.HistoryBytes {
+	// The newest event always stays, whatever its size: a caught-up
+	// watcher must get every write, and one of a 1 MiB value under a long
+	// key is more than the smallest history allowed (Validate) holds.
+	for held := len(h.buf) - h.off; held > h.cfg.HistoryEvents || (h.bytes > h.cfg.HistoryBytes && held > 1); held-- {
 		e := &h.buf[h.off]
 		h.bytes -= eventSize(e)
 		h.oldest = max(h.oldest, e.Version+1)

@@ -3,6 +3,7 @@ package watch
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/kvd-project/kvd/internal/wire"
@@ -173,5 +174,29 @@ func TestConfigValidate(t *testing.T) {
 		if err := bad.Validate(); err == nil {
 			t.Errorf("%+v: no error", bad)
 		}
+	}
+}
+
+// TestHistoryKeepsTheNewestEvent: the smallest history Validate accepts
+// (1 MiB) is less than one write of the largest value under a long key;
+// such an event used to be evicted as it was published, and every
+// caught-up watcher of it dropped as slow.
+func TestHistoryKeepsTheNewestEvent(t *testing.T) {
+	h := newHub(t, Config{HistoryBytes: wire.MaxWatchBytes})
+	w, err := h.Watch(nil, true, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := strings.Repeat("k", 1024)
+	for v := uint64(1); v <= 3; v++ {
+		h.Publish([]wire.WatchEvent{put(v, key, strings.Repeat("v", 1<<20))}, v)
+		evs, progress, err := w.Next(nil, wire.MaxWatchEvents, wire.MaxWatchBytes)
+		if err != nil || len(evs) != 1 || evs[0].Version != v || progress != v {
+			t.Fatalf("version %d: a caught-up watcher got %d events (progress %d, err %v)", v, len(evs), progress, err)
+		}
+	}
+	// The bound still holds for the rest: only the newest is kept.
+	if _, err := h.Watch(nil, true, 2); err == nil {
+		t.Fatalf("a watch from version 2 was accepted: the history holds more than the newest event")
 	}
 }
