@@ -588,22 +588,8 @@ func TestConfigTableInline(t *testing.T) {
 func TestWatchSlowReaderReleasesConn(t *testing.T) {
 	t.Cleanup(SetReplyTimeout(300 * time.Millisecond))
 	s := floodServer(t, Config{}, tcp.Config{})
-	tr, err := tcp.New(tcp.Config{Credits: 1}) // room for one message: the watch's created
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	conn, err := tr.Dial(ctx, s.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if err := conn.Send(ctx, wire.AppendRequest(nil, &wire.Request{Op: wire.OpWatch, ID: 1, Key: []byte("k"),
-		Value: wire.AppendWatchRequest(nil, 0)})); err != nil {
-		t.Fatal(err)
-	}
+	ctx, conn := rawClient(t, s, tcp.Config{Credits: 1}) // room for one message: the watch's created
+	openWatch(t, ctx, conn, "k")
 	created := s.metrics.requests.WithLabelValues(wire.OpWatch.String(), statusName(wire.StatusOK))
 	waitUntil(t, "the watch created", func() bool { return testutil.ToFloat64(created) == 1 })
 	if resp := s.put(context.Background(), []byte("k"), []byte("v")); resp.Status != wire.StatusOK {
@@ -625,22 +611,8 @@ func TestWatchSlowReaderReleasesConn(t *testing.T) {
 // was left waiting on watches no one served).
 func TestWatchMessageTooLargeClosesConn(t *testing.T) {
 	s := floodServer(t, Config{}, tcp.Config{})
-	tr, err := tcp.New(tcp.Config{MaxMessage: 512})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	conn, err := tr.Dial(ctx, s.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if err := conn.Send(ctx, wire.AppendRequest(nil, &wire.Request{Op: wire.OpWatch, ID: 1, Key: []byte("k"),
-		Value: wire.AppendWatchRequest(nil, 0)})); err != nil {
-		t.Fatal(err)
-	}
+	ctx, conn := rawClient(t, s, tcp.Config{MaxMessage: 512})
+	openWatch(t, ctx, conn, "k")
 	if _, err := conn.Recv(ctx, nil); err != nil { // created
 		t.Fatal(err)
 	}
@@ -656,4 +628,33 @@ func TestWatchMessageTooLargeClosesConn(t *testing.T) {
 		}
 	}
 	waitUntil(t, "the connection gone", func() bool { return s.connCount() == 0 })
+}
+
+// rawClient dials s over a tcp transport made with tcfg, as a client that
+// speaks the wire protocol by hand; the connection and the context (20 s)
+// end with the test.
+func rawClient(t *testing.T, s *Server, tcfg tcp.Config) (context.Context, transport.Conn) {
+	t.Helper()
+	tr, err := tcp.New(tcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	conn, err := tr.Dial(ctx, s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return ctx, conn
+}
+
+// openWatch sends a watch request for key, id 1, from now.
+func openWatch(t *testing.T, ctx context.Context, conn transport.Conn, key string) {
+	t.Helper()
+	if err := conn.Send(ctx, wire.AppendRequest(nil, &wire.Request{Op: wire.OpWatch, ID: 1, Key: []byte(key),
+		Value: wire.AppendWatchRequest(nil, 0)})); err != nil {
+		t.Fatal(err)
+	}
 }

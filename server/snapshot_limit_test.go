@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -28,18 +27,7 @@ func TestSnapshotSmallMaxMessage(t *testing.T) {
 		minSnapshotChunk + wire.ResponseHeaderLen} // one byte short
 	for _, max := range append(small, minSnapshotChunk+wire.ResponseHeaderLen+1) {
 		t.Run(fmt.Sprint(max), func(t *testing.T) {
-			tr, err := tcp.New(tcp.Config{MaxMessage: max})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer tr.Close()
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			conn, err := tr.Dial(ctx, s.Addr())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Close()
+			ctx, conn := rawClient(t, s, tcp.Config{MaxMessage: max})
 			refusals := s.metrics.requests.WithLabelValues(wire.OpSnapshot.String(), statusName(wire.StatusBadRequest))
 			before := testutil.ToFloat64(refusals)
 			if err := conn.Send(ctx, wire.AppendRequest(nil, &wire.Request{Op: wire.OpSnapshot, ID: 1})); err != nil {
