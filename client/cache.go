@@ -3,15 +3,14 @@ package client
 import "sync"
 
 // locationCache remembers, per key, the slot word a GET last found (and
-// which of the key's two buckets held it), so the next GET takes one
-// round trip of one READ: for an inline record, that bucket (slot words
-// and arena: any live inline record of the key there will do); for an
-// out-of-place one, the record alone, without a bucket. A hit is
-// trusted only if a record verifies (against that word, or an inline
-// word of the bucket) and reads live,
-// which the writer allows only for a key's current record (docs/layout.md,
-// "A cached location"), so a stale entry costs a round trip, never a stale
-// value.
+// which of the key's two buckets held it), so the next GET reads one
+// bucket instead of two: for an inline record, that bucket (slot words and
+// arena: any live inline record of the key there will do), one round
+// trip; for an out-of-place one, that bucket's slot words and then the
+// records they name, two. A hit is trusted only if a record verifies
+// against a slot word read before it or with it (for inline records, whose
+// tags no value can forge) and reads live (docs/layout.md, "A cached
+// location"), so a stale entry costs a round trip, never a stale value.
 type locationCache struct {
 	max int
 	mu  sync.RWMutex

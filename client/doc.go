@@ -10,8 +10,10 @@
 // proven good within a few retries, the client asks the server by RPC.
 //
 // A GET costs at most two network round trips, and one for a small value
-// (stored inline in its bucket, on a region with arenas) or a key whose
-// location the client has cached.
+// (stored inline in its bucket, on a region with arenas). A cached
+// location saves bytes (one bucket read instead of two), not a round trip:
+// bytes at a remembered offset prove nothing until a slot read before them
+// names them (docs/layout.md, "A cached location").
 //
 // Writes are retried by the client only while no attempt can have taken
 // effect; a write that may have been applied fails with ErrUnavailable.

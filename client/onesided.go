@@ -87,7 +87,6 @@ type getScratch struct {
 	hdr1, hdr2    [table.HeaderSize]byte
 	bk1, bk2      [2][]byte // sized bytes each
 	sized         int
-	cached        []byte
 	recs          [transport.MaxBatch][]byte
 	slots, slots2 [2 * table.SlotsPerBucket]table.Slot
 	scan1, scan2  keyScan
@@ -140,8 +139,8 @@ func readBytes(ops []transport.ReadOp) int {
 // A linearizable attempt judges its lease by the expiry cached for the node
 // (leasecache.go), and reads the header only when that is due. With a
 // cached location, round trip 1 reads the bucket that held the key's inline
-// record (its slot words and its arena up to that record), or the
-// out-of-place record the cached slot word names; else (or
+// record (its slot words and its arena up to that record), or the slot
+// words of the bucket that held its out-of-place record; else (or
 // if that fails) round trip 1 reads both candidate buckets, slot words and
 // arenas, and answers a key whose record is inline there. Round trip 2
 // reads the out-of-place records whose fingerprint matched, or, for a
@@ -253,16 +252,17 @@ func (a *getAttempt) saw(exp uint64) {
 	a.seen = max(a.seen, exp)
 }
 
-// getCached tries the key's cached location in one round trip (and the
-// header, if the lease is due): for an inline record, the bucket that held
-// its slot, slot words and arena together; for an out-of-place one, the
-// record alone. A record that reads live, intact and of this key is the
-// key's current record at the moment it was read, because the writer never
-// leaves a record live while no slot names it (docs/layout.md, "Writing"
-// and "Reading"). done is false if nothing read proves that (dead, hidden,
-// another key's, torn, the key gone from the bucket, or the location's
-// space since reused by another key): then the caller reads the key as
-// uncached, and res counts the round trip, READs and bytes this spent.
+// getCached tries the key's cached location (and the header, if the lease
+// is due): for an inline record, the bucket that held its slot, slot words
+// and arena together, one round trip; for an out-of-place one, that
+// bucket's slot words, then the records its slots of the key's
+// fingerprint name (readCachedRecords). Never the bytes at the cached
+// offset alone: a value can hold a record's image, crc and all, and once
+// the cached record's space is reused the image can sit there
+// (docs/layout.md, "A cached location"). done is false if nothing read
+// proves the key's value (the key gone from the bucket; its record dead,
+// hidden, another key's or torn): then the caller reads the key as
+// uncached, and res counts the round trips, READs and bytes this spent.
 func (n *node) getCached(ctx context.Context, dst, key []byte, loc location, a *getAttempt) (res readResult, done bool, err error) {
 	s := a.s
 	op, ok := a.cachedOp(key, loc)
@@ -282,8 +282,13 @@ func (n *node) getCached(ctx context.Context, dst, key []byte, loc location, a *
 		return readResult{}, true, err
 	}
 	k, found := a.verifyCached(dst, key, loc)
-	if !found && k.far != 0 && k.bad == nil && now.sub(a.start) < a.maxAge() {
-		return n.readFar(ctx, dst, key, k, a, res)
+	if !found && k.bad == nil && now.sub(a.start) < a.maxAge() {
+		switch {
+		case len(k.oop) > 0:
+			return n.readCachedRecords(ctx, dst, key, k, loc.second, a, res)
+		case k.far != 0:
+			return n.readFar(ctx, dst, key, k, a, res)
+		}
 	}
 	if !found || now.sub(a.start) >= a.maxAge() {
 		return res, false, nil
@@ -336,9 +341,32 @@ func (n *node) readFar(ctx context.Context, dst, key []byte, k *keyScan, a *getA
 	return res, true, nil
 }
 
-// cachedOp is the READ of a cached GET: the bucket that held an inline
-// record (into the scratch's first bucket buffer), or the out-of-place
-// record. ok is false if the word cannot name anything in this geometry.
+// readCachedRecords is the second round trip of a cached GET of an
+// out-of-place record: the records that the slots of the key's
+// fingerprint in the cached bucket, read in round trip 1, name; the
+// argument of an uncached GET's round trip 2 (readCandidates). done is
+// false if none is the key's live record (every one another key's, dead
+// or torn): the caller reads the key uncached.
+func (n *node) readCachedRecords(ctx context.Context, dst, key []byte, k *keyScan, second bool, a *getAttempt, res readResult) (readResult, bool, error) {
+	nFirst := len(k.oop)
+	if second {
+		nFirst = 0
+	}
+	res2, err := n.readCandidates(ctx, dst, key, k.oop, nFirst, a)
+	res2.reads, res2.bytes = res.reads+res2.reads, res.bytes+res2.bytes
+	switch {
+	case err == nil && res2.found:
+		return res2, true, nil
+	case err == nil, errors.Is(err, errStale), errors.Is(err, errTorn), errors.Is(err, errCandidates):
+		return res2, false, nil
+	}
+	return readResult{}, true, err
+}
+
+// cachedOp is the READ of a cached GET's round trip 1: the bucket that
+// held an inline record, or the slot words of the one that held an
+// out-of-place record (into the scratch's first bucket buffer). ok is false
+// if the word cannot name anything in this geometry.
 func (a *getAttempt) cachedOp(key []byte, loc location) (op transport.ReadOp, ok bool) {
 	g, s := a.g, a.s
 	if table.IsInline(loc.word) {
@@ -360,19 +388,27 @@ func (a *getAttempt) cachedOp(key []byte, loc location) (op transport.ReadOp, ok
 		n := table.BucketSize + sl.Offset + sl.Len
 		return transport.ReadOp{Remote: g.region, Offset: g.hdr.BucketOffset(b1), Dst: s.bk1[0][:n]}, true
 	}
-	cs := table.DecodeSlot(loc.word)
-	if !g.inArea(cs) {
+	if !g.inArea(table.DecodeSlot(loc.word)) {
 		return op, false
 	}
-	s.cached = grow(s.cached, int(cs.Len))
-	return transport.ReadOp{Remote: g.region, Offset: cs.Offset, Dst: s.cached}, true
+	// The slot words of the bucket that held it, and no record: bytes at
+	// a cached offset prove nothing until a slot read before them names
+	// them (getCached).
+	b1, b2 := table.Buckets(table.Hash(key), g.nbuckets)
+	if loc.second {
+		b1 = b2
+	}
+	return transport.ReadOp{Remote: g.region, Offset: g.hdr.BucketOffset(b1), Dst: s.bk1[0][:table.BucketSize]}, true
 }
 
 // verifyCached verifies what a cached GET read. The bucket of an inline
 // record counts as half an uncached read: any slot of it with the key's
 // fingerprint naming a live inline record of the key is a hit (an update
 // that kept the key in its bucket costs nothing), and the location found
-// replaces the cached one. An inline hit sets a.arena.
+// replaces the cached one. An inline hit sets a.arena. For an out-of-place
+// record it only collects the slots of the key's fingerprint (k.oop, or an
+// inline one further on: k.far), whose records are read next: found is
+// false.
 func (a *getAttempt) verifyCached(dst, key []byte, loc location) (*keyScan, bool) {
 	g, s := a.g, a.s
 	k := &s.scan1
@@ -383,12 +419,10 @@ func (a *getAttempt) verifyCached(dst, key []byte, loc location) (*keyScan, bool
 		a.arena = k.found
 		return k, k.found
 	}
-	val, ver, err := table.VerifyRecord(s.cached, key, table.DecodeSlot(loc.word))
-	if err != nil {
-		return k, false
-	}
-	k.value, k.version, k.loc = append(dst, val...), ver, loc
-	return k, true
+	// Out of place: the slots of the key's fingerprint, whose records
+	// getCached reads next (an inline one of the key is "far": readFar).
+	k.bucket(s.bk1[0][:table.BucketSize], loc.second)
+	return k, false
 }
 
 // getUncached is the attempt without a cached location.

@@ -260,13 +260,15 @@ func repTrace(n int, batches ...string) []string {
 // B bucket, R record). A linearizable GET reads the header only when the
 // lease expiry the client cached for the node is due (leasecache.go).
 var (
-	traceHit        = []string{"BB", "R"}    // uncached hit: two round trips, the second only the record
-	traceMiss       = []string{"BB", "HBB"}  // miss: two round trips, no record; the header in the second
-	traceCachedHit  = []string{"R"}          // cached hit: one round trip, the record alone
-	traceHitH       = []string{"HBB", "R"}   // uncached hit, the lease due: the header joins round trip 1
-	traceMissH      = []string{"HBB", "HBB"} // miss, the lease due
-	traceCachedHitH = []string{"HR"}         // cached hit, the lease due
-	traceReread     = []string{"H"}          // the header re-read for the new geometry
+	traceHit         = []string{"BB", "R"}    // uncached hit: two round trips, the second only the record
+	traceMiss        = []string{"BB", "HBB"}  // miss: two round trips, no record; the header in the second
+	traceCachedHit   = []string{"B", "R"}     // cached hit: the cached bucket's slot words, then the record
+	traceHitH        = []string{"HBB", "R"}   // uncached hit, the lease due: the header joins round trip 1
+	traceMissH       = []string{"HBB", "HBB"} // miss, the lease due
+	traceCachedHitH  = []string{"HB", "R"}    // cached hit, the lease due
+	traceCachedGone  = []string{"B"}          // the cached bucket no longer names the key: read uncached next
+	traceCachedGoneH = []string{"HB"}         // the same, the lease due
+	traceReread      = []string{"H"}          // the header re-read for the new geometry
 )
 
 func catTraces(parts ...[]string) []string { return slices.Concat(parts...) }
@@ -385,13 +387,13 @@ func TestReadProtocol(t *testing.T) {
 			}
 		}, want: "v1", oneSided: 1, retries: map[string]uint64{"lease+clock": 1}, trace: catTraces(traceHit, traceHit)},
 		// A cached expiry close to the bound: the header joins round trip 1.
-		// It judges a hit whose record round trip 2 read; an expiry read in
-		// the record's own batch (READs of a batch run in any order), or
-		// one read for a miss, judges only the next attempt.
+		// It judges a hit whose record round trip 2 read (cached or not); an
+		// expiry read in the record's own batch (READs of a batch run in any
+		// order), or one read for a miss, judges only the next attempt.
 		{name: "cached lease lapsed, uncached", setup: func(r *rig) { r.cacheLease(-time.Millisecond) },
 			want: "v1", oneSided: 1, trace: traceHitH},
 		{name: "cached lease lapsed, cached", setup: func(r *rig) { r.warm("k"); r.cacheLease(-time.Millisecond) },
-			want: "v1", oneSided: 1, retries: map[string]uint64{"lease": 1}, trace: catTraces(traceCachedHitH, traceCachedHit)},
+			want: "v1", oneSided: 1, trace: traceCachedHitH},
 		{name: "cached lease lapsed, miss", key: "nope", setup: func(r *rig) { r.cacheLease(-time.Millisecond) },
 			want: answerNotFound, oneSided: 1, retries: map[string]uint64{"lease": 1}, trace: catTraces(traceMissH, traceMiss)},
 		// A restarted node has a new clock: its expiries mean nothing
@@ -405,13 +407,13 @@ func TestReadProtocol(t *testing.T) {
 		{name: "too slow, uncached", setup: func(r *rig) { r.shrinkMaxAge() }, hook: sleepInEveryBatch,
 			want: rpcMarker, fallbacks: 1, retries: map[string]uint64{"slow": R}, trace: repTrace(R, traceHit...)},
 		{name: "too slow, cached", setup: func(r *rig) { r.warm("k"); r.shrinkMaxAge() }, hook: sleepInEveryBatch,
-			want: rpcMarker, fallbacks: 1, retries: map[string]uint64{"slow": R}, trace: catTraces(traceCachedHit, repTrace(R, traceHit...))},
+			want: rpcMarker, fallbacks: 1, retries: map[string]uint64{"slow": R}, trace: catTraces(traceCachedGone, repTrace(R, traceHit...))},
 		{name: "too slow in the cached batch only", setup: func(r *rig) { r.warm("k"); r.shrinkMaxAge() },
 			hook: func(r *rig, batch, op int) {
 				if batch == 1 {
 					sleepInEveryBatch(r, batch, op)
 				}
-			}, want: "v1", oneSided: 1, trace: catTraces(traceCachedHit, traceHit)},
+			}, want: "v1", oneSided: 1, trace: catTraces(traceCachedGone, traceHit)},
 
 		// The lease is judged by a clock reading taken after the last READ,
 		// not one from before it.
@@ -490,16 +492,16 @@ func TestReadProtocol(t *testing.T) {
 					r.newGeneration()
 				}
 			}, want: "v1", oneSided: 1, retries: map[string]uint64{"geometry": 1},
-			trace: catTraces(traceCachedHitH, traceReread, traceHit)},
+			trace: catTraces(traceCachedGoneH, traceReread, traceHit)},
 		{name: "rebuilt inside the cached batch, after its header", setup: func(r *rig) { r.warm("k"); r.forgetLease() },
 			hook: func(r *rig, batch, op int) {
 				if batch == 1 && op == 1 {
 					r.rebuild("k", "v2")
 				}
 			}, want: "v2", oneSided: 1,
-			// The rebuild retired the cached record before it was read; read
-			// afresh, uncached, with the lease the header showed.
-			trace: catTraces(traceCachedHitH, traceHit)},
+			// The rebuild moved the record before the bucket was read: the
+			// slot read there names the new one, judged by the header.
+			trace: traceCachedHitH},
 		{name: "grace changed between round trips (miss)", key: "nope", hook: func(r *rig, batch, op int) {
 			if batch == 2 && op == 0 {
 				r.raw32(hdrOffGrace, func(g uint32) uint32 { return g + 1 })
@@ -512,7 +514,7 @@ func TestReadProtocol(t *testing.T) {
 					r.raw32(hdrOffGrace, func(g uint32) uint32 { return g * 2 })
 				}
 			}, want: "v1", oneSided: 1, retries: map[string]uint64{"geometry": 1},
-			trace: catTraces(traceCachedHitH, traceReread, traceHit)},
+			trace: catTraces(traceCachedGoneH, traceReread, traceHit)},
 		{name: "record area changed", setup: func(r *rig) {
 			r.raw64(hdrOffRecordEnd, func(e uint64) uint64 { return e - table.RecordAlign })
 			r.forgetLease()
@@ -552,12 +554,15 @@ func TestReadProtocol(t *testing.T) {
 				}
 			}, want: "v1", oneSided: 1, trace: traceCachedHit},
 
-		// A cached location reads the record alone: a record that reads
-		// live is its key's current one (the writer marks the old record
-		// dead before it publishes the new, which stays hidden until then).
-		// Anything else is read afresh, uncached.
+		// A cached out-of-place location reads the bucket that held the
+		// key's slot, then the records its slots of the key's fingerprint
+		// name, as round trip 2 of an uncached GET does: bytes at a cached
+		// offset, read without a slot read before them, prove nothing (a
+		// value can hold the image of a record, crc and all:
+		// TestCachedOffsetHoldsARecordImage). Anything else is read
+		// afresh, uncached.
 		{name: "cached, updated since", setup: func(r *rig) { r.warm("k"); r.put("k", "v2") },
-			want: "v2", oneSided: 1, trace: catTraces(traceCachedHit, traceHit)},
+			want: "v2", oneSided: 1, trace: traceCachedHit}, // the new slot is in the same bucket
 		{name: "cached, the new record published and not yet live", setup: func(r *rig) {
 			r.warm("k")
 			r.put("k", "v2")
@@ -566,15 +571,15 @@ func TestReadProtocol(t *testing.T) {
 			if batch == 4 && op == 0 {
 				r.setState("k", 0)
 			}
-		}, want: "v2", oneSided: 1, retries: map[string]uint64{"stale": 1}, trace: catTraces(traceCachedHit, traceHit, traceHit)},
+		}, want: "v2", oneSided: 1, trace: catTraces(traceCachedHit, traceHit)}, // not taken hidden in batch 2
 		{name: "cached, moved to the other bucket since", setup: func(r *rig) { r.warm("k"); r.moveToOtherBucket("k") },
-			want: "v1", oneSided: 1, trace: traceCachedHit}, // a move leaves the record as it was
+			want: "v1", oneSided: 1, trace: catTraces(traceCachedGone, traceHit)},
 		{name: "cached, deleted since", setup: func(r *rig) {
 			r.warm("k")
 			if _, err := r.tbl.Delete([]byte("k")); err != nil {
 				r.t.Fatal(err)
 			}
-		}, want: answerNotFound, oneSided: 1, trace: catTraces(traceCachedHit, traceMiss)},
+		}, want: answerNotFound, oneSided: 1, trace: catTraces(traceCachedGone, traceMiss)},
 
 		// A miss whose buckets hold another key with its fingerprint: round
 		// trip 2 reads that key's record, then a third proves the miss.
