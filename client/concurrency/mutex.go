@@ -29,6 +29,12 @@ func NewMutex(s *Session, key string) *Mutex {
 // Unlock deletes it, and so does the lease's end.
 func (m *Mutex) Lock(ctx context.Context) error {
 	me := []byte(m.s.id.String())
+	// maybe: an attempt of this call may have created the key. Its create
+	// can commit after the check that followed it read the key missing,
+	// and every later attempt then conflicts with the session's own key:
+	// so while maybe, a conflict is checked too, or Lock would wait for a
+	// lock it holds until its context ended (and keep it held meanwhile).
+	maybe := false
 	for {
 		if !m.s.Alive() {
 			return ErrSessionExpired
@@ -38,9 +44,10 @@ func (m *Mutex) Lock(ctx context.Context) error {
 		case err == nil:
 			m.version = v
 			return nil
-		case errors.Is(err, client.ErrConflict):
-		case errors.Is(err, client.ErrUnavailable):
+		case errors.Is(err, client.ErrConflict) && !maybe:
+		case errors.Is(err, client.ErrConflict), errors.Is(err, client.ErrUnavailable):
 			// Maybe applied: if the key is ours, it was.
+			maybe = true
 			if held, v := m.owned(ctx, me); held {
 				m.version = v
 				return nil
