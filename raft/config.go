@@ -20,6 +20,7 @@ const (
 	DefaultSnapshotCount          = 10000
 	DefaultSnapshotCatchUpEntries = 5000
 	DefaultSnapshotChunkSize      = 1 << 20
+	DefaultMaxSnapshotBytes       = 16 << 30
 	DefaultMaxSizePerMsg          = 512 << 10
 	DefaultMaxInflightMsgs        = 256
 	DefaultMaxUncommittedBytes    = 64 << 20
@@ -178,6 +179,15 @@ type Config struct {
 	// SnapshotChunkSize bounds one message of a snapshot transfer (a single
 	// larger key/value pair travels alone). Default 1 MiB.
 	SnapshotChunkSize int
+	// MaxSnapshotBytes bounds the data of one snapshot transfer a peer
+	// sends (the key, value and lease records of its frames, which are
+	// staged on disk until the transfer ends): a transfer that goes past
+	// it is abandoned, its staged data discarded, the session closed,
+	// logged and counted (kvd_raft_peer_messages_dropped_total{reason=
+	// "snapshot_too_large"}). Without it a peer session could fill the
+	// disk. It must exceed the largest state the cluster holds. Default
+	// DefaultMaxSnapshotBytes (16 GiB); the server sets its own.
+	MaxSnapshotBytes uint64
 
 	// MaxSizePerMsg bounds the entries in one append message; keep it well
 	// under the transport's MaxMessage (each peer connection must carry
@@ -208,6 +218,7 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.HeartbeatTicks, DefaultHeartbeatTicks)
 	setDefault(&c.LeaseDrift, DefaultLeaseDrift)
 	setDefault(&c.SnapshotCount, DefaultSnapshotCount)
+	setDefault(&c.MaxSnapshotBytes, DefaultMaxSnapshotBytes)
 	setDefault(&c.SnapshotCatchUpEntries, min(DefaultSnapshotCatchUpEntries, c.SnapshotCount))
 	setDefault(&c.SnapshotChunkSize, DefaultSnapshotChunkSize)
 	setDefault(&c.MaxSizePerMsg, DefaultMaxSizePerMsg)

@@ -61,14 +61,15 @@ import (
 type dropReason string
 
 const (
-	dropWrongSender dropReason = "wrong_sender"     // From is not the session's member
-	dropWrongTo     dropReason = "wrong_recipient"  // To is not this node
-	dropType        dropReason = "type_not_allowed" // not a type peers may send
-	dropMalformed   dropReason = "malformed"        // undecodable, or fields raft would choke on
-	dropBeyondLog   dropReason = "beyond_log"       // refers to log entries this node does not have
+	dropWrongSender dropReason = "wrong_sender"       // From is not the session's member
+	dropWrongTo     dropReason = "wrong_recipient"    // To is not this node
+	dropType        dropReason = "type_not_allowed"   // not a type peers may send
+	dropMalformed   dropReason = "malformed"          // undecodable, or fields raft would choke on
+	dropBeyondLog   dropReason = "beyond_log"         // refers to log entries this node does not have
+	dropSnapTooBig  dropReason = "snapshot_too_large" // a transfer past Config.MaxSnapshotBytes (the session is closed)
 )
 
-var dropReasons = []dropReason{dropWrongSender, dropWrongTo, dropType, dropMalformed, dropBeyondLog}
+var dropReasons = []dropReason{dropWrongSender, dropWrongTo, dropType, dropMalformed, dropBeyondLog, dropSnapTooBig}
 
 // peerTypes are the message types a peer may send (see above). MsgSnap is
 // among them, but serve.go takes it only from a transfer's end frame.

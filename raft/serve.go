@@ -89,6 +89,7 @@ type peerReader struct {
 	from   uint64
 	staged *store.Staged // snapshot data being received
 	xfer   transferID    // the transfer staged belongs to
+	bytes  uint64        // of staged's data frames so far (Config.MaxSnapshotBytes)
 	// rejected is the last transfer whose frames were ignored (logged once).
 	rejected transferID
 }
@@ -119,7 +120,7 @@ func (r *peerReader) handle(frame []byte) error {
 		// The peer streams one transfer at a time: an unfinished earlier
 		// one was abandoned.
 		r.discard()
-		r.staged, r.xfer = r.n.store.NewStaged(id.index, id.term), id
+		r.staged, r.xfer, r.bytes = r.n.store.NewStaged(id.index, id.term), id, 0
 		return nil
 	case frameSnapshotChunk:
 		id, body, err := parseSnapshotFrame(frame)
@@ -130,6 +131,9 @@ func (r *peerReader) handle(frame []byte) error {
 			r.reject(id, "snapshot data of another transfer; ignored")
 			return nil
 		}
+		if err := r.charge(body); err != nil {
+			return err
+		}
 		return forEachChunkRecord(body, r.staged.Add)
 	case frameSnapshotLease:
 		id, body, err := parseSnapshotFrame(frame)
@@ -139,6 +143,9 @@ func (r *peerReader) handle(frame []byte) error {
 		if !r.current(id) {
 			r.reject(id, "lease data of another transfer; ignored")
 			return nil
+		}
+		if err := r.charge(body); err != nil {
+			return err
 		}
 		return forEachChunkRecord(body, r.staged.AddLease)
 	case frameSnapshotEnd:
@@ -153,6 +160,18 @@ func (r *peerReader) handle(frame []byte) error {
 		return r.deliverSnapshot(id, m)
 	}
 	return fmt.Errorf("raft: unknown frame type %q", frame[0])
+}
+
+// charge counts a data frame's body against Config.MaxSnapshotBytes; past
+// it the transfer is abandoned and the session ends (the error).
+func (r *peerReader) charge(body []byte) error {
+	r.bytes += uint64(len(body))
+	if limit := r.n.cfg.MaxSnapshotBytes; r.bytes > limit {
+		r.discard()
+		r.n.metrics.dropped(dropSnapTooBig)
+		return fmt.Errorf("raft: snapshot transfer %s past MaxSnapshotBytes (%d bytes)", r.xfer, limit)
+	}
+	return nil
 }
 
 // current reports whether id names the transfer being staged.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"sync"
+	"strings"
 	"testing"
 	"time"
 
@@ -535,4 +536,33 @@ func (quietPebble) Infof(string, ...any)  {}
 func (quietPebble) Errorf(string, ...any) {}
 func (quietPebble) Fatalf(format string, args ...any) {
 	panic(fmt.Sprintf(format, args...))
+}
+
+// TestSnapshotTransferBounded: a peer's snapshot transfer whose data frames
+// go past Config.MaxSnapshotBytes is abandoned, its staged data discarded,
+// and the session ends (handle's error); each transfer is counted from its
+// begin frame. Unbounded, a member session could stage data until the disk
+// was full.
+func TestSnapshotTransferBounded(t *testing.T) {
+	cfg := testConfig()
+	cfg.MaxSnapshotBytes = 100
+	n := fakeNode(t, cfg)
+	n.store = openStore(t)
+	r := &peerReader{n: n, from: 2}
+	id := transferID{index: 10, term: 2, nonce: 1}
+	value := strings.Repeat("v", 30)
+	first := chunkFrame(id, 1, "a", value)
+	handleAll(t, r, beginFrame(id), first, chunkFrame(id, 1, "b", value)) // about 2×45 bytes
+	if r.staged == nil {
+		t.Fatal("a transfer within the bound was abandoned")
+	}
+	err := r.handle(chunkFrame(id, 1, "c", value))
+	if err == nil || r.staged != nil {
+		t.Fatalf("a transfer past the bound: handle = %v, still staged %v", err, r.staged != nil)
+	}
+	// A new transfer starts from nothing.
+	handleAll(t, r, beginFrame(transferID{index: 11, term: 2, nonce: 2}), chunkFrame(transferID{index: 11, term: 2, nonce: 2}, 1, "a", value))
+	if r.staged == nil {
+		t.Fatal("the next transfer was charged with the last one's bytes")
+	}
 }

@@ -103,6 +103,14 @@ const (
 	DefaultTickInterval  = 100 * time.Millisecond
 	minTableMem          = 64 << 10
 
+	// A snapshot transfer a peer sends may hold at most
+	// maxSnapshotPerTableByte times --table-mem of data, and at least
+	// minMaxSnapshotBytes (raft.Config.MaxSnapshotBytes): 1 GiB for the
+	// default 64 MiB region, 2 GiB for 256 MiB. A longer one is abandoned
+	// and its session closed, so a peer session cannot fill the disk.
+	maxSnapshotPerTableByte = 8
+	minMaxSnapshotBytes     = 1 << 30
+
 	// DefaultMaxConnections is Config.MaxConnections's default
 	// (--max-connections). An idle client connection costs the server
 	// about 30 KiB of heap and three goroutines.

@@ -130,11 +130,16 @@ func (s *Server) start() error {
 		TickInterval:  s.cfg.TickInterval,
 		LeaseDrift:    s.cfg.LeaseDrift,
 		SnapshotCount: s.cfg.SnapshotCount,
-		Applier:       (*applier)(s),
-		OnLease:       s.onLease,
-		LeaseClock:    s.cfg.LeaseClock,
-		Registerer:    s.cfg.Registerer,
-		Logger:        s.log,
+		// A cluster's state fits its leader's region (writes without room
+		// are refused), so a transfer this much larger than this node's
+		// is a peer's mistake or attack, not a snapshot: refused before it
+		// fills the disk. Nodes may have regions of different sizes.
+		MaxSnapshotBytes: max(maxSnapshotPerTableByte*uint64(s.cfg.TableMem), minMaxSnapshotBytes),
+		Applier:          (*applier)(s),
+		OnLease:          s.onLease,
+		LeaseClock:       s.cfg.LeaseClock,
+		Registerer:       s.cfg.Registerer,
+		Logger:           s.log,
 	})
 	if err != nil {
 		s.tmu.Unlock()
