@@ -240,12 +240,14 @@ func (h Header) validGeometry() bool {
 }
 
 // validArenas checks the layout 3 fields: buckets a whole number of cache
-// lines, an inline limit iff there are arenas, an arena that holds at
+// lines, an arena no larger than an inline slot word can address (a reader
+// sizes its buffers by it: a hostile header must not make it allocate
+// gigabytes), an inline limit iff there are arenas, an arena that holds at
 // least 8 records of the largest inline size (§6.2 of the design asks for
 // about 10), and an inline grace period no longer than the record area's.
 func (h Header) validArenas() bool {
 	bb, a := h.BucketBytes, h.InlineMax
-	return bb >= BucketSize && bb%BucketSize == 0 &&
+	return bb >= BucketSize && bb%BucketSize == 0 && uint64(bb-BucketSize) <= MaxArenaBytes &&
 		(a == 0) == (bb == BucketSize) &&
 		a%inlineArenaUnit == 0 && a <= MaxInline &&
 		uint64(bb-BucketSize) >= 8*uint64(a) &&

@@ -367,6 +367,10 @@ func v3HeaderCases() []headerCase {
 		{"inlineMax unaligned", arenas(128, 4), ErrBadHeader},
 		{"inlineMax 2032", arenas(64+8*2048, 2032), nil},
 		{"inlineMax 2040", arenas(64+8*2048, 2040), ErrBadHeader},
+		{"arena as large as a slot word addresses", arenas(64+MaxArenaBytes, 8), nil},
+		// A reader sizes its bucket buffers by bucketBytes: a hostile header
+		// must not make it allocate gigabytes.
+		{"arena larger than a slot word addresses", arenas(64+MaxArenaBytes+64, 8), ErrBadHeader},
 		{"inlineGrace 0", u32(offInlineGrace, 0), ErrBadHeader},
 		{"inlineGrace 1", u32(offInlineGrace, 1), nil},
 		{"inlineGrace above grace", u32(offInlineGrace, 1001), ErrBadHeader},
