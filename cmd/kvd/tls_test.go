@@ -157,8 +157,11 @@ func TestProcessTLS(t *testing.T) {
 		!strings.HasPrefix(out, "saved ") {
 		t.Fatalf("read-only snapshot save = %q, %v (%s)", out, err, errOut)
 	}
-	if _, errOut, err := kvctl(nil, "get", "hello"); err == nil {
-		t.Fatalf("plaintext kvctl got through to a TLS kvd (stderr %q)", errOut)
+	// ... and is told why, at once (it used to see the socket close and
+	// report the node unreachable after its timeout).
+	if _, errOut, err := kvctl(nil, "get", "hello"); err == nil || !strings.Contains(errOut, "kvd: unauthenticated") ||
+		!strings.Contains(errOut, "requires TLS") {
+		t.Fatalf("plaintext kvctl against a TLS kvd: %v (stderr %q); want kvd: unauthenticated, naming TLS", err, errOut)
 	}
 	if _, errOut, err := kvctl(nil, "--cacert", f.caFile, "get", "hello"); err == nil {
 		t.Fatalf("kvctl without a client certificate got through (stderr %q)", errOut)

@@ -68,20 +68,30 @@ var (
 const (
 	refuseMagic    = "KVDR"
 	refuseMaxConns = 1
+	// refuseNeedTLS: a TLS listener's answer, in plaintext, to a dialer
+	// whose hello says it speaks plaintext (secure): without it the dialer
+	// saw the socket close and took the node for unreachable.
+	refuseNeedTLS = 2
 )
 
 // refusal is what refuse writes.
-var refusal = func() []byte {
+var refusal = refusalFor(refuseMaxConns)
+
+func refusalFor(code byte) []byte {
 	b := make([]byte, helloSize)
 	copy(b, refuseMagic)
-	b[4] = refuseMaxConns
+	b[4] = code
 	return b
-}()
+}
 
 // refusedErr is the dialer's error for a refusal with code.
 func refusedErr(code byte) error {
-	if code == refuseMaxConns {
+	switch code {
+	case refuseMaxConns:
 		return fmt.Errorf("%w: it holds as many connections as it allows (its MaxConns; kvd --max-connections)", ErrRefused)
+	case refuseNeedTLS:
+		return fmt.Errorf("%w: %w: it requires TLS, and this end speaks plaintext (configure TLS here): %w",
+			ErrRefused, ErrTLS, transport.ErrAuthRefused)
 	}
 	return fmt.Errorf("%w (reason %d)", ErrRefused, code)
 }

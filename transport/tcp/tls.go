@@ -6,8 +6,10 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"slices"
+	"time"
 
 	"github.com/kvd-project/kvd/transport"
 )
@@ -161,6 +163,21 @@ func refuseReadOnly(cfg *tls.Config, readOnly func(*x509.Certificate) bool) *tls
 	return cfg
 }
 
+// tellPlaintextDialer answers a dialer that sent a plaintext hello to this
+// TLS listener with a refusal it can read (refuseNeedTLS), and drains what
+// it sends meanwhile, briefly, so that closing does not reset the socket
+// before the refusal arrives (as refuse does).
+func tellPlaintextDialer(nc net.Conn) {
+	_ = nc.SetDeadline(time.Now().Add(refuseLinger))
+	if _, err := nc.Write(refusalFor(refuseNeedTLS)); err != nil {
+		return
+	}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		_ = tc.CloseWrite()
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(nc, 64<<10))
+}
+
 // secure runs the TLS handshake on a fresh socket and returns the TLS
 // connection and the remote end's Identity. dialed is whether this end
 // dialed; addr is the dialed address, or the dialer's.
@@ -189,9 +206,11 @@ func (t *Transport) secure(ctx context.Context, nc net.Conn, addr string, dialed
 	// The caller's deadline bounds the handshake (and ends it with ctx).
 	if err := tc.Handshake(); err != nil {
 		var rh tls.RecordHeaderError
+		plainDialer := false
 		switch {
 		case errors.As(err, &rh) && string(rh.RecordHeader[:4]) == helloMagic:
 			err = fmt.Errorf("%w: the peer speaks plaintext kvd, not TLS (is TLS off on it?): %w: %w", ErrTLS, transport.ErrAuthRefused, err)
+			plainDialer = !dialed
 		case errors.As(err, &rh) && string(rh.RecordHeader[:4]) == refuseMagic:
 			err = refusedErr(rh.RecordHeader[4])
 		case refusedCredential(err):
@@ -201,6 +220,9 @@ func (t *Transport) secure(ctx context.Context, nc net.Conn, addr string, dialed
 		}
 		if !dialed && t.cfg.TLS.HandshakeError != nil && ctx.Err() == nil {
 			t.cfg.TLS.HandshakeError(addr, err)
+		}
+		if plainDialer {
+			tellPlaintextDialer(nc)
 		}
 		return nil, nil, err
 	}

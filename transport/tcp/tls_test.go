@@ -275,8 +275,10 @@ func TestTLSAndPlaintextRefuseEachOther(t *testing.T) {
 
 	var lastErr atomic.Value
 	lcfg.HandshakeError = func(_ string, err error) { lastErr.Store(err.Error()); handshakeErrs.Add(1) }
-	if _, err := plain.Dial(ctx, sln.Addr()); err == nil {
-		t.Errorf("plaintext Dial of a TLS listener succeeded")
+	// The plaintext dialer is told why (it used to see the socket close,
+	// and a client took the node for unreachable).
+	if _, err := plain.Dial(ctx, sln.Addr()); !errors.Is(err, ErrTLS) || !errors.Is(err, transport.ErrAuthRefused) {
+		t.Errorf("plaintext Dial of a TLS listener: %v; want ErrTLS and transport.ErrAuthRefused", err)
 	}
 	if msg, _ := lastErr.Load().(string); !strings.Contains(msg, "plaintext") {
 		t.Errorf("the TLS listener's handshake error: %q; want it to say the dialer is plaintext", msg)
