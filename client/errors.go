@@ -66,7 +66,8 @@ var (
 
 // CompactedError ends a watch whose history is gone: it needed the events
 // from Requested on, and the node holds them only from Oldest on. Read the
-// keys again (Range, Prefix) and watch from the read's Index+1.
+// keys again (Range, Prefix) and watch from the read's Index+1 (see
+// WithFromVersion).
 type CompactedError struct {
 	Requested uint64
 	Oldest    uint64

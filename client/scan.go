@@ -60,7 +60,12 @@ type RangeResponse struct {
 	// stopped the scan); Range(ctx, Next, end, ...) continues it.
 	More bool
 	Next []byte
-	// Index is the applied Raft index the last page was read at.
+	// Index is the applied Raft index the first page was read at (the
+	// lowest of the pages'): every write after it is newer than what the
+	// response shows of its key, so a watch from Index+1 misses nothing.
+	// A range of several pages is not one snapshot: such a watch may also
+	// deliver writes a later page already showed, events whose version is
+	// at most the Version returned for their key.
 	Index uint64
 }
 
@@ -106,7 +111,12 @@ func (c *Client) Range(ctx context.Context, start, end []byte, opts ...ReadOptio
 		if err != nil {
 			return nil, err
 		}
-		out.Index = index
+		if out.Index == 0 || index < out.Index {
+			// The last page's index would do for the pages before it only
+			// if nothing was written meanwhile: a watch from it could miss
+			// a write to a key of the first page.
+			out.Index = index
+		}
 		for _, kv := range page.KVs {
 			e := KV{Key: kv.Key, Version: kv.Version}
 			if !o.scan.keysOnly {

@@ -53,7 +53,9 @@ func WithPrefix() WatchOption { return func(o *watchOptions) { o.prefix = true }
 // WithFromVersion starts the watch at version v: every event with a
 // version >= v is delivered (v 0: from now, the default). To see a
 // prefix's keys and then its changes without a gap, read them with
-// Prefix and watch from the response's Index+1.
+// Prefix and watch from the response's Index+1; if the read took several
+// pages, skip the events whose version is at most the one it returned for
+// their key (RangeResponse.Index).
 func WithFromVersion(v uint64) WatchOption { return func(o *watchOptions) { o.from = v } }
 
 // Watch streams the PUT and DELETE events of key (with WithPrefix, of
