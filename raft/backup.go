@@ -92,8 +92,8 @@ func (c RestoreConfig) Validate() error {
 		return fmt.Errorf("%w: restore: node %d must be one of the initial members", ErrConfig, c.ID)
 	case c.DataDir == "":
 		return fmt.Errorf("%w: restore: DataDir is required", ErrConfig)
-	case c.Index == 0:
-		return fmt.Errorf("%w: restore: backup index 0", ErrConfig)
+	case c.Index == 0 || c.Index > maxPeerIndex:
+		return fmt.Errorf("%w: restore: backup index %d (1..%d)", ErrConfig, c.Index, uint64(maxPeerIndex))
 	case len(c.ClusterToken) > maxClusterToken:
 		return fmt.Errorf("%w: restore: ClusterToken of %d bytes (at most %d)", ErrConfig, len(c.ClusterToken), maxClusterToken)
 	}

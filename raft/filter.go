@@ -90,7 +90,8 @@ var peerTypes = map[pb.MessageType]bool{
 // errDropped is what checkPeerMessage's error wraps.
 var errDropped = errors.New("raft: peer message dropped")
 
-// maxPeerIndex bounds every log index a peer may name (a message's index,
+// maxPeerIndex (= backup.MaxIndex, a restore's limit) bounds every log
+// index a peer may name (a message's index,
 // commit and reject hint, its entries', a snapshot's). raft computes
 // index+1 unchecked (restoring a snapshot at MaxUint64 makes its unstable
 // log start at 0, and the next lookup panics); a log that grew by a

@@ -3,6 +3,7 @@ package backup
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 
 	"github.com/kvd-project/kvd/internal/table"
 )
@@ -21,6 +22,11 @@ const (
 	MaxRecordLen = recordHead + MaxKeyLen + MaxValueLen
 )
 
+// MaxIndex bounds a backup's index: the largest log index kvd's peers may
+// name (raft refuses messages beyond it), so a cluster restored at a
+// larger one could elect no leader, and one near 2^64 wraps the log.
+const MaxIndex = 1 << 62
+
 // Errors. A reader's errors wrap one of them.
 var (
 	ErrFormat    = errors.New("kvd: backup file malformed")
@@ -35,6 +41,14 @@ type Header struct {
 	// Cluster is the id of the cluster the backup was taken from (0:
 	// unknown).
 	Cluster uint64
+}
+
+// check checks what a header says on its own.
+func (h Header) check() error {
+	if h.Index > MaxIndex {
+		return fmt.Errorf("%w: index %d beyond %d", ErrFormat, h.Index, uint64(MaxIndex))
+	}
+	return nil
 }
 
 func appendHeader(b []byte, h Header) []byte {

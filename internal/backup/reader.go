@@ -48,6 +48,9 @@ func NewReader(r io.Reader) (*Reader, error) {
 	}
 	br.h = Header{Index: binary.LittleEndian.Uint64(b[12:]), Keys: binary.LittleEndian.Uint64(b[20:]),
 		Cluster: binary.LittleEndian.Uint64(b[28:])}
+	if err := br.h.check(); err != nil {
+		return nil, err
+	}
 	return br, nil
 }
 

@@ -23,6 +23,9 @@ type Writer struct {
 
 // NewWriter writes h's header to w.
 func NewWriter(w io.Writer, h Header) (*Writer, error) {
+	if err := h.check(); err != nil {
+		return nil, err
+	}
 	bw := &Writer{w: w, sum: sha256.New(), h: h}
 	return bw, bw.write(appendHeader(nil, h))
 }
