@@ -106,8 +106,14 @@ func (l *loop) checkConfChange(cc *pb.ConfChange) error {
 		case !learner:
 			return fmt.Errorf("%w: %d", ErrMemberNotFound, id)
 		}
-		if match, last := l.matchOf(id), l.lastIndex(); match+promoteSlack < last {
-			return fmt.Errorf("%w: learner %d has log up to %d of %d", ErrConfChangeBusy, id, match, last)
+		// A learner that has acknowledged nothing (its node never ran),
+		// or nothing lately, is not caught up however short the log: on a
+		// young cluster match 0 is within promoteSlack of the end, and
+		// promoting an absent learner of a one-node cluster stopped every
+		// commit.
+		match, active := l.progressOf(id)
+		if last := l.lastIndex(); match == 0 || !active || match+promoteSlack < last {
+			return fmt.Errorf("%w: learner %d has log up to %d of %d (recently active: %v)", ErrConfChangeBusy, id, match, last, active)
 		}
 	case pb.ConfChangeRemoveNode:
 		switch {
@@ -120,14 +126,15 @@ func (l *loop) checkConfChange(cc *pb.ConfChange) error {
 	return nil
 }
 
-func (l *loop) matchOf(id uint64) uint64 {
-	var match uint64
+// progressOf is what the leader knows of id's log: how far it matches,
+// and whether id was heard from lately (within an election timeout).
+func (l *loop) progressOf(id uint64) (match uint64, active bool) {
 	l.rn.WithProgress(func(pid uint64, _ etcdraft.ProgressType, pr tracker.Progress) {
 		if pid == id {
-			match = pr.Match
+			match, active = pr.Match, pr.RecentActive
 		}
 	})
-	return match
+	return match, active
 }
 
 func (l *loop) lastIndex() uint64 {

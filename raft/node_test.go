@@ -526,3 +526,29 @@ func leadershipMoved(err error) bool {
 	}
 	return false
 }
+
+// TestPromoteAbsentLearnerWaits: PromoteMember waits until the learner has
+// caught up. On a log shorter than promoteSlack a learner that never
+// received anything (its node was never started: match 0) passed the
+// check; promoted, it made a one-node cluster two voters, one absent, and
+// nothing committed any more.
+func TestPromoteAbsentLearnerWaits(t *testing.T) {
+	c := newCluster(t, 1, testConfig())
+	c.put("a", "1")
+	n2 := c.reserve(2) // known address, never started
+	lead := c.leader().node
+	if err := lead.AddMember(ctxT(t), 2, n2.addr); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := lead.PromoteMember(ctx, 2); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("PromoteMember of a learner that has nothing = %v; want it to wait until the context ends", err)
+	}
+	for _, m := range lead.Members() {
+		if m.ID == 2 && !m.IsLearner {
+			t.Fatalf("node 2 was promoted: %+v", lead.Members())
+		}
+	}
+	c.put("b", "2") // the cluster still commits
+}

@@ -7,8 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"sync"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
