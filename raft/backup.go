@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 
 	"github.com/kvd-project/kvd/raft/internal/store"
 )
@@ -27,7 +28,17 @@ var (
 	// the backup came from (the same token and members), so its nodes and
 	// the old ones would not refuse each other.
 	ErrSameCluster = errors.New("raft: restored cluster would have the backup's own cluster id")
+	// ErrRestoreInterrupted: Open (or Restore) was given a data directory
+	// a restore began to write and never finished (the process died). It
+	// holds part of the backup, and no node state: started as it is, it
+	// would make a new, empty cluster. Empty it and restore again.
+	ErrRestoreInterrupted = errors.New("raft: a restore into this data directory was interrupted")
 )
+
+// restoreMarker is the file Restore creates, before anything else, in the
+// directory it fills, and removes once the restore is complete and
+// durable. Open refuses a directory that holds it.
+const restoreMarker = "RESTORE-IN-PROGRESS"
 
 // View is a point-in-time view of the node's applied KV state, for reading
 // all of it without stalling writes. Close it promptly: it holds a Pebble
@@ -119,9 +130,15 @@ func Restore(cfg RestoreConfig, fill func(add func(key, value []byte, version ui
 	if id == cfg.FromCluster {
 		return fmt.Errorf("%w (%016x): give the new cluster its own --initial-cluster-token", ErrSameCluster, id)
 	}
+	if err := checkNotRestoring(cfg.DataDir); err != nil {
+		return err
+	}
 	if ents, err := os.ReadDir(cfg.DataDir); err == nil && len(ents) > 0 {
 		return fmt.Errorf("%w: %s holds %d entries: restore into a new directory (a node already restored restarts without the backup)", ErrNotEmpty, cfg.DataDir, len(ents))
 	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("raft: restore: %w", err)
+	}
+	if err := markRestoring(cfg.DataDir); err != nil {
 		return fmt.Errorf("raft: restore: %w", err)
 	}
 	if cfg.Logger == nil {
@@ -132,11 +149,13 @@ func Restore(cfg RestoreConfig, fill func(add func(key, value []byte, version ui
 		return fmt.Errorf("raft: restore: %w", err)
 	}
 	defer func() {
-		if cerr := st.Close(); err == nil && cerr != nil {
-			err = fmt.Errorf("raft: restore: %w", cerr)
+		if st != nil {
+			if cerr := st.Close(); err == nil && cerr != nil {
+				err = fmt.Errorf("raft: restore: %w", cerr)
+			}
 		}
 		if err != nil {
-			removeContents(cfg.DataDir)
+			removeContents(cfg.DataDir) // the marker last: a crash in between leaves it
 		}
 	}()
 	if err := st.SetClusterID(id); err != nil {
@@ -149,15 +168,71 @@ func Restore(cfg RestoreConfig, fill func(add func(key, value []byte, version ui
 	if err := st.Restore(cfg.Index, members, fill); err != nil {
 		return fmt.Errorf("raft: restore: %w", err)
 	}
+	if err := st.Close(); err != nil {
+		return fmt.Errorf("raft: restore: %w", err)
+	}
+	st = nil
+	if err := unmarkRestoring(cfg.DataDir); err != nil {
+		return fmt.Errorf("raft: restore: %w", err)
+	}
 	cfg.Logger.Info("data directory restored from a backup", "dir", cfg.DataDir, "index", cfg.Index,
 		"cluster_id", fmt.Sprintf("%016x", id))
 	return nil
 }
 
-// removeContents empties dir, which Restore found empty or missing.
+// removeContents empties dir, which Restore found empty or missing; the
+// restore marker goes last.
 func removeContents(dir string) {
 	ents, _ := os.ReadDir(dir)
 	for _, e := range ents {
-		os.RemoveAll(dir + string(os.PathSeparator) + e.Name())
+		if e.Name() != restoreMarker {
+			os.RemoveAll(filepath.Join(dir, e.Name()))
+		}
 	}
+	os.Remove(filepath.Join(dir, restoreMarker))
+}
+
+// markRestoring creates dir if need be and the restore marker in it,
+// durably, before anything else is written there.
+func markRestoring(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(filepath.Join(dir, restoreMarker), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return syncDir(dir)
+}
+
+// unmarkRestoring removes the marker of a restore that is complete (its
+// store closed, so durable) and makes the removal durable.
+func unmarkRestoring(dir string) error {
+	if err := os.Remove(filepath.Join(dir, restoreMarker)); err != nil {
+		return err
+	}
+	return syncDir(dir)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// checkNotRestoring refuses a directory an interrupted restore left.
+func checkNotRestoring(dir string) error {
+	if _, err := os.Stat(filepath.Join(dir, restoreMarker)); err == nil {
+		return fmt.Errorf("%w: %s holds part of a backup and no node state (%s): empty it and restore again",
+			ErrRestoreInterrupted, dir, restoreMarker)
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("raft: %w", err)
+	}
+	return nil
 }

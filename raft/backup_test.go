@@ -61,3 +61,43 @@ func TestRestoreRefusesUsedDir(t *testing.T) {
 		t.Fatalf("same cluster id: %v, want ErrSameCluster", err)
 	}
 }
+
+// TestInterruptedRestoreRefused: a restore that dies half way (killed, a
+// power cut) leaves part of the backup and no node state. Started as it
+// was, without the backup, such a directory made a new, empty cluster, and
+// the refusal of a second restore into it said to do just that. The marker
+// Restore writes first and removes last makes Open and Restore refuse it.
+func TestInterruptedRestoreRefused(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "node1")
+	cfg := RestoreConfig{ID: 1, Peers: map[uint64]string{1: "a:1"}, DataDir: dir, Index: 5, Logger: testLogger()}
+	var crashImage string // the directory as a crash inside the fill leaves it
+	err := Restore(cfg, func(add func(key, value []byte, version uint64) error) error {
+		if err := add([]byte("k"), []byte("v"), 3); err != nil {
+			return err
+		}
+		if _, err := os.Stat(filepath.Join(dir, restoreMarker)); err != nil {
+			t.Errorf("no restore marker while filling: %v", err)
+		}
+		crashImage = filepath.Join(t.TempDir(), "crashed")
+		return os.CopyFS(crashImage, os.DirFS(dir))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, restoreMarker)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a complete restore left its marker: %v", err)
+	}
+
+	ncfg := testConfig()
+	ncfg.ID, ncfg.DataDir, ncfg.Transport, ncfg.Peers = 1, crashImage, newMemNet().endpoint("a:1"), cfg.Peers
+	if n, err := Open(ncfg); !errors.Is(err, ErrRestoreInterrupted) {
+		if err == nil {
+			n.Close()
+		}
+		t.Fatalf("Open of an interrupted restore's directory = %v, want ErrRestoreInterrupted", err)
+	}
+	cfg.DataDir = crashImage
+	if err := Restore(cfg, func(func(key, value []byte, version uint64) error) error { return nil }); !errors.Is(err, ErrRestoreInterrupted) {
+		t.Fatalf("Restore into it = %v, want ErrRestoreInterrupted", err)
+	}
+}

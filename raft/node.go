@@ -89,6 +89,11 @@ func Open(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
+	if cfg.FS == nil { // with an injected FS, DataDir is that FS's
+		if err := checkNotRestoring(cfg.DataDir); err != nil {
+			return nil, err
+		}
+	}
 	m, err := newMetrics(cfg.Registerer)
 	if err != nil {
 		return nil, fmt.Errorf("raft: register metrics: %w", err)

@@ -70,10 +70,24 @@ func TestProcessBackupRestore(t *testing.T) {
 	if _, errOut, err := kvctl(addrs[0], "snapshot", "status", damaged); err == nil || !strings.Contains(errOut, "checksum mismatch") {
 		t.Fatalf("snapshot status of a damaged backup: %v, stderr %q", err, errOut)
 	}
+	// A damaged backup is a failure (exit 1), not a bad flag (exit 2).
 	p := startKVD(t, filepath.Join(bin, "kvd"), "--data-dir", t.TempDir(), "--listen", addrs[1], "--restore", damaged,
 		"--initial-cluster-token", "restored")
-	if code := p.exited(t, 20*time.Second); code == 0 || !strings.Contains(p.output(), "checksum mismatch") {
-		t.Fatalf("kvd --restore of a damaged backup exited %d:\n%s", code, p.output())
+	if code := p.exited(t, 20*time.Second); code != 1 || !strings.Contains(p.output(), "checksum mismatch") {
+		t.Fatalf("kvd --restore of a damaged backup exited %d, want 1:\n%s", code, p.output())
+	}
+	// Flags the node refuses are refused before the restore writes
+	// anything: the same restore, the flags fixed, must still be possible.
+	for _, bad := range [][]string{{"--enable-pprof"}, {"--lease-drift", "0.9"}} {
+		refused := t.TempDir()
+		p = startKVD(t, filepath.Join(bin, "kvd"), append([]string{"--data-dir", refused, "--listen", addrs[1],
+			"--restore", file, "--initial-cluster-token", "restored"}, bad...)...)
+		if code := p.exited(t, 20*time.Second); code != 2 {
+			t.Fatalf("kvd --restore %v exited %d, want 2:\n%s", bad, code, p.output())
+		}
+		if ents, _ := os.ReadDir(refused); len(ents) != 0 {
+			t.Fatalf("kvd --restore %v was refused its flags after writing %d entries into its data directory", bad, len(ents))
+		}
 	}
 
 	data := t.TempDir()

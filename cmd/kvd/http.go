@@ -19,18 +19,14 @@ import (
 	"github.com/kvd-project/kvd/transport/tcp"
 )
 
-// serveMetrics serves /metrics and /healthz (also as /health). /healthz answers 200 while the
+// serveMetrics serves /metrics and /healthz (also as /health) on raw. /healthz answers 200 while the
 // node knows a leader (it can serve writes through it) and 503 otherwise,
 // or after a storage failure, with the node's status as JSON either way and,
 // when unhealthy, the reason ("storage: <cause>" or "no leader known").
 //
 // With pprof, net/http/pprof's handlers are served under /debug/pprof/, as
 // etcd's --enable-pprof does. The listener has the limits of httplimit.go.
-func serveMetrics(addr string, reg *prometheus.Registry, srv *server.Server, log *slog.Logger, faults http.Handler, pprof bool) (*http.Server, error) {
-	raw, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("--metrics-listen: %w", err)
-	}
+func serveMetrics(raw net.Listener, reg *prometheus.Registry, srv *server.Server, log *slog.Logger, faults http.Handler, pprof bool) *http.Server {
 	ln := newLimitListener(raw, maxHTTPConns, reg, log)
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
@@ -79,7 +75,7 @@ func serveMetrics(addr string, reg *prometheus.Registry, srv *server.Server, log
 		}
 	}()
 	log.Info("serving metrics", "addr", ln.Addr().String())
-	return hs, nil
+	return hs
 }
 
 // faultHandler returns the fault-injection endpoint, or nil when it is off.

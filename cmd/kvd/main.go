@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -28,9 +29,22 @@ func main() {
 			return // -h: usage was printed
 		}
 		fmt.Fprintln(os.Stderr, "kvd:", err)
+		var fe *failure
+		if errors.As(err, &fe) {
+			os.Exit(1)
+		}
 		os.Exit(2)
 	}
 }
+
+// failure marks an error of a node that was set up as its flags asked and
+// then failed (a damaged backup, the disk, a busy port): exit status 1.
+// Every other error is the flags' (exit status 2), and is found before the
+// node touches its data directory.
+type failure struct{ err error }
+
+func (f *failure) Error() string { return f.err.Error() }
+func (f *failure) Unwrap() error { return f.err }
 
 type options struct {
 	cfg           server.Config
@@ -129,8 +143,14 @@ func run(args []string) error {
 	if o.cfg.DataDir == "" {
 		return errors.New("--data-dir is required")
 	}
+	if o.pprof && o.metricsListen == "" {
+		return errors.New("--enable-pprof needs --metrics-listen")
+	}
+	if o.faults && o.metricsListen == "" {
+		return errors.New("--enable-fault-injection needs --metrics-listen")
+	}
 	if err := os.MkdirAll(o.cfg.DataDir, 0o755); err != nil {
-		return err
+		return &failure{err}
 	}
 	stopTLS, err := setupTLS(o, log)
 	if err != nil {
@@ -147,30 +167,36 @@ func run(args []string) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	o.cfg.Transport, o.cfg.Logger, o.cfg.Registerer = tr, log, reg
 
-	srv, err := server.New(o.cfg)
-	if err != nil {
+	// Everything the flags say is checked before the node touches its data
+	// directory: a restore must not run for a node that then refuses its
+	// flags (the directory, no longer empty, would refuse the restore
+	// asked again).
+	if err := o.cfg.Validate(); err != nil {
 		return err
 	}
-	var httpSrv *http.Server
-	if o.pprof && o.metricsListen == "" {
-		return errors.New("--enable-pprof needs --metrics-listen")
-	}
-	if o.faults && o.metricsListen == "" {
-		srv.Close()
-		return errors.New("--enable-fault-injection needs --metrics-listen")
-	}
+	var metricsLn net.Listener
 	if o.metricsListen != "" {
-		if httpSrv, err = serveMetrics(o.metricsListen, reg, srv, log, faultHandler(o.faults, tr, srv), o.pprof); err != nil {
-			srv.Close()
-			return err
+		if metricsLn, err = net.Listen("tcp", o.metricsListen); err != nil {
+			return &failure{fmt.Errorf("--metrics-listen: %w", err)}
 		}
+	}
+	srv, err := server.New(o.cfg)
+	if err != nil {
+		if metricsLn != nil {
+			metricsLn.Close()
+		}
+		return &failure{err}
+	}
+	var httpSrv *http.Server
+	if metricsLn != nil {
+		httpSrv = serveMetrics(metricsLn, reg, srv, log, faultHandler(o.faults, tr, srv), o.pprof)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	select {
 	case <-ctx.Done():
 	case <-srv.Failed():
-		return storageExit(srv, httpSrv, log)
+		return &failure{storageExit(srv, httpSrv, log)}
 	}
 	log.Info("shutting down")
 	if httpSrv != nil {
@@ -178,7 +204,10 @@ func run(args []string) error {
 		httpSrv.Shutdown(sctx)
 		cancel()
 	}
-	return srv.Close()
+	if err := srv.Close(); err != nil {
+		return &failure{err}
+	}
+	return nil
 }
 
 // setupTLS loads the TLS material the flags name, if any, into the

@@ -157,11 +157,12 @@ func TestHealthzStorageFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Close()
-	metrics := storageFreeAddr(t)
-	hs, err := serveMetrics(metrics, prometheus.NewRegistry(), srv, slog.New(slog.DiscardHandler), nil, false)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	metrics := ln.Addr().String()
+	hs := serveMetrics(ln, prometheus.NewRegistry(), srv, slog.New(slog.DiscardHandler), nil, false)
 	defer hs.Close()
 	c, err := client.New(client.Config{Endpoints: []string{addr}})
 	if err != nil {
