@@ -149,7 +149,7 @@ func (s *Server) start() error {
 	// started is compacted here (raft.EventApplier).
 	s.hub.Reset(s.node.Status().Applied)
 	err = s.rebuildLocked()
-	missing := len(s.missing)
+	missing, keys := len(s.missing), s.tbl.Len() // the raft loop applies as soon as the lock is free
 	s.tmu.Unlock()
 	if err != nil {
 		return fmt.Errorf("server: rebuild table from stored state: %w", err)
@@ -162,7 +162,7 @@ func (s *Server) start() error {
 		return fmt.Errorf("server: listen on %s: %w", s.cfg.Listen, err)
 	}
 	s.log.Info("kvd node started", "listen", s.ln.Addr(), "transport", s.cfg.Transport.Name(),
-		"table_mem", s.cfg.TableMem, "keys", s.tbl.Len(), "region", s.region.Descriptor().String())
+		"table_mem", s.cfg.TableMem, "keys", keys, "region", s.region.Descriptor().String())
 	s.wg.Add(2)
 	go s.acceptLoop()
 	go s.repairLoop()
