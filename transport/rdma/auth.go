@@ -289,11 +289,17 @@ func ReadKeyFile(path string) ([]Key, error) {
 	return keys, nil
 }
 
+// MaxKeyFileBytes bounds a key file; a longer one is refused whole (cut at
+// the limit, a line could load a prefix of its key, and the rest would be
+// silently missing).
+const MaxKeyFileBytes = 1 << 20
+
 // ParseKeys parses a key file's contents (see Auth.File).
 func ParseKeys(r io.Reader) ([]Key, error) {
 	var keys []Key
 	seen := map[string]bool{}
-	sc := bufio.NewScanner(io.LimitReader(r, 1<<20))
+	lr := &io.LimitedReader{R: r, N: MaxKeyFileBytes + 1}
+	sc := bufio.NewScanner(lr)
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
 		if line == "" || line[0] == '#' {
@@ -323,6 +329,9 @@ func ParseKeys(r io.Reader) ([]Key, error) {
 	}
 	if err := sc.Err(); err != nil {
 		return nil, err
+	}
+	if lr.N == 0 {
+		return nil, fmt.Errorf("longer than %d bytes", MaxKeyFileBytes)
 	}
 	if len(keys) == 0 {
 		return nil, errors.New("no keys")

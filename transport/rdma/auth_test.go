@@ -76,6 +76,10 @@ func TestParseKeys(t *testing.T) {
 		"bad name":      "al ice:rw:" + hex32 + "\n",
 		"long name":     strings.Repeat("a", MaxNameBytes+1) + ":rw:" + hex32 + "\n",
 		"duplicate":     "alice:rw:" + hex32 + "\nalice:ro:" + hex32 + "\n",
+		// Cut at the limit, the last line loaded a prefix of its key.
+		// (49 bytes of it within MaxKeyFileBytes+1: alice, rw and a 20-byte
+		// key, which is valid.)
+		"too long": strings.Repeat("#\n", (MaxKeyFileBytes+1-49)/2) + "alice:rw:" + strings.Repeat("ab", 64) + "\n",
 	}
 	for name, in := range bad {
 		if keys, err := ParseKeys(strings.NewReader(in)); err == nil {
