@@ -207,6 +207,43 @@ type leaseHarness struct {
 
 	out  *strings.Builder
 	seen map[string]bool // violations reported
+
+	reads []*scenarioRead // ReadIndex calls not finished yet
+	nread int
+}
+
+// scenarioRead is a ReadIndex call (an RPC GET's barrier) at a node.
+type scenarioRead struct {
+	id    int
+	n     *scenarioNode
+	r     *readRequest
+	start time.Duration
+}
+
+// pollReads reports the ReadIndex calls that finished, checking that the
+// node's applied state holds every write acknowledged before the call.
+func (h *leaseHarness) pollReads() {
+	keep := h.reads[:0]
+	for _, rd := range h.reads {
+		select {
+		case err := <-rd.r.done:
+			if err != nil {
+				h.logf("read %d at n%d fails: %v", rd.id, rd.n.id, err)
+				continue
+			}
+			h.logf("read %d at n%d returns, applied %d", rd.id, rd.n.id, rd.n.l.applied)
+			for _, w := range h.acked {
+				if w.at <= rd.start && w.index > rd.n.l.applied {
+					h.violation(fmt.Sprintf("staleread/%d/%d", rd.id, w.index),
+						"read %d at n%d (started %v) returned with applied %d, missing index %d acknowledged at %v by n%d",
+						rd.id, rd.n.id, fd(rd.start), rd.n.l.applied, w.index, fd(w.at), w.node)
+				}
+			}
+		default:
+			keep = append(keep, rd)
+		}
+	}
+	h.reads = keep
 }
 
 func (h *leaseHarness) printf(format string, args ...any) {
@@ -322,6 +359,19 @@ func (h *leaseHarness) handle(t *testing.T, d *datadriven.TestData) string {
 			only = nodeArg(0)
 		}
 		h.deliverRound(only, true)
+	case "deliver-one":
+		// the oldest deliverable message to ID, stepped and handled alone
+		// (the loop took it before the next one arrived)
+		n := nodeArg(0)
+		for i, f := range h.net {
+			if f.m.GetTo() == n.id && f.at <= h.now && !n.frozen {
+				h.net = append(h.net[:i:i], h.net[i+1:]...)
+				h.logf("%s", describe(f.m))
+				h.step(n, f.m)
+				h.ready(n)
+				break
+			}
+		}
 	case "stabilize":
 		h.stabilize()
 	case "drop":
@@ -424,6 +474,17 @@ func (h *leaseHarness) handle(t *testing.T, d *datadriven.TestData) string {
 		n.l.reads.applied(n.l) // what the loop does after an apply
 		h.announceLease(n)
 		h.checkApplied()
+	case "read":
+		n := h.on(nodeArg(0))
+		n.l.tick()
+		h.nread++
+		rd := &scenarioRead{id: h.nread, n: n, r: &readRequest{done: make(chan error, 1)}, start: h.now}
+		h.reads = append(h.reads, rd)
+		n.l.reads.add(n.l, rd.r)
+		n.l.reads.flush(n.l)
+		h.logf("read %d starts at n%d (applied %d)", rd.id, n.id, n.l.applied)
+		h.ready(n)
+		h.pollReads()
 	case "lease":
 		h.printLeases()
 	case "status":
@@ -569,6 +630,7 @@ func (h *leaseHarness) ready(n *scenarioNode) {
 		}
 		l.reads.applied(l) // afterCommit
 		l.reads.readStates(l, rd.ReadStates)
+		h.pollReads()
 		l.rn.Advance(rd)
 		h.announceLease(n)
 		h.checkApplied()

@@ -2,8 +2,10 @@ package raft
 
 import (
 	"encoding/binary"
-	etcdraft "go.etcd.io/raft/v3"
+	"math/rand/v2"
 	"time"
+
+	etcdraft "go.etcd.io/raft/v3"
 )
 
 // readTracker drives raft's ReadIndex for two clients: ReadIndex callers
@@ -11,6 +13,11 @@ import (
 // request per tick, stamped with its send time: see leaseGrants). It belongs
 // to the loop.
 type readTracker struct {
+	// seq names this process's ReadIndex requests. It starts at random: a
+	// follower's request is answered by the leader by name alone, and a
+	// name reused after a restart could take the answer to the previous
+	// run's request, an index from before writes the new read must see
+	// (a stale read). Lease requests never leave the leader: its own seq.
 	seq uint64
 
 	batch   []*readRequest           // added this iteration
@@ -36,7 +43,7 @@ const (
 )
 
 func newReadTracker() readTracker {
-	return readTracker{pending: make(map[uint64]*pendingReads)}
+	return readTracker{seq: rand.Uint64(), pending: make(map[uint64]*pendingReads)}
 }
 
 func readCtx(kind byte, seq uint64) []byte {
