@@ -15,6 +15,10 @@ import "time"
 // key before its placement and read the flag clear after the clearing
 // then spans more than a grace period, and no GET that long is accepted
 // (under half of it).
+// Every move made while the flag is set stamps it too (relocate), whoever
+// makes it (a Put's placement, a Reserve's room): a rebuild's placement
+// lets a key move back without waiting, and two moves can keep it out of
+// both of a reader's bucket readings.
 // Updating an evicted key's pending slot in place is no placement: the
 // slot never left, and its dead record makes readers retry, not miss.
 

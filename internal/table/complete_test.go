@@ -113,3 +113,75 @@ func TestFlagClearsOnlyGraceAfterPlacement(t *testing.T) {
 		checkFlag(t, tab, false, 0)
 	})
 }
+
+// TestReserveMovesHoldTheFlag: rule M3 says a key moved while the region
+// is flagged incomplete holds the flag for the grace period after, so a
+// reader whose two bucket readings both missed a moving key cannot also
+// read the flag clear. In a rebuild's placement (Reset until the flag
+// clears) moves need not wait, and Put stamped M3 but Reserve's moves
+// (admission, which may move keys to make room) did not: two admissions
+// moved a key from its first bucket to its second and back, and the flag
+// could clear at once, so a GET between them proved a miss of a key held
+// throughout. The plan (keys, buckets) was found by search; the test
+// fails loudly if the table no longer moves the key.
+func TestReserveMovesHoldTheFlag(t *testing.T) {
+	tab, _, clk := newTable(t, 64<<10, Config{Buckets: 8, Grace: time.Minute})
+	var keys [][]byte
+	for i := range 59 {
+		keys = append(keys, fmt.Appendf(nil, "p10-%d", i))
+	}
+	for i, k := range keys {
+		if err := tab.Put(k, append([]byte("v-"), k...), uint64(i+1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tab.Reset()
+	clk.Advance(2 * time.Minute)
+	for i, k := range keys {
+		if err := tab.Put(k, append([]byte("v-"), k...), uint64(100+i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tab.Reveal(); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(2 * time.Minute) // the rebuild's own placements no longer hold the flag
+	if !tab.Header().Incomplete {
+		t.Fatal("the flag cleared by itself")
+	}
+	k := []byte("p10-2")
+	b1, b2 := Buckets(Hash(k), tab.Header().Buckets)
+	bucketOf := func() uint32 {
+		pos, _, ok := tab.find(k, Hash(k))
+		if !ok {
+			t.Fatalf("%s is gone", k)
+		}
+		b, _ := tab.hdr.slotIndex(pos)
+		return b
+	}
+	if bucketOf() != b1 {
+		t.Fatalf("plan: %s is not in its first bucket", k)
+	}
+	if err := tab.Reserve([]byte("x21"), 8); err != nil {
+		t.Fatal(err)
+	}
+	tab.Unreserve([]byte("x21"), 8) // its proposal ended unapplied
+	if bucketOf() != b2 {
+		t.Fatalf("plan: reserving x21 did not move %s to its second bucket", k)
+	}
+	if err := tab.Reserve([]byte("y3"), 8); err != nil {
+		t.Fatal(err)
+	}
+	if bucketOf() != b1 {
+		t.Fatalf("plan: reserving y3 did not move %s back", k)
+	}
+	tab.SetIncomplete(false)
+	if !tab.Header().Incomplete {
+		t.Fatal("the flag cleared right after two moves of a key while it was set (rule M3)")
+	}
+	clk.Advance(time.Minute)
+	tab.SetIncomplete(false)
+	if tab.Header().Incomplete {
+		t.Fatal("the flag stayed set a grace period after the last move")
+	}
+}

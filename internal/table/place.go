@@ -229,7 +229,15 @@ func (t *Table) relocate(j int) (uint64, error) {
 			nw = t.carry(src, w, t.carries[k])
 		}
 		storeWord(t.mem, dst, nw)
-		t.stampMoved(dst)      // after the store: the key's new slot is visible from here
+		t.stampMoved(dst) // after the store: the key's new slot is visible from here
+		if t.hdr.Incomplete {
+			// Rule M3 for every move while the flag is set, whoever makes
+			// it: a rebuild's placement lets keys move back without
+			// waiting, and Reserve's moves (admission) stamped nothing, so
+			// two of them could hide a key from both of a reader's bucket
+			// readings with the flag cleared in between.
+			t.stampPlacedIncomplete()
+		}
 		t.checkCopied(dst, nw) // the word is in both buckets before it leaves the old one
 		if t.testMidMove != nil {
 			t.testMidMove()
