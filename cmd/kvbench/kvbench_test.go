@@ -193,7 +193,9 @@ func TestEndToEnd(t *testing.T) {
 		}
 	}
 	lin, ri := rep.Runs[0], rep.Runs[1]
-	if lin.Consistency != "linearizable" || lin.OneSidedGets() == 0 || lin.RoundsPerOneSidedGet() < 1 || lin.RoundsPerOneSidedGet() > 2 {
+	// At most 2 round trips a GET (an out-of-place record, cached or not:
+	// the bucket, then the record), and now and then a retry.
+	if lin.Consistency != "linearizable" || lin.OneSidedGets() == 0 || lin.RoundsPerOneSidedGet() < 1 || lin.RoundsPerOneSidedGet() > 2.2 {
 		t.Errorf("one-sided run: %d one-sided GETs, %v rounds each", lin.OneSidedGets(), lin.RoundsPerOneSidedGet())
 	}
 	if ri.Consistency != "readindex" || ri.RPCGets == 0 || ri.OneSidedGets() != 0 {
