@@ -1,6 +1,8 @@
 package raft
 
 import (
+	"fmt"
+
 	pb "go.etcd.io/raft/v3/raftpb"
 )
 
@@ -32,6 +34,39 @@ import (
 
 // maxBatch bounds the commands proposed in one raft message.
 const maxBatch = 1024
+
+// Admission. A caller that sizes a write against this node's state before
+// proposing it (the server reserves table room) needs that state to hold
+// every write that will commit before it: so it admits only while the node
+// is the leader and LeaderReady (every entry of earlier terms applied), and
+// passes the term it admitted in (WithAdmissionTerm). The loop proposes
+// such a command only in that term: a node that lost leadership and won it
+// again meanwhile may have entries of the terms between still to apply,
+// which the admission did not count. Without this a new leader admitted
+// writes before applying its predecessor's last ones, and a region full at
+// the time could not hold them all (nor could any node's, at restart).
+
+// leaderReady reports whether the node leads and has applied its term's
+// first entry (and so every entry of earlier terms).
+func (l *loop) leaderReady() bool { return l.isLeader && l.applied >= l.termStart }
+
+// dropStaleAdmissions fails the batched commands admitted in another term,
+// or while the leader was not ready, before they enter the log.
+func (l *loop) dropStaleAdmissions() {
+	keep := l.batch[:0]
+	for _, p := range l.batch {
+		if p.admitTerm == 0 || (p.admitTerm == l.term && l.leaderReady()) {
+			keep = append(keep, p)
+			continue
+		}
+		l.batchBytes -= len(p.data)
+		l.n.metrics.failed.Inc()
+		p.finish(result{err: fmt.Errorf("%w: admitted in term %d; the node is in term %d (leader: %v, ready: %v)",
+			ErrProposalDropped, p.admitTerm, l.term, l.isLeader, l.leaderReady())})
+	}
+	clear(l.batch[len(keep):])
+	l.batch = keep
+}
 
 // propose queues a command for the next batch, proposes a membership
 // change at once, or fails p.
@@ -72,6 +107,7 @@ func (l *loop) propose(p *proposal) {
 // leader appends them together and replicates them in one append per
 // follower rather than one per command.
 func (l *loop) flushProposals() {
+	l.dropStaleAdmissions()
 	if len(l.batch) == 0 {
 		return
 	}

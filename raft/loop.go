@@ -53,6 +53,7 @@ type loop struct {
 
 	lead, term, commit, applied uint64
 	vote                        uint64 // the HardState's vote
+	termStart                   uint64 // as leader: the last index once its term's first entry was appended
 	durable                     uint64 // the log's last index known durable (see applyEarly)
 	isLeader                    bool
 
@@ -301,6 +302,7 @@ func (l *loop) shutdown() {
 func (l *loop) publishStatus() {
 	st := Status{
 		ID: l.n.id, LeaderID: l.lead, Term: l.term, Commit: l.commit, Applied: l.applied, IsLeader: l.isLeader,
+		LeaderReady: l.leaderReady(),
 	}
 	l.n.statusMu.Lock()
 	l.n.status = st

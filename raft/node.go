@@ -72,6 +72,12 @@ type Status struct {
 	// LeaseValid: this node is the leader and its read lease has not lapsed.
 	LeaseValid bool
 	IsLeader   bool
+	// LeaderReady: this node is the leader and has applied every entry of
+	// earlier terms (through its own term's first entry). Until then its
+	// state lacks writes that will commit, and admission that sizes a write
+	// against that state (the server's table reservations) must wait: see
+	// WithAdmissionTerm.
+	LeaderReady bool
 }
 
 // Member is one node of the group as the applied configuration has it.

@@ -552,3 +552,28 @@ func TestPromoteAbsentLearnerWaits(t *testing.T) {
 	}
 	c.put("b", "2") // the cluster still commits
 }
+
+// TestAdmissionTerm: a write admitted in a term (WithAdmissionTerm) enters
+// the log only in that term, with the leader ready; otherwise it fails
+// with ErrProposalDropped, never in the log.
+func TestAdmissionTerm(t *testing.T) {
+	c := newCluster(t, 1, testConfig())
+	lead := c.leader().node
+	waitFor(t, "the leader ready", func() bool { return lead.Status().LeaderReady })
+	term := lead.Status().Term
+	if _, err := lead.Put(WithAdmissionTerm(ctxT(t), term), []byte("k"), []byte("now")); err != nil {
+		t.Fatalf("admitted in the current term: %v", err)
+	}
+	before := lead.Status().Applied
+	for _, other := range []uint64{term - 1, term + 1} {
+		if _, err := lead.Put(WithAdmissionTerm(ctxT(t), other), []byte("k"), []byte("stale")); !errors.Is(err, ErrProposalDropped) {
+			t.Fatalf("admitted in term %d, proposed in %d: %v; want ErrProposalDropped", other, term, err)
+		}
+	}
+	if st := lead.Status(); st.Applied != before || st.Term != term {
+		t.Fatalf("status %+v after refused proposals (applied was %d)", st, before)
+	}
+	if v, _, _, _ := lead.Get([]byte("k")); string(v) != "now" {
+		t.Fatalf("k = %q", v)
+	}
+}

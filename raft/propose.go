@@ -11,11 +11,12 @@ import (
 
 // proposal is one request for the log, handed to the raft loop.
 type proposal struct {
-	reqID uint64
-	term  uint64         // set by the loop when proposed
-	data  []byte         // a command, or
-	cc    *pb.ConfChange // a membership change
-	done  chan result    // buffered: the loop never blocks on it
+	reqID     uint64
+	term      uint64         // set by the loop when proposed
+	admitTerm uint64         // the term it was admitted in (WithAdmissionTerm), 0: any
+	data      []byte         // a command, or
+	cc        *pb.ConfChange // a membership change
+	done      chan result    // buffered: the loop never blocks on it
 }
 
 type result struct {
@@ -68,11 +69,28 @@ func (n *Node) proposeCommand(ctx context.Context, c command) result {
 	}
 	c.proposer, c.reqID = n.id, n.nextReq.Add(1)
 	p := &proposal{
-		reqID: c.reqID,
-		data:  appendCommand(make([]byte, 0, commandSize(c)), c),
-		done:  make(chan result, 1),
+		reqID:     c.reqID,
+		admitTerm: admissionTerm(ctx),
+		data:      appendCommand(make([]byte, 0, commandSize(c)), c),
+		done:      make(chan result, 1),
 	}
 	return n.propose(ctx, p)
+}
+
+type admissionKey struct{}
+
+// WithAdmissionTerm returns ctx carrying the term in which the caller
+// admitted the write it proposes with it (Status.Term, read with
+// Status.LeaderReady true): the write then enters the log only in that
+// term, with the leader still ready, or fails with ErrProposalDropped
+// (never in the log: safe to retry). See "Admission" in batch.go.
+func WithAdmissionTerm(ctx context.Context, term uint64) context.Context {
+	return context.WithValue(ctx, admissionKey{}, term)
+}
+
+func admissionTerm(ctx context.Context) uint64 {
+	t, _ := ctx.Value(admissionKey{}).(uint64)
+	return t
 }
 
 // propose hands p to the loop and waits for its outcome.

@@ -242,6 +242,9 @@ func (l *loop) afterCommit() {
 		l.confBarrier, _ = l.st.LastIndex()
 		l.confProposed = false
 	}
+	if l.readyFlag.becameLeader {
+		l.termStart, _ = l.st.LastIndex() // its term's first entry, appended in this Ready, included
+	}
 	l.takeEvents()
 	l.deliverApplies()
 	l.mirrorLeases()

@@ -262,7 +262,10 @@ func (s *Server) put(ctx context.Context, key, value []byte) wire.Response {
 	// not (table.Reserve). Only the leader admits writes; a follower's
 	// region (fuller or more fragmented, perhaps) must not refuse what the
 	// leader has room for, so a follower lets the node answer "not leader".
-	if s.node.Status().IsLeader {
+	if st := s.node.Status(); st.IsLeader {
+		if !st.LeaderReady {
+			return s.errResponse(errLeaderNotReady)
+		}
 		s.tmu.Lock()
 		err := s.reserveLocked(key, len(value))
 		s.tmu.Unlock()
@@ -274,6 +277,7 @@ func (s *Server) put(ctx context.Context, key, value []byte) wire.Response {
 			s.tbl.Unreserve(key, len(value))
 			s.tmu.Unlock()
 		}()
+		ctx = admitted(ctx, st.Term)
 	}
 	version, err := s.node.Put(ctx, key, value)
 	if err != nil {

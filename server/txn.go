@@ -3,10 +3,12 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/kvd-project/kvd/internal/table"
 	"github.com/kvd-project/kvd/internal/txn"
 	"github.com/kvd-project/kvd/internal/wire"
+	"github.com/kvd-project/kvd/raft"
 )
 
 // txn serves OpTxn: a transaction, compare-and-swap included. It is
@@ -24,11 +26,14 @@ func (s *Server) txn(ctx context.Context, req *wire.Request) wire.Response {
 	if err != nil {
 		return badRequest(err.Error())
 	}
-	release, err := s.admitTxn(&t)
+	release, term, err := s.admitTxn(&t)
 	if err != nil {
 		return s.errResponse(err)
 	}
 	defer release()
+	if term != 0 {
+		ctx = admitted(ctx, term)
+	}
 	resp, version, err := s.node.Txn(ctx, &t)
 	switch {
 	case errors.Is(err, txn.ErrReadTooLarge), errors.Is(err, txn.ErrInvalid):
@@ -44,11 +49,16 @@ func (s *Server) txn(ctx context.Context, req *wire.Request) wire.Response {
 
 // admitTxn reserves, on the leader, room for every PUT of t (both
 // branches), as put does for one; release ends the reservations. Either
-// all are made or none.
-func (s *Server) admitTxn(t *txn.Txn) (release func(), err error) {
+// all are made or none. term is the term they were made in (0: not the
+// leader, nothing reserved).
+func (s *Server) admitTxn(t *txn.Txn) (release func(), term uint64, err error) {
 	release = func() {}
-	if !s.node.Status().IsLeader {
-		return release, nil // the node answers "not leader"
+	st := s.node.Status()
+	switch {
+	case !st.IsLeader:
+		return release, 0, nil // the node answers "not leader"
+	case !st.LeaderReady:
+		return release, 0, errLeaderNotReady
 	}
 	var held []txn.Op
 	unreserve := func() {
@@ -74,9 +84,26 @@ branches:
 	s.tmu.Unlock()
 	if err != nil {
 		unreserve()
-		return release, err
+		return release, 0, err
 	}
-	return unreserve, nil
+	return unreserve, st.Term, nil
+}
+
+// errLeaderNotReady refuses a write a leader cannot size yet: it has not
+// applied its predecessors' last entries, which will commit before it
+// (raft.Status.LeaderReady). Never proposed: the client retries.
+var errLeaderNotReady = fmt.Errorf("%w: this leader is still applying the entries of earlier terms", raft.ErrProposalDropped)
+
+// admitted is the context a write admitted (its table room reserved) in
+// term is proposed with. The proposal enters the log only in that term
+// (raft.WithAdmissionTerm), and the call returns only with its outcome,
+// whatever becomes of the request (the client gone, its deadline): the
+// reservation must last until the write is applied or can no longer be,
+// and a proposal handed to raft can still commit after its caller gave up.
+// Every proposal's outcome comes within about an election timeout (raft
+// completes it, refuses it, or fails it at a change of leader or term).
+func admitted(ctx context.Context, term uint64) context.Context {
+	return raft.WithAdmissionTerm(context.WithoutCancel(ctx), term)
 }
 
 // reserveLocked is admission for one write: the table reserves the room

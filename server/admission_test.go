@@ -1,0 +1,149 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/kvd-project/kvd/client"
+	"github.com/kvd-project/kvd/internal/kvdtest"
+)
+
+// Admission (handler.go put, txn.go admitTxn) reserves the room a write's
+// apply will take, so that every committed write fits its leader's region
+// and a node restarted with the same --table-mem can rebuild its region.
+// These tests attack the two ends of a reservation: when it ends, and
+// which state it is sized against.
+
+// fillToOneMore fills the table with values of n bytes until refused, then
+// deletes one, so that exactly one more record of n bytes fits (once the
+// grace period has passed).
+func fillToOneMore(t *testing.T, c *client.Client, n int) {
+	t.Helper()
+	var first string
+	for i := 0; ; i++ {
+		k := fmt.Sprintf("fill-%d", i)
+		err := c.Put(context.Background(), []byte(k), bytes.Repeat([]byte{'f'}, n))
+		if errors.Is(err, client.ErrNoSpace) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("put %s: %v", k, err)
+		}
+		if first == "" {
+			first = k
+		}
+	}
+	if err := c.Delete(context.Background(), []byte(first)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * fillGrace)
+}
+
+// checkFits fails the test if node n applied a committed write its region
+// could not hold, or cannot restart with the same --table-mem.
+func checkFits(t *testing.T, n *kvdtest.Node) {
+	t.Helper()
+	if st := n.Srv.TableStats(); st.ApplyMisses != 0 {
+		t.Errorf("node %d applied %d committed write(s) its own region could not hold", n.ID, st.ApplyMisses)
+	}
+	n.Stop()
+	if err := n.Start(); err != nil {
+		t.Fatalf("restart of node %d with the same --table-mem: %v", n.ID, err)
+	}
+}
+
+// TestAdmissionOutlivesTheRequest: a PUT whose client goes away after its
+// proposal was handed to raft keeps its reservation until the write is
+// applied (or can no longer be): the proposal can still commit. Its room
+// used to be given back with the request, a second PUT was admitted into
+// it, both applied, and the leader's region could not hold the first (nor
+// could a restart).
+func TestAdmissionOutlivesTheRequest(t *testing.T) {
+	nodes := kvdtest.StartCluster(t, 1, kvdtest.Options{TableMem: fillTableMem, ReuseGrace: fillGrace})
+	lead := kvdtest.WaitLeader(t, nodes, 15*time.Second)
+	c := newPatientClient(t, kvdtest.Endpoints(nodes), client.Linearizable)
+	const big = 16 << 10
+	fillToOneMore(t, c, big)
+	if err := lead.Srv.Node().Freeze(2 * time.Second); err != nil { // a stalled raft loop: a slow disk, a pause
+		t.Fatal(err)
+	}
+	c1, err := client.New(client.Config{Endpoints: kvdtest.Endpoints(nodes), AttemptTimeout: 10 * time.Second, RequestTimeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done1 := make(chan error, 1)
+	go func() { done1 <- c1.Put(context.Background(), []byte("big1"), bytes.Repeat([]byte{'1'}, big)) }()
+	waitFor(t, "big1 admitted", func() bool { return lead.Srv.TableStats().BytesReserved > 0 })
+	time.Sleep(100 * time.Millisecond)
+	c1.Close() // the client goes away; its PUT is in raft's queue
+	<-done1
+	if err := c.Put(context.Background(), []byte("big2"), bytes.Repeat([]byte{'2'}, big)); !errors.Is(err, client.ErrNoSpace) {
+		t.Errorf("big2 = %v; want kvd: no space in table (big1 holds the last room)", err)
+	}
+	waitFor(t, "big1 applied", func() bool { _, _, ok, _ := lead.Srv.Node().Get([]byte("big1")); return ok })
+	checkFits(t, lead)
+}
+
+// TestNewLeaderAdmitsOnlyOnceCaughtUp: a new leader sizes writes against
+// its region only once it has applied the entries of earlier terms. Entry
+// A, admitted by the old leader into the last room, sits unapplied in the
+// new leader's log; the new leader used to admit B into the same room at
+// once, both committed, and no region of that size could hold the data.
+func TestNewLeaderAdmitsOnlyOnceCaughtUp(t *testing.T) {
+	nodes := kvdtest.StartCluster(t, 3, kvdtest.Options{TableMem: fillTableMem, ReuseGrace: fillGrace})
+	a := kvdtest.WaitLeader(t, nodes, 15*time.Second)
+	var b, c *kvdtest.Node
+	for _, n := range nodes {
+		switch {
+		case n == a:
+		case b == nil:
+			b = n
+		default:
+			c = n
+		}
+	}
+	cl := newPatientClient(t, []string{a.Addr}, client.Linearizable)
+	const big = 16 << 10
+	fillToOneMore(t, cl, big)
+	waitFor(t, "followers caught up", func() bool {
+		cm := a.Srv.Node().Status().Commit
+		return b.Srv.Node().Status().Applied >= cm && c.Srv.Node().Status().Applied >= cm
+	})
+	a.Isolate(c)
+	if err := b.Srv.Node().Freeze(1500 * time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	ca, err := client.New(client.Config{Endpoints: []string{a.Addr}, AttemptTimeout: 5 * time.Second, RequestTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ca.Close()
+	go ca.Put(context.Background(), []byte("bigA"), bytes.Repeat([]byte{'A'}, big)) //nolint:errcheck // its outcome is read from b
+	time.Sleep(300 * time.Millisecond) // A's append waits in b's queue
+	a.Stop()
+	cb, err := client.New(client.Config{Endpoints: []string{b.Addr}, AttemptTimeout: 2 * time.Second, RequestTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cb.Close()
+	// B, as soon as b leads, until admitted or refused for space.
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		if !b.Srv.Node().Status().IsLeader {
+			time.Sleep(50 * time.Microsecond)
+			continue
+		}
+		if err = cb.Put(context.Background(), []byte("bigB"), bytes.Repeat([]byte{'B'}, big)); err == nil || errors.Is(err, client.ErrNoSpace) {
+			break
+		}
+	}
+	_, _, okA, _ := b.Srv.Node().Get([]byte("bigA"))
+	t.Logf("B: %v; A committed: %v", err, okA)
+	if okA && !errors.Is(err, client.ErrNoSpace) {
+		t.Errorf("B = %v with A committed; want kvd: no space in table", err)
+	}
+	checkFits(t, b)
+}
