@@ -123,7 +123,8 @@ func TestNewLeaderAdmitsOnlyOnceCaughtUp(t *testing.T) {
 	}
 	defer ca.Close()
 	go ca.Put(context.Background(), []byte("bigA"), bytes.Repeat([]byte{'A'}, big)) //nolint:errcheck // its outcome is read from b
-	time.Sleep(300 * time.Millisecond)                                              // A's append waits in b's queue
+	// A's append waits in b's queue.
+	time.Sleep(300 * time.Millisecond)
 	a.Stop()
 	cb, err := client.New(client.Config{Endpoints: []string{b.Addr}, AttemptTimeout: 2 * time.Second, RequestTimeout: 2 * time.Second})
 	if err != nil {
