@@ -47,7 +47,7 @@ type applierLog struct {
 	lastVer  uint64
 	ordered  bool
 	// Atomic batches (txn_test.go): Apply calls marked Atomic, and
-	// whether each was announced by AtomicBatchAhead first.
+	// whether each was announced by BatchAhead first.
 	atomicCalls, unannounced int
 	announced                bool
 }

@@ -73,16 +73,19 @@ type Applier interface {
 	Restore()
 }
 
-// AtomicApplier is an Applier that is told, before a batch whose Apply
-// call will be Atomic is committed to Pebble, that Pebble is about to run
-// ahead of it by such a batch. Until that Apply call, a reader that
-// consults Pebble for a key the cache lacks could see some of a
-// transaction's writes there while the cache still shows the others as
-// they were; the cache can hold such reads back until the Apply. If the
-// commit fails, the node stops and no Apply follows.
-type AtomicApplier interface {
+// AheadApplier is an Applier that is told, before a batch with writes is
+// committed to Pebble, that Pebble is about to run ahead of it by that
+// batch; the batch's Apply call follows. Until it, a reader that consults
+// Pebble for a key the cache lacks could see some of the batch's writes
+// there while the cache still shows others as they were: a state that
+// never held (the batch's writes are ordered: a transaction that read one
+// key and wrote another depends on the write before it, and a multi-key
+// read must see all or none of them). The cache can hold such reads back
+// until the Apply. If the commit fails, the node stops and no Apply
+// follows.
+type AheadApplier interface {
 	Applier
-	AtomicBatchAhead()
+	BatchAhead()
 }
 
 // EventApplier is an Applier that is also told every write, for change

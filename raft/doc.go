@@ -25,7 +25,8 @@
 //     applied (Put and Delete return only then, with version = raft index).
 //     A transaction (Txn, txn.go) is evaluated in step 1, against the batch
 //     as built so far; if it wrote several keys, its batch's Apply call is
-//     marked Atomic and announced to an AtomicApplier before the commit.
+//     marked Atomic. Every batch with writes is announced to an
+//     AheadApplier before the commit.
 //  4. Release ReadIndex callers and lease grants whose index is applied.
 //  5. Advance; then snapshot and compact the log every SnapshotCount
 //     entries.

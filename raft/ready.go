@@ -88,9 +88,9 @@ func (l *loop) handleReady() error {
 	if err := l.applyEntries(u, rd.CommittedEntries); err != nil {
 		return err
 	}
-	if sc.atomic {
-		if a, ok := l.cfg.Applier.(AtomicApplier); ok {
-			a.AtomicBatchAhead()
+	if len(sc.applies) > 0 { // Apply is called exactly then (deliverApplies)
+		if a, ok := l.cfg.Applier.(AheadApplier); ok {
+			a.BatchAhead()
 		}
 	}
 	sync := rd.MustSync || sc.installd

@@ -12,14 +12,18 @@ import "github.com/kvd-project/kvd/raft"
 //
 // The one other way to read ahead of the region is Pebble, which RPC reads
 // and repairs consult for keys the region lacks: it runs up to one batch
-// ahead (raft.Applier). For a batch with a transaction, the node calls
-// AtomicBatchAhead before it commits it, and those reads wait until the
-// batch's Apply (read, repairLocked).
+// ahead (raft.Applier). For every batch with writes the node calls
+// BatchAhead before it commits it, and those reads wait until the batch's
+// Apply (read, repairLocked). Not only a transaction's: the writes of one
+// batch are ordered (a compare-and-write may depend on the write before
+// it), and a key read from Pebble ahead of another key's earlier write in
+// the region showed a state that never held, to GetManyAtomic and to two
+// plain reads in a row.
 
-// AtomicBatchAhead makes applier a raft.AtomicApplier. It takes the table
+// BatchAhead makes applier a raft.AheadApplier. It takes the table
 // lock, so an RPC read already consulting Pebble finishes first, and
 // every later one sees ahead.
-func (a *applier) AtomicBatchAhead() {
+func (a *applier) BatchAhead() {
 	s := (*Server)(a)
 	s.tmu.Lock()
 	defer s.tmu.Unlock()
@@ -28,7 +32,7 @@ func (a *applier) AtomicBatchAhead() {
 	}
 }
 
-// caughtUpLocked ends AtomicBatchAhead's wait: the region has applied the
+// caughtUpLocked ends BatchAhead's wait: the region has applied the
 // batch Pebble was ahead by.
 func (s *Server) caughtUpLocked() {
 	if s.ahead != nil {

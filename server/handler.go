@@ -316,10 +316,13 @@ func (s *Server) get(ctx context.Context, key []byte, flags uint16) wire.Respons
 // never goes backwards, until the key is back in the region with the same
 // or a newer value (repairLocked). ReadIndex has returned only after the
 // read index was applied, and Apply runs before that, so the region holds
-// everything the read must see. While Pebble is ahead by a batch holding a
-// transaction (AtomicBatchAhead), such a read waits for that batch's
-// Apply: from Pebble it could see the transaction's write of this key
-// while one-sided readers still see its other keys as they were.
+// everything the read must see. While Pebble is ahead by a batch the region
+// has not applied (BatchAhead), such a read waits for that batch's Apply:
+// from Pebble it could see the batch's write of this key while one-sided
+// readers still see its earlier writes of other keys as they were (say a
+// transaction at index 8 that wrote this key because it read j's write at
+// 7: this read would show 8's write, and a later read of j the value
+// before 7).
 func (s *Server) read(ctx context.Context, key []byte) (value []byte, version uint64, ok bool, err error) {
 	for {
 		s.tmu.Lock()

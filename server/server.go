@@ -41,8 +41,8 @@ type Server struct {
 	// last pass (repair.go).
 	stalls, repackAfter int
 	compactedSeen       uint64
-	// ahead is open while Pebble holds a transaction's batch that the
-	// region has not applied yet (AtomicBatchAhead, atomic.go).
+	// ahead is open while Pebble holds a batch that the region has not
+	// applied yet (BatchAhead, atomic.go).
 	ahead chan struct{}
 	// testPauseRepair, if set (tests only), makes repairLoop skip its passes.
 	testPauseRepair atomic.Bool

@@ -148,7 +148,7 @@ func dropFromRegion(s *Server, key string) {
 }
 
 // TestPebbleAheadWaitsForTransaction: while Pebble holds a transaction's
-// batch the region has not applied (AtomicBatchAhead), an RPC read of a
+// batch the region has not applied (BatchAhead), an RPC read of a
 // key the region lacks does not answer from Pebble, and a repair does not
 // copy it from there; once the batch is applied both go ahead.
 func TestPebbleAheadWaitsForTransaction(t *testing.T) {
@@ -158,7 +158,7 @@ func TestPebbleAheadWaitsForTransaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	dropFromRegion(s, "m")
-	(*applier)(s).AtomicBatchAhead()
+	(*applier)(s).BatchAhead()
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
 	if v, _, ok, err := s.read(cancelled, []byte("m")); !errors.Is(err, context.Canceled) {
