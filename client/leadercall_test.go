@@ -10,10 +10,8 @@ import (
 
 	"github.com/kvd-project/kvd/client"
 	"github.com/kvd-project/kvd/internal/kvdtest"
-	"github.com/kvd-project/kvd/internal/table"
 	"github.com/kvd-project/kvd/internal/wire"
 	"github.com/kvd-project/kvd/transport"
-	"github.com/kvd-project/kvd/transport/tcp"
 )
 
 // reaction is what a fake node does with one request.
@@ -42,78 +40,37 @@ type fakeNode struct {
 
 func startFake(t *testing.T, react func(*wire.Request) reaction) *fakeNode {
 	t.Helper()
-	tr, err := tcp.New(tcp.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	region, err := tr.Register(1 << 20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := table.Format(region.Bytes(), table.Config{}); err != nil {
-		t.Fatal(err)
-	}
-	ln, err := tr.Listen("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &fakeNode{addr: ln.Addr()}
+	f := &fakeNode{}
 	f.react.Store(&react)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(func() { cancel(); ln.Close(); region.Close(); tr.Close() })
-	go func() {
-		for {
-			conn, err := ln.Accept(ctx)
-			if err != nil {
-				return
-			}
-			go f.serve(ctx, conn, region.Descriptor())
-		}
-	}()
+	f.addr = kvdtest.FakeNode(t, f.answer)
 	return f
 }
 
 func (f *fakeNode) setReact(react func(*wire.Request) reaction) { f.react.Store(&react) }
 
-func (f *fakeNode) serve(ctx context.Context, conn transport.Conn, d transport.Descriptor) {
-	defer conn.Close()
-	var buf []byte
-	for {
-		b, err := conn.Recv(ctx, buf[:0])
-		if err != nil {
-			return
+func (f *fakeNode) answer(req *wire.Request, d transport.Descriptor) (wire.Response, kvdtest.FakeAct) {
+	var r reaction
+	switch {
+	case f.mute.Load():
+		r.hang = true
+	case req.Op == wire.OpHello:
+		h := wire.Hello{NodeID: 1, RegionAddr: d.Addr, RegionLen: d.Len, RegionKey: d.Key}
+		r.resp.Value = wire.AppendHello(nil, &h)
+	case req.Op == wire.OpGet || req.Op == wire.OpPut || req.Op == wire.OpDelete || req.Op == wire.OpTxn:
+		if string(req.Key) == "k" || req.Op == wire.OpTxn {
+			f.seen.Add(1)
 		}
-		buf = b
-		var req wire.Request
-		if wire.DecodeRequest(b, &req) != nil {
-			return
-		}
-		var r reaction
-		switch {
-		case f.mute.Load():
-			r.hang = true
-		case req.Op == wire.OpHello:
-			h := wire.Hello{NodeID: 1, RegionAddr: d.Addr, RegionLen: d.Len, RegionKey: d.Key}
-			r.resp.Value = wire.AppendHello(nil, &h)
-		case req.Op == wire.OpGet || req.Op == wire.OpPut || req.Op == wire.OpDelete || req.Op == wire.OpTxn:
-			if string(req.Key) == "k" || req.Op == wire.OpTxn {
-				f.seen.Add(1)
-			}
-			r = (*f.react.Load())(&req)
-		default:
-			r = answer(wire.StatusBadRequest, "not supported by the fake")
-		}
-		switch {
-		case r.drop:
-			return
-		case r.hang:
-			continue
-		}
-		r.resp.Op, r.resp.ID = req.Op, req.ID
-		if conn.Send(ctx, wire.AppendResponse(nil, &r.resp)) != nil {
-			return
-		}
+		r = (*f.react.Load())(req)
+	default:
+		r = answer(wire.StatusBadRequest, "not supported by the fake")
 	}
+	switch {
+	case r.drop:
+		return r.resp, kvdtest.FakeDrop
+	case r.hang:
+		return r.resp, kvdtest.FakeHang
+	}
+	return r.resp, kvdtest.FakeReply
 }
 
 func always(r reaction) func(*wire.Request) reaction {

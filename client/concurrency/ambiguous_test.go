@@ -8,11 +8,10 @@ import (
 
 	"github.com/kvd-project/kvd/client"
 	"github.com/kvd-project/kvd/client/concurrency"
-	"github.com/kvd-project/kvd/internal/table"
+	"github.com/kvd-project/kvd/internal/kvdtest"
 	"github.com/kvd-project/kvd/internal/txn"
 	"github.com/kvd-project/kvd/internal/wire"
 	"github.com/kvd-project/kvd/transport"
-	"github.com/kvd-project/kvd/transport/tcp"
 )
 
 // lateCreate is a one-node server, spoken to by hand, whose first lock
@@ -29,61 +28,12 @@ type lateCreate struct {
 const lateVersion = 5
 
 func startLateCreate(t *testing.T) *lateCreate {
-	tr, err := tcp.New(tcp.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	region, err := tr.Register(1 << 20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := table.Format(region.Bytes(), table.Config{}); err != nil {
-		t.Fatal(err)
-	}
-	ln, err := tr.Listen("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &lateCreate{addr: ln.Addr()}
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(func() { cancel(); ln.Close(); region.Close(); tr.Close() })
-	go func() {
-		for {
-			conn, err := ln.Accept(ctx)
-			if err != nil {
-				return
-			}
-			go f.serve(ctx, conn, region.Descriptor())
-		}
-	}()
+	f := &lateCreate{}
+	f.addr = kvdtest.FakeNode(t, f.answer)
 	return f
 }
 
-func (f *lateCreate) serve(ctx context.Context, conn transport.Conn, d transport.Descriptor) {
-	defer conn.Close()
-	var buf []byte
-	for {
-		b, err := conn.Recv(ctx, buf[:0])
-		if err != nil {
-			return
-		}
-		buf = b
-		var req wire.Request
-		if wire.DecodeRequest(b, &req) != nil {
-			return
-		}
-		resp, ok := f.answer(&req, d)
-		if !ok {
-			continue // the lost answer
-		}
-		resp.Op, resp.ID = req.Op, req.ID
-		if conn.Send(ctx, wire.AppendResponse(nil, &resp)) != nil {
-			return
-		}
-	}
-}
-
-func (f *lateCreate) answer(req *wire.Request, d transport.Descriptor) (resp wire.Response, ok bool) {
+func (f *lateCreate) answer(req *wire.Request, d transport.Descriptor) (resp wire.Response, act kvdtest.FakeAct) {
 	switch req.Op {
 	case wire.OpHello:
 		h := wire.Hello{NodeID: 1, LeaderID: 1, RegionAddr: d.Addr, RegionLen: d.Len, RegionKey: d.Key}
@@ -95,7 +45,7 @@ func (f *lateCreate) answer(req *wire.Request, d transport.Descriptor) (resp wir
 	case wire.OpLeaseRevoke:
 	case wire.OpTxn: // the create-if-missing
 		if f.txns.Add(1) == 1 {
-			return resp, false
+			return resp, kvdtest.FakeHang // applied, but the answer is lost
 		}
 		r := txn.Response{CompareVersions: []uint64{lateVersion}}
 		if !f.held.Load() {
@@ -116,7 +66,7 @@ func (f *lateCreate) answer(req *wire.Request, d transport.Descriptor) (resp wir
 	default:
 		resp.Status = wire.StatusBadRequest
 	}
-	return resp, true
+	return resp, kvdtest.FakeReply
 }
 
 // TestLockAfterLateCreate: Lock's create times out (maybe applied), the
