@@ -577,3 +577,49 @@ func TestAdmissionTerm(t *testing.T) {
 		t.Fatalf("k = %q", v)
 	}
 }
+
+// TestLaggingFollowerKeepsPromotedAddr: a follower that applies a node's
+// addition as a learner and its promotion in one batch records the address
+// the addition carried, as every other node does. It took the address
+// from its in-memory address book, which the batch had not updated yet,
+// and stored an empty one: after a restart it could not dial the member.
+func TestLaggingFollowerKeepsPromotedAddr(t *testing.T) {
+	c := newCluster(t, 3, testConfig())
+	ctx := ctxT(t)
+	c.put("a", "1")
+	lead := c.leader()
+	var f *testNode
+	for _, tn := range c.running() {
+		if tn != lead {
+			f = tn
+			break
+		}
+	}
+	c.net.isolate(f.name, true)
+
+	n4 := c.start(4, true)
+	if retried, err := c.atLeader(func(n *Node) error { return n.AddMember(ctx, 4, n4.addr) }); err != nil && !(retried && errors.Is(err, ErrMemberExists)) {
+		t.Fatal(err)
+	}
+	c.caughtUp(n4)
+	if retried, err := c.atLeader(func(n *Node) error { return n.PromoteMember(ctx, 4) }); err != nil && !(retried && errors.Is(err, ErrNotLearner)) {
+		t.Fatal(err)
+	}
+	c.net.isolate(f.name, false)
+	c.put("b", "2")
+	c.caughtUp(f)
+	want := c.members()
+	if got := f.node.Members(); !slicesEqual(got, want) {
+		t.Errorf("lagging follower %d: Members = %+v, want %+v", f.id, got, want)
+	}
+	// After a restart the follower knows node 4's address only from its disk
+	// (its Config.Peers predates node 4).
+	c.stop(f.id)
+	peers := c.peers
+	c.peers = map[uint64]string{1: peers[1], 2: peers[2], 3: peers[3]}
+	f = c.start(f.id, false)
+	c.peers = peers
+	if a := f.node.PeerAddr(4); a != n4.addr {
+		t.Errorf("restarted follower %d: PeerAddr(4) = %q, want %q", f.id, a, n4.addr)
+	}
+}

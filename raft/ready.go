@@ -399,7 +399,15 @@ func (l *loop) applyConfChange(u *store.Update, cc *pb.ConfChange, index uint64)
 	sc.members = true
 	switch cc.GetType() {
 	case pb.ConfChangeAddNode, pb.ConfChangeAddLearnerNode, pb.ConfChangeUpdateNode:
+		// A change that names no address (a promotion) keeps the member's
+		// entry as the log made it, seen through this batch: a node that
+		// applies a learner's addition and its promotion in one batch has
+		// not yet copied the addition's address into its address book
+		// (afterCommit), and took "" from there, on its disk, alone.
 		addr := mc.addr
+		if m, ok := u.Member(id); addr == "" && ok {
+			addr = m.Addr
+		}
 		if addr == "" {
 			addr = l.n.PeerAddr(id)
 		}

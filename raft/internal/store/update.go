@@ -193,6 +193,19 @@ func (u *Update) SetMember(m Member) error {
 	return u.b.Set(memberKey(m.ID), encodeMember(m), nil)
 }
 
+// Member is id's address book entry as this Update sees it: the stored
+// one, or what the Update itself set (an earlier entry of the same batch).
+func (u *Update) Member(id uint64) (Member, bool) {
+	if u.memDirty {
+		m, ok := u.members[id]
+		return m, ok
+	}
+	u.s.mu.Lock()
+	defer u.s.mu.Unlock()
+	m, ok := u.s.members[id]
+	return m, ok
+}
+
 // RemoveMember drops an address book entry.
 func (u *Update) RemoveMember(id uint64) error {
 	delete(u.memberMap(), id)
