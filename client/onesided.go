@@ -353,6 +353,7 @@ func (n *node) readCachedRecords(ctx context.Context, dst, key []byte, k *keySca
 		nFirst = 0
 	}
 	res2, err := n.readCandidates(ctx, dst, key, k.oop, nFirst, a)
+	res2.roundTrips = max(res2.roundTrips, res.roundTrips) // 2, or 1 if it READ nothing (a torn slot)
 	res2.reads, res2.bytes = res.reads+res2.reads, res.bytes+res2.bytes
 	switch {
 	case err == nil && res2.found:

@@ -168,10 +168,11 @@ func Restore(cfg RestoreConfig, fill func(add func(key, value []byte, version ui
 	if err := st.Restore(cfg.Index, members, fill); err != nil {
 		return fmt.Errorf("raft: restore: %w", err)
 	}
-	if err := st.Close(); err != nil {
-		return fmt.Errorf("raft: restore: %w", err)
+	cerr := st.Close()
+	st = nil // closed, failed or not: the deferred cleanup must not close it again
+	if cerr != nil {
+		return fmt.Errorf("raft: restore: %w", cerr)
 	}
-	st = nil
 	if err := unmarkRestoring(cfg.DataDir); err != nil {
 		return fmt.Errorf("raft: restore: %w", err)
 	}

@@ -148,3 +148,31 @@ func TestNewLeaderAdmitsOnlyOnceCaughtUp(t *testing.T) {
 	}
 	checkFits(t, b)
 }
+
+// TestCloseEndsAnAdmittedWait: an admitted write waits for its proposal's
+// outcome whatever becomes of its request, but not past the server's
+// closing. With the raft loop frozen (Close is what ends a freeze early,
+// after it has waited for the requests), Close used to wait out the freeze.
+func TestCloseEndsAnAdmittedWait(t *testing.T) {
+	nodes := kvdtest.StartCluster(t, 1, kvdtest.Options{})
+	n := kvdtest.WaitLeader(t, nodes, 10*time.Second)
+	c, err := client.New(client.Config{Endpoints: kvdtest.Endpoints(nodes), AttemptTimeout: time.Second, RequestTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := n.Srv.Node().Freeze(5 * time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- c.Put(context.Background(), []byte("b"), []byte("2")) }()
+	waitFor(t, "the PUT admitted", func() bool { return n.Srv.TableStats().BytesReserved > 0 })
+	<-errc // the client gives up; the server still waits for the proposal
+	closed := make(chan struct{})
+	go func() { n.Srv.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(time.Minute):
+		t.Fatal("Close waited for a frozen raft loop to resume (a 5-minute freeze)")
+	}
+}

@@ -277,7 +277,9 @@ func (s *Server) put(ctx context.Context, key, value []byte) wire.Response {
 			s.tbl.Unreserve(key, len(value))
 			s.tmu.Unlock()
 		}()
-		ctx = admitted(ctx, st.Term)
+		var done func()
+		ctx, done = s.admitted(ctx, st.Term)
+		defer done()
 	}
 	version, err := s.node.Put(ctx, key, value)
 	if err != nil {

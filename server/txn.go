@@ -32,7 +32,9 @@ func (s *Server) txn(ctx context.Context, req *wire.Request) wire.Response {
 	}
 	defer release()
 	if term != 0 {
-		ctx = admitted(ctx, term)
+		var done func()
+		ctx, done = s.admitted(ctx, term)
+		defer done()
 	}
 	resp, version, err := s.node.Txn(ctx, &t)
 	switch {
@@ -95,15 +97,21 @@ branches:
 var errLeaderNotReady = fmt.Errorf("%w: this leader is still applying the entries of earlier terms", raft.ErrProposalDropped)
 
 // admitted is the context a write admitted (its table room reserved) in
-// term is proposed with. The proposal enters the log only in that term
-// (raft.WithAdmissionTerm), and the call returns only with its outcome,
-// whatever becomes of the request (the client gone, its deadline): the
-// reservation must last until the write is applied or can no longer be,
-// and a proposal handed to raft can still commit after its caller gave up.
-// Every proposal's outcome comes within about an election timeout (raft
-// completes it, refuses it, or fails it at a change of leader or term).
-func admitted(ctx context.Context, term uint64) context.Context {
-	return raft.WithAdmissionTerm(context.WithoutCancel(ctx), term)
+// term is proposed with; call done when the proposal returns. The proposal
+// enters the log only in that term (raft.WithAdmissionTerm), and the call
+// returns only with its outcome, whatever becomes of the request (the
+// client gone, its deadline): the reservation must last until the write
+// is applied or can no longer be, and a proposal handed to raft can still
+// commit after its caller gave up. Every proposal's outcome comes within
+// about an election timeout (raft completes it, refuses it, or fails it at
+// a change of leader or term), or when the loop resumes from a freeze.
+// The server's closing ends the wait too: Close waits for requests before
+// it stops the node, and a restart rebuilds the region from what was
+// committed anyway.
+func (s *Server) admitted(ctx context.Context, term uint64) (_ context.Context, done func()) {
+	c, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(s.ctx, cancel)
+	return raft.WithAdmissionTerm(c, term), func() { stop(); cancel() }
 }
 
 // reserveLocked is admission for one write: the table reserves the room
