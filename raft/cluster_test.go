@@ -404,6 +404,18 @@ func (c *cluster) leader(from ...*testNode) *testNode {
 	return lead
 }
 
+// follower returns a running node other than lead.
+func (c *cluster) follower(lead *testNode) *testNode {
+	c.t.Helper()
+	for _, tn := range c.running() {
+		if tn != lead {
+			return tn
+		}
+	}
+	c.t.Fatal("no running follower")
+	return nil
+}
+
 // put writes through whichever node leads, retrying across elections.
 func (c *cluster) put(key, value string) uint64 {
 	c.t.Helper()

@@ -347,13 +347,7 @@ func TestForgedConfChangeLeavingNoVoter(t *testing.T) {
 		c := newClusterOn(t, newMemNet(), 3, testConfig())
 		lead := c.leader()
 		c.put("k", "v")
-		var target *testNode
-		for _, tn := range c.running() {
-			if tn.id != lead.id {
-				target = tn
-				break
-			}
-		}
+		target := c.follower(lead)
 		c.caughtUp(target)
 		before := target.node.Members()
 		st := target.node.Status()

@@ -45,13 +45,7 @@ func TestLeaseSnapshotCatchUp(t *testing.T) {
 	cfg.LeaseClock = clk.now
 	c := newCluster(t, 3, cfg)
 	lead := c.leader()
-	var down *testNode
-	for _, tn := range c.running() {
-		if tn != lead {
-			down = tn
-			break
-		}
-	}
+	down := c.follower(lead)
 	c.caughtUp(down)
 	c.stop(down.id)
 	lead = c.leader()

@@ -264,13 +264,7 @@ func TestSnapshotCatchUp(t *testing.T) {
 		cfg.SnapshotCount, cfg.SnapshotCatchUpEntries, cfg.SnapshotChunkSize = 20, 5, 512
 		c := newClusterOn(t, nw, 3, cfg)
 		lead := c.leader()
-		var down *testNode
-		for _, tn := range c.running() {
-			if tn != lead {
-				down = tn
-				break
-			}
-		}
+		down := c.follower(lead)
 		c.put("before", "1")
 		c.caughtUp(down)
 		c.stop(down.id)
@@ -588,13 +582,7 @@ func TestLaggingFollowerKeepsPromotedAddr(t *testing.T) {
 	ctx := ctxT(t)
 	c.put("a", "1")
 	lead := c.leader()
-	var f *testNode
-	for _, tn := range c.running() {
-		if tn != lead {
-			f = tn
-			break
-		}
-	}
+	f := c.follower(lead)
 	c.net.isolate(f.name, true)
 
 	n4 := c.start(4, true)
