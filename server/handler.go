@@ -277,9 +277,7 @@ func (s *Server) put(ctx context.Context, key, value []byte) wire.Response {
 			s.tbl.Unreserve(key, len(value))
 			s.tmu.Unlock()
 		}()
-		var done func()
-		ctx, done = s.admitted(ctx, st.Term)
-		defer done()
+		ctx = s.admitted(st.Term)
 	}
 	version, err := s.node.Put(ctx, key, value)
 	if err != nil {

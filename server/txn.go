@@ -32,9 +32,7 @@ func (s *Server) txn(ctx context.Context, req *wire.Request) wire.Response {
 	}
 	defer release()
 	if term != 0 {
-		var done func()
-		ctx, done = s.admitted(ctx, term)
-		defer done()
+		ctx = s.admitted(term)
 	}
 	resp, version, err := s.node.Txn(ctx, &t)
 	switch {
@@ -97,7 +95,7 @@ branches:
 var errLeaderNotReady = fmt.Errorf("%w: this leader is still applying the entries of earlier terms", raft.ErrProposalDropped)
 
 // admitted is the context a write admitted (its table room reserved) in
-// term is proposed with; call done when the proposal returns. The proposal
+// term is proposed with: the server's own, not the request's. The proposal
 // enters the log only in that term (raft.WithAdmissionTerm), and the call
 // returns only with its outcome, whatever becomes of the request (the
 // client gone, its deadline): the reservation must last until the write
@@ -107,11 +105,10 @@ var errLeaderNotReady = fmt.Errorf("%w: this leader is still applying the entrie
 // a change of leader or term), or when the loop resumes from a freeze.
 // The server's closing ends the wait too: Close waits for requests before
 // it stops the node, and a restart rebuilds the region from what was
-// committed anyway.
-func (s *Server) admitted(ctx context.Context, term uint64) (_ context.Context, done func()) {
-	c, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	stop := context.AfterFunc(s.ctx, cancel)
-	return raft.WithAdmissionTerm(c, term), func() { stop(); cancel() }
+// committed anyway. (No per-request context is derived for it: that would
+// register a child of a context every request shares, on the PUT path.)
+func (s *Server) admitted(term uint64) context.Context {
+	return raft.WithAdmissionTerm(s.ctx, term)
 }
 
 // reserveLocked is admission for one write: the table reserves the room
