@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/kvd-project/kvd/internal/atomicfile"
 	"github.com/kvd-project/kvd/raft/internal/store"
 )
 
@@ -206,7 +207,7 @@ func markRestoring(dir string) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
-	return syncDir(dir)
+	return atomicfile.SyncDir(dir)
 }
 
 // unmarkRestoring removes the marker of a restore that is complete (its
@@ -215,16 +216,7 @@ func unmarkRestoring(dir string) error {
 	if err := os.Remove(filepath.Join(dir, restoreMarker)); err != nil {
 		return err
 	}
-	return syncDir(dir)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return atomicfile.SyncDir(dir)
 }
 
 // checkNotRestoring refuses a directory an interrupted restore left.

@@ -11,6 +11,7 @@ import (
 	"github.com/kvd-project/kvd/bench/plot"
 	"github.com/kvd-project/kvd/bench/report"
 	"github.com/kvd-project/kvd/bench/result"
+	"github.com/kvd-project/kvd/internal/atomicfile"
 )
 
 // Files written into an output directory.
@@ -54,21 +55,11 @@ func writeDir(dir string, rep *result.Report, formats []string) error {
 // writeFile writes through a temporary file and renames, so a reader never
 // sees half a file.
 func writeFile(path string, write func(io.Writer) error) error {
-	tmp := path + ".tmp"
-	f, err := os.Create(tmp)
+	err := atomicfile.Write(path, func(f *os.File) error { return write(f) })
 	if err != nil {
-		return err
-	}
-	if err := write(f); err != nil {
-		f.Close()
-		os.Remove(tmp)
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	if err := f.Close(); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return os.Rename(tmp, path)
+	return os.Chmod(path, 0o644)
 }
 
 // writeStdout prints the report in the chosen format: "table" (the main

@@ -4,9 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 
 	"github.com/kvd-project/kvd/client"
+	"github.com/kvd-project/kvd/internal/atomicfile"
 	"github.com/kvd-project/kvd/internal/backup"
 )
 
@@ -28,25 +28,15 @@ func runSnapshot(ctx context.Context, e *env, args []string) error {
 }
 
 // snapshotSave writes the backup to a temporary file next to path and
-// renames it into place only once it is whole, checked and synced: path
-// never holds a partial backup.
+// renames it into place only once it is whole, checked and synced, then
+// syncs the directory: path never holds a partial backup, and a backup
+// reported saved survives a crash.
 func snapshotSave(ctx context.Context, e *env, path string) error {
-	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".part-*")
-	if err != nil {
+	var info client.SnapshotInfo
+	err := atomicfile.Write(path, func(f *os.File) (err error) {
+		info, err = e.c.Snapshot(ctx, f)
 		return err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp) // a no-op once renamed
-	info, err := e.c.Snapshot(ctx, f)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
+	})
 	if err != nil {
 		return fmt.Errorf("snapshot save: %w", err)
 	}
