@@ -372,8 +372,8 @@ func (s *Server) memberChange(ctx context.Context, req *wire.Request) wire.Respo
 	}
 	switch req.Op {
 	case wire.OpMemberAdd:
-		if len(req.Value) == 0 {
-			return badRequest("member add needs an address")
+		if err := transport.CheckAddr(string(req.Value)); err != nil {
+			return badRequest("member add: " + err.Error())
 		}
 		return s.errResponse(s.node.AddMember(ctx, id, string(req.Value)))
 	case wire.OpMemberPromote:

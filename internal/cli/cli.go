@@ -94,6 +94,9 @@ func ParseCluster(v string) (map[uint64]string, error) {
 		if !ok || err != nil || n == 0 || addr == "" {
 			return nil, fmt.Errorf("bad cluster member %q (want ID=HOST:PORT with ID > 0)", part)
 		}
+		if err := transport.CheckAddr(addr); err != nil {
+			return nil, fmt.Errorf("bad cluster member %q: %w", part, err)
+		}
 		if _, dup := out[n]; dup {
 			return nil, fmt.Errorf("member id %d appears twice", n)
 		}
