@@ -12,16 +12,16 @@ func TestCheckAddr(t *testing.T) {
 		{"[::1]:7000", true},
 		{"[fe80::1%eth0]:1", true},
 		{"", false},
-		{"node9", false},            // no port
-		{":7000", false},            // no host
-		{"host:", false},            // no port number
-		{"host:0", false},           // port 0 is "any", not an address
-		{"host:65536", false},       // beyond 16 bits
-		{"host:http", false},        // named ports are not resolved
-		{"::1:7000", false},         // IPv6 without brackets
-		{"a:1,2=b:2", false},        // would read back as two members
-		{"a=b:1", false},            // likewise
-		{"host :1", false},          // a space
+		{"node9", false},      // no port
+		{":7000", false},      // no host
+		{"host:", false},      // no port number
+		{"host:0", false},     // port 0 is "any", not an address
+		{"host:65536", false}, // beyond 16 bits
+		{"host:http", false},  // named ports are not resolved
+		{"::1:7000", false},   // IPv6 without brackets
+		{"a:1,2=b:2", false},  // would read back as two members
+		{"a=b:1", false},      // likewise
+		{"host :1", false},    // a space
 		{string(make([]byte, MaxAddrLen+1)), false},
 	} {
 		err := CheckAddr(tc.addr)
