@@ -58,7 +58,9 @@
 //     a peer that asks for more breaks the protocol.
 //   - Memory per idle connection: a 16 KiB read buffer and the queues sized
 //     by credits and outstanding READs (about 27 KiB of heap, and two
-//     goroutines); write buffers are taken from a pool only while writing.
+//     goroutines), whatever it was sent before: write buffers, and the
+//     buffers of received messages up to 64 KiB, are taken from pools
+//     shared by all connections only while in use (msgbuf.go).
 //
 // One watchdog goroutine per Transport enforces the timeouts, so the data
 // path sets no socket deadline. Every refusal and every connection closed

@@ -10,14 +10,20 @@ import (
 	"github.com/kvd-project/kvd/transport"
 )
 
-// keepMsgBuf is the largest message buffer kept for reuse after Recv; larger
-// messages get a buffer of their own, so a burst of big messages does not
-// pin Credits times MaxMessage bytes for the life of the connection.
-const keepMsgBuf = 64 << 10
-
-// inMsg is a delivered message waiting for Recv.
+// inMsg is a delivered message waiting for Recv: its payload is data, in
+// pooled (a buffer of msgBufs) or, for a message above keepMsgBuf, in a
+// buffer of its own.
 type inMsg struct {
-	data []byte
+	data   []byte
+	pooled *[]byte
+}
+
+// release drops m's buffer: a pooled one goes back to the pool.
+func (m *inMsg) release() {
+	if m.pooled != nil {
+		putMsgBuf(m.pooled)
+	}
+	m.data, m.pooled = nil, nil
 }
 
 // msgQueue is one connection's message flow control. Each end queues at
@@ -118,9 +124,7 @@ func (c *conn) Recv(ctx context.Context, buf []byte) ([]byte, error) {
 		return nil, err
 	}
 	buf = append(buf[:0], m.data...)
-	if cap(m.data) > keepMsgBuf {
-		m.data = nil
-	}
+	m.release()
 	c.msgs.free <- m
 	c.consumed()
 	return buf, nil
@@ -229,6 +233,7 @@ func (c *conn) onMsg(h header) error {
 	}
 	m := <-c.msgs.free // only readLoop takes from free
 	if err := c.readPayload(m, n); err != nil {
+		m.release()
 		c.msgs.free <- m
 		return err
 	}
@@ -236,20 +241,18 @@ func (c *conn) onMsg(h header) error {
 	return nil
 }
 
-// readPayload reads a MSG's n bytes into m.data. A buffer that is too small
-// grows as the bytes arrive (doubling from keepMsgBuf), never straight to the
+// readPayload reads a MSG's n bytes into m.data. A message of at most
+// keepMsgBuf bytes is read into a pooled buffer; a larger one's buffer grows
+// as the bytes arrive (doubling from keepMsgBuf), never straight to the
 // header's length: a peer that announces a large message and sends little
 // of it holds little memory (and ReadTimeout bounds how long it holds it).
 func (c *conn) readPayload(m *inMsg, n int) error {
-	if cap(m.data) >= n || n <= keepMsgBuf {
-		if cap(m.data) < n {
-			m.data = make([]byte, n)
-		}
-		m.data = m.data[:n]
+	if n <= keepMsgBuf {
+		m.pooled = getMsgBuf(n)
+		m.data = *m.pooled
 		_, err := io.ReadFull(c.br, m.data)
 		return err
 	}
-	m.data = m.data[:0]
 	for len(m.data) < n {
 		if len(m.data) == cap(m.data) {
 			grown := make([]byte, len(m.data), min(n, max(2*cap(m.data), keepMsgBuf)))
