@@ -228,13 +228,31 @@ func (wc *watchConn) sendRound(ctx context.Context) (sent, ok bool) {
 		wc.val = wire.AppendWatchMessage(wc.val[:0], &wire.WatchMessage{Events: wc.evs})
 		clear(wc.evs)
 		wc.s.metrics.watchEvents.Add(float64(len(wc.evs)))
-		if !wc.send(ctx, wire.Response{Op: wire.OpWatch, ID: id, Version: progress, Value: wc.val}) {
+		ok := wc.send(ctx, wire.Response{Op: wire.OpWatch, ID: id, Version: progress, Value: wc.val})
+		wc.shrink()
+		if !ok {
 			return sent, false
 		}
 		w.told, w.toldAt = progress, time.Now()
 		sent = sent || len(wc.evs) > 0
 	}
 	return sent, true
+}
+
+// keepWatchEvents is the most events a watch connection's scratch keeps
+// between rounds (64 B each).
+const keepWatchEvents = 64
+
+// shrink drops scratch a round grew large: one burst of big events must not
+// leave an idle connection holding a message's worth (up to
+// wire.MaxWatchBytes) for its life.
+func (wc *watchConn) shrink() {
+	if cap(wc.val) > keepRecvBuf {
+		wc.val = nil
+	}
+	if cap(wc.evs) > keepWatchEvents {
+		wc.evs = nil
+	}
 }
 
 // command handles one watch request or cancel and answers it.
