@@ -91,10 +91,24 @@ func appendOp(b []byte, op *Op) []byte {
 	return append(b, op.Value...)
 }
 
+// fits reports whether rest bytes can hold nc compares and nops operations.
+func fits(nc, nops, rest int) bool { return nc*minCompareLen+nops*minOpLen <= rest }
+
 // Decode parses a transaction from the network and checks it (Validate):
 // it returns an error wrapping ErrMalformed or ErrInvalid, never a
 // transaction the server should not propose. Keys and values alias b.
 func Decode(b []byte) (Txn, error) {
+	// The limits first: Parse allocates by the header's counts (up to
+	// 65535 each), bounded only by what the bytes could hold.
+	r := reader{b: b}
+	nc, nt, ne := int(r.u16()), int(r.u16()), int(r.u16())
+	switch {
+	case len(b) > MaxBytes:
+		return Txn{}, fmt.Errorf("%w: %d bytes encoded (at most %d)", ErrInvalid, len(b), MaxBytes)
+	case !r.bad && fits(nc, nt+ne, len(r.b)) && (nc > MaxCompares || nt > MaxOps || ne > MaxOps):
+		return Txn{}, fmt.Errorf("%w: %d compares, %d then and %d else operations (at most %d and %d each)",
+			ErrInvalid, nc, nt, ne, MaxCompares, MaxOps)
+	}
 	t, err := Parse(b)
 	if err != nil {
 		return t, err
@@ -114,7 +128,7 @@ func Parse(b []byte) (Txn, error) {
 		return t, fmt.Errorf("%w: %d bytes, shorter than a header", ErrMalformed, len(b))
 	}
 	// Bound the allocations by what the bytes can hold.
-	if nc*minCompareLen+(nt+ne)*minOpLen > len(r.b) {
+	if !fits(nc, nt+ne, len(r.b)) {
 		return t, fmt.Errorf("%w: %d compares and %d operations cannot fit %d bytes", ErrMalformed, nc, nt+ne, len(r.b))
 	}
 	if nc > 0 {
