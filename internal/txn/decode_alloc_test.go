@@ -19,7 +19,7 @@ func TestDecodeAllocatesWithinLimits(t *testing.T) {
 	b := binary.LittleEndian.AppendUint16(nil, n) // compares
 	b = binary.LittleEndian.AppendUint16(b, n)    // then
 	b = binary.LittleEndian.AppendUint16(b, n)    // else
-	for range n {                                  // compares: target version, key "", version
+	for range n {                                 // compares: target version, key "", version
 		b = append(b, byte(TargetVersion), byte(Equal), 0, 0)
 		b = binary.LittleEndian.AppendUint64(b, 0)
 	}
