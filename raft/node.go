@@ -45,6 +45,9 @@ type Node struct {
 	storeClosed bool
 
 	nextReq atomic.Uint64
+	// staging is the snapshot data all peer sessions hold staged, bounded
+	// by twice Config.MaxSnapshotBytes (peerReader.charge).
+	staging atomic.Int64
 	confMu  sync.Mutex // one membership change at a time from this node
 
 	statusMu sync.Mutex

@@ -162,16 +162,35 @@ func (r *peerReader) handle(frame []byte) error {
 	return fmt.Errorf("raft: unknown frame type %q", frame[0])
 }
 
-// charge counts a data frame's body against Config.MaxSnapshotBytes; past
-// it the transfer is abandoned and the session ends (the error).
+// charge counts a data frame's body against Config.MaxSnapshotBytes, and
+// against twice it for the data all sessions hold staged; past either the
+// transfer is abandoned and the session ends (the error).
 func (r *peerReader) charge(body []byte) error {
-	r.bytes += uint64(len(body))
-	if limit := r.n.cfg.MaxSnapshotBytes; r.bytes > limit {
+	n := int64(len(body))
+	r.bytes += uint64(n)
+	total := r.n.staging.Add(n)
+	limit := r.n.cfg.MaxSnapshotBytes
+	var err error
+	switch {
+	case r.bytes > limit:
+		err = fmt.Errorf("raft: snapshot transfer %s past MaxSnapshotBytes (%d bytes)", r.xfer, limit)
+	case total > 2*int64(min(limit, 1<<61)):
+		err = fmt.Errorf("raft: snapshot transfer %s would take the data staged by all peer sessions to %d bytes, past twice MaxSnapshotBytes (%d bytes)",
+			r.xfer, total, limit)
+	}
+	if err != nil {
 		r.discard()
 		r.n.metrics.dropped(dropSnapTooBig)
-		return fmt.Errorf("raft: snapshot transfer %s past MaxSnapshotBytes (%d bytes)", r.xfer, limit)
 	}
-	return nil
+	return err
+}
+
+// take hands over the staged transfer, no longer counted as staging.
+func (r *peerReader) take() *store.Staged {
+	st := r.staged
+	r.n.staging.Add(-int64(r.bytes))
+	r.staged, r.bytes = nil, 0
+	return st
 }
 
 // current reports whether id names the transfer being staged.
@@ -195,8 +214,7 @@ func (r *peerReader) deliverSnapshot(id transferID, m *pb.Message) error {
 		r.reject(id, "snapshot message of another transfer; dropped")
 		return nil
 	}
-	st := r.staged
-	r.staged = nil
+	st := r.take()
 	md := m.GetSnapshot().GetMetadata()
 	if m.GetType() != pb.MsgSnap || md.GetIndex() != id.index || md.GetTerm() != id.term {
 		st.Discard()
@@ -239,7 +257,6 @@ func (r *peerReader) deliver(in inbound) error {
 
 func (r *peerReader) discard() {
 	if r.staged != nil {
-		r.staged.Discard()
-		r.staged = nil
+		r.take().Discard()
 	}
 }
