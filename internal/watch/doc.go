@@ -6,7 +6,9 @@
 // loop (Publish) with every write of every applied batch, in log order, so
 // any node, a follower too, yields events in commit order. It holds at
 // most Config.HistoryEvents events and Config.HistoryBytes bytes of keys
-// and values; older events are evicted, and a watch from a version whose
+// and values, beyond which only the newest version's events (one write,
+// a transaction's or a lease revoke's) are ever kept, whole; older events
+// are evicted, and a watch from a version whose
 // events are (partly) gone fails with a *CompactedError naming the oldest
 // version still served. The history starts empty when the process starts
 // and after the node installs a snapshot (Reset): versions up to that

@@ -18,12 +18,13 @@ const (
 
 // Config bounds a Hub.
 type Config struct {
-	// HistoryEvents is the most events the history holds. Default
+	// HistoryEvents is the most events the history holds, except that the
+	// newest version's events are kept however many. Default
 	// DefaultHistoryEvents.
 	HistoryEvents int
-	// HistoryBytes is the most bytes of keys and values it holds. Default
-	// DefaultHistoryBytes (64 MiB); the newest event is kept whatever its
-	// size.
+	// HistoryBytes is the most bytes of keys and values it holds, except
+	// that the newest version's events are kept whatever their size.
+	// Default DefaultHistoryBytes (64 MiB).
 	HistoryBytes int
 	// MaxWatchers is the most watchers open at once. Default
 	// DefaultMaxWatchers.
@@ -130,10 +131,19 @@ func (h *Hub) Publish(evs []wire.WatchEvent, applied uint64) {
 // served only while all of its events are held, so oldest moves past the
 // version of every evicted event.
 func (h *Hub) evictLocked() {
-	// The newest event always stays, whatever its size: a caught-up
-	// watcher must get every write, and one of a 1 MiB value under a long
-	// key is more than the smallest history allowed (Validate) holds.
-	for held := len(h.buf) - h.off; held > h.cfg.HistoryEvents || (h.bytes > h.cfg.HistoryBytes && held > 1); held-- {
+	// The newest version always stays whole, whatever its size: a
+	// caught-up watcher must get every write, and one of a 1 MiB value
+	// under a long key is more than the smallest history allowed
+	// (Validate) holds, as are a transaction's writes (up to 64) or a lease
+	// revoke's deletes (up to 1000) against a small HistoryEvents. Evicting
+	// part of it would drop every watcher, caught up or not, and leave that
+	// version to no one.
+	if len(h.buf) == h.off {
+		return
+	}
+	newest := h.buf[len(h.buf)-1].Version
+	for held := len(h.buf) - h.off; (held > h.cfg.HistoryEvents || h.bytes > h.cfg.HistoryBytes) &&
+		h.buf[h.off].Version < newest; held-- {
 		e := &h.buf[h.off]
 		h.bytes -= eventSize(e)
 		h.oldest = max(h.oldest, e.Version+1)
