@@ -84,3 +84,55 @@ func TestLazyDeadline(t *testing.T) {
 		}
 	})
 }
+
+// TestAttemptBound: an attempt's bound inside a GET's lazy deadline makes
+// one timer for the earlier of the two, and tells which one ended it: its
+// own (the node stalled) or the GET's (the GET is out of time, and says
+// so afterwards although its own timer was never made).
+func TestAttemptBound(t *testing.T) {
+	c := &Client{cfg: Config{AttemptTimeout: 20 * time.Millisecond}}
+	start := monoNow()
+	t.Run("own bound first: stalled", func(t *testing.T) {
+		get, gl := withDeadlineLazily(context.Background(), start, time.Hour)
+		defer gl.release()
+		ctx, bound := c.attemptBound(get, monoNow())
+		<-ctx.Done()
+		if !bound.stalled() {
+			t.Fatal("an attempt that ran out of its own bound is not stalled")
+		}
+		bound.release()
+		if get.Err() != nil || gl.made.Load() {
+			t.Fatalf("the GET's context after its attempt stalled: Err %v, timer made %v", get.Err(), gl.made.Load())
+		}
+	})
+	t.Run("the GET's deadline first: not stalled, the GET expired", func(t *testing.T) {
+		get, gl := withDeadlineLazily(context.Background(), start, 10*time.Millisecond)
+		defer gl.release()
+		ctx, bound := c.attemptBound(get, monoNow())
+		<-ctx.Done()
+		if bound.stalled() {
+			t.Fatal("an attempt ended by the GET's deadline counts as stalled")
+		}
+		bound.release()
+		if !errors.Is(get.Err(), context.DeadlineExceeded) {
+			t.Fatalf("the GET's Err after its deadline ended the attempt: %v", get.Err())
+		}
+	})
+	t.Run("caller's cancellation: not stalled", func(t *testing.T) {
+		parent, cancel := context.WithCancel(context.Background())
+		ctx, bound := c.attemptBound(parent, monoNow())
+		done := ctx.Done()
+		cancel()
+		<-done
+		if bound.stalled() {
+			t.Fatal("a cancelled attempt counts as stalled")
+		}
+		bound.release()
+	})
+	t.Run("off", func(t *testing.T) {
+		off := &Client{cfg: Config{AttemptTimeout: -1}}
+		if ctx, bound := off.attemptBound(context.Background(), start); ctx != context.Background() || bound != nil {
+			t.Fatal("bounded with AttemptTimeout off")
+		}
+	})
+}
