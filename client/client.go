@@ -33,6 +33,8 @@ type Client struct {
 	leader  atomic.Pointer[string] // believed leader's address
 	suspect suspects               // nodes that let an attempt time out
 	closed  atomic.Bool
+	life    context.Context // cancelled by Close: ends calls that do not poll closed
+	stop    context.CancelFunc
 	stats   counters
 	readIdx atomic.Uint32 // which endpoint non-leader reads use
 }
@@ -44,6 +46,7 @@ func New(cfg Config) (*Client, error) {
 		return nil, err
 	}
 	c := &Client{cfg: cfg, tr: cfg.Transport, nodes: map[string]*node{}, dialing: map[string]chan struct{}{}}
+	c.life, c.stop = context.WithCancel(context.Background())
 	if c.tr == nil {
 		tr, err := tcp.New(tcp.Config{TLS: cfg.tcpTLS()})
 		if err != nil {
@@ -65,6 +68,7 @@ func (c *Client) Close() error {
 	nodes := c.nodes
 	c.nodes = map[string]*node{}
 	c.mu.Unlock()
+	c.stop()
 	for _, n := range nodes {
 		n.close(ErrClosed)
 	}
@@ -72,6 +76,21 @@ func (c *Client) Close() error {
 		return c.tr.Close()
 	}
 	return nil
+}
+
+// untilClosed is ctx bounded by timeout (none if 0) that also ends when
+// the client closes, for the waits that do not poll closed (a dial, a
+// backup's stream). It costs a registration: not for the per-operation
+// paths.
+func (c *Client) untilClosed(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	var cancel context.CancelFunc
+	if timeout > 0 {
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+	} else {
+		ctx, cancel = context.WithCancel(ctx)
+	}
+	stop := context.AfterFunc(c.life, cancel)
+	return ctx, func() { stop(); cancel() }
 }
 
 // nodeFor returns a live connection to addr, dialing it if needed. Only one
@@ -107,13 +126,15 @@ func (c *Client) nodeForRead(ctx context.Context, addr string) (*node, bool, err
 		c.dialing[addr] = done
 		c.mu.Unlock()
 
-		dctx, cancel := context.WithTimeout(ctx, c.cfg.DialTimeout)
+		dctx, cancel := c.untilClosed(ctx, c.cfg.DialTimeout)
 		n, err := dialNode(dctx, c.tr, addr, nodeOptions{c.cfg.CacheEntries, c.cfg.LeaseDrift, &c.stats.clockSyncs, &c.stats})
 		cancel()
 		c.mu.Lock()
 		delete(c.dialing, addr)
-		if err == nil && c.closed.Load() {
-			n.close(ErrClosed) // Close ran while we dialed
+		if c.closed.Load() { // Close ran while we dialed (and may have ended the dial)
+			if err == nil {
+				n.close(ErrClosed)
+			}
 			n, err = nil, ErrClosed
 		}
 		if err == nil {

@@ -113,8 +113,10 @@ func (c *Config) Validate() error {
 		return errors.New("kvd: client needs at least one endpoint")
 	}
 	for _, e := range c.Endpoints {
-		if e == "" {
-			return errors.New("kvd: empty endpoint")
+		// Both transports dial host:port; a mistyped endpoint (no port,
+		// two joined by a comma) is a configuration error, not an outage.
+		if err := transport.CheckAddr(e); err != nil {
+			return fmt.Errorf("kvd: endpoint: %w", err)
 		}
 	}
 	if c.TLS != nil && c.Transport != nil {

@@ -8,9 +8,10 @@ import (
 )
 
 // KeepAlive keeps lease id alive in the background, as etcd's KeepAlive
-// does, until ctx ends or the lease is lost; Done is closed then, and Err
-// says why (nil if ctx ended, ErrLeaseNotFound if the lease is gone,
-// ErrLeaseExpired if it could not be renewed in time).
+// does, until ctx ends, the lease is lost or the Client is closed; Done is
+// closed then, and Err says why (nil if ctx ended, ErrLeaseNotFound if the
+// lease is gone, ErrLeaseExpired if it could not be renewed in time,
+// ErrClosed if the Client was closed).
 //
 // Validity from the holder's side: a keepalive sent at time s and
 // answered renews the lease until at least s + TTL (raft/lessor.go), so
@@ -51,6 +52,10 @@ func (k *LeaseKeeper) run(ctx context.Context, c *Client, ttl time.Duration) {
 		case <-ctx.Done():
 			t.Stop()
 			return
+		case <-c.life.Done():
+			t.Stop()
+			k.stop(ErrClosed)
+			return
 		case <-t.C:
 		}
 		if !time.Now().Before(k.ValidUntil()) {
@@ -67,7 +72,7 @@ func (k *LeaseKeeper) run(ctx context.Context, c *Client, ttl time.Duration) {
 			k.validUntil = sent.Add(got)
 			k.mu.Unlock()
 			wait = got / 3
-		case errors.Is(err, ErrLeaseNotFound):
+		case errors.Is(err, ErrLeaseNotFound), errors.Is(err, ErrClosed):
 			k.stop(err)
 			return
 		case ctx.Err() != nil:

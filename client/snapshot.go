@@ -37,6 +37,20 @@ type SnapshotInfo struct {
 // is busy with another backup (MaxSnapshotStreams), is moved past before
 // anything was written to w; the first chunk commits the call to its node.
 func (c *Client) Snapshot(ctx context.Context, w io.Writer) (SnapshotInfo, error) {
+	if c.closed.Load() {
+		return SnapshotInfo{}, ErrClosed
+	}
+	// Its stream's connection is its own, which Close does not know of.
+	ctx, cancel := c.untilClosed(ctx, 0)
+	defer cancel()
+	info, err := c.snapshot(ctx, w)
+	if err != nil && c.closed.Load() {
+		err = fmt.Errorf("%w (%w)", ErrClosed, err)
+	}
+	return info, err
+}
+
+func (c *Client) snapshot(ctx context.Context, w io.Writer) (SnapshotInfo, error) {
 	var lastErr error
 	tried := map[string]bool{}
 	queue := c.targets()
