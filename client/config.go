@@ -104,8 +104,11 @@ const (
 	defaultAttemptTimeout = time.Second
 	defaultReadRetries    = 8
 	defaultCacheEntries   = 1 << 16
-	defaultLeaseDrift     = 0.1
 )
+
+// DefaultLeaseDrift is Config.LeaseDrift's default, the same as the
+// servers' (kvd --lease-drift).
+const DefaultLeaseDrift = 0.1
 
 // Validate reports whether c is usable, filling in defaults.
 func (c *Config) Validate() error {
@@ -149,7 +152,7 @@ func (c *Config) Validate() error {
 	case !(c.LeaseDrift >= 0 && c.LeaseDrift <= 0.5): // NaN fails too
 		return fmt.Errorf("kvd: LeaseDrift %v not in [0, 0.5]", c.LeaseDrift)
 	case c.LeaseDrift == 0:
-		c.LeaseDrift = defaultLeaseDrift
+		c.LeaseDrift = DefaultLeaseDrift
 	}
 	return nil
 }

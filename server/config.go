@@ -10,6 +10,7 @@ import (
 
 	"github.com/kvd-project/kvd/internal/table"
 	"github.com/kvd-project/kvd/internal/watch"
+	"github.com/kvd-project/kvd/raft"
 	"github.com/kvd-project/kvd/transport"
 )
 
@@ -185,7 +186,36 @@ func (c *Config) Validate() error {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	// What the raft node will refuse, refused now: before a restore or
+	// anything else writes the data directory.
+	if err := c.raftConfig().Validate(); err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
 	return nil
+}
+
+// raftConfig is the raft node's configuration, without the server's hooks
+// (Applier, OnLease), which Open adds.
+func (c *Config) raftConfig() raft.Config {
+	return raft.Config{
+		ID:            c.ID,
+		Peers:         c.InitialCluster,
+		Join:          c.Join,
+		ClusterToken:  c.InitialClusterToken,
+		DataDir:       c.DataDir,
+		Transport:     c.Transport,
+		TickInterval:  c.TickInterval,
+		LeaseDrift:    c.LeaseDrift,
+		SnapshotCount: c.SnapshotCount,
+		// A cluster's state fits its leader's region (writes without room
+		// are refused), so a transfer this much larger than this node's
+		// is a peer's mistake or attack, not a snapshot: refused before it
+		// fills the disk. Nodes may have regions of different sizes.
+		MaxSnapshotBytes: max(maxSnapshotPerTableByte*uint64(c.TableMem), minMaxSnapshotBytes),
+		LeaseClock:       c.LeaseClock,
+		Registerer:       c.Registerer,
+		Logger:           c.Logger,
+	}
 }
 
 // tableConfig is the table region's shape.

@@ -120,27 +120,9 @@ func (s *Server) start() error {
 	// node delivers meanwhile wait, then land on the rebuilt table.
 	s.tmu.Lock()
 	s.setRebuilding(true)
-	s.node, err = raft.Open(raft.Config{
-		ID:            s.cfg.ID,
-		Peers:         s.cfg.InitialCluster,
-		Join:          s.cfg.Join,
-		ClusterToken:  s.cfg.InitialClusterToken,
-		DataDir:       s.cfg.DataDir,
-		Transport:     s.cfg.Transport,
-		TickInterval:  s.cfg.TickInterval,
-		LeaseDrift:    s.cfg.LeaseDrift,
-		SnapshotCount: s.cfg.SnapshotCount,
-		// A cluster's state fits its leader's region (writes without room
-		// are refused), so a transfer this much larger than this node's
-		// is a peer's mistake or attack, not a snapshot: refused before it
-		// fills the disk. Nodes may have regions of different sizes.
-		MaxSnapshotBytes: max(maxSnapshotPerTableByte*uint64(s.cfg.TableMem), minMaxSnapshotBytes),
-		Applier:          (*applier)(s),
-		OnLease:          s.onLease,
-		LeaseClock:       s.cfg.LeaseClock,
-		Registerer:       s.cfg.Registerer,
-		Logger:           s.log,
-	})
+	rc := s.cfg.raftConfig()
+	rc.Applier, rc.OnLease, rc.Logger = (*applier)(s), s.onLease, s.log
+	s.node, err = raft.Open(rc)
 	if err != nil {
 		s.tmu.Unlock()
 		return fmt.Errorf("server: open raft node: %w", err)

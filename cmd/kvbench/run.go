@@ -29,6 +29,7 @@ type runOptions struct {
 	tableMem                                 cli.Size
 	conns, clientCache, tableInline          int
 	readyTimeout, dialTimeout, attemptTime   time.Duration
+	leaseDrift                               float64
 	tableInlineGrace                         time.Duration
 	requestTimeout                           time.Duration
 	startTLS                                 bool
@@ -68,6 +69,8 @@ func runFlags(o *runOptions) *flag.FlagSet {
 	fs.IntVar(&o.conns, "conns", 4, "client instances (each with its own connections) the workers share")
 	fs.DurationVar(&o.readyTimeout, "ready-timeout", cluster.DefaultReadyTimeout, "with --start-cluster: how long the started cluster may take to serve its first write; also bounds connecting each client instance before the runs")
 	fs.DurationVar(&o.dialTimeout, "dial-timeout", 0, "the clients' DialTimeout (0: the client's default); raise it where connecting is slow (many RDMA client instances in the VM)")
+	fs.Float64Var(&o.leaseDrift, "lease-drift", client.DefaultLeaseDrift,
+		"the servers' --lease-drift, which the clients judge leases by (with --start-cluster, the started nodes get it too)")
 	fs.DurationVar(&o.attemptTime, "attempt-timeout", 0, "the clients' AttemptTimeout (0: the client's default, 1s): it must exceed the slowest healthy PUT, which under emulation (the VM) and many clients can take seconds")
 	fs.DurationVar(&o.requestTimeout, "request-timeout", 0, "the clients' RequestTimeout, the most one operation may take (0: the client's default, 15s)")
 	fs.IntVar(&o.clientCache, "client-cache", 0, "client location cache entries (0: the client's default; -1: off, so every one-sided GET takes 2 round trips)")
@@ -136,6 +139,9 @@ func (o *runOptions) buildSweep() (bench.Sweep, error) {
 	}
 	if mode == bench.Open && len(s.Rates) == 0 {
 		return s, usageError{"--mode open needs --rate"}
+	}
+	if !(o.leaseDrift > 0 && o.leaseDrift <= 0.5) { // NaN fails too
+		return s, usageError{fmt.Sprintf("--lease-drift %v: want a fraction in (0, 0.5]", o.leaseDrift)}
 	}
 	s.Base = bench.Point{
 		Workload: workload.Config{Keys: o.keys, KeySize: o.keySize, Dist: dist, ZipfS: o.zipfS, ScanLength: o.scanLength},
@@ -369,7 +375,7 @@ func (env *runEnv) dial(ctx context.Context, o *runOptions, eps []string) error 
 	env.tr = tr
 	for range max(1, o.conns) {
 		c, err := client.New(client.Config{Endpoints: eps, Transport: tr, CacheEntries: o.clientCache, DialTimeout: o.dialTimeout,
-			AttemptTimeout: o.attemptTime, RequestTimeout: o.requestTimeout})
+			AttemptTimeout: o.attemptTime, RequestTimeout: o.requestTimeout, LeaseDrift: o.leaseDrift})
 		if err != nil {
 			return err
 		}
@@ -420,6 +426,9 @@ func (o *runOptions) kvdArgs() []string {
 	}
 	if o.tableInlineGrace != 0 {
 		args = append(args, "--table-inline-grace", o.tableInlineGrace.String())
+	}
+	if o.leaseDrift != client.DefaultLeaseDrift {
+		args = append(args, "--lease-drift", strconv.FormatFloat(o.leaseDrift, 'g', -1, 64))
 	}
 	return args
 }

@@ -98,6 +98,7 @@ type options struct {
 	scan        scanFlags   // get's range options (scan.go)
 	timeout     time.Duration
 	timeoutSet  bool // --timeout was given (a snapshot save has no default bound)
+	leaseDrift  float64
 }
 
 // versionFlag is --if-version: a version, and whether it was given.
@@ -157,6 +158,8 @@ func parse(args []string, stderr io.Writer) (*options, []string, error) {
 	fs.BoolVar(&o.scan.keysOnly, "keys-only", false, "get --prefix/--from: print the keys, not their values")
 	fs.BoolVar(&o.scan.count, "count", false, "get --prefix/--from: print only the number of keys")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "give up on a command after this long")
+	fs.Float64Var(&o.leaseDrift, "lease-drift", client.DefaultLeaseDrift,
+		"the servers' --lease-drift (the most any clock may run faster than another, a fraction up to 0.5): linearizable one-sided GETs judge the leader's lease by it, so it must not be less than theirs")
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
@@ -179,6 +182,12 @@ func parse(args []string, stderr io.Writer) (*options, []string, error) {
 		return nil, nil, usageError{err.Error()}
 	}
 	fs.Visit(func(f *flag.Flag) { o.timeoutSet = o.timeoutSet || f.Name == "timeout" })
+	if o.timeout <= 0 {
+		return nil, nil, usageError{fmt.Sprintf("--timeout %v: want a positive duration", o.timeout)}
+	}
+	if !(o.leaseDrift > 0 && o.leaseDrift <= 0.5) { // NaN fails too
+		return nil, nil, usageError{fmt.Sprintf("--lease-drift %v: want a fraction in (0, 0.5]", o.leaseDrift)}
+	}
 	if err := o.tls.Files.Check(); err != nil {
 		return nil, nil, usageError{err.Error()}
 	}
@@ -242,7 +251,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		return usageError{"--transport: " + err.Error()}
 	}
 	defer tr.Close()
-	c, err := client.New(client.Config{Endpoints: eps, Transport: tr, Consistency: level})
+	c, err := client.New(client.Config{Endpoints: eps, Transport: tr, Consistency: level, LeaseDrift: o.leaseDrift})
 	if err != nil {
 		return err
 	}

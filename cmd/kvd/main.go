@@ -21,6 +21,7 @@ import (
 	"github.com/kvd-project/kvd/internal/watch"
 	"github.com/kvd-project/kvd/raft"
 	"github.com/kvd-project/kvd/server"
+	"github.com/kvd-project/kvd/transport"
 )
 
 func main() {
@@ -116,6 +117,28 @@ func parseFlags(args []string) (*options, error) {
 	return o, nil
 }
 
+// checkNodeFlags refuses what the server would take in another sense than
+// the operator meant: id 0 (the server would run as node 1), a drift of 0
+// (it would run with the default), and a --listen that cannot be the
+// node's member address when it is one (no --initial-cluster).
+func checkNodeFlags(c *server.Config) error {
+	switch {
+	case c.ID == 0:
+		return errors.New("--id 0: a node's id must be > 0")
+	case c.LeaseDrift == 0:
+		return errors.New("--lease-drift 0: want a fraction in (0, 0.5]; no two clocks run at exactly the same rate")
+	}
+	if _, port, err := net.SplitHostPort(c.Listen); err != nil || port == "" {
+		return fmt.Errorf("--listen %q: want host:port", c.Listen)
+	}
+	if len(c.InitialCluster) == 0 && !c.Join {
+		if err := transport.CheckAddr(c.Listen); err != nil {
+			return fmt.Errorf("--listen %q is this single node's member address, which peers added later dial: %w (or give --initial-cluster)", c.Listen, err)
+		}
+	}
+	return nil
+}
+
 func newLogger(level, format string) (*slog.Logger, error) {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(level)); err != nil {
@@ -171,6 +194,9 @@ func run(args []string) error {
 	// directory: a restore must not run for a node that then refuses its
 	// flags (the directory, no longer empty, would refuse the restore
 	// asked again).
+	if err := checkNodeFlags(&o.cfg); err != nil {
+		return err
+	}
 	if err := o.cfg.Validate(); err != nil {
 		return err
 	}
