@@ -33,6 +33,9 @@ var (
 	ErrValueTooLarge = errors.New("raft: value too large")
 	// ErrMemberExists: AddMember named a node already in the cluster.
 	ErrMemberExists = errors.New("raft: member already exists")
+	// ErrAddrInUse: AddMember named an address another member has; the
+	// new member would never receive what is sent to it.
+	ErrAddrInUse = errors.New("raft: address already in use by another member")
 	// ErrMemberNotFound: the member change named a node not in the cluster.
 	ErrMemberNotFound = errors.New("raft: no such member")
 	// ErrNotLearner: PromoteMember named a voter.

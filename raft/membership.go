@@ -99,6 +99,15 @@ func (l *loop) checkConfChange(cc *pb.ConfChange) error {
 		if voter || learner {
 			return fmt.Errorf("%w: %d", ErrMemberExists, id)
 		}
+		mc, err := decodeMemberContext(cc.GetContext())
+		if err != nil {
+			return err
+		}
+		for _, m := range l.st.Members() {
+			if m.Addr == mc.addr {
+				return fmt.Errorf("%w: %s is member %d's", ErrAddrInUse, mc.addr, m.ID)
+			}
+		}
 	case pb.ConfChangeAddNode:
 		switch {
 		case voter:

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/kvd-project/kvd/internal/wire"
@@ -26,5 +27,34 @@ func TestMemberAddChecksTheAddress(t *testing.T) {
 	req := wire.Request{Op: wire.OpMemberAdd, Key: []byte("9"), Value: []byte("127.0.0.1:9")}
 	if resp := s.handle(ctx, &req); resp.Status != wire.StatusOK {
 		t.Fatalf("member add 9 127.0.0.1:9: status %d %q", resp.Status, resp.Value)
+	}
+}
+
+// TestMemberAddRefusesAnAddressInUse: a member at another member's address
+// would never get what is sent to it (that process drops it as
+// wrong_recipient), so its promotion would hang; refused, as etcd does.
+func TestMemberAddRefusesAnAddressInUse(t *testing.T) {
+	s := floodServer(t, Config{}, tcp.Config{})
+	ctx := context.Background()
+	add := func(id, addr string) wire.Response {
+		req := wire.Request{Op: wire.OpMemberAdd, Key: []byte(id), Value: []byte(addr)}
+		return s.handle(ctx, &req)
+	}
+	if resp := add("9", "127.0.0.1:9"); resp.Status != wire.StatusOK {
+		t.Fatalf("member add 9: status %d %q", resp.Status, resp.Value)
+	}
+	for _, addr := range []string{"127.0.0.1:9"} {
+		if resp := add("10", addr); resp.Status != wire.StatusBadRequest || !strings.Contains(string(resp.Value), "in use") {
+			t.Errorf("member add 10 at %s, another member's: status %d %q, want bad request; members now %+v",
+				addr, resp.Status, resp.Value, s.members())
+		}
+	}
+	// Once 9 is gone its address is free (a node replaced in place).
+	rm := wire.Request{Op: wire.OpMemberRemove, Key: []byte("9")}
+	if resp := s.handle(ctx, &rm); resp.Status != wire.StatusOK {
+		t.Fatalf("member remove 9: status %d %q", resp.Status, resp.Value)
+	}
+	if resp := add("10", "127.0.0.1:9"); resp.Status != wire.StatusOK {
+		t.Fatalf("member add 10 at removed member 9's address: status %d %q", resp.Status, resp.Value)
 	}
 }
