@@ -129,8 +129,9 @@ func noteKeys(u *store.Update, id uint64, changed *[]leaseKeys) error {
 }
 
 // checkLease is the txn State's CheckLease: lease must exist in u and
-// take keys (those already attached to it do not count again).
-func checkLease(u *store.Update, lease uint64, keys [][]byte, onRefuse func(reason string)) error {
+// take keys (those already attached to it do not count again) once the
+// detached keys that are on it have left.
+func checkLease(u *store.Update, lease uint64, keys, detached [][]byte, onRefuse func(reason string)) error {
 	l, ok, err := u.Lease(lease)
 	switch {
 	case err != nil:
@@ -148,7 +149,17 @@ func checkLease(u *store.Update, lease uint64, keys [][]byte, onRefuse func(reas
 			n++
 		}
 	}
-	if l.Keys+n > uint64(maxLeaseKeys) {
+	var freed uint64
+	for _, k := range detached {
+		id, err := u.KeyLease(k)
+		if err != nil {
+			return err
+		}
+		if id == lease {
+			freed++
+		}
+	}
+	if l.Keys+n > uint64(maxLeaseKeys)+freed {
 		onRefuse("max_lease_keys")
 		return fmt.Errorf("%w: lease %d holds %d keys (at most %d)", txn.ErrLeaseFull, lease, l.Keys, maxLeaseKeys)
 	}

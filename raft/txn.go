@@ -92,8 +92,8 @@ func (s *txnState) Delete(key []byte) error {
 	return nil
 }
 
-func (s *txnState) CheckLease(lease uint64, keys [][]byte) error {
-	return checkLease(s.u, lease, keys, s.l.n.metrics.leaseRefused)
+func (s *txnState) CheckLease(lease uint64, keys, detached [][]byte) error {
+	return checkLease(s.u, lease, keys, detached, s.l.n.metrics.leaseRefused)
 }
 
 func (s *txnState) record(w Write) {

@@ -18,9 +18,11 @@ type State interface {
 	// to lease (0: none, and detached from any).
 	Put(key, value []byte, lease uint64) error
 	// CheckLease reports whether attaching keys to lease is allowed (keys
-	// already attached to it do not count again): an error wrapping
-	// ErrLeaseNotFound or ErrLeaseFull if not.
-	CheckLease(lease uint64, keys [][]byte) error
+	// already attached to it do not count again) while the same branch
+	// takes detached off whatever lease they are on (those now on lease
+	// make room): an error wrapping ErrLeaseNotFound or ErrLeaseFull if
+	// not. What counts is the branch's end: its writes apply together.
+	CheckLease(lease uint64, keys, detached [][]byte) error
 	// Delete removes key (absent: nothing to do).
 	Delete(key []byte) error
 }
@@ -119,8 +121,16 @@ func checkLeases(s State, ops []Op) error {
 			keys[ops[i].Lease] = append(keys[ops[i].Lease], ops[i].Key)
 		}
 	}
+	var detached [][]byte
 	for _, id := range sortedKeys(keys) {
-		if err := s.CheckLease(id, keys[id]); err != nil {
+		// The branch's other writes leave their keys off lease id.
+		detached = detached[:0]
+		for i := range ops {
+			if op := &ops[i]; op.Type == Delete || op.Type == Put && op.Lease != id {
+				detached = append(detached, op.Key)
+			}
+		}
+		if err := s.CheckLease(id, keys[id], detached); err != nil {
 			return err
 		}
 	}

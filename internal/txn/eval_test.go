@@ -43,12 +43,17 @@ func (s *mapState) Put(k, v []byte, lease uint64) error {
 	return nil
 }
 
-func (s *mapState) CheckLease(lease uint64, keys [][]byte) error {
+func (s *mapState) CheckLease(lease uint64, keys, detached [][]byte) error {
 	have, ok := s.leases[lease]
 	n := 0
 	for _, k := range keys {
 		if s.leaseOf[string(k)] != lease {
 			n++
+		}
+	}
+	for _, k := range detached {
+		if s.leaseOf[string(k)] == lease {
+			n--
 		}
 	}
 	switch {
