@@ -18,8 +18,8 @@ import (
 )
 
 // EnvName is the environment variable that mirrors flag name:
-// prefix + upper-cased name with dashes as underscores (listen-addr →
-// KVD_LISTEN_ADDR).
+// prefix + upper-cased name with dashes as underscores (table-mem →
+// KVD_TABLE_MEM).
 func EnvName(prefix, name string) string {
 	return prefix + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
 }
@@ -169,8 +169,9 @@ func (f *TransportFlags) Transport(node string) (transport.Transport, error) {
 		if f.RDMAAuthFile != "" || f.RDMAAuthName != "" {
 			return nil, errors.New("--rdma-auth-file and --rdma-auth-name need --transport rdma (over tcp, use TLS)")
 		}
-		if f.RDMATOS != 0 || f.RDMAAckTimeout != 0 {
-			return nil, errors.New("--rdma-tos and --rdma-ack-timeout need --transport rdma")
+		if f.RDMATOS != 0 || f.RDMAAckTimeout != 0 || f.RDMADevice != "" || f.RDMASpin != 0 ||
+			f.RDMAPoll != "" && f.RDMAPoll != "events" {
+			return nil, errors.New("--rdma-device, --rdma-poll, --rdma-spin, --rdma-tos and --rdma-ack-timeout need --transport rdma")
 		}
 		t, err := tcp.New(tcp.Config{Node: node, TLS: f.TLS})
 		if err != nil {

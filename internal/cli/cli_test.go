@@ -88,6 +88,20 @@ func TestRDMATuningFlags(t *testing.T) {
 	if _, err := f.Transport(""); err == nil || !strings.Contains(err.Error(), "need --transport rdma") {
 		t.Fatalf("tcp with RDMA tuning flags = %v", err)
 	}
+	// Every RDMA flag: over tcp it would be ignored, a typo unnoticed.
+	for _, only := range [][]string{{"--rdma-device", "rxe0"}, {"--rdma-poll", "busy"}, {"--rdma-poll", "bogus"}, {"--rdma-spin", "1ms"}} {
+		if tr, err := parse(only...).Transport(""); err == nil || !strings.Contains(err.Error(), "need --transport rdma") {
+			if tr != nil {
+				_ = tr.Close()
+			}
+			t.Errorf("tcp with %v = %v, want a refusal", only, err)
+		}
+	}
+	if tr, err := parse("--rdma-poll", "events").Transport(""); err != nil {
+		t.Errorf("tcp with the default --rdma-poll: %v", err)
+	} else {
+		_ = tr.Close()
+	}
 	for _, bad := range [][]string{{"--rdma-tos", "256"}, {"--rdma-ack-timeout", "3h"}} {
 		f := parse(append([]string{"--transport", "rdma"}, bad...)...)
 		if tr, err := f.Transport(""); !errors.Is(err, rdma.ErrConfig) {
