@@ -181,6 +181,9 @@ func parse(args []string, stderr io.Writer) (*options, []string, error) {
 	if err := cli.ApplyEnv(fs, "KVCTL_"); err != nil {
 		return nil, nil, usageError{err.Error()}
 	}
+	for _, name := range cli.UnknownEnv(fs, "KVCTL_") {
+		fmt.Fprintf(stderr, "kvctl: warning: ignoring %s, which names no flag\n", name)
+	}
 	fs.Visit(func(f *flag.Flag) { o.timeoutSet = o.timeoutSet || f.Name == "timeout" })
 	if o.timeout <= 0 {
 		return nil, nil, usageError{fmt.Sprintf("--timeout %v: want a positive duration", o.timeout)}

@@ -58,6 +58,7 @@ type options struct {
 	logFormat     string
 	faults        bool
 	pprof         bool
+	unknownEnv    []string // KVD_ variables that name no flag
 }
 
 func parseFlags(args []string) (*options, error) {
@@ -105,6 +106,7 @@ func parseFlags(args []string) (*options, error) {
 	if err := cli.ApplyEnv(fs, "KVD_"); err != nil {
 		return nil, err
 	}
+	o.unknownEnv = cli.UnknownEnv(fs, "KVD_")
 	cluster, err := cli.ParseCluster(o.cluster)
 	if err != nil {
 		return nil, fmt.Errorf("--initial-cluster: %w", err)
@@ -162,6 +164,9 @@ func run(args []string) error {
 	log, err := newLogger(o.logLevel, o.logFormat)
 	if err != nil {
 		return err
+	}
+	for _, name := range o.unknownEnv {
+		log.Warn("ignoring an environment variable that names no flag", "variable", name)
 	}
 	if o.cfg.DataDir == "" {
 		return errors.New("--data-dir is required")

@@ -45,6 +45,24 @@ func ApplyEnv(fs *flag.FlagSet, prefix string) error {
 	return err
 }
 
+// UnknownEnv lists the environment variables that start with prefix but
+// mirror no flag of fs (a misspelt KVD_TABLE_MEMORY, say), sorted, for the
+// caller to warn of: as etcd does, they are not an error, but silently
+// ignoring one hides a setting the operator believes is in force.
+func UnknownEnv(fs *flag.FlagSet, prefix string) []string {
+	known := map[string]bool{}
+	fs.VisitAll(func(f *flag.Flag) { known[EnvName(prefix, f.Name)] = true })
+	var out []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, prefix) && !known[name] {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 // Size is a byte count flag accepting plain numbers and KiB/MiB/GiB (or
 // K/M/G, KB/MB/GB as binary multiples) suffixes.
 type Size int64

@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"flag"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -110,5 +111,18 @@ func TestRDMATuningFlags(t *testing.T) {
 			}
 			t.Errorf("%v: Transport = %v, want rdma.ErrConfig", bad, err)
 		}
+	}
+}
+
+func TestUnknownEnv(t *testing.T) {
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	fs.String("table-mem", "", "")
+	t.Setenv("KVX_TABLE_MEM", "1")
+	t.Setenv("KVX_TABLE_MEMORY", "1")
+	t.Setenv("KVX_ZZ", "1")
+	t.Setenv("OTHER_TABLE_MEMORY", "1")
+	got := UnknownEnv(fs, "KVX_")
+	if want := []string{"KVX_TABLE_MEMORY", "KVX_ZZ"}; !slices.Equal(got, want) {
+		t.Fatalf("UnknownEnv = %q, want %q", got, want)
 	}
 }
