@@ -54,6 +54,9 @@ func New(cfg Config) (*Client, error) {
 		}
 		c.tr, c.ownTr = tr, true
 	}
+	if cfg.AttemptTimeout > 0 {
+		go c.watchStalls()
+	}
 	return c, nil
 }
 

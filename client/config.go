@@ -71,6 +71,10 @@ type Config struct {
 	// DELETE, which the silent node may still apply, fails with
 	// ErrUnavailable ("maybe applied") without being retried. Until the node
 	// answers again the client sends leader-bound requests elsewhere first.
+	// One-sided GETs have no timer each: a watchdog closes the connection
+	// of a node that has answered none of them for AttemptTimeout while
+	// some were waiting (noticed within 1.5 AttemptTimeouts; stall.go),
+	// and the GETs retry at the next node.
 	// It must exceed the slowest healthy answer (a PUT under load, a
 	// ReadIndex GET). Membership changes are exempt: promoting a learner
 	// waits for it to catch up. Default 1s; negative disables it.

@@ -37,12 +37,6 @@ type lazyDeadline struct {
 	real     context.Context
 	cancel   context.CancelFunc
 	escaped  atomic.Bool // Value was called: something may keep this context
-	// An attempt's bound (attemptBound) inside a GET's lazyDeadline: its
-	// timer stands for both, so it tells the GET's when the GET's deadline
-	// was the one that ended it.
-	outer   *lazyDeadline // the GET's, if its deadline went into real
-	own     bool          // real's deadline is this bound's, not outer's
-	expired atomic.Bool   // the deadline passed (told by an inner bound)
 }
 
 var lazyPool = sync.Pool{New: func() any { return new(lazyDeadline) }}
@@ -59,46 +53,17 @@ func withDeadlineLazily(ctx context.Context, start mono, timeout time.Duration) 
 	return l, l
 }
 
-// attemptBound bounds one attempt of a one-sided read at one node by
-// AttemptTimeout from start, as attempt does for an RPC, so that a node
-// that stalls (frozen, cut off, its READs unanswered) costs a GET that
-// long and not its whole deadline. It is a lazyDeadline: no timer unless
-// the attempt waits. It returns ctx and nil if AttemptTimeout is off.
-// Release the bound when the attempt ends; stalled first tells whether it
-// ran out.
-func (c *Client) attemptBound(ctx context.Context, start mono) (context.Context, *lazyDeadline) {
-	if c.cfg.AttemptTimeout <= 0 {
-		return ctx, nil
-	}
-	l := lazyPool.Get().(*lazyDeadline)
-	l.parent, l.start, l.timeout = ctx, start, c.cfg.AttemptTimeout
-	return l, l
-}
-
-// stalled reports whether the bound ran out (not the GET's deadline, nor
-// the caller's).
-func (l *lazyDeadline) stalled() bool {
-	return l != nil && l.made.Load() && l.own && l.real.Err() == context.DeadlineExceeded && l.parent.Err() == nil
-}
-
 // release ends the context: it stops the timer if one was made, and pools
-// the context unless something may still refer to it. A nil l is a no-op.
+// the context unless something may still refer to it.
 func (l *lazyDeadline) release() {
-	if l == nil {
-		return
-	}
 	if l.made.Load() {
-		if l.outer != nil && !l.own && l.real.Err() == context.DeadlineExceeded {
-			l.outer.expired.Store(true)
-		}
 		l.cancel()
 	}
 	if l.escaped.Load() {
 		return
 	}
 	l.made.Store(false)
-	l.expired.Store(false)
-	l.parent, l.real, l.cancel, l.deadline, l.outer, l.own = nil, nil, nil, time.Time{}, nil, false
+	l.parent, l.real, l.cancel, l.deadline = nil, nil, nil, time.Time{}
 	lazyPool.Put(l)
 }
 
@@ -110,30 +75,10 @@ func (l *lazyDeadline) timed() context.Context {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.made.Load() {
-		parent, d := l.parent, l.deadlineLocked()
-		l.own = true
-		if pl, ok := parent.(*lazyDeadline); ok {
-			// An attempt's bound within a GET's: one timer, on the caller's
-			// context, for the earlier deadline (the GET's bound outlives
-			// every attempt). A real context derived from a lazyDeadline
-			// would need a goroutine to follow it.
-			parent = pl.parentOrReal()
-			if pd, _ := pl.Deadline(); pd.Before(d) {
-				d, l.outer, l.own = pd, pl, false
-			}
-		}
-		l.real, l.cancel = context.WithDeadline(parent, d)
+		l.real, l.cancel = context.WithDeadline(l.parent, l.deadlineLocked())
 		l.made.Store(true)
 	}
 	return l.real
-}
-
-// parentOrReal is the real context if it was made, else the parent.
-func (l *lazyDeadline) parentOrReal() context.Context {
-	if l.made.Load() {
-		return l.real
-	}
-	return l.parent
 }
 
 // deadlineLocked turns start+timeout into a time.Time, once (the start is
@@ -149,12 +94,8 @@ func (l *lazyDeadline) deadlineLocked() time.Time {
 
 func (l *lazyDeadline) Deadline() (time.Time, bool) {
 	l.mu.Lock()
-	d := l.deadlineLocked()
-	l.mu.Unlock()
-	if pd, ok := l.parent.Deadline(); ok && pd.Before(d) { // an attempt's parent
-		return pd, true
-	}
-	return d, true
+	defer l.mu.Unlock()
+	return l.deadlineLocked(), true
 }
 
 // Done makes the timer (once) and returns its channel.
@@ -163,9 +104,6 @@ func (l *lazyDeadline) Done() <-chan struct{} { return l.timed().Done() }
 func (l *lazyDeadline) Err() error {
 	if l.made.Load() {
 		return l.real.Err()
-	}
-	if l.expired.Load() {
-		return context.DeadlineExceeded
 	}
 	return l.parent.Err()
 }

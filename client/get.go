@@ -134,7 +134,20 @@ func (c *Client) readOneSided(ctx context.Context, dst, key []byte, level Consis
 			c.rotateRead()
 			continue
 		}
-		res, stalled, err := c.tryOneSided(ctx, n, dst, key, needLease, dialed, start, s)
+		if needLease {
+			if n.clock.age(start) > clockMaxAge {
+				_ = n.syncClock(ctx) // idle: a fresh bound first (on failure the read says why)
+				dialed = true        // waited: start afresh
+			} else {
+				n.maybeRefreshClock(start)
+			}
+		}
+		if dialed {
+			start = monoNow()
+		}
+		n.attempts.begin()
+		res, err := n.getOneSided(ctx, dst, key, needLease, start, s)
+		n.attempts.end()
 		if err == nil {
 			return res, nil
 		}
@@ -143,11 +156,6 @@ func (c *Client) readOneSided(ctx context.Context, dst, key []byte, level Consis
 		switch {
 		case ctx.Err() != nil:
 			return res, ctx.Err()
-		case stalled:
-			// No answer within AttemptTimeout: the node is marked suspect
-			// and, if it was the leader, forgotten, so this GET's next
-			// attempt and later GETs go elsewhere until it answers again.
-			c.dropNode(n, context.DeadlineExceeded)
 		case errors.Is(err, errGeometry):
 			// The region was rebuilt (or reformatted): re-read its header
 			// on the same connection; only if that fails, reconnect.
@@ -170,32 +178,6 @@ func (c *Client) readOneSided(ctx context.Context, dst, key []byte, level Consis
 		}
 	}
 	return readResult{}, lastErr
-}
-
-// tryOneSided is one attempt of the one-sided protocol at n, bounded by
-// AttemptTimeout (attemptBound); stalled reports that the bound ran out
-// while ctx did not. start is as readOneSided's; dialed says the attempt
-// waited for a dial first.
-func (c *Client) tryOneSided(ctx context.Context, n *node, dst, key []byte, needLease, dialed bool, start mono, s *getScratch) (res readResult, stalled bool, err error) {
-	base := start
-	if dialed {
-		base = monoNow() // the dial had a bound of its own
-	}
-	ctx, bound := c.attemptBound(ctx, base)
-	defer bound.release()
-	if needLease {
-		if n.clock.age(start) > clockMaxAge {
-			_ = n.syncClock(ctx) // idle: a fresh bound first (on failure the read says why)
-			dialed = true        // waited: start afresh
-		} else {
-			n.maybeRefreshClock(start)
-		}
-	}
-	if dialed {
-		start = monoNow()
-	}
-	res, err = n.getOneSided(ctx, dst, key, needLease, start, s)
-	return res, bound.stalled(), err
 }
 
 func isProtocolRetry(err error) bool {

@@ -142,13 +142,8 @@ func (c *Client) batchOneSided(ctx context.Context, keys [][]byte, out []Result,
 	if err != nil {
 		return 0
 	}
-	ctx, bound := c.attemptBound(ctx, monoNow())
-	defer func() {
-		if bound.stalled() {
-			c.dropNode(n, context.DeadlineExceeded) // the keys are read elsewhere, one by one
-		}
-		bound.release()
-	}()
+	n.attempts.begin()
+	defer n.attempts.end()
 	if needLease {
 		if now := monoNow(); n.clock.age(now) > clockMaxAge {
 			_ = n.syncClock(ctx)

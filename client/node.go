@@ -30,6 +30,7 @@ type node struct {
 	broken  chan struct{}
 
 	cache    locationCache
+	attempts attempts  // one-sided attempts, for the stall watchdog (stall.go)
 	clock    nodeClock // bounds the server's clock, to judge its lease
 	counters *counters // the client's, for READs made outside a GET (nil in some tests)
 }

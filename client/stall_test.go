@@ -42,13 +42,22 @@ func (f *freezingTransport) Dial(ctx context.Context, addr string) (transport.Co
 	if err != nil {
 		return nil, err
 	}
-	return &freezingConn{Conn: conn, f: f, addr: addr}, nil
+	return &freezingConn{Conn: conn, f: f, addr: addr, closed: make(chan struct{})}, nil
 }
 
+// freezingConn's frozen READs end, as a real connection's do, when it is
+// closed.
 type freezingConn struct {
 	transport.Conn
-	f    *freezingTransport
-	addr string
+	f      *freezingTransport
+	addr   string
+	once   sync.Once
+	closed chan struct{}
+}
+
+func (c *freezingConn) Close() error {
+	c.once.Do(func() { close(c.closed) })
+	return c.Conn.Close()
 }
 
 func (c *freezingConn) Send(ctx context.Context, msg []byte) error {
@@ -60,8 +69,12 @@ func (c *freezingConn) Send(ctx context.Context, msg []byte) error {
 
 func (c *freezingConn) Read(ctx context.Context, ops []transport.ReadOp) error {
 	if c.f.isFrozen(c.addr) {
-		<-ctx.Done()
-		return ctx.Err()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-c.closed:
+			return transport.ErrClosed
+		}
 	}
 	return c.Conn.Read(ctx, ops)
 }
