@@ -559,7 +559,7 @@ func TestAdmissionTerm(t *testing.T) {
 	if err != nil {
 		t.Fatalf("admitted in the current term: %v", err)
 	}
-	for _, other := range []uint64{term - 1, term + 1} {
+	for _, other := range []uint64{term - 1, term + 1, NotAdmitted} {
 		if _, err := lead.Put(WithAdmissionTerm(ctxT(t), other), []byte("k"), []byte("stale")); !errors.Is(err, ErrProposalDropped) {
 			t.Fatalf("admitted in term %d, proposed in %d: %v; want ErrProposalDropped", other, term, err)
 		}

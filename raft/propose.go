@@ -88,6 +88,12 @@ func WithAdmissionTerm(ctx context.Context, term uint64) context.Context {
 	return context.WithValue(ctx, admissionKey{}, term)
 }
 
+// NotAdmitted, given to WithAdmissionTerm, marks a write its caller did not
+// admit because the node was not the leader when it looked: should the
+// node lead by the time the write reaches the loop, it is dropped
+// (ErrProposalDropped) rather than proposed without the caller's checks.
+const NotAdmitted = ^uint64(0)
+
 func admissionTerm(ctx context.Context) uint64 {
 	t, _ := ctx.Value(admissionKey{}).(uint64)
 	return t

@@ -43,7 +43,7 @@ func (a *applier) Apply(ws []raft.Write) {
 
 func (s *Server) applyLocked(version uint64, key, value []byte, deleted bool) {
 	if deleted {
-		delete(s.missing, string(key))
+		s.forgetMissing(string(key))
 		if _, err := s.tbl.Delete(key); err != nil {
 			s.log.Error("table delete failed", "err", err)
 		}
@@ -51,7 +51,7 @@ func (s *Server) applyLocked(version uint64, key, value []byte, deleted bool) {
 	}
 	err := s.tbl.Put(key, value, version)
 	if err == nil {
-		delete(s.missing, string(key))
+		s.forgetMissing(string(key))
 		return
 	}
 	// The write is durable and committed, but the region cannot hold it
@@ -63,8 +63,25 @@ func (s *Server) applyLocked(version uint64, key, value []byte, deleted bool) {
 	s.log.Warn("table cannot hold an applied write; region marked incomplete until repaired",
 		"key_len", len(key), "value_len", len(value), "err", err)
 	s.tbl.Evict(key) // flags the region; the old value's record dead at once, its slot kept for a grace period
-	s.missing[string(key)] = struct{}{}
+	s.noteMissing(key, len(value))
 	s.compactLocked() // if free space is cut up, the repair finds it whole a grace period from now
+}
+
+// noteMissing remembers key, whose value is valueLen bytes, as applied but
+// not in the region. Admission counts the room its record needs
+// (reserveLocked): a fresh region of the same size must hold it too.
+func (s *Server) noteMissing(key []byte, valueLen int) {
+	n := table.RecordLen(len(key), valueLen)
+	s.missingBytes += n - s.missing[string(key)] // noted again: the new length
+	s.missing[string(key)] = n
+}
+
+// forgetMissing drops key from the missing keys, if it is one.
+func (s *Server) forgetMissing(key string) {
+	if n, ok := s.missing[key]; ok {
+		s.missingBytes -= n
+		delete(s.missing, key)
+	}
 }
 
 // maybeCompleteLocked clears the incomplete flag once nothing is missing.
@@ -131,6 +148,7 @@ func (s *Server) rebuildLocked() error {
 	s.waitLocked(s.tbl.PendingClearsIn(), "the old contents' slots to clear")
 	s.waitLocked(s.tbl.ArenaLimboClearsIn(), "the arenas' limbo to drain")
 	clear(s.missing)
+	s.missingBytes = 0
 	forEach := s.node.ForEach
 	if s.testForEach != nil {
 		forEach = s.testForEach
@@ -139,7 +157,7 @@ func (s *Server) rebuildLocked() error {
 	err := forEach(func(key, value []byte, version uint64) error {
 		err := s.tbl.Put(key, value, version)
 		if errors.Is(err, table.ErrNoSpace) {
-			s.missing[string(key)] = struct{}{}
+			s.noteMissing(key, len(value))
 			return nil
 		}
 		return err

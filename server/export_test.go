@@ -109,5 +109,14 @@ func MissKey(s *Server, key []byte) {
 	s.tmu.Lock()
 	defer s.tmu.Unlock()
 	s.tbl.Evict(key)
-	s.missing[string(key)] = struct{}{}
+	missLocked(s, key)
+}
+
+// missLocked notes key as missing, with its value's length from Pebble.
+func missLocked(s *Server, key []byte) {
+	value, _, _, err := s.node.Get(key)
+	if err != nil {
+		panic(err)
+	}
+	s.noteMissing(key, len(value))
 }

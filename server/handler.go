@@ -278,6 +278,11 @@ func (s *Server) put(ctx context.Context, key, value []byte) wire.Response {
 			s.tmu.Unlock()
 		}()
 		ctx = s.admitted(st.Term)
+	} else {
+		// Not admitted: should the node lead by the time the write reaches
+		// its raft loop, the write is dropped (the client retries) rather
+		// than proposed with no room reserved.
+		ctx = raft.WithAdmissionTerm(ctx, raft.NotAdmitted)
 	}
 	version, err := s.node.Put(ctx, key, value)
 	if err != nil {

@@ -86,12 +86,12 @@ func (s *Server) repairLocked() {
 			// slot, if still kept (table.Evict), goes now, as that
 			// batch's delete will make it go.
 			s.tbl.Delete([]byte(k))
-			delete(s.missing, k)
+			s.forgetMissing(k)
 			continue
 		}
 		switch err := s.tbl.Put([]byte(k), value, version); {
 		case err == nil:
-			delete(s.missing, k)
+			s.forgetMissing(k)
 			placed = true
 		case errors.Is(err, table.ErrNoSpace):
 			need += table.RecordLen(len(k), len(value))

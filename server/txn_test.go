@@ -144,7 +144,7 @@ func dropFromRegion(s *Server, key string) {
 	if _, err := s.tbl.Delete([]byte(key)); err != nil {
 		panic(err)
 	}
-	s.missing[key] = struct{}{}
+	missLocked(s, []byte(key))
 }
 
 // TestPebbleAheadWaitsForTransaction: while Pebble holds a transaction's
