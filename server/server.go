@@ -34,9 +34,9 @@ type Server struct {
 	// repairs) and the RPC reads that must see it at a batch boundary.
 	tmu           sync.Mutex
 	tbl           *table.Table
-	missing       map[string]uint64   // applied keys the region could not hold: their records' lengths
-	missingBytes  uint64              // the sum of missing's lengths (reserveLocked counts them)
-	rebuildFailed bool                // the region is partial until a rebuild succeeds
+	missing       map[string]uint64 // applied keys the region could not hold: their records' lengths
+	missingBytes  uint64            // the sum of missing's lengths (reserveLocked counts them)
+	rebuildFailed bool              // the region is partial until a rebuild succeeds
 	// Repair passes that placed nothing and compacted nothing, in a row;
 	// how many of them bring a repack; the table's Compacted count at the
 	// last pass (repair.go).
