@@ -31,7 +31,7 @@ func TestGetManyCluster(t *testing.T) {
 	// may be judged too slow for its lease and its keys read one by one,
 	// so the count is taken from the best of a few tries: the point is that
 	// an undisturbed GetMany takes 8.
-	var reads, sends uint64
+	var reads, sends int64
 	for try := 0; try < 5; try++ {
 		r0, s0 := ct.reads.Load(), ct.sends.Load()
 		res, err := c.GetMany(ctx, keys)
