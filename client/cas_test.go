@@ -19,7 +19,7 @@ func clusterClient(t *testing.T) *client.Client {
 	t.Helper()
 	nodes := kvdtest.StartCluster(t, 1, kvdtest.Options{})
 	kvdtest.WaitLeader(t, nodes, 10*time.Second)
-	c, err := client.New(client.Config{Endpoints: kvdtest.Endpoints(nodes)})
+	c, err := client.New(client.Config{Endpoints: kvdtest.Endpoints(nodes), AttemptTimeout: 10 * time.Second, RequestTimeout: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

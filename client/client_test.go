@@ -59,7 +59,7 @@ func newCountingClient(t *testing.T, eps []string) (*client.Client, *countingTra
 		t.Fatal(err)
 	}
 	ct := &countingTransport{Transport: tr}
-	c, err := client.New(client.Config{Endpoints: eps, Transport: ct})
+	c, err := client.New(client.Config{Endpoints: eps, Transport: ct, AttemptTimeout: 10 * time.Second, RequestTimeout: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

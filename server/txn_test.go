@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kvd-project/kvd/client"
 	"github.com/kvd-project/kvd/internal/table"
@@ -42,7 +43,7 @@ func oneSidedView(mem, key []byte) string {
 
 func txnClient(t *testing.T, s *Server) *client.Client {
 	t.Helper()
-	c, err := client.New(client.Config{Endpoints: []string{s.Addr()}})
+	c, err := client.New(client.Config{Endpoints: []string{s.Addr()}, AttemptTimeout: 10 * time.Second, RequestTimeout: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
