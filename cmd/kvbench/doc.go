@@ -5,6 +5,8 @@
 //	kvbench baseline-tcp [flags]   TCP request/response ping-pong over loopback
 //	kvbench perftest [flags]       parse or run perftest (ib_read_lat, ib_send_lat)
 //	kvbench report [flags] FILE... merge result files into one report with plots
+//	kvbench floor [flags]          the cheapest replicated PUT here (bench/floor):
+//	                               3 bare processes, a floor under kvd's PUT CPU
 //
 // Every flag can also be set through an environment variable: KVBENCH_
 // plus the flag name in upper case with dashes as underscores

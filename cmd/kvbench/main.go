@@ -19,6 +19,8 @@ commands:
   baseline-tcp  raw TCP request/response round trips over loopback
   perftest      parse perftest output files, or run ib_read_lat/ib_send_lat on a device
   report        merge result JSON files (or console logs) into markdown, CSV and plots
+  floor         the cheapest replicated PUT on this machine: 3 bare processes that
+                only batch, replicate, fdatasync and reply (a floor under kvd's PUT CPU)
 
 'kvbench <command> -h' lists a command's flags.
 `
@@ -60,6 +62,10 @@ func dispatch(ctx context.Context, args []string) error {
 		return perftestCmd(ctx, args[1:])
 	case "report":
 		return reportCmd(args[1:])
+	case "floor":
+		return floorCmd(ctx, args[1:])
+	case "floor-node":
+		return floorNodeCmd(ctx, args[1:])
 	case "help", "-h", "--help":
 		fmt.Print(usage)
 		return nil

@@ -1,0 +1,85 @@
+package floor
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+)
+
+// NodeArgs are the arguments of one node process, for RunNode.
+func NodeArgs(leader bool, log string, followers []string, sync bool) []string {
+	return []string{
+		fmt.Sprintf("--leader=%t", leader),
+		"--log", log,
+		"--followers", strings.Join(followers, ","),
+		fmt.Sprintf("--sync=%t", sync),
+	}
+}
+
+// RunNode is a node process's body: it listens on a loopback port, prints
+// the address as its first line on out, and serves until ctx ends or its
+// connections fail.
+func RunNode(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("floor node", flag.ContinueOnError)
+	leader := fs.Bool("leader", false, "lead (else follow)")
+	logPath := fs.String("log", "", "log file")
+	followers := fs.String("followers", "", "followers' addresses, comma-separated (leader)")
+	sync := fs.Bool("sync", true, "fdatasync every batch")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *logPath == "" {
+		return fmt.Errorf("%w: --log is required", ErrConfig)
+	}
+	log, err := OpenLog(*logPath, *sync)
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	go func() {
+		<-ctx.Done()
+		ln.Close()
+	}()
+	defer ln.Close()
+	if !*leader {
+		fmt.Fprintln(out, ln.Addr())
+		c, err := ln.Accept()
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		return Follow(c, log)
+	}
+	var conns []net.Conn
+	for _, a := range strings.Split(*followers, ",") {
+		if a == "" {
+			continue
+		}
+		c, err := net.Dial("tcp", a)
+		if err != nil {
+			return err
+		}
+		conns = append(conns, c)
+	}
+	l := NewLeader(log, conns)
+	defer l.Close()
+	fmt.Fprintln(out, ln.Addr())
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				l.Close()
+				return
+			}
+			go l.ServeClient(c)
+		}
+	}()
+	return l.Serve()
+}
