@@ -161,6 +161,10 @@ kvb open --mode open --rate "$rates" --clients 64 --mix 95/5 --consistency linea
 # Many client instances: each of 64 clients has its own connections.
 kvb instances --series tcp-64inst --keys "$inst_keys" --conns "$inst_clients" --clients "$inst_clients" \
 	--duration "$inst_dur" --value-size 256 --mix put,get --consistency linearizable --baseline=false
+# The floor under that point's PUT CPU (bench/floor): bare processes that
+# only batch, replicate, fdatasync and reply, in the same shape.
+log floor
+"$BIN/kvbench" floor --clients "$inst_clients" --duration "$inst_dur" >"$work/floor.txt" || failed+=(floor)
 
 shopt -s nullglob
 inputs=("$work"/*.json)
@@ -205,7 +209,7 @@ stage=$work/report
 if "$BIN/kvbench" report --out "$stage" --require-series "$required" -w table "${inputs[@]}" &&
 	[ ${#failed[@]} -eq 0 ]; then
 	mkdir -p "$OUT"
-	cp -f "$stage"/* "$OUT"/
+	cp -f "$stage"/* "$work/floor.txt" "$OUT"/
 	rmdir "$keep" 2>/dev/null || rm -rf "$keep"
 	log "done in $(($(date +%s) - start))s; see $OUT/results.md"
 	exit 0

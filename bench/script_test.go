@@ -49,6 +49,7 @@ run)
 	sed "s/SERIES/$series/g" "$FAKE_TEMPLATE" >"$json"
 	;;
 report) exec "$REAL_KVBENCH" report "$@" ;;
+floor) echo "floor: canned" ;;
 *) exit 2 ;;
 esac
 `
@@ -209,6 +210,9 @@ func TestBenchScript(t *testing.T) {
 					t.Errorf("stderr does not say the results were kept:\n%s", stderr.String())
 				}
 				return
+			}
+			if fl, err := os.ReadFile(filepath.Join(out, "floor.txt")); err != nil || string(fl) != "floor: canned\n" {
+				t.Errorf("results lack the floor run: %q, %v", fl, err)
 			}
 			for _, s := range []string{"| tcp |", "| tcp-64inst |", "| tcp+tls |"} {
 				if !bytes.Contains(md, []byte(s)) {
