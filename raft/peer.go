@@ -201,6 +201,23 @@ func (ps *peerSet) remove(id uint64) {
 	}
 }
 
+// known returns the ids of the members this node sends to or serves a
+// session of.
+func (ps *peerSet) known() []uint64 {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	ids := make([]uint64, 0, len(ps.peers)+len(ps.sessions))
+	for id := range ps.peers {
+		ids = append(ids, id)
+	}
+	for id := range ps.sessions {
+		if _, ok := ps.peers[id]; !ok {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
 // addSession registers a served connection from member id. ServePeer
 // registers a session before it checks membership, and the loop updates
 // the membership before it calls remove: so either the check sees the

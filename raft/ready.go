@@ -262,6 +262,15 @@ func (l *loop) afterCommit() {
 		for _, m := range l.st.Members() {
 			l.n.setAddr(m.ID, m.Addr)
 		}
+		if sc.installd {
+			// A snapshot's membership may lack members this node never saw
+			// removed (their removal is among the entries it replaces).
+			for _, id := range l.n.peers.known() {
+				if !slices.Contains(sc.removed, id) && !l.n.isMember(id) {
+					sc.removed = append(sc.removed, id)
+				}
+			}
+		}
 		for _, id := range sc.removed {
 			l.n.forgetPeer(id)
 		}
