@@ -93,7 +93,12 @@ type RestoreConfig struct {
 	DataDir      string // must be missing or empty
 	Index        uint64 // the backup's applied index
 	FromCluster  uint64 // the id of the cluster the backup came from (0: unknown)
-	Logger       *slog.Logger
+	// Backup is the backup's checksum (its trailer): the new cluster's id
+	// depends on it (restoredClusterID), so members restored from
+	// different backups refuse each other. Empty: the id is the token's
+	// and members' alone.
+	Backup []byte
+	Logger *slog.Logger
 }
 
 // Validate checks c.
@@ -127,8 +132,9 @@ func Restore(cfg RestoreConfig, fill func(add func(key, value []byte, version ui
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	id := clusterIDFor(cfg.ClusterToken, cfg.Peers)
-	if id == cfg.FromCluster {
+	base := clusterIDFor(cfg.ClusterToken, cfg.Peers)
+	id := restoredClusterID(base, cfg.Backup)
+	if base == cfg.FromCluster || id == cfg.FromCluster {
 		return fmt.Errorf("%w (%016x): give the new cluster its own --initial-cluster-token", ErrSameCluster, id)
 	}
 	if err := checkNotRestoring(cfg.DataDir); err != nil {
@@ -159,6 +165,11 @@ func Restore(cfg RestoreConfig, fill func(add func(key, value []byte, version ui
 			removeContents(cfg.DataDir) // the marker last: a crash in between leaves it
 		}
 	}()
+	if len(cfg.Backup) > 0 {
+		if err := st.SetRestoredFrom(cfg.Backup); err != nil {
+			return fmt.Errorf("raft: restore: record the backup: %w", err)
+		}
+	}
 	if err := st.SetClusterID(id); err != nil {
 		return fmt.Errorf("raft: restore: record cluster id: %w", err)
 	}

@@ -82,6 +82,28 @@ func clusterIDFor(token string, peers map[uint64]string) uint64 {
 	return id
 }
 
+// restoredClusterID is the id of a cluster restored (Restore) from the
+// backup whose checksum is sum, for the id base its token and members
+// derive: every member restored from that backup computes the same id, and
+// members restored from different backups (a state each, at an index each)
+// get different ones and refuse each other's sessions. Without the backup in
+// the id, raft would take their snapshots at (index, RestoreTerm) for one
+// log and the members would serve different states for good. An empty sum
+// (not restored) leaves base as it is.
+func restoredClusterID(base uint64, sum []byte) uint64 {
+	if len(sum) == 0 {
+		return base
+	}
+	h := sha256.New()
+	h.Write(binary.LittleEndian.AppendUint64(nil, base))
+	h.Write(sum)
+	id := binary.LittleEndian.Uint64(h.Sum(nil))
+	if id == 0 {
+		id = 1
+	}
+	return id
+}
+
 // identity is the node's cluster id as the peer code uses it: known from
 // Open on, except on a joining node that has yet to learn it.
 type identity struct {
@@ -110,6 +132,11 @@ func (n *Node) initIdentity() error {
 		return nil
 	}
 	want := clusterIDFor(cfg.ClusterToken, cfg.Peers)
+	sum, err := st.RestoredFrom()
+	if err != nil {
+		return fmt.Errorf("raft: read the backup this node was restored from: %w", err)
+	}
+	want = restoredClusterID(want, sum)
 	switch {
 	case stored == 0:
 		if err := st.SetClusterID(want); err != nil {

@@ -33,7 +33,7 @@ func (s *Server) restore() error {
 	}
 	err = raft.Restore(raft.RestoreConfig{
 		ID: s.cfg.ID, Peers: s.cfg.InitialCluster, ClusterToken: s.cfg.InitialClusterToken,
-		DataDir: s.cfg.DataDir, Index: h.Index, FromCluster: h.Cluster, Logger: s.log,
+		DataDir: s.cfg.DataDir, Index: h.Index, FromCluster: h.Cluster, Backup: sum, Logger: s.log,
 	}, func(add func(key, value []byte, version uint64) error) error {
 		for {
 			rec, err := r.Next()

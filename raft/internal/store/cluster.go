@@ -59,3 +59,24 @@ func (s *Store) NumMembers() int {
 	defer s.mu.Unlock()
 	return len(s.members)
 }
+
+// SetRestoredFrom records, durably, the checksum of the backup a restore
+// filled this store from (raft.Restore): the cluster id of a restored
+// cluster depends on it, so members restored from different backups refuse
+// each other instead of mixing two states.
+func (s *Store) SetRestoredFrom(sum []byte) error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	if err, _ := s.guard(func() error { return s.db.Set(keyRestored, sum, pebble.Sync) }); err != nil {
+		return err
+	}
+	return nil
+}
+
+// RestoredFrom is the checksum SetRestoredFrom recorded (nil: the store was
+// not restored from a backup).
+func (s *Store) RestoredFrom() ([]byte, error) {
+	raw, _, err := s.getRaw(keyRestored)
+	return raw, err
+}

@@ -22,6 +22,7 @@ var (
 	keyTrunc     = []byte("mtrunc")
 	keyGen       = []byte("mgen")
 	keyClusterID = []byte("mcluster")
+	keyRestored  = []byte("mrestored")
 
 	logStart    = []byte{prefixLog}
 	logEnd      = []byte{prefixLog + 1}
