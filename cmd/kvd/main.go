@@ -177,7 +177,9 @@ func run(args []string) error {
 	if o.faults && o.metricsListen == "" {
 		return errors.New("--enable-fault-injection needs --metrics-listen")
 	}
-	if err := os.MkdirAll(o.cfg.DataDir, 0o755); err != nil {
+	// The data directory holds every key and value, as a backup does
+	// (kvctl writes those 0600): only kvd's user may enter a new one.
+	if err := os.MkdirAll(o.cfg.DataDir, 0o700); err != nil {
 		return &failure{err}
 	}
 	stopTLS, err := setupTLS(o, log)
