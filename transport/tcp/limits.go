@@ -231,11 +231,21 @@ func (c *conn) limitFail(reason string, why error) {
 	}
 }
 
-// report tells the listener's hook, if c was accepted, that c was closed
-// for reason.
+// report tells the listener's hook that c was closed for reason: the
+// listener that accepted c, or for a connection this transport dialed (a
+// node's raft traffic to its peers goes out on those) its first listener,
+// the node's own.
 func (c *conn) report(reason string, err error) {
-	if c.ln != nil {
-		c.ln.report(reason, c.remote, err)
+	ln := c.ln
+	if ln == nil {
+		c.t.mu.Lock()
+		if len(c.t.listeners) > 0 {
+			ln = c.t.listeners[0]
+		}
+		c.t.mu.Unlock()
+	}
+	if ln != nil {
+		ln.report(reason, c.remote, err)
 	}
 }
 
