@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -31,6 +32,14 @@ func (s *Server) restore() error {
 	if err != nil {
 		return fmt.Errorf("server: restore %s: %w", path, err)
 	}
+	// The file is opened again: it must still be the one checked (a backup
+	// job may have renamed a newer one over it), or its records would go in
+	// under the checked header's index.
+	errChanged := fmt.Errorf("server: restore %s: %w: the file changed since it was checked (sha256 %x); restore from a file nothing writes to",
+		path, backup.ErrChecksum, sum)
+	if r.Header() != h {
+		return errChanged
+	}
 	err = raft.Restore(raft.RestoreConfig{
 		ID: s.cfg.ID, Peers: s.cfg.InitialCluster, ClusterToken: s.cfg.InitialClusterToken,
 		DataDir: s.cfg.DataDir, Index: h.Index, FromCluster: h.Cluster, Backup: sum, Logger: s.log,
@@ -38,7 +47,10 @@ func (s *Server) restore() error {
 		for {
 			rec, err := r.Next()
 			if errors.Is(err, io.EOF) {
-				return nil // the trailer checked out again
+				if !bytes.Equal(r.Sum(), sum) {
+					return errChanged
+				}
+				return nil // the trailer checked out again, the same as before
 			}
 			if err != nil {
 				return err
