@@ -228,13 +228,14 @@ func (wc *watchConn) sendRound(ctx context.Context) (sent, ok bool) {
 		wc.val = wire.AppendWatchMessage(wc.val[:0], &wire.WatchMessage{Events: wc.evs})
 		clear(wc.evs)
 		wc.s.metrics.watchEvents.Add(float64(len(wc.evs)))
+		events := len(wc.evs) > 0 // before shrink, which may drop wc.evs
 		ok := wc.send(ctx, wire.Response{Op: wire.OpWatch, ID: id, Version: progress, Value: wc.val})
 		wc.shrink()
 		if !ok {
 			return sent, false
 		}
 		w.told, w.toldAt = progress, time.Now()
-		sent = sent || len(wc.evs) > 0
+		sent = sent || events
 	}
 	return sent, true
 }
