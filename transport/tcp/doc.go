@@ -66,7 +66,8 @@
 // path sets no socket deadline. Every refusal and every connection closed
 // for breaking a limit is reported to the listener's refusal hook
 // (Limits.SetRefusalHook) with a reason (ReasonMaxConns, ...), for a server
-// to count and log.
+// to count and log; a connection the Transport dialed is reported to its
+// first listener's.
 //
 // Closing either end, or a socket error, fails pending and later operations
 // on both ends with errors wrapping transport.ErrClosed. Messages that had
