@@ -7,6 +7,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
+// SetProgressEvery sets how often idle watches are told their progress
+// (and a watch connection's ticker runs), for servers started after it,
+// until restore is called.
+func SetProgressEvery(d time.Duration) (restore func()) {
+	old := progressEvery
+	progressEvery = d
+	return func() { progressEvery = old }
+}
+
 // HoldTable takes the table lock, as a long repair pass, a rebuild or a
 // metrics scrape would, and returns its release. For tests.
 func HoldTable(s *Server) (release func()) {

@@ -102,8 +102,9 @@ type connWatch struct {
 // progressEvery is how often at most a watch whose key sees no events is
 // told how far its stream is complete (an empty message): its client
 // then resumes a broken stream from there, not from its last event, which
-// the history may have evicted long ago on a busy node.
-const progressEvery = time.Second
+// the history may have evicted long ago on a busy node. A variable only so
+// that a test can make it long (SetProgressEvery).
+var progressEvery = time.Second
 
 // startWatchConn starts serving conn's watches until ctx ends.
 func (s *Server) startWatchConn(ctx context.Context, conn transport.Conn, budget *connBudget, slow *sync.Once) *watchConn {

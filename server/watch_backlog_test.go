@@ -8,13 +8,16 @@ import (
 
 	"github.com/kvd-project/kvd/client"
 	"github.com/kvd-project/kvd/internal/kvdtest"
+	"github.com/kvd-project/kvd/server"
 )
 
 // TestWatchBacklogNotPaced: a watch from an earlier version whose history
 // holds more events than one message carries (wire.MaxWatchEvents, 1000)
-// gets them back to back, not one message per progress tick (1 s) while
-// nothing new is written.
+// gets them back to back, not one message per progress tick while nothing
+// new is written. The tick is made an hour long: a backlog paced by it
+// never arrives within collect's timeout.
 func TestWatchBacklogNotPaced(t *testing.T) {
+	defer server.SetProgressEvery(time.Hour)()
 	nodes := kvdtest.StartCluster(t, 1, kvdtest.Options{})
 	kvdtest.WaitLeader(t, nodes, 10*time.Second)
 	c := newClient(t, kvdtest.Endpoints(nodes), client.Linearizable)
@@ -36,9 +39,5 @@ func TestWatchBacklogNotPaced(t *testing.T) {
 		}
 		n += len(ops)
 	}
-	start := time.Now()
 	collect(t, c.Watch(ctx, []byte("w/"), client.WithPrefix(), client.WithFromVersion(v0+1)), n, 20*time.Second)
-	if d := time.Since(start); d > 1500*time.Millisecond {
-		t.Fatalf("%d events of history took %v to arrive (nothing else written meanwhile)", n, d.Round(time.Millisecond))
-	}
 }
