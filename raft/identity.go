@@ -57,6 +57,31 @@ const maxClusterToken = 256
 // configuration describes.
 var ErrClusterMismatch = errors.New("raft: data directory belongs to another cluster")
 
+// ErrNodeMismatch: the node's data directory belongs to another member of
+// the cluster than its configured id (two nodes' directories swapped, or a
+// copy of one node's directory started as another): its log, term and vote
+// are that member's, and raft's safety rests on each member's vote being
+// its own.
+var ErrNodeMismatch = errors.New("raft: data directory belongs to another member")
+
+// checkNodeID records the node's id in a store that has none (new, or from
+// before ids were recorded) and refuses a store that belongs to another id.
+func (n *Node) checkNodeID() error {
+	stored, err := n.store.NodeID()
+	switch {
+	case err != nil:
+		return fmt.Errorf("raft: read the member id this data directory belongs to: %w", err)
+	case stored == 0:
+		if err := n.store.SetNodeID(n.cfg.ID); err != nil {
+			return fmt.Errorf("raft: record the member id: %w", err)
+		}
+	case stored != n.cfg.ID:
+		return fmt.Errorf("%w: %s holds the data of member %d, but this node is member %d: start member %d from its own data directory",
+			ErrNodeMismatch, n.cfg.DataDir, stored, n.cfg.ID, n.cfg.ID)
+	}
+	return nil
+}
+
 // clusterIDFor derives a new cluster's id from its token and initial members
 // (id and address of each, in id order): every initial member computes the
 // same id. It is never 0, which hellos use for "no cluster".
@@ -194,6 +219,9 @@ func describePeers(peers map[uint64]string) string {
 // loop is built, since building it may bootstrap the cluster: the id is on
 // disk before the first entry is.
 func newClusterLoop(n *Node) (*loop, error) {
+	if err := n.checkNodeID(); err != nil {
+		return nil, err
+	}
 	if err := n.initIdentity(); err != nil {
 		return nil, err
 	}

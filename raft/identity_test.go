@@ -95,6 +95,20 @@ func TestRestartWithWrongCluster(t *testing.T) {
 			t.Log(err)
 		})
 	}
+	// Another member's id on this member's data: the cluster is right, the
+	// member is not (two nodes' directories swapped).
+	for _, join := range []bool{false, true} {
+		t.Run(fmt.Sprintf("another member's id, join %t", join), func(t *testing.T) {
+			n, err := open(func(cfg *Config) { cfg.ID, cfg.Join = 2, join })
+			if err == nil {
+				n.Close()
+				t.Fatal("member 2 started from member 1's data directory")
+			}
+			if !errors.Is(err, ErrNodeMismatch) || !strings.Contains(err.Error(), "data of member 1") {
+				t.Fatalf("err = %v; want ErrNodeMismatch naming member 1", err)
+			}
+		})
+	}
 	// Join takes the stored id as it is; so do the original settings.
 	for _, f := range []func(cfg *Config){
 		func(cfg *Config) { cfg.Join, cfg.ClusterToken = true, "ignored when joining" },

@@ -43,6 +43,28 @@ func (s *Store) SetClusterID(id uint64) error {
 	return nil
 }
 
+// NodeID is the member id this store was first opened as (SetNodeID), 0 if
+// none was recorded (a new store, or one from before ids were recorded).
+func (s *Store) NodeID() (uint64, error) {
+	raw, ok, err := s.getRaw(keyNodeID)
+	if err != nil || !ok {
+		return 0, err
+	}
+	return decodeU64(raw)
+}
+
+// SetNodeID records id as the member this store belongs to, durably. The
+// caller checks NodeID first: a store is one member's for life.
+func (s *Store) SetNodeID(id uint64) error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	if err, _ := s.guard(func() error { return s.db.Set(keyNodeID, encodeU64(id), pebble.Sync) }); err != nil {
+		return err
+	}
+	return nil
+}
+
 // Member returns id's entry in the address book as of Applied.
 func (s *Store) Member(id uint64) (Member, bool) {
 	s.mu.Lock()

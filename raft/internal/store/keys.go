@@ -23,6 +23,7 @@ var (
 	keyGen       = []byte("mgen")
 	keyClusterID = []byte("mcluster")
 	keyRestored  = []byte("mrestored")
+	keyNodeID    = []byte("mnode")
 
 	logStart    = []byte{prefixLog}
 	logEnd      = []byte{prefixLog + 1}
