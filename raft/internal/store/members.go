@@ -44,17 +44,23 @@ func EncodeMembers(ms []Member) []byte {
 	return b
 }
 
+// minMemberLen is the least a member takes in EncodeMembers' form: a
+// one-byte id, a one-byte record length and the learner flag.
+const minMemberLen = 3
+
 // DecodeMembers reverses EncodeMembers. Empty input is an empty book.
 func DecodeMembers(b []byte) ([]Member, error) {
 	if len(b) == 0 {
 		return nil, nil
 	}
 	n, k := binary.Uvarint(b)
-	if k <= 0 || n > uint64(len(b)) {
+	// Every member takes at least minMemberLen bytes: the count is checked
+	// against what the bytes can hold before it sizes anything.
+	if k <= 0 || n > uint64(len(b)-k)/minMemberLen {
 		return nil, fmt.Errorf("%w: member list header", ErrCorrupt)
 	}
 	b = b[k:]
-	ms := make([]Member, 0, n)
+	ms := make([]Member, 0, min(n, 16)) // a cluster has a few: grown as they decode
 	for range n {
 		id, k := binary.Uvarint(b)
 		if k <= 0 {
