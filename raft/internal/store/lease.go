@@ -236,6 +236,7 @@ func (st *Staged) AddLease(key, raw []byte) error {
 		return st.s.fault.err()
 	}
 	st.keyBuf = append(leaseGenPrefix(st.gen), key...)
+	st.note(st.keyBuf)
 	if err := st.b.Set(st.keyBuf, raw, nil); err != nil {
 		return err
 	}
