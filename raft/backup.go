@@ -84,6 +84,13 @@ func (v *View) Close() {
 	}
 }
 
+// maxRestoreIndex (= backup.MaxIndex) bounds the index Restore starts a
+// cluster at: half of maxPeerIndex, so that the restored cluster's log has
+// room to grow. At maxPeerIndex itself the leader's first entry is past
+// what every follower's filter takes (checkAppend), and the cluster never
+// commits.
+const maxRestoreIndex = maxPeerIndex / 2
+
 // RestoreConfig configures Restore: the new cluster as its members are
 // started (the same values their Config will have).
 type RestoreConfig struct {
@@ -109,8 +116,8 @@ func (c RestoreConfig) Validate() error {
 		return fmt.Errorf("%w: restore: node %d must be one of the initial members", ErrConfig, c.ID)
 	case c.DataDir == "":
 		return fmt.Errorf("%w: restore: DataDir is required", ErrConfig)
-	case c.Index == 0 || c.Index > maxPeerIndex:
-		return fmt.Errorf("%w: restore: backup index %d (1..%d)", ErrConfig, c.Index, uint64(maxPeerIndex))
+	case c.Index == 0 || c.Index > maxRestoreIndex:
+		return fmt.Errorf("%w: restore: backup index %d (1..%d)", ErrConfig, c.Index, uint64(maxRestoreIndex))
 	case len(c.ClusterToken) > maxClusterToken:
 		return fmt.Errorf("%w: restore: ClusterToken of %d bytes (at most %d)", ErrConfig, len(c.ClusterToken), maxClusterToken)
 	}

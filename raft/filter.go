@@ -90,7 +90,7 @@ var peerTypes = map[pb.MessageType]bool{
 // errDropped is what checkPeerMessage's error wraps.
 var errDropped = errors.New("raft: peer message dropped")
 
-// maxPeerIndex (= backup.MaxIndex, a restore's limit) bounds every log
+// maxPeerIndex (twice backup.MaxIndex, a restore's limit) bounds every log
 // index a peer may name (a message's index,
 // commit and reject hint, its entries', a snapshot's). raft computes
 // index+1 unchecked (restoring a snapshot at MaxUint64 makes its unstable

@@ -10,8 +10,8 @@
 //	trailer = SHA-256 of every byte before it                      (32 bytes)
 //
 // All integers are little-endian. index is the applied Raft index the state
-// was read at, 1..MaxIndex (2^62, the largest index kvd's peers may name:
-// a cluster restored at a larger one could elect no leader); keys is the number of records; cluster is the id of the
+// was read at, 1..MaxIndex (2^61, half the largest index kvd's peers may
+// name, so that a restored cluster's log has room to grow); keys is the number of records; cluster is the id of the
 // cluster it came from (a restore refuses to make a cluster with that id
 // again: the new cluster must be told apart from the old). Records are in strictly
 // increasing key order (a key at most once), with 1 <= keyLen <=

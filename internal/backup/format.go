@@ -22,10 +22,13 @@ const (
 	MaxRecordLen = recordHead + MaxKeyLen + MaxValueLen
 )
 
-// MaxIndex bounds a backup's index: the largest log index kvd's peers may
-// name (raft refuses messages beyond it), so a cluster restored at a
-// larger one could elect no leader, and one near 2^64 wraps the log.
-const MaxIndex = 1 << 62
+// MaxIndex bounds a backup's index: half the largest log index kvd's
+// peers may name (2^62; raft refuses messages beyond it), so that the
+// cluster restored from it has room to grow its log. A cluster restored
+// at a larger one could elect no leader, one near 2^64 wraps the log, and
+// one at 2^62 itself elects a leader whose first entry no follower takes:
+// it commits nothing.
+const MaxIndex = 1 << 61
 
 // Errors. A reader's errors wrap one of them.
 var (
