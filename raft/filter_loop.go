@@ -42,7 +42,8 @@ func admitState(m *pb.Message, rn *etcdraft.RawNode, last, commit uint64) (dropR
 			return "", nil // raft's commit index is at least that already
 		}
 		if c > last {
-			return dropBeyondLog, fmt.Errorf("%w: heartbeat commits %d, the log ends at %d", errDropped, c, last)
+			return dropBeyondLog, fmt.Errorf("%w: heartbeat commits %d, the log ends at %d "+
+				"(if this node's data directory was lost or replaced, remove the member and add it again)", errDropped, c, last)
 		}
 		if rn.HasReady() {
 			// raft's log may be shorter than the store's here; its commit

@@ -238,6 +238,7 @@ func (l *loop) step(in inbound) {
 	if l.inVoteGrace(t) {
 		return
 	}
+	l.noteLostLog(in.msg)
 	if err := l.rn.Step(in.msg); err != nil {
 		l.n.log.Debug("raft step failed", "type", t.String(), "from", in.msg.GetFrom(), "err", err)
 	}

@@ -23,6 +23,9 @@ type metrics struct {
 	// limit (max_leases, max_lease_keys).
 	leasesExpired prometheus.Counter
 	leaseRefusals *prometheus.CounterVec
+	// followerDataLost counts a follower's append rejections showing it
+	// lost entries it had acknowledged (lostlog.go).
+	followerDataLost prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -42,6 +45,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		committed:     counter("kvd_raft_proposals_committed_total", "Local proposals committed and applied."),
 		failed:        counter("kvd_raft_proposals_failed_total", "Local proposals that failed (dropped, leadership lost, stopped)."),
 		leaderChanges: counter("kvd_raft_leader_changes_total", "Times the known leader changed."),
+		followerDataLost: counter("kvd_raft_follower_data_lost_total",
+			"On the leader: append rejections from a follower whose log ends below an index it acknowledged (its data directory was lost or replaced)."),
 		syncDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "kvd_raft_sync_duration_seconds",
 			Help:    "Duration of the synced Pebble batch written per raft Ready.",
@@ -92,7 +97,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 func (m *metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.term, m.leaderID, m.isLeader, m.commit, m.applied, m.leaseValid,
 		m.committed, m.failed, m.leaderChanges, m.syncDuration, m.proposalBatch, m.peerRefused, m.peerDropped,
-		m.leasesExpired, m.leaseRefusals}
+		m.leasesExpired, m.leaseRefusals, m.followerDataLost}
 }
 
 // unregister removes the series so a reopened node can register again.
