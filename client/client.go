@@ -207,9 +207,15 @@ func (c *Client) leaderCall(ctx context.Context, req *wire.Request, idempotent b
 	backoff := minBackoff
 	var lastErr error
 	// A write returns at its first attempt that may have been applied, so
-	// when it gets here every attempt provably had no effect, and the last
-	// error says so (it wraps ErrNotApplied); it also names its node.
+	// when it fails here every attempt before the last provably had no
+	// effect, and so did the last if notApplied(lastErr): then the error
+	// wraps ErrNotApplied. The last error alone does not always say so (a
+	// NotLeaderError is a refusal before proposing, but does not wrap
+	// ErrNotApplied). It also names its node.
 	fail := func(cause error) error {
+		if !idempotent && lastErr != nil && notApplied(lastErr) && !errors.Is(lastErr, ErrNotApplied) {
+			return fmt.Errorf("%w: %w: %w (last error: %w)", ErrUnavailable, ErrNotApplied, cause, lastErr)
+		}
 		return fmt.Errorf("%w: %w (last error: %w)", ErrUnavailable, cause, lastErr)
 	}
 	for {
