@@ -65,8 +65,18 @@ func NewSession(ctx context.Context, c *client.Client, cfg Config) (*Session, er
 	if err != nil {
 		return nil, err
 	}
+	// The keeper outlives ctx, but its first renewal is part of this call:
+	// ctx ends that too.
 	kctx, cancel := context.WithCancel(context.Background())
+	stop := context.AfterFunc(ctx, cancel)
 	k, err := c.KeepAlive(kctx, id)
+	if !stop() {
+		cancel()
+		if err == nil {
+			<-k.Done()
+		}
+		return nil, fmt.Errorf("concurrency: new session: %w", ctx.Err())
+	}
 	if err != nil {
 		cancel()
 		return nil, err
