@@ -79,7 +79,10 @@ func (c *Client) PutVersion(ctx context.Context, key, value []byte, opts ...Writ
 	if err != nil {
 		return 0, err
 	}
-	return version, r.check(key, o.ifVersion)
+	if err := r.check(key, o.ifVersion); err != nil {
+		return 0, err // applied nothing: no version
+	}
+	return version, nil
 }
 
 // Delete removes key. It returns ErrNotFound if the key did not exist. Like
