@@ -217,7 +217,7 @@ func (c *Client) dropNode(n *node, err error) {
 	if l := c.leader.Load(); l != nil && *l == n.addr {
 		c.setLeader("")
 	}
-	if errors.Is(err, context.DeadlineExceeded) {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, errStalled) {
 		c.markSuspect(n.addr)
 	}
 	c.rotateRead()

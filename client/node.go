@@ -154,8 +154,8 @@ func (n *node) forget(id uint64) {
 }
 
 func (n *node) wrapErr(err error) error {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return err
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrUnavailable) {
+		return err // a context's, or already says unavailable (and names the node)
 	}
 	return fmt.Errorf("%w: %s: %w", ErrUnavailable, n.addr, err)
 }

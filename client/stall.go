@@ -1,7 +1,7 @@
 package client
 
 import (
-	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -52,8 +52,11 @@ func (a *attempts) stalled(now mono, limit time.Duration) bool {
 	return now.sub(a.since) > limit
 }
 
-// errStalled is why the watchdog closed a node's connection.
-var errStalled = fmt.Errorf("%w: no one-sided READ answered within the attempt timeout", context.DeadlineExceeded)
+// errStalled is why the watchdog closed a node's connection. It is a
+// timeout of the node's, not of any caller's context, so it does not wrap
+// context.DeadlineExceeded: callers test that for their own deadline (the
+// client's own checks for a timed-out node test errStalled too).
+var errStalled = errors.New("no one-sided READ answered within the attempt timeout")
 
 // watchStalls is the watchdog: it runs until the client closes.
 func (c *Client) watchStalls() {

@@ -67,7 +67,7 @@ func (c *Client) probe(addr string) {
 		r := req
 		_, err := c.callAt(ctx, addr, &r)
 		cancel()
-		if !errors.Is(err, context.DeadlineExceeded) {
+		if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, errStalled) {
 			return
 		}
 	}
