@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"strconv"
@@ -226,18 +227,24 @@ func (c cmID) resolveAddr(src, ip net.IP, port int, timeout time.Duration) error
 		}
 		srcp = (*C.struct_sockaddr)(unsafe.Pointer(&sss))
 	}
-	ms := C.int(timeout / time.Millisecond)
-	if rc, err := C.rdma_resolve_addr(c.id, srcp, (*C.struct_sockaddr)(unsafe.Pointer(&ss)), ms); rc != 0 {
+	if rc, err := C.rdma_resolve_addr(c.id, srcp, (*C.struct_sockaddr)(unsafe.Pointer(&ss)), timeoutMS(timeout)); rc != 0 {
 		return fmt.Errorf("rdma: rdma_resolve_addr: %w", errnoOr(err))
 	}
 	return nil
 }
 
 func (c cmID) resolveRoute(timeout time.Duration) error {
-	if rc, err := C.rdma_resolve_route(c.id, C.int(timeout/time.Millisecond)); rc != 0 {
+	if rc, err := C.rdma_resolve_route(c.id, timeoutMS(timeout)); rc != 0 {
 		return fmt.Errorf("rdma: rdma_resolve_route: %w", errnoOr(err))
 	}
 	return nil
+}
+
+// timeoutMS converts a resolution timeout for librdmacm's int milliseconds:
+// Config.ResolveTimeout has no upper bound, and from 2^31 ms (24.8 days) on
+// the plain conversion wraps to a negative timeout.
+func timeoutMS(d time.Duration) C.int {
+	return C.int(min(d/time.Millisecond, math.MaxInt32))
 }
 
 func (c cmID) bind(ip net.IP, port int) error {
