@@ -94,11 +94,13 @@ func (c *conn) rxMaxMessage() int {
 
 // view is the connection as this end sees it (see authView).
 func (c *conn) view(dialed bool) authView {
-	local, remote := c.cm.localAddr(), c.cm.peerAddr()
+	// From what setup recorded, not from the id and the queue pair: the
+	// connection may fail, and teardown free them, at any time.
+	local, remote := c.local, c.remote
 	if dialed {
-		return authView{dialer: local, acceptor: remote, dialerQPN: c.qp.num(), acceptorQPN: c.auth.remoteQPN}
+		return authView{dialer: local, acceptor: remote, dialerQPN: c.qpn, acceptorQPN: c.auth.remoteQPN}
 	}
-	return authView{dialer: remote, acceptor: local, dialerQPN: c.auth.remoteQPN, acceptorQPN: c.qp.num()}
+	return authView{dialer: remote, acceptor: local, dialerQPN: c.auth.remoteQPN, acceptorQPN: c.qpn}
 }
 
 // AuthIdentity is who the peer proved to be (zero without Auth).

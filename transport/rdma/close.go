@@ -77,6 +77,11 @@ func (c *conn) Close() error {
 // event channel.
 func (c *conn) teardown() {
 	c.settleFailed()
+	// Wait out a step of setup in progress (dial, request) and stop later
+	// ones: the id and the queue pair are freed below.
+	c.setupMu.Lock()
+	c.torn = true
+	c.setupMu.Unlock()
 	if c.cm.valid() && c.connected.Load() {
 		c.cm.disconnect()
 	}

@@ -84,6 +84,19 @@ type conn struct {
 	connected  atomic.Bool
 	closeOnce  sync.Once
 
+	// setupMu is held by the goroutine setting the connection up (dial,
+	// listener.request) across each step that creates or uses the id, the
+	// queue pair or the connection's memory (step). The connection is
+	// reachable before setup ends (Transport.Close and the poller see it
+	// once addConn has run, the authentication timer once startAuth has),
+	// so teardown may start meanwhile: it sets torn under setupMu before it
+	// disconnects or frees anything, and the setting-up goroutine fails at
+	// its next step instead of using what teardown frees.
+	setupMu sync.Mutex
+	torn    bool
+	local   string // local address, as the id saw it when connected
+	qpn     uint32 // the queue pair's number
+
 	memMu sync.RWMutex
 	freed bool
 
@@ -150,12 +163,27 @@ func wrID(conn uint32, kind int, seq uint8, idx int) uint64 {
 	return uint64(conn)<<32 | uint64(kind)<<24 | uint64(seq)<<16 | uint64(idx)
 }
 
+// step runs f, a step of setting c up, unless teardown has begun.
+func (c *conn) step(f func() error) error {
+	c.setupMu.Lock()
+	defer c.setupMu.Unlock()
+	if c.torn {
+		return c.closedErr()
+	}
+	return f()
+}
+
 func (c *conn) hello() hello {
 	return hello{ctl: ctlBuffers, bufSize: c.cfg.BufSize, recvBuffers: c.cfg.RecvBuffers,
 		credits: c.cfg.Credits, maxMessage: c.cfg.MaxMessage}
 }
 
-func newConn(t *Transport, id cmID, ch *eventChannel) *conn {
+func newConn(t *Transport, id cmID, ch *eventChannel) (*conn, error) {
+	// Balanced at the end of teardown. Refused once Close has stopped
+	// waiting for connections (it then frees the PD and the CQs).
+	if !t.connStarted() {
+		return nil, errClosedTransport
+	}
 	cfg := t.cfg
 	c := &conn{
 		t: t, cm: id, ch: ch, cfg: cfg,
@@ -171,7 +199,6 @@ func newConn(t *Transport, id cmID, ch *eventChannel) *conn {
 		done:      make(chan struct{}),
 	}
 	c.asmr.init(cfg.RecvBuffers)
-	t.connStarted() // balanced at the end of teardown
 	for i := range c.slots {
 		c.slots[i].done = make(chan struct{}, 1)
 		c.freeSlots <- i
@@ -183,12 +210,12 @@ func newConn(t *Transport, id cmID, ch *eventChannel) *conn {
 		c.ctlFree = append(c.ctlFree, uint16(i))
 	}
 	c.sq = newSendQueue(cfg.SendBuffers, ctlBuffers, cfg.SignalEvery)
-	return c
+	return c, nil
 }
 
 // setup allocates and registers the connection's memory, creates its queue
 // pair on id and posts every receive buffer. On error the caller tears c
-// down.
+// down. It runs as a step (c.step).
 func (c *conn) setup() error {
 	cfg := c.cfg
 	c.sendAt = c.nRecv * cfg.BufSize
@@ -223,6 +250,7 @@ func (c *conn) setup() error {
 	if c.qp, c.maxInline, err = c.cm.createQP(c.t.pd, c.cq.h, sendWR, recvWR, max(cfg.MaxInline, 0)); err != nil {
 		return err
 	}
+	c.qpn = c.qp.num()
 	if cfg.MaxInline < 0 {
 		c.maxInline = 0
 	}
@@ -233,9 +261,10 @@ func (c *conn) setup() error {
 	return c.postRecvs(idx)
 }
 
-// connect applies the peer's parameters. (A message the peer sends before
-// this, which the dialing side may receive, cannot return credits: we have
-// sent nothing. received checks that against granted, zero until now.)
+// connect applies the peer's parameters; it reads the id, so it runs in a
+// step. (A message the peer sends before this, which the dialing side may
+// receive, cannot return credits: we have sent nothing. received checks
+// that against granted, zero until now.)
 func (c *conn) connect(peer hello) {
 	c.mu.Lock()
 	c.granted = peer.granted()
@@ -246,6 +275,7 @@ func (c *conn) connect(peer hello) {
 	c.fragSize = min(c.cfg.BufSize, peer.bufSize) - headerSize
 	c.maxMsg = min(c.cfg.MaxMessage, peer.maxMessage)
 	c.remote = c.cm.peerAddr()
+	c.local = c.cm.localAddr()
 }
 
 func (c *conn) recvBuf(i int) []byte {

@@ -35,7 +35,13 @@ func (t *Transport) dial(ctx context.Context, addr string) (*conn, error) {
 		ch.destroy()
 		return nil, err
 	}
-	c := newConn(t, id, ch)
+	c, err := newConn(t, id, ch)
+	if err != nil {
+		id.destroy()
+		ch.wakeUp()
+		ch.destroy()
+		return nil, err
+	}
 	c.initAuth()
 	if err := c.dial(ctx, ip, port); err != nil {
 		c.fail(err)
@@ -81,10 +87,14 @@ func (c *conn) dial(ctx context.Context, ip net.IP, port int) error {
 	if _, err := c.ch.expect(ctx, evRouteResolved, "resolve route"); err != nil {
 		return err
 	}
-	if err := c.setup(); err != nil {
+	// From setup on, c is reachable (Transport.Close, the poller): each
+	// use of the id and the queue pair is a step, which teardown waits out.
+	if err := c.step(c.setup); err != nil {
 		return err
 	}
-	if err := c.cm.connect(c.hello().encode(), c.t.attr.maxRdAtom, c.t.attr.maxInitRdAtom, c.cfg.RetryCount); err != nil {
+	if err := c.step(func() error {
+		return c.cm.connect(c.hello().encode(), c.t.attr.maxRdAtom, c.t.attr.maxInitRdAtom, c.cfg.RetryCount)
+	}); err != nil {
 		return err
 	}
 	ev, err := c.ch.expect(ctx, evConnectResp, "connect")
@@ -94,17 +104,24 @@ func (c *conn) dial(ctx context.Context, ip net.IP, port int) error {
 	if err := ctx.Err(); err != nil {
 		return err // ended while the connection came up: Dial fails
 	}
-	// Remote access as initialAccess says (none until the listener proves
-	// itself, with Auth); librdmacm would have granted everything.
-	if c.auth.remoteQPN, err = c.cm.establish(c.qp, c.initialAccess(), c.cfg.RetryCount); err != nil {
+	if err := c.step(func() error {
+		// Remote access as initialAccess says (none until the listener
+		// proves itself, with Auth); librdmacm would have granted
+		// everything.
+		var err error
+		if c.auth.remoteQPN, err = c.cm.establish(c.qp, c.initialAccess(), c.cfg.RetryCount); err != nil {
+			return err
+		}
+		c.connected.Store(true)
+		peer, err := parseHello(ev.pdata)
+		if err != nil {
+			return err
+		}
+		c.connect(peer)
+		return nil
+	}); err != nil {
 		return err
 	}
-	c.connected.Store(true)
-	peer, err := parseHello(ev.pdata)
-	if err != nil {
-		return err
-	}
-	c.connect(peer)
 	c.auth.offer, c.auth.offered = parseOffer(ev.pdata)
 	return nil
 }
@@ -248,29 +265,45 @@ func (l *listener) request(ev cmEvent) {
 		ch.destroy()
 		return
 	}
-	c := newConn(l.t, ev.id, ch)
+	c, err := newConn(l.t, ev.id, ch)
+	if err != nil {
+		ev.id.reject()
+		ev.id.destroy()
+		ch.wakeUp()
+		ch.destroy()
+		return
+	}
 	c.initAuth()
 	// With Auth: admission (a bounded number of unauthenticated
 	// connections), the offer for the accept, the deadline.
 	pdata, err := l.startAuth(c)
-	if err == nil {
-		// The ACK timeout is the id's own: set it before the QP's RTS.
-		err = ev.id.setOptions(-1, l.t.cfg.idAckExp())
-	}
-	if err == nil {
-		err = c.setup()
-	}
-	if err != nil {
+	if err != nil { // no deadline runs yet: nothing else tears c down
 		ev.id.reject()
 		l.settle(c, err)
 		c.fail(err)
 		return
 	}
-	c.connect(peer)
-	resp, init := acceptDepths(l.t.attr.maxRdAtom, l.t.attr.maxInitRdAtom, ev.respResources, ev.initDepth)
-	// The queue pair gets remote access as initialAccess says: none until
-	// the dialer authenticates, with Auth.
-	if c.auth.remoteQPN, err = ev.id.accept(append(c.hello().encode(), pdata...), resp, init, c.initialAccess(), c.cfg.RetryCount); err != nil {
+	// From here the authentication deadline (Auth.Timeout, which may be
+	// short) may tear c down: each use of the id and the queue pair is a
+	// step, which teardown waits out.
+	err = c.step(func() error {
+		// The ACK timeout is the id's own: set it before the QP's RTS.
+		err := ev.id.setOptions(-1, l.t.cfg.idAckExp())
+		if err == nil {
+			err = c.setup()
+		}
+		if err != nil {
+			ev.id.reject()
+			return err
+		}
+		c.connect(peer)
+		resp, init := acceptDepths(l.t.attr.maxRdAtom, l.t.attr.maxInitRdAtom, ev.respResources, ev.initDepth)
+		// The queue pair gets remote access as initialAccess says: none
+		// until the dialer authenticates, with Auth.
+		c.auth.remoteQPN, err = ev.id.accept(append(c.hello().encode(), pdata...), resp, init, c.initialAccess(), c.cfg.RetryCount)
+		return err
+	})
+	if err != nil {
 		l.settle(c, err)
 		c.fail(err)
 		return

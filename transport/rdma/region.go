@@ -34,6 +34,13 @@ func (t *Transport) Register(size int) (transport.Region, error) {
 	if size <= 0 {
 		return nil, fmt.Errorf("rdma: register %d bytes: size must be positive", size)
 	}
+	// Close frees the PD once nothing counted in live remains: hold it
+	// while registering, or a Close between the check above and
+	// ibv_reg_mr would free the PD under us.
+	if !t.connStarted() {
+		return nil, errClosedTransport
+	}
+	defer t.connDone()
 	mem, backing, err := mmap.AllocHuge(size)
 	if err != nil {
 		return nil, fmt.Errorf("rdma: register %d bytes: %w", size, err)

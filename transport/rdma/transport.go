@@ -239,10 +239,19 @@ func (t *Transport) Close() error {
 	return nil
 }
 
-func (t *Transport) connStarted() {
+// connStarted counts a connection (or a Register) about to use the device's
+// PD and CQs, unless Close has already stopped waiting for them: it
+// reports false then, and nothing may touch the device. Close sets closed
+// before it waits on liveMu, so whoever gets liveMu after that wait sees
+// closed.
+func (t *Transport) connStarted() bool {
 	t.liveMu.Lock()
+	defer t.liveMu.Unlock()
+	if t.closed.Load() {
+		return false
+	}
 	t.live++
-	t.liveMu.Unlock()
+	return true
 }
 
 func (t *Transport) connDone() {
