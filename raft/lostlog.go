@@ -18,6 +18,11 @@ import (
 // member is removed and added again before another node fails. Until then
 // the follower is stuck: raft takes its rejections of the index it
 // acknowledged for stale ones, and only a new leader starts it over.
+// The signal is best effort: it needs an append to reach the follower. One
+// lost while the follower's session was down leaves raft waiting for an
+// answer that does not come (the follower drops the leader's heartbeats,
+// whose commit index is beyond its log, filter_loop.go), and the node then
+// only logs those drops.
 //
 // Why the signal is sound: a leader's Match for a follower is an index the
 // follower acknowledged in this leader's term, and the follower's log

@@ -1,9 +1,11 @@
 package raft
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -14,7 +16,9 @@ import (
 // counts it (and logs it as an error). A follower that only restarts is
 // not counted.
 func TestLeaderNoticesFollowerDataLoss(t *testing.T) {
-	c := newCluster(t, 3, testConfig())
+	cfg := testConfig()
+	cfg.ElectionTicks = 50 // the test needs one leader throughout: 1 s, not 0.2
+	c := newCluster(t, 3, cfg)
 	lead := c.leader()
 	f := c.follower(lead)
 	for i := range 20 {
@@ -41,14 +45,23 @@ func TestLeaderNoticesFollowerDataLoss(t *testing.T) {
 	}
 	f = c.start(f.id, false)
 	// The leader's heartbeats name a commit index beyond its log, which it
-	// drops; the next append (a write) is what it rejects.
-	if _, err := lead.node.Put(ctxT(t), []byte("after-wipe"), []byte("v")); err != nil {
-		t.Fatal(err)
-	}
+	// drops (and never answers); the appends the leader sends as writes come
+	// are what it rejects. One sent before the leader's session to it is
+	// back is lost, and leaves the leader waiting for an answer that never
+	// comes: write once heartbeats arrive.
+	waitFor(t, "the leader's heartbeats to reach the wiped follower", func() bool {
+		return testutil.ToFloat64(f.node.metrics.peerDropped.WithLabelValues(string(dropBeyondLog))) > 0
+	})
 	waitFor(t, "the leader to notice the follower's lost log", func() bool {
 		if !lead.node.Status().IsLeader {
 			t.Fatal("leadership moved; the test needs the same leader")
 		}
-		return lost() > 0
+		if lost() > 0 {
+			return true
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		lead.node.Put(ctx, []byte("after-wipe"), []byte("v"))
+		return false
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -37,6 +38,7 @@ func TestSnapshotInstallEndsRemovedMembersSessions(t *testing.T) {
 	}
 	c.put("before", "1")
 	c.caughtUp(f)
+	fApplied := f.node.Status().Applied
 	c.stop(f.id)
 
 	// x is removed while f is down; the log moves on past a snapshot.
@@ -48,7 +50,17 @@ func TestSnapshotInstallEndsRemovedMembersSessions(t *testing.T) {
 		c.put(fmt.Sprintf("key%03d", i), fmt.Sprintf("value-%d-%s", i, make([]byte, 40)))
 	}
 	lead = c.leader()
-	first, _ := lead.node.store.FirstIndex()
+	// Whichever of the two leads when f is back, its log must start past
+	// f's: both compact on their own.
+	var first uint64
+	waitFor(t, "both logs to be compacted past the follower's", func() bool {
+		first = math.MaxUint64
+		for _, tn := range c.running() { // f and x are stopped
+			fi, _ := tn.node.store.FirstIndex()
+			first = min(first, fi)
+		}
+		return first > fApplied+1
+	})
 
 	// f comes back, cut off from the cluster for now: by its own disk x is
 	// still a member, so it accepts a session from x.
@@ -76,10 +88,12 @@ func TestSnapshotInstallEndsRemovedMembersSessions(t *testing.T) {
 	// f rejoins and installs a snapshot in which x is no member.
 	nw.isolate(lead.name, false)
 	nw.isolate(s.name, false)
-	waitFor(t, "f to install the snapshot", func() bool { return !f.node.isMember(x.id) })
-	if _, restores, _ := f.app.snapshot(); restores == 0 {
-		t.Fatal("f caught up without installing a snapshot")
-	}
+	// The store's membership changes before the applier is told
+	// (afterCommit): wait for both.
+	waitFor(t, "f to install a snapshot without x", func() bool {
+		_, restores, _ := f.app.snapshot()
+		return restores > 0 && !f.node.isMember(x.id)
+	})
 	deadline := time.Now().Add(3 * time.Second)
 	for hasSession() && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
