@@ -12,15 +12,7 @@ import (
 // CQs and the completion channel (here: never allocated).
 func closedTransport(t *testing.T) *Transport {
 	t.Helper()
-	tr := &Transport{
-		conns:     make(map[uint32]*conn),
-		listeners: make(map[*listener]struct{}),
-		regions:   make(map[*region]struct{}),
-		pollDone:  make(chan struct{}),
-		kaStop:    make(chan struct{}),
-		kaDone:    make(chan struct{}),
-	}
-	tr.liveCond.L = &tr.liveMu
+	tr := blank(Config{})
 	close(tr.pollDone) // no reaper
 	close(tr.kaDone)   // no keepalive goroutine
 	if err := tr.Close(); err != nil {

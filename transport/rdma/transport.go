@@ -80,15 +80,10 @@ type Transport struct {
 
 var _ transport.Transport = (*Transport)(nil)
 
-// New opens the configured RDMA device and starts reaping its completions.
-// It fails with ErrNoDevice (wrapping transport.ErrUnsupported) when there
-// is no RDMA device.
-func New(cfg Config) (*Transport, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
+// blank is a Transport's Go state, before any device object.
+func blank(cfg Config) *Transport {
 	t := &Transport{
-		cfg:       cfg.withDefaults(),
+		cfg:       cfg,
 		conns:     make(map[uint32]*conn),
 		listeners: make(map[*listener]struct{}),
 		regions:   make(map[*region]struct{}),
@@ -97,6 +92,17 @@ func New(cfg Config) (*Transport, error) {
 		kaDone:    make(chan struct{}),
 	}
 	t.liveCond.L = &t.liveMu
+	return t
+}
+
+// New opens the configured RDMA device and starts reaping its completions.
+// It fails with ErrNoDevice (wrapping transport.ErrUnsupported) when there
+// is no RDMA device.
+func New(cfg Config) (*Transport, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	t := blank(cfg.withDefaults())
 	if cfg.Auth != nil {
 		var err error
 		if t.auth.keys, err = cfg.Auth.load(); err != nil {

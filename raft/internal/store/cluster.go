@@ -34,9 +34,7 @@ func (s *Store) SetClusterID(id uint64) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	// Through the fault guard, like every other store write: a disk that
-	// fails here must not hang the caller (or Close) in Pebble.
-	if err, _ := s.guard(func() error { return s.db.Set(keyClusterID, encodeU64(id), pebble.Sync) }); err != nil {
+	if err := s.setSynced(keyClusterID, encodeU64(id)); err != nil {
 		return err
 	}
 	s.cluster.Store(id)
@@ -59,10 +57,7 @@ func (s *Store) SetNodeID(id uint64) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	if err, _ := s.guard(func() error { return s.db.Set(keyNodeID, encodeU64(id), pebble.Sync) }); err != nil {
-		return err
-	}
-	return nil
+	return s.setSynced(keyNodeID, encodeU64(id))
 }
 
 // Member returns id's entry in the address book as of Applied.
@@ -90,10 +85,15 @@ func (s *Store) SetRestoredFrom(sum []byte) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	if err, _ := s.guard(func() error { return s.db.Set(keyRestored, sum, pebble.Sync) }); err != nil {
-		return err
-	}
-	return nil
+	return s.setSynced(keyRestored, sum)
+}
+
+// setSynced writes one metadata key, synced, outside the raft loop's
+// batches, through the fault guard like every other store write: a disk
+// that fails here must not hang the caller (or Close) in Pebble.
+func (s *Store) setSynced(key, value []byte) error {
+	err, _ := s.guard(func() error { return s.db.Set(key, value, pebble.Sync) })
+	return err
 }
 
 // RestoredFrom is the checksum SetRestoredFrom recorded (nil: the store was
