@@ -55,6 +55,7 @@ type loop struct {
 	vote                        uint64 // the HardState's vote
 	termStart                   uint64 // as leader: the last index once its term's first entry was appended
 	durable                     uint64 // the log's last index known durable (see applyEarly)
+	appendedTo                  uint64 // the last index a Ready appended (batchHeld)
 	isLeader                    bool
 
 	waiters      map[uint64]*proposal // by request id
@@ -173,11 +174,17 @@ func (l *loop) run() {
 			}
 		}
 		l.drain()
-		l.flushProposals()
+		l.maybeFlush()
 		l.reads.flush(l)
 		if err := l.handleReadies(); err != nil {
 			l.failStorage(err) // storage.go
 			return
+		}
+		for l.maybeFlush() { // the Readies committed the batch it held
+			if err := l.handleReadies(); err != nil {
+				l.failStorage(err)
+				return
+			}
 		}
 		timer.Reset(time.Until(l.nextTick))
 	}

@@ -16,6 +16,10 @@ type metrics struct {
 	// message (flushProposals): the batching across connections, at a
 	// glance (sum/count is the mean batch).
 	proposalBatch prometheus.Histogram
+	// proposalsHeld is how many commands wait for the leader's previous
+	// batch to commit (batchHeld): a figure that stays high means commits
+	// are slow, not that the node is idle.
+	proposalsHeld prometheus.Gauge
 	// peerRefused counts peer sessions refused at the hello, by reason;
 	// peerDropped counts messages of accepted sessions dropped before raft.
 	peerRefused, peerDropped *prometheus.CounterVec
@@ -57,6 +61,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help:    "Commands proposed together in one raft message (one append per follower, one fsync).",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 11), // 1 .. maxBatch
 		}),
+		proposalsHeld: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "kvd_raft_proposals_held",
+			Help: "Commands the leader holds for its next batch while its previous batch is uncommitted.",
+		}),
 		peerRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kvd_raft_peer_refused_total",
 			Help: "Peer connections refused at the hello (another cluster, not a member, malformed...), by reason.",
@@ -96,7 +104,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 
 func (m *metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.term, m.leaderID, m.isLeader, m.commit, m.applied, m.leaseValid,
-		m.committed, m.failed, m.leaderChanges, m.syncDuration, m.proposalBatch, m.peerRefused, m.peerDropped,
+		m.committed, m.failed, m.leaderChanges, m.syncDuration, m.proposalBatch, m.proposalsHeld, m.peerRefused, m.peerDropped,
 		m.leasesExpired, m.leaseRefusals, m.followerDataLost}
 }
 

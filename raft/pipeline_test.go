@@ -3,6 +3,7 @@ package raft
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -87,18 +88,21 @@ func TestSendEarly(t *testing.T) {
 	}
 }
 
-// walGate blocks the WAL fsyncs of the data directory below under until
+// walGate blocks the WAL fsyncs of the data directories below under until
 // it is given a token for each.
 type walGate struct {
 	inj    injector
-	under  atomic.Pointer[string]
+	under  atomic.Pointer[[]string]
 	tokens chan struct{}
 }
 
 func newWALGate() *walGate {
 	g := &walGate{tokens: make(chan struct{}, 8)}
 	g.inj.set(func(op errorfs.Op) error {
-		if u := g.under.Load(); u != nil && strings.HasPrefix(op.Path, *u) && isSync(op.Kind) && strings.HasSuffix(op.Path, ".log") {
+		if !isSync(op.Kind) || !strings.HasSuffix(op.Path, ".log") {
+			return nil
+		}
+		if u := g.under.Load(); u != nil && slices.ContainsFunc(*u, func(dir string) bool { return strings.HasPrefix(op.Path, dir) }) {
 			<-g.tokens
 		}
 		return nil
@@ -106,7 +110,7 @@ func newWALGate() *walGate {
 	return g
 }
 
-func (g *walGate) close(under string) { g.under.Store(&under) }
+func (g *walGate) close(under ...string) { g.under.Store(&under) }
 
 // open lets the blocked fsync (and every later one) through.
 func (g *walGate) open() {

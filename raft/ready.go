@@ -82,6 +82,9 @@ func (l *loop) handleReady() error {
 	if err := u.Append(rd.Entries); err != nil {
 		return err
 	}
+	if n := len(rd.Entries); n > 0 {
+		l.appendedTo = rd.Entries[n-1].GetIndex()
+	}
 	if err := u.SetHardState(rd.HardState); err != nil {
 		return err
 	}
