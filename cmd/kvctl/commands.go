@@ -111,11 +111,13 @@ func (e *env) value(args []string) ([]byte, error) {
 // kv is a key/value pair as JSON shows it; values that are not UTF-8 text are
 // given in base64 instead.
 type kv struct {
-	Key         string `json:"key"`
+	Key         string `json:"key,omitempty"`
+	KeyBase64   []byte `json:"key_base64,omitempty"` // a key that is not UTF-8
 	Value       string `json:"value,omitempty"`
 	ValueBase64 []byte `json:"value_base64,omitempty"`
 	Version     uint64 `json:"version"`
 	raw         []byte // the value's bytes, for the text formats
+	name        string // the key's bytes, for the text formats
 }
 
 func runGet(ctx context.Context, e *env, args []string) error {
@@ -180,7 +182,10 @@ func runMget(ctx context.Context, e *env, args []string) error {
 }
 
 func toKV(key string, v []byte, ver uint64) kv {
-	out := kv{Key: key, Version: ver, raw: v}
+	out := kv{Key: key, Version: ver, raw: v, name: key}
+	if !utf8.ValidString(key) {
+		out.Key, out.KeyBase64 = "", []byte(key)
+	}
 	if utf8.Valid(v) {
 		out.Value = string(v)
 	} else {
@@ -200,12 +205,12 @@ func (e *env) printMany(kvs []kv) error {
 		tw := tabwriter.NewWriter(e.out, 0, 4, 2, ' ', 0)
 		fmt.Fprintf(tw, "KEY\tVALUE\tVERSION\n")
 		for _, x := range kvs {
-			fmt.Fprintf(tw, "%s\t%s\t%d\n", x.Key, x.raw, x.Version)
+			fmt.Fprintf(tw, "%s\t%s\t%d\n", x.name, x.raw, x.Version)
 		}
 		return tw.Flush()
 	}
 	for _, x := range kvs { // simple: key and value on a line each, as etcdctl prints a range
-		if _, err := fmt.Fprintf(e.out, "%s\n%s\n", x.Key, x.raw); err != nil {
+		if _, err := fmt.Fprintf(e.out, "%s\n%s\n", x.name, x.raw); err != nil {
 			return err
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"text/tabwriter"
+	"unicode/utf8"
 
 	"github.com/kvd-project/kvd/client"
 )
@@ -68,7 +69,9 @@ type scanJSON struct {
 	Count uint64 `json:"count"`
 	More  bool   `json:"more"`
 	Next  string `json:"next,omitempty"`
-	Index uint64 `json:"index"`
+	// NextBase64 replaces Next when the key is not UTF-8.
+	NextBase64 []byte `json:"next_base64,omitempty"`
+	Index      uint64 `json:"index"`
 }
 
 // runScan serves get with range flags: a prefix (get --prefix P), a range
@@ -102,7 +105,14 @@ func runScan(ctx context.Context, e *env, args []string) error {
 	case f.from.set || f.to.set:
 		r, err = e.c.Range(ctx, []byte(f.from.v), []byte(f.to.v), opts...)
 	default: // one key, as a range
-		r, err = e.c.Range(ctx, []byte(args[0]), append([]byte(args[0]), 0), opts...)
+		key := []byte(args[0])
+		end := append(key[:len(key):len(key)], 0)
+		if len(key) >= client.MaxKey {
+			// No key is longer than MaxKey, so [KEY, KEY+"\x00") holds
+			// what KEY's prefix range does, and that bound fits.
+			end = client.PrefixEnd(key)
+		}
+		r, err = e.c.Range(ctx, key, end, opts...)
 	}
 	if err != nil {
 		return err
@@ -115,7 +125,11 @@ func runScan(ctx context.Context, e *env, args []string) error {
 	case e.o.write == "json":
 		out := scanJSON{KVs: kvs, Count: r.Count, More: r.More, Index: r.Index}
 		if r.More {
-			out.Next = string(r.Next)
+			if utf8.Valid(r.Next) {
+				out.Next = string(r.Next)
+			} else {
+				out.NextBase64 = r.Next
+			}
 		}
 		return e.json(out)
 	case f.count:
@@ -125,12 +139,12 @@ func runScan(ctx context.Context, e *env, args []string) error {
 		tw := tabwriter.NewWriter(e.out, 0, 4, 2, ' ', 0)
 		fmt.Fprintf(tw, "KEY\tVERSION\n")
 		for _, x := range kvs {
-			fmt.Fprintf(tw, "%s\t%d\n", x.Key, x.Version)
+			fmt.Fprintf(tw, "%s\t%d\n", x.name, x.Version)
 		}
 		return tw.Flush()
 	case f.keysOnly:
 		for _, x := range kvs {
-			if _, err := fmt.Fprintln(e.out, x.Key); err != nil {
+			if _, err := fmt.Fprintln(e.out, x.name); err != nil {
 				return err
 			}
 		}
