@@ -189,7 +189,8 @@ type Config struct {
 	// logged and counted (kvd_raft_peer_messages_dropped_total{reason=
 	// "snapshot_too_large"}). All peer sessions together may stage at most
 	// twice it (one transfer, and one a broken session abandoned but has
-	// not yet closed): past that the session whose frame went over is
+	// not yet closed), a finished transfer counted until it is installed
+	// or discarded: past that the session whose frame went over is
 	// treated alike. Without these bounds peer sessions could fill the
 	// disk. It must exceed the largest state the cluster holds. Default
 	// DefaultMaxSnapshotBytes (16 GiB); the server sets its own.

@@ -67,9 +67,13 @@ const (
 	dropMalformed   dropReason = "malformed"          // undecodable, or fields raft would choke on
 	dropBeyondLog   dropReason = "beyond_log"         // refers to log entries this node does not have
 	dropSnapTooBig  dropReason = "snapshot_too_large" // a transfer past Config.MaxSnapshotBytes (the session is closed)
+	// A frame of a transfer that is not the one being staged, or a
+	// transfer ended by a message for another snapshot.
+	dropSnapMismatch dropReason = "snapshot_mismatch"
 )
 
-var dropReasons = []dropReason{dropWrongSender, dropWrongTo, dropType, dropMalformed, dropBeyondLog, dropSnapTooBig}
+var dropReasons = []dropReason{dropWrongSender, dropWrongTo, dropType, dropMalformed, dropBeyondLog, dropSnapTooBig,
+	dropSnapMismatch}
 
 // peerTypes are the message types a peer may send (see above). MsgSnap is
 // among them, but serve.go takes it only from a transfer's end frame.

@@ -90,8 +90,6 @@ type peerReader struct {
 	staged *store.Staged // snapshot data being received
 	xfer   transferID    // the transfer staged belongs to
 	bytes  uint64        // of staged's data frames so far (Config.MaxSnapshotBytes)
-	// rejected is the last transfer whose frames were ignored (logged once).
-	rejected transferID
 }
 
 func (r *peerReader) handle(frame []byte) error {
@@ -128,7 +126,7 @@ func (r *peerReader) handle(frame []byte) error {
 			return err
 		}
 		if !r.current(id) {
-			r.reject(id, "snapshot data of another transfer; ignored")
+			r.reject(id, "snapshot data")
 			return nil
 		}
 		if err := r.charge(body); err != nil {
@@ -141,7 +139,7 @@ func (r *peerReader) handle(frame []byte) error {
 			return err
 		}
 		if !r.current(id) {
-			r.reject(id, "lease data of another transfer; ignored")
+			r.reject(id, "lease data")
 			return nil
 		}
 		if err := r.charge(body); err != nil {
@@ -185,10 +183,14 @@ func (r *peerReader) charge(body []byte) error {
 	return err
 }
 
-// take hands over the staged transfer, no longer counted as staging.
+// take hands over the staged transfer. Its bytes stay counted as staging
+// until it is installed or discarded, wherever it waits meanwhile (the
+// loop's queue, a Ready to come): otherwise a session could finish
+// transfer after transfer while the loop is busy, each counted from zero.
 func (r *peerReader) take() *store.Staged {
 	st := r.staged
-	r.n.staging.Add(-int64(r.bytes))
+	charged, staging := int64(r.bytes), &r.n.staging
+	st.OnDone(func() { staging.Add(-charged) })
 	r.staged, r.bytes = nil, 0
 	return st
 }
@@ -198,28 +200,25 @@ func (r *peerReader) current(id transferID) bool {
 	return r.staged != nil && id == r.xfer
 }
 
-// reject logs (once per transfer) that frames of transfer id were ignored.
-func (r *peerReader) reject(id transferID, msg string) {
-	if id == r.rejected {
-		return
-	}
-	r.rejected = id
-	r.n.log.Warn(msg, "peer", r.from, "transfer", id.String(), "staging", r.xfer.String())
+// reject counts a frame of transfer id ignored because that transfer is
+// not the one being staged; the log of such drops is rate-limited.
+func (r *peerReader) reject(id transferID, what string) {
+	r.n.peers.dropped(dropSnapMismatch, r.from, fmt.Errorf("%s of transfer %s (staging %s)", what, id, r.xfer))
 }
 
 // deliverSnapshot passes the MsgSnap m ending transfer id to the loop with
 // the transfer's staged data; the MsgSnap of any other transfer is dropped.
 func (r *peerReader) deliverSnapshot(id transferID, m *pb.Message) error {
 	if !r.current(id) {
-		r.reject(id, "snapshot message of another transfer; dropped")
+		r.reject(id, "snapshot message")
 		return nil
 	}
 	st := r.take()
 	md := m.GetSnapshot().GetMetadata()
 	if m.GetType() != pb.MsgSnap || md.GetIndex() != id.index || md.GetTerm() != id.term {
 		st.Discard()
-		r.n.log.Warn("snapshot transfer ended by a message for another snapshot; dropped", "peer", r.from,
-			"transfer", id.String(), "type", m.GetType().String(), "index", md.GetIndex(), "term", md.GetTerm())
+		r.n.peers.dropped(dropSnapMismatch, r.from, fmt.Errorf("transfer %s ended by a %s for snapshot %d/%d",
+			id, m.GetType(), md.GetIndex(), md.GetTerm()))
 		return nil
 	}
 	if err := st.Finish(); err != nil {

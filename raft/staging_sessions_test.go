@@ -77,3 +77,59 @@ func TestSnapshotStagingBoundedAcrossSessions(t *testing.T) {
 			grown>>10, cfg.MaxSnapshotBytes>>10, limit>>10)
 	}
 }
+
+// TestStagingBoundCountsDeliveredTransfers: a finished transfer stays
+// counted against the node-wide bound until the loop installs or discards
+// it. Counted only until its 'S' frame, it was forgotten while it waited
+// for the loop (busy with an fsync, or here frozen), and one session
+// could queue transfer after transfer, each charged from zero: 8 of
+// 900 KiB against a bound of 2 MiB. Once the loop runs again, the count
+// must fall back to zero: none of it leaks.
+func TestStagingBoundCountsDeliveredTransfers(t *testing.T) {
+	cfg := testConfig()
+	cfg.ID, cfg.DataDir, cfg.Transport = 1, t.TempDir(), newMemNet().endpoint("a")
+	cfg.Peers = map[uint64]string{1: "a", 2: "b", 3: "c"}
+	cfg.MaxSnapshotBytes = 1 << 20
+	n, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	thaw := make(chan struct{})
+	if err := n.freeze(time.Hour, thaw); err != nil {
+		t.Fatal(err)
+	}
+	r := &peerReader{n: n, from: 2}
+	value := strings.Repeat("v", 100<<10)
+	const transfers, frames = 8, 9 // ~900 KiB each, under MaxSnapshotBytes
+	var held int64
+	refused := false
+	for i := 0; i < transfers && !refused; i++ {
+		id := transferID{index: uint64(100 + i), term: 4, nonce: uint64(i + 1)}
+		if err := r.handle(beginFrame(id)); err != nil {
+			t.Fatal(err)
+		}
+		for j := range frames {
+			f := chunkFrame(id, 1, string(rune('a'+j)), value)
+			if err := r.handle(f); err != nil {
+				refused = true // the bound held: the session ends
+				break
+			}
+			held += int64(len(f) - snapshotFrameHeader)
+		}
+		if !refused {
+			if err := r.handle(endFrame(t, id, snapMsg(uint64(100+i), 4))); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if limit := 2 * int64(cfg.MaxSnapshotBytes); !refused || held > limit {
+		t.Fatalf("one session staged %d KiB in finished transfers against a node-wide bound of %d KiB (refused: %v)",
+			held>>10, limit>>10, refused)
+	}
+	if droppedCount(t, n, dropSnapTooBig) != 1 {
+		t.Fatal("the refusal was not counted")
+	}
+	close(thaw)
+	waitFor(t, "the staged transfers installed or discarded, and uncounted", func() bool { return n.staging.Load() == 0 })
+}

@@ -566,3 +566,42 @@ func TestSnapshotTransferBounded(t *testing.T) {
 		t.Fatal("the next transfer was charged with the last one's bytes")
 	}
 }
+
+// TestForeignSnapshotFramesCountedAndLogRateLimited: frames of transfers
+// not being staged, and transfers ended by a message for another
+// snapshot, are dropped, each counted, and logged at a limited rate: a
+// member changing the transfer id on every frame made one 170-byte log
+// line of each 25-byte frame.
+func TestForeignSnapshotFramesCountedAndLogRateLimited(t *testing.T) {
+	var lc logCapture
+	cfg := testConfig()
+	cfg.Logger = lc.logger()
+	n := fakeNode(t, cfg)
+	n.store = openStore(t)
+	m, err := newMetrics(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.metrics = m
+	r := &peerReader{n: n, from: 2}
+	const frames = 1000
+	for i := range frames { // an empty chunk of a transfer never begun
+		id := transferID{index: 10, term: 2, nonce: uint64(i + 1)}
+		if err := r.handle(appendSnapshotFrameHeader(nil, frameSnapshotChunk, id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range frames { // a transfer whose end names another snapshot
+		id := transferID{index: 10, term: 2, nonce: uint64(frames + i + 1)}
+		handleAll(t, r, beginFrame(id), endFrame(t, id, snapMsg(11, 2)))
+	}
+	if got := droppedCount(t, n, dropSnapMismatch); got != 2*frames {
+		t.Fatalf("%v drops counted, want %d", got, 2*frames)
+	}
+	lc.mu.Lock()
+	lines := strings.Count(lc.buf.String(), "\n")
+	lc.mu.Unlock()
+	if lines > 10 {
+		t.Fatalf("%d dropped frames from one session made %d log lines: not rate-limited", 2*frames, lines)
+	}
+}

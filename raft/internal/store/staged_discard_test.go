@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"testing"
 
@@ -58,7 +59,7 @@ func TestAbandonedTransfersLeaveNoRangeDeletions(t *testing.T) {
 	}
 	// Whatever reached Pebble is gone again, however the transfer was
 	// deleted: a small one key by key, a large one by range.
-	for _, keys := range []int{1, 100} {
+	for _, keys := range []int{1, 100, discardPointBytes / 8} {
 		st := s.NewStaged(9, 2)
 		for i := range keys {
 			if err := st.Add(fmt.Appendf(nil, "x%d", i), make([]byte, 8)); err != nil {
@@ -84,5 +85,83 @@ func TestAbandonedTransfersLeaveNoRangeDeletions(t *testing.T) {
 			}
 			it.Close()
 		}
+	}
+}
+
+// TestTransfersOfManySmallKeysLeaveNoRangeDeletions: abandoned transfers
+// are deleted key by key by what their keys weigh, not by how many there
+// are: a transfer of 100 one-byte keys (about 1.2 KB of frames) must not
+// make the node write a pair of range deletions.
+func TestTransfersOfManySmallKeysLeaveNoRangeDeletions(t *testing.T) {
+	s, err := Open(t.TempDir(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	base := rangeDels(t, s)
+	const transfers, keys = 100, 100
+	for i := range transfers {
+		st := s.NewStaged(8, 2)
+		for k := range keys {
+			if err := st.Add([]byte{byte(k)}, make([]byte, 8)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := st.Finish(); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Discard(); err != nil {
+			t.Fatalf("transfer %d: %v", i, err)
+		}
+	}
+	if n := rangeDels(t, s) - base; n != 0 {
+		t.Fatalf("%d abandoned transfers of %d one-byte keys left %d range deletions", transfers, keys, n)
+	}
+}
+
+// TestLargeAbandonedTransferDeletedByRange: past discardPointBytes of keys
+// a transfer is deleted by range (two deletions: its keys and its leases),
+// and its data is gone.
+func TestLargeAbandonedTransferDeletedByRange(t *testing.T) {
+	s, err := Open(t.TempDir(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	base := rangeDels(t, s)
+	st := s.NewStaged(8, 2)
+	key := make([]byte, 1000)
+	for k := range discardPointBytes/len(key) + 1 {
+		binary.BigEndian.PutUint32(key, uint32(k))
+		if err := st.Add(key, make([]byte, 8)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Discard(); err != nil {
+		t.Fatal(err)
+	}
+	if n := rangeDels(t, s) - base; n != 2 {
+		t.Fatalf("a transfer past discardPointBytes left %d range deletions, want 2", n)
+	}
+}
+
+// TestStagedDoneRunsOnce: the holder's accounting ends exactly once,
+// whether the data is discarded (even twice) or installed.
+func TestStagedDoneRunsOnce(t *testing.T) {
+	s, err := Open(t.TempDir(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	calls := 0
+	st := s.NewStaged(8, 2)
+	st.OnDone(func() { calls++ })
+	st.Discard()
+	st.Discard()
+	if calls != 1 {
+		t.Fatalf("done ran %d times, want 1", calls)
 	}
 }

@@ -87,6 +87,7 @@ func (u *Update) InstallSnapshot(snap *pb.Snapshot, st *Staged) error {
 		return err
 	}
 	st.consumed = true
+	st.finishAccounting()
 	u.memDirty = true
 	u.snap, u.cs = snap, snap.GetMetadata().GetConfState()
 	u.trunc, u.last, u.applied, u.gen = trunc, trunc.index, trunc.index, st.gen
