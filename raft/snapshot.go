@@ -3,7 +3,9 @@ package raft
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
+	"time"
 
 	"github.com/kvd-project/kvd/transport"
 )
@@ -38,6 +40,16 @@ func (p *peer) streamSnapshot(ctx context.Context, t, prev *transfer, conn trans
 	n.reportBlocking(report{to: p.id, kind: reportSnapshotFailed, seq: om.seq})
 }
 
+// snapshotFrameTimeout bounds how long one frame of a snapshot transfer
+// may wait to be sent. A peer that takes nothing for this long (its
+// session open, its credits never returned) would otherwise hold the
+// transfer, and the Pebble checkpoint it pins, until the next change of
+// leadership; past it the transfer fails, the checkpoint is released and
+// raft is told, to try again later. A frame is at most SnapshotChunkSize
+// (1 MiB by default): a minute is slower than any link a cluster runs on.
+// A variable so that tests can shorten it.
+var snapshotFrameTimeout = time.Minute
+
 // sendTransfer sends transfer id: the begin frame, the checkpoint's data
 // and the MsgSnap.
 func (p *peer) sendTransfer(ctx context.Context, conn transport.Conn, id transferID, om outMsg) error {
@@ -45,7 +57,15 @@ func (p *peer) sendTransfer(ctx context.Context, conn transport.Conn, id transfe
 		if err := ctx.Err(); err != nil {
 			return err // an aborted transfer sends nothing more
 		}
-		return conn.Send(ctx, frame)
+		fctx, cancel := context.WithTimeout(ctx, snapshotFrameTimeout)
+		defer cancel()
+		if err := conn.Send(fctx, frame); err != nil {
+			if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+				return fmt.Errorf("raft: the peer took no snapshot frame for %v: %w", snapshotFrameTimeout, err)
+			}
+			return err
+		}
+		return nil
 	}
 	if err := send(appendSnapshotBegin(nil, id)); err != nil {
 		return err

@@ -605,3 +605,39 @@ func TestForeignSnapshotFramesCountedAndLogRateLimited(t *testing.T) {
 		t.Fatalf("%d dropped frames from one session made %d log lines: not rate-limited", 2*frames, lines)
 	}
 }
+
+// stuckConn is a peer connection that never takes a message: its credits
+// never come back.
+type stuckConn struct{ transport.Conn }
+
+func (stuckConn) Send(ctx context.Context, _ []byte) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// TestSnapshotTransferToStuckPeerFails: a transfer whose frame the peer
+// never takes fails after snapshotFrameTimeout (so its checkpoint is
+// released and raft told), rather than waiting for a leadership change.
+func TestSnapshotTransferToStuckPeerFails(t *testing.T) {
+	defer func(d time.Duration) { snapshotFrameTimeout = d }(snapshotFrameTimeout)
+	snapshotFrameTimeout = 10 * time.Millisecond
+	id := transferID{index: 10, term: 2, nonce: 1}
+	done := make(chan error, 1)
+	go func() { done <- (&peer{}).sendTransfer(context.Background(), stuckConn{}, id, outMsg{}) }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "took no snapshot frame") {
+			t.Fatalf("transfer to a stuck peer: %v", err)
+		}
+	case <-time.After(waitTimeout):
+		t.Fatal("a transfer to a peer that takes nothing never ended")
+	}
+	// An aborted transfer ends as aborted, not as timed out.
+	ctx, cancel := context.WithCancel(context.Background())
+	snapshotFrameTimeout = time.Hour
+	go func() { done <- (&peer{}).sendTransfer(ctx, stuckConn{}, id, outMsg{}) }()
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("aborted transfer: %v", err)
+	}
+}
