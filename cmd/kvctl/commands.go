@@ -322,9 +322,9 @@ func runMember(ctx context.Context, e *env, args []string) error {
 		if err := e.c.AddMember(ctx, id, args[2]); err != nil {
 			return err
 		}
-		fmt.Fprintf(e.out, "added member %d at %s as a learner; start it with --id %d --join, then run: kvctl member promote %d\n",
-			id, args[2], id, id)
-		return nil
+		return e.print(client.Member{ID: id, Addr: args[2], IsLearner: true},
+			fmt.Sprintf("added member %d at %s as a learner; start it with --id %d --join, then run: kvctl member promote %d",
+				id, args[2], id, id))
 	case args[0] == "promote" && len(args) == 2:
 		id, err := parseID(args[1])
 		if err != nil {
@@ -333,8 +333,7 @@ func runMember(ctx context.Context, e *env, args []string) error {
 		if err := e.c.PromoteMember(ctx, id); err != nil {
 			return err
 		}
-		fmt.Fprintf(e.out, "promoted member %d to voter\n", id)
-		return nil
+		return e.print(map[string]any{"id": id, "promoted": true}, fmt.Sprintf("promoted member %d to voter", id))
 	case args[0] == "remove" && len(args) == 2:
 		id, err := parseID(args[1])
 		if err != nil {
@@ -343,8 +342,7 @@ func runMember(ctx context.Context, e *env, args []string) error {
 		if err := e.c.RemoveMember(ctx, id); err != nil {
 			return err
 		}
-		fmt.Fprintf(e.out, "removed member %d\n", id)
-		return nil
+		return e.print(map[string]any{"id": id, "removed": true}, fmt.Sprintf("removed member %d", id))
 	}
 	return usageError{"usage: kvctl " + memberUsage}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/kvd-project/kvd/client"
 	"github.com/kvd-project/kvd/internal/cli"
+	"github.com/kvd-project/kvd/transport"
 )
 
 const usage = `usage: kvctl [flags] COMMAND [ARGS]
@@ -245,6 +246,14 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	}
 	if o.lease.id != 0 && pos[0] != "put" {
 		return usageError{"--lease applies to put only"}
+	}
+	if o.valueFile != "" && pos[0] != "put" {
+		return usageError{"--value-file applies to put only"}
+	}
+	for _, ep := range eps {
+		if err := transport.CheckAddr(ep); err != nil {
+			return usageError{"--endpoints: " + err.Error()}
+		}
 	}
 	if o.transport.TLS, err = o.tls.TLS(); err != nil {
 		return err

@@ -50,17 +50,16 @@ func runWatch(_ context.Context, e *env, args []string) error {
 	return nil
 }
 
-// watchJSON is -w json's line for an event.
+// watchJSON is -w json's line for an event: its type and the key/value as
+// get prints them (a key or value that is not UTF-8 in base64).
 type watchJSON struct {
-	Type    string `json:"type"`
-	Key     string `json:"key"`
-	Value   string `json:"value,omitempty"`
-	Version uint64 `json:"version"`
+	Type string `json:"type"`
+	kv
 }
 
 func (e *env) printEvent(ev client.Event) error {
 	if e.o.write == "json" {
-		b, err := json.Marshal(watchJSON{Type: ev.Type.String(), Key: string(ev.Key), Value: string(ev.Value), Version: ev.Version})
+		b, err := json.Marshal(watchJSON{Type: ev.Type.String(), kv: toKV(string(ev.Key), ev.Value, ev.Version)})
 		if err != nil {
 			return err
 		}
