@@ -194,12 +194,23 @@ func (c *Config) Validate() error {
 	return nil
 }
 
+// memberAddr is the address peers reach this node at: its entry in the
+// initial cluster, or where it listens if a joining node is not listed
+// there (as when no initial cluster is given).
+func (c *Config) memberAddr() string {
+	if addr, ok := c.InitialCluster[c.ID]; ok {
+		return addr
+	}
+	return c.Listen
+}
+
 // raftConfig is the raft node's configuration, without the server's hooks
 // (Applier, OnLease), which Open adds.
 func (c *Config) raftConfig() raft.Config {
 	return raft.Config{
 		ID:            c.ID,
 		Peers:         c.InitialCluster,
+		Addr:          c.memberAddr(),
 		Join:          c.Join,
 		ClusterToken:  c.InitialClusterToken,
 		DataDir:       c.DataDir,

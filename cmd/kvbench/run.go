@@ -424,7 +424,7 @@ func (o *runOptions) kvdArgs() []string {
 	if o.tableInline != 0 {
 		args = append(args, "--table-inline", strconv.Itoa(o.tableInline))
 	}
-	if o.tableInlineGrace != 0 {
+	if o.tableInline != 0 && o.tableInlineGrace != 0 { // kvd refuses a grace without inline records
 		args = append(args, "--table-inline-grace", o.tableInlineGrace.String())
 	}
 	if o.leaseDrift != client.DefaultLeaseDrift {

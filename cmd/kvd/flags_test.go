@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -52,6 +53,15 @@ func TestBadNodeFlagsRefusedBeforeDataDir(t *testing.T) {
 		{"--id", "0"},               // the help says (> 0); it silently runs as node 1
 		{"--listen", "127.0.0.1:0"}, // member address with port 0 enters the log
 		{"--lease-drift", "0"},      // it silently ran with the default
+		// Conflicts found only once the restore was done, or never.
+		{"--metrics-listen", addr},                              // --listen's port
+		{"--initial-cluster", "1=" + addr + ",2=" + addr},       // two members, one address
+		{"--table-inline-grace", "50ms"},                        // ignored without --table-inline
+		{"--tls-reload-interval", "-5s"},                        // taken as 0
+		{"--max-watches", "0"}, {"--max-watches-per-conn", "0"}, // 0 ran with the default,
+		{"--max-connections", "0"}, {"--watch-history-events", "0"}, // not with what was asked
+		{"--watch-history-bytes", "0"}, {"--tick", "0"}, {"--reuse-grace", "0"},
+		{"--snapshot-count", "0"}, {"--table-mem", "0"},
 	} {
 		data := t.TempDir()
 		args := append([]string{"--data-dir", data, "--listen", addr, "--restore", file,
@@ -71,4 +81,77 @@ func TestBadNodeFlagsRefusedBeforeDataDir(t *testing.T) {
 				bad[0], code, len(ents), lines[len(lines)-1])
 		}
 	}
+}
+
+// runKVD runs kvd for at most d and returns its exit code (-1: still
+// running at d, then killed) and its output.
+func runKVD(t *testing.T, bin string, d time.Duration, args ...string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	}
+	if ctx.Err() != nil {
+		code = -1
+	}
+	return code, string(out)
+}
+
+// TestRestoreWithListenTaken: a --listen port already taken is found
+// before the restore writes the data directory, so the same restore can
+// be run again once the port is free.
+func TestRestoreWithListenTaken(t *testing.T) {
+	kvd := buildKVD(t)
+	file := writeTinyBackup(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	data := t.TempDir()
+	code, out := runKVD(t, kvd, 10*time.Second, "--data-dir", data, "--listen", ln.Addr().String(),
+		"--restore", file, "--initial-cluster-token", "restored")
+	ents, _ := os.ReadDir(data)
+	if code != 1 || len(ents) != 0 || !strings.Contains(out, "before restoring") {
+		t.Fatalf("restore with --listen taken: exit %d (want 1), %d entries in --data-dir (want 0): %s", code, len(ents), out)
+	}
+}
+
+// TestJoinWithoutOwnEntry: a joining node whose --initial-cluster lists
+// only the member that will contact it (as README's --join row says) is
+// reached where it listens, as with no --initial-cluster at all; it was
+// refused with "Addr is required when joining", a field no flag names.
+// And a node listening elsewhere than its own --initial-cluster entry is
+// warned about: its peers dial the entry.
+func TestJoinWithoutOwnEntry(t *testing.T) {
+	kvd := buildKVD(t)
+	addrs := kvdtest.FreeAddrs(t, 3)
+	code, out := runKVD(t, kvd, 3*time.Second, "--id", "4", "--join", "--listen", addrs[0],
+		"--initial-cluster", "1="+addrs[1], "--data-dir", t.TempDir())
+	if code != -1 {
+		t.Fatalf("kvd --join with --initial-cluster listing another member: exit %d (want it running): %s", code, out)
+	}
+	code, out = runKVD(t, kvd, 3*time.Second, "--listen", addrs[0], "--initial-cluster", "1="+addrs[2],
+		"--data-dir", t.TempDir())
+	if code != -1 || !strings.Contains(out, "--listen differs from this node's --initial-cluster address") {
+		t.Fatalf("kvd listening on %s as member 1=%s: exit %d, no warning: %s", addrs[0], addrs[2], code, out)
+	}
+	code, out = runKVD(t, kvd, 3*time.Second, "--listen", "0.0.0.0:"+port(t, addrs[0]), "--initial-cluster", "1="+addrs[0],
+		"--data-dir", t.TempDir())
+	if code != -1 || strings.Contains(out, "differs") {
+		t.Fatalf("kvd listening on every address at its member port: exit %d, or warned: %s", code, out)
+	}
+}
+
+func port(t *testing.T, addr string) string {
+	t.Helper()
+	_, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 	"time"
 
@@ -112,11 +113,34 @@ func parseFlags(args []string) (*options, error) {
 		return nil, fmt.Errorf("--initial-cluster: %w", err)
 	}
 	o.cfg.InitialCluster = cluster
+	if err := refuseZeros(fs); err != nil {
+		return nil, err
+	}
 	if o.tableMem > 1<<40 {
 		return nil, fmt.Errorf("--table-mem %d is too large", o.tableMem)
 	}
 	o.cfg.TableMem = int(o.tableMem)
 	return o, nil
+}
+
+// zeroIsDefault are the flags whose 0 the server takes as "the default"
+// (a Config's zero value): given explicitly, a 0 (say --max-watches 0 to
+// turn watches off) would run with the default, not with what was asked.
+var zeroIsDefault = []string{"table-mem", "reuse-grace", "snapshot-count", "tick", "max-connections",
+	"watch-history-events", "watch-history-bytes", "max-watches", "max-watches-per-conn"}
+
+// refuseZeros refuses an explicit 0 (flag or KVD_ variable) for the flags
+// of zeroIsDefault.
+func refuseZeros(fs *flag.FlagSet) error {
+	var err error
+	fs.Visit(func(f *flag.Flag) {
+		if err == nil && slices.Contains(zeroIsDefault, f.Name) {
+			if v := f.Value.String(); v == "0" || v == "0s" {
+				err = fmt.Errorf("--%s 0: want a positive value (the default is %s)", f.Name, f.DefValue)
+			}
+		}
+	})
+	return err
 }
 
 // checkNodeFlags refuses what the server would take in another sense than
@@ -138,7 +162,72 @@ func checkNodeFlags(c *server.Config) error {
 			return fmt.Errorf("--listen %q is this single node's member address, which peers added later dial: %w (or give --initial-cluster)", c.Listen, err)
 		}
 	}
+	if c.TableInlineGrace != 0 && c.TableInline == 0 {
+		return errors.New("--table-inline-grace applies to inline records only: give --table-inline too")
+	}
 	return nil
+}
+
+// checkRunFlags refuses what conflicts among the flags kvd itself acts on.
+func checkRunFlags(o *options) error {
+	if o.metricsListen != "" && sharePort(o.metricsListen, o.cfg.Listen) {
+		return fmt.Errorf("--metrics-listen %q and --listen %q are one port", o.metricsListen, o.cfg.Listen)
+	}
+	if o.tls.ReloadInterval < 0 {
+		return fmt.Errorf("--tls-reload-interval %v: want 0 (only on SIGHUP) or more", o.tls.ReloadInterval)
+	}
+	return nil
+}
+
+// probeListen tries --listen before a restore: the server listens only
+// after restoring into the data directory, so a port already taken failed
+// the node then, and the same restore asked again met a directory no
+// longer empty. Over tcp only (rdma_cm has ports of its own); a port taken
+// between the probe and the server's listen still fails late.
+func probeListen(o *options, tr transport.Transport) error {
+	if o.cfg.Restore == "" || tr.Name() != "tcp" {
+		return nil
+	}
+	ln, err := net.Listen("tcp", o.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("--listen, tried before restoring into --data-dir: %w", err)
+	}
+	return ln.Close()
+}
+
+// sharePort reports whether listening on a and on b collide: the same port,
+// and the same host or an unspecified one (which takes every address).
+func sharePort(a, b string) bool {
+	ha, pa, err1 := net.SplitHostPort(a)
+	hb, pb, err2 := net.SplitHostPort(b)
+	if err1 != nil || err2 != nil || pa != pb {
+		return false
+	}
+	unspecified := func(h string) bool {
+		ip := net.ParseIP(h)
+		return h == "" || (ip != nil && ip.IsUnspecified())
+	}
+	return ha == hb || unspecified(ha) || unspecified(hb)
+}
+
+// warnAddrMismatch warns when this node listens on another port, or
+// another host, than its --initial-cluster entry, which its peers dial:
+// they will not reach it unless something in between forwards.
+func warnAddrMismatch(c *server.Config, log *slog.Logger) {
+	addr, ok := c.InitialCluster[c.ID]
+	if !ok || addr == c.Listen {
+		return
+	}
+	lh, lp, err1 := net.SplitHostPort(c.Listen)
+	ah, ap, err2 := net.SplitHostPort(addr)
+	if err1 != nil || err2 != nil {
+		return
+	}
+	if ip := net.ParseIP(lh); lp == ap && (lh == "" || ip != nil && ip.IsUnspecified() || lh == ah) {
+		return
+	}
+	log.Warn("--listen differs from this node's --initial-cluster address, which its peers dial",
+		"listen", c.Listen, "member_address", addr, "id", c.ID)
 }
 
 func newLogger(level, format string) (*slog.Logger, error) {
@@ -204,6 +293,10 @@ func run(args []string) error {
 	if err := checkNodeFlags(&o.cfg); err != nil {
 		return err
 	}
+	if err := checkRunFlags(o); err != nil {
+		return err
+	}
+	warnAddrMismatch(&o.cfg, log)
 	if err := o.cfg.Validate(); err != nil {
 		return err
 	}
@@ -212,6 +305,12 @@ func run(args []string) error {
 		if metricsLn, err = net.Listen("tcp", o.metricsListen); err != nil {
 			return &failure{fmt.Errorf("--metrics-listen: %w", err)}
 		}
+	}
+	if err := probeListen(o, tr); err != nil {
+		if metricsLn != nil {
+			metricsLn.Close()
+		}
+		return &failure{err}
 	}
 	srv, err := server.New(o.cfg)
 	if err != nil {

@@ -118,6 +118,11 @@ func ParseCluster(v string) (map[uint64]string, error) {
 		if _, dup := out[n]; dup {
 			return nil, fmt.Errorf("member id %d appears twice", n)
 		}
+		for other, a := range out {
+			if a == addr {
+				return nil, fmt.Errorf("members %d and %d share the address %s", other, n, addr)
+			}
+		}
 		out[n] = addr
 	}
 	return out, nil
