@@ -45,7 +45,7 @@ func (s *Server) scan(ctx context.Context, req *wire.Request) wire.Response {
 	if r, failed := s.readBarrier(ctx, req.Flags); failed {
 		return r
 	}
-	page, applied, err := s.scanPage(&q)
+	page, applied, err := s.scanPage(ctx, &q)
 	if err != nil {
 		return s.errResponse(err)
 	}
@@ -55,6 +55,10 @@ func (s *Server) scan(ctx context.Context, req *wire.Request) wire.Response {
 	return wire.Response{Version: applied, Value: wire.AppendScanResponse(make([]byte, 0, page.size), &page.ScanResponse)}
 }
 
+// countCheckEvery is how many keys a count takes between looks at its
+// request's deadline.
+const countCheckEvery = 1024
+
 type scanPage struct {
 	wire.ScanResponse
 	size int // encoded size
@@ -63,8 +67,10 @@ type scanPage struct {
 // scanPage reads one page of q from Pebble: at most q.Limit (or
 // wire.MaxScanKeys) entries of at most wire.MaxScanBytes together, but at
 // least one if any remains; with ScanCountOnly, the count of the whole
-// range and no entries. applied is the index of the state it read.
-func (s *Server) scanPage(q *wire.ScanRequest) (page scanPage, applied uint64, err error) {
+// range and no entries. applied is the index of the state it read. A
+// count walks the whole range, as many keys as the region holds: it stops
+// when ctx (the request's deadline) ends.
+func (s *Server) scanPage(ctx context.Context, q *wire.ScanRequest) (page scanPage, applied uint64, err error) {
 	page.size = 1 + 8 + 2 + 4
 	if len(q.End) > 0 && bytes.Compare(q.Start, q.End) >= 0 {
 		// An empty range: still report the index, as any read would.
@@ -82,10 +88,14 @@ func (s *Server) scanPage(q *wire.ScanRequest) (page scanPage, applied uint64, e
 	}
 	var spans []span
 	bytesUsed := 0
+	var ended error // ctx's error, if a count stopped for it
 	applied, err = s.node.Scan(q.Start, q.End, func(key, value []byte, version uint64) bool {
 		if countOnly {
 			page.Count++
-			return true
+			if page.Count%countCheckEvery == 0 {
+				ended = ctx.Err()
+			}
+			return ended == nil
 		}
 		if keysOnly {
 			value = nil
@@ -103,6 +113,9 @@ func (s *Server) scanPage(q *wire.ScanRequest) (page scanPage, applied uint64, e
 		spans = append(spans, span{key: k, value: len(data), version: version})
 		return true
 	})
+	if err == nil {
+		err = ended
+	}
 	if err != nil {
 		return scanPage{}, 0, err
 	}

@@ -309,3 +309,33 @@ func TestScanNotAheadOfRegion(t *testing.T) {
 		t.Fatalf("one-sided get after the scan: %q, %v", v, err)
 	}
 }
+
+// TestCountEndsWithItsRequest: a count walks its whole range, which may
+// be every key the region holds; it stops when its request's context
+// ends instead of holding an iterator and a CPU past the deadline.
+func TestCountEndsWithItsRequest(t *testing.T) {
+	s := floodServer(t, Config{}, tcp.Config{})
+	c := txnClient(t, s)
+	ctx := context.Background()
+	const keys = 2*countCheckEvery + 10
+	var puts []client.Op
+	for i := range keys {
+		puts = append(puts, client.OpPut(fmt.Appendf(nil, "c%05d", i), []byte("x")))
+		if len(puts) == client.MaxTxnOps || i == keys-1 {
+			if _, err := c.Txn(ctx, client.Txn{Then: puts}); err != nil {
+				t.Fatal(err)
+			}
+			puts = nil
+		}
+	}
+	q := wire.ScanRequest{Start: []byte("c"), Flags: wire.ScanCountOnly}
+	page, _, err := s.scanPage(ctx, &q)
+	if err != nil || page.Count != keys {
+		t.Fatalf("count: %d, %v; want %d", page.Count, err, keys)
+	}
+	ended, cancel := context.WithCancel(ctx)
+	cancel()
+	if page, _, err := s.scanPage(ended, &q); !errors.Is(err, context.Canceled) {
+		t.Fatalf("count of a request that ended: %d keys, %v; want context.Canceled", page.Count, err)
+	}
+}
