@@ -111,6 +111,12 @@ vm_series=(vm-rdma vm-tcp vm-rdma-64inst vm-tcp-64inst)
 vmbin=$work/rdma-bin
 if [ -n "$CONSOLE" ]; then
 	grep -q KVBENCH-REPORT-END "$CONSOLE" 2>/dev/null || die "BENCH_RDMA_CONSOLE=$CONSOLE holds no kvbench report"
+	# A run that failed still prints what it measured: only a console with
+	# the VM's PASS verdict, no FAIL, and a step that ended with rc 0 is a
+	# complete run (a booted VM's is judged by run.sh's exit status).
+	verdicts=$(tr -d '\r' <"$CONSOLE" | awk '$1 == "RDMAVM-VERDICT:" {print $2}' | sort -u | tr '\n' ' ')
+	[ "$verdicts" = "PASS " ] && tr -d '\r' <"$CONSOLE" | grep -q '^rdmavm-bench: done, rc 0 ' ||
+		die "BENCH_RDMA_CONSOLE=$CONSOLE is not the console of a passing VM run (verdicts: ${verdicts:-none}; it needs RDMAVM-VERDICT: PASS and 'rdmavm-bench: done, rc 0')"
 	want+=("${vm_series[@]}")
 elif [ "$RDMA" = 1 ]; then
 	log "installing what the RDMA part needs ($RDMAVM_DIR/deps.sh: rdma-core headers, perftest, qemu, the VM kernel)"

@@ -56,6 +56,7 @@ func (r *Runner) clientStats() client.Stats {
 	for _, s := range r.cfg.Stores {
 		st := s.Stats()
 		sum.Gets += st.Gets
+		sum.OneSided += st.OneSided
 		sum.OneSidedRounds += st.OneSidedRounds
 		sum.OneSidedReads += st.OneSidedReads
 		sum.OneSidedBytes += st.OneSidedBytes
@@ -101,10 +102,14 @@ func (r *Runner) IdleCPU(ctx context.Context, d time.Duration) (float64, error) 
 func (r *Runner) SetIdleCPU(cores float64) { r.cfg.IdleServerCPU = cores }
 
 // window is what the coordinator observed around the measured part.
+// window is a point's measured part: from t0 to end (when no operation
+// may start any more: the operations counted are those started in it, so
+// throughput is over t0..end), and to t1 once the last of them finished
+// (the servers' CPU, read after them, is over t0..t1).
 type window struct {
-	t0, t1     time.Time
-	cpu0, cpu1 time.Duration
-	st0, st1   client.Stats
+	t0, end, t1 time.Time
+	cpu0, cpu1  time.Duration
+	st0, st1    client.Stats
 }
 
 // Run measures one point. The key space must have been preloaded (Preload)
@@ -167,6 +172,7 @@ func (r *Runner) coordinate(ctx context.Context, p *Point, from, end time.Time, 
 	w.st0, w.t0 = r.clientStats(), time.Now()
 	phase.Store(phaseMeasure)
 	sleepUntil(ctx, end)
+	w.end = time.Now()
 	phase.Store(phaseStop)
 	wg.Wait()
 	w.t1 = time.Now()
@@ -227,7 +233,7 @@ func (r *Runner) collect(p *Point, ws []*worker, win window) result.Run {
 		Mix: p.Workload.Mix.String(), ReadPct: int(p.Workload.Mix), Consistency: p.Consistency.String(),
 		Dist: p.Workload.Dist.String(), Keys: p.Workload.Keys, KeySize: p.Workload.KeySize, ValueSize: p.Workload.ValueSize,
 		Mode: p.Mode.String(), Clients: p.Clients, Conns: min(p.Clients, len(r.cfg.Stores)), TargetRate: p.Rate,
-		Seconds: win.t1.Sub(win.t0).Seconds(), Note: p.Note,
+		Seconds: win.end.Sub(win.t0).Seconds(), Note: p.Note,
 	}
 	for _, w := range ws {
 		r.get.Merge(w.get)
@@ -263,6 +269,7 @@ func (r *Runner) collect(p *Point, ws []*worker, win window) result.Run {
 		}
 	}
 	out.ClientGets = win.st1.Gets - win.st0.Gets
+	out.OneSided = win.st1.OneSided - win.st0.OneSided
 
 	if n := len(r.cfg.ServerPIDs); n > 0 {
 		out.ServerPIDs = n
@@ -270,7 +277,7 @@ func (r *Runner) collect(p *Point, ws []*worker, win window) result.Run {
 		out.ServerCPU = cpu
 		if out.Ops > 0 {
 			out.ServerCPUPerOp = cpu / float64(out.Ops) * 1e6
-			net := max(0, cpu-r.cfg.IdleServerCPU*out.Seconds)
+			net := max(0, cpu-r.cfg.IdleServerCPU*win.t1.Sub(win.t0).Seconds())
 			out.ServerCPUNetPerOp = net / float64(out.Ops) * 1e6
 		}
 	}

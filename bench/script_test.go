@@ -87,6 +87,12 @@ func writeExec(t *testing.T, path, body string) {
 // console writes a VM console log holding marked reports of the series.
 func console(t *testing.T, path string, series ...string) {
 	t.Helper()
+	consoleEnding(t, path, "rdmavm-bench: done, rc 0 (12:00:00)\r\nRDMAVM-VERDICT: PASS 0123456789abcdef\r\n", series...)
+}
+
+// consoleEnding writes a console like console's, ending with end.
+func consoleEnding(t *testing.T, path, end string, series ...string) {
+	t.Helper()
 	var b bytes.Buffer
 	b.WriteString("RDMAVM-READY: kernel test\n")
 	for _, s := range series {
@@ -98,6 +104,7 @@ func console(t *testing.T, path string, series ...string) {
 			t.Fatal(err)
 		}
 	}
+	b.WriteString(end)
 	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -143,6 +150,11 @@ func TestBenchScript(t *testing.T) {
 	console(t, full, vmSeries...)
 	console(t, tcpOnly, "vm-tcp", "vm-tcp-64inst")
 	console(t, empty)
+	// Every series printed, but the VM run failed (a step's rc 1), or gave
+	// no verdict at all.
+	failedRun, noVerdict := filepath.Join(dir, "failed.log"), filepath.Join(dir, "no-verdict.log")
+	consoleEnding(t, failedRun, "rdmavm-bench: done, rc 1 (12:00:00)\nRDMAVM-VERDICT: FAIL 0123456789abcdef\n", vmSeries...)
+	consoleEnding(t, noVerdict, "rdmavm-bench: done, rc 0 (12:00:00)\n", vmSeries...)
 
 	for _, tc := range []struct {
 		name     string
@@ -164,6 +176,10 @@ func TestBenchScript(t *testing.T) {
 		{name: "console without reports", env: []string{"BENCH_RDMA_CONSOLE=" + empty}, stderr: "holds no kvbench report"},
 		{name: "console missing the RDMA series", env: []string{"BENCH_RDMA_CONSOLE=" + tcpOnly}, sweeps: true,
 			stderr: "no runs of vm-rdma"},
+		{name: "console of a failed VM run", env: []string{"BENCH_RDMA_CONSOLE=" + failedRun},
+			stderr: "not the console of a passing VM run"},
+		{name: "console without a verdict", env: []string{"BENCH_RDMA_CONSOLE=" + noVerdict},
+			stderr: "not the console of a passing VM run"},
 		{name: "complete", env: []string{"BENCH_RDMA=1", "FAKE_CONSOLE=" + full}, ok: true, sweeps: true, hasVM: true},
 		{name: "complete from a console", env: []string{"BENCH_RDMA_CONSOLE=" + full}, ok: true, sweeps: true, hasVM: true},
 		{name: "TCP only, asked for", env: []string{"BENCH_RDMA=0"}, ok: true, sweeps: true},

@@ -139,6 +139,7 @@ var runColumns = slices.Concat([]column[Run]{
 	summaryCols("put_", func(r *Run) *latency.Summary { return &r.PutLat }),
 	[]column[Run]{
 		u64Col("client_gets", func(r *Run) *uint64 { return &r.ClientGets }),
+		u64Col("one_sided_gets", func(r *Run) *uint64 { return &r.OneSided }),
 		u64Col("one_sided_rounds", func(r *Run) *uint64 { return &r.OneSidedRounds }),
 		u64Col("one_sided_reads", func(r *Run) *uint64 { return &r.OneSidedReads }),
 		u64Col("one_sided_bytes", func(r *Run) *uint64 { return &r.OneSidedBytes }),

@@ -31,27 +31,42 @@ func baselineKind(transport, op, consistency string) string {
 }
 
 // FindBaseline picks the baseline for op ("get" or "put") of run: the right
-// kind on the run's transport, from the run's own series if it has one of
-// that kind, else from any series; among those, the size closest to the
-// run's value size (on a log scale; ties go to the larger).
+// kind on the run's transport, from the series closest to the run's (its
+// own, else the one whose name shares the longest prefix with it, so that
+// vm-tcp-64inst is compared with vm-tcp, measured in the same VM, not with
+// the host's tcp); among those, the size closest to the run's value size
+// (on a log scale; ties go to the larger).
 func FindBaseline(run *Run, op string, bases []Baseline) (Baseline, bool) {
 	kind := baselineKind(run.Transport, op, run.Consistency)
 	var best Baseline
-	found, bestOwn, bestDist := false, false, math.Inf(1)
+	found, bestNear, bestDist := false, -1, math.Inf(1)
 	want := math.Log2(float64(max(run.ValueSize, 1)))
 	for _, b := range bases {
 		if b.Kind != kind || b.Transport != run.Transport {
 			continue
 		}
-		own := b.Series == run.Series
+		near := seriesNearness(run.Series, b.Series)
 		d := math.Abs(math.Log2(float64(max(b.Bytes, 1))) - want)
-		better := !found || (own && !bestOwn) ||
-			(own == bestOwn && (d < bestDist || (d == bestDist && b.Bytes > best.Bytes)))
+		better := !found || near > bestNear ||
+			(near == bestNear && (d < bestDist || (d == bestDist && b.Bytes > best.Bytes)))
 		if better {
-			best, found, bestOwn, bestDist = b, true, own, d
+			best, found, bestNear, bestDist = b, true, near, d
 		}
 	}
 	return best, found
+}
+
+// seriesNearness ranks how close series b is to series a: past any shared
+// prefix, the same series.
+func seriesNearness(a, b string) int {
+	if a == b {
+		return len(a) + 1
+	}
+	n := 0
+	for n < len(a) && n < len(b) && a[n] == b[n] {
+		n++
+	}
+	return n
 }
 
 func ratio(a, b float64) float64 {

@@ -80,7 +80,10 @@ type Run struct {
 	// From client.Stats, differences over the run. ClientGets is the
 	// client's own count of GETs in that window (it differs from Gets by
 	// the few in flight at the window's edges, and counts failed GETs).
-	ClientGets     uint64 `json:"client_gets"`
+	ClientGets uint64 `json:"client_gets"`
+	// OneSided is the GETs the client answered one-sided (client.Stats):
+	// failed GETs are in ClientGets but neither here nor in RPCGets.
+	OneSided       uint64 `json:"one_sided_gets"`
 	OneSidedRounds uint64 `json:"one_sided_rounds"`
 	// OneSidedReads and OneSidedBytes are the READs the successful
 	// one-sided GETs posted over all their round trips, and the bytes
@@ -107,9 +110,14 @@ type Run struct {
 	Note string `json:"note,omitempty"`
 }
 
-// OneSidedGets is how many GETs were answered by one-sided READs.
+// OneSidedGets is how many GETs were answered by one-sided READs. A
+// report written before OneSided was recorded (0 with one-sided READs
+// counted) gives ClientGets less RPCGets, which counts failed GETs too.
 func (r *Run) OneSidedGets() uint64 {
-	if r.RPCGets >= r.ClientGets {
+	switch {
+	case r.OneSided > 0 || r.OneSidedRounds == 0:
+		return r.OneSided
+	case r.RPCGets >= r.ClientGets:
 		return 0
 	}
 	return r.ClientGets - r.RPCGets
