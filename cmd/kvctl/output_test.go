@@ -91,3 +91,30 @@ func TestMemberJSON(t *testing.T) {
 		t.Fatalf("member remove printed %+v", removed)
 	}
 }
+
+// TestTxnJSONBinaryKey: -w json txn prints a key that is not UTF-8 in
+// base64, as get and watch do.
+func TestTxnJSONBinaryKey(t *testing.T) {
+	ep := startNode(t)
+	in := "\nput \"k\\xff\" v\nget \"k\\xff\"\n\n"
+	out, errOut, code := kvctlAt(ep, in, "-w", "json", "txn")
+	var r struct {
+		Results []struct {
+			Op        string
+			Key       string
+			KeyBase64 []byte `json:"key_base64"`
+			Value     string
+		}
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &r) != nil || len(r.Results) != 2 {
+		t.Fatalf("txn: exit %d, %q, %q", code, out, errOut)
+	}
+	for _, x := range r.Results {
+		if x.Key != "" || string(x.KeyBase64) != "k\xff" {
+			t.Errorf("%s result: key %q, key_base64 %q; want the key's bytes in key_base64", x.Op, x.Key, x.KeyBase64)
+		}
+	}
+	if r.Results[1].Value != "v" {
+		t.Errorf("get result: value %q", r.Results[1].Value)
+	}
+}

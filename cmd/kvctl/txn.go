@@ -198,7 +198,8 @@ func word(s string) (string, error) {
 // txnResult is a result as JSON shows it.
 type txnResult struct {
 	Op          string `json:"op"`
-	Key         string `json:"key"`
+	Key         string `json:"key,omitempty"`
+	KeyBase64   []byte `json:"key_base64,omitempty"` // a key that is not UTF-8
 	Found       *bool  `json:"found,omitempty"`
 	Value       string `json:"value,omitempty"`
 	ValueBase64 []byte `json:"value_base64,omitempty"`
@@ -229,12 +230,12 @@ func runTxn(ctx context.Context, e *env, _ []string) error {
 			Results         []txnResult `json:"results"`
 		}{r.Succeeded, r.Version, r.CompareVersions, []txnResult{}}
 		for i, res := range r.Results {
-			x := txnResult{Op: ran[i].kind, Key: ran[i].key, Version: res.Version}
+			kv := toKV(ran[i].key, res.Value, res.Version)
+			x := txnResult{Op: ran[i].kind, Key: kv.Key, KeyBase64: kv.KeyBase64, Version: res.Version,
+				Value: kv.Value, ValueBase64: kv.ValueBase64}
 			if ran[i].kind != "put" {
 				x.Found = &res.Found
 			}
-			kv := toKV(ran[i].key, res.Value, res.Version)
-			x.Value, x.ValueBase64 = kv.Value, kv.ValueBase64
 			out.Results = append(out.Results, x)
 		}
 		return e.json(out)

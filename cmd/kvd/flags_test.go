@@ -155,3 +155,21 @@ func port(t *testing.T, addr string) string {
 	}
 	return p
 }
+
+// TestMetricsPortBesideRDMAListen: over --transport rdma, --listen is an
+// rdma_cm address with ports of its own: a TCP --metrics-listen on the
+// same port number does not collide with it. Over tcp it does.
+func TestMetricsPortBesideRDMAListen(t *testing.T) {
+	for _, metrics := range []string{"10.0.0.1:7301", "0.0.0.0:7301", ":7301"} {
+		for _, tr := range []string{"rdma", "tcp"} {
+			o, err := parseFlags([]string{"--data-dir", t.TempDir(), "--transport", tr,
+				"--listen", "10.0.0.1:7301", "--metrics-listen", metrics})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := checkRunFlags(o); (err != nil) != (tr == "tcp") {
+				t.Errorf("--transport %s --listen 10.0.0.1:7301 --metrics-listen %s: %v", tr, metrics, err)
+			}
+		}
+	}
+}

@@ -170,7 +170,9 @@ func checkNodeFlags(c *server.Config) error {
 
 // checkRunFlags refuses what conflicts among the flags kvd itself acts on.
 func checkRunFlags(o *options) error {
-	if o.metricsListen != "" && sharePort(o.metricsListen, o.cfg.Listen) {
+	// Over rdma, --listen is an rdma_cm address, whose ports are its own
+	// (on InfiniBand and RoCE; iWARP shares TCP's, and fails at listen).
+	if o.metricsListen != "" && o.transport.Name == "tcp" && sharePort(o.metricsListen, o.cfg.Listen) {
 		return fmt.Errorf("--metrics-listen %q and --listen %q are one port", o.metricsListen, o.cfg.Listen)
 	}
 	if o.tls.ReloadInterval < 0 {
