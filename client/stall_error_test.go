@@ -26,8 +26,7 @@ func TestStalledNodeErrorIsNoDeadline(t *testing.T) {
 	addr := kvdtest.FakeNode(t, func(req *wire.Request, d transport.Descriptor) (resp wire.Response, act kvdtest.FakeAct) {
 		switch req.Op {
 		case wire.OpHello:
-			h := wire.Hello{NodeID: 1, LeaderID: 1, RegionAddr: d.Addr, RegionLen: d.Len, RegionKey: d.Key}
-			resp.Value = wire.AppendHello(nil, &h)
+			resp.Value = kvdtest.LeaderHello(d)
 		case wire.OpClock:
 			resp.Version = uint64(time.Hour)
 		case wire.OpMemberRemove:

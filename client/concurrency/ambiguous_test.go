@@ -36,8 +36,7 @@ func startLateCreate(t *testing.T) *lateCreate {
 func (f *lateCreate) answer(req *wire.Request, d transport.Descriptor) (resp wire.Response, act kvdtest.FakeAct) {
 	switch req.Op {
 	case wire.OpHello:
-		h := wire.Hello{NodeID: 1, LeaderID: 1, RegionAddr: d.Addr, RegionLen: d.Len, RegionKey: d.Key}
-		resp.Value = wire.AppendHello(nil, &h)
+		resp.Value = kvdtest.LeaderHello(d)
 	case wire.OpLeaseGrant:
 		resp.Version = 7
 	case wire.OpLeaseKeepAlive:

@@ -205,11 +205,13 @@ func sharePort(a, b string) bool {
 	if err1 != nil || err2 != nil || pa != pb {
 		return false
 	}
-	unspecified := func(h string) bool {
-		ip := net.ParseIP(h)
-		return h == "" || (ip != nil && ip.IsUnspecified())
-	}
-	return ha == hb || unspecified(ha) || unspecified(hb)
+	return ha == hb || anyHost(ha) || anyHost(hb)
+}
+
+// anyHost reports whether a listen address's host takes every address.
+func anyHost(h string) bool {
+	ip := net.ParseIP(h)
+	return h == "" || (ip != nil && ip.IsUnspecified())
 }
 
 // warnAddrMismatch warns when this node listens on another port, or
@@ -225,7 +227,7 @@ func warnAddrMismatch(c *server.Config, log *slog.Logger) {
 	if err1 != nil || err2 != nil {
 		return
 	}
-	if ip := net.ParseIP(lh); lp == ap && (lh == "" || ip != nil && ip.IsUnspecified() || lh == ah) {
+	if lp == ap && (lh == ah || anyHost(lh)) {
 		return
 	}
 	log.Warn("--listen differs from this node's --initial-cluster address, which its peers dial",

@@ -24,6 +24,13 @@ const (
 // from each connection's goroutine; Op and ID are filled in afterwards.
 type FakeAnswer func(req *wire.Request, region transport.Descriptor) (wire.Response, FakeAct)
 
+// LeaderHello is a FakeAnswer's reply value to a hello: node 1, leading,
+// with region's geometry.
+func LeaderHello(region transport.Descriptor) []byte {
+	return wire.AppendHello(nil, &wire.Hello{NodeID: 1, LeaderID: 1,
+		RegionAddr: region.Addr, RegionLen: region.Len, RegionKey: region.Key})
+}
+
 // FakeNode serves kvd's wire protocol by hand over the tcp transport, for
 // client tests that need a node to misbehave exactly: every request gets
 // answer's answer. It returns the node's address; it stops with the test.
