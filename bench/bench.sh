@@ -167,10 +167,13 @@ kvb open --mode open --rate "$rates" --clients 64 --mix 95/5 --consistency linea
 # Many client instances: each of 64 clients has its own connections.
 kvb instances --series tcp-64inst --keys "$inst_keys" --conns "$inst_clients" --clients "$inst_clients" \
 	--duration "$inst_dur" --value-size 256 --mix put,get --consistency linearizable --baseline=false
-# The floor under that point's PUT CPU (bench/floor): bare processes that
-# only batch, replicate, fdatasync and reply, in the same shape.
+# The floors under that point's PUT CPU (bench/floor): bare processes that
+# only batch, replicate, fdatasync and reply, in the same shape; then the
+# same with each node's log in Pebble as kvd's store writes it (an entry
+# and a state write per PUT).
 log floor
 "$BIN/kvbench" floor --clients "$inst_clients" --duration "$inst_dur" >"$work/floor.txt" || failed+=(floor)
+"$BIN/kvbench" floor --pebble --clients "$inst_clients" --duration "$inst_dur" >>"$work/floor.txt" || failed+=(floor-pebble)
 
 shopt -s nullglob
 inputs=("$work"/*.json)

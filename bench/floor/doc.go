@@ -17,6 +17,11 @@
 // the cheapest durable write on Linux (a recycled WAL, as Pebble's is):
 // fdatasync then has no file-size or extent metadata to journal.
 //
+// With Config.Pebble each node's log is instead a Pebble database, tuned
+// as kvd's store is, where every PUT is a log entry and a state write in
+// the batch's one synced commit (PebbleLog): the floor of any design that,
+// as kvd's does, keeps the Raft log and the state in Pebble.
+//
 // What a floor run says: no implementation with kvd's guarantees
 // (replicated to a majority and fsynced before the reply, one connection
 // per client) spends less server CPU per PUT on this machine than the

@@ -40,6 +40,13 @@ type Config struct {
 	Warmup, Duration time.Duration
 	// NoSync skips the fdatasyncs, to show what the disk costs.
 	NoSync bool
+	// Pebble logs to Pebble as kvd's store does (PebbleLog) instead of a
+	// plain file: the floor of a design with the Raft log and the state in
+	// Pebble.
+	Pebble bool
+	// Keys is the key set Pebble's state writes spread over. Default
+	// DefaultKeys; used only with Pebble.
+	Keys int
 	// Dir holds the nodes' log files. Required.
 	Dir string
 	// Command returns the command that runs one node process with args
@@ -58,6 +65,7 @@ func (c *Config) Validate() error {
 	def(&c.Clients, 64)
 	def(&c.ValueSize, 256)
 	def(&c.KeySize, 16)
+	def(&c.Keys, DefaultKeys)
 	if c.Warmup == 0 {
 		c.Warmup = DefaultWarmup
 	}
@@ -73,6 +81,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: request of %d+%d bytes (at most %d)", ErrConfig, c.KeySize, c.ValueSize, MaxRequest)
 	case c.Warmup < 0 || c.Duration <= 0:
 		return fmt.Errorf("%w: warmup %v, duration %v", ErrConfig, c.Warmup, c.Duration)
+	case c.Keys < 0:
+		return fmt.Errorf("%w: %d keys", ErrConfig, c.Keys)
 	case c.Dir == "" || c.Command == nil:
 		return fmt.Errorf("%w: Dir and Command are required", ErrConfig)
 	}
@@ -83,6 +93,7 @@ func (c *Config) Validate() error {
 type Result struct {
 	Nodes, Clients int
 	Synced         bool
+	Pebble         bool // the log was Pebble (Config.Pebble)
 	// Ops is how many PUTs were acknowledged in the measured part.
 	Ops      uint64
 	Duration time.Duration
@@ -116,6 +127,9 @@ func (r Result) String() string {
 	sync := "fdatasync"
 	if !r.Synced {
 		sync = "no sync"
+	}
+	if r.Pebble {
+		sync = "Pebble, " + sync
 	}
 	us := func(d time.Duration) float64 {
 		if r.Ops == 0 {
@@ -157,15 +171,19 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		}
 		return strings.TrimSpace(line), nil
 	}
+	keys := 0
+	if cfg.Pebble {
+		keys = cfg.Keys
+	}
 	var followers []string
 	for i := 1; i < cfg.Nodes; i++ {
-		addr, err := start(NodeArgs(false, filepath.Join(cfg.Dir, fmt.Sprintf("log%d", i)), nil, !cfg.NoSync))
+		addr, err := start(NodeArgs(false, filepath.Join(cfg.Dir, fmt.Sprintf("log%d", i)), nil, !cfg.NoSync, keys))
 		if err != nil {
 			return Result{}, err
 		}
 		followers = append(followers, addr)
 	}
-	leader, err := start(NodeArgs(true, filepath.Join(cfg.Dir, "log0"), followers, !cfg.NoSync))
+	leader, err := start(NodeArgs(true, filepath.Join(cfg.Dir, "log0"), followers, !cfg.NoSync, keys))
 	if err != nil {
 		return Result{}, err
 	}
@@ -269,7 +287,7 @@ func drive(ctx context.Context, cfg Config, addr string, cpu cpuFunc) (Result, e
 		return Result{}, err
 	}
 	return Result{
-		Nodes: cfg.Nodes, Clients: cfg.Clients, Synced: !cfg.NoSync,
+		Nodes: cfg.Nodes, Clients: cfg.Clients, Synced: !cfg.NoSync, Pebble: cfg.Pebble,
 		Ops: ops.Load() - ops0, Duration: time.Since(t0),
 		ServerCPU: cpu1 - cpu0, LeaderCPU: lead1 - lead0, Batches: uint64(maxSeq.Load() - seq0),
 	}, nil

@@ -26,16 +26,19 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// nodeCommand runs one node process: this test binary, re-executed.
+func nodeCommand(args []string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "FLOOR_TEST_NODE=1")
+	cmd.Stderr = os.Stderr
+	return cmd
+}
+
 func TestRun(t *testing.T) {
 	dir := t.TempDir()
 	cfg := Config{
 		Clients: 4, Warmup: 100 * time.Millisecond, Duration: 500 * time.Millisecond, Dir: dir,
-		Command: func(args []string) *exec.Cmd {
-			cmd := exec.Command(os.Args[0], args...)
-			cmd.Env = append(os.Environ(), "FLOOR_TEST_NODE=1")
-			cmd.Stderr = os.Stderr
-			return cmd
-		},
+		Command: nodeCommand,
 	}
 	res, err := Run(context.Background(), cfg)
 	if err != nil {
@@ -202,6 +205,7 @@ func TestConfigValidate(t *testing.T) {
 		{"negative clients", Config{Clients: -1, Dir: "d", Command: cmd}, false},
 		{"huge request", Config{ValueSize: MaxRequest, Dir: "d", Command: cmd}, false},
 		{"negative duration", Config{Duration: -time.Second, Dir: "d", Command: cmd}, false},
+		{"negative keys", Config{Keys: -1, Pebble: true, Dir: "d", Command: cmd}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.cfg.Validate()

@@ -27,6 +27,14 @@ const logSize = 64 << 20
 // errBadFrame reports a frame longer than its bound.
 var errBadFrame = errors.New("floor: frame too long")
 
+// Appender is a node's durable log. Append makes one batch frame body
+// durable (unless the log was opened without sync) before it returns; it
+// does not keep b. Only one goroutine calls Append.
+type Appender interface {
+	Append(b []byte) error
+	Close() error
+}
+
 // Log is a node's durable log: a preallocated file written in a cycle
 // and fdatasynced after every batch.
 type Log struct {
@@ -84,7 +92,7 @@ func (l *Log) Close() error { return l.f.Close() }
 // Follow serves one leader connection: each batch frame (length, sequence
 // number, bytes) is appended to log and acknowledged with its sequence
 // number. It returns when the connection ends.
-func Follow(c net.Conn, log *Log) error {
+func Follow(c net.Conn, log Appender) error {
 	r := bufio.NewReaderSize(c, 256<<10)
 	var hdr [8]byte
 	buf := make([]byte, 0, 64<<10)
@@ -129,7 +137,7 @@ type request struct {
 // safe for concurrent use; Serve and each ServeClient run on their own
 // goroutines.
 type Leader struct {
-	log       *Log
+	log       Appender
 	followers []net.Conn
 	in        chan request
 	acks      chan uint32
@@ -139,7 +147,7 @@ type Leader struct {
 
 // NewLeader returns a leader that logs to log and replicates to
 // followers (connections it now owns).
-func NewLeader(log *Log, followers []net.Conn) *Leader {
+func NewLeader(log Appender, followers []net.Conn) *Leader {
 	l := &Leader{
 		log:       log,
 		followers: followers,

@@ -10,12 +10,15 @@ import (
 )
 
 // NodeArgs are the arguments of one node process, for RunNode.
-func NodeArgs(leader bool, log string, followers []string, sync bool) []string {
+// With keys above 0 the node logs to a Pebble database (PebbleLog) in the
+// directory log, writing values over that many keys.
+func NodeArgs(leader bool, log string, followers []string, sync bool, keys int) []string {
 	return []string{
 		fmt.Sprintf("--leader=%t", leader),
 		"--log", log,
 		"--followers", strings.Join(followers, ","),
 		fmt.Sprintf("--sync=%t", sync),
+		fmt.Sprintf("--pebble-keys=%d", keys),
 	}
 }
 
@@ -28,13 +31,20 @@ func RunNode(ctx context.Context, args []string, out io.Writer) error {
 	logPath := fs.String("log", "", "log file")
 	followers := fs.String("followers", "", "followers' addresses, comma-separated (leader)")
 	sync := fs.Bool("sync", true, "fdatasync every batch")
+	keys := fs.Int("pebble-keys", 0, "log to Pebble, writing values over this many keys (0: a plain file)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *logPath == "" {
 		return fmt.Errorf("%w: --log is required", ErrConfig)
 	}
-	log, err := OpenLog(*logPath, *sync)
+	var log Appender
+	var err error
+	if *keys > 0 {
+		log, err = OpenPebbleLog(*logPath, *keys, *sync)
+	} else {
+		log, err = OpenLog(*logPath, *sync)
+	}
 	if err != nil {
 		return err
 	}

@@ -24,6 +24,8 @@ func floorCmd(ctx context.Context, args []string) error {
 	fs.DurationVar(&cfg.Warmup, "warmup", floorDefaults.Warmup, "unmeasured time first")
 	fs.DurationVar(&cfg.Duration, "duration", floorDefaults.Duration, "measured time")
 	fs.BoolVar(&cfg.NoSync, "no-sync", false, "skip the fdatasyncs (what the disk costs)")
+	fs.BoolVar(&cfg.Pebble, "pebble", false, "log to Pebble as kvd's store does: each PUT a log entry and a state write, one synced Pebble batch per batch")
+	fs.IntVar(&cfg.Keys, "keys", floor.DefaultKeys, "with --pebble: the key set the state writes spread over")
 	if err := parse(fs, args, false); err != nil {
 		return err
 	}

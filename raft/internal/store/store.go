@@ -9,38 +9,13 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/kvd-project/kvd/internal/pebbletune"
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 )
 
 // DefaultEntryCacheSize is Options.EntryCacheSize's default.
 const DefaultEntryCacheSize = 4096
-
-// DefaultMemTableSize is Options.MemTableSize's default: Pebble's own
-// (4 MiB). A 64 MiB memtable took compaction off the PUT profile (issue
-// 11), but its WAL grows with it before rotating, and three nodes' WALs
-// filled the RDMA VM's RAM-backed /tmp under 1 MiB values; raise it per
-// node with Options.MemTableSize where disk and memory allow.
-const DefaultMemTableSize = 4 << 20
-
-// L0CompactionThreshold is how many L0 sublevels (read amplification)
-// Pebble lets gather before it compacts L0 into the base level; its default
-// is 4. Values are updated in place over a fixed key set and the log is
-// truncated a few thousand entries behind, so every 4 MiB flush overlaps
-// nearly all of the base level: at 4, each compaction rewrote the whole
-// state for four flushes' worth of news, a third of a follower's CPU in
-// the 64-instance PUT shape (issue 11). At 16 the same rewrite carries
-// four times as much: compaction CPU fell from 2.5 s to 0.9 s per 10 s
-// on three nodes, server CPU per PUT by about a tenth. The cost is read
-// amplification in Pebble, which serves only RPC reads of keys the
-// region lacks, snapshots and log catch-up (the entry cache covers
-// most); L0StopWritesThreshold keeps the debt bounded.
-const L0CompactionThreshold = 16
-
-// L0StopWritesThreshold is how many L0 sublevels stall writes until
-// compaction catches up (Pebble's default is 12, which must stay above
-// L0CompactionThreshold).
-const L0StopWritesThreshold = 3 * L0CompactionThreshold
 
 // Options configures Open. The zero value is usable.
 type Options struct {
@@ -49,7 +24,8 @@ type Options struct {
 	// reads Pebble. 0 means DefaultEntryCacheSize; negative disables the
 	// cache.
 	EntryCacheSize int
-	// MemTableSize is Pebble's memtable size; 0 means DefaultMemTableSize.
+	// MemTableSize is Pebble's memtable size; 0 means
+	// pebbletune.DefaultMemTableSize.
 	MemTableSize uint64
 	// Logger receives Pebble's messages (informational ones at Debug),
 	// rate-limited. nil discards them.
@@ -108,9 +84,6 @@ func Open(dir string, opts Options) (*Store, error) {
 	if opts.EntryCacheSize == 0 {
 		opts.EntryCacheSize = DefaultEntryCacheSize
 	}
-	if opts.MemTableSize == 0 {
-		opts.MemTableSize = DefaultMemTableSize
-	}
 	log := newLimitedLog(opts.Logger)
 	fault := newFaultState(opts.OnFault, log)
 	base := opts.FS
@@ -121,11 +94,8 @@ func Open(dir string, opts Options) (*Store, error) {
 		FS:            &faultFS{FS: base, f: fault},
 		Logger:        pebbleLogger{log: log, fault: fault},
 		EventListener: eventListener(log, fault),
-		MemTableSize:  opts.MemTableSize,
-		// Fewer, larger L0→base compactions (see the constants).
-		L0CompactionThreshold: L0CompactionThreshold,
-		L0StopWritesThreshold: L0StopWritesThreshold,
 	}
+	pebbletune.Apply(po, opts.MemTableSize)
 	po.WithFSDefaults() // disk health checks: DiskSlow events
 	var db *pebble.DB
 	err, _ := fault.guard(func() (err error) {
