@@ -41,10 +41,12 @@ type Write struct {
 	Key, Value []byte
 	Deleted    bool
 	// Atomic is set on every Write of an Apply call whose batch holds an
-	// entry that wrote more than one key (a transaction): a cache read
-	// without locks must then make the whole call visible at once, or a
-	// reader could see some of the transaction's writes and not the others
-	// (server/atomic.go does it for the table region).
+	// entry that wrote more than one key (a transaction), or wrote one key
+	// twice with another key's write between (collapsing the repeat moved
+	// the key's write past it): a cache read without locks must then make
+	// the whole call visible at once, or a reader could see some of the
+	// transaction's writes and not the others, or a later write and not
+	// an earlier one (server/atomic.go does it for the table region).
 	Atomic bool
 	// absent: a Delete of a key that did not exist (it changed nothing,
 	// so it is no event for watchers).

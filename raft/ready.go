@@ -447,7 +447,9 @@ func (l *loop) complete(proposer, reqID uint64, r result) {
 // deliverApplies reports the batch's writes to the Applier in one call: in
 // log order, one Write per key with the key's final state in the batch. Collapsing
 // repeats keeps a cache rebuilt concurrently (see ForEach) from ever going
-// backwards when these calls are replayed over it.
+// backwards when these calls are replayed over it. A call whose collapsing
+// moved a key's state past another key's write is marked Atomic, so that
+// every state a lock-free reader can see mid-call is one some index had.
 func (l *loop) deliverApplies() {
 	sc := &l.scratch
 	defer func() {
@@ -468,8 +470,17 @@ func (l *loop) deliverApplies() {
 		}
 		slices.SortStableFunc(sc.order, func(i, j int) int { return bytes.Compare(ops[i].Key, ops[j].Key) })
 		for k := 0; k+1 < len(sc.order); k++ {
-			if bytes.Equal(ops[sc.order[k]].Key, ops[sc.order[k+1]].Key) {
-				sc.skip[sc.order[k]] = true
+			if i, j := sc.order[k], sc.order[k+1]; bytes.Equal(ops[i].Key, ops[j].Key) {
+				sc.skip[i] = true
+				// The key's state now arrives at j's place: any other
+				// key's write between i and j would be seen before the
+				// write at i that preceded it in the log, a state no
+				// index had (a reader of both keys, one after the other,
+				// could see the later write and not the earlier one). So
+				// the call goes out atomic then.
+				if j != i+1 {
+					sc.atomic = true
+				}
 			}
 		}
 	}
