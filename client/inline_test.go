@@ -32,8 +32,8 @@ type placed struct {
 }
 
 // inlineRig is a rig over a region with arenas whose inline records the
-// test places by hand (table.WriteInlineRecord), since the table's writer
-// does not make them yet: k = "v1" inline in its first bucket, a lease
+// test places by hand (table.WriteInlineRecord), so that it controls
+// every byte a reader meets: k = "v1" inline in its first bucket, a lease
 // valid for an hour, the client connected.
 type inlineRig struct {
 	*rig

@@ -173,9 +173,9 @@ func (h Header) SlotOffset(b uint32, s int) uint64 {
 // record area, so that a client may READ it. Slot words from a torn or
 // stale bucket read can name anything; check before reading.
 //
-// An inline word names a record in its bucket's arena, which no region has
-// yet (the writer makes none): InArea rejects it, so a reader never READs
-// what such a word names.
+// An inline word names a record in its bucket's arena, read with the
+// bucket (docs/layout.md, "An inline record"), not READ on its own:
+// InArea rejects it.
 func (h Header) InArea(s Slot) bool {
 	if s.Inline || h.RecordEnd < h.RecordBase {
 		return false

@@ -23,9 +23,9 @@ const (
 // fingerprint of its key. The zero Slot is an empty slot.
 //
 // An inline word (Inline set) names a record in its bucket's arena with
-// other fields (docs/layout.md); no writer produces one yet, so Offset and
-// Len hold its bits 0-31 and 32-50 as an out-of-place word's would, only
-// so that Word gives the word back. Header.InArea rejects it.
+// other fields (docs/layout.md): Offset and Len hold its bits 0-31 and
+// 32-50 as an out-of-place word's would, only so that Word gives the word
+// back; InlineSlot decodes its own fields. Header.InArea rejects it.
 type Slot struct {
 	Offset uint64 // of the record, from the start of the region
 	Len    uint64 // of the record, including padding
