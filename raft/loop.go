@@ -307,10 +307,28 @@ func (l *loop) shutdown() {
 	l.n.lease.revoke()
 }
 
+// removed reports whether this node has applied its own removal. No
+// leader talks to it after that (its peers refuse its sessions), yet etcd
+// raft keeps naming the last leader it knew: a node outside the
+// configuration never campaigns, so it never pre-votes, which is what
+// clears an isolated voter's leader. Status reports no leader then, so
+// that whatever waits for a leader's news (a watch, the region's leader
+// hint) goes elsewhere instead of waiting forever (review).
+func (l *loop) removed() bool {
+	if l.st.NumMembers() == 0 { // no configuration applied yet
+		return false
+	}
+	_, ok := l.st.Member(l.n.id)
+	return !ok
+}
+
 func (l *loop) publishStatus() {
 	st := Status{
 		ID: l.n.id, LeaderID: l.lead, Term: l.term, Commit: l.commit, Applied: l.applied, IsLeader: l.isLeader,
 		LeaderReady: l.leaderReady(),
+	}
+	if l.removed() {
+		st.LeaderID = 0
 	}
 	l.n.statusMu.Lock()
 	l.n.status = st
