@@ -231,7 +231,11 @@ func (w *watcher) stream(ctx context.Context, addr string) (ok bool, err error) 
 	defer func() {
 		n.closeStream(id)
 		if open {
-			go w.cancelStream(n, id)
+			// Before the channel closes or the stream reopens: until the
+			// cancel arrives the server counts this watch against the
+			// connection's limit, and a caller that replaces a watch at
+			// the limit was refused for good (review).
+			w.cancelStream(n, id)
 		}
 	}()
 	for {
