@@ -10,6 +10,8 @@ import (
 	etcdraft "go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
 	"go.etcd.io/raft/v3/tracker"
+
+	"github.com/kvd-project/kvd/transport"
 )
 
 // promoteSlack is how far behind the leader's last index a learner's log
@@ -104,7 +106,7 @@ func (l *loop) checkConfChange(cc *pb.ConfChange) error {
 			return err
 		}
 		for _, m := range l.st.Members() {
-			if m.Addr == mc.addr {
+			if transport.SameAddr(m.Addr, mc.addr) {
 				return fmt.Errorf("%w: %s is member %d's", ErrAddrInUse, mc.addr, m.ID)
 			}
 		}

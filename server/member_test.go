@@ -43,7 +43,7 @@ func TestMemberAddRefusesAnAddressInUse(t *testing.T) {
 	if resp := add("9", "127.0.0.1:9"); resp.Status != wire.StatusOK {
 		t.Fatalf("member add 9: status %d %q", resp.Status, resp.Value)
 	}
-	for _, addr := range []string{"127.0.0.1:9"} {
+	for _, addr := range []string{"127.0.0.1:9", "[::ffff:127.0.0.1]:9"} { // the same address, spelled otherwise
 		if resp := add("10", addr); resp.Status != wire.StatusBadRequest || !strings.Contains(string(resp.Value), "in use") {
 			t.Errorf("member add 10 at %s, another member's: status %d %q, want bad request; members now %+v",
 				addr, resp.Status, resp.Value, s.members())

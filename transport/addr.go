@@ -3,6 +3,7 @@ package transport
 import (
 	"fmt"
 	"net"
+	"net/netip"
 	"strconv"
 	"strings"
 )
@@ -31,6 +32,30 @@ func CheckAddr(addr string) error {
 	}
 	if p, err := strconv.ParseUint(port, 10, 16); err != nil || p == 0 {
 		return fmt.Errorf("address %q: port must be a number in 1..65535", addr)
+	} else if strconv.FormatUint(p, 10) != port {
+		// Dialers read "07301" as 7301: two spellings of one address
+		// would pass as two members' (SameAddr).
+		return fmt.Errorf("address %q: port must be written without leading zeros", addr)
 	}
 	return nil
+}
+
+// SameAddr reports whether a and b, both passing CheckAddr, name the same
+// address: ports equal, hosts equal ignoring case, or equal as IP
+// addresses however written ("::1" and "0:0::1").
+func SameAddr(a, b string) bool {
+	ha, pa, errA := net.SplitHostPort(a)
+	hb, pb, errB := net.SplitHostPort(b)
+	if errA != nil || errB != nil {
+		return a == b
+	}
+	if pa != pb {
+		return false
+	}
+	ipa, errA := netip.ParseAddr(ha)
+	ipb, errB := netip.ParseAddr(hb)
+	if errA == nil && errB == nil {
+		return ipa.Unmap() == ipb.Unmap()
+	}
+	return strings.EqualFold(ha, hb)
 }

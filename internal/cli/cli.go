@@ -119,7 +119,7 @@ func ParseCluster(v string) (map[uint64]string, error) {
 			return nil, fmt.Errorf("member id %d appears twice", n)
 		}
 		for other, a := range out {
-			if a == addr {
+			if transport.SameAddr(a, addr) {
 				return nil, fmt.Errorf("members %d and %d share the address %s", other, n, addr)
 			}
 		}

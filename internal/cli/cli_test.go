@@ -35,7 +35,7 @@ func TestParseCluster(t *testing.T) {
 	if got := FormatCluster(m); got != "1=127.0.0.1:1,2=127.0.0.1:2,3=h:3" {
 		t.Fatalf("FormatCluster = %q", got)
 	}
-	for _, bad := range []string{"1", "0=a:1", "x=a:1", "1=", "1=a:1,1=b:2", "1=a:1,2=a:1", "1=a", "1=a:0", "1=:7000", "1=a:b:1"} {
+	for _, bad := range []string{"1", "0=a:1", "x=a:1", "1=", "1=a:1,1=b:2", "1=a:1,2=a:1", "1=[::1]:1,2=[0::1]:1", "1=A:1,2=a:1", "1=a", "1=a:0", "1=:7000", "1=a:b:1"} {
 		if _, err := ParseCluster(bad); err == nil {
 			t.Errorf("ParseCluster(%q) succeeded", bad)
 		}
