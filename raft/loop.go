@@ -47,6 +47,7 @@ type loop struct {
 	cfg Config
 
 	now       func() time.Time // the clock of ticks and leases (time.Now; tests inject one)
+	wasMember bool             // this process has seen the node in its address book (removed)
 	nextTick  time.Time
 	ticks     uint64    // ticks taken, for request ages
 	voteGrace time.Time // vote requests are ignored until then (restart)
@@ -313,13 +314,14 @@ func (l *loop) shutdown() {
 // configuration never campaigns, so it never pre-votes, which is what
 // clears an isolated voter's leader. Status reports no leader then, so
 // that whatever waits for a leader's news (a watch, the region's leader
-// hint) goes elsewhere instead of waiting forever (review).
+// hint, /healthz) goes elsewhere instead of waiting forever (review). A
+// joining node replaying the log from before its own addition is not in
+// its address book either, but it never was: only a node seen as a member
+// counts as removed. (A removed node that restarts starts with no leader.)
 func (l *loop) removed() bool {
-	if l.st.NumMembers() == 0 { // no configuration applied yet
-		return false
-	}
 	_, ok := l.st.Member(l.n.id)
-	return !ok
+	l.wasMember = l.wasMember || ok
+	return l.wasMember && !ok
 }
 
 func (l *loop) publishStatus() {

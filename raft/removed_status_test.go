@@ -10,15 +10,16 @@ import (
 // reports no leader, though etcd raft still names the last one it knew
 // (review: a removed follower kept accepting watches that could never see
 // another event, and kept publishing the old leader as its region's hint).
+// A joining node that is not in its address book yet is not removed.
 func TestRemovedNodeReportsNoLeader(t *testing.T) {
 	for _, tc := range []struct {
-		name    string
-		members []uint64
-		want    uint64
+		name   string
+		phases [][]uint64 // the address book at each publishStatus
+		want   []uint64   // LeaderID after each
 	}{
-		{"a member", []uint64{1, 2, 3}, 3},
-		{"removed", []uint64{2, 3}, 0},
-		{"no configuration yet", nil, 3},
+		{"a member", [][]uint64{{1, 2, 3}, {1, 2, 3}}, []uint64{3, 3}},
+		{"removed", [][]uint64{{1, 2, 3}, {2, 3}}, []uint64{3, 0}},
+		{"joining", [][]uint64{nil, {2, 3}, {1, 2, 3}}, []uint64{3, 3, 3}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st, err := store.Open(t.TempDir(), store.Options{})
@@ -26,20 +27,27 @@ func TestRemovedNodeReportsNoLeader(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer st.Close()
-			u := st.NewUpdate()
-			for _, id := range tc.members {
-				if err := u.SetMember(store.Member{ID: id, Addr: "127.0.0.1:1"}); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if err := u.Commit(true); err != nil {
-				t.Fatal(err)
-			}
 			m, _ := newMetrics(nil)
 			l := &loop{n: &Node{id: 1, log: testLogger(), metrics: m}, st: st, lead: 3, term: 2}
-			l.publishStatus()
-			if got := l.n.Status().LeaderID; got != tc.want {
-				t.Fatalf("LeaderID %d, want %d", got, tc.want)
+			for i, members := range tc.phases {
+				u := st.NewUpdate()
+				for id := uint64(1); id <= 3; id++ {
+					if err := u.RemoveMember(id); err != nil {
+						t.Fatal(err)
+					}
+				}
+				for _, id := range members {
+					if err := u.SetMember(store.Member{ID: id, Addr: "127.0.0.1:1"}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := u.Commit(true); err != nil {
+					t.Fatal(err)
+				}
+				l.publishStatus()
+				if got := l.n.Status().LeaderID; got != tc.want[i] {
+					t.Fatalf("phase %d (members %v): LeaderID %d, want %d", i, members, got, tc.want[i])
+				}
 			}
 		})
 	}
