@@ -50,7 +50,10 @@ func (n *Node) PromoteMember(ctx context.Context, id uint64) error {
 // RemoveMember removes node id (voter or learner). Removing the leader is
 // allowed: it steps down once the change is applied. Its lease is revoked
 // at that moment, and CheckQuorum's vote suppression in the remaining nodes
-// still covers the rest of the lease it had handed out.
+// still covers the rest of the lease it had handed out. Removing a voter
+// waits (retrying each tick until ctx ends) while the voters left would
+// not include a quorum of members heard from lately: it would stop every
+// commit, this change's undoing included.
 func (n *Node) RemoveMember(ctx context.Context, id uint64) error {
 	return n.changeMembers(ctx, pb.ConfChangeRemoveNode, id, "")
 }
@@ -132,7 +135,34 @@ func (l *loop) checkConfChange(cc *pb.ConfChange) error {
 			return fmt.Errorf("%w: %d", ErrMemberNotFound, id)
 		case voter && len(cs.GetVoters()) == 1:
 			return ErrLastVoter
+		case voter:
+			return l.checkQuorumWithout(id, cs.GetVoters())
 		}
+	}
+	return nil
+}
+
+// checkQuorumWithout refuses, as busy, removing voter id while the voters
+// left would not include a quorum of members heard from lately (as etcd's
+// strict reconfiguration check does): with one of three voters down,
+// removing another live one left two voters, one of them down, and nothing
+// committed until the down one came back, not even a change to undo it
+// (review). The leader counts itself. Just after an election no follower
+// has answered yet, so the caller's retries (changeMembers) ride that out.
+func (l *loop) checkQuorumWithout(id uint64, voters []uint64) error {
+	rest, active := 0, 0
+	for _, v := range voters {
+		if v == id {
+			continue
+		}
+		rest++
+		if _, recent := l.progressOf(v); recent || v == l.n.id {
+			active++
+		}
+	}
+	if need := rest/2 + 1; active < need {
+		return fmt.Errorf("%w: removing %d would leave %d voters of which %d were heard from lately, fewer than a quorum (%d)",
+			ErrConfChangeBusy, id, rest, active, need)
 	}
 	return nil
 }
