@@ -18,7 +18,11 @@
 // A watcher is a cursor into the ring, not a queue of its own: its pending
 // events are the ring's events past its cursor, so a slow watcher holds no
 // memory beyond the ring's bound. A watcher that falls so far behind that
-// the ring evicts events it has not sent yet is dropped (Next fails with a
-// *CompactedError whose Slow is set): its client may resume from its last
-// version on a node that still holds it, or learns the history is gone.
+// the ring evicts events of its key or prefix it has not sent yet is
+// dropped (Next fails with a *CompactedError whose Slow is set): its client
+// may resume from its last version on a node that still holds it, or
+// learns the history is gone. Evicted events of other keys cost a watcher
+// nothing, however far behind its cursor was: the Hub indexes its
+// watchers by key (and keeps those of a prefix apart) so that eviction
+// marks only the ones it robs.
 package watch

@@ -91,6 +91,10 @@ type Hub struct {
 	gen, resetAt uint64
 	changed      chan struct{} // closed and replaced by every Publish
 	watchers     int
+	// The open watchers, so that eviction can tell whose events it drops
+	// (markLostLocked): by key, and those of a prefix.
+	byKey    map[string]map[*Watcher]struct{}
+	prefixed map[*Watcher]struct{}
 }
 
 // New returns an empty hub whose history starts after index 0.
@@ -98,7 +102,8 @@ func New(cfg Config) (*Hub, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Hub{cfg: cfg, oldest: 1, changed: make(chan struct{})}, nil
+	return &Hub{cfg: cfg, oldest: 1, changed: make(chan struct{}),
+		byKey: map[string]map[*Watcher]struct{}{}, prefixed: map[*Watcher]struct{}{}}, nil
 }
 
 func eventSize(e *wire.WatchEvent) int { return len(e.Key) + len(e.Value) }
@@ -142,8 +147,14 @@ func (h *Hub) evictLocked() {
 		return
 	}
 	newest := h.buf[len(h.buf)-1].Version
-	for held := len(h.buf) - h.off; (held > h.cfg.HistoryEvents || h.bytes > h.cfg.HistoryBytes) &&
-		h.buf[h.off].Version < newest; held-- {
+	n, bytes := 0, h.bytes
+	for held := len(h.buf) - h.off; (held > h.cfg.HistoryEvents || bytes > h.cfg.HistoryBytes) &&
+		h.buf[h.off+n].Version < newest; held-- {
+		bytes -= eventSize(&h.buf[h.off+n])
+		n++
+	}
+	h.markLostLocked(n)
+	for range n {
 		e := &h.buf[h.off]
 		h.bytes -= eventSize(e)
 		h.oldest = max(h.oldest, e.Version+1)
@@ -155,6 +166,36 @@ func (h *Hub) evictLocked() {
 		n := copy(h.buf, h.buf[h.off:])
 		clear(h.buf[n:])
 		h.buf, h.off = h.buf[:n], 0
+	}
+}
+
+// markLostLocked marks lost every watcher that has not yet been sent one
+// of its events among the n oldest held, which are about to be evicted: at
+// its next Next it is dropped as slow. A watcher whose cursor is among them
+// but which none of them was for (a quiet key behind a burst of writes to
+// others) lost nothing and moves on (review: it was dropped as slow, and
+// its client's resume from the version it was at failed as compacted).
+func (h *Hub) markLostLocked(n int) {
+	if n == 0 {
+		return
+	}
+	end := h.first + uint64(n)
+	lose := func(w *Watcher, seq uint64, e *wire.WatchEvent) {
+		if seq >= w.next && e.Version >= w.from {
+			w.lost = true
+		}
+	}
+	for i, e := range h.buf[h.off : h.off+n] {
+		for w := range h.byKey[string(e.Key)] {
+			lose(w, h.first+uint64(i), &e)
+		}
+	}
+	for w := range h.prefixed {
+		for seq := max(w.next, h.first); !w.lost && seq < end; seq++ {
+			if e := &h.buf[h.off+int(seq-h.first)]; w.matches(e.Key) {
+				lose(w, seq, e)
+			}
+		}
 	}
 }
 

@@ -18,6 +18,7 @@ type Watcher struct {
 	// progress: every matching event with a version up to it was returned.
 	progress uint64
 	closed   bool
+	lost     bool // the history evicted an event it needed (markLostLocked)
 }
 
 // Watch opens a watcher of key (with prefix, of every key starting with
@@ -38,8 +39,10 @@ func (h *Hub) Watch(key []byte, prefix bool, from uint64) (*Watcher, error) {
 		return nil, &CompactedError{Requested: from, Oldest: h.oldest}
 	}
 	h.watchers++
-	return &Watcher{h: h, key: append([]byte(nil), key...), prefix: prefix, from: from,
-		next: h.seekLocked(from), gen: h.gen, progress: from - 1}, nil
+	w := &Watcher{h: h, key: append([]byte(nil), key...), prefix: prefix, from: from,
+		next: h.seekLocked(from), gen: h.gen, progress: from - 1}
+	h.register(w, true)
+	return w, nil
 }
 
 // Progress is the version through which the watcher is complete.
@@ -53,7 +56,33 @@ func (w *Watcher) Close() {
 	w.closed = true
 	w.h.mu.Lock()
 	w.h.watchers--
+	w.h.register(w, false)
 	w.h.mu.Unlock()
+}
+
+// register adds w to the hub's index of open watchers, or (add false)
+// takes it out. The caller holds h.mu.
+func (h *Hub) register(w *Watcher, add bool) {
+	if w.prefix {
+		if add {
+			h.prefixed[w] = struct{}{}
+		} else {
+			delete(h.prefixed, w)
+		}
+		return
+	}
+	k := string(w.key)
+	switch ws := h.byKey[k]; {
+	case add && ws == nil:
+		h.byKey[k] = map[*Watcher]struct{}{w: {}}
+	case add:
+		ws[w] = struct{}{}
+	default:
+		delete(ws, w)
+		if len(ws) == 0 {
+			delete(h.byKey, k)
+		}
+	}
 }
 
 func (w *Watcher) matches(key []byte) bool {
@@ -80,7 +109,10 @@ func (w *Watcher) Next(dst []wire.WatchEvent, maxEvents, maxBytes int) ([]wire.W
 		w.gen, w.next = h.gen, max(w.next, h.first)
 	}
 	if w.next < h.first {
-		return dst, w.progress, &CompactedError{Requested: w.progress + 1, Oldest: h.oldest, Slow: true}
+		if w.lost {
+			return dst, w.progress, &CompactedError{Requested: w.progress + 1, Oldest: h.oldest, Slow: true}
+		}
+		w.next = h.first // what was evicted past it was not for it
 	}
 	held := h.buf[h.off:]
 	size, n := 0, 0
