@@ -102,6 +102,15 @@ var errDropped = errors.New("raft: peer message dropped")
 // million entries a second would take 146,000 years to reach this one.
 const maxPeerIndex = 1 << 62
 
+// maxPeerTerm bounds every term a peer may name (a message's term and log
+// term; its entries' and snapshot's are checked against the message's).
+// raft computes term+1 unchecked when it campaigns: a node that adopted a
+// forged term of 2^64-1 (from one heartbeat, then stored in its hard
+// state) wrapped to term 0 at its next election and panicked, again after
+// every restart, and its answers carried the term to the leader (review).
+// Terms grow by one per election.
+const maxPeerTerm = 1 << 62
+
 // checkPeerMessage vets m, received on the session of member from by node
 // self, on its own: addressing, type, and the fields raft relies on. It
 // returns the reason to drop m, or "" to pass it on.
@@ -130,6 +139,9 @@ func checkFields(m *pb.Message) error {
 	// term on it would make the leader adopt that term.
 	if (t == pb.MsgReadIndex) != (m.GetTerm() == 0) {
 		return fmt.Errorf("term %d", m.GetTerm())
+	}
+	if m.GetTerm() > maxPeerTerm || m.GetLogTerm() > maxPeerTerm {
+		return fmt.Errorf("term %d or log term %d beyond %d", m.GetTerm(), m.GetLogTerm(), uint64(maxPeerTerm))
 	}
 	if m.GetIndex() > maxPeerIndex || m.GetCommit() > maxPeerIndex || m.GetRejectHint() > maxPeerIndex {
 		return fmt.Errorf("index %d, commit %d or hint %d beyond %d", m.GetIndex(), m.GetCommit(), m.GetRejectHint(), uint64(maxPeerIndex))

@@ -143,6 +143,15 @@ func TestCheckPeerMessage(t *testing.T) {
 		{"append after the last index", appendMsg(from, self, 5, math.MaxUint64, 2), dropMalformed},
 		{"append ending at maxPeerIndex", appendMsg(from, self, 5, maxPeerIndex-1, 2, 5), ""},
 		{"heartbeat committing past maxPeerIndex", heartbeat(from, self, 5, maxPeerIndex+1), dropMalformed},
+		{"heartbeat at a term past maxPeerTerm", heartbeat(from, self, maxPeerTerm+1, 1), dropMalformed},
+		{"heartbeat at the last term", heartbeat(from, self, math.MaxUint64, 1), dropMalformed},
+		{"heartbeat at maxPeerTerm", heartbeat(from, self, maxPeerTerm, 1), ""},
+		{"append response at the last term", with(msg(pb.MsgAppResp, from, self, math.MaxUint64), func(m *pb.Message) {
+			m.Index = new(uint64(0))
+		}), dropMalformed},
+		{"vote with a log term past maxPeerTerm", with(msg(pb.MsgVote, from, self, 6), func(m *pb.Message) {
+			m.LogTerm = new(uint64(maxPeerTerm + 1))
+		}), dropMalformed},
 		{"vote for a log past maxPeerIndex", with(msg(pb.MsgVote, from, self, 6), func(m *pb.Message) {
 			m.Index = new(uint64(math.MaxUint64))
 		}), dropMalformed},

@@ -77,7 +77,7 @@ func fuzzNode(tb testing.TB, st *store.Store, cluster uint64) *Node {
 	return n
 }
 
-func fuzzStore(f *testing.F) *store.Store {
+func fuzzStore(f testing.TB) *store.Store {
 	st, err := store.Open(f.TempDir(), store.Options{})
 	if err != nil {
 		f.Fatal(err)

@@ -1,0 +1,70 @@
+package raft
+
+import (
+	"math"
+	"testing"
+
+	etcdraft "go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+)
+
+// stepThroughFilters passes m as peer 2's frame through the session's
+// filter (peerReader) and the loop's (admitState) into fr's raft, as a
+// node does; it reports whether raft was given it.
+func stepThroughFilters(t *testing.T, n *Node, fr *fuzzRaft, m *pb.Message) bool {
+	t.Helper()
+	r := &peerReader{n: n, from: 2}
+	defer r.discard()
+	f, err := appendMessageFrame(nil, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.handle(f); err != nil {
+		return false
+	}
+	stepped := false
+	for len(n.recvc) > 0 {
+		in := <-n.recvc
+		last, _ := fr.ms.LastIndex()
+		if _, err := admitState(in.msg, fr.rn, last, fr.commit); err != nil {
+			continue
+		}
+		mustStep(t, fr.rn, in.msg)
+		stepped = true
+	}
+	return stepped
+}
+
+// TestForgedTermNeverCrashes: one heartbeat from a member's session at
+// term 2^64-1 passed both filters; raft adopted the term, and at its next
+// election computed the pre-vote's term as term+1 = 0 and panicked (and
+// the term was stored, so it did again after every restart; review). Such
+// a term is now dropped, and at the largest term admitted a node still
+// campaigns.
+func TestForgedTermNeverCrashes(t *testing.T) {
+	for _, tc := range []struct {
+		term     uint64
+		admitted bool
+	}{{math.MaxUint64, false}, {maxPeerTerm + 1, false}, {maxPeerTerm, true}} {
+		n := fuzzNode(t, fuzzStore(t), 42)
+		fr := newFuzzRaft(t, false)
+		if got := stepThroughFilters(t, n, fr, heartbeat(2, 1, tc.term, 1)); got != tc.admitted {
+			t.Fatalf("heartbeat at term %d admitted: %t, want %t", tc.term, got, tc.admitted)
+		}
+		fr.ready(t)
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					t.Fatalf("after a heartbeat at term %d raft panicked at the next election: %v", tc.term, p)
+				}
+			}()
+			for range 30 { // the leader goes silent: an election timeout and more
+				fr.rn.Tick()
+				fr.ready(t)
+			}
+		}()
+		if st := fr.rn.BasicStatus().RaftState; st != etcdraft.StatePreCandidate && st != etcdraft.StateCandidate {
+			t.Fatalf("after a heartbeat at term %d and silence: %v, want campaigning", tc.term, st)
+		}
+	}
+}
