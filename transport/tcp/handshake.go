@@ -103,10 +103,12 @@ func (t *Transport) handshake(ctx context.Context, nc net.Conn, remote string, l
 		// Frames are flushed whole; Nagle would only add latency to them.
 		_ = tc.SetNoDelay(true)
 	}
-	// A past deadline wakes the blocked socket calls when ctx ends (so that
-	// the error reported is ctx's, not a socket timeout).
-	stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Unix(1, 0)) })
 	sock := nc // closed to end the connection, TLS or not
+	// A past deadline wakes the blocked socket calls when ctx ends (so that
+	// the error reported is ctx's, not a socket timeout). It is set on the
+	// socket, which TLS wraps: nc is replaced below, and the callback runs
+	// on another goroutine (review: -race saw it read nc as it changed).
+	stop := context.AfterFunc(ctx, func() { _ = sock.SetDeadline(time.Unix(1, 0)) })
 	var id *transport.Identity
 	var err error
 	if t.cfg.TLS != nil {
