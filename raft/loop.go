@@ -239,17 +239,39 @@ func (l *loop) step(in inbound) {
 		}
 		return
 	}
-	if in.staged != nil {
-		l.staged = append(l.staged, in.staged)
-	}
 	t := in.msg.GetType()
 	if l.inVoteGrace(t) {
+		if in.staged != nil {
+			in.staged.Discard()
+		}
 		return
 	}
 	l.noteLostLog(in.msg)
+	var commit uint64
+	if in.staged != nil {
+		commit = l.rn.BasicStatus().HardState.GetCommit()
+	}
 	if err := l.rn.Step(in.msg); err != nil {
 		l.n.log.Debug("raft step failed", "type", t.String(), "from", in.msg.GetFrom(), "err", err)
 	}
+	if in.staged != nil {
+		l.keepStaged(in, commit)
+	}
+}
+
+// keepStaged keeps a snapshot's data for installSnapshot only if raft took
+// its MsgSnap, which moves the commit index from below the snapshot's to
+// it: data of a MsgSnap raft ignored (a stale term, say) matching the one
+// it took would otherwise be installed under the other's name, the last
+// matching one winning (review: a peer at a stale term had its data
+// installed in place of the leader's).
+func (l *loop) keepStaged(in inbound, commitBefore uint64) {
+	idx := in.msg.GetSnapshot().GetMetadata().GetIndex()
+	if commitBefore < idx && l.rn.BasicStatus().HardState.GetCommit() == idx {
+		l.staged = append(l.staged, in.staged)
+		return
+	}
+	in.staged.Discard()
 }
 
 func (l *loop) report(r report) {
