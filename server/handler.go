@@ -180,6 +180,20 @@ func (s *Server) respond(c *replyConn, req *wire.Request, reserved int) {
 		reserved = size
 	}
 	frame := wire.AppendResponse(make([]byte, 0, size), &resp)
+	if limit := c.conn.MaxMessage(); len(frame) > limit {
+		// The client would wait out its own timeout for a reply its
+		// transport cannot take (review): tell it why instead, or, if even
+		// that does not fit, close the connection.
+		big := len(frame)
+		resp = badRequest(fmt.Sprintf("reply of %d bytes exceeds this connection's max message of %d", big, limit))
+		resp.Op, resp.ID = req.Op, req.ID
+		if frame = wire.AppendResponse(frame[:0], &resp); len(frame) > limit {
+			s.connRefused(reasonTooLarge, c.conn.RemoteAddr(),
+				fmt.Errorf("a reply of %d bytes exceeds the connection's max message of %d", big, limit))
+			c.conn.Close()
+			return
+		}
+	}
 	if s.awaitThaw(ctx) != nil {
 		return
 	}
@@ -248,6 +262,10 @@ func checkKey(req *wire.Request) (wire.Response, bool) {
 		return wire.Response{Status: wire.StatusValueTooLarge}, true
 	case req.Op != wire.OpPut && len(req.Value) != 0:
 		return badRequest(req.Op.String() + " carries a value"), true
+	case (req.Op == wire.OpPut || req.Op == wire.OpDelete) && req.Flags != 0:
+		// None are defined: a flag a later client sets (a condition, say)
+		// must not be ignored and the write applied as if unset (review).
+		return badRequest(fmt.Sprintf("%s carries flags %#x (it takes none)", req.Op, req.Flags)), true
 	}
 	return wire.Response{}, false
 }
@@ -373,7 +391,8 @@ func (s *Server) hello() wire.Response {
 func (s *Server) memberChange(ctx context.Context, req *wire.Request) wire.Response {
 	id, err := strconv.ParseUint(string(req.Key), 10, 64)
 	if err != nil || id == 0 {
-		return badRequest("member id must be a positive integer, got " + strconv.Quote(string(req.Key)))
+		// Quoted, a 64 KiB id of 0xff bytes is a 256 KiB reply (review).
+		return badRequest("member id must be a positive integer, got " + quoteAtMost(req.Key, maxQuoted))
 	}
 	switch req.Op {
 	case wire.OpMemberAdd:
@@ -385,6 +404,17 @@ func (s *Server) memberChange(ctx context.Context, req *wire.Request) wire.Respo
 		return s.errResponse(s.node.PromoteMember(ctx, id))
 	}
 	return s.errResponse(s.node.RemoveMember(ctx, id))
+}
+
+// maxQuoted is the most bytes of a client's input an error quotes back.
+const maxQuoted = 64
+
+// quoteAtMost quotes b's first n bytes, marking a cut.
+func quoteAtMost(b []byte, n int) string {
+	if len(b) <= n {
+		return strconv.Quote(string(b))
+	}
+	return strconv.Quote(string(b[:n])) + fmt.Sprintf("... (%d bytes)", len(b))
 }
 
 // errResponse maps an error onto a wire status; nil is OK.

@@ -25,12 +25,13 @@ const (
 	reasonMaxConns   = tcp.ReasonMaxConns // over a transport that does not enforce it
 	reasonSlowReader = "slow_reader"
 	reasonMalformed  = "malformed_request"
+	reasonTooLarge   = "message_too_large" // a reply or watch message beyond what the client's transport takes
 )
 
 // connRefusalReasons are every reason kvd_connections_refused_total counts.
 var connRefusalReasons = []string{
 	tcp.ReasonMaxConns, tcp.ReasonHandshake, tcp.ReasonIdle, tcp.ReasonRead, tcp.ReasonWrite,
-	tcp.ReasonProtocol, tcp.ReasonReadTooLarge, reasonSlowReader, reasonMalformed,
+	tcp.ReasonProtocol, tcp.ReasonReadTooLarge, reasonSlowReader, reasonMalformed, reasonTooLarge,
 }
 
 // refusalLogEvery is how often each kind of refusal is logged: a hostile or

@@ -379,7 +379,9 @@ func (wc *watchConn) send(ctx context.Context, resp wire.Response) bool {
 		// Not sent (a message larger than the client takes, say): the
 		// connection's watches end with this goroutine, so the
 		// connection must too, or its client would wait on them for ever.
-		s.log.Info("watch message not delivered: closing the connection", "remote", wc.conn.RemoteAddr(), "err", err)
+		// Counted and rate-limited as every refusal is (review: one log
+		// line per connection, uncounted).
+		s.connRefused(reasonTooLarge, wc.conn.RemoteAddr(), fmt.Errorf("a watch message was not delivered: %w", err))
 		wc.conn.Close()
 	}
 	return false
