@@ -83,7 +83,7 @@ func newConn(t *Transport, nc net.Conn, remote string, local, peer hello) *conn 
 		br:         bufio.NewReaderSize(nc, readBufSize),
 		closed:     make(chan struct{}),
 	}
-	c.msgs.init(int(local.credits), int(peer.credits), t.creditDelay)
+	c.msgs.init(int(local.credits), int(peer.credits), c.maxMessage, t.creditDelay)
 	c.reads.init(int(min(local.maxReads, peer.maxReads)))
 	c.serve.init(int(local.maxReads))
 	now := t.watch.now()

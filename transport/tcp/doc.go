@@ -56,6 +56,12 @@
 //     only while its context lasts.
 //   - READs: one batch reads at most transport.MaxReadBatchBytes (16 MiB);
 //     a peer that asks for more breaks the protocol.
+//   - Messages in flight: besides its credits, a sender may have at most
+//     DefaultQueueBytes (16 MiB, or the conn's max message if larger) of
+//     messages whose credits have not come back; Send waits for room, and
+//     a peer that sends beyond it breaks the protocol (bytewindow.go). So a
+//     receiver that consumes nothing holds at most that much, not credits
+//     times the max message.
 //   - Memory per idle connection: a 16 KiB read buffer and the queues sized
 //     by credits and outstanding READs (about 27 KiB of heap, and two
 //     goroutines), whatever it was sent before: write buffers, and the
@@ -161,10 +167,12 @@
 //
 //	1 MSG        payload: one message, length <= the conn's max message.
 //	             id: credits returned to the receiver, riding along (may
-//	             be 0). a = b = 0. Costs the sender one credit.
+//	             be 0). a = b = 0. Costs the sender one credit and length
+//	             bytes of the byte window, both back with the credit.
 //	2 CREDIT     id: credits returned (>= 1). a = b = length = 0. Sent by a
-//	             receiver that has consumed a quarter of its credits, or
-//	             all it was sent, when no MSG took the credits along.
+//	             receiver that has consumed a quarter of its credits, or a
+//	             quarter of the byte window, or all it was sent, when no
+//	             MSG took the credits along.
 //	3 READ_REQ   a: op count, 1..16 (transport.MaxBatch). id: request id
 //	             (the poster's slot). payload: a ops of 16 bytes each:
 //	             remote address u64 (Descriptor.Addr + offset), length u32,

@@ -2,6 +2,7 @@ package tcp
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sync/atomic"
@@ -40,6 +41,8 @@ type msgQueue struct {
 	idle    *time.Timer   // returns a caught-up receiver's credits delay after its last consume
 	delay   time.Duration // creditIdleDelay
 	frames  atomic.Uint64 // CREDIT frames written (tests read it)
+	// out and in bound the bytes in flight each way (bytewindow.go).
+	out, in byteWindow
 }
 
 // creditIdleDelay is how long a receiver that has consumed everything waits
@@ -56,7 +59,9 @@ type msgQueue struct {
 // of credits is returned at once.
 const creditIdleDelay = 250 * time.Millisecond
 
-func (q *msgQueue) init(own, peer int, creditDelay time.Duration) {
+func (q *msgQueue) init(own, peer, maxMessage int, creditDelay time.Duration) {
+	q.out.init(windowBytes(maxMessage), peer)
+	q.in.init(windowBytes(maxMessage), own)
 	q.window = make(chan struct{}, peer)
 	for range peer {
 		q.window <- struct{}{}
@@ -85,7 +90,7 @@ func (q *msgQueue) addCredits(n uint32) error {
 			return protoErr("peer returned more credits than it was sent messages (window %d)", cap(q.window))
 		}
 	}
-	return nil
+	return q.out.release(n)
 }
 
 // Send writes msg as one MSG frame once the peer has room for it. If the
@@ -108,10 +113,22 @@ func (c *conn) Send(ctx context.Context, msg []byte) error {
 	case <-c.closed:
 		return c.err
 	}
+	if err := c.msgs.out.reserve(ctx, len(msg), c.closed); err != nil {
+		c.msgs.window <- struct{}{} // the credit was not used
+		if errors.Is(err, errWindowClosed) {
+			return c.err
+		}
+		return err
+	}
 	c.wlock()
-	err := c.writeHeader(header{typ: frameMsg, id: c.msgs.pending.Swap(0), length: uint64(len(msg))})
+	ret := c.msgs.pending.Swap(0)
+	err := c.writeHeader(header{typ: frameMsg, id: ret, length: uint64(len(msg))})
 	if err == nil {
 		_, err = c.bw.Write(msg)
+	}
+	c.msgs.out.sent(len(msg))
+	if ret > 0 {
+		c.msgs.in.returning(ret)
 	}
 	return c.wunlock(err)
 }
@@ -124,9 +141,10 @@ func (c *conn) Recv(ctx context.Context, buf []byte) ([]byte, error) {
 		return nil, err
 	}
 	buf = append(buf[:0], m.data...)
+	n := len(m.data)
 	m.release()
 	c.msgs.free <- m
-	c.consumed()
+	c.consumed(n)
 	return buf, nil
 }
 
@@ -180,9 +198,11 @@ func (c *conn) usable(ctx context.Context) error {
 // caught up (so that an idle receiver leaves the sender its whole window).
 // serveLoop writes the CREDIT frame, so Recv never waits on the socket, and
 // a MSG the application sends meanwhile takes the credits along instead.
-func (c *conn) consumed() {
-	switch q := &c.msgs; {
-	case q.pending.Add(1) >= q.batch:
+func (c *conn) consumed(n int) {
+	q := &c.msgs
+	full := q.in.consumed(n) // a quarter of the byte window waits
+	switch {
+	case q.pending.Add(1) >= q.batch || full:
 		q.kickNow()
 	case len(q.queue) == 0:
 		// Measured from the last consume: under steady request/response
@@ -201,13 +221,17 @@ func (q *msgQueue) kickNow() {
 
 // returnCredits writes a CREDIT frame for the credits no MSG took along.
 func (c *conn) returnCredits() error {
-	n := c.msgs.pending.Swap(0)
-	if n == 0 {
+	if c.msgs.pending.Load() == 0 {
 		return nil
 	}
-	c.msgs.frames.Add(1)
 	c.wlock()
+	n := c.msgs.pending.Swap(0) // under the lock, in order with Send's
+	if n == 0 {
+		return c.wunlock(nil)
+	}
+	c.msgs.frames.Add(1)
 	err := c.writeHeader(header{typ: frameCredit, id: n})
+	c.msgs.in.returning(n)
 	return c.wunlock(err)
 }
 
@@ -223,12 +247,15 @@ func (c *conn) onMsg(h header) error {
 		return protoErr("peer sent a message beyond the %d credits it was granted", cap(c.msgs.free))
 	}
 	n := int(h.length)
+	if err := c.msgs.in.received(n); err != nil {
+		return err
+	}
 	if c.cut() {
 		// Dropped as if lost on the way, so the credit goes straight back.
 		if _, err := c.br.Discard(n); err != nil {
 			return err
 		}
-		c.consumed()
+		c.consumed(n)
 		return nil
 	}
 	m := <-c.msgs.free // only readLoop takes from free
