@@ -91,3 +91,44 @@ func TestPeerBreakingByteWindow(t *testing.T) {
 		t.Fatalf("connection closed with %v, want a protocol violation (sent %d messages)", tr.err, sent)
 	}
 }
+
+// TestByteWindowLargePingPong: messages larger than the write buffer
+// start going out before Send returns, and their credits can come back
+// (riding on the answer) before it does; the accounts must already hold
+// them (review of this change: the sender pushed a message's size after
+// writing it, the answer's credit found it missing, and the connection
+// failed as a protocol violation under load).
+func TestByteWindowLargePingPong(t *testing.T) {
+	c, s := connPair(t, 64, time.Hour)
+	ctx := testCtx(t)
+	big := make([]byte, 1<<20)
+	done := make(chan error, 1)
+	go func() {
+		var buf []byte
+		for {
+			var err error
+			if buf, err = s.Recv(ctx, buf); err != nil {
+				done <- nil
+				return
+			}
+			if err := s.Send(ctx, []byte("ok")); err != nil { // takes the credit back at once
+				done <- err
+				return
+			}
+		}
+	}()
+	var buf []byte
+	for i := range 300 {
+		if err := c.Send(ctx, big); err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+		var err error
+		if buf, err = c.Recv(ctx, buf); err != nil {
+			t.Fatalf("answer %d: %v", i, err)
+		}
+	}
+	c.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

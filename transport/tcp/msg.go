@@ -122,13 +122,16 @@ func (c *conn) Send(ctx context.Context, msg []byte) error {
 	}
 	c.wlock()
 	ret := c.msgs.pending.Swap(0)
-	err := c.writeHeader(header{typ: frameMsg, id: ret, length: uint64(len(msg))})
-	if err == nil {
-		_, err = c.bw.Write(msg)
-	}
+	// Counted before a byte is written: a message larger than the write
+	// buffer starts going out during the Write, and its peer may return
+	// its credit before Write returns.
 	c.msgs.out.sent(len(msg))
 	if ret > 0 {
 		c.msgs.in.returning(ret)
+	}
+	err := c.writeHeader(header{typ: frameMsg, id: ret, length: uint64(len(msg))})
+	if err == nil {
+		_, err = c.bw.Write(msg)
 	}
 	return c.wunlock(err)
 }
@@ -230,8 +233,8 @@ func (c *conn) returnCredits() error {
 		return c.wunlock(nil)
 	}
 	c.msgs.frames.Add(1)
+	c.msgs.in.returning(n) // before the frame can reach the peer, as in Send
 	err := c.writeHeader(header{typ: frameCredit, id: n})
-	c.msgs.in.returning(n)
 	return c.wunlock(err)
 }
 
