@@ -165,8 +165,12 @@ func TestErrorsMissesAndRPC(t *testing.T) {
 	f := newFake()
 	f.failPut, f.rpcGets = 3, true
 	r := newRunner(t, Config{}, f)
-	// Not preloaded: every GET misses. A third of PUTs fail.
-	run, err := r.Run(context.Background(), Point{Workload: small(workload.ReadHalf), Clients: 2, Duration: 100 * time.Millisecond})
+	// Not preloaded, over a key space the run cannot fill: GETs miss (over
+	// 500 keys the warmup's PUTs could write every one first, and a fast
+	// run saw no miss). A third of PUTs fail.
+	wl := small(workload.ReadHalf)
+	wl.Keys = 1 << 20
+	run, err := r.Run(context.Background(), Point{Workload: wl, Clients: 2, Duration: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
