@@ -13,15 +13,7 @@ import (
 // data was picked by index and term alone, the last match winning, so the
 // stale peer's was installed under the leader's MsgSnap).
 func TestStaleTermSnapshotDataNotInstalled(t *testing.T) {
-	cfg := testConfig()
-	cfg.ID, cfg.DataDir, cfg.Transport = 1, t.TempDir(), newMemNet().endpoint("a")
-	cfg.Peers = map[uint64]string{1: "a", 2: "b", 3: "c"}
-	n, err := Open(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { n.Close() })
-
+	n := openNode1(t, testConfig())
 	thaw := make(chan struct{})
 	if err := n.freeze(time.Hour, thaw); err != nil {
 		t.Fatal(err)

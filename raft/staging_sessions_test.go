@@ -87,14 +87,8 @@ func TestSnapshotStagingBoundedAcrossSessions(t *testing.T) {
 // must fall back to zero: none of it leaks.
 func TestStagingBoundCountsDeliveredTransfers(t *testing.T) {
 	cfg := testConfig()
-	cfg.ID, cfg.DataDir, cfg.Transport = 1, t.TempDir(), newMemNet().endpoint("a")
-	cfg.Peers = map[uint64]string{1: "a", 2: "b", 3: "c"}
 	cfg.MaxSnapshotBytes = 1 << 20
-	n, err := Open(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { n.Close() })
+	n := openNode1(t, cfg)
 	thaw := make(chan struct{})
 	if err := n.freeze(time.Hour, thaw); err != nil {
 		t.Fatal(err)

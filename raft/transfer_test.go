@@ -69,22 +69,31 @@ func handleAll(t *testing.T, r *peerReader, frames ...[]byte) {
 	}
 }
 
+// openNode1 opens node 1 of a three-member cluster from cfg (testConfig
+// plus what the test sets), on a memory network nothing else is on, and
+// closes it when the test ends.
+func openNode1(t *testing.T, cfg Config) *Node {
+	t.Helper()
+	cfg.ID, cfg.DataDir, cfg.Transport = 1, t.TempDir(), newMemNet().endpoint("a")
+	cfg.Peers = map[uint64]string{1: "a", 2: "b", 3: "c"}
+	n, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	return n
+}
+
 // TestInterleavedSnapshotTransfers replays the wire order of two transfers
 // to one follower mixed up (an older stream still sending while a newer one
 // runs) into a real node, and checks it installs exactly the newer
 // snapshot: no stray data of the older transfer lands in it.
 func TestInterleavedSnapshotTransfers(t *testing.T) {
 	cfg := testConfig()
-	cfg.ID, cfg.DataDir, cfg.Transport = 1, t.TempDir(), newMemNet().endpoint("a")
-	cfg.Peers = map[uint64]string{1: "a", 2: "b", 3: "c"}
 	app := newApplierLog()
 	cfg.Applier = app
-	n, err := Open(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	n := openNode1(t, cfg)
 	app.node.Store(n)
-	t.Cleanup(func() { n.Close() })
 
 	s1 := transferID{index: 100, term: 4, nonce: 0x1111}
 	s2 := transferID{index: 200, term: 5, nonce: 0x2222}
