@@ -201,11 +201,7 @@ func (s *Server) respond(c *replyConn, req *wire.Request, reserved int) {
 	switch {
 	case err == nil || s.ctx.Err() != nil:
 	case errors.Is(err, context.DeadlineExceeded):
-		c.slow.Do(func() {
-			s.connRefused(reasonSlowReader, c.conn.RemoteAddr(),
-				fmt.Errorf("a reply waited %v for the client to read earlier ones", replyTimeout))
-		})
-		c.conn.Close()
+		s.closeSlowReader(c.conn, c.slow, "a reply")
 	default:
 		s.log.Debug("response not delivered", "remote", c.conn.RemoteAddr(), "err", err)
 	}

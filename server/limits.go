@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -70,6 +71,18 @@ func (s *Server) connRefused(reason, remote string, err error) {
 		s.log.Warn("connection refused or closed by a limit", "reason", reason, "remote", remote, "err", err,
 			"similar_not_logged", held)
 	}
+}
+
+// closeSlowReader closes conn, whose client left what (a reply, say)
+// unread for replyTimeout, and counts it once (once is the connection's).
+// Closed before counted: a transport limit (WriteTimeout) that fires from
+// then on finds the connection closed and is not counted beside it.
+func (s *Server) closeSlowReader(conn transport.Conn, once *sync.Once, what string) {
+	conn.Close()
+	once.Do(func() {
+		s.connRefused(reasonSlowReader, conn.RemoteAddr(),
+			fmt.Errorf("%s waited %v for the client to read", what, replyTimeout))
+	})
 }
 
 // connCount is how many connections the server holds (kvd_connections).

@@ -259,11 +259,7 @@ func (st *snapStream) send(resp wire.Response) error {
 	err := st.conn.Send(ctx, st.frame)
 	cancel()
 	if err != nil && errors.Is(err, context.DeadlineExceeded) && s.ctx.Err() == nil {
-		st.slow.Do(func() {
-			s.connRefused(reasonSlowReader, st.conn.RemoteAddr(),
-				fmt.Errorf("a snapshot chunk waited %v for the client to read", replyTimeout))
-		})
-		st.conn.Close()
+		s.closeSlowReader(st.conn, st.slow, "a snapshot chunk")
 	}
 	if err != nil {
 		return fmt.Errorf("%w: %w", errSnapshotSend, err)

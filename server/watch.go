@@ -370,11 +370,7 @@ func (wc *watchConn) send(ctx context.Context, resp wire.Response) bool {
 		return true
 	case ctx.Err() != nil:
 	case errors.Is(err, context.DeadlineExceeded):
-		wc.slow.Do(func() {
-			s.connRefused(reasonSlowReader, wc.conn.RemoteAddr(),
-				fmt.Errorf("a watch message waited %v for the client to read earlier ones", replyTimeout))
-		})
-		wc.conn.Close()
+		s.closeSlowReader(wc.conn, wc.slow, "a watch message")
 	default:
 		// Not sent (a message larger than the client takes, say): the
 		// connection's watches end with this goroutine, so the

@@ -132,3 +132,23 @@ func TestByteWindowLargePingPong(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestClosureOutranksDeadline: an operation whose ctx is done on a
+// connection a limit has closed returns the closure's error, not ctx's.
+// The server counts a reply that timed out as a slow reader; were the
+// write timeout that closed the connection reported as a deadline too, one
+// closure would count under both reasons (CI: 5 closures for 4 clients).
+func TestClosureOutranksDeadline(t *testing.T) {
+	c, _ := connPair(t, 64, time.Hour)
+	c.limitFail(ReasonWrite, errors.New("test: the peer took no bytes"))
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	for name, op := range map[string]func() error{
+		"Send": func() error { return c.Send(done, []byte("x")) },
+		"Read": func() error { return c.Read(done, nil) },
+	} {
+		if err := op(); !errors.Is(err, ErrTimeout) || errors.Is(err, context.Canceled) {
+			t.Errorf("%s on a connection closed by WriteTimeout, ctx done: %v; want the closure's ErrTimeout", name, err)
+		}
+	}
+}

@@ -2,7 +2,6 @@ package tcp
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"sync/atomic"
@@ -109,16 +108,13 @@ func (c *conn) Send(ctx context.Context, msg []byte) error {
 	select {
 	case <-c.msgs.window:
 	case <-ctx.Done():
-		return ctx.Err()
+		return c.usable(ctx)
 	case <-c.closed:
 		return c.err
 	}
 	if err := c.msgs.out.reserve(ctx, len(msg), c.closed); err != nil {
 		c.msgs.window <- struct{}{} // the credit was not used
-		if errors.Is(err, errWindowClosed) {
-			return c.err
-		}
-		return err
+		return c.usable(ctx)
 	}
 	c.wlock()
 	ret := c.msgs.pending.Swap(0)
@@ -182,17 +178,17 @@ func (c *conn) leftover() (*inMsg, error) {
 	return nil, c.err
 }
 
-// usable reports why an operation must not start: ctx is done, or the
-// connection is closed.
+// usable reports why an operation must not start, or why one that waited
+// on ctx stopped: the connection's own error once it has closed, else ctx's.
+// A closure so names its cause once: the server, closing a connection for
+// its own reply timeout (slow reader), must not also count one this
+// transport closed for a limit (WriteTimeout) as both fired together.
 func (c *conn) usable(ctx context.Context) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
 	select {
 	case <-c.closed:
 		return c.err
 	default:
-		return nil
+		return ctx.Err()
 	}
 }
 

@@ -100,10 +100,8 @@ func (c *conn) Read(ctx context.Context, ops []transport.ReadOp) error {
 		return fmt.Errorf("tcp: read from %s: %w", c.remote, ErrPartitioned)
 	}
 	s, err := c.reads.get(ctx, c.closed)
-	if err == errClosedConn {
-		return c.err
-	} else if err != nil {
-		return err
+	if err != nil {
+		return c.usable(ctx) // closed (errClosedConn), or ctx is done
 	}
 	n := s.post(ops)
 	c.wlock()
@@ -116,7 +114,7 @@ func (c *conn) Read(ctx context.Context, ops []transport.ReadOp) error {
 	case <-s.done:
 	case <-ctx.Done():
 		if s.abandon() {
-			return ctx.Err()
+			return c.usable(ctx)
 		}
 		<-s.done // completed as ctx ended: take the result
 	case <-c.closed:
