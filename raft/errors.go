@@ -51,6 +51,14 @@ var (
 	// A write that fails with it may or may not have been applied: its
 	// entry may have reached other nodes, which go on without this one.
 	ErrStorage = errors.New("raft: storage")
+	// ErrTermOverflow: the data directory's durable state holds a term
+	// beyond any a peer may name (maxPeerTerm). Only a build that let a
+	// forged message's term in (before peer terms were bounded) wrote one;
+	// raft would wrap the term at the node's next election and panic, so
+	// Open refuses the directory. Replace the member (remove it, and add it
+	// back with an empty data directory); if every member holds such a
+	// term, restore the cluster from a backup.
+	ErrTermOverflow = errors.New("raft: stored term out of range")
 	// ErrLeaseNotFound: the TTL lease does not exist (never granted,
 	// revoked, or expired), or the leader has begun expiring it.
 	ErrLeaseNotFound = errors.New("raft: lease not found")

@@ -86,6 +86,9 @@ type readyFlags struct {
 func newLoop(n *Node) (*loop, error) {
 	st := n.store
 	hs, _, _ := st.InitialState()
+	if t := hs.GetTerm(); t > maxPeerTerm {
+		return nil, fmt.Errorf("%w: term %d in %s exceeds %d", ErrTermOverflow, t, n.cfg.DataDir, uint64(maxPeerTerm))
+	}
 	last, _ := st.LastIndex()
 	fresh := etcdraft.IsEmptyHardState(hs) && last == 0
 	rc := &etcdraft.Config{

@@ -1,11 +1,15 @@
 package raft
 
 import (
+	"errors"
 	"math"
 	"testing"
 
 	etcdraft "go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/kvd-project/kvd/raft/internal/store"
 )
 
 // stepThroughFilters passes m as peer 2's frame through the session's
@@ -66,5 +70,60 @@ func TestForgedTermNeverCrashes(t *testing.T) {
 		if st := fr.rn.BasicStatus().RaftState; st != etcdraft.StatePreCandidate && st != etcdraft.StateCandidate {
 			t.Fatalf("after a heartbeat at term %d and silence: %v, want campaigning", tc.term, st)
 		}
+	}
+}
+
+// TestStoredTermOutOfRangeRefusedAtOpen: a data directory whose hard state
+// holds a term beyond maxPeerTerm (written by a build that adopted a
+// forged heartbeat's term) would panic at the node's next election, after
+// every restart: Open refuses it with ErrTermOverflow, naming the term. The
+// largest term a peer may name still opens.
+func TestStoredTermOutOfRangeRefusedAtOpen(t *testing.T) {
+	for _, tc := range []struct {
+		term uint64
+		open bool
+	}{{math.MaxUint64, false}, {maxPeerTerm + 1, false}, {maxPeerTerm, true}} {
+		cfg := testConfig()
+		cfg.ID, cfg.DataDir = 1, t.TempDir()
+		cfg.Peers = map[uint64]string{1: "a"}
+		cfg.Transport = newMemNet().endpoint("a")
+		n, err := Open(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.Close()
+		setStoredTerm(t, cfg.DataDir, tc.term)
+		cfg.Transport = newMemNet().endpoint("a")
+		n, err = Open(cfg)
+		if err == nil {
+			n.Close()
+		}
+		if tc.open != (err == nil) || !tc.open && !errors.Is(err, ErrTermOverflow) {
+			t.Fatalf("stored term %d: Open = %v; want it to open: %t", tc.term, err, tc.open)
+		}
+	}
+}
+
+// setStoredTerm rewrites the term of the hard state in dir's store.
+func setStoredTerm(t *testing.T, dir string, term uint64) {
+	t.Helper()
+	st, err := store.Open(dir, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	hs, _, err := st.InitialState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs = proto.Clone(hs).(*pb.HardState)
+	hs.Term = new(term)
+	u := st.NewUpdate()
+	defer u.Close()
+	if err := u.SetHardState(hs); err != nil {
+		t.Fatal(err)
+	}
+	if err := u.Commit(true); err != nil {
+		t.Fatal(err)
 	}
 }
