@@ -33,6 +33,10 @@ var (
 	ErrValueTooLarge = errors.New("raft: value too large")
 	// ErrMemberExists: AddMember named a node already in the cluster.
 	ErrMemberExists = errors.New("raft: member already exists")
+	// ErrMemberRemoved: AddMember named an id that was a member and was
+	// removed. Ids are never reused (as in etcd): the removed node may
+	// still run with that id's log and votes. Add the node under a new id.
+	ErrMemberRemoved = errors.New("raft: member id was removed; ids are not reused")
 	// ErrAddrInUse: AddMember named an address another member has; the
 	// new member would never receive what is sent to it.
 	ErrAddrInUse = errors.New("raft: address already in use by another member")

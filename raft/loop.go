@@ -47,7 +47,6 @@ type loop struct {
 	cfg Config
 
 	now       func() time.Time // the clock of ticks and leases (time.Now; tests inject one)
-	wasMember bool             // this process has seen the node in its address book (removed)
 	nextTick  time.Time
 	ticks     uint64    // ticks taken, for request ages
 	voteGrace time.Time // vote requests are ignored until then (restart)
@@ -333,20 +332,18 @@ func (l *loop) shutdown() {
 	l.n.lease.revoke()
 }
 
-// removed reports whether this node has applied its own removal. No
-// leader talks to it after that (its peers refuse its sessions), yet etcd
-// raft keeps naming the last leader it knew: a node outside the
-// configuration never campaigns, so it never pre-votes, which is what
-// clears an isolated voter's leader. Status reports no leader then, so
-// that whatever waits for a leader's news (a watch, the region's leader
-// hint, /healthz) goes elsewhere instead of waiting forever (review). A
-// joining node replaying the log from before its own addition is not in
-// its address book either, but it never was: only a node seen as a member
-// counts as removed. (A removed node that restarts starts with no leader.)
+// removed reports whether this node has applied its own removal (its
+// tombstone, store.Member.Removed). No leader talks to it after that (its
+// peers refuse its sessions), yet etcd raft keeps naming the last leader
+// it knew: a node outside the configuration never campaigns, so it never
+// pre-votes, which is what clears an isolated voter's leader. Status
+// reports no leader then, so that whatever waits for a leader's news (a
+// watch, the region's leader hint, /healthz) goes elsewhere instead of
+// waiting forever (review). A joining node replaying the log from before
+// its own addition is not in its address book either, but has no
+// tombstone.
 func (l *loop) removed() bool {
-	_, ok := l.st.Member(l.n.id)
-	l.wasMember = l.wasMember || ok
-	return l.wasMember && !ok
+	return l.st.Removed(l.n.id)
 }
 
 func (l *loop) publishStatus() {

@@ -104,6 +104,9 @@ func (l *loop) checkConfChange(cc *pb.ConfChange) error {
 		if voter || learner {
 			return fmt.Errorf("%w: %d", ErrMemberExists, id)
 		}
+		if l.st.Removed(id) {
+			return fmt.Errorf("%w: %d", ErrMemberRemoved, id)
+		}
 		mc, err := decodeMemberContext(cc.GetContext())
 		if err != nil {
 			return err

@@ -250,7 +250,7 @@ func (n *Node) Members() []Member {
 	ms := n.store.Members() // in memory: safe after Close too
 	out := make([]Member, 0, len(ms))
 	for _, m := range ms {
-		out = append(out, Member(m))
+		out = append(out, Member{ID: m.ID, Addr: m.Addr, IsLearner: m.IsLearner})
 	}
 	slices.SortFunc(out, func(a, b Member) int { return cmpUint64(a.ID, b.ID) })
 	return out

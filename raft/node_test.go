@@ -340,6 +340,12 @@ func TestMembershipChanges(t *testing.T) {
 		if _, err := c.atLeader(remove); !errors.Is(err, ErrMemberNotFound) {
 			t.Fatalf("removing %d twice: %v", gone, err)
 		}
+		// Its id is never a member again, at any address.
+		for _, addr := range []string{c.nodes[gone].addr, "127.0.0.1:1"} {
+			if _, err := c.atLeader(func(n *Node) error { return n.AddMember(ctx, gone, addr) }); !errors.Is(err, ErrMemberRemoved) {
+				t.Fatalf("adding removed member %d back at %s: %v", gone, addr, err)
+			}
+		}
 		c.stop(gone)
 		delete(c.peers, gone)
 		c.put("b", "2")

@@ -12,14 +12,16 @@ import (
 // another event, and kept publishing the old leader as its region's hint).
 // A joining node that is not in its address book yet is not removed.
 func TestRemovedNodeReportsNoLeader(t *testing.T) {
+	type change struct{ add, remove []uint64 } // applied to the address book
 	for _, tc := range []struct {
 		name   string
-		phases [][]uint64 // the address book at each publishStatus
-		want   []uint64   // LeaderID after each
+		phases []change // one before each publishStatus
+		want   []uint64 // LeaderID after each
 	}{
-		{"a member", [][]uint64{{1, 2, 3}, {1, 2, 3}}, []uint64{3, 3}},
-		{"removed", [][]uint64{{1, 2, 3}, {2, 3}}, []uint64{3, 0}},
-		{"joining", [][]uint64{nil, {2, 3}, {1, 2, 3}}, []uint64{3, 3, 3}},
+		{"a member", []change{{add: []uint64{1, 2, 3}}, {}}, []uint64{3, 3}},
+		{"removed", []change{{add: []uint64{1, 2, 3}}, {remove: []uint64{1}}}, []uint64{3, 0}},
+		{"another removed", []change{{add: []uint64{1, 2, 3}}, {remove: []uint64{2}}}, []uint64{3, 3}},
+		{"joining", []change{{}, {add: []uint64{2, 3}}, {add: []uint64{1}}}, []uint64{3, 3, 3}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st, err := store.Open(t.TempDir(), store.Options{})
@@ -29,14 +31,14 @@ func TestRemovedNodeReportsNoLeader(t *testing.T) {
 			defer st.Close()
 			m, _ := newMetrics(nil)
 			l := &loop{n: &Node{id: 1, log: testLogger(), metrics: m}, st: st, lead: 3, term: 2}
-			for i, members := range tc.phases {
+			for i, ch := range tc.phases {
 				u := st.NewUpdate()
-				for id := uint64(1); id <= 3; id++ {
+				for _, id := range ch.remove {
 					if err := u.RemoveMember(id); err != nil {
 						t.Fatal(err)
 					}
 				}
-				for _, id := range members {
+				for _, id := range ch.add {
 					if err := u.SetMember(store.Member{ID: id, Addr: "127.0.0.1:1"}); err != nil {
 						t.Fatal(err)
 					}
@@ -46,7 +48,7 @@ func TestRemovedNodeReportsNoLeader(t *testing.T) {
 				}
 				l.publishStatus()
 				if got := l.n.Status().LeaderID; got != tc.want[i] {
-					t.Fatalf("phase %d (members %v): LeaderID %d, want %d", i, members, got, tc.want[i])
+					t.Fatalf("phase %d (%+v): LeaderID %d, want %d", i, ch, got, tc.want[i])
 				}
 			}
 		})

@@ -94,6 +94,9 @@ func TestSnapshotInstallEndsRemovedMembersSessions(t *testing.T) {
 		_, restores, _ := f.app.snapshot()
 		return restores > 0 && !f.node.isMember(x.id)
 	})
+	if !f.node.store.Removed(x.id) {
+		t.Errorf("the snapshot f installed carried no tombstone for removed member %d", x.id)
+	}
 	deadline := time.Now().Add(3 * time.Second)
 	for hasSession() && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)

@@ -431,6 +431,7 @@ func (s *Server) errResponse(err error) wire.Response {
 		// Never entered the log: the client may safely try again.
 		return wire.Response{Status: wire.StatusRetry, Value: []byte(err.Error())}
 	case errors.Is(err, raft.ErrMemberExists), errors.Is(err, raft.ErrMemberNotFound), errors.Is(err, raft.ErrAddrInUse),
+		errors.Is(err, raft.ErrMemberRemoved),
 		errors.Is(err, raft.ErrNotLearner), errors.Is(err, raft.ErrInvalidKey), errors.Is(err, raft.ErrLastVoter):
 		return badRequest(err.Error()) // permanent: retrying cannot help
 	case errors.Is(err, raft.ErrLeaseNotFound), errors.Is(err, txn.ErrLeaseNotFound):

@@ -57,4 +57,8 @@ func TestMemberAddRefusesAnAddressInUse(t *testing.T) {
 	if resp := add("10", "127.0.0.1:9"); resp.Status != wire.StatusOK {
 		t.Fatalf("member add 10 at removed member 9's address: status %d %q", resp.Status, resp.Value)
 	}
+	// Its id is not: ids are never reused (as in etcd).
+	if resp := add("9", "127.0.0.1:11"); resp.Status != wire.StatusBadRequest || !strings.Contains(string(resp.Value), "removed") {
+		t.Errorf("member add of removed id 9: status %d %q, want bad request", resp.Status, resp.Value)
+	}
 }

@@ -65,7 +65,15 @@ func (s *Store) Member(id uint64) (Member, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	m, ok := s.members[id]
-	return m, ok
+	return m, ok && !m.Removed
+}
+
+// Removed reports whether id was a member and was removed, as of Applied:
+// it may never be added again (Member.Removed).
+func (s *Store) Removed(id uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.members[id].Removed
 }
 
 // NumMembers is the size of the address book as of Applied: 0 until the
@@ -74,7 +82,13 @@ func (s *Store) Member(id uint64) (Member, bool) {
 func (s *Store) NumMembers() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.members)
+	n := 0
+	for _, m := range s.members {
+		if !m.Removed {
+			n++
+		}
+	}
+	return n
 }
 
 // SetRestoredFrom records, durably, the checksum of the backup a restore

@@ -11,21 +11,43 @@ type Member struct {
 	ID        uint64
 	Addr      string
 	IsLearner bool
+	// Removed marks a tombstone: id was a member and was removed, and is
+	// never a member again (as in etcd). An id names one node's log and
+	// votes for good: the removed node may still run with them, or its id
+	// be handed to a new, empty node whose acknowledgements would count
+	// for what the old one acknowledged. Tombstones are stored and carried
+	// in snapshots with the book, but the book's readers (Members, Member,
+	// NumMembers) never see one; Removed reports them.
+	Removed bool
 }
 
+// Member flags, the first byte of a member's stored form.
+const (
+	memberVoter   = 0
+	memberLearner = 1
+	memberRemoved = 2 // a tombstone: no address follows
+)
+
 func encodeMember(m Member) []byte {
+	if m.Removed {
+		return []byte{memberRemoved}
+	}
 	b := make([]byte, 1, 1+len(m.Addr))
 	if m.IsLearner {
-		b[0] = 1
+		b[0] = memberLearner
 	}
 	return append(b, m.Addr...)
 }
 
 func decodeMember(id uint64, b []byte) (Member, error) {
-	if len(b) < 1 || b[0] > 1 {
-		return Member{}, fmt.Errorf("%w: member %d", ErrCorrupt, id)
+	switch {
+	case len(b) < 1 || b[0] > memberRemoved:
+	case b[0] == memberRemoved && len(b) == 1:
+		return Member{ID: id, Removed: true}, nil
+	case b[0] != memberRemoved:
+		return Member{ID: id, Addr: string(b[1:]), IsLearner: b[0] == memberLearner}, nil
 	}
-	return Member{ID: id, Addr: string(b[1:]), IsLearner: b[0] == 1}, nil
+	return Member{}, fmt.Errorf("%w: member %d", ErrCorrupt, id)
 }
 
 // EncodeMembers is the form the address book takes inside a raft snapshot's
@@ -45,7 +67,7 @@ func EncodeMembers(ms []Member) []byte {
 }
 
 // minMemberLen is the least a member takes in EncodeMembers' form: a
-// one-byte id, a one-byte record length and the learner flag.
+// one-byte id, a one-byte record length and the flags.
 const minMemberLen = 3
 
 // DecodeMembers reverses EncodeMembers. Empty input is an empty book.

@@ -12,6 +12,7 @@ import (
 // re-encodes to the same bytes.
 func FuzzDecodeMembers(f *testing.F) {
 	f.Add(EncodeMembers([]Member{{ID: 1, Addr: "a:1"}, {ID: 2, Addr: "b:2", IsLearner: true}}))
+	f.Add(EncodeMembers([]Member{{ID: 1, Addr: "a:1"}, {ID: 5, Removed: true}}))
 	f.Add([]byte{0})
 	f.Add([]byte{0xff, 0xff, 0x03, 1, 0})
 	f.Fuzz(func(t *testing.T, b []byte) {

@@ -341,13 +341,15 @@ func (s *Store) ConfState() *pb.ConfState {
 	return s.cs
 }
 
-// Members returns the address book as of Applied.
+// Members returns the address book as of Applied (tombstones left out).
 func (s *Store) Members() []Member {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make([]Member, 0, len(s.members))
 	for _, m := range s.members {
-		out = append(out, m)
+		if !m.Removed {
+			out = append(out, m)
+		}
 	}
 	return out
 }

@@ -358,7 +358,8 @@ func TestSnapshotTransfer(t *testing.T) {
 			errs = append(errs, u.Put(fmt.Appendf(nil, "key%03d", i), fmt.Appendf(nil, "val%d", i), uint64(i+1)))
 		}
 		errs = append(errs, u.SetMember(Member{ID: 1, Addr: "h1:1"}), u.SetMember(Member{ID: 2, Addr: "h2:1"}),
-			u.SetMember(Member{ID: 3, Addr: "h3:1", IsLearner: true}), u.SetApplied(20))
+			u.SetMember(Member{ID: 3, Addr: "h3:1", IsLearner: true}), u.SetMember(Member{ID: 4, Addr: "h4:1"}),
+			u.RemoveMember(4), u.SetApplied(20))
 		return errors.Join(errs...)
 	})
 	snap, err := src.CreateSnapshot(15)
@@ -439,6 +440,9 @@ func TestSnapshotTransfer(t *testing.T) {
 	if len(ms) != 3 || ms[2] != (Member{ID: 3, Addr: "h3:1", IsLearner: true}) {
 		t.Fatalf("members after install = %v", ms)
 	}
+	if !dst.Removed(4) || dst.Removed(3) {
+		t.Fatalf("after install: member 4 removed %t (want its tombstone), 3 removed %t", dst.Removed(4), dst.Removed(3))
+	}
 	if _, cs, _ := dst.InitialState(); !slices.Equal(cs.GetLearners(), []uint64{3}) {
 		t.Fatalf("ConfState after install = %v", cs)
 	}
@@ -470,6 +474,7 @@ func TestMembersRoundTrip(t *testing.T) {
 		{"empty", nil},
 		{"one", []Member{{ID: 7, Addr: "x:1"}}},
 		{"learner and unsorted", []Member{{ID: 9, Addr: "b:2", IsLearner: true}, {ID: 2, Addr: ""}}},
+		{"tombstone", []Member{{ID: 3, Addr: "c:3"}, {ID: 1, Removed: true}}},
 	}
 	for _, tt := range tests {
 		out, err := DecodeMembers(EncodeMembers(tt.in))
@@ -482,8 +487,52 @@ func TestMembersRoundTrip(t *testing.T) {
 			t.Errorf("%s: got %v want %v", tt.name, out, want)
 		}
 	}
-	if _, err := DecodeMembers([]byte{5, 1}); !errors.Is(err, ErrCorrupt) {
-		t.Errorf("truncated member list: err = %v", err)
+	for name, b := range map[string][]byte{
+		"truncated":             {5, 1},
+		"tombstone, an address": {1, 7, 2, memberRemoved, 'x'},
+		"unknown flags":         {1, 7, 1, memberRemoved + 1},
+	} {
+		if _, err := DecodeMembers(b); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s member list: err = %v", name, err)
+		}
+	}
+}
+
+// TestRemovedMemberTombstone: a removed member leaves a tombstone that
+// Removed reports, before and after a restart, and the address book's
+// readers never show; setting the member again (raft applied its
+// addition) lifts it.
+func TestRemovedMemberTombstone(t *testing.T) {
+	dir := t.TempDir()
+	s := openT(t, dir, 0)
+	commit(t, s, func(u *Update) error {
+		return errors.Join(u.SetMember(Member{ID: 1, Addr: "h1:1"}), u.SetMember(Member{ID: 2, Addr: "h2:1"}))
+	})
+	commit(t, s, func(u *Update) error {
+		if err := u.RemoveMember(2); err != nil {
+			return err
+		}
+		if _, ok := u.Member(2); ok {
+			return errors.New("the update still shows member 2")
+		}
+		return nil
+	})
+	check := func(when string) {
+		t.Helper()
+		_, ok := s.Member(2)
+		if ms := s.Members(); ok || !s.Removed(2) || s.Removed(1) || s.NumMembers() != 1 || len(ms) != 1 || ms[0].ID != 1 {
+			t.Fatalf("%s: Member(2) found %t, Removed(2) %t, Removed(1) %t, NumMembers %d, Members %v",
+				when, ok, s.Removed(2), s.Removed(1), s.NumMembers(), ms)
+		}
+	}
+	check("after the removal")
+	s.Close()
+	s = openT(t, dir, 0)
+	defer s.Close()
+	check("after a restart")
+	commit(t, s, func(u *Update) error { return u.SetMember(Member{ID: 2, Addr: "h2:2"}) })
+	if m, ok := s.Member(2); !ok || s.Removed(2) || m.Addr != "h2:2" {
+		t.Fatalf("set again: Member(2) = %v, %t; Removed %t", m, ok, s.Removed(2))
 	}
 }
 

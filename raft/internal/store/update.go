@@ -199,18 +199,20 @@ func (u *Update) SetMember(m Member) error {
 func (u *Update) Member(id uint64) (Member, bool) {
 	if u.memDirty {
 		m, ok := u.members[id]
-		return m, ok
+		return m, ok && !m.Removed
 	}
 	u.s.mu.Lock()
 	defer u.s.mu.Unlock()
 	m, ok := u.s.members[id]
-	return m, ok
+	return m, ok && !m.Removed
 }
 
-// RemoveMember drops an address book entry.
+// RemoveMember drops an address book entry, leaving a tombstone
+// (Member.Removed): the id is never a member again.
 func (u *Update) RemoveMember(id uint64) error {
-	delete(u.memberMap(), id)
-	return u.b.Delete(memberKey(id), nil)
+	m := Member{ID: id, Removed: true}
+	u.memberMap()[id] = m
+	return u.b.Set(memberKey(id), encodeMember(m), nil)
 }
 
 func (u *Update) memberMap() map[uint64]Member {
