@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -610,6 +611,48 @@ func TestWatchSlowReaderReleasesConn(t *testing.T) {
 			Value: wire.AppendWatchCancel(nil, 999)})); err != nil {
 			break // the server closed the connection: fine
 		}
+	}
+	waitUntil(t, "the slow reader closed", func() bool { return refusedCount(s, reasonSlowReader) == 1 })
+	waitUntil(t, "serveConn to let the connection go", func() bool { return s.connCount() == 0 })
+}
+
+// TestWatchQueueChargedToBudget: a client whose watch goroutine is stuck
+// on a send (it reads nothing) and which goes on sending watch requests of
+// a MiB each (invalid: a watch request's value is 8 bytes) holds at most
+// its budget (maxConnBytes) in queued requests, beside what its transport
+// holds unread (tcp.DefaultQueueBytes). The queue used to take
+// watchCmdQueue of them whatever their size (64 MiB here; 256 MiB at the
+// largest message) while the send waited out replyTimeout.
+func TestWatchQueueChargedToBudget(t *testing.T) {
+	t.Cleanup(SetReplyTimeout(5 * time.Second))
+	s := floodServer(t, Config{}, tcp.Config{})
+	ctx, conn := rawClient(t, s, tcp.Config{Credits: 1}) // room for one message: the watch's created
+	openWatch(t, ctx, conn, "k")
+	created := s.metrics.requests.WithLabelValues(wire.OpWatch.String(), statusName(wire.StatusOK))
+	waitUntil(t, "the watch created", func() bool { return testutil.ToFloat64(created) == 1 })
+	if resp := s.put(context.Background(), []byte("k"), []byte("v")); resp.Status != wire.StatusOK {
+		t.Fatalf("put: %+v", resp)
+	}
+	frame := wire.AppendRequest(nil, &wire.Request{Op: wire.OpWatch, ID: 2, Key: []byte("k"), Value: make([]byte, 1<<20)})
+	base := heapNow()
+	var sent atomic.Int64
+	go func() {
+		for range 2 * watchCmdQueue {
+			if conn.Send(ctx, frame) != nil {
+				return
+			}
+			sent.Add(1)
+		}
+	}()
+	// Until the sender stalls: the server stopped taking requests.
+	for last := int64(-1); sent.Load() != last; time.Sleep(500 * time.Millisecond) {
+		last = sent.Load()
+	}
+	held := heapNow() - base
+	t.Logf("%d requests of 1 MiB sent; the server holds %.1f MiB", sent.Load(), float64(held)/(1<<20))
+	if limit := int64(maxConnBytes + tcp.DefaultQueueBytes + 4<<20); held > limit {
+		t.Errorf("a client stuck on a watch send made the server hold %.1f MiB of watch requests; want at most %d MiB",
+			float64(held)/(1<<20), limit>>20)
 	}
 	waitUntil(t, "the slow reader closed", func() bool { return refusedCount(s, reasonSlowReader) == 1 })
 	waitUntil(t, "serveConn to let the connection go", func() bool { return s.connCount() == 0 })

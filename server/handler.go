@@ -23,7 +23,8 @@ import (
 const maxInflightPerConn = 256
 
 // maxConnBytes bounds the memory one client connection holds in the
-// server: its requests being served and their replies until written. A
+// server: its requests being served or queued (watch requests), and their
+// replies and watch messages until written. A
 // request is read only once there is room for it and for the largest reply
 // its op can have (a GET's: a whole value, wire.ResponseHeaderLen +
 // table.MaxValue), so at most 15 GETs of unknown size are served at once
@@ -86,7 +87,7 @@ func (s *Server) serveConn(conn transport.Conn) {
 			if watches == nil {
 				watches = s.startWatchConn(ctx, conn, budget, &slow)
 			}
-			if !watches.enqueue(ctx, &req) {
+			if !watches.enqueue(&req) {
 				return
 			}
 			if buf, err = conn.Recv(s.ctx, buf[:0]); err != nil {
@@ -111,12 +112,7 @@ func (s *Server) serveConn(conn transport.Conn) {
 		if budget.acquire(s.ctx, reserve) != nil {
 			return
 		}
-		// The request outlives buf, which the next Recv reuses: one
-		// allocation holds its key and value.
-		kv := make([]byte, len(req.Key)+len(req.Value))
-		k := copy(kv, req.Key)
-		copy(kv[k:], req.Value)
-		req.Key, req.Value = kv[:k:k], kv[k:]
+		ownKeyValue(&req) // the request outlives buf, which the next Recv reuses
 		select {
 		case sem <- struct{}{}:
 		case <-s.ctx.Done():
@@ -140,6 +136,15 @@ func (s *Server) serveConn(conn transport.Conn) {
 			return
 		}
 	}
+}
+
+// ownKeyValue copies req's key and value, which alias a receive buffer,
+// into one allocation of req's own.
+func ownKeyValue(req *wire.Request) {
+	kv := make([]byte, len(req.Key)+len(req.Value))
+	k := copy(kv, req.Key)
+	copy(kv[k:], req.Value)
+	req.Key, req.Value = kv[:k:k], kv[k:]
 }
 
 // replyConn is what respond needs of a client connection. The connection

@@ -82,8 +82,9 @@ type watchConn struct {
 	conn    transport.Conn
 	budget  *connBudget
 	slow    *sync.Once
-	cmds    chan *wire.Request
-	done    chan struct{} // closed when run returns: nothing takes cmds any more
+	cmds    chan *wire.Request // each charged to budget until handled
+	ctx     context.Context    // ends with the connection, or when run returns
+	done    chan struct{}      // closed when run returns: nothing takes cmds any more
 	watches map[uint64]*connWatch
 	order   []uint64 // ids in the order they were opened: the send round
 	evs     []wire.WatchEvent
@@ -108,12 +109,14 @@ var progressEvery = time.Second
 
 // startWatchConn starts serving conn's watches until ctx ends.
 func (s *Server) startWatchConn(ctx context.Context, conn transport.Conn, budget *connBudget, slow *sync.Once) *watchConn {
-	wc := &watchConn{s: s, conn: conn, budget: budget, slow: slow,
+	ctx, stop := context.WithCancel(ctx)
+	wc := &watchConn{s: s, conn: conn, budget: budget, slow: slow, ctx: ctx,
 		cmds: make(chan *wire.Request, watchCmdQueue), done: make(chan struct{}), watches: map[uint64]*connWatch{}}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		defer close(wc.done)
+		defer stop()
 		wc.run(ctx)
 	}()
 	return wc
@@ -124,19 +127,27 @@ func (s *Server) startWatchConn(ctx context.Context, conn transport.Conn, budget
 // or the watch goroutine has (a message it could not send: send closed the
 // connection). Without the last, a client that filled the queue while the
 // goroutine was stuck on a send it then gave up kept serveConn blocked
-// here, and the connection counted, until the server stopped.
-func (wc *watchConn) enqueue(ctx context.Context, req *wire.Request) bool {
+// here, and the connection counted, until the server stopped. The copy is
+// charged to the connection's budget until handled: a client that reads
+// nothing could otherwise queue watchCmdQueue requests of up to a message
+// each (256 MiB) beside the budget.
+func (wc *watchConn) enqueue(req *wire.Request) bool {
+	if wc.budget.acquire(wc.ctx, cmdCharge(req)) != nil {
+		return false
+	}
 	r := *req
-	r.Key, r.Value = slices.Clone(req.Key), slices.Clone(req.Value)
+	ownKeyValue(&r)
 	select {
 	case wc.cmds <- &r:
 		return true
-	case <-wc.done:
-		return false
-	case <-ctx.Done():
+	case <-wc.ctx.Done():
 		return false
 	}
 }
+
+// cmdCharge is what a queued watch request or cancel holds of its
+// connection's budget (all of it at most, or acquire would never return).
+func cmdCharge(req *wire.Request) int { return min(len(req.Key)+len(req.Value), maxConnBytes) }
 
 func (wc *watchConn) run(ctx context.Context) {
 	defer func() {
@@ -203,7 +214,9 @@ func (wc *watchConn) sendRound(ctx context.Context) (sent, ok bool) {
 	for {
 		select {
 		case req := <-wc.cmds:
-			if !wc.command(ctx, req) {
+			ok := wc.command(ctx, req)
+			wc.budget.release(cmdCharge(req))
+			if !ok {
 				return false, false
 			}
 			continue

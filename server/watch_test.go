@@ -140,7 +140,7 @@ func TestWatchSlowWatcherDropped(t *testing.T) {
 	nodes := kvdtest.StartCluster(t, 1, kvdtest.Options{ReuseGrace: 10 * time.Millisecond,
 		Watch: watch.Config{HistoryBytes: wire.MaxWatchBytes}})
 	n := kvdtest.WaitLeader(t, nodes, 10*time.Second)
-	c := newClient(t, kvdtest.Endpoints(nodes), client.Linearizable)
+	c := newPatientClient(t, kvdtest.Endpoints(nodes), client.Linearizable) // 272 PUTs of 256 KiB, under -race
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
