@@ -598,14 +598,7 @@ func TestConfigTableInline(t *testing.T) {
 // goroutine and the connection's place in kvd_connections.
 func TestWatchSlowReaderReleasesConn(t *testing.T) {
 	t.Cleanup(SetReplyTimeout(300 * time.Millisecond))
-	s := floodServer(t, Config{}, tcp.Config{})
-	ctx, conn := rawClient(t, s, tcp.Config{Credits: 1}) // room for one message: the watch's created
-	openWatch(t, ctx, conn, "k")
-	created := s.metrics.requests.WithLabelValues(wire.OpWatch.String(), statusName(wire.StatusOK))
-	waitUntil(t, "the watch created", func() bool { return testutil.ToFloat64(created) == 1 })
-	if resp := s.put(context.Background(), []byte("k"), []byte("v")); resp.Status != wire.StatusOK {
-		t.Fatalf("put: %+v", resp)
-	}
+	s, ctx, conn := stuckWatch(t)
 	for i := range watchCmdQueue + 2 { // the queue, full, and one more that blocks serveConn
 		if err := conn.Send(ctx, wire.AppendRequest(nil, &wire.Request{Op: wire.OpWatchCancel, ID: uint64(100 + i),
 			Value: wire.AppendWatchCancel(nil, 999)})); err != nil {
@@ -625,14 +618,7 @@ func TestWatchSlowReaderReleasesConn(t *testing.T) {
 // largest message) while the send waited out replyTimeout.
 func TestWatchQueueChargedToBudget(t *testing.T) {
 	t.Cleanup(SetReplyTimeout(5 * time.Second))
-	s := floodServer(t, Config{}, tcp.Config{})
-	ctx, conn := rawClient(t, s, tcp.Config{Credits: 1}) // room for one message: the watch's created
-	openWatch(t, ctx, conn, "k")
-	created := s.metrics.requests.WithLabelValues(wire.OpWatch.String(), statusName(wire.StatusOK))
-	waitUntil(t, "the watch created", func() bool { return testutil.ToFloat64(created) == 1 })
-	if resp := s.put(context.Background(), []byte("k"), []byte("v")); resp.Status != wire.StatusOK {
-		t.Fatalf("put: %+v", resp)
-	}
+	s, ctx, conn := stuckWatch(t)
 	frame := wire.AppendRequest(nil, &wire.Request{Op: wire.OpWatch, ID: 2, Key: []byte("k"), Value: make([]byte, 1<<20)})
 	base := heapNow()
 	var sent atomic.Int64
@@ -656,6 +642,22 @@ func TestWatchQueueChargedToBudget(t *testing.T) {
 	}
 	waitUntil(t, "the slow reader closed", func() bool { return refusedCount(s, reasonSlowReader) == 1 })
 	waitUntil(t, "serveConn to let the connection go", func() bool { return s.connCount() == 0 })
+}
+
+// stuckWatch starts a server and a client connection with a watch on "k"
+// whose goroutine waits to send the event of a PUT: the client takes one
+// message (the watch's created) and reads nothing.
+func stuckWatch(t *testing.T) (*Server, context.Context, transport.Conn) {
+	t.Helper()
+	s := floodServer(t, Config{}, tcp.Config{})
+	ctx, conn := rawClient(t, s, tcp.Config{Credits: 1})
+	openWatch(t, ctx, conn, "k")
+	created := s.metrics.requests.WithLabelValues(wire.OpWatch.String(), statusName(wire.StatusOK))
+	waitUntil(t, "the watch created", func() bool { return testutil.ToFloat64(created) == 1 })
+	if resp := s.put(context.Background(), []byte("k"), []byte("v")); resp.Status != wire.StatusOK {
+		t.Fatalf("put: %+v", resp)
+	}
+	return s, ctx, conn
 }
 
 // TestWatchMessageTooLargeClosesConn: a watch message larger than the
