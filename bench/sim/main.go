@@ -1,5 +1,6 @@
-// Command sim estimates the placement numbers behind
-// docs/design/one-round-trip-gets.md (a proposal for table layout 3).
+// Command sim estimates the placement numbers behind table layout 3
+// (docs/layout.md, "Parameters"): why a key has two independent buckets, why
+// arenas are 10 records long, and what layout 3 costs in memory.
 //
 // It is a model, not the table: keys are random hashes, buckets are
 // counters, and nothing here is imported by kvd. Four experiments:
@@ -11,8 +12,8 @@
 //	         equal-length windows), so an overflow here is a key set that no
 //	         writer could place. Reports, per load and H, the probability
 //	         that a table of 2^k buckets cannot hold the keys.
-//	cuckoo   two independent buckets (layout 2's choice, kept by the
-//	         proposal): insert keys one by one with layout 2's policy
+//	cuckoo   two independent buckets (layout 2's choice, kept by
+//	         layout 3): insert keys one by one with layout 2's policy
 //	         (less-loaded bucket, breadth-first chain of moves, 512-bucket
 //	         search for everyday writes) until the first failure, then go on
 //	         with an unlimited search (a rebuild) until the first failure.
@@ -23,7 +24,7 @@
 //	         that spill to the record area.
 //	memory   bytes of region per key, layout 2 and layout 3, by value size.
 //
-// Usage: go run ./docs/design/sim [-exp all|windows|cuckoo|arena|memory] [-maxlog 24]
+// Usage: go run ./bench/sim [-exp all|windows|cuckoo|arena|memory] [-maxlog 24]
 //
 // Everything is seeded: the same flags print the same numbers.
 package main
@@ -261,7 +262,7 @@ func newCuckoo(n, k int) *cuckooTable {
 	return t
 }
 
-// buckets is layout 2's (and the proposal's) choice of candidate buckets.
+// buckets is layout 2's (and layout 3's) choice of candidate buckets.
 func (t *cuckooTable) buckets(h uint64) (uint32, uint32) {
 	b1 := uint32(h & t.mask)
 	b2 := uint32(h >> 32 & t.mask)
@@ -434,7 +435,7 @@ func cuckoo(maxlog int) {
 // arenaModel: n buckets, each with an arena of cap bytes; superseded
 // records' bytes stay in limbo for one inline grace period. Fragmentation
 // inside an arena is not modelled (bytes only); see the doc. Two policies:
-// own (the proposal): a key's inline record lives in the arena of the
+// own (layout 3's rule): a key's inline record lives in the arena of the
 // bucket that holds its slot (slots placed by the cuckoo policy above);
 // either: in the arena of either candidate bucket, whichever has more free
 // bytes (the alternative the doc rejects).
@@ -619,12 +620,12 @@ func fmtFrac(p float64) string {
 
 func pad8(n int) int { return (n + 7) &^ 7 }
 
-// inlineLen is the length of an inline record in the proposal's tagged
+// inlineLen is the length of an inline record in layout 3's tagged
 // format: word 0 (crc, state, tag), then the payload (version 8, keyLen 2,
 // valueLen 4, key, value) 7 bytes to a word, each word's top byte the tag.
 func inlineLen(k, v int) int { return 8 * (1 + (14+k+v+6)/7) }
 
-// stride is the proposal's bucket: 64 B of slots and an arena of 10a,
+// stride is layout 3's bucket: 64 B of slots and an arena of 10a,
 // rounded up to a multiple of 64.
 func stride(a int) int { return (64 + 10*a + 63) &^ 63 }
 
