@@ -184,3 +184,34 @@ func TestTestingNamesExist(t *testing.T) {
 		t.Errorf("testing.md names %s, which no test declares", name)
 	}
 }
+
+// TestEveryFlagDocumented: every flag kvd and kvctl define is named in the
+// manual that describes it.
+func TestEveryFlagDocumented(t *testing.T) {
+	flagRE := regexp.MustCompile(`fs\.[A-Za-z0-9]+Var\([^,]+, "([a-z0-9-]+)"`)
+	read := func(paths ...string) string {
+		var b strings.Builder
+		for _, p := range paths {
+			src, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.Write(src)
+		}
+		return b.String()
+	}
+	for _, c := range []struct {
+		src  []string
+		docs []string
+	}{
+		{[]string{"../cmd/kvd/main.go", "../internal/cli/cli.go"}, []string{"operations.md", "security.md", "kvctl.md"}},
+		{[]string{"../cmd/kvctl/main.go"}, []string{"kvctl.md"}},
+	} {
+		docs := read(c.docs...)
+		for _, m := range flagRE.FindAllStringSubmatch(read(c.src...), -1) {
+			if !regexp.MustCompile(`-` + regexp.QuoteMeta(m[1]) + `\b`).MatchString(docs) {
+				t.Errorf("flag --%s (%s) is in none of %v", m[1], strings.Join(c.src, ", "), c.docs)
+			}
+		}
+	}
+}
