@@ -13,7 +13,7 @@ import (
 // after the GET's last READ. E is a statement about time, not a flag: when
 // the node published it, no other node could lead, or commit anything,
 // before the node's clock reads E, and nothing the node does later
-// withdraws that (docs/design/one-round-trip-gets.md §3.2). So a hit need
+// withdraws that (docs/layout.md, Leases, "The cached expiry"). So a hit need
 // not read the header: the client keeps the largest E it has read from the
 // node's header and judges the hit against it, which saves a READ per GET.
 //

@@ -7,8 +7,8 @@ import (
 	"github.com/kvd-project/kvd/internal/table"
 )
 
-// TestMissNotFakedByMoveThenRemoval is the interleaving of
-// docs/design/one-round-trip-gets.md §5.5: a key moves from its second
+// TestMissNotFakedByMoveThenRemoval is the interleaving that rule M4
+// (docs/layout.md, "Writer rules") excludes: a key moves from its second
 // bucket to its first while round trip 1 reads them (so neither copy holds
 // it), then, after round trip 2 has read the header and before it reads the
 // buckets, an update of the key that does not fit marks the region

@@ -12,8 +12,8 @@ import (
 
 // TestSnapshotStagingBoundedAcrossSessions: Config.MaxSnapshotBytes is
 // documented as what keeps a member session from filling the node's disk
-// ("Without it a peer session could fill the disk"; README: a member
-// session "cannot crash a node or fill its disk"). But the bound is kept per
+// ("Without it a peer session could fill the disk"; docs/security.md: one
+// "cannot crash a node or fill its disk"). But the bound is kept per
 // session: the same member may open any number of sessions (up to the
 // listener's MaxConns), and each stages its own transfer of up to
 // MaxSnapshotBytes at once. Here 16 sessions of one member each stage

@@ -111,7 +111,7 @@ func (a *applier) Restore() {
 }
 
 // rebuildLocked refills the table from the node's applied state
-// (docs/design/one-round-trip-gets.md §5.7, "Rebuild"). The lease word
+// (docs/layout.md, "Inline records", Rebuild). The lease word
 // stays clear until it is done (clients that cached an earlier expiry
 // still judge hits by it, which is sound: a live record is its key's
 // current one whatever else the region lacks; docs/layout.md, "The cached

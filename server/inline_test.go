@@ -100,7 +100,7 @@ func TestInlineRegion(t *testing.T) {
 // record-area size, would take about twice its record area: the table's
 // capacity rests on its arenas. The rebuild waits for the arenas' limbo to
 // drain and places the keys hidden, moves reusing arena bytes at once
-// (docs/design/one-round-trip-gets.md §5.7), so every key is back, every
+// (docs/layout.md, "Inline records", Rebuild), so every key is back, every
 // record inline (no spill), and every GET is answered one-sided after.
 func TestRebuildArenaRegion(t *testing.T) {
 	// 72 KiB with a = 352 (arenas of 3520 bytes): 16 buckets, a record

@@ -19,7 +19,7 @@ import (
 
 // Certs are the files GenerateCerts writes: a client CA that issues the
 // servers' client-facing certificate and the client's, and a separate peer
-// CA that issues the members' peer certificate (the README's advice).
+// CA that issues the members' peer certificate (docs/security.md's advice).
 type Certs struct {
 	ClientCA, PeerCA      string // CA certificates
 	ServerCert, ServerKey string // shown to clients (--cert-file)

@@ -36,7 +36,7 @@ commands:
                           else exit 1 naming KEY's version
   txn                     run a transaction read from stdin: compares, a blank
                           line, operations if they hold, a blank line,
-                          operations otherwise (see README)
+                          operations otherwise (see docs/kvctl.md)
   put --lease ID KEY [VALUE]
                           attach KEY to lease ID: deleted when the lease ends
   lease grant TTL         grant a lease of TTL (e.g. 10s); prints its ID

@@ -76,7 +76,7 @@ func TestGetRangeJSONBinaryKeys(t *testing.T) {
 	if len(page1.KVs) != 1 || page1.key(0) != "p\xf0" || !page1.More || page1.next() != "p\xff" {
 		t.Errorf("page 1: %+v; want key %q, more, next %q", page1, "p\xf0", "p\xff")
 	}
-	// Continue as the README says: --from NEXT.
+	// Continue as docs/kvctl.md says: --from NEXT.
 	var page2 binScan
 	if err := json.Unmarshal([]byte(mustKvctl(t, ep, "-w", "json", "get", "--from", page1.next(), "--to", "q", "--limit", "1")), &page2); err != nil {
 		t.Fatal(err)

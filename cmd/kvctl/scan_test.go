@@ -19,7 +19,7 @@ func mustKvctl(t *testing.T, ep string, args ...string) string {
 }
 
 // TestGetRange: get --prefix, --from/--to, --limit, --keys-only and
-// --count print what the README shows, and bad combinations are usage
+// --count print what docs/kvctl.md shows, and bad combinations are usage
 // errors (exit 2).
 func TestGetRange(t *testing.T) {
 	ep := startNode(t)

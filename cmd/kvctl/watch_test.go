@@ -46,7 +46,7 @@ func watchKvctl(t *testing.T, ep string, n int, args ...string) string {
 	return out.buf.String()
 }
 
-// TestWatch: kvctl watch prints the README's format, from a version, for
+// TestWatch: kvctl watch prints docs/kvctl.md's format, from a version, for
 // a key or a prefix, and -w json; its flags are refused elsewhere.
 func TestWatch(t *testing.T) {
 	ep := startNode(t)

@@ -37,7 +37,7 @@ func writeTinyBackup(t *testing.T) string {
 	return path
 }
 
-// TestBadNodeFlagsRefusedBeforeDataDir: README "Running kvd": "Bad flags print a clear message and exit 2, before
+// TestBadNodeFlagsRefusedBeforeDataDir: docs/operations.md, "Running a node": "Bad flags print a clear message and exit 2, before
 // the node touches its data directory". main.go: "a restore must not run for
 // a node that then refuses its flags". These flags were refused only by
 // raft.Open / Listen, after the restore had written the data directory,
@@ -122,7 +122,7 @@ func TestRestoreWithListenTaken(t *testing.T) {
 }
 
 // TestJoinWithoutOwnEntry: a joining node whose --initial-cluster lists
-// only the member that will contact it (as README's --join row says) is
+// only the member that will contact it (as the --join row of docs/operations.md says) is
 // reached where it listens, as with no --initial-cluster at all; it was
 // refused with "Addr is required when joining", a field no flag names.
 // And a node listening elsewhere than its own --initial-cluster entry is

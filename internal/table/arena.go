@@ -1,7 +1,7 @@
 package table
 
 // The arena allocator carves the per-bucket arenas of layout 3
-// (docs/design/one-round-trip-gets.md §4.2) into blocks for inline records.
+// (docs/layout.md, "Inline records") into blocks for inline records.
 // An inline record lies wholly inside the arena of the bucket whose slot
 // names it, so each arena is allocated on its own: a bitmap of 8-byte units
 // per bucket (set: the unit belongs to a live, reserved or limbo block),

@@ -5,8 +5,8 @@ import (
 	"fmt"
 )
 
-// Moves of keys whose records are inline (docs/design/one-round-trip-gets.md
-// §5.6, "Move"). An inline word names a block of its own bucket's arena,
+// Moves of keys whose records are inline (docs/layout.md,
+// "Inline records", Moves). An inline word names a block of its own bucket's arena,
 // so it cannot simply be stored into the other bucket: the record goes
 // with it. The copy (same content, version and state, under a tag rule T
 // picks for its new block) goes into the destination bucket's arena, or

@@ -3,7 +3,7 @@ package table
 import "time"
 
 // Clearing the incomplete flag (rule M3 of
-// docs/design/one-round-trip-gets.md, §5.5).
+// docs/layout.md, "Writer rules").
 //
 // A key placed while the region is flagged incomplete may be one the node
 // held all along (a repair, a rebuild): until its store, a reader could

@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// The reader of layout 3 (docs/design/one-round-trip-gets.md §5.2), as
+// The reader of layout 3 (docs/layout.md, "Reading"), as
 // far as hits go: one READ of each of the key's buckets, slot words and
 // arena together, whose words arrive in no promised order; inline
 // candidates verified from those bytes by their tags (VerifyInline);

@@ -21,7 +21,7 @@ const (
 	// took arena bytes only if it took less than half of it, so it is far
 	// shorter than Grace only because a one-round-trip GET is: a short
 	// period keeps arenas from filling with superseded records of hot keys
-	// (docs/design/one-round-trip-gets.md §6.3).
+	// (docs/layout.md, "Parameters").
 	DefaultInlineGrace = 100 * time.Millisecond
 	// arenaRecords is how many records of InlineMax bytes an arena holds:
 	// a bucket's 8 keys, and room for superseded ones in their grace period

@@ -1,6 +1,6 @@
 package table
 
-// Inline records (layout 3, docs/design/one-round-trip-gets.md §4.3) live in
+// Inline records (layout 3, docs/layout.md, "Inline records") live in
 // the arena of the bucket whose slot names them, and a reader fetches them
 // in the same READ as that slot. Layout 2's protection, "slot first, record
 // in a later round trip", is gone: an RDMA READ is atomic only per aligned

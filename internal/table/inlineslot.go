@@ -1,7 +1,7 @@
 package table
 
-// The inline kind of layout 3's slot word (docs/design/one-round-trip-gets.md
-// §4.2): bit 51 set; the record lies in the arena of the bucket that holds
+// The inline kind of layout 3's slot word (docs/layout.md,
+// "Slots"): bit 51 set; the record lies in the arena of the bucket that holds
 // the word. The fingerprint keeps layout 2's bits 52-63, so a bucket is
 // scanned for a key the same way whatever kind its words are.
 const (

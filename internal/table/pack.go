@@ -2,8 +2,8 @@ package table
 
 import "slices"
 
-// Packing an arena in the hiding phase (docs/design/one-round-trip-gets.md
-// §5.7 step 5, §5.8).
+// Packing an arena in the hiding phase (docs/layout.md,
+// "Inline records", Rebuild).
 //
 // The rebuild guarantee (reveal.go) counts bytes: a bucket's live inline
 // records take at most 8·a of its 10·a arena. But a rebuild's moves free

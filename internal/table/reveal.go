@@ -5,8 +5,8 @@ import (
 	"time"
 )
 
-// The hiding phase of a rebuild (docs/design/one-round-trip-gets.md §5.7,
-// steps 5 and 6).
+// The hiding phase of a rebuild (docs/layout.md,
+// "Inline records", Rebuild).
 //
 // The rebuild guarantee, "a key set a table held once fits again a table
 // of the same geometry, in any order", needs every small record inline

@@ -91,7 +91,7 @@ func (t *Table) inlineFits(keyLen, valueLen int) bool {
 }
 
 // newBlock chooses the bytes of a Put's record whose slot will be in
-// bucket b (docs/design/one-round-trip-gets.md §5.6 step 2): a block of
+// bucket b (docs/layout.md, "Inline records", Put): a block of
 // b's arena if the record is small and the arena has room, else a block of
 // the record area, taken now unless the key's reservations hold one (Put
 // takes that after its moves, settleReservation). Limbo must be reclaimed.
