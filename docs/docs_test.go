@@ -1,6 +1,3 @@
-// Package docs holds kvd's manuals (Markdown) and the tests that keep them
-// honest: the README stays short and maps every manual, and every number
-// docs/limits.md states is the code's.
 package docs
 
 import (
