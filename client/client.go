@@ -37,6 +37,7 @@ type Client struct {
 	stop    context.CancelFunc
 	stats   counters
 	readIdx atomic.Uint32 // which endpoint non-leader reads use
+	now     func() mono   // the client's clock (Knobs.Clock)
 }
 
 // New returns a client for cfg.Endpoints. It connects lazily, so New fails
@@ -45,7 +46,8 @@ func New(cfg Config) (*Client, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	c := &Client{cfg: cfg, tr: cfg.Transport, nodes: map[string]*node{}, dialing: map[string]chan struct{}{}}
+	c := &Client{cfg: cfg, tr: cfg.Transport, nodes: map[string]*node{}, dialing: map[string]chan struct{}{},
+		now: clockOf(cfg.Knobs)}
 	c.life, c.stop = context.WithCancel(context.Background())
 	if c.tr == nil {
 		tr, err := tcp.New(tcp.Config{TLS: cfg.tcpTLS()})
@@ -130,7 +132,7 @@ func (c *Client) nodeForRead(ctx context.Context, addr string) (*node, bool, err
 		c.mu.Unlock()
 
 		dctx, cancel := c.untilClosed(ctx, c.cfg.DialTimeout)
-		n, err := dialNode(dctx, c.tr, addr, nodeOptions{c.cfg.CacheEntries, c.cfg.LeaseDrift, &c.stats.clockSyncs, &c.stats})
+		n, err := dialNode(dctx, c.tr, addr, nodeOptions{c.cfg.CacheEntries, c.cfg.LeaseDrift, &c.stats.clockSyncs, &c.stats, c.now})
 		cancel()
 		c.mu.Lock()
 		delete(c.dialing, addr)

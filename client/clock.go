@@ -60,6 +60,14 @@ type mono int64
 
 func monoNow() mono { return mono(monoclock.Raw()) }
 
+// clockOf is the clock a client with knobs k reads: monoNow, or the test's.
+func clockOf(k Knobs) func() mono {
+	if k.Clock == nil {
+		return monoNow
+	}
+	return func() mono { return mono(k.Clock()) }
+}
+
 // sub is the time from o to m.
 func (m mono) sub(o mono) time.Duration { return time.Duration(m - o) }
 
@@ -77,6 +85,7 @@ func (c *clockSample) upper(now mono, drift float64) int64 {
 
 // nodeClock is the client's estimate of one node's clock.
 type nodeClock struct {
+	now        func() mono // the client's clock
 	drift      float64
 	syncs      *atomic.Uint64 // the client's count of clock RPCs, if any
 	sample     atomic.Pointer[clockSample]
@@ -126,7 +135,7 @@ func (k *nodeClock) age(now mono) time.Duration {
 func (k *nodeClock) offer(s *clockSample) {
 	for {
 		cur := k.sample.Load()
-		now := monoNow()
+		now := k.now()
 		if cur != nil && cur.upper(now, k.drift) <= s.upper(now, k.drift) {
 			return
 		}
@@ -143,7 +152,7 @@ func (n *node) syncClock(ctx context.Context) error {
 	if n.clock.syncs != nil {
 		n.clock.syncs.Add(1)
 	}
-	sent := monoNow()
+	sent := n.clock.now()
 	resp, err := n.call(ctx, &wire.Request{Op: wire.OpClock})
 	if err != nil {
 		return err

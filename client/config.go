@@ -100,6 +100,18 @@ type Config struct {
 	// lease is never judged valid after it ended. Default 0.1 (the
 	// servers' default too); must be in [0, 0.5].
 	LeaseDrift float64
+	// Knobs are hooks for tests; the zero value is the production client.
+	Knobs Knobs
+}
+
+// Knobs are hooks for tests of the read protocol.
+type Knobs struct {
+	// Clock, if set, is the client's monotonic clock (time since any fixed
+	// origin) in place of the process's: the clock by which it bounds a
+	// node's clock, judges leases and how long a GET took, and times a
+	// GET's deadline and the stall watchdog. A test that sets it can put
+	// any client time between two READs.
+	Clock func() time.Duration
 }
 
 const (

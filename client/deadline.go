@@ -29,7 +29,8 @@ import (
 // whose Value was ever called is not reused.
 type lazyDeadline struct {
 	parent   context.Context
-	start    mono          // the GET's start,
+	now      func() mono   // the client's clock
+	start    mono          // the GET's start on it,
 	timeout  time.Duration // and how long it may take
 	mu       sync.Mutex    // guards deadline and the making of the real context
 	deadline time.Time     // start+timeout as a time.Time; zero until asked for
@@ -42,14 +43,14 @@ type lazyDeadline struct {
 var lazyPool = sync.Pool{New: func() any { return new(lazyDeadline) }}
 
 // withDeadlineLazily returns ctx itself if it has a deadline, else a
-// lazyDeadline for it with the deadline timeout after start; release it
-// when the call ends.
-func withDeadlineLazily(ctx context.Context, start mono, timeout time.Duration) (context.Context, *lazyDeadline) {
+// lazyDeadline for it with the deadline timeout after start (a reading of
+// now); release it when the call ends.
+func withDeadlineLazily(ctx context.Context, now func() mono, start mono, timeout time.Duration) (context.Context, *lazyDeadline) {
 	if _, ok := ctx.Deadline(); ok {
 		return ctx, nil
 	}
 	l := lazyPool.Get().(*lazyDeadline)
-	l.parent, l.start, l.timeout = ctx, start, timeout
+	l.parent, l.now, l.start, l.timeout = ctx, now, start, timeout
 	return l, l
 }
 
@@ -63,7 +64,7 @@ func (l *lazyDeadline) release() {
 		return
 	}
 	l.made.Store(false)
-	l.parent, l.real, l.cancel, l.deadline = nil, nil, nil, time.Time{}
+	l.parent, l.now, l.real, l.cancel, l.deadline = nil, nil, nil, nil, time.Time{}
 	lazyPool.Put(l)
 }
 
@@ -86,7 +87,7 @@ func (l *lazyDeadline) timed() context.Context {
 // from): now plus what is left of the timeout. l.mu is held.
 func (l *lazyDeadline) deadlineLocked() time.Time {
 	if l.deadline.IsZero() {
-		left := l.timeout - monoNow().sub(l.start) // read before time.Now: never short of the timeout
+		left := l.timeout - l.now().sub(l.start) // read before time.Now: never short of the timeout
 		l.deadline = time.Now().Add(left)
 	}
 	return l.deadline

@@ -24,7 +24,7 @@ func TestGetWithoutDeadlineTimesOut(t *testing.T) {
 func TestLazyDeadline(t *testing.T) {
 	before, start := time.Now(), monoNow()
 	t.Run("deadline without a timer until Done", func(t *testing.T) {
-		ctx, l := withDeadlineLazily(context.Background(), start, 20*time.Millisecond)
+		ctx, l := withDeadlineLazily(context.Background(), monoNow, start, 20*time.Millisecond)
 		d, ok := ctx.Deadline()
 		if !ok || d.Before(before.Add(20*time.Millisecond)) || d.After(time.Now().Add(20*time.Millisecond)) {
 			t.Fatalf("Deadline %v %v, want 20ms after the start", d, ok)
@@ -42,7 +42,7 @@ func TestLazyDeadline(t *testing.T) {
 		l.release()
 	})
 	t.Run("derived context ends at the deadline", func(t *testing.T) {
-		ctx, l := withDeadlineLazily(context.Background(), start, 20*time.Millisecond)
+		ctx, l := withDeadlineLazily(context.Background(), monoNow, start, 20*time.Millisecond)
 		defer l.release()
 		child, cancel := context.WithTimeout(ctx, time.Hour)
 		defer cancel()
@@ -53,7 +53,7 @@ func TestLazyDeadline(t *testing.T) {
 	})
 	t.Run("caller's cancellation seen before any wait", func(t *testing.T) {
 		parent, cancel := context.WithCancel(context.Background())
-		ctx, l := withDeadlineLazily(parent, start, time.Hour)
+		ctx, l := withDeadlineLazily(parent, monoNow, start, time.Hour)
 		defer l.release()
 		cancel()
 		if !errors.Is(ctx.Err(), context.Canceled) {
@@ -64,18 +64,18 @@ func TestLazyDeadline(t *testing.T) {
 	t.Run("a caller's deadline is used as is", func(t *testing.T) {
 		parent, cancel := context.WithTimeout(context.Background(), time.Hour)
 		defer cancel()
-		if ctx, l := withDeadlineLazily(parent, start, time.Second); ctx != parent || l != nil {
+		if ctx, l := withDeadlineLazily(parent, monoNow, start, time.Second); ctx != parent || l != nil {
 			t.Fatal("wrapped a context that has a deadline")
 		}
 	})
 	t.Run("release stops the timer", func(t *testing.T) {
-		ctx, l := withDeadlineLazily(context.Background(), start, time.Hour)
+		ctx, l := withDeadlineLazily(context.Background(), monoNow, start, time.Hour)
 		done := ctx.Done()
 		l.release()
 		<-done
 	})
 	t.Run("a context something derived from is not reused", func(t *testing.T) {
-		ctx, l := withDeadlineLazily(context.Background(), start, time.Hour)
+		ctx, l := withDeadlineLazily(context.Background(), monoNow, start, time.Hour)
 		child, cancel := context.WithCancel(ctx)
 		cancel()
 		l.release()

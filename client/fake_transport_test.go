@@ -39,8 +39,9 @@ type fakeTransport struct {
 	desc transport.Descriptor
 	hdr  table.Header // as formatted: where the buckets are (layout 2 or 3)
 
-	clockOrigin time.Time    // the fake server's clock runs at the real rate from here
-	clockOffset atomic.Int64 // and jumps by this much
+	clockOrigin time.Time            // the fake server's clock runs at the real rate from here
+	clock       func() time.Duration // or, if set, reads this from its base
+	clockOffset atomic.Int64         // and jumps by this much
 
 	dials      atomic.Int64
 	stallReads atomic.Bool // every Read waits for its context to end
@@ -77,8 +78,32 @@ func newFakeTransport(mem []byte) *fakeTransport {
 
 // serverClock is the fake server's monotonic clock (what OpClock answers).
 func (f *fakeTransport) serverClock() int64 {
+	if f.clock != nil {
+		return fakeClockBase + int64(f.clock()) + f.clockOffset.Load()
+	}
 	return fakeClockBase + int64(time.Since(f.clockOrigin)) + f.clockOffset.Load()
 }
+
+// simClock is a test's time, which moves only when the test advances it.
+// The client's clock (Knobs.Clock) reads it; the fake server's clock reads
+// it at serverRate times its pace, so a test sets both how long anything
+// took and how fast the server's clock runs against the client's.
+type simClock struct {
+	t          atomic.Int64 // nanoseconds of the client's clock
+	serverRate float64
+}
+
+// newSimClock starts at an hour (no reading is zero) with the server's
+// clock running at rate times the client's.
+func newSimClock(rate float64) *simClock {
+	s := &simClock{serverRate: rate}
+	s.t.Store(int64(time.Hour))
+	return s
+}
+
+func (s *simClock) client() time.Duration   { return time.Duration(s.t.Load()) }
+func (s *simClock) server() time.Duration   { return time.Duration(float64(s.t.Load()) * s.serverRate) }
+func (s *simClock) advance(d time.Duration) { s.t.Add(int64(d)) }
 
 // begin installs hook (nil: none) and starts a fresh trace and batch count.
 func (f *fakeTransport) begin(hook func(batch, op int)) {

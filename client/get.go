@@ -72,8 +72,8 @@ func (c *Client) get(ctx context.Context, dst, key []byte, opts []ReadOption) ([
 	// One clock reading serves as the base of the deadline, the first
 	// attempt's start and its clock-age check (readOneSided): on an
 	// emulated CPU each reading is a system call.
-	start := monoNow()
-	ctx, lazy := withDeadlineLazily(ctx, start, c.cfg.RequestTimeout)
+	start := c.now()
+	ctx, lazy := withDeadlineLazily(ctx, c.now, start, c.cfg.RequestTimeout)
 	if lazy != nil {
 		defer lazy.release()
 	}
@@ -121,7 +121,7 @@ func (c *Client) readOneSided(ctx context.Context, dst, key []byte, level Consis
 	var lastErr error
 	for attempt := 0; attempt < c.cfg.ReadRetries; attempt++ {
 		if attempt > 0 {
-			start = monoNow()
+			start = c.now()
 		}
 		addr := c.readTarget(level)
 		n, dialed, err := c.nodeForRead(ctx, addr)
@@ -143,7 +143,7 @@ func (c *Client) readOneSided(ctx context.Context, dst, key []byte, level Consis
 			}
 		}
 		if dialed {
-			start = monoNow()
+			start = c.now()
 		}
 		n.attempts.begin()
 		res, err := n.getOneSided(ctx, dst, key, needLease, start, s)

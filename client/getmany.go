@@ -145,7 +145,7 @@ func (c *Client) batchOneSided(ctx context.Context, keys [][]byte, out []Result,
 	n.attempts.begin()
 	defer n.attempts.end()
 	if needLease {
-		if now := monoNow(); n.clock.age(now) > clockMaxAge {
+		if now := c.now(); n.clock.age(now) > clockMaxAge {
 			_ = n.syncClock(ctx)
 		} else {
 			n.maybeRefreshClock(now)
@@ -155,7 +155,7 @@ func (c *Client) batchOneSided(ctx context.Context, keys [][]byte, out []Result,
 	defer batchPool.Put(s)
 	// The lease as a Get judges it (leasecache.go): an expiry cached before
 	// the first READ, or the header read first in round trip 1.
-	a := n.newAttempt(needLease, monoNow(), nil)
+	a := n.newAttempt(needLease, c.now(), nil)
 	g := a.g
 	s.fit(g)
 
@@ -184,7 +184,7 @@ func (c *Client) batchOneSided(ctx context.Context, keys [][]byte, out []Result,
 		}
 		reads, nbytes, rounds = reads+len(ops), nbytes+readBytes(ops), 2
 	}
-	j, ok := s.judgeBatch(n, &a, monoNow())
+	j, ok := s.judgeBatch(n, &a, c.now())
 	if !ok {
 		return 0
 	}

@@ -46,6 +46,7 @@ type nodeOptions struct {
 	drift        float64
 	clockSyncs   *atomic.Uint64 // counts clock RPCs
 	counters     *counters      // the client's counters
+	now          func() mono    // the client's clock
 }
 
 func dialNode(ctx context.Context, tr transport.Transport, addr string, o nodeOptions) (*node, error) {
@@ -63,7 +64,7 @@ func dialNode(ctx context.Context, tr transport.Transport, addr string, o nodeOp
 		streams: make(map[uint64]*watchStream),
 		broken:  make(chan struct{}),
 		cache:   newLocationCache(o.cacheEntries),
-		clock:   nodeClock{drift: o.drift, syncs: o.clockSyncs},
+		clock:   nodeClock{now: o.now, drift: o.drift, syncs: o.clockSyncs},
 
 		counters: o.counters,
 	}

@@ -159,7 +159,7 @@ func (n *node) getOneSided(ctx context.Context, dst, key []byte, needLease bool,
 	}
 	n.cache.drop(key)
 	// A fresh start: the cached round trip may have failed for being slow.
-	a = n.newAttempt(needLease, monoNow(), s)
+	a = n.newAttempt(needLease, n.clock.now(), s)
 	res, err := n.getUncached(ctx, dst, key, &a)
 	res.roundTrips += spent.roundTrips
 	res.reads += spent.reads
@@ -276,7 +276,7 @@ func (n *node) getCached(ctx context.Context, dst, key []byte, loc location, a *
 	// The decision's clock reading, after the last READ: it serves both the
 	// age check (a GET too slow to trust the record's bytes goes uncached
 	// for a fresh start) and the lease check in judge.
-	now := monoNow()
+	now := n.clock.now()
 	res = readResult{roundTrips: 1, reads: len(ops), bytes: readBytes(ops)}
 	if err := a.takeHeader(s.hdr1[:]); err != nil {
 		return readResult{}, true, err
@@ -595,7 +595,7 @@ func onlyOthers(now, others []table.Slot) bool {
 // may be judged by (getAttempt), still holds by the client's bound on the
 // node's clock.
 func (n *node) judge(a *getAttempt, exp uint64) error {
-	return n.judgeAt(a, exp, monoNow())
+	return n.judgeAt(a, exp, n.clock.now())
 }
 
 // judgeAt is judge with the decision's clock reading now, which must have

@@ -44,7 +44,12 @@ func newRig(t *testing.T) *rig { return newRigWith(t, table.Config{}) }
 
 // newRigWith is newRig over a table formatted with cfg (Buckets and Now
 // are the rig's, and Grace unless cfg sets one).
-func newRigWith(t testing.TB, cfg table.Config) *rig {
+func newRigWith(t testing.TB, cfg table.Config) *rig { return newRigOn(t, cfg, nil) }
+
+// newRigOn is newRigWith whose client and fake server read sim, if it is
+// not nil, rather than the real clock: nothing moves their clocks but the
+// test (simClock).
+func newRigOn(t testing.TB, cfg table.Config, sim *simClock) *rig {
 	t.Helper()
 	mem, err := mmap.Alloc(64 << 10)
 	if err != nil {
@@ -67,7 +72,12 @@ func newRigWith(t testing.TB, cfg table.Config) *rig {
 		t.Fatal(err)
 	}
 	r.f, r.tbl = newFakeTransport(mem), tbl
-	r.c, err = New(Config{Endpoints: []string{fakeAddr}, Transport: r.f, RequestTimeout: 20 * time.Second})
+	ccfg := Config{Endpoints: []string{fakeAddr}, Transport: r.f, RequestTimeout: 20 * time.Second}
+	if sim != nil {
+		r.f.clock = sim.server
+		ccfg.Knobs.Clock = sim.client
+	}
+	r.c, err = New(ccfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,6 +215,12 @@ func (r *rig) sharingBuckets(key string) string {
 // setState overwrites the state word of the record key's slot names, as
 // the writer does in the middle of a write.
 func (r *rig) setState(key string, state uint32) {
+	binary.LittleEndian.PutUint32(r.record(key)[4:], state)
+}
+
+// record is the region's bytes of the out-of-place record of key that a
+// slot names.
+func (r *rig) record(key string) []byte {
 	r.t.Helper()
 	h := table.Hash([]byte(key))
 	hdr := r.tbl.Header()
@@ -215,12 +231,12 @@ func (r *rig) setState(key string, state uint32) {
 		for _, sl := range out[:n] {
 			rec := r.f.mem[sl.Offset : sl.Offset+sl.Len]
 			if int(binary.LittleEndian.Uint16(rec[16:])) == len(key) && string(rec[table.RecordHeaderSize:table.RecordHeaderSize+len(key)]) == key {
-				binary.LittleEndian.PutUint32(rec[4:], state)
-				return
+				return rec
 			}
 		}
 	}
 	r.t.Fatalf("no record of %s", key)
+	return nil
 }
 
 func (r *rig) moveToOtherBucket(key string) {
@@ -675,7 +691,10 @@ func runProtoCases(t *testing.T, cases []protoCase, ready func(*testing.T) *rig)
 				}
 			}
 			var wantRPC []uint16
-			if tc.fallbacks > 0 {
+			switch {
+			case tc.fallbacks > 0 && tc.level == Serializable:
+				wantRPC = []uint16{wire.Serializable}
+			case tc.fallbacks > 0:
 				wantRPC = []uint16{wire.Linearizable}
 			}
 			if !slices.Equal(rpcGets, wantRPC) {

@@ -76,7 +76,7 @@ func (c *Client) watchStalls() {
 			nodes = append(nodes, n)
 		}
 		c.mu.Unlock()
-		now := monoNow()
+		now := c.now()
 		for _, n := range nodes {
 			if n.attempts.stalled(now, c.cfg.AttemptTimeout+period) {
 				c.dropNode(n, errStalled)

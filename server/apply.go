@@ -19,6 +19,9 @@ type applier Server
 // within a batch (see get in handler.go).
 func (a *applier) Apply(ws []raft.Write) {
 	s := (*Server)(a)
+	if hook := s.cfg.Knobs.BeforeApply; hook != nil {
+		hook(ws)
+	}
 	s.tmu.Lock()
 	defer s.tmu.Unlock()
 	if len(ws) > 0 && ws[0].Atomic {

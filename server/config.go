@@ -94,6 +94,17 @@ type Config struct {
 	// MaxWatchesPerConn is the most watches one client connection may
 	// have open. Default DefaultMaxWatchesPerConn.
 	MaxWatchesPerConn int
+	// Knobs are hooks for tests; the zero value is the production server.
+	Knobs Knobs
+}
+
+// Knobs are hooks for tests.
+type Knobs struct {
+	// BeforeApply, if set, is called with every committed batch before
+	// the batch is applied to the table region (on the raft loop, which
+	// waits for it): a test that blocks in it holds the batch's writes
+	// out of the region.
+	BeforeApply func(ws []raft.Write)
 }
 
 // Defaults.
