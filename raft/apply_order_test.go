@@ -7,7 +7,7 @@ import (
 	pb "go.etcd.io/raft/v3/raftpb"
 
 	"github.com/kvd-project/kvd/internal/txn"
-	"github.com/kvd-project/kvd/raft/internal/store"
+	"github.com/kvd-project/kvd/internal/store"
 )
 
 // atomicRecorder keeps each Apply call whole, with its Atomic flags.

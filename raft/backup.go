@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/kvd-project/kvd/internal/atomicfile"
-	"github.com/kvd-project/kvd/raft/internal/store"
+	"github.com/kvd-project/kvd/internal/store"
 )
 
 // Backup and restore (issue 12). A backup is the applied KV state at one

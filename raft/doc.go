@@ -1,6 +1,6 @@
 // Package raft replicates kvd's key/value state machine with etcd raft
 // (go.etcd.io/raft/v3) and keeps everything durable in one Pebble database
-// per node (raft/internal/store). The server embeds a Node, mirrors applied
+// per node (internal/store). The server embeds a Node, mirrors applied
 // writes into its table region through the Applier callbacks, and publishes
 // the Node's read lease (OnLease) in the region's lease word.
 //

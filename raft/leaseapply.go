@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/kvd-project/kvd/internal/txn"
-	"github.com/kvd-project/kvd/raft/internal/store"
+	"github.com/kvd-project/kvd/internal/store"
 )
 
 // The apply side of TTL leases: grants and revokes applied into the

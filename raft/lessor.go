@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kvd-project/kvd/raft/internal/store"
+	"github.com/kvd-project/kvd/internal/store"
 )
 
 // TTL leases (issue 12): not the read lease of lease.go, which is the

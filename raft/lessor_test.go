@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvd-project/kvd/raft/internal/store"
+	"github.com/kvd-project/kvd/internal/store"
 )
 
 // TestLessorExpiry drives the leader's lease clock by hand: a lease

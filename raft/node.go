@@ -10,7 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/kvd-project/kvd/raft/internal/store"
+	"github.com/kvd-project/kvd/internal/store"
 	"github.com/kvd-project/kvd/transport"
 )
 

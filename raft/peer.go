@@ -11,7 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/kvd-project/kvd/internal/ratelog"
-	"github.com/kvd-project/kvd/raft/internal/store"
+	"github.com/kvd-project/kvd/internal/store"
 	"github.com/kvd-project/kvd/transport"
 )
 

@@ -7,7 +7,7 @@ import (
 	etcdraft "go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
 
-	"github.com/kvd-project/kvd/raft/internal/store"
+	"github.com/kvd-project/kvd/internal/store"
 )
 
 // TestRemoveKeepsAnActiveQuorum: node 1 leads voters 1, 2, 3 and has heard

@@ -3,7 +3,7 @@ package raft
 import (
 	"testing"
 
-	"github.com/kvd-project/kvd/raft/internal/store"
+	"github.com/kvd-project/kvd/internal/store"
 )
 
 // TestRemovedNodeReportsNoLeader: a node that has applied its own removal

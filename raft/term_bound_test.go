@@ -9,7 +9,7 @@ import (
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/kvd-project/kvd/raft/internal/store"
+	"github.com/kvd-project/kvd/internal/store"
 )
 
 // stepThroughFilters passes m as peer 2's frame through the session's

@@ -5,7 +5,7 @@ import (
 	"errors"
 
 	"github.com/kvd-project/kvd/internal/txn"
-	"github.com/kvd-project/kvd/raft/internal/store"
+	"github.com/kvd-project/kvd/internal/store"
 )
 
 // Txn replicates t as one entry and returns once it is committed and
