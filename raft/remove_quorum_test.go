@@ -63,7 +63,7 @@ func TestRemoveKeepsAnActiveQuorum(t *testing.T) {
 	if err := u.Commit(true); err != nil {
 		t.Fatal(err)
 	}
-	l := &loop{n: &Node{id: 1, log: testLogger()}, rn: rn, st: st}
+	l := &loop{n: &Node{id: 1, log: testLogger()}, rn: rn, st: st, sm: nopSM{}}
 	for _, tc := range []struct {
 		remove uint64
 		ok     bool

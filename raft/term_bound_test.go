@@ -87,14 +87,14 @@ func TestStoredTermOutOfRangeRefusedAtOpen(t *testing.T) {
 		cfg.ID, cfg.DataDir = 1, t.TempDir()
 		cfg.Peers = map[uint64]string{1: "a"}
 		cfg.Transport = newMemNet().endpoint("a")
-		n, err := Open(cfg)
+		n, err := Open(withKV(cfg, nil))
 		if err != nil {
 			t.Fatal(err)
 		}
 		n.Close()
 		setStoredTerm(t, cfg.DataDir, tc.term)
 		cfg.Transport = newMemNet().endpoint("a")
-		n, err = Open(cfg)
+		n, err = Open(withKV(cfg, nil))
 		if err == nil {
 			n.Close()
 		}
