@@ -15,7 +15,7 @@ import (
 // so that they enter the log together: one Ready
 // appends them, one Pebble batch and one fsync make them durable, one
 // append per follower replicates them, and, once committed, one Ready
-// applies them and one Applier.Apply call shows them in the region. While
+// applies them and one StateMachine.Committed call publishes them. While
 // the loop waits for an fsync, the next batch queues up behind it: the
 // busier the node, the larger its batches, with no timer adding latency
 // to a lone write.
@@ -65,7 +65,7 @@ const maxBatch = 1024
 // proposing it (the server reserves table room) needs that state to hold
 // every write that will commit before it: so it admits only while the node
 // is the leader and LeaderReady (every entry of earlier terms applied), and
-// passes the term it admitted in (WithAdmissionTerm). The loop proposes
+// passes the term it admitted in (Admission). The loop proposes
 // such a command only in that term: a node that lost leadership and won it
 // again meanwhile may have entries of the terms between still to apply,
 // which the admission did not count. Without this a new leader admitted
@@ -172,4 +172,11 @@ func (l *loop) flushProposals() {
 	}
 	clear(l.batch)
 	l.batch, l.batchBytes = l.batch[:0], 0
+}
+
+// proposeOwn queues a command of the state machine's own (a TTL lease's
+// expiry): nobody waits on it, its outcome is the applied state.
+func (l *loop) proposeOwn(encode Encode) {
+	reqID := l.n.nextReq.Add(1)
+	l.propose(&proposal{reqID: reqID, data: encode(l.n.id, reqID), done: make(chan result, 1)})
 }

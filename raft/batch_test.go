@@ -133,7 +133,7 @@ func TestRefusedBatchFailsEachCaller(t *testing.T) {
 	l := bareLoop(t, 1<<20)
 	ps := make([]*proposal, 5)
 	for i := range ps {
-		ps[i] = &proposal{reqID: uint64(i + 1), data: []byte{opPut}, done: make(chan result, 1)}
+		ps[i] = &proposal{reqID: uint64(i + 1), data: []byte{testOpPut}, done: make(chan result, 1)}
 		l.propose(ps[i])
 	}
 	l.flushProposals()
@@ -171,7 +171,7 @@ func TestBatchBounds(t *testing.T) {
 	}
 	l.cfg.MaxSizePerMsg = 1 << 30
 	for i := range maxBatch + 1 {
-		l.propose(&proposal{reqID: uint64(100 + i), data: []byte{opPut}, done: make(chan result, 1)})
+		l.propose(&proposal{reqID: uint64(100 + i), data: []byte{testOpPut}, done: make(chan result, 1)})
 	}
 	if len(l.batch) != 1 {
 		t.Fatalf("%d commands left queued after %d, want 1 (a batch closes at %d)", len(l.batch), maxBatch+1, maxBatch)
@@ -191,6 +191,6 @@ func bareLoop(t *testing.T, maxSize uint64) *loop {
 		t.Fatal(err)
 	}
 	m, _ := newMetrics(nil)
-	return &loop{n: &Node{log: testLogger(), metrics: m, leases: newLessor()}, rn: rn, cfg: Config{MaxSizePerMsg: maxSize},
+	return &loop{n: &Node{log: testLogger(), metrics: m}, rn: rn, sm: nopSM{}, cfg: Config{MaxSizePerMsg: maxSize},
 		isLeader: true, waiters: map[uint64]*proposal{}}
 }

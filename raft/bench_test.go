@@ -5,39 +5,19 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	etcdraft "go.etcd.io/raft/v3"
 )
 
-func BenchmarkCommandCodec(b *testing.B) {
-	c := command{op: opPut, proposer: 3, reqID: 1 << 40, key: []byte("user:000123"), value: make([]byte, 100)}
-	buf := make([]byte, 0, commandSize(c))
-	b.ReportAllocs()
-	for b.Loop() {
-		buf = appendCommand(buf[:0], c)
-		if _, err := decodeCommand(buf); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
 // BenchmarkPut measures replicated, fsynced writes from many concurrent
 // callers, and how many of them shared each fsync (group commit).
-// BenchmarkPut measures plain PUTs; with leases=1 a TTL lease exists, so
-// every PUT also looks up (and clears) its key's lease attachment.
 func BenchmarkPut(b *testing.B) {
-	for _, bc := range []struct{ size, leases int }{{1, 0}, {1, 1}, {3, 0}, {3, 1}} {
-		b.Run(fmt.Sprintf("nodes=%d/leases=%d", bc.size, bc.leases), func(b *testing.B) {
+	for _, size := range []int{1, 3} {
+		b.Run(fmt.Sprintf("nodes=%d", size), func(b *testing.B) {
 			cfg := testConfig()
-			c := newClusterOn(b, newMemNet(), bc.size, cfg)
+			c := newClusterOn(b, newMemNet(), size, cfg)
 			lead := c.leader()
-			for range bc.leases {
-				if _, err := lead.node.Grant(context.Background(), 0, time.Hour); err != nil {
-					b.Fatal(err)
-				}
-			}
 			value := make([]byte, 100)
 			var seq atomic.Uint64
 			syncs0 := syncCount(lead.node)
@@ -101,15 +81,16 @@ func BenchmarkProposeBatch(b *testing.B) {
 	}
 	drain()
 	m, _ := newMetrics(nil)
-	l := &loop{n: &Node{id: 1, log: testLogger(), metrics: m, leases: newLessor()}, rn: rn, cfg: Config{MaxSizePerMsg: DefaultMaxSizePerMsg},
+	l := &loop{n: &Node{id: 1, log: testLogger(), metrics: m}, rn: rn, sm: nopSM{}, cfg: Config{MaxSizePerMsg: DefaultMaxSizePerMsg},
 		isLeader: true, waiters: map[uint64]*proposal{}}
-	c := command{op: opPut, proposer: 1, key: []byte("user:000123"), value: make([]byte, 256)}
+	enc := testCommand(testOpPut, []byte("user:000123"), make([]byte, 256))
+	var reqID uint64
 	ps := make([]proposal, batch)
 	b.ReportAllocs()
 	for b.Loop() {
 		for i := range ps {
-			c.reqID++
-			ps[i] = proposal{reqID: c.reqID, data: appendCommand(make([]byte, 0, commandSize(c)), c)}
+			reqID++
+			ps[i] = proposal{reqID: reqID, data: enc(1, reqID)}
 			l.propose(&ps[i])
 		}
 		l.flushProposals()

@@ -46,10 +46,6 @@ type applierLog struct {
 	restores int
 	lastVer  uint64
 	ordered  bool
-	// Atomic batches (txn_test.go): Apply calls marked Atomic, and
-	// whether each was announced by BatchAhead first.
-	atomicCalls, unannounced int
-	announced                bool
 }
 
 type versioned struct {
@@ -62,11 +58,9 @@ func newApplierLog() *applierLog { return &applierLog{state: map[string]versione
 func (a *applierLog) Apply(ws []Write) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.noteAtomic(ws)
 	for i, w := range ws {
-		// One transaction's writes share its version; otherwise versions
-		// grow.
-		if w.Version < a.lastVer || w.Version == a.lastVer && (i == 0 || !w.Atomic) {
+		// Versions grow (testKV writes one key per entry).
+		if w.Version < a.lastVer || w.Version == a.lastVer && i == 0 {
 			a.ordered = false
 		}
 		a.lastVer = w.Version
@@ -282,7 +276,8 @@ func (c *cluster) start(id uint64, join bool) *testNode {
 	cfg.ID, cfg.DataDir, cfg.Transport, cfg.Join = id, tn.dir, tn.tr, join
 	cfg.Peers = maps.Clone(c.peers)
 	cfg.Addr = tn.addr
-	cfg.Applier, cfg.OnLease = tn.app, tn.leases.record
+	cfg.OnLease = tn.leases.record
+	cfg = withKV(cfg, tn.app)
 	n, err := Open(cfg)
 	if err != nil {
 		c.t.Fatalf("Open node %d: %v", id, err)

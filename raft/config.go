@@ -8,6 +8,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kvd-project/kvd/internal/limits"
 	"github.com/kvd-project/kvd/transport"
 )
 
@@ -28,84 +29,6 @@ const (
 	DefaultPeerQueueSize          = 1024
 	DefaultEntryCacheSize         = 4096
 )
-
-// Limits on commands, matching the table layout (docs/layout.md).
-const (
-	MaxKeyLen   = 1024
-	MaxValueLen = 1 << 20
-)
-
-// Write is one applied write, as the Applier sees it.
-type Write struct {
-	Version    uint64 // the entry's raft index
-	Key, Value []byte
-	Deleted    bool
-	// Atomic is set on every Write of an Apply call whose batch holds an
-	// entry that wrote more than one key (a transaction), or wrote one key
-	// twice with another key's write between (collapsing the repeat moved
-	// the key's write past it): a cache read without locks must then make
-	// the whole call visible at once, or a reader could see some of the
-	// transaction's writes and not the others, or a later write and not
-	// an earlier one (server/atomic.go does it for the table region).
-	Atomic bool
-	// absent: a Delete of a key that did not exist (it changed nothing,
-	// so it is no event for watchers).
-	absent bool
-}
-
-// Applier receives the state machine's effects, for a cache such as the
-// server's table region. Both methods are called from the raft loop, one at
-// a time, so they must not block for long (every write and every heartbeat
-// waits for them) and must not call back into the Node except Get, ForEach,
-// Status, Members and PeerAddr.
-type Applier interface {
-	// Apply reports one committed batch: each key now holds its Write's
-	// value at its Version (the entry's raft index), or was deleted. It is
-	// called only after the Pebble batch holding the writes has committed,
-	// so the cache never shows anything that a restart would lose, and
-	// before the next batch commits, so Pebble is never more than this one
-	// batch ahead of the cache. Calls come in log order, one Write per key
-	// (the key's final state in the batch). A cache that applies a whole
-	// call atomically for its readers therefore always shows the state of
-	// a batch boundary. The slice is reused after the call; keys and values
-	// must not be modified and may be retained.
-	Apply(ws []Write)
-	// Restore reports that a snapshot from the leader replaced the whole
-	// applied state: the cache must be rebuilt from ForEach.
-	Restore()
-}
-
-// AheadApplier is an Applier that is told, before a batch with writes is
-// committed to Pebble, that Pebble is about to run ahead of it by that
-// batch; the batch's Apply call follows. Until it, a reader that consults
-// Pebble for a key the cache lacks could see some of the batch's writes
-// there while the cache still shows others as they were: a state that
-// never held (the batch's writes are ordered: a transaction that read one
-// key and wrote another depends on the write before it, and a multi-key
-// read must see all or none of them). The cache can hold such reads back
-// until the Apply. If the commit fails, the node stops and no Apply
-// follows.
-type AheadApplier interface {
-	Applier
-	BatchAhead()
-}
-
-// EventApplier is an Applier that is also told every write, for change
-// notification (watches, server/watch.go): Apply collapses a batch's
-// writes to one per key, which a watcher must not miss.
-type EventApplier interface {
-	Applier
-	// Events reports the writes of one applied batch in log order, each
-	// one (repeats of a key included, deletes of absent keys left out),
-	// right after the batch's Apply call; applied is the node's applied
-	// index after the batch: the events up to it are all reported. With
-	// reset, the batch installed a snapshot: writes up to applied were
-	// never reported (ws is empty). It is called on every batch that
-	// moved the applied index, with or without writes, from the raft
-	// loop, so it must not block. The slice is reused after the call;
-	// keys and values may be retained.
-	Events(ws []Write, applied uint64, reset bool)
-}
 
 // Config configures a Node. The zero value of every field but ID, DataDir,
 // Transport and Peers (or Addr, when joining) takes the documented default.
@@ -143,12 +66,9 @@ type Config struct {
 	// the caller hands it accepted peer connections (ServePeer).
 	Transport transport.Transport
 
-	// Applier, if set, is told about every applied write (see Applier).
-	Applier Applier
-	// LeaseClock is the clock of TTL lease deadlines (lessor.go), read
-	// only by the leader. Default time.Now; tests inject one to expire
-	// leases deterministically.
-	LeaseClock func() time.Time
+	// StateMachine is what the node replicates (see StateMachine).
+	// Required by Open (Validate checks the rest without it).
+	StateMachine StateMachine
 	// OnLease, if set, receives the read lease's expiry whenever it
 	// changes: each time the leader extends it (about once a tick), and
 	// with a zero expiry when it ends early (stepping down, a new term,
@@ -200,9 +120,9 @@ type Config struct {
 
 	// MaxSizePerMsg bounds the entries in one append message; keep it well
 	// under the transport's MaxMessage (each peer connection must carry
-	// about 1.5 times MaxSizePerMsg, and at least a MaxValueLen value with
-	// its key and framing; a connection that cannot is refused). Default
-	// 512 KiB.
+	// about 1.5 times MaxSizePerMsg, and at least the largest command,
+	// limits.MaxCommand, with its framing; a connection that cannot is
+	// refused). Default 512 KiB.
 	MaxSizePerMsg uint64
 	// MaxInflightMsgs bounds unacknowledged append messages per follower.
 	// Default 256.
@@ -239,9 +159,6 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.Addr, c.Peers[c.ID])
 	if c.Logger == nil {
 		c.Logger = slog.Default()
-	}
-	if c.LeaseClock == nil {
-		c.LeaseClock = time.Now
 	}
 	return c
 }
@@ -313,13 +230,13 @@ const (
 //     a tag and a length per entry, at most half again (an entry encodes in
 //     at least 4 bytes: its index and term);
 //   - an append of a single entry, which raft sends however large: the
-//     largest command (a MaxValueLen value under a MaxKeyLen key);
+//     largest command (limits.MaxCommand);
 //   - a snapshot chunk, which carries at least one pair however large
 //     (otherwise chunks are cut to the connection's limit, so
 //     SnapshotChunkSize need not fit).
 func (c Config) maxPeerMessage() int {
-	appendMsg := max(int(c.MaxSizePerMsg)+int(c.MaxSizePerMsg)/2, maxCommandSize+entryOverhead)
-	pair := uvarintLen(MaxKeyLen) + MaxKeyLen + uvarintLen(8+MaxValueLen) + 8 + MaxValueLen
+	appendMsg := max(int(c.MaxSizePerMsg)+int(c.MaxSizePerMsg)/2, limits.MaxCommand+entryOverhead)
+	pair := uvarintLen(limits.MaxKeyLen) + limits.MaxKeyLen + uvarintLen(8+limits.MaxValueLen) + 8 + limits.MaxValueLen
 	return max(appendMsg, snapshotFrameHeader+pair) + messageOverhead
 }
 

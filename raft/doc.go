@@ -1,8 +1,13 @@
-// Package raft replicates kvd's key/value state machine with etcd raft
-// (go.etcd.io/raft/v3) and keeps everything durable in one Pebble database
-// per node (raft/internal/store). The server embeds a Node, mirrors applied
-// writes into its table region through the Applier callbacks, and publishes
-// the Node's read lease (OnLease) in the region's lease word.
+// Package raft is kvd's replication driver: it replicates a state machine
+// with etcd raft (go.etcd.io/raft/v3) and keeps everything durable in one
+// Pebble database per node (internal/store). It owns the loop, Ready
+// handling, proposal batching and admission, reads (ReadIndex and the read
+// lease) and membership. What is replicated is a StateMachine
+// (statemachine.go) the loop calls, one interface with no optional parts:
+// kvd's is the key/value state machine of internal/kv, which evaluates the
+// commands, keeps the TTL leases and publishes applied writes to the
+// server's region. The server publishes the Node's read lease (OnLease) in
+// the region's lease word.
 //
 // # The loop
 //
@@ -16,17 +21,19 @@
 //  1. Write the Ready's snapshot (if any), log entries and HardState, and
 //     the effects of its committed entries with the new applied index, in
 //     ONE Pebble batch, fsynced once if raft asks for it (group commit).
-//     A restart never sees half an apply.
+//     A restart never sees half an apply. The loop applies membership
+//     changes itself and hands the batch and the committed entries to
+//     StateMachine.Apply, which evaluates its commands into the batch
+//     (a transaction against the batch as built so far) and returns each
+//     entry's outcome. A state machine that will publish writes tells its
+//     cache before returning (internal/kv: Publisher.BatchAhead).
 //  2. Send the Ready's messages, only now that what they promise is
 //     durable (but see Pipelining).
-//  3. Report the applied writes to the Applier (after the commit, so the
-//     region never shows a write a crash could lose), call Restore after a
-//     snapshot install, and complete the local callers whose entries were
-//     applied (Put and Delete return only then, with version = raft index).
-//     A transaction (Txn, txn.go) is evaluated in step 1, against the batch
-//     as built so far; if it wrote several keys, its batch's Apply call is
-//     marked Atomic. Every batch with writes is announced to an
-//     AheadApplier before the commit.
+//  3. Call StateMachine.Committed (after the commit, so the region never
+//     shows a write a crash could lose; it says whether a snapshot was
+//     installed, for the state machine to reload), and complete the local
+//     callers whose entries were applied with their outcomes (a Propose
+//     returns only then, with the entry's raft index).
 //  4. Release ReadIndex callers and lease grants whose index is applied.
 //  5. Advance; then snapshot and compact the log every SnapshotCount
 //     entries.
@@ -157,13 +164,13 @@
 // Leader transfer is not offered: it makes a follower campaign without
 // waiting out the lease.
 //
-// # TTL leases
+// # The state machine's timers
 //
-// Not to be confused with the read lease above: a TTL lease (issue 12) is
-// a client's, granted with a TTL and kept alive, and the keys attached to
-// it are deleted when it is revoked or expires. Grants and revokes are
-// commands (leasecmd.go), the leases and their keys are applied state kept
-// with the keys (and sent with them in snapshots), and only the leader
-// times them, restarting every lease at full TTL when it takes over; the
-// safety argument is in lessor.go.
+// The loop calls StateMachine.Lead when this node becomes or stops being
+// the leader, and StateMachine.Tick on the leader once per iteration that
+// took ticks, with a way to propose commands of its own: internal/kv's
+// TTL leases (not to be confused with the read lease above) are timed by
+// the leader only, restarted at full TTL when it takes over, and expired
+// by a revoke command it proposes (internal/kv/lessor.go has the safety
+// argument).
 package raft

@@ -27,10 +27,6 @@ var (
 	ErrNoLeader = errors.New("raft: no leader")
 	// ErrTimeout: a read barrier got no answer from the leader in time.
 	ErrTimeout = errors.New("raft: request timed out")
-	// ErrInvalidKey: the key is empty or longer than MaxKeyLen.
-	ErrInvalidKey = errors.New("raft: invalid key")
-	// ErrValueTooLarge: the value is longer than MaxValueLen.
-	ErrValueTooLarge = errors.New("raft: value too large")
 	// ErrMemberExists: AddMember named a node already in the cluster.
 	ErrMemberExists = errors.New("raft: member already exists")
 	// ErrMemberRemoved: AddMember named an id that was a member and was
@@ -63,15 +59,6 @@ var (
 	// back with an empty data directory); if every member holds such a
 	// term, restore the cluster from a backup.
 	ErrTermOverflow = errors.New("raft: stored term out of range")
-	// ErrLeaseNotFound: the TTL lease does not exist (never granted,
-	// revoked, or expired), or the leader has begun expiring it.
-	ErrLeaseNotFound = errors.New("raft: lease not found")
-	// ErrLeaseExists: a grant named an id already in use.
-	ErrLeaseExists = errors.New("raft: lease already exists")
-	// ErrTooManyLeases: MaxLeases leases exist.
-	ErrTooManyLeases = errors.New("raft: too many leases")
-	// ErrLeaseTTL: the TTL is outside [MinLeaseTTL, MaxLeaseTTL].
-	ErrLeaseTTL = errors.New("raft: lease TTL out of range")
 )
 
 // StorageError is the error of every request to a node stopped by a

@@ -70,7 +70,7 @@ func TestRestartWithWrongCluster(t *testing.T) {
 		t.Cleanup(func() { cfg.Transport.Close() })
 		cfg.Peers = maps.Clone(c.peers)
 		f(&cfg)
-		return Open(cfg)
+		return Open(withKV(cfg, nil))
 	}
 	refused := []struct {
 		name string

@@ -567,11 +567,11 @@ func (h *leaseHarness) start(n *scenarioNode, restarted bool, applied uint64) {
 	}
 	hs, _, _ := n.ms.InitialState()
 	m, _ := newMetrics(nil)
-	node := &Node{cfg: c, id: n.id, log: c.Logger, metrics: m, leases: newLessor()}
+	node := &Node{cfg: c, id: n.id, log: c.Logger, metrics: m}
 	node.lease = newLease(func(term uint64, exp time.Time) { h.published(n, term, exp) }, hs.GetTerm())
 	node.lease.now = n.now
 	n.l = &loop{
-		n: node, rn: rn, cfg: c,
+		n: node, rn: rn, sm: nopSM{}, cfg: c,
 		now:     n.now,
 		term:    hs.GetTerm(),
 		commit:  hs.GetCommit(),

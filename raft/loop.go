@@ -9,7 +9,7 @@ import (
 	etcdraft "go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
 
-	"github.com/kvd-project/kvd/raft/internal/store"
+	"github.com/kvd-project/kvd/internal/store"
 )
 
 // maxDrain bounds how much queued work one loop iteration takes before it
@@ -44,6 +44,7 @@ type loop struct {
 	n   *Node
 	rn  *etcdraft.RawNode
 	st  *store.Store
+	sm  StateMachine
 	cfg Config
 
 	now       func() time.Time // the clock of ticks and leases (time.Now; tests inject one)
@@ -117,7 +118,7 @@ func newLoop(n *Node) (*loop, error) {
 		}
 	}
 	l := &loop{
-		n: n, rn: rn, st: st, cfg: n.cfg,
+		n: n, rn: rn, st: st, sm: n.cfg.StateMachine, cfg: n.cfg,
 		now:     time.Now,
 		term:    hs.GetTerm(),
 		vote:    hs.GetVote(),
@@ -129,10 +130,10 @@ func newLoop(n *Node) (*loop, error) {
 
 		snapPending: make(map[uint64]uint64),
 	}
-	l.scratch.eventsAt = l.applied
 	l.startClock(!fresh) // a restarted node starts with a vote grace
-	if err := l.reloadLeases(); err != nil {
-		return nil, fmt.Errorf("raft: loading leases: %w", err)
+	env := Env{ID: n.id, Store: st, ElectionTimeout: n.cfg.electionTimeout(), Logger: n.log}
+	if err := l.sm.Open(env); err != nil {
+		return nil, fmt.Errorf("raft: opening the state machine: %w", err)
 	}
 	return l, nil
 }
@@ -223,7 +224,9 @@ func (l *loop) tick() {
 		l.ticks++
 		l.nextTick = l.nextTick.Add(l.cfg.TickInterval)
 	}
-	l.expireLeases() // TTL leases (leasecmd.go): once per tick taken
+	if l.isLeader {
+		l.sm.Tick(l.proposeOwn) // the state machine's timers (TTL leases): once per tick taken
+	}
 	if !now.Before(l.nextTick) {
 		l.nextTick = now.Add(l.cfg.TickInterval)
 	}

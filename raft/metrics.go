@@ -23,10 +23,6 @@ type metrics struct {
 	// peerRefused counts peer sessions refused at the hello, by reason;
 	// peerDropped counts messages of accepted sessions dropped before raft.
 	peerRefused, peerDropped *prometheus.CounterVec
-	// TTL leases: revoked by expiry, and requests refused by a lease
-	// limit (max_leases, max_lease_keys).
-	leasesExpired prometheus.Counter
-	leaseRefusals *prometheus.CounterVec
 	// followerDataLost counts a follower's append rejections showing it
 	// lost entries it had acknowledged (lostlog.go).
 	followerDataLost prometheus.Counter
@@ -73,14 +69,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "kvd_raft_peer_messages_dropped_total",
 			Help: "Messages from accepted peers dropped before raft (wrong sender, forbidden type, malformed...), by reason.",
 		}, []string{"reason"}),
-		leasesExpired: counter("kvd_lease_expired_total", "TTL leases revoked by expiry (counted by every node as it applies the revoke)."),
-		leaseRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "kvd_lease_refused_total",
-			Help: "Lease grants and lease PUTs refused by a limit when applied (every node counts), by limit: max_leases, max_lease_keys.",
-		}, []string{"limit"}),
 	}
-	m.leaseRefusals.WithLabelValues("max_leases")
-	m.leaseRefusals.WithLabelValues("max_lease_keys")
 	// Every reason shows, at 0, from the start.
 	for _, r := range refusalReasons {
 		m.peerRefused.WithLabelValues(string(r))
@@ -105,7 +94,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 func (m *metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.term, m.leaderID, m.isLeader, m.commit, m.applied, m.leaseValid,
 		m.committed, m.failed, m.leaderChanges, m.syncDuration, m.proposalBatch, m.proposalsHeld, m.peerRefused, m.peerDropped,
-		m.leasesExpired, m.leaseRefusals, m.followerDataLost}
+		m.followerDataLost}
 }
 
 // unregister removes the series so a reopened node can register again.
@@ -138,11 +127,4 @@ func boolGauge(b bool) float64 {
 		return 1
 	}
 	return 0
-}
-
-// leaseRefused counts a request refused by a lease limit.
-func (m *metrics) leaseRefused(limit string) {
-	if m != nil {
-		m.leaseRefusals.WithLabelValues(limit).Inc()
-	}
 }

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/kvd-project/kvd/raft/internal/store"
+	"github.com/kvd-project/kvd/internal/store"
 	"github.com/kvd-project/kvd/transport"
 )
 
@@ -22,8 +22,7 @@ type Node struct {
 	log     *slog.Logger
 	store   *store.Store
 	metrics *metrics
-	lease   *lease  // the leader's read lease (lease.go)
-	leases  *lessor // TTL leases (lessor.go)
+	lease   *lease // the leader's read lease (lease.go)
 	peers   *peerSet
 
 	// Work for the raft loop, which owns the raft state machine.
@@ -40,7 +39,7 @@ type Node struct {
 	// that stopped the loop (storage.go).
 	failure *failure
 
-	// useMu keeps Get and ForEach off the store while Close closes it.
+	// useMu keeps Acquire's holders off the store while Close closes it.
 	useMu       sync.RWMutex
 	storeClosed bool
 
@@ -79,7 +78,7 @@ type Status struct {
 	// earlier terms (through its own term's first entry). Until then its
 	// state lacks writes that will commit, and admission that sizes a write
 	// against that state (the server's table reservations) must wait: see
-	// WithAdmissionTerm.
+	// Admission.
 	LeaderReady bool
 }
 
@@ -92,10 +91,13 @@ type Member struct {
 
 // Open starts a node: it recovers the state in cfg.DataDir (or bootstraps
 // a new group from cfg.Peers, unless cfg.Join), and starts the raft loop.
-// Apply callbacks may come as soon as Open returns.
+// The state machine's calls may come as soon as Open returns.
 func Open(cfg Config) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if cfg.StateMachine == nil {
+		return nil, fmt.Errorf("%w: StateMachine is required", ErrConfig)
 	}
 	cfg = cfg.withDefaults()
 	if cfg.FS == nil { // with an injected FS, DataDir is that FS's
@@ -137,7 +139,6 @@ func Open(cfg Config) (*Node, error) {
 		donec:   make(chan struct{}),
 		failure: fail,
 		conns:   make(map[transport.Conn]struct{}),
-		leases:  newLessor(),
 	}
 	n.nextReq.Store(rand.Uint64() >> 1)
 	n.initAddrs()
@@ -215,33 +216,16 @@ func (n *Node) Status() Status {
 	return st
 }
 
-// Get returns key's applied value and version (the raft index of the write)
-// from Pebble. It is not linearizable by itself: call ReadIndex first for
-// that.
-func (n *Node) Get(key []byte) (value []byte, version uint64, ok bool, err error) {
+// Acquire returns the node's store, held open until release is called
+// (Close waits for it): for reading the applied state outside the loop.
+// Once the node is closed it fails with the error requests get then.
+func (n *Node) Acquire() (st *store.Store, release func(), err error) {
 	n.useMu.RLock()
-	defer n.useMu.RUnlock()
 	if n.storeClosed {
-		return nil, 0, false, n.stoppedErr()
+		n.useMu.RUnlock()
+		return nil, nil, n.stoppedErr()
 	}
-	return n.store.Get(key)
-}
-
-// ForEach calls fn for every applied key in key order, from a point-in-time
-// view of the applied state (key and value are valid only during the call;
-// an error from fn stops the walk and is returned). The view includes every
-// write whose Apply callback returned before ForEach was called; Apply calls
-// in progress or later may or may not be in it. Because Apply reports each
-// key's final state per committed batch, replaying those calls over the view
-// is harmless, so "ForEach, then every later Apply" rebuilds a cache
-// exactly. It may be called from Applier.Restore.
-func (n *Node) ForEach(fn func(key, value []byte, version uint64) error) error {
-	n.useMu.RLock()
-	defer n.useMu.RUnlock()
-	if n.storeClosed {
-		return n.stoppedErr()
-	}
-	return n.store.ForEach(fn)
+	return n.store, n.useMu.RUnlock, nil
 }
 
 // Members returns the group's members as of the applied configuration, in
@@ -316,32 +300,4 @@ func cmpUint64(a, b uint64) int {
 		return 1
 	}
 	return 0
-}
-
-// GetMany calls fn for each key with its applied value and version, all
-// from one point-in-time view of the applied state, and returns that view's
-// applied index. Like Get, it is not linearizable by itself.
-func (n *Node) GetMany(keys [][]byte, fn func(i int, value []byte, version uint64, found bool)) (applied uint64, err error) {
-	n.useMu.RLock()
-	defer n.useMu.RUnlock()
-	if n.storeClosed {
-		return 0, n.stoppedErr()
-	}
-	return n.store.GetMany(keys, fn)
-}
-
-// Scan calls fn for the applied keys k with start <= k < end (an empty
-// end: no upper bound) in key order, from one point-in-time view of the
-// applied state in Pebble, and returns that view's applied index. fn
-// returns false to stop; key and value are valid only during the call.
-// Like Get, it may run one batch ahead of the Applier: a caller that must
-// not show state ahead of its cache waits until the returned index is
-// applied there.
-func (n *Node) Scan(start, end []byte, fn func(key, value []byte, version uint64) bool) (applied uint64, err error) {
-	n.useMu.RLock()
-	defer n.useMu.RUnlock()
-	if n.storeClosed {
-		return 0, n.stoppedErr()
-	}
-	return n.store.Scan(start, end, fn)
 }

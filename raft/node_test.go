@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/kvd-project/kvd/internal/limits"
 )
 
 func ctxT(t *testing.T) context.Context {
@@ -136,21 +138,9 @@ func TestInvalidRequests(t *testing.T) {
 	c := newCluster(t, 1, testConfig())
 	lead := c.leader()
 	ctx := ctxT(t)
-	tests := []struct {
-		name       string
-		key, value []byte
-		err        error
-	}{
-		{"empty key", nil, []byte("v"), ErrInvalidKey},
-		{"key too long", make([]byte, MaxKeyLen+1), nil, ErrInvalidKey},
-		{"value too large", []byte("k"), make([]byte, MaxValueLen+1), ErrValueTooLarge},
-		{"largest allowed", make([]byte, MaxKeyLen), make([]byte, MaxValueLen), nil},
-	}
-	for _, tt := range tests {
-		_, err := lead.node.Put(ctx, tt.key, tt.value)
-		if !errors.Is(err, tt.err) || (err == nil) != (tt.err == nil) {
-			t.Errorf("%s: err = %v, want %v", tt.name, err, tt.err)
-		}
+	// The largest command replicates (internal/kv checks the limits).
+	if _, err := lead.node.Put(ctx, make([]byte, limits.MaxKeyLen), make([]byte, limits.MaxValueLen)); err != nil {
+		t.Errorf("largest allowed: err = %v", err)
 	}
 	lead.node.Close()
 	if _, err := lead.node.Put(ctx, []byte("k"), nil); !errors.Is(err, ErrStopped) && !errors.Is(err, ErrNotLeader) {
@@ -553,7 +543,7 @@ func TestPromoteAbsentLearnerWaits(t *testing.T) {
 	c.put("b", "2") // the cluster still commits
 }
 
-// TestAdmissionTerm: a write admitted in a term (WithAdmissionTerm) enters
+// TestAdmissionTerm: a write admitted in a term (Admission) enters
 // the log only in that term, with the leader ready; otherwise it fails
 // with ErrProposalDropped, never in the log.
 func TestAdmissionTerm(t *testing.T) {
@@ -561,12 +551,12 @@ func TestAdmissionTerm(t *testing.T) {
 	lead := c.leader().node
 	waitFor(t, "the leader ready", func() bool { return lead.Status().LeaderReady })
 	term := lead.Status().Term
-	v1, err := lead.Put(WithAdmissionTerm(ctxT(t), term), []byte("k"), []byte("now"))
+	v1, err := lead.putAdmitted(ctxT(t), Admission{Term: term}, []byte("k"), []byte("now"))
 	if err != nil {
 		t.Fatalf("admitted in the current term: %v", err)
 	}
 	for _, other := range []uint64{term - 1, term + 1, NotAdmitted} {
-		if _, err := lead.Put(WithAdmissionTerm(ctxT(t), other), []byte("k"), []byte("stale")); !errors.Is(err, ErrProposalDropped) {
+		if _, err := lead.putAdmitted(ctxT(t), Admission{Term: other}, []byte("k"), []byte("stale")); !errors.Is(err, ErrProposalDropped) {
 			t.Fatalf("admitted in term %d, proposed in %d: %v; want ErrProposalDropped", other, term, err)
 		}
 	}

@@ -10,8 +10,9 @@ import (
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/kvd-project/kvd/internal/limits"
 	"github.com/kvd-project/kvd/internal/ratelog"
-	"github.com/kvd-project/kvd/raft/internal/store"
+	"github.com/kvd-project/kvd/internal/store"
 	"github.com/kvd-project/kvd/transport"
 )
 
@@ -359,7 +360,7 @@ func (n *Node) checkMessageLimit(conn transport.Conn) error {
 	return fmt.Errorf("%w: the transport carries messages of at most %d bytes to %s, but raft needs %d "+
 		"(MaxSizePerMsg %d, a %d-byte value with its key and framing): raise the transport's MaxMessage "+
 		"or lower MaxSizePerMsg: %w",
-		ErrConfig, limit, conn.RemoteAddr(), need, n.cfg.MaxSizePerMsg, MaxValueLen, transport.ErrMessageTooLarge)
+		ErrConfig, limit, conn.RemoteAddr(), need, n.cfg.MaxSizePerMsg, limits.MaxValueLen, transport.ErrMessageTooLarge)
 }
 
 // failed tells raft a message did not go out.

@@ -1,7 +1,6 @@
 package raft
 
 import (
-	"bytes"
 	"fmt"
 	"slices"
 	"time"
@@ -10,30 +9,16 @@ import (
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/kvd-project/kvd/raft/internal/store"
+	"github.com/kvd-project/kvd/internal/store"
 )
 
 // applyScratch is per-Ready state reused across Readies.
 type applyScratch struct {
-	applies  []Write
-	deliver  []Write
-	events   []Write // every write of the batch, for an EventApplier
-	eventsAt uint64  // the applied index an EventApplier was last told of
-	skip     []bool
-	order    []int
+	outcomes []Outcome // the state machine's, for complete
 	done     []completion
 	removed  []uint64
 	members  bool
 	installd bool
-	atomic   bool // an entry wrote several keys: the Apply call is atomic
-
-	// TTL leases (leasecmd.go): grants and revokes applied in the batch,
-	// key counts changed, the net change in the number of leases, and the
-	// grants alone.
-	leaseOps   []leaseOp
-	leaseKeys  []leaseKeys
-	leaseDelta int
-	grants     int
 }
 
 type completion struct {
@@ -90,11 +75,6 @@ func (l *loop) handleReady() error {
 	}
 	if err := l.applyEntries(u, rd.CommittedEntries); err != nil {
 		return err
-	}
-	if len(sc.applies) > 0 { // Apply is called exactly then (deliverApplies)
-		if a, ok := l.cfg.Applier.(AheadApplier); ok {
-			a.BatchAhead()
-		}
 	}
 	sync := rd.MustSync || sc.installd
 	early := l.sendEarly(rd, prevTerm, prevVote)
@@ -216,11 +196,11 @@ func (l *loop) softState(ss *etcdraft.SoftState) {
 		l.n.lease.revoke()
 		l.reads.dropLease()
 		l.readyFlag.lostLeadership = true
-		l.n.leases.demote()
+		l.sm.Lead(false)
 	}
 	l.readyFlag.becameLeader = !wasLeader && l.isLeader
 	if l.readyFlag.becameLeader {
-		l.n.leases.promote(l.n.leaseNow()) // every TTL lease starts over, at full TTL
+		l.sm.Lead(true)
 	}
 }
 
@@ -248,19 +228,10 @@ func (l *loop) afterCommit() {
 	if l.readyFlag.becameLeader {
 		l.termStart, _ = l.st.LastIndex() // its term's first entry, appended in this Ready, included
 	}
-	l.takeEvents()
-	l.deliverApplies()
-	l.mirrorLeases()
-	l.deliverEvents()
 	if sc.installd {
 		l.n.log.Info("installed snapshot from leader", "index", l.applied)
-		if err := l.reloadLeases(); err != nil {
-			l.n.log.Error("reloading leases after snapshot install", "err", err)
-		}
-		if a := l.cfg.Applier; a != nil {
-			a.Restore()
-		}
 	}
+	l.sm.Committed(l.applied, sc.installd)
 	if sc.members || sc.installd {
 		for _, m := range l.st.Members() {
 			l.n.setAddr(m.ID, m.Addr)
@@ -324,13 +295,15 @@ func (l *loop) installSnapshot(u *store.Update, snap *pb.Snapshot) error {
 	return nil
 }
 
-// applyEntries adds the effects of committed entries to u.
+// applyEntries adds the effects of committed entries to u: the
+// membership changes the loop's, the rest the state machine's.
 func (l *loop) applyEntries(u *store.Update, ents []*pb.Entry) error {
+	if len(ents) == 0 {
+		return nil
+	}
 	for _, e := range ents {
 		var err error
 		switch e.GetType() {
-		case pb.EntryNormal:
-			err = l.applyCommand(u, e)
 		case pb.EntryConfChange:
 			cc := &pb.ConfChange{}
 			if err = proto.Unmarshal(e.GetData(), cc); err == nil {
@@ -346,46 +319,18 @@ func (l *loop) applyEntries(u *store.Update, ents []*pb.Entry) error {
 			return fmt.Errorf("raft: applying entry %d: %w", e.GetIndex(), err)
 		}
 	}
-	if len(ents) == 0 {
-		return nil
+	sc := &l.scratch
+	var err error
+	sc.outcomes, err = l.sm.Apply(u, ents, sc.outcomes[:0])
+	if err != nil {
+		return fmt.Errorf("raft: applying entries %d..%d: %w", ents[0].GetIndex(), ents[len(ents)-1].GetIndex(), err)
 	}
+	for _, o := range sc.outcomes {
+		l.complete(o.Proposer, o.ReqID, result{index: o.Index, value: o.Value, err: o.Err})
+	}
+	clear(sc.outcomes)
 	l.applied = ents[len(ents)-1].GetIndex()
 	return u.SetApplied(l.applied)
-}
-
-func (l *loop) applyCommand(u *store.Update, e *pb.Entry) error {
-	if len(e.GetData()) == 0 {
-		return nil // a new leader's empty entry
-	}
-	c, err := decodeCommand(e.GetData())
-	if err != nil {
-		// Every node skips it the same way; failing would wedge the group.
-		l.n.log.Error("skipping malformed command", "index", e.GetIndex(), "err", err)
-		return nil
-	}
-	switch c.op {
-	case opTxn:
-		return l.applyTxn(u, e.GetIndex(), c)
-	case opLeaseGrant, opLeaseRevoke:
-		return l.applyLeaseCommand(u, e.GetIndex(), c)
-	}
-	r := result{version: e.GetIndex()}
-	if c.op == opPut {
-		err = u.Put(c.key, c.value, r.version)
-	} else {
-		r.existed, err = u.Delete(c.key)
-	}
-	if err == nil {
-		err = l.leaseWrite(u, c.key, 0, c.op == opDelete) // a plain PUT detaches, as in etcd
-	}
-	if err != nil {
-		return err
-	}
-	sc := &l.scratch
-	sc.applies = append(sc.applies, Write{Version: r.version, Key: c.key, Value: c.value, Deleted: c.op == opDelete,
-		absent: c.op == opDelete && !r.existed})
-	l.complete(c.proposer, c.reqID, r)
-	return nil
 }
 
 func (l *loop) applyConfChange(u *store.Update, cc *pb.ConfChange, index uint64) error {
@@ -400,7 +345,7 @@ func (l *loop) applyConfChange(u *store.Update, cc *pb.ConfChange, index uint64)
 		// alike: they all apply it on the same configuration.
 		l.n.log.Error("skipped a membership change that leaves no voter", "index", index,
 			"change", cc.GetType().String(), "node", cc.GetNodeId())
-		l.complete(mc.proposer, mc.reqID, result{version: index, err: ErrLastVoter})
+		l.complete(mc.proposer, mc.reqID, result{index: index, err: ErrLastVoter})
 		return nil
 	}
 	cs := l.rn.ApplyConfChange(cc)
@@ -429,7 +374,7 @@ func (l *loop) applyConfChange(u *store.Update, cc *pb.ConfChange, index uint64)
 		err = u.RemoveMember(id)
 	}
 	l.n.log.Info("applied membership change", "index", index, "change", cc.GetType().String(), "node", id)
-	l.complete(mc.proposer, mc.reqID, result{version: index})
+	l.complete(mc.proposer, mc.reqID, result{index: index})
 	return err
 }
 
@@ -442,90 +387,6 @@ func (l *loop) complete(proposer, reqID uint64, r result) {
 		delete(l.waiters, reqID)
 		l.scratch.done = append(l.scratch.done, completion{p, r})
 	}
-}
-
-// deliverApplies reports the batch's writes to the Applier in one call: in
-// log order, one Write per key with the key's final state in the batch. Collapsing
-// repeats keeps a cache rebuilt concurrently (see ForEach) from ever going
-// backwards when these calls are replayed over it. A call whose collapsing
-// moved a key's state past another key's write is marked Atomic, so that
-// every state a lock-free reader can see mid-call is one some index had.
-func (l *loop) deliverApplies() {
-	sc := &l.scratch
-	defer func() {
-		clear(sc.applies)
-		sc.applies, sc.atomic = sc.applies[:0], false
-	}()
-	a := l.cfg.Applier
-	if a == nil || len(sc.applies) == 0 {
-		return
-	}
-	ops := sc.applies
-	sc.skip = slices.Grow(sc.skip[:0], len(ops))[:len(ops)]
-	clear(sc.skip)
-	if len(ops) > 1 {
-		sc.order = sc.order[:0]
-		for i := range ops {
-			sc.order = append(sc.order, i)
-		}
-		slices.SortStableFunc(sc.order, func(i, j int) int { return bytes.Compare(ops[i].Key, ops[j].Key) })
-		for k := 0; k+1 < len(sc.order); k++ {
-			if i, j := sc.order[k], sc.order[k+1]; bytes.Equal(ops[i].Key, ops[j].Key) {
-				sc.skip[i] = true
-				// The key's state now arrives at j's place: any other
-				// key's write between i and j would be seen before the
-				// write at i that preceded it in the log, a state no
-				// index had (a reader of both keys, one after the other,
-				// could see the later write and not the earlier one). So
-				// the call goes out atomic then.
-				if j != i+1 {
-					sc.atomic = true
-				}
-			}
-		}
-	}
-	sc.deliver = sc.deliver[:0]
-	for i, op := range ops {
-		if !sc.skip[i] {
-			op.Atomic = sc.atomic
-			sc.deliver = append(sc.deliver, op)
-		}
-	}
-	a.Apply(sc.deliver)
-	clear(sc.deliver)
-}
-
-// takeEvents keeps the batch's writes for an EventApplier (see
-// EventApplier) before deliverApplies collapses them.
-func (l *loop) takeEvents() {
-	sc := &l.scratch
-	sc.events = sc.events[:0]
-	if _, ok := l.cfg.Applier.(EventApplier); !ok {
-		return
-	}
-	for _, w := range sc.applies {
-		if !w.absent {
-			sc.events = append(sc.events, w)
-		}
-	}
-}
-
-// deliverEvents tells an EventApplier the batch's writes, after its Apply
-// call, if the applied index moved.
-func (l *loop) deliverEvents() {
-	ea, ok := l.cfg.Applier.(EventApplier)
-	sc := &l.scratch
-	if !ok || l.applied == sc.eventsAt {
-		return
-	}
-	sc.eventsAt = l.applied
-	if sc.installd {
-		ea.Events(nil, l.applied, true)
-	} else {
-		ea.Events(sc.events, l.applied, false)
-	}
-	clear(sc.events)
-	sc.events = sc.events[:0]
 }
 
 // sendMessages hands the Ready's messages to the peer senders; refusals are

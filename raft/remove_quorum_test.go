@@ -7,7 +7,7 @@ import (
 	etcdraft "go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
 
-	"github.com/kvd-project/kvd/raft/internal/store"
+	"github.com/kvd-project/kvd/internal/store"
 )
 
 // TestRemoveKeepsAnActiveQuorum: node 1 leads voters 1, 2, 3 and has heard
@@ -63,7 +63,7 @@ func TestRemoveKeepsAnActiveQuorum(t *testing.T) {
 	if err := u.Commit(true); err != nil {
 		t.Fatal(err)
 	}
-	l := &loop{n: &Node{id: 1, log: testLogger()}, rn: rn, st: st}
+	l := &loop{n: &Node{id: 1, log: testLogger()}, rn: rn, st: st, sm: nopSM{}}
 	for _, tc := range []struct {
 		remove uint64
 		ok     bool

@@ -3,7 +3,7 @@ package raft
 import (
 	"testing"
 
-	"github.com/kvd-project/kvd/raft/internal/store"
+	"github.com/kvd-project/kvd/internal/store"
 )
 
 // TestRemovedNodeReportsNoLeader: a node that has applied its own removal
@@ -30,7 +30,7 @@ func TestRemovedNodeReportsNoLeader(t *testing.T) {
 			}
 			defer st.Close()
 			m, _ := newMetrics(nil)
-			l := &loop{n: &Node{id: 1, log: testLogger(), metrics: m}, st: st, lead: 3, term: 2}
+			l := &loop{n: &Node{id: 1, log: testLogger(), metrics: m}, st: st, sm: nopSM{}, lead: 3, term: 2}
 			for i, ch := range tc.phases {
 				u := st.NewUpdate()
 				for _, id := range ch.remove {

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/kvd-project/kvd/raft/internal/store"
+	"github.com/kvd-project/kvd/internal/store"
 )
 
 // Storage failures.
@@ -16,7 +16,7 @@ import (
 //     EIO, a failed fsync) or Pebble reports an unrecoverable error, in
 //     whatever goroutine that happens (store.Options.OnFault). The store
 //     then writes nothing more, and every later commit fails at once (see
-//     raft/internal/store/fault.go);
+//     internal/store/fault.go);
 //   - the raft loop, when handling a Ready fails (which such a fault makes
 //     happen at the next Ready, within a tick).
 //

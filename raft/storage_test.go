@@ -450,7 +450,7 @@ func TestStorageOpenFails(t *testing.T) {
 			run := c.base
 			run.ID, run.DataDir, run.Peers, run.Transport = 1, tn.dir, c.peers, newMemNet().endpoint("x")
 			start := time.Now()
-			n, err := Open(run)
+			n, err := Open(withKV(run, nil))
 			if err == nil {
 				n.Close()
 				t.Fatal("Open succeeded")

@@ -9,7 +9,7 @@ import (
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/kvd-project/kvd/raft/internal/store"
+	"github.com/kvd-project/kvd/internal/store"
 )
 
 // stepThroughFilters passes m as peer 2's frame through the session's
@@ -87,14 +87,14 @@ func TestStoredTermOutOfRangeRefusedAtOpen(t *testing.T) {
 		cfg.ID, cfg.DataDir = 1, t.TempDir()
 		cfg.Peers = map[uint64]string{1: "a"}
 		cfg.Transport = newMemNet().endpoint("a")
-		n, err := Open(cfg)
+		n, err := Open(withKV(cfg, nil))
 		if err != nil {
 			t.Fatal(err)
 		}
 		n.Close()
 		setStoredTerm(t, cfg.DataDir, tc.term)
 		cfg.Transport = newMemNet().endpoint("a")
-		n, err = Open(cfg)
+		n, err = Open(withKV(cfg, nil))
 		if err == nil {
 			n.Close()
 		}

@@ -16,7 +16,8 @@ import (
 	etcdraft "go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
 
-	"github.com/kvd-project/kvd/raft/internal/store"
+	"github.com/kvd-project/kvd/internal/limits"
+	"github.com/kvd-project/kvd/internal/store"
 	"github.com/kvd-project/kvd/transport"
 )
 
@@ -76,6 +77,9 @@ func openNode1(t *testing.T, cfg Config) *Node {
 	t.Helper()
 	cfg.ID, cfg.DataDir, cfg.Transport = 1, t.TempDir(), newMemNet().endpoint("a")
 	cfg.Peers = map[uint64]string{1: "a", 2: "b", 3: "c"}
+	if cfg.StateMachine == nil {
+		cfg = withKV(cfg, nil)
+	}
 	n, err := Open(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -91,7 +95,7 @@ func openNode1(t *testing.T, cfg Config) *Node {
 func TestInterleavedSnapshotTransfers(t *testing.T) {
 	cfg := testConfig()
 	app := newApplierLog()
-	cfg.Applier = app
+	cfg = withKV(cfg, app)
 	n := openNode1(t, cfg)
 	app.node.Store(n)
 
@@ -406,7 +410,7 @@ func TestStaleSnapshotReportsIgnored(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := &loop{n: &Node{log: testLogger(), leases: newLessor()}, rn: rn, snapPending: map[uint64]uint64{2: 5}}
+	l := &loop{n: &Node{log: testLogger()}, rn: rn, sm: nopSM{}, snapPending: map[uint64]uint64{2: 5}}
 	l.report(report{to: 2, kind: reportSnapshotFailed, seq: 4})
 	if l.snapPending[2] != 5 {
 		t.Fatal("a superseded transfer's outcome was taken for the latest's")
@@ -423,7 +427,7 @@ func TestStaleSnapshotReportsIgnored(t *testing.T) {
 func TestMessageLimitChecked(t *testing.T) {
 	cfg := testConfig().withDefaults()
 	need := cfg.maxPeerMessage()
-	if need <= MaxValueLen+MaxKeyLen || need > transport.DefaultMaxMessage {
+	if need <= limits.MaxValueLen+limits.MaxKeyLen || need > transport.DefaultMaxMessage {
 		t.Fatalf("maxPeerMessage %d: must fit a max-size value and the default transport limit", need)
 	}
 	big := cfg
@@ -491,7 +495,7 @@ func TestCloseDiscardsQueuedSnapshot(t *testing.T) {
 	cfg := testConfig()
 	cfg.ID, cfg.DataDir, cfg.Transport = 1, t.TempDir(), newMemNet().endpoint("a")
 	cfg.Peers = map[uint64]string{1: "a"}
-	n, err := Open(cfg)
+	n, err := Open(withKV(cfg, nil))
 	if err != nil {
 		t.Fatal(err)
 	}

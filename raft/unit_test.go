@@ -1,7 +1,6 @@
 package raft
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"math"
@@ -58,31 +57,6 @@ func TestConfigDefaults(t *testing.T) {
 	// 1s election timeout, 10% drift, one tick of margin.
 	if got := c.leaseDuration(); got != 800*time.Millisecond {
 		t.Fatalf("lease duration %v, want 800ms", got)
-	}
-}
-
-func TestCommandRoundTrip(t *testing.T) {
-	tests := []command{
-		{op: opPut, proposer: 1, reqID: 2, key: []byte("k"), value: []byte("v")},
-		{op: opPut, proposer: 1 << 60, reqID: 1<<64 - 1, key: bytes.Repeat([]byte("k"), MaxKeyLen), value: []byte{}},
-		{op: opDelete, proposer: 3, reqID: 0, key: []byte("gone"), value: []byte{}},
-	}
-	for _, c := range tests {
-		enc := appendCommand(nil, c)
-		if len(enc) > commandSize(c) {
-			t.Errorf("encoded %d bytes, commandSize says %d", len(enc), commandSize(c))
-		}
-		got, err := decodeCommand(enc)
-		if err != nil || got.op != c.op || got.proposer != c.proposer || got.reqID != c.reqID ||
-			!bytes.Equal(got.key, c.key) || !bytes.Equal(got.value, c.value) {
-			t.Errorf("round trip of %+v: %+v, %v", c, got, err)
-		}
-	}
-	bad := [][]byte{nil, {9}, {opPut}, {opPut, 1, 2}, {opPut, 1, 2, 5, 'k'}}
-	for _, b := range bad {
-		if _, err := decodeCommand(b); !errors.Is(err, errBadCommand) {
-			t.Errorf("decodeCommand(%v) err = %v", b, err)
-		}
 	}
 }
 
@@ -213,64 +187,5 @@ func TestLeasePublishesExpiry(t *testing.T) {
 	want(6, time.Time{})
 	if l.valid() {
 		t.Fatal("lease valid in a new term")
-	}
-}
-
-type applyCall struct {
-	version    uint64
-	key, value string
-	deleted    bool
-}
-
-type recordingApplier struct {
-	calls   []applyCall
-	batches int
-}
-
-func (r *recordingApplier) Apply(ws []Write) {
-	r.batches++
-	for _, w := range ws {
-		r.calls = append(r.calls, applyCall{w.Version, string(w.Key), string(w.Value), w.Deleted})
-	}
-}
-func (r *recordingApplier) Restore() {}
-
-// TestDeliverAppliesCollapsesRepeats checks that the Applier sees one call
-// per key per batch (the key's final state), in log order.
-func TestDeliverAppliesCollapsesRepeats(t *testing.T) {
-	tests := []struct {
-		name string
-		ops  []Write
-		want []applyCall
-	}{
-		{"single", []Write{{Version: 5, Key: []byte("a"), Value: []byte("1")}}, []applyCall{{5, "a", "1", false}}},
-		{"distinct keys keep log order",
-			[]Write{{Version: 5, Key: []byte("b"), Value: []byte("1")}, {Version: 6, Key: []byte("a"), Value: []byte("2")}},
-			[]applyCall{{5, "b", "1", false}, {6, "a", "2", false}}},
-		{"overwrite and delete collapse",
-			[]Write{
-				{Version: 5, Key: []byte("a"), Value: []byte("1")},
-				{Version: 6, Key: []byte("b"), Value: []byte("x")},
-				{Version: 7, Key: []byte("a"), Value: []byte("2")},
-				{Version: 8, Key: []byte("b"), Deleted: true},
-				{Version: 9, Key: []byte("c"), Value: []byte("3")},
-				{Version: 10, Key: []byte("a"), Value: []byte("4")},
-			},
-			[]applyCall{{8, "b", "", true}, {9, "c", "3", false}, {10, "a", "4", false}}},
-	}
-	for _, tt := range tests {
-		rec := &recordingApplier{}
-		l := &loop{cfg: Config{Applier: rec}}
-		l.scratch.applies = append(l.scratch.applies, tt.ops...)
-		l.deliverApplies()
-		if fmt.Sprint(rec.calls) != fmt.Sprint(tt.want) {
-			t.Errorf("%s: calls %v, want %v", tt.name, rec.calls, tt.want)
-		}
-		if rec.batches != 1 {
-			t.Errorf("%s: %d Apply calls, want one per batch", tt.name, rec.batches)
-		}
-		if len(l.scratch.applies) != 0 {
-			t.Errorf("%s: scratch not reset", tt.name)
-		}
 	}
 }

@@ -84,7 +84,7 @@ func TestAdmissionOutlivesTheRequest(t *testing.T) {
 	if err := c.Put(context.Background(), []byte("big2"), bytes.Repeat([]byte{'2'}, big)); !errors.Is(err, client.ErrNoSpace) {
 		t.Errorf("big2 = %v; want kvd: no space in table (big1 holds the last room)", err)
 	}
-	waitFor(t, "big1 applied", func() bool { _, _, ok, _ := lead.Srv.Node().Get([]byte("big1")); return ok })
+	waitFor(t, "big1 applied", func() bool { _, _, ok, _ := lead.Srv.KV().Get([]byte("big1")); return ok })
 	checkFits(t, lead)
 }
 
@@ -141,7 +141,7 @@ func TestNewLeaderAdmitsOnlyOnceCaughtUp(t *testing.T) {
 			break
 		}
 	}
-	_, _, okA, _ := b.Srv.Node().Get([]byte("bigA"))
+	_, _, okA, _ := b.Srv.KV().Get([]byte("bigA"))
 	t.Logf("B: %v; A committed: %v", err, okA)
 	if okA && !errors.Is(err, client.ErrNoSpace) {
 		t.Errorf("B = %v with A committed; want kvd: no space in table", err)

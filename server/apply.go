@@ -4,9 +4,9 @@ import (
 	"errors"
 	"time"
 
+	"github.com/kvd-project/kvd/internal/kv"
 	"github.com/kvd-project/kvd/internal/monoclock"
 	"github.com/kvd-project/kvd/internal/table"
-	"github.com/kvd-project/kvd/raft"
 )
 
 // applier receives the Raft node's applied writes and keeps the table region
@@ -17,7 +17,7 @@ type applier Server
 // under the table lock as a whole: RPC reads, which take the same lock,
 // see the region only at batch boundaries, never ahead of or behind it
 // within a batch (see get in handler.go).
-func (a *applier) Apply(ws []raft.Write) {
+func (a *applier) Apply(ws []kv.Write) {
 	s := (*Server)(a)
 	if hook := s.cfg.Knobs.BeforeApply; hook != nil {
 		hook(ws)
@@ -152,7 +152,7 @@ func (s *Server) rebuildLocked() error {
 	s.waitLocked(s.tbl.ArenaLimboClearsIn(), "the arenas' limbo to drain")
 	clear(s.missing)
 	s.missingBytes = 0
-	forEach := s.node.ForEach
+	forEach := s.kv.ForEach
 	if s.testForEach != nil {
 		forEach = s.testForEach
 	}

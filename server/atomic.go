@@ -1,9 +1,9 @@
 package server
 
-import "github.com/kvd-project/kvd/raft"
+import "github.com/kvd-project/kvd/internal/kv"
 
 // Transactions in the region. A batch holding a transaction that wrote
-// several keys (raft.Write.Atomic) is mirrored as one atomic group of the
+// several keys (kv.Write.Atomic) is mirrored as one atomic group of the
 // table (internal/table/hidden.go, docs/layout.md "Atomic groups"), so
 // that a one-sided reader never sees part of it: it sees every key of the
 // group as it was before, or as it is after, and two reads that do not
@@ -12,7 +12,7 @@ import "github.com/kvd-project/kvd/raft"
 //
 // The one other way to read ahead of the region is Pebble, which RPC reads
 // and repairs consult for keys the region lacks: it runs up to one batch
-// ahead (raft.Applier). For every batch with writes the node calls
+// ahead (kv.Publisher). For every batch with writes the node calls
 // BatchAhead before it commits it, and those reads wait until the batch's
 // Apply (read, repairLocked). Not only a transaction's: the writes of one
 // batch are ordered (a compare-and-write may depend on the write before
@@ -20,7 +20,7 @@ import "github.com/kvd-project/kvd/raft"
 // the region showed a state that never held, to GetManyAtomic and to two
 // plain reads in a row.
 
-// BatchAhead makes applier a raft.AheadApplier. It takes the table
+// BatchAhead is applier's kv.Publisher.BatchAhead. It takes the table
 // lock, so an RPC read already consulting Pebble finishes first, and
 // every later one sees ahead.
 func (a *applier) BatchAhead() {
@@ -46,7 +46,7 @@ func (s *Server) caughtUpLocked() {
 // DELETEs, and then the group is revealed. (A PUT the region cannot hold
 // becomes a delete and a missing key, as in applyLocked: readers ask for
 // it by RPC.)
-func (s *Server) applyAtomicLocked(ws []raft.Write) {
+func (s *Server) applyAtomicLocked(ws []kv.Write) {
 	s.tbl.BeginAtomic()
 	for _, w := range ws {
 		s.tbl.Withhold(w.Key)

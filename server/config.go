@@ -82,7 +82,7 @@ type Config struct {
 	// Default DefaultMaxConnections.
 	MaxConnections int
 	// LeaseClock is the clock the leader times TTL leases by
-	// (raft.Config.LeaseClock). Default time.Now; tests inject one.
+	// (kv.Config.LeaseClock). Default time.Now; tests inject one.
 	LeaseClock func() time.Time
 	// Watch bounds watches (watch.go): the event history each node keeps
 	// in memory to serve them (Watch.HistoryEvents events, default
@@ -216,7 +216,7 @@ func (c *Config) memberAddr() string {
 }
 
 // raftConfig is the raft node's configuration, without the server's hooks
-// (Applier, OnLease), which Open adds.
+// (OnLease, and the state machine's Publisher), which start adds.
 func (c *Config) raftConfig() raft.Config {
 	return raft.Config{
 		ID:            c.ID,
@@ -234,7 +234,6 @@ func (c *Config) raftConfig() raft.Config {
 		// is a peer's mistake or attack, not a snapshot: refused before it
 		// fills the disk. Nodes may have regions of different sizes.
 		MaxSnapshotBytes: max(maxSnapshotPerTableByte*uint64(c.TableMem), minMaxSnapshotBytes),
-		LeaseClock:       c.LeaseClock,
 		Registerer:       c.Registerer,
 		Logger:           c.Logger,
 	}

@@ -34,7 +34,7 @@ func FailRebuilds(s *Server, n int) {
 	}
 	s.testForEach = func(fn func(key, value []byte, version uint64) error) error {
 		i := 0
-		return s.node.ForEach(func(key, value []byte, version uint64) error {
+		return s.kv.ForEach(func(key, value []byte, version uint64) error {
 			if i == n {
 				return errInjected
 			}
@@ -64,7 +64,7 @@ func SlowRebuilds(s *Server, d time.Duration) {
 	s.tmu.Lock()
 	defer s.tmu.Unlock()
 	s.testForEach = func(fn func(key, value []byte, version uint64) error) error {
-		return s.node.ForEach(func(key, value []byte, version uint64) error {
+		return s.kv.ForEach(func(key, value []byte, version uint64) error {
 			time.Sleep(d)
 			return fn(key, value, version)
 		})
@@ -72,7 +72,7 @@ func SlowRebuilds(s *Server, d time.Duration) {
 }
 
 // LeaseCount is how many TTL leases the node has applied.
-func LeaseCount(s *Server) int { return s.node.LeaseCount() }
+func LeaseCount(s *Server) int { return s.kv.LeaseCount() }
 
 // SetReplyTimeout sets how long a reply (a watch message too) waits for
 // the client to make room for it, until restore.
@@ -123,7 +123,7 @@ func MissKey(s *Server, key []byte) {
 
 // missLocked notes key as missing, with its value's length from Pebble.
 func missLocked(s *Server, key []byte) {
-	value, _, _, err := s.node.Get(key)
+	value, _, _, err := s.kv.Get(key)
 	if err != nil {
 		panic(err)
 	}

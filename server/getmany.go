@@ -40,7 +40,7 @@ func (s *Server) getMany(ctx context.Context, req *wire.Request) wire.Response {
 	var data []byte // the values, copied out of the view
 	ends := make([]int, len(keys))
 	tooLarge := false
-	applied, err := s.node.GetMany(keys, func(i int, value []byte, version uint64, found bool) {
+	applied, err := s.kv.GetMany(keys, func(i int, value []byte, version uint64, found bool) {
 		if tooLarge = tooLarge || len(data)+len(value) > wire.MaxGetManyBytes; !tooLarge {
 			data = append(data, value...)
 		}

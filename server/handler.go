@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kvd-project/kvd/internal/kv"
 	"github.com/kvd-project/kvd/internal/monoclock"
 	"github.com/kvd-project/kvd/internal/table"
 	"github.com/kvd-project/kvd/internal/txn"
@@ -238,7 +239,7 @@ func (s *Server) handle(ctx context.Context, req *wire.Request) wire.Response {
 	case wire.OpPut:
 		return s.put(ctx, req.Key, req.Value)
 	case wire.OpDelete:
-		existed, _, err := s.node.Delete(ctx, req.Key)
+		existed, _, err := s.kv.Delete(ctx, req.Key)
 		if err == nil && !existed {
 			return wire.Response{Status: wire.StatusNotFound}
 		}
@@ -281,6 +282,7 @@ func (s *Server) put(ctx context.Context, key, value []byte) wire.Response {
 	// not (table.Reserve). Only the leader admits writes; a follower's
 	// region (fuller or more fragmented, perhaps) must not refuse what the
 	// leader has room for, so a follower lets the node answer "not leader".
+	var adm raft.Admission
 	if st := s.node.Status(); st.IsLeader {
 		if !st.LeaderReady {
 			return s.errResponse(errLeaderNotReady)
@@ -296,14 +298,14 @@ func (s *Server) put(ctx context.Context, key, value []byte) wire.Response {
 			s.tbl.Unreserve(key, len(value))
 			s.tmu.Unlock()
 		}()
-		ctx = s.admitted(st.Term)
+		ctx, adm = s.admitted(st.Term)
 	} else {
 		// Not admitted: should the node lead by the time the write reaches
 		// its raft loop, the write is dropped (the client retries) rather
 		// than proposed with no room reserved.
-		ctx = raft.WithAdmissionTerm(ctx, raft.NotAdmitted)
+		adm = raft.Admission{Term: raft.NotAdmitted}
 	}
-	version, err := s.node.Put(ctx, key, value)
+	version, err := s.kv.Put(ctx, key, value, adm)
 	if err != nil {
 		return s.errResponse(err)
 	}
@@ -363,7 +365,7 @@ func (s *Server) read(ctx context.Context, key []byte) (value []byte, version ui
 		}
 		ahead := s.ahead
 		if ahead == nil {
-			value, version, ok, err = s.node.Get(key)
+			value, version, ok, err = s.kv.Get(key)
 			s.tmu.Unlock()
 			return value, version, ok, err
 		}
@@ -430,18 +432,18 @@ func (s *Server) errResponse(err error) wire.Response {
 		return wire.Response{Status: wire.StatusNoSpace, Value: []byte(err.Error())}
 	case errors.Is(err, table.ErrKeyTooLarge):
 		return wire.Response{Status: wire.StatusKeyTooLarge}
-	case errors.Is(err, table.ErrValueTooLarge), errors.Is(err, raft.ErrValueTooLarge):
+	case errors.Is(err, table.ErrValueTooLarge), errors.Is(err, kv.ErrValueTooLarge):
 		return wire.Response{Status: wire.StatusValueTooLarge}
 	case errors.Is(err, raft.ErrProposalDropped), errors.Is(err, raft.ErrNoLeader), errors.Is(err, raft.ErrConfChangeBusy):
 		// Never entered the log: the client may safely try again.
 		return wire.Response{Status: wire.StatusRetry, Value: []byte(err.Error())}
 	case errors.Is(err, raft.ErrMemberExists), errors.Is(err, raft.ErrMemberNotFound), errors.Is(err, raft.ErrAddrInUse),
 		errors.Is(err, raft.ErrMemberRemoved),
-		errors.Is(err, raft.ErrNotLearner), errors.Is(err, raft.ErrInvalidKey), errors.Is(err, raft.ErrLastVoter):
+		errors.Is(err, raft.ErrNotLearner), errors.Is(err, kv.ErrInvalidKey), errors.Is(err, raft.ErrLastVoter):
 		return badRequest(err.Error()) // permanent: retrying cannot help
-	case errors.Is(err, raft.ErrLeaseNotFound), errors.Is(err, txn.ErrLeaseNotFound):
+	case errors.Is(err, kv.ErrLeaseNotFound), errors.Is(err, txn.ErrLeaseNotFound):
 		return wire.Response{Status: wire.StatusLeaseNotFound, Value: []byte(err.Error())}
-	case errors.Is(err, raft.ErrLeaseExists), errors.Is(err, raft.ErrTooManyLeases), errors.Is(err, raft.ErrLeaseTTL),
+	case errors.Is(err, kv.ErrLeaseExists), errors.Is(err, kv.ErrTooManyLeases), errors.Is(err, kv.ErrLeaseTTL),
 		errors.Is(err, txn.ErrLeaseFull):
 		return badRequest(err.Error()) // a lease limit or a taken id: retrying as is cannot help
 	case errors.Is(err, raft.ErrStorage):

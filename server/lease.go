@@ -5,9 +5,9 @@ import (
 	"errors"
 	"time"
 
+	"github.com/kvd-project/kvd/internal/kv"
 	"github.com/kvd-project/kvd/internal/txn"
 	"github.com/kvd-project/kvd/internal/wire"
-	"github.com/kvd-project/kvd/raft"
 )
 
 // lease serves the TTL lease ops (issue 12). Grant and revoke are Raft
@@ -28,17 +28,17 @@ func (s *Server) lease(ctx context.Context, req *wire.Request) wire.Response {
 	}
 	switch req.Op {
 	case wire.OpLeaseRevoke:
-		err := s.node.Revoke(ctx, id)
+		err := s.kv.Revoke(ctx, id)
 		s.leaseRefused(err)
 		return s.errResponse(err)
 	case wire.OpLeaseKeepAlive:
-		ttl, err := s.node.KeepAlive(ctx, id)
+		ttl, err := s.kv.KeepAlive(ctx, id)
 		if err != nil {
 			return s.errResponse(err)
 		}
 		return wire.Response{Version: uint64(ttl)}
 	}
-	info, err := s.node.TimeToLive(ctx, id)
+	info, err := s.kv.TimeToLive(ctx, id)
 	if err != nil {
 		return s.errResponse(err)
 	}
@@ -51,7 +51,7 @@ func (s *Server) leaseGrant(ctx context.Context, v []byte) wire.Response {
 	if err := wire.DecodeLeaseGrant(v, &g); err != nil {
 		return badRequest(err.Error())
 	}
-	id, err := s.node.Grant(ctx, g.ID, g.TTL)
+	id, err := s.kv.Grant(ctx, g.ID, g.TTL)
 	if err != nil {
 		s.leaseRefused(err)
 		return s.errResponse(err)
@@ -63,7 +63,7 @@ func (s *Server) leaseGrant(ctx context.Context, v []byte) wire.Response {
 // counts them, kvd_lease_refused_total), at most once per refusalLogEvery.
 func (s *Server) leaseRefused(err error) {
 	switch {
-	case errors.Is(err, raft.ErrTooManyLeases), errors.Is(err, raft.ErrLeaseTTL), errors.Is(err, txn.ErrLeaseFull):
+	case errors.Is(err, kv.ErrTooManyLeases), errors.Is(err, kv.ErrLeaseTTL), errors.Is(err, txn.ErrLeaseFull):
 	default:
 		return
 	}

@@ -38,7 +38,7 @@ func TestLeaderAdmissionCountsMissingKeys(t *testing.T) {
 	a := putUntilRefused(t, c, "a", valueFor(256))
 	resume()
 	time.Sleep(10 * fillGrace)
-	_, _, ok, err := srv.Node().Get([]byte("kbig00"))
+	_, _, ok, err := srv.KV().Get([]byte("kbig00"))
 	st := srv.TableStats()
 	t.Logf("%d keys admitted; kbig00 committed: %v %v; incomplete: %v; %d/%d bytes used, %d free",
 		len(a), ok, err, srv.TableHeader().Incomplete, st.BytesUsed, st.BytesArea, st.BytesFree)

@@ -10,6 +10,7 @@ import (
 	"github.com/kvd-project/kvd/client"
 	"github.com/kvd-project/kvd/internal/kvdtest"
 	"github.com/kvd-project/kvd/internal/wire"
+	"github.com/kvd-project/kvd/raft"
 	"github.com/kvd-project/kvd/server"
 	"github.com/kvd-project/kvd/transport/tcp"
 )
@@ -68,7 +69,7 @@ func TestRPCReadNeverAheadOfRegion(t *testing.T) {
 	defer func() { release() }()
 	putDone := make(chan error, 1)
 	go func() { // straight to raft: the server's admission check would wait for the table too
-		_, err := n.Srv.Node().Put(ctx, key, v2)
+		_, err := n.Srv.KV().Put(ctx, key, v2, raft.Admission{})
 		putDone <- err
 	}()
 	time.Sleep(300 * time.Millisecond) // the write reaches the raft loop, which waits for the table
@@ -115,8 +116,8 @@ func TestLeaseLapsesWhileTableHeld(t *testing.T) {
 
 	release := server.HoldTable(n.Srv)
 	defer func() { release() }()
-	go n.Srv.Node().Put(context.Background(), []byte("other"), []byte("x")) // the raft loop now blocks in Apply
-	time.Sleep(3 * time.Second)                                             // well past a lease (800 ms by default)
+	go n.Srv.KV().Put(context.Background(), []byte("other"), []byte("x"), raft.Admission{}) // the raft loop now blocks in Apply
+	time.Sleep(3 * time.Second)                                                             // well past a lease (800 ms by default)
 	before := c.Stats().OneSided
 	gctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	v, err := c.Get(gctx, []byte("k"))

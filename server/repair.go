@@ -61,7 +61,7 @@ func (s *Server) repairLoop() {
 
 // repairLocked reads each missing key from Pebble, except while Pebble is
 // ahead by a transaction's batch (atomic.go). Pebble is at most one
-// batch ahead of the region (raft.Applier), and a key the region lacks is
+// batch ahead of the region (kv.Publisher), and a key the region lacks is
 // answered from Pebble by every read (handler.go), so putting Pebble's
 // value in the region never shows readers an older one; the pending batch
 // then rewrites the key with the same value. It also gathers fragmented
@@ -77,7 +77,7 @@ func (s *Server) repairLocked() {
 	}
 	placed, need, packable := false, uint64(0), true
 	for k := range s.missing {
-		value, version, ok, err := s.node.Get([]byte(k))
+		value, version, ok, err := s.kv.Get([]byte(k))
 		if err != nil {
 			return
 		}

@@ -88,7 +88,7 @@ func TestPutDeleteRefuseFlags(t *testing.T) {
 			t.Errorf("%v with flags %#x: status %d %q, want a bad request", op, req.Flags, resp.Status, resp.Value)
 		}
 	}
-	if _, _, ok, _ := s.node.Get([]byte("k")); ok {
+	if _, _, ok, _ := s.kv.Get([]byte("k")); ok {
 		t.Fatal("a PUT with flags was applied")
 	}
 }

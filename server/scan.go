@@ -89,7 +89,7 @@ func (s *Server) scanPage(ctx context.Context, q *wire.ScanRequest) (page scanPa
 	var spans []span
 	bytesUsed := 0
 	var ended error // ctx's error, if a count stopped for it
-	applied, err = s.node.Scan(q.Start, q.End, func(key, value []byte, version uint64) bool {
+	applied, err = s.kv.Scan(q.Start, q.End, func(key, value []byte, version uint64) bool {
 		if countOnly {
 			page.Count++
 			if page.Count%countCheckEvery == 0 {

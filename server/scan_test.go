@@ -286,7 +286,7 @@ func TestScanNotAheadOfRegion(t *testing.T) {
 		putDone <- err
 	}()
 	<-held
-	if v, _, ok, err := s.node.Get([]byte("k")); err != nil || !ok || string(v) != "new" {
+	if v, _, ok, err := s.kv.Get([]byte("k")); err != nil || !ok || string(v) != "new" {
 		t.Fatalf("Pebble holds %q, %v, %v while the apply is held; want new", v, ok, err)
 	}
 	scanned := make(chan wire.ScanResponse, 1)

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kvd-project/kvd/internal/kv"
 	"github.com/kvd-project/kvd/internal/ratelog"
 	"github.com/kvd-project/kvd/internal/table"
 	"github.com/kvd-project/kvd/internal/watch"
@@ -22,7 +23,8 @@ type Server struct {
 	cfg     Config
 	log     *slog.Logger
 	region  transport.Region
-	node    *raft.Node
+	kv      *kv.Store  // the replicated key/value state
+	node    *raft.Node // kv's node
 	ln      transport.Listener
 	metrics *metrics
 	// hub is the node's event history and its watchers (watch.go).
@@ -122,14 +124,15 @@ func (s *Server) start() error {
 	s.tmu.Lock()
 	s.setRebuilding(true)
 	rc := s.cfg.raftConfig()
-	rc.Applier, rc.OnLease, rc.Logger = (*applier)(s), s.onLease, s.log
-	s.node, err = raft.Open(rc)
+	rc.OnLease, rc.Logger = s.onLease, s.log
+	s.kv, err = kv.Open(kv.Config{Raft: rc, Publisher: (*applier)(s), LeaseClock: s.cfg.LeaseClock})
 	if err != nil {
 		s.tmu.Unlock()
 		return fmt.Errorf("server: open raft node: %w", err)
 	}
+	s.node = s.kv.Node()
 	// The event history starts now: what was applied before this process
-	// started is compacted here (raft.EventApplier).
+	// started is compacted here (kv.Publisher.Events).
 	s.hub.Reset(s.node.Status().Applied)
 	err = s.rebuildLocked()
 	missing, keys := len(s.missing), s.tbl.Len() // the raft loop applies as soon as the lock is free
@@ -165,6 +168,9 @@ func (s *Server) TableHeader() table.Header {
 	defer s.tmu.Unlock()
 	return s.tbl.Header()
 }
+
+// KV is the server's replicated key/value store, for tests and tools.
+func (s *Server) KV() *kv.Store { return s.kv }
 
 // Node is the server's Raft node, for tests and tools.
 func (s *Server) Node() *raft.Node { return s.node }
@@ -213,8 +219,8 @@ func (s *Server) close() error {
 	if s.metrics != nil {
 		s.metrics.unregister()
 	}
-	if s.node != nil {
-		errs = append(errs, s.node.Close()) // no more applies or lease calls after this
+	if s.kv != nil {
+		errs = append(errs, s.kv.Close()) // no more applies or lease calls after this
 	}
 	if s.region != nil {
 		errs = append(errs, s.region.Close())

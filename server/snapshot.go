@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kvd-project/kvd/internal/backup"
+	"github.com/kvd-project/kvd/internal/kv"
 	"github.com/kvd-project/kvd/internal/wire"
 	"github.com/kvd-project/kvd/raft"
 	"github.com/kvd-project/kvd/transport"
@@ -151,7 +152,7 @@ func (s *Server) snapshot(st *snapStream, req *wire.Request) wire.Response {
 // snapshotView opens the view to stream: on the leader, after a ReadIndex,
 // and once the region has applied the view's index (as for scans: no read
 // that starts after the backup may see older state than the backup holds).
-func (s *Server) snapshotView(ctx context.Context) (*raft.View, wire.Response, bool) {
+func (s *Server) snapshotView(ctx context.Context) (*kv.View, wire.Response, bool) {
 	if st := s.node.Status(); !st.IsLeader {
 		return nil, s.errResponse(&raft.NotLeaderError{LeaderID: st.LeaderID, LeaderAddr: s.node.PeerAddr(st.LeaderID)}), false
 	}
@@ -160,7 +161,7 @@ func (s *Server) snapshotView(ctx context.Context) (*raft.View, wire.Response, b
 	if err := s.node.ReadIndex(rctx); err != nil {
 		return nil, s.errResponse(err), false
 	}
-	view, err := s.node.View()
+	view, err := s.kv.View()
 	if err != nil {
 		return nil, s.errResponse(err), false
 	}
@@ -190,7 +191,7 @@ type snapStream struct {
 
 // stream writes the view as a backup file into chunks. The header needs
 // the key count, so the view is walked twice (it does not change).
-func (st *snapStream) stream(view *raft.View) error {
+func (st *snapStream) stream(view *kv.View) error {
 	var keys uint64
 	if err := view.ForEach(func(_, _ []byte, _ uint64) error { keys++; return nil }); err != nil {
 		return err

@@ -31,12 +31,11 @@ func (s *Server) txn(ctx context.Context, req *wire.Request) wire.Response {
 		return s.errResponse(err)
 	}
 	defer release()
+	adm := raft.Admission{Term: raft.NotAdmitted} // see put
 	if term != 0 {
-		ctx = s.admitted(term)
-	} else {
-		ctx = raft.WithAdmissionTerm(ctx, raft.NotAdmitted) // see put
+		ctx, adm = s.admitted(term)
 	}
-	resp, version, err := s.node.Txn(ctx, &t)
+	resp, version, err := s.kv.Txn(ctx, &t, adm)
 	switch {
 	case errors.Is(err, txn.ErrReadTooLarge), errors.Is(err, txn.ErrInvalid):
 		return badRequest(err.Error()) // applied nothing; retrying cannot help
@@ -114,9 +113,10 @@ var errRegionPartial = fmt.Errorf("%w: this leader's region is partial until its
 // (raft.Status.LeaderReady). Never proposed: the client retries.
 var errLeaderNotReady = fmt.Errorf("%w: this leader is still applying the entries of earlier terms", raft.ErrProposalDropped)
 
-// admitted is the context a write admitted (its table room reserved) in
-// term is proposed with: the server's own, not the request's. The proposal
-// enters the log only in that term (raft.WithAdmissionTerm), and the call
+// admitted is the context and admission a write admitted (its table room
+// reserved) in term is proposed with: the server's own context, not the
+// request's. The proposal enters the log only in that term
+// (raft.Admission), and the call
 // returns only with its outcome, whatever becomes of the request (the
 // client gone, its deadline): the reservation must last until the write
 // is applied or can no longer be, and a proposal handed to raft can still
@@ -127,8 +127,8 @@ var errLeaderNotReady = fmt.Errorf("%w: this leader is still applying the entrie
 // it stops the node, and a restart rebuilds the region from what was
 // committed anyway. (No per-request context is derived for it: that would
 // register a child of a context every request shares, on the PUT path.)
-func (s *Server) admitted(term uint64) context.Context {
-	return raft.WithAdmissionTerm(s.ctx, term)
+func (s *Server) admitted(term uint64) (context.Context, raft.Admission) {
+	return s.ctx, raft.Admission{Term: term}
 }
 
 // reserveLocked is admission for one write: the table reserves the room

@@ -9,10 +9,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kvd-project/kvd/internal/kv"
 	"github.com/kvd-project/kvd/internal/table"
 	"github.com/kvd-project/kvd/internal/watch"
 	"github.com/kvd-project/kvd/internal/wire"
-	"github.com/kvd-project/kvd/raft"
 	"github.com/kvd-project/kvd/transport"
 )
 
@@ -53,10 +53,10 @@ var watchRefusalReasons = []string{watchMaxPerConn, watchMaxPerNode, watchCompac
 // connection but not yet handled; serveConn waits beyond it.
 const watchCmdQueue = 64
 
-// Events makes applier a raft.EventApplier: every applied write goes to
+// Events is applier's kv.Publisher.Events: every applied write goes to
 // the node's event history. It runs on the raft loop and does not block
 // (the hub takes its own lock, held only to append and evict).
-func (a *applier) Events(ws []raft.Write, applied uint64, reset bool) {
+func (a *applier) Events(ws []kv.Write, applied uint64, reset bool) {
 	s := (*Server)(a)
 	if reset {
 		s.hub.Reset(applied)

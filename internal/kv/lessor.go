@@ -1,11 +1,12 @@
-package raft
+package kv
 
 import (
 	"sort"
 	"sync"
 	"time"
 
-	"github.com/kvd-project/kvd/raft/internal/store"
+	"github.com/kvd-project/kvd/internal/store"
+	"github.com/kvd-project/kvd/raft"
 )
 
 // TTL leases (issue 12): not the read lease of lease.go, which is the
@@ -14,7 +15,7 @@ import (
 //
 // The lease itself (id, TTL, its keys) is replicated state, applied by
 // every node from the grant and revoke entries and kept in Pebble with the
-// keys (store/lease.go). Its deadline is not: only the leader keeps one,
+// keys (internal/store/lease.go). Its deadline is not: only the leader keeps one,
 // on its own clock (Config.LeaseClock), and when it passes the leader
 // proposes the lease's revoke, which deletes its keys in that one entry.
 //
@@ -47,7 +48,7 @@ import (
 // across elections, never shorter (etcd's rule).
 //
 // lessor holds the applied leases (mirrored from the apply path) and, on
-// the leader, their deadlines. The loop and keepalive callers share it.
+// the leader, their deadlines. The raft loop and keepalive callers share it.
 type lessor struct {
 	mu     sync.Mutex
 	leases map[uint64]*leaseState
@@ -144,7 +145,7 @@ func (ls *lessor) renew(id uint64, now time.Time) (time.Duration, error) {
 	st := ls.leases[id]
 	switch {
 	case !ls.leader:
-		return 0, ErrNotLeader
+		return 0, raft.ErrNotLeader
 	case st == nil || !st.expiring.IsZero():
 		return 0, ErrLeaseNotFound
 	}
@@ -167,7 +168,7 @@ func (ls *lessor) info(id uint64, now time.Time) (LeaseInfo, error) {
 	st := ls.leases[id]
 	switch {
 	case !ls.leader:
-		return LeaseInfo{}, ErrNotLeader
+		return LeaseInfo{}, raft.ErrNotLeader
 	case st == nil || !st.expiring.IsZero():
 		return LeaseInfo{}, ErrLeaseNotFound
 	}
@@ -175,7 +176,7 @@ func (ls *lessor) info(id uint64, now time.Time) (LeaseInfo, error) {
 }
 
 // maxExpirePerTick bounds the revokes the leader proposes per tick, so an
-// expiry storm is spread over ticks rather than stalling the loop.
+// expiry storm is spread over ticks rather than stalling the raft loop.
 const maxExpirePerTick = 64
 
 // expired returns (in id order, at most maxExpirePerTick) the leases whose

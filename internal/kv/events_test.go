@@ -1,4 +1,4 @@
-package raft
+package kv
 
 import (
 	"fmt"
@@ -23,23 +23,23 @@ func (e *eventApplier) Events(ws []Write, applied uint64, reset bool) {
 	}
 }
 
-// TestDeliverEventsUncollapsed: an EventApplier is told every write of the
+// TestPublishEventsUncollapsed: the Publisher is told (Events) every write of the
 // batch in log order, repeats of a key included, deletes of absent keys
 // left out, after the (collapsed) Apply call; a batch that did not move
 // the applied index tells it nothing; a snapshot install is a reset.
-func TestDeliverEventsUncollapsed(t *testing.T) {
+func TestPublishEventsUncollapsed(t *testing.T) {
 	rec := &eventApplier{}
-	l := &loop{cfg: Config{Applier: rec}, applied: 10}
-	l.scratch.eventsAt = 4
-	l.scratch.applies = append(l.scratch.applies,
+	m := &machine{pub: rec}
+	m.sc.eventsAt = 4
+	m.sc.applies = append(m.sc.applies,
 		Write{Version: 5, Key: []byte("a"), Value: []byte("1")},
 		Write{Version: 6, Key: []byte("gone"), Deleted: true, absent: true},
 		Write{Version: 7, Key: []byte("a"), Value: []byte("2")},
 		Write{Version: 8, Key: []byte("a"), Deleted: true},
 	)
-	l.takeEvents()
-	l.deliverApplies()
-	l.deliverEvents()
+	m.takeEvents()
+	m.publish()
+	m.publishEvents(10, false)
 	want := []applyCall{{5, "a", "1", false}, {7, "a", "2", false}, {8, "a", "", true}}
 	if fmt.Sprint(rec.events) != fmt.Sprint(want) || fmt.Sprint(rec.applied) != "[10]" {
 		t.Fatalf("events %v applied %v, want %v [10]", rec.events, rec.applied, want)
@@ -47,12 +47,11 @@ func TestDeliverEventsUncollapsed(t *testing.T) {
 	if len(rec.calls) != 2 { // a collapsed to its delete, gone's delete
 		t.Fatalf("Apply calls %v", rec.calls)
 	}
-	l.takeEvents()
-	l.deliverApplies()
-	l.deliverEvents() // the applied index did not move
-	l.applied, l.scratch.installd = 20, true
-	l.takeEvents()
-	l.deliverEvents()
+	m.takeEvents()
+	m.publish()
+	m.publishEvents(10, false) // the applied index did not move
+	m.takeEvents()
+	m.publishEvents(20, true)
 	if fmt.Sprint(rec.applied) != "[10 20]" || rec.resets != 1 {
 		t.Fatalf("applied %v resets %d, want [10 20] and one reset", rec.applied, rec.resets)
 	}

@@ -1,10 +1,12 @@
-package raft
+package kv
 
 import (
 	"encoding/binary"
 	"fmt"
 
+	"github.com/kvd-project/kvd/internal/limits"
 	"github.com/kvd-project/kvd/internal/txn"
+	"github.com/kvd-project/kvd/raft"
 )
 
 // A command is the Data of a normal raft entry:
@@ -54,7 +56,14 @@ func commandSize(c command) int {
 // maxCommandSize bounds commandSize for every valid command: a PUT's key
 // and value, or a transaction (txn.MaxBytes, which holds a conditional PUT
 // of the largest value under the longest key).
-const maxCommandSize = 1 + 3*binary.MaxVarintLen64 + max(MaxKeyLen+MaxValueLen, txn.MaxBytes)
+const maxCommandSize = 1 + 3*binary.MaxVarintLen64 + max(limits.MaxKeyLen+limits.MaxValueLen, txn.MaxBytes)
+
+// The raft node provisions its peer connections for limits.MaxCommand:
+// these fail to compile unless it is this codec's bound.
+const (
+	_ = uint(maxCommandSize - limits.MaxCommand)
+	_ = uint(limits.MaxCommand - maxCommandSize)
+)
 
 // decodeCommand parses data; key and value alias it.
 func decodeCommand(data []byte) (command, error) {
@@ -89,36 +98,11 @@ func uvarint(b []byte) (uint64, []byte, bool) {
 	return v, b[n:], true
 }
 
-// A member context rides in ConfChange.Context:
-//
-//	uvarint proposer | uvarint request id | address
-//
-// so that every node learns (and persists) the member's address, and the
-// proposer finds its waiting caller.
-type memberContext struct {
-	proposer uint64
-	reqID    uint64
-	addr     string
-}
-
-func appendMemberContext(dst []byte, m memberContext) []byte {
-	dst = binary.AppendUvarint(dst, m.proposer)
-	dst = binary.AppendUvarint(dst, m.reqID)
-	return append(dst, m.addr...)
-}
-
-func decodeMemberContext(b []byte) (memberContext, error) {
-	var m memberContext
-	var ok bool
-	if len(b) == 0 {
-		return m, nil
+// encoder is c as the raft node proposes it: with this node as its
+// proposer and the request id the node gives it.
+func (c command) encoder() raft.Encode {
+	return func(proposer, reqID uint64) []byte {
+		c.proposer, c.reqID = proposer, reqID
+		return appendCommand(make([]byte, 0, commandSize(c)), c)
 	}
-	if m.proposer, b, ok = uvarint(b); !ok {
-		return m, errBadCommand
-	}
-	if m.reqID, b, ok = uvarint(b); !ok {
-		return m, errBadCommand
-	}
-	m.addr = string(b)
-	return m, nil
 }

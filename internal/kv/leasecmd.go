@@ -1,4 +1,4 @@
-package raft
+package kv
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"time"
+
+	"github.com/kvd-project/kvd/raft"
 )
 
 // TTL lease limits. They are checked when entries are applied, so they
@@ -22,13 +24,6 @@ const (
 	// MinLeaseTTL and MaxLeaseTTL bound a lease's TTL.
 	MinLeaseTTL = time.Second
 	MaxLeaseTTL = 365 * 24 * time.Hour
-)
-
-// The limits the apply path checks; tests lower them (every node of a
-// test shares them, as every node of a cluster shares the constants).
-var (
-	maxLeases    = MaxLeases
-	maxLeaseKeys = MaxLeaseKeys
 )
 
 // A grant command's value is le64 id | le64 ttl (ns); a revoke's is
@@ -66,78 +61,76 @@ func parseRevoke(v []byte) (id uint64, reason byte, err error) {
 // else ErrLeaseTTL) and returns its id: id if non-zero (ErrLeaseExists if
 // taken), else one drawn at random. The leader starts timing it when the
 // grant is applied.
-func (n *Node) Grant(ctx context.Context, id uint64, ttl time.Duration) (uint64, error) {
+func (s *Store) Grant(ctx context.Context, id uint64, ttl time.Duration) (uint64, error) {
 	if ttl < MinLeaseTTL || ttl > MaxLeaseTTL {
 		return 0, fmt.Errorf("%w: %v not in [%v, %v]", ErrLeaseTTL, ttl, MinLeaseTTL, MaxLeaseTTL)
 	}
 	for id == 0 {
 		id = rand.Uint64() >> 1 // positive as an int64, as etcd's ids are
 	}
-	r := n.proposeCommand(ctx, command{op: opLeaseGrant, value: grantValue(id, ttl)})
-	return id, r.err
+	_, err := s.node.Propose(ctx, raft.Admission{}, command{op: opLeaseGrant, value: grantValue(id, ttl)}.encoder())
+	return id, err
 }
 
 // Revoke replicates the end of lease id: it and every key attached to it
 // are deleted in one entry. ErrLeaseNotFound if there is no such lease.
-func (n *Node) Revoke(ctx context.Context, id uint64) error {
-	return n.proposeCommand(ctx, command{op: opLeaseRevoke, value: revokeValue(id, revokeByClient)}).err
+func (s *Store) Revoke(ctx context.Context, id uint64) error {
+	_, err := s.node.Propose(ctx, raft.Admission{}, command{op: opLeaseRevoke, value: revokeValue(id, revokeByClient)}.encoder())
+	return err
 }
 
 // KeepAlive renews lease id on the leader: its deadline becomes now + TTL.
 // It returns the TTL once a ReadIndex round begun after the renewal has
 // confirmed this node still leads (see lessor.go for why that keeps a
 // holder's view of the lease safe).
-func (n *Node) KeepAlive(ctx context.Context, id uint64) (time.Duration, error) {
-	if err := n.leaderHere(); err != nil {
+func (s *Store) KeepAlive(ctx context.Context, id uint64) (time.Duration, error) {
+	if err := s.leaderHere(); err != nil {
 		return 0, err
 	}
-	if err := n.ReadIndex(ctx); err != nil { // the lease's applied state is current
+	if err := s.node.ReadIndex(ctx); err != nil { // the lease's applied state is current
 		return 0, err
 	}
-	ttl, err := n.leases.renew(id, n.leaseNow())
-	if errors.Is(err, ErrNotLeader) {
-		return 0, n.notLeader(n.Status().LeaderID)
+	ttl, err := s.m.leases.renew(id, s.cfg.LeaseClock())
+	if errors.Is(err, raft.ErrNotLeader) {
+		return 0, s.notLeader(s.node.Status().LeaderID)
 	}
 	if err != nil {
 		return 0, fmt.Errorf("%w: %d", err, id)
 	}
-	if err := n.ReadIndex(ctx); err != nil {
+	if err := s.node.ReadIndex(ctx); err != nil {
 		return 0, err
 	}
 	return ttl, nil
 }
 
 // TimeToLive reports lease id as the leader sees it.
-func (n *Node) TimeToLive(ctx context.Context, id uint64) (LeaseInfo, error) {
-	if err := n.leaderHere(); err != nil {
+func (s *Store) TimeToLive(ctx context.Context, id uint64) (LeaseInfo, error) {
+	if err := s.leaderHere(); err != nil {
 		return LeaseInfo{}, err
 	}
-	if err := n.ReadIndex(ctx); err != nil {
+	if err := s.node.ReadIndex(ctx); err != nil {
 		return LeaseInfo{}, err
 	}
-	info, err := n.leases.info(id, n.leaseNow())
+	info, err := s.m.leases.info(id, s.cfg.LeaseClock())
 	switch {
-	case errors.Is(err, ErrNotLeader):
-		return info, n.notLeader(n.Status().LeaderID)
+	case errors.Is(err, raft.ErrNotLeader):
+		return info, s.notLeader(s.node.Status().LeaderID)
 	case err != nil:
 		return info, fmt.Errorf("%w: %d", err, id)
 	}
 	return info, nil
 }
 
-func (n *Node) leaderHere() error {
-	if st := n.Status(); !st.IsLeader {
-		return n.notLeader(st.LeaderID)
+func (s *Store) leaderHere() error {
+	if st := s.node.Status(); !st.IsLeader {
+		return s.notLeader(st.LeaderID)
 	}
 	return nil
 }
 
-// LeaseCount is how many leases this node has applied.
-func (n *Node) LeaseCount() int { return n.leases.count() }
-
-func (n *Node) leaseNow() time.Time {
-	if n.cfg.LeaseClock == nil { // a bare test node, without withDefaults
-		return time.Now()
-	}
-	return n.cfg.LeaseClock()
+func (s *Store) notLeader(lead uint64) error {
+	return &raft.NotLeaderError{LeaderID: lead, LeaderAddr: s.node.PeerAddr(lead)}
 }
+
+// LeaseCount is how many leases this node has applied.
+func (s *Store) LeaseCount() int { return s.m.leases.count() }

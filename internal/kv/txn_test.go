@@ -1,4 +1,4 @@
-package raft
+package kv
 
 import (
 	"bytes"
@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvd-project/kvd/internal/limits"
 	"github.com/kvd-project/kvd/internal/txn"
+	"github.com/kvd-project/kvd/raft"
 )
 
 // noteAtomic records an Apply call's atomicity, and whether it was
@@ -25,7 +27,7 @@ func (a *applierLog) noteAtomic(ws []Write) {
 	}
 }
 
-// BatchAhead makes applierLog an AheadApplier.
+// BatchAhead is applierLog's Publisher.BatchAhead.
 func (a *applierLog) BatchAhead() {
 	a.mu.Lock()
 	a.announced = true
@@ -52,7 +54,7 @@ func (c *cluster) txnAtLeader(t *txn.Txn) (txn.Response, uint64, error) {
 	c.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	return c.leader().node.Txn(ctx, t)
+	return c.leader().node.Txn(ctx, t, raft.Admission{})
 }
 
 // TestTxnAppliedOnEveryNode: a transaction's compares are evaluated at
@@ -108,7 +110,7 @@ func TestTxnAppliedOnEveryNode(t *testing.T) {
 // than txn.MaxReadBytes fails on every node alike, its writes unmade.
 func TestTxnReadBoundAppliesNothing(t *testing.T) {
 	c := newCluster(t, 1, testConfig())
-	c.put("big", string(make([]byte, MaxValueLen)))
+	c.put("big", string(make([]byte, limits.MaxValueLen)))
 	c.put("small", "s")
 	_, _, err := c.txnAtLeader(&txn.Txn{Then: []txn.Op{tput("w", "v"), {Type: txn.Get, Key: []byte("big")}, {Type: txn.Get, Key: []byte("small")}}})
 	if !errors.Is(err, txn.ErrReadTooLarge) {

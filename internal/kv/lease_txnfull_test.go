@@ -1,4 +1,4 @@
-package raft
+package kv
 
 import (
 	"errors"
@@ -6,19 +6,20 @@ import (
 	"time"
 
 	"github.com/kvd-project/kvd/internal/txn"
+	"github.com/kvd-project/kvd/raft"
 )
 
 // TestLeaseFullTxnCountsDetaches: a transaction's branch is applied as its
-// operations one after the other. On a full lease (maxLeaseKeys keys), a
+// operations one after the other. On a full lease (Knobs.MaxLeaseKeys keys), a
 // branch that first deletes one of its keys (or re-PUTs it without the
 // lease) and then attaches another key leaves the lease full, not over:
 // applied one at a time, both operations succeed. The lease check counts
 // the attach but not the detach before it, and refuses the whole
 // transaction with ErrLeaseFull.
 func TestLeaseFullTxnCountsDetaches(t *testing.T) {
-	defer func(l, k int) { maxLeases, maxLeaseKeys = l, k }(maxLeases, maxLeaseKeys)
-	maxLeaseKeys = 2
-	c := newCluster(t, 1, testConfig())
+	cfg := testConfig()
+	cfg.Knobs.MaxLeaseKeys = 2
+	c := newCluster(t, 1, cfg)
 	n := c.leader().node
 	ctx := ctxT(t)
 	a, err := n.Grant(ctx, 0, time.Minute)
@@ -39,10 +40,10 @@ func TestLeaseFullTxnCountsDetaches(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, _, err := n.Txn(ctx, &txn.Txn{Then: []txn.Op{first,
-			{Type: txn.Put, Key: []byte("k3"), Value: []byte("v"), Lease: a}}})
+			{Type: txn.Put, Key: []byte("k3"), Value: []byte("v"), Lease: a}}}, raft.Admission{})
 		if err != nil {
 			t.Errorf("txn {%s; put k3 with the lease} on a full lease: %v (one at a time, both apply and the lease stays at %d keys)",
-				name, err, maxLeaseKeys)
+				name, err, cfg.Knobs.MaxLeaseKeys)
 		}
 		// Undo k3 for the next case.
 		if _, _, err := n.Delete(ctx, []byte("k3")); err != nil {
@@ -54,7 +55,7 @@ func TestLeaseFullTxnCountsDetaches(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, _, err = n.Txn(ctx, &txn.Txn{Then: []txn.Op{{Type: txn.Delete, Key: []byte("k9")},
-		{Type: txn.Put, Key: []byte("k3"), Value: []byte("v"), Lease: a}}})
+		{Type: txn.Put, Key: []byte("k3"), Value: []byte("v"), Lease: a}}}, raft.Admission{})
 	if !errors.Is(err, txn.ErrLeaseFull) {
 		t.Errorf("txn {delete k9 (on no lease); put k3 with the full lease}: %v, want ErrLeaseFull", err)
 	}

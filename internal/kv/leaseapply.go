@@ -1,12 +1,13 @@
-package raft
+package kv
 
 import (
 	"errors"
 	"fmt"
 	"time"
 
+	"github.com/kvd-project/kvd/internal/store"
 	"github.com/kvd-project/kvd/internal/txn"
-	"github.com/kvd-project/kvd/raft/internal/store"
+	"github.com/kvd-project/kvd/raft"
 )
 
 // The apply side of TTL leases: grants and revokes applied into the
@@ -15,18 +16,18 @@ import (
 // proposals.
 
 // applyLeaseCommand applies a grant or a revoke.
-func (l *loop) applyLeaseCommand(u *store.Update, index uint64, c command) error {
+func (m *machine) applyLeaseCommand(u *store.Update, index uint64, c command) error {
 	var err error
 	if c.op == opLeaseGrant {
-		err = l.applyGrant(u, c)
+		err = m.applyGrant(u, c)
 	} else {
-		err = l.applyRevoke(u, index, c)
+		err = m.applyRevoke(u, index, c)
 	}
 	var se *storeError
 	if errors.As(err, &se) {
 		return se.err // the store failed: the node stops
 	}
-	l.complete(c.proposer, c.reqID, result{version: index, err: err})
+	m.complete(c, raft.Outcome{Index: index, Err: err})
 	return nil
 }
 
@@ -36,7 +37,7 @@ type storeError struct{ err error }
 
 func (e *storeError) Error() string { return e.err.Error() }
 
-func (l *loop) applyGrant(u *store.Update, c command) error {
+func (m *machine) applyGrant(u *store.Update, c command) error {
 	id, ttl, err := parseGrant(c.value)
 	if err != nil {
 		return err
@@ -49,20 +50,20 @@ func (l *loop) applyGrant(u *store.Update, c command) error {
 	// The lessor counts the leases of the batches committed before this
 	// one, leaseDelta this batch's: exact, so every node decides alike
 	// however its entries were batched.
-	if l.n.leases.count()+l.scratch.leaseDelta >= maxLeases {
-		l.n.metrics.leaseRefused("max_leases")
-		return fmt.Errorf("%w: %d leases exist", ErrTooManyLeases, maxLeases)
+	if max := m.cfg.Knobs.MaxLeases; m.leases.count()+m.sc.leaseDelta >= max {
+		m.metrics.leaseRefused("max_leases")
+		return fmt.Errorf("%w: %d leases exist", ErrTooManyLeases, max)
 	}
 	if err := u.SetLease(store.Lease{ID: id, TTL: uint64(ttl)}); err != nil {
 		return &storeError{err}
 	}
-	l.scratch.leaseDelta++
-	l.scratch.grants++
-	l.scratch.leaseOps = append(l.scratch.leaseOps, leaseOp{id: id, ttl: ttl, grant: true})
+	m.sc.leaseDelta++
+	m.sc.grants++
+	m.sc.leaseOps = append(m.sc.leaseOps, leaseOp{id: id, ttl: ttl, grant: true})
 	return nil
 }
 
-func (l *loop) applyRevoke(u *store.Update, index uint64, c command) error {
+func (m *machine) applyRevoke(u *store.Update, index uint64, c command) error {
 	id, reason, err := parseRevoke(c.value)
 	if err != nil {
 		return err
@@ -75,16 +76,16 @@ func (l *loop) applyRevoke(u *store.Update, index uint64, c command) error {
 		return fmt.Errorf("%w: %d", ErrLeaseNotFound, id)
 	}
 	for _, k := range keys {
-		l.scratch.applies = append(l.scratch.applies, Write{Version: index, Key: k, Deleted: true})
+		m.sc.applies = append(m.sc.applies, Write{Version: index, Key: k, Deleted: true})
 	}
 	if len(keys) > 1 {
-		l.scratch.atomic = true // the keys go together, for one-sided readers too
+		m.sc.atomic = true // the keys go together, for one-sided readers too
 	}
 	if reason == revokeExpired {
-		l.n.metrics.leasesExpired.Inc()
+		m.metrics.leasesExpired.Inc()
 	}
-	l.scratch.leaseDelta--
-	l.scratch.leaseOps = append(l.scratch.leaseOps, leaseOp{id: id})
+	m.sc.leaseDelta--
+	m.sc.leaseOps = append(m.sc.leaseOps, leaseOp{id: id})
 	return nil
 }
 
@@ -129,9 +130,9 @@ func noteKeys(u *store.Update, id uint64, changed *[]leaseKeys) error {
 }
 
 // checkLease is the txn State's CheckLease: lease must exist in u and
-// take keys (those already attached to it do not count again) once the
+// take keys (at most maxKeys in all) (those already attached to it do not count again) once the
 // detached keys that are on it have left.
-func checkLease(u *store.Update, lease uint64, keys, detached [][]byte, onRefuse func(reason string)) error {
+func checkLease(u *store.Update, lease uint64, keys, detached [][]byte, maxKeys int, onRefuse func(reason string)) error {
 	l, ok, err := u.Lease(lease)
 	switch {
 	case err != nil:
@@ -159,26 +160,26 @@ func checkLease(u *store.Update, lease uint64, keys, detached [][]byte, onRefuse
 			freed++
 		}
 	}
-	if l.Keys+n > uint64(maxLeaseKeys)+freed {
+	if l.Keys+n > uint64(maxKeys)+freed {
 		onRefuse("max_lease_keys")
-		return fmt.Errorf("%w: lease %d holds %d keys (at most %d)", txn.ErrLeaseFull, lease, l.Keys, maxLeaseKeys)
+		return fmt.Errorf("%w: lease %d holds %d keys (at most %d)", txn.ErrLeaseFull, lease, l.Keys, maxKeys)
 	}
 	return nil
 }
 
 // mirrorLeases tells the lessor what the committed batch did.
-func (l *loop) mirrorLeases() {
-	sc := &l.scratch
-	now := l.n.leaseNow()
+func (m *machine) mirrorLeases() {
+	sc := &m.sc
+	now := m.cfg.LeaseClock()
 	for _, op := range sc.leaseOps {
 		if op.grant {
-			l.n.leases.granted(op.id, op.ttl, now)
+			m.leases.granted(op.id, op.ttl, now)
 		} else {
-			l.n.leases.revoked(op.id)
+			m.leases.revoked(op.id)
 		}
 	}
 	for _, k := range sc.leaseKeys {
-		l.n.leases.setKeys(k.id, k.keys)
+		m.leases.setKeys(k.id, k.keys)
 	}
 	clear(sc.leaseOps)
 	sc.leaseOps, sc.leaseKeys, sc.grants, sc.leaseDelta = sc.leaseOps[:0], sc.leaseKeys[:0], 0, 0
@@ -186,27 +187,23 @@ func (l *loop) mirrorLeases() {
 
 // reloadLeases rebuilds the lessor from the applied state (at open, and
 // after a snapshot install replaced it).
-func (l *loop) reloadLeases() error {
-	ls, err := l.st.Leases()
+func (m *machine) reloadLeases() error {
+	ls, err := m.st.Leases()
 	if err != nil {
 		return err
 	}
-	l.n.leases.reset(ls, l.n.leaseNow())
+	m.leases.reset(ls, m.cfg.LeaseClock())
 	return nil
 }
 
 // expireLeases is the leader's expiry check, run at every tick: it
 // proposes the revoke of each lease whose deadline passed. A revoke that
 // does not make it is proposed again after an election timeout.
-func (l *loop) expireLeases() {
-	if !l.isLeader {
-		return
-	}
-	for _, id := range l.n.leases.expired(l.n.leaseNow(), l.cfg.electionTimeout()) {
-		c := command{op: opLeaseRevoke, proposer: l.n.id, reqID: l.n.nextReq.Add(1), value: revokeValue(id, revokeExpired)}
-		p := &proposal{reqID: c.reqID, data: appendCommand(nil, c), done: make(chan result, 1)}
-		l.n.log.Info("lease expired; revoking it", "lease", id)
-		l.propose(p) // nobody waits on p: its outcome is the lease gone, or a retry
+func (m *machine) expireLeases(propose func(raft.Encode)) {
+	for _, id := range m.leases.expired(m.cfg.LeaseClock(), m.retry) {
+		m.log.Info("lease expired; revoking it", "lease", id)
+		// Nobody waits on it: its outcome is the lease gone, or a retry.
+		propose(command{op: opLeaseRevoke, value: revokeValue(id, revokeExpired)}.encoder())
 	}
 }
 
@@ -214,8 +211,8 @@ func (l *loop) expireLeases() {
 // it to lease (0: none), a DELETE (deleted) detaches it. While no lease
 // exists, none can have keys, and the lookup is skipped: PUTs pay for
 // leases only once some exist.
-func (l *loop) leaseWrite(u *store.Update, key []byte, lease uint64, deleted bool) error {
-	if lease == 0 && l.n.leases.count() == 0 && l.scratch.grants == 0 {
+func (m *machine) leaseWrite(u *store.Update, key []byte, lease uint64, deleted bool) error {
+	if lease == 0 && m.leases.count() == 0 && m.sc.grants == 0 {
 		return nil
 	}
 	if deleted {
@@ -223,7 +220,7 @@ func (l *loop) leaseWrite(u *store.Update, key []byte, lease uint64, deleted boo
 		if err != nil || old == 0 {
 			return err
 		}
-		return noteKeys(u, old, &l.scratch.leaseKeys)
+		return noteKeys(u, old, &m.sc.leaseKeys)
 	}
-	return attachKey(u, key, lease, &l.scratch.leaseKeys)
+	return attachKey(u, key, lease, &m.sc.leaseKeys)
 }

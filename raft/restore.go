@@ -8,11 +8,11 @@ import (
 	"path/filepath"
 
 	"github.com/kvd-project/kvd/internal/atomicfile"
-	"github.com/kvd-project/kvd/raft/internal/store"
+	"github.com/kvd-project/kvd/internal/store"
 )
 
-// Backup and restore (issue 12). A backup is the applied KV state at one
-// index (View); a new cluster starts from one by having each of its initial
+// Restore. A backup is the applied key/value state at one index
+// (internal/kv's View); a new cluster starts from one by having each of its initial
 // members Restore it into an empty data directory before Open. Restore
 // writes the state as an installed raft snapshot at the backup's index with
 // the new members as voters, as etcdutl does, so the new cluster's log
@@ -40,49 +40,6 @@ var (
 // directory it fills, and removes once the restore is complete and
 // durable. Open refuses a directory that holds it.
 const restoreMarker = "RESTORE-IN-PROGRESS"
-
-// View is a point-in-time view of the node's applied KV state, for reading
-// all of it without stalling writes. Close it promptly: it holds a Pebble
-// snapshot (older versions of keys are kept while it lives), and the node's
-// Close waits for it.
-type View struct {
-	v       *store.View
-	release func()
-}
-
-// View opens a view of the applied state. Like Scan it may be one batch
-// ahead of the Applier.
-func (n *Node) View() (*View, error) {
-	n.useMu.RLock()
-	if n.storeClosed {
-		n.useMu.RUnlock()
-		return nil, n.stoppedErr()
-	}
-	v, err := n.store.View()
-	if err != nil {
-		n.useMu.RUnlock()
-		return nil, err
-	}
-	return &View{v: v, release: n.useMu.RUnlock}, nil
-}
-
-// Applied is the index of the view's state.
-func (v *View) Applied() uint64 { return v.v.Applied() }
-
-// ForEach calls fn for every key in key order; key and value are valid only
-// during the call. An error from fn stops the walk and is returned.
-func (v *View) ForEach(fn func(key, value []byte, version uint64) error) error {
-	return v.v.ForEach(fn)
-}
-
-// Close releases the view. It is idempotent.
-func (v *View) Close() {
-	if v.release != nil {
-		v.v.Close()
-		v.release()
-		v.release = nil
-	}
-}
 
 // maxRestoreIndex (= backup.MaxIndex) bounds the index Restore starts a
 // cluster at: half of maxPeerIndex, so that the restored cluster's log has

@@ -90,7 +90,7 @@ func TestInterruptedRestoreRefused(t *testing.T) {
 
 	ncfg := testConfig()
 	ncfg.ID, ncfg.DataDir, ncfg.Transport, ncfg.Peers = 1, crashImage, newMemNet().endpoint("a:1"), cfg.Peers
-	if n, err := Open(ncfg); !errors.Is(err, ErrRestoreInterrupted) {
+	if n, err := Open(withKV(ncfg, nil)); !errors.Is(err, ErrRestoreInterrupted) {
 		if err == nil {
 			n.Close()
 		}

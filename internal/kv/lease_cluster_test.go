@@ -1,4 +1,4 @@
-package raft
+package kv
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kvd-project/kvd/internal/txn"
+	"github.com/kvd-project/kvd/raft"
 )
 
 // manualClock is a TTL lease clock the test moves.
@@ -30,8 +31,8 @@ func (c *manualClock) advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
-func putLease(ctx context.Context, n *Node, key string, lease uint64) error {
-	_, _, err := n.Txn(ctx, &txn.Txn{Then: []txn.Op{{Type: txn.Put, Key: []byte(key), Value: []byte("v"), Lease: lease}}})
+func putLease(ctx context.Context, n *Store, key string, lease uint64) error {
+	_, _, err := n.Txn(ctx, &txn.Txn{Then: []txn.Op{{Type: txn.Put, Key: []byte(key), Value: []byte("v"), Lease: lease}}}, raft.Admission{})
 	return err
 }
 
@@ -41,7 +42,7 @@ func putLease(ctx context.Context, n *Node, key string, lease uint64) error {
 func TestLeaseSnapshotCatchUp(t *testing.T) {
 	clk := &manualClock{t: time.Unix(1000, 0)}
 	cfg := testConfig()
-	cfg.SnapshotCount, cfg.SnapshotCatchUpEntries, cfg.SnapshotChunkSize = 20, 5, 512
+	cfg.Raft.SnapshotCount, cfg.Raft.SnapshotCatchUpEntries, cfg.Raft.SnapshotChunkSize = 20, 5, 512
 	cfg.LeaseClock = clk.now
 	c := newCluster(t, 3, cfg)
 	lead := c.leader()
@@ -62,9 +63,9 @@ func TestLeaseSnapshotCatchUp(t *testing.T) {
 	for i := range 60 {
 		c.put(fmt.Sprintf("key%03d", i), "x")
 	}
-	first, _ := lead.node.store.FirstIndex()
+	first := firstIndex(t, lead.node)
 	back := c.start(down.id, false)
-	if applied := back.node.Status().Applied; first <= applied+1 {
+	if applied := back.node.Node().Status().Applied; first <= applied+1 {
 		t.Fatalf("leader's log starts at %d, follower applied %d: no snapshot needed", first, applied)
 	}
 	c.caughtUp(back)
@@ -86,13 +87,13 @@ func TestLeaseSnapshotCatchUp(t *testing.T) {
 	}
 }
 
-// TestLeaseLimits: grants beyond maxLeases and PUTs beyond maxLeaseKeys
+// TestLeaseLimits: grants beyond MaxLeases and PUTs beyond MaxLeaseKeys (lowered by Knobs)
 // are refused when applied, with nothing written; TTLs out of range are
 // refused before proposing.
 func TestLeaseLimits(t *testing.T) {
-	defer func(l, k int) { maxLeases, maxLeaseKeys = l, k }(maxLeases, maxLeaseKeys)
-	maxLeases, maxLeaseKeys = 2, 2
-	c := newCluster(t, 1, testConfig())
+	cfg := testConfig()
+	cfg.Knobs = Knobs{MaxLeases: 2, MaxLeaseKeys: 2}
+	c := newCluster(t, 1, cfg)
 	n := c.leader().node
 	ctx := ctxT(t)
 	if _, err := n.Grant(ctx, 0, time.Millisecond); !errors.Is(err, ErrLeaseTTL) {

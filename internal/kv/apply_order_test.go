@@ -1,4 +1,4 @@
-package raft
+package kv
 
 import (
 	"maps"
@@ -6,8 +6,9 @@ import (
 
 	pb "go.etcd.io/raft/v3/raftpb"
 
+	"github.com/kvd-project/kvd/internal/store"
 	"github.com/kvd-project/kvd/internal/txn"
-	"github.com/kvd-project/kvd/raft/internal/store"
+	"github.com/kvd-project/kvd/raft"
 )
 
 // atomicRecorder keeps each Apply call whole, with its Atomic flags.
@@ -22,7 +23,9 @@ func (r *atomicRecorder) Apply(ws []Write) {
 	}
 	r.calls = append(r.calls, cp)
 }
-func (r *atomicRecorder) Restore() {}
+func (r *atomicRecorder) Restore()                     {}
+func (r *atomicRecorder) BatchAhead()                  {}
+func (r *atomicRecorder) Events([]Write, uint64, bool) {}
 
 // checkApplyPrefixes fails unless a lock-free reader of call can only see
 // states the batch ops passed through: a call not marked Atomic is
@@ -82,9 +85,9 @@ func TestCollapsedBatchShowsOnlyStatesThatHeld(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := &atomicRecorder{}
-			l := &loop{cfg: Config{Applier: rec}}
-			l.scratch.applies = append(l.scratch.applies, tc.ops...)
-			l.deliverApplies()
+			m := &machine{pub: rec}
+			m.sc.applies = append(m.sc.applies, tc.ops...)
+			m.publish()
 			if len(rec.calls) != 1 {
 				t.Fatalf("%d Apply calls, want 1", len(rec.calls))
 			}
@@ -93,7 +96,7 @@ func TestCollapsedBatchShowsOnlyStatesThatHeld(t *testing.T) {
 				t.Fatalf("Atomic %t, want %t (%v)", got, tc.wantAtomic, call)
 			}
 			checkApplyPrefixes(t, tc.ops, call)
-			if l.scratch.atomic {
+			if m.sc.atomic {
 				t.Fatal("the atomic mark outlived its batch")
 			}
 		})
@@ -109,10 +112,12 @@ func TestCollapsedBatchWithTxnShowsOnlyStatesThatHeld(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	m, _ := newMetrics(nil)
+	met, _ := newMetrics(nil)
 	rec := &atomicRecorder{}
-	l := &loop{n: &Node{id: 1, log: testLogger(), metrics: m, leases: newLessor()}, cfg: Config{Applier: rec},
-		waiters: map[uint64]*proposal{}}
+	m := newMachine(Config{Publisher: rec}.withDefaults(), met)
+	if err := m.Open(raft.Env{ID: 1, Store: st, Logger: testLogger()}); err != nil {
+		t.Fatal(err)
+	}
 	put := func(k, v string) []byte {
 		return appendCommand(nil, command{op: opPut, proposer: 2, reqID: 1, key: []byte(k), value: []byte(v)})
 	}
@@ -125,15 +130,15 @@ func TestCollapsedBatchWithTxnShowsOnlyStatesThatHeld(t *testing.T) {
 	}
 	u := st.NewUpdate()
 	defer u.Close()
-	if err := l.applyEntries(u, []*pb.Entry{
+	if _, err := m.Apply(u, []*pb.Entry{
 		entry(7, put("j", "a")),
 		entry(8, appendCommand(nil, command{op: opTxn, proposer: 2, reqID: 2, value: txn.Append(nil, &tx)})),
 		entry(9, put("j", "b")),
-	}); err != nil {
+	}, nil); err != nil {
 		t.Fatal(err)
 	}
-	ops := append([]Write(nil), l.scratch.applies...)
-	l.deliverApplies()
+	ops := append([]Write(nil), m.sc.applies...)
+	m.publish()
 	if len(rec.calls) != 1 {
 		t.Fatalf("%d Apply calls, want 1", len(rec.calls))
 	}

@@ -1,4 +1,4 @@
-package raft
+package kv
 
 import (
 	"errors"
@@ -6,7 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvd-project/kvd/raft/internal/store"
+	"github.com/kvd-project/kvd/internal/store"
+	"github.com/kvd-project/kvd/raft"
 )
 
 // TestLessorExpiry drives the leader's lease clock by hand: a lease
@@ -21,7 +22,7 @@ func TestLessorExpiry(t *testing.T) {
 	if ids := ls.expired(t0.Add(time.Hour), retry); len(ids) != 0 {
 		t.Fatalf("a follower expired %v", ids)
 	}
-	if _, err := ls.renew(1, t0); !errors.Is(err, ErrNotLeader) {
+	if _, err := ls.renew(1, t0); !errors.Is(err, raft.ErrNotLeader) {
 		t.Fatalf("follower keepalive: %v", err)
 	}
 	ls.promote(t0)

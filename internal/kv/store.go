@@ -1,0 +1,143 @@
+package kv
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/kvd-project/kvd/internal/limits"
+	"github.com/kvd-project/kvd/raft"
+)
+
+// Store is a raft node replicating the key/value state machine: writes
+// (Put, Delete, Txn, the lease commands) are proposed through the node,
+// reads come from its applied state in Pebble. All methods are safe for
+// concurrent use.
+type Store struct {
+	cfg  Config
+	node *raft.Node
+	m    *machine
+}
+
+// Open starts a node replicating the key/value state machine, as
+// raft.Open does (it recovers cfg.Raft.DataDir or bootstraps a group).
+// Publisher calls may come as soon as Open returns.
+func Open(cfg Config) (*Store, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	met, err := newMetrics(cfg.Raft.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("raft: register metrics: %w", err)
+	}
+	m := newMachine(cfg, met)
+	rc := cfg.Raft
+	rc.StateMachine = m
+	n, err := raft.Open(rc)
+	if err != nil {
+		met.unregister(cfg.Raft.Registerer)
+		return nil, err
+	}
+	return &Store{cfg: cfg, node: n, m: m}, nil
+}
+
+// Close stops the node (raft.Node.Close). It is idempotent.
+func (s *Store) Close() error {
+	err := s.node.Close()
+	s.m.metrics.unregister(s.cfg.Raft.Registerer)
+	return err
+}
+
+// Node is the raft node: status, read barriers, membership.
+func (s *Store) Node() *raft.Node { return s.node }
+
+// Put replicates key=value and returns once the write is committed and
+// applied on this node; version is the entry's raft index. Only the
+// leader accepts writes: elsewhere the error is a *raft.NotLeaderError.
+// Errors wrapping raft.ErrLeaderChanged, or the context's, leave the
+// outcome unknown. adm is the write's admission (raft.Admission).
+func (s *Store) Put(ctx context.Context, key, value []byte, adm raft.Admission) (version uint64, err error) {
+	if err := checkKV(key, value); err != nil {
+		return 0, err
+	}
+	r, err := s.node.Propose(ctx, adm, command{op: opPut, key: key, value: value}.encoder())
+	return r.Index, err
+}
+
+// Delete replicates the removal of key, like Put. existed tells whether the
+// key was present when the delete was applied; version is its raft index.
+func (s *Store) Delete(ctx context.Context, key []byte) (existed bool, version uint64, err error) {
+	if err := checkKV(key, nil); err != nil {
+		return false, 0, err
+	}
+	r, err := s.node.Propose(ctx, raft.Admission{}, command{op: opDelete, key: key}.encoder())
+	existed, _ = r.Value.(bool)
+	return existed, r.Index, err
+}
+
+func checkKV(key, value []byte) error {
+	switch {
+	case len(key) == 0 || len(key) > limits.MaxKeyLen:
+		return fmt.Errorf("%w: %d bytes (1..%d)", ErrInvalidKey, len(key), limits.MaxKeyLen)
+	case len(value) > limits.MaxValueLen:
+		return fmt.Errorf("%w: %d bytes (max %d)", ErrValueTooLarge, len(value), limits.MaxValueLen)
+	}
+	return nil
+}
+
+// Get returns key's applied value and version (the raft index of the write)
+// from Pebble. It is not linearizable by itself: call the node's ReadIndex
+// first for that.
+func (s *Store) Get(key []byte) (value []byte, version uint64, ok bool, err error) {
+	st, release, err := s.node.Acquire()
+	if err != nil {
+		return nil, 0, false, err
+	}
+	defer release()
+	return st.Get(key)
+}
+
+// ForEach calls fn for every applied key in key order, from a point-in-time
+// view of the applied state (key and value are valid only during the call;
+// an error from fn stops the walk and is returned). The view includes every
+// write whose Publisher.Apply call returned before ForEach was called;
+// Apply calls in progress or later may or may not be in it. Because Apply
+// reports each key's final state per committed batch, replaying those
+// calls over the view is harmless, so "ForEach, then every later Apply"
+// rebuilds a cache exactly. It may be called from Publisher.Restore.
+func (s *Store) ForEach(fn func(key, value []byte, version uint64) error) error {
+	st, release, err := s.node.Acquire()
+	if err != nil {
+		return err
+	}
+	defer release()
+	return st.ForEach(fn)
+}
+
+// GetMany calls fn for each key with its applied value and version, all
+// from one point-in-time view of the applied state, and returns that view's
+// applied index. Like Get, it is not linearizable by itself.
+func (s *Store) GetMany(keys [][]byte, fn func(i int, value []byte, version uint64, found bool)) (applied uint64, err error) {
+	st, release, err := s.node.Acquire()
+	if err != nil {
+		return 0, err
+	}
+	defer release()
+	return st.GetMany(keys, fn)
+}
+
+// Scan calls fn for the applied keys k with start <= k < end (an empty
+// end: no upper bound) in key order, from one point-in-time view of the
+// applied state in Pebble, and returns that view's applied index. fn
+// returns false to stop; key and value are valid only during the call.
+// Like Get, it may run one batch ahead of the Publisher: a caller that
+// must not show state ahead of its cache waits until the returned index is
+// applied there.
+func (s *Store) Scan(start, end []byte, fn func(key, value []byte, version uint64) bool) (applied uint64, err error) {
+	st, release, err := s.node.Acquire()
+	if err != nil {
+		return 0, err
+	}
+	defer release()
+	return st.Scan(start, end, fn)
+}
