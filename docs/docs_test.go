@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/kvd-project/kvd/client"
+	"github.com/kvd-project/kvd/internal/kv"
 	"github.com/kvd-project/kvd/internal/ratelog"
 	"github.com/kvd-project/kvd/internal/table"
 	"github.com/kvd-project/kvd/internal/watch"
@@ -52,10 +53,10 @@ var exported = map[string]float64{
 	"client.MaxAtomicBytes":         client.MaxAtomicBytes,
 	"client.MaxScanPageKeys":        client.MaxScanPageKeys,
 	"client.MaxScanPageBytes":       client.MaxScanPageBytes,
-	"raft.MaxLeases":                raft.MaxLeases,
-	"raft.MaxLeaseKeys":             raft.MaxLeaseKeys,
-	"raft.MinLeaseTTL":              seconds(raft.MinLeaseTTL),
-	"raft.MaxLeaseTTL":              seconds(raft.MaxLeaseTTL),
+	"kv.MaxLeases":                kv.MaxLeases,
+	"kv.MaxLeaseKeys":             kv.MaxLeaseKeys,
+	"kv.MinLeaseTTL":              seconds(kv.MinLeaseTTL),
+	"kv.MaxLeaseTTL":              seconds(kv.MaxLeaseTTL),
 	"--watch-history-events":        watch.DefaultHistoryEvents,
 	"--watch-history-bytes":         watch.DefaultHistoryBytes,
 	"wire.MaxWatchBytes":            wire.MaxWatchBytes,

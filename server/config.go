@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kvd-project/kvd/internal/kv"
 	"github.com/kvd-project/kvd/internal/table"
 	"github.com/kvd-project/kvd/internal/watch"
 	"github.com/kvd-project/kvd/raft"
@@ -104,7 +105,7 @@ type Knobs struct {
 	// the batch is applied to the table region (on the raft loop, which
 	// waits for it): a test that blocks in it holds the batch's writes
 	// out of the region.
-	BeforeApply func(ws []raft.Write)
+	BeforeApply func(ws []kv.Write)
 }
 
 // Defaults.

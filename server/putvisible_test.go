@@ -8,7 +8,7 @@ import (
 
 	"github.com/kvd-project/kvd/client"
 	"github.com/kvd-project/kvd/internal/kvdtest"
-	"github.com/kvd-project/kvd/raft"
+	kvsm "github.com/kvd-project/kvd/internal/kv"
 	"github.com/kvd-project/kvd/server"
 	"github.com/kvd-project/kvd/transport/tcp"
 )
@@ -38,7 +38,7 @@ func TestPutAnsweredOnlyOnceTheRegionShowsIt(t *testing.T) {
 		release = make(chan struct{})
 		letGo   = sync.OnceFunc(func() { close(release) })
 	)
-	hold := func(ws []raft.Write) {
+	hold := func(ws []kvsm.Write) {
 		mu.Lock()
 		hit := armed && hasWrite(ws, "k", "v2")
 		if hit {
@@ -122,7 +122,7 @@ func TestPutAnsweredOnlyOnceTheRegionShowsIt(t *testing.T) {
 	}
 }
 
-func hasWrite(ws []raft.Write, key, value string) bool {
+func hasWrite(ws []kvsm.Write, key, value string) bool {
 	for _, w := range ws {
 		if string(w.Key) == key && string(w.Value) == value && !w.Deleted {
 			return true
