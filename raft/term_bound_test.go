@@ -14,7 +14,7 @@ import (
 )
 
 // stepThroughFilters passes m as peer 2's frame through the session's
-// filter (peerReader) and the loop's (admitState) into fr's raft, as a
+// filter (peer.Reader) and the loop's (admitState) into fr's raft, as a
 // node does; it reports whether raft was given it.
 func stepThroughFilters(t *testing.T, n *Node, fr *fuzzRaft, m *pb.Message) bool {
 	t.Helper()

@@ -99,7 +99,7 @@ func (fr *fuzzRaft) ready(t *testing.T) {
 }
 
 // FuzzPeerMessage feeds two arbitrary frames, as one peer session's, to the
-// whole receive path: decoding and the session-side filter (peerReader),
+// whole receive path: decoding and the session-side filter (peer.Reader),
 // then for what gets through the loop-side filter (admitState) and raft
 // itself, a follower or a leader, both frames stepped before the Ready as
 // the loop may. Nothing may panic: not the decoders, not the filter, and
