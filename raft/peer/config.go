@@ -1,6 +1,7 @@
 package peer
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -49,6 +50,11 @@ type Host interface {
 	CheckConn(conn transport.Conn) error
 }
 
+// Dialer connects to a peer's address: a transport.Transport does.
+type Dialer interface {
+	Dial(ctx context.Context, addr string) (transport.Conn, error)
+}
+
 // Config is the peer layer's configuration. ID, Transport, Store and Host
 // are required.
 type Config struct {
@@ -57,7 +63,7 @@ type Config struct {
 	// ClusterID is the node's cluster id (SettleClusterID), or 0 on a
 	// joining node that learns it from the first member's session.
 	ClusterID uint64
-	Transport transport.Transport // dials the peers
+	Transport Dialer // dials the peers
 	// Store stages received snapshot data and records a learned cluster id.
 	Store   *store.Store
 	Host    Host

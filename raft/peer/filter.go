@@ -60,7 +60,7 @@ import (
 //	                            leader transfer is not offered: MsgTimeoutNow
 //	                            makes a follower campaign at once, without
 //	                            waiting out the leader's lease, which breaks
-//	                            the lease's safety argument (see doc.go)
+//	                            the lease's safety argument (see raft/doc.go)
 //	MsgHup, MsgBeat, MsgCheckQuorum
 //	                            the loop's own tick triggers: a peer would
 //	                            make this node campaign or step down at will
@@ -106,7 +106,8 @@ var peerTypes = map[pb.MessageType]bool{
 	pb.MsgSnap:          true,
 }
 
-// ErrDropped is what checkPeerMessage's error wraps.
+// ErrDropped is what the errors of dropped messages wrap (the filter's
+// and the raft loop's).
 var ErrDropped = errors.New("raft: peer message dropped")
 
 // MaxIndex (twice backup.MaxIndex, a restore's limit) bounds every log

@@ -262,11 +262,8 @@ func droppedCount(t testing.TB, s *Set, why DropReason) float64 {
 	return counterValue(t, s.metrics.DroppedTotal.WithLabelValues(string(why)))
 }
 
-// dialer is a transport whose Dial returns conn.
-type dialer struct {
-	transport.Transport
-	conn transport.Conn
-}
+// dialer's Dial returns conn.
+type dialer struct{ conn transport.Conn }
 
 func (d dialer) Dial(context.Context, string) (transport.Conn, error) {
 	if d.conn == nil {

@@ -1,7 +1,11 @@
 package peer
 
 import (
+	"errors"
+	"fmt"
+	"log/slog"
 	"maps"
+	"strings"
 	"testing"
 )
 
@@ -41,5 +45,34 @@ func TestClusterIDFor(t *testing.T) {
 		if id == base || id == 0 {
 			t.Errorf("%s: cluster id %x (base %x)", name, id, base)
 		}
+	}
+}
+
+// TestSettleClusterID: a new store records the id its token and members
+// derive; a restart with other ones is refused, naming both clusters; a
+// joining node takes the stored id, or none.
+func TestSettleClusterID(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	st := openStore(t)
+	peers := map[uint64]string{1: "a", 2: "b"}
+	if id, err := SettleClusterID(st, Cluster{Join: true}, log); id != 0 || err != nil {
+		t.Fatalf("joining with nothing stored: %x, %v", id, err)
+	}
+	want := ClusterIDFor("tok", peers)
+	if id, err := SettleClusterID(st, Cluster{Token: "tok", Peers: peers}, log); id != want || err != nil {
+		t.Fatalf("new store: %x, %v; want %x", id, err, want)
+	}
+	if id := st.ClusterID(); id != want {
+		t.Fatalf("stored %x, want %x", id, want)
+	}
+	if id, err := SettleClusterID(st, Cluster{Token: "tok", Peers: peers}, log); id != want || err != nil {
+		t.Fatalf("restart: %x, %v", id, err)
+	}
+	_, err := SettleClusterID(st, Cluster{Token: "other", Peers: peers}, log)
+	if !errors.Is(err, ErrClusterMismatch) || !strings.Contains(err.Error(), fmt.Sprintf("%016x", want)) {
+		t.Fatalf("restart with another token: %v", err)
+	}
+	if id, err := SettleClusterID(st, Cluster{Join: true}, log); id != want || err != nil {
+		t.Fatalf("joining with an id stored: %x, %v", id, err)
 	}
 }
