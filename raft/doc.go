@@ -57,18 +57,30 @@
 //     log and committed, so a crash cannot lose them; the loop waits for
 //     the fsync before it sends a follower's messages or Advances.
 //
+// # Peers
+//
+// The peer layer is its own package, raft/peer: the connections to the
+// other members (a sender per peer, the sessions they open here), the wire
+// format, snapshot streaming, the cluster identity and the filter every
+// peer message passes. The loop reaches it through peerNetwork
+// (network.go) and the peer layer reaches the node through peer.Host.
+//
 // The loop never blocks on the network: each peer has a sender goroutine
 // with a bounded queue, and a full queue drops the message and reports the
 // peer unreachable. Snapshots travel as a stream of bounded chunks read
 // from a Pebble snapshot taken at the raft snapshot's index, followed by
-// the MsgSnap, every frame tagged with the transfer's id (see wire.go); the
-// receiver stages the chunks of one transfer under a fresh key generation,
-// ignores frames of any other, and installs the data atomically when raft
-// accepts the MsgSnap. A peer is sent one transfer at a time: a new MsgSnap
-// for it, or a change of term or leadership, aborts the transfer under way
+// the MsgSnap, every frame tagged with the transfer's id (raft/peer's
+// wire.go); the receiver stages the chunks of one transfer under a fresh
+// key generation, ignores frames of any other, and installs the data
+// atomically when raft accepts the MsgSnap. A peer is sent one transfer at
+// a time: a new MsgSnap for it, or a change of term or leadership
+// (handleReady calls AbortTransfers), aborts the transfer under way
 // (reported to raft as failed unless raft has since sent a newer one).
 // Every peer connection, dialled or served, must carry the largest message
-// raft may send on it (see Config.MaxSizePerMsg), or it is refused.
+// raft may send on it (see Config.MaxSizePerMsg; checkMessageLimit), or it
+// is refused. A message from a peer passes the peer layer's filter on its
+// session's goroutine, then the loop's own (filter_loop.go), which checks
+// what it claims about the log, before raft steps it.
 //
 // # The lease
 //

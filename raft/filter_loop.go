@@ -5,9 +5,12 @@ import (
 
 	etcdraft "go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
+
+	"github.com/kvd-project/kvd/raft/peer"
 )
 
-// admit is the raft loop's half of the peer message filter (see filter.go):
+// admit is the raft loop's half of the peer message filter (the peer
+// layer's half is raft/peer/filter.go):
 // it checks what a message claims about this node's log, which only the
 // loop knows, and drops it (with its staged snapshot data) if raft would
 // choke on it.
@@ -19,7 +22,7 @@ func (l *loop) admit(in inbound) bool {
 	if in.staged != nil {
 		in.staged.Discard()
 	}
-	l.n.peers.dropped(why, in.msg.GetFrom(), err)
+	l.n.dropped(why, in.msg.GetFrom(), err)
 	return false
 }
 
@@ -29,7 +32,7 @@ func (l *loop) admit(in inbound) bool {
 // is pending (messages stepped earlier in this loop iteration), raft may
 // hold entries the storage has not, or have replaced its tail with a
 // shorter one. It may lower a heartbeat's commit index (see below).
-func admitState(m *pb.Message, rn *etcdraft.RawNode, last, commit uint64) (dropReason, error) {
+func admitState(m *pb.Message, rn *etcdraft.RawNode, last, commit uint64) (peer.DropReason, error) {
 	switch m.GetType() {
 	case pb.MsgHeartbeat:
 		// raft commits up to a heartbeat's Commit without checking its log
@@ -42,8 +45,8 @@ func admitState(m *pb.Message, rn *etcdraft.RawNode, last, commit uint64) (dropR
 			return "", nil // raft's commit index is at least that already
 		}
 		if c > last {
-			return dropBeyondLog, fmt.Errorf("%w: heartbeat commits %d, the log ends at %d "+
-				"(if this node's data directory was lost or replaced, remove the member and add it again)", errDropped, c, last)
+			return peer.DropBeyondLog, fmt.Errorf("%w: heartbeat commits %d, the log ends at %d "+
+				"(if this node's data directory was lost or replaced, remove the member and add it again)", peer.ErrDropped, c, last)
 		}
 		if rn.HasReady() {
 			// raft's log may be shorter than the store's here; its commit
@@ -58,7 +61,7 @@ func admitState(m *pb.Message, rn *etcdraft.RawNode, last, commit uint64) (dropR
 		// leader sends only entries its store has; an index beyond that
 		// would move the follower's progress past the log.
 		if m.GetIndex() > last {
-			return dropBeyondLog, fmt.Errorf("%w: append response for index %d, the log ends at %d", errDropped, m.GetIndex(), last)
+			return peer.DropBeyondLog, fmt.Errorf("%w: append response for index %d, the log ends at %d", peer.ErrDropped, m.GetIndex(), last)
 		}
 	}
 	return "", nil

@@ -8,45 +8,6 @@ import (
 	"testing"
 )
 
-// TestClusterIDFor checks the derivation every initial member does on its
-// own: the same from the same token and members whatever the map order,
-// different if anything differs, never 0.
-func TestClusterIDFor(t *testing.T) {
-	peers := map[uint64]string{1: "10.0.0.1:7301", 2: "10.0.0.2:7301", 3: "10.0.0.3:7301"}
-	base := clusterIDFor("tok", peers)
-	if base == 0 {
-		t.Fatal("cluster id 0")
-	}
-	for range 20 { // map iteration order varies from call to call
-		if id := clusterIDFor("tok", maps.Clone(peers)); id != base {
-			t.Fatalf("same cluster, id %x then %x", base, id)
-		}
-	}
-	if clusterIDFor("", peers) != clusterIDFor(DefaultClusterToken, peers) {
-		t.Fatal("the empty token is not the default one")
-	}
-	change := func(f func(p map[uint64]string)) map[uint64]string {
-		p := maps.Clone(peers)
-		f(p)
-		return p
-	}
-	others := map[string]uint64{
-		"another token":    clusterIDFor("tok2", peers),
-		"another address":  clusterIDFor("tok", change(func(p map[uint64]string) { p[2] = "10.0.0.9:7301" })),
-		"another id":       clusterIDFor("tok", change(func(p map[uint64]string) { p[4] = p[3]; delete(p, 3) })),
-		"an extra member":  clusterIDFor("tok", change(func(p map[uint64]string) { p[4] = "10.0.0.4:7301" })),
-		"a missing member": clusterIDFor("tok", change(func(p map[uint64]string) { delete(p, 3) })),
-		// Token and addresses are length-prefixed: no shifting bytes
-		// between them gives the same input.
-		"token/address boundary": clusterIDFor("tok1", map[uint64]string{1: "0.0.0.1:7301", 2: "10.0.0.2:7301", 3: "10.0.0.3:7301"}),
-	}
-	for name, id := range others {
-		if id == base || id == 0 {
-			t.Errorf("%s: cluster id %x (base %x)", name, id, base)
-		}
-	}
-}
-
 // TestRestartWithWrongCluster checks a node refuses to start, with an error
 // naming both clusters, when its token or initial members describe another
 // cluster than its data, and starts with the right ones or with Join.

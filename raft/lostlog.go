@@ -48,7 +48,7 @@ func (l *loop) noteLostLog(m *pb.Message) {
 		return
 	}
 	l.n.metrics.followerDataLost.Inc()
-	if ok, held := l.n.peers.limit.Allow("lostlog", time.Now()); ok {
+	if ok, held := l.n.peerLog.Allow("lostlog", time.Now()); ok {
 		l.n.log.Error("a follower lost entries it had acknowledged: its data directory was lost or replaced; "+
 			"acknowledged writes may now be on a minority of the disks: remove the member and add it again (kvctl member remove, member add, kvd --join) before another node fails",
 			"peer", from, "acknowledged_index", match, "its_log_ends_at", m.GetRejectHint(), "similar_not_logged", held)

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/kvd-project/kvd/raft/peer"
 )
 
 // TestLeaderNoticesFollowerDataLoss: a follower whose data directory is
@@ -50,7 +52,7 @@ func TestLeaderNoticesFollowerDataLoss(t *testing.T) {
 	// back is lost, and leaves the leader waiting for an answer that never
 	// comes: write once heartbeats arrive.
 	waitFor(t, "the leader's heartbeats to reach the wiped follower", func() bool {
-		return testutil.ToFloat64(f.node.metrics.peerDropped.WithLabelValues(string(dropBeyondLog))) > 0
+		return testutil.ToFloat64(f.node.metrics.peer.DroppedTotal.WithLabelValues(string(peer.DropBeyondLog))) > 0
 	})
 	waitFor(t, "the leader to notice the follower's lost log", func() bool {
 		if !lead.node.Status().IsLeader {

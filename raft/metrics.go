@@ -4,6 +4,8 @@ import (
 	"errors"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kvd-project/kvd/raft/peer"
 )
 
 // metrics are the node's Prometheus series. They exist (unregistered) even
@@ -20,9 +22,8 @@ type metrics struct {
 	// batch to commit (batchHeld): a figure that stays high means commits
 	// are slow, not that the node is idle.
 	proposalsHeld prometheus.Gauge
-	// peerRefused counts peer sessions refused at the hello, by reason;
-	// peerDropped counts messages of accepted sessions dropped before raft.
-	peerRefused, peerDropped *prometheus.CounterVec
+	// peer are the peer layer's: sessions refused, messages dropped.
+	peer *peer.Metrics
 	// followerDataLost counts a follower's append rejections showing it
 	// lost entries it had acknowledged (lostlog.go).
 	followerDataLost prometheus.Counter
@@ -61,21 +62,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "kvd_raft_proposals_held",
 			Help: "Commands the leader holds for its next batch while its previous batch is uncommitted.",
 		}),
-		peerRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "kvd_raft_peer_refused_total",
-			Help: "Peer connections refused at the hello (another cluster, not a member, malformed...), by reason.",
-		}, []string{"reason"}),
-		peerDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "kvd_raft_peer_messages_dropped_total",
-			Help: "Messages from accepted peers dropped before raft (wrong sender, forbidden type, malformed...), by reason.",
-		}, []string{"reason"}),
-	}
-	// Every reason shows, at 0, from the start.
-	for _, r := range refusalReasons {
-		m.peerRefused.WithLabelValues(string(r))
-	}
-	for _, r := range dropReasons {
-		m.peerDropped.WithLabelValues(string(r))
+		peer: peer.NewMetrics(),
 	}
 	if reg == nil {
 		return m, nil
@@ -92,9 +79,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 }
 
 func (m *metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.term, m.leaderID, m.isLeader, m.commit, m.applied, m.leaseValid,
-		m.committed, m.failed, m.leaderChanges, m.syncDuration, m.proposalBatch, m.proposalsHeld, m.peerRefused, m.peerDropped,
-		m.followerDataLost}
+	return append([]prometheus.Collector{m.term, m.leaderID, m.isLeader, m.commit, m.applied, m.leaseValid,
+		m.committed, m.failed, m.leaderChanges, m.syncDuration, m.proposalBatch, m.proposalsHeld,
+		m.followerDataLost}, m.peer.Collectors()...)
 }
 
 // unregister removes the series so a reopened node can register again.
@@ -107,18 +94,20 @@ func (m *metrics) unregister(reg prometheus.Registerer) {
 	}
 }
 
-// refused counts a refused peer session. m is nil only in unit tests' bare
-// nodes.
-func (m *metrics) refused(r refusal) {
-	if m != nil {
-		m.peerRefused.WithLabelValues(string(r)).Inc()
+// peerMetrics are the peer layer's series (nil m: unit tests' bare nodes,
+// whose peer layer gets its own).
+func (m *metrics) peerMetrics() *peer.Metrics {
+	if m == nil {
+		return nil
 	}
+	return m.peer
 }
 
-// dropped counts a dropped peer message (nil m as for refused).
-func (m *metrics) dropped(r dropReason) {
+// dropped counts a peer message the loop dropped (nil m as for
+// peerMetrics).
+func (m *metrics) dropped(r peer.DropReason) {
 	if m != nil {
-		m.peerDropped.WithLabelValues(string(r)).Inc()
+		m.peer.Dropped(r)
 	}
 }
 

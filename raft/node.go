@@ -10,8 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/kvd-project/kvd/internal/ratelog"
 	"github.com/kvd-project/kvd/internal/store"
-	"github.com/kvd-project/kvd/transport"
 )
 
 // Node is one member of a raft group replicating a key/value state machine
@@ -22,8 +22,10 @@ type Node struct {
 	log     *slog.Logger
 	store   *store.Store
 	metrics *metrics
-	lease   *lease // the leader's read lease (lease.go)
-	peers   *peerSet
+	lease   *lease      // the leader's read lease (lease.go)
+	peers   peerNetwork // raft/peer
+	// peerLog rate-limits the loop's log lines about peers.
+	peerLog ratelog.Limiter
 
 	// Work for the raft loop, which owns the raft state machine.
 	propc   chan *proposal
@@ -44,9 +46,6 @@ type Node struct {
 	storeClosed bool
 
 	nextReq atomic.Uint64
-	// staging is the snapshot data all peer sessions hold staged, bounded
-	// by twice Config.MaxSnapshotBytes (peerReader.charge).
-	staging atomic.Int64
 	confMu  sync.Mutex // one membership change at a time from this node
 
 	statusMu sync.Mutex
@@ -54,11 +53,6 @@ type Node struct {
 
 	addrMu sync.RWMutex
 	addrs  map[uint64]string
-
-	connMu sync.Mutex
-	conns  map[transport.Conn]struct{}
-	closed bool
-	wg     sync.WaitGroup // ServePeer calls
 
 	closeOnce sync.Once
 	closeErr  error
@@ -138,11 +132,9 @@ func Open(cfg Config) (*Node, error) {
 		stopc:   make(chan struct{}),
 		donec:   make(chan struct{}),
 		failure: fail,
-		conns:   make(map[transport.Conn]struct{}),
 	}
 	n.nextReq.Store(rand.Uint64() >> 1)
 	n.initAddrs()
-	n.peers = newPeerSet(n)
 	lp, err := newClusterLoop(n)
 	if err != nil {
 		cancel()
@@ -163,14 +155,9 @@ func (n *Node) Close() error {
 		close(n.stopc)
 		n.cancel()
 		<-n.donec
-		n.connMu.Lock()
-		n.closed = true
-		for c := range n.conns {
-			c.Close()
+		if n.peers != nil {
+			n.peers.Close()
 		}
-		n.connMu.Unlock()
-		n.peers.close()
-		n.wg.Wait()
 		n.discardInbound()
 		n.metrics.unregister(n.cfg.Registerer)
 		n.useMu.Lock()
@@ -285,7 +272,7 @@ func (n *Node) forgetPeer(id uint64) {
 	n.addrMu.Lock()
 	delete(n.addrs, id)
 	n.addrMu.Unlock()
-	n.peers.remove(id)
+	n.peers.Remove(id)
 }
 
 func (n *Node) notLeader(lead uint64) error {

@@ -56,7 +56,7 @@ func (l *loop) handleReady() error {
 	}
 	if l.readyFlag.lostLeadership || l.readyFlag.termChanged {
 		// A snapshot transfer belongs to the leadership that started it.
-		l.n.peers.abortTransfers()
+		l.n.peers.AbortTransfers()
 	}
 	u := l.st.NewUpdate()
 	defer u.Close()
@@ -239,7 +239,7 @@ func (l *loop) afterCommit() {
 		if sc.installd {
 			// A snapshot's membership may lack members this node never saw
 			// removed (their removal is among the entries it replaces).
-			for _, id := range l.n.peers.known() {
+			for _, id := range l.n.peers.Known() {
 				if !slices.Contains(sc.removed, id) && !l.n.isMember(id) {
 					sc.removed = append(sc.removed, id)
 				}
@@ -397,7 +397,7 @@ func (l *loop) sendMessages(msgs []*pb.Message) {
 			l.sendSnapshot(m)
 			continue
 		}
-		if !l.n.peers.send(m) {
+		if !l.n.peers.Send(m) {
 			l.later = append(l.later, report{to: m.GetTo(), kind: reportUnreachable})
 		}
 	}
@@ -424,7 +424,7 @@ func (l *loop) sendSnapshot(m *pb.Message) {
 		l.later = append(l.later, failed)
 		return
 	}
-	if !l.n.peers.sendSnapshot(m, cp, seq) {
+	if !l.n.peers.SendSnapshot(m, cp, seq) {
 		cp.Release()
 		l.later = append(l.later, failed)
 	}

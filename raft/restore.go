@@ -9,6 +9,7 @@ import (
 
 	"github.com/kvd-project/kvd/internal/atomicfile"
 	"github.com/kvd-project/kvd/internal/store"
+	"github.com/kvd-project/kvd/raft/peer"
 )
 
 // Restore. A backup is the applied key/value state at one index
@@ -18,7 +19,7 @@ import (
 // the new members as voters, as etcdutl does, so the new cluster's log
 // continues after that index and its writes get versions above every
 // restored one. The cluster id comes from the new members and token
-// (clusterIDFor), as for any new cluster: the restored cluster is a new
+// (peer.ClusterIDFor), as for any new cluster: the restored cluster is a new
 // cluster, and its nodes and the old ones refuse each other.
 
 // Restore's refusals.
@@ -58,7 +59,7 @@ type RestoreConfig struct {
 	Index        uint64 // the backup's applied index
 	FromCluster  uint64 // the id of the cluster the backup came from (0: unknown)
 	// Backup is the backup's checksum (its trailer): the new cluster's id
-	// depends on it (restoredClusterID), so members restored from
+	// depends on it (peer.RestoredClusterID), so members restored from
 	// different backups refuse each other. Empty: the id is the token's
 	// and members' alone.
 	Backup []byte
@@ -96,8 +97,8 @@ func Restore(cfg RestoreConfig, fill func(add func(key, value []byte, version ui
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	base := clusterIDFor(cfg.ClusterToken, cfg.Peers)
-	id := restoredClusterID(base, cfg.Backup)
+	base := peer.ClusterIDFor(cfg.ClusterToken, cfg.Peers)
+	id := peer.RestoredClusterID(base, cfg.Backup)
 	if base == cfg.FromCluster || id == cfg.FromCluster {
 		return fmt.Errorf("%w (%016x): give the new cluster its own --initial-cluster-token", ErrSameCluster, id)
 	}

@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/kvd-project/kvd/raft/peer"
 )
 
 func TestRestoreConfigValidate(t *testing.T) {
@@ -55,7 +57,7 @@ func TestRestoreRefusesUsedDir(t *testing.T) {
 	if err := Restore(cfg, none); err != nil {
 		t.Fatalf("restore after the failed one: %v", err)
 	}
-	cfg.FromCluster = clusterIDFor(cfg.ClusterToken, cfg.Peers)
+	cfg.FromCluster = peer.ClusterIDFor(cfg.ClusterToken, cfg.Peers)
 	cfg.DataDir = t.TempDir()
 	if err := Restore(cfg, none); !errors.Is(err, ErrSameCluster) {
 		t.Fatalf("same cluster id: %v, want ErrSameCluster", err)
@@ -65,7 +67,7 @@ func TestRestoreRefusesUsedDir(t *testing.T) {
 // TestInterruptedRestoreRefused: a restore that dies half way (killed, a
 // power cut) leaves part of the backup and no node state. Started as it
 // was, without the backup, such a directory made a new, empty cluster, and
-// the refusal of a second restore into it said to do just that. The marker
+// the peer.Refusal of a second restore into it said to do just that. The marker
 // Restore writes first and removes last makes Open and Restore refuse it.
 func TestInterruptedRestoreRefused(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "node1")

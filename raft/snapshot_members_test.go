@@ -9,12 +9,14 @@ import (
 	"time"
 
 	pb "go.etcd.io/raft/v3/raftpb"
+
+	"github.com/kvd-project/kvd/raft/peer"
 )
 
 // TestSnapshotInstallEndsRemovedMembersSessions: a follower that learns of
 // a member's removal by installing a snapshot (it was away while the member
 // was removed and the log compacted) must stop serving that member's
-// sessions, as one that applies the removal entry does (peerSet.remove). A
+// sessions, as one that applies the removal entry does (peer.Set.Remove). A
 // session the removed member opened while the follower still counted it as
 // a member otherwise stays up, and its raft messages keep reaching raft.
 func TestSnapshotInstallEndsRemovedMembersSessions(t *testing.T) {
@@ -75,14 +77,10 @@ func TestSnapshotInstallEndsRemovedMembersSessions(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rogue.Close()
-	if err := rogue.Send(ctx, appendHello(nil, hello{from: x.id, cluster: f.node.ClusterID(), addr: x.addr})); err != nil {
+	if err := rogue.Send(ctx, peer.AppendHello(nil, peer.Hello{From: x.id, Cluster: f.node.ClusterID(), Addr: x.addr})); err != nil {
 		t.Fatal(err)
 	}
-	hasSession := func() bool {
-		f.node.peers.mu.Lock()
-		defer f.node.peers.mu.Unlock()
-		return len(f.node.peers.sessions[x.id]) > 0
-	}
+	hasSession := func() bool { return f.node.peers.(*peer.Set).Sessions(x.id) > 0 }
 	waitFor(t, "f to serve x's session", hasSession)
 
 	// f rejoins and installs a snapshot in which x is no member.
@@ -109,7 +107,7 @@ func TestSnapshotInstallEndsRemovedMembersSessions(t *testing.T) {
 	// the removed node).
 	st := f.node.Status()
 	m := &pb.Message{Type: new(pb.MsgHeartbeat), From: new(x.id), To: new(f.id), Term: new(st.Term + 100)}
-	frame, _ := appendMessageFrame(nil, m)
+	frame, _ := peer.AppendMessage(nil, m)
 	sendErr := rogue.Send(context.Background(), frame)
 	time.Sleep(200 * time.Millisecond)
 	t.Fatalf("after installing a snapshot without member %d, node %d still serves its session "+

@@ -4,6 +4,8 @@ import (
 	"maps"
 	"testing"
 	"time"
+
+	"github.com/kvd-project/kvd/raft/peer"
 )
 
 // TestStaleTermSnapshotDataNotInstalled: in one loop iteration node 1
@@ -19,15 +21,15 @@ func TestStaleTermSnapshotDataNotInstalled(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The leader of term 5 (node 2).
-	good := transferID{index: 200, term: 4, nonce: 1}
+	good := peer.TransferID{Index: 200, Term: 4, Nonce: 1}
 	m := snapMsg(200, 4)
 	m.Term = new(uint64(5))
-	handleAll(t, &peerReader{n: n, from: 2}, beginFrame(good), chunkFrame(good, 150, "a", "leader's"), endFrame(t, good, m))
+	handleAll(t, reader(t, n, 2), beginFrame(good), chunkFrame(good, 150, "a", "leader's"), endFrame(t, good, m))
 	// A node that is not the leader, at an older term (node 3, term 4).
-	stale := transferID{index: 200, term: 4, nonce: 2}
+	stale := peer.TransferID{Index: 200, Term: 4, Nonce: 2}
 	m3 := snapMsg(200, 4)
 	m3.From, m3.Term = new(uint64(3)), new(uint64(4))
-	handleAll(t, &peerReader{n: n, from: 3}, beginFrame(stale), chunkFrame(stale, 150, "a", "stale peer's"), endFrame(t, stale, m3))
+	handleAll(t, reader(t, n, 3), beginFrame(stale), chunkFrame(stale, 150, "a", "stale peer's"), endFrame(t, stale, m3))
 	close(thaw)
 
 	waitFor(t, "the snapshot at 200 to be installed", func() bool { return n.Status().Applied == 200 })

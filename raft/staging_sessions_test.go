@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvd-project/kvd/raft/peer"
 	"github.com/kvd-project/kvd/transport/tcp"
 )
 
@@ -34,7 +35,7 @@ func TestSnapshotStagingBoundedAcrossSessions(t *testing.T) {
 	c := newClusterOn(t, newTCPNet(), 3, cfg)
 	c.leader()
 	target := c.nodes[1]
-	h := hello{from: 2, cluster: target.node.ClusterID()}
+	h := peer.Hello{From: 2, Cluster: target.node.ClusterID()}
 	attacker, err := tcp.New(tcp.Config{Node: "attacker"})
 	if err != nil {
 		t.Fatal(err)
@@ -53,7 +54,7 @@ func TestSnapshotStagingBoundedAcrossSessions(t *testing.T) {
 	base := heap()
 	for i := range sessions {
 		conn := rawPeer(t, attacker, target.addr, h)
-		id := transferID{index: 1 << 30, term: 1, nonce: uint64(i + 1)}
+		id := peer.TransferID{Index: 1 << 30, Term: 1, Nonce: uint64(i + 1)}
 		err := conn.Send(ctx, beginFrame(id))
 		for j := 0; err == nil && j < frames; j++ {
 			err = conn.Send(ctx, chunkFrame(id, 1, string(rune('a'+j)), v))
@@ -62,11 +63,11 @@ func TestSnapshotStagingBoundedAcrossSessions(t *testing.T) {
 	}
 	time.Sleep(500 * time.Millisecond) // the sessions handle what they were sent
 	// Each transfer is within MaxSnapshotBytes; together they pass twice it.
-	if got := droppedCount(t, target.node, dropSnapTooBig); got == 0 {
+	if got := droppedCount(t, target.node, peer.DropSnapTooBig); got == 0 {
 		t.Errorf("no transfer refused: %d sessions staged %d KiB each against a node-wide bound of %d KiB",
 			sessions, frames*value>>10, 2*cfg.MaxSnapshotBytes>>10)
 	}
-	if got := target.node.staging.Load(); got > 2*int64(cfg.MaxSnapshotBytes) {
+	if got := target.node.peers.(*peer.Set).Staged(); got > 2*int64(cfg.MaxSnapshotBytes) {
 		t.Errorf("%d bytes staged, past twice MaxSnapshotBytes", got)
 	}
 	grown := heap() - base
@@ -93,26 +94,26 @@ func TestStagingBoundCountsDeliveredTransfers(t *testing.T) {
 	if err := n.freeze(time.Hour, thaw); err != nil {
 		t.Fatal(err)
 	}
-	r := &peerReader{n: n, from: 2}
+	r := reader(t, n, 2)
 	value := strings.Repeat("v", 100<<10)
 	const transfers, frames = 8, 9 // ~900 KiB each, under MaxSnapshotBytes
 	var held int64
 	refused := false
 	for i := 0; i < transfers && !refused; i++ {
-		id := transferID{index: uint64(100 + i), term: 4, nonce: uint64(i + 1)}
-		if err := r.handle(beginFrame(id)); err != nil {
+		id := peer.TransferID{Index: uint64(100 + i), Term: 4, Nonce: uint64(i + 1)}
+		if err := r.Handle(beginFrame(id)); err != nil {
 			t.Fatal(err)
 		}
 		for j := range frames {
 			f := chunkFrame(id, 1, string(rune('a'+j)), value)
-			if err := r.handle(f); err != nil {
+			if err := r.Handle(f); err != nil {
 				refused = true // the bound held: the session ends
 				break
 			}
-			held += int64(len(f) - snapshotFrameHeader)
+			held += int64(len(f) - peer.SnapshotHeaderLen)
 		}
 		if !refused {
-			if err := r.handle(endFrame(t, id, snapMsg(uint64(100+i), 4))); err != nil {
+			if err := r.Handle(endFrame(t, id, snapMsg(uint64(100+i), 4))); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -121,9 +122,9 @@ func TestStagingBoundCountsDeliveredTransfers(t *testing.T) {
 		t.Fatalf("one session staged %d KiB in finished transfers against a node-wide bound of %d KiB (refused: %v)",
 			held>>10, limit>>10, refused)
 	}
-	if droppedCount(t, n, dropSnapTooBig) != 1 {
-		t.Fatal("the refusal was not counted")
+	if droppedCount(t, n, peer.DropSnapTooBig) != 1 {
+		t.Fatal("the peer.Refusal was not counted")
 	}
 	close(thaw)
-	waitFor(t, "the staged transfers installed or discarded, and uncounted", func() bool { return n.staging.Load() == 0 })
+	waitFor(t, "the staged transfers installed or discarded, and uncounted", func() bool { return n.peers.(*peer.Set).Staged() == 0 })
 }

@@ -10,20 +10,20 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/kvd-project/kvd/internal/store"
+	"github.com/kvd-project/kvd/raft/peer"
 )
 
 // stepThroughFilters passes m as peer 2's frame through the session's
-// filter (peerReader) and the loop's (admitState) into fr's raft, as a
+// filter (peer.Reader) and the loop's (admitState) into fr's raft, as a
 // node does; it reports whether raft was given it.
 func stepThroughFilters(t *testing.T, n *Node, fr *fuzzRaft, m *pb.Message) bool {
 	t.Helper()
-	r := &peerReader{n: n, from: 2}
-	defer r.discard()
-	f, err := appendMessageFrame(nil, m)
+	r := reader(t, n, 2)
+	f, err := peer.AppendMessage(nil, m)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.handle(f); err != nil {
+	if err := r.Handle(f); err != nil {
 		return false
 	}
 	stepped := false

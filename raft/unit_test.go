@@ -6,9 +6,6 @@ import (
 	"math"
 	"testing"
 	"time"
-
-	pb "go.etcd.io/raft/v3/raftpb"
-	"google.golang.org/protobuf/proto"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -66,69 +63,6 @@ func TestMemberContextRoundTrip(t *testing.T) {
 		if err != nil || got != m {
 			t.Errorf("round trip of %+v: %+v, %v", m, got, err)
 		}
-	}
-}
-
-func TestPeerHello(t *testing.T) {
-	h := hello{from: 3, cluster: 42, addr: "host:1"}
-	b := appendHello(nil, h)
-	if !IsPeerHello(b) {
-		t.Fatal("own hello not recognised")
-	}
-	if got, err := parseHello(b); err != nil || got != h {
-		t.Fatalf("parseHello = %+v, %v", got, err)
-	}
-	for _, notHello := range [][]byte{nil, []byte("KVDPEER1"), []byte("GET key please, this is a client"), b[:helloHeader-1]} {
-		if IsPeerHello(notHello) {
-			t.Errorf("IsPeerHello(%q) = true", notHello)
-		}
-	}
-}
-
-func TestSnapshotFrames(t *testing.T) {
-	want := transferID{index: 77, term: 5, nonce: 1<<63 + 9}
-	id, err := parseSnapshotBegin(appendSnapshotBegin(nil, want))
-	if id != want || err != nil {
-		t.Fatalf("begin frame: %v %v", id, err)
-	}
-	for _, bad := range [][]byte{{frameSnapshotBegin}, appendSnapshotBegin(nil, want)[:24], append(appendSnapshotBegin(nil, want), 0)} {
-		if _, err := parseSnapshotBegin(bad); err == nil {
-			t.Errorf("begin frame of %d bytes accepted", len(bad))
-		}
-	}
-	m := &pb.Message{Type: pb.MsgSnap.Enum(), To: new(uint64(2)), Snapshot: &pb.Snapshot{Metadata: &pb.SnapshotMetadata{Index: new(uint64(77))}}}
-	end, err := appendSnapshotEnd(nil, want, m)
-	if err != nil || end[0] != frameSnapshotEnd {
-		t.Fatalf("end frame: %q, %v", end, err)
-	}
-	id, body, err := parseSnapshotFrame(end)
-	got := &pb.Message{}
-	if err != nil || id != want || proto.Unmarshal(body, got) != nil || !proto.Equal(got, m) {
-		t.Fatalf("end frame parsed as %v, %v, %v", id, got, err)
-	}
-	pairs := [][2]string{{"a", "12345678"}, {"key-two", "87654321value"}, {string(make([]byte, 300)), "xxxxxxxx"}}
-	chunk := appendSnapshotFrameHeader(nil, frameSnapshotChunk, want)
-	for _, p := range pairs {
-		before := len(chunk)
-		chunk = appendChunkRecord(chunk, []byte(p[0]), []byte(p[1]))
-		if len(chunk)-before != chunkRecordSize([]byte(p[0]), []byte(p[1])) {
-			t.Fatalf("chunkRecordSize disagrees with the encoding")
-		}
-	}
-	id, body, err = parseSnapshotFrame(chunk)
-	if err != nil || id != want {
-		t.Fatalf("chunk frame id %v, %v", id, err)
-	}
-	var decoded [][2]string
-	err = forEachChunkRecord(body, func(k, v []byte) error {
-		decoded = append(decoded, [2]string{string(k), string(v)})
-		return nil
-	})
-	if err != nil || fmt.Sprint(decoded) != fmt.Sprint(pairs) {
-		t.Fatalf("decoded %v, %v", decoded, err)
-	}
-	if err := forEachChunkRecord(body[:len(body)-1], func(k, v []byte) error { return nil }); err == nil {
-		t.Fatal("truncated chunk accepted")
 	}
 }
 

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/kvd-project/kvd/client"
-	"github.com/kvd-project/kvd/internal/kvdtest"
 	kvsm "github.com/kvd-project/kvd/internal/kv"
+	"github.com/kvd-project/kvd/internal/kvdtest"
 	"github.com/kvd-project/kvd/server"
 	"github.com/kvd-project/kvd/transport/tcp"
 )

@@ -1,4 +1,4 @@
-package raft
+package peer
 
 import (
 	"testing"
@@ -20,25 +20,23 @@ func (c *clientConn) Identity() transport.Identity {
 func (c *clientConn) Close() error       { c.closed = true; return nil }
 func (c *clientConn) RemoteAddr() string { return "client:1" }
 
-// TestServePeerRequiresPeerCredential: a connection that authenticated as
+// TestServeRequiresPeerCredential: a connection that authenticated as
 // a client may not open a raft session, even with a perfect hello.
-func TestServePeerRequiresPeerCredential(t *testing.T) {
-	cfg := testConfig()
-	c := newClusterOn(t, newTCPNet(), 1, cfg)
-	n := c.leader().node
-	before := refusedCount(t, n, refuseNotPeer)
+func TestServeRequiresPeerCredential(t *testing.T) {
+	s := testSet(t, Config{}, newFakeHost())
+	before := refusedCount(t, s, RefuseNotPeer)
 	conn := &clientConn{}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		n.ServePeer(conn, appendHello(nil, hello{from: 2, cluster: n.ClusterID(), addr: "client:1"}))
+		s.Serve(conn, AppendHello(nil, Hello{From: 2, Cluster: s.ClusterID(), Addr: "client:1"}))
 	}()
 	select {
 	case <-done:
 	case <-time.After(5 * time.Second):
 		t.Fatal("a client credential's peer session was not refused")
 	}
-	if !conn.closed || refusedCount(t, n, refuseNotPeer) != before+1 {
-		t.Fatalf("closed %v, not_peer refusals %v (was %v)", conn.closed, refusedCount(t, n, refuseNotPeer), before)
+	if !conn.closed || refusedCount(t, s, RefuseNotPeer) != before+1 {
+		t.Fatalf("closed %v, not_peer refusals %v (was %v)", conn.closed, refusedCount(t, s, RefuseNotPeer), before)
 	}
 }

@@ -1,23 +1,38 @@
-package raft
+package peer
 
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/kvd-project/kvd/internal/store"
+	"github.com/kvd-project/kvd/transport"
 )
 
-// Peer message filter. etcd raft trusts its input: it steps whatever it is
+// The filter: what a peer may open a session with, and what it may send.
+//
+// # Sessions
+//
+// A connection becomes a peer session only if its hello names this node's
+// cluster (see identity.go) and a sender that is a member (Host.IsMember),
+// other than this node. Everything else is refused: the connection is
+// closed, the reason logged (rate-limited) and counted in
+// kvd_raft_peer_refused_total. The sender's claimed id is what later
+// messages of the session must carry (checkPeerMessage).
+//
+// # Messages
+//
+// etcd raft trusts its input: it steps whatever it is
 // given, and some fields it takes on faith make it panic when they are
 // wrong (a heartbeat committing past the end of the log, appended entries
 // whose indexes do not follow the append's, a snapshot with an impossible
 // configuration). Network input must never take a node down, so every
 // message from an accepted peer session passes two checks before raft sees
 // it: checkPeerMessage here, on the session's goroutine (what the message
-// says on its own), and loop.admitState (filter_loop.go), in the raft loop,
+// says on its own), and the raft loop's admitState (raft/filter_loop.go),
 // against the log (what it claims about this node's state). A message that
 // fails either is dropped and counted in kvd_raft_peer_messages_dropped_total;
 // the session stays up, since raft copes with lost messages.
@@ -45,7 +60,7 @@ import (
 //	                            leader transfer is not offered: MsgTimeoutNow
 //	                            makes a follower campaign at once, without
 //	                            waiting out the leader's lease, which breaks
-//	                            the lease's safety argument (see doc.go)
+//	                            the lease's safety argument (see raft/doc.go)
 //	MsgHup, MsgBeat, MsgCheckQuorum
 //	                            the loop's own tick triggers: a peer would
 //	                            make this node campaign or step down at will
@@ -56,24 +71,24 @@ import (
 //	                            writes are not used)
 //	anything unknown
 
-// dropReason says why a message from an accepted peer was dropped; it is
+// DropReason says why a message from an accepted peer was dropped; it is
 // the reason label of kvd_raft_peer_messages_dropped_total.
-type dropReason string
+type DropReason string
 
 const (
-	dropWrongSender dropReason = "wrong_sender"       // From is not the session's member
-	dropWrongTo     dropReason = "wrong_recipient"    // To is not this node
-	dropType        dropReason = "type_not_allowed"   // not a type peers may send
-	dropMalformed   dropReason = "malformed"          // undecodable, or fields raft would choke on
-	dropBeyondLog   dropReason = "beyond_log"         // refers to log entries this node does not have
-	dropSnapTooBig  dropReason = "snapshot_too_large" // a transfer past Config.MaxSnapshotBytes (the session is closed)
+	DropWrongSender DropReason = "wrong_sender"       // From is not the session's member
+	DropWrongTo     DropReason = "wrong_recipient"    // To is not this node
+	DropType        DropReason = "type_not_allowed"   // not a type peers may send
+	DropMalformed   DropReason = "malformed"          // undecodable, or fields raft would choke on
+	DropBeyondLog   DropReason = "beyond_log"         // refers to log entries this node does not have
+	DropSnapTooBig  DropReason = "snapshot_too_large" // a transfer past Config.MaxSnapshotBytes (the session is closed)
 	// A frame of a transfer that is not the one being staged, or a
 	// transfer ended by a message for another snapshot.
-	dropSnapMismatch dropReason = "snapshot_mismatch"
+	DropSnapMismatch DropReason = "snapshot_mismatch"
 )
 
-var dropReasons = []dropReason{dropWrongSender, dropWrongTo, dropType, dropMalformed, dropBeyondLog, dropSnapTooBig,
-	dropSnapMismatch}
+var dropReasons = []DropReason{DropWrongSender, DropWrongTo, DropType, DropMalformed, DropBeyondLog, DropSnapTooBig,
+	DropSnapMismatch}
 
 // peerTypes are the message types a peer may send (see above). MsgSnap is
 // among them, but serve.go takes it only from a transfer's end frame.
@@ -91,41 +106,42 @@ var peerTypes = map[pb.MessageType]bool{
 	pb.MsgSnap:          true,
 }
 
-// errDropped is what checkPeerMessage's error wraps.
-var errDropped = errors.New("raft: peer message dropped")
+// ErrDropped is what the errors of dropped messages wrap (the filter's
+// and the raft loop's).
+var ErrDropped = errors.New("raft: peer message dropped")
 
-// maxPeerIndex (twice backup.MaxIndex, a restore's limit) bounds every log
+// MaxIndex (twice backup.MaxIndex, a restore's limit) bounds every log
 // index a peer may name (a message's index,
 // commit and reject hint, its entries', a snapshot's). raft computes
 // index+1 unchecked (restoring a snapshot at MaxUint64 makes its unstable
 // log start at 0, and the next lookup panics); a log that grew by a
 // million entries a second would take 146,000 years to reach this one.
-const maxPeerIndex = 1 << 62
+const MaxIndex = 1 << 62
 
-// maxPeerTerm bounds every term a peer may name (a message's term and log
+// MaxTerm bounds every term a peer may name (a message's term and log
 // term; its entries' and snapshot's are checked against the message's).
 // raft computes term+1 unchecked when it campaigns: a node that adopted a
 // forged term of 2^64-1 (from one heartbeat, then stored in its hard
 // state) wrapped to term 0 at its next election and panicked, again after
-// every restart, and its answers carried the term to the leader (review).
+// every restart, and its answers carried the term to the leader.
 // Terms grow by one per election.
-const maxPeerTerm = 1 << 62
+const MaxTerm = 1 << 62
 
 // checkPeerMessage vets m, received on the session of member from by node
 // self, on its own: addressing, type, and the fields raft relies on. It
 // returns the reason to drop m, or "" to pass it on.
-func checkPeerMessage(m *pb.Message, from, self uint64) (dropReason, error) {
+func checkPeerMessage(m *pb.Message, from, self uint64) (DropReason, error) {
 	t := m.GetType()
 	switch {
 	case !peerTypes[t]:
-		return dropType, fmt.Errorf("%w: type %s may not come from a peer", errDropped, t)
+		return DropType, fmt.Errorf("%w: type %s may not come from a peer", ErrDropped, t)
 	case m.GetFrom() != from:
-		return dropWrongSender, fmt.Errorf("%w: %s from %d on the session of node %d", errDropped, t, m.GetFrom(), from)
+		return DropWrongSender, fmt.Errorf("%w: %s from %d on the session of node %d", ErrDropped, t, m.GetFrom(), from)
 	case m.GetTo() != self:
-		return dropWrongTo, fmt.Errorf("%w: %s to %d", errDropped, t, m.GetTo())
+		return DropWrongTo, fmt.Errorf("%w: %s to %d", ErrDropped, t, m.GetTo())
 	}
 	if err := checkFields(m); err != nil {
-		return dropMalformed, fmt.Errorf("%w: %s: %w", errDropped, t, err)
+		return DropMalformed, fmt.Errorf("%w: %s: %w", ErrDropped, t, err)
 	}
 	return "", nil
 }
@@ -140,11 +156,11 @@ func checkFields(m *pb.Message) error {
 	if (t == pb.MsgReadIndex) != (m.GetTerm() == 0) {
 		return fmt.Errorf("term %d", m.GetTerm())
 	}
-	if m.GetTerm() > maxPeerTerm || m.GetLogTerm() > maxPeerTerm {
-		return fmt.Errorf("term %d or log term %d beyond %d", m.GetTerm(), m.GetLogTerm(), uint64(maxPeerTerm))
+	if m.GetTerm() > MaxTerm || m.GetLogTerm() > MaxTerm {
+		return fmt.Errorf("term %d or log term %d beyond %d", m.GetTerm(), m.GetLogTerm(), uint64(MaxTerm))
 	}
-	if m.GetIndex() > maxPeerIndex || m.GetCommit() > maxPeerIndex || m.GetRejectHint() > maxPeerIndex {
-		return fmt.Errorf("index %d, commit %d or hint %d beyond %d", m.GetIndex(), m.GetCommit(), m.GetRejectHint(), uint64(maxPeerIndex))
+	if m.GetIndex() > MaxIndex || m.GetCommit() > MaxIndex || m.GetRejectHint() > MaxIndex {
+		return fmt.Errorf("index %d, commit %d or hint %d beyond %d", m.GetIndex(), m.GetCommit(), m.GetRejectHint(), uint64(MaxIndex))
 	}
 	switch t {
 	case pb.MsgApp:
@@ -178,8 +194,8 @@ func checkFields(m *pb.Message) error {
 func checkAppend(m *pb.Message) error {
 	ents := m.GetEntries()
 	prevIndex, prevTerm, term := m.GetIndex(), m.GetLogTerm(), m.GetTerm()
-	if uint64(len(ents)) > maxPeerIndex-prevIndex { // checkFields: prevIndex <= maxPeerIndex
-		return fmt.Errorf("entries past index %d", uint64(maxPeerIndex))
+	if uint64(len(ents)) > MaxIndex-prevIndex { // checkFields: prevIndex <= MaxIndex
+		return fmt.Errorf("entries past index %d", uint64(MaxIndex))
 	}
 	if prevTerm > term {
 		return fmt.Errorf("previous entry's term %d above the message's %d", prevTerm, term)
@@ -232,7 +248,7 @@ func checkEntry(e *pb.Entry) error {
 func checkSnapshot(m *pb.Message) error {
 	md := m.GetSnapshot().GetMetadata()
 	switch {
-	case md.GetIndex() == 0 || md.GetTerm() == 0 || md.GetIndex() > maxPeerIndex:
+	case md.GetIndex() == 0 || md.GetTerm() == 0 || md.GetIndex() > MaxIndex:
 		return fmt.Errorf("snapshot at %d/%d", md.GetIndex(), md.GetTerm())
 	case md.GetTerm() > m.GetTerm():
 		return fmt.Errorf("snapshot term %d above the message's %d", md.GetTerm(), m.GetTerm())
@@ -265,4 +281,81 @@ func checkConfState(cs *pb.ConfState) error {
 		}
 	}
 	return nil
+}
+
+// Refusal says why a peer session was refused; it is the reason label of
+// kvd_raft_peer_refused_total.
+type Refusal string
+
+const (
+	RefuseMalformed       Refusal = "malformed"        // not a well-formed hello
+	RefuseClusterMismatch Refusal = "cluster_mismatch" // another cluster, or none
+	RefuseSelf            Refusal = "self"             // claims to be this node
+	RefuseNotMember       Refusal = "not_member"       // the sender is not a member
+	RefuseMessageLimit    Refusal = "message_limit"    // the connection cannot carry raft's messages
+	RefuseStorage         Refusal = "storage_error"    // the learned cluster id could not be stored
+	RefuseNotPeer         Refusal = "not_peer"         // the connection's credential is not a peer's
+)
+
+var refusalReasons = []Refusal{RefuseNotPeer, RefuseMalformed, RefuseClusterMismatch, RefuseSelf, RefuseNotMember,
+	RefuseMessageLimit, RefuseStorage}
+
+// ErrRefused is what the errors logged for refused sessions wrap.
+var ErrRefused = errors.New("raft: peer refused")
+
+// admitHello checks a session's hello: the cluster and the sender. A
+// joining node that has no cluster id yet takes the one of the first hello
+// from a member (learnCluster).
+func (ps *Set) admitHello(first []byte) (Hello, Refusal, error) {
+	h, err := parseHello(first)
+	if err != nil {
+		return h, RefuseMalformed, fmt.Errorf("%w: %w", ErrRefused, err)
+	}
+	if h.From == ps.cfg.ID {
+		return h, RefuseSelf, fmt.Errorf("%w: hello claims to come from this node (%d)", ErrRefused, h.From)
+	}
+	ours := ps.ident.get()
+	switch {
+	case h.Cluster == ours && ours != 0:
+		return h, "", nil
+	case h.Cluster == 0:
+		return h, RefuseClusterMismatch, fmt.Errorf("%w: hello from node %d names no cluster", ErrRefused, h.From)
+	case ours != 0:
+		return h, RefuseClusterMismatch, fmt.Errorf("%w: hello from node %d of cluster %016x; this node is of cluster %016x",
+			ErrRefused, h.From, h.Cluster, ours)
+	}
+	// Joining, and no member has contacted this node yet.
+	if !ps.host.IsMember(h.From) {
+		return h, RefuseNotMember, fmt.Errorf("%w: node %d, not among the members to join, cannot tell this node its cluster",
+			ErrRefused, h.From)
+	}
+	ok, err := ps.learnCluster(h.Cluster, h.From)
+	switch {
+	case err != nil:
+		return h, RefuseStorage, fmt.Errorf("%w: cannot record cluster id %016x: %w", ErrRefused, h.Cluster, err)
+	case !ok:
+		return h, RefuseClusterMismatch, fmt.Errorf("%w: hello from node %d of cluster %016x; this node is of cluster %016x",
+			ErrRefused, h.From, h.Cluster, ps.ident.get())
+	}
+	return h, "", nil
+}
+
+// refuse counts and logs a refused peer session, at most one line per
+// reason per ratelog.DefaultEvery: a misconfigured or hostile peer retries
+// without end, and the log must not become its amplifier.
+func (ps *Set) refuse(why Refusal, conn transport.Conn, err error) {
+	ps.metrics.Refused(why)
+	if ok, held := ps.limit.Allow("refused:"+string(why), time.Now()); ok {
+		ps.log.Warn("refusing peer connection", "reason", string(why), "remote", conn.RemoteAddr(),
+			"err", err, "similar_refusals_not_logged", held)
+	}
+}
+
+// dropped counts and logs (rate-limited) a dropped peer message.
+func (ps *Set) dropped(why DropReason, peer uint64, err error) {
+	ps.metrics.Dropped(why)
+	if ok, held := ps.limit.Allow("dropped:"+string(why), time.Now()); ok {
+		ps.log.Warn("dropping peer message", "reason", string(why), "peer", peer,
+			"err", err, "similar_drops_not_logged", held)
+	}
 }

@@ -1,4 +1,4 @@
-package raft
+package peer
 
 import (
 	"bytes"
@@ -54,93 +54,99 @@ const helloHeader = 8 + 8 + 8
 // maxHelloAddr bounds the address in a hello.
 const maxHelloAddr = 255
 
+// Frame tags: the first byte of every frame after the hello.
 const (
-	frameMessage       byte = 'M'
-	frameSnapshotBegin byte = 'B'
-	frameSnapshotChunk byte = 'C'
-	frameSnapshotEnd   byte = 'S'
-	frameSnapshotLease byte = 'L'
+	FrameMessage       byte = 'M'
+	FrameSnapshotBegin byte = 'B'
+	FrameSnapshotChunk byte = 'C'
+	FrameSnapshotEnd   byte = 'S'
+	FrameSnapshotLease byte = 'L'
 )
 
-// IsPeerHello reports whether the first message of a newly accepted
+// IsHello reports whether the first message of a newly accepted
 // connection comes from a raft peer; if so, hand the connection to
-// (*Node).ServePeer.
-func IsPeerHello(first []byte) bool {
+// (*Set).Serve.
+func IsHello(first []byte) bool {
 	return len(first) >= helloHeader && bytes.Equal(first[:8], helloMagic)
 }
 
-type hello struct {
-	from, cluster uint64
-	addr          string
+// Hello is the first message of a peer connection: the sender's member
+// id, its cluster id (0 before a joining node learned it) and the address
+// it is reached at.
+type Hello struct {
+	From, Cluster uint64
+	Addr          string
 }
 
-func appendHello(dst []byte, h hello) []byte {
+// AppendHello appends h's encoding.
+func AppendHello(dst []byte, h Hello) []byte {
 	dst = append(dst, helloMagic...)
-	dst = binary.LittleEndian.AppendUint64(dst, h.from)
-	dst = binary.LittleEndian.AppendUint64(dst, h.cluster)
-	return append(dst, h.addr...)
+	dst = binary.LittleEndian.AppendUint64(dst, h.From)
+	dst = binary.LittleEndian.AppendUint64(dst, h.Cluster)
+	return append(dst, h.Addr...)
 }
 
 // parseHello decodes a hello; the cluster id is checked by the caller
 // (admitHello), which knows this node's.
-func parseHello(b []byte) (hello, error) {
-	if !IsPeerHello(b) {
-		return hello{}, fmt.Errorf("raft: not a peer hello")
+func parseHello(b []byte) (Hello, error) {
+	if !IsHello(b) {
+		return Hello{}, fmt.Errorf("raft: not a peer hello")
 	}
-	h := hello{
-		from:    binary.LittleEndian.Uint64(b[8:]),
-		cluster: binary.LittleEndian.Uint64(b[16:]),
-		addr:    string(b[helloHeader:]),
+	h := Hello{
+		From:    binary.LittleEndian.Uint64(b[8:]),
+		Cluster: binary.LittleEndian.Uint64(b[16:]),
+		Addr:    string(b[helloHeader:]),
 	}
 	switch {
-	case h.from == 0:
+	case h.From == 0:
 		return h, fmt.Errorf("raft: hello from node 0")
-	case len(h.addr) > maxHelloAddr:
-		return h, fmt.Errorf("raft: hello with a %d-byte address", len(h.addr))
+	case len(h.Addr) > maxHelloAddr:
+		return h, fmt.Errorf("raft: hello with a %d-byte address", len(h.Addr))
 	}
 	return h, nil
 }
 
-// transferID names one snapshot transfer (see the frame layout above).
-type transferID struct {
-	index, term, nonce uint64
+// TransferID names one snapshot transfer (see the frame layout above).
+type TransferID struct {
+	Index, Term, Nonce uint64
 }
 
 const transferIDLen = 24
 
-// snapshotFrameHeader is the length of a 'B', 'C' or 'S' frame's tag and id.
-const snapshotFrameHeader = 1 + transferIDLen
+// SnapshotHeaderLen is the length of a 'B', 'C' or 'S' frame's tag and id.
+const SnapshotHeaderLen = 1 + transferIDLen
 
-func (id transferID) String() string {
-	return fmt.Sprintf("%d/%d#%016x", id.index, id.term, id.nonce)
+func (id TransferID) String() string {
+	return fmt.Sprintf("%d/%d#%016x", id.Index, id.Term, id.Nonce)
 }
 
-// appendSnapshotFrameHeader appends a snapshot frame's tag and id.
-func appendSnapshotFrameHeader(dst []byte, tag byte, id transferID) []byte {
+// AppendSnapshotHeader appends a snapshot frame's tag and id.
+func AppendSnapshotHeader(dst []byte, tag byte, id TransferID) []byte {
 	dst = append(dst, tag)
-	dst = binary.LittleEndian.AppendUint64(dst, id.index)
-	dst = binary.LittleEndian.AppendUint64(dst, id.term)
-	return binary.LittleEndian.AppendUint64(dst, id.nonce)
+	dst = binary.LittleEndian.AppendUint64(dst, id.Index)
+	dst = binary.LittleEndian.AppendUint64(dst, id.Term)
+	return binary.LittleEndian.AppendUint64(dst, id.Nonce)
 }
 
 // parseSnapshotFrame splits a 'B', 'C' or 'S' frame into its id and body.
-func parseSnapshotFrame(b []byte) (transferID, []byte, error) {
-	if len(b) < snapshotFrameHeader {
-		return transferID{}, nil, fmt.Errorf("raft: snapshot frame %q of %d bytes", b[0], len(b))
+func parseSnapshotFrame(b []byte) (TransferID, []byte, error) {
+	if len(b) < SnapshotHeaderLen {
+		return TransferID{}, nil, fmt.Errorf("raft: snapshot frame %q of %d bytes", b[0], len(b))
 	}
-	id := transferID{
-		index: binary.LittleEndian.Uint64(b[1:]),
-		term:  binary.LittleEndian.Uint64(b[9:]),
-		nonce: binary.LittleEndian.Uint64(b[17:]),
+	id := TransferID{
+		Index: binary.LittleEndian.Uint64(b[1:]),
+		Term:  binary.LittleEndian.Uint64(b[9:]),
+		Nonce: binary.LittleEndian.Uint64(b[17:]),
 	}
-	return id, b[snapshotFrameHeader:], nil
+	return id, b[SnapshotHeaderLen:], nil
 }
 
-func appendSnapshotBegin(dst []byte, id transferID) []byte {
-	return appendSnapshotFrameHeader(dst, frameSnapshotBegin, id)
+// AppendSnapshotBegin appends the frame that begins transfer id.
+func AppendSnapshotBegin(dst []byte, id TransferID) []byte {
+	return AppendSnapshotHeader(dst, FrameSnapshotBegin, id)
 }
 
-func parseSnapshotBegin(b []byte) (transferID, error) {
+func parseSnapshotBegin(b []byte) (TransferID, error) {
 	id, body, err := parseSnapshotFrame(b)
 	if err == nil && len(body) != 0 {
 		err = fmt.Errorf("raft: snapshot begin frame of %d bytes", len(b))
@@ -148,18 +154,19 @@ func parseSnapshotBegin(b []byte) (transferID, error) {
 	return id, err
 }
 
-// appendSnapshotEnd appends the frame carrying transfer id's MsgSnap m.
-func appendSnapshotEnd(dst []byte, id transferID, m *pb.Message) ([]byte, error) {
-	dst = appendSnapshotFrameHeader(dst, frameSnapshotEnd, id)
+// AppendSnapshotEnd appends the frame carrying transfer id's MsgSnap m.
+func AppendSnapshotEnd(dst []byte, id TransferID, m *pb.Message) ([]byte, error) {
+	dst = AppendSnapshotHeader(dst, FrameSnapshotEnd, id)
 	return proto.MarshalOptions{}.MarshalAppend(dst, m)
 }
 
 // chunkRecordSize is the space one pair takes in a chunk frame.
 func chunkRecordSize(key, raw []byte) int {
-	return uvarintLen(uint64(len(key))) + len(key) + uvarintLen(uint64(len(raw))) + len(raw)
+	return UvarintLen(uint64(len(key))) + len(key) + UvarintLen(uint64(len(raw))) + len(raw)
 }
 
-func appendChunkRecord(dst, key, raw []byte) []byte {
+// AppendChunkRecord appends one pair to a 'C' or 'L' frame.
+func AppendChunkRecord(dst, key, raw []byte) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(key)))
 	dst = append(dst, key...)
 	dst = binary.AppendUvarint(dst, uint64(len(raw)))
@@ -187,17 +194,25 @@ func forEachChunkRecord(b []byte, fn func(key, raw []byte) error) error {
 }
 
 func lenPrefixed(b []byte) (field, rest []byte, ok bool) {
-	n, b, ok := uvarint(b)
-	if !ok || n > uint64(len(b)) {
+	n, w := binary.Uvarint(b)
+	if w <= 0 || n > uint64(len(b)-w) {
 		return nil, nil, false
 	}
+	b = b[w:]
 	return b[:n], b[n:], true
 }
 
-func uvarintLen(v uint64) int {
+// UvarintLen is the length of v's uvarint encoding.
+func UvarintLen(v uint64) int {
 	n := 1
 	for ; v >= 0x80; v >>= 7 {
 		n++
 	}
 	return n
+}
+
+// AppendMessage appends the 'M' frame carrying m.
+func AppendMessage(dst []byte, m *pb.Message) ([]byte, error) {
+	dst = append(dst, FrameMessage)
+	return proto.MarshalOptions{}.MarshalAppend(dst, m)
 }

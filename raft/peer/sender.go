@@ -1,37 +1,41 @@
-package raft
+package peer
 
 import (
 	"context"
-	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	pb "go.etcd.io/raft/v3/raftpb"
-	"google.golang.org/protobuf/proto"
 
-	"github.com/kvd-project/kvd/internal/limits"
 	"github.com/kvd-project/kvd/internal/ratelog"
 	"github.com/kvd-project/kvd/internal/store"
 	"github.com/kvd-project/kvd/transport"
 )
 
-// peerSet sends the loop's outgoing messages: one goroutine and one
-// connection per peer, dialled lazily and redialled with backoff. The loop
-// only ever enqueues (never blocks); a full queue drops the message.
+// Set is a node's peer layer. It sends the loop's outgoing messages: one
+// goroutine and one connection per peer, dialled lazily and redialled with
+// backoff. The loop only ever enqueues (never blocks); a full queue drops
+// the message. It also serves the peers' sessions (Serve).
 //
 // Each peer streams at most one snapshot transfer at a time: queueing a new
 // MsgSnap for a peer aborts the transfer in progress (raft only tracks the
-// latest), and so does a change of term or leadership (abortTransfers); a
+// latest), and so does a change of term or leadership (AbortTransfers); a
 // new transfer starts sending only once the aborted one has stopped. Every
-// aborted transfer is reported to the loop as failed.
-type peerSet struct {
-	n      *Node
+// aborted transfer is reported to raft as failed.
+type Set struct {
+	cfg     Config
+	ctx     context.Context // ends when the node closes
+	host    Host
+	log     *slog.Logger
+	metrics *Metrics
+
 	mu     sync.Mutex
 	peers  map[uint64]*peer
 	closed bool
 	wg     sync.WaitGroup // peer goroutines and snapshot transfers
-	// epoch counts abortTransfers calls; a snapshot queued in an earlier
+	// epoch counts AbortTransfers calls; a snapshot queued in an earlier
 	// epoch is not streamed.
 	epoch atomic.Uint64
 
@@ -40,10 +44,18 @@ type peerSet struct {
 	// sessions are the served (inbound) peer connections by member, under
 	// mu: removing a member closes its sessions.
 	sessions map[uint64]map[transport.Conn]struct{}
+	// staging is the snapshot data all sessions hold staged, bounded by
+	// twice Config.MaxSnapshotBytes (Reader.charge).
+	staging atomic.Int64
+
+	connMu      sync.Mutex
+	conns       map[transport.Conn]struct{} // every served connection
+	connsClosed bool
+	serving     sync.WaitGroup // Serve calls
 }
 
 type peer struct {
-	ps     *peerSet
+	ps     *Set
 	id     uint64
 	q      chan outMsg
 	ctx    context.Context
@@ -63,8 +75,8 @@ type transfer struct {
 }
 
 // outMsg is a raft message; a MsgSnap carries the checkpoint to stream, the
-// loop's sequence number for the transfer (see loop.snapPending) and the
-// abort epoch it was queued in.
+// loop's sequence number for the transfer and the abort epoch it was queued
+// in.
 type outMsg struct {
 	m     *pb.Message
 	cp    *store.Checkpoint
@@ -72,12 +84,34 @@ type outMsg struct {
 	epoch uint64
 }
 
-func newPeerSet(n *Node) *peerSet {
-	return &peerSet{n: n, peers: make(map[uint64]*peer), sessions: make(map[uint64]map[transport.Conn]struct{})}
+// New returns the peer layer of a node; ctx ends when the node closes,
+// which stops its senders and sessions. It starts nothing until used.
+func New(ctx context.Context, cfg Config) (*Set, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	s := &Set{
+		cfg: cfg, ctx: ctx, host: cfg.Host, log: cfg.Logger, metrics: cfg.Metrics,
+		peers:    make(map[uint64]*peer),
+		sessions: make(map[uint64]map[transport.Conn]struct{}),
+		conns:    make(map[transport.Conn]struct{}),
+	}
+	s.ident.id.Store(cfg.ClusterID)
+	return s, nil
 }
 
+// ClusterID is the id of the cluster this node belongs to, or 0 while a
+// joining node has not yet been contacted by the cluster.
+func (ps *Set) ClusterID() uint64 { return ps.ident.get() }
+
+// Staged is how many bytes of snapshot data all sessions hold staged (in
+// transfers being received, or received and not yet installed or
+// discarded).
+func (ps *Set) Staged() int64 { return ps.staging.Load() }
+
 // get returns id's sender, starting it if the address is known.
-func (ps *peerSet) get(id uint64) *peer {
+func (ps *Set) get(id uint64) *peer {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	if ps.closed {
@@ -86,27 +120,27 @@ func (ps *peerSet) get(id uint64) *peer {
 	if p := ps.peers[id]; p != nil {
 		return p
 	}
-	if ps.n.PeerAddr(id) == "" {
+	if ps.host.PeerAddr(id) == "" {
 		return nil
 	}
-	ctx, cancel := context.WithCancel(ps.n.ctx)
-	p := &peer{ps: ps, id: id, q: make(chan outMsg, ps.n.cfg.PeerQueueSize), ctx: ctx, cancel: cancel}
+	ctx, cancel := context.WithCancel(ps.ctx)
+	p := &peer{ps: ps, id: id, q: make(chan outMsg, ps.cfg.QueueSize), ctx: ctx, cancel: cancel}
 	ps.peers[id] = p
 	ps.wg.Add(1)
 	go p.run()
 	return p
 }
 
-// send enqueues m; false means it was dropped.
-func (ps *peerSet) send(m *pb.Message) bool {
+// Send enqueues m; false means it was dropped.
+func (ps *Set) Send(m *pb.Message) bool {
 	p := ps.get(m.GetTo())
 	return p != nil && p.enqueue(outMsg{m: m})
 }
 
-// sendSnapshot enqueues transfer seq of cp ending with m, aborting the
+// SendSnapshot enqueues transfer seq of cp ending with m, aborting the
 // transfer to that peer in progress, if any; false means it was refused
 // and cp is still the caller's. Only the raft loop calls it.
-func (ps *peerSet) sendSnapshot(m *pb.Message, cp *store.Checkpoint, seq uint64) bool {
+func (ps *Set) SendSnapshot(m *pb.Message, cp *store.Checkpoint, seq uint64) bool {
 	p := ps.get(m.GetTo())
 	if p == nil {
 		return false
@@ -116,9 +150,9 @@ func (ps *peerSet) sendSnapshot(m *pb.Message, cp *store.Checkpoint, seq uint64)
 	return p.enqueue(outMsg{m: m, cp: cp, seq: seq, epoch: ps.epoch.Load()})
 }
 
-// abortTransfers aborts every snapshot transfer in progress or queued: the
+// AbortTransfers aborts every snapshot transfer in progress or queued: the
 // loop calls it when the term or the leadership changes.
-func (ps *peerSet) abortTransfers() {
+func (ps *Set) AbortTransfers() {
 	ps.epoch.Add(1)
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
@@ -184,10 +218,10 @@ func (p *peer) endTransfer(t *transfer) {
 	close(t.done)
 }
 
-// remove stops the sender to a member that left and closes the sessions
-// it had opened here: a removed node is no peer (ServePeer refuses it from
+// Remove stops the sender to a member that left and closes the sessions
+// it had opened here: a removed node is no peer (Serve refuses it from
 // now on; see addSession for the race with a session being accepted).
-func (ps *peerSet) remove(id uint64) {
+func (ps *Set) Remove(id uint64) {
 	ps.mu.Lock()
 	p := ps.peers[id]
 	delete(ps.peers, id)
@@ -202,9 +236,9 @@ func (ps *peerSet) remove(id uint64) {
 	}
 }
 
-// known returns the ids of the members this node sends to or serves a
+// Known returns the ids of the members this node sends to or serves a
 // session of.
-func (ps *peerSet) known() []uint64 {
+func (ps *Set) Known() []uint64 {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	ids := make([]uint64, 0, len(ps.peers)+len(ps.sessions))
@@ -219,11 +253,18 @@ func (ps *peerSet) known() []uint64 {
 	return ids
 }
 
-// addSession registers a served connection from member id. ServePeer
+// Sessions is how many sessions of member id this node serves.
+func (ps *Set) Sessions(id uint64) int {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	return len(ps.sessions[id])
+}
+
+// addSession registers a served connection from member id. Serve
 // registers a session before it checks membership, and the loop updates
-// the membership before it calls remove: so either the check sees the
-// removal, or remove sees (and closes) the session.
-func (ps *peerSet) addSession(id uint64, c transport.Conn) {
+// the membership before it calls Remove: so either the check sees the
+// removal, or Remove sees (and closes) the session.
+func (ps *Set) addSession(id uint64, c transport.Conn) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	if ps.sessions[id] == nil {
@@ -232,7 +273,7 @@ func (ps *peerSet) addSession(id uint64, c transport.Conn) {
 	ps.sessions[id][c] = struct{}{}
 }
 
-func (ps *peerSet) removeSession(id uint64, c transport.Conn) {
+func (ps *Set) removeSession(id uint64, c transport.Conn) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	delete(ps.sessions[id], c)
@@ -241,8 +282,16 @@ func (ps *peerSet) removeSession(id uint64, c transport.Conn) {
 	}
 }
 
-// close stops every sender and waits for them and their transfers.
-func (ps *peerSet) close() {
+// Close closes every served connection, stops every sender and waits for
+// them, their transfers and the sessions. Call it once the node's context
+// has ended and the raft loop has stopped.
+func (ps *Set) Close() {
+	ps.connMu.Lock()
+	ps.connsClosed = true
+	for c := range ps.conns {
+		c.Close()
+	}
+	ps.connMu.Unlock()
 	ps.mu.Lock()
 	ps.closed = true
 	for _, p := range ps.peers {
@@ -250,6 +299,7 @@ func (ps *peerSet) close() {
 	}
 	ps.mu.Unlock()
 	ps.wg.Wait()
+	ps.serving.Wait()
 }
 
 func (p *peer) run() {
@@ -282,9 +332,9 @@ func (p *peer) run() {
 			}
 			c, err := p.dial()
 			if err != nil {
-				backoff = nextBackoff(backoff, p.ps.n.cfg)
+				backoff = nextBackoff(backoff, p.ps.cfg)
 				retryAt = time.Now().Add(backoff)
-				p.ps.n.log.Debug("peer dial failed", "peer", p.id, "retry_in", backoff, "err", err)
+				p.ps.log.Debug("peer dial failed", "peer", p.id, "retry_in", backoff, "err", err)
 				p.failed(om)
 				continue
 			}
@@ -295,13 +345,13 @@ func (p *peer) run() {
 			continue
 		}
 		var err error
-		if buf, err = appendMessageFrame(buf[:0], om.m); err != nil || len(buf) > conn.MaxMessage() {
-			p.ps.n.log.Error("raft message cannot be sent", "peer", p.id, "bytes", len(buf), "err", err)
+		if buf, err = AppendMessage(buf[:0], om.m); err != nil || len(buf) > conn.MaxMessage() {
+			p.ps.log.Error("raft message cannot be sent", "peer", p.id, "bytes", len(buf), "err", err)
 			p.failed(om)
 			continue
 		}
 		if err := conn.Send(p.ctx, buf); err != nil {
-			p.ps.n.log.Debug("peer send failed; reconnecting", "peer", p.id, "err", err)
+			p.ps.log.Debug("peer send failed; reconnecting", "peer", p.id, "err", err)
 			conn.Close()
 			conn = nil
 			p.failed(om)
@@ -310,36 +360,31 @@ func (p *peer) run() {
 }
 
 func nextBackoff(b time.Duration, cfg Config) time.Duration {
-	limit := min(cfg.electionTimeout(), 2*time.Second)
+	limit := min(cfg.ElectionTimeout, 2*time.Second)
 	if b == 0 {
 		return min(cfg.TickInterval, limit)
 	}
 	return min(2*b, limit)
 }
 
-func appendMessageFrame(dst []byte, m *pb.Message) ([]byte, error) {
-	dst = append(dst, frameMessage)
-	return proto.MarshalOptions{}.MarshalAppend(dst, m)
-}
-
 // dial connects to the peer and introduces this node.
 func (p *peer) dial() (transport.Conn, error) {
-	n := p.ps.n
-	ctx, cancel := context.WithTimeout(p.ctx, n.cfg.electionTimeout())
+	ps := p.ps
+	ctx, cancel := context.WithTimeout(p.ctx, ps.cfg.ElectionTimeout)
 	defer cancel()
-	conn, err := n.cfg.Transport.Dial(ctx, n.PeerAddr(p.id))
+	conn, err := ps.cfg.Transport.Dial(ctx, ps.host.PeerAddr(p.id))
 	if err != nil {
 		return nil, err
 	}
-	if err := n.checkMessageLimit(conn); err != nil {
+	if err := ps.host.CheckConn(conn); err != nil {
 		conn.Close()
-		n.log.Error("refusing peer connection", "peer", p.id, "remote", conn.RemoteAddr(), "err", err)
+		ps.log.Error("refusing peer connection", "peer", p.id, "remote", conn.RemoteAddr(), "err", err)
 		return nil, err
 	}
 	// A joining node that has not learned its cluster id yet sends 0, which
 	// every node refuses; it has nothing to say to the cluster before the
 	// cluster has contacted it anyway.
-	h := appendHello(nil, hello{from: n.id, cluster: p.ps.ident.get(), addr: n.cfg.Addr})
+	h := AppendHello(nil, Hello{From: ps.cfg.ID, Cluster: ps.ident.get(), Addr: ps.cfg.Addr})
 	if err := conn.Send(ctx, h); err != nil {
 		conn.Close()
 		return nil, err
@@ -347,30 +392,14 @@ func (p *peer) dial() (transport.Conn, error) {
 	return conn, nil
 }
 
-// checkMessageLimit refuses a peer connection that cannot carry the
-// largest message raft may need to send on it: raft would resend such a
-// message forever. The check runs when a connection is established (dialled
-// or served), so a transport configured with too small a MaxMessage fails
-// loudly at once.
-func (n *Node) checkMessageLimit(conn transport.Conn) error {
-	need, limit := n.cfg.maxPeerMessage(), conn.MaxMessage()
-	if limit >= need {
-		return nil
-	}
-	return fmt.Errorf("%w: the transport carries messages of at most %d bytes to %s, but raft needs %d "+
-		"(MaxSizePerMsg %d, a %d-byte value with its key and framing): raise the transport's MaxMessage "+
-		"or lower MaxSizePerMsg: %w",
-		ErrConfig, limit, conn.RemoteAddr(), need, n.cfg.MaxSizePerMsg, limits.MaxValueLen, transport.ErrMessageTooLarge)
-}
-
 // failed tells raft a message did not go out.
 func (p *peer) failed(om outMsg) {
 	if om.cp != nil {
 		om.cp.Release()
-		p.ps.n.reportBlocking(report{to: p.id, kind: reportSnapshotFailed, seq: om.seq})
+		p.ps.host.ReportSnapshot(p.id, om.seq, false)
 		return
 	}
-	p.ps.n.reportNow(report{to: p.id, kind: reportUnreachable})
+	p.ps.host.ReportUnreachable(p.id)
 }
 
 // drop releases what is still queued when the sender stops.
@@ -384,23 +413,5 @@ func (p *peer) drop() {
 		default:
 			return
 		}
-	}
-}
-
-// reportNow passes feedback to the loop if there is room; losing an
-// unreachable report only delays raft's reaction.
-func (n *Node) reportNow(r report) {
-	select {
-	case n.reportc <- r:
-	default:
-	}
-}
-
-// reportBlocking passes feedback raft must get (snapshot outcomes: without
-// one the follower stays paused) unless the node stops.
-func (n *Node) reportBlocking(r report) {
-	select {
-	case n.reportc <- r:
-	case <-n.stopc:
 	}
 }

@@ -1,0 +1,72 @@
+package peer
+
+import (
+	"fmt"
+	"testing"
+
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+)
+
+func TestPeerHello(t *testing.T) {
+	h := Hello{From: 3, Cluster: 42, Addr: "host:1"}
+	b := AppendHello(nil, h)
+	if !IsHello(b) {
+		t.Fatal("own hello not recognised")
+	}
+	if got, err := parseHello(b); err != nil || got != h {
+		t.Fatalf("parseHello = %+v, %v", got, err)
+	}
+	for _, notHello := range [][]byte{nil, []byte("KVDPEER1"), []byte("GET key please, this is a client"), b[:helloHeader-1]} {
+		if IsHello(notHello) {
+			t.Errorf("IsHello(%q) = true", notHello)
+		}
+	}
+}
+
+func TestSnapshotFrames(t *testing.T) {
+	want := TransferID{Index: 77, Term: 5, Nonce: 1<<63 + 9}
+	id, err := parseSnapshotBegin(AppendSnapshotBegin(nil, want))
+	if id != want || err != nil {
+		t.Fatalf("begin frame: %v %v", id, err)
+	}
+	for _, bad := range [][]byte{{FrameSnapshotBegin}, AppendSnapshotBegin(nil, want)[:24], append(AppendSnapshotBegin(nil, want), 0)} {
+		if _, err := parseSnapshotBegin(bad); err == nil {
+			t.Errorf("begin frame of %d bytes accepted", len(bad))
+		}
+	}
+	m := &pb.Message{Type: pb.MsgSnap.Enum(), To: new(uint64(2)), Snapshot: &pb.Snapshot{Metadata: &pb.SnapshotMetadata{Index: new(uint64(77))}}}
+	end, err := AppendSnapshotEnd(nil, want, m)
+	if err != nil || end[0] != FrameSnapshotEnd {
+		t.Fatalf("end frame: %q, %v", end, err)
+	}
+	id, body, err := parseSnapshotFrame(end)
+	got := &pb.Message{}
+	if err != nil || id != want || proto.Unmarshal(body, got) != nil || !proto.Equal(got, m) {
+		t.Fatalf("end frame parsed as %v, %v, %v", id, got, err)
+	}
+	pairs := [][2]string{{"a", "12345678"}, {"key-two", "87654321value"}, {string(make([]byte, 300)), "xxxxxxxx"}}
+	chunk := AppendSnapshotHeader(nil, FrameSnapshotChunk, want)
+	for _, p := range pairs {
+		before := len(chunk)
+		chunk = AppendChunkRecord(chunk, []byte(p[0]), []byte(p[1]))
+		if len(chunk)-before != chunkRecordSize([]byte(p[0]), []byte(p[1])) {
+			t.Fatalf("chunkRecordSize disagrees with the encoding")
+		}
+	}
+	id, body, err = parseSnapshotFrame(chunk)
+	if err != nil || id != want {
+		t.Fatalf("chunk frame id %v, %v", id, err)
+	}
+	var decoded [][2]string
+	err = forEachChunkRecord(body, func(k, v []byte) error {
+		decoded = append(decoded, [2]string{string(k), string(v)})
+		return nil
+	})
+	if err != nil || fmt.Sprint(decoded) != fmt.Sprint(pairs) {
+		t.Fatalf("decoded %v, %v", decoded, err)
+	}
+	if err := forEachChunkRecord(body[:len(body)-1], func(k, v []byte) error { return nil }); err == nil {
+		t.Fatal("truncated chunk accepted")
+	}
+}
