@@ -12,7 +12,7 @@ import (
 // bucket to its first while round trip 1 reads them (so neither copy holds
 // it), then, after round trip 2 has read the header and before it reads the
 // buckets, an update of the key that does not fit marks the region
-// incomplete and takes the key out of the region (server/apply.go). The
+// incomplete and takes the key out of the region (internal/mirror/apply.go). The
 // node still holds the key, so the GET must not answer "not found", which
 // it would if the slot were cleared at once: the miss proof checks the
 // incomplete flag only in the header reads, which the second bucket reads
@@ -34,7 +34,7 @@ func TestMissNotFakedByMoveThenRemoval(t *testing.T) {
 				t.Error("evict k: not in the region")
 			}
 		}},
-		// A rebuild's first step (server/apply.go): its keys come back
+		// A rebuild's first step (internal/mirror/rebuild.go): its keys come back
 		// later, after round trip 2 has read the buckets.
 		{"a rebuild", func(r *rig) { r.tbl.Reset() }},
 	}

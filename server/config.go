@@ -8,7 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/kvd-project/kvd/internal/kv"
+	"github.com/kvd-project/kvd/internal/mirror"
 	"github.com/kvd-project/kvd/internal/table"
 	"github.com/kvd-project/kvd/internal/watch"
 	"github.com/kvd-project/kvd/raft"
@@ -95,17 +95,14 @@ type Config struct {
 	// MaxWatchesPerConn is the most watches one client connection may
 	// have open. Default DefaultMaxWatchesPerConn.
 	MaxWatchesPerConn int
-	// Knobs are hooks for tests; the zero value is the production server.
+	// Knobs are for tests only.
 	Knobs Knobs
 }
 
-// Knobs are hooks for tests.
+// Knobs let tests reach into a server. The zero value changes nothing.
 type Knobs struct {
-	// BeforeApply, if set, is called with every committed batch before
-	// the batch is applied to the table region (on the raft loop, which
-	// waits for it): a test that blocks in it holds the batch's writes
-	// out of the region.
-	BeforeApply func(ws []kv.Write)
+	// Mirror are the region mirror's (mirror.Knobs).
+	Mirror mirror.Knobs
 }
 
 // Defaults.
@@ -238,6 +235,12 @@ func (c *Config) raftConfig() raft.Config {
 		Registerer:       c.Registerer,
 		Logger:           c.Logger,
 	}
+}
+
+// mirrorConfig is the region mirror's configuration, over the region's
+// memory, publishing applied writes to events.
+func (c *Config) mirrorConfig(region []byte, events mirror.Sink, log *slog.Logger) mirror.Config {
+	return mirror.Config{Region: region, Table: c.tableConfig(), Events: events, Logger: log, Knobs: c.Knobs.Mirror}
 }
 
 // tableConfig is the table region's shape.

@@ -2,9 +2,12 @@ package server
 
 import (
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kvd-project/kvd/internal/mirror"
 )
 
 // SetProgressEvery sets how often idle watches are told their progress
@@ -18,58 +21,85 @@ func SetProgressEvery(d time.Duration) (restore func()) {
 
 // HoldTable takes the table lock, as a long repair pass, a rebuild or a
 // metrics scrape would, and returns its release. For tests.
-func HoldTable(s *Server) (release func()) {
-	s.tmu.Lock()
-	return s.tmu.Unlock
+func HoldTable(s *Server) (release func()) { return s.mirror.Hold() }
+
+// Faults drives the mirror knobs (Config.Knobs.Mirror) of the servers it
+// is given to, at any time while they run.
+type Faults struct {
+	pause atomic.Bool
+	walk  atomic.Pointer[func(i int) error]
+	step  atomic.Pointer[func(step string)]
+}
+
+// KnobsFor is the knobs to start a server with (any id: kvdtest.Options.Knobs).
+func (f *Faults) KnobsFor(uint64) Knobs {
+	return Knobs{Mirror: mirror.Knobs{
+		PauseRepair: f.pause.Load,
+		WalkKey: func(i int) error {
+			if fn := f.walk.Load(); fn != nil {
+				return (*fn)(i)
+			}
+			return nil
+		},
+		AtomicStep: func(step string) {
+			if fn := f.step.Load(); fn != nil {
+				(*fn)(step)
+			}
+		},
+	}}
 }
 
 // FailRebuilds makes every later region rebuild fail after n keys (n < 0:
-// rebuilds work again), and Rebuild runs one as a snapshot install would.
-func FailRebuilds(s *Server, n int) {
-	s.tmu.Lock()
-	defer s.tmu.Unlock()
+// rebuilds work again, and are no longer slowed).
+func (f *Faults) FailRebuilds(n int) {
 	if n < 0 {
-		s.testForEach = nil
+		f.walk.Store(nil)
 		return
 	}
-	s.testForEach = func(fn func(key, value []byte, version uint64) error) error {
-		i := 0
-		return s.kv.ForEach(func(key, value []byte, version uint64) error {
-			if i == n {
-				return errInjected
-			}
-			i++
-			return fn(key, value, version)
-		})
+	fail := func(i int) error {
+		if i == n {
+			return errInjected
+		}
+		return nil
 	}
+	f.walk.Store(&fail)
 }
 
 var errInjected = errors.New("injected rebuild failure")
 
+// SlowRebuilds makes every later region rebuild pause d before each key,
+// so that readers meet the region half-built (and no longer fail).
+func (f *Faults) SlowRebuilds(d time.Duration) {
+	slow := func(int) error {
+		time.Sleep(d)
+		return nil
+	}
+	f.walk.Store(&slow)
+}
+
+// PauseRepair stops the repair loop's passes until resume.
+func (f *Faults) PauseRepair() (resume func()) {
+	f.pause.Store(true)
+	return func() { f.pause.Store(false) }
+}
+
+// OnAtomicStep runs fn (nil: nothing) after each step of an atomic apply,
+// under the table lock.
+func (f *Faults) OnAtomicStep(fn func(step string)) {
+	if fn == nil {
+		f.step.Store(nil)
+		return
+	}
+	f.step.Store(&fn)
+}
+
 // Rebuild runs the rebuild a snapshot install triggers.
-func Rebuild(s *Server) { (*applier)(s).Restore() }
+func Rebuild(s *Server) { s.mirror.Restore() }
 
 // CompleteIn is how long until the table lets the incomplete flag clear
 // (table.CompleteIn); the repair loop clears it within a grace period
 // after that, if nothing is missing.
-func CompleteIn(s *Server) time.Duration {
-	s.tmu.Lock()
-	defer s.tmu.Unlock()
-	return s.tbl.CompleteIn()
-}
-
-// SlowRebuilds makes every later region rebuild pause d after each key, so
-// that readers meet the region half-built.
-func SlowRebuilds(s *Server, d time.Duration) {
-	s.tmu.Lock()
-	defer s.tmu.Unlock()
-	s.testForEach = func(fn func(key, value []byte, version uint64) error) error {
-		return s.kv.ForEach(func(key, value []byte, version uint64) error {
-			time.Sleep(d)
-			return fn(key, value, version)
-		})
-	}
-}
+func CompleteIn(s *Server) time.Duration { return s.mirror.CompleteIn() }
 
 // LeaseCount is how many TTL leases the node has applied.
 func LeaseCount(s *Server) int { return s.kv.LeaseCount() }
@@ -105,27 +135,11 @@ func Gauge(s *Server, name string) (float64, bool) {
 	return 0, false
 }
 
-// PauseRepair stops the repair loop's passes until resume.
-func PauseRepair(s *Server) (resume func()) {
-	s.testPauseRepair.Store(true)
-	return func() { s.testPauseRepair.Store(false) }
-}
-
 // MissKey drops key from the region as an applied write the region could
-// not hold does (applyLocked): the region flagged incomplete, the key left
-// to the repair loop.
+// not hold does: the region flagged incomplete, the key left to the repair
+// loop.
 func MissKey(s *Server, key []byte) {
-	s.tmu.Lock()
-	defer s.tmu.Unlock()
-	s.tbl.Evict(key)
-	missLocked(s, key)
-}
-
-// missLocked notes key as missing, with its value's length from Pebble.
-func missLocked(s *Server, key []byte) {
-	value, _, _, err := s.kv.Get(key)
-	if err != nil {
+	if err := s.mirror.Evict(key); err != nil {
 		panic(err)
 	}
-	s.noteMissing(key, len(value))
 }

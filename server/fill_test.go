@@ -131,7 +131,7 @@ func checkNodes(t *testing.T, nodes []*kvdtest.Node, m *fillModel) {
 		// writes it could not place at once (flagged incomplete, so reads
 		// of those keys go by RPC); the repair loop places them once
 		// compaction makes room, or repacks the region when its free
-		// space is too cut up for compaction (repair.go). Either way every
+		// space is too cut up for compaction (internal/mirror). Either way every
 		// node ends whole.
 		waitFor(t, fmt.Sprintf("node %d to apply everything and hold %d keys", n.ID, len(m.m)), func() bool {
 			if n.Srv.Node().Status().Applied < lead.Srv.Node().Status().Commit {

@@ -63,7 +63,7 @@ func (s *Server) Freeze(d time.Duration) error {
 		}
 		return err
 	}
-	s.tmu.Lock()
+	release := s.mirror.Hold()
 	s.log.Warn("server frozen (fault injection); one-sided READs are still served", "for", d)
 	go func() {
 		t := time.NewTimer(time.Until(g.until))
@@ -72,7 +72,7 @@ func (s *Server) Freeze(d time.Duration) error {
 		case <-t.C:
 		case <-s.ctx.Done(): // Close: let it take the lock
 		}
-		s.tmu.Unlock()
+		release()
 		frozen.Delete(s)
 		close(g.thaw)
 		if s.ctx.Err() == nil {

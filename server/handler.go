@@ -272,32 +272,21 @@ func checkKey(req *wire.Request) (wire.Response, bool) {
 	return wire.Response{}, false
 }
 
+// put admits a PUT on the leader: the mirror reserves the room its apply
+// will take (mirror.Reserve) until the proposal ends, applied or not. Only
+// the leader admits writes; a follower's region (fuller or more
+// fragmented, perhaps) must not refuse what the leader has room for, so a
+// follower lets the node answer "not leader".
 func (s *Server) put(ctx context.Context, key, value []byte) wire.Response {
-	// Refuse writes the region has no room for before they enter the log,
-	// so that nothing already stored is harmed and the region stays whole.
-	// Admission reserves, under the table lock, the room this write's apply
-	// will take (its record's block and, for a new key, a slot), so PUTs
-	// admitted together, pipelined ahead of their applies, cannot overfill
-	// the region; the reservation ends when the proposal does, applied or
-	// not (table.Reserve). Only the leader admits writes; a follower's
-	// region (fuller or more fragmented, perhaps) must not refuse what the
-	// leader has room for, so a follower lets the node answer "not leader".
 	var adm raft.Admission
 	if st := s.node.Status(); st.IsLeader {
 		if !st.LeaderReady {
 			return s.errResponse(errLeaderNotReady)
 		}
-		s.tmu.Lock()
-		err := s.reserveLocked(key, len(value))
-		s.tmu.Unlock()
-		if err != nil {
+		if err := s.mirror.Reserve(key, len(value)); err != nil {
 			return s.errResponse(err)
 		}
-		defer func() {
-			s.tmu.Lock()
-			s.tbl.Unreserve(key, len(value))
-			s.tmu.Unlock()
-		}()
+		defer s.mirror.Unreserve(key, len(value))
 		ctx, adm = s.admitted(st.Term)
 	} else {
 		// Not admitted: should the node lead by the time the write reaches
@@ -322,7 +311,7 @@ func (s *Server) get(ctx context.Context, key []byte, flags uint16) wire.Respons
 	default:
 		return badRequest("unknown consistency level " + strconv.Itoa(int(flags)))
 	}
-	value, version, ok, err := s.read(ctx, key)
+	value, version, ok, err := s.mirror.Get(ctx, key) // the region's state (mirror.Get)
 	switch {
 	case err != nil:
 		return s.errResponse(err)
@@ -330,52 +319,6 @@ func (s *Server) get(ctx context.Context, key []byte, flags uint16) wire.Respons
 		return wire.Response{Status: wire.StatusNotFound}
 	}
 	return wire.Response{Version: version, Value: value}
-}
-
-// read answers an RPC read from the same state one-sided readers see: the
-// region, under the table lock, so at a batch boundary (applier.Apply).
-// Reading Pebble instead would run up to one batch ahead of the region, and
-// a one-sided GET that started after such a read finished could return the
-// older value. Pebble is consulted only for a key the region lacks while
-// the region is flagged incomplete; every read of such a key comes here
-// (a one-sided miss is not trusted then), so all of them see Pebble, which
-// never goes backwards, until the key is back in the region with the same
-// or a newer value (repairLocked). ReadIndex has returned only after the
-// read index was applied, and Apply runs before that, so the region holds
-// everything the read must see. While Pebble is ahead by a batch the region
-// has not applied (BatchAhead), such a read waits for that batch's Apply:
-// from Pebble it could see the batch's write of this key while one-sided
-// readers still see its earlier writes of other keys as they were (say a
-// transaction at index 8 that wrote this key because it read j's write at
-// 7: this read would show 8's write, and a later read of j the value
-// before 7).
-func (s *Server) read(ctx context.Context, key []byte) (value []byte, version uint64, ok bool, err error) {
-	for {
-		s.tmu.Lock()
-		value, version, ok, err = s.tbl.Get(key)
-		switch {
-		case err != nil:
-			// Damaged in memory: one-sided readers reject it too and come
-			// here, so Pebble answers every read of this key, as for a key
-			// the region lacks.
-			s.log.Error("table record failed verification; answering from the durable state", "err", err)
-		case ok || !s.tbl.Header().Incomplete:
-			s.tmu.Unlock()
-			return value, version, ok, nil
-		}
-		ahead := s.ahead
-		if ahead == nil {
-			value, version, ok, err = s.kv.Get(key)
-			s.tmu.Unlock()
-			return value, version, ok, err
-		}
-		s.tmu.Unlock()
-		select {
-		case <-ahead:
-		case <-ctx.Done():
-			return nil, 0, false, ctx.Err()
-		}
-	}
 }
 
 func (s *Server) hello() wire.Response {
@@ -474,13 +417,10 @@ func jsonResponse(v any) wire.Response {
 // Status is the node's view of the cluster, as served to kvctl status.
 func (s *Server) Status() wire.NodeStatus {
 	st := s.node.Status()
-	s.tmu.Lock()
-	keys := s.tbl.Len()
-	fill := s.tbl.Stats().Fill()
-	s.tmu.Unlock()
+	ts := s.mirror.Stats()
 	return wire.NodeStatus{
 		ID: st.ID, LeaderID: st.LeaderID, Term: st.Term, Commit: st.Commit, Applied: st.Applied,
-		IsLeader: st.IsLeader, LeaseValid: st.LeaseValid, Keys: keys, TableFill: fill, Transport: s.cfg.Transport.Name(),
+		IsLeader: st.IsLeader, LeaseValid: st.LeaseValid, Keys: ts.Keys, TableFill: ts.Fill(), Transport: s.cfg.Transport.Name(),
 		StorageError: s.storageFailure(),
 	}
 }

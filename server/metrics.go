@@ -2,11 +2,11 @@ package server
 
 import (
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kvd-project/kvd/internal/mirror"
 	"github.com/kvd-project/kvd/internal/table"
 	"github.com/kvd-project/kvd/internal/wire"
 )
@@ -15,22 +15,10 @@ import (
 // its own). One-sided GETs never reach the server, so they are counted by
 // clients, not here: that is the point.
 type metrics struct {
-	reg        prometheus.Registerer
-	cs         []prometheus.Collector
-	requests   *prometheus.CounterVec
-	latency    *prometheus.HistogramVec
-	leaseValid prometheus.Gauge
-
-	// Writes refused at admission for lack of room (the leader), and
-	// applied writes the region could not hold (any node; the region is
-	// then flagged incomplete until repaired). Also kept as plain counts
-	// for TableStats.
-	refusals, applyMisses        prometheus.Counter
-	refusalCount, applyMissCount atomic.Uint64
-	// Region rebuilds that repacked free space too cut up to place the
-	// keys an apply missed (repair.go).
-	repacks     prometheus.Counter
-	repackCount atomic.Uint64
+	reg      prometheus.Registerer
+	cs       []prometheus.Collector
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
 
 	// Connections refused, or closed for breaking a limit, by reason
 	// (limits.go).
@@ -53,26 +41,29 @@ func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
 			Name: "kvd_request_duration_seconds", Help: "Time to serve a client RPC, by op.",
 			Buckets: prometheus.ExponentialBuckets(50e-6, 2, 18),
 		}, []string{"op"}),
-		leaseValid: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "kvd_region_lease_valid", Help: "1 while the region header shows a valid lease.",
-		}),
-		refusals: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "kvd_table_admission_refusals_total",
-			Help: "PUTs the leader refused before proposing them because the table region could not hold them (no space).",
-		}),
-		applyMisses: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "kvd_table_apply_misses_total",
-			Help: "Applied writes the table region could not hold; the region is flagged incomplete until they are repaired.",
-		}),
-		repacks: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "kvd_table_repacks_total",
-			Help: "Region rebuilds run because free space was too cut up to place keys an apply missed (repair loop).",
-		}),
 	}
 	table := func(name, help string, f func() float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
 	}
-	m.cs = []prometheus.Collector{m.requests, m.latency, m.leaseValid, m.refusals, m.applyMisses, m.repacks,
+	counter := func(name, help string, f func(mirror.Counts) uint64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
+			func() float64 { return float64(f(s.mirror.Counts())) })
+	}
+	m.cs = []prometheus.Collector{m.requests, m.latency,
+		table("kvd_region_lease_valid", "1 while the region header shows a valid lease.",
+			func() float64 { return boolGauge(s.mirror.LeaseValid()) }),
+		// Writes refused at admission for lack of room (the leader), and
+		// applied writes the region could not hold (any node; the region
+		// is then flagged incomplete until repaired).
+		counter("kvd_table_admission_refusals_total",
+			"PUTs the leader refused before proposing them because the table region could not hold them (no space).",
+			func(c mirror.Counts) uint64 { return c.Refusals }),
+		counter("kvd_table_apply_misses_total",
+			"Applied writes the table region could not hold; the region is flagged incomplete until they are repaired.",
+			func(c mirror.Counts) uint64 { return c.ApplyMisses }),
+		counter("kvd_table_repacks_total",
+			"Region rebuilds run because free space was too cut up to place keys an apply missed (repair loop).",
+			func(c mirror.Counts) uint64 { return c.Repacks }),
 		table("kvd_table_keys", "Keys in the table region.", func() float64 { return float64(s.tableStats().Keys) }),
 		table("kvd_table_key_capacity", "The most keys the leader admits into the table region (15/16 of its slots).",
 			func() float64 { return float64(s.tableStats().KeyCapacity) }),
@@ -143,8 +134,6 @@ func (m *metrics) observe(op wire.Op, st wire.Status, d time.Duration) {
 	m.latency.WithLabelValues(op.String()).Observe(d.Seconds())
 }
 
-func (m *metrics) leaseChanged(valid bool) { m.leaseValid.Set(boolGauge(valid)) }
-
 func statusName(st wire.Status) string {
 	switch st {
 	case wire.StatusOK:
@@ -165,22 +154,6 @@ func statusName(st wire.Status) string {
 	return "status_" + strconv.Itoa(int(st))
 }
 
-func (m *metrics) refused() {
-	m.refusals.Inc()
-	m.refusalCount.Add(1)
-}
-
-func (m *metrics) applyMissed() {
-	m.applyMisses.Inc()
-	m.applyMissCount.Add(1)
-}
-
-func (m *metrics) repacked() {
-	m.repacks.Inc()
-	m.repackCount.Add(1)
-}
-
-// tableStats reads the table's counters under the table lock.
 func boolGauge(b bool) float64 {
 	if b {
 		return 1
@@ -188,14 +161,8 @@ func boolGauge(b bool) float64 {
 	return 0
 }
 
-func (s *Server) tableStats() table.Stats {
-	s.tmu.Lock()
-	defer s.tmu.Unlock()
-	if s.tbl == nil {
-		return table.Stats{}
-	}
-	return s.tbl.Stats()
-}
+// tableStats reads the table's counters under the table lock.
+func (s *Server) tableStats() table.Stats { return s.mirror.Stats() }
 
 // TableStats is the table region's space and its admission counters, as
 // /metrics shows them.
@@ -215,8 +182,6 @@ type TableStats struct {
 
 // TableStats reports the table region's space and admission counters.
 func (s *Server) TableStats() TableStats {
-	st := s.tableStats()
-	return TableStats{Stats: st, Fill: st.Fill(),
-		Refusals: s.metrics.refusalCount.Load(), ApplyMisses: s.metrics.applyMissCount.Load(),
-		Repacks: s.metrics.repackCount.Load()}
+	st, c := s.tableStats(), s.mirror.Counts()
+	return TableStats{Stats: st, Fill: st.Fill(), Refusals: c.Refusals, ApplyMisses: c.ApplyMisses, Repacks: c.Repacks}
 }

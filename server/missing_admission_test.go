@@ -18,7 +18,8 @@ import (
 // committed data outgrows a fresh region of the same size and the node
 // cannot restart.
 func TestLeaderAdmissionCountsMissingKeys(t *testing.T) {
-	nodes := kvdtest.StartCluster(t, 1, kvdtest.Options{TableMem: fillTableMem, ReuseGrace: fillGrace})
+	var f server.Faults
+	nodes := kvdtest.StartCluster(t, 1, kvdtest.Options{TableMem: fillTableMem, ReuseGrace: fillGrace, Knobs: f.KnobsFor})
 	lead := kvdtest.WaitLeader(t, nodes, 15*time.Second)
 	srv := lead.Srv
 	c := newPatientClient(t, kvdtest.Endpoints(nodes), client.Linearizable)
@@ -27,7 +28,7 @@ func TestLeaderAdmissionCountsMissingKeys(t *testing.T) {
 	if err := c.Put(ctx, []byte("kbig00"), big); err != nil {
 		t.Fatal(err)
 	}
-	resume := server.PauseRepair(srv) // the repair loop would race the PUTs below for the key's room
+	resume := f.PauseRepair() // the repair loop would race the PUTs below for the key's room
 	server.MissKey(srv, []byte("kbig00"))
 	waitFor(t, "the key's slot and bytes to clear", func() bool {
 		st := srv.TableStats()
@@ -56,7 +57,8 @@ func TestLeaderAdmissionCountsMissingKeys(t *testing.T) {
 // failure, and the rest are in no missing set) must not admit writes
 // against that partial region.
 func TestLeaderAdmissionAfterFailedRebuild(t *testing.T) {
-	nodes := kvdtest.StartCluster(t, 1, kvdtest.Options{TableMem: fillTableMem, ReuseGrace: fillGrace})
+	var f server.Faults
+	nodes := kvdtest.StartCluster(t, 1, kvdtest.Options{TableMem: fillTableMem, ReuseGrace: fillGrace, Knobs: f.KnobsFor})
 	lead := kvdtest.WaitLeader(t, nodes, 15*time.Second)
 	srv := lead.Srv
 	c := newPatientClient(t, kvdtest.Endpoints(nodes), client.Linearizable)
@@ -66,8 +68,8 @@ func TestLeaderAdmissionAfterFailedRebuild(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	resume := server.PauseRepair(srv) // its retries would hold the table lock nearly all the time
-	server.FailRebuilds(srv, 0)       // a rebuild whose walk of Pebble fails (a read error)
+	resume := f.PauseRepair() // its retries would hold the table lock nearly all the time
+	f.FailRebuilds(0)         // a rebuild whose walk of Pebble fails (a read error)
 	server.Rebuild(srv)
 	waitFor(t, "the old records' space to clear", func() bool { return srv.TableStats().BytesLimbo == 0 })
 	// PUTs until the leader refuses one, for any reason (a fix may refuse
@@ -86,7 +88,7 @@ func TestLeaderAdmissionAfterFailedRebuild(t *testing.T) {
 		}
 		a = append(a, k)
 	}
-	server.FailRebuilds(srv, -1)
+	f.FailRebuilds(-1)
 	resume()
 	time.Sleep(20 * fillGrace) // the repair loop reruns the rebuild
 	st := srv.TableStats()

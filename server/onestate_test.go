@@ -131,7 +131,8 @@ func TestLeaseLapsesWhileTableHeld(t *testing.T) {
 // partial region, which must stay flagged incomplete (so no reader trusts a
 // miss) until a rebuild succeeds; misses meanwhile are answered by RPC.
 func TestFailedRebuildStaysIncomplete(t *testing.T) {
-	nodes := kvdtest.StartCluster(t, 1, kvdtest.Options{TableMem: 1 << 20, ReuseGrace: 50 * time.Millisecond})
+	var f server.Faults
+	nodes := kvdtest.StartCluster(t, 1, kvdtest.Options{TableMem: 1 << 20, ReuseGrace: 50 * time.Millisecond, Knobs: f.KnobsFor})
 	n := kvdtest.WaitLeader(t, nodes, 10*time.Second)
 	c := newClient(t, kvdtest.Endpoints(nodes), client.Serializable)
 	ctx := context.Background()
@@ -140,7 +141,7 @@ func TestFailedRebuildStaysIncomplete(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	server.FailRebuilds(n.Srv, 3)
+	f.FailRebuilds(3)
 	server.Rebuild(n.Srv)
 	if !n.Srv.TableHeader().Incomplete {
 		t.Fatal("a rebuild that failed after 3 of 10 keys left the region flagged complete")
@@ -157,7 +158,7 @@ func TestFailedRebuildStaysIncomplete(t *testing.T) {
 	if c.Stats().RPCGets == before.RPCGets {
 		t.Fatal("no read was answered by RPC, yet the region holds only 3 keys")
 	}
-	server.FailRebuilds(n.Srv, -1) // the repair loop retries the rebuild
+	f.FailRebuilds(-1) // the repair loop retries the rebuild
 	deadline := time.Now().Add(10 * time.Second)
 	for n.Srv.TableHeader().Incomplete {
 		if time.Now().After(deadline) {

@@ -9,6 +9,7 @@ import (
 	"github.com/kvd-project/kvd/client"
 	kvsm "github.com/kvd-project/kvd/internal/kv"
 	"github.com/kvd-project/kvd/internal/kvdtest"
+	"github.com/kvd-project/kvd/internal/mirror"
 	"github.com/kvd-project/kvd/server"
 	"github.com/kvd-project/kvd/transport/tcp"
 )
@@ -57,7 +58,7 @@ func TestPutAnsweredOnlyOnceTheRegionShowsIt(t *testing.T) {
 	}
 	t.Cleanup(func() { tr.Close() })
 	srv, err := server.New(server.Config{Listen: addr, DataDir: t.TempDir(), Transport: tr, TableMem: 1 << 20,
-		Logger: quietLog(), Knobs: server.Knobs{BeforeApply: hold}})
+		Logger: quietLog(), Knobs: server.Knobs{Mirror: mirror.Knobs{BeforeApply: hold}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -50,12 +50,13 @@ func putUntilRefused(t *testing.T, c *client.Client, prefix string, value []byte
 // follower became leader).
 func TestRepackFragmentedRegion(t *testing.T) {
 	const grace = 50 * time.Millisecond
-	nodes := kvdtest.StartCluster(t, 1, kvdtest.Options{TableMem: 128 << 10, ReuseGrace: grace})
+	var f server.Faults
+	nodes := kvdtest.StartCluster(t, 1, kvdtest.Options{TableMem: 128 << 10, ReuseGrace: grace, Knobs: f.KnobsFor})
 	kvdtest.WaitLeader(t, nodes, 15*time.Second)
 	srv := nodes[0].Srv
 	c := newPatientClient(t, kvdtest.Endpoints(nodes), client.Linearizable)
 	ctx := context.Background()
-	resume := server.PauseRepair(srv)
+	resume := f.PauseRepair()
 	defer resume()
 
 	big := valueFor(1024)

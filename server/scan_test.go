@@ -256,7 +256,8 @@ func TestScanRequestsRefused(t *testing.T) {
 // what it read, or a one-sided GET that starts after the scan returned
 // could see an older value than the scan did.
 func TestScanNotAheadOfRegion(t *testing.T) {
-	s := floodServer(t, Config{}, tcp.Config{})
+	var f Faults
+	s := floodServer(t, Config{Knobs: f.KnobsFor(1)}, tcp.Config{})
 	c := txnClient(t, s)
 	ctx := context.Background()
 	if err := c.Put(ctx, []byte("k"), []byte("old")); err != nil {
@@ -265,15 +266,13 @@ func TestScanNotAheadOfRegion(t *testing.T) {
 	// The next batch's Apply stops at its first step, holding the table
 	// lock: Pebble runs a batch ahead of the region.
 	hold, held := make(chan struct{}), make(chan struct{}, 1)
-	s.tmu.Lock()
-	s.testAtomic = func(string) {
+	f.OnAtomicStep(func(string) {
 		select {
 		case held <- struct{}{}:
 			<-hold
 		default:
 		}
-	}
-	s.tmu.Unlock()
+	})
 	release := func() { close(hold) }
 	defer func() {
 		if release != nil {

@@ -6,14 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
-	"time"
 
 	"github.com/kvd-project/kvd/internal/kv"
+	"github.com/kvd-project/kvd/internal/mirror"
 	"github.com/kvd-project/kvd/internal/ratelog"
 	"github.com/kvd-project/kvd/internal/table"
 	"github.com/kvd-project/kvd/internal/watch"
-	"github.com/kvd-project/kvd/internal/wire"
 	"github.com/kvd-project/kvd/raft"
 	"github.com/kvd-project/kvd/transport"
 )
@@ -29,40 +27,8 @@ type Server struct {
 	metrics *metrics
 	// hub is the node's event history and its watchers (watch.go).
 	hub *watch.Hub
-	// events is the applier's scratch for the hub (raft loop only).
-	events []wire.WatchEvent
-
-	// tmu serialises every write to the table (applies, rebuilds,
-	// repairs) and the RPC reads that must see it at a batch boundary.
-	tmu           sync.Mutex
-	tbl           *table.Table
-	missing       map[string]uint64 // applied keys the region could not hold: their records' lengths
-	missingBytes  uint64            // the sum of missing's lengths (reserveLocked counts them)
-	rebuildFailed bool              // the region is partial until a rebuild succeeds
-	// Repair passes that placed nothing and compacted nothing, in a row;
-	// how many of them bring a repack; the table's Compacted count at the
-	// last pass (repair.go).
-	stalls, repackAfter int
-	compactedSeen       uint64
-	// ahead is open while Pebble holds a batch that the region has not
-	// applied yet (BatchAhead, atomic.go).
-	ahead chan struct{}
-	// testPauseRepair, if set (tests only), makes repairLoop skip its passes.
-	testPauseRepair atomic.Bool
-	// testForEach, if set (tests only), replaces the node's ForEach in
-	// rebuilds, to inject failures.
-	testForEach func(fn func(key, value []byte, version uint64) error) error
-	// testAtomic, if set (tests only), runs after each step of an atomic
-	// apply (atomic.go), under the table lock.
-	testAtomic func(step string)
-
-	// leaseMu guards the lease word and nothing slow: the lease is
-	// published without waiting for tmu. rebuilding is written holding
-	// both locks, so either one suffices to read it.
-	leaseMu     sync.Mutex
-	leaseTerm   uint64
-	leaseExpiry time.Time
-	rebuilding  bool
+	// mirror keeps the table region equal to the node's applied state.
+	mirror *mirror.Mirror
 
 	ctx       context.Context
 	cancel    context.CancelFunc
@@ -91,8 +57,6 @@ func New(cfg Config) (*Server, error) {
 		cancel: cancel,
 		conns:  map[transport.Conn]struct{}{},
 	}
-	s.missing = map[string]uint64{}
-	s.repackAfter = repackPasses
 	var err error
 	if s.hub, err = watch.New(cfg.Watch); err != nil {
 		cancel()
@@ -107,38 +71,21 @@ func New(cfg Config) (*Server, error) {
 
 func (s *Server) start() error {
 	var err error
-	s.metrics = newMetrics(s.cfg.Registerer, s)
 	if s.region, err = s.cfg.Transport.Register(s.cfg.TableMem); err != nil {
 		return fmt.Errorf("server: register table region: %w", err)
 	}
-	if s.tbl, err = table.Format(s.region.Bytes(), s.cfg.tableConfig()); err != nil {
-		return fmt.Errorf("server: format table: %w", err)
+	if s.mirror, err = mirror.New(s.cfg.mirrorConfig(s.region.Bytes(), s.hub, s.log)); err != nil {
+		return fmt.Errorf("server: %w", err)
 	}
+	s.metrics = newMetrics(s.cfg.Registerer, s)
 	if s.cfg.Restore != "" {
 		if err := s.restore(); err != nil {
 			return err
 		}
 	}
-	// Hold the table until the rebuild below is done: applies that the
-	// node delivers meanwhile wait, then land on the rebuilt table.
-	s.tmu.Lock()
-	s.setRebuilding(true)
-	rc := s.cfg.raftConfig()
-	rc.OnLease, rc.Logger = s.onLease, s.log
-	s.kv, err = kv.Open(kv.Config{Raft: rc, Publisher: (*applier)(s), LeaseClock: s.cfg.LeaseClock})
+	keys, missing, err := s.mirror.Start(s.openNode)
 	if err != nil {
-		s.tmu.Unlock()
-		return fmt.Errorf("server: open raft node: %w", err)
-	}
-	s.node = s.kv.Node()
-	// The event history starts now: what was applied before this process
-	// started is compacted here (kv.Publisher.Events).
-	s.hub.Reset(s.node.Status().Applied)
-	err = s.rebuildLocked()
-	missing, keys := len(s.missing), s.tbl.Len() // the raft loop applies as soon as the lock is free
-	s.tmu.Unlock()
-	if err != nil {
-		return fmt.Errorf("server: rebuild table from stored state: %w", err)
+		return fmt.Errorf("server: %w", err)
 	}
 	if missing > 0 { // a fresh region that cannot hold the data is a configuration error
 		return fmt.Errorf("server: --table-mem %d bytes cannot hold the stored data (%d keys did not fit): %w",
@@ -149,11 +96,32 @@ func (s *Server) start() error {
 	}
 	s.log.Info("kvd node started", "listen", s.ln.Addr(), "transport", s.cfg.Transport.Name(),
 		"table_mem", s.cfg.TableMem, "keys", keys, "region", s.region.Descriptor().String())
-	s.wg.Add(2)
+	s.wg.Add(1)
 	go s.acceptLoop()
-	go s.repairLoop()
 	return nil
 }
+
+// openNode opens (or recovers) the Raft node on Pebble, feeding the
+// mirror (mirror.Start).
+func (s *Server) openNode() (mirror.Store, error) {
+	rc := s.cfg.raftConfig()
+	rc.OnLease, rc.Logger = s.mirror.OnLease, s.log
+	var err error
+	s.kv, err = kv.Open(kv.Config{Raft: rc, Publisher: s.mirror, LeaseClock: s.cfg.LeaseClock})
+	if err != nil {
+		return nil, fmt.Errorf("open raft node: %w", err)
+	}
+	s.node = s.kv.Node()
+	// The event history starts now: what was applied before this process
+	// started is compacted here (kv.Publisher.Events).
+	s.hub.Reset(s.node.Status().Applied)
+	return store{s.kv}, nil
+}
+
+// store is the replicated state as the mirror reads it.
+type store struct{ *kv.Store }
+
+func (st store) Leader() uint64 { return st.Node().Status().LeaderID }
 
 // Addr is the address the server listens on.
 func (s *Server) Addr() string { return s.ln.Addr() }
@@ -163,11 +131,7 @@ func (s *Server) Addr() string { return s.ln.Addr() }
 func (s *Server) Region() transport.Region { return s.region }
 
 // TableHeader is the table's header as the server last wrote it.
-func (s *Server) TableHeader() table.Header {
-	s.tmu.Lock()
-	defer s.tmu.Unlock()
-	return s.tbl.Header()
-}
+func (s *Server) TableHeader() table.Header { return s.mirror.Header() }
 
 // KV is the server's replicated key/value store, for tests and tools.
 func (s *Server) KV() *kv.Store { return s.kv }
@@ -206,6 +170,9 @@ func (s *Server) Close() error {
 
 func (s *Server) close() error {
 	s.cancel()
+	if s.mirror != nil {
+		s.mirror.Close() // its repair loop, and a rebuild's waits
+	}
 	var errs []error
 	if s.ln != nil {
 		errs = append(errs, s.ln.Close())
@@ -215,7 +182,7 @@ func (s *Server) close() error {
 		c.Close()
 	}
 	s.connMu.Unlock()
-	s.wg.Wait() // connections, their requests, the repair loop
+	s.wg.Wait() // connections and their requests
 	if s.metrics != nil {
 		s.metrics.unregister()
 	}

@@ -115,7 +115,7 @@ func TestRegionIncompleteThenRepaired(t *testing.T) {
 		t.Fatal("no GET went to RPC, yet the region cannot hold every key")
 	}
 	// The region is too small for the data, not cut up: the repair loop
-	// must not rebuild it over and over (a repack, repair.go) while it
+	// must not rebuild it over and over (a repack, internal/mirror) while it
 	// waits for room. Ten grace periods give it the chance to.
 	time.Sleep(500 * time.Millisecond)
 	if n := follower.Srv.TableStats().Repacks; n != 0 {

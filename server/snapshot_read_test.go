@@ -27,7 +27,9 @@ import (
 // the read began).
 func TestReadsAcrossSnapshotInstall(t *testing.T) {
 	const keys = 20
-	nodes := kvdtest.StartCluster(t, 3, kvdtest.Options{TableMem: 4 << 20, SnapshotCount: 50, ReuseGrace: 100 * time.Millisecond})
+	var faults [3]server.Faults // by id-1
+	knobs := func(id uint64) server.Knobs { return faults[id-1].KnobsFor(id) }
+	nodes := kvdtest.StartCluster(t, 3, kvdtest.Options{TableMem: 4 << 20, SnapshotCount: 50, ReuseGrace: 100 * time.Millisecond, Knobs: knobs})
 	lead := kvdtest.WaitLeader(t, nodes, 10*time.Second)
 	var f *kvdtest.Node
 	for _, n := range nodes {
@@ -65,7 +67,7 @@ func TestReadsAcrossSnapshotInstall(t *testing.T) {
 	if err := f.Start(); err != nil {
 		t.Fatal(err)
 	}
-	server.SlowRebuilds(f.Srv, 20*time.Millisecond) // readers meet the region half-built
+	faults[f.ID-1].SlowRebuilds(20 * time.Millisecond) // readers meet the region half-built
 	gen0 := f.Srv.TableHeader().Generation
 
 	stop := make(chan struct{})

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/kvd-project/kvd/internal/table"
+	"github.com/kvd-project/kvd/internal/mirror"
 	"github.com/kvd-project/kvd/internal/txn"
 	"github.com/kvd-project/kvd/internal/wire"
 	"github.com/kvd-project/kvd/raft"
@@ -61,52 +61,19 @@ func (s *Server) admitTxn(t *txn.Txn) (release func(), term uint64, err error) {
 	case !st.LeaderReady:
 		return release, 0, errLeaderNotReady
 	}
-	var held []txn.Op
-	unreserve := func() {
-		s.tmu.Lock()
-		for _, op := range held {
-			s.tbl.Unreserve(op.Key, len(op.Value))
-		}
-		s.tmu.Unlock()
-	}
-	s.tmu.Lock()
-branches:
+	var puts []mirror.Put
 	for _, ops := range [2][]txn.Op{t.Then, t.Else} {
 		for _, op := range ops {
-			if op.Type != txn.Put {
-				continue
+			if op.Type == txn.Put {
+				puts = append(puts, mirror.Put{Key: op.Key, ValueLen: len(op.Value)})
 			}
-			if err = s.reserveLocked(op.Key, len(op.Value)); err != nil {
-				break branches
-			}
-			held = append(held, op)
 		}
 	}
-	s.tmu.Unlock()
-	if err != nil {
-		unreserve()
+	if release, err = s.mirror.ReserveAll(puts); err != nil {
 		return release, 0, err
 	}
-	return unreserve, st.Term, nil
+	return release, st.Term, nil
 }
-
-// roomForMissingLocked reports whether, with key's reservation made, the
-// region still has room for the records of the keys it lacks, but key's
-// own (this write replaces it), counted as record-area blocks and slots.
-func (s *Server) roomForMissingLocked(key []byte) bool {
-	bytes, keys := s.missingBytes, len(s.missing)
-	if n, ok := s.missing[string(key)]; ok {
-		bytes, keys = bytes-n, keys-1
-	}
-	st := s.tbl.Stats()
-	return st.BytesUsed+st.BytesReserved+st.BytesLimbo+bytes <= st.BytesArea &&
-		st.Keys+st.SlotsHeld+st.SlotsPending+keys <= st.KeyCapacity
-}
-
-// errRegionPartial refuses writes while a failed rebuild leaves the region
-// partial; the repair loop retries the rebuild. Never proposed: the client
-// retries.
-var errRegionPartial = fmt.Errorf("%w: this leader's region is partial until its rebuild succeeds", raft.ErrProposalDropped)
 
 // errLeaderNotReady refuses a write a leader cannot size yet: it has not
 // applied its predecessors' last entries, which will commit before it
@@ -129,33 +96,4 @@ var errLeaderNotReady = fmt.Errorf("%w: this leader is still applying the entrie
 // register a child of a context every request shares, on the PUT path.)
 func (s *Server) admitted(term uint64) (context.Context, raft.Admission) {
 	return s.ctx, raft.Admission{Term: term}
-}
-
-// reserveLocked is admission for one write: the table reserves the room
-// its apply will take (table.Reserve); when the region has none, the
-// refusal is counted and fragmented free space compacted.
-//
-// The region must also keep room for what it lacks. A key applied but not
-// placed (s.missing: a write a follower's region could not fit, kept when
-// the follower became leader) is in no slot and no block, so Reserve does
-// not see it; admitting into its room would commit more than a fresh
-// region of this size holds, and the node could not restart. So while
-// keys are missing their records' bytes and slots are counted too. And
-// while a failed rebuild leaves the region partial, with keys not yet
-// walked counted nowhere, nothing is admitted (the client retries).
-func (s *Server) reserveLocked(key []byte, valueLen int) error {
-	if s.rebuildFailed {
-		return errRegionPartial
-	}
-	err := s.tbl.Reserve(key, valueLen)
-	if err == nil && len(s.missing) > 0 && !s.roomForMissingLocked(key) {
-		s.tbl.Unreserve(key, valueLen)
-		err = fmt.Errorf("%w: the region keeps room for %d applied keys it lacks (%d bytes)",
-			table.ErrNoSpace, len(s.missing), s.missingBytes)
-	}
-	if errors.Is(err, table.ErrNoSpace) {
-		s.metrics.refused()
-		s.compactLocked() // if free space is cut up, it is whole again a grace period from now
-	}
-	return err
 }

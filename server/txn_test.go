@@ -57,7 +57,8 @@ func txnClient(t *testing.T, s *Server) *client.Client {
 // is after it: the steps are the table's atomic group (withhold, PUTs,
 // DELETEs, reveal). Afterwards every key reads as after.
 func TestTxnAppliedAtomicallyToRegion(t *testing.T) {
-	s := floodServer(t, Config{}, tcp.Config{})
+	var f Faults
+	s := floodServer(t, Config{Knobs: f.KnobsFor(1)}, tcp.Config{})
 	c := txnClient(t, s)
 	ctx := context.Background()
 	before := map[string]string{}
@@ -73,8 +74,7 @@ func TestTxnAppliedAtomicallyToRegion(t *testing.T) {
 	var steps []string
 	var torn []string
 	after := map[string]string{} // filled once the version is known
-	s.tmu.Lock()
-	s.testAtomic = func(step string) {
+	f.OnAtomicStep(func(step string) {
 		steps = append(steps, step)
 		var sawBefore, sawAfter []string
 		for k, b := range before {
@@ -89,8 +89,7 @@ func TestTxnAppliedAtomicallyToRegion(t *testing.T) {
 		if len(sawBefore) > 0 && len(sawAfter) > 0 {
 			torn = append(torn, fmt.Sprintf("after %s: %v before, %v after", step, sawBefore, sawAfter))
 		}
-	}
-	s.tmu.Unlock()
+	})
 	r, err := c.Txn(ctx, client.Txn{Then: []client.Op{
 		client.OpPut([]byte("a"), []byte("new")), client.OpDelete([]byte("d")),
 		client.OpPut([]byte("b"), []byte("new")), client.OpDelete([]byte("e")),
@@ -99,9 +98,9 @@ func TestTxnAppliedAtomicallyToRegion(t *testing.T) {
 	if err != nil || !r.Succeeded {
 		t.Fatalf("txn: %+v, %v", r, err)
 	}
-	s.tmu.Lock()
-	s.testAtomic = nil
-	s.tmu.Unlock()
+	release := HoldTable(s) // the applies that ran the step are over
+	f.OnAtomicStep(nil)
+	release()
 	if got := strings.Join(steps, " "); got != "withheld a b c d e" {
 		t.Fatalf("atomic apply steps %q, want withhold, then the PUTs (a b c), then the DELETEs (d e)", got)
 	}
@@ -122,66 +121,15 @@ func TestTxnAppliedAtomicallyToRegion(t *testing.T) {
 	}
 	// A single-key write is not an atomic group: no steps.
 	steps = nil
-	s.tmu.Lock()
-	s.testAtomic = func(step string) { steps = append(steps, step) }
-	s.tmu.Unlock()
+	f.OnAtomicStep(func(step string) { steps = append(steps, step) })
 	if _, err := c.PutVersion(ctx, []byte("a"), []byte("x"), client.IfVersion(r.Version)); err != nil {
 		t.Fatal(err)
 	}
-	s.tmu.Lock()
-	s.testAtomic = nil
-	s.tmu.Unlock()
+	release = HoldTable(s)
+	f.OnAtomicStep(nil)
+	release()
 	if len(steps) != 0 {
 		t.Fatalf("a compare-and-swap of one key went through an atomic group: %v", steps)
-	}
-}
-
-// dropFromRegion makes key one the region lacks (flagged incomplete), as
-// an applied write that did not fit does.
-func dropFromRegion(s *Server, key string) {
-	s.tmu.Lock()
-	defer s.tmu.Unlock()
-	s.tbl.SetIncomplete(true)
-	if _, err := s.tbl.Delete([]byte(key)); err != nil {
-		panic(err)
-	}
-	missLocked(s, []byte(key))
-}
-
-// TestPebbleAheadWaitsForTransaction: while Pebble holds a transaction's
-// batch the region has not applied (BatchAhead), an RPC read of a
-// key the region lacks does not answer from Pebble, and a repair does not
-// copy it from there; once the batch is applied both go ahead.
-func TestPebbleAheadWaitsForTransaction(t *testing.T) {
-	s := floodServer(t, Config{}, tcp.Config{})
-	c := txnClient(t, s)
-	if err := c.Put(context.Background(), []byte("m"), []byte("v")); err != nil {
-		t.Fatal(err)
-	}
-	dropFromRegion(s, "m")
-	(*applier)(s).BatchAhead()
-	cancelled, cancel := context.WithCancel(context.Background())
-	cancel()
-	if v, _, ok, err := s.read(cancelled, []byte("m")); !errors.Is(err, context.Canceled) {
-		t.Fatalf("read while Pebble is ahead by a transaction: %q, %v, %v; want it to wait", v, ok, err)
-	}
-	s.tmu.Lock()
-	s.repairLocked()
-	_, stillMissing := s.missing["m"]
-	s.tmu.Unlock()
-	if !stillMissing {
-		t.Fatal("a repair copied a key from Pebble while Pebble was ahead by a transaction")
-	}
-	(*applier)(s).Apply(nil) // the batch's Apply
-	if v, _, ok, err := s.read(cancelled, []byte("m")); err != nil || !ok || string(v) != "v" {
-		t.Fatalf("read after the Apply: %q, %v, %v", v, ok, err)
-	}
-	s.tmu.Lock()
-	s.repairLocked()
-	_, stillMissing = s.missing["m"]
-	s.tmu.Unlock()
-	if stillMissing {
-		t.Fatal("the repair did not put the key back after the Apply")
 	}
 }
 

@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kvd-project/kvd/internal/kv"
 	"github.com/kvd-project/kvd/internal/table"
 	"github.com/kvd-project/kvd/internal/watch"
 	"github.com/kvd-project/kvd/internal/wire"
@@ -17,8 +16,8 @@ import (
 )
 
 // Watches (issue 12). Every node serves watches from its own applied
-// state: the applier hands each applied batch's writes, in log order, to
-// the node's event history (internal/watch), so a follower's stream is in
+// state: the region mirror (internal/mirror, Events) hands each applied
+// batch's writes, in log order, to the node's event history (internal/watch), so a follower's stream is in
 // commit order as the leader's is. Each client connection that opens a
 // watch gets one watchConn: a goroutine that handles its watch requests
 // and cancels in order and sends every watch's events, one bounded
@@ -52,27 +51,6 @@ var watchRefusalReasons = []string{watchMaxPerConn, watchMaxPerNode, watchCompac
 // watchCmdQueue bounds the watch requests and cancels read from a
 // connection but not yet handled; serveConn waits beyond it.
 const watchCmdQueue = 64
-
-// Events is applier's kv.Publisher.Events: every applied write goes to
-// the node's event history. It runs on the raft loop and does not block
-// (the hub takes its own lock, held only to append and evict).
-func (a *applier) Events(ws []kv.Write, applied uint64, reset bool) {
-	s := (*Server)(a)
-	if reset {
-		s.hub.Reset(applied)
-		return
-	}
-	s.events = s.events[:0]
-	for _, w := range ws {
-		e := wire.WatchEvent{Type: wire.EventPut, Key: w.Key, Value: w.Value, Version: w.Version}
-		if w.Deleted {
-			e.Type, e.Value = wire.EventDelete, nil
-		}
-		s.events = append(s.events, e)
-	}
-	s.hub.Publish(s.events, applied)
-	clear(s.events)
-}
 
 func isWatchOp(op wire.Op) bool { return op == wire.OpWatch || op == wire.OpWatchCancel }
 

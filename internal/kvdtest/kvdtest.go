@@ -44,6 +44,9 @@ type Options struct {
 	// Restore names a backup every node starts the new cluster from
 	// (server.Config.Restore); restarts leave it out.
 	Restore string
+	// Knobs, if set, gives each node its test knobs
+	// (server.Config.Knobs), by id.
+	Knobs func(id uint64) server.Knobs
 }
 
 // FreeAddrs returns n loopback addresses whose ports were free a moment ago.
@@ -81,6 +84,9 @@ func StartCluster(t testing.TB, n int, o Options) []*Node {
 		}
 		if i < len(o.TableMems) {
 			nodes[i].cfg.TableMem = o.TableMems[i]
+		}
+		if o.Knobs != nil {
+			nodes[i].cfg.Knobs = o.Knobs(uint64(i + 1))
 		}
 		if err := nodes[i].Start(); err != nil {
 			t.Fatalf("start node %d: %v", i+1, err)

@@ -231,7 +231,7 @@ func removalNeverFakesAMiss(t *testing.T, size int, cfg Config) {
 	}
 	defer func() { afterStore = nil }()
 	version := uint64(0)
-	put := func(k []byte) { // the server's apply of a PUT (server/apply.go)
+	put := func(k []byte) { // the server's apply of a PUT (internal/mirror/apply.go)
 		version++
 		value := pattern([]int{8, 60, 300}[rng.IntN(3)], byte(version))
 		// A new key is the node's once its write is applied: when the Put
@@ -280,7 +280,7 @@ func removalNeverFakesAMiss(t *testing.T, size int, cfg Config) {
 			}
 			tab.EndAtomic()
 		case r < 78:
-			// A rebuild (server/apply.go): Reset, and, half the time,
+			// A rebuild (internal/mirror/rebuild.go): Reset, and, half the time,
 			// the wait for the old slots; then every held key again.
 			tab.Reset()
 			if rng.IntN(2) == 0 {

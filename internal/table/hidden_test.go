@@ -72,7 +72,7 @@ func torn(t *testing.T, mem []byte, keys []groupKey) string {
 	return ""
 }
 
-// applyGroup writes a group at version 9 as server/atomic.go does, with
+// applyGroup writes a group at version 9 as internal/mirror/atomic.go does, with
 // deletesFirst reversing the documented order of puts and deletes, and
 // returns the first torn moment it finds after any write.
 func applyGroup(t *testing.T, deletesFirst bool, size int, cfg Config) (string, *Table, []byte, []groupKey) {

@@ -470,7 +470,7 @@ func orders(keys []string, nb uint32, r *rand.Rand) map[string][]string {
 }
 
 // rebuild refills tab with stored, in order, as the server does after a
-// restart or a snapshot install (server/apply.go): Reset (which flags the
+// restart or a snapshot install (internal/mirror/rebuild.go): Reset (which flags the
 // region incomplete and starts the hiding phase), wait for the old slots
 // to clear and for the arenas' limbo to drain, wait for the record area's
 // limbo too if the large records need it, Put every key, wait RevealIn,

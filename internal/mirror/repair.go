@@ -1,4 +1,4 @@
-package server
+package mirror
 
 import (
 	"errors"
@@ -31,53 +31,54 @@ const (
 )
 
 // repairLoop puts back what the region could not hold, once space allows,
-// reruns a rebuild that failed, and keeps the header's leader hint current.
-func (s *Server) repairLoop() {
-	defer s.wg.Done()
-	t := time.NewTicker(s.cfg.ReuseGrace)
+// reruns a rebuild that failed, and keeps the header's leader hint
+// current; one pass per grace period until Close.
+func (m *Mirror) repairLoop() {
+	defer m.loop.Done()
+	t := time.NewTicker(m.cfg.Table.Grace)
 	defer t.Stop()
 	for {
 		select {
-		case <-s.ctx.Done():
+		case <-m.stop:
 			return
 		case <-t.C:
 		}
-		if s.testPauseRepair.Load() {
+		if p := m.cfg.Knobs.PauseRepair; p != nil && p() {
 			continue
 		}
-		leader := s.node.Status().LeaderID
-		s.tmu.Lock()
-		s.tbl.SetLeaderHint(leader)
-		if s.rebuildFailed {
-			if err := s.rebuildLocked(); err != nil {
-				s.log.Error("region rebuild failed again", "err", err)
+		leader := m.store.Leader()
+		m.tmu.Lock()
+		m.tbl.SetLeaderHint(leader)
+		if m.rebuildFailed {
+			if err := m.rebuildLocked(); err != nil {
+				m.log.Error("region rebuild failed again", "err", err)
 			}
 		} else {
-			s.repairLocked()
+			m.repairLocked()
 		}
-		s.tmu.Unlock()
+		m.tmu.Unlock()
 	}
 }
 
-// repairLocked reads each missing key from Pebble, except while Pebble is
-// ahead by a transaction's batch (atomic.go). Pebble is at most one
-// batch ahead of the region (kv.Publisher), and a key the region lacks is
-// answered from Pebble by every read (handler.go), so putting Pebble's
+// repairLocked reads each missing key from the store, except while the
+// store is ahead by a batch (atomic.go). The store is at most one batch
+// ahead of the region (kv.Publisher), and a key the region lacks is
+// answered from the store by every read (Get), so putting the store's
 // value in the region never shows readers an older one; the pending batch
 // then rewrites the key with the same value. It also gathers fragmented
 // free space (compactLocked), so that it is whole again a grace period
 // later, and repacks a region that stays stuck (see above).
-func (s *Server) repairLocked() {
-	s.compactLocked()
-	compacted := s.tbl.Compacted() // by this pass or by an apply since the last
-	moved := compacted != s.compactedSeen
-	s.compactedSeen = compacted
-	if s.ahead != nil {
-		return // Pebble holds a transaction the region has not applied: it could show part of it
+func (m *Mirror) repairLocked() {
+	m.compactLocked()
+	compacted := m.tbl.Compacted() // by this pass or by an apply since the last
+	moved := compacted != m.compactedSeen
+	m.compactedSeen = compacted
+	if m.ahead != nil {
+		return // the store holds a batch the region has not applied: it could show part of it
 	}
 	placed, need, packable := false, uint64(0), true
-	for k := range s.missing {
-		value, version, ok, err := s.kv.Get([]byte(k))
+	for k := range m.missing {
+		value, version, ok, err := m.store.Get([]byte(k))
 		if err != nil {
 			return
 		}
@@ -85,13 +86,13 @@ func (s *Server) repairLocked() {
 			// Deleted, in a batch the region has not applied yet: its
 			// slot, if still kept (table.Evict), goes now, as that
 			// batch's delete will make it go.
-			s.tbl.Delete([]byte(k))
-			s.forgetMissing(k)
+			m.tbl.Delete([]byte(k))
+			m.forgetMissing(k)
 			continue
 		}
-		switch err := s.tbl.Put([]byte(k), value, version); {
+		switch err := m.tbl.Put([]byte(k), value, version); {
 		case err == nil:
-			s.forgetMissing(k)
+			m.forgetMissing(k)
 			placed = true
 		case errors.Is(err, table.ErrNoSpace):
 			need += table.RecordLen(len(k), len(value))
@@ -99,45 +100,45 @@ func (s *Server) repairLocked() {
 			packable = false
 		}
 	}
-	s.maybeCompleteLocked()
-	s.maybeRepackLocked(placed || moved, packable, need)
+	m.maybeCompleteLocked()
+	m.maybeRepackLocked(placed || moved, packable, need)
 }
 
 // maybeRepackLocked counts repair passes that made no progress and
 // repacks the region after repackAfter of them, if that would place the
 // missing keys.
-func (s *Server) maybeRepackLocked(progress, packable bool, need uint64) {
-	if len(s.missing) == 0 {
-		s.stalls, s.repackAfter = 0, repackPasses
+func (m *Mirror) maybeRepackLocked(progress, packable bool, need uint64) {
+	if len(m.missing) == 0 {
+		m.stalls, m.repackAfter = 0, repackPasses
 		return
 	}
 	if progress {
-		s.stalls = 0
+		m.stalls = 0
 		return
 	}
-	if s.stalls++; s.stalls < s.repackAfter {
+	if m.stalls++; m.stalls < m.repackAfter {
 		return
 	}
-	s.stalls = 0
-	st := s.tbl.Stats()
+	m.stalls = 0
+	st := m.tbl.Stats()
 	if !packable || st.BytesUsed+st.BytesReserved+need > st.BytesArea ||
-		st.Keys+st.SlotsHeld+st.SlotsPending+len(s.missing) > st.KeyCapacity {
+		st.Keys+st.SlotsHeld+st.SlotsPending+len(m.missing) > st.KeyCapacity {
 		return // too small for the data: only deletes help
 	}
-	s.repackAfter = min(2*s.repackAfter, maxRepackPasses)
-	s.metrics.repacked()
-	s.log.Warn("region cannot place missing keys in its fragmented free space; repacking it",
-		"missing", len(s.missing), "need_bytes", need, "free_bytes", st.BytesFree, "largest_free", st.LargestFree)
-	if err := s.rebuildLocked(); err != nil {
-		s.log.Error("region repack failed; region stays incomplete and the rebuild is retried", "err", err)
+	m.repackAfter = min(2*m.repackAfter, maxRepackPasses)
+	m.counts.repacks.Add(1)
+	m.log.Warn("region cannot place missing keys in its fragmented free space; repacking it",
+		"missing", len(m.missing), "need_bytes", need, "free_bytes", st.BytesFree, "largest_free", st.LargestFree)
+	if err := m.rebuildLocked(); err != nil {
+		m.log.Error("region repack failed; region stays incomplete and the rebuild is retried", "err", err)
 	}
 }
 
 // compactLocked moves up to an eighth of the region's records out of the
 // stretch of the record area where free space is most cut up by them, if
 // it is (table.Compact); at most once per grace period.
-func (s *Server) compactLocked() {
-	if n := s.tbl.Compact(uint64(s.cfg.TableMem) / 8); n > 0 {
-		s.log.Debug("table compacted", "bytes_moved", n)
+func (m *Mirror) compactLocked() {
+	if n := m.tbl.Compact(uint64(len(m.cfg.Region)) / 8); n > 0 {
+		m.log.Debug("table compacted", "bytes_moved", n)
 	}
 }
