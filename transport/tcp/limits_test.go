@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvd-project/kvd/internal/kvdtest/wait"
 	"github.com/kvd-project/kvd/transport"
 )
 
@@ -205,7 +206,7 @@ func TestMaxConns(t *testing.T) {
 	}
 	// Closing one (from either end) makes room.
 	conns[0].Close()
-	waitFor(t, "the closed connection to leave the listener's count", func() bool {
+	wait.For(t, "the closed connection to leave the listener's count", func() bool {
 		return ln.(*listener).open.Load() == 2
 	})
 	c, err := cli.Dial(ctx, ln.Addr())
@@ -217,15 +218,6 @@ func TestMaxConns(t *testing.T) {
 	ln.(Limits).SetMaxConns(5)
 	if _, err := cli.Dial(ctx, ln.Addr()); err != nil {
 		t.Fatalf("Dial after SetMaxConns(5): %v", err)
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
 	}
 }
 
@@ -379,7 +371,7 @@ func TestHalfSentFrames(t *testing.T) {
 			t.Fatalf("stalled peer: %v; want EOF (closed)", err)
 		}
 	}
-	waitFor(t, "every stalled connection to be reported", func() bool { return heard.count(ReasonRead) == n })
+	wait.For(t, "every stalled connection to be reported", func() bool { return heard.count(ReasonRead) == n })
 	if after := heapNow(); after > base+n*(32<<10) {
 		t.Errorf("heap %d KiB above the start after the stalled connections closed", (after-base)>>10)
 	}

@@ -1,0 +1,45 @@
+package wait
+
+import (
+	"testing"
+	"time"
+)
+
+// fakeTB records a failure instead of stopping the test.
+type fakeTB struct {
+	testing.TB
+	failed string
+}
+
+func (f *fakeTB) Helper() {}
+func (f *fakeTB) Fatalf(format string, args ...any) {
+	f.failed = format
+}
+
+func TestForReturnsOnceTheConditionHolds(t *testing.T) {
+	n := 0
+	For(t, "the third look", func() bool { n++; return n == 3 })
+	if n != 3 {
+		t.Fatalf("cond called %d times, want 3", n)
+	}
+}
+
+func TestWithinFailsAfterTheDeadline(t *testing.T) {
+	f := &fakeTB{TB: t}
+	start := time.Now()
+	looks := 0
+	Within(f, 50*time.Millisecond, "never", func() bool {
+		looks++
+		// Fatalf does not stop the loop here: end it on the next look.
+		return f.failed != ""
+	})
+	if f.failed == "" {
+		t.Fatal("Within did not fail")
+	}
+	if el := time.Since(start); el < 50*time.Millisecond {
+		t.Fatalf("failed after %v, before the deadline", el)
+	}
+	if looks < 2 {
+		t.Fatalf("cond looked at %d times", looks)
+	}
+}
