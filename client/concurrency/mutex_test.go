@@ -11,6 +11,7 @@ import (
 	"github.com/kvd-project/kvd/client"
 	"github.com/kvd-project/kvd/client/concurrency"
 	"github.com/kvd-project/kvd/internal/kvdtest"
+	"github.com/kvd-project/kvd/internal/kvdtest/wait"
 )
 
 func newClient(t *testing.T, nodes []*kvdtest.Node) *client.Client {
@@ -21,17 +22,6 @@ func newClient(t *testing.T, nodes []*kvdtest.Node) *client.Client {
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // critical is the shared resource the lock guards: it records who is
@@ -80,7 +70,7 @@ func TestMutexUnderLeaderKill(t *testing.T) {
 		}(int64(i))
 	}
 	for range 2 {
-		time.Sleep(1500 * time.Millisecond)
+		time.Sleep(1500 * time.Millisecond) // contention under this leader
 		lead := kvdtest.WaitLeader(t, nodes, 20*time.Second)
 		lead.Stop()
 		kvdtest.WaitLeader(t, nodes, 20*time.Second)
@@ -88,7 +78,7 @@ func TestMutexUnderLeaderKill(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	time.Sleep(1500 * time.Millisecond)
+	time.Sleep(1500 * time.Millisecond) // and under the last
 	close(stop)
 	wg.Wait()
 	if n := cs.overlaps.Load(); n != 0 {
@@ -185,7 +175,7 @@ func TestMutexLostLease(t *testing.T) {
 	if err := mb.Lock(ctx); err != nil {
 		t.Fatalf("Lock after the holder's lease was revoked: %v", err)
 	}
-	waitFor(t, "the old holder to learn its lease is gone", func() bool { return !ma.Held() })
+	wait.For(t, "the old holder to learn its lease is gone", func() bool { return !ma.Held() })
 	if mb.Version() <= ma.Version() {
 		t.Fatalf("fencing token did not rise: %d then %d", ma.Version(), mb.Version())
 	}

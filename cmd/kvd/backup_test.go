@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kvd-project/kvd/internal/kvdtest"
+	"github.com/kvd-project/kvd/internal/kvdtest/wait"
 )
 
 // TestProcessBackupRestore drives backup and restore as an operator would:
@@ -34,17 +36,12 @@ func TestProcessBackupRestore(t *testing.T) {
 	}
 	waitPut := func(addr, k, v string) {
 		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
-		for {
-			_, errOut, err := kvctl(addr, "put", k, v)
-			if err == nil {
-				return
+		wait.NoError(t, "kvd at "+addr+" to accept a put", func() error {
+			if _, errOut, err := kvctl(addr, "put", k, v); err != nil {
+				return fmt.Errorf("%v: %s", err, errOut)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("kvd at %s never accepted a put: %s", addr, errOut)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 	waitPut(addrs[0], "hello", "world")
 	waitPut(addrs[0], "color", "blue")

@@ -1,6 +1,9 @@
 package wait
 
 import (
+	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -13,7 +16,7 @@ type fakeTB struct {
 
 func (f *fakeTB) Helper() {}
 func (f *fakeTB) Fatalf(format string, args ...any) {
-	f.failed = format
+	f.failed = fmt.Sprintf(format, args...)
 }
 
 func TestForReturnsOnceTheConditionHolds(t *testing.T) {
@@ -41,5 +44,26 @@ func TestWithinFailsAfterTheDeadline(t *testing.T) {
 	}
 	if looks < 2 {
 		t.Fatalf("cond looked at %d times", looks)
+	}
+}
+
+func TestNoErrorShowsTheLastError(t *testing.T) {
+	f := &fakeTB{TB: t}
+	n := 0
+	NoError(f, "a put", func() error {
+		n++
+		if n == 3 {
+			return nil
+		}
+		return errors.New("not leader")
+	})
+	if n != 3 || f.failed != "" {
+		t.Fatalf("%d calls, failure %q; want 3 calls and none", n, f.failed)
+	}
+	// On a timeout the failure names the last error. (A fakeTB's Fatalf
+	// returns, so a short poll stands in for Timeout.)
+	err := poll(20*time.Millisecond, func() error { return errors.New("not leader") })
+	if err == nil || !strings.Contains(err.Error(), "not leader") {
+		t.Fatalf("poll returned %v after its deadline, want the last error", err)
 	}
 }
