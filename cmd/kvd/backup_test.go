@@ -23,8 +23,7 @@ func TestProcessBackupRestore(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping the process test in -short mode")
 	}
-	bin := filepath.Dir(buildKVD(t))
-	buildKVCtl(t, bin)
+	bin := kvdtest.SharedBin(t)
 	addrs := kvdtest.FreeAddrs(t, 2)
 	startKVD(t, filepath.Join(bin, "kvd"), "--data-dir", t.TempDir(), "--listen", addrs[0], "--table-mem", "8MiB")
 	kvctl := func(addr string, args ...string) (string, string, error) {
@@ -100,13 +99,5 @@ func TestProcessBackupRestore(t *testing.T) {
 	waitPut(addrs[1], "after", "restart")
 	if out, errOut, err := kvctl(addrs[1], "get", "color"); err != nil || out != "blue\n" {
 		t.Fatalf("get after restarting the restored node = %q, %v (%s)", out, err, errOut)
-	}
-}
-
-// buildKVCtl builds kvctl into dir, next to buildKVD's kvd.
-func buildKVCtl(t *testing.T, dir string) {
-	t.Helper()
-	if out, err := exec.Command("go", "build", "-o", dir+"/", "github.com/kvd-project/kvd/cmd/kvctl").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
 	}
 }

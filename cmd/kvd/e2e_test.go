@@ -21,14 +21,11 @@ import (
 )
 
 // buildBinaries builds kvd and kvctl into a temporary directory.
+// buildBinaries returns the directory of kvd and kvctl, built once for
+// every test of the package (kvdtest.SharedBin).
 func buildBinaries(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
-	cmd := exec.Command("go", "build", "-o", dir+"/", "github.com/kvd-project/kvd/cmd/kvd", "github.com/kvd-project/kvd/cmd/kvctl")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return dir
+	return kvdtest.SharedBin(t)
 }
 
 // TestProcess starts kvd as a process and drives it with the client library

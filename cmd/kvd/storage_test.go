@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kvd-project/kvd/client"
+	"github.com/kvd-project/kvd/internal/kvdtest"
 	"github.com/kvd-project/kvd/internal/kvdtest/wait"
 	"github.com/kvd-project/kvd/server"
 	"github.com/kvd-project/kvd/transport/tcp"
@@ -241,13 +242,11 @@ func (p *kvdProc) exited(t *testing.T, d time.Duration) int {
 	return 0
 }
 
+// buildKVD returns the path of the kvd binary, built once for every test
+// of the package (kvdtest.SharedBin).
 func buildKVD(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
-	if out, err := exec.Command("go", "build", "-o", dir+"/", "github.com/kvd-project/kvd/cmd/kvd").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return filepath.Join(dir, "kvd")
+	return filepath.Join(kvdtest.SharedBin(t), "kvd")
 }
 
 func waitHealthy(t *testing.T, p *kvdProc, metrics string) {
