@@ -35,7 +35,7 @@ func TestDurability(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping the process test in -short mode")
 	}
-	pc := kvdtest.StartProcCluster(t, bin, 3)
+	pc := kvdtest.StartProcCluster(t, procBin(t), 3)
 	leaderOf(t, pc, 20*time.Second)
 	c := newClient(t, pc.Endpoints(), client.Linearizable)
 
@@ -98,7 +98,7 @@ func TestStaleLeaderRefused(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping the process test in -short mode")
 	}
-	pc := kvdtest.StartProcCluster(t, bin, 3)
+	pc := kvdtest.StartProcCluster(t, procBin(t), 3)
 	old := leaderOf(t, pc, 20*time.Second)
 	all := newClient(t, pc.Endpoints(), client.Linearizable)
 	if err := all.Put(ctxFor(5*time.Second), []byte("k"), []byte("v1")); err != nil {
@@ -148,7 +148,7 @@ func TestKillLeaderKeepsData(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping the process test in -short mode")
 	}
-	pc := kvdtest.StartProcCluster(t, bin, 3, "--snapshot-count", "64")
+	pc := kvdtest.StartProcCluster(t, procBin(t), 3, "--snapshot-count", "64")
 	c := newClient(t, pc.Endpoints(), client.Linearizable)
 	leaderOf(t, pc, 20*time.Second)
 	for i := 0; i < 200; i++ {

@@ -279,7 +279,7 @@ func TestLinearizableUnderFaults(t *testing.T) {
 	}
 	// Arenas on: the readers' one-sided GETs of these small values take
 	// the inline path (one round trip), which the fault history checks.
-	pc := kvdtest.StartProcCluster(t, bin, 3, "--table-inline", "144")
+	pc := kvdtest.StartProcCluster(t, procBin(t), 3, "--table-inline", "144")
 	leaderOf(t, pc, 20*time.Second)
 
 	h := &history{start: time.Now()}
