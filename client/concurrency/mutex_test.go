@@ -58,6 +58,9 @@ func (c *critical) exit(id int64) {
 // inside at once, every holder enters only while its session is certainly
 // alive, and the fencing tokens of successive holders rise.
 func TestMutexUnderLeaderKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipping a leader-kill fault test in -short mode")
+	}
 	nodes := kvdtest.StartCluster(t, 3, kvdtest.Options{})
 	kvdtest.WaitLeader(t, nodes, 10*time.Second)
 	var cs critical
