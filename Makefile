@@ -5,7 +5,7 @@ PKGS     := ./...
 # Where `make run` keeps its three nodes' data (wiped by `make clean`).
 RUN_DIR  ?= data
 
-.PHONY: all build build-rdma run test test-go test-rdma vet bench bench-quick clean
+.PHONY: all build build-rdma run test test-short test-go test-rdma vet bench bench-quick clean
 
 all: build
 
@@ -31,6 +31,10 @@ test-rdma:
 	scripts/rdmavm/test-rdma.sh
 
 test: test-go test-rdma
+
+# The edit-test loop: vet, then go test -short without -race (slow suites skip).
+test-short: vet
+	$(GO) test -short -timeout 10m $(PKGS)
 
 # The full RDMA-vs-TCP comparison (TCP on the host, both transports in the
 # Soft-RoCE VM on 3 nodes), written to bench/results/ only if every series

@@ -13,6 +13,7 @@ import (
 
 	"github.com/kvd-project/kvd/client"
 	"github.com/kvd-project/kvd/internal/kvdtest"
+	"github.com/kvd-project/kvd/internal/kvdtest/wait"
 	"github.com/kvd-project/kvd/transport"
 	"github.com/kvd-project/kvd/transport/tcp"
 )
@@ -170,17 +171,13 @@ func TestErrors(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	wait.For(t, "a put to get the deleted records' space", func() bool {
 		err := c.Put(ctx, []byte("after-free"), []byte(val))
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, client.ErrNoSpace) || time.Now().After(deadline) {
+		if err != nil && !errors.Is(err, client.ErrNoSpace) {
 			t.Fatalf("put after deletes: %v", err)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return err == nil
+	})
 
 	// An endpoint nobody listens on: ErrUnavailable once the deadline passes.
 	dead, err := client.New(client.Config{Endpoints: kvdtest.FreeAddrs(t, 1), DialTimeout: 100 * time.Millisecond})
@@ -264,14 +261,10 @@ func TestConsistencyLevels(t *testing.T) {
 		{client.ReadIndex, false},
 	} {
 		// Warm up (connections, leader discovery), then count one GET.
-		deadline := time.Now().Add(10 * time.Second)
-		for {
+		wait.For(t, "a warm-up GET to succeed", func() bool {
 			_, err := c.Get(context.Background(), []byte("k"), client.WithConsistency(tc.level))
-			if err == nil || time.Now().After(deadline) {
-				break
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return err == nil
+		})
 		// A one-sided level is shown one-sided by one GET answered by READs
 		// alone (the client's stats: no RPC GET). On a busy machine a lease
 		// can lapse for a moment, when a GET rightly falls back to RPC; so

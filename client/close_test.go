@@ -99,6 +99,7 @@ func TestCloseEndsCallInDial(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
+	accepted := make(chan struct{}, 1)
 	go func() {
 		var held []net.Conn
 		for {
@@ -110,6 +111,10 @@ func TestCloseEndsCallInDial(t *testing.T) {
 				return
 			}
 			held = append(held, c)
+			select {
+			case accepted <- struct{}{}:
+			default:
+			}
 		}
 	}()
 	c, err := client.New(client.Config{Endpoints: []string{ln.Addr().String()}, DialTimeout: 8 * time.Second, AttemptTimeout: -1})
@@ -122,7 +127,11 @@ func TestCloseEndsCallInDial(t *testing.T) {
 		defer cancel()
 		done <- c.Put(ctx, []byte("k"), []byte("v"))
 	}()
-	time.Sleep(200 * time.Millisecond) // the Put is dialing
+	select { // the Put is dialing: connected, its handshake unanswered
+	case <-accepted:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the Put never dialed")
+	}
 	closed := time.Now()
 	c.Close()
 	select {

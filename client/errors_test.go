@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/kvd-project/kvd/client"
 	"github.com/kvd-project/kvd/internal/kvdtest"
+	"github.com/kvd-project/kvd/internal/txn"
+	"github.com/kvd-project/kvd/internal/wire"
 	"github.com/kvd-project/kvd/transport"
 )
 
@@ -90,5 +93,100 @@ func TestRefusedCredentialFailsFast(t *testing.T) {
 				t.Fatalf("%s dialled %d times; want it to stop at the first refusal", op, d)
 			}
 		})
+	}
+}
+
+// endsOnCheck is a context that has been cancelled by the time anybody
+// next looks at it once cancel was called: Done is closed by the first Err
+// after cancel. It lets a test end a call's context exactly between a
+// node's answer arriving and the client looking at its context again (a
+// deadline that passes right after the answer), with no timing.
+type endsOnCheck struct {
+	want atomic.Bool
+	once sync.Once
+	done chan struct{}
+}
+
+func newEndsOnCheck() *endsOnCheck { return &endsOnCheck{done: make(chan struct{})} }
+
+func (c *endsOnCheck) cancel() { c.want.Store(true) }
+
+func (c *endsOnCheck) Deadline() (time.Time, bool) { return time.Now().Add(time.Hour), true }
+func (c *endsOnCheck) Done() <-chan struct{}       { return c.done }
+func (c *endsOnCheck) Value(any) any               { return nil }
+func (c *endsOnCheck) Err() error {
+	if !c.want.Load() {
+		return nil
+	}
+	c.once.Do(func() { close(c.done) })
+	return context.Canceled
+}
+
+// TestRefusedWriteEndsNotApplied: a write that every node refused before
+// proposing it ("not leader", leader unknown: an election) and whose
+// context then ends provably had no effect, so its error must wrap
+// ErrNotApplied (client/errors.go: "every node that saw it refused it
+// before proposing it"; leaderCall's comment: "the last error says so").
+// It wrapped only ErrUnavailable: "maybe applied", for a write no node
+// ever proposed.
+func TestRefusedWriteEndsNotApplied(t *testing.T) {
+	var cur atomic.Pointer[endsOnCheck]
+	a := startFake(t, func(*wire.Request) reaction {
+		cur.Load().cancel() // the caller's context ends just after this answer
+		return answer(wire.StatusNotLeader, "")
+	})
+	c, err := client.New(client.Config{Endpoints: []string{a.addr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, tc := range []struct {
+		name  string
+		write func(context.Context) error
+	}{
+		{"put", func(ctx context.Context) error { return c.Put(ctx, []byte("k"), []byte("v")) }},
+		{"conditional put", func(ctx context.Context) error {
+			_, err := c.PutVersion(ctx, []byte("k"), []byte("v"), client.IfVersion(3))
+			return err
+		}},
+		{"delete", func(ctx context.Context) error { return c.Delete(ctx, []byte("k")) }},
+	} {
+		ctx := newEndsOnCheck()
+		cur.Store(ctx)
+		before := a.seen.Load()
+		err := tc.write(ctx)
+		if a.seen.Load() != before+1 {
+			t.Fatalf("%s: the node saw %d attempts, want 1", tc.name, a.seen.Load()-before)
+		}
+		if !errors.Is(err, client.ErrUnavailable) || !errors.Is(err, context.Canceled) || !errors.Is(err, client.ErrNotLeader) {
+			t.Fatalf("%s: %v; want ErrUnavailable wrapping context.Canceled and the node's not-leader answer", tc.name, err)
+		}
+		if !errors.Is(err, client.ErrNotApplied) {
+			t.Errorf("%s: %v; want ErrNotApplied too: the only node that saw the write refused it before proposing it", tc.name, err)
+		}
+	}
+}
+
+// TestConflictReturnsNoVersion: PutVersion returns "the version the write
+// got"; a conditional PUT whose condition failed applied nothing and got
+// none, so it must return 0 with its ConflictError. It returned the failed
+// transaction's Raft index, a number no key ever held, which a caller
+// keeping the version for its next IfVersion would then use.
+func TestConflictReturnsNoVersion(t *testing.T) {
+	a := startFake(t, func(*wire.Request) reaction {
+		r := txn.Response{CompareVersions: []uint64{42}} // the key is at 42: no swap
+		return reaction{resp: wire.Response{Version: 99, Value: txn.AppendResponse(nil, &r)}}
+	})
+	c, err := client.New(client.Config{Endpoints: []string{a.addr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	v, err := c.PutVersion(context.Background(), []byte("k"), []byte("v"), client.IfVersion(7))
+	if !errors.Is(err, client.ErrConflict) {
+		t.Fatalf("PutVersion: %v, want a conflict", err)
+	}
+	if v != 0 {
+		t.Fatalf("PutVersion returned version %d with its conflict; the write got no version", v)
 	}
 }

@@ -3,6 +3,8 @@ package client
 import (
 	"testing"
 	"time"
+
+	"github.com/kvd-project/kvd/internal/kvdtest/wait"
 )
 
 // TestLeaseRefreshedInBackground: a GET that finds the cached lease
@@ -17,11 +19,7 @@ func TestLeaseRefreshedInBackground(t *testing.T) {
 		t.Fatalf("get k = %q", v)
 	}
 	want := uint64(r.f.serverClock() + int64(30*time.Minute))
-	for deadline := time.Now().Add(10 * time.Second); r.node().geo.Load().lease.exp.Load() < want; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the cached lease was not refreshed")
-		}
-	}
+	wait.For(t, "the cached lease to be refreshed", func() bool { return r.node().geo.Load().lease.exp.Load() >= want })
 	s1 := r.c.Stats()
 	if d := s1.LeaseRefreshes - s0.LeaseRefreshes; d != 1 {
 		t.Errorf("LeaseRefreshes +%d, want +1", d)
@@ -40,7 +38,7 @@ func TestLeaseNotRefreshedWhenFar(t *testing.T) {
 			t.Fatalf("get k = %q", v)
 		}
 	}
-	time.Sleep(10 * time.Millisecond)
+	time.Sleep(10 * time.Millisecond) // time for a background refresh, which must not come, to show
 	// BB R, then B R nine times (the cached bucket, then the record).
 	if s := r.c.Stats(); s.LeaseRefreshes != 0 || s.OneSidedReads != 3+9*2 {
 		t.Fatalf("%d refreshes, %d READs for 10 GETs (one uncached), want 0 and 21", s.LeaseRefreshes, s.OneSidedReads)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kvd-project/kvd/client"
+	"github.com/kvd-project/kvd/internal/kvdtest/wait"
 )
 
 // TestPrefixThenWatchHasNoGap: the documented recipe, read a prefix and
@@ -54,7 +55,12 @@ func TestPrefixThenWatchHasNoGap(t *testing.T) {
 				mu.Unlock()
 			}
 		}()
-		time.Sleep(5 * time.Millisecond)
+		// Read while the writer writes, once it has a write acknowledged.
+		wait.For(t, "the writer's first acknowledged write", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(acked) > 0
+		})
 		r, err := c.Prefix(ctx, []byte("p/"))
 		stop.Store(true)
 		<-done

@@ -11,6 +11,10 @@ import (
 	"github.com/kvd-project/kvd/client"
 	"github.com/kvd-project/kvd/client/concurrency"
 	"github.com/kvd-project/kvd/internal/kvdtest"
+	"github.com/kvd-project/kvd/internal/kvdtest/wait"
+	"github.com/kvd-project/kvd/internal/txn"
+	"github.com/kvd-project/kvd/internal/wire"
+	"github.com/kvd-project/kvd/transport"
 )
 
 func newClient(t *testing.T, nodes []*kvdtest.Node) *client.Client {
@@ -21,17 +25,6 @@ func newClient(t *testing.T, nodes []*kvdtest.Node) *client.Client {
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // critical is the shared resource the lock guards: it records who is
@@ -65,6 +58,9 @@ func (c *critical) exit(id int64) {
 // inside at once, every holder enters only while its session is certainly
 // alive, and the fencing tokens of successive holders rise.
 func TestMutexUnderLeaderKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipping a leader-kill fault test in -short mode")
+	}
 	nodes := kvdtest.StartCluster(t, 3, kvdtest.Options{})
 	kvdtest.WaitLeader(t, nodes, 10*time.Second)
 	var cs critical
@@ -80,7 +76,7 @@ func TestMutexUnderLeaderKill(t *testing.T) {
 		}(int64(i))
 	}
 	for range 2 {
-		time.Sleep(1500 * time.Millisecond)
+		time.Sleep(1500 * time.Millisecond) // contention under this leader
 		lead := kvdtest.WaitLeader(t, nodes, 20*time.Second)
 		lead.Stop()
 		kvdtest.WaitLeader(t, nodes, 20*time.Second)
@@ -88,7 +84,7 @@ func TestMutexUnderLeaderKill(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	time.Sleep(1500 * time.Millisecond)
+	time.Sleep(1500 * time.Millisecond) // and under the last
 	close(stop)
 	wg.Wait()
 	if n := cs.overlaps.Load(); n != 0 {
@@ -185,7 +181,7 @@ func TestMutexLostLease(t *testing.T) {
 	if err := mb.Lock(ctx); err != nil {
 		t.Fatalf("Lock after the holder's lease was revoked: %v", err)
 	}
-	waitFor(t, "the old holder to learn its lease is gone", func() bool { return !ma.Held() })
+	wait.For(t, "the old holder to learn its lease is gone", func() bool { return !ma.Held() })
 	if mb.Version() <= ma.Version() {
 		t.Fatalf("fencing token did not rise: %d then %d", ma.Version(), mb.Version())
 	}
@@ -200,5 +196,87 @@ func TestMutexLostLease(t *testing.T) {
 	}
 	if err := a.Close(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// lateCreate is a one-node server, spoken to by hand, whose first lock
+// create is applied but never answered (the client's attempt times out:
+// maybe applied) and commits only after the client's ownership check has
+// read the lock key missing. The session's lease id is 7; the lock key
+// then holds "7" at lateVersion.
+type lateCreate struct {
+	held, checked atomic.Bool
+	txns          atomic.Int64
+	addr          string
+}
+
+const lateVersion = 5
+
+func startLateCreate(t *testing.T) *lateCreate {
+	f := &lateCreate{}
+	f.addr = kvdtest.FakeNode(t, f.answer)
+	return f
+}
+
+func (f *lateCreate) answer(req *wire.Request, d transport.Descriptor) (resp wire.Response, act kvdtest.FakeAct) {
+	switch req.Op {
+	case wire.OpHello:
+		resp.Value = kvdtest.LeaderHello(d)
+	case wire.OpLeaseGrant:
+		resp.Version = 7
+	case wire.OpLeaseKeepAlive:
+		resp.Version = uint64(10 * time.Second)
+	case wire.OpLeaseRevoke:
+	case wire.OpTxn: // the create-if-missing
+		if f.txns.Add(1) == 1 {
+			return resp, kvdtest.FakeHang // applied, but the answer is lost
+		}
+		r := txn.Response{CompareVersions: []uint64{lateVersion}}
+		if !f.held.Load() {
+			r = txn.Response{Succeeded: true, CompareVersions: []uint64{0}, Results: []txn.Result{{Version: 9}}}
+			f.held.Store(true)
+		}
+		resp.Value = txn.AppendResponse(nil, &r)
+	case wire.OpGet:
+		switch {
+		case string(req.Key) != "lock":
+			resp.Status = wire.StatusNotFound
+		case !f.checked.Swap(true):
+			resp.Status = wire.StatusNotFound // the check, just before the create commits
+			f.held.Store(true)
+		default:
+			resp.Value, resp.Version = []byte("7"), lateVersion
+		}
+	default:
+		resp.Status = wire.StatusBadRequest
+	}
+	return resp, kvdtest.FakeReply
+}
+
+// TestLockAfterLateCreate: Lock's create times out (maybe applied), the
+// ownership check reads the key missing, and the create then commits: the
+// session holds the lock key. Every later attempt conflicts with that key,
+// which Lock must recognise as its own; it used to wait until its context
+// ended, the lock held by its own session all along.
+func TestLockAfterLateCreate(t *testing.T) {
+	f := startLateCreate(t)
+	c, err := client.New(client.Config{Endpoints: []string{f.addr}, AttemptTimeout: 300 * time.Millisecond,
+		Consistency: client.ReadIndex})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := concurrency.NewSession(ctx, c, concurrency.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := concurrency.NewMutex(s, "lock")
+	if err := m.Lock(ctx); err != nil {
+		t.Fatalf("Lock: %v (create attempts %d; the key is this session's at version %d)", err, f.txns.Load(), lateVersion)
+	}
+	if m.Version() != lateVersion || !f.checked.Load() {
+		t.Fatalf("Version %d, want %d (ownership checked: %v)", m.Version(), lateVersion, f.checked.Load())
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kvd-project/kvd/internal/kvdtest"
+	"github.com/kvd-project/kvd/internal/kvdtest/wait"
 )
 
 // TestProcessBackupRestore drives backup and restore as an operator would:
@@ -21,8 +23,7 @@ func TestProcessBackupRestore(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping the process test in -short mode")
 	}
-	bin := filepath.Dir(buildKVD(t))
-	buildKVCtl(t, bin)
+	bin := kvdtest.SharedBin(t)
 	addrs := kvdtest.FreeAddrs(t, 2)
 	startKVD(t, filepath.Join(bin, "kvd"), "--data-dir", t.TempDir(), "--listen", addrs[0], "--table-mem", "8MiB")
 	kvctl := func(addr string, args ...string) (string, string, error) {
@@ -34,17 +35,12 @@ func TestProcessBackupRestore(t *testing.T) {
 	}
 	waitPut := func(addr, k, v string) {
 		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
-		for {
-			_, errOut, err := kvctl(addr, "put", k, v)
-			if err == nil {
-				return
+		wait.NoError(t, "kvd at "+addr+" to accept a put", func() error {
+			if _, errOut, err := kvctl(addr, "put", k, v); err != nil {
+				return fmt.Errorf("%v: %s", err, errOut)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("kvd at %s never accepted a put: %s", addr, errOut)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 	waitPut(addrs[0], "hello", "world")
 	waitPut(addrs[0], "color", "blue")
@@ -103,13 +99,5 @@ func TestProcessBackupRestore(t *testing.T) {
 	waitPut(addrs[1], "after", "restart")
 	if out, errOut, err := kvctl(addrs[1], "get", "color"); err != nil || out != "blue\n" {
 		t.Fatalf("get after restarting the restored node = %q, %v (%s)", out, err, errOut)
-	}
-}
-
-// buildKVCtl builds kvctl into dir, next to buildKVD's kvd.
-func buildKVCtl(t *testing.T, dir string) {
-	t.Helper()
-	if out, err := exec.Command("go", "build", "-o", dir+"/", "github.com/kvd-project/kvd/cmd/kvctl").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -13,21 +14,18 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/kvd-project/kvd/client"
 	"github.com/kvd-project/kvd/internal/kvdtest"
+	"github.com/kvd-project/kvd/internal/kvdtest/wait"
 )
 
 // buildBinaries builds kvd and kvctl into a temporary directory.
+// buildBinaries returns the directory of kvd and kvctl, built once for
+// every test of the package (kvdtest.SharedBin).
 func buildBinaries(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
-	cmd := exec.Command("go", "build", "-o", dir+"/", "github.com/kvd-project/kvd/cmd/kvd", "github.com/kvd-project/kvd/cmd/kvctl")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return dir
+	return kvdtest.SharedBin(t)
 }
 
 // TestProcess starts kvd as a process and drives it with the client library
@@ -41,7 +39,7 @@ func TestProcess(t *testing.T) {
 	listen, metrics := addrs[0], addrs[1]
 	kvd := exec.Command(filepath.Join(bin, "kvd"), "--data-dir", t.TempDir(), "--listen", listen,
 		"--metrics-listen", metrics, "--table-mem", "8MiB")
-	var logs bytes.Buffer
+	var logs syncBuffer // read while kvd writes it
 	kvd.Stderr = &logs
 	if err := kvd.Start(); err != nil {
 		t.Fatal(err)
@@ -60,16 +58,12 @@ func TestProcess(t *testing.T) {
 		err := cmd.Run()
 		return out.String(), errOut.String(), err
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if _, _, err := kvctl("--timeout", "1s", "put", "hello", "world"); err == nil {
-			break
+	wait.NoError(t, "kvd to accept a put", func() error {
+		if _, errOut, err := kvctl("--timeout", "1s", "put", "hello", "world"); err != nil {
+			return fmt.Errorf("%v: %s\n%s", err, errOut, logs.String())
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("kvd never accepted a put\n%s", logs.String())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	if out, _, err := kvctl("get", "hello"); err != nil || out != "world\n" {
 		t.Fatalf("kvctl get hello = %q, %v", out, err)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/kvd-project/kvd/internal/kvdtest/wait"
 )
 
 // TestHTTPListenerLimit: connections beyond the limit are closed at once
@@ -38,7 +41,7 @@ func TestHTTPListenerLimit(t *testing.T) {
 		}
 		idle = append(idle, c)
 	}
-	time.Sleep(50 * time.Millisecond) // let the server accept them
+	wait.For(t, "the server to accept them", func() bool { return len(ln.sem) == 2 })
 	extra, err := net.Dial("tcp", raw.Addr().String())
 	if err != nil {
 		t.Fatal(err)
@@ -51,20 +54,17 @@ func TestHTTPListenerLimit(t *testing.T) {
 		t.Fatalf("kvd_http_refused_total = %v, want >= 1", n)
 	}
 	// The idle connections time out (ReadHeaderTimeout), freeing the slots.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	wait.NoError(t, "the listener to serve again after its idle connections timed out", func() error {
 		resp, err := (&http.Client{Timeout: time.Second}).Get("http://" + raw.Addr().String() + "/")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("listener never served again after its idle connections timed out: %v", err)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("status %d", resp.StatusCode)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	for _, c := range idle {
 		c.Close()
 	}

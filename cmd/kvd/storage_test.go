@@ -22,6 +22,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kvd-project/kvd/client"
+	"github.com/kvd-project/kvd/internal/kvdtest"
+	"github.com/kvd-project/kvd/internal/kvdtest/wait"
 	"github.com/kvd-project/kvd/server"
 	"github.com/kvd-project/kvd/transport/tcp"
 )
@@ -169,17 +171,12 @@ func TestHealthzStorageFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		code, b := getHealth(t, metrics)
-		if code == http.StatusOK && b.Healthy {
-			break
+	wait.NoError(t, "/healthz to be healthy", func() error {
+		if code, b := getHealth(t, metrics); code != http.StatusOK || !b.Healthy {
+			return fmt.Errorf("%d %+v", code, b)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/healthz never healthy: %d %+v", code, b)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	storageFill(t, mnt)
 	err, took := storagePuts(t, c, "full", 20000, 4000, map[string]string{})
 	checkStorageClientErr(t, err, took, "no space left on device")
@@ -245,32 +242,31 @@ func (p *kvdProc) exited(t *testing.T, d time.Duration) int {
 	return 0
 }
 
+// buildKVD returns the path of the kvd binary, built once for every test
+// of the package (kvdtest.SharedBin).
 func buildKVD(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
-	if out, err := exec.Command("go", "build", "-o", dir+"/", "github.com/kvd-project/kvd/cmd/kvd").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return filepath.Join(dir, "kvd")
+	return filepath.Join(kvdtest.SharedBin(t), "kvd")
 }
 
 func waitHealthy(t *testing.T, p *kvdProc, metrics string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if resp, err := http.Get("http://" + metrics + "/healthz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
+	wait.NoError(t, "kvd to be healthy", func() error {
 		select {
 		case <-p.done:
 			t.Fatalf("kvd exited: %v\n%s", p.err, p.output())
-		case <-time.After(20 * time.Millisecond):
+		default:
 		}
-	}
-	t.Fatalf("kvd never healthy:\n%s", p.output())
+		resp, err := http.Get("http://" + metrics + "/healthz")
+		if err != nil {
+			return fmt.Errorf("%v\n%s", err, p.output())
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("status %d\n%s", resp.StatusCode, p.output())
+		}
+		return nil
+	})
 }
 
 // TestStorageFullDiskProcess: kvd on a small tmpfs that fills up. The

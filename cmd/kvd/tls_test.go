@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/kvd-project/kvd/internal/kvdtest"
+	"github.com/kvd-project/kvd/internal/kvdtest/wait"
 	"github.com/kvd-project/kvd/internal/tlsutil"
 	"github.com/kvd-project/kvd/internal/tlsutil/tlstest"
 	"github.com/kvd-project/kvd/transport"
@@ -128,17 +130,12 @@ func TestProcessTLS(t *testing.T) {
 		return out.String(), errOut.String(), err
 	}
 	alice := []string{"--cacert", f.caFile, "--cert", aliceCert, "--key", aliceKey}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		_, errOut, err := kvctl(nil, append(alice, "put", "hello", "world")...)
-		if err == nil {
-			break
+	wait.NoError(t, "kvd to accept a put over TLS", func() error {
+		if _, errOut, err := kvctl(nil, append(alice, "put", "hello", "world")...); err != nil {
+			return fmt.Errorf("%v: %s\n%s", err, errOut, logs.String())
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("kvd never accepted a put over TLS: %s\n%s", errOut, logs.String())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	if out, errOut, err := kvctl(nil, append(alice, "get", "hello")...); err != nil || out != "world\n" {
 		t.Fatalf("kvctl get over TLS = %q, %v (%s)", out, err, errOut)
 	}
@@ -181,7 +178,7 @@ func TestProcessTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tr.Close()
-	for deadline := time.Now().Add(20 * time.Second); ; {
+	wait.NoError(t, "kvd to show its new certificate after SIGHUP", func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		c, err := tr.Dial(ctx, listen)
 		cancel()
@@ -190,14 +187,11 @@ func TestProcessTLS(t *testing.T) {
 		}
 		name := transport.IdentityOf(c).Name()
 		c.Close()
-		if name == "server-2" {
-			break
+		if name != "server-2" {
+			return fmt.Errorf("kvd still shows %q\n%s", name, logs.String())
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after SIGHUP kvd still shows %q\n%s", name, logs.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	if out, errOut, err := kvctl(nil, append(alice, "get", "hello")...); err != nil || out != "world\n" {
 		t.Fatalf("kvctl get after the reload = %q, %v (%s)", out, err, errOut)
 	}

@@ -25,7 +25,7 @@ func TestAvailabilityFrozenLeader(t *testing.T) {
 		t.Skip("skipping the process test in -short mode")
 	}
 	const freeze, bound = 10 * time.Second, 3 * time.Second
-	pc := kvdtest.StartProcCluster(t, bin, 3)
+	pc := kvdtest.StartProcCluster(t, procBin(t), 3)
 	leaderOf(t, pc, 20*time.Second)
 	c := newClient(t, pc.Endpoints(), client.Linearizable)
 

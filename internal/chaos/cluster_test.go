@@ -10,6 +10,7 @@ import (
 
 	"github.com/kvd-project/kvd/client"
 	"github.com/kvd-project/kvd/internal/kvdtest"
+	"github.com/kvd-project/kvd/internal/kvdtest/wait"
 )
 
 func newClient(t *testing.T, eps []string, level client.Consistency) *client.Client {
@@ -34,7 +35,7 @@ func TestDurability(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping the process test in -short mode")
 	}
-	pc := kvdtest.StartProcCluster(t, bin, 3)
+	pc := kvdtest.StartProcCluster(t, procBin(t), 3)
 	leaderOf(t, pc, 20*time.Second)
 	c := newClient(t, pc.Endpoints(), client.Linearizable)
 
@@ -97,7 +98,7 @@ func TestStaleLeaderRefused(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping the process test in -short mode")
 	}
-	pc := kvdtest.StartProcCluster(t, bin, 3)
+	pc := kvdtest.StartProcCluster(t, procBin(t), 3)
 	old := leaderOf(t, pc, 20*time.Second)
 	all := newClient(t, pc.Endpoints(), client.Linearizable)
 	if err := all.Put(ctxFor(5*time.Second), []byte("k"), []byte("v1")); err != nil {
@@ -114,16 +115,9 @@ func TestStaleLeaderRefused(t *testing.T) {
 		rest = append(rest, p.Addr)
 	}
 	fresh := newClient(t, rest, client.Linearizable)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		err := fresh.Put(ctxFor(2*time.Second), []byte("k"), []byte("v2"))
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the majority never accepted a write: %v", err)
-		}
-	}
+	wait.NoError(t, "the majority to accept a write", func() error {
+		return fresh.Put(ctxFor(2*time.Second), []byte("k"), []byte("v2"))
+	})
 	// The new leader committed v2. The old leader's region must refuse.
 	for i := 0; i < 20; i++ {
 		v, err := stale.Get(ctxFor(time.Second), []byte("k"))
@@ -137,16 +131,13 @@ func TestStaleLeaderRefused(t *testing.T) {
 		t.Fatalf("serializable read from the old leader returned %q", v)
 	}
 	healAll(t, pc)
-	deadline = time.Now().Add(20 * time.Second)
-	for {
+	wait.NoError(t, "the old leader's client to read the majority's write after healing", func() error {
 		v, err := stale.Get(ctxFor(2*time.Second), []byte("k"))
-		if err == nil && string(v) == "v2" {
-			break
+		if err == nil && string(v) != "v2" {
+			err = fmt.Errorf("read %q", v)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after healing, the old leader's client still reads %q, %v", v, err)
-		}
-	}
+		return err
+	})
 }
 
 // TestKillLeaderKeepsData is the acceptance scenario: 200 keys, kill -9 the
@@ -157,7 +148,7 @@ func TestKillLeaderKeepsData(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping the process test in -short mode")
 	}
-	pc := kvdtest.StartProcCluster(t, bin, 3, "--snapshot-count", "64")
+	pc := kvdtest.StartProcCluster(t, procBin(t), 3, "--snapshot-count", "64")
 	c := newClient(t, pc.Endpoints(), client.Linearizable)
 	leaderOf(t, pc, 20*time.Second)
 	for i := 0; i < 200; i++ {
@@ -189,17 +180,13 @@ func TestKillLeaderKeepsData(t *testing.T) {
 		}
 		return st
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	wait.NoError(t, "the restarted node to catch up", func() error {
 		want := statusOf(others(pc, l)[0]).Applied
-		if got := statusOf(l).Applied; got == want && got > 0 {
-			break
+		if got := statusOf(l).Applied; got != want || got == 0 {
+			return fmt.Errorf("restarted node applied %d, others %d", got, want)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("restarted node applied %d, others %d", statusOf(l).Applied, want)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	// Its region was rebuilt from the snapshot: serializable one-sided reads
 	// from it alone see every key.
 	only := newClient(t, []string{l.Addr}, client.Serializable)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/kvd-project/kvd/client"
 	"github.com/kvd-project/kvd/internal/kvdtest"
+	"github.com/kvd-project/kvd/internal/kvdtest/wait"
 	"github.com/kvd-project/kvd/transport"
 )
 
@@ -154,8 +155,8 @@ func leaderOf(t *testing.T, pc *kvdtest.ProcCluster, timeout time.Duration) *kvd
 		t.Fatal(err)
 	}
 	defer c.Close()
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
+	var lead *kvdtest.Proc
+	wait.Within(t, timeout, "a leader with a valid lease", func() bool {
 		for _, p := range pc.Procs {
 			if !p.Running() {
 				continue
@@ -164,13 +165,13 @@ func leaderOf(t *testing.T, pc *kvdtest.ProcCluster, timeout time.Duration) *kvd
 			st, err := c.Status(ctx, p.Addr)
 			cancel()
 			if err == nil && st.IsLeader && st.LeaseValid {
-				return p
+				lead = p
+				return true
 			}
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("no leader within %v", timeout)
-	return nil
+		return false
+	})
+	return lead
 }
 
 func others(pc *kvdtest.ProcCluster, p *kvdtest.Proc) []*kvdtest.Proc {
@@ -278,7 +279,7 @@ func TestLinearizableUnderFaults(t *testing.T) {
 	}
 	// Arenas on: the readers' one-sided GETs of these small values take
 	// the inline path (one round trip), which the fault history checks.
-	pc := kvdtest.StartProcCluster(t, bin, 3, "--table-inline", "144")
+	pc := kvdtest.StartProcCluster(t, procBin(t), 3, "--table-inline", "144")
 	leaderOf(t, pc, 20*time.Second)
 
 	h := &history{start: time.Now()}

@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,10 +12,16 @@ import (
 	"github.com/kvd-project/kvd/internal/kvdtest"
 )
 
-// bin is where TestMain built kvd and kvctl.
+// bin is where TestMain built kvd and kvctl; empty in -short mode. Tests
+// reach it through procBin.
 var bin string
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		// Every test that starts kvd processes skips: save the build.
+		os.Exit(m.Run())
+	}
 	dir, cleanup, err := kvdtest.TempBin()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -26,10 +33,21 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// procBin returns the directory of the kvd and kvctl binaries, skipping
+// the test in -short mode, where the fault tests on kvd processes (each
+// a minute or more) do not run.
+func procBin(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("skipping a multi-process fault test in -short mode")
+	}
+	return bin
+}
+
 // startCluster starts three kvd processes and waits for a leader.
 func startCluster(t *testing.T, extra ...string) *kvdtest.ProcCluster {
 	t.Helper()
-	pc := kvdtest.StartProcCluster(t, bin, 3, extra...)
+	pc := kvdtest.StartProcCluster(t, procBin(t), 3, extra...)
 	leaderOf(t, pc, 20*time.Second)
 	return pc
 }

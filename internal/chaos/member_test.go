@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kvd-project/kvd/client"
+	"github.com/kvd-project/kvd/internal/kvdtest/wait"
 )
 
 // TestMembership adds a fourth node (learner, then voter) and removes one of
@@ -40,17 +41,10 @@ func TestMembership(t *testing.T) {
 	// The new node serves reads from its own region once it has caught up
 	// (serializable reads may lag).
 	only4 := newClient(t, []string{n4.Addr}, client.Serializable)
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	wait.NoError(t, "the new member to serve m19", func() error {
 		_, err := only4.Get(ctxFor(2*time.Second), []byte("m19"))
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("new member never served m19: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return err
+	})
 	if out, err := kvctl(eps, "member", "remove", "2"); err != nil {
 		t.Fatalf("member remove: %v\n%s", err, out)
 	}

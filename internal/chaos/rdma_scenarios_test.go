@@ -336,7 +336,7 @@ func scenSummary(t *testing.T, format string, args ...any) {
 // the nodes' last log lines are printed.
 func scenCluster(t *testing.T, base int, extra ...string) *kvdtest.ProcCluster {
 	t.Helper()
-	pc := kvdtest.StartProcClusterOpts(t, bin, 3, kvdtest.ProcOptions{
+	pc := kvdtest.StartProcClusterOpts(t, procBin(t), 3, kvdtest.ProcOptions{
 		Transport: "rdma", Host: rdmaHost(t), BasePort: base,
 		Extra: append([]string{"--rdma-device", os.Getenv("KVD_RDMA_DEVICE"), "--table-mem", "16MiB", "--table-inline", "144", "--table-inline-grace", "1s", "--log-level", "info"}, extra...),
 	})

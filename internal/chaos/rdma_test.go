@@ -46,7 +46,7 @@ func rdmaClient(t *testing.T, eps []string, level client.Consistency) *client.Cl
 }
 
 func rdmaCluster(t *testing.T) *kvdtest.ProcCluster {
-	pc := kvdtest.StartProcClusterOpts(t, bin, 3, kvdtest.ProcOptions{
+	pc := kvdtest.StartProcClusterOpts(t, procBin(t), 3, kvdtest.ProcOptions{
 		Transport: "rdma", Host: rdmaHost(t),
 		Extra: []string{"--rdma-device", os.Getenv("KVD_RDMA_DEVICE"), "--table-mem", "16MiB"},
 	})

@@ -8,6 +8,7 @@ import (
 
 	"github.com/kvd-project/kvd/client"
 	"github.com/kvd-project/kvd/internal/kvdtest"
+	"github.com/kvd-project/kvd/internal/kvdtest/wait"
 )
 
 // TestWatchAcrossLeaderKills: a prefix watch on a 3-process cluster while
@@ -36,15 +37,10 @@ func TestWatchAcrossLeaderKills(t *testing.T) {
 		defer close(done)
 		kvdtest.WatchWriter(ctx, c, "w/", h, &stop)
 	}()
+	// Generous: the writes follow a SIGKILL and a restart.
 	waitUntil := func(what string, cond func() bool) {
 		t.Helper()
-		deadline := time.Now().Add(60 * time.Second)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		wait.Within(t, 60*time.Second, what, cond)
 	}
 	ackedMore := func(n int) func() bool {
 		before, _ := h.Acked()

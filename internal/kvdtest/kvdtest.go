@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvd-project/kvd/internal/kvdtest/wait"
 	"github.com/kvd-project/kvd/internal/watch"
 	"github.com/kvd-project/kvd/server"
 	"github.com/kvd-project/kvd/transport/tcp"
@@ -147,18 +148,18 @@ func Endpoints(nodes []*Node) []string {
 // and returns it.
 func WaitLeader(t testing.TB, nodes []*Node, timeout time.Duration) *Node {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
+	var lead *Node
+	wait.Within(t, timeout, "a leader with a valid lease", func() bool {
 		for _, n := range nodes {
 			if n.Srv == nil {
 				continue
 			}
 			if st := n.Srv.Status(); st.IsLeader && st.LeaseValid {
-				return n
+				lead = n
+				return true
 			}
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("no leader with a valid lease within %v", timeout)
-	return nil
+		return false
+	})
+	return lead
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kvd-project/kvd/client"
+	"github.com/kvd-project/kvd/internal/kvdtest/wait"
 )
 
 // WatchWrite is one write a watch test's writer attempted: its key and
@@ -162,17 +163,11 @@ func (wc *WatchCollector) Wait() ([]client.Event, error) {
 // event against h (CheckWatchEvents), failing t otherwise.
 func FinishWatch(t testing.TB, col *WatchCollector, h *WatchHistory, cancel func(), timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
+	wait.Within(t, timeout, "the watch to deliver the last acknowledged write", func() bool {
 		_, v := col.Seen()
-		if _, maxVer := h.Acked(); v >= maxVer {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for the watch to deliver the last acknowledged write")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		_, maxVer := h.Acked()
+		return v >= maxVer
+	})
 	cancel()
 	events, err := col.Wait()
 	if err != nil {

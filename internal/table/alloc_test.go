@@ -180,7 +180,7 @@ func TestAllocatorNeverOverlaps(t *testing.T) {
 	now := int64(0)
 	const grace = 50
 	var fails int
-	for step := 0; step < 200000; step++ {
+	for step := 0; step < churnOps(200000); step++ {
 		now++
 		a.reclaim(now - grace)
 		// What reclaim freed is no longer owned; what is still in limbo is.

@@ -97,7 +97,7 @@ func liveRecordIsCurrent(t *testing.T, size int, cfg Config) {
 			t.Fatalf("put %s: %v", k, err)
 		}
 	}
-	for op := 0; op < 4000 && failure == ""; op++ {
+	for op := 0; op < churnOps(4000) && failure == ""; op++ {
 		k := keys[rng.IntN(len(keys))]
 		switch r := rng.IntN(100); {
 		case r < 56:

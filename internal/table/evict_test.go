@@ -258,7 +258,7 @@ func removalNeverFakesAMiss(t *testing.T, size int, cfg Config) {
 			tab.SetIncomplete(false)
 		}
 	}
-	for op := 0; op < 6000 && failure == ""; op++ {
+	for op := 0; op < churnOps(6000) && failure == ""; op++ {
 		k := keys[rng.IntN(len(keys))]
 		switch r := rng.IntN(100); {
 		case r < 55:

@@ -121,6 +121,17 @@ var inlineModes = []struct {
 // that mode's arenas. Region sizes for f come from grow, which adds the
 // arenas' bytes when cfg fixes the bucket count, so that the record area
 // stays the size the test was written for.
+// churnOps is a churn test's number of operations: n, or half of it in
+// -short mode, which keeps these randomized runs to seconds while still
+// passing their own checks that they exercised enough (the full run, make
+// test, does them all).
+func churnOps(n int) int {
+	if testing.Short() {
+		return n / 2
+	}
+	return n
+}
+
 func forInlineModes(t *testing.T, cfg Config, f func(t *testing.T, cfg Config, grow func(size int) int)) {
 	for _, m := range inlineModes {
 		t.Run(m.name, func(t *testing.T) {

@@ -3,6 +3,7 @@ package tlsutil_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kvd-project/kvd/client"
+	"github.com/kvd-project/kvd/internal/kvdtest/wait"
 	"github.com/kvd-project/kvd/internal/tlsutil"
 	"github.com/kvd-project/kvd/internal/tlsutil/tlstest"
 	"github.com/kvd-project/kvd/internal/wire"
@@ -54,17 +56,15 @@ func startTLSCluster(t *testing.T, p *pki, n int) []string {
 		srvs = append(srvs, srv)
 		t.Cleanup(func() { srv.Close(); tr.Close() })
 	}
-	for deadline := time.Now().Add(60 * time.Second); ; {
+	wait.NoError(t, "a leader over TLS", func() error {
 		for _, s := range srvs {
 			if s.Status().IsLeader {
-				return addrs
+				return nil
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no leader over TLS within 60s; logs:\n%s", logs)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return fmt.Errorf("no leader; logs:\n%s", logs)
+	})
+	return addrs
 }
 
 func newClient(t *testing.T, cfg client.Config) *client.Client {

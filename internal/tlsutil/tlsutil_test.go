@@ -3,6 +3,7 @@ package tlsutil_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvd-project/kvd/internal/kvdtest/wait"
 	"github.com/kvd-project/kvd/internal/tlsutil"
 	"github.com/kvd-project/kvd/internal/tlsutil/tlstest"
 	"github.com/kvd-project/kvd/transport"
@@ -233,12 +235,12 @@ func TestReload(t *testing.T) {
 	go st.Watch(ctx, 10*time.Millisecond)
 	waitLoads := func(n uint64) {
 		t.Helper()
-		for deadline := time.Now().Add(20 * time.Second); st.Loads() < n; {
-			if time.Now().After(deadline) {
-				t.Fatalf("Watch did not reload (loads %d, want %d); logs:\n%s", st.Loads(), n, logs)
+		wait.NoError(t, "Watch to reload", func() error {
+			if l := st.Loads(); l < n {
+				return fmt.Errorf("loads %d, want %d; logs:\n%s", l, n, logs)
 			}
-			time.Sleep(5 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 	p.clientCA.Issue(t, "server-3", tlstest.Options{}).Write(t, p.dir, "server")
 	waitLoads(3)
@@ -252,12 +254,12 @@ func TestReload(t *testing.T) {
 	certFile, keyFile := p.files.CertFile, p.files.KeyFile
 	mark := len(logs.String())
 	writeAtomic(t, certFile, next.CertPEM)
-	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(logs.String()[mark:], "does not load"); {
-		if time.Now().After(deadline) {
-			t.Fatalf("no failed reload logged; logs:\n%s", logs)
+	wait.NoError(t, "a failed reload to be logged", func() error {
+		if l := logs.String(); !strings.Contains(l[mark:], "does not load") {
+			return fmt.Errorf("logs:\n%s", l)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 	if err := st.Reload(); err == nil || !strings.Contains(err.Error(), "private key does not match") {
 		t.Fatalf("Reload of a mismatched pair: %v", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvd-project/kvd/internal/kvdtest/wait"
 	"github.com/kvd-project/kvd/transport"
 )
 
@@ -88,13 +89,7 @@ func TestReadPipelineCanceled(t *testing.T) {
 			t.Fatalf("round %d: %v", i, err)
 		}
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for len(c.freeSlots) != slots {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d READ slots free 10s after the last Read", len(c.freeSlots), slots)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	wait.For(t, "every READ slot to be free after the last Read", func() bool { return len(c.freeSlots) == slots })
 	dst := make([]byte, 1<<20)
 	if err := c.Read(ctxT(t), []transport.ReadOp{{Remote: r.Descriptor(), Dst: dst}}); err != nil || !bytes.Equal(dst, r.Bytes()) {
 		t.Fatalf("Read after the canceled ones: %v", err)

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvd-project/kvd/internal/kvdtest/wait"
 	"github.com/kvd-project/kvd/internal/mmap"
 	"github.com/kvd-project/kvd/transport"
 )
@@ -371,19 +372,11 @@ func TestSelectiveSignalling(t *testing.T) {
 	if got < msgs/DefaultSignalEvery-1 || got > msgs/3 {
 		t.Fatalf("%d of %d streamed SENDs signalled, want from %d to %d", got, msgs, msgs/DefaultSignalEvery-1, msgs/3)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	wait.For(t, "the idle connection's send buffers to be all free, none in flight", func() bool {
 		c.mu.Lock()
-		free, inflight := len(c.sendFree), c.inflight
-		c.mu.Unlock()
-		if free == c.cfg.SendBuffers && inflight == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("idle connection: %d of %d send buffers free, %d in flight", free, c.cfg.SendBuffers, inflight)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		defer c.mu.Unlock()
+		return len(c.sendFree) == c.cfg.SendBuffers && c.inflight == 0
+	})
 	// A Close right after unsignalled SENDs lingers only until its fence
 	// completes, not closeLinger. (Without keepalives, which would retire
 	// them too; send until the last one posted is unsignalled, posted while

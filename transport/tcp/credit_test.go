@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/kvd-project/kvd/internal/kvdtest/wait"
 )
 
 // connPair returns the two ends of one connection over loopback, whose
@@ -102,13 +104,9 @@ func TestIdleReceiverReturnsCredits(t *testing.T) {
 	if _, err := s.Recv(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for len(c.msgs.window) != cap(c.msgs.window) {
-		if time.Now().After(deadline) {
-			t.Fatalf("sender's window %d of %d: the idle receiver never returned its credit", len(c.msgs.window), cap(c.msgs.window))
-		}
-		time.Sleep(time.Millisecond)
-	}
+	wait.For(t, "the idle receiver to return its credit (the sender's window whole)", func() bool {
+		return len(c.msgs.window) == cap(c.msgs.window)
+	})
 	if s.msgs.frames.Load() != 1 {
 		t.Fatalf("%d CREDIT frames, want 1", s.msgs.frames.Load())
 	}

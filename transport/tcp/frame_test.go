@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"testing"
-	"time"
 
 	"github.com/kvd-project/kvd/transport"
 )
@@ -180,10 +179,16 @@ func TestProtocolViolations(t *testing.T) {
 		if _, err := nc.Write(tt.bytes); err != nil {
 			t.Fatal(err)
 		}
-		// Let the read loop take every frame before the first Recv: a Recv
-		// frees a queue slot, which would let a MSG beyond the credits in.
-		time.Sleep(200 * time.Millisecond)
+		// Every case breaks the protocol, so the read loop closes the conn
+		// once it has taken every frame: wait for that before the first
+		// Recv, which frees a queue slot and would let a MSG beyond the
+		// credits in.
 		ctx := testCtx(t)
+		select {
+		case <-c.(*conn).closed:
+		case <-ctx.Done():
+			t.Fatalf("%s: the conn did not close", tt.name)
+		}
 		var err error
 		for err == nil { // valid MSGs before the violation are delivered
 			_, err = c.Recv(ctx, nil)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvd-project/kvd/internal/kvdtest/wait"
 	"github.com/kvd-project/kvd/transport"
 )
 
@@ -205,7 +206,7 @@ func TestMaxConns(t *testing.T) {
 	}
 	// Closing one (from either end) makes room.
 	conns[0].Close()
-	waitFor(t, "the closed connection to leave the listener's count", func() bool {
+	wait.For(t, "the closed connection to leave the listener's count", func() bool {
 		return ln.(*listener).open.Load() == 2
 	})
 	c, err := cli.Dial(ctx, ln.Addr())
@@ -217,15 +218,6 @@ func TestMaxConns(t *testing.T) {
 	ln.(Limits).SetMaxConns(5)
 	if _, err := cli.Dial(ctx, ln.Addr()); err != nil {
 		t.Fatalf("Dial after SetMaxConns(5): %v", err)
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
 	}
 }
 
@@ -258,6 +250,31 @@ func TestHandshakeTimeout(t *testing.T) {
 	// Both slots are free again for legitimate clients.
 	roundTrip(t, ln)
 	roundTrip(t, ln)
+}
+
+// TestTLSHandshakeTimeout: a TLS dialer that completes the TLS handshake
+// and then sends no hello is dropped after HandshakeTimeout. (Bug: the
+// timeout's callback read the connection variable the handshake had
+// replaced with the TLS one, a data race -race reported.)
+func TestTLSHandshakeTimeout(t *testing.T) {
+	p := newTestPKI(t)
+	_, ln := listen(t, Config{HandshakeTimeout: 200 * time.Millisecond,
+		TLS: listenTLS{serverCert: p.server, peerCert: p.peer}.config()})
+	raw, err := net.Dial("tcp", ln.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	tc := tls.Client(raw, &tls.Config{RootCAs: p.clientCA.Pool(), ServerName: "127.0.0.1",
+		NextProtos: []string{alpnClient}, MinVersion: tls.VersionTLS13})
+	if err := tc.Handshake(); err != nil {
+		t.Fatal(err)
+	}
+	// Say nothing; the listener's hello, then EOF after HandshakeTimeout.
+	raw.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.Copy(io.Discard, tc); err != nil {
+		t.Fatalf("silent TLS dialer: %v; want EOF", err)
+	}
 }
 
 // TestIdleTimeout: an accepted connection on which nothing arrives is
@@ -379,7 +396,7 @@ func TestHalfSentFrames(t *testing.T) {
 			t.Fatalf("stalled peer: %v; want EOF (closed)", err)
 		}
 	}
-	waitFor(t, "every stalled connection to be reported", func() bool { return heard.count(ReasonRead) == n })
+	wait.For(t, "every stalled connection to be reported", func() bool { return heard.count(ReasonRead) == n })
 	if after := heapNow(); after > base+n*(32<<10) {
 		t.Errorf("heap %d KiB above the start after the stalled connections closed", (after-base)>>10)
 	}
@@ -531,4 +548,54 @@ func TestWatchTick(t *testing.T) {
 			t.Errorf("watchTick(%+v) = %v, want %v", tt.cfg, got, tt.want)
 		}
 	}
+}
+
+// TestDialedWriteTimeoutReported: a node's raft traffic goes out on
+// connections it dialed. A peer that takes no bytes for WriteTimeout gets
+// the connection closed; kvd documents that every such close is counted in
+// kvd_connections_refused_total{reason="write_timeout"} ("a peer taking no
+// bytes for 10s"), which the server learns from its listener's refusal
+// hook. The close of a dialed connection must reach that hook too.
+func TestDialedWriteTimeoutReported(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	tr, ln := listen(t, Config{WriteTimeout: timeout})
+	heard := hookOn(t, ln)
+
+	// A raw peer that answers the hello, grants every credit, and then
+	// reads nothing (a stopped process, a black-holed network).
+	rl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rl.Close() })
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		nc, err := rl.Accept()
+		if err != nil {
+			return
+		}
+		if _, err := readHello(nc); err != nil {
+			nc.Close()
+			return
+		}
+		h := okHello()
+		h.credits, h.maxMessage = maxCredits, 1<<20
+		nc.Write(h.marshal())
+		accepted <- nc
+	}()
+	ctx := testCtx(t)
+	c, err := tr.Dial(ctx, rl.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc := <-accepted
+	t.Cleanup(func() { nc.Close() })
+	msg := make([]byte, 1<<20)
+	for err == nil {
+		err = c.Send(ctx, msg)
+	}
+	if !errors.Is(err, ErrTimeout) {
+		t.Fatalf("Send to a peer that reads nothing = %v; want ErrTimeout", err)
+	}
+	heard.wait(t, ReasonWrite, 5*time.Second)
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvd-project/kvd/internal/kvdtest/wait"
 	"github.com/kvd-project/kvd/internal/tlsutil/tlstest"
 	"github.com/kvd-project/kvd/transport"
 	"github.com/kvd-project/kvd/transport/transporttest"
@@ -314,9 +315,7 @@ func TestTLSAndPlaintextRefuseEachOther(t *testing.T) {
 	}
 	c.Close()
 	// The listener reports a refusal after its alert is on the way.
-	for deadline := time.Now().Add(10 * time.Second); handshakeErrs.Load() < 3 && time.Now().Before(deadline); {
-		time.Sleep(5 * time.Millisecond)
-	}
+	wait.For(t, "HandshakeError for the plaintext dialer, no ALPN and TLS 1.2", func() bool { return handshakeErrs.Load() >= 3 })
 	if n := handshakeErrs.Load(); n != 3 {
 		t.Errorf("HandshakeError called %d times; want 3 (plaintext dialer, no ALPN, TLS 1.2)", n)
 	}
