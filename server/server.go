@@ -78,6 +78,7 @@ type Server struct {
 // recovers) the Raft node on Pebble, rebuilds the region from the applied
 // state, and only then starts accepting connections.
 func New(cfg Config) (*Server, error) {
+	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

@@ -44,6 +44,8 @@ type Options struct {
 	// Restore names a backup every node starts the new cluster from
 	// (server.Config.Restore); restarts leave it out.
 	Restore string
+	// Knobs are the nodes' test knobs (server.Config.Knobs).
+	Knobs server.Knobs
 }
 
 // FreeAddrs returns n loopback addresses whose ports were free a moment ago.
@@ -77,7 +79,7 @@ func StartCluster(t testing.TB, n int, o Options) []*Node {
 			ID: uint64(i + 1), Listen: addrs[i], DataDir: nodes[i].DataDir, InitialCluster: cluster,
 			TableMem: o.TableMem, ReuseGrace: o.ReuseGrace, TableInline: o.TableInline, SnapshotCount: o.SnapshotCount, TickInterval: o.Tick,
 			Logger: logger(o.Log), LeaseClock: o.LeaseClock, Watch: o.Watch, MaxWatchesPerConn: o.MaxWatchesPerConn,
-			InitialClusterToken: o.Token, Restore: o.Restore,
+			InitialClusterToken: o.Token, Restore: o.Restore, Knobs: o.Knobs,
 		}
 		if i < len(o.TableMems) {
 			nodes[i].cfg.TableMem = o.TableMems[i]

@@ -165,10 +165,14 @@ func TestHistoryBytesBound(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
-	var c Config
-	if err := c.Validate(); err != nil || c.HistoryEvents != DefaultHistoryEvents || c.HistoryBytes != DefaultHistoryBytes ||
+	var zero Config
+	if err := zero.Validate(); err != nil || zero != (Config{}) {
+		t.Fatalf("Validate of the zero Config: %v, changed it to %+v", err, zero)
+	}
+	c := zero.WithDefaults()
+	if c.HistoryEvents != DefaultHistoryEvents || c.HistoryBytes != DefaultHistoryBytes ||
 		c.MaxWatchers != DefaultMaxWatchers {
-		t.Fatalf("defaults: %+v %v", c, err)
+		t.Fatalf("defaults: %+v", c)
 	}
 	for _, bad := range []Config{{HistoryEvents: -1}, {MaxWatchers: -1}, {HistoryBytes: wire.MaxWatchBytes - 1}} {
 		if err := bad.Validate(); err == nil {
