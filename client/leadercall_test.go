@@ -233,8 +233,9 @@ func TestAttemptTimeoutConfig(t *testing.T) {
 	} {
 		cfg := client.Config{Endpoints: []string{"x:1"}, AttemptTimeout: tc.in}
 		err := cfg.Validate()
-		if (err != nil) != tc.wantErr || err == nil && cfg.AttemptTimeout != tc.want {
-			t.Errorf("AttemptTimeout %v: got %v, %v; want %v (error %v)", tc.in, cfg.AttemptTimeout, err, tc.want, tc.wantErr)
+		got := client.WithDefaults(cfg).AttemptTimeout
+		if (err != nil) != tc.wantErr || err == nil && got != tc.want {
+			t.Errorf("AttemptTimeout %v: got %v, %v; want %v (error %v)", tc.in, got, err, tc.want, tc.wantErr)
 		}
 	}
 }

@@ -254,7 +254,7 @@ func setDefault[T comparable](field *T, def T) {
 }
 
 // Validate reports the first invalid field, wrapping ErrConfig. Zero fields
-// are checked as their defaults.
+// are checked as their defaults; c itself is not changed.
 func (c Config) Validate() error {
 	c = c.withDefaults()
 	_, selfListed := c.Peers[c.ID]

@@ -94,10 +94,10 @@ type Member struct {
 // a new group from cfg.Peers, unless cfg.Join), and starts the raft loop.
 // Apply callbacks may come as soon as Open returns.
 func Open(cfg Config) (*Node, error) {
+	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cfg = cfg.withDefaults()
 	if cfg.FS == nil { // with an injected FS, DataDir is that FS's
 		if err := checkNotRestoring(cfg.DataDir); err != nil {
 			return nil, err

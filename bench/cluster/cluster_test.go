@@ -21,8 +21,8 @@ func TestValidate(t *testing.T) {
 	}{
 		{Config{}, false}, {Config{Bin: "b"}, true}, {Config{Bin: "b", Nodes: 10}, false}, {Config{Bin: "b", Nodes: -1}, false},
 	} {
-		c := tc.cfg
-		err := c.Validate()
+		err := tc.cfg.Validate()
+		c := tc.cfg.withDefaults()
 		if (err == nil) != tc.ok || (err != nil && !errors.Is(err, ErrConfig)) {
 			t.Errorf("Validate(%+v) = %v", tc.cfg, err)
 		}

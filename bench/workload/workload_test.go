@@ -71,7 +71,7 @@ func TestKey(t *testing.T) {
 // 100k draws; the generator is deterministic, so this cannot flake).
 func TestMixRatio(t *testing.T) {
 	for _, m := range []Mix{ReadOnly, ReadMost, ReadHalf, WriteOnly} {
-		cfg := Config{Mix: m}
+		cfg := Config{Mix: m}.WithDefaults()
 		if err := cfg.Validate(); err != nil {
 			t.Fatal(err)
 		}

@@ -146,10 +146,10 @@ func (s Stats) Fill() float64 {
 // holds locations into mem; to empty a table readers may be using, use
 // Reset. The lease starts as term 0, not valid.
 func Format(mem []byte, cfg Config) (*Table, error) {
+	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cfg = cfg.withDefaults()
 	if len(mem) == 0 || uintptr(unsafe.Pointer(&mem[0]))%RecordAlign != 0 {
 		return nil, fmt.Errorf("%w: empty or not 8-byte aligned", ErrBadRegion)
 	}
