@@ -280,7 +280,7 @@ func (c *cluster) start(id uint64, join bool) *testNode {
 	tn.app, tn.leases = newApplierLog(), &leaseLog{}
 	cfg := c.base
 	cfg.ID, cfg.DataDir, cfg.Transport, cfg.Join = id, tn.dir, tn.tr, join
-	cfg.Peers = maps.Clone(c.peers)
+	cfg.InitialCluster = maps.Clone(c.peers)
 	cfg.Addr = tn.addr
 	cfg.Applier, cfg.OnLease = tn.app, tn.leases.record
 	n, err := Open(cfg)

@@ -30,8 +30,8 @@ import (
 //
 // A joining node has no initial member list to derive from. It learns the
 // id from the first peer session it accepts from a member it was told to
-// join (Config.Peers), persists it (synced) before that session's first
-// message reaches raft, and is as strict as any other node from then on.
+// join (Config.InitialCluster), persists it (synced) before that session's
+// first message reaches raft, and is as strict as any other node from then on.
 // That is safe: before it is added the node has no log, term, vote or
 // membership, so the only thing that first session decides is which cluster
 // the empty node will belong to, and it comes from a node the operator named
@@ -47,10 +47,10 @@ import (
 // every hello. It stops accidents and blind forgeries (an attacker must
 // first learn it and a member id); authenticating peers needs TLS.
 
-// DefaultClusterToken is Config.ClusterToken's default.
+// DefaultClusterToken is Config.InitialClusterToken's default.
 const DefaultClusterToken = "kvd-cluster"
 
-// maxClusterToken bounds Config.ClusterToken.
+// maxClusterToken bounds Config.InitialClusterToken.
 const maxClusterToken = 256
 
 // ErrClusterMismatch: the node's data belongs to another cluster than its
@@ -156,7 +156,7 @@ func (n *Node) initIdentity() error {
 		}
 		return nil
 	}
-	want := clusterIDFor(cfg.ClusterToken, cfg.Peers)
+	want := clusterIDFor(cfg.InitialClusterToken, cfg.InitialCluster)
 	sum, err := st.RestoredFrom()
 	if err != nil {
 		return fmt.Errorf("raft: read the backup this node was restored from: %w", err)
@@ -172,7 +172,7 @@ func (n *Node) initIdentity() error {
 		return fmt.Errorf("%w: %s holds data of cluster %016x, but cluster token %q with initial members %s "+
 			"make cluster %016x: start it with the token and initial members the cluster was created with "+
 			"(or with Join, if it joined the cluster)",
-			ErrClusterMismatch, cfg.DataDir, stored, tokenOrDefault(cfg.ClusterToken), describePeers(cfg.Peers), want)
+			ErrClusterMismatch, cfg.DataDir, stored, tokenOrDefault(cfg.InitialClusterToken), describePeers(cfg.InitialCluster), want)
 	}
 	n.peers.ident.id.Store(want)
 	return nil

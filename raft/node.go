@@ -91,7 +91,8 @@ type Member struct {
 }
 
 // Open starts a node: it recovers the state in cfg.DataDir (or bootstraps
-// a new group from cfg.Peers, unless cfg.Join), and starts the raft loop.
+// a new group from cfg.InitialCluster, unless cfg.Join), and starts the
+// raft loop.
 // Apply callbacks may come as soon as Open returns.
 func Open(cfg Config) (*Node, error) {
 	cfg = cfg.withDefaults()
@@ -264,8 +265,8 @@ func (n *Node) PeerAddr(id uint64) string {
 }
 
 func (n *Node) initAddrs() {
-	n.addrs = make(map[uint64]string, len(n.cfg.Peers)+1)
-	for id, addr := range n.cfg.Peers {
+	n.addrs = make(map[uint64]string, len(n.cfg.InitialCluster)+1)
+	for id, addr := range n.cfg.InitialCluster {
 		n.addrs[id] = addr
 	}
 	for _, m := range n.store.Members() {

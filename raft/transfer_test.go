@@ -75,7 +75,7 @@ func handleAll(t *testing.T, r *peerReader, frames ...[]byte) {
 func openNode1(t *testing.T, cfg Config) *Node {
 	t.Helper()
 	cfg.ID, cfg.DataDir, cfg.Transport = 1, t.TempDir(), newMemNet().endpoint("a")
-	cfg.Peers = map[uint64]string{1: "a", 2: "b", 3: "c"}
+	cfg.InitialCluster = map[uint64]string{1: "a", 2: "b", 3: "c"}
 	n, err := Open(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -490,7 +490,7 @@ func (c *limitConn) Recv(context.Context, []byte) ([]byte, error) {
 func TestCloseDiscardsQueuedSnapshot(t *testing.T) {
 	cfg := testConfig()
 	cfg.ID, cfg.DataDir, cfg.Transport = 1, t.TempDir(), newMemNet().endpoint("a")
-	cfg.Peers = map[uint64]string{1: "a"}
+	cfg.InitialCluster = map[uint64]string{1: "a"}
 	n, err := Open(cfg)
 	if err != nil {
 		t.Fatal(err)

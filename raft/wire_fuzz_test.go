@@ -64,7 +64,7 @@ func fuzzNode(tb testing.TB, st *store.Store, cluster uint64) *Node {
 		tb.Fatal(err)
 	}
 	cfg := testConfig().withDefaults()
-	cfg.ID, cfg.Peers = 1, map[uint64]string{1: "a", 2: "b", 3: "c"}
+	cfg.ID, cfg.InitialCluster = 1, map[uint64]string{1: "a", 2: "b", 3: "c"}
 	ctx, cancel := context.WithCancel(context.Background())
 	tb.Cleanup(cancel)
 	n := &Node{

@@ -52,7 +52,7 @@ type Config struct {
 	Join bool
 	// InitialClusterToken names the cluster when it is created; with
 	// InitialCluster it makes the cluster id that peers must present (see
-	// raft.Config.ClusterToken). Default raft.DefaultClusterToken.
+	// raft.Config.InitialClusterToken). Default raft.DefaultClusterToken.
 	InitialClusterToken string
 	// SnapshotCount is how many applied entries trigger a snapshot and log
 	// compaction. Default 10000.
@@ -229,16 +229,16 @@ func (c Config) memberAddr() string {
 // (Applier, OnLease), which Open adds.
 func (c Config) raftConfig() raft.Config {
 	return raft.Config{
-		ID:            c.ID,
-		Peers:         c.InitialCluster,
-		Addr:          c.memberAddr(),
-		Join:          c.Join,
-		ClusterToken:  c.InitialClusterToken,
-		DataDir:       c.DataDir,
-		Transport:     c.Transport,
-		TickInterval:  c.TickInterval,
-		LeaseDrift:    c.LeaseDrift,
-		SnapshotCount: c.SnapshotCount,
+		ID:                  c.ID,
+		InitialCluster:      c.InitialCluster,
+		Addr:                c.memberAddr(),
+		Join:                c.Join,
+		InitialClusterToken: c.InitialClusterToken,
+		DataDir:             c.DataDir,
+		Transport:           c.Transport,
+		TickInterval:        c.TickInterval,
+		LeaseDrift:          c.LeaseDrift,
+		SnapshotCount:       c.SnapshotCount,
 		// A cluster's state fits its leader's region (writes without room
 		// are refused), so a transfer this much larger than this node's
 		// is a peer's mistake or attack, not a snapshot: refused before it
