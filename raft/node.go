@@ -44,6 +44,8 @@ type Node struct {
 	useMu       sync.RWMutex
 	storeClosed bool
 
+	frz freezer // Freeze's state (freeze.go)
+
 	nextReq atomic.Uint64
 	// staging is the snapshot data all peer sessions hold staged, bounded
 	// by twice Config.MaxSnapshotBytes (peerReader.charge).
@@ -132,6 +134,7 @@ func Open(cfg Config) (*Node, error) {
 		readc:   make(chan *readRequest, 256),
 		recvc:   make(chan inbound, 256),
 		reportc: make(chan report, 1024),
+		frz:     freezer{reqs: make(chan freezeRequest)},
 		ctx:     ctx,
 		cancel:  cancel,
 		stopc:   make(chan struct{}),

@@ -27,6 +27,9 @@ type Server struct {
 	metrics *metrics
 	// hub is the node's event history and its watchers (watch.go).
 	hub *watch.Hub
+	// frozen is the freeze under way, from Freeze until the thaw; nil
+	// when there is none (freeze.go).
+	frozen atomic.Pointer[freezeGate]
 	// events is the applier's scratch for the hub (raft loop only).
 	events []wire.WatchEvent
 
