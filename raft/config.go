@@ -223,6 +223,19 @@ type Config struct {
 	// EntryCacheSize is how many recent log entries stay in memory. Default
 	// 4096; negative disables the cache.
 	EntryCacheSize int
+
+	// Knobs are for tests; production leaves them zero.
+	Knobs Knobs
+}
+
+// Knobs are test settings of a Node. The zero value, which production
+// uses, takes the defaults.
+type Knobs struct {
+	// MaxLeases and MaxLeaseKeys are the lease limits the apply path
+	// checks, lowered by tests to reach them. Every node of a cluster
+	// must have the same ones, as they decide what an entry does.
+	// Defaults MaxLeases and MaxLeaseKeys.
+	MaxLeases, MaxLeaseKeys int
 }
 
 func (c Config) withDefaults() Config {
@@ -247,6 +260,8 @@ func (c Config) withDefaults() Config {
 	if c.LeaseClock == nil {
 		c.LeaseClock = time.Now
 	}
+	setDefault(&c.Knobs.MaxLeases, MaxLeases)
+	setDefault(&c.Knobs.MaxLeaseKeys, MaxLeaseKeys)
 	return c
 }
 

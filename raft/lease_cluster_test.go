@@ -86,13 +86,13 @@ func TestLeaseSnapshotCatchUp(t *testing.T) {
 	}
 }
 
-// TestLeaseLimits: grants beyond maxLeases and PUTs beyond maxLeaseKeys
+// TestLeaseLimits: grants beyond Knobs.MaxLeases and PUTs beyond MaxLeaseKeys
 // are refused when applied, with nothing written; TTLs out of range are
 // refused before proposing.
 func TestLeaseLimits(t *testing.T) {
-	defer func(l, k int) { maxLeases, maxLeaseKeys = l, k }(maxLeases, maxLeaseKeys)
-	maxLeases, maxLeaseKeys = 2, 2
-	c := newCluster(t, 1, testConfig())
+	cfg := testConfig()
+	cfg.Knobs = Knobs{MaxLeases: 2, MaxLeaseKeys: 2}
+	c := newCluster(t, 1, cfg)
 	n := c.leader().node
 	ctx := ctxT(t)
 	if _, err := n.Grant(ctx, 0, time.Millisecond); !errors.Is(err, ErrLeaseTTL) {

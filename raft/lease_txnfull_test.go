@@ -9,16 +9,16 @@ import (
 )
 
 // TestLeaseFullTxnCountsDetaches: a transaction's branch is applied as its
-// operations one after the other. On a full lease (maxLeaseKeys keys), a
+// operations one after the other. On a full lease (Knobs.MaxLeaseKeys keys), a
 // branch that first deletes one of its keys (or re-PUTs it without the
 // lease) and then attaches another key leaves the lease full, not over:
 // applied one at a time, both operations succeed. The lease check counts
 // the attach but not the detach before it, and refuses the whole
 // transaction with ErrLeaseFull.
 func TestLeaseFullTxnCountsDetaches(t *testing.T) {
-	defer func(l, k int) { maxLeases, maxLeaseKeys = l, k }(maxLeases, maxLeaseKeys)
-	maxLeaseKeys = 2
-	c := newCluster(t, 1, testConfig())
+	cfg := testConfig()
+	cfg.Knobs.MaxLeaseKeys = 2
+	c := newCluster(t, 1, cfg)
 	n := c.leader().node
 	ctx := ctxT(t)
 	a, err := n.Grant(ctx, 0, time.Minute)
@@ -42,7 +42,7 @@ func TestLeaseFullTxnCountsDetaches(t *testing.T) {
 			{Type: txn.Put, Key: []byte("k3"), Value: []byte("v"), Lease: a}}})
 		if err != nil {
 			t.Errorf("txn {%s; put k3 with the lease} on a full lease: %v (one at a time, both apply and the lease stays at %d keys)",
-				name, err, maxLeaseKeys)
+				name, err, cfg.Knobs.MaxLeaseKeys)
 		}
 		// Undo k3 for the next case.
 		if _, _, err := n.Delete(ctx, []byte("k3")); err != nil {

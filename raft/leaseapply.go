@@ -49,7 +49,7 @@ func (l *loop) applyGrant(u *store.Update, c command) error {
 	// The lessor counts the leases of the batches committed before this
 	// one, leaseDelta this batch's: exact, so every node decides alike
 	// however its entries were batched.
-	if l.n.leases.count()+l.scratch.leaseDelta >= maxLeases {
+	if maxLeases := l.cfg.Knobs.MaxLeases; l.n.leases.count()+l.scratch.leaseDelta >= maxLeases {
 		l.n.metrics.leaseRefused("max_leases")
 		return fmt.Errorf("%w: %d leases exist", ErrTooManyLeases, maxLeases)
 	}
@@ -130,8 +130,8 @@ func noteKeys(u *store.Update, id uint64, changed *[]leaseKeys) error {
 
 // checkLease is the txn State's CheckLease: lease must exist in u and
 // take keys (those already attached to it do not count again) once the
-// detached keys that are on it have left.
-func checkLease(u *store.Update, lease uint64, keys, detached [][]byte, onRefuse func(reason string)) error {
+// detached keys that are on it have left, holding at most maxLeaseKeys.
+func checkLease(u *store.Update, lease uint64, keys, detached [][]byte, maxLeaseKeys int, onRefuse func(reason string)) error {
 	l, ok, err := u.Lease(lease)
 	switch {
 	case err != nil:

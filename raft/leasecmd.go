@@ -24,13 +24,6 @@ const (
 	MaxLeaseTTL = 365 * 24 * time.Hour
 )
 
-// The limits the apply path checks; tests lower them (every node of a
-// test shares them, as every node of a cluster shares the constants).
-var (
-	maxLeases    = MaxLeases
-	maxLeaseKeys = MaxLeaseKeys
-)
-
 // A grant command's value is le64 id | le64 ttl (ns); a revoke's is
 // le64 id | reason (1 byte: revokeByClient or revokeExpired). Both have no
 // key.

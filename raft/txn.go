@@ -93,7 +93,7 @@ func (s *txnState) Delete(key []byte) error {
 }
 
 func (s *txnState) CheckLease(lease uint64, keys, detached [][]byte) error {
-	return checkLease(s.u, lease, keys, detached, s.l.n.metrics.leaseRefused)
+	return checkLease(s.u, lease, keys, detached, s.l.cfg.Knobs.MaxLeaseKeys, s.l.n.metrics.leaseRefused)
 }
 
 func (s *txnState) record(w Write) {
