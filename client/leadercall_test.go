@@ -220,6 +220,7 @@ func TestStalledNodeAvoided(t *testing.T) {
 }
 
 func TestAttemptTimeoutConfig(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		in      time.Duration
 		want    time.Duration
@@ -243,6 +244,7 @@ func TestAttemptTimeoutConfig(t *testing.T) {
 // TestConfigLeaseDrift: a drift outside [0, 0.5] is refused, NaN included
 // (it passes "< 0 || > 0.5", and a lease's age times 1+NaN is no bound).
 func TestConfigLeaseDrift(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		drift float64
 		ok    bool

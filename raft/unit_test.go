@@ -13,6 +13,7 @@ import (
 )
 
 func TestConfigValidate(t *testing.T) {
+	t.Parallel()
 	tr := newMemNet().endpoint("a")
 	valid := Config{ID: 1, DataDir: "/tmp/x", Transport: tr, InitialCluster: map[uint64]string{1: "a", 2: "b"}}
 	tests := []struct {
@@ -50,6 +51,7 @@ func TestConfigValidate(t *testing.T) {
 }
 
 func TestConfigDefaults(t *testing.T) {
+	t.Parallel()
 	c := Config{ID: 1, InitialCluster: map[uint64]string{1: "a"}}.withDefaults()
 	if c.TickInterval != 100*time.Millisecond || c.ElectionTicks != 10 || c.HeartbeatTicks != 1 ||
 		c.SnapshotCount != 10000 || c.SnapshotCatchUpEntries != 5000 || c.Addr != "a" || c.Logger == nil {

@@ -553,6 +553,7 @@ func TestPeerSessionsExemptFromIdle(t *testing.T) {
 }
 
 func TestConfigMaxConnections(t *testing.T) {
+	t.Parallel()
 	base := Config{Listen: "x", DataDir: "d", Transport: limitless{}}
 	if err := base.Validate(); err != nil {
 		t.Fatalf("default: %v", err)
@@ -568,6 +569,7 @@ func TestConfigMaxConnections(t *testing.T) {
 }
 
 func TestConfigTableInline(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		inline int
 		grace  time.Duration

@@ -15,6 +15,7 @@ import (
 )
 
 func TestValidate(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		cfg Config
 		ok  bool
@@ -33,6 +34,7 @@ func TestValidate(t *testing.T) {
 }
 
 func TestTail(t *testing.T) {
+	t.Parallel()
 	tl := &tail{max: 8}
 	for _, s := range []string{"hello ", "world", "!"} {
 		if n, err := tl.Write([]byte(s)); n != len(s) || err != nil {

@@ -14,6 +14,7 @@ import (
 // newest version drops every caught-up watcher as "slow", and no node can
 // serve that version again.
 func TestHistoryKeepsTheNewestVersionWhole(t *testing.T) {
+	t.Parallel()
 	h := newHub(t, Config{HistoryBytes: wire.MaxWatchBytes})
 	w, err := h.Watch(nil, true, 0)
 	if err != nil {
@@ -42,6 +43,7 @@ func TestHistoryKeepsTheNewestVersionWhole(t *testing.T) {
 // writes) is one version; a history of fewer events must not drop a
 // caught-up watcher in its middle.
 func TestHistoryEventsKeepsTheNewestVersionWhole(t *testing.T) {
+	t.Parallel()
 	h := newHub(t, Config{HistoryEvents: 2})
 	w, err := h.Watch(nil, true, 0)
 	if err != nil {
