@@ -280,7 +280,7 @@ func TestSweep(t *testing.T) {
 func TestOpAllocatesNothing(t *testing.T) {
 	f := newFake()
 	r := newRunner(t, Config{}, f)
-	p := Point{Workload: small(workload.ReadMost)}
+	p := Point{Workload: small(workload.ReadMost)}.withDefaults()
 	if err := p.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -302,7 +302,7 @@ func TestOpAllocatesNothing(t *testing.T) {
 func BenchmarkOp(b *testing.B) {
 	f := newFake()
 	r := newRunner(b, Config{}, f)
-	p := Point{Workload: small(workload.ReadMost)}
+	p := Point{Workload: small(workload.ReadMost)}.withDefaults()
 	if err := p.Validate(); err != nil {
 		b.Fatal(err)
 	}

@@ -133,19 +133,8 @@ const (
 	MaxClients = 4096
 )
 
-// Validate reports whether c is usable, filling in defaults.
-func (c *Config) Validate() error {
-	if len(c.Stores) == 0 {
-		return fmt.Errorf("%w: no stores", ErrConfig)
-	}
-	for i, s := range c.Stores {
-		if s == nil {
-			return fmt.Errorf("%w: store %d is nil", ErrConfig, i)
-		}
-	}
-	if c.Transport == "" {
-		return fmt.Errorf("%w: transport name required", ErrConfig)
-	}
+// withDefaults returns c with its unset fields set to their defaults.
+func (c Config) withDefaults() Config {
 	if c.Series == "" {
 		c.Series = c.Transport
 	}
@@ -157,6 +146,22 @@ func (c *Config) Validate() error {
 	}
 	if c.ProgressEvery <= 0 {
 		c.ProgressEvery = DefaultProgressEvery
+	}
+	return c
+}
+
+// Validate reports whether c is usable; c itself is not changed.
+func (c Config) Validate() error {
+	if len(c.Stores) == 0 {
+		return fmt.Errorf("%w: no stores", ErrConfig)
+	}
+	for i, s := range c.Stores {
+		if s == nil {
+			return fmt.Errorf("%w: store %d is nil", ErrConfig, i)
+		}
+	}
+	if c.Transport == "" {
+		return fmt.Errorf("%w: transport name required", ErrConfig)
 	}
 	return nil
 }
@@ -182,16 +187,24 @@ type Point struct {
 // DefaultDuration is a Point's measured time when none is given.
 const DefaultDuration = 2 * time.Second
 
-// Validate reports whether p is usable, filling in defaults.
-func (p *Point) Validate() error {
-	if err := p.Workload.Validate(); err != nil {
-		return fmt.Errorf("%w: %w", ErrConfig, err)
-	}
+// withDefaults returns p with its zero fields set to their defaults.
+func (p Point) withDefaults() Point {
+	p.Workload = p.Workload.WithDefaults()
 	if p.Clients == 0 {
 		p.Clients = 1
 	}
 	if p.Duration == 0 {
 		p.Duration = DefaultDuration
+	}
+	return p
+}
+
+// Validate reports whether p is usable. Zero fields are checked as their
+// defaults; p itself is not changed.
+func (p Point) Validate() error {
+	p = p.withDefaults()
+	if err := p.Workload.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	switch {
 	case p.Clients < 0 || p.Clients > MaxClients:

@@ -18,6 +18,7 @@ type loaded struct{ keys, keySize, valueSize int }
 // Settle. It skips all that if the previous Preload wrote the same key
 // space and value size.
 func (r *Runner) Preload(ctx context.Context, w workload.Config) error {
+	w = w.WithDefaults()
 	if err := w.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}

@@ -27,6 +27,7 @@ type Runner struct {
 
 // New returns a Runner for cfg.
 func New(cfg Config) (*Runner, error) {
+	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -115,6 +116,7 @@ type window struct {
 // Run measures one point. The key space must have been preloaded (Preload)
 // for GETs to find their keys; misses are counted, not failed.
 func (r *Runner) Run(ctx context.Context, p Point) (result.Run, error) {
+	p = p.withDefaults()
 	if err := p.Validate(); err != nil {
 		return result.Run{}, err
 	}

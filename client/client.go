@@ -43,6 +43,7 @@ type Client struct {
 // New returns a client for cfg.Endpoints. It connects lazily, so New fails
 // only on a bad Config or transport.
 func New(cfg Config) (*Client, error) {
+	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

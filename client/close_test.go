@@ -80,6 +80,7 @@ func TestSnapshotAfterClose(t *testing.T) {
 // fails as ErrUnavailable. transport.CheckAddr already says which
 // addresses are undialable.
 func TestValidateRefusesUndialableEndpoints(t *testing.T) {
+	t.Parallel()
 	for _, ep := range []string{"127.0.0.1", "127.0.0.1:0", "127.0.0.1:70000", "127.0.0.1:7301,127.0.0.1:7302"} {
 		cfg := client.Config{Endpoints: []string{ep}}
 		if err := cfg.Validate(); err == nil {

@@ -126,24 +126,8 @@ const (
 // servers' (kvd --lease-drift).
 const DefaultLeaseDrift = 0.1
 
-// Validate reports whether c is usable, filling in defaults.
-func (c *Config) Validate() error {
-	if len(c.Endpoints) == 0 {
-		return errors.New("kvd: client needs at least one endpoint")
-	}
-	for _, e := range c.Endpoints {
-		// Both transports dial host:port; a mistyped endpoint (no port,
-		// two joined by a comma) is a configuration error, not an outage.
-		if err := transport.CheckAddr(e); err != nil {
-			return fmt.Errorf("kvd: endpoint: %w", err)
-		}
-	}
-	if c.TLS != nil && c.Transport != nil {
-		return errors.New("kvd: Config.TLS applies only to the client's own transport; configure the given Transport's TLS instead")
-	}
-	if c.Consistency > ReadIndex {
-		return fmt.Errorf("kvd: unknown consistency %d", c.Consistency)
-	}
+// withDefaults returns c with every unset field set to its default.
+func (c Config) withDefaults() Config {
 	if c.DialTimeout <= 0 {
 		c.DialTimeout = defaultDialTimeout
 	}
@@ -155,8 +139,6 @@ func (c *Config) Validate() error {
 		c.AttemptTimeout = defaultAttemptTimeout
 	case c.AttemptTimeout < 0:
 		c.AttemptTimeout = -1 // off: an attempt lasts as long as its request
-	case c.AttemptTimeout < time.Millisecond:
-		return fmt.Errorf("kvd: attempt timeout %v is below the minimum 1ms", c.AttemptTimeout)
 	}
 	if c.ReadRetries <= 0 {
 		c.ReadRetries = defaultReadRetries
@@ -164,17 +146,41 @@ func (c *Config) Validate() error {
 	if c.CacheEntries == 0 {
 		c.CacheEntries = defaultCacheEntries
 	}
+	if c.LeaseDrift == 0 {
+		c.LeaseDrift = DefaultLeaseDrift
+	}
+	return c
+}
+
+// Validate reports whether c is usable. Unset fields are checked as their
+// defaults; c itself is not changed.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	if len(c.Endpoints) == 0 {
+		return errors.New("kvd: client needs at least one endpoint")
+	}
+	for _, e := range c.Endpoints {
+		// Both transports dial host:port; a mistyped endpoint (no port,
+		// two joined by a comma) is a configuration error, not an outage.
+		if err := transport.CheckAddr(e); err != nil {
+			return fmt.Errorf("kvd: endpoint: %w", err)
+		}
+	}
 	switch {
+	case c.TLS != nil && c.Transport != nil:
+		return errors.New("kvd: Config.TLS applies only to the client's own transport; configure the given Transport's TLS instead")
+	case c.Consistency > ReadIndex:
+		return fmt.Errorf("kvd: unknown consistency %d", c.Consistency)
+	case c.AttemptTimeout > 0 && c.AttemptTimeout < time.Millisecond:
+		return fmt.Errorf("kvd: attempt timeout %v is below the minimum 1ms", c.AttemptTimeout)
 	case !(c.LeaseDrift >= 0 && c.LeaseDrift <= 0.5): // NaN fails too
 		return fmt.Errorf("kvd: LeaseDrift %v not in [0, 0.5]", c.LeaseDrift)
-	case c.LeaseDrift == 0:
-		c.LeaseDrift = DefaultLeaseDrift
 	}
 	return nil
 }
 
 // tcpTLS is the TLS configuration of the client's own transport, if any.
-func (c *Config) tcpTLS() *tcp.TLS {
+func (c Config) tcpTLS() *tcp.TLS {
 	if c.TLS == nil {
 		return nil
 	}

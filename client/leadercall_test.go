@@ -220,6 +220,7 @@ func TestStalledNodeAvoided(t *testing.T) {
 }
 
 func TestAttemptTimeoutConfig(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		in      time.Duration
 		want    time.Duration
@@ -233,8 +234,9 @@ func TestAttemptTimeoutConfig(t *testing.T) {
 	} {
 		cfg := client.Config{Endpoints: []string{"x:1"}, AttemptTimeout: tc.in}
 		err := cfg.Validate()
-		if (err != nil) != tc.wantErr || err == nil && cfg.AttemptTimeout != tc.want {
-			t.Errorf("AttemptTimeout %v: got %v, %v; want %v (error %v)", tc.in, cfg.AttemptTimeout, err, tc.want, tc.wantErr)
+		got := client.WithDefaults(cfg).AttemptTimeout
+		if (err != nil) != tc.wantErr || err == nil && got != tc.want {
+			t.Errorf("AttemptTimeout %v: got %v, %v; want %v (error %v)", tc.in, got, err, tc.want, tc.wantErr)
 		}
 	}
 }
@@ -242,6 +244,7 @@ func TestAttemptTimeoutConfig(t *testing.T) {
 // TestConfigLeaseDrift: a drift outside [0, 0.5] is refused, NaN included
 // (it passes "< 0 || > 0.5", and a lease's age times 1+NaN is no bound).
 func TestConfigLeaseDrift(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		drift float64
 		ok    bool

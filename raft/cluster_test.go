@@ -274,7 +274,7 @@ func (c *cluster) start(id uint64, join bool) *testNode {
 	tn.app, tn.leases = newApplierLog(), &leaseLog{}
 	cfg := c.base
 	cfg.ID, cfg.DataDir, cfg.Transport, cfg.Join = id, tn.dir, tn.tr, join
-	cfg.Peers = maps.Clone(c.peers)
+	cfg.InitialCluster = maps.Clone(c.peers)
 	cfg.Addr = tn.addr
 	cfg.OnLease = tn.leases.record
 	cfg = withKV(cfg, tn.app)

@@ -31,27 +31,31 @@ const (
 )
 
 // Config configures a Node. The zero value of every field but ID, DataDir,
-// Transport and Peers (or Addr, when joining) takes the documented default.
+// Transport and InitialCluster (or Addr, when joining) takes the documented
+// default. Fields that kvd sets from a flag carry the flag's name
+// (InitialCluster: --initial-cluster).
 type Config struct {
 	// ID is this node's raft id, never 0.
 	ID uint64
-	// ClusterToken names the cluster when it is created: its cluster id is
-	// derived from the token and the initial member list (Peers, ids and
-	// addresses), so every initial member computes the same id on its own,
-	// and clusters created with different tokens or members never take each
-	// other's peers. The id is stored with the node's data; a restart with a
-	// token or Peers that give another id is refused (ErrClusterMismatch). A
-	// joining node ignores the token: it learns the id from the cluster. Use
-	// a token unique to each cluster. Default DefaultClusterToken.
-	ClusterToken string
-	// Peers maps id to address ("host:port" of the transport listener) for
-	// the initial cluster, this node included. It bootstraps a new cluster
-	// (every initial member must be given the same map) and seeds the address
-	// book; once the node has state on disk, the membership recorded there
-	// wins. A joining node lists the existing members it may contact.
-	Peers map[uint64]string
-	// Addr is the address peers reach this node at. Default Peers[ID];
-	// required when joining.
+	// InitialClusterToken names the cluster when it is created: its
+	// cluster id is derived from the token and the initial member list
+	// (InitialCluster, ids and addresses), so every initial member
+	// computes the same id on its own, and clusters created with different
+	// tokens or members never take each other's peers. The id is stored
+	// with the node's data; a restart with a token or InitialCluster that
+	// give another id is refused (ErrClusterMismatch). A joining node
+	// ignores the token: it learns the id from the cluster. Use a token
+	// unique to each cluster. Default DefaultClusterToken.
+	InitialClusterToken string
+	// InitialCluster maps id to address ("host:port" of the transport
+	// listener) for the initial cluster, this node included. It bootstraps
+	// a new cluster (every initial member must be given the same map) and
+	// seeds the address book; once the node has state on disk, the
+	// membership recorded there wins. A joining node lists the existing
+	// members it may contact.
+	InitialCluster map[uint64]string
+	// Addr is the address peers reach this node at. Default
+	// InitialCluster[ID]; required when joining.
 	Addr string
 	// Join starts the node without bootstrapping: it waits to be added by
 	// the cluster (AddMember on the leader) and learns the log from it.
@@ -156,7 +160,7 @@ func (c Config) withDefaults() Config {
 	setDefault(&c.MaxApplyBytes, DefaultMaxApplyBytes)
 	setDefault(&c.PeerQueueSize, DefaultPeerQueueSize)
 	setDefault(&c.EntryCacheSize, DefaultEntryCacheSize)
-	setDefault(&c.Addr, c.Peers[c.ID])
+	setDefault(&c.Addr, c.InitialCluster[c.ID])
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -171,10 +175,10 @@ func setDefault[T comparable](field *T, def T) {
 }
 
 // Validate reports the first invalid field, wrapping ErrConfig. Zero fields
-// are checked as their defaults.
+// are checked as their defaults; c itself is not changed.
 func (c Config) Validate() error {
 	c = c.withDefaults()
-	_, selfListed := c.Peers[c.ID]
+	_, selfListed := c.InitialCluster[c.ID]
 	switch {
 	case c.ID == 0:
 		return fmt.Errorf("%w: ID must not be 0", ErrConfig)
@@ -183,11 +187,11 @@ func (c Config) Validate() error {
 	case c.Transport == nil:
 		return fmt.Errorf("%w: Transport is required", ErrConfig)
 	case !c.Join && !selfListed:
-		return fmt.Errorf("%w: Peers must include this node (%d) unless joining", ErrConfig, c.ID)
+		return fmt.Errorf("%w: InitialCluster must include this node (%d) unless joining", ErrConfig, c.ID)
 	case c.Addr == "":
 		return fmt.Errorf("%w: Addr is required when joining", ErrConfig)
-	case len(c.ClusterToken) > maxClusterToken:
-		return fmt.Errorf("%w: ClusterToken of %d bytes (at most %d)", ErrConfig, len(c.ClusterToken), maxClusterToken)
+	case len(c.InitialClusterToken) > maxClusterToken:
+		return fmt.Errorf("%w: InitialClusterToken of %d bytes (at most %d)", ErrConfig, len(c.InitialClusterToken), maxClusterToken)
 	case c.TickInterval < time.Millisecond:
 		return fmt.Errorf("%w: TickInterval %v below 1ms", ErrConfig, c.TickInterval)
 	case c.HeartbeatTicks < 1 || c.ElectionTicks <= c.HeartbeatTicks:
@@ -205,7 +209,7 @@ func (c Config) Validate() error {
 		// when it is established (checkMessageLimit).
 		return fmt.Errorf("%w: MaxSizePerMsg %d must stay well under the transport's MaxMessage", ErrConfig, c.MaxSizePerMsg)
 	}
-	for id, addr := range c.Peers {
+	for id, addr := range c.InitialCluster {
 		if id == 0 || addr == "" {
 			return fmt.Errorf("%w: peer %d has address %q", ErrConfig, id, addr)
 		}

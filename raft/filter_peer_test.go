@@ -206,11 +206,11 @@ func TestOtherClusterRefused(t *testing.T) {
 			nw := newTCPNet()
 			logs := &logCapture{}
 			cfgB := testConfig()
-			cfgB.ClusterToken, cfgB.Logger = tc.tokenB, logs.logger()
+			cfgB.InitialClusterToken, cfgB.Logger = tc.tokenB, logs.logger()
 			b := newClusterOn(t, nw, 3, cfgB)
 			b.put("b", "1")
 			cfgA := testConfig()
-			cfgA.ClusterToken = tc.tokenA
+			cfgA.InitialClusterToken = tc.tokenA
 			a := newClusterOn(t, nw, 0, cfgA)
 			a.reserve(1)
 			a.reserve(2)

@@ -2,7 +2,7 @@ package raft
 
 import (
 	"errors"
-	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -18,20 +18,18 @@ type freezeRequest struct {
 	started chan struct{}
 }
 
-// freezes holds, for each node being frozen, the channel its loop takes the
-// request from: an entry exists from Freeze until the thaw. It lives beside
-// Node rather than in it so that a test-only fault costs a node nothing but
-// a lookup in an (almost always empty) map per loop iteration.
-var freezes sync.Map // *Node -> chan freezeRequest
-
-// freezeRequests is the channel the loop selects on: nil (never ready)
-// unless a Freeze is waiting to be taken.
-func (n *Node) freezeRequests() chan freezeRequest {
-	if c, ok := freezes.Load(n); ok {
-		return c.(chan freezeRequest)
-	}
-	return nil
+// freezer is a node's freeze state (Node.frz); Open makes its channel.
+type freezer struct {
+	// busy is set from Freeze until the thaw: one freeze at a time.
+	busy atomic.Bool
+	// reqs hands a Freeze's request to the loop; unbuffered, so a send
+	// completes only once the loop has taken it.
+	reqs chan freezeRequest
 }
+
+// freezeRequests is the channel the loop selects on: a send comes only
+// from a Freeze (nil, never ready, in a Node that Open did not make).
+func (n *Node) freezeRequests() chan freezeRequest { return n.frz.reqs }
 
 // Freeze stops the node's raft loop for d, as SIGSTOP stops a process: no
 // ticks, no peer messages stepped, no Readies handled, nothing applied, no
@@ -59,18 +57,17 @@ func (n *Node) freeze(d time.Duration, thaw <-chan struct{}) error {
 	if d <= 0 {
 		return nil
 	}
-	c := make(chan freezeRequest)
-	if _, busy := freezes.LoadOrStore(n, c); busy {
+	if !n.frz.busy.CompareAndSwap(false, true) {
 		return ErrFrozen
 	}
 	f := freezeRequest{d: d, thaw: thaw, started: make(chan struct{})}
 	select {
-	case c <- f: // the loop deletes the entry at the thaw
+	case n.frz.reqs <- f: // the loop clears busy at the thaw
 	case <-n.stopc:
-		freezes.Delete(n)
+		n.frz.busy.Store(false)
 		return n.stoppedErr()
 	case <-n.donec: // the loop stopped on a storage failure
-		freezes.Delete(n)
+		n.frz.busy.Store(false)
 		return n.stoppedErr()
 	}
 	<-f.started
@@ -80,7 +77,7 @@ func (n *Node) freeze(d time.Duration, thaw <-chan struct{}) error {
 // freeze is the loop's side of Freeze: it blocks for f.d, or until Close.
 // It reports false if the node is closing.
 func (l *loop) freeze(f freezeRequest) bool {
-	defer freezes.Delete(l.n)
+	defer l.n.frz.busy.Store(false)
 	l.n.log.Warn("raft loop frozen (fault injection)", "for", f.d)
 	t := time.NewTimer(f.d)
 	defer t.Stop()

@@ -10,10 +10,10 @@ import (
 // A node's identity: the member its data directory belongs to (here) and
 // the cluster it belongs to (the peer layer's: raft/peer/identity.go).
 
-// DefaultClusterToken is Config.ClusterToken's default.
+// DefaultClusterToken is Config.InitialClusterToken's default.
 const DefaultClusterToken = peer.DefaultClusterToken
 
-// maxClusterToken bounds Config.ClusterToken.
+// maxClusterToken bounds Config.InitialClusterToken.
 const maxClusterToken = 256
 
 // ErrClusterMismatch: the node's data belongs to another cluster than its
@@ -54,7 +54,7 @@ func newClusterLoop(n *Node) (*loop, error) {
 	}
 	cfg := n.cfg
 	cluster, err := peer.SettleClusterID(n.store,
-		peer.Cluster{Token: cfg.ClusterToken, Peers: cfg.Peers, Join: cfg.Join, DataDir: cfg.DataDir}, n.log)
+		peer.Cluster{Token: cfg.InitialClusterToken, Peers: cfg.InitialCluster, Join: cfg.Join, DataDir: cfg.DataDir}, n.log)
 	if err != nil {
 		return nil, err
 	}

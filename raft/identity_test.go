@@ -13,7 +13,7 @@ import (
 // cluster than its data, and starts with the right ones or with Join.
 func TestRestartWithWrongCluster(t *testing.T) {
 	base := testConfig()
-	base.ClusterToken = "tok"
+	base.InitialClusterToken = "tok"
 	c := newCluster(t, 3, base)
 	c.put("k", "v")
 	want := c.nodes[1].node.ClusterID()
@@ -29,7 +29,7 @@ func TestRestartWithWrongCluster(t *testing.T) {
 		cfg.ID, cfg.DataDir, cfg.Addr = 1, tn.dir, tn.addr
 		cfg.Transport = c.net.transport(t, tn.name)
 		t.Cleanup(func() { cfg.Transport.Close() })
-		cfg.Peers = maps.Clone(c.peers)
+		cfg.InitialCluster = maps.Clone(c.peers)
 		f(&cfg)
 		return Open(withKV(cfg, nil))
 	}
@@ -37,11 +37,11 @@ func TestRestartWithWrongCluster(t *testing.T) {
 		name string
 		f    func(cfg *Config)
 	}{
-		{"another token", func(cfg *Config) { cfg.ClusterToken = "other" }},
-		{"the default token", func(cfg *Config) { cfg.ClusterToken = "" }},
-		{"another address", func(cfg *Config) { cfg.Peers[2] = "elsewhere" }},
-		{"an extra member", func(cfg *Config) { cfg.Peers[4] = "node4" }},
-		{"a missing member", func(cfg *Config) { delete(cfg.Peers, 3) }},
+		{"another token", func(cfg *Config) { cfg.InitialClusterToken = "other" }},
+		{"the default token", func(cfg *Config) { cfg.InitialClusterToken = "" }},
+		{"another address", func(cfg *Config) { cfg.InitialCluster[2] = "elsewhere" }},
+		{"an extra member", func(cfg *Config) { cfg.InitialCluster[4] = "node4" }},
+		{"a missing member", func(cfg *Config) { delete(cfg.InitialCluster, 3) }},
 	}
 	for _, tc := range refused {
 		t.Run(tc.name, func(t *testing.T) {
@@ -72,7 +72,7 @@ func TestRestartWithWrongCluster(t *testing.T) {
 	}
 	// Join takes the stored id as it is; so do the original settings.
 	for _, f := range []func(cfg *Config){
-		func(cfg *Config) { cfg.Join, cfg.ClusterToken = true, "ignored when joining" },
+		func(cfg *Config) { cfg.Join, cfg.InitialClusterToken = true, "ignored when joining" },
 		func(*Config) {},
 	} {
 		n, err := open(f)

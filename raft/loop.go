@@ -113,7 +113,7 @@ func newLoop(n *Node) (*loop, error) {
 		return nil, fmt.Errorf("raft: %w", err)
 	}
 	if fresh && !n.cfg.Join {
-		if err := rn.Bootstrap(bootstrapPeers(n.cfg.Peers)); err != nil {
+		if err := rn.Bootstrap(bootstrapPeers(n.cfg.InitialCluster)); err != nil {
 			return nil, fmt.Errorf("raft: bootstrap: %w", err)
 		}
 	}

@@ -195,7 +195,7 @@ func (l *loop) lastIndex() uint64 {
 // messages wait (raft resends) until this node catches up.
 func (n *Node) isMember(id uint64) bool {
 	if n.store.NumMembers() == 0 {
-		_, ok := n.cfg.Peers[id]
+		_, ok := n.cfg.InitialCluster[id]
 		return ok
 	}
 	_, ok := n.store.Member(id)

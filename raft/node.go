@@ -45,6 +45,8 @@ type Node struct {
 	useMu       sync.RWMutex
 	storeClosed bool
 
+	frz freezer // Freeze's state (freeze.go)
+
 	nextReq atomic.Uint64
 	confMu  sync.Mutex // one membership change at a time from this node
 
@@ -84,9 +86,10 @@ type Member struct {
 }
 
 // Open starts a node: it recovers the state in cfg.DataDir (or bootstraps
-// a new group from cfg.Peers, unless cfg.Join), and starts the raft loop.
+// a new group from cfg.InitialCluster, unless cfg.Join), and starts the raft loop.
 // The state machine's calls may come as soon as Open returns.
 func Open(cfg Config) (*Node, error) {
+	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -127,6 +130,7 @@ func Open(cfg Config) (*Node, error) {
 		readc:   make(chan *readRequest, 256),
 		recvc:   make(chan inbound, 256),
 		reportc: make(chan report, 1024),
+		frz:     freezer{reqs: make(chan freezeRequest)},
 		ctx:     ctx,
 		cancel:  cancel,
 		stopc:   make(chan struct{}),
@@ -235,8 +239,8 @@ func (n *Node) PeerAddr(id uint64) string {
 }
 
 func (n *Node) initAddrs() {
-	n.addrs = make(map[uint64]string, len(n.cfg.Peers)+1)
-	for id, addr := range n.cfg.Peers {
+	n.addrs = make(map[uint64]string, len(n.cfg.InitialCluster)+1)
+	for id, addr := range n.cfg.InitialCluster {
 		n.addrs[id] = addr
 	}
 	for _, m := range n.store.Members() {

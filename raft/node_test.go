@@ -598,7 +598,7 @@ func TestLaggingFollowerKeepsPromotedAddr(t *testing.T) {
 		t.Errorf("lagging follower %d: Members = %+v, want %+v", f.id, got, want)
 	}
 	// After a restart the follower knows node 4's address only from its disk
-	// (its Config.Peers predates node 4).
+	// (its Config.InitialCluster predates node 4).
 	c.stop(f.id)
 	peers := c.peers
 	c.peers = map[uint64]string{1: peers[1], 2: peers[2], 3: peers[3]}

@@ -52,12 +52,12 @@ const maxRestoreIndex = maxPeerIndex / 2
 // RestoreConfig configures Restore: the new cluster as its members are
 // started (the same values their Config will have).
 type RestoreConfig struct {
-	ID           uint64
-	Peers        map[uint64]string // the new cluster's initial members, this node included
-	ClusterToken string
-	DataDir      string // must be missing or empty
-	Index        uint64 // the backup's applied index
-	FromCluster  uint64 // the id of the cluster the backup came from (0: unknown)
+	ID                  uint64
+	InitialCluster      map[uint64]string // the new cluster's initial members, this node included
+	InitialClusterToken string
+	DataDir             string // must be missing or empty
+	Index               uint64 // the backup's applied index
+	FromCluster         uint64 // the id of the cluster the backup came from (0: unknown)
 	// Backup is the backup's checksum (its trailer): the new cluster's id
 	// depends on it (peer.RestoredClusterID), so members restored from
 	// different backups refuse each other. Empty: the id is the token's
@@ -68,7 +68,7 @@ type RestoreConfig struct {
 
 // Validate checks c.
 func (c RestoreConfig) Validate() error {
-	_, self := c.Peers[c.ID]
+	_, self := c.InitialCluster[c.ID]
 	switch {
 	case c.ID == 0 || !self:
 		return fmt.Errorf("%w: restore: node %d must be one of the initial members", ErrConfig, c.ID)
@@ -76,10 +76,10 @@ func (c RestoreConfig) Validate() error {
 		return fmt.Errorf("%w: restore: DataDir is required", ErrConfig)
 	case c.Index == 0 || c.Index > maxRestoreIndex:
 		return fmt.Errorf("%w: restore: backup index %d (1..%d)", ErrConfig, c.Index, uint64(maxRestoreIndex))
-	case len(c.ClusterToken) > maxClusterToken:
-		return fmt.Errorf("%w: restore: ClusterToken of %d bytes (at most %d)", ErrConfig, len(c.ClusterToken), maxClusterToken)
+	case len(c.InitialClusterToken) > maxClusterToken:
+		return fmt.Errorf("%w: restore: InitialClusterToken of %d bytes (at most %d)", ErrConfig, len(c.InitialClusterToken), maxClusterToken)
 	}
-	for id, addr := range c.Peers {
+	for id, addr := range c.InitialCluster {
 		if id == 0 || addr == "" {
 			return fmt.Errorf("%w: restore: peer %d has address %q", ErrConfig, id, addr)
 		}
@@ -92,12 +92,12 @@ func (c RestoreConfig) Validate() error {
 // version. The directory must be missing or empty (ErrNotEmpty otherwise:
 // a restore never overwrites a node's data). On failure what Restore wrote
 // is removed again. The node is then started with Open and the same
-// ID, Peers and ClusterToken.
+// ID, InitialCluster and InitialClusterToken.
 func Restore(cfg RestoreConfig, fill func(add func(key, value []byte, version uint64) error) error) (err error) {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	base := peer.ClusterIDFor(cfg.ClusterToken, cfg.Peers)
+	base := peer.ClusterIDFor(cfg.InitialClusterToken, cfg.InitialCluster)
 	id := peer.RestoredClusterID(base, cfg.Backup)
 	if base == cfg.FromCluster || id == cfg.FromCluster {
 		return fmt.Errorf("%w (%016x): give the new cluster its own --initial-cluster-token", ErrSameCluster, id)
@@ -138,8 +138,8 @@ func Restore(cfg RestoreConfig, fill func(add func(key, value []byte, version ui
 	if err := st.SetClusterID(id); err != nil {
 		return fmt.Errorf("raft: restore: record cluster id: %w", err)
 	}
-	members := make([]store.Member, 0, len(cfg.Peers))
-	for pid, addr := range cfg.Peers {
+	members := make([]store.Member, 0, len(cfg.InitialCluster))
+	for pid, addr := range cfg.InitialCluster {
 		members = append(members, store.Member{ID: pid, Addr: addr})
 	}
 	if err := st.Restore(cfg.Index, members, fill); err != nil {

@@ -18,12 +18,12 @@ import (
 func TestRestoredClusterAtMaxIndexCommits(t *testing.T) {
 	for _, index := range []uint64{100, maxPeerIndex / 2, maxPeerIndex} {
 		t.Run(fmt.Sprint(index), func(t *testing.T) {
-			probe := RestoreConfig{ID: 1, Peers: map[uint64]string{1: "a:1"}, DataDir: "d", Index: index}
+			probe := RestoreConfig{ID: 1, InitialCluster: map[uint64]string{1: "a:1"}, DataDir: "d", Index: index}
 			if err := probe.Validate(); err != nil {
 				t.Skipf("Restore refuses index %d: %v", index, err) // refused up front: fine
 			}
 			base := testConfig()
-			base.ClusterToken = "restored"
+			base.InitialClusterToken = "restored"
 			c := &cluster{t: t, dir: t.TempDir(), net: newMemNet(), base: base,
 				peers: map[uint64]string{}, nodes: map[uint64]*testNode{}}
 			t.Cleanup(c.stopAll)
@@ -31,7 +31,7 @@ func TestRestoredClusterAtMaxIndexCommits(t *testing.T) {
 				c.reserve(id)
 			}
 			for id, tn := range c.nodes {
-				cfg := RestoreConfig{ID: id, Peers: maps.Clone(c.peers), ClusterToken: base.ClusterToken,
+				cfg := RestoreConfig{ID: id, InitialCluster: maps.Clone(c.peers), InitialClusterToken: base.InitialClusterToken,
 					DataDir: tn.dir, Index: index, Logger: testLogger()}
 				if err := Restore(cfg, func(add func(key, value []byte, version uint64) error) error {
 					return add([]byte("k"), []byte("v"), index)

@@ -10,7 +10,7 @@ import (
 )
 
 func TestRestoreConfigValidate(t *testing.T) {
-	ok := RestoreConfig{ID: 1, Peers: map[uint64]string{1: "a:1"}, DataDir: "d", Index: 5}
+	ok := RestoreConfig{ID: 1, InitialCluster: map[uint64]string{1: "a:1"}, DataDir: "d", Index: 5}
 	if err := ok.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -18,7 +18,7 @@ func TestRestoreConfigValidate(t *testing.T) {
 		"not a member": func(c *RestoreConfig) { c.ID = 2 },
 		"no dir":       func(c *RestoreConfig) { c.DataDir = "" },
 		"index 0":      func(c *RestoreConfig) { c.Index = 0 },
-		"empty addr":   func(c *RestoreConfig) { c.Peers = map[uint64]string{1: ""} },
+		"empty addr":   func(c *RestoreConfig) { c.InitialCluster = map[uint64]string{1: ""} },
 	} {
 		c := ok
 		mut(&c)
@@ -35,7 +35,7 @@ func TestRestoreRefusesUsedDir(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "x"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg := RestoreConfig{ID: 1, Peers: map[uint64]string{1: "a:1"}, DataDir: dir, Index: 5, Logger: testLogger()}
+	cfg := RestoreConfig{ID: 1, InitialCluster: map[uint64]string{1: "a:1"}, DataDir: dir, Index: 5, Logger: testLogger()}
 	none := func(func(key, value []byte, version uint64) error) error { return nil }
 	if err := Restore(cfg, none); !errors.Is(err, ErrNotEmpty) {
 		t.Fatalf("used dir: %v, want ErrNotEmpty", err)
@@ -57,7 +57,7 @@ func TestRestoreRefusesUsedDir(t *testing.T) {
 	if err := Restore(cfg, none); err != nil {
 		t.Fatalf("restore after the failed one: %v", err)
 	}
-	cfg.FromCluster = peer.ClusterIDFor(cfg.ClusterToken, cfg.Peers)
+	cfg.FromCluster = peer.ClusterIDFor(cfg.InitialClusterToken, cfg.InitialCluster)
 	cfg.DataDir = t.TempDir()
 	if err := Restore(cfg, none); !errors.Is(err, ErrSameCluster) {
 		t.Fatalf("same cluster id: %v, want ErrSameCluster", err)
@@ -71,7 +71,7 @@ func TestRestoreRefusesUsedDir(t *testing.T) {
 // Restore writes first and removes last makes Open and Restore refuse it.
 func TestInterruptedRestoreRefused(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "node1")
-	cfg := RestoreConfig{ID: 1, Peers: map[uint64]string{1: "a:1"}, DataDir: dir, Index: 5, Logger: testLogger()}
+	cfg := RestoreConfig{ID: 1, InitialCluster: map[uint64]string{1: "a:1"}, DataDir: dir, Index: 5, Logger: testLogger()}
 	var crashImage string // the directory as a crash inside the fill leaves it
 	err := Restore(cfg, func(add func(key, value []byte, version uint64) error) error {
 		if err := add([]byte("k"), []byte("v"), 3); err != nil {
@@ -91,7 +91,7 @@ func TestInterruptedRestoreRefused(t *testing.T) {
 	}
 
 	ncfg := testConfig()
-	ncfg.ID, ncfg.DataDir, ncfg.Transport, ncfg.Peers = 1, crashImage, newMemNet().endpoint("a:1"), cfg.Peers
+	ncfg.ID, ncfg.DataDir, ncfg.Transport, ncfg.InitialCluster = 1, crashImage, newMemNet().endpoint("a:1"), cfg.InitialCluster
 	if n, err := Open(withKV(ncfg, nil)); !errors.Is(err, ErrRestoreInterrupted) {
 		if err == nil {
 			n.Close()

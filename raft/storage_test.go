@@ -448,7 +448,7 @@ func TestStorageOpenFails(t *testing.T) {
 				return nil
 			})
 			run := c.base
-			run.ID, run.DataDir, run.Peers, run.Transport = 1, tn.dir, c.peers, newMemNet().endpoint("x")
+			run.ID, run.DataDir, run.InitialCluster, run.Transport = 1, tn.dir, c.peers, newMemNet().endpoint("x")
 			start := time.Now()
 			n, err := Open(withKV(run, nil))
 			if err == nil {

@@ -85,7 +85,7 @@ func TestStoredTermOutOfRangeRefusedAtOpen(t *testing.T) {
 	}{{math.MaxUint64, false}, {maxPeerTerm + 1, false}, {maxPeerTerm, true}} {
 		cfg := testConfig()
 		cfg.ID, cfg.DataDir = 1, t.TempDir()
-		cfg.Peers = map[uint64]string{1: "a"}
+		cfg.InitialCluster = map[uint64]string{1: "a"}
 		cfg.Transport = newMemNet().endpoint("a")
 		n, err := Open(withKV(cfg, nil))
 		if err != nil {

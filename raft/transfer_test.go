@@ -84,7 +84,7 @@ func handleAll(t *testing.T, r *peer.Reader, frames ...[]byte) {
 func openNode1(t *testing.T, cfg Config) *Node {
 	t.Helper()
 	cfg.ID, cfg.DataDir, cfg.Transport = 1, t.TempDir(), newMemNet().endpoint("a")
-	cfg.Peers = map[uint64]string{1: "a", 2: "b", 3: "c"}
+	cfg.InitialCluster = map[uint64]string{1: "a", 2: "b", 3: "c"}
 	if cfg.StateMachine == nil {
 		cfg = withKV(cfg, nil)
 	}
@@ -207,7 +207,7 @@ func (c *limitConn) Recv(context.Context, []byte) ([]byte, error) {
 func TestCloseDiscardsQueuedSnapshot(t *testing.T) {
 	cfg := testConfig()
 	cfg.ID, cfg.DataDir, cfg.Transport = 1, t.TempDir(), newMemNet().endpoint("a")
-	cfg.Peers = map[uint64]string{1: "a", 2: "b"}
+	cfg.InitialCluster = map[uint64]string{1: "a", 2: "b"}
 	n, err := Open(withKV(cfg, nil))
 	if err != nil {
 		t.Fatal(err)

@@ -9,8 +9,9 @@ import (
 )
 
 func TestConfigValidate(t *testing.T) {
+	t.Parallel()
 	tr := newMemNet().endpoint("a")
-	valid := Config{ID: 1, DataDir: "/tmp/x", Transport: tr, Peers: map[uint64]string{1: "a", 2: "b"}}
+	valid := Config{ID: 1, DataDir: "/tmp/x", Transport: tr, InitialCluster: map[uint64]string{1: "a", 2: "b"}}
 	tests := []struct {
 		name string
 		mod  func(*Config)
@@ -23,7 +24,7 @@ func TestConfigValidate(t *testing.T) {
 		{"self not in peers", func(c *Config) { c.ID = 3 }, false},
 		{"joining without addr", func(c *Config) { c.ID, c.Join = 3, true }, false},
 		{"joining with addr", func(c *Config) { c.ID, c.Join, c.Addr = 3, true, "c" }, true},
-		{"peer without addr", func(c *Config) { c.Peers[2] = "" }, false},
+		{"peer without addr", func(c *Config) { c.InitialCluster[2] = "" }, false},
 		{"election not above heartbeat", func(c *Config) { c.ElectionTicks, c.HeartbeatTicks = 3, 3 }, false},
 		{"drift too large", func(c *Config) { c.LeaseDrift = 0.6 }, false},
 		{"drift negative", func(c *Config) { c.LeaseDrift = -0.1 }, false},
@@ -36,7 +37,7 @@ func TestConfigValidate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		c := valid
-		c.Peers = map[uint64]string{1: "a", 2: "b"}
+		c.InitialCluster = map[uint64]string{1: "a", 2: "b"}
 		tt.mod(&c)
 		err := c.Validate()
 		if (err == nil) != tt.ok || (err != nil && !errors.Is(err, ErrConfig)) {
@@ -46,7 +47,8 @@ func TestConfigValidate(t *testing.T) {
 }
 
 func TestConfigDefaults(t *testing.T) {
-	c := Config{ID: 1, Peers: map[uint64]string{1: "a"}}.withDefaults()
+	t.Parallel()
+	c := Config{ID: 1, InitialCluster: map[uint64]string{1: "a"}}.withDefaults()
 	if c.TickInterval != 100*time.Millisecond || c.ElectionTicks != 10 || c.HeartbeatTicks != 1 ||
 		c.SnapshotCount != 10000 || c.SnapshotCatchUpEntries != 5000 || c.Addr != "a" || c.Logger == nil {
 		t.Fatalf("defaults: %+v", c)

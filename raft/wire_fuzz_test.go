@@ -21,7 +21,7 @@ func fuzzNode(tb testing.TB, st *store.Store, cluster uint64) *Node {
 		tb.Fatal(err)
 	}
 	cfg := testConfig().withDefaults()
-	cfg.ID, cfg.Peers, cfg.Transport = 1, map[uint64]string{1: "a", 2: "b", 3: "c"}, newMemNet().endpoint("a")
+	cfg.ID, cfg.InitialCluster, cfg.Transport = 1, map[uint64]string{1: "a", 2: "b", 3: "c"}, newMemNet().endpoint("a")
 	ctx, cancel := context.WithCancel(context.Background())
 	tb.Cleanup(cancel)
 	n := &Node{

@@ -53,7 +53,7 @@ type Config struct {
 	Join bool
 	// InitialClusterToken names the cluster when it is created; with
 	// InitialCluster it makes the cluster id that peers must present (see
-	// raft.Config.ClusterToken). Default raft.DefaultClusterToken.
+	// raft.Config.InitialClusterToken). Default raft.DefaultClusterToken.
 	InitialClusterToken string
 	// SnapshotCount is how many applied entries trigger a snapshot and log
 	// compaction. Default 10000.
@@ -95,14 +95,32 @@ type Config struct {
 	// MaxWatchesPerConn is the most watches one client connection may
 	// have open. Default DefaultMaxWatchesPerConn.
 	MaxWatchesPerConn int
-	// Knobs are for tests only.
+
+	// Knobs are for tests; production leaves them zero.
 	Knobs Knobs
 }
 
-// Knobs let tests reach into a server. The zero value changes nothing.
+// Knobs are test settings of a Server: timings a test shortens or
+// lengthens to reach a state quickly, or to keep it out of the way, and
+// the region mirror's hooks. The zero value, which production uses, takes
+// the defaults.
 type Knobs struct {
 	// Mirror are the region mirror's (mirror.Knobs).
 	Mirror mirror.Knobs
+	// ReplyTimeout bounds how long a reply (a watch message, a snapshot
+	// chunk) waits for the client to make room for it before the client
+	// is closed as a slow reader. Default 10s (replyTimeout).
+	ReplyTimeout time.Duration
+	// ProgressEvery is how often at most an idle watch is told its
+	// progress (and a watch connection's ticker runs). Default 1s
+	// (progressEvery).
+	ProgressEvery time.Duration
+}
+
+func (k Knobs) withDefaults() Knobs {
+	setDefault(&k.ReplyTimeout, replyTimeout)
+	setDefault(&k.ProgressEvery, progressEvery)
+	return k
 }
 
 // Defaults.
@@ -130,43 +148,52 @@ const (
 	DefaultMaxWatchesPerConn = 1000
 )
 
-// Validate checks c and fills in defaults.
-func (c *Config) Validate() error {
-	if c.ID == 0 {
-		c.ID = 1
+// withDefaults returns c with every zero field that has a default set to
+// it.
+func (c Config) withDefaults() Config {
+	setDefault(&c.ID, 1)
+	setDefault(&c.TableMem, DefaultTableMem)
+	setDefault(&c.ReuseGrace, DefaultReuseGrace)
+	setDefault(&c.SnapshotCount, DefaultSnapshotCount)
+	setDefault(&c.TickInterval, DefaultTickInterval)
+	setDefault(&c.MaxConnections, DefaultMaxConnections)
+	setDefault(&c.MaxWatchesPerConn, DefaultMaxWatchesPerConn)
+	c.Watch = c.Watch.WithDefaults()
+	if len(c.InitialCluster) == 0 {
+		c.InitialCluster = map[uint64]string{c.ID: c.Listen}
 	}
-	if c.Listen == "" {
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	c.Knobs = c.Knobs.withDefaults()
+	return c
+}
+
+func setDefault[T comparable](field *T, def T) {
+	var zero T
+	if *field == zero {
+		*field = def
+	}
+}
+
+// Validate reports the first invalid field. Zero fields are checked as
+// their defaults; c itself is not changed.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	switch {
+	case c.Listen == "":
 		return errors.New("server: Listen address is required")
-	}
-	if c.DataDir == "" {
+	case c.DataDir == "":
 		return errors.New("server: DataDir is required")
-	}
-	if c.Transport == nil {
+	case c.Transport == nil:
 		return errors.New("server: Transport is required")
-	}
-	if c.TableMem == 0 {
-		c.TableMem = DefaultTableMem
-	}
-	if c.TableMem < minTableMem {
+	case c.TableMem < minTableMem:
 		return fmt.Errorf("server: table memory %d bytes is below the minimum %d", c.TableMem, minTableMem)
-	}
-	if c.ReuseGrace == 0 {
-		c.ReuseGrace = DefaultReuseGrace
-	}
-	if c.ReuseGrace < 10*time.Millisecond {
+	case c.ReuseGrace < 10*time.Millisecond:
 		return fmt.Errorf("server: reuse grace %v is below the minimum 10ms", c.ReuseGrace)
 	}
 	if err := c.tableConfig().Validate(); err != nil {
 		return fmt.Errorf("server: %w", err)
-	}
-	if c.SnapshotCount == 0 {
-		c.SnapshotCount = DefaultSnapshotCount
-	}
-	if c.TickInterval == 0 {
-		c.TickInterval = DefaultTickInterval
-	}
-	if c.MaxConnections == 0 {
-		c.MaxConnections = DefaultMaxConnections
 	}
 	if c.MaxConnections < 0 {
 		return fmt.Errorf("server: max connections %d is negative", c.MaxConnections)
@@ -174,26 +201,15 @@ func (c *Config) Validate() error {
 	if err := c.Watch.Validate(); err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
-	if c.MaxWatchesPerConn == 0 {
-		c.MaxWatchesPerConn = DefaultMaxWatchesPerConn
-	}
-	if c.MaxWatchesPerConn < 0 {
+	switch _, listed := c.InitialCluster[c.ID]; {
+	case c.MaxWatchesPerConn < 0:
 		return fmt.Errorf("server: max watches per connection %d is negative", c.MaxWatchesPerConn)
-	}
-	if !(c.LeaseDrift >= 0 && c.LeaseDrift <= 0.5) { // NaN fails too
+	case !(c.LeaseDrift >= 0 && c.LeaseDrift <= 0.5): // NaN fails too
 		return fmt.Errorf("server: lease drift %v not in [0, 0.5]", c.LeaseDrift)
-	}
-	if c.Restore != "" && c.Join {
+	case c.Restore != "" && c.Join:
 		return errors.New("server: a restored node starts a new cluster; it cannot also join one")
-	}
-	if len(c.InitialCluster) == 0 {
-		c.InitialCluster = map[uint64]string{c.ID: c.Listen}
-	}
-	if _, ok := c.InitialCluster[c.ID]; !ok && !c.Join {
+	case !listed && !c.Join:
 		return fmt.Errorf("server: id %d is not in the initial cluster", c.ID)
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
 	}
 	// What the raft node will refuse, refused now: before a restore or
 	// anything else writes the data directory.
@@ -206,7 +222,7 @@ func (c *Config) Validate() error {
 // memberAddr is the address peers reach this node at: its entry in the
 // initial cluster, or where it listens if a joining node is not listed
 // there (as when no initial cluster is given).
-func (c *Config) memberAddr() string {
+func (c Config) memberAddr() string {
 	if addr, ok := c.InitialCluster[c.ID]; ok {
 		return addr
 	}
@@ -215,18 +231,18 @@ func (c *Config) memberAddr() string {
 
 // raftConfig is the raft node's configuration, without the server's hooks
 // (OnLease, and the state machine's Publisher), which start adds.
-func (c *Config) raftConfig() raft.Config {
+func (c Config) raftConfig() raft.Config {
 	return raft.Config{
-		ID:            c.ID,
-		Peers:         c.InitialCluster,
-		Addr:          c.memberAddr(),
-		Join:          c.Join,
-		ClusterToken:  c.InitialClusterToken,
-		DataDir:       c.DataDir,
-		Transport:     c.Transport,
-		TickInterval:  c.TickInterval,
-		LeaseDrift:    c.LeaseDrift,
-		SnapshotCount: c.SnapshotCount,
+		ID:                  c.ID,
+		InitialCluster:      c.InitialCluster,
+		Addr:                c.memberAddr(),
+		Join:                c.Join,
+		InitialClusterToken: c.InitialClusterToken,
+		DataDir:             c.DataDir,
+		Transport:           c.Transport,
+		TickInterval:        c.TickInterval,
+		LeaseDrift:          c.LeaseDrift,
+		SnapshotCount:       c.SnapshotCount,
 		// A cluster's state fits its leader's region (writes without room
 		// are refused), so a transfer this much larger than this node's
 		// is a peer's mistake or attack, not a snapshot: refused before it
@@ -244,6 +260,6 @@ func (c *Config) mirrorConfig(region []byte, events mirror.Sink, log *slog.Logge
 }
 
 // tableConfig is the table region's shape.
-func (c *Config) tableConfig() table.Config {
+func (c Config) tableConfig() table.Config {
 	return table.Config{Grace: c.ReuseGrace, InlineMax: c.TableInline, InlineGrace: c.TableInlineGrace}
 }

@@ -10,15 +10,6 @@ import (
 	"github.com/kvd-project/kvd/internal/mirror"
 )
 
-// SetProgressEvery sets how often idle watches are told their progress
-// (and a watch connection's ticker runs), for servers started after it,
-// until restore is called.
-func SetProgressEvery(d time.Duration) (restore func()) {
-	old := progressEvery
-	progressEvery = d
-	return func() { progressEvery = old }
-}
-
 // HoldTable takes the table lock, as a long repair pass, a rebuild or a
 // metrics scrape would, and returns its release. For tests.
 func HoldTable(s *Server) (release func()) { return s.mirror.Hold() }
@@ -103,14 +94,6 @@ func CompleteIn(s *Server) time.Duration { return s.mirror.CompleteIn() }
 
 // LeaseCount is how many TTL leases the node has applied.
 func LeaseCount(s *Server) int { return s.kv.LeaseCount() }
-
-// SetReplyTimeout sets how long a reply (a watch message too) waits for
-// the client to make room for it, until restore.
-func SetReplyTimeout(d time.Duration) (restore func()) {
-	old := replyTimeout
-	replyTimeout = d
-	return func() { replyTimeout = old }
-}
 
 // Gauge is what the server's gauge (or counter) name shows now (gathered from its own
 // collectors, so a test needs no registry).

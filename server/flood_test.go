@@ -366,9 +366,7 @@ func TestFloodNeverReadingClient(t *testing.T) {
 		n       = 4
 		timeout = 2 * time.Second
 	)
-	t.Cleanup(func(d time.Duration) func() { return func() { replyTimeout = d } }(replyTimeout)) // after the server stops
-	replyTimeout = timeout
-	s := floodServer(t, Config{}, tcp.Config{WriteTimeout: timeout})
+	s := floodServer(t, Config{Knobs: Knobs{ReplyTimeout: timeout}}, tcp.Config{WriteTimeout: timeout})
 	value := bytes.Repeat([]byte("v"), table.MaxValue)
 	key := []byte("big")
 	if resp := s.put(context.Background(), key, value); resp.Status != wire.StatusOK {
@@ -555,12 +553,15 @@ func TestPeerSessionsExemptFromIdle(t *testing.T) {
 }
 
 func TestConfigMaxConnections(t *testing.T) {
+	t.Parallel()
 	base := Config{Listen: "x", DataDir: "d", Transport: limitless{}}
-	c := base
-	if err := c.Validate(); err != nil || c.MaxConnections != DefaultMaxConnections {
-		t.Fatalf("default: %v, MaxConnections %d; want %d", err, c.MaxConnections, DefaultMaxConnections)
+	if err := base.Validate(); err != nil {
+		t.Fatalf("default: %v", err)
 	}
-	c = base
+	if c := base.withDefaults(); c.MaxConnections != DefaultMaxConnections {
+		t.Fatalf("default MaxConnections %d; want %d", c.MaxConnections, DefaultMaxConnections)
+	}
+	c := base
 	c.MaxConnections = -1
 	if err := c.Validate(); err == nil {
 		t.Fatal("negative MaxConnections accepted")
@@ -568,6 +569,7 @@ func TestConfigMaxConnections(t *testing.T) {
 }
 
 func TestConfigTableInline(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		inline int
 		grace  time.Duration
@@ -597,8 +599,7 @@ func TestConfigTableInline(t *testing.T) {
 // return too: it used to wait until the server stopped, holding its
 // goroutine and the connection's place in kvd_connections.
 func TestWatchSlowReaderReleasesConn(t *testing.T) {
-	t.Cleanup(SetReplyTimeout(300 * time.Millisecond))
-	s, ctx, conn := stuckWatch(t)
+	s, ctx, conn := stuckWatch(t, 300*time.Millisecond)
 	for i := range watchCmdQueue + 2 { // the queue, full, and one more that blocks serveConn
 		if err := conn.Send(ctx, wire.AppendRequest(nil, &wire.Request{Op: wire.OpWatchCancel, ID: uint64(100 + i),
 			Value: wire.AppendWatchCancel(nil, 999)})); err != nil {
@@ -617,8 +618,7 @@ func TestWatchSlowReaderReleasesConn(t *testing.T) {
 // watchCmdQueue of them whatever their size (64 MiB here; 256 MiB at the
 // largest message) while the send waited out replyTimeout.
 func TestWatchQueueChargedToBudget(t *testing.T) {
-	t.Cleanup(SetReplyTimeout(5 * time.Second))
-	s, ctx, conn := stuckWatch(t)
+	s, ctx, conn := stuckWatch(t, 5*time.Second)
 	frame := wire.AppendRequest(nil, &wire.Request{Op: wire.OpWatch, ID: 2, Key: []byte("k"), Value: make([]byte, 1<<20)})
 	base := heapNow()
 	var sent atomic.Int64
@@ -647,9 +647,9 @@ func TestWatchQueueChargedToBudget(t *testing.T) {
 // stuckWatch starts a server and a client connection with a watch on "k"
 // whose goroutine waits to send the event of a PUT: the client takes one
 // message (the watch's created) and reads nothing.
-func stuckWatch(t *testing.T) (*Server, context.Context, transport.Conn) {
+func stuckWatch(t *testing.T, replyTimeout time.Duration) (*Server, context.Context, transport.Conn) {
 	t.Helper()
-	s := floodServer(t, Config{}, tcp.Config{})
+	s := floodServer(t, Config{Knobs: Knobs{ReplyTimeout: replyTimeout}}, tcp.Config{})
 	ctx, conn := rawClient(t, s, tcp.Config{Credits: 1})
 	openWatch(t, ctx, conn, "k")
 	created := s.metrics.requests.WithLabelValues(wire.OpWatch.String(), statusName(wire.StatusOK))

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/kvd-project/kvd/raft"
@@ -18,11 +17,6 @@ type freezeGate struct {
 	until time.Time
 	thaw  chan struct{}
 }
-
-// frozen maps each frozen *Server to its *freezeGate, from Freeze until the
-// thaw. It lives beside Server rather than in it: a fault for tests costs
-// the request path one lookup in an (almost always empty) map.
-var frozen sync.Map
 
 // Freeze makes the server behave for d as if its process were stopped
 // (SIGSTOP) on a machine whose RDMA NIC goes on serving one-sided READs of
@@ -50,13 +44,13 @@ func (s *Server) Freeze(d time.Duration) error {
 		return raft.ErrStopped
 	}
 	g := &freezeGate{until: time.Now().Add(d), thaw: make(chan struct{})}
-	if _, busy := frozen.LoadOrStore(s, g); busy {
+	if !s.frozen.CompareAndSwap(nil, g) {
 		return ErrFrozen
 	}
 	// From here on new requests wait at the gate. Stop the loop before
 	// taking the table lock: the loop takes that lock to apply.
 	if err := s.node.Freeze(d); err != nil {
-		frozen.Delete(s)
+		s.frozen.Store(nil)
 		close(g.thaw)
 		if errors.Is(err, raft.ErrFrozen) {
 			return ErrFrozen
@@ -73,7 +67,7 @@ func (s *Server) Freeze(d time.Duration) error {
 		case <-s.ctx.Done(): // Close: let it take the lock
 		}
 		release()
-		frozen.Delete(s)
+		s.frozen.Store(nil)
 		close(g.thaw)
 		if s.ctx.Err() == nil {
 			s.log.Warn("server thawed (fault injection)")
@@ -84,12 +78,12 @@ func (s *Server) Freeze(d time.Duration) error {
 
 // awaitThaw waits, if the server is frozen, until it thaws or ctx ends.
 func (s *Server) awaitThaw(ctx context.Context) error {
-	v, ok := frozen.Load(s)
-	if !ok {
+	g := s.frozen.Load()
+	if g == nil {
 		return nil
 	}
 	select {
-	case <-v.(*freezeGate).thaw:
+	case <-g.thaw:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()

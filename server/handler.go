@@ -45,9 +45,9 @@ const requestTimeout = 30 * time.Second
 // for it by reading earlier ones (its credits, over the tcp transport): a
 // client that reads no reply for this long is closed (slow_reader), and so
 // releases what it holds. A client whose socket stops draining is closed by
-// the transport's write timeout instead. A variable for tests; it is read
-// when a connection starts.
-var replyTimeout = 10 * time.Second
+// the transport's write timeout instead. It is Knobs.ReplyTimeout's
+// default, and read when a connection starts.
+const replyTimeout = 10 * time.Second
 
 // keepRecvBuf is the largest request buffer serveConn keeps between
 // requests; after a larger request it lets the buffer go.
@@ -75,7 +75,7 @@ func (s *Server) serveConn(conn transport.Conn) {
 	ctx, cancel := context.WithCancel(s.ctx)
 	defer cancel()
 	rc := &replyConn{conn: conn, budget: budget, slow: &slow,
-		work: newCoarseTimeout(ctx, requestTimeout), wait: newCoarseTimeout(ctx, replyTimeout)}
+		work: newCoarseTimeout(ctx, requestTimeout), wait: newCoarseTimeout(ctx, s.cfg.Knobs.ReplyTimeout)}
 	var watches *watchConn
 	buf := first
 	for {

@@ -81,7 +81,7 @@ func (s *Server) closeSlowReader(conn transport.Conn, once *sync.Once, what stri
 	conn.Close()
 	once.Do(func() {
 		s.connRefused(reasonSlowReader, conn.RemoteAddr(),
-			fmt.Errorf("%s waited %v for the client to read", what, replyTimeout))
+			fmt.Errorf("%s waited %v for the client to read", what, s.cfg.Knobs.ReplyTimeout))
 	})
 }
 

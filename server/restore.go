@@ -41,7 +41,7 @@ func (s *Server) restore() error {
 		return errChanged
 	}
 	err = raft.Restore(raft.RestoreConfig{
-		ID: s.cfg.ID, Peers: s.cfg.InitialCluster, ClusterToken: s.cfg.InitialClusterToken,
+		ID: s.cfg.ID, InitialCluster: s.cfg.InitialCluster, InitialClusterToken: s.cfg.InitialClusterToken,
 		DataDir: s.cfg.DataDir, Index: h.Index, FromCluster: h.Cluster, Backup: sum, Logger: s.log,
 	}, func(add func(key, value []byte, version uint64) error) error {
 		for {

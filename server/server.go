@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	"github.com/kvd-project/kvd/internal/kv"
 	"github.com/kvd-project/kvd/internal/mirror"
@@ -29,6 +30,9 @@ type Server struct {
 	hub *watch.Hub
 	// mirror keeps the table region equal to the node's applied state.
 	mirror *mirror.Mirror
+	// frozen is the freeze under way, from Freeze until the thaw; nil
+	// when there is none (freeze.go).
+	frozen atomic.Pointer[freezeGate]
 
 	ctx       context.Context
 	cancel    context.CancelFunc
@@ -46,6 +50,7 @@ type Server struct {
 // recovers) the Raft node on Pebble, rebuilds the region from the applied
 // state, and only then starts accepting connections.
 func New(cfg Config) (*Server, error) {
+	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

@@ -256,7 +256,7 @@ func (st *snapStream) send(resp wire.Response) error {
 	if err := s.awaitThaw(s.ctx); err != nil {
 		return fmt.Errorf("%w: %w", errSnapshotSend, err)
 	}
-	ctx, cancel := context.WithTimeout(s.ctx, replyTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.Knobs.ReplyTimeout)
 	err := st.conn.Send(ctx, st.frame)
 	cancel()
 	if err != nil && errors.Is(err, context.DeadlineExceeded) && s.ctx.Err() == nil {

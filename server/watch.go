@@ -81,9 +81,9 @@ type connWatch struct {
 // progressEvery is how often at most a watch whose key sees no events is
 // told how far its stream is complete (an empty message): its client
 // then resumes a broken stream from there, not from its last event, which
-// the history may have evicted long ago on a busy node. A variable only so
-// that a test can make it long (SetProgressEvery).
-var progressEvery = time.Second
+// the history may have evicted long ago on a busy node. It is
+// Knobs.ProgressEvery's default.
+const progressEvery = time.Second
 
 // startWatchConn starts serving conn's watches until ctx ends.
 func (s *Server) startWatchConn(ctx context.Context, conn transport.Conn, budget *connBudget, slow *sync.Once) *watchConn {
@@ -133,7 +133,7 @@ func (wc *watchConn) run(ctx context.Context) {
 			w.Close()
 		}
 	}()
-	tick := time.NewTicker(progressEvery)
+	tick := time.NewTicker(wc.s.cfg.Knobs.ProgressEvery)
 	defer tick.Stop()
 	for {
 		changed := wc.s.hub.Changed()
@@ -214,7 +214,7 @@ func (wc *watchConn) sendRound(ctx context.Context) (sent, ok bool) {
 			}
 			continue
 		}
-		if len(wc.evs) == 0 && (progress == w.told || time.Since(w.toldAt) < progressEvery) {
+		if len(wc.evs) == 0 && (progress == w.told || time.Since(w.toldAt) < wc.s.cfg.Knobs.ProgressEvery) {
 			continue
 		}
 		wc.val = wire.AppendWatchMessage(wc.val[:0], &wire.WatchMessage{Events: wc.evs})
@@ -350,7 +350,7 @@ func (wc *watchConn) send(ctx context.Context, resp wire.Response) bool {
 	n := len(wc.frame)
 	wc.budget.overdraw(n)
 	defer wc.budget.release(n)
-	sctx, cancel := context.WithTimeout(ctx, replyTimeout)
+	sctx, cancel := context.WithTimeout(ctx, s.cfg.Knobs.ReplyTimeout)
 	err := wc.conn.Send(sctx, wc.frame)
 	cancel()
 	if cap(wc.frame) > keepRecvBuf {

@@ -17,8 +17,7 @@ import (
 // new is written. The tick is made an hour long: a backlog paced by it
 // never arrives within collect's timeout.
 func TestWatchBacklogNotPaced(t *testing.T) {
-	defer server.SetProgressEvery(time.Hour)()
-	nodes := kvdtest.StartCluster(t, 1, kvdtest.Options{})
+	nodes := kvdtest.StartCluster(t, 1, kvdtest.Options{Knobs: func(uint64) server.Knobs { return server.Knobs{ProgressEvery: time.Hour} }})
 	kvdtest.WaitLeader(t, nodes, 10*time.Second)
 	c := newClient(t, kvdtest.Endpoints(nodes), client.Linearizable)
 	ctx, cancel := context.WithCancel(context.Background())

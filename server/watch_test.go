@@ -136,9 +136,8 @@ func TestWatchCompacted(t *testing.T) {
 // StatusCompacted ("slow watcher dropped"); the node holds nothing for
 // it meanwhile but the bounded history.
 func TestWatchSlowWatcherDropped(t *testing.T) {
-	defer server.SetReplyTimeout(time.Minute)()
 	nodes := kvdtest.StartCluster(t, 1, kvdtest.Options{ReuseGrace: 10 * time.Millisecond,
-		Watch: watch.Config{HistoryBytes: wire.MaxWatchBytes}})
+		Watch: watch.Config{HistoryBytes: wire.MaxWatchBytes}, Knobs: func(uint64) server.Knobs { return server.Knobs{ReplyTimeout: time.Minute} }})
 	n := kvdtest.WaitLeader(t, nodes, 10*time.Second)
 	c := newPatientClient(t, kvdtest.Endpoints(nodes), client.Linearizable) // 272 PUTs of 256 KiB, under -race
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

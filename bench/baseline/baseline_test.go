@@ -74,6 +74,7 @@ const sendReport = `
 `
 
 func TestParsePerftest(t *testing.T) {
+	t.Parallel()
 	bases, err := ParsePerftest(strings.NewReader(readReport+sendReport+
 		"RDMAVM-PERF: ib_read_lat bytes=2 iters=2000 min=5.2 typical=5.5 avg=5.7 p99=10.5 (usec)\r\n"),
 		PerftestOptions{Source: "x"})
@@ -109,6 +110,7 @@ func TestParsePerftest(t *testing.T) {
 }
 
 func TestParsePerftestErrors(t *testing.T) {
+	t.Parallel()
 	rows := " #bytes #iterations t_min[usec] t_max[usec] t_typical[usec]\n 2 10 1 2 1.5\n"
 	if _, err := ParsePerftest(strings.NewReader(rows), PerftestOptions{}); !errors.Is(err, ErrPerftest) {
 		t.Errorf("rows without a title: %v", err)

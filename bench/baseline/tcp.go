@@ -40,16 +40,8 @@ type TCPConfig struct {
 // maxTCPPayload bounds sizes so a typo cannot allocate gigabytes.
 const maxTCPPayload = 64 << 20
 
-// Validate reports whether c is usable, filling in defaults.
-func (c *TCPConfig) Validate() error {
-	if len(c.Sizes) == 0 {
-		return fmt.Errorf("%w: no sizes", ErrConfig)
-	}
-	for _, s := range c.Sizes {
-		if s < 0 || s > maxTCPPayload {
-			return fmt.Errorf("%w: size %d outside 0..%d", ErrConfig, s, maxTCPPayload)
-		}
-	}
+// withDefaults returns c with its zero fields set to their defaults.
+func (c TCPConfig) withDefaults() TCPConfig {
 	if c.SmallSize == 0 {
 		c.SmallSize = 16
 	}
@@ -65,6 +57,21 @@ func (c *TCPConfig) Validate() error {
 	if c.Series == "" {
 		c.Series = "tcp"
 	}
+	return c
+}
+
+// Validate reports whether c is usable. Zero fields are checked as their
+// defaults; c itself is not changed.
+func (c TCPConfig) Validate() error {
+	c = c.withDefaults()
+	if len(c.Sizes) == 0 {
+		return fmt.Errorf("%w: no sizes", ErrConfig)
+	}
+	for _, s := range c.Sizes {
+		if s < 0 || s > maxTCPPayload {
+			return fmt.Errorf("%w: size %d outside 0..%d", ErrConfig, s, maxTCPPayload)
+		}
+	}
 	if c.SmallSize < 0 || c.SmallSize > maxTCPPayload || c.Iters < 0 || c.Warmup < 0 {
 		return fmt.Errorf("%w: small size %d, iters %d, warmup %d", ErrConfig, c.SmallSize, c.Iters, c.Warmup)
 	}
@@ -77,6 +84,7 @@ const headerSize = 8
 // TCP measures request/response round trips over loopback for every size
 // in both shapes, and returns one Baseline per size and shape.
 func TCP(ctx context.Context, cfg TCPConfig) ([]result.Baseline, error) {
+	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

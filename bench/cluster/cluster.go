@@ -70,16 +70,10 @@ const (
 	logTail = 16 << 10
 )
 
-// Validate reports whether c is usable, filling in defaults.
-func (c *Config) Validate() error {
-	if c.Bin == "" {
-		return fmt.Errorf("%w: no bin directory", ErrConfig)
-	}
+// withDefaults returns c with its unset fields set to their defaults.
+func (c Config) withDefaults() Config {
 	if c.Nodes == 0 {
 		c.Nodes = DefaultNodes
-	}
-	if c.Nodes < 1 || c.Nodes > 9 {
-		return fmt.Errorf("%w: %d nodes (1..9)", ErrConfig, c.Nodes)
 	}
 	if c.Transport == "" {
 		c.Transport = "tcp"
@@ -89,6 +83,19 @@ func (c *Config) Validate() error {
 	}
 	if c.ReadyTimeout <= 0 {
 		c.ReadyTimeout = DefaultReadyTimeout
+	}
+	return c
+}
+
+// Validate reports whether c is usable. Unset fields are checked as their
+// defaults; c itself is not changed.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	if c.Bin == "" {
+		return fmt.Errorf("%w: no bin directory", ErrConfig)
+	}
+	if c.Nodes < 1 || c.Nodes > 9 {
+		return fmt.Errorf("%w: %d nodes (1..9)", ErrConfig, c.Nodes)
 	}
 	if c.TLS && c.Transport != "tcp" {
 		return fmt.Errorf("%w: TLS needs the tcp transport, not %s", ErrConfig, c.Transport)
@@ -120,6 +127,7 @@ type node struct {
 // Start launches the nodes and waits until the cluster commits a write.
 // On failure it stops whatever it started.
 func Start(ctx context.Context, cfg Config) (*Cluster, error) {
+	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

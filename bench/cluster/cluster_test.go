@@ -15,14 +15,15 @@ import (
 )
 
 func TestValidate(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		cfg Config
 		ok  bool
 	}{
 		{Config{}, false}, {Config{Bin: "b"}, true}, {Config{Bin: "b", Nodes: 10}, false}, {Config{Bin: "b", Nodes: -1}, false},
 	} {
-		c := tc.cfg
-		err := c.Validate()
+		err := tc.cfg.Validate()
+		c := tc.cfg.withDefaults()
 		if (err == nil) != tc.ok || (err != nil && !errors.Is(err, ErrConfig)) {
 			t.Errorf("Validate(%+v) = %v", tc.cfg, err)
 		}
@@ -33,6 +34,7 @@ func TestValidate(t *testing.T) {
 }
 
 func TestTail(t *testing.T) {
+	t.Parallel()
 	tl := &tail{max: 8}
 	for _, s := range []string{"hello ", "world", "!"} {
 		if n, err := tl.Write([]byte(s)); n != len(s) || err != nil {

@@ -54,8 +54,8 @@ type Config struct {
 	Command func(args []string) *exec.Cmd
 }
 
-// Validate reports whether c is usable, filling in defaults.
-func (c *Config) Validate() error {
+// withDefaults returns c with its zero fields set to their defaults.
+func (c Config) withDefaults() Config {
 	def := func(v *int, d int) {
 		if *v == 0 {
 			*v = d
@@ -72,6 +72,13 @@ func (c *Config) Validate() error {
 	if c.Duration == 0 {
 		c.Duration = DefaultDuration
 	}
+	return c
+}
+
+// Validate reports whether c is usable. Zero fields are checked as their
+// defaults; c itself is not changed.
+func (c Config) Validate() error {
+	c = c.withDefaults()
 	switch {
 	case c.Nodes < 1 || c.Nodes > 9:
 		return fmt.Errorf("%w: %d nodes (1..9)", ErrConfig, c.Nodes)
@@ -143,6 +150,7 @@ func (r Result) String() string {
 
 // Run starts the nodes, drives them and stops them.
 func Run(ctx context.Context, cfg Config) (Result, error) {
+	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
 		return Result{}, err
 	}

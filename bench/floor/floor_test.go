@@ -192,6 +192,7 @@ func TestOversizedFramesRefused(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
+	t.Parallel()
 	cmd := func([]string) *exec.Cmd { return nil }
 	for _, tc := range []struct {
 		name string

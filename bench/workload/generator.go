@@ -22,6 +22,7 @@ type Generator struct {
 // New returns a generator for cfg, which must have passed Validate. Streams
 // with the same seed and stream number draw the same sequence.
 func New(cfg Config, seed, stream uint64) *Generator {
+	cfg = cfg.WithDefaults()
 	g := &Generator{
 		cfg:   cfg,
 		rng:   rand.New(rand.NewPCG(seed, stream)),

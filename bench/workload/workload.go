@@ -172,8 +172,9 @@ const (
 	DefaultScanLength = 100
 )
 
-// Validate reports whether c is usable, filling in defaults.
-func (c *Config) Validate() error {
+// WithDefaults returns c with its zero fields set to their defaults
+// (exported: bench.Point embeds a Config).
+func (c Config) WithDefaults() Config {
 	if c.Keys == 0 {
 		c.Keys = DefaultKeys
 	}
@@ -189,6 +190,13 @@ func (c *Config) Validate() error {
 	if c.ScanLength == 0 {
 		c.ScanLength = DefaultScanLength
 	}
+	return c
+}
+
+// Validate reports whether c is usable. Zero fields are checked as their
+// defaults; c itself is not changed.
+func (c Config) Validate() error {
+	c = c.WithDefaults()
 	switch {
 	case (c.Mix < 0 || c.Mix > 100) && c.Mix != CASOnly && c.Mix != ScanInsert:
 		return fmt.Errorf("%w: mix %d%% GETs is outside 0..100", ErrConfig, int(c.Mix))

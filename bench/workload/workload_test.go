@@ -7,6 +7,7 @@ import (
 )
 
 func TestParseMix(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		in   string
 		want Mix
@@ -30,6 +31,7 @@ func TestParseMix(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		cfg  Config
@@ -55,6 +57,7 @@ func TestValidate(t *testing.T) {
 }
 
 func TestKey(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		i, size int
 		want    string
@@ -70,8 +73,9 @@ func TestKey(t *testing.T) {
 // TestMixRatio: the share of GETs drawn matches the mix (within 1% over
 // 100k draws; the generator is deterministic, so this cannot flake).
 func TestMixRatio(t *testing.T) {
+	t.Parallel()
 	for _, m := range []Mix{ReadOnly, ReadMost, ReadHalf, WriteOnly} {
-		cfg := Config{Mix: m}
+		cfg := Config{Mix: m}.WithDefaults()
 		if err := cfg.Validate(); err != nil {
 			t.Fatal(err)
 		}
@@ -105,6 +109,7 @@ func counts(cfg Config, n int) []int {
 // TestZipfSkew: under Zipf the hottest key is drawn about 2^s times as
 // often as the second hottest, and far more than under uniform.
 func TestZipfSkew(t *testing.T) {
+	t.Parallel()
 	const n = 200000
 	zc := Config{Dist: Zipf, Keys: 1000, ZipfS: 1.2}
 	uc := Config{Keys: 1000}
@@ -138,6 +143,7 @@ func TestZipfSkew(t *testing.T) {
 }
 
 func TestDeterministic(t *testing.T) {
+	t.Parallel()
 	cfg := Config{Mix: ReadMost, Dist: Zipf}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)

@@ -28,14 +28,21 @@ const (
 // ErrSessionExpired: the session's lease is gone or may be (see Held).
 var ErrSessionExpired = errors.New("kvd: session expired")
 
-// Validate fills in defaults and checks c.
-func (c *Config) Validate() error {
+// withDefaults returns c with its zero fields set to their defaults.
+func (c Config) withDefaults() Config {
 	if c.TTL == 0 {
 		c.TTL = DefaultTTL
 	}
 	if c.Poll == 0 {
 		c.Poll = DefaultPoll
 	}
+	return c
+}
+
+// Validate reports whether c is usable. Zero fields are checked as their
+// defaults; c itself is not changed.
+func (c Config) Validate() error {
+	c = c.withDefaults()
 	switch {
 	case c.TTL < client.MinLeaseTTL || c.TTL > client.MaxLeaseTTL:
 		return fmt.Errorf("concurrency: TTL %v not in [%v, %v]", c.TTL, client.MinLeaseTTL, client.MaxLeaseTTL)
@@ -58,6 +65,7 @@ type Session struct {
 // NewSession grants a lease of cfg.TTL and keeps it alive until Close or
 // until it is lost.
 func NewSession(ctx context.Context, c *client.Client, cfg Config) (*Session, error) {
+	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

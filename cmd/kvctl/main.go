@@ -204,6 +204,12 @@ func parse(args []string, stderr io.Writer) (*options, []string, error) {
 }
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	return runIn(context.Background(), args, stdin, stdout, stderr)
+}
+
+// runIn is run in ctx: an interrupt ends the command, and so does the end
+// of ctx (tests end a watch so).
+func runIn(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	o, pos, err := parse(args, stderr)
 	if err != nil {
 		return err
@@ -268,7 +274,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer c.Close()
-	base, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	base, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ctx, cancel := context.WithTimeout(base, o.timeout)
 	if pos[0] == "snapshot" && !o.timeoutSet {

@@ -4,20 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"os/signal"
 	"strconv"
-	"syscall"
 	"unicode"
 
 	"github.com/kvd-project/kvd/client"
 )
-
-// untilInterrupted is the context a watch runs in: until SIGINT or
-// SIGTERM, not --timeout. A variable for tests.
-var untilInterrupted = func() (context.Context, context.CancelFunc) {
-	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-}
 
 // runWatch prints KEY's events (with --prefix, those of every key under
 // it), one line each, from now or --from-version, until interrupted:
@@ -31,7 +22,8 @@ var untilInterrupted = func() (context.Context, context.CancelFunc) {
 // watch resumes by itself across node failures; it fails (exit 1) if the
 // history it needs is gone (compacted).
 func runWatch(_ context.Context, e *env, args []string) error {
-	ctx, cancel := untilInterrupted()
+	// A watch runs until SIGINT or SIGTERM, not --timeout.
+	ctx, cancel := context.WithCancel(e.base)
 	defer cancel()
 	opts := []client.WatchOption{client.WithFromVersion(e.o.fromVersion.v)}
 	if e.o.scan.prefix {

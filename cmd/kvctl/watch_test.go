@@ -33,12 +33,9 @@ func watchKvctl(t *testing.T, ep string, n int, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	old := untilInterrupted
-	untilInterrupted = func() (context.Context, context.CancelFunc) { return ctx, cancel }
-	defer func() { untilInterrupted = old }()
 	out := &linesWriter{n: n, cancel: cancel}
 	var errOut bytes.Buffer
-	if code := report(run(append([]string{"--endpoints", ep, "watch"}, args...), nil, out, &errOut), &errOut); code != 0 {
+	if code := report(runIn(ctx, append([]string{"--endpoints", ep, "watch"}, args...), nil, out, &errOut), &errOut); code != 0 {
 		t.Fatalf("kvctl watch %v: exit %d: %s", args, code, errOut.String())
 	}
 	out.mu.Lock()

@@ -6,14 +6,17 @@ import (
 	"path/filepath"
 )
 
-// syncDir is SyncDir; tests replace it to see when it runs.
-var syncDir = SyncDir
-
 // Write replaces path with what write puts into the file it is handed. The
 // file is a temporary one beside path; it becomes path only if write and
 // every step after it succeed, and is removed otherwise. The new file has
 // mode 0600 (os.CreateTemp's): chmod it afterwards for another.
-func Write(path string, write func(f *os.File) error) (err error) {
+func Write(path string, write func(f *os.File) error) error {
+	return writeSynced(path, write, SyncDir)
+}
+
+// writeSynced is Write with the directory sync given: tests pass one that
+// sees when it runs, or fails.
+func writeSynced(path string, write func(f *os.File) error, syncDir func(dir string) error) (err error) {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, filepath.Base(path)+".part-*")
 	if err != nil {

@@ -10,13 +10,14 @@ import (
 // TestWriteSyncsTheRename checks that the directory is synced after the
 // new file has its name, so the rename is durable when Write returns.
 func TestWriteSyncsTheRename(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "backup")
 	if err := os.WriteFile(path, []byte("old"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	var synced []string
-	syncDir = func(d string) error {
+	syncDir := func(d string) error {
 		b, err := os.ReadFile(path)
 		if err != nil || string(b) != "new" {
 			t.Errorf("directory synced before the rename: %s holds %q (%v)", path, b, err)
@@ -24,11 +25,10 @@ func TestWriteSyncsTheRename(t *testing.T) {
 		synced = append(synced, d)
 		return SyncDir(d)
 	}
-	defer func() { syncDir = SyncDir }()
-	if err := Write(path, func(f *os.File) error {
+	if err := writeSynced(path, func(f *os.File) error {
 		_, err := f.WriteString("new")
 		return err
-	}); err != nil {
+	}, syncDir); err != nil {
 		t.Fatal(err)
 	}
 	if len(synced) != 1 || synced[0] != dir {
@@ -38,6 +38,7 @@ func TestWriteSyncsTheRename(t *testing.T) {
 }
 
 func TestWriteFailureLeavesTheOldFile(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "backup")
 	if err := os.WriteFile(path, []byte("old"), 0o600); err != nil {
@@ -55,12 +56,12 @@ func TestWriteFailureLeavesTheOldFile(t *testing.T) {
 }
 
 func TestWriteDirSyncFailureIsReported(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "backup")
 	boom := errors.New("eio")
-	syncDir = func(string) error { return boom }
-	defer func() { syncDir = SyncDir }()
-	err := Write(path, func(f *os.File) error { _, err := f.WriteString("new"); return err })
+	failSync := func(string) error { return boom }
+	err := writeSynced(path, func(f *os.File) error { _, err := f.WriteString("new"); return err }, failSync)
 	if !errors.Is(err, boom) {
 		t.Fatalf("Write = %v, want the directory sync's error", err)
 	}

@@ -204,7 +204,7 @@ func (c *cluster) start(id uint64, join bool) *testNode {
 	tn.app = newApplierLog()
 	cfg := c.base
 	cfg.Raft.ID, cfg.Raft.DataDir, cfg.Raft.Transport, cfg.Raft.Join = id, tn.dir, tn.tr, join
-	cfg.Raft.Peers = maps.Clone(c.peers)
+	cfg.Raft.InitialCluster = maps.Clone(c.peers)
 	cfg.Raft.Addr = tn.addr
 	cfg.Publisher = tn.app
 	s, err := Open(cfg)

@@ -9,9 +9,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// mapHugeTLB maps n bytes of reserved huge pages; a variable so tests can
-// make it fail.
-var mapHugeTLB = func(n int) ([]byte, error) {
+// mapHugeTLB maps n bytes of reserved huge pages.
+func mapHugeTLB(n int) ([]byte, error) {
 	return unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE,
 		unix.MAP_PRIVATE|unix.MAP_ANON|unix.MAP_HUGETLB|unix.MAP_HUGE_2MB)
 }
@@ -26,7 +25,11 @@ var mapHugeTLB = func(n int) ([]byte, error) {
 // back to Alloc's ordinary pages advised with MADV_HUGEPAGE (Transparent),
 // or to plain pages if the kernel refuses the advice. The memory is zeroed
 // and must be given back to Free, exactly once, whatever backs it.
-func AllocHuge(size int) ([]byte, Backing, error) {
+func AllocHuge(size int) ([]byte, Backing, error) { return allocHuge(size, mapHugeTLB) }
+
+// allocHuge is AllocHuge with the MAP_HUGETLB mapping given: tests pass
+// one that fails, as on a host without reserved huge pages.
+func allocHuge(size int, mapHugeTLB func(n int) ([]byte, error)) ([]byte, Backing, error) {
 	if size <= 0 {
 		return nil, Pages, fmt.Errorf("%w: %d", ErrSize, size)
 	}

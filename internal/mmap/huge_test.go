@@ -81,11 +81,9 @@ func checkHuge(t *testing.T, b []byte, size int) {
 // that memory is freed like any other.
 func TestAllocHugeFallback(t *testing.T) {
 	calls := 0
-	saved := mapHugeTLB
-	mapHugeTLB = func(int) ([]byte, error) { calls++; return nil, unix.ENOMEM }
-	t.Cleanup(func() { mapHugeTLB = saved })
+	noHugePages := func(int) ([]byte, error) { calls++; return nil, unix.ENOMEM }
 	for _, size := range []int{HugePageSize, 3*HugePageSize + 1} {
-		b, kind, err := AllocHuge(size)
+		b, kind, err := allocHuge(size, noHugePages)
 		if err != nil {
 			t.Fatalf("AllocHuge(%d) with no huge pages: %v", size, err)
 		}
@@ -102,15 +100,13 @@ func TestAllocHugeFallback(t *testing.T) {
 // Below one huge page, AllocHuge does not try MAP_HUGETLB (it would round
 // a small region up to 2 MiB).
 func TestAllocHugeSmall(t *testing.T) {
-	saved := mapHugeTLB
-	mapHugeTLB = func(int) ([]byte, error) { t.Fatal("MAP_HUGETLB tried for a small size"); return nil, unix.EINVAL }
-	t.Cleanup(func() { mapHugeTLB = saved })
-	b, kind, err := AllocHuge(HugePageSize - 1)
+	refuse := func(int) ([]byte, error) { t.Fatal("MAP_HUGETLB tried for a small size"); return nil, unix.EINVAL }
+	b, kind, err := allocHuge(HugePageSize-1, refuse)
 	if err != nil || kind == HugeTLB {
 		t.Fatalf("AllocHuge(2MiB-1) = %v, %v", kind, err)
 	}
 	checkHuge(t, b, HugePageSize-1)
-	if _, _, err := AllocHuge(0); !errors.Is(err, ErrSize) {
+	if _, _, err := allocHuge(0, refuse); !errors.Is(err, ErrSize) {
 		t.Fatalf("AllocHuge(0) = %v, want ErrSize", err)
 	}
 }

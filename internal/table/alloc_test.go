@@ -8,6 +8,7 @@ import (
 )
 
 func TestClasses(t *testing.T) {
+	t.Parallel()
 	if got := classOf(MaxRecord); got != numClasses-1 {
 		t.Fatalf("classOf(MaxRecord) = %d, want numClasses-1 = %d", got, numClasses-1)
 	}
@@ -32,6 +33,7 @@ func TestClasses(t *testing.T) {
 }
 
 func TestListOf(t *testing.T) {
+	t.Parallel()
 	for n := uint64(MinRecord); n < 1<<24; n += RecordAlign + n/64&^7 {
 		c := listOf(n)
 		if classSize(c) > n || c < numClasses-1 && classSize(c+1) <= n {
@@ -59,6 +61,7 @@ func extents(a *allocator) [][2]uint64 {
 // free space is always kept as maximal extents, and once everything is
 // free it is one extent again.
 func TestReleaseCoalesces(t *testing.T) {
+	t.Parallel()
 	const base, end = 4096, 4096 + 1<<16
 	r := rand.New(rand.NewPCG(1, 2))
 	for round := range 50 {
@@ -111,6 +114,7 @@ func usedAllocator(base, end uint64) allocator {
 // the lists, an allocation fails exactly when no extent is large enough,
 // and takes the front of one that is.
 func TestAllocFailsOnlyWithoutFit(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(9, 9))
 	for round := range 300 {
 		const base = 1 << 12
@@ -161,6 +165,7 @@ func TestAllocFailsOnlyWithoutFit(t *testing.T) {
 // checks that live and limbo blocks never overlap and that the byte counts
 // add up.
 func TestAllocatorNeverOverlaps(t *testing.T) {
+	t.Parallel()
 	const base, end = 4096, 1 << 20
 	a := newAllocator(base, end)
 	r := rand.New(rand.NewPCG(3, 4))

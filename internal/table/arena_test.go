@@ -36,6 +36,7 @@ func mustCheck(t *testing.T, a *arenas, live []arenaBlock) {
 }
 
 func TestNewArenasBounds(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		bytes uint64
 		grace int64
@@ -61,6 +62,7 @@ func TestNewArenasBounds(t *testing.T) {
 // bucket's arena, whose units share bitmap words with its neighbours', and
 // never past its end.
 func TestArenaFirstFit(t *testing.T) {
+	t.Parallel()
 	a := newTestArenas(t, 3, 1440) // 180 units: bucket 1 spans words 2-5
 	mustAlloc(t, a, 1, 64, 0)
 	mustAlloc(t, a, 1, 336, 64)
@@ -96,6 +98,7 @@ func TestArenaFirstFit(t *testing.T) {
 // TestArenaLimboTiming: a freed block is reused only Gi after the clock
 // reading free was given, in stamp order; freeNow skips limbo.
 func TestArenaLimboTiming(t *testing.T) {
+	t.Parallel()
 	a := newTestArenas(t, 2, 128)
 	mustAlloc(t, a, 0, 64, 0)
 	mustAlloc(t, a, 0, 64, 64)
@@ -141,6 +144,7 @@ func TestArenaLimboTiming(t *testing.T) {
 // TestArenaFragmentation: free bytes split into runs shorter than a request
 // do not satisfy it; freeing the unit between two runs does.
 func TestArenaFragmentation(t *testing.T) {
+	t.Parallel()
 	a := newTestArenas(t, 1, 320) // 40 units
 	for i := range uint64(10) {
 		mustAlloc(t, a, 0, 32, 32*i)
@@ -161,6 +165,7 @@ func TestArenaFragmentation(t *testing.T) {
 // unit map and a limbo list per bucket, comparing every allocation's
 // offset (first fit) and checking the allocator after each step.
 func TestArenaModel(t *testing.T) {
+	t.Parallel()
 	for _, arenaBytes := range []uint64{8, 72, 520, 1440, MaxArenaBytes} {
 		r := rand.New(rand.NewPCG(arenaBytes, 1))
 		const nb = 5

@@ -26,6 +26,7 @@ import (
 // leave slots naming dead records for a while (rule M4): a cached reader
 // of such a record retries, and a slot-following one too.
 func TestLiveRecordIsCurrent(t *testing.T) {
+	t.Parallel()
 	forInlineModes(t, Config{Buckets: 4, Grace: 10 * time.Millisecond}, func(t *testing.T, cfg Config, grow func(int) int) {
 		liveRecordIsCurrent(t, grow(64<<10), cfg)
 	})
@@ -66,7 +67,7 @@ func liveRecordIsCurrent(t *testing.T, size int, cfg Config) {
 	}
 	stores, accepted := 0, 0
 	var failure string
-	afterStore = func() {
+	tab.st.after = func() {
 		stores++
 		if failure != "" {
 			return
@@ -87,7 +88,6 @@ func liveRecordIsCurrent(t *testing.T, size int, cfg Config) {
 			}
 		}
 	}
-	defer func() { afterStore = nil }()
 	version := uint64(1)
 	sizes := []int{8, 40, 120}
 	put := func(k []byte) {

@@ -86,7 +86,7 @@ func (t *Table) carry(src, w uint64, dst loc) uint64 {
 	old := t.resolve(src, w)
 	s := DecodeInlineSlot(w)
 	if dst.inline {
-		s.Tag = copyInline(t.block(dst), t.block(old))
+		s.Tag = t.st.copyInline(t.block(dst), t.block(old))
 		s.Offset = dst.off - t.arenaBase(dst.bucket)
 		return s.Word()
 	}

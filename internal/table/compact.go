@@ -95,7 +95,7 @@ func (t *Table) Compact(budget uint64) uint64 {
 		t.checkCopy(s, ns)
 		// The copy is live before the store and the original after it:
 		// both carry the key's current version, so either reads right.
-		storeWord(t.mem, pos, ns.Word())
+		t.st.word(t.mem, pos, ns.Word())
 		t.unpublishing(pos, s.Word())
 		t.retire(pos, s.Word(), t.clock()) // stamped after the store, as for an update
 		t.payload += s.Len

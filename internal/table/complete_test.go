@@ -33,6 +33,7 @@ func checkFlag(t *testing.T, tab *Table, wantSet bool, wantIn time.Duration) {
 // back and the flag cleared could both fall between a GET's second bucket
 // reads and its header read.
 func TestFlagClearsOnlyGraceAfterPlacement(t *testing.T) {
+	t.Parallel()
 	put := func(t *testing.T, tab *Table, k string) {
 		t.Helper()
 		if err := tab.Put([]byte(k), []byte("v"), 99); err != nil {
@@ -125,6 +126,7 @@ func TestFlagClearsOnlyGraceAfterPlacement(t *testing.T) {
 // throughout. The plan (keys, buckets) was found by search; the test
 // fails loudly if the table no longer moves the key.
 func TestReserveMovesHoldTheFlag(t *testing.T) {
+	t.Parallel()
 	tab, _, clk := newTable(t, 64<<10, Config{Buckets: 8, Grace: time.Minute})
 	var keys [][]byte
 	for i := range 59 {

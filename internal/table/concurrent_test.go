@@ -143,6 +143,7 @@ func slotWordOf(mem, key []byte, buf []byte) uint64 {
 // With a grace period of 1 writer op, blocks are reused under the readers'
 // feet, so torn and reused records are common. Run with -race.
 func TestConcurrentReadersNeverAcceptWrongValue(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name  string
 		grace time.Duration // of the writer's clock, which moves 1ms per op

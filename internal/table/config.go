@@ -61,6 +61,7 @@ type Config struct {
 }
 
 // Validate reports the first out-of-range field, wrapping ErrBadConfig.
+// Zero fields are checked as their defaults; c itself is not changed.
 func (c Config) Validate() error {
 	switch {
 	case c.BytesPerSlot != 0 && c.BytesPerSlot < 16:

@@ -102,7 +102,7 @@ func (t *Table) clearPendingSlot(pos, w uint64) {
 // the slot is held for them, so that they still find room.
 func (t *Table) unpublish(pos, w uint64) {
 	g := t.group(t.keyOf(pos, w))
-	storeWord(t.mem, pos, 0)
+	t.st.word(t.mem, pos, 0)
 	t.retire(pos, w, t.clock()) // stamped after the store: the grace period starts here
 	t.unstamp(pos)
 	if g != nil && g.held < 0 {

@@ -60,6 +60,7 @@ func checkPending(t *testing.T, tab *Table, mem []byte, k string, w uint64) {
 // key's: a Put updates it in place, a Delete clears it at once, Withhold
 // and EndAtomic do not revive it, and the flag stays set.
 func TestEvictKeepsSlotForGrace(t *testing.T) {
+	t.Parallel()
 	t.Run("cleared a grace period after the flag was set", func(t *testing.T) {
 		tab, mem, clk, w := evictTable(t, "k3")
 		if tab.Len() != 9 || tab.Stats().SlotsPending != 1 {
@@ -169,6 +170,7 @@ func TestEvictKeepsSlotForGrace(t *testing.T) {
 // M3 (complete.go): the flag clears only a grace period after a held key
 // last came back to its buckets while it was set.
 func TestRemovalNeverFakesAMiss(t *testing.T) {
+	t.Parallel()
 	forInlineModes(t, Config{Buckets: 8, Grace: 10 * time.Millisecond}, func(t *testing.T, cfg Config, grow func(int) int) {
 		removalNeverFakesAMiss(t, grow(32<<10), cfg)
 	})
@@ -190,7 +192,7 @@ func removalNeverFakesAMiss(t *testing.T, size int, cfg Config) {
 	wasSet, back := false, false
 	stores, removals, completions := 0, 0, 0
 	var failure string
-	afterStore = func() {
+	tab.st.after = func() {
 		stores++
 		h, err := ParseHeader(mem)
 		if err != nil || failure != "" {
@@ -229,7 +231,6 @@ func removalNeverFakesAMiss(t *testing.T, size int, cfg Config) {
 			present[k] = in
 		}
 	}
-	defer func() { afterStore = nil }()
 	version := uint64(0)
 	put := func(k []byte) { // the server's apply of a PUT (internal/mirror/apply.go)
 		version++

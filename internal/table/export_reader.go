@@ -11,9 +11,9 @@ package table
 // 8-aligned place in an arena) in state 0 (live), 1 (dead) or 2 (hidden),
 // under a tag chosen by rule T, and returns the tag for the slot word.
 func WriteInlineRecord(block, key, value []byte, version uint64, state uint32) uint8 {
-	return writeInline(block, key, value, version, state)
+	return stores{}.writeInline(block, key, value, version, state)
 }
 
 // SetInlineRecordState changes the state of the inline record in block as
 // the writer does: one 4-byte store, the tag kept.
-func SetInlineRecordState(block []byte, state uint32) { setInlineState(block, state) }
+func SetInlineRecordState(block []byte, state uint32) { stores{}.setInlineState(block, state) }

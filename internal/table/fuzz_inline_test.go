@@ -41,7 +41,7 @@ func FuzzVerifyInline(f *testing.F) {
 			t.Fatalf("accepted a block whose words do not all carry tag %d: % x", s.Tag, block)
 		}
 		want := make([]byte, len(block))
-		encodeInline(want, key, r.AppendValue(nil), r.Version, r.State, s.Tag)
+		stores{}.encodeInline(want, key, r.AppendValue(nil), r.Version, r.State, s.Tag)
 		if !bytes.Equal(want, block) {
 			t.Fatalf("accepted bytes the writer would not produce:\n got % x\nwant % x", block, want)
 		}

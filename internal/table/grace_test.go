@@ -32,6 +32,7 @@ func verifyAt(mem []byte, w uint64, key string) ([]byte, uint64, error) {
 // dead) until the grace period has passed, and only then are reused; a
 // reader that lands on the reused bytes rejects them.
 func TestGraceReuse(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name      string
 		supersede func(tab *Table) error
@@ -99,6 +100,7 @@ func TestGraceReuse(t *testing.T) {
 // TestLimboHoldsSpace: a full area stays full until the grace period of the
 // space freed in it has passed.
 func TestLimboHoldsSpace(t *testing.T) {
+	t.Parallel()
 	tab, mem, clk := newTable(t, 64<<10, Config{Buckets: 256, Grace: testGrace})
 	stored, err := fillUntilFull(t, tab, func(int) int { return 200 })
 	if !errors.Is(err, ErrNoSpace) {
@@ -136,6 +138,7 @@ func TestLimboHoldsSpace(t *testing.T) {
 // keeps its slot. The old records' bytes then wait in limbo for another
 // grace period.
 func TestReset(t *testing.T) {
+	t.Parallel()
 	tab, mem, clk := newTable(t, 256<<10, Config{Buckets: 256, Grace: testGrace})
 	tab.SetLease(3<<1 | 1)
 	tab.SetLeaderHint(2)
@@ -254,6 +257,7 @@ func valueUpTo(key string, version uint64, max int) []byte {
 // most inline), a stale inline word is verified against its bucket's
 // arena as read, by its tag.
 func TestStaleSlotsNeverAcceptWrongValue(t *testing.T) {
+	t.Parallel()
 	forInlineModes(t, Config{Buckets: 128, Grace: 5 * time.Millisecond}, func(t *testing.T, cfg Config, grow func(int) int) {
 		staleSlots(t, grow(256<<10), cfg)
 	})

@@ -136,6 +136,7 @@ func applyGroup(t *testing.T, deletesFirst bool, size int, cfg Config) (string, 
 // deletes is written, no moment lets one key read as before the group and
 // another as after it; once it ends, every key reads as after.
 func TestAtomicGroupNeverTorn(t *testing.T) {
+	t.Parallel()
 	forInlineModes(t, Config{Buckets: 64}, func(t *testing.T, cfg Config, grow func(int) int) {
 		atomicGroupNeverTorn(t, grow(1<<20), cfg)
 	})
@@ -160,6 +161,7 @@ func atomicGroupNeverTorn(t *testing.T, size int, cfg Config) {
 // before the group's puts shows the group's "after" (a miss) while a key
 // still reads as before it (c, not yet created).
 func TestAtomicGroupOrderMatters(t *testing.T) {
+	t.Parallel()
 	forInlineModes(t, Config{Buckets: 64}, func(t *testing.T, cfg Config, grow func(int) int) {
 		why, _, _, _ := applyGroup(t, true, grow(1<<20), cfg)
 		if !strings.Contains(why, "[c] read as before the group while [d] read as after it") {
@@ -171,6 +173,7 @@ func TestAtomicGroupOrderMatters(t *testing.T) {
 // TestAtomicGroupEdges: a withheld key the group does not write comes back
 // live; Compact waits until the group ends; a Reset closes it.
 func TestAtomicGroupEdges(t *testing.T) {
+	t.Parallel()
 	tab, mem, clk := newTable(t, 64<<10, Config{Buckets: 64, Grace: time.Millisecond})
 	if err := tab.Put([]byte("k"), []byte("v"), 1); err != nil {
 		t.Fatal(err)
@@ -229,6 +232,7 @@ func TestAtomicGroupEdges(t *testing.T) {
 // of a pair and then the other, as two GETs one after the other: the
 // second never shows an older version than the first. Run with -race.
 func TestConcurrentReadersSeeWholeGroups(t *testing.T) {
+	t.Parallel()
 	const grace = 200 * time.Millisecond // the writer's clock moves 1ms per group
 	forInlineModes(t, Config{Buckets: 256, Grace: grace}, func(t *testing.T, cfg Config, grow func(int) int) {
 		readersSeeWholeGroups(t, grow(2<<20), cfg)

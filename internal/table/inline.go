@@ -81,9 +81,9 @@ func chooseTag(block []byte) uint8 {
 // writeInline writes the record for key, value and version into block (of
 // exactly InlineLen bytes, 8-aligned) in the given state, under a tag
 // chosen by rule T, and returns the tag for the slot word.
-func writeInline(block, key, value []byte, version uint64, state uint32) uint8 {
+func (s stores) writeInline(block, key, value []byte, version uint64, state uint32) uint8 {
 	tag := chooseTag(block)
-	encodeInline(block, key, value, version, state, tag)
+	s.encodeInline(block, key, value, version, state, tag)
 	return tag
 }
 
@@ -93,7 +93,7 @@ func writeInline(block, key, value []byte, version uint64, state uint32) uint8 {
 // its slot word is stored, so the order only matters for the crc. Lengths
 // must already be in range and block exactly InlineLen(len(key),
 // len(value)) bytes.
-func encodeInline(block, key, value []byte, version uint64, state uint32, tag uint8) {
+func (s stores) encodeInline(block, key, value []byte, version uint64, state uint32, tag uint8) {
 	var head [inlineHead]byte
 	le := binary.LittleEndian
 	le.PutUint64(head[0:], version)
@@ -113,11 +113,11 @@ func encodeInline(block, key, value []byte, version uint64, state uint32, tag ui
 			}
 		}
 		w[inlineTagByte] = tag
-		storeWord(block, uint64(off), le.Uint64(w[:]))
+		s.word(block, uint64(off), le.Uint64(w[:]))
 	}
 	// The crc is taken from the stored words: the payload exactly as a
 	// reader gathers it, and no stack copy for crc32 to make escape.
-	storeWord(block, 0, inlineWord0(payloadCRC(block), state, tag))
+	s.word(block, 0, inlineWord0(payloadCRC(block), state, tag))
 }
 
 // copyInline copies the record in src into dst (a free block of the same
@@ -125,12 +125,12 @@ func encodeInline(block, key, value []byte, version uint64, state uint32, tag ui
 // dst, and returns the tag: a move's or re-inline's copy (§5.6, §5.8), same
 // content, version and state. The crc covers the payload, not the tags, so
 // the words are copied as they are with only their top byte changed.
-func copyInline(dst, src []byte) uint8 {
+func (s stores) copyInline(dst, src []byte) uint8 {
 	tag := chooseTag(dst)
 	le := binary.LittleEndian
 	for off := 0; off < len(src); off += inlineWord {
 		w := le.Uint64(src[off:])&(1<<56-1) | uint64(tag)<<56
-		storeWord(dst, uint64(off), w)
+		s.word(dst, uint64(off), w)
 	}
 	return tag
 }
@@ -147,8 +147,8 @@ func inlineStateWord(state uint32, tag uint8) uint32 {
 // setInlineState changes a record's state with one atomic 4-byte store of
 // bytes 4-7 of word 0, keeping its tag: a reader sees the old state or the
 // new one, always under the record's own tag.
-func setInlineState(block []byte, state uint32) {
-	storeHalf(block, recState, inlineStateWord(state, block[inlineTagByte]))
+func (s stores) setInlineState(block []byte, state uint32) {
+	s.half(block, recState, inlineStateWord(state, block[inlineTagByte]))
 }
 
 // InlineRecord is a record that parseInline found intact: its fields, and

@@ -13,11 +13,12 @@ import (
 func makeInline(key, value []byte, version uint64, state uint32) ([]byte, InlineSlot) {
 	n := InlineLen(len(key), len(value))
 	block := make([]byte, n)
-	tag := writeInline(block, key, value, version, state)
+	tag := stores{}.writeInline(block, key, value, version, state)
 	return block, InlineSlot{Len: n, Tag: tag, Version: uint32(version) & inlineVerMask, FP: 7}
 }
 
 func TestInlineLen(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		k, v int
 		want uint64
@@ -39,6 +40,7 @@ func TestInlineLen(t *testing.T) {
 // TestInlineRoundTrip: every key/value size pair up to ~300 bytes encodes
 // to the formula's length and verifies to its own value, in every state.
 func TestInlineRoundTrip(t *testing.T) {
+	t.Parallel()
 	for kl := 1; kl <= 300; kl += 1 + kl/8 {
 		for vl := 0; vl <= 300; vl += 1 + vl/5 {
 			key, value := pattern(kl, 1), pattern(vl, 2)
@@ -52,7 +54,7 @@ func TestInlineRoundTrip(t *testing.T) {
 				t.Fatalf("k%d v%d: %q %x %v", kl, vl, got, ver, err)
 			}
 			for state, want := range map[uint32]error{stateDead: ErrDead, stateHidden: ErrHidden, 3: ErrTorn, stateLive: nil} {
-				setInlineState(block, state)
+				stores{}.setInlineState(block, state)
 				if _, _, err := VerifyInline(block, key, s, nil); err != want {
 					t.Fatalf("k%d v%d state %d: %v, want %v", kl, vl, state, err, want)
 				}
@@ -63,6 +65,7 @@ func TestInlineRoundTrip(t *testing.T) {
 
 // TestInlineRejects breaks one condition at a time.
 func TestInlineRejects(t *testing.T) {
+	t.Parallel()
 	key, value := []byte("some key"), pattern(40, 9)
 	const version = 1<<30 | 12345
 	fresh := func() ([]byte, InlineSlot) { return makeInline(key, value, version, stateLive) }
@@ -89,9 +92,9 @@ func TestInlineRejects(t *testing.T) {
 		{"other key", func(_ []byte, _ *InlineSlot, k *[]byte) { *k = []byte("some kez") }, ErrKeyMismatch},
 		{"key a prefix of the record's", func(_ []byte, _ *InlineSlot, k *[]byte) { *k = []byte("some") }, ErrKeyMismatch},
 		{"record's key a prefix", func(_ []byte, _ *InlineSlot, k *[]byte) { *k = []byte("some key!") }, ErrKeyMismatch},
-		{"dead", func(b []byte, _ *InlineSlot, _ *[]byte) { setInlineState(b, stateDead) }, ErrDead},
-		{"hidden", func(b []byte, _ *InlineSlot, _ *[]byte) { setInlineState(b, stateHidden) }, ErrHidden},
-		{"unknown state", func(b []byte, _ *InlineSlot, _ *[]byte) { setInlineState(b, 0x100) }, ErrTorn},
+		{"dead", func(b []byte, _ *InlineSlot, _ *[]byte) { stores{}.setInlineState(b, stateDead) }, ErrDead},
+		{"hidden", func(b []byte, _ *InlineSlot, _ *[]byte) { stores{}.setInlineState(b, stateHidden) }, ErrHidden},
+		{"unknown state", func(b []byte, _ *InlineSlot, _ *[]byte) { stores{}.setInlineState(b, 0x100) }, ErrTorn},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			b, s := fresh()
@@ -116,11 +119,12 @@ func recrc(b []byte) {
 // TestCopyInline: a copy verifies under its own tag with the original's
 // content and state, in a block whose old content held the original's tag.
 func TestCopyInline(t *testing.T) {
+	t.Parallel()
 	key, value := []byte("moving"), pattern(50, 4)
 	src, s := makeInline(key, value, 77, stateHidden)
 	dst := make([]byte, len(src))
 	retag(dst, s.Tag)
-	tag := copyInline(dst, src)
+	tag := stores{}.copyInline(dst, src)
 	if tag == s.Tag {
 		t.Fatalf("the copy kept tag %d, which its block held", tag)
 	}
@@ -129,7 +133,7 @@ func TestCopyInline(t *testing.T) {
 	if _, _, err := VerifyInline(dst, key, c, nil); err != ErrHidden {
 		t.Fatalf("copy of a hidden record: %v", err)
 	}
-	setInlineState(dst, stateLive)
+	stores{}.setInlineState(dst, stateLive)
 	if got, ver, err := VerifyInline(dst, key, c, nil); err != nil || ver != 77 || !bytes.Equal(got, value) {
 		t.Fatalf("copy: %q %d %v", got, ver, err)
 	}
@@ -148,6 +152,7 @@ func retag(b []byte, tag uint8) {
 // TestInlineSlotWord: fields survive a round trip, the kind bit tells the
 // kinds apart, and InArena bounds what a reader may touch.
 func TestInlineSlotWord(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(1, 2))
 	for range 10000 {
 		s := InlineSlot{
@@ -188,6 +193,7 @@ func TestInlineSlotWord(t *testing.T) {
 }
 
 func TestChooseTag(t *testing.T) {
+	t.Parallel()
 	b := make([]byte, MaxInline)
 	if got := chooseTag(b); got != 1 {
 		t.Fatalf("zero block: tag %d", got)
@@ -242,6 +248,7 @@ type tornCase struct {
 // mixture; and every mixture breaks the tag of some word (so the rejection
 // does not rest on the crc).
 func TestInlineTornReadsDetected(t *testing.T) {
+	t.Parallel()
 	key := []byte("hot-key")
 	for _, c := range []struct {
 		name string
@@ -265,14 +272,14 @@ func TestInlineTornReadsDetected(t *testing.T) {
 				n := InlineLen(len(key), len(v))
 				block := arena[o[0] : o[0]+int(n)]
 				ver := uint64(100 + i)
-				tag := writeInline(block, key, v, ver, stateLive)
+				tag := stores{}.writeInline(block, key, v, ver, stateLive)
 				olds = append(olds, InlineSlot{Offset: uint64(o[0]), Len: n, Tag: tag, Version: uint32(ver)})
 				oldVals = append(oldVals, v)
 			}
 			before := bytes.Clone(arena)
 			vB := pattern(c.valB, 77)
 			nB := InlineLen(len(key), len(vB))
-			tagB := writeInline(arena[c.offB:c.offB+int(nB)], key, vB, 200, stateLive)
+			tagB := stores{}.writeInline(arena[c.offB:c.offB+int(nB)], key, vB, 200, stateLive)
 			sB := InlineSlot{Offset: uint64(c.offB), Len: nB, Tag: tagB, Version: 200}
 			checkTorn(t, before, arena, key, sB, vB, olds, oldVals)
 		})
@@ -354,13 +361,14 @@ func checkRead(t *testing.T, read, key []byte, s InlineSlot, want []byte, pure b
 // every check but the tag: it is rejected because top bytes are the
 // writer's, and would be accepted if the tags agreed.
 func TestRecordImageInValueRejected(t *testing.T) {
+	t.Parallel()
 	keyK, valK := []byte("victim"), []byte("the value an attacker wants read")
 	// R was written over an older record of tag 1, so its tag is not 1,
 	// the tag X gets in a fresh block.
 	image := make([]byte, InlineLen(len(keyK), len(valK)))
 	retag(image, 1)
 	sR := InlineSlot{Len: uint64(len(image)), Version: 4242, FP: 7}
-	sR.Tag = writeInline(image, keyK, valK, 4242, stateLive)
+	sR.Tag = stores{}.writeInline(image, keyK, valK, 4242, stateLive)
 	// X's value, placed so that R's word i lands in X's word 3+i: X's
 	// payload from byte 14 (after its head) is key X, then value; word 3
 	// starts at payload byte 14.
@@ -375,7 +383,7 @@ func TestRecordImageInValueRejected(t *testing.T) {
 	valX = append(valX, pattern(20, 3)...)
 	nX := InlineLen(len(keyX), len(valX))
 	arena := make([]byte, 1024)
-	tagX := writeInline(arena[:nX], keyX, valX, 1, stateLive)
+	tagX := stores{}.writeInline(arena[:nX], keyX, valX, 1, stateLive)
 	// Find the image: the first word whose low 7 bytes are R's word 0's.
 	at := -1
 	for i := 0; i+len(image) <= int(nX); i += inlineWord {
@@ -411,6 +419,7 @@ func TestRecordImageInValueRejected(t *testing.T) {
 // TestVerifyInlineNeverOutOfBounds: slot words naming anything near an
 // arena's end are rejected without touching bytes past it.
 func TestVerifyInlineNeverOutOfBounds(t *testing.T) {
+	t.Parallel()
 	arena := make([]byte, 256)
 	block, s := makeInline([]byte("k"), pattern(30, 1), 9, stateLive)
 	copy(arena[256-len(block):], block)
@@ -430,7 +439,7 @@ func BenchmarkEncodeInline(b *testing.B) {
 	block := make([]byte, InlineLen(len(key), len(value)))
 	b.ReportAllocs()
 	for b.Loop() {
-		writeInline(block, key, value, 7, stateHidden)
+		stores{}.writeInline(block, key, value, 7, stateHidden)
 	}
 }
 

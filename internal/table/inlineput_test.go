@@ -32,6 +32,7 @@ func mustGet(t *testing.T, tab *Table, mem, key, value []byte, version uint64) {
 // InlineMax (out of place), shrunk back, and deleted; arena bytes add up
 // at every step.
 func TestPutInlineRoundTrip(t *testing.T) {
+	t.Parallel()
 	tab, mem, clk := newTable(t, 64<<10, inlineCfg)
 	k := []byte("key")
 	steps := []struct {
@@ -81,6 +82,7 @@ func TestPutInlineRoundTrip(t *testing.T) {
 // TestInlineOffByDefault: with InlineMax 0 no word is inline and no arena
 // byte is counted.
 func TestInlineOffByDefault(t *testing.T) {
+	t.Parallel()
 	tab, _, _ := newTable(t, 64<<10, Config{Buckets: 8})
 	for i := range 20 {
 		if err := tab.Put([]byte(fmt.Sprint(i)), []byte("v"), 1); err != nil {
@@ -132,6 +134,7 @@ func fillArenaLimbo(tab *Table, b uint32) {
 // made and X is refused, the table unchanged. Inside an atomic group, a
 // withheld K moves hidden and EndAtomic reveals its copy.
 func TestMoveCarriesInlineRecord(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name                   string
 		arenaFull, areaFull    bool
@@ -218,6 +221,7 @@ func TestMoveCarriesInlineRecord(t *testing.T) {
 // spill to the record area (counted), and once the grace period has
 // passed it is written inline again.
 func TestHotKeySpillsThenInlineAgain(t *testing.T) {
+	t.Parallel()
 	tab, mem, clk := newTable(t, 64<<10, inlineCfg)
 	k := []byte("hot")
 	v := bytes.Repeat([]byte{'h'}, 100)
@@ -254,6 +258,7 @@ func TestHotKeySpillsThenInlineAgain(t *testing.T) {
 // TestAtomicGroupInline: within a group, inline records are withheld and
 // written hidden like out-of-place ones, and EndAtomic reveals them.
 func TestAtomicGroupInline(t *testing.T) {
+	t.Parallel()
 	tab, mem, _ := newTable(t, 64<<10, inlineCfg)
 	a, b := []byte("a"), []byte("b")
 	for _, k := range [][]byte{a, b} {
@@ -293,6 +298,7 @@ func TestAtomicGroupInline(t *testing.T) {
 // period, then goes to arena limbo; Reset does the same for every record;
 // a rebuild puts the keys back inline.
 func TestEvictAndResetInline(t *testing.T) {
+	t.Parallel()
 	tab, mem, clk := newTable(t, 64<<10, inlineCfg)
 	keys := [][]byte{[]byte("x"), []byte("y"), []byte("z")}
 	for _, k := range keys {
@@ -343,6 +349,7 @@ func TestEvictAndResetInline(t *testing.T) {
 // record-area block at once; one whose arena is full uses it. Once every
 // admission has ended nothing stays reserved and the bytes add up.
 func TestReserveInlinePut(t *testing.T) {
+	t.Parallel()
 	tab, mem, _ := newTable(t, 64<<10, inlineCfg)
 	a, b := []byte("a"), []byte("b")
 	for _, k := range [][]byte{a, b} {
@@ -383,6 +390,7 @@ func TestReserveInlinePut(t *testing.T) {
 // and a reader holding the old word rejects the new record there (rule T:
 // another tag), although it is the same key's, of the same length.
 func TestInlineGraceReuse(t *testing.T) {
+	t.Parallel()
 	tab, _, clk := newTable(t, 64<<10, inlineCfg)
 	k := []byte("old")
 	if err := tab.Put(k, pattern(20, 1), 1); err != nil {

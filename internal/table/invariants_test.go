@@ -12,6 +12,7 @@ import (
 // (what a writer bug reusing live space would do) is caught when it is
 // retired, in builds with invariants on.
 func TestInvariantsCatchModifiedRecord(t *testing.T) {
+	t.Parallel()
 	if !invariants.Enabled {
 		t.Skip("SKIPPED: invariants are off in this build (run with -race or -tags invariants)")
 	}
@@ -50,6 +51,7 @@ func expectInvariantPanic(t *testing.T, want string, f func()) {
 // TestInvariantsCatchEarlyMove: moving a key again within the grace period
 // of its last move (which could let a reader trust a miss) is caught.
 func TestInvariantsCatchEarlyMove(t *testing.T) {
+	t.Parallel()
 	tab, _, _ := newTable(t, 64<<10, Config{Buckets: 4, Grace: testGrace})
 	if err := tab.Put([]byte("k"), nil, 1); err != nil {
 		t.Fatal(err)
@@ -65,6 +67,7 @@ func TestInvariantsCatchEarlyMove(t *testing.T) {
 // TestInvariantsCatchTakenReservedSlot: a placement that leaves a bucket
 // fewer empty slots than it holds for writes in flight is caught.
 func TestInvariantsCatchTakenReservedSlot(t *testing.T) {
+	t.Parallel()
 	tab, _, _ := newTable(t, 64<<10, Config{Buckets: 2})
 	for i := range 2*SlotsPerBucket - 2 {
 		if err := tab.Put([]byte(fmt.Sprintf("k%d", i)), nil, 1); err != nil {

@@ -51,6 +51,7 @@ func docRows(section string) [][]string {
 type field struct{ off, size int }
 
 func TestDocHeaderFields(t *testing.T) {
+	t.Parallel()
 	want := map[string]field{
 		"magic":          {offMagic, 8},
 		"version":        {offVersion, 4},
@@ -73,6 +74,7 @@ func TestDocHeaderFields(t *testing.T) {
 }
 
 func TestDocRecordFields(t *testing.T) {
+	t.Parallel()
 	want := map[string]field{
 		"crc":      {recCRC, 4},
 		"state":    {recState, 4},
@@ -128,6 +130,7 @@ func checkFields(t *testing.T, rows [][]string, want map[string]field, total int
 }
 
 func TestDocSlotBits(t *testing.T) {
+	t.Parallel()
 	want := map[string][2]int{
 		"record offset": {0, slotOffBits - 1},
 		"record length": {slotOffBits, slotOffBits + slotLenBits - 1},
@@ -176,6 +179,7 @@ func parseBits(s string) (lo, hi int, err error) {
 
 // TestDocNumbers checks the numbers the doc states in prose.
 func TestDocNumbers(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile("../../docs/layout.md")
 	if err != nil {
 		t.Fatal(err)
@@ -244,6 +248,7 @@ func TestDocNumbers(t *testing.T) {
 }
 
 func TestParseHeaderFormatted(t *testing.T) {
+	t.Parallel()
 	tab, mem, _ := newTable(t, 1<<20, Config{BytesPerSlot: 256})
 	h, err := ParseHeader(mem)
 	if err != nil {
@@ -271,6 +276,7 @@ func TestParseHeaderFormatted(t *testing.T) {
 }
 
 func TestParseHeaderErrors(t *testing.T) {
+	t.Parallel()
 	_, mem, _ := newTable(t, 1<<16, Config{Buckets: 64})
 	good := append([]byte(nil), mem[:HeaderSize]...)
 	le := binary.LittleEndian
@@ -409,6 +415,7 @@ func v2HeaderCases() []headerCase {
 }
 
 func TestParseHeaderLayout2(t *testing.T) {
+	t.Parallel()
 	_, mem, _ := newTable(t, 1<<16, Config{Buckets: 64, Grace: 1500 * time.Millisecond})
 	v3, err := ParseHeader(mem)
 	if err != nil {
@@ -436,6 +443,7 @@ func TestParseHeaderLayout2(t *testing.T) {
 // lease: for layout 2 the 64 bytes after it are bucket 0's slots, which
 // change with no change of state; for layout 3 they are header fields.
 func TestSameStateLength(t *testing.T) {
+	t.Parallel()
 	_, mem, _ := newTable(t, 1<<16, Config{Buckets: 64})
 	v3 := append([]byte(nil), mem[:HeaderSize]...)
 	v2 := asLayout2(append([]byte(nil), v3...))
@@ -469,6 +477,7 @@ func TestSameStateLength(t *testing.T) {
 }
 
 func TestHeaderInArea(t *testing.T) {
+	t.Parallel()
 	h := Header{Buckets: 2, RecordBase: 192, RecordEnd: 1024}
 	tests := []struct {
 		s    Slot
@@ -498,6 +507,7 @@ func TestHeaderInArea(t *testing.T) {
 // TestSameGeometryFields: a header that differs in any field that
 // addresses the region is another geometry; the lease and flags are not.
 func TestSameGeometryFields(t *testing.T) {
+	t.Parallel()
 	g := Header{Version: LayoutVersion, Buckets: 4, GraceMillis: 10, RecordBase: 128 + 4*128, RecordEnd: 4096,
 		Generation: 1, BucketBytes: 128, InlineGraceMillis: 5, InlineMax: 8}
 	for name, change := range map[string]func(h *Header){
@@ -528,6 +538,7 @@ func TestSameGeometryFields(t *testing.T) {
 // arenas between them (no region has arenas yet, so a header made here
 // stands for one that will).
 func TestSlotPositionsWithArenas(t *testing.T) {
+	t.Parallel()
 	tab := &Table{hdr: Header{Version: LayoutVersion, Buckets: 4, BucketBytes: 3 * BucketSize, InlineMax: 16}}
 	var got []uint64
 	for pos := range tab.slotWords() {

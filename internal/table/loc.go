@@ -55,10 +55,10 @@ func (t *Table) stateOf(l loc) uint32 {
 // record's keeps its tag).
 func (t *Table) setState(l loc, state uint32) {
 	if l.inline {
-		setInlineState(t.block(l), state)
+		t.st.setInlineState(t.block(l), state)
 		return
 	}
-	storeHalf(t.mem, l.off+recState, state)
+	t.st.half(t.mem, l.off+recState, state)
 }
 
 // Inline head fields, as byte offsets in the block: payload bytes 8-13

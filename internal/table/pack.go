@@ -79,7 +79,7 @@ func (t *Table) packArena(b uint32, n uint64) bool {
 			// copyInline copies word by word upwards, so it reads each
 			// source word before anything writes over it.
 			dst := loc{off: next, n: nb.l.n, inline: true, bucket: b}
-			storeWord(t.mem, nb.pos, t.carry(nb.pos, loadWord(t.mem, nb.pos), dst))
+			t.st.word(t.mem, nb.pos, t.carry(nb.pos, loadWord(t.mem, nb.pos), dst))
 		}
 		next += nb.l.n
 	}

@@ -17,6 +17,7 @@ import (
 // free bytes into runs too short for a record in about one fill in 25
 // (most often in the "most contested last" order).
 func TestRebuildPacksCutUpArenas(t *testing.T) {
+	t.Parallel()
 	c := rebuildCases[len(rebuildCases)-1] // small records, arenas hold them
 	c.cfg = withInline(c.cfg, 144)
 	c.size += c.cfg.Buckets * int(c.cfg.withDefaults().bucketBytes()-BucketSize)
@@ -61,6 +62,7 @@ func TestRebuildPacksCutUpArenas(t *testing.T) {
 // can leave it (records spread out with short gaps between them), then one
 // of its keys is written again with a record longer than any gap.
 func TestPackUnderAnUpdate(t *testing.T) {
+	t.Parallel()
 	c := rebuildCases[len(rebuildCases)-1]
 	c.cfg = withInline(c.cfg, 144)
 	c.size += c.cfg.Buckets * int(c.cfg.withDefaults().bucketBytes()-BucketSize)
@@ -107,7 +109,7 @@ func TestPackUnderAnUpdate(t *testing.T) {
 		to := gap + uint64(i)*(need+gap)
 		s := DecodeInlineSlot(loadWord(mem, pos[i]))
 		buf := append([]byte(nil), tab.block(l)...)
-		s.Tag = copyInline(mem[tab.arenaBase(b)+to*inlineWord:][:l.n], buf)
+		s.Tag = stores{}.copyInline(mem[tab.arenaBase(b)+to*inlineWord:][:l.n], buf)
 		s.Offset = to * inlineWord
 		storeWord(mem, pos[i], s.Word())
 		markBits(a.taken, a.unit(b, to), l.n/inlineWord, true)

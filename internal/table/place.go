@@ -228,7 +228,7 @@ func (t *Table) relocate(j int) (uint64, error) {
 		if IsInline(w) {
 			nw = t.carry(src, w, t.carries[k])
 		}
-		storeWord(t.mem, dst, nw)
+		t.st.word(t.mem, dst, nw)
 		t.stampMoved(dst) // after the store: the key's new slot is visible from here
 		if t.hdr.Incomplete {
 			// Rule M3 for every move while the flag is set, whoever makes
@@ -242,7 +242,7 @@ func (t *Table) relocate(j int) (uint64, error) {
 		if t.testMidMove != nil {
 			t.testMidMove()
 		}
-		storeWord(t.mem, src, 0)
+		t.st.word(t.mem, src, 0)
 		t.unstamp(src)
 		if IsInline(w) {
 			t.dropCarried(src, w)

@@ -81,6 +81,7 @@ func fillAroundK(t *testing.T, tab *Table, nb uint32) {
 // grace period (a key moved twice within one GET could fake a miss), unless
 // the table is being rebuilt.
 func TestMoveMakesRoomAndWaitsGrace(t *testing.T) {
+	t.Parallel()
 	for _, rebuild := range []bool{false, true} {
 		t.Run(fmt.Sprintf("rebuild=%v", rebuild), func(t *testing.T) {
 			const nb = 4
@@ -244,6 +245,7 @@ func twoRoundGet(mem []byte, clk *fakeClock, grace time.Duration, key, buf []byt
 // may trust a miss of a key that was there all along. Run with -race (the
 // invariants then also check every move's order and its grace period).
 func TestMovesNeverFakeAMiss(t *testing.T) {
+	t.Parallel()
 	const (
 		grace = 4 * time.Millisecond // of the writer's clock, 1ms per op
 		nb    = 64
@@ -528,6 +530,7 @@ func checkInline(t *testing.T, tab *Table, stored map[string][]byte) {
 // snapshot install), with its keys in plain and adversarial orders: every
 // key fits, every time.
 func TestRebuildFitsAfterFillDeleteRefill(t *testing.T) {
+	t.Parallel()
 	for _, m := range inlineModes {
 		t.Run(m.name, func(t *testing.T) {
 			for _, c := range rebuildCases {
@@ -572,6 +575,7 @@ func rebuildFits(t *testing.T, c rebuildCase) {
 // admitted write fits, and once every admission has ended nothing stays
 // reserved.
 func TestReservationsNeverOverfill(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name     string
 		size     int
@@ -667,6 +671,7 @@ func reservationsNeverOverfill(t *testing.T, size int, cfg Config, valueLen func
 // TestReserveRefusesAtKeyCapacity: admission stops new keys at 15/16 of the
 // slots (updates still pass), and Fill reaches 1 there.
 func TestReserveRefusesAtKeyCapacity(t *testing.T) {
+	t.Parallel()
 	tab, _, _ := newTable(t, 1<<20, Config{Buckets: 32})
 	capacity := KeyCapacity(32)
 	if capacity != 240 || tab.Stats().KeyCapacity != capacity {
@@ -723,6 +728,7 @@ func TestReserveRefusesAtKeyCapacity(t *testing.T) {
 // into large ones. Without coalescing (the size-class allocator this
 // replaced) the large round after a small one ran out of blocks.
 func TestChurnSmallAndLargeValues(t *testing.T) {
+	t.Parallel()
 	const grace = 100 * time.Millisecond
 	forInlineModes(t, Config{Buckets: 1024, Grace: grace}, func(t *testing.T, cfg Config, grow func(int) int) {
 		churnSmallAndLarge(t, grow(4<<20), cfg)
@@ -783,6 +789,7 @@ func churnSmallAndLarge(t *testing.T, size int, cfg Config) {
 // serves one large record once its grace period has passed (without
 // coalescing it stayed split into small blocks until the table emptied).
 func TestCoalescedSpaceServesLargeRecords(t *testing.T) {
+	t.Parallel()
 	tab, mem, clk := newTable(t, 256<<10, Config{Buckets: 512, Grace: testGrace})
 	stored, err := fillUntilFull(t, tab, func(int) int { return 40 })
 	if !errors.Is(err, ErrNoSpace) {
@@ -821,6 +828,7 @@ func TestCoalescedSpaceServesLargeRecords(t *testing.T) {
 // Compaction moves the small records out of one stretch; once its grace
 // period has passed the large record fits, and every key reads as before.
 func TestCompactGathersFragmentedSpace(t *testing.T) {
+	t.Parallel()
 	tab, mem, clk := newTable(t, 256<<10, Config{Buckets: 512, Grace: testGrace})
 	stored := map[string][]byte{}
 	var bigs []string
@@ -878,6 +886,7 @@ func TestCompactGathersFragmentedSpace(t *testing.T) {
 // update's Put must still find one: the delete's slot is held for it, and
 // writes nobody reserved for cannot take it.
 func TestDeleteHoldsSlotForWritesInFlight(t *testing.T) {
+	t.Parallel()
 	tab, mem, _ := newTable(t, 64<<10, Config{Buckets: 2}) // every key has the same 16 slots
 	stored := map[string][]byte{}
 	for i := range 2*SlotsPerBucket - 1 {

@@ -27,6 +27,7 @@ func pattern(n int, seed byte) []byte {
 }
 
 func TestRecordRoundTrip(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name       string
 		keyLen     int
@@ -75,6 +76,7 @@ func TestRecordRoundTrip(t *testing.T) {
 }
 
 func TestVerifyRecordRejects(t *testing.T) {
+	t.Parallel()
 	key, value := []byte("user:42"), pattern(50, 3)
 	other := []byte("user:43")
 	le := binary.LittleEndian

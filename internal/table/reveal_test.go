@@ -26,6 +26,7 @@ func revealWhenDue(t *testing.T, tab *Table) {
 // second Reset in the middle of a hiding phase (a failed rebuild run
 // again) takes the hidden records down like live ones.
 func TestRebuildHidesUntilReveal(t *testing.T) {
+	t.Parallel()
 	tab, mem, clk := newTable(t, 64<<10, inlineCfg) // 8 buckets: 62 keys need moves
 	var keys []string
 	for i := range 62 {

@@ -7,6 +7,7 @@ import (
 )
 
 func TestSlotRoundTrip(t *testing.T) {
+	t.Parallel()
 	tests := []Slot{
 		{Offset: 8, Len: 32, FP: 1},
 		{Offset: 192, Len: 1064, FP: 0xabc},
@@ -40,6 +41,7 @@ func TestSlotRoundTrip(t *testing.T) {
 // TestSlotWordAnyRoundTrips: every word decodes to a Slot that encodes it
 // again (a client compares words it decoded), and the kind bit is bit 51.
 func TestSlotWordAnyRoundTrips(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(1, 2))
 	for range 10000 {
 		w := r.Uint64()
@@ -57,6 +59,7 @@ func TestSlotWordAnyRoundTrips(t *testing.T) {
 // decodes as an out-of-place word, with its length: one decoder reads both
 // layouts.
 func TestLayout2WordsAreOutOfPlace(t *testing.T) {
+	t.Parallel()
 	w := uint64((MaxArea-MaxRecord)/8) | uint64(MaxRecord/8)<<32 | 0xfff<<52 // layout 2: length in bits 32-51
 	if s := DecodeSlot(w); s.Inline || s.Len != MaxRecord || s.Offset != MaxArea-MaxRecord || s.FP != 0xfff {
 		t.Fatalf("layout 2 word %#x decodes to %+v", w, s)
@@ -64,6 +67,7 @@ func TestLayout2WordsAreOutOfPlace(t *testing.T) {
 }
 
 func TestBuckets(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		h      uint64
 		n      uint32
@@ -93,6 +97,7 @@ func TestBuckets(t *testing.T) {
 }
 
 func TestFingerprint(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		h  uint64
 		fp uint16
@@ -112,6 +117,7 @@ func TestFingerprint(t *testing.T) {
 }
 
 func TestHash(t *testing.T) {
+	t.Parallel()
 	// xxHash64, seed 0, reference values.
 	tests := []struct {
 		key string
@@ -129,6 +135,7 @@ func TestHash(t *testing.T) {
 }
 
 func TestScanBucket(t *testing.T) {
+	t.Parallel()
 	words := [SlotsPerBucket]uint64{
 		0,
 		Slot{Offset: 64, Len: 32, FP: 5}.Word(),

@@ -29,6 +29,9 @@ type Table struct {
 	// arenas allocates the bytes of inline records in each bucket's arena
 	// (arena.go); empty without Config.InlineMax.
 	arenas arenas
+	// st makes every atomic store into mem once the table is formatted
+	// (its hook is for tests).
+	st stores
 
 	records int
 	payload uint64 // bytes of live records, and of pending slots' dead ones
@@ -146,10 +149,10 @@ func (s Stats) Fill() float64 {
 // holds locations into mem; to empty a table readers may be using, use
 // Reset. The lease starts as term 0, not valid.
 func Format(mem []byte, cfg Config) (*Table, error) {
+	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cfg = cfg.withDefaults()
 	if len(mem) == 0 || uintptr(unsafe.Pointer(&mem[0]))%RecordAlign != 0 {
 		return nil, fmt.Errorf("%w: empty or not 8-byte aligned", ErrBadRegion)
 	}
@@ -303,14 +306,14 @@ func (t *Table) ArenaLimboClearsIn() time.Duration {
 // with the others: it touches nothing but its own word, so the lease never
 // waits for a writer that holds the table.
 func (t *Table) SetLease(expiry uint64) {
-	storeWord(t.mem, offLease, expiry)
+	t.st.word(t.mem, offLease, expiry)
 }
 
 // SetLeaderHint publishes the id of the node this node believes leads (0 if
 // none) with one atomic store.
 func (t *Table) SetLeaderHint(id uint64) {
 	t.hdr.LeaderHint = id
-	storeWord(t.mem, offLeaderHint, id)
+	t.st.word(t.mem, offLeaderHint, id)
 }
 
 // SetIncomplete publishes whether the region may be missing keys the node
@@ -335,7 +338,7 @@ func (t *Table) SetIncomplete(incomplete bool) {
 	}
 	t.hdr.Incomplete = incomplete
 	t.hdr.FlagEpoch = (t.hdr.FlagEpoch + 1) & (1<<(16-flagEpochShift) - 1)
-	storeHalf(t.mem, offSlots, slotsAndFlags(incomplete, t.hdr.FlagEpoch))
+	t.st.half(t.mem, offSlots, slotsAndFlags(incomplete, t.hdr.FlagEpoch))
 	if incomplete {
 		// Stamped after the store: a reader may have read the flag clear
 		// until then, and M4's wait must cover it from there.
@@ -380,7 +383,7 @@ func (t *Table) Reset() {
 	}
 	t.records = 0
 	t.hdr.Generation = newGeneration(t.hdr.Generation)
-	storeWord(t.mem, offGeneration, t.hdr.Generation)
+	t.st.word(t.mem, offGeneration, t.hdr.Generation)
 	t.clearPending()
 	t.checkHeader()
 	t.checkSpace()

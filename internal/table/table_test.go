@@ -11,6 +11,7 @@ import (
 )
 
 func TestConfigValidate(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		cfg  Config
@@ -50,6 +51,7 @@ func TestConfigValidate(t *testing.T) {
 }
 
 func TestFormatArenas(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name        string
 		cfg         Config
@@ -81,6 +83,7 @@ func TestFormatArenas(t *testing.T) {
 }
 
 func TestFormatGeometry(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		size    int
@@ -120,6 +123,7 @@ func TestFormatGeometry(t *testing.T) {
 }
 
 func TestFormatRejects(t *testing.T) {
+	t.Parallel()
 	mem := mapMem(t, 4096)
 	tests := []struct {
 		name string
@@ -147,6 +151,7 @@ func TestFormatRejects(t *testing.T) {
 }
 
 func TestFormatGenerations(t *testing.T) {
+	t.Parallel()
 	a, _, _ := newTable(t, 4096, Config{})
 	b, _, _ := newTable(t, 4096, Config{})
 	if a.Header().Generation == b.Header().Generation {
@@ -155,6 +160,7 @@ func TestFormatGenerations(t *testing.T) {
 }
 
 func TestPutGetDelete(t *testing.T) {
+	t.Parallel()
 	tab, mem, _ := newTable(t, 1<<20, Config{})
 	type step struct {
 		op      string // put, del
@@ -227,6 +233,7 @@ func checkAbsent(t *testing.T, tab *Table, mem []byte, k string) {
 }
 
 func TestPutLimits(t *testing.T) {
+	t.Parallel()
 	tab, mem, _ := newTable(t, 4<<20, Config{})
 	big := bytes.Repeat([]byte{'k'}, MaxKey)
 	tests := []struct {
@@ -292,6 +299,7 @@ func checkStored(t *testing.T, tab *Table, mem []byte, stored map[string][]byte)
 }
 
 func TestFullAreaLeavesTableIntact(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name     string
 		valueLen func(i int) int
@@ -336,6 +344,7 @@ func TestFullAreaLeavesTableIntact(t *testing.T) {
 }
 
 func TestFullBucketsLeaveTableIntact(t *testing.T) {
+	t.Parallel()
 	// Two buckets: every key's candidates are buckets 0 and 1, 16 slots.
 	tab, mem, _ := newTable(t, 64<<10, Config{Buckets: 2})
 	stored, err := fillUntilFull(t, tab, func(int) int { return 10 })
@@ -368,6 +377,7 @@ func TestFullBucketsLeaveTableIntact(t *testing.T) {
 }
 
 func TestNewKeyTakesLessLoadedBucket(t *testing.T) {
+	t.Parallel()
 	tab, mem, _ := newTable(t, 64<<10, Config{Buckets: 8})
 	loads := func() (l [8]int) {
 		for b := range uint32(8) {
@@ -402,6 +412,7 @@ func TestNewKeyTakesLessLoadedBucket(t *testing.T) {
 }
 
 func TestLeaseAndLeaderHint(t *testing.T) {
+	t.Parallel()
 	tab, mem, _ := newTable(t, 4096, Config{})
 	gen := tab.Header().Generation
 	tests := []struct{ expiry, hint uint64 }{
@@ -432,6 +443,7 @@ func TestLeaseAndLeaderHint(t *testing.T) {
 }
 
 func TestSetIncomplete(t *testing.T) {
+	t.Parallel()
 	tab, mem, _ := newTable(t, 4096, Config{})
 	for _, want := range []bool{false, true, true, false, true} {
 		if want != tab.Header().Incomplete {
@@ -461,6 +473,7 @@ func TestSetIncomplete(t *testing.T) {
 // must still change the header: otherwise a reader could trust a miss read
 // while the region was missing keys.
 func TestIncompleteFlipChangesHeader(t *testing.T) {
+	t.Parallel()
 	tab, mem, _ := newTable(t, 4096, Config{})
 	before := make([]byte, HeaderSize)
 	copy(before, mem)
@@ -476,6 +489,7 @@ func TestIncompleteFlipChangesHeader(t *testing.T) {
 }
 
 func TestCanPut(t *testing.T) {
+	t.Parallel()
 	tab, _, clk := newTable(t, 8<<10, Config{Buckets: 2, Grace: testGrace})
 	if err := tab.Put([]byte("present"), pattern(3000, 1), 1); err != nil {
 		t.Fatal(err)
@@ -532,6 +546,7 @@ func TestCanPut(t *testing.T) {
 // and without arenas (a record is counted in the arena or the record area
 // as its slot word says).
 func TestRandomOps(t *testing.T) {
+	t.Parallel()
 	forInlineModes(t, Config{Buckets: 256, Grace: 10 * time.Millisecond}, func(t *testing.T, cfg Config, grow func(int) int) {
 		tab, mem, clk := newTable(t, grow(512<<10), cfg)
 		r := rand.New(rand.NewPCG(5, 6))

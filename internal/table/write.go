@@ -54,7 +54,7 @@ func (t *Table) Put(key, value []byte, version uint64) error {
 	if p.found && !wasPending {
 		t.unpublishing(pos, p.old) // dead before the store: never live and unnamed
 	}
-	storeWord(t.mem, pos, w)
+	t.st.word(t.mem, pos, w)
 	if !t.atomic && !t.hiding { // else EndAtomic, or Reveal, turns it live
 		t.setState(dst, stateLive)
 	}
@@ -152,7 +152,7 @@ func (t *Table) settleReservation(dst *loc, key, value []byte, g *resvKey) {
 // under a tag chosen by rule T), and returns the slot word naming it.
 func (t *Table) writeHidden(dst loc, key, value []byte, version uint64, fp uint16) uint64 {
 	if dst.inline {
-		tag := writeInline(t.block(dst), key, value, version, stateHidden)
+		tag := t.st.writeInline(t.block(dst), key, value, version, stateHidden)
 		s := InlineSlot{Offset: dst.off - t.arenaBase(dst.bucket), Len: dst.n, Tag: tag, Version: uint32(version), FP: fp}
 		return s.Word()
 	}

@@ -12,6 +12,7 @@ import (
 // published each see every matching event once, in order (run with
 // -race).
 func TestConcurrentPublishAndWatchers(t *testing.T) {
+	t.Parallel()
 	const batches, perBatch = 300, 7
 	h := newHub(t, Config{HistoryEvents: batches * perBatch})
 	var wg sync.WaitGroup

@@ -15,6 +15,7 @@ import (
 // watcher was dropped, and its client's resume from the version it was
 // at, evicted on every node alike, failed as compacted.)
 func TestEvictionDropsOnlyWatchersItRobs(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name     string
 		key      string
@@ -64,6 +65,7 @@ func TestEvictionDropsOnlyWatchersItRobs(t *testing.T) {
 // TestClosedWatchersLeaveTheIndex: the hub forgets closed watchers, so
 // eviction neither keeps them alive nor scans them.
 func TestClosedWatchersLeaveTheIndex(t *testing.T) {
+	t.Parallel()
 	h := newHub(t, Config{})
 	var ws []*Watcher
 	for _, k := range []string{"a", "a", "b"} {

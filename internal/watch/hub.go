@@ -31,8 +31,9 @@ type Config struct {
 	MaxWatchers int
 }
 
-// Validate checks c and fills in defaults.
-func (c *Config) Validate() error {
+// WithDefaults returns c with its zero fields set to their defaults
+// (exported: server.Config embeds a Config).
+func (c Config) WithDefaults() Config {
 	if c.HistoryEvents == 0 {
 		c.HistoryEvents = DefaultHistoryEvents
 	}
@@ -42,9 +43,16 @@ func (c *Config) Validate() error {
 	if c.MaxWatchers == 0 {
 		c.MaxWatchers = DefaultMaxWatchers
 	}
+	return c
+}
+
+// Validate reports whether c is usable. Zero fields are checked as their
+// defaults; c itself is not changed.
+func (c Config) Validate() error {
+	c = c.WithDefaults()
 	switch {
 	case c.HistoryEvents < 0 || c.HistoryBytes < 0 || c.MaxWatchers < 0:
-		return fmt.Errorf("watch: negative bound in %+v", *c)
+		return fmt.Errorf("watch: negative bound in %+v", c)
 	case c.HistoryBytes < wire.MaxWatchBytes:
 		// Smaller, and one large value would evict everything else.
 		return fmt.Errorf("watch: history of %d bytes is below the minimum %d", c.HistoryBytes, wire.MaxWatchBytes)
@@ -99,6 +107,7 @@ type Hub struct {
 
 // New returns an empty hub whose history starts after index 0.
 func New(cfg Config) (*Hub, error) {
+	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

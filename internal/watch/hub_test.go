@@ -44,6 +44,7 @@ func next(t *testing.T, w *Watcher, maxEvents, maxBytes int) ([]wire.WatchEvent,
 }
 
 func TestMatchOrderAndFrom(t *testing.T) {
+	t.Parallel()
 	h := newHub(t, Config{})
 	h.Publish([]wire.WatchEvent{put(2, "a/1", "x"), put(3, "b", "y"), put(4, "a/2", "z"), del(4, "a/1")}, 5)
 	pw, err := h.Watch([]byte("a/"), true, 3)
@@ -71,6 +72,7 @@ func TestMatchOrderAndFrom(t *testing.T) {
 }
 
 func TestBatchBoundsCutProgress(t *testing.T) {
+	t.Parallel()
 	h := newHub(t, Config{})
 	h.Publish([]wire.WatchEvent{put(2, "k", "1"), put(3, "k", "2"), put(3, "k", "3"), put(4, "k", "4")}, 4)
 	w, _ := h.Watch([]byte("k"), false, 1)
@@ -90,6 +92,7 @@ func TestBatchBoundsCutProgress(t *testing.T) {
 }
 
 func TestCompacted(t *testing.T) {
+	t.Parallel()
 	h := newHub(t, Config{HistoryEvents: 2})
 	h.Publish([]wire.WatchEvent{put(2, "k", "1"), put(3, "k", "2"), put(3, "j", "2"), put(4, "k", "3")}, 4)
 	// Version 2 and one event of version 3 were evicted: 4 is the oldest whole version.
@@ -120,6 +123,7 @@ func TestCompacted(t *testing.T) {
 }
 
 func TestSlowWatcherDropped(t *testing.T) {
+	t.Parallel()
 	h := newHub(t, Config{HistoryEvents: 2})
 	w, _ := h.Watch([]byte("k"), false, 0)
 	h.Publish([]wire.WatchEvent{put(1, "k", "1"), put(2, "k", "2")}, 2)
@@ -135,6 +139,7 @@ func TestSlowWatcherDropped(t *testing.T) {
 }
 
 func TestMaxWatchers(t *testing.T) {
+	t.Parallel()
 	h := newHub(t, Config{MaxWatchers: 1})
 	w, err := h.Watch([]byte("k"), false, 0)
 	if err != nil {
@@ -151,6 +156,7 @@ func TestMaxWatchers(t *testing.T) {
 }
 
 func TestHistoryBytesBound(t *testing.T) {
+	t.Parallel()
 	h := newHub(t, Config{HistoryBytes: wire.MaxWatchBytes})
 	big := string(make([]byte, wire.MaxWatchBytes/2))
 	for v := uint64(1); v <= 5; v++ {
@@ -165,10 +171,15 @@ func TestHistoryBytesBound(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
-	var c Config
-	if err := c.Validate(); err != nil || c.HistoryEvents != DefaultHistoryEvents || c.HistoryBytes != DefaultHistoryBytes ||
+	t.Parallel()
+	var zero Config
+	if err := zero.Validate(); err != nil || zero != (Config{}) {
+		t.Fatalf("Validate of the zero Config: %v, changed it to %+v", err, zero)
+	}
+	c := zero.WithDefaults()
+	if c.HistoryEvents != DefaultHistoryEvents || c.HistoryBytes != DefaultHistoryBytes ||
 		c.MaxWatchers != DefaultMaxWatchers {
-		t.Fatalf("defaults: %+v %v", c, err)
+		t.Fatalf("defaults: %+v", c)
 	}
 	for _, bad := range []Config{{HistoryEvents: -1}, {MaxWatchers: -1}, {HistoryBytes: wire.MaxWatchBytes - 1}} {
 		if err := bad.Validate(); err == nil {
@@ -182,6 +193,7 @@ func TestConfigValidate(t *testing.T) {
 // such an event used to be evicted as it was published, and every
 // caught-up watcher of it dropped as slow.
 func TestHistoryKeepsTheNewestEvent(t *testing.T) {
+	t.Parallel()
 	h := newHub(t, Config{HistoryBytes: wire.MaxWatchBytes})
 	w, err := h.Watch(nil, true, 0)
 	if err != nil {

@@ -287,7 +287,8 @@ func (c Config) idAckExp() int {
 	return ackTimeoutExp(c.AckTimeout)
 }
 
-// Validate reports whether c (with defaults applied) is usable.
+// Validate reports whether c is usable. Zero fields are checked as their
+// defaults; c itself is not changed.
 func (c Config) Validate() error {
 	c = c.withDefaults()
 	switch {

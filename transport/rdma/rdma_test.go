@@ -487,6 +487,7 @@ func TestBusyPoll(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name string
 		cfg  Config

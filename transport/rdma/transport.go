@@ -99,10 +99,11 @@ func blank(cfg Config) *Transport {
 // It fails with ErrNoDevice (wrapping transport.ErrUnsupported) when there
 // is no RDMA device.
 func New(cfg Config) (*Transport, error) {
+	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	t := blank(cfg.withDefaults())
+	t := blank(cfg)
 	if cfg.Auth != nil {
 		var err error
 		if t.auth.keys, err = cfg.Auth.load(); err != nil {

@@ -77,6 +77,7 @@ func TestDeadPeerBound(t *testing.T) {
 }
 
 func TestConfigValidateTuning(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name string
 		cfg  Config

@@ -172,7 +172,8 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Validate reports the first out-of-range field, wrapping ErrConfig.
+// Validate reports the first out-of-range field, wrapping ErrConfig. Zero
+// fields are checked as their defaults; c itself is not changed.
 func (c Config) Validate() error {
 	c = c.withDefaults()
 	switch {

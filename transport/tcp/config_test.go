@@ -10,6 +10,7 @@ import (
 )
 
 func TestConfigValidate(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		cfg  Config
@@ -41,6 +42,7 @@ func TestConfigValidate(t *testing.T) {
 }
 
 func TestConfigDefaults(t *testing.T) {
+	t.Parallel()
 	c := Config{}.withDefaults()
 	want := Config{
 		MaxMessage:          transport.DefaultMaxMessage,

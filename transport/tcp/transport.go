@@ -35,10 +35,11 @@ var _ transport.Transport = (*Transport)(nil)
 
 // New returns a Transport configured by cfg (see Config for defaults).
 func New(cfg Config) (*Transport, error) {
+	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	t := &Transport{cfg: cfg.withDefaults(), conns: map[*conn]struct{}{}, creditDelay: creditIdleDelay}
+	t := &Transport{cfg: cfg, conns: map[*conn]struct{}{}, creditDelay: creditIdleDelay}
 	if cfg.TLS != nil && cfg.TLS.Server != nil {
 		t.tlsServer = t.serverConfig()
 	}
