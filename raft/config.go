@@ -8,6 +8,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kvd-project/kvd/internal/limits"
 	"github.com/kvd-project/kvd/transport"
 )
 
@@ -29,10 +30,10 @@ const (
 	DefaultEntryCacheSize         = 4096
 )
 
-// Limits on commands, matching the table layout (docs/layout.md).
+// Limits on commands (internal/limits).
 const (
-	MaxKeyLen   = 1024
-	MaxValueLen = 1 << 20
+	MaxKeyLen   = limits.MaxKey
+	MaxValueLen = limits.MaxValue
 )
 
 // Write is one applied write, as the Applier sees it.

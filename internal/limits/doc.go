@@ -1,0 +1,71 @@
+// Package limits owns the sizes and counts kvd bounds a request by: keys
+// and values, transactions, TTL leases, scan pages, get-many batches and
+// watch messages. Each is stated here once; the table layout, the state
+// machine, the wire, the server and the client (which re-exports them, as
+// client.MaxKey, client.MaxTxnOps, ...) all use these constants.
+//
+// They are constants, not settings: every node decides alike when it
+// applies an entry, and a client can check a request before sending it.
+package limits
+
+import "time"
+
+// Keys and values. They match the table layout (docs/layout.md): a record
+// holds a key of up to MaxKey bytes and a value of up to MaxValue bytes.
+const (
+	// MaxKey is the longest key, in bytes. Keys are at least 1 byte.
+	MaxKey = 1024
+	// MaxValue is the longest value, in bytes.
+	MaxValue = 1 << 20
+)
+
+// Transactions. A transaction is one Raft entry and one message each way,
+// so it is bounded like the largest PUT.
+const (
+	// MaxTxnCompares is the most compares a transaction may have.
+	MaxTxnCompares = 64
+	// MaxTxnOps is the most operations each branch (Then, Else) may have.
+	MaxTxnOps = 64
+	// MaxTxnBytes bounds a transaction's encoding: enough for a
+	// conditional PUT of the largest value under the longest key (the
+	// compare repeats the key), with room for the framing, and no more, so
+	// that a transaction command stays within the Raft and transport
+	// message limits sized for a PUT.
+	MaxTxnBytes = MaxValue + 4*MaxKey
+	// MaxTxnReadBytes bounds the values a branch's GETs return together,
+	// so that a reply is never larger than a GET's.
+	MaxTxnReadBytes = MaxValue
+)
+
+// TTL leases. They are checked when entries are applied.
+const (
+	// MaxLeases is the most leases that may exist at once.
+	MaxLeases = 10000
+	// MaxLeaseKeys is the most keys one lease may hold. It bounds the keys
+	// one revoke (or expiry) deletes in its single entry.
+	MaxLeaseKeys = 1000
+	// MinLeaseTTL and MaxLeaseTTL bound a lease's TTL.
+	MinLeaseTTL = time.Second
+	MaxLeaseTTL = 365 * 24 * time.Hour
+)
+
+// Reads of many keys: each answer travels in one message.
+const (
+	// MaxScanKeys is the most keys one scan page holds.
+	MaxScanKeys = 1000
+	// MaxScanBytes bounds a scan page's keys and values; a page always
+	// holds at least one entry when one remains.
+	MaxScanBytes = 2 << 20
+	// MaxGetManyKeys is the most keys one get-many request names.
+	MaxGetManyKeys = 1024
+	// MaxGetManyBytes bounds the values one get-many answer holds.
+	MaxGetManyBytes = 2 << 20
+)
+
+// Watches: the bounds of one watch message.
+const (
+	// MaxWatchEvents is the most events one watch message carries.
+	MaxWatchEvents = 1000
+	// MaxWatchBytes bounds one watch message's events.
+	MaxWatchBytes = 1 << 20
+)
