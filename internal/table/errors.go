@@ -20,8 +20,8 @@ var (
 	ErrKeyTooLarge = errs.ErrKeyTooLarge
 	// ErrValueTooLarge: the value is longer than MaxValue.
 	ErrValueTooLarge = errs.ErrValueTooLarge
-	// ErrBadConfig: a Config field is out of range.
-	ErrBadConfig = errors.New("table: bad config")
+	// ErrBadConfig: a Config field is out of range (errs.ErrConfig).
+	ErrBadConfig = errs.ErrConfig
 	// ErrBadRegion: the memory handed to Format cannot hold a table
 	// (too small, or not 8-byte aligned).
 	ErrBadRegion = errors.New("table: unusable region")
