@@ -8,12 +8,13 @@ import (
 
 	"github.com/kvd-project/kvd/bench/workload"
 	"github.com/kvd-project/kvd/client"
+	"github.com/kvd-project/kvd/internal/errs"
 )
 
 // Sentinel errors.
 var (
 	// ErrConfig: a Config or Point is unusable.
-	ErrConfig = errors.New("bench: bad config")
+	ErrConfig = errs.ErrConfig
 	// ErrPreload: the key space could not be written before a run.
 	ErrPreload = errors.New("bench: preload failed")
 )

@@ -9,7 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/kvd-project/kvd/internal/table"
+	"github.com/kvd-project/kvd/internal/errs"
+	"github.com/kvd-project/kvd/internal/limits"
 	"github.com/kvd-project/kvd/internal/wire"
 	"github.com/kvd-project/kvd/transport"
 	"github.com/kvd-project/kvd/transport/tcp"
@@ -17,8 +18,8 @@ import (
 
 // Size limits, the same the server enforces.
 const (
-	MaxKey   = table.MaxKey
-	MaxValue = table.MaxValue
+	MaxKey   = limits.MaxKey
+	MaxValue = limits.MaxValue
 )
 
 // Client talks to a kvd cluster. It is safe for concurrent use by many
@@ -299,13 +300,10 @@ func (c *Client) attempt(ctx context.Context, addr string, req *wire.Request) (w
 	return resp, fmt.Errorf("%w: %s: %w (%v)", ErrUnavailable, addr, errAttemptTimeout, d)
 }
 
-// errNotSent marks failures that happened before a request left the client;
-// errNotApplied marks a server's answer that it did not apply the request.
-// Both wrap ErrNotApplied, which callers see.
-var (
-	errNotSent    = fmt.Errorf("request not sent: %w", ErrNotApplied)
-	errNotApplied = fmt.Errorf("request refused before it was proposed: %w", ErrNotApplied)
-)
+// errNotSent marks failures that happened before a request left the client.
+// It wraps ErrNotApplied, which callers see (as does a server's answer
+// that it did not apply the request, StatusRetry).
+var errNotSent = fmt.Errorf("request not sent: %w", ErrNotApplied)
 
 // notApplied reports whether err proves the request had no effect.
 func notApplied(err error) bool {
@@ -356,44 +354,9 @@ func retryable(err error) bool {
 	return errors.Is(err, ErrUnavailable) || errors.Is(err, ErrNotLeader)
 }
 
-// statusErrors maps each wire status onto the client's error: the one
-// place where statuses become errors (the server's errResponse is the one
-// place where errors become statuses). withText: the response's Value is a
-// message worth appending.
-var statusErrors = map[wire.Status]struct {
-	err      error
-	withText bool
-}{
-	wire.StatusNotFound:         {ErrNotFound, false},
-	wire.StatusKeyTooLarge:      {ErrKeyTooLarge, false},
-	wire.StatusValueTooLarge:    {ErrValueTooLarge, false},
-	wire.StatusEmptyKey:         {ErrEmptyKey, false},
-	wire.StatusNoSpace:          {ErrNoSpace, false},
-	wire.StatusBadRequest:       {ErrBadRequest, true},
-	wire.StatusUnavailable:      {ErrUnavailable, true},
-	wire.StatusRetry:            {fmt.Errorf("%w: %w", ErrUnavailable, errNotApplied), true},
-	wire.StatusPermissionDenied: {ErrPermissionDenied, true},
-	wire.StatusStorage:          {ErrStorage, true},
-	wire.StatusLeaseNotFound:    {ErrLeaseNotFound, true},
-	wire.StatusCompacted:        {ErrCompacted, true},
-}
-
-func statusError(r *wire.Response) error {
-	switch r.Status {
-	case wire.StatusOK:
-		return nil
-	case wire.StatusNotLeader:
-		return &NotLeaderError{LeaderID: r.Version, LeaderAddr: string(r.Value)}
-	}
-	e, ok := statusErrors[r.Status]
-	switch {
-	case !ok:
-		return fmt.Errorf("kvd: server error (status %d): %s", r.Status, r.Value)
-	case e.withText && len(r.Value) > 0:
-		return fmt.Errorf("%w: %s", e.err, r.Value)
-	}
-	return e.err
-}
+// statusError is the error a response stands for; internal/errs holds
+// the one table of statuses and errors, which the server encodes with.
+func statusError(r *wire.Response) error { return errs.Decode(r) }
 
 func checkKey(key []byte) error {
 	switch {

@@ -1,67 +1,69 @@
 package client
 
 import (
-	"errors"
 	"fmt"
+
+	"github.com/kvd-project/kvd/internal/errs"
 )
 
 // Sentinel errors. Every error the client returns for one of these conditions
-// wraps the sentinel, so test with errors.Is.
+// wraps the sentinel, so test with errors.Is. (They are kvd's own, declared
+// once in internal/errs, so the server's errors and the client's match.)
 var (
 	// ErrNotFound: the key does not exist.
-	ErrNotFound = errors.New("kvd: key not found")
+	ErrNotFound = errs.ErrNotFound
 	// ErrEmptyKey: keys must be at least one byte.
-	ErrEmptyKey = errors.New("kvd: empty key")
+	ErrEmptyKey = errs.ErrEmptyKey
 	// ErrKeyTooLarge: the key is longer than MaxKey bytes.
-	ErrKeyTooLarge = errors.New("kvd: key too large")
+	ErrKeyTooLarge = errs.ErrKeyTooLarge
 	// ErrValueTooLarge: the value is longer than MaxValue bytes.
-	ErrValueTooLarge = errors.New("kvd: value too large")
+	ErrValueTooLarge = errs.ErrValueTooLarge
 	// ErrNoSpace: the server's table region is full; nothing was changed.
-	ErrNoSpace = errors.New("kvd: no space in table")
+	ErrNoSpace = errs.ErrNoSpace
 	// ErrNotLeader: the node asked is not the leader. The client follows the
 	// leader by itself; this surfaces only when it cannot. See NotLeaderError.
-	ErrNotLeader = errors.New("kvd: not leader")
+	ErrNotLeader = errs.ErrNotLeader
 	// ErrUnavailable: no endpoint could serve the request in time. A write
 	// that failed this way may or may not have been applied, unless the
 	// error also wraps ErrNotApplied.
-	ErrUnavailable = errors.New("kvd: unavailable")
+	ErrUnavailable = errs.ErrUnavailable
 	// ErrNotApplied: the request provably had no effect (it was never sent,
 	// or every node that saw it refused it before proposing it), so it is
 	// safe to retry even if it is a write. An ErrUnavailable without it
 	// means "maybe applied".
-	ErrNotApplied = errors.New("kvd: not applied")
+	ErrNotApplied = errs.ErrNotApplied
 	// ErrBadRequest: the server refused the request as malformed.
-	ErrBadRequest = errors.New("kvd: bad request")
+	ErrBadRequest = errs.ErrBadRequest
 	// ErrClosed: the client was closed.
-	ErrClosed = errors.New("kvd: client closed")
+	ErrClosed = errs.ErrClosed
 	// ErrPermissionDenied: the server refused the request because of the
 	// client's credential (a read-only TLS client certificate asked for a
 	// PUT, DELETE or membership change). Nothing was applied.
-	ErrPermissionDenied = errors.New("kvd: permission denied")
+	ErrPermissionDenied = errs.ErrPermissionDenied
 	// ErrUnauthenticated: a node refused the client's credential (a wrong
 	// or missing key), or the client refused the node's proof, or the two
 	// disagree about authenticating. Retrying with the same Config cannot
 	// help, so the client does not: it fails at the first such refusal.
 	// Nothing was sent, so the error also wraps ErrNotApplied.
-	ErrUnauthenticated = errors.New("kvd: unauthenticated")
+	ErrUnauthenticated = errs.ErrUnauthenticated
 	// ErrStorage: the node stopped on a storage failure (its disk is full
 	// or read-only, or an fsync failed); the error names the cause. The
 	// node serves nothing more until it is restarted, and the cluster goes
 	// on without it. A write that failed this way may or may not have been
 	// applied (its entry may have reached other nodes).
-	ErrStorage = errors.New("kvd: storage")
+	ErrStorage = errs.ErrStorage
 	// ErrConflict: a conditional write (IfVersion) found the key at
 	// another version when it was applied, so it applied nothing. Errors
 	// carrying it are *ConflictError values naming the key's version.
-	ErrConflict = errors.New("kvd: conflict")
+	ErrConflict = errs.ErrConflict
 	// ErrLeaseNotFound: the TTL lease does not exist (never granted,
 	// revoked, or expired). A PUT with it applied nothing.
-	ErrLeaseNotFound = errors.New("kvd: lease not found")
+	ErrLeaseNotFound = errs.ErrLeaseNotFound
 	// ErrCompacted: a watch needs events that no node's history holds any
 	// more (each keeps a bounded history of recent events in memory, from
 	// its start). Errors carrying it are *CompactedError values naming the
 	// oldest version available.
-	ErrCompacted = errors.New("kvd: required version has been compacted")
+	ErrCompacted = errs.ErrCompacted
 )
 
 // CompactedError ends a watch whose history is gone: it needed the events
@@ -110,17 +112,5 @@ func (e *ConflictError) Error() string {
 func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
 
 // NotLeaderError says which node leads, when the asked node knows.
-type NotLeaderError struct {
-	LeaderID   uint64
-	LeaderAddr string
-}
-
-func (e *NotLeaderError) Error() string {
-	if e.LeaderAddr == "" {
-		return "kvd: not leader (leader unknown)"
-	}
-	return fmt.Sprintf("kvd: not leader (leader is %d at %s)", e.LeaderID, e.LeaderAddr)
-}
-
-// Is makes errors.Is(err, ErrNotLeader) hold.
-func (e *NotLeaderError) Is(target error) bool { return target == ErrNotLeader }
+// errors.Is(err, ErrNotLeader) holds for it.
+type NotLeaderError = errs.NotLeaderError

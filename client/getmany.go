@@ -7,13 +7,13 @@ import (
 	"math/bits"
 	"sync"
 
+	"github.com/kvd-project/kvd/internal/limits"
 	"github.com/kvd-project/kvd/internal/table"
-	"github.com/kvd-project/kvd/internal/wire"
 	"github.com/kvd-project/kvd/transport"
 )
 
 // MaxGetMany is the most keys one GetMany call accepts.
-const MaxGetMany = wire.MaxGetManyKeys
+const MaxGetMany = limits.MaxGetManyKeys
 
 // batchKeys is how many keys share one one-sided batch: the first round
 // trip READs both candidate buckets of each key, and the header when the

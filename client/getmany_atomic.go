@@ -4,12 +4,13 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/kvd-project/kvd/internal/limits"
 	"github.com/kvd-project/kvd/internal/wire"
 )
 
 // MaxAtomicBytes bounds the values one GetManyAtomic call may return
 // together: when they are read by RPC, they travel in one message.
-const MaxAtomicBytes = wire.MaxGetManyBytes
+const MaxAtomicBytes = limits.MaxGetManyBytes
 
 // GetManyAtomic reads every key in keys (at most MaxGetMany) like GetMany,
 // and returns values that all held at one applied index, which it returns

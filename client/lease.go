@@ -2,11 +2,12 @@ package client
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
+	"github.com/kvd-project/kvd/internal/errs"
+	"github.com/kvd-project/kvd/internal/limits"
 	"github.com/kvd-project/kvd/internal/txn"
 	"github.com/kvd-project/kvd/internal/wire"
 )
@@ -18,13 +19,13 @@ func (id LeaseID) String() string { return strconv.FormatUint(uint64(id), 10) }
 
 // Lease TTL bounds (the server enforces the same).
 const (
-	MinLeaseTTL = time.Second
-	MaxLeaseTTL = 365 * 24 * time.Hour
+	MinLeaseTTL = limits.MinLeaseTTL
+	MaxLeaseTTL = limits.MaxLeaseTTL
 )
 
 // ErrLeaseExpired: a KeepAlive could not renew its lease before the
 // lease's TTL ran out by the holder's own reckoning (see KeepAlive).
-var ErrLeaseExpired = errors.New("kvd: lease expired")
+var ErrLeaseExpired = errs.ErrLeaseExpired
 
 // Grant creates a lease of ttl (MinLeaseTTL to MaxLeaseTTL) and returns
 // its id. Keys PUT WithLease(id) are deleted, all in one Raft entry, when

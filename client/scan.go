@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/kvd-project/kvd/internal/table"
+	"github.com/kvd-project/kvd/internal/limits"
 	"github.com/kvd-project/kvd/internal/wire"
 )
 
@@ -14,8 +14,8 @@ import (
 // results by itself): at most MaxScanPageKeys keys, and no more than
 // MaxScanPageBytes of keys and values, but always at least one key.
 const (
-	MaxScanPageKeys  = wire.MaxScanKeys
-	MaxScanPageBytes = wire.MaxScanBytes
+	MaxScanPageKeys  = limits.MaxScanKeys
+	MaxScanPageBytes = limits.MaxScanBytes
 )
 
 type scanOptions struct {
@@ -103,7 +103,7 @@ func (c *Client) Range(ctx context.Context, start, end []byte, opts ...ReadOptio
 			q.Flags |= wire.ScanKeysOnly
 		}
 		if o.scan.limit > 0 && !o.scan.countOnly {
-			q.Limit = uint32(min(o.scan.limit-len(out.KVs), wire.MaxScanKeys))
+			q.Limit = uint32(min(o.scan.limit-len(out.KVs), limits.MaxScanKeys))
 		}
 		pctx, cancel := c.withTimeout(ctx) // each page gets the request timeout
 		page, index, err := c.scanPage(pctx, &q, o.level)
@@ -154,8 +154,8 @@ func PrefixEnd(prefix []byte) []byte { return wire.PrefixEnd(prefix) }
 // the leader; Serializable ones from the node one-sided reads would use,
 // or, if it fails, from the leader.
 func (c *Client) scanPage(ctx context.Context, q *wire.ScanRequest, level Consistency) (wire.ScanResponse, uint64, error) {
-	if len(q.Start) > table.MaxKey || len(q.End) > table.MaxKey {
-		return wire.ScanResponse{}, 0, fmt.Errorf("%w: scan bound of more than %d bytes", ErrKeyTooLarge, table.MaxKey)
+	if len(q.Start) > limits.MaxKey || len(q.End) > limits.MaxKey {
+		return wire.ScanResponse{}, 0, fmt.Errorf("%w: scan bound of more than %d bytes", ErrKeyTooLarge, limits.MaxKey)
 	}
 	req := &wire.Request{Op: wire.OpScan, Value: wire.AppendScanRequest(nil, q)}
 	resp, err := c.readCall(ctx, req, level)
@@ -178,7 +178,7 @@ func (c *Client) scanPage(ctx context.Context, q *wire.ScanRequest, level Consis
 func checkPage(q *wire.ScanRequest, page *wire.ScanResponse) error {
 	limit := int(q.Limit)
 	if limit == 0 {
-		limit = wire.MaxScanKeys
+		limit = limits.MaxScanKeys
 	}
 	if len(page.KVs) > limit {
 		return fmt.Errorf("%d keys for a limit of %d", len(page.KVs), limit)

@@ -7,6 +7,7 @@ import (
 	"io"
 
 	"github.com/kvd-project/kvd/internal/backup"
+	"github.com/kvd-project/kvd/internal/errs"
 	"github.com/kvd-project/kvd/internal/wire"
 	"github.com/kvd-project/kvd/transport"
 )
@@ -14,7 +15,7 @@ import (
 // ErrSnapshotStream: a backup stream broke off or did not check out (a
 // chunk out of place, a file that does not verify). What was written to
 // the destination is incomplete and must be discarded.
-var ErrSnapshotStream = errors.New("kvd: snapshot stream incomplete")
+var ErrSnapshotStream = errs.ErrSnapshotStream
 
 // SnapshotInfo describes a backup Snapshot wrote.
 type SnapshotInfo struct {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/kvd-project/kvd/internal/limits"
 	"github.com/kvd-project/kvd/internal/txn"
 	"github.com/kvd-project/kvd/internal/wire"
 )
@@ -15,10 +16,10 @@ import (
 // at most MaxTxnReadBytes of values returned by the GETs of the branch that
 // runs (more fails the transaction whole, applying nothing).
 const (
-	MaxTxnCompares  = txn.MaxCompares
-	MaxTxnOps       = txn.MaxOps
-	MaxTxnBytes     = txn.MaxBytes
-	MaxTxnReadBytes = txn.MaxReadBytes
+	MaxTxnCompares  = limits.MaxTxnCompares
+	MaxTxnOps       = limits.MaxTxnOps
+	MaxTxnBytes     = limits.MaxTxnBytes
+	MaxTxnReadBytes = limits.MaxTxnReadBytes
 )
 
 // CmpOp is a compare's operator: the key's version or value on the left,

@@ -240,7 +240,7 @@ const (
 //     SnapshotChunkSize need not fit).
 func (c Config) maxPeerMessage() int {
 	appendMsg := max(int(c.MaxSizePerMsg)+int(c.MaxSizePerMsg)/2, limits.MaxCommand+entryOverhead)
-	pair := uvarintLen(limits.MaxKeyLen) + limits.MaxKeyLen + uvarintLen(8+limits.MaxValueLen) + 8 + limits.MaxValueLen
+	pair := uvarintLen(limits.MaxKey) + limits.MaxKey + uvarintLen(8+limits.MaxValue) + 8 + limits.MaxValue
 	return max(appendMsg, snapshotFrameHeader+pair) + messageOverhead
 }
 

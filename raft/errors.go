@@ -3,54 +3,57 @@ package raft
 import (
 	"errors"
 	"fmt"
+
+	"github.com/kvd-project/kvd/internal/errs"
 )
 
 // Sentinel errors. Errors returned by the Node wrap them (test with
-// errors.Is).
+// errors.Is). Those a client also sees are internal/errs' own, or Classed
+// with the one a client gets (the server encodes them with errs.Encode).
 var (
 	// ErrConfig: a Config field is invalid.
-	ErrConfig = errors.New("raft: invalid config")
+	ErrConfig = errs.ErrConfig
 	// ErrStopped: the node was closed, or stopped after a storage failure.
 	ErrStopped = errors.New("raft: node stopped")
 	// ErrNotLeader: the request needs the leader; errors carrying it are
 	// *NotLeaderError values naming the leader, if known.
-	ErrNotLeader = errors.New("raft: not the leader")
+	ErrNotLeader = errs.ErrNotLeader
 	// ErrProposalDropped: the proposal never entered the log (e.g. the
 	// uncommitted tail is full, or leadership was just lost). It is safe to
 	// retry.
-	ErrProposalDropped = errors.New("raft: proposal dropped")
+	ErrProposalDropped = errs.Classed(errs.ErrNotApplied, "raft: proposal dropped")
 	// ErrLeaderChanged: leadership changed while a proposal or read was in
 	// flight. A proposal may or may not have been applied; retry only
 	// idempotent operations, or check first.
 	ErrLeaderChanged = errors.New("raft: leader changed; outcome unknown")
 	// ErrNoLeader: no leader is known right now (an election is under way).
-	ErrNoLeader = errors.New("raft: no leader")
+	ErrNoLeader = errs.Classed(errs.ErrNotApplied, "raft: no leader")
 	// ErrTimeout: a read barrier got no answer from the leader in time.
 	ErrTimeout = errors.New("raft: request timed out")
 	// ErrMemberExists: AddMember named a node already in the cluster.
-	ErrMemberExists = errors.New("raft: member already exists")
+	ErrMemberExists = errs.Classed(errs.ErrBadRequest, "raft: member already exists")
 	// ErrMemberRemoved: AddMember named an id that was a member and was
 	// removed. Ids are never reused (as in etcd): the removed node may
 	// still run with that id's log and votes. Add the node under a new id.
-	ErrMemberRemoved = errors.New("raft: member id was removed; ids are not reused")
+	ErrMemberRemoved = errs.Classed(errs.ErrBadRequest, "raft: member id was removed; ids are not reused")
 	// ErrAddrInUse: AddMember named an address another member has; the
 	// new member would never receive what is sent to it.
-	ErrAddrInUse = errors.New("raft: address already in use by another member")
+	ErrAddrInUse = errs.Classed(errs.ErrBadRequest, "raft: address already in use by another member")
 	// ErrMemberNotFound: the member change named a node not in the cluster.
-	ErrMemberNotFound = errors.New("raft: no such member")
+	ErrMemberNotFound = errs.Classed(errs.ErrBadRequest, "raft: no such member")
 	// ErrNotLearner: PromoteMember named a voter.
-	ErrNotLearner = errors.New("raft: member is not a learner")
+	ErrNotLearner = errs.Classed(errs.ErrBadRequest, "raft: member is not a learner")
 	// ErrConfChangeBusy: a configuration change cannot be proposed yet: an
 	// earlier one is not yet applied, or the learner to promote has not
 	// caught up. AddMember and friends retry until their context ends.
-	ErrConfChangeBusy = errors.New("raft: configuration change not possible yet")
+	ErrConfChangeBusy = errs.Classed(errs.ErrNotApplied, "raft: configuration change not possible yet")
 	// ErrStorage: the node failed on its durable state (the disk refused a
 	// write, an fsync failed, Pebble reported an unrecoverable error) and
 	// stopped for good; see Node.Failure. Errors carrying it are
 	// *StorageError values naming the cause, and also match ErrStopped.
 	// A write that fails with it may or may not have been applied: its
 	// entry may have reached other nodes, which go on without this one.
-	ErrStorage = errors.New("raft: storage")
+	ErrStorage = errs.ErrStorage
 	// ErrTermOverflow: the data directory's durable state holds a term
 	// beyond any a peer may name (maxPeerTerm). Only a build that let a
 	// forged message's term in (before peer terms were bounded) wrote one;
@@ -71,6 +74,9 @@ func (e *StorageError) Error() string { return "raft: storage: " + e.Err.Error()
 // Unwrap returns the cause.
 func (e *StorageError) Unwrap() error { return e.Err }
 
+// Cause makes it an errs.Causer: a client is told the cause alone.
+func (e *StorageError) Cause() error { return e.Err }
+
 // Is makes errors.Is hold for ErrStorage and ErrStopped: the node is
 // stopped.
 func (e *StorageError) Is(target error) bool { return target == ErrStorage || target == ErrStopped }
@@ -89,6 +95,9 @@ func (e *NotLeaderError) Error() string {
 	}
 	return fmt.Sprintf("raft: not the leader (leader is %d at %q)", e.LeaderID, e.LeaderAddr)
 }
+
+// Leader makes it an errs.Redirect: the client is sent to the leader.
+func (e *NotLeaderError) Leader() (uint64, string) { return e.LeaderID, e.LeaderAddr }
 
 // Unwrap makes errors.Is(err, ErrNotLeader) hold.
 func (e *NotLeaderError) Unwrap() error { return ErrNotLeader }

@@ -11,6 +11,7 @@ import (
 	pb "go.etcd.io/raft/v3/raftpb"
 	"go.etcd.io/raft/v3/tracker"
 
+	"github.com/kvd-project/kvd/internal/errs"
 	"github.com/kvd-project/kvd/transport"
 )
 
@@ -23,7 +24,7 @@ const promoteSlack = 64
 var errAlreadyApplied = errors.New("raft: change already in effect")
 
 // ErrLastVoter: RemoveMember would leave the group without voters.
-var ErrLastVoter = errors.New("raft: cannot remove the last voter")
+var ErrLastVoter = errs.Classed(errs.ErrBadRequest, "raft: cannot remove the last voter")
 
 // AddMember adds node id, reachable at addr, as a learner: it receives the
 // log (or a snapshot) but does not vote, so the group's quorum is unchanged

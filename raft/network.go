@@ -132,7 +132,7 @@ func (n *Node) checkMessageLimit(conn transport.Conn) error {
 	return fmt.Errorf("%w: the transport carries messages of at most %d bytes to %s, but raft needs %d "+
 		"(MaxSizePerMsg %d, a %d-byte value with its key and framing): raise the transport's MaxMessage "+
 		"or lower MaxSizePerMsg: %w",
-		ErrConfig, limit, conn.RemoteAddr(), need, n.cfg.MaxSizePerMsg, limits.MaxValueLen, transport.ErrMessageTooLarge)
+		ErrConfig, limit, conn.RemoteAddr(), need, n.cfg.MaxSizePerMsg, limits.MaxValue, transport.ErrMessageTooLarge)
 }
 
 // dropped counts and logs (rate-limited) a peer message the loop dropped

@@ -139,7 +139,7 @@ func TestInvalidRequests(t *testing.T) {
 	lead := c.leader()
 	ctx := ctxT(t)
 	// The largest command replicates (internal/kv checks the limits).
-	if _, err := lead.node.Put(ctx, make([]byte, limits.MaxKeyLen), make([]byte, limits.MaxValueLen)); err != nil {
+	if _, err := lead.node.Put(ctx, make([]byte, limits.MaxKey), make([]byte, limits.MaxValue)); err != nil {
 		t.Errorf("largest allowed: err = %v", err)
 	}
 	lead.node.Close()

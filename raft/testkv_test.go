@@ -119,7 +119,7 @@ func decodeTestCommand(data []byte) (op byte, proposer, reqID uint64, key, value
 var errTestKey = errors.New("testKV: invalid key or value")
 
 func checkTestKV(key, value []byte) error {
-	if len(key) == 0 || len(key) > limits.MaxKeyLen || len(value) > limits.MaxValueLen {
+	if len(key) == 0 || len(key) > limits.MaxKey || len(value) > limits.MaxValue {
 		return fmt.Errorf("%w: %d, %d bytes", errTestKey, len(key), len(value))
 	}
 	return nil

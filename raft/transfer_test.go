@@ -159,7 +159,7 @@ func TestStaleSnapshotReportsIgnored(t *testing.T) {
 func TestMessageLimitChecked(t *testing.T) {
 	cfg := testConfig().withDefaults()
 	need := cfg.maxPeerMessage()
-	if need <= limits.MaxValueLen+limits.MaxKeyLen || need > transport.DefaultMaxMessage {
+	if need <= limits.MaxValue+limits.MaxKey || need > transport.DefaultMaxMessage {
 		t.Fatalf("maxPeerMessage %d: must fit a max-size value and the default transport limit", need)
 	}
 	big := cfg

@@ -302,7 +302,7 @@ func TestFloodMaxConnectionsOtherTransports(t *testing.T) {
 	}
 	nc := dialRaw(t, s.Addr(), 64)
 	closedByServer(t, nc, 10*time.Second)
-	waitUntil(t, "the refusal counted", func() bool { return refusedCount(s, reasonMaxConns) == 1 })
+	waitUntil(t, "the refusal counted", func() bool { return refusedCount(s, transport.ReasonMaxConns) == 1 })
 	if n := s.connCount(); n != max {
 		t.Fatalf("the server holds %d connections, want %d", n, max)
 	}
@@ -381,8 +381,8 @@ func TestFloodNeverReadingClient(t *testing.T) {
 		// (tcp.DefaultQueueBytes) holds the replies (slow reader), unless
 		// its socket fills first (the write timeout), as the kernel's
 		// buffers decide; both timeouts are 2s here.
-		{"byte window or socket fills", 65535, []string{reasonSlowReader, tcp.ReasonWrite}},
-		{"credits held back (slow reader)", 1, []string{reasonSlowReader}},
+		{"byte window or socket fills", 65535, []string{transport.ReasonSlowReader, tcp.ReasonWrite}},
+		{"credits held back (slow reader)", 1, []string{transport.ReasonSlowReader}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			base := heapNow()
@@ -457,7 +457,7 @@ func TestFloodMalformedRequests(t *testing.T) {
 		}
 		closedByServer(t, nc, 10*time.Second)
 	}
-	waitUntil(t, "the refusals counted", func() bool { return refusedCount(s, reasonMalformed) == 3 })
+	waitUntil(t, "the refusals counted", func() bool { return refusedCount(s, transport.ReasonMalformed) == 3 })
 	// A socket that connects and hangs up fails its handshake.
 	nc, err := net.Dial("tcp", s.Addr())
 	if err != nil {
@@ -606,7 +606,7 @@ func TestWatchSlowReaderReleasesConn(t *testing.T) {
 			break // the server closed the connection: fine
 		}
 	}
-	waitUntil(t, "the slow reader closed", func() bool { return refusedCount(s, reasonSlowReader) == 1 })
+	waitUntil(t, "the slow reader closed", func() bool { return refusedCount(s, transport.ReasonSlowReader) == 1 })
 	waitUntil(t, "serveConn to let the connection go", func() bool { return s.connCount() == 0 })
 }
 
@@ -640,7 +640,7 @@ func TestWatchQueueChargedToBudget(t *testing.T) {
 		t.Errorf("a client stuck on a watch send made the server hold %.1f MiB of watch requests; want at most %d MiB",
 			float64(held)/(1<<20), limit>>20)
 	}
-	waitUntil(t, "the slow reader closed", func() bool { return refusedCount(s, reasonSlowReader) == 1 })
+	waitUntil(t, "the slow reader closed", func() bool { return refusedCount(s, transport.ReasonSlowReader) == 1 })
 	waitUntil(t, "serveConn to let the connection go", func() bool { return s.connCount() == 0 })
 }
 

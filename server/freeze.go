@@ -9,8 +9,9 @@ import (
 	"github.com/kvd-project/kvd/raft"
 )
 
-// ErrFrozen: Freeze was called on a server that is already frozen.
-var ErrFrozen = errors.New("server: already frozen")
+// ErrFrozen: Freeze was called on a server that is already frozen. It is
+// raft.ErrFrozen: a server's freeze is its node's, plus the request gate.
+var ErrFrozen = raft.ErrFrozen
 
 // freezeGate is one freeze of one server: thaw is closed when it ends.
 type freezeGate struct {

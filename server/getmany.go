@@ -4,19 +4,19 @@ import (
 	"context"
 	"strconv"
 
-	"github.com/kvd-project/kvd/internal/table"
+	"github.com/kvd-project/kvd/internal/limits"
 	"github.com/kvd-project/kvd/internal/wire"
 )
 
 // getManyReplyMax is the largest reply a get-many can have.
-const getManyReplyMax = wire.MaxGetManyBytes + 2 + wire.MaxGetManyKeys*(1+8+4)
+const getManyReplyMax = limits.MaxGetManyBytes + 2 + limits.MaxGetManyKeys*(1+8+4)
 
 // getMany serves OpGetMany: the values of several keys at one applied index
 // (an atomic snapshot of them), read from one point-in-time view of Pebble,
 // behind a ReadIndex barrier for the linearizable levels and waiting for the
 // region to reach the view's index, exactly as a scan page (scan.go).
 // Answers travel in one message, so values of more than
-// wire.MaxGetManyBytes together are refused.
+// limits.MaxGetManyBytes together are refused.
 func (s *Server) getMany(ctx context.Context, req *wire.Request) wire.Response {
 	if len(req.Key) != 0 {
 		return badRequest("get-many carries a key")
@@ -29,7 +29,7 @@ func (s *Server) getMany(ctx context.Context, req *wire.Request) wire.Response {
 		switch {
 		case len(k) == 0:
 			return wire.Response{Status: wire.StatusEmptyKey}
-		case len(k) > table.MaxKey:
+		case len(k) > limits.MaxKey:
 			return wire.Response{Status: wire.StatusKeyTooLarge}
 		}
 	}
@@ -41,7 +41,7 @@ func (s *Server) getMany(ctx context.Context, req *wire.Request) wire.Response {
 	ends := make([]int, len(keys))
 	tooLarge := false
 	applied, err := s.kv.GetMany(keys, func(i int, value []byte, version uint64, found bool) {
-		if tooLarge = tooLarge || len(data)+len(value) > wire.MaxGetManyBytes; !tooLarge {
+		if tooLarge = tooLarge || len(data)+len(value) > limits.MaxGetManyBytes; !tooLarge {
 			data = append(data, value...)
 		}
 		answers[i] = wire.GetManyAnswer{Found: found, Version: version}
@@ -51,7 +51,7 @@ func (s *Server) getMany(ctx context.Context, req *wire.Request) wire.Response {
 		return s.errResponse(err)
 	}
 	if tooLarge {
-		return badRequest("the values of an atomic get-many exceed " + strconv.Itoa(wire.MaxGetManyBytes) + " bytes together")
+		return badRequest("the values of an atomic get-many exceed " + strconv.Itoa(limits.MaxGetManyBytes) + " bytes together")
 	}
 	from := 0
 	for i := range answers {

@@ -9,9 +9,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kvd-project/kvd/internal/kv"
+	"github.com/kvd-project/kvd/internal/errs"
+	"github.com/kvd-project/kvd/internal/limits"
 	"github.com/kvd-project/kvd/internal/monoclock"
-	"github.com/kvd-project/kvd/internal/table"
 	"github.com/kvd-project/kvd/internal/txn"
 	"github.com/kvd-project/kvd/internal/wire"
 	"github.com/kvd-project/kvd/raft"
@@ -28,7 +28,7 @@ const maxInflightPerConn = 256
 // replies and watch messages until written. A
 // request is read only once there is room for it and for the largest reply
 // its op can have (a GET's: a whole value, wire.ResponseHeaderLen +
-// table.MaxValue), so at most 15 GETs of unknown size are served at once
+// limits.MaxValue), so at most 15 GETs of unknown size are served at once
 // per connection; a reply's room shrinks to its real size once known.
 const maxConnBytes = 16 << 20
 
@@ -81,7 +81,7 @@ func (s *Server) serveConn(conn transport.Conn) {
 	for {
 		var req wire.Request
 		if err := wire.DecodeRequest(buf, &req); err != nil {
-			s.connRefused(reasonMalformed, conn.RemoteAddr(), err)
+			s.connRefused(transport.ReasonMalformed, conn.RemoteAddr(), err)
 			return
 		}
 		if isWatchOp(req.Op) {
@@ -99,7 +99,7 @@ func (s *Server) serveConn(conn transport.Conn) {
 		reserve := len(req.Key) + len(req.Value) + wire.ResponseHeaderLen + smallReply
 		switch req.Op {
 		case wire.OpGet:
-			reserve += table.MaxValue
+			reserve += limits.MaxValue
 		case wire.OpTxn:
 			reserve += txn.MaxResponseBytes
 		case wire.OpScan:
@@ -194,7 +194,7 @@ func (s *Server) respond(c *replyConn, req *wire.Request, reserved int) {
 		resp = badRequest(fmt.Sprintf("reply of %d bytes exceeds this connection's max message of %d", big, limit))
 		resp.Op, resp.ID = req.Op, req.ID
 		if frame = wire.AppendResponse(frame[:0], &resp); len(frame) > limit {
-			s.connRefused(reasonTooLarge, c.conn.RemoteAddr(),
+			s.connRefused(transport.ReasonTooLarge, c.conn.RemoteAddr(),
 				fmt.Errorf("a reply of %d bytes exceeds the connection's max message of %d", big, limit))
 			c.conn.Close()
 			return
@@ -258,9 +258,9 @@ func checkKey(req *wire.Request) (wire.Response, bool) {
 		return wire.Response{}, false
 	case len(req.Key) == 0:
 		return wire.Response{Status: wire.StatusEmptyKey}, true
-	case len(req.Key) > table.MaxKey:
+	case len(req.Key) > limits.MaxKey:
 		return wire.Response{Status: wire.StatusKeyTooLarge}, true
-	case len(req.Value) > table.MaxValue:
+	case len(req.Value) > limits.MaxValue:
 		return wire.Response{Status: wire.StatusValueTooLarge}, true
 	case req.Op != wire.OpPut && len(req.Value) != 0:
 		return badRequest(req.Op.String() + " carries a value"), true
@@ -363,44 +363,9 @@ func quoteAtMost(b []byte, n int) string {
 	return strconv.Quote(string(b[:n])) + fmt.Sprintf("... (%d bytes)", len(b))
 }
 
-// errResponse maps an error onto a wire status; nil is OK.
-func (s *Server) errResponse(err error) wire.Response {
-	var nl *raft.NotLeaderError
-	switch {
-	case err == nil:
-		return wire.Response{}
-	case errors.As(err, &nl):
-		return wire.Response{Status: wire.StatusNotLeader, Version: nl.LeaderID, Value: []byte(nl.LeaderAddr)}
-	case errors.Is(err, table.ErrNoSpace):
-		return wire.Response{Status: wire.StatusNoSpace, Value: []byte(err.Error())}
-	case errors.Is(err, table.ErrKeyTooLarge):
-		return wire.Response{Status: wire.StatusKeyTooLarge}
-	case errors.Is(err, table.ErrValueTooLarge), errors.Is(err, kv.ErrValueTooLarge):
-		return wire.Response{Status: wire.StatusValueTooLarge}
-	case errors.Is(err, raft.ErrProposalDropped), errors.Is(err, raft.ErrNoLeader), errors.Is(err, raft.ErrConfChangeBusy):
-		// Never entered the log: the client may safely try again.
-		return wire.Response{Status: wire.StatusRetry, Value: []byte(err.Error())}
-	case errors.Is(err, raft.ErrMemberExists), errors.Is(err, raft.ErrMemberNotFound), errors.Is(err, raft.ErrAddrInUse),
-		errors.Is(err, raft.ErrMemberRemoved),
-		errors.Is(err, raft.ErrNotLearner), errors.Is(err, kv.ErrInvalidKey), errors.Is(err, raft.ErrLastVoter):
-		return badRequest(err.Error()) // permanent: retrying cannot help
-	case errors.Is(err, kv.ErrLeaseNotFound), errors.Is(err, txn.ErrLeaseNotFound):
-		return wire.Response{Status: wire.StatusLeaseNotFound, Value: []byte(err.Error())}
-	case errors.Is(err, kv.ErrLeaseExists), errors.Is(err, kv.ErrTooManyLeases), errors.Is(err, kv.ErrLeaseTTL),
-		errors.Is(err, txn.ErrLeaseFull):
-		return badRequest(err.Error()) // a lease limit or a taken id: retrying as is cannot help
-	case errors.Is(err, raft.ErrStorage):
-		// The node stopped on its disk: say why (the cause alone; the
-		// client prefixes "kvd: storage: ").
-		cause := err.Error()
-		var se *raft.StorageError
-		if errors.As(err, &se) {
-			cause = se.Err.Error()
-		}
-		return wire.Response{Status: wire.StatusStorage, Value: []byte(cause)}
-	}
-	return wire.Response{Status: wire.StatusUnavailable, Value: []byte(err.Error())}
-}
+// errResponse maps an error onto a wire status; nil is OK. The table is
+// internal/errs', which the client decodes with.
+func (s *Server) errResponse(err error) wire.Response { return errs.Encode(err) }
 
 func badRequest(msg string) wire.Response {
 	return wire.Response{Status: wire.StatusBadRequest, Value: []byte(msg)}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/kvd-project/kvd/internal/ratelog"
 	"github.com/kvd-project/kvd/transport"
-	"github.com/kvd-project/kvd/transport/tcp"
 )
 
 // Connection limits (issue 10). The transport enforces what it can see
@@ -20,20 +19,8 @@ import (
 // kvd_connections_refused_total{reason} and logged, at most once per
 // refusalLogEvery per reason.
 
-// Reasons the server itself refuses or closes a connection, besides the
-// transport's (tcp.Reason*).
-const (
-	reasonMaxConns   = tcp.ReasonMaxConns // over a transport that does not enforce it
-	reasonSlowReader = "slow_reader"
-	reasonMalformed  = "malformed_request"
-	reasonTooLarge   = "message_too_large" // a reply or watch message beyond what the client's transport takes
-)
-
-// connRefusalReasons are every reason kvd_connections_refused_total counts.
-var connRefusalReasons = []string{
-	tcp.ReasonMaxConns, tcp.ReasonHandshake, tcp.ReasonIdle, tcp.ReasonRead, tcp.ReasonWrite,
-	tcp.ReasonProtocol, tcp.ReasonReadTooLarge, reasonSlowReader, reasonMalformed, reasonTooLarge,
-}
+// The reasons counted (the transport's and the server's own) are
+// transport.RefusalReasons.
 
 // refusalLogEvery is how often each kind of refusal is logged: a hostile or
 // broken client retries without end, and the log must not become its
@@ -80,7 +67,7 @@ func (s *Server) connRefused(reason, remote string, err error) {
 func (s *Server) closeSlowReader(conn transport.Conn, once *sync.Once, what string) {
 	conn.Close()
 	once.Do(func() {
-		s.connRefused(reasonSlowReader, conn.RemoteAddr(),
+		s.connRefused(transport.ReasonSlowReader, conn.RemoteAddr(),
 			fmt.Errorf("%s waited %v for the client to read", what, s.cfg.Knobs.ReplyTimeout))
 	})
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/kvd-project/kvd/internal/mirror"
 	"github.com/kvd-project/kvd/internal/table"
 	"github.com/kvd-project/kvd/internal/wire"
+	"github.com/kvd-project/kvd/transport"
 )
 
 // metrics are the server's own Prometheus series (the Raft node registers
@@ -102,7 +103,7 @@ func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
 		Help: "Connections refused, or closed for breaking a limit, by reason: max_connections, handshake, idle_timeout, " +
 			"read_timeout, write_timeout, protocol, read_batch_too_large (transport); slow_reader, malformed_request (server).",
 	}, []string{"reason"})
-	for _, r := range connRefusalReasons {
+	for _, r := range transport.RefusalReasons() {
 		m.connRefusals.WithLabelValues(r) // every reason shows, at 0
 	}
 	m.cs = append(m.cs, m.connRefusals, prometheus.NewGaugeFunc(prometheus.GaugeOpts{

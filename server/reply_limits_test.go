@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kvd-project/kvd/internal/wire"
+	"github.com/kvd-project/kvd/transport"
 	"github.com/kvd-project/kvd/transport/tcp"
 )
 
@@ -41,7 +42,7 @@ func TestReplyBeyondClientsMaxMessage(t *testing.T) {
 		t.Fatalf("reply: status %d, id %d, %q; want a bad request naming the limit", resp.Status, resp.ID, resp.Value)
 	}
 
-	before := refusedCount(s, reasonTooLarge)
+	before := refusedCount(s, transport.ReasonTooLarge)
 	ctx, conn = rawClient(t, s, tcp.Config{MaxMessage: 27}) // not even the error fits
 	if err := conn.Send(ctx, get); err != nil {
 		t.Fatal(err)
@@ -49,7 +50,7 @@ func TestReplyBeyondClientsMaxMessage(t *testing.T) {
 	if _, err := conn.Recv(rctx, nil); err == nil || rctx.Err() != nil {
 		t.Fatalf("Recv: %v, want the connection closed", err)
 	}
-	waitUntil(t, "the refusal counted", func() bool { return refusedCount(s, reasonTooLarge) == before+1 })
+	waitUntil(t, "the refusal counted", func() bool { return refusedCount(s, transport.ReasonTooLarge) == before+1 })
 }
 
 // TestWatchMessageBeyondMaxMessageCounted: a connection closed because a
@@ -57,7 +58,7 @@ func TestReplyBeyondClientsMaxMessage(t *testing.T) {
 // (review: it was logged once per connection at Info, uncounted).
 func TestWatchMessageBeyondMaxMessageCounted(t *testing.T) {
 	s := floodServer(t, Config{}, tcp.Config{})
-	before := refusedCount(s, reasonTooLarge)
+	before := refusedCount(s, transport.ReasonTooLarge)
 	for i := range 3 {
 		ctx, conn := rawClient(t, s, tcp.Config{MaxMessage: 27})
 		openWatch(t, ctx, conn, "k")
@@ -69,7 +70,7 @@ func TestWatchMessageBeyondMaxMessageCounted(t *testing.T) {
 				break
 			}
 		}
-		waitUntil(t, "the refusal counted", func() bool { return refusedCount(s, reasonTooLarge) == before+i+1 })
+		waitUntil(t, "the refusal counted", func() bool { return refusedCount(s, transport.ReasonTooLarge) == before+i+1 })
 	}
 }
 

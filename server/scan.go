@@ -6,14 +6,14 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/kvd-project/kvd/internal/table"
+	"github.com/kvd-project/kvd/internal/limits"
 	"github.com/kvd-project/kvd/internal/wire"
 )
 
 // scanReplyMax is the largest reply a scan can have: a page of
-// wire.MaxScanBytes of entries (no entry alone exceeds it), the key to
+// limits.MaxScanBytes of entries (no entry alone exceeds it), the key to
 // continue from, and the page's own fields.
-const scanReplyMax = wire.MaxScanBytes + table.MaxKey + 64
+const scanReplyMax = limits.MaxScanBytes + limits.MaxKey + 64
 
 // scan serves OpScan: one page of the keys in [Start, End), in key order,
 // from the applied state in Pebble (never the region: it has no order).
@@ -36,7 +36,7 @@ func (s *Server) scan(ctx context.Context, req *wire.Request) wire.Response {
 	if err := wire.DecodeScanRequest(req.Value, &q); err != nil {
 		return badRequest(err.Error())
 	}
-	if len(q.Start) > table.MaxKey || len(q.End) > table.MaxKey {
+	if len(q.Start) > limits.MaxKey || len(q.End) > limits.MaxKey {
 		return wire.Response{Status: wire.StatusKeyTooLarge}
 	}
 	if q.Flags&wire.ScanKeysOnly != 0 && q.Flags&wire.ScanCountOnly != 0 {
@@ -65,7 +65,7 @@ type scanPage struct {
 }
 
 // scanPage reads one page of q from Pebble: at most q.Limit (or
-// wire.MaxScanKeys) entries of at most wire.MaxScanBytes together, but at
+// limits.MaxScanKeys) entries of at most limits.MaxScanBytes together, but at
 // least one if any remains; with ScanCountOnly, the count of the whole
 // range and no entries. applied is the index of the state it read. A
 // count walks the whole range, as many keys as the region holds: it stops
@@ -77,8 +77,8 @@ func (s *Server) scanPage(ctx context.Context, q *wire.ScanRequest) (page scanPa
 		return page, s.node.Status().Applied, nil
 	}
 	limit := int(q.Limit)
-	if limit == 0 || limit > wire.MaxScanKeys {
-		limit = wire.MaxScanKeys
+	if limit == 0 || limit > limits.MaxScanKeys {
+		limit = limits.MaxScanKeys
 	}
 	keysOnly, countOnly := q.Flags&wire.ScanKeysOnly != 0, q.Flags&wire.ScanCountOnly != 0
 	var data []byte // keys and values of the page, copied out of the view
@@ -101,7 +101,7 @@ func (s *Server) scanPage(ctx context.Context, q *wire.ScanRequest) (page scanPa
 			value = nil
 		}
 		n := wire.ScanEntryLen(len(key), len(value))
-		if len(spans) == limit || (len(spans) > 0 && bytesUsed+n > wire.MaxScanBytes) {
+		if len(spans) == limit || (len(spans) > 0 && bytesUsed+n > limits.MaxScanBytes) {
 			page.Flags |= wire.ScanMore
 			page.Next = append([]byte(nil), key...)
 			return false

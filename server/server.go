@@ -225,7 +225,7 @@ func (s *Server) acceptLoop() {
 		if n := len(s.conns); !limited && n >= s.cfg.MaxConnections {
 			s.connMu.Unlock()
 			conn.Close()
-			s.connRefused(reasonMaxConns, conn.RemoteAddr(),
+			s.connRefused(transport.ReasonMaxConns, conn.RemoteAddr(),
 				fmt.Errorf("%d connections open (max %d, --max-connections)", n, s.cfg.MaxConnections))
 			continue
 		}

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kvd-project/kvd/internal/table"
+	"github.com/kvd-project/kvd/internal/limits"
 	"github.com/kvd-project/kvd/internal/watch"
 	"github.com/kvd-project/kvd/internal/wire"
 	"github.com/kvd-project/kvd/transport"
@@ -21,7 +21,7 @@ import (
 // commit order as the leader's is. Each client connection that opens a
 // watch gets one watchConn: a goroutine that handles its watch requests
 // and cancels in order and sends every watch's events, one bounded
-// message at a time (wire.MaxWatchEvents, wire.MaxWatchBytes), round
+// message at a time (limits.MaxWatchEvents, limits.MaxWatchBytes), round
 // robin between its watches. Nothing is queued per watcher: a watcher's
 // pending events are the history past its cursor, so memory is bounded
 // by the history (Config.Watch) and one message per connection, however
@@ -206,7 +206,7 @@ func (wc *watchConn) sendRound(ctx context.Context) (sent, ok bool) {
 		w := wc.watches[id]
 		var progress uint64
 		var err error
-		wc.evs, progress, err = w.Next(wc.evs[:0], wire.MaxWatchEvents, wire.MaxWatchBytes)
+		wc.evs, progress, err = w.Next(wc.evs[:0], limits.MaxWatchEvents, limits.MaxWatchBytes)
 		if err != nil {
 			wc.drop(id)
 			if !wc.send(ctx, wc.s.compacted(id, wire.OpWatch, err)) {
@@ -238,7 +238,7 @@ const keepWatchEvents = 64
 
 // shrink drops scratch a round grew large: one burst of big events must not
 // leave an idle connection holding a message's worth (up to
-// wire.MaxWatchBytes) for its life.
+// limits.MaxWatchBytes) for its life.
 func (wc *watchConn) shrink() {
 	if cap(wc.val) > keepRecvBuf {
 		wc.val = nil
@@ -277,7 +277,7 @@ func (wc *watchConn) open(req *wire.Request) wire.Response {
 		return badRequest(err.Error())
 	case len(req.Key) == 0 && req.Flags&wire.WatchPrefix == 0:
 		return wire.Response{Status: wire.StatusEmptyKey}
-	case len(req.Key) > table.MaxKey:
+	case len(req.Key) > limits.MaxKey:
 		return wire.Response{Status: wire.StatusKeyTooLarge}
 	case wc.watches[req.ID] != nil:
 		return badRequest("watch id " + strconv.FormatUint(req.ID, 10) + " is already open on this connection")
@@ -368,7 +368,7 @@ func (wc *watchConn) send(ctx context.Context, resp wire.Response) bool {
 		// connection must too, or its client would wait on them for ever.
 		// Counted and rate-limited as every refusal is (review: one log
 		// line per connection, uncounted).
-		s.connRefused(reasonTooLarge, wc.conn.RemoteAddr(), fmt.Errorf("a watch message was not delivered: %w", err))
+		s.connRefused(transport.ReasonTooLarge, wc.conn.RemoteAddr(), fmt.Errorf("a watch message was not delivered: %w", err))
 		wc.conn.Close()
 	}
 	return false

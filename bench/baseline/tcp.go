@@ -3,7 +3,6 @@ package baseline
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -12,10 +11,11 @@ import (
 
 	"github.com/kvd-project/kvd/bench/latency"
 	"github.com/kvd-project/kvd/bench/result"
+	"github.com/kvd-project/kvd/internal/errs"
 )
 
 // ErrConfig wraps every invalid-configuration error of this package.
-var ErrConfig = errors.New("baseline: bad config")
+var ErrConfig = errs.ErrConfig
 
 // TCPConfig configures the TCP ping-pong.
 type TCPConfig struct {

@@ -17,13 +17,14 @@ import (
 
 	"github.com/kvd-project/kvd/client"
 	"github.com/kvd-project/kvd/internal/cli"
+	"github.com/kvd-project/kvd/internal/errs"
 	"github.com/kvd-project/kvd/internal/tlsutil"
 )
 
 // Sentinel errors.
 var (
 	// ErrConfig: the Config is unusable.
-	ErrConfig = errors.New("cluster: bad config")
+	ErrConfig = errs.ErrConfig
 	// ErrNotReady: the cluster did not serve a write in time, or a node
 	// exited while starting.
 	ErrNotReady = errors.New("cluster: not ready")

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/kvd-project/kvd/bench/procstat"
+	"github.com/kvd-project/kvd/internal/errs"
 )
 
 // Defaults of Config.
@@ -25,7 +25,7 @@ const (
 )
 
 // ErrConfig wraps every invalid-configuration error of this package.
-var ErrConfig = errors.New("floor: bad config")
+var ErrConfig = errs.ErrConfig
 
 // Config configures a floor run.
 type Config struct {

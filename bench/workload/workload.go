@@ -1,14 +1,15 @@
 package workload
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/kvd-project/kvd/internal/errs"
 )
 
 // ErrConfig is wrapped by every error Validate and the parsers return.
-var ErrConfig = errors.New("workload: bad config")
+var ErrConfig = errs.ErrConfig
 
 // Op is one kind of operation.
 type Op uint8
@@ -159,7 +160,7 @@ type Config struct {
 }
 
 // MaxScanLength bounds Config.ScanLength: one page of a range read
-// (wire.MaxScanKeys), so a scan is one request.
+// (limits.MaxScanKeys), so a scan is one request.
 const MaxScanLength = 1000
 
 // Defaults.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kvd-project/kvd/client"
+	"github.com/kvd-project/kvd/internal/errs"
 )
 
 // Config configures a Session. The zero value takes the defaults.
@@ -26,7 +27,7 @@ const (
 )
 
 // ErrSessionExpired: the session's lease is gone or may be (see Held).
-var ErrSessionExpired = errors.New("kvd: session expired")
+var ErrSessionExpired = errs.ErrSessionExpired
 
 // withDefaults returns c with its zero fields set to their defaults.
 func (c Config) withDefaults() Config {

@@ -15,7 +15,7 @@
 // cluster it came from (a restore refuses to make a cluster with that id
 // again: the new cluster must be told apart from the old). Records are in strictly
 // increasing key order (a key at most once), with 1 <= keyLen <=
-// table.MaxKey, valueLen <= table.MaxValue and 1 <= version <= index: a
+// limits.MaxKey, valueLen <= limits.MaxValue and 1 <= version <= index: a
 // key's version is the index of the entry that last wrote it.
 //
 // A file is accepted only whole: the reader checks every bound as it goes,

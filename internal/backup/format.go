@@ -2,10 +2,10 @@ package backup
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 
-	"github.com/kvd-project/kvd/internal/table"
+	"github.com/kvd-project/kvd/internal/errs"
+	"github.com/kvd-project/kvd/internal/limits"
 )
 
 // Format is the format version this package writes and reads.
@@ -17,8 +17,8 @@ const (
 	recordHead   = 2 + 4 + 8
 	TrailerLen   = 32 // SHA-256
 	magic        = "KVDSNAP\n"
-	MaxKeyLen    = table.MaxKey
-	MaxValueLen  = table.MaxValue
+	MaxKeyLen    = limits.MaxKey
+	MaxValueLen  = limits.MaxValue
 	MaxRecordLen = recordHead + MaxKeyLen + MaxValueLen
 )
 
@@ -32,9 +32,9 @@ const MaxIndex = 1 << 61
 
 // Errors. A reader's errors wrap one of them.
 var (
-	ErrFormat    = errors.New("kvd: backup file malformed")
-	ErrTruncated = errors.New("kvd: backup file truncated")
-	ErrChecksum  = errors.New("kvd: backup file checksum mismatch (the file is damaged)")
+	ErrFormat    = errs.ErrBackupFormat
+	ErrTruncated = errs.ErrBackupTruncated
+	ErrChecksum  = errs.ErrBackupChecksum
 )
 
 // Header describes a backup.

@@ -56,7 +56,7 @@ func commandSize(c command) int {
 // maxCommandSize bounds commandSize for every valid command: a PUT's key
 // and value, or a transaction (txn.MaxBytes, which holds a conditional PUT
 // of the largest value under the longest key).
-const maxCommandSize = 1 + 3*binary.MaxVarintLen64 + max(limits.MaxKeyLen+limits.MaxValueLen, txn.MaxBytes)
+const maxCommandSize = 1 + 3*binary.MaxVarintLen64 + max(limits.MaxKey+limits.MaxValue, txn.MaxBytes)
 
 // The raft node provisions its peer connections for limits.MaxCommand:
 // these fail to compile unless it is this codec's bound.

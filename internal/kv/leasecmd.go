@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/kvd-project/kvd/internal/limits"
 	"github.com/kvd-project/kvd/raft"
 )
 
@@ -16,14 +17,14 @@ import (
 const (
 	// MaxLeases is the most leases that may exist at once; a grant beyond
 	// it fails with ErrTooManyLeases.
-	MaxLeases = 10000
+	MaxLeases = limits.MaxLeases
 	// MaxLeaseKeys is the most keys one lease may hold; a PUT that would
 	// attach more fails with ErrLeaseFull. It bounds the keys one revoke
 	// (or expiry) deletes in its single entry.
-	MaxLeaseKeys = 1000
+	MaxLeaseKeys = limits.MaxLeaseKeys
 	// MinLeaseTTL and MaxLeaseTTL bound a lease's TTL.
-	MinLeaseTTL = time.Second
-	MaxLeaseTTL = 365 * 24 * time.Hour
+	MinLeaseTTL = limits.MinLeaseTTL
+	MaxLeaseTTL = limits.MaxLeaseTTL
 )
 
 // A grant command's value is le64 id | le64 ttl (ns); a revoke's is

@@ -77,10 +77,10 @@ func (s *Store) Delete(ctx context.Context, key []byte) (existed bool, version u
 
 func checkKV(key, value []byte) error {
 	switch {
-	case len(key) == 0 || len(key) > limits.MaxKeyLen:
-		return fmt.Errorf("%w: %d bytes (1..%d)", ErrInvalidKey, len(key), limits.MaxKeyLen)
-	case len(value) > limits.MaxValueLen:
-		return fmt.Errorf("%w: %d bytes (max %d)", ErrValueTooLarge, len(value), limits.MaxValueLen)
+	case len(key) == 0 || len(key) > limits.MaxKey:
+		return fmt.Errorf("%w: %d bytes (1..%d)", ErrInvalidKey, len(key), limits.MaxKey)
+	case len(value) > limits.MaxValue:
+		return fmt.Errorf("%w: %d bytes (max %d)", ErrValueTooLarge, len(value), limits.MaxValue)
 	}
 	return nil
 }

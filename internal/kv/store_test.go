@@ -22,9 +22,9 @@ func TestInvalidRequests(t *testing.T) {
 		err        error
 	}{
 		{"empty key", nil, []byte("v"), ErrInvalidKey},
-		{"key too long", make([]byte, limits.MaxKeyLen+1), nil, ErrInvalidKey},
-		{"value too large", []byte("k"), make([]byte, limits.MaxValueLen+1), ErrValueTooLarge},
-		{"largest allowed", make([]byte, limits.MaxKeyLen), make([]byte, limits.MaxValueLen), nil},
+		{"key too long", make([]byte, limits.MaxKey+1), nil, ErrInvalidKey},
+		{"value too large", []byte("k"), make([]byte, limits.MaxValue+1), ErrValueTooLarge},
+		{"largest allowed", make([]byte, limits.MaxKey), make([]byte, limits.MaxValue), nil},
 	}
 	for _, tt := range tests {
 		_, err := lead.node.Put(ctx, tt.key, tt.value, raft.Admission{})

@@ -110,7 +110,7 @@ func TestTxnAppliedOnEveryNode(t *testing.T) {
 // than txn.MaxReadBytes fails on every node alike, its writes unmade.
 func TestTxnReadBoundAppliesNothing(t *testing.T) {
 	c := newCluster(t, 1, testConfig())
-	c.put("big", string(make([]byte, limits.MaxValueLen)))
+	c.put("big", string(make([]byte, limits.MaxValue)))
 	c.put("small", "s")
 	_, _, err := c.txnAtLeader(&txn.Txn{Then: []txn.Op{tput("w", "v"), {Type: txn.Get, Key: []byte("big")}, {Type: txn.Get, Key: []byte("small")}}})
 	if !errors.Is(err, txn.ErrReadTooLarge) {

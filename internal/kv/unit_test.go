@@ -12,7 +12,7 @@ import (
 func TestCommandRoundTrip(t *testing.T) {
 	tests := []command{
 		{op: opPut, proposer: 1, reqID: 2, key: []byte("k"), value: []byte("v")},
-		{op: opPut, proposer: 1 << 60, reqID: 1<<64 - 1, key: bytes.Repeat([]byte("k"), limits.MaxKeyLen), value: []byte{}},
+		{op: opPut, proposer: 1 << 60, reqID: 1<<64 - 1, key: bytes.Repeat([]byte("k"), limits.MaxKey), value: []byte{}},
 		{op: opDelete, proposer: 3, reqID: 0, key: []byte("gone"), value: []byte{}},
 	}
 	for _, c := range tests {

@@ -1,4 +1,9 @@
-// Package limits holds kvd's size limits as constants, so that every
-// package that checks or provisions for them uses the same numbers: a
-// limit checked when an entry is applied must be the same on every node.
+// Package limits owns the sizes and counts kvd bounds a request by: keys
+// and values, transactions, TTL leases, scan pages, get-many batches and
+// watch messages. Each is stated here once; the table layout, the state
+// machine, the wire, the server and the client (which re-exports them, as
+// client.MaxKey, client.MaxTxnOps, ...) all use these constants.
+//
+// They are constants, not settings: every node decides alike when it
+// applies an entry, and a client can check a request before sending it.
 package limits

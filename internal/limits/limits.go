@@ -1,19 +1,72 @@
 package limits
 
-import "encoding/binary"
-
-// Key and value limits, matching the table layout (docs/layout.md).
-const (
-	MaxKeyLen   = 1024
-	MaxValueLen = 1 << 20
+import (
+	"encoding/binary"
+	"time"
 )
 
-// MaxTxnBytes bounds a transaction's encoding: enough for a conditional
-// PUT of the largest value under the longest key (internal/txn.MaxBytes).
-const MaxTxnBytes = MaxValueLen + 4*MaxKeyLen
+// Keys and values. They match the table layout (docs/layout.md): a record
+// holds a key of up to MaxKey bytes and a value of up to MaxValue bytes.
+const (
+	// MaxKey is the longest key, in bytes. Keys are at least 1 byte.
+	MaxKey = 1024
+	// MaxValue is the longest value, in bytes.
+	MaxValue = 1 << 20
+)
+
+// Transactions. A transaction is one Raft entry and one message each way,
+// so it is bounded like the largest PUT.
+const (
+	// MaxTxnCompares is the most compares a transaction may have.
+	MaxTxnCompares = 64
+	// MaxTxnOps is the most operations each branch (Then, Else) may have.
+	MaxTxnOps = 64
+	// MaxTxnBytes bounds a transaction's encoding: enough for a
+	// conditional PUT of the largest value under the longest key (the
+	// compare repeats the key), with room for the framing, and no more, so
+	// that a transaction command stays within the Raft and transport
+	// message limits sized for a PUT.
+	MaxTxnBytes = MaxValue + 4*MaxKey
+	// MaxTxnReadBytes bounds the values a branch's GETs return together,
+	// so that a reply is never larger than a GET's.
+	MaxTxnReadBytes = MaxValue
+)
+
+// TTL leases. They are checked when entries are applied.
+const (
+	// MaxLeases is the most leases that may exist at once.
+	MaxLeases = 10000
+	// MaxLeaseKeys is the most keys one lease may hold. It bounds the keys
+	// one revoke (or expiry) deletes in its single entry.
+	MaxLeaseKeys = 1000
+	// MinLeaseTTL and MaxLeaseTTL bound a lease's TTL.
+	MinLeaseTTL = time.Second
+	MaxLeaseTTL = 365 * 24 * time.Hour
+)
+
+// Reads of many keys: each answer travels in one message.
+const (
+	// MaxScanKeys is the most keys one scan page holds.
+	MaxScanKeys = 1000
+	// MaxScanBytes bounds a scan page's keys and values; a page always
+	// holds at least one entry when one remains.
+	MaxScanBytes = 2 << 20
+	// MaxGetManyKeys is the most keys one get-many request names.
+	MaxGetManyKeys = 1024
+	// MaxGetManyBytes bounds the values one get-many answer holds.
+	MaxGetManyBytes = 2 << 20
+)
+
+// Watches: the bounds of one watch message.
+const (
+	// MaxWatchEvents is the most events one watch message carries.
+	MaxWatchEvents = 1000
+	// MaxWatchBytes bounds one watch message's events.
+	MaxWatchBytes = 1 << 20
+)
 
 // MaxCommand bounds the data of one state-machine entry: a command's
 // header (op, proposer, request id, key length) and a PUT's key and
 // value, or a transaction. Peer connections must carry an append of one
 // such entry.
-const MaxCommand = 1 + 3*binary.MaxVarintLen64 + max(MaxKeyLen+MaxValueLen, MaxTxnBytes)
+const MaxCommand = 1 + 3*binary.MaxVarintLen64 + max(MaxKey+MaxValue, MaxTxnBytes)

@@ -9,15 +9,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Sentinel errors.
-var (
-	// ErrSize: Alloc was asked for a size that is not positive.
-	ErrSize = errors.New("mmap: size must be positive")
-	// ErrNotMapped: Free was given a slice that Alloc did not return, or one
-	// already freed.
-	ErrNotMapped = errors.New("mmap: not an Alloc'd slice")
-)
-
 // Alloc returns size bytes of zeroed, private, anonymous memory, page
 // aligned. The slice's capacity is the mapping's length (size rounded up to
 // whole pages); keep the slice, or one with the same start and capacity, to

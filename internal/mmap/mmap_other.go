@@ -7,12 +7,7 @@ import (
 	"fmt"
 )
 
-// Sentinel errors; see mmap.go.
-var (
-	ErrSize      = errors.New("mmap: size must be positive")
-	ErrNotMapped = errors.New("mmap: not an Alloc'd slice")
-	errNoMmap    = errors.New("mmap: not supported on this platform")
-)
+var errNoMmap = errors.New("mmap: not supported on this platform")
 
 // Alloc fails on platforms without mmap.
 func Alloc(size int) ([]byte, error) {

@@ -1,22 +1,27 @@
 package table
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/kvd-project/kvd/internal/errs"
+)
 
 // Sentinel errors. Writer-side errors are wrapped with detail (%w); reader-
 // side functions return the bare sentinels so that they never allocate.
-// Test them with errors.Is.
+// Test them with errors.Is. The size and space errors are kvd's own
+// (internal/errs), which a client gets too.
 var (
 	// ErrNoSpace: a Put found no room, either in the record area or in the
 	// key's two candidate buckets. The table is unchanged.
-	ErrNoSpace = errors.New("table: no space")
+	ErrNoSpace = errs.ErrNoSpace
 	// ErrEmptyKey: keys are 1..MaxKey bytes.
-	ErrEmptyKey = errors.New("table: empty key")
+	ErrEmptyKey = errs.ErrEmptyKey
 	// ErrKeyTooLarge: the key is longer than MaxKey.
-	ErrKeyTooLarge = errors.New("table: key too large")
+	ErrKeyTooLarge = errs.ErrKeyTooLarge
 	// ErrValueTooLarge: the value is longer than MaxValue.
-	ErrValueTooLarge = errors.New("table: value too large")
-	// ErrBadConfig: a Config field is out of range.
-	ErrBadConfig = errors.New("table: bad config")
+	ErrValueTooLarge = errs.ErrValueTooLarge
+	// ErrBadConfig: a Config field is out of range (errs.ErrConfig).
+	ErrBadConfig = errs.ErrConfig
 	// ErrBadRegion: the memory handed to Format cannot hold a table
 	// (too small, or not 8-byte aligned).
 	ErrBadRegion = errors.New("table: unusable region")

@@ -3,6 +3,8 @@ package table
 import (
 	"encoding/binary"
 	"time"
+
+	"github.com/kvd-project/kvd/internal/limits"
 )
 
 // Layout constants, as docs/layout.md states them (layout_test.go checks the
@@ -36,9 +38,9 @@ const (
 	// RecordAlign is the alignment of records and of their lengths.
 	RecordAlign = 8
 	// MaxKey is the longest key, in bytes. Keys are at least 1 byte.
-	MaxKey = 1024
+	MaxKey = limits.MaxKey
 	// MaxValue is the longest value, in bytes.
-	MaxValue = 1 << 20
+	MaxValue = limits.MaxValue
 	// MinRecord and MaxRecord bound a record's padded length.
 	MinRecord = (RecordHeaderSize + 1 + RecordAlign - 1) &^ (RecordAlign - 1)
 	MaxRecord = (RecordHeaderSize + MaxKey + MaxValue + RecordAlign - 1) &^ (RecordAlign - 1)

@@ -6,49 +6,45 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/kvd-project/kvd/internal/table"
+	"github.com/kvd-project/kvd/internal/errs"
+	"github.com/kvd-project/kvd/internal/limits"
 )
 
-// Limits. A transaction is one Raft entry and one message each way, so it
-// is bounded like the largest PUT.
+// Limits (internal/limits says why they are what they are).
 const (
 	// MaxCompares is the most compares a transaction may have.
-	MaxCompares = 64
+	MaxCompares = limits.MaxTxnCompares
 	// MaxOps is the most operations each branch (Then, Else) may have.
-	MaxOps = 64
-	// MaxBytes bounds a transaction's encoding: enough for a conditional
-	// PUT of the largest value under the longest key (the compare repeats
-	// the key), with room for the framing, and no more, so that a
-	// transaction command stays within the Raft and transport message
-	// limits sized for a PUT.
-	MaxBytes = table.MaxValue + 4*table.MaxKey
-	// MaxReadBytes bounds the values a branch's GETs return together, so
-	// that a reply is never larger than a GET's.
-	MaxReadBytes = table.MaxValue
+	MaxOps = limits.MaxTxnOps
+	// MaxBytes bounds a transaction's encoding.
+	MaxBytes = limits.MaxTxnBytes
+	// MaxReadBytes bounds the values a branch's GETs return together.
+	MaxReadBytes = limits.MaxTxnReadBytes
 	// MaxResponseBytes bounds a response's encoding.
 	MaxResponseBytes = responseHead + MaxCompares*8 + MaxOps*resultHead + MaxReadBytes
 )
 
-// Sentinel errors, wrapped with detail.
+// Sentinel errors, wrapped with detail. The server answers those Classed
+// with errs.ErrBadRequest as bad requests.
 var (
 	// ErrMalformed: the bytes are not a transaction (or a response).
-	ErrMalformed = errors.New("txn: malformed")
+	ErrMalformed = errs.Classed(errs.ErrBadRequest, "txn: malformed")
 	// ErrInvalid: the transaction is well formed but not allowed: a limit
 	// is exceeded, a key is empty or too long, an operation or compare is
 	// unknown, a GET or DELETE carries a value, or a branch writes a key
 	// twice.
-	ErrInvalid = errors.New("txn: invalid")
+	ErrInvalid = errs.Classed(errs.ErrBadRequest, "txn: invalid")
 	// ErrReadTooLarge: the branch that ran would have returned more than
 	// MaxReadBytes of values; nothing was applied.
-	ErrReadTooLarge = errors.New("txn: reads too much")
+	ErrReadTooLarge = errs.Classed(errs.ErrBadRequest, "txn: reads too much")
 	// ErrLeaseNotFound: a PUT of the branch that ran names a lease that
 	// does not exist (never granted, revoked or expired); nothing was
 	// applied.
-	ErrLeaseNotFound = errors.New("txn: lease not found")
+	ErrLeaseNotFound = errs.ErrLeaseNotFound
 	// ErrLeaseFull: a PUT of the branch that ran would attach more keys to
 	// its lease than a lease may hold (the State's bound); nothing was
 	// applied.
-	ErrLeaseFull = errors.New("txn: lease holds too many keys")
+	ErrLeaseFull = errs.Classed(errs.ErrBadRequest, "txn: lease holds too many keys")
 )
 
 // Target is what a compare looks at.
@@ -219,8 +215,8 @@ func (c *Compare) validate() error {
 		if c.Version != 0 {
 			return errors.New("a value compare carries a version")
 		}
-		if len(c.Value) > table.MaxValue {
-			return fmt.Errorf("value of %d bytes (at most %d)", len(c.Value), table.MaxValue)
+		if len(c.Value) > limits.MaxValue {
+			return fmt.Errorf("value of %d bytes (at most %d)", len(c.Value), limits.MaxValue)
 		}
 	default:
 		return fmt.Errorf("unknown target %d", c.Target)
@@ -234,8 +230,8 @@ func (op *Op) validate() error {
 	}
 	switch op.Type {
 	case Put:
-		if len(op.Value) > table.MaxValue {
-			return fmt.Errorf("value of %d bytes (at most %d)", len(op.Value), table.MaxValue)
+		if len(op.Value) > limits.MaxValue {
+			return fmt.Errorf("value of %d bytes (at most %d)", len(op.Value), limits.MaxValue)
 		}
 	case Delete, Get:
 		if len(op.Value) != 0 {
@@ -254,8 +250,8 @@ func checkKey(k []byte) error {
 	switch {
 	case len(k) == 0:
 		return errors.New("empty key")
-	case len(k) > table.MaxKey:
-		return fmt.Errorf("key of %d bytes (at most %d)", len(k), table.MaxKey)
+	case len(k) > limits.MaxKey:
+		return fmt.Errorf("key of %d bytes (at most %d)", len(k), limits.MaxKey)
 	}
 	return nil
 }

@@ -1,11 +1,12 @@
 package watch
 
 import (
-	"errors"
 	"fmt"
 	"sort"
 	"sync"
 
+	"github.com/kvd-project/kvd/internal/errs"
+	"github.com/kvd-project/kvd/internal/limits"
 	"github.com/kvd-project/kvd/internal/wire"
 )
 
@@ -53,15 +54,15 @@ func (c Config) Validate() error {
 	switch {
 	case c.HistoryEvents < 0 || c.HistoryBytes < 0 || c.MaxWatchers < 0:
 		return fmt.Errorf("watch: negative bound in %+v", c)
-	case c.HistoryBytes < wire.MaxWatchBytes:
+	case c.HistoryBytes < limits.MaxWatchBytes:
 		// Smaller, and one large value would evict everything else.
-		return fmt.Errorf("watch: history of %d bytes is below the minimum %d", c.HistoryBytes, wire.MaxWatchBytes)
+		return fmt.Errorf("watch: history of %d bytes is below the minimum %d", c.HistoryBytes, limits.MaxWatchBytes)
 	}
 	return nil
 }
 
 // ErrTooManyWatchers: the hub holds Config.MaxWatchers watchers already.
-var ErrTooManyWatchers = errors.New("kvd: too many watches on this node")
+var ErrTooManyWatchers = errs.ErrTooManyWatchers
 
 // CompactedError: the history no longer holds (or never held) events a
 // watcher needs. Oldest is the oldest version a new watch can start from.

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+
+	"github.com/kvd-project/kvd/internal/limits"
 )
 
 // Atomic multi-key reads (OpGetMany). The request's Flags carry the
@@ -19,8 +21,8 @@ import (
 
 // Get-many bounds per request.
 const (
-	MaxGetManyKeys  = 1024
-	MaxGetManyBytes = 2 << 20
+	MaxGetManyKeys  = limits.MaxGetManyKeys
+	MaxGetManyBytes = limits.MaxGetManyBytes
 )
 
 // getManyAnswerLen is an answer's size without its value.

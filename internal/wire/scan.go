@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+
+	"github.com/kvd-project/kvd/internal/limits"
 )
 
 // Range scans (OpScan). The request's Flags carry the consistency level, its
@@ -19,8 +21,8 @@ import (
 
 // Scan bounds per response.
 const (
-	MaxScanKeys  = 1000
-	MaxScanBytes = 2 << 20
+	MaxScanKeys  = limits.MaxScanKeys
+	MaxScanBytes = limits.MaxScanBytes
 )
 
 // Scan request flags.

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+
+	"github.com/kvd-project/kvd/internal/limits"
 )
 
 // Watches (OpWatch, OpWatchCancel). A watch request's Key is the key, or
@@ -41,8 +43,8 @@ const (
 
 // Bounds of one watch message.
 const (
-	MaxWatchEvents = 1000
-	MaxWatchBytes  = 1 << 20
+	MaxWatchEvents = limits.MaxWatchEvents
+	MaxWatchBytes  = limits.MaxWatchBytes
 )
 
 // EventType is what a watch event did to its key.

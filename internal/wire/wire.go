@@ -127,7 +127,8 @@ func (o Op) String() string {
 // Status is a response's outcome.
 type Status uint16
 
-// Statuses. The client maps each onto one of its sentinel errors.
+// Statuses. internal/errs maps each onto one of kvd's sentinel errors
+// (the server encodes with it, the client decodes).
 const (
 	StatusOK            Status = 0
 	StatusNotFound      Status = 1

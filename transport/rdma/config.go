@@ -6,6 +6,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/kvd-project/kvd/internal/errs"
 	"github.com/kvd-project/kvd/transport"
 )
 
@@ -212,7 +213,7 @@ const (
 // Sentinel errors of this package (besides those of package transport).
 var (
 	// ErrConfig reports an invalid Config.
-	ErrConfig = errors.New("rdma: invalid config")
+	ErrConfig = errs.ErrConfig
 	// ErrNoDevice: no RDMA device, or not the configured one, is present. It
 	// wraps transport.ErrUnsupported.
 	ErrNoDevice = fmt.Errorf("rdma: no RDMA device: %w", transport.ErrUnsupported)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/kvd-project/kvd/internal/errs"
 	"github.com/kvd-project/kvd/transport"
 )
 
@@ -46,7 +47,7 @@ const (
 // Sentinel errors of this package.
 var (
 	// ErrConfig: a Config field is out of range.
-	ErrConfig = errors.New("tcp: invalid config")
+	ErrConfig = errs.ErrConfig
 	// ErrPartitioned: a Filter cut the connection's endpoints apart, so a
 	// READ was refused. Messages are dropped silently instead, as a lossy
 	// network would.

@@ -14,24 +14,25 @@ import (
 
 // Reasons a listener refuses a connection or closes one it accepted for
 // breaking a limit, as passed to the hook set with SetRefusalHook (a server
-// counts and logs them).
+// counts and logs them). They are transport's (transport.Reason*), which
+// a server counts beside its own; these are the ones this package reports.
 const (
 	// ReasonMaxConns: the listener already held MaxConns connections.
-	ReasonMaxConns = "max_connections"
+	ReasonMaxConns = transport.ReasonMaxConns
 	// ReasonHandshake: the dialer failed the handshake (TLS or hello) or
 	// did not finish it within HandshakeTimeout.
-	ReasonHandshake = "handshake"
+	ReasonHandshake = transport.ReasonHandshake
 	// ReasonIdle: nothing arrived for IdleTimeout.
-	ReasonIdle = "idle_timeout"
+	ReasonIdle = transport.ReasonIdle
 	// ReasonRead: a frame did not arrive whole within ReadTimeout.
-	ReasonRead = "read_timeout"
+	ReasonRead = transport.ReasonRead
 	// ReasonWrite: the peer took no bytes for WriteTimeout.
-	ReasonWrite = "write_timeout"
+	ReasonWrite = transport.ReasonWrite
 	// ReasonProtocol: the peer broke the wire protocol.
-	ReasonProtocol = "protocol"
+	ReasonProtocol = transport.ReasonProtocol
 	// ReasonReadTooLarge: the peer posted a READ batch of more than
 	// transport.MaxReadBatchBytes (a protocol violation of its own kind).
-	ReasonReadTooLarge = "read_batch_too_large"
+	ReasonReadTooLarge = transport.ReasonReadTooLarge
 )
 
 // Limits is implemented by the listeners of this package (the
