@@ -51,6 +51,7 @@ import (
 //	                             once, and print them
 //	deliver-one ID               the oldest deliverable message to ID alone
 //	stabilize                    deliver until no message is in flight
+//	net                          print the messages in flight
 //	drop type=T                  drop the in-flight messages of type T
 //	step ID type=T from=F [term=N]
 //	                             step a message straight into ID's RawNode
@@ -78,7 +79,10 @@ import (
 // Unless a scenario sets a jitter, every randomized election timeout is
 // exactly ElectionTicks: the earliest election raft allows, which is what
 // the lease must survive.
-func TestLeaseScenarios(t *testing.T) { runScenarios(t, "testdata/lease") }
+func TestLeaseScenarios(t *testing.T)      { runScenarios(t, "testdata/lease") }
+func TestSnapshotScenarios(t *testing.T)   { runScenarios(t, "testdata/snapshot") }
+func TestMembershipScenarios(t *testing.T) { runScenarios(t, "testdata/membership") }
+func TestAdmissionScenarios(t *testing.T)  { runScenarios(t, "testdata/admission") }
 
 func runScenarios(t *testing.T, dir string) {
 	// raft draws randomized election timeouts from crypto/rand (and nothing
@@ -134,6 +138,8 @@ type scenarioNode struct {
 type scenarioProp struct {
 	what string
 	p    *proposal
+	// report: print its success too (membership changes, admitted writes)
+	report bool
 }
 
 // scenarioSM is testKV, watched: the harness learns from it when entries
@@ -349,6 +355,10 @@ func (h *scenarioHarness) handleNetwork(a scenarioArgs) bool {
 		}
 	case "stabilize":
 		h.stabilize()
+	case "net":
+		for _, f := range h.net {
+			h.printf("%s, deliverable at %v", describe(f.m), fd(f.at))
+		}
 	case "drop":
 		var typ string
 		a.d.ScanArgs(a.t, "type", &typ)
@@ -542,7 +552,7 @@ func (h *scenarioHarness) propose(n *scenarioNode, what string, p *proposal) {
 		_, _, p.reqID, _, _, _ = decodeTestCommand(p.data)
 	}
 	p.done = make(chan result, 1)
-	n.props = append(n.props, &scenarioProp{what: what, p: p})
+	n.props = append(n.props, &scenarioProp{what: what, p: p, report: p.cc != nil || p.admitTerm != 0})
 	n.node.propc <- p
 	h.iterate(n, func() { n.l.takeProposal(<-n.node.propc) })
 }
@@ -619,7 +629,9 @@ func (h *scenarioHarness) pollProps(n *scenarioNode) {
 				h.logf("n%d refuses %s: not the leader", n.id, sp.what)
 			case r.err != nil:
 				h.logf("n%d: %s: %v", n.id, sp.what, r.err)
-			case sp.p.cc != nil:
+			case sp.p.cc != nil && r.index == 0:
+				h.logf("n%d: %s: already in effect", n.id, sp.what)
+			case sp.report:
 				h.logf("n%d: %s applied at index %d", n.id, sp.what, r.index)
 			}
 		default:
