@@ -125,7 +125,7 @@
 // leader can overlap the lease.
 //
 // Tested by the deterministic scenarios in testdata/lease, run by
-// TestLeaseScenarios (lease_scenario_test.go) on the scenario harness
+// TestLeaseScenarios (scenario_test.go) on the scenario harness
 // (harness_test.go): nodes running this package's loop, one iteration at a
 // time, on in-memory Pebble, fake clocks (Knobs.Clock) and a network the
 // scenario controls, checking after every iteration that no published

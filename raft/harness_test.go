@@ -121,10 +121,11 @@ func (p *simPeers) AbortTransfers() {
 }
 
 func (p *simPeers) Known() []uint64 {
-	var out []uint64
+	out := make([]uint64, 0, len(p.known))
 	for id := range p.known {
 		out = append(out, id)
 	}
+	slices.Sort(out)
 	return out
 }
 
@@ -132,14 +133,21 @@ func (p *simPeers) Remove(id uint64)             { delete(p.known, id) }
 func (p *simPeers) Serve(transport.Conn, []byte) { panic("simPeers: no connections") }
 func (p *simPeers) ClusterID() uint64            { return p.cluster }
 func (p *simPeers) Close()                       {}
-func (h *scenarioHarness) addr(id uint64) string { return fmt.Sprintf("10.0.0.%d:7000", id) }
-func (n *scenarioNode) local() time.Duration     { return n.clock.at(n.h.now) }
-func (n *scenarioNode) now() time.Time           { return scenarioEpoch.Add(n.local()) }
+
+func (h *scenarioHarness) addr(id uint64) string        { return fmt.Sprintf("10.0.0.%d:7000", id) }
+func (h *scenarioHarness) node(id uint64) *scenarioNode { return h.nodes[id-1] }
+
+// local is n's clock now, as a duration since scenarioEpoch.
+func (n *scenarioNode) local() time.Duration { return n.clock.at(n.h.now) }
+func (n *scenarioNode) now() time.Time       { return scenarioEpoch.Add(n.local()) }
+
+// nextTickReal is when, in real time, n's next tick falls due.
 func (n *scenarioNode) nextTickReal() time.Duration {
 	return n.clock.realAt(n.l.nextTick.Sub(scenarioEpoch))
 }
-func (n *scenarioNode) tickDue() bool                   { return !n.frozen && !n.now().Before(n.l.nextTick) }
-func (h *scenarioHarness) node(id uint64) *scenarioNode { return h.nodes[id-1] }
+
+// tickDue reports whether n's loop timer has fired.
+func (n *scenarioNode) tickDue() bool { return !n.frozen && !n.now().Before(n.l.nextTick) }
 
 // open starts n's node on its file system and clock, as Open does but
 // without the loop's goroutine, and handles what its first iteration
