@@ -20,13 +20,12 @@ import (
 )
 
 // TestLeaseScenarios and the tests below run the scenarios of
-// testdata/lease (the read lease), testdata/snapshot (catching up through a
-// snapshot), testdata/membership and testdata/admission on the scenario
-// harness (harness_test.go): real
-// nodes, each running the real raft loop (tick, step, propose, the Ready
-// handling of ready.go with its pipelining, the lease, reads) on an
-// in-memory Pebble, a fake clock and a network the scenario controls,
-// with testKV as the state machine. After every command, and after every
+// testdata/lease (the read lease), testdata/snapshot (catching up through
+// a snapshot), testdata/membership and testdata/admission on the scenario
+// harness (harness_test.go): real nodes, each running the real raft loop
+// (tick, step, propose, the Ready handling of ready.go with its
+// pipelining, the lease, reads) on an in-memory Pebble, a fake clock and
+// a network the scenario controls, with testKV as the state machine. After every command, and after every
 // loop iteration, the harness checks the lease invariants and prints a
 // VIOLATION line when one breaks (see check).
 //
