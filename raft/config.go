@@ -143,6 +143,27 @@ type Config struct {
 	// EntryCacheSize is how many recent log entries stay in memory. Default
 	// 4096; negative disables the cache.
 	EntryCacheSize int
+
+	// Knobs are for tests only; production leaves them zero.
+	Knobs Knobs
+}
+
+// Knobs let tests drive a node. The zero value changes nothing.
+type Knobs struct {
+	// Clock, if set, is the node's clock for everything the raft loop
+	// times by it: its ticks, the vote grace after a restart, and the
+	// read lease's send times and expiry (which Status judges by it too).
+	// A test drives the loop deterministically on a fake one (see
+	// harness_test.go). Default time.Now.
+	Clock func() time.Time
+}
+
+// clock is the node's clock (Knobs.Clock).
+func (c Config) clock() func() time.Time {
+	if c.Knobs.Clock != nil {
+		return c.Knobs.Clock
+	}
+	return time.Now
 }
 
 func (c Config) withDefaults() Config {

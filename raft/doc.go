@@ -125,14 +125,16 @@
 // leader can overlap the lease.
 //
 // Tested by the deterministic scenarios in testdata/lease, run by
-// TestLeaseScenarios (lease_scenario_test.go): etcd RawNodes driven by this
-// package's tick, vote grace, Ready handling and lease grants on fake
-// clocks, over a network the scenario controls, checking after every step
-// that no published lease is unexpired when another node leads, or has
-// committed in, a later term. drift_bound.txt and drift_beyond.txt measure
-// the slack above (18.4ms at r = 1.1, 0.2ms at 1.125, an overlap at 1.15);
-// the others cover an isolated or frozen leader, a frozen or restarted
-// follower, slow acknowledgements, an apply that lags, and leader transfer.
+// TestLeaseScenarios (scenario_test.go) on the scenario harness
+// (harness_test.go): nodes running this package's loop, one iteration at a
+// time, on in-memory Pebble, fake clocks (Knobs.Clock) and a network the
+// scenario controls, checking after every iteration that no published
+// lease is unexpired when another node leads, or has committed in, a later
+// term. drift_bound.txt and drift_beyond.txt measure the slack above
+// (18.4ms at r = 1.1, 0.2ms at 1.125, an overlap at 1.15); the others
+// cover an isolated or frozen leader, a frozen or restarted follower, slow
+// acknowledgements and leader transfer. That a grant waits for its apply
+// (which this loop never makes it do) is TestLeaseGrantWaitsForApply's.
 //
 // The lease is published as its expiry, an absolute time on this node's
 // monotonic clock (OnLease(term, expiry); the server stores it in the

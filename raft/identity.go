@@ -48,7 +48,7 @@ func (n *Node) checkNodeID() error {
 // newClusterLoop settles the node's identity, member and cluster, and
 // starts its peer layer before the loop is built, since building it may
 // bootstrap the cluster: the ids are on disk before the first entry is.
-func newClusterLoop(n *Node) (*loop, error) {
+func newClusterLoop(n *Node, newNet newNetwork) (*loop, error) {
 	if err := n.checkNodeID(); err != nil {
 		return nil, err
 	}
@@ -58,7 +58,7 @@ func newClusterLoop(n *Node) (*loop, error) {
 	if err != nil {
 		return nil, err
 	}
-	if n.peers, err = newPeers(n, cluster); err != nil {
+	if n.peers, err = newNet(n, cluster); err != nil {
 		return nil, err
 	}
 	return newLoop(n)

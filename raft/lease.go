@@ -24,8 +24,10 @@ type lease struct {
 	now    func() time.Time
 }
 
-func newLease(onLease func(uint64, time.Time), term uint64) *lease {
-	return &lease{onLease: onLease, term: term, now: time.Now}
+// newLease returns a lease of term, judged by the clock now, with
+// nothing granted yet.
+func newLease(onLease func(uint64, time.Time), term uint64, now func() time.Time) *lease {
+	return &lease{onLease: onLease, term: term, now: now}
 }
 
 // extend makes the lease valid until at least until in term.

@@ -11,7 +11,7 @@ import (
 // sends a ReadIndex stamped with the tick's time (tick), it hands over
 // raft's answers (answered) and, once their index is applied, the grants
 // extend the lease (grant). It reads no clock: the time comes from the
-// loop's clock as now, so lease_scenario_test.go can run it on fake ones.
+// loop's clock as now (Knobs.Clock in tests).
 type leaseGrants struct {
 	seq   uint64
 	sent  map[uint64]leaseRequest // sent, awaiting raft's ReadState

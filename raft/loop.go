@@ -47,7 +47,7 @@ type loop struct {
 	sm  StateMachine
 	cfg Config
 
-	now       func() time.Time // the clock of ticks and leases (time.Now; tests inject one)
+	now       func() time.Time // the clock of ticks and leases (Knobs.Clock)
 	nextTick  time.Time
 	ticks     uint64    // ticks taken, for request ages
 	voteGrace time.Time // vote requests are ignored until then (restart)
@@ -119,7 +119,7 @@ func newLoop(n *Node) (*loop, error) {
 	}
 	l := &loop{
 		n: n, rn: rn, st: st, sm: n.cfg.StateMachine, cfg: n.cfg,
-		now:     time.Now,
+		now:     n.cfg.clock(),
 		term:    hs.GetTerm(),
 		vote:    hs.GetVote(),
 		durable: last,
@@ -149,27 +149,26 @@ func bootstrapPeers(peers map[uint64]string) []etcdraft.Peer {
 }
 
 // run is the raft loop: wait for work, take a tick if due, handle the work
-// and whatever else is queued, then handle the resulting Readies.
+// and whatever else is queued, then handle the resulting Readies. Each arm
+// is a method a test harness calls as run does (harness_test.go), so that
+// it drives this loop's order of work rather than a copy of it.
 func (l *loop) run() {
 	defer close(l.n.donec)
 	defer l.shutdown()
-	timer := time.NewTimer(time.Until(l.nextTick))
+	timer := time.NewTimer(l.untilTick())
 	defer timer.Stop()
 	for {
 		select {
 		case <-l.n.stopc:
 			return
 		case p := <-l.n.propc:
-			l.tick()
-			l.propose(p)
+			l.takeProposal(p)
 		case in := <-l.n.recvc:
 			l.step(in)
 		case r := <-l.n.reportc:
-			l.tick()
-			l.report(r)
+			l.takeReport(r)
 		case r := <-l.n.readc:
-			l.tick()
-			l.reads.add(l, r)
+			l.takeRead(r)
 		case <-timer.C:
 			l.tick()
 		case f := <-l.n.freezeRequests():
@@ -177,21 +176,40 @@ func (l *loop) run() {
 				return
 			}
 		}
-		l.drain()
-		l.maybeFlush()
-		l.reads.flush(l)
-		if err := l.handleReadies(); err != nil {
-			l.failStorage(err) // storage.go
+		if !l.settle() {
 			return
 		}
-		for l.maybeFlush() { // the Readies committed the batch it held
-			if err := l.handleReadies(); err != nil {
-				l.failStorage(err)
-				return
-			}
-		}
-		timer.Reset(time.Until(l.nextTick))
+		timer.Reset(l.untilTick())
 	}
+}
+
+// untilTick is how long the loop may wait before its next tick is due.
+func (l *loop) untilTick() time.Duration { return l.nextTick.Sub(l.now()) }
+
+// The arms of the loop's select: due ticks are taken before the work, so
+// that the work sees raft's clock up to date (see step).
+func (l *loop) takeProposal(p *proposal) { l.tick(); l.propose(p) }
+func (l *loop) takeReport(r report)      { l.tick(); l.report(r) }
+func (l *loop) takeRead(r *readRequest)  { l.tick(); l.reads.add(l, r) }
+
+// settle ends an iteration of the loop: it takes whatever else is queued,
+// proposes the batch, sends the reads, and handles the resulting Readies.
+// It reports false if the loop must stop (a storage failure).
+func (l *loop) settle() bool {
+	l.drain()
+	l.maybeFlush()
+	l.reads.flush(l)
+	if err := l.handleReadies(); err != nil {
+		l.failStorage(err) // storage.go
+		return false
+	}
+	for l.maybeFlush() { // the Readies committed the batch it held
+		if err := l.handleReadies(); err != nil {
+			l.failStorage(err)
+			return false
+		}
+	}
+	return true
 }
 
 func (l *loop) drain() {

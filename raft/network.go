@@ -67,14 +67,18 @@ func (n *Node) ServePeer(conn transport.Conn, first []byte) { n.peers.Serve(conn
 func (n *Node) ClusterID() uint64 { return n.peers.ClusterID() }
 
 // newPeers returns the node's peer layer, of the cluster id cluster.
-func newPeers(n *Node, cluster uint64) (*peer.Set, error) {
+func newPeers(n *Node, cluster uint64) (peerNetwork, error) {
 	cfg := n.cfg
-	return peer.New(n.ctx, peer.Config{
+	set, err := peer.New(n.ctx, peer.Config{
 		ID: n.id, Addr: cfg.Addr, ClusterID: cluster,
 		Transport: cfg.Transport, Store: n.store, Host: host{n}, Logger: n.log, Metrics: n.metrics.peerMetrics(),
 		QueueSize: cfg.PeerQueueSize, TickInterval: cfg.TickInterval, ElectionTimeout: cfg.electionTimeout(),
 		SnapshotChunkSize: cfg.SnapshotChunkSize, MaxSnapshotBytes: cfg.MaxSnapshotBytes,
 	})
+	if err != nil {
+		return nil, err // not a typed nil in the interface
+	}
+	return set, nil
 }
 
 // host is the node as the peer layer sees it.

@@ -89,22 +89,37 @@ type Member struct {
 // a new group from cfg.InitialCluster, unless cfg.Join), and starts the raft loop.
 // The state machine's calls may come as soon as Open returns.
 func Open(cfg Config) (*Node, error) {
-	cfg = cfg.withDefaults()
-	if err := cfg.Validate(); err != nil {
+	n, lp, err := open(cfg, newPeers)
+	if err != nil {
 		return nil, err
 	}
+	go lp.run()
+	return n, nil
+}
+
+// newNetwork makes a node's peer layer, of the cluster id cluster: newPeers
+// (raft/peer), or a test's network.
+type newNetwork func(n *Node, cluster uint64) (peerNetwork, error)
+
+// open is Open without starting the loop: the caller runs lp.run, or
+// drives the loop itself (harness_test.go), on the peer layer newNet
+// makes.
+func open(cfg Config, newNet newNetwork) (n *Node, lp *loop, err error) {
 	if cfg.StateMachine == nil {
-		return nil, fmt.Errorf("%w: StateMachine is required", ErrConfig)
+		return nil, nil, fmt.Errorf("%w: StateMachine is required", ErrConfig)
 	}
 	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, nil, err
+	}
 	if cfg.FS == nil { // with an injected FS, DataDir is that FS's
 		if err := checkNotRestoring(cfg.DataDir); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	m, err := newMetrics(cfg.Registerer)
 	if err != nil {
-		return nil, fmt.Errorf("raft: register metrics: %w", err)
+		return nil, nil, fmt.Errorf("raft: register metrics: %w", err)
 	}
 	fail := newFailure()
 	st, err := store.Open(cfg.DataDir, store.Options{
@@ -115,12 +130,12 @@ func Open(cfg Config) (*Node, error) {
 		m.unregister(cfg.Registerer)
 		if errors.Is(err, store.ErrFault) {
 			// The disk refused the open's writes (full, read-only, ...).
-			return nil, asStorageError(err)
+			return nil, nil, asStorageError(err)
 		}
-		return nil, err
+		return nil, nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	n := &Node{
+	n = &Node{
 		cfg:     cfg,
 		id:      cfg.ID,
 		log:     cfg.Logger.With("raft_id", cfg.ID),
@@ -139,17 +154,16 @@ func Open(cfg Config) (*Node, error) {
 	}
 	n.nextReq.Store(rand.Uint64() >> 1)
 	n.initAddrs()
-	lp, err := newClusterLoop(n)
+	lp, err = newClusterLoop(n, newNet)
 	if err != nil {
 		cancel()
 		st.Close()
 		m.unregister(cfg.Registerer)
-		return nil, err
+		return nil, nil, err
 	}
-	n.lease = newLease(cfg.OnLease, lp.term)
+	n.lease = newLease(cfg.OnLease, lp.term, cfg.clock())
 	lp.publishStatus()
-	go lp.run()
-	return n, nil
+	return n, lp, nil
 }
 
 // Close stops the node: pending requests fail with ErrStopped, peer

@@ -87,7 +87,7 @@ func TestNotLeaderError(t *testing.T) {
 // lapses by time with nobody acting.
 func TestLeasePublishesExpiry(t *testing.T) {
 	var events []leaseEvent
-	l := newLease(func(term uint64, exp time.Time) { events = append(events, leaseEvent{time.Now(), term, exp}) }, 4)
+	l := newLease(func(term uint64, exp time.Time) { events = append(events, leaseEvent{time.Now(), term, exp}) }, 4, time.Now)
 	now := time.Now()
 	l.now = func() time.Time { return now }
 	want := func(term uint64, exp time.Time) {
