@@ -14,7 +14,7 @@ import (
 // ErrClosed if the Client was closed).
 //
 // Validity from the holder's side: a keepalive sent at time s and
-// answered renews the lease until at least s + TTL (raft/lessor.go), so
+// answered renews the lease until at least s + TTL (internal/kv/lessor.go), so
 // ValidUntil is the send time of the last answered keepalive plus TTL, by
 // this process's clock. Once it has passed the lease may be gone and the
 // keeper stops with ErrLeaseExpired; anything relying on the lease (a

@@ -12,7 +12,7 @@ import (
 
 // lease serves the TTL lease ops (issue 12). Grant and revoke are Raft
 // entries; keepalive and time-to-live are answered by the leader, which
-// alone times leases (raft/lessor.go). Keys are attached to a lease by a
+// alone times leases (internal/kv/lessor.go). Keys are attached to a lease by a
 // PUT inside a transaction (txn.Op.Lease), so that compare-and-swap works
 // with leases too.
 func (s *Server) lease(ctx context.Context, req *wire.Request) wire.Response {

@@ -14,7 +14,7 @@
 // while the old holder still believes it holds it. A holder must
 // therefore stop acting as the holder when Mutex.Held turns false: before
 // Session.ValidUntil, the send time of its last answered keepalive plus
-// the TTL, which the server guarantees the lease outlives (raft/lessor.go),
+// the TTL, which the server guarantees the lease outlives (internal/kv/lessor.go),
 // and as soon as its session learns the lease is gone (Session.Done).
 // Between the lease's loss and the holder noticing, only fencing protects
 // what the lock guards: Mutex.Version is a fencing token (the Raft index

@@ -3,7 +3,7 @@
 // its evaluation against the applied state.
 //
 // One encoding serves both the client RPC (the body of a wire.OpTxn
-// request) and the Raft log (the body of a txn command, raft/command.go),
+// request) and the Raft log (the body of a txn command, internal/kv/command.go),
 // so the server checks exactly what the log will hold, and every node
 // decodes and evaluates the same bytes. Compare-and-swap is a transaction
 // too: one version compare and one PUT or DELETE.
