@@ -82,7 +82,7 @@ func rawPeer(t testing.TB, tr transport.Transport, addr string, h peer.Hello, ms
 	return conn
 }
 
-// TestForgedPeer replays the attacks of issue 9 with a raw client over TCP
+// TestForgedPeer replays forged-peer attacks with a raw client over TCP
 // against a single node and every node of a 3-node cluster: hellos of no
 // cluster, another cluster, a non-member and the node itself are refused;
 // messages of a member session that lie about their sender, are of a type

@@ -12,8 +12,8 @@ import (
 
 // TestRemoveKeepsAnActiveQuorum: node 1 leads voters 1, 2, 3 and has heard
 // from 3 but not from 2 (down). Removing 3, or itself, would leave two
-// voters of which one is down: refused as busy (review: it was applied,
-// and nothing committed afterwards). Removing 2, the down one, leaves 1
+// voters of which one is down: refused as busy, since applied, nothing
+// could commit afterwards (not even a change to undo it). Removing 2, the down one, leaves 1
 // and 3, both active: allowed.
 func TestRemoveKeepsAnActiveQuorum(t *testing.T) {
 	ms := etcdraft.NewMemoryStorage()

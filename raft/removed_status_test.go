@@ -8,8 +8,8 @@ import (
 
 // TestRemovedNodeReportsNoLeader: a node that has applied its own removal
 // reports no leader, though etcd raft still names the last one it knew
-// (review: a removed follower kept accepting watches that could never see
-// another event, and kept publishing the old leader as its region's hint).
+// (else a removed follower would keep accepting watches that can never see
+// another event, and keep publishing the old leader as its region's hint).
 // A joining node that is not in its address book yet is not removed.
 func TestRemovedNodeReportsNoLeader(t *testing.T) {
 	type change struct{ add, remove []uint64 } // applied to the address book

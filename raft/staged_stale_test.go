@@ -11,9 +11,9 @@ import (
 // TestStaleTermSnapshotDataNotInstalled: in one loop iteration node 1
 // steps the MsgSnap of the leader of term 5 for snapshot 200/4 (raft takes
 // it) and then one for the same snapshot from node 3 at the stale term 4
-// (raft ignores it). The data installed is the leader's (review: staged
-// data was picked by index and term alone, the last match winning, so the
-// stale peer's was installed under the leader's MsgSnap).
+// (raft ignores it). The data installed is the leader's: staged data
+// picked by index and term alone, the last match winning, would install
+// the stale peer's under the leader's MsgSnap.
 func TestStaleTermSnapshotDataNotInstalled(t *testing.T) {
 	n := openNode1(t, testConfig())
 	thaw := make(chan struct{})

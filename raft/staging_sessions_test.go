@@ -22,7 +22,7 @@ import (
 // times the bound (in Pebble batches here; on disk past 4 MiB a session).
 // TestSnapshotStagingBoundedAcrossSessions: MaxSnapshotBytes bounds one
 // session's transfer, and one member opening many sessions must not stage
-// that much on each (review: 16 sessions held 18.5 MiB against 1 MiB).
+// that much on each, or 16 sessions would stage 16 times the bound.
 func TestSnapshotStagingBoundedAcrossSessions(t *testing.T) {
 	const (
 		sessions = 16

@@ -125,9 +125,9 @@ var storageFaults = []struct {
 	},
 	{
 		// The WAL has room (preallocated, recycled), but the memtable's
-		// flush to a new table does not: Pebble used to retry the flush
-		// in a loop (thousands of log lines a second) while writes stalled
-		// until clients timed out.
+		// flush to a new table does not. Pebble on its own retries the
+		// flush in a loop (thousands of log lines a second) while writes
+		// stall until clients time out: the node must fail instead.
 		name: "full disk, flush only",
 		rule: func(under string) func(errorfs.Op) error {
 			return func(op errorfs.Op) error {
@@ -141,8 +141,8 @@ var storageFaults = []struct {
 	},
 	{
 		// New files cannot be created: the next WAL rotation fails. Pebble
-		// used to panic there, and unwinding a deferred Unlock of a mutex
-		// it had released crashed the process with "sync: unlock of
+		// can panic there, and unwinding a deferred Unlock of a mutex it
+		// had released would crash the process with "sync: unlock of
 		// unlocked mutex", hiding the cause.
 		name: "read-only directory, WAL rotation",
 		rule: func(under string) func(errorfs.Op) error {

@@ -58,8 +58,8 @@ func checkFits(t *testing.T, n *kvdtest.Node) {
 
 // TestAdmissionOutlivesTheRequest: a PUT whose client goes away after its
 // proposal was handed to raft keeps its reservation until the write is
-// applied (or can no longer be): the proposal can still commit. Its room
-// used to be given back with the request, a second PUT was admitted into
+// applied (or can no longer be): the proposal can still commit. Were its
+// room given back with the request, a second PUT could be admitted into
 // it, both applied, and the leader's region could not hold the first (nor
 // could a restart).
 func TestAdmissionOutlivesTheRequest(t *testing.T) {
@@ -91,8 +91,8 @@ func TestAdmissionOutlivesTheRequest(t *testing.T) {
 // TestNewLeaderAdmitsOnlyOnceCaughtUp: a new leader sizes writes against
 // its region only once it has applied the entries of earlier terms. Entry
 // A, admitted by the old leader into the last room, sits unapplied in the
-// new leader's log; the new leader used to admit B into the same room at
-// once, both committed, and no region of that size could hold the data.
+// new leader's log; were the new leader to admit B into the same room at
+// once, both would commit, and no region of that size could hold the data.
 func TestNewLeaderAdmitsOnlyOnceCaughtUp(t *testing.T) {
 	nodes := kvdtest.StartCluster(t, 3, kvdtest.Options{TableMem: fillTableMem, ReuseGrace: fillGrace})
 	a := kvdtest.WaitLeader(t, nodes, 15*time.Second)
@@ -152,7 +152,8 @@ func TestNewLeaderAdmitsOnlyOnceCaughtUp(t *testing.T) {
 // TestCloseEndsAnAdmittedWait: an admitted write waits for its proposal's
 // outcome whatever becomes of its request, but not past the server's
 // closing. With the raft loop frozen (Close is what ends a freeze early,
-// after it has waited for the requests), Close used to wait out the freeze.
+// after it has waited for the requests), Close must not wait out the
+// freeze.
 func TestCloseEndsAnAdmittedWait(t *testing.T) {
 	nodes := kvdtest.StartCluster(t, 1, kvdtest.Options{})
 	n := kvdtest.WaitLeader(t, nodes, 10*time.Second)

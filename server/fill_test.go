@@ -16,7 +16,7 @@ import (
 	"github.com/kvd-project/kvd/server"
 )
 
-// Issue 10: a node whose table filled up must restart with every key, and
+// A node whose table filled up must restart with every key, and
 // writes admitted together must never overfill the table.
 
 // fillTableMem is small enough to fill quickly: 128 buckets of 8 slots
@@ -202,7 +202,7 @@ func fillDeleteRefill(t *testing.T, nodes []*kvdtest.Node, c *client.Client, m *
 }
 
 // TestFillDeleteRefillRestart: fill a small table until writes are refused,
-// delete some keys, refill, and restart: the node starts (it used to exit
+// delete some keys, refill, and restart: the node starts (it must not exit
 // with "cannot hold the stored data") with every key in its region.
 func TestFillDeleteRefillRestart(t *testing.T) {
 	nodes := kvdtest.StartCluster(t, 1, kvdtest.Options{TableMem: fillTableMem, ReuseGrace: fillGrace})

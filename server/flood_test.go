@@ -26,7 +26,7 @@ import (
 	"github.com/kvd-project/kvd/transport/tcp"
 )
 
-// Issue 10: connection floods (idle, half-sent frames, clients that never
+// Connection floods (idle, half-sent frames, clients that never
 // read, oversized READs, too many connections) cost the server bounded
 // memory, are refused or closed, counted and logged, and legitimate clients
 // are served throughout.
@@ -594,7 +594,7 @@ func TestConfigTableInline(t *testing.T) {
 // waits on the event's send while the requests fill the connection's
 // queue; when the send times out, it closes the connection as a slow
 // reader and exits. serveConn, blocked handing it the next request, must
-// return too: it used to wait until the server stopped, holding its
+// return too, or it would wait until the server stopped, holding its
 // goroutine and the connection's place in kvd_connections.
 func TestWatchSlowReaderReleasesConn(t *testing.T) {
 	t.Cleanup(SetReplyTimeout(300 * time.Millisecond))
@@ -613,9 +613,9 @@ func TestWatchSlowReaderReleasesConn(t *testing.T) {
 // on a send (it reads nothing) and which goes on sending watch requests of
 // a MiB each (invalid: a watch request's value is 8 bytes) holds at most
 // its budget (maxConnBytes) in queued requests, beside what its transport
-// holds unread (tcp.DefaultQueueBytes). The queue used to take
-// watchCmdQueue of them whatever their size (64 MiB here; 256 MiB at the
-// largest message) while the send waited out replyTimeout.
+// holds unread (tcp.DefaultQueueBytes). A queue bounded by count alone
+// would take watchCmdQueue of them whatever their size (64 MiB here;
+// 256 MiB at the largest message) while the send waited out replyTimeout.
 func TestWatchQueueChargedToBudget(t *testing.T) {
 	t.Cleanup(SetReplyTimeout(5 * time.Second))
 	s, ctx, conn := stuckWatch(t)

@@ -47,7 +47,7 @@ func rawGet(t *testing.T, addr string, key []byte, flags uint16, timeout time.Du
 	return append([]byte(nil), resp.Value...), true
 }
 
-// TestRPCReadNeverAheadOfRegion is issue 8's problem 1: Pebble commits a
+// TestRPCReadNeverAheadOfRegion: Pebble commits a
 // write before the region shows it (the apply waits for the table lock,
 // here held by the test as a repair pass or a scrape would). An RPC read
 // that answered from Pebble would return the new value, and a one-sided
@@ -93,7 +93,7 @@ func TestRPCReadNeverAheadOfRegion(t *testing.T) {
 	}
 }
 
-// TestLeaseLapsesWhileTableHeld is issue 8's problem 2: a node whose apply
+// TestLeaseLapsesWhileTableHeld: a node whose apply
 // is stuck behind the table lock stops extending its lease, and the lease
 // must end for readers at its expiry without the node having to clear
 // anything (which would need the lock). A one-sided linearizable GET must

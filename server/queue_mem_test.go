@@ -13,8 +13,8 @@ import (
 // stops calling Recv, and then sends large requests on the message credits
 // it still holds. The transport queues at most its byte window of them
 // (tcp.DefaultQueueBytes; a client that sends more is closed), not
-// Credits x MaxMessage (review: 172 MiB held of one connection, about
-// 256 MiB possible).
+// Credits x MaxMessage (at the defaults, up to 256 MiB of one
+// connection).
 func TestStalledClientQueueBounded(t *testing.T) {
 	s := floodServer(t, Config{}, tcp.Config{})
 	const gets = 20                             // more than the budget admits (15-16)

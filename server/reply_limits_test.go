@@ -14,8 +14,8 @@ import (
 // TestReplyBeyondClientsMaxMessage: a reply larger than the client's
 // transport takes (the MaxMessage the client chose) is answered with a bad
 // request saying so; if even that does not fit, the connection is closed
-// and counted (review: the reply was dropped with a debug line, and the
-// client waited out its own timeout).
+// and counted: a reply silently dropped would leave the client waiting
+// out its own timeout.
 func TestReplyBeyondClientsMaxMessage(t *testing.T) {
 	s := floodServer(t, Config{}, tcp.Config{})
 	if resp := s.put(context.Background(), []byte("k"), bytes.Repeat([]byte("v"), 1000)); resp.Status != wire.StatusOK {
@@ -54,7 +54,7 @@ func TestReplyBeyondClientsMaxMessage(t *testing.T) {
 
 // TestWatchMessageBeyondMaxMessageCounted: a connection closed because a
 // watch message exceeds what its client takes is counted as a refusal
-// (review: it was logged once per connection at Info, uncounted).
+// like every other refusal, so that the operator sees it in the metrics.
 func TestWatchMessageBeyondMaxMessageCounted(t *testing.T) {
 	s := floodServer(t, Config{}, tcp.Config{})
 	before := refusedCount(s, reasonTooLarge)
@@ -74,8 +74,8 @@ func TestWatchMessageBeyondMaxMessageCounted(t *testing.T) {
 }
 
 // TestPutDeleteRefuseFlags: PUT and DELETE take no flags; one that carries
-// some is refused, not applied as if it had none (review: a flag a later
-// client sets, a condition say, would have been ignored).
+// some is refused, not applied as if it had none: a flag a later client
+// sets (a condition, say) must not be silently ignored.
 func TestPutDeleteRefuseFlags(t *testing.T) {
 	s := floodServer(t, Config{}, tcp.Config{})
 	ctx := context.Background()
@@ -94,8 +94,8 @@ func TestPutDeleteRefuseFlags(t *testing.T) {
 }
 
 // TestMemberIDQuotedShort: a bad member id is quoted back cut short, not
-// whole (review: a 64 KiB id of 0xff bytes made a 256 KiB reply against
-// about 68 KiB reserved).
+// whole: quoted, a 64 KiB id of 0xff bytes would make a 256 KiB reply
+// against about 68 KiB reserved.
 func TestMemberIDQuotedShort(t *testing.T) {
 	s := floodServer(t, Config{}, tcp.Config{})
 	key := bytes.Repeat([]byte{0xff}, 65535)

@@ -11,8 +11,7 @@ import (
 	"github.com/kvd-project/kvd/internal/kvdtest"
 )
 
-// TestWatchResumesAcrossLeaderKill is issue 12's acceptance test for
-// watches: a prefix watch streams from the leader while a writer writes
+// TestWatchResumesAcrossLeaderKill is the end-to-end test of watches: a prefix watch streams from the leader while a writer writes
 // continuously; the leader is killed mid-stream; the client resumes the
 // watch on another node by itself. The events delivered must be every
 // acknowledged write, once each, in commit order, with its value and

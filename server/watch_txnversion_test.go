@@ -14,7 +14,7 @@ import (
 
 // TestWatchTxnOverHistory: a valid transaction bigger than a node's watch
 // history bounds must reach a caught-up prefix watcher whole, and the
-// watch goes on (it was ended as compacted). By bytes: the smallest history
+// watch goes on (it is not ended as compacted). By bytes: the smallest history
 // the server accepts (HistoryBytes = wire.MaxWatchBytes, 1 MiB) and a
 // two-PUT transaction of ~1 MiB in all. By events: a three-PUT transaction
 // on a node keeping 2 events of history.
