@@ -9,6 +9,7 @@ import (
 
 	"github.com/kvd-project/kvd/client"
 	"github.com/kvd-project/kvd/internal/kvdtest"
+	"github.com/kvd-project/kvd/internal/kvdtest/wait"
 )
 
 // TestWatchResumesAcrossLeaderKill is the end-to-end test of watches: a prefix watch streams from the leader while a writer writes
@@ -37,12 +38,12 @@ func TestWatchResumesAcrossLeaderKill(t *testing.T) {
 		defer close(done)
 		kvdtest.WatchWriter(ctx, c, "k/", h, &stop)
 	}()
-	waitFor(t, "the watch to deliver 200 events from the leader", func() bool { n, _ := col.Seen(); return n >= 200 })
+	wait.For(t, "the watch to deliver 200 events from the leader", func() bool { n, _ := col.Seen(); return n >= 200 })
 	n, last := col.Seen()
 	t.Logf("killing leader %d after %d events (version %d)", leader.ID, n, last)
 	leader.Stop()
 	before, _ := h.Acked()
-	waitFor(t, "200 writes acknowledged after the kill", func() bool { n, _ := h.Acked(); return n >= before+200 })
+	wait.For(t, "200 writes acknowledged after the kill", func() bool { n, _ := h.Acked(); return n >= before+200 })
 	stop.Store(true)
 	<-done
 	kvdtest.FinishWatch(t, col, h, cancel, 15*time.Second)
