@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvd-project/kvd/internal/kvdtest/wait"
 	"github.com/kvd-project/kvd/internal/limits"
 )
 
@@ -182,7 +183,7 @@ func TestRestartKeepsAcknowledgedWrites(t *testing.T) {
 				}
 			}()
 		}
-		waitFor(t, "acknowledged writes", func() bool {
+		wait.For(t, "acknowledged writes", func() bool {
 			mu.Lock()
 			defer mu.Unlock()
 			return len(acked) >= 150
@@ -219,7 +220,6 @@ func putAnywhere(nodes []*Node, key, val string) (uint64, error) {
 			return n.Put(ctx, []byte(key), []byte(val))
 		}
 	}
-	time.Sleep(5 * time.Millisecond)
 	return 0, ErrNoLeader
 }
 
@@ -231,7 +231,7 @@ func TestSingleNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "lease on a single node", func() bool { return tn.node.Status().LeaseValid })
+	wait.For(t, "lease on a single node", func() bool { return tn.node.Status().LeaseValid })
 	if err := tn.node.ReadIndex(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -271,7 +271,7 @@ func TestSnapshotCatchUp(t *testing.T) {
 			t.Fatalf("leader's log starts at %d, follower applied %d: no snapshot needed", first, applied)
 		}
 		c.caughtUp(down2)
-		waitFor(t, "follower state to match", func() bool {
+		wait.For(t, "follower state to match", func() bool {
 			return maps.Equal(kvState(t, down2.node), kvState(t, lead.node))
 		})
 		if _, restores, _ := down2.app.snapshot(); restores == 0 {
@@ -284,7 +284,7 @@ func TestSnapshotCatchUp(t *testing.T) {
 		down3 := c.start(down2.id, false)
 		c.put("after", "2")
 		c.caughtUp(down3)
-		waitFor(t, "restarted follower state to match", func() bool {
+		wait.For(t, "restarted follower state to match", func() bool {
 			return maps.Equal(kvState(t, down3.node), kvState(t, c.leader().node))
 		})
 	})
@@ -384,9 +384,9 @@ func slicesEqual(a, b []Member) bool {
 func TestLeaseOnlyOnLeader(t *testing.T) {
 	c := newCluster(t, 3, testConfig())
 	lead := c.leader()
-	waitFor(t, "leader lease", func() bool { return lead.node.Status().LeaseValid })
+	wait.For(t, "leader lease", func() bool { return lead.node.Status().LeaseValid })
 	term := lead.node.Status().Term
-	waitFor(t, "OnLease(valid) on the leader", func() bool {
+	wait.For(t, "OnLease(valid) on the leader", func() bool {
 		ev := lead.leases.all()
 		return len(ev) > 0 && ev[len(ev)-1].term == term && ev[len(ev)-1].expiry.After(time.Now())
 	})
@@ -415,7 +415,7 @@ func TestLeaseLapsesBeforeNewLeader(t *testing.T) {
 		cfg.TickInterval, cfg.LeaseDrift = 20*time.Millisecond, 0.3
 		c := newClusterOn(t, nw, 3, cfg)
 		old := c.leader()
-		waitFor(t, "leader lease", func() bool { return old.node.Status().LeaseValid })
+		wait.For(t, "leader lease", func() bool { return old.node.Status().LeaseValid })
 		oldTerm := old.node.Status().Term
 
 		c.net.isolate(old.name, true)
@@ -426,7 +426,7 @@ func TestLeaseLapsesBeforeNewLeader(t *testing.T) {
 			}
 		}
 		var newLead *testNode
-		waitFor(t, "a new leader", func() bool {
+		wait.For(t, "a new leader", func() bool {
 			newLead = c.leader(others...)
 			return newLead != old
 		})
@@ -434,7 +434,7 @@ func TestLeaseLapsesBeforeNewLeader(t *testing.T) {
 		for _, tn := range others {
 			otherNodes = append(otherNodes, tn.node)
 		}
-		waitFor(t, "a write on the new side", func() bool {
+		wait.For(t, "a write on the new side", func() bool {
 			_, err := putAnywhere(otherNodes, "after", "partition")
 			return err == nil
 		})
@@ -470,7 +470,7 @@ func TestLeaseLapsesBeforeNewLeader(t *testing.T) {
 
 		// Healed, the old leader follows and never regains a lease in its term.
 		c.net.isolate(old.name, false)
-		waitFor(t, "old leader to follow", func() bool {
+		wait.For(t, "old leader to follow", func() bool {
 			st := old.node.Status()
 			return !st.IsLeader && st.LeaderID != 0 && st.Term > oldTerm
 		})
@@ -495,7 +495,7 @@ func forNetworks(t *testing.T, f func(t *testing.T, nw network)) {
 func (c *cluster) atLeader(f func(n *Node) error) (retried bool, err error) {
 	c.t.Helper()
 	tries := 0
-	waitFor(c.t, "a leader to take the request", func() bool {
+	wait.For(c.t, "a leader to take the request", func() bool {
 		for _, tn := range c.running() { // (not c.leader: a node about to join follows no one yet)
 			if tn.node.Status().IsLeader {
 				tries++
@@ -549,7 +549,7 @@ func TestPromoteAbsentLearnerWaits(t *testing.T) {
 func TestAdmissionTerm(t *testing.T) {
 	c := newCluster(t, 1, testConfig())
 	lead := c.leader().node
-	waitFor(t, "the leader ready", func() bool { return lead.Status().LeaderReady })
+	wait.For(t, "the leader ready", func() bool { return lead.Status().LeaderReady })
 	term := lead.Status().Term
 	v1, err := lead.putAdmitted(ctxT(t), Admission{Term: term}, []byte("k"), []byte("now"))
 	if err != nil {

@@ -16,6 +16,8 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+
+	"github.com/kvd-project/kvd/internal/kvdtest/wait"
 )
 
 // Storage faults, injected through Pebble's errorfs under the node's data
@@ -373,7 +375,7 @@ func TestStorageFaultLeaderFailover(t *testing.T) {
 		}
 	}
 	var lead *testNode
-	waitFor(t, "a new leader", func() bool {
+	wait.For(t, "a new leader", func() bool {
 		lead = c.leader(others...)
 		return lead != old
 	})
@@ -383,7 +385,7 @@ func TestStorageFaultLeaderFailover(t *testing.T) {
 	// at the survivors' leader of the moment.
 	for i := 10; i < 20; i++ {
 		k := fmt.Sprintf("k%d", i)
-		waitFor(t, "put "+k, func() bool {
+		wait.For(t, "put "+k, func() bool {
 			lead = c.leader(others...)
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()

@@ -1,0 +1,238 @@
+package raft
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"testing"
+	"time"
+
+	etcdraft "go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+
+	"github.com/kvd-project/kvd/internal/kvdtest/wait"
+	"github.com/kvd-project/kvd/internal/store"
+	"github.com/kvd-project/kvd/raft/peer"
+)
+
+// Membership: a removal keeps an active quorum, a removed node reports no
+// leader, and a member removed by a snapshot install loses its sessions.
+
+// TestRemoveKeepsAnActiveQuorum: node 1 leads voters 1, 2, 3 and has heard
+// from 3 but not from 2 (down). Removing 3, or itself, would leave two
+// voters of which one is down: refused as busy, since applied, nothing
+// could commit afterwards (not even a change to undo it). Removing 2, the down one, leaves 1
+// and 3, both active: allowed.
+func TestRemoveKeepsAnActiveQuorum(t *testing.T) {
+	ms := etcdraft.NewMemoryStorage()
+	if err := ms.ApplySnapshot(&pb.Snapshot{Metadata: &pb.SnapshotMetadata{Index: new(uint64(1)), Term: new(uint64(1)),
+		ConfState: &pb.ConfState{Voters: []uint64{1, 2, 3}}}}); err != nil {
+		t.Fatal(err)
+	}
+	rn, err := etcdraft.NewRawNode(&etcdraft.Config{ID: 1, ElectionTick: 10, HeartbeatTick: 1, CheckQuorum: true,
+		Storage: ms, MaxInflightMsgs: 16, Logger: raftLogger{testLogger()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rn.Campaign(); err != nil {
+		t.Fatal(err)
+	}
+	advance := func() { // store and acknowledge a Ready, as the loop does
+		t.Helper()
+		rd := rn.Ready()
+		if err := ms.Append(rd.Entries); err != nil {
+			t.Fatal(err)
+		}
+		rn.Advance(rd)
+	}
+	advance() // the candidate's own vote counts once it is durable
+	term := rn.Status().Term
+	step := func(m *pb.Message) {
+		t.Helper()
+		if err := rn.Step(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step(&pb.Message{Type: pb.MsgVoteResp.Enum(), From: new(uint64(3)), To: new(uint64(1)), Term: term})
+	if rn.Status().RaftState != etcdraft.StateLeader {
+		t.Fatalf("node 1 is %v, want leader", rn.Status().RaftState)
+	}
+	step(&pb.Message{Type: pb.MsgHeartbeatResp.Enum(), From: new(uint64(3)), To: new(uint64(1)), Term: term})
+
+	st, err := store.Open(t.TempDir(), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	u := st.NewUpdate()
+	if err := u.SetConfState(&pb.ConfState{Voters: []uint64{1, 2, 3}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := u.Commit(true); err != nil {
+		t.Fatal(err)
+	}
+	l := &loop{n: &Node{id: 1, log: testLogger()}, rn: rn, st: st, sm: nopSM{}}
+	for _, tc := range []struct {
+		remove uint64
+		ok     bool
+	}{{3, false}, {1, false}, {2, true}} {
+		err := l.checkConfChange(&pb.ConfChange{Type: pb.ConfChangeRemoveNode.Enum(), NodeId: new(tc.remove)})
+		if tc.ok && err != nil {
+			t.Errorf("remove %d (down): %v, want allowed", tc.remove, err)
+		}
+		if !tc.ok && !errors.Is(err, ErrConfChangeBusy) {
+			t.Errorf("remove %d with voter 2 down: %v, want ErrConfChangeBusy", tc.remove, err)
+		}
+	}
+}
+
+// TestRemovedNodeReportsNoLeader: a node that has applied its own removal
+// reports no leader, though etcd raft still names the last one it knew
+// (else a removed follower would keep accepting watches that can never see
+// another event, and keep publishing the old leader as its region's hint).
+// A joining node that is not in its address book yet is not removed.
+func TestRemovedNodeReportsNoLeader(t *testing.T) {
+	type change struct{ add, remove []uint64 } // applied to the address book
+	for _, tc := range []struct {
+		name   string
+		phases []change // one before each publishStatus
+		want   []uint64 // LeaderID after each
+	}{
+		{"a member", []change{{add: []uint64{1, 2, 3}}, {}}, []uint64{3, 3}},
+		{"removed", []change{{add: []uint64{1, 2, 3}}, {remove: []uint64{1}}}, []uint64{3, 0}},
+		{"another removed", []change{{add: []uint64{1, 2, 3}}, {remove: []uint64{2}}}, []uint64{3, 3}},
+		{"joining", []change{{}, {add: []uint64{2, 3}}, {add: []uint64{1}}}, []uint64{3, 3, 3}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st, err := store.Open(t.TempDir(), store.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			m, _ := newMetrics(nil)
+			l := &loop{n: &Node{id: 1, log: testLogger(), metrics: m}, st: st, sm: nopSM{}, lead: 3, term: 2}
+			for i, ch := range tc.phases {
+				u := st.NewUpdate()
+				for _, id := range ch.remove {
+					if err := u.RemoveMember(id); err != nil {
+						t.Fatal(err)
+					}
+				}
+				for _, id := range ch.add {
+					if err := u.SetMember(store.Member{ID: id, Addr: "127.0.0.1:1"}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := u.Commit(true); err != nil {
+					t.Fatal(err)
+				}
+				l.publishStatus()
+				if got := l.n.Status().LeaderID; got != tc.want[i] {
+					t.Fatalf("phase %d (%+v): LeaderID %d, want %d", i, ch, got, tc.want[i])
+				}
+			}
+		})
+	}
+}
+
+// TestSnapshotInstallEndsRemovedMembersSessions: a follower that learns of
+// a member's removal by installing a snapshot (it was away while the member
+// was removed and the log compacted) must stop serving that member's
+// sessions, as one that applies the removal entry does (peer.Set.Remove). A
+// session the removed member opened while the follower still counted it as
+// a member otherwise stays up, and its raft messages keep reaching raft.
+func TestSnapshotInstallEndsRemovedMembersSessions(t *testing.T) {
+	cfg := testConfig()
+	cfg.SnapshotCount, cfg.SnapshotCatchUpEntries, cfg.SnapshotChunkSize = 20, 5, 512
+	nw := newMemNet()
+	c := newClusterOn(t, nw, 4, cfg)
+	ctx := ctxT(t)
+	lead := c.leader()
+	var f, x, s *testNode // the lagging follower, the member removed, the other one
+	for _, tn := range c.running() {
+		switch {
+		case tn == lead:
+		case f == nil:
+			f = tn
+		case x == nil:
+			x = tn
+		default:
+			s = tn
+		}
+	}
+	c.put("before", "1")
+	c.caughtUp(f)
+	fApplied := f.node.Status().Applied
+	c.stop(f.id)
+
+	// x is removed while f is down; the log moves on past a snapshot.
+	if retried, err := c.atLeader(func(n *Node) error { return n.RemoveMember(ctx, x.id) }); err != nil && !(retried && errors.Is(err, ErrMemberNotFound)) {
+		t.Fatal(err)
+	}
+	c.stop(x.id)
+	for i := range 150 {
+		c.put(fmt.Sprintf("key%03d", i), fmt.Sprintf("value-%d-%s", i, make([]byte, 40)))
+	}
+	lead = c.leader()
+	// Whichever of the two leads when f is back, its log must start past
+	// f's: both compact on their own.
+	var first uint64
+	wait.For(t, "both logs to be compacted past the follower's", func() bool {
+		first = math.MaxUint64
+		for _, tn := range c.running() { // f and x are stopped
+			fi, _ := tn.node.store.FirstIndex()
+			first = min(first, fi)
+		}
+		return first > fApplied+1
+	})
+
+	// f comes back, cut off from the cluster for now: by its own disk x is
+	// still a member, so it accepts a session from x.
+	nw.isolate(lead.name, true)
+	nw.isolate(s.name, true)
+	f = c.start(f.id, false)
+	if applied := f.node.Status().Applied; first <= applied+1 {
+		t.Fatalf("leader's log starts at %d, follower applied %d: no snapshot needed", first, applied)
+	}
+	rogue, err := nw.endpoint("rogue").Dial(ctx, f.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rogue.Close()
+	if err := rogue.Send(ctx, peer.AppendHello(nil, peer.Hello{From: x.id, Cluster: f.node.ClusterID(), Addr: x.addr})); err != nil {
+		t.Fatal(err)
+	}
+	hasSession := func() bool { return f.node.peers.(*peer.Set).Sessions(x.id) > 0 }
+	wait.For(t, "f to serve x's session", hasSession)
+
+	// f rejoins and installs a snapshot in which x is no member.
+	nw.isolate(lead.name, false)
+	nw.isolate(s.name, false)
+	// The store's membership changes before the applier is told
+	// (afterCommit): wait for both.
+	wait.For(t, "f to install a snapshot without x", func() bool {
+		_, restores, _ := f.app.snapshot()
+		return restores > 0 && !f.node.isMember(x.id)
+	})
+	if !f.node.store.Removed(x.id) {
+		t.Errorf("the snapshot f installed carried no tombstone for removed member %d", x.id)
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for hasSession() && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !hasSession() {
+		return
+	}
+	// The removed member's session is still served: show that what it
+	// sends still steers raft (a heartbeat of a later term makes f follow
+	// the removed node).
+	st := f.node.Status()
+	m := &pb.Message{Type: new(pb.MsgHeartbeat), From: new(x.id), To: new(f.id), Term: new(st.Term + 100)}
+	frame, _ := peer.AppendMessage(nil, m)
+	sendErr := rogue.Send(context.Background(), frame)
+	time.Sleep(200 * time.Millisecond)
+	t.Fatalf("after installing a snapshot without member %d, node %d still serves its session "+
+		"(send: %v; f's leader is now %d, term %d -> %d)", x.id, f.id, sendErr, f.node.Status().LeaderID, st.Term, f.node.Status().Term)
+}
