@@ -435,3 +435,47 @@ func TestStagingBoundCountsDeliveredTransfers(t *testing.T) {
 	close(thaw)
 	wait.For(t, "the staged transfers installed or discarded, and uncounted", func() bool { return n.peers.(*peer.Set).Staged() == 0 })
 }
+
+// TestSnapshotCatchUp compacts the log while a follower is down, so it can
+// only catch up from a snapshot streamed in many small chunks.
+func TestSnapshotCatchUp(t *testing.T) {
+	forNetworks(t, func(t *testing.T, nw network) {
+		cfg := testConfig()
+		cfg.SnapshotCount, cfg.SnapshotCatchUpEntries, cfg.SnapshotChunkSize = 20, 5, 512
+		c := newClusterOn(t, nw, 3, cfg)
+		lead := c.leader()
+		down := c.follower(lead)
+		c.put("before", "1")
+		c.caughtUp(down)
+		c.stop(down.id)
+		lead = c.leader()
+
+		for i := range 150 {
+			c.put(fmt.Sprintf("key%03d", i), fmt.Sprintf("value-%d-%s", i, make([]byte, 40)))
+		}
+		c.del("before")
+		lead = c.leader()
+		first, _ := lead.node.store.FirstIndex()
+		down2 := c.start(down.id, false)
+		if applied := down2.node.Status().Applied; first <= applied+1 {
+			t.Fatalf("leader's log starts at %d, follower applied %d: no snapshot needed", first, applied)
+		}
+		c.caughtUp(down2)
+		wait.For(t, "follower state to match", func() bool {
+			return maps.Equal(kvState(t, down2.node), kvState(t, lead.node))
+		})
+		if _, restores, _ := down2.app.snapshot(); restores == 0 {
+			t.Error("follower caught up without installing a snapshot")
+		}
+		checkMirror(t, down2)
+
+		// The installed state survives a restart, and so does replication.
+		c.stop(down2.id)
+		down3 := c.start(down2.id, false)
+		c.put("after", "2")
+		c.caughtUp(down3)
+		wait.For(t, "restarted follower state to match", func() bool {
+			return maps.Equal(kvState(t, down3.node), kvState(t, c.leader().node))
+		})
+	})
+}
