@@ -234,7 +234,7 @@ func (w *watcher) stream(ctx context.Context, addr string) (ok bool, err error) 
 			// Before the channel closes or the stream reopens: until the
 			// cancel arrives the server counts this watch against the
 			// connection's limit, and a caller that replaces a watch at
-			// the limit was refused for good (review).
+			// the limit would be refused for good.
 			w.cancelStream(n, id)
 		}
 	}()

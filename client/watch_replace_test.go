@@ -61,9 +61,9 @@ func (c *lateCancelConn) Send(ctx context.Context, msg []byte) error {
 
 // TestWatchReplacedAtPerConnLimit: once a watch's channel has closed, the
 // server no longer counts it, so a new watch opened then fits the
-// per-connection limit. (Bug: the cancel went out in the background, and a
-// watch opened before it arrived was refused as a bad request, a terminal
-// error, although the caller had only one watch.)
+// per-connection limit. Were the cancel sent in the background, a watch
+// opened before it arrived would be refused as a bad request, a terminal
+// error, although the caller had only one watch.
 func TestWatchReplacedAtPerConnLimit(t *testing.T) {
 	nodes := kvdtest.StartCluster(t, 1, kvdtest.Options{MaxWatchesPerConn: 1})
 	kvdtest.WaitLeader(t, nodes, 10*time.Second)

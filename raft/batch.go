@@ -6,7 +6,7 @@ import (
 	pb "go.etcd.io/raft/v3/raftpb"
 )
 
-// Proposal batching (issue 11).
+// Proposal batching.
 //
 // Puts and Deletes from every connection meet in one queue, Node.propc.
 // The loop takes what is queued at each iteration (drain, up to maxDrain
@@ -25,10 +25,10 @@ import (
 // Each batch has a fixed cost besides its commands': a Ready and a Pebble
 // commit with an fsync on every node, an append per follower and its
 // acknowledgement, and the wake-ups of the goroutines involved. A leader
-// that proposed whatever was queued at every iteration sent a new batch
-// while the previous one was still being replicated, so 64 writers (one
-// write in flight each) made batches of about 9 commands, and on a busy
-// machine the fixed costs were most of a PUT's CPU. So while a batch of the
+// that proposed whatever was queued at every iteration would send a new
+// batch while the previous one was still being replicated, so 64 writers
+// (one write in flight each) would make batches of about 9 commands, and
+// on a busy machine the fixed costs would be most of a PUT's CPU. So while a batch of the
 // leader's is uncommitted (commit < appendedTo), commands queue for the
 // next one, which goes out as soon as the commit advances: batches grow
 // with the load and the number of them in flight stays at one or two, as

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvd-project/kvd/internal/kvdtest/wait"
 	"github.com/kvd-project/kvd/transport"
 	"github.com/kvd-project/kvd/transport/tcp"
 )
@@ -41,6 +42,7 @@ func testLogger() *slog.Logger {
 // callbacks, as the server's table would.
 type applierLog struct {
 	node     atomic.Pointer[Node]
+	opened   chan struct{} // closed once node is set
 	mu       sync.Mutex
 	state    map[string]versioned
 	restores int
@@ -53,7 +55,15 @@ type versioned struct {
 	version uint64
 }
 
-func newApplierLog() *applierLog { return &applierLog{state: map[string]versioned{}, ordered: true} }
+func newApplierLog() *applierLog {
+	return &applierLog{state: map[string]versioned{}, ordered: true, opened: make(chan struct{})}
+}
+
+// setNode records the node Open returned; a Restore waiting for it goes on.
+func (a *applierLog) setNode(n *Node) {
+	a.node.Store(n)
+	close(a.opened)
+}
 
 func (a *applierLog) Apply(ws []Write) {
 	a.mu.Lock()
@@ -73,11 +83,8 @@ func (a *applierLog) Apply(ws []Write) {
 }
 
 func (a *applierLog) Restore() {
+	<-a.opened // Restore can only race Open's return by a hair
 	n := a.node.Load()
-	for n == nil { // Restore can only race Open's return by a hair
-		time.Sleep(time.Millisecond)
-		n = a.node.Load()
-	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.restores++
@@ -283,7 +290,7 @@ func (c *cluster) start(id uint64, join bool) *testNode {
 		c.t.Fatalf("Open node %d: %v", id, err)
 	}
 	tn.node = n
-	tn.app.node.Store(n)
+	tn.app.setNode(n)
 	tn.app.load(n)
 	ctx, cancel := context.WithCancel(context.Background())
 	tn.cancel = cancel
@@ -363,18 +370,6 @@ func (c *cluster) members(learners ...uint64) []Member {
 	return out
 }
 
-// waitFor polls cond until it holds.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // leader waits until one running node leads and every running node among
 // from (all running if empty) agrees, and returns it.
 func (c *cluster) leader(from ...*testNode) *testNode {
@@ -383,7 +378,7 @@ func (c *cluster) leader(from ...*testNode) *testNode {
 		from = c.running()
 	}
 	var lead *testNode
-	waitFor(c.t, "a leader", func() bool {
+	wait.For(c.t, "a leader", func() bool {
 		lead = nil
 		var id uint64
 		for _, tn := range from {
@@ -415,7 +410,7 @@ func (c *cluster) follower(lead *testNode) *testNode {
 func (c *cluster) put(key, value string) uint64 {
 	c.t.Helper()
 	var version uint64
-	waitFor(c.t, "put "+key, func() bool {
+	wait.For(c.t, "put "+key, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		var err error
@@ -428,7 +423,7 @@ func (c *cluster) put(key, value string) uint64 {
 // del deletes through whichever node leads, retrying across elections.
 func (c *cluster) del(key string) {
 	c.t.Helper()
-	waitFor(c.t, "delete "+key, func() bool {
+	wait.For(c.t, "delete "+key, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		_, _, err := c.leader().node.Delete(ctx, []byte(key))
@@ -439,7 +434,7 @@ func (c *cluster) del(key string) {
 // caughtUp waits until tn has applied everything the leader committed.
 func (c *cluster) caughtUp(tn *testNode) {
 	c.t.Helper()
-	waitFor(c.t, fmt.Sprintf("node %d to catch up", tn.id), func() bool {
+	wait.For(c.t, fmt.Sprintf("node %d to catch up", tn.id), func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		return tn.node.ReadIndex(ctx) == nil

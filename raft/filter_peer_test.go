@@ -13,6 +13,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	pb "go.etcd.io/raft/v3/raftpb"
 
+	"github.com/kvd-project/kvd/internal/kvdtest/wait"
 	"github.com/kvd-project/kvd/raft/peer"
 	"github.com/kvd-project/kvd/transport"
 	"github.com/kvd-project/kvd/transport/tcp"
@@ -82,12 +83,12 @@ func rawPeer(t testing.TB, tr transport.Transport, addr string, h peer.Hello, ms
 	return conn
 }
 
-// TestForgedPeer replays the attacks of issue 9 with a raw client over TCP
+// TestForgedPeer replays forged-peer attacks with a raw client over TCP
 // against a single node and every node of a 3-node cluster: hellos of no
 // cluster, another cluster, a non-member and the node itself are refused;
 // messages of a member session that lie about their sender, are of a type
 // peers may not send, or commit past the log (at a forged high term, the
-// heartbeat that crashed nodes) are dropped. The nodes stay up, keep their
+// heartbeat that would crash nodes) are dropped. The nodes stay up, keep their
 // leader and term, serve writes, and log and count every peer.Refusal.
 func TestForgedPeer(t *testing.T) {
 	for _, size := range []int{1, 3} {
@@ -154,7 +155,7 @@ func TestForgedPeer(t *testing.T) {
 						before = droppedCount(t, target.node, dropped)
 					}
 					rawPeer(t, attacker, target.addr, tc.h, tc.m)
-					waitFor(t, what+": "+string(refused)+string(dropped)+" counted", func() bool {
+					wait.For(t, what+": "+string(refused)+string(dropped)+" counted", func() bool {
 						if refused != "" {
 							return refusedCount(t, target.node, refused) > before
 						}
@@ -222,7 +223,7 @@ func TestOtherClusterRefused(t *testing.T) {
 				t.Fatalf("both clusters have id %x", ia)
 			}
 
-			waitFor(t, "B's node 3 to refuse A's nodes", func() bool {
+			wait.For(t, "B's node 3 to refuse A's nodes", func() bool {
 				return refusedCount(t, b3.node, peer.RefuseClusterMismatch) > 0
 			})
 			a.put("a", "1")
@@ -263,7 +264,7 @@ func TestJoinLearnsClusterID(t *testing.T) {
 	attacker := c.net.transport(t, "attacker")
 	defer attacker.Close()
 	rawPeer(t, attacker, n4.addr, peer.Hello{From: 99, Cluster: want + 1})
-	waitFor(t, "the stranger to be refused", func() bool { return refusedCount(t, n4.node, peer.RefuseNotMember) > 0 })
+	wait.For(t, "the stranger to be refused", func() bool { return refusedCount(t, n4.node, peer.RefuseNotMember) > 0 })
 	if id := n4.node.ClusterID(); id != 0 {
 		t.Fatalf("joining node learned cluster id %x from a stranger", id)
 	}
@@ -281,7 +282,7 @@ func TestJoinLearnsClusterID(t *testing.T) {
 		t.Fatalf("joined node restarted with cluster id %x, want %x", id, want)
 	}
 	rawPeer(t, attacker, n4.addr, peer.Hello{From: lead.id, Cluster: want + 1})
-	waitFor(t, "another cluster to be refused", func() bool {
+	wait.For(t, "another cluster to be refused", func() bool {
 		return refusedCount(t, n4.node, peer.RefuseClusterMismatch) > 0
 	})
 	c.caughtUp(n4)
@@ -300,7 +301,7 @@ func TestRemovedMemberSessionClosed(t *testing.T) {
 	defer attacker.Close()
 	h := peer.Hello{From: gone, Cluster: lead.node.ClusterID()}
 	conn := rawPeer(t, attacker, lead.addr, h, msg(pb.MsgTimeoutNow, gone, lead.id, 1))
-	waitFor(t, "the member's session to be served", func() bool { return droppedCount(t, lead.node, peer.DropType) > 0 })
+	wait.For(t, "the member's session to be served", func() bool { return droppedCount(t, lead.node, peer.DropType) > 0 })
 
 	if err := lead.node.RemoveMember(ctxT(t), gone); err != nil {
 		t.Fatal(err)
@@ -312,7 +313,7 @@ func TestRemovedMemberSessionClosed(t *testing.T) {
 	}
 	before := refusedCount(t, lead.node, peer.RefuseNotMember)
 	rawPeer(t, attacker, lead.addr, h)
-	waitFor(t, "the removed member to be refused", func() bool { return refusedCount(t, lead.node, peer.RefuseNotMember) > before })
+	wait.For(t, "the removed member to be refused", func() bool { return refusedCount(t, lead.node, peer.RefuseNotMember) > before })
 }
 
 // TestForgedConfChangeLeavingNoVoter: membership changes that pass
@@ -336,7 +337,7 @@ func TestForgedConfChangeLeavingNoVoter(t *testing.T) {
 		attacker := c.net.transport(t, "attacker")
 		defer attacker.Close()
 		rawPeer(t, attacker, n2.addr, peer.Hello{From: 1, Cluster: 0xdead}, m)
-		waitFor(t, "the forged entry applied", func() bool { return n2.node.Status().Applied >= 1 })
+		wait.For(t, "the forged entry applied", func() bool { return n2.node.Status().Applied >= 1 })
 		if err := n2.node.Failure(); err != nil {
 			t.Fatalf("node failed: %v", err)
 		}
@@ -365,7 +366,7 @@ func TestForgedConfChangeLeavingNoVoter(t *testing.T) {
 		rawPeer(t, attacker, target.addr, peer.Hello{From: lead.id, Cluster: target.node.ClusterID()}, m)
 		// (Were they never applied, the peer filter dropped them: this test
 		// needs them to reach raft.)
-		waitFor(t, "the forged entries applied", func() bool { return target.node.Status().Applied >= last+3 })
+		wait.For(t, "the forged entries applied", func() bool { return target.node.Status().Applied >= last+3 })
 		if err := target.node.Failure(); err != nil {
 			t.Fatalf("node failed: %v", err)
 		}

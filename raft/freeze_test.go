@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/kvd-project/kvd/internal/kvdtest/wait"
 )
 
 // TestFreezeStopsTheLoop: a frozen leader applies nothing and extends no
@@ -28,7 +30,7 @@ func TestFreezeStopsTheLoop(t *testing.T) {
 	if err == nil {
 		t.Fatal("a frozen leader committed a write")
 	}
-	waitFor(t, "the frozen leader's lease to run out", func() bool { return !old.node.Status().LeaseValid })
+	wait.For(t, "the frozen leader's lease to run out", func() bool { return !old.node.Status().LeaseValid })
 
 	var rest []*testNode
 	for _, tn := range c.running() {
@@ -40,7 +42,7 @@ func TestFreezeStopsTheLoop(t *testing.T) {
 	// the frozen node while they still follow it: its published status
 	// still says it leads, and on a busy machine their election timeouts
 	// can outlast its lease.)
-	waitFor(t, "the others to elect a new leader", func() bool {
+	wait.For(t, "the others to elect a new leader", func() bool {
 		var id uint64
 		for _, tn := range rest {
 			st := tn.node.Status()
@@ -52,7 +54,7 @@ func TestFreezeStopsTheLoop(t *testing.T) {
 		nl := c.nodes[id]
 		return nl != nil && nl.node != nil && nl.node.Status().IsLeader
 	})
-	waitFor(t, "the thawed node to follow a new leader", func() bool {
+	wait.For(t, "the thawed node to follow a new leader", func() bool {
 		st := old.node.Status() // (nl itself may have lost an election since, on a busy machine)
 		return !st.IsLeader && st.LeaderID != 0 && st.LeaderID != old.id
 	})

@@ -286,8 +286,8 @@ func (l *loop) step(in inbound) {
 // its MsgSnap, which moves the commit index from below the snapshot's to
 // it: data of a MsgSnap raft ignored (a stale term, say) matching the one
 // it took would otherwise be installed under the other's name, the last
-// matching one winning (review: a peer at a stale term had its data
-// installed in place of the leader's).
+// matching one winning, and a peer at a stale term could have its data
+// installed in place of the leader's.
 func (l *loop) keepStaged(in inbound, commitBefore uint64) {
 	idx := in.msg.GetSnapshot().GetMetadata().GetIndex()
 	if commitBefore < idx && l.rn.BasicStatus().HardState.GetCommit() == idx {
@@ -360,7 +360,7 @@ func (l *loop) shutdown() {
 // pre-votes, which is what clears an isolated voter's leader. Status
 // reports no leader then, so that whatever waits for a leader's news (a
 // watch, the region's leader hint, /healthz) goes elsewhere instead of
-// waiting forever (review). A joining node replaying the log from before
+// waiting forever. A joining node replaying the log from before
 // its own addition is not in its address book either, but has no
 // tombstone.
 func (l *loop) removed() bool {

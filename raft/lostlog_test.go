@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/kvd-project/kvd/internal/kvdtest/wait"
 	"github.com/kvd-project/kvd/raft/peer"
 )
 
@@ -51,10 +52,10 @@ func TestLeaderNoticesFollowerDataLoss(t *testing.T) {
 	// are what it rejects. One sent before the leader's session to it is
 	// back is lost, and leaves the leader waiting for an answer that never
 	// comes: write once heartbeats arrive.
-	waitFor(t, "the leader's heartbeats to reach the wiped follower", func() bool {
+	wait.For(t, "the leader's heartbeats to reach the wiped follower", func() bool {
 		return testutil.ToFloat64(f.node.metrics.peer.DroppedTotal.WithLabelValues(string(peer.DropBeyondLog))) > 0
 	})
-	waitFor(t, "the leader to notice the follower's lost log", func() bool {
+	wait.For(t, "the leader to notice the follower's lost log", func() bool {
 		if !lead.node.Status().IsLeader {
 			t.Fatal("leadership moved; the test needs the same leader")
 		}

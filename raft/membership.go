@@ -150,8 +150,8 @@ func (l *loop) checkConfChange(cc *pb.ConfChange) error {
 // left would not include a quorum of members heard from lately (as etcd's
 // strict reconfiguration check does): with one of three voters down,
 // removing another live one left two voters, one of them down, and nothing
-// committed until the down one came back, not even a change to undo it
-// (review). The leader counts itself. Just after an election no follower
+// committed until the down one came back, not even a change to undo it.
+// The leader counts itself. Just after an election no follower
 // has answered yet, so the caller's retries (changeMembers) ride that out.
 func (l *loop) checkQuorumWithout(id uint64, voters []uint64) error {
 	rest, active := 0, 0

@@ -5,6 +5,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/kvd-project/kvd/internal/kvdtest/wait"
 )
 
 func gather(t *testing.T, reg *prometheus.Registry) map[string]*dto.Metric {
@@ -27,9 +29,9 @@ func TestMetrics(t *testing.T) {
 	c := newCluster(t, 1, cfg)
 	tn := c.leader()
 	c.put("k", "v")
-	waitFor(t, "lease", func() bool { return tn.node.Status().LeaseValid })
+	wait.For(t, "lease", func() bool { return tn.node.Status().LeaseValid })
 	st := tn.node.Status()
-	waitFor(t, "lease gauge", func() bool { return gather(t, reg)["kvd_raft_lease_valid"].GetGauge().GetValue() == 1 })
+	wait.For(t, "lease gauge", func() bool { return gather(t, reg)["kvd_raft_lease_valid"].GetGauge().GetValue() == 1 })
 	m := gather(t, reg)
 	gauges := map[string]float64{
 		"kvd_raft_is_leader":     1,

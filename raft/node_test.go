@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvd-project/kvd/internal/kvdtest/wait"
 	"github.com/kvd-project/kvd/internal/limits"
 )
 
@@ -182,7 +183,7 @@ func TestRestartKeepsAcknowledgedWrites(t *testing.T) {
 				}
 			}()
 		}
-		waitFor(t, "acknowledged writes", func() bool {
+		wait.For(t, "acknowledged writes", func() bool {
 			mu.Lock()
 			defer mu.Unlock()
 			return len(acked) >= 150
@@ -219,7 +220,6 @@ func putAnywhere(nodes []*Node, key, val string) (uint64, error) {
 			return n.Put(ctx, []byte(key), []byte(val))
 		}
 	}
-	time.Sleep(5 * time.Millisecond)
 	return 0, ErrNoLeader
 }
 
@@ -231,7 +231,7 @@ func TestSingleNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "lease on a single node", func() bool { return tn.node.Status().LeaseValid })
+	wait.For(t, "lease on a single node", func() bool { return tn.node.Status().LeaseValid })
 	if err := tn.node.ReadIndex(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -244,121 +244,6 @@ func TestSingleNode(t *testing.T) {
 	if ms := tn.node.Members(); len(ms) != 1 || ms[0] != (Member{ID: 1, Addr: tn.addr}) {
 		t.Fatalf("Members = %v", ms)
 	}
-}
-
-// TestSnapshotCatchUp compacts the log while a follower is down, so it can
-// only catch up from a snapshot streamed in many small chunks.
-func TestSnapshotCatchUp(t *testing.T) {
-	forNetworks(t, func(t *testing.T, nw network) {
-		cfg := testConfig()
-		cfg.SnapshotCount, cfg.SnapshotCatchUpEntries, cfg.SnapshotChunkSize = 20, 5, 512
-		c := newClusterOn(t, nw, 3, cfg)
-		lead := c.leader()
-		down := c.follower(lead)
-		c.put("before", "1")
-		c.caughtUp(down)
-		c.stop(down.id)
-		lead = c.leader()
-
-		for i := range 150 {
-			c.put(fmt.Sprintf("key%03d", i), fmt.Sprintf("value-%d-%s", i, make([]byte, 40)))
-		}
-		c.del("before")
-		lead = c.leader()
-		first, _ := lead.node.store.FirstIndex()
-		down2 := c.start(down.id, false)
-		if applied := down2.node.Status().Applied; first <= applied+1 {
-			t.Fatalf("leader's log starts at %d, follower applied %d: no snapshot needed", first, applied)
-		}
-		c.caughtUp(down2)
-		waitFor(t, "follower state to match", func() bool {
-			return maps.Equal(kvState(t, down2.node), kvState(t, lead.node))
-		})
-		if _, restores, _ := down2.app.snapshot(); restores == 0 {
-			t.Error("follower caught up without installing a snapshot")
-		}
-		checkMirror(t, down2)
-
-		// The installed state survives a restart, and so does replication.
-		c.stop(down2.id)
-		down3 := c.start(down2.id, false)
-		c.put("after", "2")
-		c.caughtUp(down3)
-		waitFor(t, "restarted follower state to match", func() bool {
-			return maps.Equal(kvState(t, down3.node), kvState(t, c.leader().node))
-		})
-	})
-}
-
-func TestMembershipChanges(t *testing.T) {
-	forNetworks(t, func(t *testing.T, nw network) {
-		c := newClusterOn(t, nw, 3, testConfig())
-		ctx := ctxT(t)
-		c.put("a", "1")
-
-		// A fourth node joins as a learner, then becomes a voter.
-		n4 := c.start(4, true)
-		add := func(n *Node) error { return n.AddMember(ctx, 4, n4.addr) }
-		if retried, err := c.atLeader(add); err != nil && !(retried && errors.Is(err, ErrMemberExists)) {
-			t.Fatal(err)
-		}
-		if _, err := c.atLeader(add); !errors.Is(err, ErrMemberExists) {
-			t.Fatalf("adding 4 twice: %v", err)
-		}
-		checkMembers(t, c.leader().node, c.members(4))
-		c.caughtUp(n4)
-		if v, _, ok, _ := n4.node.Get([]byte("a")); !ok || string(v) != "1" {
-			t.Fatalf("learner did not receive the log: %q %v", v, ok)
-		}
-		if retried, err := c.atLeader(func(n *Node) error { return n.PromoteMember(ctx, 4) }); err != nil && !(retried && errors.Is(err, ErrNotLearner)) {
-			t.Fatal(err)
-		}
-		checkMembers(t, c.leader().node, c.members())
-
-		// Remove a follower other than the new node.
-		var gone uint64
-		for _, id := range []uint64{1, 2, 3} {
-			if id != c.leader().id {
-				gone = id
-				break
-			}
-		}
-		remove := func(n *Node) error { return n.RemoveMember(ctx, gone) }
-		if retried, err := c.atLeader(remove); err != nil && !(retried && errors.Is(err, ErrMemberNotFound)) {
-			t.Fatal(err)
-		}
-		if _, err := c.atLeader(remove); !errors.Is(err, ErrMemberNotFound) {
-			t.Fatalf("removing %d twice: %v", gone, err)
-		}
-		// Its id is never a member again, at any address.
-		for _, addr := range []string{c.nodes[gone].addr, "127.0.0.1:1"} {
-			if _, err := c.atLeader(func(n *Node) error { return n.AddMember(ctx, gone, addr) }); !errors.Is(err, ErrMemberRemoved) {
-				t.Fatalf("adding removed member %d back at %s: %v", gone, addr, err)
-			}
-		}
-		c.stop(gone)
-		delete(c.peers, gone)
-		c.put("b", "2")
-		for _, tn := range c.running() {
-			c.caughtUp(tn)
-			if ms := tn.node.Members(); len(ms) != 3 {
-				t.Errorf("node %d members = %v", tn.id, ms)
-			}
-		}
-		// The joined node knows the membership (addresses included) after a
-		// restart, from its own disk.
-		c.stop(4)
-		n4 = c.start(4, true)
-		for _, m := range n4.node.Members() {
-			if m.Addr != c.nodes[m.ID].addr {
-				t.Errorf("restarted node 4 has member %v", m)
-			}
-		}
-		c.caughtUp(n4)
-		if v, _, ok, _ := n4.node.Get([]byte("b")); !ok || string(v) != "2" {
-			t.Fatalf("node 4 after restart: b = %q %v", v, ok)
-		}
-	})
 }
 
 func checkMembers(t *testing.T, n *Node, want []Member) {
@@ -384,9 +269,9 @@ func slicesEqual(a, b []Member) bool {
 func TestLeaseOnlyOnLeader(t *testing.T) {
 	c := newCluster(t, 3, testConfig())
 	lead := c.leader()
-	waitFor(t, "leader lease", func() bool { return lead.node.Status().LeaseValid })
+	wait.For(t, "leader lease", func() bool { return lead.node.Status().LeaseValid })
 	term := lead.node.Status().Term
-	waitFor(t, "OnLease(valid) on the leader", func() bool {
+	wait.For(t, "OnLease(valid) on the leader", func() bool {
 		ev := lead.leases.all()
 		return len(ev) > 0 && ev[len(ev)-1].term == term && ev[len(ev)-1].expiry.After(time.Now())
 	})
@@ -415,7 +300,7 @@ func TestLeaseLapsesBeforeNewLeader(t *testing.T) {
 		cfg.TickInterval, cfg.LeaseDrift = 20*time.Millisecond, 0.3
 		c := newClusterOn(t, nw, 3, cfg)
 		old := c.leader()
-		waitFor(t, "leader lease", func() bool { return old.node.Status().LeaseValid })
+		wait.For(t, "leader lease", func() bool { return old.node.Status().LeaseValid })
 		oldTerm := old.node.Status().Term
 
 		c.net.isolate(old.name, true)
@@ -426,7 +311,7 @@ func TestLeaseLapsesBeforeNewLeader(t *testing.T) {
 			}
 		}
 		var newLead *testNode
-		waitFor(t, "a new leader", func() bool {
+		wait.For(t, "a new leader", func() bool {
 			newLead = c.leader(others...)
 			return newLead != old
 		})
@@ -434,7 +319,7 @@ func TestLeaseLapsesBeforeNewLeader(t *testing.T) {
 		for _, tn := range others {
 			otherNodes = append(otherNodes, tn.node)
 		}
-		waitFor(t, "a write on the new side", func() bool {
+		wait.For(t, "a write on the new side", func() bool {
 			_, err := putAnywhere(otherNodes, "after", "partition")
 			return err == nil
 		})
@@ -470,7 +355,7 @@ func TestLeaseLapsesBeforeNewLeader(t *testing.T) {
 
 		// Healed, the old leader follows and never regains a lease in its term.
 		c.net.isolate(old.name, false)
-		waitFor(t, "old leader to follow", func() bool {
+		wait.For(t, "old leader to follow", func() bool {
 			st := old.node.Status()
 			return !st.IsLeader && st.LeaderID != 0 && st.Term > oldTerm
 		})
@@ -495,7 +380,7 @@ func forNetworks(t *testing.T, f func(t *testing.T, nw network)) {
 func (c *cluster) atLeader(f func(n *Node) error) (retried bool, err error) {
 	c.t.Helper()
 	tries := 0
-	waitFor(c.t, "a leader to take the request", func() bool {
+	wait.For(c.t, "a leader to take the request", func() bool {
 		for _, tn := range c.running() { // (not c.leader: a node about to join follows no one yet)
 			if tn.node.Status().IsLeader {
 				tries++
@@ -517,39 +402,13 @@ func leadershipMoved(err error) bool {
 	return false
 }
 
-// TestPromoteAbsentLearnerWaits: PromoteMember waits until the learner has
-// caught up. On a log shorter than promoteSlack a learner that never
-// received anything (its node was never started: match 0) passed the
-// check; promoted, it made a one-node cluster two voters, one absent, and
-// nothing committed any more.
-func TestPromoteAbsentLearnerWaits(t *testing.T) {
-	c := newCluster(t, 1, testConfig())
-	c.put("a", "1")
-	n2 := c.reserve(2) // known address, never started
-	lead := c.leader().node
-	if err := lead.AddMember(ctxT(t), 2, n2.addr); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	if err := lead.PromoteMember(ctx, 2); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("PromoteMember of a learner that has nothing = %v; want it to wait until the context ends", err)
-	}
-	for _, m := range lead.Members() {
-		if m.ID == 2 && !m.IsLearner {
-			t.Fatalf("node 2 was promoted: %+v", lead.Members())
-		}
-	}
-	c.put("b", "2") // the cluster still commits
-}
-
 // TestAdmissionTerm: a write admitted in a term (Admission) enters
 // the log only in that term, with the leader ready; otherwise it fails
 // with ErrProposalDropped, never in the log.
 func TestAdmissionTerm(t *testing.T) {
 	c := newCluster(t, 1, testConfig())
 	lead := c.leader().node
-	waitFor(t, "the leader ready", func() bool { return lead.Status().LeaderReady })
+	wait.For(t, "the leader ready", func() bool { return lead.Status().LeaderReady })
 	term := lead.Status().Term
 	v1, err := lead.putAdmitted(ctxT(t), Admission{Term: term}, []byte("k"), []byte("now"))
 	if err != nil {
@@ -566,45 +425,5 @@ func TestAdmissionTerm(t *testing.T) {
 	}
 	if v, _, _, _ := lead.Get([]byte("k")); string(v) != "now" {
 		t.Fatalf("k = %q", v)
-	}
-}
-
-// TestLaggingFollowerKeepsPromotedAddr: a follower that applies a node's
-// addition as a learner and its promotion in one batch records the address
-// the addition carried, as every other node does. It took the address
-// from its in-memory address book, which the batch had not updated yet,
-// and stored an empty one: after a restart it could not dial the member.
-func TestLaggingFollowerKeepsPromotedAddr(t *testing.T) {
-	c := newCluster(t, 3, testConfig())
-	ctx := ctxT(t)
-	c.put("a", "1")
-	lead := c.leader()
-	f := c.follower(lead)
-	c.net.isolate(f.name, true)
-
-	n4 := c.start(4, true)
-	if retried, err := c.atLeader(func(n *Node) error { return n.AddMember(ctx, 4, n4.addr) }); err != nil && !(retried && errors.Is(err, ErrMemberExists)) {
-		t.Fatal(err)
-	}
-	c.caughtUp(n4)
-	if retried, err := c.atLeader(func(n *Node) error { return n.PromoteMember(ctx, 4) }); err != nil && !(retried && errors.Is(err, ErrNotLearner)) {
-		t.Fatal(err)
-	}
-	c.net.isolate(f.name, false)
-	c.put("b", "2")
-	c.caughtUp(f)
-	want := c.members()
-	if got := f.node.Members(); !slicesEqual(got, want) {
-		t.Errorf("lagging follower %d: Members = %+v, want %+v", f.id, got, want)
-	}
-	// After a restart the follower knows node 4's address only from its disk
-	// (its Config.InitialCluster predates node 4).
-	c.stop(f.id)
-	peers := c.peers
-	c.peers = map[uint64]string{1: peers[1], 2: peers[2], 3: peers[3]}
-	f = c.start(f.id, false)
-	c.peers = peers
-	if a := f.node.PeerAddr(4); a != n4.addr {
-		t.Errorf("restarted follower %d: PeerAddr(4) = %q, want %q", f.id, a, n4.addr)
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 
+	"github.com/kvd-project/kvd/internal/kvdtest/wait"
+
 	etcdraft "go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
@@ -170,7 +172,7 @@ func heldWrite(t *testing.T, key string) (*walGate, *testNode, <-chan error) {
 	done := putAsync(ld.node, key)
 	for _, tn := range c.running() {
 		if tn != ld {
-			waitFor(t, fmt.Sprintf("node %d to hold the entry while the leader's fsync is held", tn.id),
+			wait.For(t, fmt.Sprintf("node %d to hold the entry while the leader's fsync is held", tn.id),
 				func() bool { return holds(tn, idx+1, term) })
 		}
 	}
@@ -205,7 +207,7 @@ func TestAppliedWritesAnsweredDuringTheNextFsync(t *testing.T) {
 	// them into one Ready: the first entry committed, the second appended.
 	time.Sleep(50 * time.Millisecond)
 	g.tokens <- struct{}{}
-	waitFor(t, "the first write to be answered while the second entry's fsync is held", func() bool {
+	wait.For(t, "the first write to be answered while the second entry's fsync is held", func() bool {
 		select {
 		case err := <-first:
 			if err != nil {

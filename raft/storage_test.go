@@ -16,6 +16,8 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+
+	"github.com/kvd-project/kvd/internal/kvdtest/wait"
 )
 
 // Storage faults, injected through Pebble's errorfs under the node's data
@@ -125,9 +127,9 @@ var storageFaults = []struct {
 	},
 	{
 		// The WAL has room (preallocated, recycled), but the memtable's
-		// flush to a new table does not: Pebble used to retry the flush
-		// in a loop (thousands of log lines a second) while writes stalled
-		// until clients timed out.
+		// flush to a new table does not. Pebble on its own retries the
+		// flush in a loop (thousands of log lines a second) while writes
+		// stall until clients time out: the node must fail instead.
 		name: "full disk, flush only",
 		rule: func(under string) func(errorfs.Op) error {
 			return func(op errorfs.Op) error {
@@ -141,8 +143,8 @@ var storageFaults = []struct {
 	},
 	{
 		// New files cannot be created: the next WAL rotation fails. Pebble
-		// used to panic there, and unwinding a deferred Unlock of a mutex
-		// it had released crashed the process with "sync: unlock of
+		// can panic there, and unwinding a deferred Unlock of a mutex it
+		// had released would crash the process with "sync: unlock of
 		// unlocked mutex", hiding the cause.
 		name: "read-only directory, WAL rotation",
 		rule: func(under string) func(errorfs.Op) error {
@@ -373,7 +375,7 @@ func TestStorageFaultLeaderFailover(t *testing.T) {
 		}
 	}
 	var lead *testNode
-	waitFor(t, "a new leader", func() bool {
+	wait.For(t, "a new leader", func() bool {
 		lead = c.leader(others...)
 		return lead != old
 	})
@@ -383,7 +385,7 @@ func TestStorageFaultLeaderFailover(t *testing.T) {
 	// at the survivors' leader of the moment.
 	for i := 10; i < 20; i++ {
 		k := fmt.Sprintf("k%d", i)
-		waitFor(t, "put "+k, func() bool {
+		wait.For(t, "put "+k, func() bool {
 			lead = c.leader(others...)
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()

@@ -40,11 +40,10 @@ func stepThroughFilters(t *testing.T, n *Node, fr *fuzzRaft, m *pb.Message) bool
 }
 
 // TestForgedTermNeverCrashes: one heartbeat from a member's session at
-// term 2^64-1 passed both filters; raft adopted the term, and at its next
-// election computed the pre-vote's term as term+1 = 0 and panicked (and
-// the term was stored, so it did again after every restart; review). Such
-// a term is now dropped, and at the largest term admitted a node still
-// campaigns.
+// term 2^64-1, were it let through, would have raft adopt the term and, at
+// its next election, compute the pre-vote's term as term+1 = 0 and panic
+// (and the term is stored, so again after every restart). Such a term is
+// dropped, and at the largest term admitted a node still campaigns.
 func TestForgedTermNeverCrashes(t *testing.T) {
 	for _, tc := range []struct {
 		term     uint64

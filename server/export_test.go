@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/kvd-project/kvd/internal/mirror"
 )
@@ -125,4 +126,27 @@ func MissKey(s *Server, key []byte) {
 	if err := s.mirror.Evict(key); err != nil {
 		panic(err)
 	}
+}
+
+// HoldSnapshotSlots takes every backup stream slot, as streams in progress
+// would, and returns their release. For tests.
+func HoldSnapshotSlots(s *Server) (release func()) {
+	for range MaxSnapshotStreams {
+		if !s.snapSlots.tryAcquire() {
+			panic("snapshot slot taken")
+		}
+	}
+	return func() {
+		for range MaxSnapshotStreams {
+			select { // never blocks, even when a broken limit let a stream take none
+			case <-s.snapSlots.ch:
+			default:
+			}
+		}
+	}
+}
+
+// SnapshotStreams is kvd_snapshot_streams_total{outcome}.
+func SnapshotStreams(s *Server, outcome string) float64 {
+	return testutil.ToFloat64(s.metrics.snapshots.WithLabelValues(outcome))
 }

@@ -13,10 +13,11 @@ import (
 
 	"github.com/kvd-project/kvd/client"
 	"github.com/kvd-project/kvd/internal/kvdtest"
+	"github.com/kvd-project/kvd/internal/kvdtest/wait"
 	"github.com/kvd-project/kvd/server"
 )
 
-// Issue 10: a node whose table filled up must restart with every key, and
+// A node whose table filled up must restart with every key, and
 // writes admitted together must never overfill the table.
 
 // fillTableMem is small enough to fill quickly: 128 buckets of 8 slots
@@ -133,7 +134,7 @@ func checkNodes(t *testing.T, nodes []*kvdtest.Node, m *fillModel) {
 		// compaction makes room, or repacks the region when its free
 		// space is too cut up for compaction (internal/mirror). Either way every
 		// node ends whole.
-		waitFor(t, fmt.Sprintf("node %d to apply everything and hold %d keys", n.ID, len(m.m)), func() bool {
+		wait.For(t, fmt.Sprintf("node %d to apply everything and hold %d keys", n.ID, len(m.m)), func() bool {
 			if n.Srv.Node().Status().Applied < lead.Srv.Node().Status().Commit {
 				return false
 			}
@@ -202,7 +203,7 @@ func fillDeleteRefill(t *testing.T, nodes []*kvdtest.Node, c *client.Client, m *
 }
 
 // TestFillDeleteRefillRestart: fill a small table until writes are refused,
-// delete some keys, refill, and restart: the node starts (it used to exit
+// delete some keys, refill, and restart: the node starts (it must not exit
 // with "cannot hold the stored data") with every key in its region.
 func TestFillDeleteRefillRestart(t *testing.T) {
 	nodes := kvdtest.StartCluster(t, 1, kvdtest.Options{TableMem: fillTableMem, ReuseGrace: fillGrace})
@@ -220,7 +221,7 @@ func TestFillDeleteRefillRestart(t *testing.T) {
 	if st, in := nodes[0].Srv.Status(), server.CompleteIn(nodes[0].Srv); st.Keys != len(m.keys()) || in > fillGrace {
 		t.Fatalf("after a rebuild of the full table: %d keys of %d, flag may clear in %v", st.Keys, len(m.keys()), in)
 	}
-	waitFor(t, "the region flagged complete after the rebuild", func() bool { return !nodes[0].Srv.TableHeader().Incomplete })
+	wait.For(t, "the region flagged complete after the rebuild", func() bool { return !nodes[0].Srv.TableHeader().Incomplete })
 	checkNodes(t, nodes, m)
 	for range 2 {
 		nodes[0].Stop()

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/kvd-project/kvd/client"
+	"github.com/kvd-project/kvd/internal/kvdtest/wait"
 	"github.com/kvd-project/kvd/internal/ratelog"
 	"github.com/kvd-project/kvd/internal/table"
 	"github.com/kvd-project/kvd/internal/wire"
@@ -26,7 +27,7 @@ import (
 	"github.com/kvd-project/kvd/transport/tcp"
 )
 
-// Issue 10: connection floods (idle, half-sent frames, clients that never
+// Connection floods (idle, half-sent frames, clients that never
 // read, oversized READs, too many connections) cost the server bounded
 // memory, are refused or closed, counted and logged, and legitimate clients
 // are served throughout.
@@ -59,17 +60,8 @@ func floodServerOn(t *testing.T, cfg Config, tr transport.Transport) *Server {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	waitUntil(t, "the node to lead", func() bool { st := s.node.Status(); return st.IsLeader && st.LeaseValid })
+	wait.For(t, "the node to lead", func() bool { st := s.node.Status(); return st.IsLeader && st.LeaseValid })
 	return s
-}
-
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
 }
 
 // refusedCount is kvd_connections_refused_total{reason}.
@@ -238,7 +230,7 @@ func TestFloodIdleConnections(t *testing.T) {
 	for _, nc := range conns {
 		closedByServer(t, nc, idle+10*time.Second)
 	}
-	waitUntil(t, "idle closures counted", func() bool { return refusedCount(s, tcp.ReasonIdle) >= n })
+	wait.For(t, "idle closures counted", func() bool { return refusedCount(s, tcp.ReasonIdle) >= n })
 }
 
 // TestFloodMaxConnections: beyond --max-connections a dialer is refused at
@@ -273,9 +265,9 @@ func TestFloodMaxConnections(t *testing.T) {
 	if !errors.Is(err, tcp.ErrRefused) {
 		t.Fatalf("client beyond --max-connections: %v; want ErrRefused", err)
 	}
-	waitUntil(t, "the refusal counted", func() bool { return refusedCount(s, tcp.ReasonMaxConns) >= 1 })
+	wait.For(t, "the refusal counted", func() bool { return refusedCount(s, tcp.ReasonMaxConns) >= 1 })
 	conns[0].Close()
-	waitUntil(t, "the server to let the closed connection go", func() bool { return s.connCount() < max })
+	wait.For(t, "the server to let the closed connection go", func() bool { return s.connCount() < max })
 	legit(t, s)
 }
 
@@ -302,7 +294,7 @@ func TestFloodMaxConnectionsOtherTransports(t *testing.T) {
 	}
 	nc := dialRaw(t, s.Addr(), 64)
 	closedByServer(t, nc, 10*time.Second)
-	waitUntil(t, "the refusal counted", func() bool { return refusedCount(s, transport.ReasonMaxConns) == 1 })
+	wait.For(t, "the refusal counted", func() bool { return refusedCount(s, transport.ReasonMaxConns) == 1 })
 	if n := s.connCount(); n != max {
 		t.Fatalf("the server holds %d connections, want %d", n, max)
 	}
@@ -338,7 +330,7 @@ func TestFloodHalfSentFrames(t *testing.T) {
 	for _, nc := range conns {
 		closedByServer(t, nc, timeout+10*time.Second)
 	}
-	waitUntil(t, "read timeouts counted", func() bool { return refusedCount(s, tcp.ReasonRead) == n })
+	wait.For(t, "read timeouts counted", func() bool { return refusedCount(s, tcp.ReasonRead) == n })
 }
 
 // neverReading sends count GETs for key on a raw connection announcing
@@ -406,11 +398,11 @@ func TestFloodNeverReadingClient(t *testing.T) {
 			}
 			legit(t, s)
 			// Reading would let the writes through: count first, then check.
-			waitUntil(t, "the closures counted", func() bool { return closures()-before == n })
+			wait.For(t, "the closures counted", func() bool { return closures()-before == n })
 			for _, nc := range conns {
 				closedByServer(t, nc, 10*time.Second)
 			}
-			waitUntil(t, "the heap to come back", func() bool { return heapNow()-base < 4<<20 })
+			wait.For(t, "the heap to come back", func() bool { return heapNow()-base < 4<<20 })
 		})
 	}
 }
@@ -442,7 +434,7 @@ func TestFloodOversizedRead(t *testing.T) {
 		t.Fatalf("a %d-byte request for %d MiB got %d bytes back, %v; want none and EOF",
 			len(req), transport.MaxBatch*d.Len>>20, got, err)
 	}
-	waitUntil(t, "the refusal counted", func() bool { return refusedCount(s, tcp.ReasonReadTooLarge) == 1 })
+	wait.For(t, "the refusal counted", func() bool { return refusedCount(s, tcp.ReasonReadTooLarge) == 1 })
 	legit(t, s)
 }
 
@@ -457,14 +449,14 @@ func TestFloodMalformedRequests(t *testing.T) {
 		}
 		closedByServer(t, nc, 10*time.Second)
 	}
-	waitUntil(t, "the refusals counted", func() bool { return refusedCount(s, transport.ReasonMalformed) == 3 })
+	wait.For(t, "the refusals counted", func() bool { return refusedCount(s, transport.ReasonMalformed) == 3 })
 	// A socket that connects and hangs up fails its handshake.
 	nc, err := net.Dial("tcp", s.Addr())
 	if err != nil {
 		t.Fatal(err)
 	}
 	nc.Close()
-	waitUntil(t, "the failed handshake counted", func() bool { return refusedCount(s, tcp.ReasonHandshake) == 1 })
+	wait.For(t, "the failed handshake counted", func() bool { return refusedCount(s, tcp.ReasonHandshake) == 1 })
 	legit(t, s)
 }
 
@@ -538,12 +530,12 @@ func TestPeerSessionsExemptFromIdle(t *testing.T) {
 		}
 		return nil
 	}
-	waitUntil(t, "a leader", func() bool { return leader() != nil })
+	wait.For(t, "a leader", func() bool { return leader() != nil })
 	old := leader()
 	if err := old.Freeze(time.Second); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "another leader", func() bool { l := leader(); return l != nil && l != old })
+	wait.For(t, "another leader", func() bool { l := leader(); return l != nil && l != old })
 	time.Sleep(time.Second + 4*idle) // the freeze, then idle timeouts several times over
 	for i, s := range servers {
 		if n := refusedCount(s, tcp.ReasonIdle); n != 0 {
@@ -596,7 +588,7 @@ func TestConfigTableInline(t *testing.T) {
 // waits on the event's send while the requests fill the connection's
 // queue; when the send times out, it closes the connection as a slow
 // reader and exits. serveConn, blocked handing it the next request, must
-// return too: it used to wait until the server stopped, holding its
+// return too, or it would wait until the server stopped, holding its
 // goroutine and the connection's place in kvd_connections.
 func TestWatchSlowReaderReleasesConn(t *testing.T) {
 	s, ctx, conn := stuckWatch(t, 300*time.Millisecond)
@@ -606,17 +598,17 @@ func TestWatchSlowReaderReleasesConn(t *testing.T) {
 			break // the server closed the connection: fine
 		}
 	}
-	waitUntil(t, "the slow reader closed", func() bool { return refusedCount(s, transport.ReasonSlowReader) == 1 })
-	waitUntil(t, "serveConn to let the connection go", func() bool { return s.connCount() == 0 })
+	wait.For(t, "the slow reader closed", func() bool { return refusedCount(s, transport.ReasonSlowReader) == 1 })
+	wait.For(t, "serveConn to let the connection go", func() bool { return s.connCount() == 0 })
 }
 
 // TestWatchQueueChargedToBudget: a client whose watch goroutine is stuck
 // on a send (it reads nothing) and which goes on sending watch requests of
 // a MiB each (invalid: a watch request's value is 8 bytes) holds at most
 // its budget (maxConnBytes) in queued requests, beside what its transport
-// holds unread (tcp.DefaultQueueBytes). The queue used to take
-// watchCmdQueue of them whatever their size (64 MiB here; 256 MiB at the
-// largest message) while the send waited out replyTimeout.
+// holds unread (tcp.DefaultQueueBytes). A queue bounded by count alone
+// would take watchCmdQueue of them whatever their size (64 MiB here;
+// 256 MiB at the largest message) while the send waited out replyTimeout.
 func TestWatchQueueChargedToBudget(t *testing.T) {
 	s, ctx, conn := stuckWatch(t, 5*time.Second)
 	frame := wire.AppendRequest(nil, &wire.Request{Op: wire.OpWatch, ID: 2, Key: []byte("k"), Value: make([]byte, 1<<20)})
@@ -640,8 +632,8 @@ func TestWatchQueueChargedToBudget(t *testing.T) {
 		t.Errorf("a client stuck on a watch send made the server hold %.1f MiB of watch requests; want at most %d MiB",
 			float64(held)/(1<<20), limit>>20)
 	}
-	waitUntil(t, "the slow reader closed", func() bool { return refusedCount(s, transport.ReasonSlowReader) == 1 })
-	waitUntil(t, "serveConn to let the connection go", func() bool { return s.connCount() == 0 })
+	wait.For(t, "the slow reader closed", func() bool { return refusedCount(s, transport.ReasonSlowReader) == 1 })
+	wait.For(t, "serveConn to let the connection go", func() bool { return s.connCount() == 0 })
 }
 
 // stuckWatch starts a server and a client connection with a watch on "k"
@@ -653,7 +645,7 @@ func stuckWatch(t *testing.T, replyTimeout time.Duration) (*Server, context.Cont
 	ctx, conn := rawClient(t, s, tcp.Config{Credits: 1})
 	openWatch(t, ctx, conn, "k")
 	created := s.metrics.requests.WithLabelValues(wire.OpWatch.String(), statusName(wire.StatusOK))
-	waitUntil(t, "the watch created", func() bool { return testutil.ToFloat64(created) == 1 })
+	wait.For(t, "the watch created", func() bool { return testutil.ToFloat64(created) == 1 })
 	if resp := s.put(context.Background(), []byte("k"), []byte("v")); resp.Status != wire.StatusOK {
 		t.Fatalf("put: %+v", resp)
 	}
@@ -682,7 +674,7 @@ func TestWatchMessageTooLargeClosesConn(t *testing.T) {
 			break
 		}
 	}
-	waitUntil(t, "the connection gone", func() bool { return s.connCount() == 0 })
+	wait.For(t, "the connection gone", func() bool { return s.connCount() == 0 })
 }
 
 // rawClient dials s over a tcp transport made with tcfg, as a client that

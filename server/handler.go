@@ -188,7 +188,7 @@ func (s *Server) respond(c *replyConn, req *wire.Request, reserved int) {
 	frame := wire.AppendResponse(make([]byte, 0, size), &resp)
 	if limit := c.conn.MaxMessage(); len(frame) > limit {
 		// The client would wait out its own timeout for a reply its
-		// transport cannot take (review): tell it why instead, or, if even
+		// transport cannot take: tell it why instead, or, if even
 		// that does not fit, close the connection.
 		big := len(frame)
 		resp = badRequest(fmt.Sprintf("reply of %d bytes exceeds this connection's max message of %d", big, limit))
@@ -266,7 +266,7 @@ func checkKey(req *wire.Request) (wire.Response, bool) {
 		return badRequest(req.Op.String() + " carries a value"), true
 	case (req.Op == wire.OpPut || req.Op == wire.OpDelete) && req.Flags != 0:
 		// None are defined: a flag a later client sets (a condition, say)
-		// must not be ignored and the write applied as if unset (review).
+		// must not be ignored and the write applied as if unset.
 		return badRequest(fmt.Sprintf("%s carries flags %#x (it takes none)", req.Op, req.Flags)), true
 	}
 	return wire.Response{}, false
@@ -337,7 +337,7 @@ func (s *Server) hello() wire.Response {
 func (s *Server) memberChange(ctx context.Context, req *wire.Request) wire.Response {
 	id, err := strconv.ParseUint(string(req.Key), 10, 64)
 	if err != nil || id == 0 {
-		// Quoted, a 64 KiB id of 0xff bytes is a 256 KiB reply (review).
+		// Quoted whole, a 64 KiB id of 0xff bytes is a 256 KiB reply.
 		return badRequest("member id must be a positive integer, got " + quoteAtMost(req.Key, maxQuoted))
 	}
 	switch req.Op {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/kvd-project/kvd/client"
 	"github.com/kvd-project/kvd/internal/kvdtest"
+	"github.com/kvd-project/kvd/internal/kvdtest/wait"
 	"github.com/kvd-project/kvd/internal/table"
 	"github.com/kvd-project/kvd/server"
 )
@@ -156,11 +157,5 @@ func startInlineNode(t *testing.T, tableMem, inline int) ([]*kvdtest.Node, *kvdt
 func rebuildAndWait(t *testing.T, n *kvdtest.Node) {
 	t.Helper()
 	server.Rebuild(n.Srv)
-	deadline := time.Now().Add(10 * time.Second)
-	for n.Srv.TableHeader().Incomplete {
-		if time.Now().After(deadline) {
-			t.Fatal("the region never became complete after the rebuild")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	wait.For(t, "the region to become complete after the rebuild", func() bool { return !n.Srv.TableHeader().Incomplete })
 }

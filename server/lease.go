@@ -10,7 +10,7 @@ import (
 	"github.com/kvd-project/kvd/internal/wire"
 )
 
-// lease serves the TTL lease ops (issue 12). Grant and revoke are Raft
+// lease serves the TTL lease ops. Grant and revoke are Raft
 // entries; keepalive and time-to-live are answered by the leader, which
 // alone times leases (internal/kv/lessor.go). Keys are attached to a lease by a
 // PUT inside a transaction (txn.Op.Lease), so that compare-and-swap works

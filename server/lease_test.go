@@ -10,6 +10,7 @@ import (
 
 	"github.com/kvd-project/kvd/client"
 	"github.com/kvd-project/kvd/internal/kvdtest"
+	"github.com/kvd-project/kvd/internal/kvdtest/wait"
 	"github.com/kvd-project/kvd/internal/wire"
 	"github.com/kvd-project/kvd/server"
 )
@@ -55,7 +56,7 @@ func mustGet(t *testing.T, c *client.Client, key string, present bool) {
 
 func waitGone(t *testing.T, c *client.Client, key string) {
 	t.Helper()
-	waitFor(t, key+" deleted by expiry", func() bool {
+	wait.For(t, key+" deleted by expiry", func() bool {
 		_, err := c.Get(context.Background(), []byte(key))
 		return errors.Is(err, client.ErrNotFound)
 	})
@@ -159,7 +160,7 @@ func TestLeaseExpiryAcrossFullRestart(t *testing.T) {
 	}
 	mustGet(t, c, "kept", false)
 	for _, n := range nodes {
-		waitFor(t, fmt.Sprintf("node %d to apply the revokes", n.ID), func() bool { return server.LeaseCount(n.Srv) == 0 })
+		wait.For(t, fmt.Sprintf("node %d to apply the revokes", n.ID), func() bool { return server.LeaseCount(n.Srv) == 0 })
 	}
 }
 
@@ -279,7 +280,7 @@ func TestLeaseKeeper(t *testing.T) {
 		t.Fatal(err)
 	}
 	first := k.ValidUntil()
-	waitFor(t, "a renewal", func() bool { return k.ValidUntil().After(first) })
+	wait.For(t, "a renewal", func() bool { return k.ValidUntil().After(first) })
 	if err := c.Revoke(ctx, id); err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/kvd-project/kvd/transport"
 )
 
-// Connection limits (issue 10). The transport enforces what it can see
+// Connection limits. The transport enforces what it can see
 // (the tcp transport: the connection cap, handshake, idle, read and write
 // timeouts, protocol violations, oversized READ batches; see
 // transport/tcp's Limits), and reports each refusal here; the server

@@ -10,6 +10,7 @@ import (
 
 	"github.com/kvd-project/kvd/client"
 	"github.com/kvd-project/kvd/internal/kvdtest"
+	"github.com/kvd-project/kvd/internal/kvdtest/wait"
 	"github.com/kvd-project/kvd/internal/table"
 	"github.com/kvd-project/kvd/server"
 )
@@ -73,7 +74,7 @@ func TestRepackFragmentedRegion(t *testing.T) {
 	}
 	server.MissKey(srv, []byte("kbig00"))
 	limboDrained := func() bool { return srv.TableStats().BytesLimbo == 0 }
-	waitFor(t, "limbo to drain", limboDrained)
+	wait.For(t, "limbo to drain", limboDrained)
 	// Records of 232 bytes into those holes (and the big key's): what is
 	// left free is cut into pieces smaller than any record written.
 	b := putUntilRefused(t, c, "b", valueFor(232))
@@ -88,7 +89,7 @@ func TestRepackFragmentedRegion(t *testing.T) {
 	}
 
 	resume()
-	waitFor(t, "the region repacked and whole", func() bool { return !srv.TableHeader().Incomplete })
+	wait.For(t, "the region repacked and whole", func() bool { return !srv.TableHeader().Incomplete })
 	if n := srv.TableStats().Repacks; n != 1 {
 		t.Fatalf("%d repacks; want 1", n)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kvd-project/kvd/client"
 	"github.com/kvd-project/kvd/internal/kvdtest"
+	"github.com/kvd-project/kvd/internal/kvdtest/wait"
 	"github.com/kvd-project/kvd/internal/wire"
 )
 
@@ -70,7 +71,7 @@ func TestDeposedLeaderScansNeedReadIndex(t *testing.T) {
 		if n == leader {
 			continue
 		}
-		waitFor(t, "the follower to apply p/2", func() bool {
+		wait.For(t, "the follower to apply p/2", func() bool {
 			resp, err := askScan(t, n.Addr, wire.Serializable, q, 5*time.Second)
 			var page wire.ScanResponse
 			return err == nil && resp.Status == wire.StatusOK && wire.DecodeScanResponse(resp.Value, &page) == nil && len(page.KVs) == 2

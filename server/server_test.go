@@ -13,6 +13,7 @@ import (
 
 	"github.com/kvd-project/kvd/client"
 	"github.com/kvd-project/kvd/internal/kvdtest"
+	"github.com/kvd-project/kvd/internal/kvdtest/wait"
 )
 
 func newClient(t *testing.T, eps []string, level client.Consistency) *client.Client {
@@ -97,11 +98,11 @@ func TestRegionIncompleteThenRepaired(t *testing.T) {
 		}
 	}
 	follower := nodes[2]
-	waitFor(t, "follower region marked incomplete", func() bool { return follower.Srv.TableHeader().Incomplete })
+	wait.For(t, "follower region marked incomplete", func() bool { return follower.Srv.TableHeader().Incomplete })
 
 	// Serializable reads of the follower: never a wrong "not found".
 	fc := newClient(t, []string{follower.Addr}, client.Serializable)
-	waitFor(t, "follower to apply everything", func() bool {
+	wait.For(t, "follower to apply everything", func() bool {
 		return follower.Srv.Status().Applied >= nodes[0].Srv.Status().Applied &&
 			follower.Srv.Status().Applied >= nodes[1].Srv.Status().Applied
 	})
@@ -127,7 +128,7 @@ func TestRegionIncompleteThenRepaired(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "follower region repaired", func() bool { return !follower.Srv.TableHeader().Incomplete })
+	wait.For(t, "follower region repaired", func() bool { return !follower.Srv.TableHeader().Incomplete })
 	before := fc.Stats().RPCGets
 	for i := keys - 20; i < keys; i++ {
 		if _, err := fc.Get(ctx, []byte(fmt.Sprintf("k%02d", i))); err != nil {
@@ -173,15 +174,4 @@ func TestCloseUnderLoad(t *testing.T) {
 	nodes[0].Stop()
 	stopped.Store(true)
 	wg.Wait()
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }

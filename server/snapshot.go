@@ -16,7 +16,7 @@ import (
 	"github.com/kvd-project/kvd/transport"
 )
 
-// Backups (OpSnapshot, issue 12). The leader streams its applied state as a
+// Backups (OpSnapshot). The leader streams its applied state as a
 // backup file (internal/backup) in chunks of at most wire.MaxSnapshotChunk
 // bytes, all answering the one request. The state is read from one Pebble
 // view (raft.Node.View) taken after a ReadIndex, so the backup holds every

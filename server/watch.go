@@ -15,7 +15,7 @@ import (
 	"github.com/kvd-project/kvd/transport"
 )
 
-// Watches (issue 12). Every node serves watches from its own applied
+// Watches. Every node serves watches from its own applied
 // state: the region mirror (internal/mirror, Events) hands each applied
 // batch's writes, in log order, to the node's event history (internal/watch), so a follower's stream is in
 // commit order as the leader's is. Each client connection that opens a
@@ -366,8 +366,8 @@ func (wc *watchConn) send(ctx context.Context, resp wire.Response) bool {
 		// Not sent (a message larger than the client takes, say): the
 		// connection's watches end with this goroutine, so the
 		// connection must too, or its client would wait on them for ever.
-		// Counted and rate-limited as every refusal is (review: one log
-		// line per connection, uncounted).
+		// Counted and rate-limited as every refusal is, so that the
+		// operator sees it in the metrics.
 		s.connRefused(transport.ReasonTooLarge, wc.conn.RemoteAddr(), fmt.Errorf("a watch message was not delivered: %w", err))
 		wc.conn.Close()
 	}

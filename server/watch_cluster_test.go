@@ -9,10 +9,10 @@ import (
 
 	"github.com/kvd-project/kvd/client"
 	"github.com/kvd-project/kvd/internal/kvdtest"
+	"github.com/kvd-project/kvd/internal/kvdtest/wait"
 )
 
-// TestWatchResumesAcrossLeaderKill is issue 12's acceptance test for
-// watches: a prefix watch streams from the leader while a writer writes
+// TestWatchResumesAcrossLeaderKill is the end-to-end test of watches: a prefix watch streams from the leader while a writer writes
 // continuously; the leader is killed mid-stream; the client resumes the
 // watch on another node by itself. The events delivered must be every
 // acknowledged write, once each, in commit order, with its value and
@@ -38,12 +38,12 @@ func TestWatchResumesAcrossLeaderKill(t *testing.T) {
 		defer close(done)
 		kvdtest.WatchWriter(ctx, c, "k/", h, &stop)
 	}()
-	waitFor(t, "the watch to deliver 200 events from the leader", func() bool { n, _ := col.Seen(); return n >= 200 })
+	wait.For(t, "the watch to deliver 200 events from the leader", func() bool { n, _ := col.Seen(); return n >= 200 })
 	n, last := col.Seen()
 	t.Logf("killing leader %d after %d events (version %d)", leader.ID, n, last)
 	leader.Stop()
 	before, _ := h.Acked()
-	waitFor(t, "200 writes acknowledged after the kill", func() bool { n, _ := h.Acked(); return n >= before+200 })
+	wait.For(t, "200 writes acknowledged after the kill", func() bool { n, _ := h.Acked(); return n >= before+200 })
 	stop.Store(true)
 	<-done
 	kvdtest.FinishWatch(t, col, h, cancel, 15*time.Second)

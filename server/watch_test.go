@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -347,4 +348,89 @@ func rawWatch(t *testing.T, ctx context.Context, addr string, id uint64, key str
 		t.Fatal(err)
 	}
 	return conn
+}
+
+// TestWatchBacklogNotPaced: a watch from an earlier version whose history
+// holds more events than one message carries (wire.MaxWatchEvents, 1000)
+// gets them back to back, not one message per progress tick while nothing
+// new is written. The tick is made an hour long: a backlog paced by it
+// never arrives within collect's timeout.
+func TestWatchBacklogNotPaced(t *testing.T) {
+	nodes := kvdtest.StartCluster(t, 1, kvdtest.Options{Knobs: func(uint64) server.Knobs { return server.Knobs{ProgressEvery: time.Hour} }})
+	kvdtest.WaitLeader(t, nodes, 10*time.Second)
+	c := newClient(t, kvdtest.Endpoints(nodes), client.Linearizable)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	v0, err := c.PutVersion(ctx, []byte("x"), []byte("0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const txns = 60 // 60 × 64 = 3840 events: four messages
+	n := 0
+	for i := range txns {
+		ops := make([]client.Op, client.MaxTxnOps)
+		for j := range ops {
+			ops[j] = client.OpPut(fmt.Appendf(nil, "w/%02d/%02d", i, j), []byte("v"))
+		}
+		if _, err := c.Txn(ctx, client.Txn{Then: ops}); err != nil {
+			t.Fatal(err)
+		}
+		n += len(ops)
+	}
+	collect(t, c.Watch(ctx, []byte("w/"), client.WithPrefix(), client.WithFromVersion(v0+1)), n, 20*time.Second)
+}
+
+// TestWatchTxnOverHistory: a valid transaction bigger than a node's watch
+// history bounds must reach a caught-up prefix watcher whole, and the
+// watch goes on (it is not ended as compacted). By bytes: the smallest history
+// the server accepts (HistoryBytes = wire.MaxWatchBytes, 1 MiB) and a
+// two-PUT transaction of ~1 MiB in all. By events: a three-PUT transaction
+// on a node keeping 2 events of history.
+func TestWatchTxnOverHistory(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  watch.Config
+		ops  []client.Op
+	}{
+		{"bytes", watch.Config{HistoryBytes: wire.MaxWatchBytes}, []client.Op{
+			client.OpPut([]byte("w/a"), bytes.Repeat([]byte("a"), 600000)),
+			client.OpPut([]byte("w/b"), bytes.Repeat([]byte("b"), 449576))}},
+		{"events", watch.Config{HistoryEvents: 2}, []client.Op{
+			client.OpPut([]byte("w/a"), []byte("1")), client.OpPut([]byte("w/b"), []byte("2")),
+			client.OpPut([]byte("w/c"), []byte("3"))}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testWatchTxnOverHistory(t, tc.cfg, tc.ops) })
+	}
+}
+
+func testWatchTxnOverHistory(t *testing.T, cfg watch.Config, ops []client.Op) {
+	nodes := kvdtest.StartCluster(t, 1, kvdtest.Options{Watch: cfg})
+	kvdtest.WaitLeader(t, nodes, 10*time.Second)
+	c := newClient(t, kvdtest.Endpoints(nodes), client.Linearizable)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	v0, err := c.PutVersion(ctx, []byte("x"), []byte("0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := c.Watch(ctx, []byte("w/"), client.WithPrefix(), client.WithFromVersion(v0+1))
+	tr, err := c.Txn(ctx, client.Txn{Then: ops})
+	if err != nil {
+		t.Fatalf("txn: %v", err)
+	}
+	want, got := len(ops), 0
+	for got < want {
+		select {
+		case r, ok := <-ch:
+			if !ok {
+				t.Fatalf("watch closed after %d of the transaction's events", got)
+			}
+			if r.Err != nil {
+				t.Fatalf("watch failed after %d of the %d events of transaction %d: %v", got, want, tr.Version, r.Err)
+			}
+			got += len(r.Events)
+		case <-ctx.Done():
+			t.Fatalf("got %d of %d events", got, want)
+		}
+	}
 }

@@ -255,7 +255,7 @@ func nearestRPC(rep *result.Report, idx []int, i int) *result.Run {
 const manyInstances = 16
 
 // instancesTable lists the runs where every closed-loop client has its own
-// client instance, and there are many: issue 11's 64-instance point.
+// client instance, and there are many (the 64-instance point).
 func instancesTable(rep *result.Report) *table {
 	t := newTable("series", "mix", "consistency", "dist", ">keys", ">value", ">clients", ">instances", ">ops/s", ">p50", ">p99",
 		">errors", ">rt/GET", ">READs/GET", ">B/GET", ">srv CPU µs/op", ">net µs/op")

@@ -256,8 +256,8 @@ func (f *lateCreate) answer(req *wire.Request, d transport.Descriptor) (resp wir
 // TestLockAfterLateCreate: Lock's create times out (maybe applied), the
 // ownership check reads the key missing, and the create then commits: the
 // session holds the lock key. Every later attempt conflicts with that key,
-// which Lock must recognise as its own; it used to wait until its context
-// ended, the lock held by its own session all along.
+// which Lock must recognise as its own, or it would wait until its
+// context ended, the lock held by its own session all along.
 func TestLockAfterLateCreate(t *testing.T) {
 	f := startLateCreate(t)
 	c, err := client.New(client.Config{Endpoints: []string{f.addr}, AttemptTimeout: 300 * time.Millisecond,

@@ -75,8 +75,8 @@ func TestGetRange(t *testing.T) {
 
 // TestGetOneKeyRangeAtMaxKey: `kvctl get KEY --keys-only|--count|--limit N`
 // scans the one-key range [KEY, KEY+"\x00"), which works for a key of the
-// longest length (1024 bytes, which put and get accept) too. (Bug: that
-// end bound is 1025 bytes, and the scan was refused as "key too large".)
+// longest length (1024 bytes, which put and get accept) too, though that
+// end bound is 1025 bytes: it must not be refused as "key too large".
 func TestGetOneKeyRangeAtMaxKey(t *testing.T) {
 	ep := startNode(t)
 	key := strings.Repeat("k", 1024)
@@ -129,9 +129,9 @@ func (b *binScan) next() string {
 
 // TestGetRangeJSONBinaryKeys: -w json get --prefix prints each key and
 // "next", "the key to continue from (--from NEXT)", as stored, binary keys
-// too, so continuing from "next" goes on where the page ended. (Bug: keys
-// and next were JSON strings, where a binary key became U+FFFD, and
-// continuing from "next" repeated a key of the page before.)
+// too, so continuing from "next" goes on where the page ended. As JSON
+// strings, a binary key would become U+FFFD, and continuing from "next"
+// would repeat a key of the page before.
 func TestGetRangeJSONBinaryKeys(t *testing.T) {
 	ep := startNode(t)
 	mustKvctl(t, ep, "put", "p\xf0", "1")

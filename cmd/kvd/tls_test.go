@@ -154,7 +154,7 @@ func TestProcessTLS(t *testing.T) {
 		!strings.HasPrefix(out, "saved ") {
 		t.Fatalf("read-only snapshot save = %q, %v (%s)", out, err, errOut)
 	}
-	// ... and is told why, at once (it used to see the socket close and
+	// ... and is told why, at once (not left to see the socket close and
 	// report the node unreachable after its timeout).
 	if _, errOut, err := kvctl(nil, "get", "hello"); err == nil || !strings.Contains(errOut, "kvd: unauthenticated") ||
 		!strings.Contains(errOut, "requires TLS") {

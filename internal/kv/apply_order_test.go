@@ -105,7 +105,7 @@ func TestCollapsedBatchShowsOnlyStatesThatHeld(t *testing.T) {
 
 // TestCollapsedBatchWithTxnShowsOnlyStatesThatHeld runs the case through
 // real entries: a transaction that wrote k because j was a, between two
-// writes of j (review: a reader could see k=x and then j absent).
+// writes of j: a reader must never see k=x and then j absent.
 func TestCollapsedBatchWithTxnShowsOnlyStatesThatHeld(t *testing.T) {
 	st, err := store.Open(t.TempDir(), store.Options{})
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvd-project/kvd/internal/kvdtest/wait"
 	"github.com/kvd-project/kvd/raft"
 	"github.com/kvd-project/kvd/transport"
 	"github.com/kvd-project/kvd/transport/tcp"
@@ -48,6 +49,7 @@ func ctxT(t testing.TB) context.Context {
 // Restore calls, as the server's table would.
 type applierLog struct {
 	store    atomic.Pointer[Store]
+	opened   chan struct{} // closed once store is set
 	mu       sync.Mutex
 	state    map[string]versioned
 	restores int
@@ -64,7 +66,15 @@ type versioned struct {
 	version uint64
 }
 
-func newApplierLog() *applierLog { return &applierLog{state: map[string]versioned{}, ordered: true} }
+func newApplierLog() *applierLog {
+	return &applierLog{state: map[string]versioned{}, ordered: true, opened: make(chan struct{})}
+}
+
+// setStore records the store Open returned; a Restore waiting for it goes on.
+func (a *applierLog) setStore(s *Store) {
+	a.store.Store(s)
+	close(a.opened)
+}
 
 func (a *applierLog) Apply(ws []Write) {
 	a.mu.Lock()
@@ -86,11 +96,8 @@ func (a *applierLog) Apply(ws []Write) {
 }
 
 func (a *applierLog) Restore() {
+	<-a.opened // Restore can only race Open's return by a hair
 	s := a.store.Load()
-	for s == nil { // Restore can only race Open's return by a hair
-		time.Sleep(time.Millisecond)
-		s = a.store.Load()
-	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.restores++
@@ -212,7 +219,7 @@ func (c *cluster) start(id uint64, join bool) *testNode {
 		c.t.Fatalf("Open node %d: %v", id, err)
 	}
 	tn.node = s
-	tn.app.store.Store(s)
+	tn.app.setStore(s)
 	tn.app.load(s)
 	ctx, cancel := context.WithCancel(context.Background())
 	tn.cancel = cancel
@@ -281,24 +288,12 @@ func (c *cluster) running() []*testNode {
 	return out
 }
 
-// waitFor polls cond until it holds.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // leader waits until one running node leads and every running node
 // agrees, and returns it.
 func (c *cluster) leader() *testNode {
 	c.t.Helper()
 	var lead *testNode
-	waitFor(c.t, "a leader", func() bool {
+	wait.For(c.t, "a leader", func() bool {
 		lead = nil
 		var id uint64
 		for _, tn := range c.running() {
@@ -330,7 +325,7 @@ func (c *cluster) follower(lead *testNode) *testNode {
 func (c *cluster) put(key, value string) uint64 {
 	c.t.Helper()
 	var version uint64
-	waitFor(c.t, "put "+key, func() bool {
+	wait.For(c.t, "put "+key, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		var err error
@@ -343,7 +338,7 @@ func (c *cluster) put(key, value string) uint64 {
 // caughtUp waits until tn has applied everything the leader committed.
 func (c *cluster) caughtUp(tn *testNode) {
 	c.t.Helper()
-	waitFor(c.t, fmt.Sprintf("node %d to catch up", tn.id), func() bool {
+	wait.For(c.t, fmt.Sprintf("node %d to catch up", tn.id), func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		return tn.node.Node().ReadIndex(ctx) == nil

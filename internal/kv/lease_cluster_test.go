@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvd-project/kvd/internal/kvdtest/wait"
 	"github.com/kvd-project/kvd/internal/txn"
 	"github.com/kvd-project/kvd/raft"
 )
@@ -79,7 +80,7 @@ func TestLeaseSnapshotCatchUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.caughtUp(back)
-	waitFor(t, "the revoke to delete the leased keys on the follower", func() bool {
+	wait.For(t, "the revoke to delete the leased keys on the follower", func() bool {
 		return maps.Equal(kvState(t, back.node), kvState(t, lead.node)) && back.node.LeaseCount() == 0
 	})
 	if _, ok := kvState(t, back.node)["leased0"]; ok {
@@ -132,5 +133,57 @@ func TestLeaseLimits(t *testing.T) {
 	}
 	if _, err := n.Grant(ctx, 0, time.Minute); err != nil {
 		t.Fatalf("grant after a revoke freed room: %v", err)
+	}
+}
+
+// TestLeaseFullTxnCountsDetaches: a transaction's branch is applied as its
+// operations one after the other. On a full lease (Knobs.MaxLeaseKeys keys), a
+// branch that first deletes one of its keys (or re-PUTs it without the
+// lease) and then attaches another key leaves the lease full, not over:
+// applied one at a time, both operations succeed. A lease check that
+// counted the attach but not the detach before it would refuse the whole
+// transaction with ErrLeaseFull.
+func TestLeaseFullTxnCountsDetaches(t *testing.T) {
+	cfg := testConfig()
+	cfg.Knobs.MaxLeaseKeys = 2
+	c := newCluster(t, 1, cfg)
+	n := c.leader().node
+	ctx := ctxT(t)
+	a, err := n.Grant(ctx, 0, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"k1", "k2"} {
+		if err := putLease(ctx, n, k, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, first := range map[string]txn.Op{
+		"delete k1":            {Type: txn.Delete, Key: []byte("k1")},
+		"put k1 without lease": {Type: txn.Put, Key: []byte("k1"), Value: []byte("v")},
+	} {
+		// Restore k1 on the lease between cases.
+		if err := putLease(ctx, n, "k1", a); err != nil {
+			t.Fatal(err)
+		}
+		_, _, err := n.Txn(ctx, &txn.Txn{Then: []txn.Op{first,
+			{Type: txn.Put, Key: []byte("k3"), Value: []byte("v"), Lease: a}}}, raft.Admission{})
+		if err != nil {
+			t.Errorf("txn {%s; put k3 with the lease} on a full lease: %v (one at a time, both apply and the lease stays at %d keys)",
+				name, err, cfg.Knobs.MaxLeaseKeys)
+		}
+		// Undo k3 for the next case.
+		if _, _, err := n.Delete(ctx, []byte("k3")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Writes of keys not on the lease make no room.
+	if err := putLease(ctx, n, "k1", a); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = n.Txn(ctx, &txn.Txn{Then: []txn.Op{{Type: txn.Delete, Key: []byte("k9")},
+		{Type: txn.Put, Key: []byte("k3"), Value: []byte("v"), Lease: a}}}, raft.Admission{})
+	if !errors.Is(err, txn.ErrLeaseFull) {
+		t.Errorf("txn {delete k9 (on no lease); put k3 with the full lease}: %v, want ErrLeaseFull", err)
 	}
 }

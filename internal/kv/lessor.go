@@ -9,7 +9,7 @@ import (
 	"github.com/kvd-project/kvd/raft"
 )
 
-// TTL leases (issue 12): not the read lease of lease.go, which is the
+// TTL leases: not the read lease of lease.go, which is the
 // leader's right to serve one-sided reads. A TTL lease is a client's: keys
 // attached to it are deleted when it expires or is revoked.
 //

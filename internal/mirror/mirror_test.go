@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/kvd-project/kvd/internal/kv"
+	"github.com/kvd-project/kvd/internal/kvdtest/wait"
 	"github.com/kvd-project/kvd/internal/table"
 	"github.com/kvd-project/kvd/internal/wire"
 )
@@ -273,13 +274,7 @@ func TestFailedRebuildRefusesAdmission(t *testing.T) {
 		t.Fatalf("reserve on a partial region: %v, want ErrRegionPartial", err)
 	}
 	fail.Store(false)
-	deadline := time.Now().Add(5 * time.Second)
-	for m.Header().Incomplete {
-		if time.Now().After(deadline) {
-			t.Fatal("the region stayed incomplete after rebuilds work again")
-		}
-		time.Sleep(testGrace)
-	}
+	wait.For(t, "the region to become complete once rebuilds work again", func() bool { return !m.Header().Incomplete })
 	if err := m.Reserve([]byte("x"), 1); err != nil {
 		t.Fatalf("reserve after the rebuild: %v", err)
 	}

@@ -6,7 +6,7 @@ package pebbletune
 import "github.com/cockroachdb/pebble/v2"
 
 // DefaultMemTableSize is the default memtable size: Pebble's own (4 MiB).
-// A 64 MiB memtable took compaction off the PUT profile (issue 11), but its
+// A 64 MiB memtable takes compaction off the PUT profile, but its
 // WAL grows with it before rotating, and three nodes' WALs filled the RDMA
 // VM's RAM-backed /tmp under 1 MiB values; raise it per node where disk and
 // memory allow.
@@ -18,7 +18,7 @@ const DefaultMemTableSize = 4 << 20
 // truncated a few thousand entries behind, so every 4 MiB flush overlaps
 // nearly all of the base level: at 4, each compaction rewrote the whole
 // state for four flushes' worth of news, a third of a follower's CPU in
-// the 64-instance PUT shape (issue 11). At 16 the same rewrite carries
+// the 64-instance PUT shape. At 16 the same rewrite carries
 // four times as much: compaction CPU fell from 2.5 s to 0.9 s per 10 s
 // on three nodes, server CPU per PUT by about a tenth. The cost is read
 // amplification in Pebble, which serves only RPC reads of keys the

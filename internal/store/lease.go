@@ -8,7 +8,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 )
 
-// TTL leases (issue 12) are applied state like the keys: they live under
+// TTL leases are applied state like the keys: they live under
 // the KV generation, so a snapshot install swaps them with the keys in one
 // batch, and the same Update that writes a key records its lease.
 //

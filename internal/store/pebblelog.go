@@ -14,7 +14,7 @@ import (
 // Log rate limits: each kind of line (keyed by its message) may burst to
 // logBurst lines, then gets logRate lines a second. A line that follows
 // suppressed ones says how many were dropped ("suppressed"). On a full disk
-// Pebble used to log thousands of identical errors a second.
+// Pebble can log thousands of identical errors a second.
 const (
 	logBurst = 10
 	logRate  = 1.0 // lines per second, per kind

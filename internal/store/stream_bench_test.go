@@ -14,7 +14,7 @@ import (
 )
 
 // BenchmarkReplicaStream replays what one node writes in the 64-instance
-// PUT shape of issue 11 (100k keys, 256 B values): per Ready a batch of new
+// PUT shape of the benchmarks (64 client instances, 100k keys, 256 B values): per Ready a batch of new
 // log entries, fsynced, together with the state writes of the batch before
 // it (now committed), and every 10,000 entries a snapshot that truncates
 // the log 5,000 behind, as raft.Config's defaults do. It reports the

@@ -11,9 +11,9 @@ import (
 // TestEvictionDropsOnlyWatchersItRobs: a burst of writes larger than the
 // history evicts events past caught-up watchers' cursors. A watcher none
 // of those events was for lost nothing and goes on, complete through the
-// burst; one that had an event among them is dropped as slow. (Bug: every
-// watcher was dropped, and its client's resume from the version it was
-// at, evicted on every node alike, failed as compacted.)
+// burst; one that had an event among them is dropped as slow. Dropping
+// every watcher would make its client's resume from the version it was at,
+// evicted on every node alike, fail as compacted.
 func TestEvictionDropsOnlyWatchersItRobs(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {

@@ -183,8 +183,8 @@ func (h *Hub) evictLocked() {
 // of its events among the n oldest held, which are about to be evicted: at
 // its next Next it is dropped as slow. A watcher whose cursor is among them
 // but which none of them was for (a quiet key behind a burst of writes to
-// others) lost nothing and moves on (review: it was dropped as slow, and
-// its client's resume from the version it was at failed as compacted).
+// others) lost nothing and moves on: dropped as slow, its client's resume
+// from the version it was at would fail as compacted.
 func (h *Hub) markLostLocked(n int) {
 	if n == 0 {
 		return

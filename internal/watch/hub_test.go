@@ -190,8 +190,8 @@ func TestConfigValidate(t *testing.T) {
 
 // TestHistoryKeepsTheNewestEvent: the smallest history Validate accepts
 // (1 MiB) is less than one write of the largest value under a long key;
-// such an event used to be evicted as it was published, and every
-// caught-up watcher of it dropped as slow.
+// such an event must not be evicted as it is published, which would drop
+// every caught-up watcher of it as slow.
 func TestHistoryKeepsTheNewestEvent(t *testing.T) {
 	t.Parallel()
 	h := newHub(t, Config{HistoryBytes: wire.MaxWatchBytes})

@@ -122,8 +122,8 @@ const MaxIndex = 1 << 62
 // term; its entries' and snapshot's are checked against the message's).
 // raft computes term+1 unchecked when it campaigns: a node that adopted a
 // forged term of 2^64-1 (from one heartbeat, then stored in its hard
-// state) wrapped to term 0 at its next election and panicked, again after
-// every restart, and its answers carried the term to the leader.
+// state) would wrap to term 0 at its next election and panic, again after
+// every restart, and its answers would carry the term to the leader.
 // Terms grow by one per election.
 const MaxTerm = 1 << 62
 

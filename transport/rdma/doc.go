@@ -98,8 +98,8 @@
 //   - RoCE cannot route loopback addresses (127/8, ::1): listen and dial on
 //     an address of the RDMA netdev (the test VM uses 10.77.0.1 on dummy0).
 //   - Each connection pins (RecvBuffers+8+SendBuffers)*BufSize+512 bytes,
-//     page-rounded: 964 KiB with the defaults (it was 4.6 MiB with READ
-//     staging allocated up front and 16 KiB buffers), and a connection that
+//     page-rounded: 964 KiB with the defaults (READ staging is allocated
+//     only when first needed), and a connection that
 //     has read ReadSlots*ReadSlotSize more, 2 MiB. Transport.Pinned reports
 //     the totals, each connection's PinnedBytes its own.
 //   - Queue pairs are moved to RTS by this package, not by librdmacm (which

@@ -11,10 +11,10 @@ var errWindowClosed = errors.New("tcp: connection closed while waiting for the b
 
 // Message credits bound how many messages a receiver queues, not their
 // bytes: at the defaults, 64 credits of 4 MiB messages let a client that
-// stops reading its replies make a server hold 256 MiB per connection
-// (review). So the bytes in flight each way are bounded too, by a window
-// both ends derive from what the handshake settled, with no field of its
-// own on the wire: windowBytes of the connection's MaxMessage.
+// stops reading its replies make a server hold 256 MiB per connection.
+// So the bytes in flight each way are bounded too, by a window both ends
+// derive from what the handshake settled, with no field of its own on the
+// wire: windowBytes of the connection's MaxMessage.
 //
 // A message's bytes count from when its sender reserves them until the
 // credit for it comes back; credits come back in message order, so each

@@ -13,8 +13,8 @@ import (
 // TestByteWindowHoldsSender: with the receiver consuming nothing, a sender
 // of 4 MiB messages stops once DefaultQueueBytes are in flight, though it
 // holds message credits for more; a consumed message's credit comes back
-// at once, so the sender goes on. (Bug: credits alone bounded it, and 64
-// of them let a client that read no replies make a server hold 256 MiB.)
+// at once, so the sender goes on. Credits alone would not do: 64 of them
+// let a client that reads no replies make a server hold 256 MiB.
 func TestByteWindowHoldsSender(t *testing.T) {
 	c, s := connPair(t, 64, time.Hour) // credits return on bytes, not on the idle timer
 	if c.MaxMessage() != transport.DefaultMaxMessage {
@@ -95,9 +95,9 @@ func TestPeerBreakingByteWindow(t *testing.T) {
 // TestByteWindowLargePingPong: messages larger than the write buffer
 // start going out before Send returns, and their credits can come back
 // (riding on the answer) before it does; the accounts must already hold
-// them. (Bug: the sender pushed a message's size after writing it, the
-// answer's credit found it missing, and the connection failed as a
-// protocol violation under load.)
+// them: were a message's size pushed after writing it, the answer's
+// credit could find it missing, and the connection would fail as a
+// protocol violation under load.
 func TestByteWindowLargePingPong(t *testing.T) {
 	c, s := connPair(t, 64, time.Hour)
 	ctx := testCtx(t)

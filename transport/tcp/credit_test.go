@@ -80,13 +80,13 @@ func TestCreditsRideOnAnswers(t *testing.T) {
 
 // TestDefaultDelayOutlastsBusyAnswers: with the default delay, the answers
 // of a busy server (here 20 ms, a loaded cluster's PUT) still take the
-// credits along. (At the old 2 ms every request cost a CREDIT frame.)
+// credits along. (At 2 ms every request would cost a CREDIT frame.)
 func TestDefaultDelayOutlastsBusyAnswers(t *testing.T) {
 	c, s := connPair(t, 64, creditIdleDelay)
 	const n = 10
 	exchange(t, c, s, n, 20*time.Millisecond) // an fsync and a Raft round under load
 	// A stall of the machine longer than the delay can cost a frame; one
-	// per request is the bug.
+	// per request is the failure this test catches.
 	if f := s.msgs.frames.Load(); f > n/4 {
 		t.Fatalf("%d CREDIT frames for %d requests answered after 20 ms; want the credits on the answers", f, n)
 	}

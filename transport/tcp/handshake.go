@@ -107,7 +107,7 @@ func (t *Transport) handshake(ctx context.Context, nc net.Conn, remote string, l
 	// A past deadline wakes the blocked socket calls when ctx ends (so that
 	// the error reported is ctx's, not a socket timeout). It is set on the
 	// socket, which TLS wraps: nc is replaced below, and the callback runs
-	// on another goroutine (review: -race saw it read nc as it changed).
+	// on another goroutine, which must not read nc as it changes.
 	stop := context.AfterFunc(ctx, func() { _ = sock.SetDeadline(time.Unix(1, 0)) })
 	var id *transport.Identity
 	var err error

@@ -15,7 +15,7 @@ import (
 	"github.com/kvd-project/kvd/transport"
 )
 
-// Issue 10: every limit of the transport, each shown to hold against a
+// Every limit of the transport, each shown to hold against a
 // hostile peer while legitimate ones are still served.
 
 // refusals records what a listener's refusal hook hears.
@@ -253,9 +253,9 @@ func TestHandshakeTimeout(t *testing.T) {
 }
 
 // TestTLSHandshakeTimeout: a TLS dialer that completes the TLS handshake
-// and then sends no hello is dropped after HandshakeTimeout. (Bug: the
-// timeout's callback read the connection variable the handshake had
-// replaced with the TLS one, a data race -race reported.)
+// and then sends no hello is dropped after HandshakeTimeout. Under -race
+// it also checks that the timeout's callback does not read the connection
+// variable the handshake replaces with the TLS one.
 func TestTLSHandshakeTimeout(t *testing.T) {
 	p := newTestPKI(t)
 	_, ln := listen(t, Config{HandshakeTimeout: 200 * time.Millisecond,

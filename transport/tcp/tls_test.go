@@ -276,8 +276,8 @@ func TestTLSAndPlaintextRefuseEachOther(t *testing.T) {
 
 	var lastErr atomic.Value
 	lcfg.HandshakeError = func(_ string, err error) { lastErr.Store(err.Error()); handshakeErrs.Add(1) }
-	// The plaintext dialer is told why (it used to see the socket close,
-	// and a client took the node for unreachable).
+	// The plaintext dialer is told why (a bare socket close would make a
+	// client take the node for unreachable).
 	if _, err := plain.Dial(ctx, sln.Addr()); !errors.Is(err, ErrTLS) || !errors.Is(err, transport.ErrAuthRefused) {
 		t.Errorf("plaintext Dial of a TLS listener: %v; want ErrTLS and transport.ErrAuthRefused", err)
 	}

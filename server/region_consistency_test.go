@@ -4,16 +4,24 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/kvd-project/kvd/client"
+	kvsm "github.com/kvd-project/kvd/internal/kv"
 	"github.com/kvd-project/kvd/internal/kvdtest"
+	"github.com/kvd-project/kvd/internal/kvdtest/wait"
+	"github.com/kvd-project/kvd/internal/mirror"
 	"github.com/kvd-project/kvd/internal/wire"
 	"github.com/kvd-project/kvd/raft"
 	"github.com/kvd-project/kvd/server"
 	"github.com/kvd-project/kvd/transport/tcp"
 )
+
+// The region and Pebble are one state: no RPC read answers ahead of the
+// region, a write is answered only once the region shows it, and a lease
+// ends for one-sided readers while the apply is stuck behind the table.
 
 // rawGet sends one RPC GET with the given consistency flag, bypassing the
 // client's one-sided path, and returns the value (nil with ok=false on any
@@ -47,7 +55,7 @@ func rawGet(t *testing.T, addr string, key []byte, flags uint16, timeout time.Du
 	return append([]byte(nil), resp.Value...), true
 }
 
-// TestRPCReadNeverAheadOfRegion is issue 8's problem 1: Pebble commits a
+// TestRPCReadNeverAheadOfRegion: Pebble commits a
 // write before the region shows it (the apply waits for the table lock,
 // here held by the test as a repair pass or a scrape would). An RPC read
 // that answered from Pebble would return the new value, and a one-sided
@@ -93,7 +101,7 @@ func TestRPCReadNeverAheadOfRegion(t *testing.T) {
 	}
 }
 
-// TestLeaseLapsesWhileTableHeld is issue 8's problem 2: a node whose apply
+// TestLeaseLapsesWhileTableHeld: a node whose apply
 // is stuck behind the table lock stops extending its lease, and the lease
 // must end for readers at its expiry without the node having to clear
 // anything (which would need the lock). A one-sided linearizable GET must
@@ -159,13 +167,7 @@ func TestFailedRebuildStaysIncomplete(t *testing.T) {
 		t.Fatal("no read was answered by RPC, yet the region holds only 3 keys")
 	}
 	f.FailRebuilds(-1) // the repair loop retries the rebuild
-	deadline := time.Now().Add(10 * time.Second)
-	for n.Srv.TableHeader().Incomplete {
-		if time.Now().After(deadline) {
-			t.Fatal("the region never became complete after rebuilds work again")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	wait.For(t, "the region to become complete once rebuilds work again", func() bool { return !n.Srv.TableHeader().Incomplete })
 	if st := n.Srv.Status(); st.Keys != 10 {
 		t.Fatalf("region holds %d keys after the retried rebuild, want 10", st.Keys)
 	}
@@ -175,4 +177,122 @@ func TestFailedRebuildStaysIncomplete(t *testing.T) {
 	if v, ok := server.Gauge(n.Srv, "kvd_table_slots_pending"); !ok || v != 0 {
 		t.Errorf("kvd_table_slots_pending = %v (found %v) with the region complete, want 0", v, ok)
 	}
+}
+
+// TestPutAnsweredOnlyOnceTheRegionShowsIt: a PUT is acknowledged only
+// after the leader applied it to its table region (docs/consistency.md,
+// "What the region promises", 1), so a one-sided GET that starts after the
+// acknowledgement reads the new value. Answered earlier, a client could
+// PUT, be told it is done, and read the old value from the region.
+//
+// The test holds the batch carrying k=v2 out of the region (Knobs.
+// BeforeApply blocks the apply) while the PUT is in flight. The PUT must
+// not be answered while the batch is held; once it is let through, the
+// answer comes, and a one-sided GET after it reads v2. The only wait is
+// holdFor, for an answer that must not come: however loaded the machine,
+// the test cannot fail on a server that answers after the apply, and a
+// server that answers before it does so a few scheduler hops after the
+// commit, well within it. The GET after the answer is serializable: it
+// reads the leader's region one-sided whatever the lease, which the held
+// loop may have let lapse.
+func TestPutAnsweredOnlyOnceTheRegionShowsIt(t *testing.T) {
+	const holdFor = time.Second
+	var (
+		mu      sync.Mutex
+		armed   bool
+		held    = make(chan struct{})
+		release = make(chan struct{})
+		letGo   = sync.OnceFunc(func() { close(release) })
+	)
+	hold := func(ws []kvsm.Write) {
+		mu.Lock()
+		hit := armed && hasWrite(ws, "k", "v2")
+		if hit {
+			armed = false
+		}
+		mu.Unlock()
+		if hit {
+			close(held)
+			<-release
+		}
+	}
+	addr := kvdtest.FreeAddrs(t, 1)[0]
+	tr, err := tcp.New(tcp.Config{Node: addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	srv, err := server.New(server.Config{Listen: addr, DataDir: t.TempDir(), Transport: tr, TableMem: 1 << 20,
+		Logger: quietLog(), Knobs: server.Knobs{Mirror: mirror.Knobs{BeforeApply: hold}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	t.Cleanup(letGo) // before Close: a held apply would hold it
+	wait.For(t, "a leader with a valid lease", func() bool { st := srv.Status(); return st.IsLeader && st.LeaseValid })
+
+	c := newPatientClient(t, []string{addr}, client.Linearizable)
+	ctx := context.Background()
+	if err := c.Put(ctx, []byte("k"), []byte("v1")); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := c.Get(ctx, []byte("k"), client.WithConsistency(client.Serializable)); err != nil || string(v) != "v1" {
+		t.Fatalf("get k = %q, %v; want v1", v, err)
+	}
+
+	mu.Lock()
+	armed = true
+	mu.Unlock()
+	type read struct {
+		value     string
+		err       error
+		oneSided  bool
+		afterHeld bool // the read began while the batch was still held
+	}
+	answered := make(chan error, 1)
+	readAfter := make(chan read, 1)
+	go func() {
+		answered <- c.Put(ctx, []byte("k"), []byte("v2"))
+		s0 := c.Stats()
+		stillHeld := true
+		select {
+		case <-release:
+			stillHeld = false
+		default:
+		}
+		v, err := c.Get(ctx, []byte("k"), client.WithConsistency(client.Serializable))
+		readAfter <- read{value: string(v), err: err, oneSided: c.Stats().OneSided > s0.OneSided, afterHeld: stillHeld}
+	}()
+
+	select {
+	case <-held:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the batch with k=v2 never reached the region's apply")
+	}
+	select {
+	case err := <-answered:
+		r := <-readAfter // a one-sided read: it does not wait for the apply
+		letGo()
+		t.Fatalf("PUT k=v2 answered (err %v) while its batch was held out of the region; "+
+			"a GET after the answer read %q (err %v, one-sided %v, began while held %v)",
+			err, r.value, r.err, r.oneSided, r.afterHeld)
+	case <-time.After(holdFor):
+	}
+	letGo()
+	if err := <-answered; err != nil {
+		t.Fatalf("PUT k=v2: %v", err)
+	}
+	r := <-readAfter
+	if r.err != nil || r.value != "v2" || !r.oneSided {
+		t.Fatalf("GET after the PUT's answer: %q, %v (one-sided %v); want v2, one-sided", r.value, r.err, r.oneSided)
+	}
+}
+
+func hasWrite(ws []kvsm.Write, key, value string) bool {
+	for _, w := range ws {
+		if string(w.Key) == key && string(w.Value) == value && !w.Deleted {
+			return true
+		}
+	}
+	return false
 }

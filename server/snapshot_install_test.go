@@ -14,6 +14,7 @@ import (
 
 	"github.com/kvd-project/kvd/client"
 	"github.com/kvd-project/kvd/internal/kvdtest"
+	"github.com/kvd-project/kvd/internal/kvdtest/wait"
 	"github.com/kvd-project/kvd/internal/wire"
 	"github.com/kvd-project/kvd/server"
 )
@@ -191,11 +192,7 @@ func parseSeq(k int, v []byte) (int64, error) {
 // waitApplied waits until f applied everything the leader committed.
 func waitApplied(t *testing.T, f, lead *kvdtest.Node) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for f.Srv.Node().Status().Applied < lead.Srv.Node().Status().Commit {
-		if time.Now().After(deadline) {
-			t.Fatal("follower did not catch up")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	wait.For(t, "the follower to catch up", func() bool {
+		return f.Srv.Node().Status().Applied >= lead.Srv.Node().Status().Commit
+	})
 }
