@@ -82,6 +82,7 @@ func checkFits(t *testing.T, n *kvdtest.Node) {
 // it, both applied, and the leader's region could not hold the first (nor
 // could a restart).
 func TestAdmissionOutlivesTheRequest(t *testing.T) {
+	skipShort(t)
 	nodes := kvdtest.StartCluster(t, 1, kvdtest.Options{TableMem: fillTableMem, ReuseGrace: fillGrace})
 	lead := kvdtest.WaitLeader(t, nodes, 15*time.Second)
 	c := newPatientClient(t, kvdtest.Endpoints(nodes), client.Linearizable)
@@ -113,6 +114,7 @@ func TestAdmissionOutlivesTheRequest(t *testing.T) {
 // new leader's log; were the new leader to admit B into the same room at
 // once, both would commit, and no region of that size could hold the data.
 func TestNewLeaderAdmitsOnlyOnceCaughtUp(t *testing.T) {
+	skipShort(t)
 	nodes := kvdtest.StartCluster(t, 3, kvdtest.Options{TableMem: fillTableMem, ReuseGrace: fillGrace})
 	a := kvdtest.WaitLeader(t, nodes, 15*time.Second)
 	var b, c *kvdtest.Node
@@ -174,6 +176,7 @@ func TestNewLeaderAdmitsOnlyOnceCaughtUp(t *testing.T) {
 // after it has waited for the requests), Close must not wait out the
 // freeze.
 func TestCloseEndsAnAdmittedWait(t *testing.T) {
+	skipShort(t)
 	nodes := kvdtest.StartCluster(t, 1, kvdtest.Options{})
 	n := kvdtest.WaitLeader(t, nodes, 10*time.Second)
 	c, err := client.New(client.Config{Endpoints: kvdtest.Endpoints(nodes), AttemptTimeout: time.Second, RequestTimeout: time.Second})
@@ -203,6 +206,7 @@ func TestCloseEndsAnAdmittedWait(t *testing.T) {
 // committed data outgrows a fresh region of the same size and the node
 // cannot restart.
 func TestLeaderAdmissionCountsMissingKeys(t *testing.T) {
+	skipShort(t)
 	var f server.Faults
 	nodes := kvdtest.StartCluster(t, 1, kvdtest.Options{TableMem: fillTableMem, ReuseGrace: fillGrace, Knobs: f.KnobsFor})
 	lead := kvdtest.WaitLeader(t, nodes, 15*time.Second)
@@ -242,6 +246,7 @@ func TestLeaderAdmissionCountsMissingKeys(t *testing.T) {
 // failure, and the rest are in no missing set) must not admit writes
 // against that partial region.
 func TestLeaderAdmissionAfterFailedRebuild(t *testing.T) {
+	skipShort(t)
 	var f server.Faults
 	nodes := kvdtest.StartCluster(t, 1, kvdtest.Options{TableMem: fillTableMem, ReuseGrace: fillGrace, Knobs: f.KnobsFor})
 	lead := kvdtest.WaitLeader(t, nodes, 15*time.Second)

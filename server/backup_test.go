@@ -84,6 +84,7 @@ func saveBackup(t *testing.T, c *client.Client, dir string) (string, client.Snap
 // versions, that the new cluster has an id of its own, and that a
 // restarted restored node keeps its state.
 func TestBackupRoundTrip(t *testing.T) {
+	skipShort(t)
 	old := kvdtest.StartCluster(t, 3, kvdtest.Options{SnapshotCount: 300})
 	kvdtest.WaitLeader(t, old, 10*time.Second)
 	c := newClient(t, kvdtest.Endpoints(old), client.Linearizable)
@@ -306,6 +307,7 @@ func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, n
 // leader must fail or not answer: streamed without a ReadIndex, the backup
 // would miss an acknowledged write.
 func TestDeposedLeaderSnapshotNeedsReadIndex(t *testing.T) {
+	skipShort(t)
 	nodes := kvdtest.StartCluster(t, 3, kvdtest.Options{})
 	old := kvdtest.WaitLeader(t, nodes, 10*time.Second)
 	rest := othersThan(nodes, old)
@@ -330,6 +332,7 @@ func TestDeposedLeaderSnapshotNeedsReadIndex(t *testing.T) {
 // cluster), or the cluster must converge on one state:
 // it must never serve a state of its own that the others do not have.
 func TestRestoreFromMixedBackupsRefusedOrConverge(t *testing.T) {
+	skipShort(t)
 	old := kvdtest.StartCluster(t, 1, kvdtest.Options{})
 	kvdtest.WaitLeader(t, old, 10*time.Second)
 	c := newClient(t, kvdtest.Endpoints(old), client.Linearizable)

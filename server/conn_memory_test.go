@@ -25,6 +25,7 @@ import (
 // Credits x MaxMessage (at the defaults, up to 256 MiB of one
 // connection).
 func TestStalledClientQueueBounded(t *testing.T) {
+	skipShort(t)
 	s := floodServer(t, Config{}, tcp.Config{})
 	const gets = 20                             // more than the budget admits (15-16)
 	const big = transport.DefaultCredits - gets // never more unconsumed MSGs than credits
@@ -92,6 +93,7 @@ func TestFloodIdleAfterBurst(t *testing.T) {
 // the scratch it built the 1 MiB message in (watchConn.val) for the life of
 // the connection, though it lets its frame scratch go above keepRecvBuf.
 func TestWatchConnIdleMemory(t *testing.T) {
+	skipShort(t)
 	const n = 20
 	s := floodServer(t, Config{}, tcp.Config{})
 	watch := rawRequest(&wire.Request{Op: wire.OpWatch, ID: 1, Key: []byte("k"), Value: wire.AppendWatchRequest(nil, 0)})

@@ -206,6 +206,7 @@ func fillDeleteRefill(t *testing.T, nodes []*kvdtest.Node, c *client.Client, m *
 // delete some keys, refill, and restart: the node starts (it must not exit
 // with "cannot hold the stored data") with every key in its region.
 func TestFillDeleteRefillRestart(t *testing.T) {
+	skipShort(t)
 	nodes := kvdtest.StartCluster(t, 1, kvdtest.Options{TableMem: fillTableMem, ReuseGrace: fillGrace})
 	kvdtest.WaitLeader(t, nodes, 15*time.Second)
 	c := newPatientClient(t, kvdtest.Endpoints(nodes), client.Linearizable)
@@ -243,6 +244,7 @@ func TestFillDeleteRefillRestart(t *testing.T) {
 // follower restarts, then the leader, then the whole cluster at once, and
 // every node's region holds every key after each.
 func TestFillDeleteRefillRestartCluster(t *testing.T) {
+	skipShort(t)
 	nodes := kvdtest.StartCluster(t, 3, kvdtest.Options{TableMem: fillTableMem, ReuseGrace: fillGrace})
 	lead := kvdtest.WaitLeader(t, nodes, 15*time.Second)
 	c := newPatientClient(t, kvdtest.Endpoints(nodes), client.Linearizable)
@@ -287,6 +289,7 @@ func TestFillDeleteRefillRestartCluster(t *testing.T) {
 // to its region (no "table cannot hold an applied write"), the rest are
 // refused with "no space", and the table's fill is reported as full.
 func TestConcurrentPutsNeverOverfill(t *testing.T) {
+	skipShort(t)
 	for _, n := range []int{1, 3} {
 		t.Run(fmt.Sprintf("%d nodes", n), func(t *testing.T) {
 			nodes := kvdtest.StartCluster(t, n, kvdtest.Options{TableMem: fillTableMem, ReuseGrace: fillGrace})

@@ -210,6 +210,7 @@ const maxIdleHeap = 64 << 10
 // idle cost the server at most maxIdleHeap each, and are closed after the
 // idle timeout; a legitimate client is served meanwhile.
 func TestFloodIdleConnections(t *testing.T) {
+	skipShort(t)
 	const n = 500
 	const idle = 3 * time.Second
 	s := floodServer(t, Config{}, tcp.Config{IdleTimeout: idle})
@@ -236,6 +237,7 @@ func TestFloodIdleConnections(t *testing.T) {
 // TestFloodMaxConnections: beyond --max-connections a dialer is refused at
 // once with a message that says why, and counted; closing one makes room.
 func TestFloodMaxConnections(t *testing.T) {
+	skipShort(t)
 	const max = 8
 	s := floodServer(t, Config{MaxConnections: max}, tcp.Config{})
 	var conns []net.Conn
@@ -303,6 +305,7 @@ func TestFloodMaxConnectionsOtherTransports(t *testing.T) {
 // TestFloodHalfSentFrames: clients that announce the largest message and
 // stall hold only what they sent, and only for the read timeout.
 func TestFloodHalfSentFrames(t *testing.T) {
+	skipShort(t)
 	const (
 		n       = 100
 		sent    = 32 << 10
@@ -354,6 +357,7 @@ func neverReading(t *testing.T, addr string, credits uint32, key []byte, count i
 // readers, whether they hold back their credits or, granting credits, the
 // bytes of the transport's window.
 func TestFloodNeverReadingClient(t *testing.T) {
+	skipShort(t)
 	const (
 		n       = 4
 		timeout = 2 * time.Second
@@ -441,6 +445,7 @@ func TestFloodOversizedRead(t *testing.T) {
 // TestFloodMalformedRequests: a client that sends garbage is closed and
 // counted (and logged at most once per refusalLogEvery).
 func TestFloodMalformedRequests(t *testing.T) {
+	skipShort(t)
 	s := floodServer(t, Config{}, tcp.Config{})
 	for range 3 {
 		nc := dialRaw(t, s.Addr(), 64)
@@ -485,6 +490,7 @@ func TestRefusalLogRateLimited(t *testing.T) {
 // (a follower now) sends nothing on the connection it dialed to the other
 // follower, which must still be there for the next election.
 func TestPeerSessionsExemptFromIdle(t *testing.T) {
+	skipShort(t)
 	const idle = 300 * time.Millisecond
 	addrs := make([]string, 3)
 	cluster := map[uint64]string{}
@@ -610,6 +616,7 @@ func TestWatchSlowReaderReleasesConn(t *testing.T) {
 // would take watchCmdQueue of them whatever their size (64 MiB here;
 // 256 MiB at the largest message) while the send waited out replyTimeout.
 func TestWatchQueueChargedToBudget(t *testing.T) {
+	skipShort(t)
 	s, ctx, conn := stuckWatch(t, 5*time.Second)
 	frame := wire.AppendRequest(nil, &wire.Request{Op: wire.OpWatch, ID: 2, Key: []byte("k"), Value: make([]byte, 1<<20)})
 	base := heapNow()

@@ -19,6 +19,7 @@ import (
 // region go on being served, as an RDMA NIC serves them for a stopped
 // process. It thaws by itself, and Close ends a freeze at once.
 func TestFreeze(t *testing.T) {
+	skipShort(t)
 	nodes := kvdtest.StartCluster(t, 1, kvdtest.Options{})
 	n := kvdtest.WaitLeader(t, nodes, 10*time.Second)
 	eps := kvdtest.Endpoints(nodes)

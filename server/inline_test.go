@@ -19,6 +19,7 @@ import (
 // cache, large ones still in two; updates, deletes and a rebuild keep every
 // answer right.
 func TestInlineRegion(t *testing.T) {
+	skipShort(t)
 	nodes, n, w := startInlineNode(t, 4<<20, 144)
 	ctx := context.Background()
 	const small, large = 200, 4

@@ -87,6 +87,7 @@ func leaseSetup(t *testing.T, c *client.Client) (doomed, kept client.LeaseID) {
 // passed since the election. A lease kept alive through the new leader
 // keeps its key.
 func TestLeaseExpiryAcrossLeaderChange(t *testing.T) {
+	skipShort(t)
 	clk := newFakeClock()
 	nodes := kvdtest.StartCluster(t, 3, kvdtest.Options{LeaseClock: clk.Now})
 	old := kvdtest.WaitLeader(t, nodes, 10*time.Second)
@@ -125,6 +126,7 @@ func TestLeaseExpiryAcrossLeaderChange(t *testing.T) {
 // restart of every node, and the leader after the restart starts each at
 // its full TTL.
 func TestLeaseExpiryAcrossFullRestart(t *testing.T) {
+	skipShort(t)
 	clk := newFakeClock()
 	nodes := kvdtest.StartCluster(t, 3, kvdtest.Options{LeaseClock: clk.Now})
 	kvdtest.WaitLeader(t, nodes, 10*time.Second)
@@ -168,6 +170,7 @@ func TestLeaseExpiryAcrossFullRestart(t *testing.T) {
 // lease's revoke leaves it), a DELETE detaches it, a PUT with another
 // lease moves it, and a compare-and-swap may attach a lease too.
 func TestLeaseAttachDetach(t *testing.T) {
+	skipShort(t)
 	nodes := kvdtest.StartCluster(t, 1, kvdtest.Options{})
 	kvdtest.WaitLeader(t, nodes, 10*time.Second)
 	c := newClient(t, kvdtest.Endpoints(nodes), client.Linearizable)
@@ -267,6 +270,7 @@ func TestLeaseRequestsRefused(t *testing.T) {
 // TestLeaseKeeper: a background keeper renews its lease (ValidUntil moves
 // on) and stops with ErrLeaseNotFound once the lease is revoked.
 func TestLeaseKeeper(t *testing.T) {
+	skipShort(t)
 	nodes := kvdtest.StartCluster(t, 1, kvdtest.Options{})
 	kvdtest.WaitLeader(t, nodes, 10*time.Second)
 	c := newClient(t, kvdtest.Endpoints(nodes), client.Linearizable)

@@ -72,6 +72,7 @@ func othersThan(nodes []*kvdtest.Node, n *kvdtest.Node) []*kvdtest.Node {
 // confirming its leadership with a quorum (ReadIndex) would return a value
 // that an acknowledged write has replaced. It must fail or not answer.
 func TestDeposedLeaderRPCReadsNeedReadIndex(t *testing.T) {
+	skipShort(t)
 	nodes := kvdtest.StartCluster(t, 3, kvdtest.Options{})
 	old := kvdtest.WaitLeader(t, nodes, 10*time.Second)
 	rest := othersThan(nodes, old)

@@ -64,6 +64,7 @@ func rawGet(t *testing.T, addr string, key []byte, flags uint16, timeout time.Du
 // its commit, which takes the table lock, the write now waits for the
 // table before it reaches Pebble; the reads are checked all the same.)
 func TestRPCReadNeverAheadOfRegion(t *testing.T) {
+	skipShort(t)
 	nodes := kvdtest.StartCluster(t, 1, kvdtest.Options{TableMem: 1 << 20})
 	n := kvdtest.WaitLeader(t, nodes, 10*time.Second)
 	c := newClient(t, kvdtest.Endpoints(nodes), client.Linearizable)
@@ -107,6 +108,7 @@ func TestRPCReadNeverAheadOfRegion(t *testing.T) {
 // anything (which would need the lock). A one-sided linearizable GET must
 // not be accepted once the lease would have run out.
 func TestLeaseLapsesWhileTableHeld(t *testing.T) {
+	skipShort(t)
 	nodes := kvdtest.StartCluster(t, 1, kvdtest.Options{TableMem: 1 << 20})
 	n := kvdtest.WaitLeader(t, nodes, 10*time.Second)
 	c, err := client.New(client.Config{Endpoints: kvdtest.Endpoints(nodes), ReadRetries: 2})
@@ -196,6 +198,7 @@ func TestFailedRebuildStaysIncomplete(t *testing.T) {
 // reads the leader's region one-sided whatever the lease, which the held
 // loop may have let lapse.
 func TestPutAnsweredOnlyOnceTheRegionShowsIt(t *testing.T) {
+	skipShort(t)
 	const holdFor = time.Second
 	var (
 		mu      sync.Mutex

@@ -50,6 +50,7 @@ func putUntilRefused(t *testing.T, c *client.Client, prefix string, value []byte
 // incomplete for good (the cluster fill test met that state when such a
 // follower became leader).
 func TestRepackFragmentedRegion(t *testing.T) {
+	skipShort(t)
 	const grace = 50 * time.Millisecond
 	var f server.Faults
 	nodes := kvdtest.StartCluster(t, 1, kvdtest.Options{TableMem: 128 << 10, ReuseGrace: grace, Knobs: f.KnobsFor})

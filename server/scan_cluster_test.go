@@ -30,6 +30,7 @@ func askScan(t *testing.T, addr string, flags uint16, q wire.ScanRequest, wait t
 // must: served without ReadIndex it would miss an acknowledged write.
 // A serializable scan of a follower of the new leader works.
 func TestDeposedLeaderScansNeedReadIndex(t *testing.T) {
+	skipShort(t)
 	nodes := kvdtest.StartCluster(t, 3, kvdtest.Options{})
 	old := kvdtest.WaitLeader(t, nodes, 10*time.Second)
 	rest := othersThan(nodes, old)
@@ -144,6 +145,7 @@ func (m *scanModel) check(key string, got int, absent bool, start, end time.Time
 // of the page's request, and a key missing from a page must have been
 // absent at some such moment.
 func TestRangeScanAgainstModel(t *testing.T) {
+	skipShort(t)
 	nodes := kvdtest.StartCluster(t, 3, kvdtest.Options{})
 	kvdtest.WaitLeader(t, nodes, 10*time.Second)
 	var eps []string

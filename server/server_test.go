@@ -76,6 +76,7 @@ func TestCorruptRecordNeverServed(t *testing.T) {
 // wrong misses, answers correctly meanwhile, and repairs itself once space
 // frees.
 func TestRegionIncompleteThenRepaired(t *testing.T) {
+	skipShort(t)
 	small := 256 << 10
 	nodes := kvdtest.StartCluster(t, 3, kvdtest.Options{
 		TableMems: []int{4 << 20, 4 << 20, small}, ReuseGrace: 50 * time.Millisecond,
@@ -146,6 +147,7 @@ func TestRegionIncompleteThenRepaired(t *testing.T) {
 // TestCloseUnderLoad closes a node while clients hammer it: no panic, no
 // race (run with -race), and clients get errors, not hangs.
 func TestCloseUnderLoad(t *testing.T) {
+	skipShort(t)
 	nodes := kvdtest.StartCluster(t, 1, kvdtest.Options{})
 	kvdtest.WaitLeader(t, nodes, 10*time.Second)
 	c := newClient(t, kvdtest.Endpoints(nodes), client.Linearizable)

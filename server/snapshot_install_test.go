@@ -27,6 +27,7 @@ import (
 // and linearizable RPC GETs (never older than a write acknowledged before
 // the read began).
 func TestReadsAcrossSnapshotInstall(t *testing.T) {
+	skipShort(t)
 	const keys = 20
 	var faults [3]server.Faults // by id-1
 	knobs := func(id uint64) server.Knobs { return faults[id-1].KnobsFor(id) }

@@ -57,6 +57,7 @@ func txnClient(t *testing.T, s *Server) *client.Client {
 // is after it: the steps are the table's atomic group (withhold, PUTs,
 // DELETEs, reveal). Afterwards every key reads as after.
 func TestTxnAppliedAtomicallyToRegion(t *testing.T) {
+	skipShort(t)
 	var f Faults
 	s := floodServer(t, Config{Knobs: f.KnobsFor(1)}, tcp.Config{})
 	c := txnClient(t, s)

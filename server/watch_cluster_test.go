@@ -19,6 +19,7 @@ import (
 // version; a write whose outcome the writer does not know may appear
 // (once) or not; nothing else may.
 func TestWatchResumesAcrossLeaderKill(t *testing.T) {
+	skipShort(t)
 	nodes := kvdtest.StartCluster(t, 3, kvdtest.Options{})
 	leader := kvdtest.WaitLeader(t, nodes, 10*time.Second)
 	eps := append([]string{leader.Addr}, kvdtest.Endpoints(othersThan(nodes, leader))...)
@@ -54,6 +55,7 @@ func TestWatchResumesAcrossLeaderKill(t *testing.T) {
 // watch once it knows it has no leader, and the client must resume on the
 // new majority and deliver the write made there.
 func TestWatchLeavesIsolatedNode(t *testing.T) {
+	skipShort(t)
 	nodes := kvdtest.StartCluster(t, 3, kvdtest.Options{})
 	old := kvdtest.WaitLeader(t, nodes, 10*time.Second)
 	rest := othersThan(nodes, old)

@@ -137,6 +137,7 @@ func TestWatchCompacted(t *testing.T) {
 // StatusCompacted ("slow watcher dropped"); the node holds nothing for
 // it meanwhile but the bounded history.
 func TestWatchSlowWatcherDropped(t *testing.T) {
+	skipShort(t)
 	nodes := kvdtest.StartCluster(t, 1, kvdtest.Options{ReuseGrace: 10 * time.Millisecond,
 		Watch: watch.Config{HistoryBytes: wire.MaxWatchBytes}, Knobs: func(uint64) server.Knobs { return server.Knobs{ReplyTimeout: time.Minute} }})
 	n := kvdtest.WaitLeader(t, nodes, 10*time.Second)
@@ -183,6 +184,7 @@ func TestWatchSlowWatcherDropped(t *testing.T) {
 // so that its client resumes from there rather than from a version the
 // history may have evicted.
 func TestWatchProgress(t *testing.T) {
+	skipShort(t)
 	nodes := kvdtest.StartCluster(t, 1, kvdtest.Options{})
 	n := kvdtest.WaitLeader(t, nodes, 10*time.Second)
 	c := newClient(t, kvdtest.Endpoints(nodes), client.Linearizable)
@@ -218,6 +220,7 @@ func TestWatchProgress(t *testing.T) {
 // the client tries elsewhere); a cancelled watch frees its place, and
 // cancelling an unknown one is StatusNotFound.
 func TestWatchLimits(t *testing.T) {
+	skipShort(t)
 	nodes := kvdtest.StartCluster(t, 1, kvdtest.Options{MaxWatchesPerConn: 2, Watch: watch.Config{MaxWatchers: 3}})
 	n := kvdtest.WaitLeader(t, nodes, 10*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -387,6 +390,7 @@ func TestWatchBacklogNotPaced(t *testing.T) {
 // two-PUT transaction of ~1 MiB in all. By events: a three-PUT transaction
 // on a node keeping 2 events of history.
 func TestWatchTxnOverHistory(t *testing.T) {
+	skipShort(t)
 	for _, tc := range []struct {
 		name string
 		cfg  watch.Config
