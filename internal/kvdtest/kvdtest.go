@@ -22,6 +22,7 @@ type Node struct {
 	Srv     *server.Server
 	Tr      *tcp.Transport
 	cfg     server.Config
+	cuts    *cutSet // the peers Isolate cut this node off from (partition.go)
 }
 
 // Options tune the nodes a test starts.
@@ -114,6 +115,7 @@ func (n *Node) Start() error {
 	if err != nil {
 		return err
 	}
+	cuts := newCutSet(tr)
 	cfg := n.cfg
 	cfg.Transport = tr
 	srv, err := server.New(cfg)
@@ -121,7 +123,7 @@ func (n *Node) Start() error {
 		tr.Close()
 		return fmt.Errorf("node %d: %w", n.ID, err)
 	}
-	n.Srv, n.Tr = srv, tr
+	n.Srv, n.Tr, n.cuts = srv, tr, cuts
 	n.cfg.Restore = "" // restored once: a restart opens the data directory as it is
 	return nil
 }

@@ -35,17 +35,12 @@ func (c *cutSet) set(addr string, cut bool) {
 	}
 }
 
-// cuts maps each *tcp.Transport a partition was asked of to its *cutSet.
-var cuts sync.Map
-
-// cutsOf returns tr's cut set, installing the filter that consults it the
-// first time. Node names are the nodes' addresses (Start sets them so).
-func cutsOf(tr *tcp.Transport) *cutSet {
-	v, loaded := cuts.LoadOrStore(tr, &cutSet{m: map[string]bool{}})
-	cs := v.(*cutSet)
-	if !loaded {
-		tr.SetFilter(func(_, remote string) bool { return cs.has(remote) })
-	}
+// newCutSet installs on tr the filter that drops the traffic of the
+// addresses in the returned set (node names are the nodes' addresses:
+// Start sets them so).
+func newCutSet(tr *tcp.Transport) *cutSet {
+	cs := &cutSet{m: map[string]bool{}}
+	tr.SetFilter(func(_, remote string) bool { return cs.has(remote) })
 	return cs
 }
 
@@ -53,15 +48,15 @@ func cutsOf(tr *tcp.Transport) *cutSet {
 // the other's traffic). Every node must be running.
 func (n *Node) Isolate(peers ...*Node) {
 	for _, p := range peers {
-		cutsOf(n.Tr).set(p.Addr, true)
-		cutsOf(p.Tr).set(n.Addr, true)
+		n.cuts.set(p.Addr, true)
+		p.cuts.set(n.Addr, true)
 	}
 }
 
 // Rejoin heals the cuts Isolate made between n and each of peers.
 func (n *Node) Rejoin(peers ...*Node) {
 	for _, p := range peers {
-		cutsOf(n.Tr).set(p.Addr, false)
-		cutsOf(p.Tr).set(n.Addr, false)
+		n.cuts.set(p.Addr, false)
+		p.cuts.set(n.Addr, false)
 	}
 }
