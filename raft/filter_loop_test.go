@@ -5,45 +5,10 @@ import (
 
 	etcdraft "go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
-	"google.golang.org/protobuf/proto"
 
+	"github.com/kvd-project/kvd/internal/kvdtest/peertest"
 	"github.com/kvd-project/kvd/raft/peer"
 )
-
-// msg builds a message of type t from node from to node to at term.
-func msg(t pb.MessageType, from, to, term uint64) *pb.Message {
-	return &pb.Message{Type: t.Enum(), From: new(from), To: new(to), Term: new(term)}
-}
-
-func heartbeat(from, to, term, commit uint64) *pb.Message {
-	m := msg(pb.MsgHeartbeat, from, to, term)
-	m.Commit = new(commit)
-	return m
-}
-
-// appendMsg is an append after (index, logTerm) of entries at the terms
-// given, numbered from index+1.
-func appendMsg(from, to, term, index, logTerm uint64, terms ...uint64) *pb.Message {
-	m := msg(pb.MsgApp, from, to, term)
-	m.Index, m.LogTerm = new(index), new(logTerm)
-	for i, et := range terms {
-		m.Entries = append(m.Entries, &pb.Entry{Index: new(index + 1 + uint64(i)), Term: new(et)})
-	}
-	return m
-}
-
-func confChangeEntry(index, term uint64, cc *pb.ConfChange) *pb.Entry {
-	data, err := proto.Marshal(cc)
-	if err != nil {
-		panic(err)
-	}
-	return &pb.Entry{Index: new(index), Term: new(term), Type: pb.EntryConfChange.Enum(), Data: data}
-}
-
-func with(m *pb.Message, f func(m *pb.Message)) *pb.Message {
-	f(m)
-	return m
-}
 
 // logRaft is a follower (node 1 of 1, 2, 3) whose storage holds entries
 // 1..3 (terms 1, 1, 2) with 1 committed and applied, as the raft loop has it
@@ -76,20 +41,20 @@ func logRaft(t testing.TB) (*etcdraft.RawNode, *etcdraft.MemoryStorage) {
 // about the log, against a log of 3 entries with 1 committed.
 func TestAdmitState(t *testing.T) {
 	resp := func(index uint64) *pb.Message {
-		return with(msg(pb.MsgAppResp, 2, 1, 2), func(m *pb.Message) { m.Index = new(index) })
+		return peertest.With(peertest.Msg(pb.MsgAppResp, 2, 1, 2), func(m *pb.Message) { m.Index = new(index) })
 	}
 	cases := []struct {
 		name string
 		m    *pb.Message
 		want peer.DropReason
 	}{
-		{"heartbeat within the commit index", heartbeat(2, 1, 2, 1), ""},
-		{"heartbeat committing the log", heartbeat(2, 1, 2, 3), ""},
-		{"heartbeat committing past the log", heartbeat(2, 1, 2, 4), peer.DropBeyondLog},
-		{"the reported heartbeat", heartbeat(2, 1, 1000, 1<<40), peer.DropBeyondLog},
+		{"heartbeat within the commit index", peertest.Heartbeat(2, 1, 2, 1), ""},
+		{"heartbeat committing the log", peertest.Heartbeat(2, 1, 2, 3), ""},
+		{"heartbeat committing past the log", peertest.Heartbeat(2, 1, 2, 4), peer.DropBeyondLog},
+		{"the reported heartbeat", peertest.Heartbeat(2, 1, 1000, 1<<40), peer.DropBeyondLog},
 		{"append response within the log", resp(3), ""},
 		{"append response past the log", resp(4), peer.DropBeyondLog},
-		{"other types", appendMsg(2, 1, 2, 3, 2, 2), ""},
+		{"other types", peertest.Append(2, 1, 2, 3, 2, 2), ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -124,9 +89,9 @@ func mustStep(t testing.TB, rn *etcdraft.RawNode, m *pb.Message) {
 func TestAdmitStateCapsCommitInBatch(t *testing.T) {
 	rn, ms := logRaft(t)
 	// A leader of term 3 replaces entry 3 (term 2) with nothing after 2.
-	mustStep(t, rn, appendMsg(2, 1, 3, 1, 1, 3))
+	mustStep(t, rn, peertest.Append(2, 1, 3, 1, 1, 3))
 	last, _ := ms.LastIndex() // still 3: nothing was persisted
-	hb := heartbeat(2, 1, 3, 3)
+	hb := peertest.Heartbeat(2, 1, 3, 3)
 	if why, err := admitState(hb, rn, last, 1); err != nil {
 		t.Fatalf("heartbeat within the stored log dropped: %s %v", why, err)
 	}

@@ -1,61 +1,26 @@
 package raft
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"log/slog"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
 	pb "go.etcd.io/raft/v3/raftpb"
 
+	"github.com/kvd-project/kvd/internal/kvdtest/peertest"
 	"github.com/kvd-project/kvd/internal/kvdtest/wait"
 	"github.com/kvd-project/kvd/raft/peer"
 	"github.com/kvd-project/kvd/transport"
 	"github.com/kvd-project/kvd/transport/tcp"
 )
 
-// logCapture collects the nodes' log lines, to check what they said.
-type logCapture struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (lc *logCapture) Write(p []byte) (int, error) {
-	lc.mu.Lock()
-	defer lc.mu.Unlock()
-	return lc.buf.Write(p)
-}
-
-func (lc *logCapture) logger() *slog.Logger {
-	return slog.New(slog.NewTextHandler(lc, &slog.HandlerOptions{Level: slog.LevelInfo}))
-}
-
-func (lc *logCapture) contains(s string) bool {
-	lc.mu.Lock()
-	defer lc.mu.Unlock()
-	return strings.Contains(lc.buf.String(), s)
-}
-
-func counterValue(t testing.TB, c interface{ Write(*dto.Metric) error }) float64 {
-	t.Helper()
-	var m dto.Metric
-	if err := c.Write(&m); err != nil {
-		t.Fatal(err)
-	}
-	return m.GetCounter().GetValue()
-}
-
 func refusedCount(t testing.TB, n *Node, why peer.Refusal) float64 {
-	return counterValue(t, n.metrics.peer.RefusedTotal.WithLabelValues(string(why)))
+	return peertest.CounterValue(t, n.metrics.peer.RefusedTotal.WithLabelValues(string(why)))
 }
 
 func droppedCount(t testing.TB, n *Node, why peer.DropReason) float64 {
-	return counterValue(t, n.metrics.peer.DroppedTotal.WithLabelValues(string(why)))
+	return peertest.CounterValue(t, n.metrics.peer.DroppedTotal.WithLabelValues(string(why)))
 }
 
 // rawPeer opens a connection to addr over tr and sends h and then frames,
@@ -93,10 +58,10 @@ func rawPeer(t testing.TB, tr transport.Transport, addr string, h peer.Hello, ms
 func TestForgedPeer(t *testing.T) {
 	for _, size := range []int{1, 3} {
 		t.Run(fmt.Sprintf("%d-node", size), func(t *testing.T) {
-			logs := &logCapture{}
+			logs := &peertest.LogCapture{}
 			cfg := testConfig()
 			cfg.TickInterval = 50 * time.Millisecond // no spurious elections on a busy machine
-			cfg.Logger = logs.logger()
+			cfg.Logger = logs.Logger()
 			c := newClusterOn(t, newTCPNet(), size, cfg)
 			lead := c.leader()
 			c.put("before", "1")
@@ -120,7 +85,7 @@ func TestForgedPeer(t *testing.T) {
 					}
 					return "", d
 				}
-				bigCommit := heartbeat(member, target.id, 1000, 1<<40)
+				bigCommit := peertest.Heartbeat(member, target.id, 1000, 1<<40)
 				cases := []struct {
 					name string
 					h    peer.Hello
@@ -131,18 +96,18 @@ func TestForgedPeer(t *testing.T) {
 						func() (peer.Refusal, peer.DropReason) { return peer.RefuseClusterMismatch, "" }},
 					{"another cluster", peer.Hello{From: member, Cluster: cluster + 1, Addr: "evil:1"}, bigCommit,
 						func() (peer.Refusal, peer.DropReason) { return peer.RefuseClusterMismatch, "" }},
-					{"not a member", peer.Hello{From: 99, Cluster: cluster, Addr: "evil:1"}, heartbeat(99, target.id, 1000, 1<<40),
+					{"not a member", peer.Hello{From: 99, Cluster: cluster, Addr: "evil:1"}, peertest.Heartbeat(99, target.id, 1000, 1<<40),
 						func() (peer.Refusal, peer.DropReason) { return peer.RefuseNotMember, "" }},
-					{"this node itself", peer.Hello{From: target.id, Cluster: cluster}, heartbeat(target.id, target.id, 1000, 1),
+					{"this node itself", peer.Hello{From: target.id, Cluster: cluster}, peertest.Heartbeat(target.id, target.id, 1000, 1),
 						func() (peer.Refusal, peer.DropReason) { return peer.RefuseSelf, "" }},
 					{"a member's heartbeat committing past the log at term 1000", peer.Hello{From: member, Cluster: cluster}, bigCommit,
 						func() (peer.Refusal, peer.DropReason) { return memberOutcome(peer.DropBeyondLog) }},
 					{"a member's session sending as another node", peer.Hello{From: member, Cluster: cluster},
-						heartbeat(99, target.id, 1000, 1), func() (peer.Refusal, peer.DropReason) { return memberOutcome(peer.DropWrongSender) }},
-					{"a member's MsgTimeoutNow", peer.Hello{From: member, Cluster: cluster}, msg(pb.MsgTimeoutNow, member, target.id, term),
+						peertest.Heartbeat(99, target.id, 1000, 1), func() (peer.Refusal, peer.DropReason) { return memberOutcome(peer.DropWrongSender) }},
+					{"a member's MsgTimeoutNow", peer.Hello{From: member, Cluster: cluster}, peertest.Msg(pb.MsgTimeoutNow, member, target.id, term),
 						func() (peer.Refusal, peer.DropReason) { return memberOutcome(peer.DropType) }},
 					{"a member's vote that claims a leader transfer", peer.Hello{From: member, Cluster: cluster},
-						with(msg(pb.MsgVote, member, target.id, 1000), func(m *pb.Message) { m.Context = []byte("CampaignTransfer") }),
+						peertest.With(peertest.Msg(pb.MsgVote, member, target.id, 1000), func(m *pb.Message) { m.Context = []byte("CampaignTransfer") }),
 						func() (peer.Refusal, peer.DropReason) { return memberOutcome(peer.DropMalformed) }},
 				}
 				for _, tc := range cases {
@@ -178,13 +143,13 @@ func TestForgedPeer(t *testing.T) {
 				}
 			}
 			for _, s := range []string{"refusing peer connection", "reason=cluster_mismatch", "reason=not_member", "reason=self"} {
-				if !logs.contains(s) {
+				if !logs.Contains(s) {
 					t.Errorf("no log line with %q", s)
 				}
 			}
 			if size > 1 {
 				for _, s := range []string{"dropping peer message", "reason=beyond_log", "reason=wrong_sender", "reason=type_not_allowed"} {
-					if !logs.contains(s) {
+					if !logs.Contains(s) {
 						t.Errorf("no log line with %q", s)
 					}
 				}
@@ -205,9 +170,9 @@ func TestOtherClusterRefused(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			nw := newTCPNet()
-			logs := &logCapture{}
+			logs := &peertest.LogCapture{}
 			cfgB := testConfig()
-			cfgB.InitialClusterToken, cfgB.Logger = tc.tokenB, logs.logger()
+			cfgB.InitialClusterToken, cfgB.Logger = tc.tokenB, logs.Logger()
 			b := newClusterOn(t, nw, 3, cfgB)
 			b.put("b", "1")
 			cfgA := testConfig()
@@ -228,7 +193,7 @@ func TestOtherClusterRefused(t *testing.T) {
 			})
 			a.put("a", "1")
 			b.put("b", "2")
-			if !logs.contains("reason=cluster_mismatch") {
+			if !logs.Contains("reason=cluster_mismatch") {
 				t.Error("B's peer.Refusal was not logged")
 			}
 			for _, tn := range a.running() {
@@ -300,7 +265,7 @@ func TestRemovedMemberSessionClosed(t *testing.T) {
 	attacker := c.net.transport(t, "attacker")
 	defer attacker.Close()
 	h := peer.Hello{From: gone, Cluster: lead.node.ClusterID()}
-	conn := rawPeer(t, attacker, lead.addr, h, msg(pb.MsgTimeoutNow, gone, lead.id, 1))
+	conn := rawPeer(t, attacker, lead.addr, h, peertest.Msg(pb.MsgTimeoutNow, gone, lead.id, 1))
 	wait.For(t, "the member's session to be served", func() bool { return droppedCount(t, lead.node, peer.DropType) > 0 })
 
 	if err := lead.node.RemoveMember(ctxT(t), gone); err != nil {
@@ -325,13 +290,13 @@ func TestRemovedMemberSessionClosed(t *testing.T) {
 // members, committed in the same message.
 func TestForgedConfChangeLeavingNoVoter(t *testing.T) {
 	cc := func(index, term uint64, typ pb.ConfChangeType, node uint64) *pb.Entry {
-		return confChangeEntry(index, term, &pb.ConfChange{Type: typ.Enum(), NodeId: new(node)})
+		return peertest.ConfChangeEntry(index, term, &pb.ConfChange{Type: typ.Enum(), NodeId: new(node)})
 	}
 	t.Run("joining node", func(t *testing.T) {
 		c := newClusterOn(t, newMemNet(), 0, testConfig())
 		c.reserve(1) // a configured member that never runs
 		n2 := c.start(2, true)
-		m := msg(pb.MsgApp, 1, 2, 1)
+		m := peertest.Msg(pb.MsgApp, 1, 2, 1)
 		m.Index, m.LogTerm, m.Commit = new(uint64(0)), new(uint64(0)), new(uint64(1))
 		m.Entries = []*pb.Entry{cc(1, 1, pb.ConfChangeAddLearnerNode, 2)}
 		attacker := c.net.transport(t, "attacker")
@@ -354,7 +319,7 @@ func TestForgedConfChangeLeavingNoVoter(t *testing.T) {
 		before := target.node.Members()
 		st := target.node.Status()
 		last, lastTerm, term := st.Commit, st.Term, st.Term+1000 // a quiet cluster: the log ends at the commit
-		m := msg(pb.MsgApp, lead.id, target.id, term)
+		m := peertest.Msg(pb.MsgApp, lead.id, target.id, term)
 		m.Index, m.LogTerm, m.Commit = new(last), new(lastTerm), new(last+3)
 		m.Entries = []*pb.Entry{
 			cc(last+1, term, pb.ConfChangeRemoveNode, 1),

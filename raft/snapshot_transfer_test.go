@@ -17,9 +17,9 @@ import (
 	etcdraft "go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
 
+	"github.com/kvd-project/kvd/internal/kvdtest/peertest"
 	"github.com/kvd-project/kvd/internal/kvdtest/wait"
 	"github.com/kvd-project/kvd/internal/limits"
-	"github.com/kvd-project/kvd/internal/store"
 	"github.com/kvd-project/kvd/raft/peer"
 	"github.com/kvd-project/kvd/transport"
 	"github.com/kvd-project/kvd/transport/tcp"
@@ -46,23 +46,6 @@ func endFrame(t *testing.T, id peer.TransferID, m *pb.Message) []byte {
 		t.Fatal(err)
 	}
 	return f
-}
-
-var testMembers = []store.Member{{ID: 1, Addr: "a"}, {ID: 2, Addr: "b"}, {ID: 3, Addr: "c"}}
-
-// snapMsg is node 2's MsgSnap to node 1 for the snapshot at index/term.
-func snapMsg(index, term uint64) *pb.Message {
-	return &pb.Message{
-		Type: pb.MsgSnap.Enum(), From: new(uint64(2)), To: new(uint64(1)), Term: new(term),
-		Snapshot: &pb.Snapshot{
-			Data: store.EncodeMembers(testMembers),
-			Metadata: &pb.SnapshotMetadata{
-				ConfState: &pb.ConfState{Voters: []uint64{1, 2, 3}},
-				Index:     new(index),
-				Term:      new(term),
-			},
-		},
-	}
 }
 
 // reader is a reader of frames from member from's session to n, as the
@@ -122,9 +105,9 @@ func TestInterleavedSnapshotTransfers(t *testing.T) {
 		chunkFrame(s2, 150, "a", "new-a"),
 		chunkFrame(s1, 95, "gone", "resurrected", "zombie", "x"), // stray chunk of S1
 		chunkFrame(s2, 190, "b", "new-b"),
-		endFrame(t, s1, snapMsg(100, 4)),                                                  // stray end of S1
-		endFrame(t, peer.TransferID{Index: 200, Term: 5, Nonce: 0x3333}, snapMsg(200, 5)), // right snapshot, wrong transfer
-		endFrame(t, s2, snapMsg(200, 5)),
+		endFrame(t, s1, peertest.Snap(100, 4)),                                                  // stray end of S1
+		endFrame(t, peer.TransferID{Index: 200, Term: 5, Nonce: 0x3333}, peertest.Snap(200, 5)), // right snapshot, wrong transfer
+		endFrame(t, s2, peertest.Snap(200, 5)),
 		chunkFrame(s2, 199, "late", "x"), // after the end: no transfer staged
 	)
 	wait.For(t, "the snapshot at 200 to be installed", func() bool { return n.Status().Applied == 200 })
@@ -219,7 +202,7 @@ func TestCloseDiscardsQueuedSnapshot(t *testing.T) {
 	}
 	id := peer.TransferID{Index: 50, Term: 3, Nonce: 1}
 	conn := &gateConn{release: make(chan struct{}),
-		frames: [][]byte{beginFrame(id), chunkFrame(id, 1, "orphan", "x"), endFrame(t, id, snapMsg(50, 3))}}
+		frames: [][]byte{beginFrame(id), chunkFrame(id, 1, "orphan", "x"), endFrame(t, id, peertest.Snap(50, 3))}}
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
@@ -298,12 +281,12 @@ func TestStaleTermSnapshotDataNotInstalled(t *testing.T) {
 	}
 	// The leader of term 5 (node 2).
 	good := peer.TransferID{Index: 200, Term: 4, Nonce: 1}
-	m := snapMsg(200, 4)
+	m := peertest.Snap(200, 4)
 	m.Term = new(uint64(5))
 	handleAll(t, reader(t, n, 2), beginFrame(good), chunkFrame(good, 150, "a", "leader's"), endFrame(t, good, m))
 	// A node that is not the leader, at an older term (node 3, term 4).
 	stale := peer.TransferID{Index: 200, Term: 4, Nonce: 2}
-	m3 := snapMsg(200, 4)
+	m3 := peertest.Snap(200, 4)
 	m3.From, m3.Term = new(uint64(3)), new(uint64(4))
 	handleAll(t, reader(t, n, 3), beginFrame(stale), chunkFrame(stale, 150, "a", "stale peer's"), endFrame(t, stale, m3))
 	close(thaw)
@@ -420,7 +403,7 @@ func TestStagingBoundCountsDeliveredTransfers(t *testing.T) {
 			held += int64(len(f) - peer.SnapshotHeaderLen)
 		}
 		if !refused {
-			if err := r.Handle(endFrame(t, id, snapMsg(uint64(100+i), 4))); err != nil {
+			if err := r.Handle(endFrame(t, id, peertest.Snap(uint64(100+i), 4))); err != nil {
 				t.Fatal(err)
 			}
 		}

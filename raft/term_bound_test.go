@@ -9,6 +9,7 @@ import (
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/kvd-project/kvd/internal/kvdtest/peertest"
 	"github.com/kvd-project/kvd/internal/store"
 	"github.com/kvd-project/kvd/raft/peer"
 )
@@ -51,7 +52,7 @@ func TestForgedTermNeverCrashes(t *testing.T) {
 	}{{math.MaxUint64, false}, {maxPeerTerm + 1, false}, {maxPeerTerm, true}} {
 		n := fuzzNode(t, fuzzStore(t), 42)
 		fr := newFuzzRaft(t, false)
-		if got := stepThroughFilters(t, n, fr, heartbeat(2, 1, tc.term, 1)); got != tc.admitted {
+		if got := stepThroughFilters(t, n, fr, peertest.Heartbeat(2, 1, tc.term, 1)); got != tc.admitted {
 			t.Fatalf("heartbeat at term %d admitted: %t, want %t", tc.term, got, tc.admitted)
 		}
 		fr.ready(t)

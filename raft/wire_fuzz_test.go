@@ -7,6 +7,7 @@ import (
 	etcdraft "go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
 
+	"github.com/kvd-project/kvd/internal/kvdtest/peertest"
 	"github.com/kvd-project/kvd/internal/store"
 	"github.com/kvd-project/kvd/raft/peer"
 )
@@ -63,7 +64,7 @@ func newFuzzRaft(t *testing.T, leader bool) *fuzzRaft {
 		}
 		fr.ready(t)
 		for _, typ := range []pb.MessageType{pb.MsgPreVoteResp, pb.MsgVoteResp} {
-			if err := rn.Step(msg(typ, 2, 1, 3)); err != nil {
+			if err := rn.Step(peertest.Msg(typ, 2, 1, 3)); err != nil {
 				t.Fatal(err)
 			}
 			fr.ready(t)
@@ -113,7 +114,7 @@ func FuzzPeerMessage(f *testing.F) {
 		return b
 	}
 	snapFrames := func(cs *pb.ConfState) ([]byte, []byte) {
-		m := snapMsg(10, 2)
+		m := peertest.Snap(10, 2)
 		m.Snapshot.Metadata.ConfState = cs
 		id := peer.TransferID{Index: 10, Term: 2, Nonce: 1}
 		end, err := peer.AppendSnapshotEnd(nil, id, m)
@@ -122,18 +123,18 @@ func FuzzPeerMessage(f *testing.F) {
 		}
 		return peer.AppendSnapshotBegin(nil, id), end
 	}
-	resp := with(msg(pb.MsgAppResp, 2, 1, 3), func(m *pb.Message) { m.Index = new(uint64(1 << 40)) })
+	resp := peertest.With(peertest.Msg(pb.MsgAppResp, 2, 1, 3), func(m *pb.Message) { m.Index = new(uint64(1 << 40)) })
 	for _, leader := range []bool{false, true} {
-		f.Add(frame(heartbeat(2, 1, 1000, 1<<40)), []byte{}, leader) // the reported crash
-		f.Add(frame(heartbeat(2, 1, 2, 1<<40)), []byte{}, leader)
-		f.Add(frame(with(appendMsg(2, 1, 3, 1, 1, 3), func(m *pb.Message) { m.Entries[0].Index = new(uint64(1)) })), []byte{}, leader)
-		f.Add(frame(appendMsg(2, 1, 3, 1, 1, 3)), frame(heartbeat(2, 1, 3, 3)), leader) // truncate, then commit the old tail
+		f.Add(frame(peertest.Heartbeat(2, 1, 1000, 1<<40)), []byte{}, leader) // the reported crash
+		f.Add(frame(peertest.Heartbeat(2, 1, 2, 1<<40)), []byte{}, leader)
+		f.Add(frame(peertest.With(peertest.Append(2, 1, 3, 1, 1, 3), func(m *pb.Message) { m.Entries[0].Index = new(uint64(1)) })), []byte{}, leader)
+		f.Add(frame(peertest.Append(2, 1, 3, 1, 1, 3)), frame(peertest.Heartbeat(2, 1, 3, 3)), leader) // truncate, then commit the old tail
 		f.Add(frame(resp), []byte{}, leader)
-		f.Add(frame(with(msg(pb.MsgVote, 2, 1, 1000), func(m *pb.Message) { m.Context = []byte("CampaignTransfer") })), []byte{}, leader)
-		f.Add(frame(msg(pb.MsgTimeoutNow, 2, 1, 2)), []byte{}, leader)
-		f.Add(frame(msg(pb.MsgReadIndex, 2, 1, 0)), []byte{}, leader)
-		f.Add(frame(with(msg(pb.MsgProp, 2, 1, 0), func(m *pb.Message) { m.Entries = []*pb.Entry{{}} })), []byte{}, leader)
-		f.Add(frame(msg(pb.MsgProp, 2, 1, 3)), []byte{}, leader) // raft panics on an empty proposal
+		f.Add(frame(peertest.With(peertest.Msg(pb.MsgVote, 2, 1, 1000), func(m *pb.Message) { m.Context = []byte("CampaignTransfer") })), []byte{}, leader)
+		f.Add(frame(peertest.Msg(pb.MsgTimeoutNow, 2, 1, 2)), []byte{}, leader)
+		f.Add(frame(peertest.Msg(pb.MsgReadIndex, 2, 1, 0)), []byte{}, leader)
+		f.Add(frame(peertest.With(peertest.Msg(pb.MsgProp, 2, 1, 0), func(m *pb.Message) { m.Entries = []*pb.Entry{{}} })), []byte{}, leader)
+		f.Add(frame(peertest.Msg(pb.MsgProp, 2, 1, 3)), []byte{}, leader) // raft panics on an empty proposal
 		b, s := snapFrames(&pb.ConfState{Voters: []uint64{1, 2}, Learners: []uint64{2}})
 		f.Add(b, s, leader)
 		b, s = snapFrames(&pb.ConfState{Voters: []uint64{1, 2, 3}})

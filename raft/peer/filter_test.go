@@ -6,172 +6,137 @@ import (
 	"testing"
 
 	pb "go.etcd.io/raft/v3/raftpb"
-	"google.golang.org/protobuf/proto"
 
+	"github.com/kvd-project/kvd/internal/kvdtest/peertest"
 	"github.com/kvd-project/kvd/internal/store"
 )
-
-// msg builds a message of type t from node from to node to at term.
-func msg(t pb.MessageType, from, to, term uint64) *pb.Message {
-	return &pb.Message{Type: t.Enum(), From: new(from), To: new(to), Term: new(term)}
-}
-
-func heartbeat(from, to, term, commit uint64) *pb.Message {
-	m := msg(pb.MsgHeartbeat, from, to, term)
-	m.Commit = new(commit)
-	return m
-}
-
-// appendMsg is an append after (index, logTerm) of entries at the terms
-// given, numbered from index+1.
-func appendMsg(from, to, term, index, logTerm uint64, terms ...uint64) *pb.Message {
-	m := msg(pb.MsgApp, from, to, term)
-	m.Index, m.LogTerm = new(index), new(logTerm)
-	for i, et := range terms {
-		m.Entries = append(m.Entries, &pb.Entry{Index: new(index + 1 + uint64(i)), Term: new(et)})
-	}
-	return m
-}
-
-func confChangeEntry(index, term uint64, cc *pb.ConfChange) *pb.Entry {
-	data, err := proto.Marshal(cc)
-	if err != nil {
-		panic(err)
-	}
-	return &pb.Entry{Index: new(index), Term: new(term), Type: pb.EntryConfChange.Enum(), Data: data}
-}
-
-func with(m *pb.Message, f func(m *pb.Message)) *pb.Message {
-	f(m)
-	return m
-}
 
 // TestCheckPeerMessage is the session-side filter's table: every type a
 // peer may not send, addressing, and the fields raft takes on faith.
 func TestCheckPeerMessage(t *testing.T) {
 	const from, self = 2, 1
 	readIndex := func(n int) *pb.Message {
-		m := msg(pb.MsgReadIndex, from, self, 0)
+		m := peertest.Msg(pb.MsgReadIndex, from, self, 0)
 		for range n {
 			m.Entries = append(m.Entries, &pb.Entry{Data: []byte("ctx")})
 		}
 		return m
 	}
 	snap := func(cs *pb.ConfState, data []byte) *pb.Message {
-		m := snapMsg(10, 2)
+		m := peertest.Snap(10, 2)
 		m.Snapshot.Metadata.ConfState, m.Snapshot.Data = cs, data
 		return m
 	}
-	members := store.EncodeMembers(testMembers)
+	members := store.EncodeMembers(peertest.Members)
 	cases := []struct {
 		name string
 		m    *pb.Message
 		want DropReason // "" passes
 	}{
-		{"heartbeat", heartbeat(from, self, 5, 1<<40), ""}, // its commit is the loop's to check
-		{"heartbeat response", msg(pb.MsgHeartbeatResp, from, self, 5), ""},
-		{"append", appendMsg(from, self, 5, 3, 2, 2, 5, 5), ""},
-		{"empty append", appendMsg(from, self, 5, 3, 2), ""},
-		{"append response", with(msg(pb.MsgAppResp, from, self, 5), func(m *pb.Message) { m.Index = new(uint64(9)) }), ""},
-		{"append rejection", with(msg(pb.MsgAppResp, from, self, 5), func(m *pb.Message) {
+		{"heartbeat", peertest.Heartbeat(from, self, 5, 1<<40), ""}, // its commit is the loop's to check
+		{"heartbeat response", peertest.Msg(pb.MsgHeartbeatResp, from, self, 5), ""},
+		{"append", peertest.Append(from, self, 5, 3, 2, 2, 5, 5), ""},
+		{"empty append", peertest.Append(from, self, 5, 3, 2), ""},
+		{"append response", peertest.With(peertest.Msg(pb.MsgAppResp, from, self, 5), func(m *pb.Message) { m.Index = new(uint64(9)) }), ""},
+		{"append rejection", peertest.With(peertest.Msg(pb.MsgAppResp, from, self, 5), func(m *pb.Message) {
 			m.Index, m.Reject, m.RejectHint = new(uint64(9)), new(true), new(uint64(4))
 		}), ""},
-		{"vote", msg(pb.MsgVote, from, self, 6), ""},
-		{"vote response", msg(pb.MsgVoteResp, from, self, 6), ""},
-		{"pre-vote", msg(pb.MsgPreVote, from, self, 6), ""},
-		{"pre-vote response", msg(pb.MsgPreVoteResp, from, self, 6), ""},
+		{"vote", peertest.Msg(pb.MsgVote, from, self, 6), ""},
+		{"vote response", peertest.Msg(pb.MsgVoteResp, from, self, 6), ""},
+		{"pre-vote", peertest.Msg(pb.MsgPreVote, from, self, 6), ""},
+		{"pre-vote response", peertest.Msg(pb.MsgPreVoteResp, from, self, 6), ""},
 		{"read index", readIndex(1), ""},
-		{"read index response", with(msg(pb.MsgReadIndexResp, from, self, 5), func(m *pb.Message) {
+		{"read index response", peertest.With(peertest.Msg(pb.MsgReadIndexResp, from, self, 5), func(m *pb.Message) {
 			m.Entries = []*pb.Entry{{Data: []byte("ctx")}}
 		}), ""},
-		{"snapshot", snapMsg(10, 2), ""},
-		{"conf change entry", with(appendMsg(from, self, 5, 3, 2), func(m *pb.Message) {
-			m.Entries = []*pb.Entry{confChangeEntry(4, 5, &pb.ConfChange{Type: pb.ConfChangeAddLearnerNode.Enum(), NodeId: new(uint64(4))})}
+		{"snapshot", peertest.Snap(10, 2), ""},
+		{"conf change entry", peertest.With(peertest.Append(from, self, 5, 3, 2), func(m *pb.Message) {
+			m.Entries = []*pb.Entry{peertest.ConfChangeEntry(4, 5, &pb.ConfChange{Type: pb.ConfChangeAddLearnerNode.Enum(), NodeId: new(uint64(4))})}
 		}), ""},
 
 		// Types a peer may not send.
-		{"proposal", with(msg(pb.MsgProp, from, self, 0), func(m *pb.Message) { m.Entries = []*pb.Entry{{Data: []byte("x")}} }), DropType},
-		{"leader transfer", msg(pb.MsgTransferLeader, from, self, 5), DropType},
-		{"timeout now", msg(pb.MsgTimeoutNow, from, self, 5), DropType},
-		{"hup", msg(pb.MsgHup, from, self, 0), DropType},
-		{"beat", msg(pb.MsgBeat, from, self, 0), DropType},
-		{"check quorum", msg(pb.MsgCheckQuorum, from, self, 0), DropType},
-		{"unreachable", msg(pb.MsgUnreachable, from, self, 0), DropType},
-		{"snapshot status", msg(pb.MsgSnapStatus, from, self, 0), DropType},
-		{"storage append", msg(pb.MsgStorageAppend, from, self, 5), DropType},
-		{"storage append response", msg(pb.MsgStorageAppendResp, from, self, 5), DropType},
-		{"storage apply", msg(pb.MsgStorageApply, from, self, 5), DropType},
-		{"storage apply response", msg(pb.MsgStorageApplyResp, from, self, 5), DropType},
-		{"forget leader", msg(pb.MsgForgetLeader, from, self, 0), DropType},
-		{"unknown type", msg(pb.MessageType(99), from, self, 5), DropType},
+		{"proposal", peertest.With(peertest.Msg(pb.MsgProp, from, self, 0), func(m *pb.Message) { m.Entries = []*pb.Entry{{Data: []byte("x")}} }), DropType},
+		{"leader transfer", peertest.Msg(pb.MsgTransferLeader, from, self, 5), DropType},
+		{"timeout now", peertest.Msg(pb.MsgTimeoutNow, from, self, 5), DropType},
+		{"hup", peertest.Msg(pb.MsgHup, from, self, 0), DropType},
+		{"beat", peertest.Msg(pb.MsgBeat, from, self, 0), DropType},
+		{"check quorum", peertest.Msg(pb.MsgCheckQuorum, from, self, 0), DropType},
+		{"unreachable", peertest.Msg(pb.MsgUnreachable, from, self, 0), DropType},
+		{"snapshot status", peertest.Msg(pb.MsgSnapStatus, from, self, 0), DropType},
+		{"storage append", peertest.Msg(pb.MsgStorageAppend, from, self, 5), DropType},
+		{"storage append response", peertest.Msg(pb.MsgStorageAppendResp, from, self, 5), DropType},
+		{"storage apply", peertest.Msg(pb.MsgStorageApply, from, self, 5), DropType},
+		{"storage apply response", peertest.Msg(pb.MsgStorageApplyResp, from, self, 5), DropType},
+		{"forget leader", peertest.Msg(pb.MsgForgetLeader, from, self, 0), DropType},
+		{"unknown type", peertest.Msg(pb.MessageType(99), from, self, 5), DropType},
 
 		// Addressing.
-		{"another sender", heartbeat(3, self, 5, 1), DropWrongSender},
-		{"sender 0", heartbeat(0, self, 5, 1), DropWrongSender},
-		{"another recipient", heartbeat(from, 3, 5, 1), DropWrongTo},
+		{"another sender", peertest.Heartbeat(3, self, 5, 1), DropWrongSender},
+		{"sender 0", peertest.Heartbeat(0, self, 5, 1), DropWrongSender},
+		{"another recipient", peertest.Heartbeat(from, 3, 5, 1), DropWrongTo},
 
 		// Fields.
-		{"no term", heartbeat(from, self, 0, 1), DropMalformed},
-		{"read index with a term", with(readIndex(1), func(m *pb.Message) { m.Term = new(uint64(1000)) }), DropMalformed},
+		{"no term", peertest.Heartbeat(from, self, 0, 1), DropMalformed},
+		{"read index with a term", peertest.With(readIndex(1), func(m *pb.Message) { m.Term = new(uint64(1000)) }), DropMalformed},
 		{"read index without context", readIndex(0), DropMalformed},
 		{"read index with two contexts", readIndex(2), DropMalformed},
-		{"read index response without context", msg(pb.MsgReadIndexResp, from, self, 5), DropMalformed},
-		{"vote with a transfer context", with(msg(pb.MsgVote, from, self, 1000), func(m *pb.Message) {
+		{"read index response without context", peertest.Msg(pb.MsgReadIndexResp, from, self, 5), DropMalformed},
+		{"vote with a transfer context", peertest.With(peertest.Msg(pb.MsgVote, from, self, 1000), func(m *pb.Message) {
 			m.Context = []byte("CampaignTransfer")
 		}), DropMalformed},
-		{"pre-vote with a context", with(msg(pb.MsgPreVote, from, self, 6), func(m *pb.Message) { m.Context = []byte("x") }), DropMalformed},
-		{"rejection hint above index", with(msg(pb.MsgAppResp, from, self, 5), func(m *pb.Message) {
+		{"pre-vote with a context", peertest.With(peertest.Msg(pb.MsgPreVote, from, self, 6), func(m *pb.Message) { m.Context = []byte("x") }), DropMalformed},
+		{"rejection hint above index", peertest.With(peertest.Msg(pb.MsgAppResp, from, self, 5), func(m *pb.Message) {
 			m.Index, m.Reject, m.RejectHint = new(uint64(3)), new(true), new(uint64(4))
 		}), DropMalformed},
-		{"append: entry out of place", with(appendMsg(from, self, 5, 3, 2, 5), func(m *pb.Message) {
+		{"append: entry out of place", peertest.With(peertest.Append(from, self, 5, 3, 2, 5), func(m *pb.Message) {
 			m.Entries[0].Index = new(uint64(1))
 		}), DropMalformed},
-		{"append: gap", with(appendMsg(from, self, 5, 3, 2, 5, 5), func(m *pb.Message) {
+		{"append: gap", peertest.With(peertest.Append(from, self, 5, 3, 2, 5, 5), func(m *pb.Message) {
 			m.Entries[1].Index = new(uint64(6))
 		}), DropMalformed},
-		{"append: term above the message's", appendMsg(from, self, 5, 3, 2, 6), DropMalformed},
-		{"append: terms going down", appendMsg(from, self, 5, 3, 2, 4, 3), DropMalformed},
-		{"append: term below the previous entry's", appendMsg(from, self, 5, 3, 4, 3), DropMalformed},
-		{"append: previous term above the message's", appendMsg(from, self, 5, 3, 6), DropMalformed},
+		{"append: term above the message's", peertest.Append(from, self, 5, 3, 2, 6), DropMalformed},
+		{"append: terms going down", peertest.Append(from, self, 5, 3, 2, 4, 3), DropMalformed},
+		{"append: term below the previous entry's", peertest.Append(from, self, 5, 3, 4, 3), DropMalformed},
+		{"append: previous term above the message's", peertest.Append(from, self, 5, 3, 6), DropMalformed},
 		// raft computes index+1 unchecked: a snapshot at MaxUint64 made a
 		// node panic restoring it.
-		{"snapshot at the last index", snapMsg(math.MaxUint64, 2), DropMalformed},
-		{"snapshot past MaxIndex", snapMsg(MaxIndex+1, 2), DropMalformed},
-		{"snapshot at MaxIndex", snapMsg(MaxIndex, 2), ""},
-		{"append ending past MaxIndex", appendMsg(from, self, 5, MaxIndex, 2, 5), DropMalformed},
-		{"append after the last index", appendMsg(from, self, 5, math.MaxUint64, 2), DropMalformed},
-		{"append ending at MaxIndex", appendMsg(from, self, 5, MaxIndex-1, 2, 5), ""},
-		{"heartbeat committing past MaxIndex", heartbeat(from, self, 5, MaxIndex+1), DropMalformed},
-		{"heartbeat at a term past MaxTerm", heartbeat(from, self, MaxTerm+1, 1), DropMalformed},
-		{"heartbeat at the last term", heartbeat(from, self, math.MaxUint64, 1), DropMalformed},
-		{"heartbeat at MaxTerm", heartbeat(from, self, MaxTerm, 1), ""},
-		{"append response at the last term", with(msg(pb.MsgAppResp, from, self, math.MaxUint64), func(m *pb.Message) {
+		{"snapshot at the last index", peertest.Snap(math.MaxUint64, 2), DropMalformed},
+		{"snapshot past MaxIndex", peertest.Snap(MaxIndex+1, 2), DropMalformed},
+		{"snapshot at MaxIndex", peertest.Snap(MaxIndex, 2), ""},
+		{"append ending past MaxIndex", peertest.Append(from, self, 5, MaxIndex, 2, 5), DropMalformed},
+		{"append after the last index", peertest.Append(from, self, 5, math.MaxUint64, 2), DropMalformed},
+		{"append ending at MaxIndex", peertest.Append(from, self, 5, MaxIndex-1, 2, 5), ""},
+		{"heartbeat committing past MaxIndex", peertest.Heartbeat(from, self, 5, MaxIndex+1), DropMalformed},
+		{"heartbeat at a term past MaxTerm", peertest.Heartbeat(from, self, MaxTerm+1, 1), DropMalformed},
+		{"heartbeat at the last term", peertest.Heartbeat(from, self, math.MaxUint64, 1), DropMalformed},
+		{"heartbeat at MaxTerm", peertest.Heartbeat(from, self, MaxTerm, 1), ""},
+		{"append response at the last term", peertest.With(peertest.Msg(pb.MsgAppResp, from, self, math.MaxUint64), func(m *pb.Message) {
 			m.Index = new(uint64(0))
 		}), DropMalformed},
-		{"vote with a log term past MaxTerm", with(msg(pb.MsgVote, from, self, 6), func(m *pb.Message) {
+		{"vote with a log term past MaxTerm", peertest.With(peertest.Msg(pb.MsgVote, from, self, 6), func(m *pb.Message) {
 			m.LogTerm = new(uint64(MaxTerm + 1))
 		}), DropMalformed},
-		{"vote for a log past MaxIndex", with(msg(pb.MsgVote, from, self, 6), func(m *pb.Message) {
+		{"vote for a log past MaxIndex", peertest.With(peertest.Msg(pb.MsgVote, from, self, 6), func(m *pb.Message) {
 			m.Index = new(uint64(math.MaxUint64))
 		}), DropMalformed},
-		{"append: index wraps", with(appendMsg(from, self, 5, 0, 0, 5), func(m *pb.Message) {
+		{"append: index wraps", peertest.With(peertest.Append(from, self, 5, 0, 0, 5), func(m *pb.Message) {
 			m.Index = new(uint64(1<<64 - 1))
 			m.Entries[0].Index = new(uint64(0))
 		}), DropMalformed},
-		{"append: conf change v2", with(appendMsg(from, self, 5, 3, 2, 5), func(m *pb.Message) {
+		{"append: conf change v2", peertest.With(peertest.Append(from, self, 5, 3, 2, 5), func(m *pb.Message) {
 			m.Entries[0].Type = pb.EntryConfChangeV2.Enum()
 		}), DropMalformed},
-		{"append: undecodable conf change", with(appendMsg(from, self, 5, 3, 2, 5), func(m *pb.Message) {
+		{"append: undecodable conf change", peertest.With(peertest.Append(from, self, 5, 3, 2, 5), func(m *pb.Message) {
 			m.Entries[0].Type, m.Entries[0].Data = pb.EntryConfChange.Enum(), []byte{0xff, 0xff}
 		}), DropMalformed},
-		{"append: conf change for node 0", with(appendMsg(from, self, 5, 3, 2), func(m *pb.Message) {
-			m.Entries = []*pb.Entry{confChangeEntry(4, 5, &pb.ConfChange{Type: pb.ConfChangeRemoveNode.Enum()})}
+		{"append: conf change for node 0", peertest.With(peertest.Append(from, self, 5, 3, 2), func(m *pb.Message) {
+			m.Entries = []*pb.Entry{peertest.ConfChangeEntry(4, 5, &pb.ConfChange{Type: pb.ConfChangeRemoveNode.Enum()})}
 		}), DropMalformed},
-		{"append: unknown entry type", with(appendMsg(from, self, 5, 3, 2, 5), func(m *pb.Message) {
+		{"append: unknown entry type", peertest.With(peertest.Append(from, self, 5, 3, 2, 5), func(m *pb.Message) {
 			m.Entries[0].Type = pb.EntryType(7).Enum()
 		}), DropMalformed},
-		{"snapshot at index 0", with(snapMsg(10, 2), func(m *pb.Message) { m.Snapshot.Metadata.Index = new(uint64(0)) }), DropMalformed},
-		{"snapshot of a later term", with(snapMsg(10, 2), func(m *pb.Message) { m.Term = new(uint64(1)) }), DropMalformed},
+		{"snapshot at index 0", peertest.With(peertest.Snap(10, 2), func(m *pb.Message) { m.Snapshot.Metadata.Index = new(uint64(0)) }), DropMalformed},
+		{"snapshot of a later term", peertest.With(peertest.Snap(10, 2), func(m *pb.Message) { m.Term = new(uint64(1)) }), DropMalformed},
 		{"snapshot without voters", snap(&pb.ConfState{Learners: []uint64{1}}, members), DropMalformed},
 		{"snapshot of a joint configuration", snap(&pb.ConfState{Voters: []uint64{1}, VotersOutgoing: []uint64{2}}, members), DropMalformed},
 		{"snapshot listing a node twice", snap(&pb.ConfState{Voters: []uint64{1, 2}, Learners: []uint64{2}}, members), DropMalformed},

@@ -1,20 +1,18 @@
 package peer
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
 	pb "go.etcd.io/raft/v3/raftpb"
 
+	"github.com/kvd-project/kvd/internal/kvdtest/peertest"
 	"github.com/kvd-project/kvd/internal/store"
 	"github.com/kvd-project/kvd/transport"
 )
@@ -197,23 +195,6 @@ func mustFrame(t testing.TB, m *pb.Message) []byte {
 	return b
 }
 
-var testMembers = []store.Member{{ID: 1, Addr: "a"}, {ID: 2, Addr: "b"}, {ID: 3, Addr: "c"}}
-
-// snapMsg is node 2's MsgSnap to node 1 for the snapshot at index/term.
-func snapMsg(index, term uint64) *pb.Message {
-	return &pb.Message{
-		Type: pb.MsgSnap.Enum(), From: new(uint64(2)), To: new(uint64(1)), Term: new(term),
-		Snapshot: &pb.Snapshot{
-			Data: store.EncodeMembers(testMembers),
-			Metadata: &pb.SnapshotMetadata{
-				ConfState: &pb.ConfState{Voters: []uint64{1, 2, 3}},
-				Index:     new(index),
-				Term:      new(term),
-			},
-		},
-	}
-}
-
 func handleAll(t testing.TB, r *Reader, frames ...[]byte) {
 	t.Helper()
 	for i, f := range frames {
@@ -223,43 +204,12 @@ func handleAll(t testing.TB, r *Reader, frames ...[]byte) {
 	}
 }
 
-// logCapture collects log lines, to check what was said.
-type logCapture struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (lc *logCapture) Write(p []byte) (int, error) {
-	lc.mu.Lock()
-	defer lc.mu.Unlock()
-	return lc.buf.Write(p)
-}
-
-func (lc *logCapture) logger() *slog.Logger {
-	return slog.New(slog.NewTextHandler(lc, &slog.HandlerOptions{Level: slog.LevelInfo}))
-}
-
-func (lc *logCapture) lines() int {
-	lc.mu.Lock()
-	defer lc.mu.Unlock()
-	return strings.Count(lc.buf.String(), "\n")
-}
-
-func counterValue(t testing.TB, c interface{ Write(*dto.Metric) error }) float64 {
-	t.Helper()
-	var m dto.Metric
-	if err := c.Write(&m); err != nil {
-		t.Fatal(err)
-	}
-	return m.GetCounter().GetValue()
-}
-
 func refusedCount(t testing.TB, s *Set, why Refusal) float64 {
-	return counterValue(t, s.metrics.RefusedTotal.WithLabelValues(string(why)))
+	return peertest.CounterValue(t, s.metrics.RefusedTotal.WithLabelValues(string(why)))
 }
 
 func droppedCount(t testing.TB, s *Set, why DropReason) float64 {
-	return counterValue(t, s.metrics.DroppedTotal.WithLabelValues(string(why)))
+	return peertest.CounterValue(t, s.metrics.DroppedTotal.WithLabelValues(string(why)))
 }
 
 // dialer's Dial returns conn.

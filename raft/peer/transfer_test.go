@@ -13,6 +13,7 @@ import (
 
 	pb "go.etcd.io/raft/v3/raftpb"
 
+	"github.com/kvd-project/kvd/internal/kvdtest/peertest"
 	"github.com/kvd-project/kvd/internal/store"
 	"github.com/kvd-project/kvd/transport"
 )
@@ -29,17 +30,17 @@ func TestPeerReaderRejectsForeignFrames(t *testing.T) {
 	id1 := TransferID{Index: 10, Term: 2, Nonce: 1}
 	id2 := TransferID{Index: 20, Term: 3, Nonce: 2}
 
-	handleAll(t, r, chunkFrame(id1, 1, "k", "v"), endFrame(t, id1, snapMsg(10, 2)))
+	handleAll(t, r, chunkFrame(id1, 1, "k", "v"), endFrame(t, id1, peertest.Snap(10, 2)))
 	none("frames without a transfer")
-	handleAll(t, r, mustFrame(t, snapMsg(10, 2)))
+	handleAll(t, r, mustFrame(t, peertest.Snap(10, 2)))
 	none("a MsgSnap outside a transfer")
 
-	handleAll(t, r, beginFrame(id1), chunkFrame(id1, 1, "a", "1"), chunkFrame(id2, 1, "z", "9"), endFrame(t, id2, snapMsg(20, 3)))
+	handleAll(t, r, beginFrame(id1), chunkFrame(id1, 1, "a", "1"), chunkFrame(id2, 1, "z", "9"), endFrame(t, id2, peertest.Snap(20, 3)))
 	none("frames of another transfer")
 	if r.staged == nil || r.xfer != id1 {
 		t.Fatal("foreign frames disturbed the transfer being staged")
 	}
-	handleAll(t, r, endFrame(t, id1, snapMsg(20, 3)))
+	handleAll(t, r, endFrame(t, id1, peertest.Snap(20, 3)))
 	none("an end naming another snapshot")
 	if r.staged != nil {
 		t.Fatal("a transfer ended by another snapshot's message was kept")
@@ -48,7 +49,7 @@ func TestPeerReaderRejectsForeignFrames(t *testing.T) {
 	// A clean transfer still goes through, with exactly its data.
 	id3 := TransferID{Index: 30, Term: 3, Nonce: 3}
 	handleAll(t, r, beginFrame(id3), chunkFrame(id3, 7, "k1", "v1"), chunkFrame(id1, 1, "stray", "x"),
-		chunkFrame(id3, 8, "k2", "v2"), endFrame(t, id3, snapMsg(30, 3)))
+		chunkFrame(id3, 8, "k2", "v2"), endFrame(t, id3, peertest.Snap(30, 3)))
 	handleAll(t, r, chunkFrame(id3, 9, "late", "x")) // after the end: no transfer staged
 	if r.staged != nil {
 		t.Fatal("data staged after the transfer ended")
@@ -317,8 +318,8 @@ func TestSnapshotTransferBounded(t *testing.T) {
 // member changing the transfer id on every frame made one 170-byte log
 // line of each 25-byte frame.
 func TestForeignSnapshotFramesCountedAndLogRateLimited(t *testing.T) {
-	var lc logCapture
-	s := testSet(t, Config{Logger: lc.logger()}, newFakeHost())
+	var lc peertest.LogCapture
+	s := testSet(t, Config{Logger: lc.Logger()}, newFakeHost())
 	r := s.NewReader(2)
 	const frames = 1000
 	for i := range frames { // an empty chunk of a transfer never begun
@@ -329,12 +330,12 @@ func TestForeignSnapshotFramesCountedAndLogRateLimited(t *testing.T) {
 	}
 	for i := range frames { // a transfer whose end names another snapshot
 		id := TransferID{Index: 10, Term: 2, Nonce: uint64(frames + i + 1)}
-		handleAll(t, r, beginFrame(id), endFrame(t, id, snapMsg(11, 2)))
+		handleAll(t, r, beginFrame(id), endFrame(t, id, peertest.Snap(11, 2)))
 	}
 	if got := droppedCount(t, s, DropSnapMismatch); got != 2*frames {
 		t.Fatalf("%v drops counted, want %d", got, 2*frames)
 	}
-	if lines := lc.lines(); lines > 10 {
+	if lines := lc.Lines(); lines > 10 {
 		t.Fatalf("%d dropped frames from one session made %d log lines: not rate-limited", 2*frames, lines)
 	}
 }

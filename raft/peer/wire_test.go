@@ -8,6 +8,8 @@ import (
 
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/kvd-project/kvd/internal/kvdtest/peertest"
 )
 
 func TestPeerHello(t *testing.T) {
@@ -85,7 +87,7 @@ func TestPeerSnapshotMemberListBoundsAllocation(t *testing.T) {
 	const size = 1 << 20
 	data := binary.AppendUvarint(nil, size-4)
 	data = append(data, make([]byte, size-len(data))...)
-	m := snapMsg(10, 2)
+	m := peertest.Snap(10, 2)
 	m.Snapshot.Data = data
 	id := TransferID{Index: 10, Term: 2, Nonce: 1}
 	end, err := AppendSnapshotEnd(nil, id, m)
