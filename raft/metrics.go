@@ -1,10 +1,9 @@
 package raft
 
 import (
-	"errors"
-
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kvd-project/kvd/internal/promreg"
 	"github.com/kvd-project/kvd/raft/peer"
 )
 
@@ -64,15 +63,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 		peer: peer.NewMetrics(),
 	}
-	if reg == nil {
-		return m, nil
-	}
-	var errs []error
-	for _, c := range m.collectors() {
-		errs = append(errs, reg.Register(c))
-	}
-	if err := errors.Join(errs...); err != nil {
-		m.unregister(reg)
+	if err := promreg.Register(reg, m.collectors()); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -87,11 +78,9 @@ func (m *metrics) collectors() []prometheus.Collector {
 // unregister removes the series so a reopened node can register again.
 func (m *metrics) unregister(reg prometheus.Registerer) {
 	if reg == nil {
-		return
+		return // m may be nil then: a bare node without series
 	}
-	for _, c := range m.collectors() {
-		reg.Unregister(c)
-	}
+	promreg.Unregister(reg, m.collectors())
 }
 
 // peerMetrics are the peer layer's series (nil m: unit tests' bare nodes,

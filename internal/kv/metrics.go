@@ -1,9 +1,9 @@
 package kv
 
 import (
-	"errors"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kvd-project/kvd/internal/promreg"
 )
 
 // metrics are the state machine's Prometheus series (registered with the
@@ -29,15 +29,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	m.leaseRefusals.WithLabelValues("max_leases")
 	m.leaseRefusals.WithLabelValues("max_lease_keys")
-	if reg == nil {
-		return m, nil
-	}
-	var errs []error
-	for _, c := range m.collectors() {
-		errs = append(errs, reg.Register(c))
-	}
-	if err := errors.Join(errs...); err != nil {
-		m.unregister(reg)
+	if err := promreg.Register(reg, m.collectors()); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -52,9 +44,7 @@ func (m *metrics) unregister(reg prometheus.Registerer) {
 	if reg == nil {
 		return
 	}
-	for _, c := range m.collectors() {
-		reg.Unregister(c)
-	}
+	promreg.Unregister(reg, m.collectors())
 }
 
 // leaseRefused counts a request refused by a lease limit.
