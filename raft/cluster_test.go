@@ -1,6 +1,7 @@
 package raft
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -355,7 +356,7 @@ func (c *cluster) running() []*testNode {
 			out = append(out, tn)
 		}
 	}
-	slices.SortFunc(out, func(a, b *testNode) int { return cmpUint64(a.id, b.id) })
+	slices.SortFunc(out, func(a, b *testNode) int { return cmp.Compare(a.id, b.id) })
 	return out
 }
 
@@ -366,7 +367,7 @@ func (c *cluster) members(learners ...uint64) []Member {
 	for id, addr := range c.peers {
 		out = append(out, Member{ID: id, Addr: addr, IsLearner: slices.Contains(learners, id)})
 	}
-	slices.SortFunc(out, func(a, b Member) int { return cmpUint64(a.ID, b.ID) })
+	slices.SortFunc(out, func(a, b Member) int { return cmp.Compare(a.ID, b.ID) })
 	return out
 }
 

@@ -1,6 +1,7 @@
 package raft
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -241,7 +242,7 @@ func (n *Node) Members() []Member {
 	for _, m := range ms {
 		out = append(out, Member{ID: m.ID, Addr: m.Addr, IsLearner: m.IsLearner})
 	}
-	slices.SortFunc(out, func(a, b Member) int { return cmpUint64(a.ID, b.ID) })
+	slices.SortFunc(out, func(a, b Member) int { return cmp.Compare(a.ID, b.ID) })
 	return out
 }
 
@@ -295,14 +296,4 @@ func (n *Node) forgetPeer(id uint64) {
 
 func (n *Node) notLeader(lead uint64) error {
 	return &NotLeaderError{LeaderID: lead, LeaderAddr: n.PeerAddr(lead)}
-}
-
-func cmpUint64(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"slices"
@@ -55,7 +56,7 @@ func decodeMember(id uint64, b []byte) (Member, error) {
 // Members are encoded in id order.
 func EncodeMembers(ms []Member) []byte {
 	ms = slices.Clone(ms)
-	slices.SortFunc(ms, func(a, b Member) int { return cmpU64(a.ID, b.ID) })
+	slices.SortFunc(ms, func(a, b Member) int { return cmp.Compare(a.ID, b.ID) })
 	b := binary.AppendUvarint(nil, uint64(len(ms)))
 	for _, m := range ms {
 		b = binary.AppendUvarint(b, m.ID)
@@ -104,14 +105,4 @@ func DecodeMembers(b []byte) ([]Member, error) {
 		return nil, fmt.Errorf("%w: %d trailing bytes after member list", ErrCorrupt, len(b))
 	}
 	return ms, nil
-}
-
-func cmpU64(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

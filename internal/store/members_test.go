@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"runtime"
@@ -25,7 +26,7 @@ func FuzzDecodeMembers(f *testing.F) {
 			}
 			return
 		}
-		if len(b) == 0 || !slices.IsSortedFunc(ms, func(a, b Member) int { return cmpU64(a.ID, b.ID) }) {
+		if len(b) == 0 || !slices.IsSortedFunc(ms, func(a, b Member) int { return cmp.Compare(a.ID, b.ID) }) {
 			return
 		}
 		if out := EncodeMembers(ms); !bytes.Equal(out, b) && canonical(b) {

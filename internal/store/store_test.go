@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -436,7 +437,7 @@ func TestSnapshotTransfer(t *testing.T) {
 		t.Fatalf("installed state has %d keys, key000=%q key049=%q", len(got), got["key000"], got["key049"])
 	}
 	ms := dst.Members()
-	slices.SortFunc(ms, func(a, b Member) int { return cmpU64(a.ID, b.ID) })
+	slices.SortFunc(ms, func(a, b Member) int { return cmp.Compare(a.ID, b.ID) })
 	if len(ms) != 3 || ms[2] != (Member{ID: 3, Addr: "h3:1", IsLearner: true}) {
 		t.Fatalf("members after install = %v", ms)
 	}
@@ -482,7 +483,7 @@ func TestMembersRoundTrip(t *testing.T) {
 			t.Fatalf("%s: %v", tt.name, err)
 		}
 		want := slices.Clone(tt.in)
-		slices.SortFunc(want, func(a, b Member) int { return cmpU64(a.ID, b.ID) })
+		slices.SortFunc(want, func(a, b Member) int { return cmp.Compare(a.ID, b.ID) })
 		if !slices.Equal(out, want) && !(len(out) == 0 && len(want) == 0) {
 			t.Errorf("%s: got %v want %v", tt.name, out, want)
 		}
