@@ -214,17 +214,7 @@ func (s *Store) Leases() ([]Lease, error) {
 // after its generation header, and the stored value), in key order: what
 // a snapshot transfer sends besides the keys (Staged.AddLease).
 func (c *Checkpoint) ForEachLease(fn func(key, raw []byte) error) error {
-	it, err := c.snap.NewIter(&pebble.IterOptions{LowerBound: leaseGenPrefix(c.gen), UpperBound: leaseGenEnd(c.gen)})
-	if err != nil {
-		return err
-	}
-	defer it.Close()
-	for ok := it.First(); ok; ok = it.Next() {
-		if err := fn(it.Key()[leaseKeyHeader:], it.Value()); err != nil {
-			return err
-		}
-	}
-	return it.Error()
+	return c.scan(leaseGenPrefix(c.gen), leaseGenEnd(c.gen), leaseKeyHeader, fn)
 }
 
 // AddLease stages one lease record as ForEachLease gave it.

@@ -154,13 +154,19 @@ func (c *Checkpoint) Term() uint64  { return c.term }
 // the value; see SplitValue), in key order. Both are valid only during the
 // call.
 func (c *Checkpoint) ForEach(fn func(key, raw []byte) error) error {
-	it, err := c.snap.NewIter(&pebble.IterOptions{LowerBound: genPrefix(c.gen), UpperBound: genEnd(c.gen)})
+	return c.scan(genPrefix(c.gen), genEnd(c.gen), kvKeyHeader, fn)
+}
+
+// scan calls fn with every record in [lower, upper), its key less the
+// first header bytes, in key order.
+func (c *Checkpoint) scan(lower, upper []byte, header int, fn func(key, raw []byte) error) error {
+	it, err := c.snap.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {
 		return err
 	}
 	defer it.Close()
 	for ok := it.First(); ok; ok = it.Next() {
-		if err := fn(it.Key()[kvKeyHeader:], it.Value()); err != nil {
+		if err := fn(it.Key()[header:], it.Value()); err != nil {
 			return err
 		}
 	}
