@@ -1,6 +1,7 @@
 package raft
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"time"
@@ -167,32 +168,25 @@ func (c Config) clock() func() time.Time {
 }
 
 func (c Config) withDefaults() Config {
-	setDefault(&c.TickInterval, DefaultTickInterval)
-	setDefault(&c.ElectionTicks, DefaultElectionTicks)
-	setDefault(&c.HeartbeatTicks, DefaultHeartbeatTicks)
-	setDefault(&c.LeaseDrift, DefaultLeaseDrift)
-	setDefault(&c.SnapshotCount, DefaultSnapshotCount)
-	setDefault(&c.MaxSnapshotBytes, DefaultMaxSnapshotBytes)
-	setDefault(&c.SnapshotCatchUpEntries, min(DefaultSnapshotCatchUpEntries, c.SnapshotCount))
-	setDefault(&c.SnapshotChunkSize, DefaultSnapshotChunkSize)
-	setDefault(&c.MaxSizePerMsg, DefaultMaxSizePerMsg)
-	setDefault(&c.MaxInflightMsgs, DefaultMaxInflightMsgs)
-	setDefault(&c.MaxUncommittedBytes, DefaultMaxUncommittedBytes)
-	setDefault(&c.MaxApplyBytes, DefaultMaxApplyBytes)
-	setDefault(&c.PeerQueueSize, DefaultPeerQueueSize)
-	setDefault(&c.EntryCacheSize, DefaultEntryCacheSize)
-	setDefault(&c.Addr, c.InitialCluster[c.ID])
+	c.TickInterval = cmp.Or(c.TickInterval, DefaultTickInterval)
+	c.ElectionTicks = cmp.Or(c.ElectionTicks, DefaultElectionTicks)
+	c.HeartbeatTicks = cmp.Or(c.HeartbeatTicks, DefaultHeartbeatTicks)
+	c.LeaseDrift = cmp.Or(c.LeaseDrift, DefaultLeaseDrift)
+	c.SnapshotCount = cmp.Or(c.SnapshotCount, DefaultSnapshotCount)
+	c.MaxSnapshotBytes = cmp.Or(c.MaxSnapshotBytes, DefaultMaxSnapshotBytes)
+	c.SnapshotCatchUpEntries = cmp.Or(c.SnapshotCatchUpEntries, min(DefaultSnapshotCatchUpEntries, c.SnapshotCount))
+	c.SnapshotChunkSize = cmp.Or(c.SnapshotChunkSize, DefaultSnapshotChunkSize)
+	c.MaxSizePerMsg = cmp.Or(c.MaxSizePerMsg, DefaultMaxSizePerMsg)
+	c.MaxInflightMsgs = cmp.Or(c.MaxInflightMsgs, DefaultMaxInflightMsgs)
+	c.MaxUncommittedBytes = cmp.Or(c.MaxUncommittedBytes, DefaultMaxUncommittedBytes)
+	c.MaxApplyBytes = cmp.Or(c.MaxApplyBytes, DefaultMaxApplyBytes)
+	c.PeerQueueSize = cmp.Or(c.PeerQueueSize, DefaultPeerQueueSize)
+	c.EntryCacheSize = cmp.Or(c.EntryCacheSize, DefaultEntryCacheSize)
+	c.Addr = cmp.Or(c.Addr, c.InitialCluster[c.ID])
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
 	return c
-}
-
-func setDefault[T comparable](field *T, def T) {
-	var zero T
-	if *field == zero {
-		*field = def
-	}
 }
 
 // Validate reports the first invalid field, wrapping ErrConfig. Zero fields

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -118,8 +119,8 @@ type Knobs struct {
 }
 
 func (k Knobs) withDefaults() Knobs {
-	setDefault(&k.ReplyTimeout, replyTimeout)
-	setDefault(&k.ProgressEvery, progressEvery)
+	k.ReplyTimeout = cmp.Or(k.ReplyTimeout, replyTimeout)
+	k.ProgressEvery = cmp.Or(k.ProgressEvery, progressEvery)
 	return k
 }
 
@@ -151,13 +152,13 @@ const (
 // withDefaults returns c with every zero field that has a default set to
 // it.
 func (c Config) withDefaults() Config {
-	setDefault(&c.ID, 1)
-	setDefault(&c.TableMem, DefaultTableMem)
-	setDefault(&c.ReuseGrace, DefaultReuseGrace)
-	setDefault(&c.SnapshotCount, DefaultSnapshotCount)
-	setDefault(&c.TickInterval, DefaultTickInterval)
-	setDefault(&c.MaxConnections, DefaultMaxConnections)
-	setDefault(&c.MaxWatchesPerConn, DefaultMaxWatchesPerConn)
+	c.ID = cmp.Or(c.ID, 1)
+	c.TableMem = cmp.Or(c.TableMem, DefaultTableMem)
+	c.ReuseGrace = cmp.Or(c.ReuseGrace, DefaultReuseGrace)
+	c.SnapshotCount = cmp.Or(c.SnapshotCount, DefaultSnapshotCount)
+	c.TickInterval = cmp.Or(c.TickInterval, DefaultTickInterval)
+	c.MaxConnections = cmp.Or(c.MaxConnections, DefaultMaxConnections)
+	c.MaxWatchesPerConn = cmp.Or(c.MaxWatchesPerConn, DefaultMaxWatchesPerConn)
 	c.Watch = c.Watch.WithDefaults()
 	if len(c.InitialCluster) == 0 {
 		c.InitialCluster = map[uint64]string{c.ID: c.Listen}
@@ -167,13 +168,6 @@ func (c Config) withDefaults() Config {
 	}
 	c.Knobs = c.Knobs.withDefaults()
 	return c
-}
-
-func setDefault[T comparable](field *T, def T) {
-	var zero T
-	if *field == zero {
-		*field = def
-	}
 }
 
 // Validate reports the first invalid field. Zero fields are checked as

@@ -1,6 +1,7 @@
 package peer
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -101,12 +102,12 @@ type Knobs struct {
 }
 
 func (c Config) withDefaults() Config {
-	setDefault(&c.QueueSize, DefaultQueueSize)
-	setDefault(&c.SnapshotChunkSize, DefaultSnapshotChunkSize)
-	setDefault(&c.MaxSnapshotBytes, DefaultMaxSnapshotBytes)
-	setDefault(&c.TickInterval, DefaultTickInterval)
-	setDefault(&c.ElectionTimeout, DefaultElectionTimeout)
-	setDefault(&c.Knobs.SnapshotFrameTimeout, DefaultSnapshotFrameTimeout)
+	c.QueueSize = cmp.Or(c.QueueSize, DefaultQueueSize)
+	c.SnapshotChunkSize = cmp.Or(c.SnapshotChunkSize, DefaultSnapshotChunkSize)
+	c.MaxSnapshotBytes = cmp.Or(c.MaxSnapshotBytes, DefaultMaxSnapshotBytes)
+	c.TickInterval = cmp.Or(c.TickInterval, DefaultTickInterval)
+	c.ElectionTimeout = cmp.Or(c.ElectionTimeout, DefaultElectionTimeout)
+	c.Knobs.SnapshotFrameTimeout = cmp.Or(c.Knobs.SnapshotFrameTimeout, DefaultSnapshotFrameTimeout)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -114,13 +115,6 @@ func (c Config) withDefaults() Config {
 		c.Metrics = NewMetrics()
 	}
 	return c
-}
-
-func setDefault[T comparable](v *T, def T) {
-	var zero T
-	if *v == zero {
-		*v = def
-	}
 }
 
 // ErrConfig: the peer layer's configuration is unusable.
