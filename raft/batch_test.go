@@ -13,6 +13,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	etcdraft "go.etcd.io/raft/v3"
 
+	"github.com/kvd-project/kvd/internal/kvdtest/peertest"
 	"github.com/kvd-project/kvd/internal/kvdtest/wait"
 )
 
@@ -189,13 +190,13 @@ func bareLoop(t *testing.T, maxSize uint64) *loop {
 	t.Helper()
 	rn, err := etcdraft.NewRawNode(&etcdraft.Config{
 		ID: 1, ElectionTick: 10, HeartbeatTick: 1, Storage: etcdraft.NewMemoryStorage(), MaxInflightMsgs: 1,
-		DisableProposalForwarding: true, Logger: raftLogger{testLogger()},
+		DisableProposalForwarding: true, Logger: raftLogger{peertest.Logger()},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	m, _ := newMetrics(nil)
-	return &loop{n: &Node{log: testLogger(), metrics: m}, rn: rn, sm: nopSM{}, cfg: Config{MaxSizePerMsg: maxSize},
+	return &loop{n: &Node{log: peertest.Logger(), metrics: m}, rn: rn, sm: nopSM{}, cfg: Config{MaxSizePerMsg: maxSize},
 		isLeader: true, waiters: map[uint64]*proposal{}}
 }
 

@@ -8,6 +8,8 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 	etcdraft "go.etcd.io/raft/v3"
+
+	"github.com/kvd-project/kvd/internal/kvdtest/peertest"
 )
 
 // BenchmarkPut measures replicated, fsynced writes from many concurrent
@@ -58,7 +60,7 @@ func BenchmarkProposeBatch(b *testing.B) {
 	ms := etcdraft.NewMemoryStorage()
 	rn, err := etcdraft.NewRawNode(&etcdraft.Config{
 		ID: 1, ElectionTick: 10, HeartbeatTick: 1, Storage: ms, MaxInflightMsgs: 256,
-		MaxSizePerMsg: DefaultMaxSizePerMsg, MaxUncommittedEntriesSize: 1 << 40, Logger: raftLogger{testLogger()},
+		MaxSizePerMsg: DefaultMaxSizePerMsg, MaxUncommittedEntriesSize: 1 << 40, Logger: raftLogger{peertest.Logger()},
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -81,7 +83,7 @@ func BenchmarkProposeBatch(b *testing.B) {
 	}
 	drain()
 	m, _ := newMetrics(nil)
-	l := &loop{n: &Node{id: 1, log: testLogger(), metrics: m}, rn: rn, sm: nopSM{}, cfg: Config{MaxSizePerMsg: DefaultMaxSizePerMsg},
+	l := &loop{n: &Node{id: 1, log: peertest.Logger(), metrics: m}, rn: rn, sm: nopSM{}, cfg: Config{MaxSizePerMsg: DefaultMaxSizePerMsg},
 		isLeader: true, waiters: map[uint64]*proposal{}}
 	enc := testCommand(testOpPut, []byte("user:000123"), make([]byte, 256))
 	var reqID uint64

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"log/slog"
 	"maps"
 	"os"
 	"path/filepath"
@@ -14,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvd-project/kvd/internal/kvdtest/peertest"
 	"github.com/kvd-project/kvd/internal/kvdtest/wait"
 	"github.com/kvd-project/kvd/transport"
 	"github.com/kvd-project/kvd/transport/tcp"
@@ -28,15 +28,8 @@ func testConfig() Config {
 		TickInterval:   20 * time.Millisecond,
 		ElectionTicks:  10,
 		HeartbeatTicks: 1,
-		Logger:         testLogger(),
+		Logger:         peertest.Logger(),
 	}
-}
-
-func testLogger() *slog.Logger {
-	if os.Getenv("RAFT_DEBUG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	}
-	return slog.New(slog.DiscardHandler)
 }
 
 // applierLog mirrors the applied state from the Apply and Restore
@@ -298,31 +291,9 @@ func (c *cluster) start(id uint64, join bool) *testNode {
 	tn.wg.Add(1)
 	go func() {
 		defer tn.wg.Done()
-		acceptPeers(ctx, ln, n)
+		peertest.AcceptPeers(ctx, ln, IsPeerHello, n.ServePeer)
 	}()
 	return tn
-}
-
-// acceptPeers is the part of the server's accept loop the node needs.
-func acceptPeers(ctx context.Context, ln transport.Listener, n *Node) {
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	for {
-		conn, err := ln.Accept(ctx)
-		if err != nil {
-			return
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			first, err := conn.Recv(ctx, nil)
-			if err != nil || !IsPeerHello(first) {
-				conn.Close()
-				return
-			}
-			n.ServePeer(conn, first)
-		}()
-	}
 }
 
 func (c *cluster) stop(id uint64) {

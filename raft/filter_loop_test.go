@@ -30,7 +30,7 @@ func logRaft(t testing.TB) (*etcdraft.RawNode, *etcdraft.MemoryStorage) {
 	}
 	rn, err := etcdraft.NewRawNode(&etcdraft.Config{ID: 1, ElectionTick: 10, HeartbeatTick: 1, Storage: ms,
 		Applied: 1, MaxSizePerMsg: 1 << 20, MaxInflightMsgs: 16, CheckQuorum: true, PreVote: true,
-		DisableProposalForwarding: true, Logger: raftLogger{testLogger()}})
+		DisableProposalForwarding: true, Logger: raftLogger{peertest.Logger()}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	etcdraft "go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
 
+	"github.com/kvd-project/kvd/internal/kvdtest/peertest"
 	"github.com/kvd-project/kvd/internal/kvdtest/wait"
 	"github.com/kvd-project/kvd/internal/store"
 	"github.com/kvd-project/kvd/raft/peer"
@@ -32,7 +33,7 @@ func TestRemoveKeepsAnActiveQuorum(t *testing.T) {
 		t.Fatal(err)
 	}
 	rn, err := etcdraft.NewRawNode(&etcdraft.Config{ID: 1, ElectionTick: 10, HeartbeatTick: 1, CheckQuorum: true,
-		Storage: ms, MaxInflightMsgs: 16, Logger: raftLogger{testLogger()}})
+		Storage: ms, MaxInflightMsgs: 16, Logger: raftLogger{peertest.Logger()}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +74,7 @@ func TestRemoveKeepsAnActiveQuorum(t *testing.T) {
 	if err := u.Commit(true); err != nil {
 		t.Fatal(err)
 	}
-	l := &loop{n: &Node{id: 1, log: testLogger()}, rn: rn, st: st, sm: nopSM{}}
+	l := &loop{n: &Node{id: 1, log: peertest.Logger()}, rn: rn, st: st, sm: nopSM{}}
 	for _, tc := range []struct {
 		remove uint64
 		ok     bool
@@ -112,7 +113,7 @@ func TestRemovedNodeReportsNoLeader(t *testing.T) {
 			}
 			defer st.Close()
 			m, _ := newMetrics(nil)
-			l := &loop{n: &Node{id: 1, log: testLogger(), metrics: m}, st: st, sm: nopSM{}, lead: 3, term: 2}
+			l := &loop{n: &Node{id: 1, log: peertest.Logger(), metrics: m}, st: st, sm: nopSM{}, lead: 3, term: 2}
 			for i, ch := range tc.phases {
 				u := st.NewUpdate()
 				for _, id := range ch.remove {

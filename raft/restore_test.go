@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvd-project/kvd/internal/kvdtest/peertest"
 	"github.com/kvd-project/kvd/internal/kvdtest/wait"
 	"github.com/kvd-project/kvd/raft/peer"
 )
@@ -40,7 +41,7 @@ func TestRestoreRefusesUsedDir(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "x"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg := RestoreConfig{ID: 1, InitialCluster: map[uint64]string{1: "a:1"}, DataDir: dir, Index: 5, Logger: testLogger()}
+	cfg := RestoreConfig{ID: 1, InitialCluster: map[uint64]string{1: "a:1"}, DataDir: dir, Index: 5, Logger: peertest.Logger()}
 	none := func(func(key, value []byte, version uint64) error) error { return nil }
 	if err := Restore(cfg, none); !errors.Is(err, ErrNotEmpty) {
 		t.Fatalf("used dir: %v, want ErrNotEmpty", err)
@@ -76,7 +77,7 @@ func TestRestoreRefusesUsedDir(t *testing.T) {
 // Restore writes first and removes last makes Open and Restore refuse it.
 func TestInterruptedRestoreRefused(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "node1")
-	cfg := RestoreConfig{ID: 1, InitialCluster: map[uint64]string{1: "a:1"}, DataDir: dir, Index: 5, Logger: testLogger()}
+	cfg := RestoreConfig{ID: 1, InitialCluster: map[uint64]string{1: "a:1"}, DataDir: dir, Index: 5, Logger: peertest.Logger()}
 	var crashImage string // the directory as a crash inside the fill leaves it
 	err := Restore(cfg, func(add func(key, value []byte, version uint64) error) error {
 		if err := add([]byte("k"), []byte("v"), 3); err != nil {
@@ -133,7 +134,7 @@ func TestRestoredClusterAtMaxIndexCommits(t *testing.T) {
 			}
 			for id, tn := range c.nodes {
 				cfg := RestoreConfig{ID: id, InitialCluster: maps.Clone(c.peers), InitialClusterToken: base.InitialClusterToken,
-					DataDir: tn.dir, Index: index, Logger: testLogger()}
+					DataDir: tn.dir, Index: index, Logger: peertest.Logger()}
 				if err := Restore(cfg, func(add func(key, value []byte, version uint64) error) error {
 					return add([]byte("k"), []byte("v"), index)
 				}); err != nil {

@@ -125,11 +125,11 @@ func TestInterleavedSnapshotTransfers(t *testing.T) {
 // outcome of the latest transfer to each peer.
 func TestStaleSnapshotReportsIgnored(t *testing.T) {
 	rn, err := etcdraft.NewRawNode(&etcdraft.Config{ID: 1, ElectionTick: 10, HeartbeatTick: 1,
-		Storage: etcdraft.NewMemoryStorage(), MaxInflightMsgs: 16, Logger: raftLogger{testLogger()}})
+		Storage: etcdraft.NewMemoryStorage(), MaxInflightMsgs: 16, Logger: raftLogger{peertest.Logger()}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := &loop{n: &Node{log: testLogger()}, rn: rn, sm: nopSM{}, snapPending: map[uint64]uint64{2: 5}}
+	l := &loop{n: &Node{log: peertest.Logger()}, rn: rn, sm: nopSM{}, snapPending: map[uint64]uint64{2: 5}}
 	l.report(report{to: 2, kind: reportSnapshotFailed, seq: 4})
 	if l.snapPending[2] != 5 {
 		t.Fatal("a superseded transfer's outcome was taken for the latest's")

@@ -17,6 +17,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 
+	"github.com/kvd-project/kvd/internal/kvdtest/peertest"
 	"github.com/kvd-project/kvd/internal/kvdtest/wait"
 )
 
@@ -181,7 +182,7 @@ type errorCounter struct {
 
 func newErrorCounter() (*slog.Logger, *atomic.Int64) {
 	n := new(atomic.Int64)
-	return slog.New(errorCounter{errors: n, next: testLogger().Handler()}), n
+	return slog.New(errorCounter{errors: n, next: peertest.Logger().Handler()}), n
 }
 
 func (h errorCounter) Enabled(context.Context, slog.Level) bool { return true }

@@ -6,6 +6,7 @@ import (
 
 	pb "go.etcd.io/raft/v3/raftpb"
 
+	"github.com/kvd-project/kvd/internal/kvdtest/peertest"
 	"github.com/kvd-project/kvd/internal/store"
 	"github.com/kvd-project/kvd/internal/txn"
 	"github.com/kvd-project/kvd/raft"
@@ -115,7 +116,7 @@ func TestCollapsedBatchWithTxnShowsOnlyStatesThatHeld(t *testing.T) {
 	met, _ := newMetrics(nil)
 	rec := &atomicRecorder{}
 	m := newMachine(Config{Publisher: rec}.withDefaults(), met)
-	if err := m.Open(raft.Env{ID: 1, Store: st, Logger: testLogger()}); err != nil {
+	if err := m.Open(raft.Env{ID: 1, Store: st, Logger: peertest.Logger()}); err != nil {
 		t.Fatal(err)
 	}
 	put := func(k, v string) []byte {

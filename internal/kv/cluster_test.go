@@ -3,9 +3,7 @@ package kv
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -13,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvd-project/kvd/internal/kvdtest/peertest"
 	"github.com/kvd-project/kvd/internal/kvdtest/wait"
 	"github.com/kvd-project/kvd/raft"
 	"github.com/kvd-project/kvd/transport"
@@ -28,15 +27,8 @@ func testConfig() Config {
 		TickInterval:   20 * time.Millisecond,
 		ElectionTicks:  10,
 		HeartbeatTicks: 1,
-		Logger:         testLogger(),
+		Logger:         peertest.Logger(),
 	}}
-}
-
-func testLogger() *slog.Logger {
-	if os.Getenv("RAFT_DEBUG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	}
-	return slog.New(slog.DiscardHandler)
 }
 
 func ctxT(t testing.TB) context.Context {
@@ -226,31 +218,9 @@ func (c *cluster) start(id uint64, join bool) *testNode {
 	tn.wg.Add(1)
 	go func() {
 		defer tn.wg.Done()
-		acceptPeers(ctx, ln, s.Node())
+		peertest.AcceptPeers(ctx, ln, raft.IsPeerHello, s.Node().ServePeer)
 	}()
 	return tn
-}
-
-// acceptPeers is the part of the server's accept loop the node needs.
-func acceptPeers(ctx context.Context, ln transport.Listener, n *raft.Node) {
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	for {
-		conn, err := ln.Accept(ctx)
-		if err != nil {
-			return
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			first, err := conn.Recv(ctx, nil)
-			if err != nil || !raft.IsPeerHello(first) {
-				conn.Close()
-				return
-			}
-			n.ServePeer(conn, first)
-		}()
-	}
 }
 
 func (c *cluster) stop(id uint64) {
