@@ -298,11 +298,7 @@ func TestLeaderAdmissionAfterFailedRebuild(t *testing.T) {
 func TestTxnAdmissionNeverOverfills(t *testing.T) {
 	nodes := kvdtest.StartCluster(t, 1, kvdtest.Options{TableMem: fillTableMem, ReuseGrace: fillGrace})
 	lead := kvdtest.WaitLeader(t, nodes, 15*time.Second)
-	c, err := client.New(client.Config{Endpoints: kvdtest.Endpoints(nodes), AttemptTimeout: 10 * time.Second, RequestTimeout: 30 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	c := newPatientClient(t, kvdtest.Endpoints(nodes), client.Linearizable)
 	m := &fillModel{m: map[string][]byte{}}
 	const workers = 8
 	var refused atomic.Int64

@@ -297,11 +297,7 @@ func TestConcurrentPutsNeverOverfill(t *testing.T) {
 			// A PUT that outlives the default 1 s attempt fails as "maybe
 			// applied", which this test's model cannot follow; on a busy
 			// machine 16 writers can take that long, so attempts get 10 s.
-			c, err := client.New(client.Config{Endpoints: kvdtest.Endpoints(nodes), AttemptTimeout: 10 * time.Second, RequestTimeout: 30 * time.Second})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { c.Close() })
+			c := newPatientClient(t, kvdtest.Endpoints(nodes), client.Linearizable)
 			m := &fillModel{m: map[string][]byte{}}
 			const workers = 16
 			var wg sync.WaitGroup
