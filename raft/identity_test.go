@@ -90,3 +90,44 @@ func TestRestartWithWrongCluster(t *testing.T) {
 }
 
 func hex16(id uint64) string { return fmt.Sprintf("%016x", id) }
+
+// TestJoinRefusesOwnCluster: a data directory that created a cluster of its
+// own is refused Join, naming its cluster and both ways out (checkJoinTarget);
+// started anyway it would keep its own cluster and refuse, for as long as it
+// ran, the members it was told to join. Without Join it restarts as it is.
+func TestJoinRefusesOwnCluster(t *testing.T) {
+	c := newCluster(t, 1, testConfig())
+	c.put("k", "v")
+	want := c.nodes[1].node.ClusterID()
+	c.stop(1)
+	tn := c.nodes[1]
+	open := func(join bool, members map[uint64]string) (*Node, error) {
+		cfg := c.base
+		cfg.ID, cfg.DataDir, cfg.Addr, cfg.Join, cfg.InitialCluster = 1, tn.dir, tn.addr, join, members
+		cfg.Transport = c.net.transport(t, tn.name)
+		t.Cleanup(func() { cfg.Transport.Close() })
+		return Open(withKV(cfg, nil))
+	}
+	for name, members := range map[string]map[uint64]string{
+		"another cluster's members": {1: tn.addr, 5: "elsewhere:1"},
+		"no member named":           nil,
+	} {
+		t.Run(name, func(t *testing.T) {
+			n, err := open(true, members)
+			if err == nil {
+				n.Close()
+				t.Fatal("joined another cluster with the data of its own")
+			}
+			if !errors.Is(err, ErrClusterMismatch) || !strings.Contains(err.Error(), hex16(want)) ||
+				!strings.Contains(err.Error(), "rm -rf "+tn.dir) || !strings.Contains(err.Error(), "drop --join") {
+				t.Fatalf("err = %v; want ErrClusterMismatch naming cluster %s, rm -rf and drop --join", err, hex16(want))
+			}
+			t.Log(err)
+		})
+	}
+	n, err := open(false, map[uint64]string{1: tn.addr})
+	if err != nil {
+		t.Fatalf("restart without Join refused: %v", err)
+	}
+	n.Close()
+}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"slices"
@@ -124,5 +125,24 @@ func TestUnknownEnv(t *testing.T) {
 	got := UnknownEnv(fs, "KVX_")
 	if want := []string{"KVX_TABLE_MEMORY", "KVX_ZZ"}; !slices.Equal(got, want) {
 		t.Fatalf("UnknownEnv = %q, want %q", got, want)
+	}
+}
+
+// TestParseOneLine: a flag typo is one line naming the flag and where the
+// usage is, not the usage itself; -h still prints the usage.
+func TestParseOneLine(t *testing.T) {
+	newFS := func() *flag.FlagSet {
+		fs := flag.NewFlagSet("kvd", flag.ContinueOnError)
+		fs.String("listen", "", "address to listen on")
+		return fs
+	}
+	var help bytes.Buffer
+	err := Parse(newFS(), []string{"--lisen", "x"}, &help, nil)
+	if err == nil || err.Error() != "flag provided but not defined: -lisen (see kvd -h)" || help.Len() != 0 {
+		t.Fatalf("--lisen: err %v, help %q", err, help.String())
+	}
+	err = Parse(newFS(), []string{"-h"}, &help, nil)
+	if !errors.Is(err, flag.ErrHelp) || !strings.Contains(help.String(), "-listen") {
+		t.Fatalf("-h: err %v, help %q", err, help.String())
 	}
 }
