@@ -4,16 +4,22 @@ BIN      := bin
 PKGS     := ./...
 # Where `make run` keeps its three nodes' data (wiped by `make clean`).
 RUN_DIR  ?= data
+# What kvd --version, kvctl version, /version and kvd_build_info report
+# (internal/version).
+VERSION  ?= $(shell git describe --always --dirty 2>/dev/null)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS  := -X github.com/kvd-project/kvd/internal/version.Version=$(VERSION) \
+            -X github.com/kvd-project/kvd/internal/version.Revision=$(REVISION)
 
 .PHONY: all build build-rdma run test test-short test-go test-rdma vet bench bench-quick clean
 
 all: build
 
 build:
-	$(GO) build -o $(BIN)/ ./cmd/...
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/...
 
 build-rdma:
-	$(GO) build -tags rdma -o $(BIN)/ ./cmd/...
+	$(GO) build -tags rdma -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/...
 
 # Starts a local 3-node cluster in the foreground; Ctrl-C stops it.
 run: build

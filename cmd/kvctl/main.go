@@ -15,6 +15,7 @@ import (
 
 	"github.com/kvd-project/kvd/client"
 	"github.com/kvd-project/kvd/internal/cli"
+	buildinfo "github.com/kvd-project/kvd/internal/version"
 	"github.com/kvd-project/kvd/transport"
 )
 
@@ -56,6 +57,8 @@ commands:
                           checked) to FILE; without --timeout it may take as
                           long as it needs
   snapshot status FILE    check a backup and print its index, keys and checksum
+  version                 print kvctl's version (also --version)
+  help                    print this help (also -h)
 
 flags:
 `
@@ -77,8 +80,11 @@ func report(err error, stderr io.Writer) int {
 	case err == nil, errors.Is(err, flag.ErrHelp): // -h: usage was printed
 		return 0
 	case errors.As(err, &ue):
-		fmt.Fprintln(stderr, "kvctl:", err)
-		fmt.Fprintln(stderr, "run 'kvctl -h' for usage")
+		msg := err.Error()
+		if hint := "(" + cli.Hint("kvctl") + ")"; !strings.HasSuffix(msg, hint) {
+			msg += " " + hint
+		}
+		fmt.Fprintln(stderr, "kvctl:", msg) // one line: the usage is a -h away
 		return 2
 	}
 	fmt.Fprintln(stderr, "kvctl:", err)
@@ -100,6 +106,7 @@ type options struct {
 	timeout     time.Duration
 	timeoutSet  bool // --timeout was given (a snapshot save has no default bound)
 	leaseDrift  float64
+	version     bool
 }
 
 // versionFlag is --if-version: a version, and whether it was given.
@@ -140,8 +147,7 @@ func (o *options) writeOptions() []client.WriteOption {
 func parse(args []string, stderr io.Writer) (*options, []string, error) {
 	o := &options{}
 	fs := flag.NewFlagSet("kvctl", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
+	printUsage := func(w io.Writer) { fmt.Fprint(w, usage); fs.SetOutput(w); fs.PrintDefaults() }
 	fs.StringVar(&o.endpoints, "endpoints", "127.0.0.1:7301", "comma-separated kvd addresses")
 	o.transport.Register(fs)
 	o.tls.Register(fs)
@@ -161,9 +167,10 @@ func parse(args []string, stderr io.Writer) (*options, []string, error) {
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "give up on a command after this long")
 	fs.Float64Var(&o.leaseDrift, "lease-drift", client.DefaultLeaseDrift,
 		"the servers' --lease-drift (the most any clock may run faster than another, a fraction up to 0.5): linearizable one-sided GETs judge the leader's lease by it, so it must not be less than theirs")
+	fs.BoolVar(&o.version, "version", false, "print kvctl's version and exit")
 	var pos []string
 	for {
-		if err := fs.Parse(args); err != nil {
+		if err := cli.Parse(fs, args, stderr, printUsage); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
 				return nil, nil, err
 			}
@@ -213,6 +220,13 @@ func runIn(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	o, pos, err := parse(args, stderr)
 	if err != nil {
 		return err
+	}
+	if o.version || len(pos) > 0 && pos[0] == "version" {
+		printVersion(stdout)
+		return nil
+	}
+	if len(pos) > 0 && pos[0] == "help" {
+		return parseHelp(stderr)
 	}
 	if len(pos) == 0 {
 		return usageError{"no command given"}
@@ -294,4 +308,21 @@ func splitEndpoints(s string) []string {
 		}
 	}
 	return out
+}
+
+// printVersion prints what `kvctl version` prints: etcdctl's first line,
+// then the build, as `kvd --version` prints it.
+func printVersion(w io.Writer) {
+	i := buildinfo.Get()
+	rev := i.Revision
+	if rev == "" {
+		rev = "unknown"
+	}
+	fmt.Fprintf(w, "kvctl version: %s\nGit SHA: %s\nGo Version: %s\nGo OS/Arch: %s\n", i.Version, rev, i.GoVersion, i.Platform)
+}
+
+// parseHelp prints the usage, as -h does.
+func parseHelp(stderr io.Writer) error {
+	_, _, err := parse([]string{"-h"}, stderr)
+	return err
 }

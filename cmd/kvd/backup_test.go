@@ -25,7 +25,7 @@ func TestProcessBackupRestore(t *testing.T) {
 	}
 	bin := kvdtest.SharedBin(t)
 	addrs := kvdtest.FreeAddrs(t, 2)
-	startKVD(t, filepath.Join(bin, "kvd"), "--data-dir", t.TempDir(), "--listen", addrs[0], "--table-mem", "8MiB")
+	startKVD(t, filepath.Join(bin, "kvd"), "--data-dir", t.TempDir(), "--listen", addrs[0], "--initial-cluster", "1="+addrs[0], "--table-mem", "8MiB")
 	kvctl := func(addr string, args ...string) (string, string, error) {
 		cmd := exec.Command(filepath.Join(bin, "kvctl"), append([]string{"--endpoints", addr, "--timeout", "3s"}, args...)...)
 		var out, errOut bytes.Buffer
@@ -67,7 +67,7 @@ func TestProcessBackupRestore(t *testing.T) {
 		t.Fatalf("snapshot status of a damaged backup: %v, stderr %q", err, errOut)
 	}
 	// A damaged backup is a failure (exit 1), not a bad flag (exit 2).
-	p := startKVD(t, filepath.Join(bin, "kvd"), "--data-dir", t.TempDir(), "--listen", addrs[1], "--restore", damaged,
+	p := startKVD(t, filepath.Join(bin, "kvd"), "--data-dir", t.TempDir(), "--listen", addrs[1], "--initial-cluster", "1="+addrs[1], "--restore", damaged,
 		"--initial-cluster-token", "restored")
 	if code := p.exited(t, 20*time.Second); code != 1 || !strings.Contains(p.output(), "checksum mismatch") {
 		t.Fatalf("kvd --restore of a damaged backup exited %d, want 1:\n%s", code, p.output())
@@ -76,7 +76,7 @@ func TestProcessBackupRestore(t *testing.T) {
 	// anything: the same restore, the flags fixed, must still be possible.
 	for _, bad := range [][]string{{"--enable-pprof"}, {"--lease-drift", "0.9"}} {
 		refused := t.TempDir()
-		p = startKVD(t, filepath.Join(bin, "kvd"), append([]string{"--data-dir", refused, "--listen", addrs[1],
+		p = startKVD(t, filepath.Join(bin, "kvd"), append([]string{"--data-dir", refused, "--listen", addrs[1], "--initial-cluster", "1=" + addrs[1],
 			"--restore", file, "--initial-cluster-token", "restored"}, bad...)...)
 		if code := p.exited(t, 20*time.Second); code != 2 {
 			t.Fatalf("kvd --restore %v exited %d, want 2:\n%s", bad, code, p.output())
@@ -87,7 +87,7 @@ func TestProcessBackupRestore(t *testing.T) {
 	}
 
 	data := t.TempDir()
-	args := []string{"--data-dir", data, "--listen", addrs[1], "--table-mem", "8MiB", "--initial-cluster-token", "restored"}
+	args := []string{"--data-dir", data, "--listen", addrs[1], "--initial-cluster", "1=" + addrs[1], "--table-mem", "8MiB", "--initial-cluster-token", "restored"}
 	p = startKVD(t, filepath.Join(bin, "kvd"), append(args, "--restore", file)...)
 	waitPut(addrs[1], "new", "key")
 	if out, errOut, err := kvctl(addrs[1], "get", "hello"); err != nil || out != "world\n" {

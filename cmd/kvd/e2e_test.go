@@ -37,7 +37,7 @@ func TestProcess(t *testing.T) {
 	bin := buildBinaries(t)
 	addrs := kvdtest.FreeAddrs(t, 2)
 	listen, metrics := addrs[0], addrs[1]
-	kvd := exec.Command(filepath.Join(bin, "kvd"), "--data-dir", t.TempDir(), "--listen", listen,
+	kvd := exec.Command(filepath.Join(bin, "kvd"), "--data-dir", t.TempDir(), "--listen", listen, "--initial-cluster", "1="+listen,
 		"--metrics-listen", metrics, "--table-mem", "8MiB")
 	var logs syncBuffer // read while kvd writes it
 	kvd.Stderr = &logs

@@ -19,7 +19,7 @@ import (
 	"github.com/kvd-project/kvd/transport/tcp"
 )
 
-// serveMetrics serves /metrics and /healthz (also as /health) on raw. /healthz answers 200 while the
+// serveMetrics serves /metrics, /version and /healthz (also as /health) on raw. /healthz answers 200 while the
 // node knows a leader (it can serve writes through it) and 503 otherwise,
 // or after a storage failure, with the node's status as JSON either way and,
 // when unhealthy, the reason ("storage: <cause>" or "no leader known").
@@ -45,6 +45,10 @@ func serveMetrics(raw net.Listener, reg *prometheus.Registry, srv *server.Server
 		}
 		json.NewEncoder(w).Encode(body)
 	}
+	mux.HandleFunc("/version", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(versionBody())
+	})
 	mux.HandleFunc("/healthz", health)
 	mux.HandleFunc("/health", health) // etcd's name for it
 	if faults != nil {

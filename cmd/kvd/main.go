@@ -19,6 +19,7 @@ import (
 
 	"github.com/kvd-project/kvd/internal/cli"
 	"github.com/kvd-project/kvd/internal/tlsutil"
+	"github.com/kvd-project/kvd/internal/version"
 	"github.com/kvd-project/kvd/internal/watch"
 	"github.com/kvd-project/kvd/raft"
 	"github.com/kvd-project/kvd/server"
@@ -59,6 +60,7 @@ type options struct {
 	logFormat     string
 	faults        bool
 	pprof         bool
+	version       bool
 	unknownEnv    []string // KVD_ variables that name no flag
 }
 
@@ -77,7 +79,7 @@ func parseFlags(args []string) (*options, error) {
 		"inline budget per slot in bytes (multiple of 8, 0 = off): small records live in an arena beside their bucket, so a GET of one is one round trip of two READs; costs about 10x this per bucket of 8 slots")
 	fs.DurationVar(&o.cfg.TableInlineGrace, "table-inline-grace", 0,
 		"how long superseded inline records stay untouched before their arena bytes are reused (0: min(100ms, --reuse-grace))")
-	fs.StringVar(&o.cluster, "initial-cluster", "", "every member as ID=HOST:PORT,... (empty: a single-node cluster)")
+	fs.StringVar(&o.cluster, "initial-cluster", "", "every member as ID=HOST:PORT,...; a new --data-dir needs it (1=127.0.0.1:7301 for a single-node cluster) or --join")
 	fs.BoolVar(&o.cfg.Join, "join", false, "join an existing cluster (add this node with 'kvctl member add' first)")
 	fs.StringVar(&o.cfg.InitialClusterToken, "initial-cluster-token", raft.DefaultClusterToken,
 		"names the cluster at creation: with --initial-cluster it makes the cluster id peers must present; use one unique to each cluster (ignored with --join)")
@@ -98,8 +100,13 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	fs.BoolVar(&o.pprof, "enable-pprof", false, "serve net/http/pprof under /debug/pprof/ on --metrics-listen (CPU and heap profiles)")
 	fs.BoolVar(&o.faults, "enable-fault-injection", false, "serve POST /debug/faults on --metrics-listen (tests only): ?drop=ADDR,... cuts this node off from those peers (tcp transport), ?freeze=10s freezes it for that long as SIGSTOP would while its region still answers one-sided READs")
-	if err := fs.Parse(args); err != nil {
+	fs.BoolVar(&o.version, "version", false, "print the version and exit")
+	if err := cli.Parse(fs, args, os.Stderr, nil); err != nil {
 		return nil, err
+	}
+	if fs.NArg() == 1 && fs.Arg(0) == "version" {
+		o.version = true
+		return o, nil
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q (all settings are flags; see kvd -h)", fs.Args())
@@ -254,6 +261,10 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	if o.version {
+		fmt.Print("kvd ", version.Get())
+		return nil
+	}
 	log, err := newLogger(o.logLevel, o.logFormat)
 	if err != nil {
 		return err
@@ -287,7 +298,7 @@ func run(args []string) error {
 	defer tr.Close()
 
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfo())
 	o.cfg.Transport, o.cfg.Logger, o.cfg.Registerer = tr, log, reg
 
 	// Everything the flags say is checked before the node touches its data
@@ -302,6 +313,12 @@ func run(args []string) error {
 	}
 	warnAddrMismatch(&o.cfg, log)
 	if err := o.cfg.Validate(); err != nil {
+		return err
+	}
+	if err := checkNewCluster(&o.cfg); err != nil {
+		return err
+	}
+	if err := checkDataDirFree(o.cfg.DataDir); err != nil {
 		return err
 	}
 	var metricsLn net.Listener
@@ -321,7 +338,7 @@ func run(args []string) error {
 		if metricsLn != nil {
 			metricsLn.Close()
 		}
-		return &failure{err}
+		return &failure{lockedErr(o.cfg.DataDir, err)}
 	}
 	var httpSrv *http.Server
 	if metricsLn != nil {

@@ -37,7 +37,7 @@ func TestRestoredDataDirPrivate(t *testing.T) {
 	f.Close()
 	addrs := kvdtest.FreeAddrs(t, 2)
 	data := filepath.Join(t.TempDir(), "node")
-	p := startKVD(t, bin, "--data-dir", data, "--listen", addrs[0], "--metrics-listen", addrs[1], "--table-mem", "8MiB",
+	p := startKVD(t, bin, "--data-dir", data, "--listen", addrs[0], "--initial-cluster", "1="+addrs[0], "--metrics-listen", addrs[1], "--table-mem", "8MiB",
 		"--restore", file, "--initial-cluster-token", "restored")
 	waitHealthy(t, p, addrs[1])
 	st, err := os.Stat(data)

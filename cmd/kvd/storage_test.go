@@ -283,7 +283,7 @@ func TestStorageFullDiskProcess(t *testing.T) {
 	}
 	bin := buildKVD(t)
 	listen, metrics := storageFreeAddr(t), storageFreeAddr(t)
-	args := []string{"--data-dir", filepath.Join(mnt, "data"), "--listen", listen, "--metrics-listen", metrics,
+	args := []string{"--data-dir", filepath.Join(mnt, "data"), "--listen", listen, "--initial-cluster", "1=" + listen, "--metrics-listen", metrics,
 		"--table-mem", "64MiB", "--tick", "20ms"}
 	p := startKVD(t, bin, args...)
 	waitHealthy(t, p, metrics)
@@ -358,7 +358,7 @@ func TestStorageStartFails(t *testing.T) {
 	listen, metrics := storageFreeAddr(t), storageFreeAddr(t)
 	// A node with data, stopped cleanly.
 	data := filepath.Join(ro, "data")
-	p := startKVD(t, bin, "--data-dir", data, "--listen", listen, "--metrics-listen", metrics, "--tick", "20ms")
+	p := startKVD(t, bin, "--data-dir", data, "--listen", listen, "--initial-cluster", "1="+listen, "--metrics-listen", metrics, "--tick", "20ms")
 	waitHealthy(t, p, metrics)
 	p.cmd.Process.Signal(syscall.SIGTERM)
 	if code := p.exited(t, 10*time.Second); code != 0 {
@@ -375,7 +375,7 @@ func TestStorageStartFails(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			start := time.Now()
-			p := startKVD(t, bin, "--data-dir", tc.dir, "--listen", listen, "--metrics-listen", metrics)
+			p := startKVD(t, bin, "--data-dir", tc.dir, "--listen", listen, "--initial-cluster", "1="+listen, "--metrics-listen", metrics)
 			code := p.exited(t, 10*time.Second)
 			out := p.output()
 			t.Logf("kvd exited %d after %v:\n%s", code, time.Since(start), out)

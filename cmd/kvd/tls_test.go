@@ -103,7 +103,7 @@ func TestProcessTLS(t *testing.T) {
 	carolCert, carolKey := f.clientCA.Issue(t, "carol", tlstest.Options{}).Write(t, f.dir, "carol")
 	listen := kvdtest.FreeAddrs(t, 1)[0]
 
-	args := append([]string{"--data-dir", t.TempDir(), "--listen", listen, "--table-mem", "8MiB",
+	args := append([]string{"--data-dir", t.TempDir(), "--listen", listen, "--initial-cluster", "1=" + listen, "--table-mem", "8MiB",
 		"--read-only-client-cn", "carol", "--tls-reload-interval", "0"}, f.serverArgs()...)
 	// The peer flags come from the environment instead.
 	args = withoutFlags(args, "--peer-cert-file", "--peer-key-file")

@@ -14,14 +14,11 @@ import (
 //
 // A `go build` without it, or a `go install module@version`, still has
 // a version: the module's, or the revision the build info records.
-var Version string
-
-// ClusterVersion is the version of the protocols between members and
-// with clients (peer and client wire, on-disk formats) as
-// docs/upgrading.md describes them: nodes and clients of one
-// ClusterVersion work together whatever their build Version. It is
-// /version's "cluster", as etcd's "etcdcluster" is.
-const ClusterVersion = "1.0"
+//
+// Revision likewise overrides the VCS revision (the Makefile sets it to
+// `git rev-parse HEAD`), for builds that record none (-buildvcs=false, or
+// a tree without .git). Both are set only by the linker, never at run time.
+var Version, Revision string
 
 // Info describes a build.
 type Info struct {
@@ -33,7 +30,7 @@ type Info struct {
 
 // Get returns this binary's Info.
 func Get() Info {
-	i := Info{Version: Version, GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
+	i := Info{Version: Version, Revision: Revision, GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		if i.Version == "" {
@@ -52,6 +49,9 @@ func Get() Info {
 	}
 	if modified && i.Revision != "" {
 		i.Revision += "-dirty"
+	}
+	if Revision != "" {
+		i.Revision = Revision
 	}
 	if i.Version == "" {
 		i.Version = moduleVersion(bi.Main.Version, i.Revision)
@@ -86,6 +86,6 @@ func (i Info) String() string {
 	if rev == "" {
 		rev = "unknown"
 	}
-	return fmt.Sprintf("Version: %s\nCluster version: %s\nGit SHA: %s\nGo Version: %s\nGo OS/Arch: %s\n",
-		i.Version, ClusterVersion, rev, i.GoVersion, i.Platform)
+	return fmt.Sprintf("Version: %s\nGit SHA: %s\nGo Version: %s\nGo OS/Arch: %s\n",
+		i.Version, rev, i.GoVersion, i.Platform)
 }
