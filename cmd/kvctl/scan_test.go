@@ -67,7 +67,7 @@ func TestGetRange(t *testing.T) {
 		{"put", "--prefix", "a", "v"},
 		{"-w", "raw", "get", "--prefix", "a"},
 	} {
-		if _, errOut, code := kvctlAt(ep, "", args...); code != 2 || !strings.Contains(errOut, "usage") && !strings.Contains(errOut, "--") {
+		if _, errOut, code := kvctlAt(ep, "", args...); code != 2 || !strings.Contains(errOut, "(see kvctl -h)") {
 			t.Errorf("kvctl %v: exit %d, stderr %q; want a usage error (exit 2)", args, code, errOut)
 		}
 	}
