@@ -8,6 +8,13 @@ import (
 
 // raftLogger routes etcd raft's log lines to slog. Lines below the
 // handler's level are not even formatted: raft's debug output is chatty.
+//
+// Raft's Info lines go out at Debug: they narrate its internals (each
+// pre-vote, vote and configuration switch; a three-node start is dozens),
+// which drown a node's own info lines and mean nothing to an operator who
+// has not read raft. What an operator needs from them is logged by the
+// loop in its own words (the leader changes, membership changes); raft's
+// warnings and errors stay what they are. --log-level debug shows it all.
 type raftLogger struct{ l *slog.Logger }
 
 func (r raftLogger) print(level slog.Level, v []any) {
@@ -24,8 +31,8 @@ func (r raftLogger) printf(level slog.Level, format string, v []any) {
 
 func (r raftLogger) Debug(v ...any)                   { r.print(slog.LevelDebug, v) }
 func (r raftLogger) Debugf(format string, v ...any)   { r.printf(slog.LevelDebug, format, v) }
-func (r raftLogger) Info(v ...any)                    { r.print(slog.LevelInfo, v) }
-func (r raftLogger) Infof(format string, v ...any)    { r.printf(slog.LevelInfo, format, v) }
+func (r raftLogger) Info(v ...any)                    { r.print(slog.LevelDebug, v) }
+func (r raftLogger) Infof(format string, v ...any)    { r.printf(slog.LevelDebug, format, v) }
 func (r raftLogger) Warning(v ...any)                 { r.print(slog.LevelWarn, v) }
 func (r raftLogger) Warningf(format string, v ...any) { r.printf(slog.LevelWarn, format, v) }
 func (r raftLogger) Error(v ...any)                   { r.print(slog.LevelError, v) }

@@ -183,10 +183,21 @@ func (l *loop) lastAppended(rd etcdraft.Ready) uint64 {
 	return l.durable
 }
 
+// logLeader says at info what raft's own lines (at debug: raftLogger)
+// say of the leader: which member it is now, or that there is none.
+func (l *loop) logLeader(lead uint64) {
+	if lead == 0 {
+		l.n.log.Info("no leader", "was", l.lead)
+		return
+	}
+	l.n.log.Info("leader elected", "leader", lead, "term", l.rn.BasicStatus().HardState.GetTerm())
+}
+
 func (l *loop) softState(ss *etcdraft.SoftState) {
 	wasLeader := l.isLeader
 	l.isLeader = ss.RaftState == etcdraft.StateLeader
 	if ss.Lead != l.lead {
+		l.logLeader(ss.Lead)
 		l.lead = ss.Lead
 		l.n.metrics.leaderChanges.Inc()
 		l.reads.failPending(ErrLeaderChanged)
