@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Starts a local 3-node kvd cluster in the foreground and stops it on Ctrl-C.
 # usage: scripts/run-cluster.sh BIN_DIR DATA_DIR
-# Environment: KVD_RUN_TRANSPORT (tcp), KVD_RUN_BASE_PORT (7301),
-# KVD_RUN_CLUSTER_TOKEN (random, drawn once per DATA_DIR and kept in
-# DATA_DIR/cluster-token, since the nodes refuse to restart with another).
+# Environment: KVD_RUN_TRANSPORT (tcp), KVD_RUN_BASE_PORT (7301; metrics on
+# it + 2000), KVD_RUN_CLUSTER_TOKEN (random, drawn once per DATA_DIR and kept
+# in DATA_DIR/cluster-token, since the nodes refuse to restart with another),
+# KVD_RUN_LOG_LEVEL (info; debug shows raft's internals too).
 set -euo pipefail
 bin=${1:-bin}
 data=${2:-data}
 transport=${KVD_RUN_TRANSPORT:-tcp}
 base=${KVD_RUN_BASE_PORT:-7301}
+level=${KVD_RUN_LOG_LEVEL:-info}
 
 mkdir -p "$data"
 if [[ -n ${KVD_RUN_CLUSTER_TOKEN:-} ]]; then
@@ -19,47 +21,66 @@ else
   token=kvd-run-$(od -An -N8 -tx8 /dev/urandom | tr -d ' ')
   echo "$token" >"$data/cluster-token"
 fi
+# KVD_RUN_* are this script's settings, not kvd's: kvd takes every KVD_*
+# variable for a flag of its own and warns of the ones that name none.
+for v in $(compgen -e); do
+  if [[ $v == KVD_RUN_* ]]; then unset "$v"; fi
+done
+
 cluster="1=127.0.0.1:$base,2=127.0.0.1:$((base + 1)),3=127.0.0.1:$((base + 2))"
 endpoints="127.0.0.1:$base,127.0.0.1:$((base + 1)),127.0.0.1:$((base + 2))"
 
 pids=()
+stopped=0
 stop() {
-  trap - INT TERM EXIT
+  [[ $stopped == 1 ]] && return
+  stopped=1
   echo
   echo "stopping the cluster..."
-  kill "${pids[@]}" 2>/dev/null || true
+  kill -TERM "${pids[@]}" 2>/dev/null || true
   wait "${pids[@]}" 2>/dev/null || true
+  echo "stopped; data kept in $data/ (make clean removes it)"
 }
-trap stop INT TERM EXIT
+# Ctrl-C is how the cluster is meant to end: stop the nodes, exit 0 (make
+# would otherwise report "Error 130").
+trap 'stop; exit 0' INT TERM
+trap stop EXIT
 
 for id in 1 2 3; do
   mkdir -p "$data/node$id"
-  "$bin/kvd" --id "$id" --listen "127.0.0.1:$((base + id - 1))" --initial-cluster "$cluster" \
-    --initial-cluster-token "$token" \
+  # setsid: Ctrl-C reaches the script only, which stops the nodes in
+  # order, instead of every node at once with the terminal's SIGINT.
+  setsid "$bin/kvd" --id "$id" --listen "127.0.0.1:$((base + id - 1))" --initial-cluster "$cluster" \
+    --initial-cluster-token "$token" --log-level "$level" \
     --data-dir "$data/node$id" --transport "$transport" --metrics-listen "127.0.0.1:$((base + 2000 + id - 1))" \
-    2> >(sed -u "s/^/[node$id] /" >&2) &
+    2> >(trap '' INT; sed -u "s/^/[node$id] /" >&2) &
   pids+=($!)
 done
 
+ready=0
 for _ in $(seq 1 100); do
   if "$bin/kvctl" --endpoints "$endpoints" --timeout 1s status >/dev/null 2>&1 &&
      "$bin/kvctl" --endpoints "$endpoints" --timeout 2s put kvd-run-probe ok >/dev/null 2>&1; then
+    ready=1
     break
   fi
   sleep 0.2
 done
+if [[ $ready == 0 ]]; then
+  echo "kvd: the cluster did not become ready; see the nodes' lines above" >&2
+fi
 
 cat <<MSG
 
-kvd is running: 3 nodes over $transport, data in $data/.
+kvd $("$bin/kvd" --version | sed -n 's/^kvd Version: //p') is running: 3 nodes over $transport, data in $data/.
   endpoints: $endpoints
-  metrics:   http://127.0.0.1:$((base + 2000))/metrics (and :$((base + 2001)), :$((base + 2002)))
+  metrics:   http://127.0.0.1:$((base + 2000))/metrics (and :$((base + 2001)), :$((base + 2002))); /healthz, /version
 
 Try, in another terminal:
   $bin/kvctl --endpoints $endpoints put hello world
   $bin/kvctl --endpoints $endpoints get hello
   $bin/kvctl --endpoints $endpoints status -w table
 
-Press Ctrl-C to stop all three nodes.
+Press Ctrl-C to stop all three nodes (or: kill -INT $$).
 MSG
 wait "${pids[@]}"

@@ -65,7 +65,7 @@ check "rw key still sees its value" OK world kv --rdma-auth-file $D/alice get he
 check "wrong key refused" FAIL "kvd: unauthenticated" kv --rdma-auth-file $D/wrong --timeout 30s get hello
 check "no key refused" FAIL "kvd: unauthenticated" kv --timeout 30s get hello
 check "server on a non-peer key refused" FAIL "must be a peer key" \
-	kvd --id 4 --listen $A:7304 --data-dir $D/data4 --transport rdma --rdma-device "$RDMAVM_DEV" \
+	kvd --id 4 --listen $A:7304 --initial-cluster 4=$A:7304 --data-dir $D/data4 --transport rdma --rdma-device "$RDMAVM_DEV" \
 	--rdma-auth-file $D/keys --rdma-auth-name alice
 if grep -q "refused a connection" $D/kvd*.log; then
 	echo "RDMAVM-AUTH: servers logged the refusals: ok"
