@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Starts a local 3-node kvd cluster in the foreground and stops it on Ctrl-C.
 # usage: scripts/run-cluster.sh BIN_DIR DATA_DIR
-# Environment: KVD_RUN_TRANSPORT (tcp), KVD_RUN_BASE_PORT (7301; metrics on
-# it + 2000), KVD_RUN_CLUSTER_TOKEN (random, drawn once per DATA_DIR and kept
+# Environment: KVD_RUN_TRANSPORT (tcp), KVD_RUN_BASE_PORT (7301),
+# KVD_RUN_METRICS_PORT (the base port + 2000), KVD_RUN_CLUSTER_TOKEN (random, drawn once per DATA_DIR and kept
 # in DATA_DIR/cluster-token, since the nodes refuse to restart with another),
 # KVD_RUN_LOG_LEVEL (info; debug shows raft's internals too).
 set -euo pipefail
@@ -10,6 +10,7 @@ bin=${1:-bin}
 data=${2:-data}
 transport=${KVD_RUN_TRANSPORT:-tcp}
 base=${KVD_RUN_BASE_PORT:-7301}
+mbase=${KVD_RUN_METRICS_PORT:-$((base + 2000))}
 level=${KVD_RUN_LOG_LEVEL:-info}
 
 mkdir -p "$data"
@@ -52,7 +53,7 @@ for id in 1 2 3; do
   # order, instead of every node at once with the terminal's SIGINT.
   setsid "$bin/kvd" --id "$id" --listen "127.0.0.1:$((base + id - 1))" --initial-cluster "$cluster" \
     --initial-cluster-token "$token" --log-level "$level" \
-    --data-dir "$data/node$id" --transport "$transport" --metrics-listen "127.0.0.1:$((base + 2000 + id - 1))" \
+    --data-dir "$data/node$id" --transport "$transport" --metrics-listen "127.0.0.1:$((mbase + id - 1))" \
     2> >(trap '' INT; sed -u "s/^/[node$id] /" >&2) &
   pids+=($!)
 done
@@ -74,7 +75,7 @@ cat <<MSG
 
 kvd $("$bin/kvd" --version | sed -n 's/^kvd Version: //p') is running: 3 nodes over $transport, data in $data/.
   endpoints: $endpoints
-  metrics:   http://127.0.0.1:$((base + 2000))/metrics (and :$((base + 2001)), :$((base + 2002))); /healthz, /version
+  metrics:   http://127.0.0.1:$mbase/metrics (and :$((mbase + 1)), :$((mbase + 2))); /healthz, /version
 
 Try, in another terminal:
   $bin/kvctl --endpoints $endpoints put hello world
