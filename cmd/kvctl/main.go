@@ -186,10 +186,10 @@ func parse(args []string, stderr io.Writer) (*options, []string, error) {
 		}
 		pos, args = append(pos, rest[0]), rest[1:]
 	}
-	if err := cli.ApplyEnv(fs, "KVCTL_"); err != nil {
+	if err := cli.ApplyEnv(fs, "KVCTL_", "version"); err != nil {
 		return nil, nil, usageError{err.Error()}
 	}
-	for _, name := range cli.UnknownEnv(fs, "KVCTL_") {
+	for _, name := range cli.UnknownEnv(fs, "KVCTL_", "version") {
 		fmt.Fprintf(stderr, "kvctl: warning: ignoring %s, which names no flag\n", name)
 	}
 	fs.Visit(func(f *flag.Flag) { o.timeoutSet = o.timeoutSet || f.Name == "timeout" })

@@ -111,10 +111,10 @@ func parseFlags(args []string) (*options, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q (all settings are flags; see kvd -h)", fs.Args())
 	}
-	if err := cli.ApplyEnv(fs, "KVD_"); err != nil {
+	if err := cli.ApplyEnv(fs, "KVD_", "version"); err != nil {
 		return nil, err
 	}
-	o.unknownEnv = cli.UnknownEnv(fs, "KVD_")
+	o.unknownEnv = cli.UnknownEnv(fs, "KVD_", "version")
 	cluster, err := cli.ParseCluster(o.cluster)
 	if err != nil {
 		return nil, fmt.Errorf("--initial-cluster: %w", err)

@@ -153,6 +153,12 @@ func TestVersionEverywhere(t *testing.T) {
 	if err != nil || !ok || ver == "" || !strings.Contains(string(out), "Go Version: go") {
 		t.Fatalf("kvd --version: %q, %v", out, err)
 	}
+	// KVD_VERSION is no flag's: kvd does not print its version and exit for it.
+	env := exec.Command(filepath.Join(bin, "kvd"), "--data-dir", filepath.Join(t.TempDir(), "new"))
+	env.Env = append(os.Environ(), "KVD_VERSION=true")
+	if out, _ := env.CombinedOutput(); strings.Contains(string(out), "kvd Version:") || !strings.Contains(string(out), "names no flag") {
+		t.Errorf("kvd with KVD_VERSION=true: %s; want no version, a warning naming KVD_VERSION", out)
+	}
 	out, err = exec.Command(filepath.Join(bin, "kvctl"), "version").Output()
 	if err != nil || !strings.HasPrefix(string(out), "kvctl version: "+ver+"\n") {
 		t.Errorf("kvctl version: %q, %v; want kvctl version: %s", out, err, ver)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -26,13 +27,15 @@ func EnvName(prefix, name string) string {
 
 // ApplyEnv sets every flag of fs that was not given on the command line from
 // its environment variable, if that is set. Call it after fs.Parse. A bad
-// value is an error naming the variable.
-func ApplyEnv(fs *flag.FlagSet, prefix string) error {
+// value is an error naming the variable. The flags named in commandLineOnly
+// have no variable: an action such as --version must not be taken because
+// a KVD_VERSION someone set for a script of their own is in the environment.
+func ApplyEnv(fs *flag.FlagSet, prefix string, commandLineOnly ...string) error {
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	var err error
 	fs.VisitAll(func(f *flag.Flag) {
-		if err != nil || given[f.Name] {
+		if err != nil || given[f.Name] || slices.Contains(commandLineOnly, f.Name) {
 			return
 		}
 		env := EnvName(prefix, f.Name)
@@ -49,9 +52,12 @@ func ApplyEnv(fs *flag.FlagSet, prefix string) error {
 // mirror no flag of fs (a misspelt KVD_TABLE_MEMORY, say), sorted, for the
 // caller to warn of: as etcd does, they are not an error, but silently
 // ignoring one hides a setting the operator believes is in force.
-func UnknownEnv(fs *flag.FlagSet, prefix string) []string {
+//
+// The flags named in commandLineOnly (ApplyEnv's) mirror no variable, so
+// theirs are listed too.
+func UnknownEnv(fs *flag.FlagSet, prefix string, commandLineOnly ...string) []string {
 	known := map[string]bool{}
-	fs.VisitAll(func(f *flag.Flag) { known[EnvName(prefix, f.Name)] = true })
+	fs.VisitAll(func(f *flag.Flag) { known[EnvName(prefix, f.Name)] = !slices.Contains(commandLineOnly, f.Name) })
 	var out []string
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")

@@ -146,3 +146,21 @@ func TestParseOneLine(t *testing.T) {
 		t.Fatalf("-h: err %v, help %q", err, help.String())
 	}
 }
+
+// TestCommandLineOnly: a flag named command-line-only takes no value from
+// the environment (a KVD_VERSION set for something else must not make kvd
+// print its version and exit), and its variable is reported as unknown.
+func TestCommandLineOnly(t *testing.T) {
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	version := fs.Bool("version", false, "")
+	if err := fs.Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("KVX_VERSION", "true")
+	if err := ApplyEnv(fs, "KVX_", "version"); err != nil || *version {
+		t.Fatalf("ApplyEnv with KVX_VERSION=true: version %t, err %v; want false, nil", *version, err)
+	}
+	if got := UnknownEnv(fs, "KVX_", "version"); !slices.Equal(got, []string{"KVX_VERSION"}) {
+		t.Fatalf("UnknownEnv = %v, want [KVX_VERSION]", got)
+	}
+}
