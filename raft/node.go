@@ -56,6 +56,9 @@ type Node struct {
 
 	addrMu sync.RWMutex
 	addrs  map[uint64]string
+	// clientAddrs are the client addresses peers announced in their
+	// hellos, where they differ from their peer addresses (ClientAddr).
+	clientAddrs map[uint64]string
 
 	closeOnce sync.Once
 	closeErr  error
@@ -253,6 +256,40 @@ func (n *Node) PeerAddr(id uint64) string {
 	return n.addrs[id]
 }
 
+// ClientAddr returns the address clients reach id at: the one it
+// announced in its peer hello if it has a listener of its own for peers
+// (Config.ClientAddr), its peer address otherwise or until it has said
+// ("" if neither is known).
+func (n *Node) ClientAddr(id uint64) string {
+	if id == n.id && n.cfg.ClientAddr != "" {
+		return n.cfg.ClientAddr
+	}
+	n.addrMu.RLock()
+	defer n.addrMu.RUnlock()
+	if addr, ok := n.clientAddrs[id]; ok {
+		return addr
+	}
+	return n.addrs[id]
+}
+
+// learnClientAddr records the client address id announced in the hello
+// of its latest session; "" means its peer address.
+func (n *Node) learnClientAddr(id uint64, addr string) {
+	if id == n.id {
+		return
+	}
+	n.addrMu.Lock()
+	defer n.addrMu.Unlock()
+	if addr == "" {
+		delete(n.clientAddrs, id)
+		return
+	}
+	if n.clientAddrs == nil {
+		n.clientAddrs = map[uint64]string{}
+	}
+	n.clientAddrs[id] = addr
+}
+
 func (n *Node) initAddrs() {
 	n.addrs = make(map[uint64]string, len(n.cfg.InitialCluster)+1)
 	for id, addr := range n.cfg.InitialCluster {
@@ -290,10 +327,11 @@ func (n *Node) forgetPeer(id uint64) {
 	}
 	n.addrMu.Lock()
 	delete(n.addrs, id)
+	delete(n.clientAddrs, id)
 	n.addrMu.Unlock()
 	n.peers.Remove(id)
 }
 
 func (n *Node) notLeader(lead uint64) error {
-	return &NotLeaderError{LeaderID: lead, LeaderAddr: n.PeerAddr(lead)}
+	return &NotLeaderError{LeaderID: lead, LeaderAddr: n.ClientAddr(lead)}
 }

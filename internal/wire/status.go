@@ -23,7 +23,12 @@ type NodeStatus struct {
 
 // Member is one element of an OpMemberList response's JSON array.
 type Member struct {
-	ID        uint64 `json:"id"`
-	Addr      string `json:"addr"`
-	IsLearner bool   `json:"is_learner"`
+	ID   uint64 `json:"id"`
+	Addr string `json:"addr"` // the peer address, which members dial
+	// ClientAddr is the address clients reach the member at, as the
+	// serving node knows it: its peer address unless the member listens
+	// for peers apart and has told the serving node otherwise ("" if
+	// unknown, or from a node of an older version).
+	ClientAddr string `json:"client_addr,omitempty"`
+	IsLearner  bool   `json:"is_learner"`
 }
