@@ -257,33 +257,40 @@ func (n *Node) PeerAddr(id uint64) string {
 }
 
 // ClientAddr returns the address clients reach id at: the one it
-// announced in its peer hello if it has a listener of its own for peers
-// (Config.ClientAddr), its peer address otherwise or until it has said
-// ("" if neither is known).
+// announced in the hello of its latest session to this node
+// (KnownClientAddr), or its peer address if it has not announced one yet
+// ("" if neither is known). A follower always knows its leader's: the
+// leader dials it.
 func (n *Node) ClientAddr(id uint64) string {
-	if id == n.id && n.cfg.ClientAddr != "" {
-		return n.cfg.ClientAddr
+	if addr, ok := n.KnownClientAddr(id); ok {
+		return addr
+	}
+	return n.PeerAddr(id)
+}
+
+// KnownClientAddr returns the client address id announced in the hello of
+// its latest session to this node (its peer address, for a member that
+// listens for clients and peers on one address), or this node's own
+// (Config.ClientAddr, or Addr); ok is false for a member that has not
+// opened a session to this node since it started.
+func (n *Node) KnownClientAddr(id uint64) (addr string, ok bool) {
+	if id == n.id {
+		return cmp.Or(n.cfg.ClientAddr, n.cfg.Addr), true
 	}
 	n.addrMu.RLock()
 	defer n.addrMu.RUnlock()
-	if addr, ok := n.clientAddrs[id]; ok {
-		return addr
-	}
-	return n.addrs[id]
+	addr, ok = n.clientAddrs[id]
+	return addr, ok
 }
 
 // learnClientAddr records the client address id announced in the hello
-// of its latest session; "" means its peer address.
+// of its latest session.
 func (n *Node) learnClientAddr(id uint64, addr string) {
-	if id == n.id {
+	if id == n.id || addr == "" {
 		return
 	}
 	n.addrMu.Lock()
 	defer n.addrMu.Unlock()
-	if addr == "" {
-		delete(n.clientAddrs, id)
-		return
-	}
 	if n.clientAddrs == nil {
 		n.clientAddrs = map[uint64]string{}
 	}

@@ -400,7 +400,8 @@ func (s *Server) members() []wire.Member {
 	ms := s.node.Members()
 	out := make([]wire.Member, len(ms))
 	for i, m := range ms {
-		out[i] = wire.Member{ID: m.ID, Addr: m.Addr, ClientAddr: s.node.ClientAddr(m.ID), IsLearner: m.IsLearner}
+		out[i] = wire.Member{ID: m.ID, Addr: m.Addr, IsLearner: m.IsLearner}
+		out[i].ClientAddr, _ = s.node.KnownClientAddr(m.ID)
 	}
 	return out
 }

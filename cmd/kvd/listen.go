@@ -59,7 +59,7 @@ func checkPeerListen(o *options) error {
 	if _, port, err := net.SplitHostPort(p.addr); err != nil || port == "" {
 		return fmt.Errorf("--%s %q: want host:port", p.flag, p.addr)
 	}
-	if o.transport.Name == "tcp" && sharePort(p.addr, o.cfg.Listen) {
+	if o.transport.Name == "tcp" && sharePort(p.addr, o.cfg.Listen) && !strings.HasSuffix(p.addr, ":0") {
 		return fmt.Errorf("--%s %q and --listen %q are one port: peers need an address of their own", p.flag, p.addr, o.cfg.Listen)
 	}
 	if o.metricsListen != "" && o.transport.Name == "tcp" && sharePort(o.metricsListen, p.addr) {

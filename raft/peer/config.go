@@ -46,7 +46,8 @@ type Host interface {
 	// LearnAddr records the address a peer announced, unless one is known.
 	LearnAddr(id uint64, addr string)
 	// LearnClientAddr records the client address a peer announced in the
-	// hello of its latest session ("": the same as its peer address).
+	// hello of its latest session (its peer address, if it announced no
+	// other).
 	LearnClientAddr(id uint64, addr string)
 	// CheckConn refuses a connection that cannot carry the largest message
 	// raft may send on it; it runs on every connection established, dialled

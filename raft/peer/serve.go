@@ -1,6 +1,7 @@
 package peer
 
 import (
+	"cmp"
 	"fmt"
 
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -49,7 +50,7 @@ func (ps *Set) Serve(conn transport.Conn, first []byte) {
 	if h.Addr != "" {
 		ps.host.LearnAddr(h.From, h.Addr)
 	}
-	ps.host.LearnClientAddr(h.From, h.ClientAddr)
+	ps.host.LearnClientAddr(h.From, cmp.Or(h.ClientAddr, h.Addr))
 	r := ps.NewReader(h.From)
 	defer r.Close()
 	var buf []byte
