@@ -56,8 +56,9 @@ type Node struct {
 
 	addrMu sync.RWMutex
 	addrs  map[uint64]string
-	// clientAddrs are the client addresses peers announced in their
-	// hellos, where they differ from their peer addresses (ClientAddr).
+	// clientAddrs are the client addresses peers announced in the hellos
+	// of their latest sessions ("": none, so the peer address); a peer
+	// not in it has not opened one since this node started.
 	clientAddrs map[uint64]string
 
 	closeOnce sync.Once
@@ -279,14 +280,16 @@ func (n *Node) KnownClientAddr(id uint64) (addr string, ok bool) {
 	}
 	n.addrMu.RLock()
 	defer n.addrMu.RUnlock()
-	addr, ok = n.clientAddrs[id]
+	if addr, ok = n.clientAddrs[id]; ok && addr == "" {
+		addr = n.addrs[id]
+	}
 	return addr, ok
 }
 
 // learnClientAddr records the client address id announced in the hello
-// of its latest session.
+// of its latest session: "" for none, which means its peer address.
 func (n *Node) learnClientAddr(id uint64, addr string) {
-	if id == n.id || addr == "" {
+	if id == n.id {
 		return
 	}
 	n.addrMu.Lock()

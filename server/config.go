@@ -89,8 +89,8 @@ type Config struct {
 	// initial member restores the same file. A DataDir that holds anything
 	// is refused (raft.ErrNotEmpty): restarts leave Restore empty.
 	Restore string
-	// MaxConnections is the most connections the server holds at once,
-	// clients' and peers' together (each other member holds one or two);
+	// MaxConnections is the most connections the server holds at once on
+	// each listener, clients' and peers' together without ListenPeer (each other member holds one or two);
 	// over the tcp transport, sockets still in their handshake count too.
 	// Beyond it a new connection is refused at once: the tcp transport
 	// tells the dialer why, and kvd_connections_refused_total counts it.

@@ -89,7 +89,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.cfg.TickInterval, "tick", server.DefaultTickInterval, "Raft tick interval; elections time out after 10 ticks")
 	fs.Float64Var(&o.cfg.LeaseDrift, "lease-drift", raft.DefaultLeaseDrift, "the most any clock may run faster than another, as a fraction: the read lease is shortened by it, and clients must be given the same bound")
 	fs.IntVar(&o.cfg.MaxConnections, "max-connections", server.DefaultMaxConnections,
-		"the most connections (clients' and peers') held at once; more are refused, with a message to the dialer over tcp, and counted in kvd_connections_refused_total")
+		"the most connections (clients' and peers') held at once by each listener; more are refused, with a message to the dialer over tcp, and counted in kvd_connections_refused_total")
 	fs.IntVar(&o.cfg.Watch.HistoryEvents, "watch-history-events", watch.DefaultHistoryEvents,
 		"the most recent events kept in memory to serve watches from a past version; a watch from an older one fails as compacted")
 	fs.IntVar(&o.cfg.Watch.HistoryBytes, "watch-history-bytes", watch.DefaultHistoryBytes, "the most bytes of keys and values the watch history keeps")

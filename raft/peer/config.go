@@ -46,8 +46,7 @@ type Host interface {
 	// LearnAddr records the address a peer announced, unless one is known.
 	LearnAddr(id uint64, addr string)
 	// LearnClientAddr records the client address a peer announced in the
-	// hello of its latest session (its peer address, if it announced no
-	// other).
+	// hello of its latest session ("": none, so its peer address).
 	LearnClientAddr(id uint64, addr string)
 	// CheckConn refuses a connection that cannot carry the largest message
 	// raft may send on it; it runs on every connection established, dialled
