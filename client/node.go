@@ -71,6 +71,9 @@ func dialNode(ctx context.Context, tr transport.Transport, addr string, o nodeOp
 	go n.readLoop()
 	resp, err := n.call(ctx, &wire.Request{Op: wire.OpHello})
 	if err == nil {
+		err = statusError(&resp) // a refusal, such as a node's peer address answers
+	}
+	if err == nil {
 		err = wire.DecodeHello(resp.Value, &n.hello)
 	}
 	if err == nil {

@@ -58,6 +58,12 @@ type Config struct {
 	// Addr is the address peers reach this node at. Default
 	// InitialCluster[ID]; required when joining.
 	Addr string
+	// ClientAddr is the address clients reach this node at, if it is not
+	// Addr (the node listens for peers apart): the node announces it in
+	// its peer hellos, and the others give it to clients as this node's
+	// address when it leads (NotLeaderError.LeaderAddr, Node.ClientAddr).
+	// Default Addr.
+	ClientAddr string
 	// Join starts the node without bootstrapping: it waits to be added by
 	// the cluster (AddMember on the leader) and learns the log from it.
 	Join bool

@@ -70,7 +70,7 @@ func (n *Node) ClusterID() uint64 { return n.peers.ClusterID() }
 func newPeers(n *Node, cluster uint64) (peerNetwork, error) {
 	cfg := n.cfg
 	set, err := peer.New(n.ctx, peer.Config{
-		ID: n.id, Addr: cfg.Addr, ClusterID: cluster,
+		ID: n.id, Addr: cfg.Addr, ClientAddr: cfg.ClientAddr, ClusterID: cluster,
 		Transport: cfg.Transport, Store: n.store, Host: host{n}, Logger: n.log, Metrics: n.metrics.peerMetrics(),
 		QueueSize: cfg.PeerQueueSize, TickInterval: cfg.TickInterval, ElectionTimeout: cfg.electionTimeout(),
 		SnapshotChunkSize: cfg.SnapshotChunkSize, MaxSnapshotBytes: cfg.MaxSnapshotBytes,
@@ -118,10 +118,11 @@ func (h host) ReportSnapshot(id, seq uint64, ok bool) {
 	}
 }
 
-func (h host) IsMember(id uint64) bool             { return h.n.isMember(id) }
-func (h host) PeerAddr(id uint64) string           { return h.n.PeerAddr(id) }
-func (h host) LearnAddr(id uint64, addr string)    { h.n.learnAddr(id, addr) }
-func (h host) CheckConn(conn transport.Conn) error { return h.n.checkMessageLimit(conn) }
+func (h host) IsMember(id uint64) bool                { return h.n.isMember(id) }
+func (h host) PeerAddr(id uint64) string              { return h.n.PeerAddr(id) }
+func (h host) LearnAddr(id uint64, addr string)       { h.n.learnAddr(id, addr) }
+func (h host) LearnClientAddr(id uint64, addr string) { h.n.learnClientAddr(id, addr) }
+func (h host) CheckConn(conn transport.Conn) error    { return h.n.checkMessageLimit(conn) }
 
 // checkMessageLimit refuses a peer connection that cannot carry the
 // largest message raft may need to send on it: raft would resend such a

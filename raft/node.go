@@ -56,6 +56,10 @@ type Node struct {
 
 	addrMu sync.RWMutex
 	addrs  map[uint64]string
+	// clientAddrs are the client addresses peers announced in the hellos
+	// of their latest sessions ("": none, so the peer address); a peer
+	// not in it has not opened one since this node started.
+	clientAddrs map[uint64]string
 
 	closeOnce sync.Once
 	closeErr  error
@@ -253,6 +257,49 @@ func (n *Node) PeerAddr(id uint64) string {
 	return n.addrs[id]
 }
 
+// ClientAddr returns the address clients reach id at: the one it
+// announced in the hello of its latest session to this node
+// (KnownClientAddr), or its peer address if it has not announced one yet
+// ("" if neither is known). A follower always knows its leader's: the
+// leader dials it.
+func (n *Node) ClientAddr(id uint64) string {
+	if addr, ok := n.KnownClientAddr(id); ok {
+		return addr
+	}
+	return n.PeerAddr(id)
+}
+
+// KnownClientAddr returns the client address id announced in the hello of
+// its latest session to this node (its peer address, for a member that
+// listens for clients and peers on one address), or this node's own
+// (Config.ClientAddr, or Addr); ok is false for a member that has not
+// opened a session to this node since it started.
+func (n *Node) KnownClientAddr(id uint64) (addr string, ok bool) {
+	if id == n.id {
+		return cmp.Or(n.cfg.ClientAddr, n.cfg.Addr), true
+	}
+	n.addrMu.RLock()
+	defer n.addrMu.RUnlock()
+	if addr, ok = n.clientAddrs[id]; ok && addr == "" {
+		addr = n.addrs[id]
+	}
+	return addr, ok
+}
+
+// learnClientAddr records the client address id announced in the hello
+// of its latest session: "" for none, which means its peer address.
+func (n *Node) learnClientAddr(id uint64, addr string) {
+	if id == n.id {
+		return
+	}
+	n.addrMu.Lock()
+	defer n.addrMu.Unlock()
+	if n.clientAddrs == nil {
+		n.clientAddrs = map[uint64]string{}
+	}
+	n.clientAddrs[id] = addr
+}
+
 func (n *Node) initAddrs() {
 	n.addrs = make(map[uint64]string, len(n.cfg.InitialCluster)+1)
 	for id, addr := range n.cfg.InitialCluster {
@@ -290,10 +337,11 @@ func (n *Node) forgetPeer(id uint64) {
 	}
 	n.addrMu.Lock()
 	delete(n.addrs, id)
+	delete(n.clientAddrs, id)
 	n.addrMu.Unlock()
 	n.peers.Remove(id)
 }
 
 func (n *Node) notLeader(lead uint64) error {
-	return &NotLeaderError{LeaderID: lead, LeaderAddr: n.PeerAddr(lead)}
+	return &NotLeaderError{LeaderID: lead, LeaderAddr: n.ClientAddr(lead)}
 }

@@ -228,14 +228,16 @@ func TestRestoreRefusals(t *testing.T) {
 	flipped := bytes.Clone(good)
 	flipped[len(flipped)/2] ^= 0x01
 	addr := kvdtest.FreeAddrs(t, 1)[0]
-	start := func(file, dataDir, token, listen string) error {
+	// member is node 1's address in the initial cluster; it listens at
+	// addr (the old cluster's node holds its own address).
+	start := func(file, dataDir, token, member string) error {
 		tr, err := newTransport(t)
 		if err != nil {
 			return err
 		}
 		defer tr.Close()
-		s, err := server.New(server.Config{ID: 1, Listen: listen, DataDir: dataDir, Transport: tr,
-			InitialClusterToken: token, Restore: file, Logger: quietLog()})
+		s, err := server.New(server.Config{ID: 1, Listen: addr, InitialCluster: map[uint64]string{1: member}, DataDir: dataDir,
+			Transport: tr, InitialClusterToken: token, Restore: file, Logger: quietLog()})
 		if err == nil {
 			s.Close()
 		}

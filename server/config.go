@@ -20,13 +20,25 @@ import (
 type Config struct {
 	// ID is this node's Raft id, non-zero. Default 1.
 	ID uint64
-	// Listen is the address clients and peers connect to. Required.
+	// Listen is the address clients connect to, and peers too unless
+	// ListenPeer is set. Required.
 	Listen string
+	// ListenPeer, if set, is the address peers connect to: the node then
+	// serves peers only there and clients only at Listen, and refuses
+	// (counted, reason wrong_listener) what arrives at the other one. The
+	// member address in InitialCluster is then the peer address. Empty:
+	// Listen carries both.
+	ListenPeer string
 	// DataDir holds the node's Pebble database. Required.
 	DataDir string
 	// Transport serves the listener, the region and peer connections.
 	// Required; the server does not close it.
 	Transport transport.Transport
+	// PeerTransport, if set, carries the peer traffic instead of
+	// Transport: the ListenPeer listener and the dials to peers (so that
+	// peers may speak TLS, or not, independently of clients). Needs
+	// ListenPeer. Default Transport. The server does not close it.
+	PeerTransport transport.Transport
 	// TableMem is the size of the table region in bytes. Default 64 MiB.
 	TableMem int
 	// ReuseGrace is how long a superseded record's bytes stay untouched
@@ -46,8 +58,9 @@ type Config struct {
 	// read an inline record and took longer than half of it are retried.
 	// Default min(100ms, ReuseGrace). Ignored without TableInline.
 	TableInlineGrace time.Duration
-	// InitialCluster maps every member's id to its Listen address. Empty
-	// means a single-node cluster of ID at Listen.
+	// InitialCluster maps every member's id to its peer address (Listen,
+	// or ListenPeer when set). Empty means a single-node cluster of ID at
+	// that address.
 	InitialCluster map[uint64]string
 	// Join starts this node as a new member of an existing cluster (added
 	// with "kvctl member add" first) instead of bootstrapping one.
@@ -76,8 +89,8 @@ type Config struct {
 	// initial member restores the same file. A DataDir that holds anything
 	// is refused (raft.ErrNotEmpty): restarts leave Restore empty.
 	Restore string
-	// MaxConnections is the most connections the server holds at once,
-	// clients' and peers' together (each other member holds one or two);
+	// MaxConnections is the most connections the server holds at once on
+	// each listener, clients' and peers' together without ListenPeer (each other member holds one or two);
 	// over the tcp transport, sockets still in their handshake count too.
 	// Beyond it a new connection is refused at once: the tcp transport
 	// tells the dialer why, and kvd_connections_refused_total counts it.
@@ -161,7 +174,7 @@ func (c Config) withDefaults() Config {
 	c.MaxWatchesPerConn = cmp.Or(c.MaxWatchesPerConn, DefaultMaxWatchesPerConn)
 	c.Watch = c.Watch.WithDefaults()
 	if len(c.InitialCluster) == 0 {
-		c.InitialCluster = map[uint64]string{c.ID: c.Listen}
+		c.InitialCluster = map[uint64]string{c.ID: c.peerListen()}
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -181,6 +194,10 @@ func (c Config) Validate() error {
 		return errors.New("server: DataDir is required")
 	case c.Transport == nil:
 		return errors.New("server: Transport is required")
+	case c.PeerTransport != nil && c.ListenPeer == "":
+		return errors.New("server: PeerTransport needs ListenPeer: without it peers share the Listen listener")
+	case c.ListenPeer != "" && c.ListenPeer == c.Listen:
+		return fmt.Errorf("server: ListenPeer and Listen are both %s: give peers an address of their own, or leave ListenPeer empty", c.Listen)
 	case c.TableMem < minTableMem:
 		return fmt.Errorf("server: table memory %d bytes is below the minimum %d", c.TableMem, minTableMem)
 	case c.ReuseGrace < 10*time.Millisecond:
@@ -214,13 +231,24 @@ func (c Config) Validate() error {
 }
 
 // memberAddr is the address peers reach this node at: its entry in the
-// initial cluster, or where it listens if a joining node is not listed
-// there (as when no initial cluster is given).
+// initial cluster, or where it listens for peers if a joining node is not
+// listed there (as when no initial cluster is given).
 func (c Config) memberAddr() string {
 	if addr, ok := c.InitialCluster[c.ID]; ok {
 		return addr
 	}
-	return c.Listen
+	return c.peerListen()
+}
+
+// peerListen is the address the node listens on for peers.
+func (c Config) peerListen() string { return cmp.Or(c.ListenPeer, c.Listen) }
+
+// peerTransport is the transport of the peer traffic.
+func (c Config) peerTransport() transport.Transport {
+	if c.PeerTransport != nil {
+		return c.PeerTransport
+	}
+	return c.Transport
 }
 
 // raftConfig is the raft node's configuration, without the server's hooks
@@ -233,7 +261,7 @@ func (c Config) raftConfig() raft.Config {
 		Join:                c.Join,
 		InitialClusterToken: c.InitialClusterToken,
 		DataDir:             c.DataDir,
-		Transport:           c.Transport,
+		Transport:           c.peerTransport(),
 		TickInterval:        c.TickInterval,
 		LeaseDrift:          c.LeaseDrift,
 		SnapshotCount:       c.SnapshotCount,

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -53,15 +54,20 @@ const replyTimeout = 10 * time.Second
 // requests; after a larger request it lets the buffer go.
 const keepRecvBuf = 64 << 10
 
-// serveConn routes a new connection: a Raft peer's goes to the node, a
-// client's is served here until it closes.
-func (s *Server) serveConn(conn transport.Conn) {
+// serveConn routes a new connection that came to a listener of role: a
+// Raft peer's goes to the node, a client's is served here until it
+// closes; either is refused on a listener that is not for it.
+func (s *Server) serveConn(conn transport.Conn, role listenRole) {
 	defer conn.Close()
 	first, err := conn.Recv(s.ctx, nil)
 	if err != nil || s.awaitThaw(s.ctx) != nil {
 		return
 	}
-	if raft.IsPeerHello(first) {
+	peer := raft.IsPeerHello(first)
+	if s.refuseWrongListener(conn, role, peer, first) {
+		return
+	}
+	if peer {
 		exemptFromIdle(conn) // raft sends nothing between some peers for long
 		s.node.ServePeer(conn, first)
 		return
@@ -327,9 +333,9 @@ func (s *Server) hello() wire.Response {
 	h := wire.Hello{NodeID: s.cfg.ID, LeaderID: st.LeaderID, RegionAddr: d.Addr, RegionLen: d.Len, RegionKey: d.Key}
 	switch {
 	case st.LeaderID == s.cfg.ID:
-		h.LeaderAddr = s.ln.Addr() // the configured address may say port 0
+		h.LeaderAddr = cmp.Or(s.clientAddr(), s.ln.Addr()) // the configured address may say port 0
 	case st.LeaderID != 0:
-		h.LeaderAddr = s.node.PeerAddr(st.LeaderID)
+		h.LeaderAddr = s.node.ClientAddr(st.LeaderID)
 	}
 	return wire.Response{Value: wire.AppendHello(nil, &h)}
 }
@@ -395,6 +401,7 @@ func (s *Server) members() []wire.Member {
 	out := make([]wire.Member, len(ms))
 	for i, m := range ms {
 		out[i] = wire.Member{ID: m.ID, Addr: m.Addr, IsLearner: m.IsLearner}
+		out[i].ClientAddr, _ = s.node.KnownClientAddr(m.ID)
 	}
 	return out
 }

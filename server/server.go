@@ -19,12 +19,15 @@ import (
 
 // Server is one running kvd node.
 type Server struct {
-	cfg     Config
-	log     *slog.Logger
-	region  transport.Region
-	kv      *kv.Store  // the replicated key/value state
-	node    *raft.Node // kv's node
+	cfg    Config
+	log    *slog.Logger
+	region transport.Region
+	kv     *kv.Store  // the replicated key/value state
+	node   *raft.Node // kv's node
+	// ln is the client listener (Config.Listen), which also takes peers
+	// when there is no peerLn (Config.ListenPeer).
 	ln      transport.Listener
+	peerLn  transport.Listener
 	metrics *metrics
 	// hub is the node's event history and its watchers (watch.go).
 	hub *watch.Hub
@@ -46,9 +49,14 @@ type Server struct {
 	snapSlots snapshotSlots
 }
 
-// New starts a node: it registers and formats the table region, opens (or
-// recovers) the Raft node on Pebble, rebuilds the region from the applied
-// state, and only then starts accepting connections.
+// New starts a node: it binds its listeners, registers and formats the
+// table region, opens (or recovers) the Raft node on Pebble, rebuilds the
+// region from the applied state, and only then starts accepting
+// connections. The listeners are bound first so that an address that
+// cannot be had (a port in use) fails the node before anything is written
+// to DataDir: a first start that wrote the cluster's identity there would
+// leave a directory that the corrected flags then refuse as another
+// cluster's.
 func New(cfg Config) (*Server, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -75,6 +83,9 @@ func New(cfg Config) (*Server, error) {
 }
 
 func (s *Server) start() error {
+	if err := s.listen(); err != nil {
+		return err
+	}
 	var err error
 	if s.region, err = s.cfg.Transport.Register(s.cfg.TableMem); err != nil {
 		return fmt.Errorf("server: register table region: %w", err)
@@ -96,14 +107,39 @@ func (s *Server) start() error {
 		return fmt.Errorf("server: --table-mem %d bytes cannot hold the stored data (%d keys did not fit): %w",
 			s.cfg.TableMem, missing, table.ErrNoSpace)
 	}
-	if s.ln, err = s.cfg.Transport.Listen(s.cfg.Listen); err != nil {
-		return fmt.Errorf("server: listen on %s: %w", s.cfg.Listen, err)
-	}
-	s.log.Info("kvd node started", "listen", s.ln.Addr(), "transport", s.cfg.Transport.Name(),
+	s.log.Info("kvd node started", "listen", s.ln.Addr(), "listen_peer", s.peerAddr(), "transport", s.cfg.Transport.Name(),
 		"table_mem", s.cfg.TableMem, "keys", keys, "region", s.region.Descriptor().String())
 	s.wg.Add(1)
-	go s.acceptLoop()
+	go s.acceptLoop(s.ln, s.listenRole())
+	if s.peerLn != nil {
+		s.wg.Add(1)
+		go s.acceptLoop(s.peerLn, listenPeers)
+	}
 	return nil
+}
+
+// listen binds the client listener and, with ListenPeer, the peer
+// listener. Nothing is accepted until start has opened the node.
+func (s *Server) listen() error {
+	var err error
+	if s.ln, err = s.cfg.Transport.Listen(s.cfg.Listen); err != nil {
+		return fmt.Errorf("server: listen on %s (nothing was written to %s): %w", s.cfg.Listen, s.cfg.DataDir, err)
+	}
+	if s.cfg.ListenPeer == "" {
+		return nil
+	}
+	if s.peerLn, err = s.cfg.peerTransport().Listen(s.cfg.ListenPeer); err != nil {
+		return fmt.Errorf("server: listen for peers on %s (nothing was written to %s): %w", s.cfg.ListenPeer, s.cfg.DataDir, err)
+	}
+	return nil
+}
+
+// peerAddr is where the peer listener listens, "" without one.
+func (s *Server) peerAddr() string {
+	if s.peerLn == nil {
+		return ""
+	}
+	return s.peerLn.Addr()
 }
 
 // openNode opens (or recovers) the Raft node on Pebble, feeding the
@@ -111,6 +147,7 @@ func (s *Server) start() error {
 func (s *Server) openNode() (mirror.Store, error) {
 	rc := s.cfg.raftConfig()
 	rc.OnLease, rc.Logger = s.mirror.OnLease, s.log
+	rc.ClientAddr = s.clientAddr()
 	var err error
 	s.kv, err = kv.Open(kv.Config{Raft: rc, Publisher: s.mirror, LeaseClock: s.cfg.LeaseClock})
 	if err != nil {
@@ -128,8 +165,18 @@ type store struct{ *kv.Store }
 
 func (st store) Leader() uint64 { return st.Node().Status().LeaderID }
 
-// Addr is the address the server listens on.
+// Addr is the address the server listens on for clients (and for peers
+// too, without a peer listener).
 func (s *Server) Addr() string { return s.ln.Addr() }
+
+// PeerAddr is the address the server listens on for peers: its peer
+// listener's (Config.ListenPeer), or Addr without one.
+func (s *Server) PeerAddr() string {
+	if s.peerLn == nil {
+		return s.ln.Addr()
+	}
+	return s.peerLn.Addr()
+}
 
 // Region is the server's table region, for tests and tools. Writing to it
 // corrupts what clients read (they detect it).
@@ -182,6 +229,9 @@ func (s *Server) close() error {
 	if s.ln != nil {
 		errs = append(errs, s.ln.Close())
 	}
+	if s.peerLn != nil {
+		errs = append(errs, s.peerLn.Close())
+	}
 	s.connMu.Lock()
 	for c := range s.conns {
 		c.Close()
@@ -200,21 +250,24 @@ func (s *Server) close() error {
 	return errors.Join(errs...)
 }
 
-// acceptLoop serves every accepted connection on a goroutine of its own,
-// up to Config.MaxConnections at once. A listener that enforces the cap
-// itself (transport/tcp's, which refuses before the handshake and tells the
-// dialer why) is given it and reports its refusals to connRefused; over
-// other transports the connections beyond it are closed here at once.
-func (s *Server) acceptLoop() {
+// acceptLoop serves every connection ln accepts on a goroutine of its
+// own, as role says, up to Config.MaxConnections at once on ln (so that,
+// with a peer listener, clients cannot crowd the members out). A listener
+// that enforces the cap itself (transport/tcp's, which refuses before the
+// handshake and tells the dialer why) is given it and reports its refusals
+// to connRefused; over other transports the connections beyond it are
+// closed here at once.
+func (s *Server) acceptLoop(ln transport.Listener, role listenRole) {
 	defer s.wg.Done()
-	lim, limited := s.ln.(connLimiter)
+	lim, limited := ln.(connLimiter)
 	if limited {
 		lim.SetMaxConns(s.cfg.MaxConnections)
 		lim.SetRefusalHook(s.connRefused)
 		defer lim.SetRefusalHook(nil)
 	}
+	open := 0 // ln's connections, under connMu
 	for {
-		conn, err := s.ln.Accept(s.ctx)
+		conn, err := ln.Accept(s.ctx)
 		if err != nil {
 			if s.ctx.Err() == nil {
 				s.log.Error("accept failed; no longer accepting", "err", err)
@@ -222,21 +275,23 @@ func (s *Server) acceptLoop() {
 			return
 		}
 		s.connMu.Lock()
-		if n := len(s.conns); !limited && n >= s.cfg.MaxConnections {
+		if !limited && open >= s.cfg.MaxConnections {
 			s.connMu.Unlock()
 			conn.Close()
 			s.connRefused(transport.ReasonMaxConns, conn.RemoteAddr(),
-				fmt.Errorf("%d connections open (max %d, --max-connections)", n, s.cfg.MaxConnections))
+				fmt.Errorf("%d connections open (max %d, --max-connections)", open, s.cfg.MaxConnections))
 			continue
 		}
 		s.conns[conn] = struct{}{}
+		open++
 		s.connMu.Unlock()
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			s.serveConn(conn)
+			s.serveConn(conn, role)
 			s.connMu.Lock()
 			delete(s.conns, conn)
+			open--
 			s.connMu.Unlock()
 		}()
 	}

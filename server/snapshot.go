@@ -154,7 +154,7 @@ func (s *Server) snapshot(st *snapStream, req *wire.Request) wire.Response {
 // that starts after the backup may see older state than the backup holds).
 func (s *Server) snapshotView(ctx context.Context) (*kv.View, wire.Response, bool) {
 	if st := s.node.Status(); !st.IsLeader {
-		return nil, s.errResponse(&raft.NotLeaderError{LeaderID: st.LeaderID, LeaderAddr: s.node.PeerAddr(st.LeaderID)}), false
+		return nil, s.errResponse(&raft.NotLeaderError{LeaderID: st.LeaderID, LeaderAddr: s.node.ClientAddr(st.LeaderID)}), false
 	}
 	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()

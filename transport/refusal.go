@@ -30,6 +30,9 @@ const (
 	// ReasonTooLarge: a reply or watch message was beyond what the
 	// client's transport takes.
 	ReasonTooLarge = "message_too_large"
+	// ReasonWrongListener: a peer came to a node's client listener, or a
+	// client to its peer listener (a node with a listener for each).
+	ReasonWrongListener = "wrong_listener"
 )
 
 // RefusalReasons returns every Reason, for a metric to list them all.
@@ -37,5 +40,6 @@ func RefusalReasons() []string {
 	return []string{
 		ReasonMaxConns, ReasonHandshake, ReasonIdle, ReasonRead, ReasonWrite,
 		ReasonProtocol, ReasonReadTooLarge, ReasonSlowReader, ReasonMalformed, ReasonTooLarge,
+		ReasonWrongListener,
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -309,9 +310,9 @@ func runMember(ctx context.Context, e *env, args []string) error {
 			return e.json(ms)
 		}
 		tw := tabwriter.NewWriter(e.out, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tADDR\tLEARNER")
+		fmt.Fprintln(tw, "ID\tPEER ADDR\tCLIENT ADDR\tLEARNER")
 		for _, m := range ms {
-			fmt.Fprintf(tw, "%d\t%s\t%v\n", m.ID, m.Addr, m.IsLearner)
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%v\n", m.ID, m.Addr, cmp.Or(m.ClientAddr, "-"), m.IsLearner)
 		}
 		return tw.Flush()
 	case args[0] == "add" && len(args) == 3:

@@ -116,7 +116,7 @@ func TestRestoreWithListenTaken(t *testing.T) {
 	code, out := runKVD(t, kvd, 10*time.Second, "--data-dir", data, "--listen", ln.Addr().String(),
 		"--initial-cluster", "1="+ln.Addr().String(), "--restore", file, "--initial-cluster-token", "restored")
 	ents, _ := os.ReadDir(data)
-	if code != 1 || len(ents) != 0 || !strings.Contains(out, "before restoring") {
+	if code != 1 || len(ents) != 0 || !strings.Contains(out, "nothing was written to") {
 		t.Fatalf("restore with --listen taken: exit %d (want 1), %d entries in --data-dir (want 0): %s", code, len(ents), out)
 	}
 }

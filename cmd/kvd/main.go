@@ -51,6 +51,7 @@ func (f *failure) Unwrap() error { return f.err }
 
 type options struct {
 	cfg           server.Config
+	peerListen    peerListen
 	transport     cli.TransportFlags
 	tls           cli.ServerTLSFlags
 	tableMem      cli.Size
@@ -68,7 +69,8 @@ func parseFlags(args []string) (*options, error) {
 	o := &options{tableMem: server.DefaultTableMem}
 	fs := flag.NewFlagSet("kvd", flag.ContinueOnError)
 	fs.Uint64Var(&o.cfg.ID, "id", 1, "this node's id (> 0), as named in --initial-cluster")
-	fs.StringVar(&o.cfg.Listen, "listen", "127.0.0.1:7301", "address for clients and peers (host:port)")
+	fs.StringVar(&o.cfg.Listen, "listen", "127.0.0.1:7301", "address for clients, and for peers without --listen-peer (host:port)")
+	registerPeerListen(fs, &o.peerListen)
 	fs.StringVar(&o.cfg.DataDir, "data-dir", "", "directory for the node's durable state (required)")
 	o.transport.Register(fs)
 	o.transport.RegisterRDMATuning(fs)
@@ -89,7 +91,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.cfg.TickInterval, "tick", server.DefaultTickInterval, "Raft tick interval; elections time out after 10 ticks")
 	fs.Float64Var(&o.cfg.LeaseDrift, "lease-drift", raft.DefaultLeaseDrift, "the most any clock may run faster than another, as a fraction: the read lease is shortened by it, and clients must be given the same bound")
 	fs.IntVar(&o.cfg.MaxConnections, "max-connections", server.DefaultMaxConnections,
-		"the most connections (clients' and peers') held at once; more are refused, with a message to the dialer over tcp, and counted in kvd_connections_refused_total")
+		"the most connections (clients' and peers') held at once by each listener; more are refused, with a message to the dialer over tcp, and counted in kvd_connections_refused_total")
 	fs.IntVar(&o.cfg.Watch.HistoryEvents, "watch-history-events", watch.DefaultHistoryEvents,
 		"the most recent events kept in memory to serve watches from a past version; a watch from an older one fails as compacted")
 	fs.IntVar(&o.cfg.Watch.HistoryBytes, "watch-history-bytes", watch.DefaultHistoryBytes, "the most bytes of keys and values the watch history keeps")
@@ -115,6 +117,7 @@ func parseFlags(args []string) (*options, error) {
 		return nil, err
 	}
 	o.unknownEnv = cli.UnknownEnv(fs, "KVD_", "version")
+	o.cfg.ListenPeer = o.peerListen.addr
 	cluster, err := cli.ParseCluster(o.cluster)
 	if err != nil {
 		return nil, fmt.Errorf("--initial-cluster: %w", err)
@@ -165,8 +168,9 @@ func checkNodeFlags(c *server.Config) error {
 		return fmt.Errorf("--listen %q: want host:port", c.Listen)
 	}
 	if len(c.InitialCluster) == 0 && !c.Join {
-		if err := transport.CheckAddr(c.Listen); err != nil {
-			return fmt.Errorf("--listen %q is this single node's member address, which peers added later dial: %w (or give --initial-cluster)", c.Listen, err)
+		name, addr := peerListenFlag(c)
+		if err := transport.CheckAddr(addr); err != nil {
+			return fmt.Errorf("--%s %q is this single node's member address, which peers added later dial: %w (or give --initial-cluster)", name, addr, err)
 		}
 	}
 	if c.TableInlineGrace != 0 && c.TableInline == 0 {
@@ -185,23 +189,7 @@ func checkRunFlags(o *options) error {
 	if o.tls.ReloadInterval < 0 {
 		return fmt.Errorf("--tls-reload-interval %v: want 0 (only on SIGHUP) or more", o.tls.ReloadInterval)
 	}
-	return nil
-}
-
-// probeListen tries --listen before a restore: the server listens only
-// after restoring into the data directory, so a port already taken failed
-// the node then, and the same restore asked again met a directory no
-// longer empty. Over tcp only (rdma_cm has ports of its own); a port taken
-// between the probe and the server's listen still fails late.
-func probeListen(o *options, tr transport.Transport) error {
-	if o.cfg.Restore == "" || tr.Name() != "tcp" {
-		return nil
-	}
-	ln, err := net.Listen("tcp", o.cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("--listen, tried before restoring into --data-dir: %w", err)
-	}
-	return ln.Close()
+	return checkPeerListen(o)
 }
 
 // sharePort reports whether listening on a and on b collide: the same port,
@@ -225,11 +213,12 @@ func anyHost(h string) bool {
 // another host, than its --initial-cluster entry, which its peers dial:
 // they will not reach it unless something in between forwards.
 func warnAddrMismatch(c *server.Config, log *slog.Logger) {
+	name, listen := peerListenFlag(c)
 	addr, ok := c.InitialCluster[c.ID]
-	if !ok || addr == c.Listen {
+	if !ok || addr == listen {
 		return
 	}
-	lh, lp, err1 := net.SplitHostPort(c.Listen)
+	lh, lp, err1 := net.SplitHostPort(listen)
 	ah, ap, err2 := net.SplitHostPort(addr)
 	if err1 != nil || err2 != nil {
 		return
@@ -237,8 +226,17 @@ func warnAddrMismatch(c *server.Config, log *slog.Logger) {
 	if lp == ap && (lh == ah || anyHost(lh)) {
 		return
 	}
-	log.Warn("--listen differs from this node's --initial-cluster address, which its peers dial",
-		"listen", c.Listen, "member_address", addr, "id", c.ID)
+	log.Warn("--"+name+" differs from this node's --initial-cluster address, which its peers dial",
+		name, listen, "member_address", addr, "id", c.ID)
+}
+
+// peerListenFlag names the flag of the address the node listens on for
+// peers, and that address.
+func peerListenFlag(c *server.Config) (name, addr string) {
+	if c.ListenPeer != "" {
+		return "listen-peer", c.ListenPeer
+	}
+	return "listen", c.Listen
 }
 
 func newLogger(level, format string) (*slog.Logger, error) {
@@ -286,20 +284,21 @@ func run(args []string) error {
 	if err := os.MkdirAll(o.cfg.DataDir, 0o700); err != nil {
 		return &failure{err}
 	}
-	stopTLS, err := setupTLS(o, log)
+	tr, peerTr, stopTLS, err := transports(o, log)
 	if err != nil {
 		return err
 	}
 	defer stopTLS()
-	tr, err := o.transport.Transport(o.cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("--transport: %w", err)
-	}
 	defer tr.Close()
+	faultTr := tr // drop= cuts peers off
+	if peerTr != nil {
+		defer peerTr.Close()
+		faultTr = peerTr
+	}
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfo())
-	o.cfg.Transport, o.cfg.Logger, o.cfg.Registerer = tr, log, reg
+	o.cfg.Transport, o.cfg.PeerTransport, o.cfg.Logger, o.cfg.Registerer = tr, peerTr, log, reg
 
 	// Everything the flags say is checked before the node touches its data
 	// directory: a restore must not run for a node that then refuses its
@@ -327,12 +326,6 @@ func run(args []string) error {
 			return &failure{fmt.Errorf("--metrics-listen: %w", err)}
 		}
 	}
-	if err := probeListen(o, tr); err != nil {
-		if metricsLn != nil {
-			metricsLn.Close()
-		}
-		return &failure{err}
-	}
 	srv, err := server.New(o.cfg)
 	if err != nil {
 		if metricsLn != nil {
@@ -342,7 +335,7 @@ func run(args []string) error {
 	}
 	var httpSrv *http.Server
 	if metricsLn != nil {
-		httpSrv = serveMetrics(metricsLn, reg, srv, log, faultHandler(o.faults, tr, srv), o.pprof)
+		httpSrv = serveMetrics(metricsLn, reg, srv, log, faultHandler(o.faults, faultTr, srv), o.pprof)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -363,22 +356,22 @@ func run(args []string) error {
 	return nil
 }
 
-// setupTLS loads the TLS material the flags name, if any, into the
-// transport's settings, and from then on reloads it on SIGHUP and when the
-// files change, until stop is called. Material that does not load is an
-// error: kvd does not start.
-func setupTLS(o *options, log *slog.Logger) (stop func(), err error) {
+// setupTLS loads the TLS material the flags name, if any (nil if none),
+// and from then on reloads it on SIGHUP and when the files change, until
+// stop is called. Material that does not load is an error: kvd does not
+// start.
+func setupTLS(o *options, log *slog.Logger) (certs *tlsutil.Store, stop func(), err error) {
 	files := o.tls.ServerFiles()
+	files.PeerListener = o.cfg.ListenPeer != ""
 	if !files.Enabled() {
-		return func() {}, files.Check()
+		return nil, func() {}, files.Check()
 	}
 	// The rdma transport refuses TLS (cli.TransportFlags.Transport).
-	certs, err := tlsutil.NewServer(files, log)
+	certs, err = tlsutil.NewServer(files, log)
 	if err != nil {
-		return nil, fmt.Errorf("TLS: %w", err)
+		return nil, nil, fmt.Errorf("TLS: %w", err)
 	}
-	o.transport.TLS = certs.TCP()
-	log.Info("TLS on for clients and peers", "client_cert_auth", files.ClientCertAuth,
+	log.Info(tlsSummary(files), "client_cert_auth", files.ClientCertAuth,
 		"peer_client_cert_auth", files.PeerClientCertAuth)
 	ctx, cancel := context.WithCancel(context.Background())
 	if o.tls.ReloadInterval > 0 {
@@ -397,7 +390,7 @@ func setupTLS(o *options, log *slog.Logger) (stop func(), err error) {
 			}
 		}
 	}()
-	return func() { signal.Stop(hup); cancel() }, nil
+	return certs, func() { signal.Stop(hup); cancel() }, nil
 }
 
 // After a storage failure kvd lingers for storageExitLinger, answering

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -35,7 +36,7 @@ func checkNewCluster(c *server.Config) error {
 		return nil
 	}
 	return fmt.Errorf("--data-dir %s is new, and neither --initial-cluster nor --join is given: "+
-		"give --initial-cluster %d=%s for a single-node cluster, or --join to join one", c.DataDir, c.ID, c.Listen)
+		"give --initial-cluster %d=%s for a single-node cluster, or --join to join one", c.DataDir, c.ID, cmp.Or(c.ListenPeer, c.Listen))
 }
 
 // checkDataDirFree refuses a data directory another process holds (Pebble

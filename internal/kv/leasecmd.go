@@ -130,7 +130,7 @@ func (s *Store) leaderHere() error {
 }
 
 func (s *Store) notLeader(lead uint64) error {
-	return &raft.NotLeaderError{LeaderID: lead, LeaderAddr: s.node.PeerAddr(lead)}
+	return &raft.NotLeaderError{LeaderID: lead, LeaderAddr: s.node.ClientAddr(lead)}
 }
 
 // LeaseCount is how many leases this node has applied.

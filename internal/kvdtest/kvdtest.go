@@ -16,13 +16,16 @@ import (
 
 // Node is one in-process kvd node.
 type Node struct {
-	ID      uint64
-	Addr    string
-	DataDir string
-	Srv     *server.Server
-	Tr      *tcp.Transport
-	cfg     server.Config
-	cuts    *cutSet // the peers Isolate cut this node off from (partition.go)
+	ID   uint64
+	Addr string // where clients connect
+	// PeerAddr is where peers connect: Addr, or the peer listener's
+	// address with Options.PeerListener.
+	PeerAddr string
+	DataDir  string
+	Srv      *server.Server
+	Tr       *tcp.Transport
+	cfg      server.Config
+	cuts     *cutSet // the peers Isolate cut this node off from (partition.go)
 }
 
 // Options tune the nodes a test starts.
@@ -49,6 +52,10 @@ type Options struct {
 	// Knobs, if set, gives each node its test knobs
 	// (server.Config.Knobs), by id.
 	Knobs func(id uint64) server.Knobs
+	// PeerListener gives every node a listener for peers
+	// (server.Config.ListenPeer) beside its client one: the initial
+	// cluster names the peer addresses (Node.PeerAddr).
+	PeerListener bool
 }
 
 // FreeAddrs returns n loopback addresses whose ports were free a moment ago.
@@ -70,19 +77,25 @@ func FreeAddrs(t testing.TB, n int) []string {
 // end of the test.
 func StartCluster(t testing.TB, n int, o Options) []*Node {
 	t.Helper()
-	addrs := FreeAddrs(t, n)
+	addrs, peerAddrs := FreeAddrs(t, n), []string(nil)
+	if peerAddrs = addrs; o.PeerListener {
+		peerAddrs = FreeAddrs(t, n)
+	}
 	cluster := map[uint64]string{}
-	for i, a := range addrs {
+	for i, a := range peerAddrs {
 		cluster[uint64(i+1)] = a
 	}
 	nodes := make([]*Node, n)
 	for i := range nodes {
-		nodes[i] = &Node{ID: uint64(i + 1), Addr: addrs[i], DataDir: t.TempDir()}
+		nodes[i] = &Node{ID: uint64(i + 1), Addr: addrs[i], PeerAddr: peerAddrs[i], DataDir: t.TempDir()}
 		nodes[i].cfg = server.Config{
 			ID: uint64(i + 1), Listen: addrs[i], DataDir: nodes[i].DataDir, InitialCluster: cluster,
 			TableMem: o.TableMem, ReuseGrace: o.ReuseGrace, TableInline: o.TableInline, SnapshotCount: o.SnapshotCount, TickInterval: o.Tick,
 			Logger: logger(o.Log), LeaseClock: o.LeaseClock, Watch: o.Watch, MaxWatchesPerConn: o.MaxWatchesPerConn,
 			InitialClusterToken: o.Token, Restore: o.Restore,
+		}
+		if o.PeerListener {
+			nodes[i].cfg.ListenPeer = peerAddrs[i]
 		}
 		if i < len(o.TableMems) {
 			nodes[i].cfg.TableMem = o.TableMems[i]

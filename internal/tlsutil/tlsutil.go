@@ -26,9 +26,11 @@ const ReadOnlyOU = "kvd-read-only"
 // DefaultPoll is how often kvd checks its TLS files for changes.
 const DefaultPoll = 5 * time.Second
 
-// ServerFiles names a kvd server's TLS material. kvd serves clients and
-// peers on one listener, so TLS is on for both or for neither: either both
-// certificate pairs are given (they may be the same files) or none.
+// ServerFiles names a kvd server's TLS material. A node that serves
+// clients and peers on one listener has TLS on for both or for neither:
+// either both certificate pairs are given (they may be the same files) or
+// none. A node with a listener for peers (PeerListener) has client TLS
+// (CertFile) and peer TLS (PeerCertFile) each on or off.
 type ServerFiles struct {
 	// CertFile and KeyFile (--cert-file, --key-file) are the certificate
 	// the listener shows to clients.
@@ -44,8 +46,8 @@ type ServerFiles struct {
 	// when it dials them.
 	PeerCertFile, PeerKeyFile string
 	// PeerTrustedCAFile (--peer-trusted-ca-file) is the CA bundle that
-	// issued the members' peer certificates; required with TLS, since the
-	// node verifies the peers it dials against it.
+	// issued the members' peer certificates; required with peer TLS,
+	// since the node verifies the peers it dials against it.
 	PeerTrustedCAFile string
 	// PeerClientCertAuth (--peer-client-cert-auth): peers dialing this node
 	// must show a certificate issued by PeerTrustedCAFile.
@@ -54,30 +56,57 @@ type ServerFiles struct {
 	// names that are read-only, besides certificates with ReadOnlyOU.
 	// Needs ClientCertAuth.
 	ReadOnlyCNs []string
+	// PeerListener: the node listens for peers apart from clients
+	// (--listen-peer), so client TLS and peer TLS are independent.
+	PeerListener bool
 }
 
 // Enabled reports whether any certificate is named, so TLS is wanted.
-func (f ServerFiles) Enabled() bool {
-	return f.CertFile != "" || f.KeyFile != "" || f.PeerCertFile != "" || f.PeerKeyFile != ""
-}
+func (f ServerFiles) Enabled() bool { return f.clientTLS() || f.peerTLS() }
+
+func (f ServerFiles) clientTLS() bool { return f.CertFile != "" || f.KeyFile != "" }
+func (f ServerFiles) peerTLS() bool   { return f.PeerCertFile != "" || f.PeerKeyFile != "" }
 
 // Check reports a combination of settings that cannot work, naming flags.
 func (f ServerFiles) Check() error {
 	switch {
-	case !f.Enabled():
+	case !f.PeerListener && !f.Enabled():
 		if f.TrustedCAFile != "" || f.ClientCertAuth || f.PeerTrustedCAFile != "" || f.PeerClientCertAuth || len(f.ReadOnlyCNs) > 0 {
-			return errors.New("TLS settings given without certificates: TLS needs --cert-file/--key-file and --peer-cert-file/--peer-key-file")
+			return errors.New("TLS settings given without certificates: TLS needs --cert-file/--key-file and --peer-cert-file/--peer-key-file " +
+				"(or only one pair, with --listen-peer)")
 		}
 		return nil
 	case (f.CertFile == "") != (f.KeyFile == ""):
 		return errors.New("--cert-file and --key-file go together")
 	case (f.PeerCertFile == "") != (f.PeerKeyFile == ""):
 		return errors.New("--peer-cert-file and --peer-key-file go together")
-	case f.CertFile == "" || f.PeerCertFile == "":
+	case !f.PeerListener && (f.CertFile == "" || f.PeerCertFile == ""):
 		return errors.New("kvd serves clients and peers on one address (--listen), so TLS is on for both or neither: " +
-			"give --cert-file/--key-file and --peer-cert-file/--peer-key-file (they may name the same files)")
-	case f.PeerTrustedCAFile == "":
+			"give --cert-file/--key-file and --peer-cert-file/--peer-key-file (they may name the same files), " +
+			"or give peers an address of their own with --listen-peer to turn client TLS and peer TLS on separately")
+	}
+	if err := f.checkPeer(); err != nil {
+		return err
+	}
+	return f.checkClient()
+}
+
+// checkPeer checks the peer TLS settings.
+func (f ServerFiles) checkPeer() error {
+	switch {
+	case !f.peerTLS() && (f.PeerTrustedCAFile != "" || f.PeerClientCertAuth):
+		return errors.New("--peer-trusted-ca-file and --peer-client-cert-auth are peer TLS settings: give --peer-cert-file/--peer-key-file too")
+	case f.peerTLS() && f.PeerTrustedCAFile == "":
 		return errors.New("peer TLS needs --peer-trusted-ca-file: this node verifies the members it dials against it")
+	}
+	return nil
+}
+
+// checkClient checks the client TLS settings.
+func (f ServerFiles) checkClient() error {
+	switch {
+	case !f.clientTLS() && (f.TrustedCAFile != "" || f.ClientCertAuth || len(f.ReadOnlyCNs) > 0):
+		return errors.New("--trusted-ca-file, --client-cert-auth and --read-only-client-cn are client TLS settings: give --cert-file/--key-file too")
 	case f.ClientCertAuth && f.TrustedCAFile == "":
 		return errors.New("--client-cert-auth needs --trusted-ca-file, the CA that issues client certificates")
 	case !f.ClientCertAuth && f.TrustedCAFile != "":
@@ -143,38 +172,27 @@ func NewServer(f ServerFiles, log *slog.Logger) (*Store, error) {
 	for _, cn := range f.ReadOnlyCNs {
 		s.readOnly[cn] = true
 	}
-	s.files = []file{{"--cert-file", f.CertFile}, {"--key-file", f.KeyFile},
-		{"--peer-cert-file", f.PeerCertFile}, {"--peer-key-file", f.PeerKeyFile},
-		{"--peer-trusted-ca-file", f.PeerTrustedCAFile}}
+	if f.clientTLS() {
+		s.files = append(s.files, file{"--cert-file", f.CertFile}, file{"--key-file", f.KeyFile})
+	}
+	if f.peerTLS() {
+		s.files = append(s.files, file{"--peer-cert-file", f.PeerCertFile}, file{"--peer-key-file", f.PeerKeyFile},
+			file{"--peer-trusted-ca-file", f.PeerTrustedCAFile})
+	}
 	if f.TrustedCAFile != "" {
 		s.files = append(s.files, file{"--trusted-ca-file", f.TrustedCAFile})
 	}
 	s.build = func(c map[string][]byte) (*material, error) {
-		cert, err := s.keyPair(c, "--cert-file", "--key-file")
-		if err != nil {
-			return nil, err
-		}
-		peerCert, err := s.keyPair(c, "--peer-cert-file", "--peer-key-file")
-		if err != nil {
-			return nil, err
-		}
-		peerCAs, err := s.pool(c, "--peer-trusted-ca-file")
-		if err != nil {
-			return nil, err
-		}
-		m := &material{
-			client: listenConfig(transport.RoleClient, cert),
-			peer:   listenConfig(transport.RolePeer, peerCert),
-			dial:   &tls.Config{MinVersion: tls.VersionTLS13, RootCAs: peerCAs, Certificates: []tls.Certificate{peerCert}},
-		}
-		if f.ClientCertAuth {
-			if m.client.ClientCAs, err = s.pool(c, "--trusted-ca-file"); err != nil {
+		m := &material{}
+		if f.clientTLS() {
+			if err := s.buildClient(c, f, m); err != nil {
 				return nil, err
 			}
-			m.client.ClientAuth = tls.RequireAndVerifyClientCert
 		}
-		if f.PeerClientCertAuth {
-			m.peer.ClientCAs, m.peer.ClientAuth = peerCAs, tls.RequireAndVerifyClientCert
+		if f.peerTLS() {
+			if err := s.buildPeer(c, f, m); err != nil {
+				return nil, err
+			}
 		}
 		return m, nil
 	}
@@ -182,6 +200,40 @@ func NewServer(f ServerFiles, log *slog.Logger) (*Store, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// buildClient sets m's client listener configuration.
+func (s *Store) buildClient(c map[string][]byte, f ServerFiles, m *material) error {
+	cert, err := s.keyPair(c, "--cert-file", "--key-file")
+	if err != nil {
+		return err
+	}
+	m.client = listenConfig(transport.RoleClient, cert)
+	if f.ClientCertAuth {
+		if m.client.ClientCAs, err = s.pool(c, "--trusted-ca-file"); err != nil {
+			return err
+		}
+		m.client.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	return nil
+}
+
+// buildPeer sets m's peer listener and peer dial configurations.
+func (s *Store) buildPeer(c map[string][]byte, f ServerFiles, m *material) error {
+	peerCert, err := s.keyPair(c, "--peer-cert-file", "--peer-key-file")
+	if err != nil {
+		return err
+	}
+	peerCAs, err := s.pool(c, "--peer-trusted-ca-file")
+	if err != nil {
+		return err
+	}
+	m.peer = listenConfig(transport.RolePeer, peerCert)
+	m.dial = &tls.Config{MinVersion: tls.VersionTLS13, RootCAs: peerCAs, Certificates: []tls.Certificate{peerCert}}
+	if f.PeerClientCertAuth {
+		m.peer.ClientCAs, m.peer.ClientAuth = peerCAs, tls.RequireAndVerifyClientCert
+	}
+	return nil
 }
 
 // NewClient loads a client's material. f must pass Check.
@@ -377,7 +429,9 @@ func (s *Store) ReadOnly(leaf *x509.Certificate) bool {
 
 // TCP is the tcp transport's TLS configuration, drawing on the material in
 // use at each handshake. A server's transport listens for both roles and
-// dials as a peer; a client's only dials, as a client.
+// dials as a peer; a client's only dials, as a client. A server's needs
+// both its client and its peer material (ServerFiles without
+// PeerListener).
 func (s *Store) TCP() *tcp.TLS {
 	t := &tcp.TLS{
 		Role:     s.role,
@@ -392,11 +446,56 @@ func (s *Store) TCP() *tcp.TLS {
 			}
 			return m.client, nil
 		}
-		t.HandshakeError = func(remote string, err error) {
-			s.log.Info("TLS handshake failed", "remote", remote, "err", err)
-		}
+		t.HandshakeError = s.handshakeFailed
 	}
 	return t
+}
+
+// ClientTCP is the TLS configuration of a server's client listener when
+// it has a peer listener apart (ServerFiles.PeerListener): it serves
+// clients only, and a peer's handshake on it fails. Nil without client
+// TLS (--cert-file).
+func (s *Store) ClientTCP() *tcp.TLS {
+	if s.role != transport.RolePeer || s.cur.Load().client == nil {
+		return nil
+	}
+	return &tcp.TLS{
+		Role: transport.RoleClient,
+		Server: func(role transport.Role) (*tls.Config, error) {
+			if role != transport.RoleClient {
+				return nil, errors.New("a peer's handshake on the client listener: peers dial the peer address (--listen-peer)")
+			}
+			return s.cur.Load().client, nil
+		},
+		ReadOnly:       s.ReadOnly,
+		HandshakeError: s.handshakeFailed,
+	}
+}
+
+// PeerTCP is the TLS configuration of a server's peer listener and peer
+// dials when it has a peer listener apart (ServerFiles.PeerListener): a
+// client's handshake on it fails. Nil without peer TLS
+// (--peer-cert-file).
+func (s *Store) PeerTCP() *tcp.TLS {
+	if s.role != transport.RolePeer || s.cur.Load().peer == nil {
+		return nil
+	}
+	return &tcp.TLS{
+		Role:   transport.RolePeer,
+		Client: func() (*tls.Config, error) { return s.cur.Load().dial, nil },
+		Server: func(role transport.Role) (*tls.Config, error) {
+			if role != transport.RolePeer {
+				return nil, errors.New("a client's handshake on the peer listener: clients connect to the client address (--listen)")
+			}
+			return s.cur.Load().peer, nil
+		},
+		ReadOnly:       s.ReadOnly,
+		HandshakeError: s.handshakeFailed,
+	}
+}
+
+func (s *Store) handshakeFailed(remote string, err error) {
+	s.log.Info("TLS handshake failed", "remote", remote, "err", err)
 }
 
 // ClientConfig is the client's TLS configuration as loaded now (for

@@ -23,7 +23,14 @@ type NodeStatus struct {
 
 // Member is one element of an OpMemberList response's JSON array.
 type Member struct {
-	ID        uint64 `json:"id"`
-	Addr      string `json:"addr"`
-	IsLearner bool   `json:"is_learner"`
+	ID   uint64 `json:"id"`
+	Addr string `json:"addr"` // the peer address, which members dial
+	// ClientAddr is the address clients reach the member at, as the
+	// member announced it to the answering node when it last connected
+	// to it (its peer address, unless it listens for peers apart): "" if
+	// it has not connected to that node since it started (the leader
+	// hears from every member that is up), or from a node of an older
+	// version.
+	ClientAddr string `json:"client_addr,omitempty"`
+	IsLearner  bool   `json:"is_learner"`
 }

@@ -45,6 +45,9 @@ type Host interface {
 	PeerAddr(id uint64) string
 	// LearnAddr records the address a peer announced, unless one is known.
 	LearnAddr(id uint64, addr string)
+	// LearnClientAddr records the client address a peer announced in the
+	// hello of its latest session ("": none, so its peer address).
+	LearnClientAddr(id uint64, addr string)
 	// CheckConn refuses a connection that cannot carry the largest message
 	// raft may send on it; it runs on every connection established, dialled
 	// or served.
@@ -61,6 +64,9 @@ type Dialer interface {
 type Config struct {
 	ID   uint64 // this node's member id
 	Addr string // this node's address, announced in its hellos
+	// ClientAddr is the address this node's clients reach it at, announced
+	// in its hellos when it differs from Addr ("": the same).
+	ClientAddr string
 	// ClusterID is the node's cluster id (SettleClusterID), or 0 on a
 	// joining node that learns it from the first member's session.
 	ClusterID uint64

@@ -40,16 +40,18 @@ type fakeHost struct {
 	reports chan report
 	need    int // the message size CheckConn demands (0: any)
 
-	mu      sync.Mutex
-	members map[uint64]bool
-	addrs   map[uint64]string
+	mu          sync.Mutex
+	members     map[uint64]bool
+	addrs       map[uint64]string
+	clientAddrs map[uint64]string
 }
 
 func newFakeHost() *fakeHost {
 	return &fakeHost{
 		recv: make(chan delivery, 16), reports: make(chan report, 16),
-		members: map[uint64]bool{1: true, 2: true, 3: true},
-		addrs:   map[uint64]string{1: "a", 2: "b", 3: "c"},
+		members:     map[uint64]bool{1: true, 2: true, 3: true},
+		addrs:       map[uint64]string{1: "a", 2: "b", 3: "c"},
+		clientAddrs: map[uint64]string{},
 	}
 }
 
@@ -87,6 +89,12 @@ func (h *fakeHost) LearnAddr(id uint64, addr string) {
 	if _, ok := h.addrs[id]; !ok {
 		h.addrs[id] = addr
 	}
+}
+
+func (h *fakeHost) LearnClientAddr(id uint64, addr string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.clientAddrs[id] = addr
 }
 
 var errTooSmall = errors.New("connection too small")

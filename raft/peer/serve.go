@@ -49,6 +49,7 @@ func (ps *Set) Serve(conn transport.Conn, first []byte) {
 	if h.Addr != "" {
 		ps.host.LearnAddr(h.From, h.Addr)
 	}
+	ps.host.LearnClientAddr(h.From, h.ClientAddr)
 	r := ps.NewReader(h.From)
 	defer r.Close()
 	var buf []byte

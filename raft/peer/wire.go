@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"strings"
 
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
@@ -14,6 +15,7 @@ import (
 // direction. The first message on a peer connection is the hello:
 //
 //	"KVDPEER1" | le64 sender id | le64 cluster id | sender's address
+//	           [ | 0x00 | sender's client address ]
 //
 // The accepting node answers nothing: it serves the connection only if the
 // hello names its own cluster id (never 0; see identity.go) and a sender
@@ -22,6 +24,11 @@ import (
 // from sessions it serves, so both directions between two nodes are
 // checked, each by its receiver. The address (at most maxHelloAddr bytes)
 // tells a joining node where to answer a member it has no address for.
+// The client address, sent only by a node whose clients and peers have
+// addresses of their own (a peer listener), is what the receiver gives
+// clients as that node's address when it leads. A node without it (one
+// address, or an older version) takes the whole tail for its address, so
+// a node sends it only when it differs.
 //
 // after which every message is one frame, tagged by its first byte:
 //
@@ -71,11 +78,12 @@ func IsHello(first []byte) bool {
 }
 
 // Hello is the first message of a peer connection: the sender's member
-// id, its cluster id (0 before a joining node learned it) and the address
-// it is reached at.
+// id, its cluster id (0 before a joining node learned it), the address
+// peers reach it at and, if it differs, the one its clients do.
 type Hello struct {
 	From, Cluster uint64
 	Addr          string
+	ClientAddr    string // "": Addr
 }
 
 // AppendHello appends h's encoding.
@@ -83,7 +91,12 @@ func AppendHello(dst []byte, h Hello) []byte {
 	dst = append(dst, helloMagic...)
 	dst = binary.LittleEndian.AppendUint64(dst, h.From)
 	dst = binary.LittleEndian.AppendUint64(dst, h.Cluster)
-	return append(dst, h.Addr...)
+	dst = append(dst, h.Addr...)
+	if h.ClientAddr != "" && h.ClientAddr != h.Addr {
+		dst = append(dst, 0)
+		dst = append(dst, h.ClientAddr...)
+	}
+	return dst
 }
 
 // parseHello decodes a hello; the cluster id is checked by the caller
@@ -97,11 +110,16 @@ func parseHello(b []byte) (Hello, error) {
 		Cluster: binary.LittleEndian.Uint64(b[16:]),
 		Addr:    string(b[helloHeader:]),
 	}
+	if addr, client, ok := strings.Cut(h.Addr, "\x00"); ok {
+		h.Addr, h.ClientAddr = addr, client
+	}
 	switch {
 	case h.From == 0:
 		return h, fmt.Errorf("raft: hello from node 0")
 	case len(h.Addr) > maxHelloAddr:
 		return h, fmt.Errorf("raft: hello with a %d-byte address", len(h.Addr))
+	case len(h.ClientAddr) > maxHelloAddr:
+		return h, fmt.Errorf("raft: hello with a %d-byte client address", len(h.ClientAddr))
 	}
 	return h, nil
 }

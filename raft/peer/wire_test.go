@@ -28,6 +28,25 @@ func TestPeerHello(t *testing.T) {
 	}
 }
 
+// TestPeerHelloClientAddr: a node with a peer listener announces its
+// client address after its peer address; a node with one address sends
+// the hello of old, which nodes of every version parse alike.
+func TestPeerHelloClientAddr(t *testing.T) {
+	for _, h := range []Hello{
+		{From: 3, Cluster: 42, Addr: "host:1", ClientAddr: "host:2"},
+		{From: 3, Cluster: 42, Addr: "host:1"},
+	} {
+		b := AppendHello(nil, h)
+		if got, err := parseHello(b); err != nil || got != h {
+			t.Errorf("parseHello(AppendHello(%+v)) = %+v, %v", h, got, err)
+		}
+	}
+	same := AppendHello(nil, Hello{From: 3, Cluster: 42, Addr: "host:1", ClientAddr: "host:1"})
+	if want := AppendHello(nil, Hello{From: 3, Cluster: 42, Addr: "host:1"}); string(same) != string(want) {
+		t.Errorf("a client address equal to the peer address is sent: %q, want %q", same, want)
+	}
+}
+
 func TestSnapshotFrames(t *testing.T) {
 	want := TransferID{Index: 77, Term: 5, Nonce: 1<<63 + 9}
 	id, err := parseSnapshotBegin(AppendSnapshotBegin(nil, want))
