@@ -54,7 +54,7 @@ var commands = map[string]command{
 	"watch":    {"watch [--prefix] KEY [--from-version N]", []int{1}, runWatch},
 	"status":   {"status", []int{0}, runStatus},
 	"member":   {memberUsage, []int{1, 2, 3}, runMember},
-	"lease":    {leaseUsage, []int{2}, runLease},
+	"lease":    {leaseUsage, []int{1, 2}, runLease},
 	"snapshot": {snapshotUsage, []int{2}, runSnapshot},
 }
 

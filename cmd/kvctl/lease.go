@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -10,13 +11,16 @@ import (
 	"github.com/kvd-project/kvd/client"
 )
 
-const leaseUsage = "lease grant TTL | keepalive ID | revoke ID | ttl ID"
+const leaseUsage = "lease grant TTL | keepalive ID | revoke ID | ttl ID | list"
 
 // runLease runs the lease subcommands. grant prints the new lease's id
 // alone (so scripts can take it: ID=$(kvctl lease grant 10s)); keepalive
 // renews the lease every third of its TTL, printing the TTL each time,
 // until interrupted (exit 0) or the lease is gone (exit 1).
 func runLease(ctx context.Context, e *env, args []string) error {
+	if len(args) == 1 && args[0] == "list" {
+		return listLeases(ctx, e)
+	}
 	if len(args) != 2 {
 		return usageError{"usage: kvctl " + leaseUsage}
 	}
@@ -53,6 +57,33 @@ func runLease(ctx context.Context, e *env, args []string) error {
 		return keepAlive(e, id)
 	}
 	return usageError{"usage: kvctl " + leaseUsage}
+}
+
+// listLeases prints the leases that exist as etcdctl does: "found N
+// leases", then an ID a line; -w json: {"leases": [{"id": ...}...]}.
+func listLeases(ctx context.Context, e *env) error {
+	ids, err := e.c.Leases(ctx)
+	if err != nil {
+		return err
+	}
+	if e.o.write == "json" {
+		type leaseJSON struct {
+			ID jsonID `json:"id"`
+		}
+		out := struct {
+			Leases []leaseJSON `json:"leases"`
+		}{[]leaseJSON{}}
+		for _, id := range ids {
+			out.Leases = append(out.Leases, leaseJSON{jsonID(id)})
+		}
+		return e.json(out)
+	}
+	w := bufio.NewWriter(e.out)
+	fmt.Fprintf(w, "found %d leases\n", len(ids))
+	for _, id := range ids {
+		fmt.Fprintln(w, id)
+	}
+	return w.Flush()
 }
 
 // keepAlive renews id until interrupted: each renewal bounded by

@@ -39,10 +39,11 @@ commands:
                           operations otherwise (see docs/kvctl.md)
   put --lease ID KEY [VALUE]
                           attach KEY to lease ID: deleted when the lease ends
-  lease grant TTL         grant a lease of TTL (e.g. 10s); prints its ID
+  lease grant TTL         grant a lease of TTL (seconds, or e.g. 1m); prints its ID
   lease keepalive ID      keep lease ID alive until interrupted, printing its TTL
   lease revoke ID         end lease ID now, deleting its keys
   lease ttl ID            show lease ID's TTL, time remaining and key count
+  lease list              list the leases that exist
   watch [--prefix] KEY [--from-version N]
                           print KEY's (--prefix: every key under it) PUT and
                           DELETE events, one line each, from now or from
