@@ -233,6 +233,8 @@ func (s *Server) handle(ctx context.Context, req *wire.Request) wire.Response {
 		return s.getMany(ctx, req)
 	case wire.OpLeaseGrant, wire.OpLeaseRevoke, wire.OpLeaseKeepAlive, wire.OpLeaseTimeToLive, wire.OpLeaseList:
 		return s.lease(ctx, req) // lease.go
+	case wire.OpMoveLeader:
+		return s.moveLeader(ctx, req) // leader.go
 	}
 	if r, bad := checkKey(req); bad {
 		return r

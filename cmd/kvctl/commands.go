@@ -56,6 +56,8 @@ var commands = map[string]command{
 	"member":   {memberUsage, []int{1, 2, 3}, runMember},
 	"lease":    {leaseUsage, []int{1, 2}, runLease},
 	"snapshot": {snapshotUsage, []int{2}, runSnapshot},
+
+	"move-leader": {moveLeaderUsage, []int{1}, runMoveLeader}, // leader.go
 }
 
 func (e *env) json(v any) error {

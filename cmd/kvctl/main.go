@@ -53,6 +53,7 @@ commands:
   member add ID ADDR      add node ID at ADDR as a learner (then start it with --join)
   member promote ID       make learner ID a voter once it has caught up
   member remove ID        remove node ID
+  move-leader ID          make voter ID the leader
   snapshot save FILE      write a backup of the cluster's state (from the leader,
                           checked) to FILE; without --timeout it may take as
                           long as it needs
