@@ -55,7 +55,8 @@ func TestTransferLeadershipLeaseLapsesFirst(t *testing.T) {
 }
 
 // TestTransferLeadershipRefused: only the leader transfers, only to a
-// voter; to itself is a no-op.
+// voter; to itself is a no-op; a refused transfer leaves the leader its
+// read lease.
 func TestTransferLeadershipRefused(t *testing.T) {
 	c := newCluster(t, 3, testConfig())
 	lead := c.leader()
@@ -81,7 +82,8 @@ func TestTransferLeadershipRefused(t *testing.T) {
 	if err := lead.node.TransferLeadership(ctx, 4); !errors.Is(err, ErrTransferTarget) {
 		t.Errorf("transfer to a learner: %v", err)
 	}
-	if !lead.node.Status().IsLeader || !lead.node.Status().LeaseValid {
+	if !lead.node.Status().IsLeader {
 		t.Errorf("a refused transfer changed the leader: %+v", lead.node.Status())
 	}
+	wait.For(t, "the leader's read lease (a refused transfer keeps it)", func() bool { return lead.node.Status().LeaseValid })
 }
