@@ -133,7 +133,7 @@ func (l *loop) takeTransfer(r *transferRequest) {
 	case slices.Contains(cs.GetLearners(), r.to):
 		err = fmt.Errorf("%w: member %d is a learner (promote it first)", ErrTransferTarget, r.to)
 	case !slices.Contains(cs.GetVoters(), r.to):
-		err = fmt.Errorf("%w: %w: %d", ErrTransferTarget, ErrMemberNotFound, r.to)
+		err = fmt.Errorf("%w: member %d does not exist", ErrTransferTarget, r.to)
 	case !active:
 		err = fmt.Errorf("%w: member %d has not been heard from lately", ErrTransferFailed, r.to)
 	}

@@ -53,7 +53,7 @@ func TestMoveLeader(t *testing.T) {
 	if err := c.AddMember(ctx, 9, kvdtest.FreeAddrs(t, 1)[0]); err != nil {
 		t.Fatal(err)
 	}
-	for id, want := range map[uint64]string{9: "learner", 42: "no such member"} {
+	for id, want := range map[uint64]string{9: "learner", 42: "does not exist"} {
 		if _, err := c.MoveLeader(ctx, id); !errors.Is(err, client.ErrBadRequest) || !strings.Contains(err.Error(), want) {
 			t.Errorf("MoveLeader(%d): %v, want a bad request naming %q", id, err, want)
 		}
