@@ -30,7 +30,7 @@ commands:
   mget KEY...             print each KEY and its value, reading them in batches
                           (exit 1 if any does not exist; they are named on stderr);
                           with --atomic, values that all held at one moment
-  del KEY                 delete KEY (exit 1 if it did not exist)
+  del KEY                 delete KEY; prints how many keys it deleted (1 or 0)
   put --if-version N KEY [VALUE], del --if-version N KEY
                           only if KEY's version is N (0: KEY must not exist);
                           else exit 1 naming KEY's version
