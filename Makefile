@@ -28,7 +28,9 @@ run: build
 vet:
 	$(GO) vet $(PKGS)
 
+# scripts/deps.sh installs the tools tests run (jq) if they are missing.
 test-go: vet
+	@scripts/deps.sh
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
 
 # Boots a Soft-RoCE VM and runs the RDMA suites inside it (root, installs
@@ -40,6 +42,7 @@ test: test-go test-rdma
 
 # The edit-test loop: vet, then go test -short without -race (slow suites skip).
 test-short: vet
+	@scripts/deps.sh
 	$(GO) test -short -timeout 10m $(PKGS)
 
 # The full RDMA-vs-TCP comparison (TCP on the host, both transports in the

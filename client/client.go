@@ -281,8 +281,8 @@ var errAttemptTimeout = errors.New("no answer within the attempt timeout")
 func (c *Client) attempt(ctx context.Context, addr string, req *wire.Request) (wire.Response, error) {
 	d := c.cfg.AttemptTimeout
 	switch req.Op {
-	case wire.OpMemberAdd, wire.OpMemberRemove, wire.OpMemberPromote:
-		d = -1 // may legitimately take long: promotion waits for the learner
+	case wire.OpMemberAdd, wire.OpMemberRemove, wire.OpMemberPromote, wire.OpMoveLeader:
+		d = -1 // may legitimately take long: promotion waits for the learner, a leader move for the lease to end
 	}
 	if d <= 0 {
 		return c.callAt(ctx, addr, req)

@@ -96,3 +96,39 @@ func (c *Client) TimeToLive(ctx context.Context, id LeaseID) (LeaseInfo, error) 
 func OpPutLease(key, value []byte, id LeaseID) Op {
 	return Op{txn.Op{Type: txn.Put, Key: key, Value: value, Lease: uint64(id)}}
 }
+
+// MaxLeaseListIDs is the most lease ids the leader answers one lease list
+// request with; Leases asks for the following pages itself.
+const MaxLeaseListIDs = wire.MaxLeaseListIDs
+
+// Leases lists the ids of the leases that exist, ascending, as the leader
+// sees them (etcd's LeaseLeases); leases it is expiring are left out. It
+// reads pages of MaxLeaseListIDs, each linearizable on its own (a lease
+// granted or revoked between two pages is listed as of its page), at most
+// MaxLeases ids in all.
+func (c *Client) Leases(ctx context.Context) ([]LeaseID, error) {
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	var out []LeaseID
+	var after uint64
+	for {
+		resp, err := c.leaderCall(ctx, &wire.Request{Op: wire.OpLeaseList, Value: wire.AppendLeaseID(nil, after)}, true)
+		if err != nil {
+			return nil, err
+		}
+		var page wire.LeaseList
+		if err := wire.DecodeLeaseList(resp.Value, &page); err != nil {
+			return nil, fmt.Errorf("%w: %w", errMalformedReply, err)
+		}
+		if len(page.IDs) > 0 && page.IDs[0] <= after || page.More && len(page.IDs) == 0 {
+			return nil, fmt.Errorf("%w: lease list page after %d does not move on", errMalformedReply, after)
+		}
+		for _, id := range page.IDs {
+			out = append(out, LeaseID(id))
+		}
+		if !page.More {
+			return out, nil
+		}
+		after = page.IDs[len(page.IDs)-1]
+	}
+}

@@ -56,6 +56,7 @@ var exported = map[string]float64{
 	"client.MaxScanPageBytes":          client.MaxScanPageBytes,
 	"kv.MaxLeases":                     kv.MaxLeases,
 	"kv.MaxLeaseKeys":                  kv.MaxLeaseKeys,
+	"client.MaxLeaseListIDs":           client.MaxLeaseListIDs,
 	"kv.MinLeaseTTL":                   seconds(kv.MinLeaseTTL),
 	"kv.MaxLeaseTTL":                   seconds(kv.MaxLeaseTTL),
 	"--watch-history-events":           watch.DefaultHistoryEvents,

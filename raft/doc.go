@@ -172,11 +172,14 @@
 // follower that refuses them until the lease lapsed; a leader removed from
 // the configuration leaves the group without a leader until an election
 // that cannot succeed sooner; and a peer cannot make a follower campaign
-// early, because MsgTimeoutNow and MsgTransferLeader from peers are
-// dropped before they reach raft.
+// early: MsgTransferLeader from peers is dropped, and a MsgTimeoutNow or a
+// transfer's vote reaches raft only as a leader transfer allows it.
 //
-// Leader transfer is not offered: it makes a follower campaign without
-// waiting out the lease.
+// Leader transfer (Node.TransferLeadership) makes the target campaign at
+// once and the voters grant its vote inside the lease, so the leader
+// first gives its lease up: it stops extending it, waits out the expiry
+// it published, and only then appends a marker to the log that the voters
+// require before they grant a transfer's vote (transfer.go).
 //
 // # The state machine's timers
 //

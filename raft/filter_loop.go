@@ -17,6 +17,11 @@ import (
 func (l *loop) admit(in inbound) bool {
 	why, err := admitState(in.msg, l.rn, l.lastIndex(), l.commit)
 	if err == nil {
+		if err = l.admitTransfer(in.msg); err != nil {
+			why, err = peer.DropTransfer, fmt.Errorf("%w: %w", peer.ErrDropped, err)
+		}
+	}
+	if err == nil {
 		return true
 	}
 	if in.staged != nil {

@@ -104,11 +104,13 @@ func TestForgedPeer(t *testing.T) {
 						func() (peer.Refusal, peer.DropReason) { return memberOutcome(peer.DropBeyondLog) }},
 					{"a member's session sending as another node", peer.Hello{From: member, Cluster: cluster},
 						peertest.Heartbeat(99, target.id, 1000, 1), func() (peer.Refusal, peer.DropReason) { return memberOutcome(peer.DropWrongSender) }},
-					{"a member's MsgTimeoutNow", peer.Hello{From: member, Cluster: cluster}, peertest.Msg(pb.MsgTimeoutNow, member, target.id, term),
+					{"a member's MsgTransferLeader", peer.Hello{From: member, Cluster: cluster}, peertest.Msg(pb.MsgTransferLeader, member, target.id, term),
 						func() (peer.Refusal, peer.DropReason) { return memberOutcome(peer.DropType) }},
+					{"a member's MsgTimeoutNow", peer.Hello{From: member, Cluster: cluster}, peertest.Msg(pb.MsgTimeoutNow, member, target.id, term),
+						func() (peer.Refusal, peer.DropReason) { return memberOutcome(peer.DropTransfer) }},
 					{"a member's vote that claims a leader transfer", peer.Hello{From: member, Cluster: cluster},
 						peertest.With(peertest.Msg(pb.MsgVote, member, target.id, 1000), func(m *pb.Message) { m.Context = []byte("CampaignTransfer") }),
-						func() (peer.Refusal, peer.DropReason) { return memberOutcome(peer.DropMalformed) }},
+						func() (peer.Refusal, peer.DropReason) { return memberOutcome(peer.DropTransfer) }},
 				}
 				for _, tc := range cases {
 					refused, dropped := tc.want()
@@ -148,7 +150,7 @@ func TestForgedPeer(t *testing.T) {
 				}
 			}
 			if size > 1 {
-				for _, s := range []string{"dropping peer message", "reason=beyond_log", "reason=wrong_sender", "reason=type_not_allowed"} {
+				for _, s := range []string{"dropping peer message", "reason=beyond_log", "reason=wrong_sender", "reason=type_not_allowed", "reason=unauthorized_transfer"} {
 					if !logs.Contains(s) {
 						t.Errorf("no log line with %q", s)
 					}
@@ -266,7 +268,7 @@ func TestRemovedMemberSessionClosed(t *testing.T) {
 	defer attacker.Close()
 	h := peer.Hello{From: gone, Cluster: lead.node.ClusterID()}
 	conn := rawPeer(t, attacker, lead.addr, h, peertest.Msg(pb.MsgTimeoutNow, gone, lead.id, 1))
-	wait.For(t, "the member's session to be served", func() bool { return droppedCount(t, lead.node, peer.DropType) > 0 })
+	wait.For(t, "the member's session to be served", func() bool { return droppedCount(t, lead.node, peer.DropTransfer) > 0 })
 
 	if err := lead.node.RemoveMember(ctxT(t), gone); err != nil {
 		t.Fatal(err)

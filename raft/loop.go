@@ -76,6 +76,9 @@ type loop struct {
 	// sent to it whose outcome raft has not been told; snapSeq numbers them.
 	snapPending map[uint64]uint64
 	snapSeq     uint64
+
+	transfer     *transferRequest // a leader transfer under way (transfer.go)
+	relinquished relinquish       // the latest relinquish marker appended
 }
 
 // readyFlags are facts about the Ready being handled.
@@ -171,6 +174,8 @@ func (l *loop) run() {
 			l.takeRead(r)
 		case <-timer.C:
 			l.tick()
+		case r := <-l.n.transferc:
+			l.takeTransfer(r)
 		case f := <-l.n.freezeRequests():
 			if !l.freeze(f) {
 				return
@@ -197,6 +202,7 @@ func (l *loop) takeRead(r *readRequest)  { l.tick(); l.reads.add(l, r) }
 // It reports false if the loop must stop (a storage failure).
 func (l *loop) settle() bool {
 	l.drain()
+	l.advanceTransfer()
 	l.maybeFlush()
 	l.reads.flush(l)
 	if err := l.handleReadies(); err != nil {

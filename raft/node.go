@@ -33,6 +33,8 @@ type Node struct {
 	readc   chan *readRequest
 	recvc   chan inbound
 	reportc chan report
+	// transferc hands TransferLeadership's requests to the loop.
+	transferc chan *transferRequest
 
 	ctx    context.Context // ends at Close
 	cancel context.CancelFunc
@@ -141,21 +143,22 @@ func open(cfg Config, newNet newNetwork) (n *Node, lp *loop, err error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	n = &Node{
-		cfg:     cfg,
-		id:      cfg.ID,
-		log:     cfg.Logger.With("raft_id", cfg.ID),
-		store:   st,
-		metrics: m,
-		propc:   make(chan *proposal, 1024),
-		readc:   make(chan *readRequest, 256),
-		recvc:   make(chan inbound, 256),
-		reportc: make(chan report, 1024),
-		frz:     freezer{reqs: make(chan freezeRequest)},
-		ctx:     ctx,
-		cancel:  cancel,
-		stopc:   make(chan struct{}),
-		donec:   make(chan struct{}),
-		failure: fail,
+		cfg:       cfg,
+		id:        cfg.ID,
+		log:       cfg.Logger.With("raft_id", cfg.ID),
+		store:     st,
+		metrics:   m,
+		propc:     make(chan *proposal, 1024),
+		readc:     make(chan *readRequest, 256),
+		recvc:     make(chan inbound, 256),
+		reportc:   make(chan report, 1024),
+		transferc: make(chan *transferRequest),
+		frz:       freezer{reqs: make(chan freezeRequest)},
+		ctx:       ctx,
+		cancel:    cancel,
+		stopc:     make(chan struct{}),
+		donec:     make(chan struct{}),
+		failure:   fail,
 	}
 	n.nextReq.Store(rand.Uint64() >> 1)
 	n.initAddrs()

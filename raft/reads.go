@@ -71,7 +71,7 @@ func (t *readTracker) flush(l *loop) {
 
 // onTick renews the lease on a leader and expires abandoned requests.
 func (t *readTracker) onTick(l *loop, now time.Time) {
-	t.lease.tick(l.isLeader, l.term, now, l.cfg.leaseDuration(), l.rn.ReadIndex)
+	t.lease.tick(l.leasing(), l.term, now, l.cfg.leaseDuration(), l.rn.ReadIndex)
 	// raft drops a forwarded ReadIndex silently if the leader never answers;
 	// give up after two election timeouts so callers are not left hanging.
 	for seq, p := range t.pending {
@@ -117,7 +117,7 @@ func (t *readTracker) applied(l *loop) {
 	}
 	clear(t.waiting[len(keep):])
 	t.waiting = keep
-	t.lease.grant(l.n.lease, l.isLeader, l.term, l.applied, l.cfg.leaseDuration())
+	t.lease.grant(l.n.lease, l.leasing(), l.term, l.applied, l.cfg.leaseDuration())
 }
 
 // failPending fails reads that no leader has answered yet (the leader

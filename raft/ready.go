@@ -69,6 +69,7 @@ func (l *loop) handleReady() error {
 	}
 	if n := len(rd.Entries); n > 0 {
 		l.appendedTo = rd.Entries[n-1].GetIndex()
+		l.noteRelinquish(rd.Entries)
 	}
 	if err := u.SetHardState(rd.HardState); err != nil {
 		return err

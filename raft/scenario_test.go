@@ -52,6 +52,8 @@ import (
 //	stabilize                    deliver until no message is in flight
 //	net                          print the messages in flight
 //	drop type=T                  drop the in-flight messages of type T
+//	transfer ID to=T             a TransferLeadership call at ID, moving
+//	                             leadership to T
 //	step ID type=T from=F [term=N]
 //	                             step a message straight into ID's RawNode
 //	                             (bypassing the loop's filter) in a loop
@@ -219,6 +221,14 @@ type scenarioHarness struct {
 
 	reads []*scenarioRead // ReadIndex calls not finished yet
 	nread int
+
+	transfers []*scenarioTransfer // TransferLeadership calls not finished yet
+}
+
+// scenarioTransfer is a TransferLeadership call at a node.
+type scenarioTransfer struct {
+	n *scenarioNode
+	r *transferRequest
 }
 
 // scenarioRead is a ReadIndex call (an RPC GET's barrier) at a node.
@@ -531,6 +541,14 @@ func (h *scenarioHarness) handleWork(a scenarioArgs) bool {
 		h.propose(n, fmt.Sprintf("%s %d", a.d.Cmd, id), &proposal{reqID: reqID, cc: cc})
 	case "step":
 		h.stepDirect(a)
+	case "transfer":
+		n := a.node(0)
+		var to uint64
+		a.d.ScanArgs(a.t, "to", &to)
+		st := &scenarioTransfer{n: n, r: &transferRequest{to: to, done: make(chan error, 1)}}
+		h.transfers = append(h.transfers, st)
+		h.logf("n%d moves leadership to n%d", n.id, to)
+		h.iterate(n, func() { n.l.takeTransfer(st.r) })
 	case "read":
 		n := a.node(0)
 		h.nread++
@@ -612,9 +630,29 @@ func (h *scenarioHarness) setup(cfg Config, n int, stagger, latency time.Duratio
 func (h *scenarioHarness) after(n *scenarioNode) {
 	h.pollProps(n)
 	h.pollReads()
+	h.pollTransfers()
 	h.announceLease(n)
 	h.checkApplied()
 	h.observe(n)
+}
+
+// pollTransfers prints the loop's answer to each TransferLeadership call
+// (the Node then waits for the target to lead, which the scenario shows).
+func (h *scenarioHarness) pollTransfers() {
+	keep := h.transfers[:0]
+	for _, st := range h.transfers {
+		select {
+		case err := <-st.r.done:
+			if err != nil {
+				h.logf("n%d: moving leadership to n%d fails: %v", st.n.id, st.r.to, err)
+			} else {
+				h.logf("n%d: stepped down for the move to n%d", st.n.id, st.r.to)
+			}
+		default:
+			keep = append(keep, st)
+		}
+	}
+	h.transfers = keep
 }
 
 func (h *scenarioHarness) pollProps(n *scenarioNode) {

@@ -12,6 +12,7 @@ import (
 	"github.com/kvd-project/kvd/internal/mirror"
 	"github.com/kvd-project/kvd/internal/table"
 	"github.com/kvd-project/kvd/internal/watch"
+	"github.com/kvd-project/kvd/internal/wire"
 	"github.com/kvd-project/kvd/raft"
 	"github.com/kvd-project/kvd/transport"
 )
@@ -129,11 +130,15 @@ type Knobs struct {
 	// progress (and a watch connection's ticker runs). Default 1s
 	// (progressEvery).
 	ProgressEvery time.Duration
+	// LeaseListPage is the most lease ids one lease list reply holds.
+	// Default wire.MaxLeaseListIDs; tests lower it to page with few leases.
+	LeaseListPage int
 }
 
 func (k Knobs) withDefaults() Knobs {
 	k.ReplyTimeout = cmp.Or(k.ReplyTimeout, replyTimeout)
 	k.ProgressEvery = cmp.Or(k.ProgressEvery, progressEvery)
+	k.LeaseListPage = cmp.Or(k.LeaseListPage, wire.MaxLeaseListIDs)
 	return k
 }
 

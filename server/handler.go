@@ -114,6 +114,8 @@ func (s *Server) serveConn(conn transport.Conn, role listenRole) {
 			reserve += getManyReplyMax
 		case wire.OpSnapshot:
 			reserve += snapshotChunkReserve
+		case wire.OpLeaseList:
+			reserve += 1 + 8*wire.MaxLeaseListIDs // a LeaseList page
 		}
 		reserve = min(reserve, maxConnBytes)
 		if budget.acquire(s.ctx, reserve) != nil {
@@ -235,8 +237,10 @@ func (s *Server) handle(ctx context.Context, req *wire.Request) wire.Response {
 		return s.scan(ctx, req)
 	case wire.OpGetMany:
 		return s.getMany(ctx, req)
-	case wire.OpLeaseGrant, wire.OpLeaseRevoke, wire.OpLeaseKeepAlive, wire.OpLeaseTimeToLive:
+	case wire.OpLeaseGrant, wire.OpLeaseRevoke, wire.OpLeaseKeepAlive, wire.OpLeaseTimeToLive, wire.OpLeaseList:
 		return s.lease(ctx, req) // lease.go
+	case wire.OpMoveLeader:
+		return s.moveLeader(ctx, req) // leader.go
 	}
 	if r, bad := checkKey(req); bad {
 		return r
@@ -427,7 +431,7 @@ func permission(conn transport.Conn, op wire.Op) (wire.Response, bool) {
 // added later included) are writes as far as read-only credentials go.
 func readOnlyOp(op wire.Op) bool {
 	switch op {
-	case wire.OpHello, wire.OpGet, wire.OpStatus, wire.OpMemberList, wire.OpClock, wire.OpScan, wire.OpGetMany, wire.OpLeaseTimeToLive,
+	case wire.OpHello, wire.OpGet, wire.OpStatus, wire.OpMemberList, wire.OpClock, wire.OpScan, wire.OpGetMany, wire.OpLeaseTimeToLive, wire.OpLeaseList,
 		wire.OpWatch, wire.OpWatchCancel,
 		wire.OpSnapshot: // a backup reads nothing a scan cannot (snapshot.go)
 		return true

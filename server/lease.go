@@ -2,7 +2,9 @@ package server
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/kvd-project/kvd/internal/kv"
@@ -19,8 +21,11 @@ func (s *Server) lease(ctx context.Context, req *wire.Request) wire.Response {
 	if len(req.Key) != 0 || req.Flags != 0 {
 		return badRequest(req.Op.String() + " carries a key or flags")
 	}
-	if req.Op == wire.OpLeaseGrant {
+	switch req.Op {
+	case wire.OpLeaseGrant:
 		return s.leaseGrant(ctx, req.Value)
+	case wire.OpLeaseList:
+		return s.leaseList(ctx, req.Value)
 	}
 	id, err := wire.DecodeLeaseID(req.Value)
 	if err != nil {
@@ -57,6 +62,19 @@ func (s *Server) leaseGrant(ctx context.Context, v []byte) wire.Response {
 		return s.errResponse(err)
 	}
 	return wire.Response{Version: id}
+}
+
+// leaseList serves one page of OpLeaseList: the ids after the request's,
+// at most wire.MaxLeaseListIDs.
+func (s *Server) leaseList(ctx context.Context, v []byte) wire.Response {
+	if len(v) != 8 {
+		return badRequest(fmt.Sprintf("lease list: a value of %d bytes (want 8)", len(v)))
+	}
+	ids, more, err := s.kv.Leases(ctx, binary.LittleEndian.Uint64(v), s.cfg.Knobs.LeaseListPage)
+	if err != nil {
+		return s.errResponse(err)
+	}
+	return wire.Response{Value: wire.AppendLeaseList(nil, &wire.LeaseList{IDs: ids, More: more})}
 }
 
 // leaseRefused logs a lease request refused by a limit (the raft node

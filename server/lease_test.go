@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -343,4 +344,51 @@ func TestLeaseExpiryReachesWatchers(t *testing.T) {
 		t.Fatalf("events %+v; want the two PUTs, then both keys deleted by one later entry", evs)
 	}
 	mustGet(t, c, "exp/a", false)
+}
+
+// TestLeaseList: Client.Leases lists every lease in id order, across
+// pages (the page lowered to 2 by Knobs), through a follower given first;
+// a revoked lease is gone from the list; a malformed request is refused
+// and a follower answers "not leader".
+func TestLeaseList(t *testing.T) {
+	nodes := kvdtest.StartCluster(t, 3, kvdtest.Options{Knobs: func(uint64) server.Knobs { return server.Knobs{LeaseListPage: 2} }})
+	lead := kvdtest.WaitLeader(t, nodes, 10*time.Second)
+	f := othersThan(nodes, lead)[0]
+	c := newClient(t, []string{f.Addr, lead.Addr}, client.Linearizable)
+	ctx := context.Background()
+	if ids, err := c.Leases(ctx); err != nil || len(ids) != 0 {
+		t.Fatalf("no leases: %v, %v", ids, err)
+	}
+	var want []client.LeaseID
+	for range 5 {
+		id, err := c.Grant(ctx, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, id)
+	}
+	slices.Sort(want)
+	if ids, err := c.Leases(ctx); err != nil || !slices.Equal(ids, want) {
+		t.Fatalf("Leases: %v, %v; want %v", ids, err, want)
+	}
+	if err := c.Revoke(ctx, want[2]); err != nil {
+		t.Fatal(err)
+	}
+	want = slices.Delete(want, 2, 3)
+	if ids, err := c.Leases(ctx); err != nil || !slices.Equal(ids, want) {
+		t.Fatalf("Leases after a revoke: %v, %v; want %v", ids, err, want)
+	}
+	for _, tc := range []struct {
+		addr  string
+		value []byte
+		want  wire.Status
+	}{
+		{lead.Addr, []byte{1, 2}, wire.StatusBadRequest},
+		{f.Addr, wire.AppendLeaseID(nil, 0), wire.StatusNotLeader},
+	} {
+		resp, err := askRequest(t, tc.addr, &wire.Request{Op: wire.OpLeaseList, Value: tc.value}, 5*time.Second)
+		if err != nil || resp.Status != tc.want {
+			t.Errorf("lease list %x at %s: %+v, %v; want status %d", tc.value, tc.addr, resp, err, tc.want)
+		}
+	}
 }

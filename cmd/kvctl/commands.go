@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -54,8 +55,10 @@ var commands = map[string]command{
 	"watch":    {"watch [--prefix] KEY [--from-version N]", []int{1}, runWatch},
 	"status":   {"status", []int{0}, runStatus},
 	"member":   {memberUsage, []int{1, 2, 3}, runMember},
-	"lease":    {leaseUsage, []int{2}, runLease},
+	"lease":    {leaseUsage, []int{1, 2}, runLease},
 	"snapshot": {snapshotUsage, []int{2}, runSnapshot},
+
+	"move-leader": {moveLeaderUsage, []int{1}, runMoveLeader}, // leader.go
 }
 
 func (e *env) json(v any) error {
@@ -112,13 +115,15 @@ func (e *env) value(args []string) ([]byte, error) {
 // kv is a key/value pair as JSON shows it; values that are not UTF-8 text are
 // given in base64 instead.
 type kv struct {
-	Key         string `json:"key,omitempty"`
-	KeyBase64   []byte `json:"key_base64,omitempty"` // a key that is not UTF-8
-	Value       string `json:"value,omitempty"`
-	ValueBase64 []byte `json:"value_base64,omitempty"`
-	Version     uint64 `json:"version"`
-	raw         []byte // the value's bytes, for the text formats
-	name        string // the key's bytes, for the text formats
+	Key       string `json:"key,omitempty"`
+	KeyBase64 []byte `json:"key_base64,omitempty"` // a key that is not UTF-8
+	// Value is there whenever the value is known and UTF-8 text, even
+	// empty; ValueBase64 instead when it is not text.
+	Value       *string `json:"value,omitempty"`
+	ValueBase64 []byte  `json:"value_base64,omitempty"`
+	Version     uint64  `json:"version"`
+	raw         []byte  // the value's bytes, for the text formats
+	name        string  // the key's bytes, for the text formats
 }
 
 func runGet(ctx context.Context, e *env, args []string) error {
@@ -131,7 +136,7 @@ func runGet(ctx context.Context, e *env, args []string) error {
 		return e.json(toKV(args[0], v, ver))
 	case "table":
 		tw := tabwriter.NewWriter(e.out, 0, 4, 2, ' ', 0)
-		fmt.Fprintf(tw, "KEY\tVALUE\tVERSION\n%s\t%s\t%d\n", args[0], v, ver)
+		fmt.Fprintf(tw, "KEY\tVALUE\tVERSION\n%s\t%s\t%d\n", tableField([]byte(args[0])), tableField(v), ver)
 		return tw.Flush()
 	case "raw":
 		_, err = e.out.Write(v)
@@ -188,7 +193,8 @@ func toKV(key string, v []byte, ver uint64) kv {
 		out.Key, out.KeyBase64 = "", []byte(key)
 	}
 	if utf8.Valid(v) {
-		out.Value = string(v)
+		s := string(v)
+		out.Value = &s
 	} else {
 		out.ValueBase64 = v
 	}
@@ -206,7 +212,7 @@ func (e *env) printMany(kvs []kv) error {
 		tw := tabwriter.NewWriter(e.out, 0, 4, 2, ' ', 0)
 		fmt.Fprintf(tw, "KEY\tVALUE\tVERSION\n")
 		for _, x := range kvs {
-			fmt.Fprintf(tw, "%s\t%s\t%d\n", x.name, x.raw, x.Version)
+			fmt.Fprintf(tw, "%s\t%s\t%d\n", tableField([]byte(x.name)), tableField(x.raw), x.Version)
 		}
 		return tw.Flush()
 	}
@@ -218,15 +224,24 @@ func (e *env) printMany(kvs []kv) error {
 	return nil
 }
 
+// runDel prints the number of keys deleted, 1 or 0, and exits 0 either
+// way, as etcdctl does: a script deleting a key that may be gone need not
+// tell "already gone" from a failure by its exit status (a conflict of
+// --if-version still exits 1).
 func runDel(ctx context.Context, e *env, args []string) error {
-	if err := e.c.Delete(ctx, []byte(args[0]), e.o.writeOptions()...); err != nil {
+	deleted := 1
+	err := e.c.Delete(ctx, []byte(args[0]), e.o.writeOptions()...)
+	switch {
+	case errors.Is(err, client.ErrNotFound):
+		deleted = 0
+	case err != nil:
 		return err
 	}
 	if e.o.write == "json" {
-		return e.json(map[string]any{"deleted": 1, "key": args[0]})
+		return e.json(map[string]any{"deleted": deleted, "key": args[0]})
 	}
-	fmt.Fprintln(e.out, "1")
-	return nil
+	_, err = fmt.Fprintln(e.out, deleted)
+	return err
 }
 
 type endpointStatus struct {
@@ -248,7 +263,7 @@ func runStatus(ctx context.Context, e *env, _ []string) error {
 	}
 	switch e.o.write {
 	case "json":
-		if err := e.json(out); err != nil {
+		if err := e.json(statusesJSON(out)); err != nil {
 			return err
 		}
 	default:
@@ -307,7 +322,7 @@ func runMember(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 		if e.o.write == "json" {
-			return e.json(ms)
+			return e.json(membersJSON(ms))
 		}
 		tw := tabwriter.NewWriter(e.out, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "ID\tPEER ADDR\tCLIENT ADDR\tLEARNER")
@@ -323,7 +338,7 @@ func runMember(ctx context.Context, e *env, args []string) error {
 		if err := e.c.AddMember(ctx, id, args[2]); err != nil {
 			return err
 		}
-		return e.print(client.Member{ID: id, Addr: args[2], IsLearner: true},
+		return e.print(memberJSON{client.Member{ID: id, Addr: args[2], IsLearner: true}, jsonID(id)},
 			fmt.Sprintf("added member %d at %s as a learner; start it with --id %d --join, then run: kvctl member promote %d",
 				id, args[2], id, id))
 	case args[0] == "promote" && len(args) == 2:
@@ -334,7 +349,7 @@ func runMember(ctx context.Context, e *env, args []string) error {
 		if err := e.c.PromoteMember(ctx, id); err != nil {
 			return err
 		}
-		return e.print(map[string]any{"id": id, "promoted": true}, fmt.Sprintf("promoted member %d to voter", id))
+		return e.print(map[string]any{"id": jsonID(id), "promoted": true}, fmt.Sprintf("promoted member %d to voter", id))
 	case args[0] == "remove" && len(args) == 2:
 		id, err := parseID(args[1])
 		if err != nil {
@@ -343,15 +358,15 @@ func runMember(ctx context.Context, e *env, args []string) error {
 		if err := e.c.RemoveMember(ctx, id); err != nil {
 			return err
 		}
-		return e.print(map[string]any{"id": id, "removed": true}, fmt.Sprintf("removed member %d", id))
+		return e.print(map[string]any{"id": jsonID(id), "removed": true}, fmt.Sprintf("removed member %d", id))
 	}
 	return usageError{"usage: kvctl " + memberUsage}
 }
 
 func parseID(s string) (uint64, error) {
-	id, err := strconv.ParseUint(s, 10, 64)
-	if err != nil || id == 0 {
-		return 0, usageError{fmt.Sprintf("member id %q: want a positive integer", s)}
+	id, ok := parseUint64ID(s)
+	if !ok {
+		return 0, usageError{idUsage("member id", s)}
 	}
 	return id, nil
 }

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"cmp"
+	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -33,8 +36,10 @@ func TestLeaseCommands(t *testing.T) {
 	if _, errOut, code := kvctlAt(ep, "", "lease", "keepalive", id); code != 1 || !strings.Contains(errOut, "lease not found") {
 		t.Fatalf("keepalive of a revoked lease: exit %d, %q", code, errOut)
 	}
-	if _, errOut, code := kvctlAt(ep, "", "put", "--lease", id, "k", "v"); code != 1 || !strings.Contains(errOut, "kvd: lease not found") {
-		t.Fatalf("put --lease with a revoked lease: exit %d, %q", code, errOut)
+	// A PUT with a lease is a transaction inside; the operator ran a put.
+	if _, errOut, code := kvctlAt(ep, "", "put", "--lease", id, "k", "v"); code != 1 ||
+		!strings.HasPrefix(errOut, "kvctl: kvd: lease not found: "+id) || strings.Contains(errOut, "txn") {
+		t.Fatalf("put --lease with a revoked lease: exit %d, %q; want lease not found naming the lease, and no txn", code, errOut)
 	}
 	for _, args := range [][]string{
 		{"lease", "grant", "ten"},
@@ -45,5 +50,34 @@ func TestLeaseCommands(t *testing.T) {
 		if _, _, code := kvctlAt(ep, "", args...); code != 2 {
 			t.Errorf("kvctl %v: exit %d, want 2", args, code)
 		}
+	}
+}
+
+// TestLeaseList: lease list prints "found N leases" and the IDs, as
+// etcdctl does, and -w json {"leases": [{"id": "..."}]}, IDs that lease
+// ttl takes.
+func TestLeaseList(t *testing.T) {
+	ep := startNode(t)
+	if got := mustKvctl(t, ep, "lease", "list"); got != "found 0 leases\n" {
+		t.Fatalf("lease list with none: %q", got)
+	}
+	a := strings.TrimSpace(mustKvctl(t, ep, "lease", "grant", "30"))
+	b := strings.TrimSpace(mustKvctl(t, ep, "lease", "grant", "30"))
+	ids := []string{a, b}
+	slices.SortFunc(ids, func(x, y string) int { // numerically
+		return cmp.Compare(len(x), len(y))*2 + strings.Compare(x, y)
+	})
+	if got, want := mustKvctl(t, ep, "lease", "list"), "found 2 leases\n"+ids[0]+"\n"+ids[1]+"\n"; got != want {
+		t.Fatalf("lease list: %q, want %q", got, want)
+	}
+	var js struct{ Leases []struct{ ID string } }
+	if err := json.Unmarshal([]byte(mustKvctl(t, ep, "-w", "json", "lease", "list")), &js); err != nil || len(js.Leases) != 2 {
+		t.Fatalf("-w json lease list: %+v, %v", js, err)
+	}
+	for _, l := range js.Leases {
+		mustKvctl(t, ep, "lease", "ttl", l.ID)
+	}
+	if _, _, code := kvctlAt(ep, "", "lease", "list", "x"); code != 2 {
+		t.Errorf("lease list x: exit %d, want 2", code)
 	}
 }

@@ -31,7 +31,7 @@ commands:
   mget KEY...             print each KEY and its value, reading them in batches
                           (exit 1 if any does not exist; they are named on stderr);
                           with --atomic, values that all held at one moment
-  del KEY                 delete KEY (exit 1 if it did not exist)
+  del KEY                 delete KEY; prints how many keys it deleted (1 or 0)
   put --if-version N KEY [VALUE], del --if-version N KEY
                           only if KEY's version is N (0: KEY must not exist);
                           else exit 1 naming KEY's version
@@ -40,10 +40,11 @@ commands:
                           operations otherwise (see docs/kvctl.md)
   put --lease ID KEY [VALUE]
                           attach KEY to lease ID: deleted when the lease ends
-  lease grant TTL         grant a lease of TTL (e.g. 10s); prints its ID
+  lease grant TTL         grant a lease of TTL (seconds, or e.g. 1m); prints its ID
   lease keepalive ID      keep lease ID alive until interrupted, printing its TTL
   lease revoke ID         end lease ID now, deleting its keys
   lease ttl ID            show lease ID's TTL, time remaining and key count
+  lease list              list the leases that exist
   watch [--prefix] KEY [--from-version N]
                           print KEY's (--prefix: every key under it) PUT and
                           DELETE events, one line each, from now or from
@@ -53,6 +54,7 @@ commands:
   member add ID ADDR      add node ID at ADDR as a learner (then start it with --join)
   member promote ID       make learner ID a voter once it has caught up
   member remove ID        remove node ID
+  move-leader ID          make voter ID the leader
   snapshot save FILE      write a backup of the cluster's state (from the leader,
                           checked) to FILE; without --timeout it may take as
                           long as it needs

@@ -73,21 +73,25 @@ func TestFlagsOfOtherCommandsRefused(t *testing.T) {
 func TestMemberJSON(t *testing.T) {
 	ep := startNode(t)
 	addr := kvdtest.FreeAddrs(t, 1)[0]
-	var added client.Member
+	var added struct {
+		ID        string // IDs are JSON strings (ids.go)
+		Addr      string
+		IsLearner bool `json:"is_learner"`
+	}
 	if err := json.Unmarshal([]byte(mustKvctl(t, ep, "-w", "json", "member", "add", "9", addr)), &added); err != nil {
 		t.Fatal(err)
 	}
-	if added != (client.Member{ID: 9, Addr: addr, IsLearner: true}) {
+	if added.ID != "9" || added.Addr != addr || !added.IsLearner {
 		t.Fatalf("member add printed %+v", added)
 	}
 	var removed struct {
-		ID      uint64
+		ID      string
 		Removed bool
 	}
 	if err := json.Unmarshal([]byte(mustKvctl(t, ep, "-w", "json", "member", "remove", "9")), &removed); err != nil {
 		t.Fatal(err)
 	}
-	if removed.ID != 9 || !removed.Removed {
+	if removed.ID != "9" || !removed.Removed {
 		t.Fatalf("member remove printed %+v", removed)
 	}
 }

@@ -120,6 +120,9 @@ func runScan(ctx context.Context, e *env, args []string) error {
 	kvs := make([]kv, len(r.KVs))
 	for i, x := range r.KVs {
 		kvs[i] = toKV(string(x.Key), x.Value, x.Version)
+		if f.keysOnly {
+			kvs[i].Value = nil // not read: absent, not empty
+		}
 	}
 	switch {
 	case e.o.write == "json":
@@ -139,7 +142,7 @@ func runScan(ctx context.Context, e *env, args []string) error {
 		tw := tabwriter.NewWriter(e.out, 0, 4, 2, ' ', 0)
 		fmt.Fprintf(tw, "KEY\tVERSION\n")
 		for _, x := range kvs {
-			fmt.Fprintf(tw, "%s\t%d\n", x.name, x.Version)
+			fmt.Fprintf(tw, "%s\t%d\n", tableField([]byte(x.name)), x.Version)
 		}
 		return tw.Flush()
 	case f.keysOnly:

@@ -197,13 +197,13 @@ func word(s string) (string, error) {
 
 // txnResult is a result as JSON shows it.
 type txnResult struct {
-	Op          string `json:"op"`
-	Key         string `json:"key,omitempty"`
-	KeyBase64   []byte `json:"key_base64,omitempty"` // a key that is not UTF-8
-	Found       *bool  `json:"found,omitempty"`
-	Value       string `json:"value,omitempty"`
-	ValueBase64 []byte `json:"value_base64,omitempty"`
-	Version     uint64 `json:"version,omitempty"`
+	Op          string  `json:"op"`
+	Key         string  `json:"key,omitempty"`
+	KeyBase64   []byte  `json:"key_base64,omitempty"` // a key that is not UTF-8
+	Found       *bool   `json:"found,omitempty"`
+	Value       *string `json:"value,omitempty"` // a found get's, even empty
+	ValueBase64 []byte  `json:"value_base64,omitempty"`
+	Version     uint64  `json:"version,omitempty"`
 }
 
 func runTxn(ctx context.Context, e *env, _ []string) error {
@@ -231,10 +231,12 @@ func runTxn(ctx context.Context, e *env, _ []string) error {
 		}{r.Succeeded, r.Version, r.CompareVersions, []txnResult{}}
 		for i, res := range r.Results {
 			kv := toKV(ran[i].key, res.Value, res.Version)
-			x := txnResult{Op: ran[i].kind, Key: kv.Key, KeyBase64: kv.KeyBase64, Version: res.Version,
-				Value: kv.Value, ValueBase64: kv.ValueBase64}
+			x := txnResult{Op: ran[i].kind, Key: kv.Key, KeyBase64: kv.KeyBase64, Version: res.Version}
 			if ran[i].kind != "put" {
 				x.Found = &res.Found
+			}
+			if ran[i].kind == "get" && res.Found {
+				x.Value, x.ValueBase64 = kv.Value, kv.ValueBase64
 			}
 			out.Results = append(out.Results, x)
 		}

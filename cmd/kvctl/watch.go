@@ -51,7 +51,11 @@ type watchJSON struct {
 
 func (e *env) printEvent(ev client.Event) error {
 	if e.o.write == "json" {
-		b, err := json.Marshal(watchJSON{Type: ev.Type.String(), kv: toKV(string(ev.Key), ev.Value, ev.Version)})
+		x := watchJSON{Type: ev.Type.String(), kv: toKV(string(ev.Key), ev.Value, ev.Version)}
+		if ev.Type == client.EventDelete {
+			x.Value = nil // a DELETE has no value, not an empty one
+		}
+		b, err := json.Marshal(x)
 		if err != nil {
 			return err
 		}

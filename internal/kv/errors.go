@@ -16,9 +16,9 @@ var (
 	// revoked, or expired), or the leader has begun expiring it.
 	ErrLeaseNotFound = errs.ErrLeaseNotFound
 	// ErrLeaseExists: a grant named an id already in use.
-	ErrLeaseExists = errs.Classed(errs.ErrBadRequest, "raft: lease already exists")
+	ErrLeaseExists = errs.Classed(errs.ErrBadRequest, "lease already exists")
 	// ErrTooManyLeases: MaxLeases leases exist.
-	ErrTooManyLeases = errs.Classed(errs.ErrBadRequest, "raft: too many leases")
+	ErrTooManyLeases = errs.Classed(errs.ErrBadRequest, "too many leases")
 	// ErrLeaseTTL: the TTL is outside [MinLeaseTTL, MaxLeaseTTL].
-	ErrLeaseTTL = errs.Classed(errs.ErrBadRequest, "raft: lease TTL out of range")
+	ErrLeaseTTL = errs.Classed(errs.ErrBadRequest, "lease TTL out of range")
 )

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -111,16 +112,22 @@ func TestLeaseLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := n.Grant(ctx, 0, time.Minute); !errors.Is(err, ErrTooManyLeases) {
-		t.Fatalf("third grant: %v", err)
+	if _, err := n.Grant(ctx, 0, time.Minute); !errors.Is(err, ErrTooManyLeases) || strings.Contains(err.Error(), "raft") {
+		t.Fatalf("third grant: %v (want too many leases, naming no internal package)", err)
 	}
 	for _, k := range []string{"k1", "k2"} {
 		if err := putLease(ctx, n, k, a); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := putLease(ctx, n, "k3", a); !errors.Is(err, txn.ErrLeaseFull) {
+	err = putLease(ctx, n, "k3", a)
+	if !errors.Is(err, txn.ErrLeaseFull) {
 		t.Fatalf("third key: %v", err)
+	}
+	// A PUT with a lease is a transaction inside, which its error must
+	// not name: the operator ran a put.
+	if msg := err.Error(); strings.Contains(msg, "txn") || strings.Contains(msg, "raft") {
+		t.Errorf("full lease: %q names an internal package", msg)
 	}
 	if err := putLease(ctx, n, "k2", a); err != nil {
 		t.Fatalf("re-PUT of a key the full lease holds: %v", err)

@@ -122,6 +122,22 @@ func (s *Store) TimeToLive(ctx context.Context, id uint64) (LeaseInfo, error) {
 	return info, nil
 }
 
+// Leases lists, on the leader, up to max ids of the leases after id
+// after (0: from the first), ascending, and whether more follow.
+func (s *Store) Leases(ctx context.Context, after uint64, max int) ([]uint64, bool, error) {
+	if err := s.leaderHere(); err != nil {
+		return nil, false, err
+	}
+	if err := s.node.ReadIndex(ctx); err != nil { // the applied leases are current
+		return nil, false, err
+	}
+	ids, more, err := s.m.leases.list(after, max)
+	if errors.Is(err, raft.ErrNotLeader) {
+		return nil, false, s.notLeader(s.node.Status().LeaderID)
+	}
+	return ids, more, err
+}
+
 func (s *Store) leaderHere() error {
 	if st := s.node.Status(); !st.IsLeader {
 		return s.notLeader(st.LeaderID)

@@ -1,6 +1,7 @@
 package kv
 
 import (
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -173,6 +174,27 @@ func (ls *lessor) info(id uint64, now time.Time) (LeaseInfo, error) {
 		return LeaseInfo{}, ErrLeaseNotFound
 	}
 	return LeaseInfo{ID: id, TTL: st.ttl, Remaining: max(st.deadline.Sub(now), 0), Keys: st.keys}, nil
+}
+
+// list returns, on the leader, up to max ids of the leases after id
+// after, ascending, and whether more follow. Leases being expired are
+// left out, as info leaves them out.
+func (ls *lessor) list(after uint64, max int) (ids []uint64, more bool, err error) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if !ls.leader {
+		return nil, false, raft.ErrNotLeader
+	}
+	for id, st := range ls.leases {
+		if id > after && st.expiring.IsZero() {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	if len(ids) > max {
+		return ids[:max], true, nil
+	}
+	return ids, false, nil
 }
 
 // maxExpirePerTick bounds the revokes the leader proposes per tick, so an

@@ -101,3 +101,36 @@ func TestLessorExpiryBounded(t *testing.T) {
 		t.Fatalf("second tick expired %d, want 5", n)
 	}
 }
+
+// TestLessorList: the leader lists leases in id order, a page at a time
+// from after an id, leaving out those it is expiring; a follower lists
+// nothing (it does not know which are expiring).
+func TestLessorList(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	ls := newLessor()
+	for _, id := range []uint64{9, 3, 7, 1} {
+		ls.granted(id, time.Minute, t0)
+	}
+	if _, _, err := ls.list(0, 10); !errors.Is(err, raft.ErrNotLeader) {
+		t.Fatalf("follower list: %v", err)
+	}
+	ls.promote(t0)
+	ls.granted(5, time.Second, t0)
+	ls.expired(t0.Add(time.Second), time.Second) // lease 5 is being expired
+	for _, tc := range []struct {
+		after uint64
+		max   int
+		want  []uint64
+		more  bool
+	}{
+		{0, 10, []uint64{1, 3, 7, 9}, false},
+		{0, 2, []uint64{1, 3}, true},
+		{3, 2, []uint64{7, 9}, false},
+		{9, 2, nil, false},
+	} {
+		ids, more, err := ls.list(tc.after, tc.max)
+		if err != nil || !slices.Equal(ids, tc.want) || more != tc.more {
+			t.Errorf("list(%d, %d) = %v, %v, %v; want %v, %v", tc.after, tc.max, ids, more, err, tc.want, tc.more)
+		}
+	}
+}

@@ -42,6 +42,9 @@ const (
 	// MinLeaseTTL and MaxLeaseTTL bound a lease's TTL.
 	MinLeaseTTL = time.Second
 	MaxLeaseTTL = 365 * 24 * time.Hour
+	// MaxLeaseListIDs is the most lease ids one lease list reply holds
+	// (8 bytes each); a client asks for the following pages itself.
+	MaxLeaseListIDs = 1000
 )
 
 // Reads of many keys: each answer travels in one message.

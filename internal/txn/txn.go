@@ -44,7 +44,7 @@ var (
 	// ErrLeaseFull: a PUT of the branch that ran would attach more keys to
 	// its lease than a lease may hold (the State's bound); nothing was
 	// applied.
-	ErrLeaseFull = errs.Classed(errs.ErrBadRequest, "txn: lease holds too many keys")
+	ErrLeaseFull = errs.Classed(errs.ErrBadRequest, "lease holds too many keys")
 )
 
 // Target is what a compare looks at.

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"time"
+
+	"github.com/kvd-project/kvd/internal/limits"
 )
 
 // LeaseGrant is an OpLeaseGrant request's Value:
@@ -83,5 +85,50 @@ func DecodeLeaseInfo(b []byte, i *LeaseInfo) error {
 	}
 	*i = LeaseInfo{ID: binary.LittleEndian.Uint64(b), TTL: time.Duration(ttl), Remaining: time.Duration(rem),
 		Keys: binary.LittleEndian.Uint64(b[24:])}
+	return nil
+}
+
+// MaxLeaseListIDs is the most lease ids one OpLeaseList reply holds.
+const MaxLeaseListIDs = limits.MaxLeaseListIDs
+
+// LeaseList is an OpLeaseList response's Value: one page of lease ids,
+// ascending, and whether more follow the last one:
+//
+//	u8 more (0 or 1) | le64 id ... (at most MaxLeaseListIDs, each > 0)
+type LeaseList struct {
+	IDs  []uint64
+	More bool
+}
+
+// AppendLeaseList appends l's encoding to b.
+func AppendLeaseList(b []byte, l *LeaseList) []byte {
+	more := byte(0)
+	if l.More {
+		more = 1
+	}
+	b = append(b, more)
+	for _, id := range l.IDs {
+		b = binary.LittleEndian.AppendUint64(b, id)
+	}
+	return b
+}
+
+// DecodeLeaseList parses an OpLeaseList response's Value.
+func DecodeLeaseList(b []byte, l *LeaseList) error {
+	if len(b) < 1 || (len(b)-1)%8 != 0 || b[0] > 1 {
+		return fmt.Errorf("%w: lease list of %d bytes", ErrLength, len(b))
+	}
+	n := (len(b) - 1) / 8
+	if n > MaxLeaseListIDs {
+		return fmt.Errorf("%w: lease list of %d ids (at most %d)", ErrLength, n, MaxLeaseListIDs)
+	}
+	ids := make([]uint64, n)
+	for i := range ids {
+		ids[i] = binary.LittleEndian.Uint64(b[1+8*i:])
+		if ids[i] == 0 || i > 0 && ids[i] <= ids[i-1] {
+			return fmt.Errorf("%w: lease list ids not ascending and positive", ErrLength)
+		}
+	}
+	*l = LeaseList{IDs: ids, More: b[0] == 1}
 	return nil
 }

@@ -3,6 +3,7 @@ package wire
 import (
 	"bytes"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 )
@@ -32,12 +33,43 @@ func TestLeaseRoundTrip(t *testing.T) {
 	}
 }
 
+// TestLeaseListRoundTrip: a lease list page decodes to what was encoded,
+// and what no server sends (ids out of order, a zero id, a ragged length,
+// more than a page) is refused.
+func TestLeaseListRoundTrip(t *testing.T) {
+	for _, l := range []LeaseList{{IDs: []uint64{}}, {IDs: []uint64{1, 7, 1<<63 - 1}, More: true}} {
+		var got LeaseList
+		if err := DecodeLeaseList(AppendLeaseList(nil, &l), &got); err != nil || got.More != l.More || !slices.Equal(got.IDs, l.IDs) {
+			t.Fatalf("%+v decoded as %+v, %v", l, got, err)
+		}
+	}
+	full := LeaseList{IDs: make([]uint64, MaxLeaseListIDs+1)}
+	for i := range full.IDs {
+		full.IDs[i] = uint64(i + 1)
+	}
+	var got LeaseList
+	for name, b := range map[string][]byte{
+		"empty":       nil,
+		"more 2":      {2},
+		"ragged":      {0, 1, 2, 3},
+		"zero id":     AppendLeaseList(nil, &LeaseList{IDs: []uint64{0}}),
+		"descending":  AppendLeaseList(nil, &LeaseList{IDs: []uint64{5, 3}}),
+		"duplicate":   AppendLeaseList(nil, &LeaseList{IDs: []uint64{5, 5}}),
+		"over a page": AppendLeaseList(nil, &full),
+	} {
+		if err := DecodeLeaseList(b, &got); !errors.Is(err, ErrLength) {
+			t.Errorf("%s: %v, want ErrLength", name, err)
+		}
+	}
+}
+
 // FuzzLeaseDecoders: no lease decoder panics, and what decodes re-encodes
 // to the same bytes.
 func FuzzLeaseDecoders(f *testing.F) {
 	f.Add(AppendLeaseGrant(nil, &LeaseGrant{TTL: time.Second, ID: 1}))
 	f.Add(AppendLeaseInfo(nil, &LeaseInfo{ID: 1, TTL: time.Second, Remaining: 1, Keys: 2}))
 	f.Add(AppendLeaseID(nil, 9))
+	f.Add(AppendLeaseList(nil, &LeaseList{IDs: []uint64{3, 9}, More: true}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var g LeaseGrant
 		if DecodeLeaseGrant(b, &g) == nil && !bytes.Equal(AppendLeaseGrant(nil, &g), b) {
@@ -49,6 +81,10 @@ func FuzzLeaseDecoders(f *testing.F) {
 		}
 		if id, err := DecodeLeaseID(b); err == nil && !bytes.Equal(AppendLeaseID(nil, id), b) {
 			t.Fatal("id re-encodes differently")
+		}
+		var l LeaseList
+		if DecodeLeaseList(b, &l) == nil && !bytes.Equal(AppendLeaseList(nil, &l), b) {
+			t.Fatal("lease list re-encodes differently")
 		}
 	})
 }

@@ -75,7 +75,17 @@ const (
 	// Value: the keys, getmany.go). The response's Version is that index,
 	// its Value one answer per key.
 	OpGetMany Op = 20
-	opMax        = OpGetMany
+	// OpLeaseList lists the leases that exist, served by the leader after
+	// a ReadIndex, one bounded page per request: Value the le64 id to
+	// list after (0: from the first). Response: Value a LeaseList
+	// (lease.go), ids in ascending order.
+	OpLeaseList Op = 21
+	// OpMoveLeader hands leadership to another voter (etcd's
+	// MoveLeader), served by the leader: Key the target's decimal member
+	// id, as the member ops take it. Response: Version the former
+	// leader's id, once the target leads.
+	OpMoveLeader Op = 22
+	opMax           = OpMoveLeader
 )
 
 func (o Op) String() string {
@@ -120,6 +130,10 @@ func (o Op) String() string {
 		return "lease-keepalive"
 	case OpLeaseTimeToLive:
 		return "lease-ttl"
+	case OpLeaseList:
+		return "lease-list"
+	case OpMoveLeader:
+		return "move-leader"
 	}
 	return fmt.Sprintf("op(%d)", uint8(o))
 }

@@ -48,6 +48,11 @@ import (
 //	                            elections (pre-vote is on)
 //	MsgReadIndex                a follower's ReadIndex, sent to the leader
 //	MsgReadIndexResp            the leader's answer to it
+//	MsgTimeoutNow               a leader transfer's start, and a MsgVote
+//	                            whose context is raft's "CampaignTransfer":
+//	                            the raft loop steps them only as the leader
+//	                            authorized them, after giving up its read
+//	                            lease (raft/transfer.go)
 //	MsgSnap                     only as the end of a snapshot transfer (an
 //	                            'S' frame, which carries its data)
 //
@@ -56,11 +61,8 @@ import (
 //	MsgProp                     proposals enter through the leader's own API
 //	                            (proposal forwarding is disabled); a peer's
 //	                            would write to the store with no client
-//	MsgTransferLeader, MsgTimeoutNow
-//	                            leader transfer is not offered: MsgTimeoutNow
-//	                            makes a follower campaign at once, without
-//	                            waiting out the leader's lease, which breaks
-//	                            the lease's safety argument (see raft/doc.go)
+//	MsgTransferLeader           a transfer starts on the leader, by its own
+//	                            API (Node.TransferLeadership)
 //	MsgHup, MsgBeat, MsgCheckQuorum
 //	                            the loop's own tick triggers: a peer would
 //	                            make this node campaign or step down at will
@@ -85,10 +87,14 @@ const (
 	// A frame of a transfer that is not the one being staged, or a
 	// transfer ended by a message for another snapshot.
 	DropSnapMismatch DropReason = "snapshot_mismatch"
+	// A leader transfer's message the leader did not authorize: a
+	// MsgTimeoutNow not from the current leader, a transfer vote not
+	// after a relinquished lease (raft/transfer.go).
+	DropTransfer DropReason = "unauthorized_transfer"
 )
 
 var dropReasons = []DropReason{DropWrongSender, DropWrongTo, DropType, DropMalformed, DropBeyondLog, DropSnapTooBig,
-	DropSnapMismatch}
+	DropSnapMismatch, DropTransfer}
 
 // peerTypes are the message types a peer may send (see above). MsgSnap is
 // among them, but serve.go takes it only from a transfer's end frame.
@@ -104,7 +110,12 @@ var peerTypes = map[pb.MessageType]bool{
 	pb.MsgReadIndex:     true,
 	pb.MsgReadIndexResp: true,
 	pb.MsgSnap:          true,
+	pb.MsgTimeoutNow:    true, // the raft loop checks the sender (raft/transfer.go)
 }
+
+// campaignTransfer is the context raft gives the votes of a leader
+// transfer's campaign.
+const campaignTransfer = "CampaignTransfer"
 
 // ErrDropped is what the errors of dropped messages wrap (the filter's
 // and the raft loop's).
@@ -169,9 +180,11 @@ func checkFields(m *pb.Message) error {
 		return checkSnapshot(m)
 	case pb.MsgVote, pb.MsgPreVote:
 		// raft grants a vote whose context names a leader transfer even
-		// inside the leader's lease; kvd never transfers leadership.
-		if len(m.GetContext()) != 0 {
-			return fmt.Errorf("vote request with a context")
+		// inside the leader's lease: the raft loop lets one through only
+		// after the leader gave its lease up (raft/transfer.go). Pre-votes
+		// of a transfer are never sent.
+		if c := m.GetContext(); len(c) != 0 && (t != pb.MsgVote || string(c) != campaignTransfer) {
+			return fmt.Errorf("vote request with context %q", c)
 		}
 	case pb.MsgReadIndex, pb.MsgReadIndexResp:
 		// The request context travels as the single entry's data; raft

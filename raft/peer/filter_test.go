@@ -57,7 +57,7 @@ func TestCheckPeerMessage(t *testing.T) {
 		// Types a peer may not send.
 		{"proposal", peertest.With(peertest.Msg(pb.MsgProp, from, self, 0), func(m *pb.Message) { m.Entries = []*pb.Entry{{Data: []byte("x")}} }), DropType},
 		{"leader transfer", peertest.Msg(pb.MsgTransferLeader, from, self, 5), DropType},
-		{"timeout now", peertest.Msg(pb.MsgTimeoutNow, from, self, 5), DropType},
+		{"timeout now (the raft loop checks its sender)", peertest.Msg(pb.MsgTimeoutNow, from, self, 5), ""},
 		{"hup", peertest.Msg(pb.MsgHup, from, self, 0), DropType},
 		{"beat", peertest.Msg(pb.MsgBeat, from, self, 0), DropType},
 		{"check quorum", peertest.Msg(pb.MsgCheckQuorum, from, self, 0), DropType},
@@ -81,7 +81,11 @@ func TestCheckPeerMessage(t *testing.T) {
 		{"read index without context", readIndex(0), DropMalformed},
 		{"read index with two contexts", readIndex(2), DropMalformed},
 		{"read index response without context", peertest.Msg(pb.MsgReadIndexResp, from, self, 5), DropMalformed},
-		{"vote with a transfer context", peertest.With(peertest.Msg(pb.MsgVote, from, self, 1000), func(m *pb.Message) {
+		{"vote with a transfer context (the raft loop checks it)", peertest.With(peertest.Msg(pb.MsgVote, from, self, 1000), func(m *pb.Message) {
+			m.Context = []byte("CampaignTransfer")
+		}), ""},
+		{"vote with another context", peertest.With(peertest.Msg(pb.MsgVote, from, self, 6), func(m *pb.Message) { m.Context = []byte("x") }), DropMalformed},
+		{"pre-vote with a transfer context", peertest.With(peertest.Msg(pb.MsgPreVote, from, self, 6), func(m *pb.Message) {
 			m.Context = []byte("CampaignTransfer")
 		}), DropMalformed},
 		{"pre-vote with a context", peertest.With(peertest.Msg(pb.MsgPreVote, from, self, 6), func(m *pb.Message) { m.Context = []byte("x") }), DropMalformed},
