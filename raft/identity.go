@@ -52,6 +52,9 @@ func newClusterLoop(n *Node, newNet newNetwork) (*loop, error) {
 	if err := n.checkNodeID(); err != nil {
 		return nil, err
 	}
+	if err := n.checkNotRemoved(); err != nil {
+		return nil, err
+	}
 	cfg := n.cfg
 	cluster, err := peer.SettleClusterID(n.store,
 		peer.Cluster{Token: cfg.InitialClusterToken, Peers: cfg.InitialCluster, Join: cfg.Join, DataDir: cfg.DataDir}, n.log)

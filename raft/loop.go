@@ -76,6 +76,8 @@ type loop struct {
 	// sent to it whose outcome raft has not been told; snapSeq numbers them.
 	snapPending map[uint64]uint64
 	snapSeq     uint64
+
+	reach reach // when each member was last heard from (reach.go)
 }
 
 // readyFlags are facts about the Ready being handled.
@@ -161,6 +163,8 @@ func (l *loop) run() {
 		select {
 		case <-l.n.stopc:
 			return
+		case <-l.n.removal.stopc: // removal.go
+			return
 		case p := <-l.n.propc:
 			l.takeProposal(p)
 		case in := <-l.n.recvc:
@@ -176,7 +180,7 @@ func (l *loop) run() {
 				return
 			}
 		}
-		if !l.settle() {
+		if !l.settle() || l.n.removal.removed() {
 			return
 		}
 		timer.Reset(l.untilTick())
@@ -249,6 +253,7 @@ func (l *loop) tick() {
 		l.nextTick = now.Add(l.cfg.TickInterval)
 	}
 	l.reads.onTick(l, now)
+	l.observePeers(now)
 }
 
 // step hands a peer's message to raft. Due ticks are taken first, so no
@@ -269,6 +274,7 @@ func (l *loop) step(in inbound) {
 		}
 		return
 	}
+	l.reach.heard(in.msg.GetFrom(), l.now())
 	l.noteLostLog(in.msg)
 	var commit uint64
 	if in.staged != nil {
@@ -340,12 +346,16 @@ func (l *loop) failWaiters(err error, before uint64) {
 }
 
 func (l *loop) shutdown() {
+	err := l.n.stoppedErr()
+	if l.n.removal.removed() {
+		err = &RemovedError{ID: l.n.id}
+	}
 	for _, p := range l.batch {
-		p.finish(result{err: ErrStopped})
+		p.finish(result{err: err})
 	}
 	l.batch = nil
-	l.failWaiters(ErrStopped, 0)
-	l.reads.failAll(ErrStopped)
+	l.failWaiters(err, 0)
+	l.reads.failAll(err)
 	for _, st := range l.staged {
 		st.Discard()
 	}

@@ -41,6 +41,8 @@ type Node struct {
 	// failure records a storage failure: the store's fault or the error
 	// that stopped the loop (storage.go).
 	failure *failure
+	// removal stops the node once it learns it was removed (removal.go).
+	removal removal
 
 	// useMu keeps Acquire's holders off the store while Close closes it.
 	useMu       sync.RWMutex
@@ -152,6 +154,7 @@ func open(cfg Config, newNet newNetwork) (n *Node, lp *loop, err error) {
 		stopc:   make(chan struct{}),
 		donec:   make(chan struct{}),
 		failure: fail,
+		removal: removal{stopc: make(chan struct{})},
 	}
 	n.nextReq.Store(rand.Uint64() >> 1)
 	n.initAddrs()
@@ -207,8 +210,8 @@ func (n *Node) discardInbound() {
 // stoppedErr is the error for requests made after the loop exited: the
 // storage failure that stopped it (a *StorageError), if any.
 func (n *Node) stoppedErr() error {
-	if se := n.failure.get(); se != nil {
-		return se
+	if err := n.failure.get(); err != nil {
+		return err
 	}
 	return ErrStopped
 }
@@ -289,9 +292,10 @@ func (n *Node) forgetPeer(id uint64) {
 		return
 	}
 	n.addrMu.Lock()
+	addr := n.addrs[id]
 	delete(n.addrs, id)
 	n.addrMu.Unlock()
-	n.peers.Remove(id)
+	n.peers.Remove(id, addr)
 }
 
 func (n *Node) notLeader(lead uint64) error {
