@@ -18,8 +18,9 @@ import (
 // member (learners included), kvd_peer_last_contact_seconds (since the
 // last message; absent until one came) and, for the members this node
 // expects to hear from, kvd_peer_reachable (1 if heard from within an
-// election timeout). The leader logs a warning (rate-limited per member)
-// for each member it has not heard from within an election timeout.
+// election timeout). The leader logs a warning for each member it has not
+// heard from within an election timeout, once per ratelog.DefaultEvery
+// while that lasts.
 
 // reachMetrics are the per-peer series.
 type reachMetrics struct {
@@ -103,8 +104,7 @@ func (l *loop) observePeers(now time.Time) {
 }
 
 func (l *loop) warnUnreachable(id uint64, addr string, learner bool, last time.Time, ok bool, now time.Time) {
-	allow, held := l.n.peerLog.Allow("unreachable:"+strconv.FormatUint(id, 10), now)
-	if !allow {
+	if allow, _ := l.n.peerLog.Allow("unreachable:"+strconv.FormatUint(id, 10), now); !allow {
 		return
 	}
 	role := "member"
@@ -116,5 +116,5 @@ func (l *loop) warnUnreachable(id uint64, addr string, learner bool, last time.T
 		since = now.Sub(last).Round(time.Millisecond).String() + " ago"
 	}
 	l.n.log.Warn(role+" unreachable: the leader has not heard from it within an election timeout",
-		"peer", id, "addr", addr, "learner", learner, "last_contact", since, "similar_warnings_not_logged", held)
+		"peer", id, "addr", addr, "learner", learner, "last_contact", since)
 }
