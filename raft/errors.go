@@ -44,8 +44,8 @@ var (
 	// ErrNotLearner: PromoteMember named a voter.
 	ErrNotLearner = errs.Classed(errs.ErrBadRequest, "raft: member is not a learner")
 	// ErrLearnerNotReady: PromoteMember named a learner the leader has not
-	// heard from (its node is not running, or cannot be reached) within an
-	// election timeout: promoted, it would count towards every quorum
+	// heard from (its node is not running, or cannot be reached) within a
+	// few election timeouts: promoted, it would count towards every quorum
 	// without voting. The error says what the leader knows of it.
 	ErrLearnerNotReady = errs.Classed(errs.ErrBadRequest, "raft: learner not ready to be promoted")
 	// ErrConfChangeBusy: a configuration change cannot be proposed yet: an

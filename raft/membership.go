@@ -20,6 +20,10 @@ import (
 // does not stall commits while it catches up.
 const promoteSlack = 64
 
+// learnerGrace is how many election timeouts PromoteMember waits for a
+// learner the leader has not heard from before refusing it.
+const learnerGrace = 3
+
 // ErrLastVoter: RemoveMember would leave the group without voters.
 var ErrLastVoter = errs.Classed(errs.ErrBadRequest, "raft: cannot remove the last voter")
 
@@ -41,9 +45,9 @@ func (n *Node) AddMember(ctx context.Context, id uint64, addr string) error {
 // PromoteMember makes learner id a voter. It waits while the learner
 // catches up, until its log is within a few entries of the leader's (so
 // the promotion does not stall commits), retrying each tick until ctx
-// ends. A learner the leader has not heard from within an election
-// timeout (its node never started, or cannot be reached) is refused then
-// with ErrLearnerNotReady, saying so, as etcd refuses a learner not in
+// ends. A learner the leader has not heard from within a few election
+// timeouts (learnerGrace: its node never started, or cannot be reached)
+// is refused then with ErrLearnerNotReady, saying so, as etcd refuses a learner not in
 // sync; a voter is refused with ErrNotLearner.
 func (n *Node) PromoteMember(ctx context.Context, id uint64) error {
 	return n.changeMembers(ctx, pb.ConfChangeAddNode, id, "")
@@ -92,9 +96,10 @@ func (n *Node) changeMembers(ctx context.Context, typ pb.ConfChangeType, id uint
 		}
 		err := n.propose(ctx, p).err
 		switch {
-		case errors.Is(err, ErrLearnerNotReady) && time.Since(start) < n.cfg.electionTimeout():
-			// A learner started a moment ago: the leader's redial may not
-			// have reached it yet.
+		case errors.Is(err, ErrLearnerNotReady) && time.Since(start) < learnerGrace*n.cfg.electionTimeout():
+			// A learner started a moment ago: the leader's redial (its
+			// backoff reaches an election timeout) may not have reached
+			// it yet.
 		case !errors.Is(err, ErrConfChangeBusy):
 			return err
 		}
