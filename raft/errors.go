@@ -48,6 +48,10 @@ var (
 	// few election timeouts: promoted, it would count towards every quorum
 	// without voting. The error says what the leader knows of it.
 	ErrLearnerNotReady = errs.Classed(errs.ErrBadRequest, "raft: learner not ready to be promoted")
+	// ErrNoQuorum: RemoveMember of a voter would leave voters of which
+	// fewer than a quorum were heard from lately: nothing would commit any
+	// more, this change's undoing included. The error names the counts.
+	ErrNoQuorum = errs.Classed(errs.ErrBadRequest, "raft: the change would leave no quorum of reachable voters")
 	// ErrConfChangeBusy: a configuration change cannot be proposed yet: an
 	// earlier one is not yet applied, or the learner to promote has not
 	// caught up. AddMember and friends retry until their context ends.

@@ -20,9 +20,12 @@ import (
 // does not stall commits while it catches up.
 const promoteSlack = 64
 
-// learnerGrace is how many election timeouts PromoteMember waits for a
-// learner the leader has not heard from before refusing it.
-const learnerGrace = 3
+// heardGrace is how many election timeouts a membership change waits for
+// members the leader has not heard from (a learner to promote, the voters
+// a removal would leave) before it is refused: just after an election, or
+// after a learner's node started, the leader may not have heard from them
+// yet.
+const heardGrace = 3
 
 // ErrLastVoter: RemoveMember would leave the group without voters.
 var ErrLastVoter = errs.Classed(errs.ErrBadRequest, "raft: cannot remove the last voter")
@@ -46,7 +49,7 @@ func (n *Node) AddMember(ctx context.Context, id uint64, addr string) error {
 // catches up, until its log is within a few entries of the leader's (so
 // the promotion does not stall commits), retrying each tick until ctx
 // ends. A learner the leader has not heard from within a few election
-// timeouts (learnerGrace: its node never started, or cannot be reached)
+// timeouts (heardGrace: its node never started, or cannot be reached)
 // is refused then with ErrLearnerNotReady, saying so, as etcd refuses a learner not in
 // sync; a voter is refused with ErrNotLearner.
 func (n *Node) PromoteMember(ctx context.Context, id uint64) error {
@@ -57,9 +60,9 @@ func (n *Node) PromoteMember(ctx context.Context, id uint64) error {
 // allowed: it steps down once the change is applied. Its lease is revoked
 // at that moment, and CheckQuorum's vote suppression in the remaining nodes
 // still covers the rest of the lease it had handed out. Removing a voter
-// waits (retrying each tick until ctx ends) while the voters left would
-// not include a quorum of members heard from lately: it would stop every
-// commit, this change's undoing included.
+// is refused with ErrNoQuorum (after a few election timeouts, heardGrace)
+// while the voters left would not include a quorum of members heard from
+// lately: it would stop every commit, this change's undoing included.
 //
 // A removed member is told so (raft/peer/removal.go) and stops serving;
 // RemoveMember waits (a few election timeouts at most) until it has, so
@@ -96,10 +99,9 @@ func (n *Node) changeMembers(ctx context.Context, typ pb.ConfChangeType, id uint
 		}
 		err := n.propose(ctx, p).err
 		switch {
-		case errors.Is(err, ErrLearnerNotReady) && time.Since(start) < learnerGrace*n.cfg.electionTimeout():
-			// A learner started a moment ago: the leader's redial (its
-			// backoff reaches an election timeout) may not have reached
-			// it yet.
+		case (errors.Is(err, ErrLearnerNotReady) || errors.Is(err, ErrNoQuorum)) &&
+			time.Since(start) < heardGrace*n.cfg.electionTimeout():
+			// Not heard from yet is not down yet (heardGrace).
 		case !errors.Is(err, ErrConfChangeBusy):
 			return err
 		}
@@ -186,13 +188,14 @@ func (l *loop) checkPromotion(id uint64) error {
 	return nil
 }
 
-// checkQuorumWithout refuses, as busy, removing voter id while the voters
+// checkQuorumWithout refuses (ErrNoQuorum) removing voter id while the voters
 // left would not include a quorum of members heard from lately (as etcd's
 // strict reconfiguration check does): with one of three voters down,
 // removing another live one left two voters, one of them down, and nothing
 // committed until the down one came back, not even a change to undo it.
 // The leader counts itself. Just after an election no follower
-// has answered yet, so the caller's retries (changeMembers) ride that out.
+// has answered yet, so the caller's retries (changeMembers, heardGrace)
+// ride that out.
 func (l *loop) checkQuorumWithout(id uint64, voters []uint64) error {
 	rest, active := 0, 0
 	for _, v := range voters {
@@ -206,7 +209,7 @@ func (l *loop) checkQuorumWithout(id uint64, voters []uint64) error {
 	}
 	if need := rest/2 + 1; active < need {
 		return fmt.Errorf("%w: removing member %d would leave %d voters of which only %d were heard from lately, fewer than a quorum (%d): "+
-			"bring the down members back, or remove them first", ErrConfChangeBusy, id, rest, active, need)
+			"bring the down members back, or remove them first", ErrNoQuorum, id, rest, active, need)
 	}
 	return nil
 }
