@@ -221,6 +221,11 @@ func (n *Node) Status() Status {
 	n.statusMu.Lock()
 	st := n.status
 	n.statusMu.Unlock()
+	if n.removal.removed() {
+		// Stopped (removal.go): what waits for a leader's news (a watch,
+		// /healthz) goes elsewhere.
+		st.LeaderID, st.IsLeader, st.LeaderReady = 0, false, false
+	}
 	st.LeaseValid = st.IsLeader && n.lease.valid()
 	return st
 }
