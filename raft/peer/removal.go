@@ -120,7 +120,7 @@ func (ps *Set) farewell(id uint64, addr string, f *farewellState) {
 	if addr == "" {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ps.ctx, 2*ps.cfg.ElectionTimeout)
+	ctx, cancel := context.WithTimeout(ps.ctx, farewellTimeouts*ps.cfg.ElectionTimeout)
 	defer cancel()
 	conn, err := ps.cfg.Transport.Dial(ctx, addr)
 	if err != nil {
@@ -140,6 +140,13 @@ func (ps *Set) farewell(id uint64, addr string, f *farewellState) {
 		ps.log.Info("the removed member did not acknowledge its removal", "peer", id, "err", err)
 	}
 }
+
+// farewellTimeouts bounds a farewell, in election timeouts: the removal
+// waits that long at most for a removed node that does not answer (one
+// that is down refuses the dial at once). A loaded machine may take a
+// while to dial, and a removed node's answer is what lets the removal
+// promise no stale reads from it.
+const farewellTimeouts = 5
 
 // farewellState is one farewell's outcome: acked is set before done closes.
 type farewellState struct {
@@ -176,7 +183,7 @@ func (ps *Set) FarewellDone(ctx context.Context, id uint64) bool {
 		return f.acked
 	case <-ctx.Done():
 		return false
-	case <-time.After(3 * ps.cfg.ElectionTimeout): // the farewell's own bound, and then some
+	case <-time.After((farewellTimeouts + 1) * ps.cfg.ElectionTimeout): // the farewell's own bound, and then some
 		return false
 	}
 }
