@@ -186,7 +186,7 @@ func (s *Server) removeFence(err error) {
 	refusal := errs.Classed(errs.ErrNotApplied, err.Error())
 	s.refusal.Store(&refusal)
 	s.mirror.Retire()
-	s.log.Error("removed from the cluster: serving nothing more", "err", err)
+	s.log.Info("removed from the cluster: the region is withdrawn and every request refused")
 }
 
 // Close stops accepting, closes every connection, waits for requests in
