@@ -119,8 +119,6 @@ func (l *loop) propose(p *proposal) {
 		}
 	}
 	switch {
-	case err == errAlreadyApplied:
-		p.finish(result{})
 	case err != nil:
 		p.finish(result{err: proposeErr(err)})
 	default:

@@ -89,6 +89,13 @@ type Config struct {
 	// comment). Calls come from the raft loop, in order, and must be quick
 	// and must not block (the server stores one word).
 	OnLease func(term uint64, expiry time.Time)
+	// OnRemoved, if set, is called once when the node learns it was
+	// removed from the cluster (removal.go), after its raft loop has
+	// stopped applying and before the removal is acknowledged to anyone:
+	// it must stop every read this node serves (the server withdraws its
+	// region and its connections). err is the *RemovedError that Failure
+	// then returns.
+	OnRemoved func(err error)
 	// Registerer, if set, receives the node's metrics (kvd_raft_*).
 	Registerer prometheus.Registerer
 	// Logger receives the node's and raft's log lines. Default slog.Default().

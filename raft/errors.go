@@ -43,6 +43,15 @@ var (
 	ErrMemberNotFound = errs.Classed(errs.ErrBadRequest, "raft: no such member")
 	// ErrNotLearner: PromoteMember named a voter.
 	ErrNotLearner = errs.Classed(errs.ErrBadRequest, "raft: member is not a learner")
+	// ErrLearnerNotReady: PromoteMember named a learner the leader has not
+	// heard from (its node is not running, or cannot be reached) within a
+	// few election timeouts: promoted, it would count towards every quorum
+	// without voting. The error says what the leader knows of it.
+	ErrLearnerNotReady = errs.Classed(errs.ErrBadRequest, "raft: learner not ready to be promoted")
+	// ErrNoQuorum: RemoveMember of a voter would leave voters of which
+	// fewer than a quorum were heard from lately: nothing would commit any
+	// more, this change's undoing included. The error names the counts.
+	ErrNoQuorum = errs.Classed(errs.ErrBadRequest, "raft: the change would leave no quorum of reachable voters")
 	// ErrConfChangeBusy: a configuration change cannot be proposed yet: an
 	// earlier one is not yet applied, or the learner to promote has not
 	// caught up. AddMember and friends retry until their context ends.
@@ -54,6 +63,12 @@ var (
 	// A write that fails with it may or may not have been applied: its
 	// entry may have reached other nodes, which go on without this one.
 	ErrStorage = errs.ErrStorage
+	// ErrRemoved: this node was removed from the cluster (its own removal
+	// applied here, or a member told it so) and stopped for good; see
+	// Node.Failure. Errors carrying it are *RemovedError values, and also
+	// match ErrStopped. The data directory refuses to start again: the
+	// machine rejoins only with an empty one, under a new member id.
+	ErrRemoved = errors.New("the member has been permanently removed from the cluster")
 	// ErrTermOverflow: the data directory's durable state holds a term
 	// beyond any a peer may name (maxPeerTerm). Only a build that let a
 	// forged message's term in (before peer terms were bounded) wrote one;
@@ -80,6 +95,26 @@ func (e *StorageError) Cause() error { return e.Err }
 // Is makes errors.Is hold for ErrStorage and ErrStopped: the node is
 // stopped.
 func (e *StorageError) Is(target error) bool { return target == ErrStorage || target == ErrStopped }
+
+// RemovedError is the failure of a node removed from the cluster
+// (ErrRemoved). By is the member that told it, 0 if the node applied its
+// own removal.
+type RemovedError struct {
+	ID, By uint64
+}
+
+func (e *RemovedError) Error() string {
+	how := "applied its own removal"
+	if e.By != 0 {
+		how = fmt.Sprintf("told by member %d", e.By)
+	}
+	return fmt.Sprintf("raft: member %d: %v (%s); to reuse this machine, wipe its data directory and add it again under a new member id",
+		e.ID, ErrRemoved, how)
+}
+
+// Is makes errors.Is hold for ErrRemoved and ErrStopped: the node is
+// stopped.
+func (e *RemovedError) Is(target error) bool { return target == ErrRemoved || target == ErrStopped }
 
 // NotLeaderError is returned by requests that need the leader when this
 // node is not it. LeaderID is 0 (and LeaderAddr empty) when no leader is

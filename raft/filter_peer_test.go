@@ -256,7 +256,7 @@ func TestJoinLearnsClusterID(t *testing.T) {
 }
 
 // TestRemovedMemberSessionClosed checks removing a member closes the
-// sessions it had open, and refuses new ones.
+// sessions it had open, and refuses new ones (as removed, which tells it).
 func TestRemovedMemberSessionClosed(t *testing.T) {
 	c := newCluster(t, 3, testConfig())
 	lead := c.leader()
@@ -278,9 +278,9 @@ func TestRemovedMemberSessionClosed(t *testing.T) {
 	if _, err := conn.Recv(ctx, nil); ctx.Err() != nil {
 		t.Fatalf("the removed member's session is still open: %v", err)
 	}
-	before := refusedCount(t, lead.node, peer.RefuseNotMember)
+	before := refusedCount(t, lead.node, peer.RefuseRemoved)
 	rawPeer(t, attacker, lead.addr, h)
-	wait.For(t, "the removed member to be refused", func() bool { return refusedCount(t, lead.node, peer.RefuseNotMember) > before })
+	wait.For(t, "the removed member to be refused", func() bool { return refusedCount(t, lead.node, peer.RefuseRemoved) > before })
 }
 
 // TestForgedConfChangeLeavingNoVoter: membership changes that pass
@@ -323,10 +323,19 @@ func TestForgedConfChangeLeavingNoVoter(t *testing.T) {
 		last, lastTerm, term := st.Commit, st.Term, st.Term+1000 // a quiet cluster: the log ends at the commit
 		m := peertest.Msg(pb.MsgApp, lead.id, target.id, term)
 		m.Index, m.LogTerm, m.Commit = new(last), new(lastTerm), new(last+3)
+		// The target's own removal last: it is the one skipped (a node
+		// that applies its own removal stops, removal.go).
+		var order []uint64
+		for id := uint64(1); id <= 3; id++ {
+			if id != target.id {
+				order = append(order, id)
+			}
+		}
+		order = append(order, target.id)
 		m.Entries = []*pb.Entry{
-			cc(last+1, term, pb.ConfChangeRemoveNode, 1),
-			cc(last+2, term, pb.ConfChangeRemoveNode, 2),
-			cc(last+3, term, pb.ConfChangeRemoveNode, 3),
+			cc(last+1, term, pb.ConfChangeRemoveNode, order[0]),
+			cc(last+2, term, pb.ConfChangeRemoveNode, order[1]),
+			cc(last+3, term, pb.ConfChangeRemoveNode, order[2]),
 		}
 		attacker := c.net.transport(t, "attacker")
 		defer attacker.Close()

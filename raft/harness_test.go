@@ -1,6 +1,7 @@
 package raft
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"slices"
@@ -129,10 +130,11 @@ func (p *simPeers) Known() []uint64 {
 	return out
 }
 
-func (p *simPeers) Remove(id uint64)             { delete(p.known, id) }
-func (p *simPeers) Serve(transport.Conn, []byte) { panic("simPeers: no connections") }
-func (p *simPeers) ClusterID() uint64            { return p.cluster }
-func (p *simPeers) Close()                       {}
+func (p *simPeers) Remove(id uint64, _ string)                { delete(p.known, id) }
+func (p *simPeers) FarewellDone(context.Context, uint64) bool { return false }
+func (p *simPeers) Serve(transport.Conn, []byte)              { panic("simPeers: no connections") }
+func (p *simPeers) ClusterID() uint64                         { return p.cluster }
+func (p *simPeers) Close()                                    {}
 
 func (h *scenarioHarness) addr(id uint64) string        { return fmt.Sprintf("10.0.0.%d:7000", id) }
 func (h *scenarioHarness) node(id uint64) *scenarioNode { return h.nodes[id-1] }

@@ -55,6 +55,9 @@ func newClusterLoop(n *Node, newNet newNetwork) (*loop, error) {
 	if err := n.checkNodeID(); err != nil {
 		return nil, err
 	}
+	if err := n.checkNotRemoved(); err != nil {
+		return nil, err
+	}
 	if err := n.checkJoinTarget(); err != nil {
 		return nil, err
 	}

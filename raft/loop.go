@@ -79,6 +79,7 @@ type loop struct {
 
 	transfer     *transferRequest // a leader transfer under way (transfer.go)
 	relinquished relinquish       // the latest relinquish marker appended
+	reach        reach            // when each member was last heard from (reach.go)
 }
 
 // readyFlags are facts about the Ready being handled.
@@ -164,6 +165,8 @@ func (l *loop) run() {
 		select {
 		case <-l.n.stopc:
 			return
+		case <-l.n.removal.stopc: // removal.go
+			return
 		case p := <-l.n.propc:
 			l.takeProposal(p)
 		case in := <-l.n.recvc:
@@ -181,7 +184,7 @@ func (l *loop) run() {
 				return
 			}
 		}
-		if !l.settle() {
+		if !l.settle() || l.n.removal.removed() {
 			return
 		}
 		timer.Reset(l.untilTick())
@@ -255,6 +258,7 @@ func (l *loop) tick() {
 		l.nextTick = now.Add(l.cfg.TickInterval)
 	}
 	l.reads.onTick(l, now)
+	l.observePeers(now)
 }
 
 // step hands a peer's message to raft. Due ticks are taken first, so no
@@ -275,6 +279,7 @@ func (l *loop) step(in inbound) {
 		}
 		return
 	}
+	l.reach.heard(in.msg.GetFrom(), l.now())
 	l.noteLostLog(in.msg)
 	var commit uint64
 	if in.staged != nil {
@@ -346,12 +351,16 @@ func (l *loop) failWaiters(err error, before uint64) {
 }
 
 func (l *loop) shutdown() {
+	err := l.n.stoppedErr()
+	if l.n.removal.removed() {
+		err = &RemovedError{ID: l.n.id}
+	}
 	for _, p := range l.batch {
-		p.finish(result{err: ErrStopped})
+		p.finish(result{err: err})
 	}
 	l.batch = nil
-	l.failWaiters(ErrStopped, 0)
-	l.reads.failAll(ErrStopped)
+	l.failWaiters(err, 0)
+	l.reads.failAll(err)
 	for _, st := range l.staged {
 		st.Discard()
 	}

@@ -20,8 +20,12 @@ import (
 // does not stall commits while it catches up.
 const promoteSlack = 64
 
-// errAlreadyApplied: the requested change is already in effect.
-var errAlreadyApplied = errors.New("raft: change already in effect")
+// heardGrace is how many election timeouts a membership change waits for
+// members the leader has not heard from (a learner to promote, the voters
+// a removal would leave) before it is refused: just after an election, or
+// after a learner's node started, the leader may not have heard from them
+// yet.
+const heardGrace = 3
 
 // ErrLastVoter: RemoveMember would leave the group without voters.
 var ErrLastVoter = errs.Classed(errs.ErrBadRequest, "raft: cannot remove the last voter")
@@ -41,9 +45,13 @@ func (n *Node) AddMember(ctx context.Context, id uint64, addr string) error {
 	return n.changeMembers(ctx, pb.ConfChangeAddLearnerNode, id, addr)
 }
 
-// PromoteMember makes learner id a voter. It waits until the learner's log
-// is within a few entries of the leader's (so the promotion does not stall
-// commits), retrying each tick until ctx ends. Promoting a voter is a no-op.
+// PromoteMember makes learner id a voter. It waits while the learner
+// catches up, until its log is within a few entries of the leader's (so
+// the promotion does not stall commits), retrying each tick until ctx
+// ends. A learner the leader has not heard from within a few election
+// timeouts (heardGrace: its node never started, or cannot be reached)
+// is refused then with ErrLearnerNotReady, saying so, as etcd refuses a learner not in
+// sync; a voter is refused with ErrNotLearner.
 func (n *Node) PromoteMember(ctx context.Context, id uint64) error {
 	return n.changeMembers(ctx, pb.ConfChangeAddNode, id, "")
 }
@@ -52,16 +60,29 @@ func (n *Node) PromoteMember(ctx context.Context, id uint64) error {
 // allowed: it steps down once the change is applied. Its lease is revoked
 // at that moment, and CheckQuorum's vote suppression in the remaining nodes
 // still covers the rest of the lease it had handed out. Removing a voter
-// waits (retrying each tick until ctx ends) while the voters left would
-// not include a quorum of members heard from lately: it would stop every
-// commit, this change's undoing included.
+// is refused with ErrNoQuorum (after a few election timeouts, heardGrace)
+// while the voters left would not include a quorum of members heard from
+// lately: it would stop every commit, this change's undoing included.
+//
+// A removed member is told so (raft/peer/removal.go) and stops serving;
+// RemoveMember waits (a few election timeouts at most) until it has, so
+// that a removal once acknowledged leaves no node serving stale reads,
+// unless the removed node is cut off (then it learns when it next talks to
+// a member).
 func (n *Node) RemoveMember(ctx context.Context, id uint64) error {
-	return n.changeMembers(ctx, pb.ConfChangeRemoveNode, id, "")
+	if err := n.changeMembers(ctx, pb.ConfChangeRemoveNode, id, ""); err != nil {
+		return err
+	}
+	if id != n.id && !n.peers.FarewellDone(ctx, id) {
+		n.log.Warn("removed member did not confirm it stopped; it stops when it next talks to a member", "member", id)
+	}
+	return nil
 }
 
 func (n *Node) changeMembers(ctx context.Context, typ pb.ConfChangeType, id uint64, addr string) error {
 	n.confMu.Lock()
 	defer n.confMu.Unlock()
+	start := time.Now()
 	for {
 		if st := n.Status(); !st.IsLeader {
 			return n.notLeader(st.LeaderID)
@@ -77,7 +98,11 @@ func (n *Node) changeMembers(ctx context.Context, typ pb.ConfChangeType, id uint
 			done: make(chan result, 1),
 		}
 		err := n.propose(ctx, p).err
-		if !errors.Is(err, ErrConfChangeBusy) {
+		switch {
+		case (errors.Is(err, ErrLearnerNotReady) || errors.Is(err, ErrNoQuorum)) &&
+			time.Since(start) < heardGrace*n.cfg.electionTimeout():
+			// Not heard from yet is not down yet (heardGrace).
+		case !errors.Is(err, ErrConfChangeBusy):
 			return err
 		}
 		select {
@@ -120,19 +145,11 @@ func (l *loop) checkConfChange(cc *pb.ConfChange) error {
 	case pb.ConfChangeAddNode:
 		switch {
 		case voter:
-			return errAlreadyApplied
+			return fmt.Errorf("%w: member %d is already a voter", ErrNotLearner, id)
 		case !learner:
 			return fmt.Errorf("%w: %d", ErrMemberNotFound, id)
 		}
-		// A learner that has acknowledged nothing (its node never ran),
-		// or nothing lately, is not caught up however short the log: on a
-		// young cluster match 0 is within promoteSlack of the end, and
-		// promoting an absent learner of a one-node cluster stopped every
-		// commit.
-		match, active := l.progressOf(id)
-		if last := l.lastIndex(); match == 0 || !active || match+promoteSlack < last {
-			return fmt.Errorf("%w: learner %d has log up to %d of %d (recently active: %v)", ErrConfChangeBusy, id, match, last, active)
-		}
+		return l.checkPromotion(id)
 	case pb.ConfChangeRemoveNode:
 		switch {
 		case !voter && !learner:
@@ -146,13 +163,39 @@ func (l *loop) checkConfChange(cc *pb.ConfChange) error {
 	return nil
 }
 
-// checkQuorumWithout refuses, as busy, removing voter id while the voters
+// checkPromotion refuses to promote learner id until it is caught up. A
+// learner that has acknowledged nothing (its node never ran), or nothing
+// lately, is not caught up however short the log: on a young cluster
+// match 0 is within promoteSlack of the end, and promoting an absent
+// learner of a one-node cluster stopped every commit. Such a learner is
+// not ready (ErrLearnerNotReady: changeMembers gives up on it); one that
+// is catching up is busy (changeMembers waits for it).
+func (l *loop) checkPromotion(id uint64) error {
+	match, active := l.progressOf(id)
+	last := l.lastIndex()
+	switch {
+	case match == 0 && !active:
+		return fmt.Errorf("%w: learner %d has not been heard from: is its node running (kvd --id %d --join), and can the leader reach %s?",
+			ErrLearnerNotReady, id, id, l.n.PeerAddr(id))
+	case !active:
+		return fmt.Errorf("%w: learner %d has not been heard from lately (its log matches up to %d of %d)",
+			ErrLearnerNotReady, id, match, last)
+	case match == 0 || match+promoteSlack < last:
+		// Raft counts a learner just added as recently active until the
+		// leader's next quorum check; one receiving a snapshot stays so.
+		return fmt.Errorf("%w: learner %d is not caught up: match %d of %d", ErrConfChangeBusy, id, match, last)
+	}
+	return nil
+}
+
+// checkQuorumWithout refuses (ErrNoQuorum) removing voter id while the voters
 // left would not include a quorum of members heard from lately (as etcd's
 // strict reconfiguration check does): with one of three voters down,
 // removing another live one left two voters, one of them down, and nothing
 // committed until the down one came back, not even a change to undo it.
 // The leader counts itself. Just after an election no follower
-// has answered yet, so the caller's retries (changeMembers) ride that out.
+// has answered yet, so the caller's retries (changeMembers, heardGrace)
+// ride that out.
 func (l *loop) checkQuorumWithout(id uint64, voters []uint64) error {
 	rest, active := 0, 0
 	for _, v := range voters {
@@ -165,8 +208,8 @@ func (l *loop) checkQuorumWithout(id uint64, voters []uint64) error {
 		}
 	}
 	if need := rest/2 + 1; active < need {
-		return fmt.Errorf("%w: removing %d would leave %d voters of which %d were heard from lately, fewer than a quorum (%d)",
-			ErrConfChangeBusy, id, rest, active, need)
+		return fmt.Errorf("%w: removing member %d would leave %d voters of which only %d were heard from lately, fewer than a quorum (%d): "+
+			"bring the down members back, or remove them first", ErrNoQuorum, id, rest, active, need)
 	}
 	return nil
 }

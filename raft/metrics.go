@@ -26,6 +26,8 @@ type metrics struct {
 	// followerDataLost counts a follower's append rejections showing it
 	// lost entries it had acknowledged (lostlog.go).
 	followerDataLost prometheus.Counter
+	// reach are the per-peer reachability series (reach.go).
+	reach reachMetrics
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -61,7 +63,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "kvd_raft_proposals_held",
 			Help: "Commands the leader holds for its next batch while its previous batch is uncommitted.",
 		}),
-		peer: peer.NewMetrics(),
+		peer:  peer.NewMetrics(),
+		reach: newReachMetrics(),
 	}
 	if err := promreg.Register(reg, m.collectors()); err != nil {
 		return nil, err
@@ -72,7 +75,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 func (m *metrics) collectors() []prometheus.Collector {
 	return append([]prometheus.Collector{m.term, m.leaderID, m.isLeader, m.commit, m.applied, m.leaseValid,
 		m.committed, m.failed, m.leaderChanges, m.syncDuration, m.proposalBatch, m.proposalsHeld,
-		m.followerDataLost}, m.peer.Collectors()...)
+		m.followerDataLost}, append(m.reach.collectors(), m.peer.Collectors()...)...)
 }
 
 // unregister removes the series so a reopened node can register again.

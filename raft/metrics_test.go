@@ -1,11 +1,13 @@
 package raft
 
 import (
+	"strconv"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/kvd-project/kvd/internal/kvdtest/peertest"
 	"github.com/kvd-project/kvd/internal/kvdtest/wait"
 )
 
@@ -64,4 +66,58 @@ func TestMetrics(t *testing.T) {
 	}
 	c.start(1, false)
 	c.leader()
+}
+
+// peerGauge is the value of gauge name for peer id in reg, and whether
+// the series exists.
+func peerGauge(t *testing.T, reg *prometheus.Registry, name string, id uint64) (float64, bool) {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == "peer" && lp.GetValue() == strconv.FormatUint(id, 10) {
+					return m.GetGauge().GetValue(), true
+				}
+			}
+		}
+	}
+	return 0, false
+}
+
+// TestUnreachableLearnerIsShown: the leader shows a learner it has never
+// heard from (its node not started) as unreachable, in kvd_peer_reachable
+// and in a warning, and as reachable, with a last contact, once it runs.
+// Without observePeers nothing on any node showed it.
+func TestUnreachableLearnerIsShown(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	var logs peertest.LogCapture
+	cfg := testConfig()
+	cfg.Registerer, cfg.Logger = reg, logs.Logger()
+	c := newCluster(t, 1, cfg)
+	lead := c.leader()
+	n2 := c.reserve(2)
+	if err := lead.node.AddMember(ctxT(t), 2, n2.addr); err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, "learner 2 shown unreachable", func() bool {
+		v, ok := peerGauge(t, reg, "kvd_peer_reachable", 2)
+		return ok && v == 0 && logs.Contains("learner unreachable") && logs.Contains("peer=2")
+	})
+	if _, ok := peerGauge(t, reg, "kvd_peer_last_contact_seconds", 2); ok {
+		t.Fatal("a last contact with a learner that never ran")
+	}
+	c.base.Registerer, c.base.Logger = nil, peertest.Logger() // the registry is the leader's
+	c.start(2, true)
+	wait.For(t, "learner 2 shown reachable", func() bool {
+		v, ok := peerGauge(t, reg, "kvd_peer_reachable", 2)
+		_, heard := peerGauge(t, reg, "kvd_peer_last_contact_seconds", 2)
+		return ok && v == 1 && heard
+	})
 }

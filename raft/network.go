@@ -1,6 +1,7 @@
 package raft
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -27,8 +28,12 @@ type peerNetwork interface {
 	AbortTransfers()
 	// Known returns the members sent to or served.
 	Known() []uint64
-	// Remove forgets a member that left, closing its sessions.
-	Remove(id uint64)
+	// Remove forgets a member that left, closing its sessions; a removed
+	// one is told so at addr (its farewell).
+	Remove(id uint64, addr string)
+	// FarewellDone waits until removed member id acknowledged its
+	// farewell (true), or it gave up or ctx ended (false).
+	FarewellDone(ctx context.Context, id uint64) bool
 	// Serve serves an accepted peer connection (ServePeer).
 	Serve(conn transport.Conn, first []byte)
 	// ClusterID is the node's cluster id (0 while a joining node has not
@@ -89,11 +94,12 @@ func (h host) Deliver(m *pb.Message, staged *store.Staged) error {
 	case h.n.recvc <- inbound{msg: m, staged: staged}:
 		return nil
 	case <-h.n.stopc:
-		if staged != nil {
-			staged.Discard()
-		}
-		return ErrStopped
+	case <-h.n.donec: // stopped on a storage failure or a removal
 	}
+	if staged != nil {
+		staged.Discard()
+	}
+	return ErrStopped
 }
 
 // ReportUnreachable passes the report to the loop if there is room;
@@ -123,6 +129,8 @@ func (h host) PeerAddr(id uint64) string              { return h.n.PeerAddr(id) 
 func (h host) LearnAddr(id uint64, addr string)       { h.n.learnAddr(id, addr) }
 func (h host) LearnClientAddr(id uint64, addr string) { h.n.learnClientAddr(id, addr) }
 func (h host) CheckConn(conn transport.Conn) error    { return h.n.checkMessageLimit(conn) }
+func (h host) IsRemoved(id uint64) bool               { return h.n.store.Removed(id) }
+func (h host) Removed(by uint64)                      { h.n.stopRemoved(by, false) }
 
 // checkMessageLimit refuses a peer connection that cannot carry the
 // largest message raft may need to send on it: raft would resend such a

@@ -43,6 +43,8 @@ type Node struct {
 	// failure records a storage failure: the store's fault or the error
 	// that stopped the loop (storage.go).
 	failure *failure
+	// removal stops the node once it learns it was removed (removal.go).
+	removal removal
 
 	// useMu keeps Acquire's holders off the store while Close closes it.
 	useMu       sync.RWMutex
@@ -159,6 +161,7 @@ func open(cfg Config, newNet newNetwork) (n *Node, lp *loop, err error) {
 		stopc:     make(chan struct{}),
 		donec:     make(chan struct{}),
 		failure:   fail,
+		removal:   removal{stopc: make(chan struct{})},
 	}
 	n.nextReq.Store(rand.Uint64() >> 1)
 	n.initAddrs()
@@ -214,8 +217,8 @@ func (n *Node) discardInbound() {
 // stoppedErr is the error for requests made after the loop exited: the
 // storage failure that stopped it (a *StorageError), if any.
 func (n *Node) stoppedErr() error {
-	if se := n.failure.get(); se != nil {
-		return se
+	if err := n.failure.get(); err != nil {
+		return err
 	}
 	return ErrStopped
 }
@@ -225,6 +228,11 @@ func (n *Node) Status() Status {
 	n.statusMu.Lock()
 	st := n.status
 	n.statusMu.Unlock()
+	if n.removal.removed() {
+		// Stopped (removal.go): what waits for a leader's news (a watch,
+		// /healthz) goes elsewhere.
+		st.LeaderID, st.IsLeader, st.LeaderReady = 0, false, false
+	}
 	st.LeaseValid = st.IsLeader && n.lease.valid()
 	return st
 }
@@ -339,10 +347,11 @@ func (n *Node) forgetPeer(id uint64) {
 		return
 	}
 	n.addrMu.Lock()
+	addr := n.addrs[id]
 	delete(n.addrs, id)
 	delete(n.clientAddrs, id)
 	n.addrMu.Unlock()
-	n.peers.Remove(id)
+	n.peers.Remove(id, addr)
 }
 
 func (n *Node) notLeader(lead uint64) error {

@@ -27,7 +27,7 @@ type completion struct {
 }
 
 func (l *loop) handleReadies() error {
-	for l.rn.HasReady() {
+	for l.rn.HasReady() && !l.n.removal.removed() {
 		if err := l.handleReady(); err != nil {
 			return err
 		}
@@ -212,6 +212,7 @@ func (l *loop) softState(ss *etcdraft.SoftState) {
 	}
 	l.readyFlag.becameLeader = !wasLeader && l.isLeader
 	if l.readyFlag.becameLeader {
+		l.reach.leadSince = l.now()
 		l.sm.Lead(true)
 	}
 }
@@ -259,6 +260,10 @@ func (l *loop) afterCommit() {
 		}
 		for _, id := range sc.removed {
 			l.n.forgetPeer(id)
+		}
+		if l.removed() {
+			// Before the removal is acknowledged (sc.done, below).
+			l.n.stopRemoved(0, true)
 		}
 	}
 	for _, c := range sc.done {

@@ -29,26 +29,39 @@ import (
 // The node cannot recover in place; its process should exit, and a restart
 // once the disk is fixed recovers everything that was acknowledged.
 
-// failure is a node's storage failure record.
+// failure is a node's failure record: a storage failure (*StorageError)
+// or its removal from the cluster (*RemovedError, removal.go), whichever
+// came first.
 type failure struct {
 	once sync.Once
 	done chan struct{}
-	err  atomic.Pointer[StorageError]
+	err  atomic.Pointer[error]
 }
 
 func newFailure() *failure { return &failure{done: make(chan struct{})} }
 
 // set records err (a fault's cause, or the error that stopped the loop) as
 // the node's failure, unless one is recorded, and returns the recorded one.
-func (f *failure) set(err error) *StorageError {
-	f.once.Do(func() {
-		f.err.Store(asStorageError(err))
-		close(f.done)
-	})
-	return f.err.Load()
+func (f *failure) set(err error) error {
+	return f.record(asStorageError(err))
 }
 
-func (f *failure) get() *StorageError { return f.err.Load() }
+// record records err as it is, unless a failure is recorded, and returns
+// the recorded one.
+func (f *failure) record(err error) error {
+	f.once.Do(func() {
+		f.err.Store(&err)
+		close(f.done)
+	})
+	return f.get()
+}
+
+func (f *failure) get() error {
+	if p := f.err.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
 
 // asStorageError names err's root cause: a store fault's cause rather
 // than the layers of context wrapped around it.
@@ -64,15 +77,11 @@ func asStorageError(err error) *StorageError {
 	return &StorageError{Err: err}
 }
 
-// Failure returns why the node stopped on a storage failure (a
-// *StorageError), or nil while it has not. Once non-nil it stays so, and
-// the node serves no more requests: its process should exit.
-func (n *Node) Failure() error {
-	if se := n.failure.get(); se != nil {
-		return se
-	}
-	return nil
-}
+// Failure returns why the node stopped for good: a storage failure (a
+// *StorageError) or its removal from the cluster (a *RemovedError), or
+// nil while it has not. Once non-nil it stays so, and the node serves no
+// more requests: its process should exit.
+func (n *Node) Failure() error { return n.failure.get() }
 
 // Failed is closed when the node fails (Failure becomes non-nil).
 func (n *Node) Failed() <-chan struct{} { return n.failure.done }

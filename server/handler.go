@@ -90,6 +90,9 @@ func (s *Server) serveConn(conn transport.Conn, role listenRole) {
 			s.connRefused(transport.ReasonMalformed, conn.RemoteAddr(), err)
 			return
 		}
+		if s.refusal.Load() != nil && (isWatchOp(req.Op) || req.Op == wire.OpSnapshot) {
+			return // removed (removeFence): the client resumes elsewhere
+		}
 		if isWatchOp(req.Op) {
 			if watches == nil {
 				watches = s.startWatchConn(ctx, conn, budget, &slow)
@@ -222,6 +225,9 @@ func (s *Server) respond(c *replyConn, req *wire.Request, reserved int) {
 }
 
 func (s *Server) handle(ctx context.Context, req *wire.Request) wire.Response {
+	if r := s.refusal.Load(); r != nil { // removed (removeFence)
+		return s.errResponse(*r)
+	}
 	switch req.Op {
 	case wire.OpHello:
 		return s.hello()

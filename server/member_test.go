@@ -62,3 +62,26 @@ func TestMemberAddRefusesAnAddressInUse(t *testing.T) {
 		t.Errorf("member add of removed id 9: status %d %q, want bad request", resp.Status, resp.Value)
 	}
 }
+
+// TestMemberPromoteRefusals: promoting a voter, or a learner whose node
+// never ran, is refused as a bad request saying why, as etcd refuses
+// them, instead of succeeding silently or waiting out the client's
+// deadline.
+func TestMemberPromoteRefusals(t *testing.T) {
+	s := floodServer(t, Config{}, tcp.Config{})
+	ctx := context.Background()
+	promote := func(id string) wire.Response {
+		req := wire.Request{Op: wire.OpMemberPromote, Key: []byte(id)}
+		return s.handle(ctx, &req)
+	}
+	if resp := promote("1"); resp.Status != wire.StatusBadRequest || !strings.Contains(string(resp.Value), "member 1 is already a voter") {
+		t.Errorf("member promote of voter 1: status %d %q, want bad request", resp.Status, resp.Value)
+	}
+	add := wire.Request{Op: wire.OpMemberAdd, Key: []byte("9"), Value: []byte("127.0.0.1:9")}
+	if resp := s.handle(ctx, &add); resp.Status != wire.StatusOK {
+		t.Fatalf("member add 9: status %d %q", resp.Status, resp.Value)
+	}
+	if resp := promote("9"); resp.Status != wire.StatusBadRequest || !strings.Contains(string(resp.Value), "learner 9 has not been heard from") {
+		t.Errorf("member promote of learner 9, never started: status %d %q, want bad request", resp.Status, resp.Value)
+	}
+}

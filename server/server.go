@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/kvd-project/kvd/internal/errs"
 	"github.com/kvd-project/kvd/internal/kv"
 	"github.com/kvd-project/kvd/internal/mirror"
 	"github.com/kvd-project/kvd/internal/ratelog"
@@ -36,6 +37,9 @@ type Server struct {
 	// frozen is the freeze under way, from Freeze until the thaw; nil
 	// when there is none (freeze.go).
 	frozen atomic.Pointer[freezeGate]
+	// refusal answers every request once the node was removed from the
+	// cluster (removeFence); nil until then.
+	refusal atomic.Pointer[error]
 
 	ctx       context.Context
 	cancel    context.CancelFunc
@@ -146,7 +150,7 @@ func (s *Server) peerAddr() string {
 // mirror (mirror.Start).
 func (s *Server) openNode() (mirror.Store, error) {
 	rc := s.cfg.raftConfig()
-	rc.OnLease, rc.Logger = s.mirror.OnLease, s.log
+	rc.OnLease, rc.OnRemoved, rc.Logger = s.mirror.OnLease, s.removeFence, s.log
 	rc.ClientAddr = s.clientAddr()
 	var err error
 	s.kv, err = kv.Open(kv.Config{Raft: rc, Publisher: s.mirror, LeaseClock: s.cfg.LeaseClock})
@@ -191,12 +195,18 @@ func (s *Server) KV() *kv.Store { return s.kv }
 // Node is the server's Raft node, for tests and tools.
 func (s *Server) Node() *raft.Node { return s.node }
 
-// Failure returns why the node stopped on a storage failure (a disk that
-// refused a write, a failed fsync; errors.Is(err, raft.ErrStorage)), or nil
-// while it runs. A failed server answers every write, and every read that
-// needs the node, with the failure (wire.StatusStorage), and reports it in
-// Status (StorageError); it cannot recover: its process should exit and be
-// restarted once the disk is fixed (cmd/kvd does so).
+// Failure returns why the node stopped for good, or nil while it runs:
+//
+//   - a storage failure (a disk that refused a write, a failed fsync;
+//     errors.Is(err, raft.ErrStorage)). The server answers every write,
+//     and every read that needs the node, with the failure
+//     (wire.StatusStorage), and reports it in Status (StorageError); its
+//     process should exit and be restarted once the disk is fixed;
+//   - its removal from the cluster (errors.Is(err, raft.ErrRemoved)). The
+//     server serves nothing more (removeFence); its process should exit,
+//     and its data directory refuses to start again.
+//
+// cmd/kvd exits naming the failure in both cases.
 func (s *Server) Failure() error { return s.node.Failure() }
 
 // Failed is closed when the node fails (Failure becomes non-nil).
@@ -209,6 +219,21 @@ func (s *Server) storageFailure() string {
 		return se.Err.Error()
 	}
 	return ""
+}
+
+// removeFence is the node's raft.Config.OnRemoved: a removed member
+// withdraws every read it serves, at once, before its removal is
+// acknowledged. The region is zeroed (one-sided readers find nothing they
+// could take for a value, and go elsewhere), and every client request
+// from now on is refused as not applied, naming the removal, so clients
+// try another endpoint (a watch or a backup stream has its connection
+// closed, and resumes elsewhere); a reply already being computed still
+// goes out (the removed leader's own "member remove").
+func (s *Server) removeFence(err error) {
+	refusal := errs.Classed(errs.ErrNotApplied, err.Error())
+	s.refusal.Store(&refusal)
+	s.mirror.Retire()
+	s.log.Info("removed from the cluster: the region is withdrawn and every request refused")
 }
 
 // Close stops accepting, closes every connection, waits for requests in

@@ -409,7 +409,12 @@ const (
 // restarting kvd once the disk is fixed recovers every acknowledged write.
 func storageExit(srv *server.Server, httpSrv *http.Server, log *slog.Logger) error {
 	err := srv.Failure()
-	log.Error("storage failure: exiting; restart kvd once the disk is fixed", "err", err, "exit_in", storageExitLinger)
+	if errors.Is(err, raft.ErrRemoved) {
+		log.Error("removed from the cluster: exiting; to reuse this machine, wipe the data directory and add it again under a new member id",
+			"err", err, "exit_in", storageExitLinger)
+	} else {
+		log.Error("storage failure: exiting; restart kvd once the disk is fixed", "err", err, "exit_in", storageExitLinger)
+	}
 	time.Sleep(storageExitLinger)
 	done := make(chan struct{})
 	go func() {

@@ -16,6 +16,9 @@ func (m *Mirror) Apply(ws []kv.Write) {
 	}
 	m.tmu.Lock()
 	defer m.tmu.Unlock()
+	if m.retired {
+		return // the region is withdrawn (Retire)
+	}
 	if len(ws) > 0 && ws[0].Atomic {
 		m.applyAtomicLocked(ws) // a transaction: one-sided readers see all of it or none (atomic.go)
 	} else {

@@ -35,6 +35,9 @@ func (m *Mirror) setRebuilding(on bool) {
 }
 
 func (m *Mirror) publishLeaseLocked() {
+	if m.retired {
+		return
+	}
 	var w uint64
 	if !m.rebuilding && !m.leaseExpiry.IsZero() {
 		w = uint64(monoclock.At(m.leaseExpiry))

@@ -44,6 +44,9 @@ type Mirror struct {
 	leaseExpiry time.Time
 	rebuilding  bool
 	leaseValid  bool // the word last published was non-zero
+	// retired: the region was withdrawn (Retire) and is written no more;
+	// written holding both locks, like rebuilding.
+	retired bool
 
 	counts counters
 

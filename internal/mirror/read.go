@@ -22,6 +22,10 @@ import "context"
 func (m *Mirror) Get(ctx context.Context, key []byte) (value []byte, version uint64, ok bool, err error) {
 	for {
 		m.tmu.Lock()
+		if m.retired {
+			m.tmu.Unlock()
+			return nil, 0, false, ErrRetired
+		}
 		value, version, ok, err = m.tbl.Get(key)
 		switch {
 		case err != nil:

@@ -116,3 +116,26 @@ func (s *Store) RestoredFrom() ([]byte, error) {
 	raw, _, err := s.getRaw(keyRestored)
 	return raw, err
 }
+
+// RemovedBy is the member that told this node it was removed from the
+// cluster (SetRemovedBy), ok false if none did. A node that applied its
+// own removal has its tombstone (Removed) instead; either way it never
+// serves again.
+func (s *Store) RemovedBy() (by uint64, ok bool, err error) {
+	raw, ok, err := s.getRaw(keyRemoved)
+	if err != nil || !ok {
+		return 0, false, err
+	}
+	by, err = decodeU64(raw)
+	return by, err == nil, err
+}
+
+// SetRemovedBy records, durably, that member by told this node it was
+// removed from the cluster: a node removed while it was cut off never
+// applies its own removal, and must still refuse to start again.
+func (s *Store) SetRemovedBy(by uint64) error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	return s.setSynced(keyRemoved, encodeU64(by))
+}

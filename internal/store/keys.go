@@ -24,6 +24,7 @@ var (
 	keyClusterID = []byte("mcluster")
 	keyRestored  = []byte("mrestored")
 	keyNodeID    = []byte("mnode")
+	keyRemoved   = []byte("mremoved")
 
 	logStart    = []byte{prefixLog}
 	logEnd      = []byte{prefixLog + 1}

@@ -41,6 +41,12 @@ type Host interface {
 	ReportSnapshot(id, seq uint64, ok bool)
 	// IsMember reports whether id is a member of the cluster.
 	IsMember(id uint64) bool
+	// IsRemoved reports whether id was a member and was removed.
+	IsRemoved(id uint64) bool
+	// Removed tells the node that member by told it it was removed from
+	// the cluster (removal.go). It returns once the node serves nothing
+	// more: the caller then acknowledges the removal to by.
+	Removed(by uint64)
 	// PeerAddr is the address known for id ("" if none).
 	PeerAddr(id uint64) string
 	// LearnAddr records the address a peer announced, unless one is known.

@@ -16,6 +16,8 @@
 //   - the wire format (wire.go): the hello and the frames;
 //   - the cluster identity (identity.go): the id every hello carries, and
 //     how a node settles or learns it;
+//   - telling a removed member it was removed (removal.go): the farewell
+//     from members that apply its removal, and the answer to its hello;
 //   - the filter (filter.go): which sessions are admitted and which
 //     messages reach raft, with the refusal and drop reasons counted in
 //     kvd_raft_peer_refused_total and kvd_raft_peer_messages_dropped_total.

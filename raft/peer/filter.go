@@ -308,10 +308,11 @@ const (
 	RefuseMessageLimit    Refusal = "message_limit"    // the connection cannot carry raft's messages
 	RefuseStorage         Refusal = "storage_error"    // the learned cluster id could not be stored
 	RefuseNotPeer         Refusal = "not_peer"         // the connection's credential is not a peer's
+	RefuseRemoved         Refusal = "removed"          // the sender was a member and was removed (told so: removal.go)
 )
 
 var refusalReasons = []Refusal{RefuseNotPeer, RefuseMalformed, RefuseClusterMismatch, RefuseSelf, RefuseNotMember,
-	RefuseMessageLimit, RefuseStorage}
+	RefuseMessageLimit, RefuseStorage, RefuseRemoved}
 
 // ErrRefused is what the errors logged for refused sessions wrap.
 var ErrRefused = errors.New("raft: peer refused")

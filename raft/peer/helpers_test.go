@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -44,6 +45,8 @@ type fakeHost struct {
 	members     map[uint64]bool
 	addrs       map[uint64]string
 	clientAddrs map[uint64]string
+	removed     map[uint64]bool // ids removed (IsRemoved)
+	toldBy      []uint64        // the members that told this node it was removed
 }
 
 func newFakeHost() *fakeHost {
@@ -52,6 +55,7 @@ func newFakeHost() *fakeHost {
 		members:     map[uint64]bool{1: true, 2: true, 3: true},
 		addrs:       map[uint64]string{1: "a", 2: "b", 3: "c"},
 		clientAddrs: map[uint64]string{},
+		removed:     map[uint64]bool{},
 	}
 }
 
@@ -75,6 +79,25 @@ func (h *fakeHost) IsMember(id uint64) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.members[id]
+}
+
+func (h *fakeHost) IsRemoved(id uint64) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.removed[id]
+}
+
+func (h *fakeHost) Removed(by uint64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.toldBy = append(h.toldBy, by)
+}
+
+// told is the members that told this node it was removed, so far.
+func (h *fakeHost) told() []uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.toldBy)
 }
 
 func (h *fakeHost) PeerAddr(id uint64) string {

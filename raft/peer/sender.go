@@ -44,6 +44,8 @@ type Set struct {
 	// sessions are the served (inbound) peer connections by member, under
 	// mu: removing a member closes its sessions.
 	sessions map[uint64]map[transport.Conn]struct{}
+	// farewells are the removed members told so, under mu (removal.go).
+	farewells map[uint64]*farewellState
 	// staging is the snapshot data all sessions hold staged, bounded by
 	// twice Config.MaxSnapshotBytes (Reader.charge).
 	staging atomic.Int64
@@ -93,9 +95,10 @@ func New(ctx context.Context, cfg Config) (*Set, error) {
 	cfg = cfg.withDefaults()
 	s := &Set{
 		cfg: cfg, ctx: ctx, host: cfg.Host, log: cfg.Logger, metrics: cfg.Metrics,
-		peers:    make(map[uint64]*peer),
-		sessions: make(map[uint64]map[transport.Conn]struct{}),
-		conns:    make(map[transport.Conn]struct{}),
+		peers:     make(map[uint64]*peer),
+		sessions:  make(map[uint64]map[transport.Conn]struct{}),
+		farewells: make(map[uint64]*farewellState),
+		conns:     make(map[transport.Conn]struct{}),
 	}
 	s.ident.id.Store(cfg.ClusterID)
 	return s, nil
@@ -221,7 +224,14 @@ func (p *peer) endTransfer(t *transfer) {
 // Remove stops the sender to a member that left and closes the sessions
 // it had opened here: a removed node is no peer (Serve refuses it from
 // now on; see addSession for the race with a session being accepted).
-func (ps *Set) Remove(id uint64) {
+// If the member was removed (not merely absent from a snapshot's
+// membership), it is told so at addr (removal.go).
+func (ps *Set) Remove(id uint64, addr string) {
+	defer func() {
+		if ps.host.IsRemoved(id) {
+			ps.startFarewell(id, addr)
+		}
+	}()
 	ps.mu.Lock()
 	p := ps.peers[id]
 	delete(ps.peers, id)
@@ -389,6 +399,8 @@ func (p *peer) dial() (transport.Conn, error) {
 		conn.Close()
 		return nil, err
 	}
+	ps.wg.Add(1) // run's own count is held: the set is not closed yet
+	go p.watchRefusal(conn)
 	return conn, nil
 }
 

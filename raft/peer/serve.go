@@ -1,6 +1,7 @@
 package peer
 
 import (
+	"errors"
 	"fmt"
 
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -43,6 +44,10 @@ func (ps *Set) Serve(conn transport.Conn, first []byte) {
 	ps.addSession(h.From, conn)
 	defer ps.removeSession(h.From, conn)
 	if !ps.host.IsMember(h.From) { // after addSession: see there
+		if ps.host.IsRemoved(h.From) {
+			ps.refuseRemoved(conn, h.From)
+			return
+		}
 		ps.refuse(RefuseNotMember, conn, fmt.Errorf("%w: node %d is not a member", ErrRefused, h.From))
 		return
 	}
@@ -59,7 +64,9 @@ func (ps *Set) Serve(conn transport.Conn, first []byte) {
 			return
 		}
 		buf = msg
-		if err := r.Handle(msg); err != nil {
+		if err := r.Handle(msg); errors.Is(err, errRemovedNotice) {
+			return
+		} else if err != nil {
 			ps.log.Warn("dropping peer connection", "peer", h.From, "err", err)
 			return
 		}
@@ -132,6 +139,8 @@ func (r *Reader) Handle(frame []byte) error {
 			return fmt.Errorf("raft: bad snapshot message: %w", err)
 		}
 		return r.deliverSnapshot(id, m)
+	case FrameRemoved:
+		return r.handleRemoved(frame)
 	}
 	return fmt.Errorf("raft: unknown frame type %q", frame[0])
 }

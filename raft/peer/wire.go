@@ -19,7 +19,8 @@ import (
 //
 // The accepting node answers nothing: it serves the connection only if the
 // hello names its own cluster id (never 0; see identity.go) and a sender
-// that is one of its members, and closes it otherwise. Every node checks
+// that is one of its members, and closes it otherwise (answering a removed
+// member's hello with the 'R' frame first: removal.go). Every node checks
 // the hellos of the sessions it serves, and a node takes raft messages only
 // from sessions it serves, so both directions between two nodes are
 // checked, each by its receiver. The address (at most maxHelloAddr bytes)
@@ -40,6 +41,7 @@ import (
 //	                                       TTL lease records (store/lease.go),
 //	                                       after the data, in key order
 //	'S' id | raftpb.Message (protobuf)     the MsgSnap that ends the transfer
+//	'R' le64 member id                     that member was removed (removal.go)
 //
 // (A node without TTL leases takes an 'L' frame for an unknown frame and
 // drops the session: upgrade every node before granting leases.)
