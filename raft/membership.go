@@ -56,8 +56,11 @@ func (n *Node) PromoteMember(ctx context.Context, id uint64) error {
 	return n.changeMembers(ctx, pb.ConfChangeAddNode, id, "")
 }
 
-// RemoveMember removes node id (voter or learner). Removing the leader is
-// allowed: it steps down once the change is applied. Its lease is revoked
+// RemoveMember removes node id (voter or learner). Removing the leader
+// hands leadership off first, as etcd does (handOff), and returns a
+// *NotLeaderError naming the new leader, which the caller asks instead;
+// if no voter takes over, the leader removes itself and steps down once
+// the change is applied. Its lease is revoked
 // at that moment, and CheckQuorum's vote suppression in the remaining nodes
 // still covers the rest of the lease it had handed out. Removing a voter
 // is refused with ErrNoQuorum (after a few election timeouts, heardGrace)
@@ -70,6 +73,13 @@ func (n *Node) PromoteMember(ctx context.Context, id uint64) error {
 // unless the removed node is cut off (then it learns when it next talks to
 // a member).
 func (n *Node) RemoveMember(ctx context.Context, id uint64) error {
+	if id == n.id && n.Status().IsLeader {
+		if lead, ok := n.handOff(ctx); ok {
+			// Not applied here: the caller (the client) asks the new
+			// leader, which removes this node as a follower.
+			return n.notLeader(lead)
+		}
+	}
 	if err := n.changeMembers(ctx, pb.ConfChangeRemoveNode, id, ""); err != nil {
 		return err
 	}
@@ -244,4 +254,26 @@ func (n *Node) isMember(id uint64) bool {
 	}
 	_, ok := n.store.Member(id)
 	return ok
+}
+
+// handOff moves leadership from this node, about to be removed, to another
+// voter (TransferLeadership, which gives the read lease up first), trying
+// the voters in id order until one takes over; it reports the new leader.
+// A removed leader would otherwise leave the cluster without one for an
+// election timeout.
+func (n *Node) handOff(ctx context.Context) (lead uint64, ok bool) {
+	for _, m := range n.Members() {
+		if m.ID == n.id || m.IsLearner {
+			continue
+		}
+		err := n.TransferLeadership(ctx, m.ID)
+		if err == nil {
+			return m.ID, true
+		}
+		n.log.Info("handing leadership off before this node's removal", "to", m.ID, "err", err)
+		if st := n.Status(); !st.IsLeader {
+			return st.LeaderID, st.LeaderID != 0
+		}
+	}
+	return 0, false
 }

@@ -65,3 +65,28 @@ func TestRemovedMemberStops(t *testing.T) {
 		})
 	}
 }
+
+// TestRemovingTheLeaderHandsOff: RemoveMember of the leader itself first
+// hands leadership to another voter, as etcd does, and answers with the
+// new leader, which then removes the old one as a follower. Without
+// handOff the leader removed itself and the others had no leader for an
+// election timeout.
+func TestRemovingTheLeaderHandsOff(t *testing.T) {
+	c := newCluster(t, 3, testConfig())
+	c.put("a", "1")
+	old := c.leader()
+	err := old.node.RemoveMember(ctxT(t), old.id)
+	var nl *NotLeaderError
+	if !errors.As(err, &nl) || nl.LeaderID == 0 || nl.LeaderID == old.id {
+		t.Fatalf("RemoveMember of the leader itself = %v, want a *NotLeaderError naming the new leader", err)
+	}
+	if got := old.node.Members(); len(got) != 3 {
+		t.Fatalf("the leader removed itself before handing off: members %v", got)
+	}
+	if err := c.nodes[nl.LeaderID].node.RemoveMember(ctxT(t), old.id); err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, "the old leader to stop", func() bool {
+		return errors.Is(old.node.Failure(), ErrRemoved)
+	})
+}
