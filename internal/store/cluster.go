@@ -116,3 +116,7 @@ func (s *Store) RestoredFrom() ([]byte, error) {
 	raw, _, err := s.getRaw(keyRestored)
 	return raw, err
 }
+
+// DiskSize is the bytes the database takes on disk, as Pebble counts them
+// (its sstables, write-ahead log and other files).
+func (s *Store) DiskSize() uint64 { return s.db.Metrics().DiskSpaceUsage() }
