@@ -240,10 +240,14 @@ func (c *Client) leaderCallFrom(ctx context.Context, req *wire.Request, idempote
 	// NotLeaderError is a refusal before proposing, but does not wrap
 	// ErrNotApplied).
 	fail := func(cause error) error {
+		var err error
 		if !idempotent && f.last != nil && notApplied(f.last) && !errors.Is(f.last, ErrNotApplied) {
-			return f.err(cause, ErrNotApplied)
+			err = f.err(cause, ErrNotApplied)
+		} else {
+			err = f.err(cause)
 		}
-		return f.err(cause)
+		err.(*unavailableError).write = !idempotent
+		return err
 	}
 	for {
 		targets := c.targets()
@@ -465,4 +469,20 @@ func (c *Client) RemoveMember(ctx context.Context, id uint64) error {
 	defer cancel()
 	_, err := c.leaderCall(ctx, &wire.Request{Op: wire.OpMemberRemove, Key: strconv.AppendUint(nil, id, 10)}, false)
 	return err
+}
+
+// Health checks that endpoint serves a linearizable read: a ReadIndex GET
+// at that node, which confirms with a quorum through it (as etcdctl
+// endpoint health reads a key). The key need not exist. An endpoint of
+// another cluster than the client's is unhealthy (ErrClusterMismatch).
+func (c *Client) Health(ctx context.Context, endpoint string) error {
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	_, err := c.callAt(ctx, endpoint, &wire.Request{Op: wire.OpGet, Flags: wire.ReadIndex, Key: []byte(probeKey)})
+	if err == nil || errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	var f failures
+	f.add(endpoint, err)
+	return f.err(ctx.Err())
 }

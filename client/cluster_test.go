@@ -177,5 +177,10 @@ func TestLostQuorumSaysNoLeader(t *testing.T) {
 	if !strings.Contains(err.Error(), live.Addr+": knows no leader") {
 		t.Errorf("put without quorum: %q does not name the live node's answer", err)
 	}
-	t.Logf("%v", err)
+	// A read's barrier finds no leader too: the server answers "not
+	// leader, leader unknown" for it, which the client names.
+	_, err = c.Get(context.Background(), []byte("k"), client.WithConsistency(client.ReadIndex))
+	if !errors.Is(err, client.ErrNoLeader) || !strings.Contains(err.Error(), live.Addr+": knows no leader") {
+		t.Fatalf("readindex get without quorum: %v, want ErrNoLeader naming %s", err, live.Addr)
+	}
 }

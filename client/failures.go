@@ -88,6 +88,7 @@ func (f *failures) err(ctxErr error, extra ...error) error {
 // unavailableError is a request that no node could serve.
 type unavailableError struct {
 	noLeader bool
+	write    bool // a write: say whether it was applied
 	ctxErr   error
 	causes   []string
 	wrapped  []error
@@ -105,8 +106,8 @@ func (e *unavailableError) Error() string {
 	if len(e.causes) > 0 {
 		b.WriteString(": " + strings.Join(e.causes, "; "))
 	}
-	if errors.Is(e, ErrNotApplied) {
-		b.WriteString(" (not applied)")
+	if e.write && errors.Is(e, ErrNotApplied) {
+		b.WriteString(" (the write was not applied)")
 	}
 	return b.String()
 }

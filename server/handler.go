@@ -370,8 +370,16 @@ func quoteAtMost(b []byte, n int) string {
 }
 
 // errResponse maps an error onto a wire status; nil is OK. The table is
-// internal/errs', which the client decodes with.
-func (s *Server) errResponse(err error) wire.Response { return errs.Encode(err) }
+// internal/errs', which the client decodes with. A read refused for want
+// of a leader is answered "not leader, leader unknown", which a client of
+// any version retries as it does a refusal, and from which the client says
+// "no leader" when it gives up.
+func (s *Server) errResponse(err error) wire.Response {
+	if errors.Is(err, raft.ErrNoLeader) {
+		return errs.Encode(&raft.NotLeaderError{})
+	}
+	return errs.Encode(err)
+}
 
 func badRequest(msg string) wire.Response {
 	return wire.Response{Status: wire.StatusBadRequest, Value: []byte(msg)}
