@@ -71,7 +71,11 @@ func TestClientRefusesAnotherCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	a[0].Stop() // the client must now try b, and refuse it
-	err := c.Put(ctx, []byte("k"), []byte("b"))
+	// A read first: a write whose connection the stop closed under it
+	// would fail at once as "maybe applied", before trying b.
+	_, err := c.Get(ctx, []byte("k"))
+	checkMismatch(t, err, b[0].Addr, idB, idA)
+	err = c.Put(ctx, []byte("k"), []byte("b"))
 	checkMismatch(t, err, b[0].Addr, idB, idA)
 	if !errors.Is(err, client.ErrNotApplied) {
 		t.Errorf("err = %v, want it to say the write was not applied", err)
