@@ -257,6 +257,7 @@ func (c *Client) leaderCallFrom(ctx context.Context, req *wire.Request, idempote
 			if errors.As(err, &nl) && nl.LeaderAddr != "" && nl.LeaderAddr != addr && !c.suspect.has(nl.LeaderAddr) {
 				// (A suspect named as leader is not followed: the
 				// answering node has not noticed yet that it stalled.)
+				f.add(addr, fromNode(addr, err))
 				c.setLeader(nl.LeaderAddr)
 				addr = nl.LeaderAddr
 				resp, err = c.attempt(ctx, addr, req)
