@@ -118,6 +118,7 @@ func (c *Client) nodeForRead(ctx context.Context, addr string) (*node, bool, err
 	if err != nil {
 		return nil, waited, err
 	}
+	c.settle(ctx, n)
 	if err := c.cluster.check(n); err != nil {
 		return nil, waited, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}

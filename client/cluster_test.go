@@ -188,3 +188,32 @@ func TestLostQuorumSaysNoLeader(t *testing.T) {
 		t.Fatalf("readindex get without quorum: %v, want ErrNoLeader naming %s", err, live.Addr)
 	}
 }
+
+// TestClientPinsMostEndpointsCluster: with no Config.ClusterID, a node of
+// another cluster listed first does not decide the client's cluster: the
+// cluster most endpoints name does, and the first endpoint is refused.
+// Without that, the first endpoint's cluster would take the write.
+func TestClientPinsMostEndpointsCluster(t *testing.T) {
+	a := kvdtest.StartCluster(t, 3, kvdtest.Options{})
+	b := kvdtest.StartCluster(t, 1, kvdtest.Options{})
+	kvdtest.WaitLeader(t, a, 10*time.Second)
+	kvdtest.WaitLeader(t, b, 10*time.Second)
+	ctx := context.Background()
+	// A long attempt timeout: settling waits for most endpoints for half
+	// of one, and must not give up on a loaded machine.
+	c := newClusterClient(t, client.Config{Endpoints: append([]string{b[0].Addr}, kvdtest.Endpoints(a)...),
+		AttemptTimeout: 20 * time.Second, DialTimeout: 10 * time.Second})
+	if err := c.Put(ctx, []byte("k"), []byte("a")); err != nil {
+		t.Fatal(err)
+	}
+	onlyB := newClusterClient(t, client.Config{Endpoints: []string{b[0].Addr}})
+	if _, err := onlyB.Get(ctx, []byte("k")); !errors.Is(err, client.ErrNotFound) {
+		t.Fatalf("b's k: %v, want not found (the write went to b's cluster)", err)
+	}
+	if v, err := c.Get(ctx, []byte("k")); err != nil || string(v) != "a" {
+		t.Fatalf("get: %q, %v", v, err)
+	}
+	if _, err := c.Status(ctx, b[0].Addr); err != nil {
+		t.Fatalf("status of the other cluster's node: %v", err)
+	}
+}

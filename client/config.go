@@ -67,9 +67,11 @@ type Config struct {
 	Endpoints []string
 	// ClusterID, if set, is the cluster the client may talk to: an
 	// endpoint of any other is refused (ErrClusterMismatch). If 0, the
-	// client pins the first cluster id an endpoint names, and refuses the
-	// endpoints of any other from then on. Nodes older than the id (which
-	// name none) are not checked. kvctl status prints the id.
+	// client pins, at its first connection, the cluster a strict majority
+	// of the endpoints name (asking them all at once, for at most half an
+	// AttemptTimeout), else the first one an endpoint names, and refuses
+	// the endpoints of any other from then on. Nodes older than the id
+	// (which name none) are not checked. kvctl status prints the id.
 	ClusterID ClusterID
 	// Transport carries requests and READs. Default: a new TCP transport,
 	// closed by Client.Close. A transport passed in is not closed.

@@ -34,8 +34,8 @@
 // with no gap and no duplicate; history that no node holds any more ends
 // it with a *CompactedError (ErrCompacted).
 //
-// A Client talks to one cluster: Config.ClusterID, else the first one an
-// endpoint's hello names. An endpoint of another cluster is refused with a
+// A Client talks to one cluster: Config.ClusterID, else the one most of
+// its endpoints' hellos name, else the first one named. An endpoint of another cluster is refused with a
 // *ClusterMismatchError (ErrClusterMismatch) naming both ids; only Status
 // answers from any node, so that a tool can show which cluster each is of.
 //

@@ -165,7 +165,7 @@ func parse(args []string, stderr io.Writer) (*options, []string, error) {
 	fs.BoolVar(&o.scan.keysOnly, "keys-only", false, "get --prefix/--from: print the keys, not their values")
 	fs.BoolVar(&o.scan.count, "count", false, "get --prefix/--from: print only the number of keys")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "give up on a command after this long")
-	fs.Var(&o.clusterID, "cluster-id", "refuse endpoints of any other cluster than this one (its hex id, as status prints it; default: the first endpoint's)")
+	fs.Var(&o.clusterID, "cluster-id", "refuse endpoints of any other cluster than this one (its hex id, as status prints it; default: the one most endpoints name)")
 	fs.Float64Var(&o.leaseDrift, "lease-drift", client.DefaultLeaseDrift,
 		"the servers' --lease-drift (the most any clock may run faster than another, a fraction up to 0.5): linearizable one-sided GETs judge the leader's lease by it, so it must not be less than theirs")
 	var pos []string

@@ -84,15 +84,15 @@ type ClusterMismatchError struct {
 	Endpoint string
 	Got      uint64 // the endpoint's cluster
 	Want     uint64 // the client's
-	// From is where the client's id came from: the endpoint it was first
-	// learned from, or "" when the client was configured with it.
+	// From says where the client's id came from (the endpoints it was
+	// learned from), or is "" when the client was configured with it.
 	From string
 }
 
 func (e *ClusterMismatchError) Error() string {
 	from := "the cluster id this client was given"
 	if e.From != "" {
-		from = "learned from " + e.From + ", the first endpoint this client reached"
+		from = "learned from " + e.From
 	}
 	return fmt.Sprintf("kvd: wrong cluster: %s is a member of cluster %016x, not of cluster %016x (%s)",
 		e.Endpoint, e.Got, e.Want, from)
