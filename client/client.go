@@ -241,13 +241,12 @@ func (c *Client) leaderCallFrom(ctx context.Context, req *wire.Request, idempote
 	// NotLeaderError is a refusal before proposing, but does not wrap
 	// ErrNotApplied).
 	fail := func(cause error) error {
-		var err error
+		var extra []error
 		if !idempotent && f.last != nil && notApplied(f.last) && !errors.Is(f.last, ErrNotApplied) {
-			err = f.err(cause, ErrNotApplied)
-		} else {
-			err = f.err(cause)
+			extra = append(extra, ErrNotApplied)
 		}
-		err.(*unavailableError).write = !idempotent
+		err := f.err(cause, extra...)
+		err.write = !idempotent
 		return err
 	}
 	for {

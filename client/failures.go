@@ -64,7 +64,7 @@ func noLeader(err error) bool {
 // err is the request's failure: ErrUnavailable, with ctxErr (nil when it
 // gave up before its deadline) and the collected causes. extra are wrapped
 // too (ErrNotApplied for a write that provably was not applied).
-func (f *failures) err(ctxErr error, extra ...error) error {
+func (f *failures) err(ctxErr error, extra ...error) *unavailableError {
 	e := &unavailableError{ctxErr: ctxErr, wrapped: append([]error{ErrUnavailable}, extra...)}
 	for _, a := range f.order {
 		c := f.by[a]
