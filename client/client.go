@@ -33,6 +33,7 @@ type Client struct {
 	dialing map[string]chan struct{}
 	leader  atomic.Pointer[string] // believed leader's address
 	suspect suspects               // nodes that let an attempt time out
+	cluster clusterPin             // the one cluster it talks to (cluster.go)
 	closed  atomic.Bool
 	life    context.Context // cancelled by Close: ends calls that do not poll closed
 	stop    context.CancelFunc
@@ -50,6 +51,7 @@ func New(cfg Config) (*Client, error) {
 	}
 	c := &Client{cfg: cfg, tr: cfg.Transport, nodes: map[string]*node{}, dialing: map[string]chan struct{}{},
 		now: clockOf(cfg.Knobs)}
+	c.cluster.id.Store(uint64(cfg.ClusterID))
 	c.life, c.stop = context.WithCancel(context.Background())
 	if c.tr == nil {
 		tr, err := tcp.New(tcp.Config{TLS: cfg.tcpTLS()})
@@ -109,8 +111,26 @@ func (c *Client) nodeFor(ctx context.Context, addr string) (*node, error) {
 
 // nodeForRead is nodeFor that also reports whether it had to wait (for its
 // own dial or another's), which a GET's clock reading taken before the
-// call does not cover well.
+// call does not cover well. A node of another cluster than the client's is
+// refused (its connection is kept, for Status).
 func (c *Client) nodeForRead(ctx context.Context, addr string) (*node, bool, error) {
+	n, waited, err := c.connect(ctx, addr)
+	if err != nil {
+		return nil, waited, err
+	}
+	c.settle(ctx, n)
+	if err := c.cluster.check(n); err != nil {
+		return nil, waited, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	if waited && n.hello.LeaderAddr != "" && c.leader.Load() == nil {
+		c.setLeader(n.hello.LeaderAddr)
+	}
+	return n, waited, nil
+}
+
+// connect returns a live connection to addr, whatever its cluster, dialing
+// it if needed. Only one dial per address is in flight; others wait for it.
+func (c *Client) connect(ctx context.Context, addr string) (*node, bool, error) {
 	for waited := false; ; waited = true {
 		if c.closed.Load() {
 			return nil, waited, ErrClosed
@@ -149,9 +169,6 @@ func (c *Client) nodeForRead(ctx context.Context, addr string) (*node, bool, err
 		}
 		close(done)
 		c.mu.Unlock()
-		if err == nil && n.hello.LeaderAddr != "" && c.leader.Load() == nil {
-			c.setLeader(n.hello.LeaderAddr)
-		}
 		return n, true, err
 	}
 }
@@ -208,27 +225,39 @@ func (c *Client) targets() []string {
 // as maybe applied, so that the next request goes elsewhere instead of
 // waiting on a stalled leader for the rest of its deadline.
 func (c *Client) leaderCall(ctx context.Context, req *wire.Request, idempotent bool) (wire.Response, error) {
+	return c.leaderCallFrom(ctx, req, idempotent, &failures{})
+}
+
+// leaderCallFrom is leaderCall that adds its failures to f (a GET's
+// one-sided attempts may have begun it). It gives up before ctx ends when
+// every node of a round refused the request in a way that waiting cannot
+// change soon (nothing listens, not kvd, another cluster: see refused).
+func (c *Client) leaderCallFrom(ctx context.Context, req *wire.Request, idempotent bool, f *failures) (wire.Response, error) {
 	backoff := minBackoff
-	var lastErr error
 	// A write returns at its first attempt that may have been applied, so
 	// when it fails here every attempt before the last provably had no
-	// effect, and so did the last if notApplied(lastErr): then the error
+	// effect, and so did the last if notApplied(f.last): then the error
 	// wraps ErrNotApplied. The last error alone does not always say so (a
 	// NotLeaderError is a refusal before proposing, but does not wrap
-	// ErrNotApplied). It also names its node.
+	// ErrNotApplied).
 	fail := func(cause error) error {
-		if !idempotent && lastErr != nil && notApplied(lastErr) && !errors.Is(lastErr, ErrNotApplied) {
-			return fmt.Errorf("%w: %w: %w (last error: %w)", ErrUnavailable, ErrNotApplied, cause, lastErr)
+		var extra []error
+		if !idempotent && f.last != nil && notApplied(f.last) && !errors.Is(f.last, ErrNotApplied) {
+			extra = append(extra, ErrNotApplied)
 		}
-		return fmt.Errorf("%w: %w (last error: %w)", ErrUnavailable, cause, lastErr)
+		err := f.err(cause, extra...)
+		err.write = !idempotent
+		return err
 	}
 	for {
-		for _, addr := range c.targets() {
+		targets := c.targets()
+		for _, addr := range targets {
 			resp, err := c.attempt(ctx, addr, req)
 			var nl *NotLeaderError
 			if errors.As(err, &nl) && nl.LeaderAddr != "" && nl.LeaderAddr != addr && !c.suspect.has(nl.LeaderAddr) {
 				// (A suspect named as leader is not followed: the
 				// answering node has not noticed yet that it stalled.)
+				f.add(addr, fromNode(addr, err))
 				c.setLeader(nl.LeaderAddr)
 				addr = nl.LeaderAddr
 				resp, err = c.attempt(ctx, addr, req)
@@ -237,7 +266,7 @@ func (c *Client) leaderCall(ctx context.Context, req *wire.Request, idempotent b
 				return resp, nil
 			}
 			err = fromNode(addr, err)
-			lastErr = err
+			f.add(addr, err)
 			switch {
 			case ctx.Err() != nil:
 				return wire.Response{}, fail(ctx.Err())
@@ -250,6 +279,9 @@ func (c *Client) leaderCall(ctx context.Context, req *wire.Request, idempotent b
 			if !idempotent && !notApplied(err) {
 				return wire.Response{}, maybeApplied(err)
 			}
+		}
+		if f.allRefused(targets) {
+			return wire.Response{}, fail(nil)
 		}
 		select {
 		case <-ctx.Done():
@@ -379,14 +411,25 @@ func (c *Client) Put(ctx context.Context, key, value []byte) error {
 	return err
 }
 
-// Status asks one endpoint for its status.
+// Status asks one endpoint for its status. It answers from a node of any
+// cluster, so that a tool can show which one each endpoint belongs to
+// (NodeStatus.ClusterID): the one request a client sends to another
+// cluster's node.
 func (c *Client) Status(ctx context.Context, endpoint string) (NodeStatus, error) {
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
 	var st NodeStatus
-	resp, err := c.callAt(ctx, endpoint, &wire.Request{Op: wire.OpStatus})
+	n, _, err := c.connect(ctx, endpoint)
+	var resp wire.Response
+	if err == nil {
+		if resp, err = n.call(ctx, &wire.Request{Op: wire.OpStatus}); err == nil {
+			err = statusError(&resp)
+		}
+	}
 	if err != nil {
-		return st, err
+		var f failures
+		f.add(endpoint, err)
+		return st, f.err(nil)
 	}
 	return st, decodeJSON(resp.Value, &st)
 }
@@ -427,4 +470,20 @@ func (c *Client) RemoveMember(ctx context.Context, id uint64) error {
 	defer cancel()
 	_, err := c.leaderCall(ctx, &wire.Request{Op: wire.OpMemberRemove, Key: strconv.AppendUint(nil, id, 10)}, false)
 	return err
+}
+
+// Health checks that endpoint serves a linearizable read: a ReadIndex GET
+// at that node, which confirms with a quorum through it (as etcdctl
+// endpoint health reads a key). The key need not exist. An endpoint of
+// another cluster than the client's is unhealthy (ErrClusterMismatch).
+func (c *Client) Health(ctx context.Context, endpoint string) error {
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	_, err := c.callAt(ctx, endpoint, &wire.Request{Op: wire.OpGet, Flags: wire.ReadIndex, Key: []byte(probeKey)})
+	if err == nil || errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	var f failures
+	f.add(endpoint, err)
+	return f.err(ctx.Err())
 }

@@ -6,9 +6,17 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/kvd-project/kvd/internal/wire"
 	"github.com/kvd-project/kvd/transport"
 	"github.com/kvd-project/kvd/transport/tcp"
 )
+
+// ClusterID is a cluster's id, printed (String) and parsed
+// (ParseClusterID) as 16 hex digits.
+type ClusterID = wire.ClusterID
+
+// ParseClusterID reads a cluster id as kvctl status prints it.
+func ParseClusterID(s string) (ClusterID, error) { return wire.ParseClusterID(s) }
 
 // Consistency is how fresh a GET must be.
 type Consistency uint8
@@ -57,6 +65,14 @@ func ParseConsistency(s string) (Consistency, error) {
 type Config struct {
 	// Endpoints are the cluster's client addresses ("host:port"). Required.
 	Endpoints []string
+	// ClusterID, if set, is the cluster the client may talk to: an
+	// endpoint of any other is refused (ErrClusterMismatch). If 0, the
+	// client pins, at its first connection, the cluster a strict majority
+	// of the endpoints name (asking them all at once, for at most half an
+	// AttemptTimeout), else the first one an endpoint names, and refuses
+	// the endpoints of any other from then on. Nodes older than the id
+	// (which name none) are not checked. kvctl status prints the id.
+	ClusterID ClusterID
 	// Transport carries requests and READs. Default: a new TCP transport,
 	// closed by Client.Close. A transport passed in is not closed.
 	Transport transport.Transport

@@ -34,6 +34,15 @@
 // with no gap and no duplicate; history that no node holds any more ends
 // it with a *CompactedError (ErrCompacted).
 //
+// A Client talks to one cluster: Config.ClusterID, else the one most of
+// its endpoints' hellos name, else the first one named. An endpoint of another cluster is refused with a
+// *ClusterMismatchError (ErrClusterMismatch) naming both ids; only Status
+// answers from any node, so that a tool can show which cluster each is of.
+//
 // Errors wrap the package's sentinels (ErrNotFound, ErrValueTooLarge,
-// ErrNoSpace, ErrUnavailable, ...); test them with errors.Is.
+// ErrNoSpace, ErrUnavailable, ...); test them with errors.Is. A request no
+// endpoint could serve fails with ErrUnavailable naming each endpoint once
+// with its cause, and ErrNoLeader when the nodes knew no leader; it fails
+// before its deadline when every endpoint refused the connection, is not a
+// kvd endpoint (ErrNotEndpoint) or is of another cluster.
 package client

@@ -64,7 +64,24 @@ var (
 	// its start). Errors carrying it are *CompactedError values naming the
 	// oldest version available.
 	ErrCompacted = errs.ErrCompacted
+	// ErrClusterMismatch: an endpoint belongs to another cluster than the
+	// client's (the one in Config.ClusterID, else the first one an
+	// endpoint named). The client sends it nothing and moves on to the
+	// other endpoints. Errors carrying it are *ClusterMismatchError values
+	// naming the endpoint and both ids.
+	ErrClusterMismatch = errs.ErrClusterMismatch
+	// ErrNotEndpoint: an address answered, but not as a kvd client
+	// endpoint (a metrics port, say): the error names it.
+	ErrNotEndpoint = errs.ErrNotEndpoint
+	// ErrNoLeader: a request failed (ErrUnavailable) while the nodes that
+	// answered knew no leader: an election was under way, or too few
+	// members were up to elect one (quorum lost).
+	ErrNoLeader = errs.ErrNoLeader
 )
+
+// ClusterMismatchError names an endpoint of another cluster, its cluster
+// and the client's. errors.Is(err, ErrClusterMismatch) holds for it.
+type ClusterMismatchError = errs.ClusterMismatchError
 
 // CompactedError ends a watch whose history is gone: it needed the events
 // from Requested on, and the node holds them only from Oldest on. Read the

@@ -78,8 +78,9 @@ func (c *Client) get(ctx context.Context, dst, key []byte, opts []ReadOption) ([
 		defer lazy.release()
 	}
 	c.stats.gets.Add(1)
+	var f failures
 	if o.level != ReadIndex {
-		res, err := c.readOneSided(ctx, dst, key, o.level, start)
+		res, err := c.readOneSided(ctx, dst, key, o.level, start, &f)
 		if errors.Is(err, ErrUnauthenticated) {
 			return nil, 0, err
 		}
@@ -93,12 +94,15 @@ func (c *Client) get(ctx context.Context, dst, key []byte, opts []ReadOption) ([
 			}
 			return res.value, res.version, nil
 		}
-		if ctx.Err() != nil {
-			return nil, 0, fmt.Errorf("%w: %w", ErrUnavailable, ctx.Err())
+		switch {
+		case ctx.Err() != nil:
+			return nil, 0, f.err(ctx.Err())
+		case f.allRefused(c.cfg.Endpoints):
+			return nil, 0, f.err(nil) // the RPC would be refused as well
 		}
 		c.stats.fallbacks.Add(1)
 	}
-	v, ver, err := c.getRPC(ctx, key, o.level)
+	v, ver, err := c.getRPC(ctx, key, o.level, &f)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -114,7 +118,10 @@ func (c *Client) get(ctx context.Context, dst, key []byte, opts []ReadOption) ([
 // clock sample before its READs (then it takes a fresh one, as every later
 // attempt does). An earlier start only makes the "quicker than half the
 // grace period" check stricter.
-func (c *Client) readOneSided(ctx context.Context, dst, key []byte, level Consistency, start mono) (readResult, error) {
+//
+// The nodes it cannot reach go into f; it gives up early when every
+// endpoint refused (failures.allRefused).
+func (c *Client) readOneSided(ctx context.Context, dst, key []byte, level Consistency, start mono, f *failures) (readResult, error) {
 	s := scratchPool.Get().(*getScratch)
 	defer scratchPool.Put(s)
 	needLease := level == Linearizable
@@ -130,6 +137,10 @@ func (c *Client) readOneSided(ctx context.Context, dst, key []byte, level Consis
 		}
 		if err != nil {
 			lastErr = err
+			f.add(addr, err)
+			if f.allRefused(c.cfg.Endpoints) {
+				return readResult{}, err
+			}
 			c.setLeader("")
 			c.rotateRead()
 			continue
@@ -229,7 +240,7 @@ func (c *Client) dropNode(n *node, err error) {
 func (c *Client) relearnLeader(ctx context.Context, n *node) {
 	ctx, cancel := context.WithTimeout(ctx, clockTimeout)
 	defer cancel()
-	resp, err := n.call(ctx, &wire.Request{Op: wire.OpHello})
+	resp, err := n.call(ctx, &wire.Request{Op: wire.OpHello, Flags: wire.HelloClusterID})
 	if err != nil {
 		c.dropNode(n, err)
 		return
@@ -245,7 +256,7 @@ func (c *Client) relearnLeader(ctx context.Context, n *node) {
 
 // getRPC asks the leader to read key (for Linearizable and ReadIndex it
 // confirms leadership with a quorum first; Serializable skips that).
-func (c *Client) getRPC(ctx context.Context, key []byte, level Consistency) ([]byte, uint64, error) {
+func (c *Client) getRPC(ctx context.Context, key []byte, level Consistency, f *failures) ([]byte, uint64, error) {
 	flags := wire.Linearizable
 	switch level {
 	case Serializable:
@@ -254,7 +265,7 @@ func (c *Client) getRPC(ctx context.Context, key []byte, level Consistency) ([]b
 		flags = wire.ReadIndex
 	}
 	c.stats.rpcGets.Add(1)
-	resp, err := c.leaderCall(ctx, &wire.Request{Op: wire.OpGet, Flags: flags, Key: key}, true)
+	resp, err := c.leaderCallFrom(ctx, &wire.Request{Op: wire.OpGet, Flags: flags, Key: key}, true, f)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -69,7 +69,7 @@ func dialNode(ctx context.Context, tr transport.Transport, addr string, o nodeOp
 		counters: o.counters,
 	}
 	go n.readLoop()
-	resp, err := n.call(ctx, &wire.Request{Op: wire.OpHello})
+	resp, err := n.call(ctx, &wire.Request{Op: wire.OpHello, Flags: wire.HelloClusterID})
 	if err == nil {
 		err = statusError(&resp) // a refusal, such as a node's peer address answers
 	}

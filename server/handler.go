@@ -230,7 +230,7 @@ func (s *Server) handle(ctx context.Context, req *wire.Request) wire.Response {
 	}
 	switch req.Op {
 	case wire.OpHello:
-		return s.hello()
+		return s.hello(req.Flags)
 	case wire.OpStatus:
 		return jsonResponse(s.Status())
 	case wire.OpMemberList:
@@ -337,10 +337,16 @@ func (s *Server) get(ctx context.Context, key []byte, flags uint16) wire.Respons
 	return wire.Response{Version: version, Value: value}
 }
 
-func (s *Server) hello() wire.Response {
+// hello answers OpHello. The cluster id goes only to a client that asks
+// (wire.HelloClusterID): an older client refuses a Hello longer than it
+// knows.
+func (s *Server) hello(flags uint16) wire.Response {
 	d := s.region.Descriptor()
 	st := s.node.Status()
 	h := wire.Hello{NodeID: s.cfg.ID, LeaderID: st.LeaderID, RegionAddr: d.Addr, RegionLen: d.Len, RegionKey: d.Key}
+	if flags&wire.HelloClusterID != 0 {
+		h.ClusterID = s.node.ClusterID()
+	}
 	switch {
 	case st.LeaderID == s.cfg.ID:
 		h.LeaderAddr = cmp.Or(s.clientAddr(), s.ln.Addr()) // the configured address may say port 0
@@ -380,8 +386,16 @@ func quoteAtMost(b []byte, n int) string {
 }
 
 // errResponse maps an error onto a wire status; nil is OK. The table is
-// internal/errs', which the client decodes with.
-func (s *Server) errResponse(err error) wire.Response { return errs.Encode(err) }
+// internal/errs', which the client decodes with. A read refused for want
+// of a leader is answered "not leader, leader unknown", which a client of
+// any version retries as it does a refusal, and from which the client says
+// "no leader" when it gives up.
+func (s *Server) errResponse(err error) wire.Response {
+	if errors.Is(err, raft.ErrNoLeader) {
+		return errs.Encode(&raft.NotLeaderError{})
+	}
+	return errs.Encode(err)
+}
 
 func badRequest(msg string) wire.Response {
 	return wire.Response{Status: wire.StatusBadRequest, Value: []byte(msg)}
@@ -400,10 +414,30 @@ func (s *Server) Status() wire.NodeStatus {
 	st := s.node.Status()
 	ts := s.mirror.Stats()
 	return wire.NodeStatus{
-		ID: st.ID, LeaderID: st.LeaderID, Term: st.Term, Commit: st.Commit, Applied: st.Applied,
-		IsLeader: st.IsLeader, LeaseValid: st.LeaseValid, Keys: ts.Keys, TableFill: ts.Fill(), Transport: s.cfg.Transport.Name(),
-		StorageError: s.storageFailure(),
+		ID: st.ID, ClusterID: wire.ClusterID(s.node.ClusterID()), LeaderID: st.LeaderID, Term: st.Term,
+		Commit: st.Commit, Applied: st.Applied, IsLeader: st.IsLeader, IsLearner: s.isLearner(),
+		LeaseValid: st.LeaseValid, Keys: ts.Keys, DBSize: s.dbSize(), TableFill: ts.Fill(),
+		Transport: s.cfg.Transport.Name(), StorageError: s.storageFailure(),
 	}
+}
+
+func (s *Server) isLearner() bool {
+	for _, m := range s.node.Members() {
+		if m.ID == s.cfg.ID {
+			return m.IsLearner
+		}
+	}
+	return false
+}
+
+// dbSize is the node's database size on disk; 0 once the store is closed.
+func (s *Server) dbSize() uint64 {
+	st, release, err := s.node.Acquire()
+	if err != nil {
+		return 0
+	}
+	defer release()
+	return st.DiskSize()
 }
 
 func (s *Server) members() []wire.Member {

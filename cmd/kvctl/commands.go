@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"unicode/utf8"
@@ -54,6 +53,7 @@ var commands = map[string]command{
 	"txn":      {"txn (reads the transaction from standard input)", []int{0}, runTxn},
 	"watch":    {"watch [--prefix] KEY [--from-version N]", []int{1}, runWatch},
 	"status":   {"status", []int{0}, runStatus},
+	"endpoint": {endpointUsage, []int{1}, runEndpoint},
 	"member":   {memberUsage, []int{1, 2, 3}, runMember},
 	"lease":    {leaseUsage, []int{1, 2}, runLease},
 	"snapshot": {snapshotUsage, []int{2}, runSnapshot},
@@ -242,76 +242,6 @@ func runDel(ctx context.Context, e *env, args []string) error {
 	}
 	_, err = fmt.Fprintln(e.out, deleted)
 	return err
-}
-
-type endpointStatus struct {
-	Endpoint string `json:"endpoint"`
-	client.NodeStatus
-	Error string `json:"error,omitempty"`
-}
-
-func runStatus(ctx context.Context, e *env, _ []string) error {
-	out := make([]endpointStatus, len(e.eps))
-	failed := 0
-	for i, ep := range e.eps {
-		st, err := e.c.Status(ctx, ep)
-		out[i] = endpointStatus{Endpoint: ep, NodeStatus: st}
-		if err != nil {
-			out[i].Error = withoutAddr(err.Error(), ep)
-			failed++
-		}
-	}
-	switch e.o.write {
-	case "json":
-		if err := e.json(statusesJSON(out)); err != nil {
-			return err
-		}
-	default:
-		tw := tabwriter.NewWriter(e.out, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ENDPOINT\tID\tLEADER\tTERM\tCOMMIT\tAPPLIED\tLEASE\tKEYS\tFILL\tERROR")
-		for _, s := range out {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%v\t%d\t%s\t%s\n", s.Endpoint, s.ID, s.LeaderID, s.Term,
-				s.Commit, s.Applied, s.LeaseValid, s.Keys, fillPercent(s), s.Error)
-		}
-		if err := tw.Flush(); err != nil {
-			return err
-		}
-		for _, s := range out {
-			switch {
-			case s.Error != "" || s.TableFill < fullWarning:
-			case s.TableFill >= 1:
-				fmt.Fprintf(e.out, "warning: %s: table region full: PUTs that need more room are refused with \"no space\" (delete keys or raise --table-mem)\n", s.Endpoint)
-			default:
-				fmt.Fprintf(e.out, "warning: %s: table region %s full: PUTs will be refused with \"no space\" at 100%% (raise --table-mem)\n",
-					s.Endpoint, fillPercent(s))
-			}
-		}
-	}
-	if failed > 0 {
-		return fmt.Errorf("%d of %d endpoints did not answer", failed, len(out))
-	}
-	return nil
-}
-
-// withoutAddr drops the endpoint's address from an error that names it
-// (the table already shows it once, in its own column).
-func withoutAddr(msg, addr string) string {
-	for _, s := range []string{"dial " + addr + ": ", "hello to " + addr + ": ", addr + ": ", " " + addr} {
-		msg = strings.ReplaceAll(msg, s, "")
-	}
-	return msg
-}
-
-// fullWarning is the table fill (kvd_table_fill_ratio) from which status
-// warns that writes will soon be refused (large values can be refused a
-// little before 100% while free space is fragmented).
-const fullWarning = 0.8
-
-func fillPercent(s endpointStatus) string {
-	if s.Error != "" {
-		return "-"
-	}
-	return strconv.Itoa(int(100*s.TableFill)) + "%" // rounded down: 100% means full
 }
 
 func runMember(ctx context.Context, e *env, args []string) error {

@@ -49,7 +49,12 @@ commands:
                           print KEY's (--prefix: every key under it) PUT and
                           DELETE events, one line each, from now or from
                           version N, until interrupted
-  status                  show every endpoint's id, leader, term and indexes
+  status                  show every endpoint's id, cluster, leader, term, indexes and
+                          size; exit 1, with a warning each, if any is unreachable,
+                          of another cluster or without a leader, or two lead
+  endpoint status         the same as status
+  endpoint health         check that each endpoint serves a linearizable read
+                          (exit 1 if any cannot)
   member list             list the cluster's members
   member add ID ADDR      add node ID at ADDR as a learner (then start it with --join)
   member promote ID       make learner ID a voter once it has caught up
@@ -109,6 +114,7 @@ type options struct {
 	timeoutSet  bool // --timeout was given (a snapshot save has no default bound)
 	leaseDrift  float64
 	version     bool
+	clusterID   clusterIDFlag // the cluster the endpoints must be of (status.go)
 }
 
 // versionFlag is --if-version: a version, and whether it was given.
@@ -167,6 +173,7 @@ func parse(args []string, stderr io.Writer) (*options, []string, error) {
 	fs.BoolVar(&o.scan.keysOnly, "keys-only", false, "get --prefix/--from: print the keys, not their values")
 	fs.BoolVar(&o.scan.count, "count", false, "get --prefix/--from: print only the number of keys")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "give up on a command after this long")
+	fs.Var(&o.clusterID, "cluster-id", "refuse endpoints of any other cluster than this one (its hex id, as status prints it; default: the one most endpoints name)")
 	fs.Float64Var(&o.leaseDrift, "lease-drift", client.DefaultLeaseDrift,
 		"the servers' --lease-drift (the most any clock may run faster than another, a fraction up to 0.5): linearizable one-sided GETs judge the leader's lease by it, so it must not be less than theirs")
 	fs.BoolVar(&o.version, "version", false, "print kvctl's version and exit")
@@ -285,7 +292,8 @@ func runIn(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		return usageError{"--transport: " + err.Error()}
 	}
 	defer tr.Close()
-	c, err := client.New(client.Config{Endpoints: eps, Transport: tr, Consistency: level, LeaseDrift: o.leaseDrift})
+	c, err := client.New(client.Config{Endpoints: eps, Transport: tr, Consistency: level, LeaseDrift: o.leaseDrift,
+		ClusterID: client.ClusterID(o.clusterID)})
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,9 @@
 package errs
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Sentinels a client sees (package client re-exports each under the same
 // name). Test with errors.Is.
@@ -63,7 +66,40 @@ var (
 	ErrSnapshotStream = errors.New("kvd: snapshot stream incomplete")
 	// ErrSessionExpired: a concurrency session's lease is gone or may be.
 	ErrSessionExpired = errors.New("kvd: session expired")
+	// ErrClusterMismatch: an endpoint belongs to another cluster than the
+	// client's (see ClusterMismatchError). The client never sends it a
+	// request.
+	ErrClusterMismatch = errors.New("kvd: wrong cluster")
+	// ErrNotEndpoint: the address answers, but not as a kvd client
+	// endpoint (a metrics or other HTTP port, some other service).
+	ErrNotEndpoint = errors.New("not a kvd endpoint")
+	// ErrNoLeader: the nodes that answered know no leader: an election is
+	// under way, or too few members are reachable for one (quorum lost).
+	ErrNoLeader = errors.New("no leader")
 )
+
+// ClusterMismatchError names an endpoint of another cluster and both ids.
+// errors.Is(err, ErrClusterMismatch) holds for it.
+type ClusterMismatchError struct {
+	Endpoint string
+	Got      uint64 // the endpoint's cluster
+	Want     uint64 // the client's
+	// From says where the client's id came from (the endpoints it was
+	// learned from), or is "" when the client was configured with it.
+	From string
+}
+
+func (e *ClusterMismatchError) Error() string {
+	from := "the cluster id this client was given"
+	if e.From != "" {
+		from = "learned from " + e.From
+	}
+	return fmt.Sprintf("kvd: wrong cluster: %s is a member of cluster %016x, not of cluster %016x (%s)",
+		e.Endpoint, e.Got, e.Want, from)
+}
+
+// Is makes errors.Is(err, ErrClusterMismatch) hold.
+func (e *ClusterMismatchError) Is(target error) bool { return target == ErrClusterMismatch }
 
 // Sentinels of the server side.
 var (

@@ -139,3 +139,7 @@ func (s *Store) SetRemovedBy(by uint64) error {
 	}
 	return s.setSynced(keyRemoved, encodeU64(by))
 }
+
+// DiskSize is the bytes the database takes on disk, as Pebble counts them
+// (its sstables, write-ahead log and other files).
+func (s *Store) DiskSize() uint64 { return s.db.Metrics().DiskSpaceUsage() }

@@ -18,6 +18,14 @@ const (
 	ReadIndex uint16 = 2
 )
 
+// HelloClusterID, in an OpHello request's Flags, asks the server to end its
+// Hello with its cluster id. A client that does not set it (one older than
+// the field) gets the Hello it can decode: the older decoder refuses any
+// bytes after the leader's address, so the server appends the id only when
+// asked. A server older than the field ignores the flag and sends no id,
+// which the client reads as 0 ("not known").
+const HelloClusterID uint16 = 1
+
 // Hello is a server's answer to OpHello: where its table region is and who it
 // believes leads. The client reads the table's geometry from the region
 // itself.
@@ -28,6 +36,11 @@ type Hello struct {
 	RegionLen  uint64
 	RegionKey  uint32
 	LeaderAddr string
+	// ClusterID is the id of the server's cluster (raft/peer's, printed
+	// as 16 hex digits), or 0: not known (a server older than the field,
+	// or a joining node that has not heard from its cluster yet). It is
+	// encoded only when not 0, as 8 bytes after LeaderAddr.
+	ClusterID uint64
 }
 
 const helloFixed = 8 + 8 + 8 + 8 + 4 + 2
@@ -40,7 +53,11 @@ func AppendHello(b []byte, h *Hello) []byte {
 	b = binary.LittleEndian.AppendUint64(b, h.RegionLen)
 	b = binary.LittleEndian.AppendUint32(b, h.RegionKey)
 	b = binary.LittleEndian.AppendUint16(b, uint16(len(h.LeaderAddr)))
-	return append(b, h.LeaderAddr...)
+	b = append(b, h.LeaderAddr...)
+	if h.ClusterID != 0 {
+		b = binary.LittleEndian.AppendUint64(b, h.ClusterID)
+	}
+	return b
 }
 
 // DecodeHello parses a Hello payload.
@@ -49,16 +66,26 @@ func DecodeHello(b []byte, h *Hello) error {
 		return fmt.Errorf("%w: hello of %d bytes", ErrShort, len(b))
 	}
 	n := int(binary.LittleEndian.Uint16(b[36:]))
-	if len(b) != helloFixed+n {
-		return fmt.Errorf("%w: hello says %d address bytes, has %d", ErrLength, n, len(b)-helloFixed)
+	var cluster uint64
+	switch len(b) - helloFixed - n {
+	case 0:
+	case 8:
+		// 0 is sent by leaving the field out: one encoding per Hello.
+		if cluster = binary.LittleEndian.Uint64(b[helloFixed+n:]); cluster == 0 {
+			return fmt.Errorf("%w: hello carries cluster id 0", ErrLength)
+		}
+	default:
+		return fmt.Errorf("%w: hello says %d address bytes, has %d (or %d with a cluster id)",
+			ErrLength, n, len(b)-helloFixed, len(b)-helloFixed-8)
 	}
 	*h = Hello{
+		ClusterID:  cluster,
 		NodeID:     binary.LittleEndian.Uint64(b[0:]),
 		LeaderID:   binary.LittleEndian.Uint64(b[8:]),
 		RegionAddr: binary.LittleEndian.Uint64(b[16:]),
 		RegionLen:  binary.LittleEndian.Uint64(b[24:]),
 		RegionKey:  binary.LittleEndian.Uint32(b[32:]),
-		LeaderAddr: string(b[helloFixed:]),
+		LeaderAddr: string(b[helloFixed : helloFixed+n]),
 	}
 	return nil
 }

@@ -2,14 +2,24 @@ package wire
 
 // NodeStatus is the JSON payload of an OpStatus response.
 type NodeStatus struct {
-	ID         uint64 `json:"id"`
-	LeaderID   uint64 `json:"leader_id"`
-	Term       uint64 `json:"term"`
-	Commit     uint64 `json:"commit_index"`
-	Applied    uint64 `json:"applied_index"`
-	IsLeader   bool   `json:"is_leader"`
-	LeaseValid bool   `json:"lease_valid"`
-	Keys       int    `json:"keys"`
+	ID uint64 `json:"id"`
+	// ClusterID is the node's cluster (empty from a node that does not
+	// know it yet, or is older than the field).
+	ClusterID ClusterID `json:"cluster_id,omitempty"`
+	LeaderID  uint64    `json:"leader_id"`
+	Term      uint64    `json:"term"`
+	Commit    uint64    `json:"commit_index"`
+	Applied   uint64    `json:"applied_index"`
+	IsLeader  bool      `json:"is_leader"`
+	IsLearner bool      `json:"is_learner"`
+	// LeaseValid: the node leads and its raft read lease (which lets it
+	// serve linearizable reads without a quorum round) has not lapsed.
+	// Nothing to do with TTL leases (kvctl lease).
+	LeaseValid bool `json:"lease_valid"`
+	Keys       int  `json:"keys"`
+	// DBSize is the bytes the node's Pebble database takes on disk (log,
+	// snapshots and applied state).
+	DBSize uint64 `json:"db_size"`
 	// TableFill is how full the node's table region is, 0 to 1
 	// (kvd_table_fill_ratio): writes are refused at 1.
 	TableFill float64 `json:"table_fill"`

@@ -66,17 +66,44 @@ func TestDecodeErrors(t *testing.T) {
 	}
 }
 
+// TestHelloRoundTrip: a Hello with and without a cluster id decodes to
+// itself, and one without encodes exactly as before the field, so a
+// client that knows nothing of it (its decoder refuses trailing bytes)
+// still decodes what a server sends it when it does not ask for the id.
 func TestHelloRoundTrip(t *testing.T) {
-	h := Hello{NodeID: 1, LeaderID: 2, RegionAddr: 0x7f0000, RegionLen: 1 << 20, RegionKey: 0xabc, LeaderAddr: "127.0.0.1:7000"}
+	base := Hello{NodeID: 1, LeaderID: 2, RegionAddr: 0x7f0000, RegionLen: 1 << 20, RegionKey: 0xabc, LeaderAddr: "127.0.0.1:7000"}
+	withID := base
+	withID.ClusterID = 0x8e9e05c52164694d
+	for _, tc := range []struct {
+		name string
+		h    Hello
+		len  int
+	}{
+		{"without cluster id", base, helloFixed + len(base.LeaderAddr)},
+		{"with cluster id", withID, helloFixed + len(base.LeaderAddr) + 8},
+		{"no leader, with cluster id", Hello{NodeID: 3, ClusterID: 7}, helloFixed + 8},
+	} {
+		b := AppendHello(nil, &tc.h)
+		if len(b) != tc.len {
+			t.Errorf("%s: %d bytes, want %d", tc.name, len(b), tc.len)
+		}
+		var got Hello
+		if err := DecodeHello(b, &got); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if got != tc.h {
+			t.Fatalf("%s: got %+v want %+v", tc.name, got, tc.h)
+		}
+	}
 	var got Hello
-	if err := DecodeHello(AppendHello(nil, &h), &got); err != nil {
-		t.Fatal(err)
-	}
-	if got != h {
-		t.Fatalf("got %+v want %+v", got, h)
-	}
-	if err := DecodeHello(AppendHello(nil, &h)[:10], &got); !errors.Is(err, ErrShort) {
+	if err := DecodeHello(AppendHello(nil, &base)[:10], &got); !errors.Is(err, ErrShort) {
 		t.Fatalf("short hello: %v", err)
+	}
+	for _, extra := range [][]byte{{1}, {1, 2, 3, 4, 5, 6, 7}, make([]byte, 8), make([]byte, 9)} {
+		b := append(AppendHello(nil, &base), extra...)
+		if err := DecodeHello(b, &got); !errors.Is(err, ErrLength) {
+			t.Errorf("hello with %d trailing bytes %x: %v, want ErrLength", len(extra), extra, err)
+		}
 	}
 }
 
@@ -99,6 +126,7 @@ func FuzzDecodeRequest(f *testing.F) {
 func FuzzDecodeResponse(f *testing.F) {
 	f.Add(AppendResponse(nil, &Response{Op: OpGet, Value: []byte("v")}))
 	f.Add(AppendResponse(nil, &Response{Op: OpHello, Value: AppendHello(nil, &Hello{LeaderAddr: "x"})}))
+	f.Add(AppendResponse(nil, &Response{Op: OpHello, Value: AppendHello(nil, &Hello{LeaderAddr: "x", ClusterID: 0x8e9e05c52164694d})}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var r Response
 		if err := DecodeResponse(b, &r); err != nil {

@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"time"
 
+	"github.com/kvd-project/kvd/internal/errs"
 	"github.com/kvd-project/kvd/transport"
 )
 
@@ -51,6 +53,9 @@ func readHello(r io.Reader) (hello, error) {
 		if n > len(refuseMagic) && string(b[:len(refuseMagic)]) == refuseMagic {
 			return hello{}, refusedErr(b[len(refuseMagic)])
 		}
+		if n == 0 && errors.Is(err, os.ErrDeadlineExceeded) {
+			return hello{}, fmt.Errorf("%w: %w", errNoHello, err)
+		}
 		return hello{}, err
 	}
 	if string(b[:len(refuseMagic)]) == refuseMagic {
@@ -61,7 +66,8 @@ func readHello(r io.Reader) (hello, error) {
 			ErrTLS, transport.ErrProtocol)
 	}
 	if string(b[:4]) != helloMagic {
-		return hello{}, protoErr("peer is not a kvd tcp transport (magic %q, want %q)", b[:4], helloMagic)
+		return hello{}, fmt.Errorf("%w: it sent %q where a kvd hello starts %q: %w",
+			errs.ErrNotEndpoint, b[:4], helloMagic, transport.ErrProtocol)
 	}
 	h := hello{
 		version:    binary.LittleEndian.Uint16(b[4:]),
@@ -171,8 +177,18 @@ func isTLSRecord(b []byte) bool {
 	return (b[0] == 0x15 || b[0] == 0x16) && b[1] == 3 && b[2] <= 4
 }
 
+// errNoHello: the peer accepted the connection and sent nothing until the
+// handshake's deadline. Every kvd listener sends its hello at once, without
+// waiting for the dialer's, so silence is the mark of another protocol
+// whose server waits for its client to speak first (an HTTP port, such as
+// kvd's own --metrics-listen), or of a stopped process.
+var errNoHello = errors.New("no hello")
+
 func handshakeErr(ctx context.Context, remote string, err error) error {
 	switch {
+	case ctx.Err() != nil && errors.Is(err, errNoHello):
+		return fmt.Errorf("tcp: handshake with %s: %w: it accepted the connection but sent no kvd hello "+
+			"(an HTTP or metrics port? a stopped process?): %w", remote, errs.ErrNotEndpoint, ctx.Err())
 	case ctx.Err() != nil:
 		return fmt.Errorf("tcp: handshake with %s: %w", remote, ctx.Err())
 	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):

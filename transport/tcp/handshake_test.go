@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvd-project/kvd/internal/errs"
 	"github.com/kvd-project/kvd/transport"
 )
 
@@ -51,7 +52,7 @@ func TestDialRejectsBadHello(t *testing.T) {
 		hello []byte
 		want  string
 	}{
-		{"magic", edit(func(b []byte) { copy(b, "HTTP") }), "not a kvd tcp transport"},
+		{"magic", edit(func(b []byte) { copy(b, "HTTP") }), "not a kvd endpoint"},
 		{"version", edit(func(b []byte) { binary.LittleEndian.PutUint16(b[4:], 2) }), "version 2"},
 		{"max message 0", edit(func(b []byte) { binary.LittleEndian.PutUint32(b[8:], 0) }), "max message 0"},
 		{"max message 2 GiB", edit(func(b []byte) { binary.LittleEndian.PutUint32(b[8:], 2<<30) }), "max message"},
@@ -71,6 +72,32 @@ func TestDialRejectsBadHello(t *testing.T) {
 	_, err := tr.Dial(testCtx(t), serveHello(t, good[:10]))
 	if !errors.Is(err, transport.ErrClosed) {
 		t.Errorf("truncated hello: Dial = %v, want ErrClosed", err)
+	}
+}
+
+// TestDialSilentPeerIsNotAnEndpoint: a server that accepts and waits for
+// its client to speak first (HTTP, e.g. kvd's metrics port) is named "not
+// a kvd endpoint" when the dial gives up, where the error was a bare
+// deadline. A kvd listener sends its hello unasked, so silence is the mark.
+func TestDialSilentPeerIsNotAnEndpoint(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { nc.Close() })
+		}
+	}()
+	tr := newTestTransport(t, Config{DialTimeout: 100 * time.Millisecond})
+	_, err = tr.Dial(testCtx(t), ln.Addr().String())
+	if !errors.Is(err, errs.ErrNotEndpoint) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Dial of a silent server = %v, want ErrNotEndpoint and the deadline", err)
 	}
 }
 
