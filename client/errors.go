@@ -1,6 +1,7 @@
 package client
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/kvd-project/kvd/internal/errs"
@@ -73,6 +74,10 @@ var (
 	// ErrNotEndpoint: an address answered, but not as a kvd client
 	// endpoint (a metrics port, say): the error names it.
 	ErrNotEndpoint = errs.ErrNotEndpoint
+
+	// errHelloRefused marks a node that refused the client's hello itself:
+	// asking it again cannot help (failures.refused).
+	errHelloRefused = errors.New("the node refused this client")
 	// ErrNoLeader: a request failed (ErrUnavailable) while the nodes that
 	// answered knew no leader: an election was under way, or too few
 	// members were up to elect one (quorum lost).

@@ -48,11 +48,12 @@ func (f *failures) allRefused(addrs []string) bool {
 }
 
 // refused reports whether err says its node cannot serve this client for
-// now: nothing listens at the address, something other than kvd does, or
-// a node of another cluster.
+// now: nothing listens at the address, something other than kvd does, a
+// node of another cluster, or a node that refused the hello itself (its
+// peer address, which serves no clients).
 func refused(err error) bool {
 	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, errs.ErrNotEndpoint) ||
-		errors.Is(err, ErrClusterMismatch)
+		errors.Is(err, ErrClusterMismatch) || errors.Is(err, errHelloRefused)
 }
 
 // noLeader reports whether err is a node's answer that it knows no leader.

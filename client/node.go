@@ -71,7 +71,12 @@ func dialNode(ctx context.Context, tr transport.Transport, addr string, o nodeOp
 	go n.readLoop()
 	resp, err := n.call(ctx, &wire.Request{Op: wire.OpHello, Flags: wire.HelloClusterID})
 	if err == nil {
-		err = statusError(&resp) // a refusal, such as a node's peer address answers
+		// A hello refused as a bad request (a node's peer address answers
+		// so) is final; other statuses (a node failing, removed) leave
+		// the endpoint to the usual retries.
+		if err = statusError(&resp); errors.Is(err, ErrBadRequest) {
+			err = fmt.Errorf("%w: %w", errHelloRefused, err)
+		}
 	}
 	if err == nil {
 		err = wire.DecodeHello(resp.Value, &n.hello)

@@ -64,6 +64,18 @@ func TestWrongListenerRefused(t *testing.T) {
 		t.Errorf("hello on the peer listener: %+v (%q), %v; want a bad request naming %s", resp, resp.Value, err, n.Addr)
 	}
 
+	// A client given only the peer address is told where to go at once:
+	// waiting cannot turn the peer listener into a client one.
+	c, err := client.New(client.Config{Endpoints: []string{n.PeerAddr}, RequestTimeout: 2 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, err = c.Get(context.Background(), []byte("k"))
+	if !errors.Is(err, client.ErrBadRequest) || errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "clients connect to "+n.Addr) {
+		t.Errorf("a client at the peer address: %v; want the refusal at once, naming %s", err, n.Addr)
+	}
+
 	tr, err := tcp.New(tcp.Config{})
 	if err != nil {
 		t.Fatal(err)
