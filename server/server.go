@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -111,7 +112,7 @@ func (s *Server) start() error {
 		return fmt.Errorf("server: --table-mem %d bytes cannot hold the stored data (%d keys did not fit): %w",
 			s.cfg.TableMem, missing, table.ErrNoSpace)
 	}
-	s.log.Info("kvd node started", "listen", s.ln.Addr(), "listen_peer", s.peerAddr(), "transport", s.cfg.Transport.Name(),
+	s.log.Info("kvd node started", "listen", s.ln.Addr(), "listen_peer", cmp.Or(s.peerAddr(), s.ln.Addr()), "transport", s.cfg.Transport.Name(),
 		"table_mem", s.cfg.TableMem, "keys", keys, "region", s.region.Descriptor().String())
 	s.wg.Add(1)
 	go s.acceptLoop(s.ln, s.listenRole())
