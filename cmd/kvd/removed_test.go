@@ -35,6 +35,9 @@ func TestRemovedMemberProcessExits(t *testing.T) {
 	for i := range procs {
 		procs[i] = startKVD(t, bin, args(i)...)
 	}
+	for i, p := range procs { // a client fails at once while every node refuses connections
+		waitHealthy(t, p, addrs[3+i])
+	}
 	c, err := client.New(client.Config{Endpoints: addrs[:3], RequestTimeout: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
