@@ -270,14 +270,8 @@ func run(args []string) error {
 	for _, name := range o.unknownEnv {
 		log.Warn("ignoring an environment variable that names no flag", "variable", name)
 	}
-	if o.cfg.DataDir == "" {
-		return errors.New("--data-dir is required")
-	}
-	if o.pprof && o.metricsListen == "" {
-		return errors.New("--enable-pprof needs --metrics-listen")
-	}
-	if o.faults && o.metricsListen == "" {
-		return errors.New("--enable-fault-injection needs --metrics-listen")
+	if err := checkRequired(o); err != nil {
+		return err
 	}
 	// The data directory holds every key and value, as a backup does
 	// (kvctl writes those 0600): only kvd's user may enter a new one.
@@ -300,24 +294,7 @@ func run(args []string) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfo())
 	o.cfg.Transport, o.cfg.PeerTransport, o.cfg.Logger, o.cfg.Registerer = tr, peerTr, log, reg
 
-	// Everything the flags say is checked before the node touches its data
-	// directory: a restore must not run for a node that then refuses its
-	// flags (the directory, no longer empty, would refuse the restore
-	// asked again).
-	if err := checkNodeFlags(&o.cfg); err != nil {
-		return err
-	}
-	if err := checkRunFlags(o); err != nil {
-		return err
-	}
-	warnAddrMismatch(&o.cfg, log)
-	if err := o.cfg.Validate(); err != nil {
-		return err
-	}
-	if err := checkNewCluster(&o.cfg); err != nil {
-		return err
-	}
-	if err := checkDataDirFree(o.cfg.DataDir); err != nil {
+	if err := checkBeforeStart(o, log); err != nil {
 		return err
 	}
 	var metricsLn net.Listener
@@ -337,12 +314,53 @@ func run(args []string) error {
 	if metricsLn != nil {
 		httpSrv = serveMetrics(metricsLn, reg, srv, log, faultHandler(o.faults, faultTr, srv), o.pprof)
 	}
+	return serveUntilStopped(srv, httpSrv, log)
+}
+
+// checkRequired refuses flags that need another flag given.
+func checkRequired(o *options) error {
+	switch {
+	case o.cfg.DataDir == "":
+		return errors.New("--data-dir is required")
+	case o.pprof && o.metricsListen == "":
+		return errors.New("--enable-pprof needs --metrics-listen")
+	case o.faults && o.metricsListen == "":
+		return errors.New("--enable-fault-injection needs --metrics-listen")
+	}
+	return nil
+}
+
+// checkBeforeStart checks everything the flags say before the node touches
+// its data directory: a restore must not run for a node that then refuses
+// its flags (the directory, no longer empty, would refuse the restore
+// asked again).
+func checkBeforeStart(o *options, log *slog.Logger) error {
+	if err := checkNodeFlags(&o.cfg); err != nil {
+		return err
+	}
+	if err := checkRunFlags(o); err != nil {
+		return err
+	}
+	warnAddrMismatch(&o.cfg, log)
+	if err := o.cfg.Validate(); err != nil {
+		return err
+	}
+	if err := checkNewCluster(&o.cfg); err != nil {
+		return err
+	}
+	return checkDataDirFree(o.cfg.DataDir)
+}
+
+// serveUntilStopped runs the node until SIGINT or SIGTERM, which shut it
+// down cleanly, or until it fails (its storage, or its removal from the
+// cluster), which ends kvd with the cause.
+func serveUntilStopped(srv *server.Server, httpSrv *http.Server, log *slog.Logger) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	select {
 	case <-ctx.Done():
 	case <-srv.Failed():
-		return &failure{storageExit(srv, httpSrv, log)}
+		return &failure{failureExit(srv, httpSrv, log)}
 	}
 	log.Info("shutting down")
 	if httpSrv != nil {
@@ -393,29 +411,32 @@ func setupTLS(o *options, log *slog.Logger) (certs *tlsutil.Store, stop func(), 
 	return certs, func() { signal.Stop(hup); cancel() }, nil
 }
 
-// After a storage failure kvd lingers for storageExitLinger, answering
-// every request with the failure ("kvd: storage: <cause>", /healthz 503)
-// so that requests in flight get that answer rather than a closed
-// connection, then shuts down, waiting at most storageExitTimeout (the
-// process exits then even if something is stuck on the failed disk).
+// After a failure (its storage, or its removal from the cluster) kvd
+// lingers for failureExitLinger, answering every request with the failure
+// ("kvd: storage: <cause>", /healthz 503) so that requests in flight get
+// that answer rather than a closed connection, then shuts down, waiting at
+// most failureExitTimeout (the process exits then even if something is
+// stuck on the failed disk).
 const (
-	storageExitLinger  = time.Second
-	storageExitTimeout = 5 * time.Second
+	failureExitLinger  = time.Second
+	failureExitTimeout = 5 * time.Second
 )
 
-// storageExit stops a node whose storage failed (a full or read-only disk,
-// a failed fsync) and returns the failure, so that kvd exits non-zero
-// naming the cause. The node has already stopped acknowledging anything;
-// restarting kvd once the disk is fixed recovers every acknowledged write.
-func storageExit(srv *server.Server, httpSrv *http.Server, log *slog.Logger) error {
+// failureExit stops a node that failed and returns the failure, so that
+// kvd exits non-zero naming the cause. A storage failure (a full or
+// read-only disk, a failed fsync): the node has already stopped
+// acknowledging anything, and restarting kvd once the disk is fixed
+// recovers every acknowledged write. A removal: the node serves nothing
+// more, and its data directory is refused from then on.
+func failureExit(srv *server.Server, httpSrv *http.Server, log *slog.Logger) error {
 	err := srv.Failure()
 	if errors.Is(err, raft.ErrRemoved) {
 		log.Error("removed from the cluster: exiting; to reuse this machine, wipe the data directory and add it again under a new member id",
-			"err", err, "exit_in", storageExitLinger)
+			"err", err, "exit_in", failureExitLinger)
 	} else {
-		log.Error("storage failure: exiting; restart kvd once the disk is fixed", "err", err, "exit_in", storageExitLinger)
+		log.Error("storage failure: exiting; restart kvd once the disk is fixed", "err", err, "exit_in", failureExitLinger)
 	}
-	time.Sleep(storageExitLinger)
+	time.Sleep(failureExitLinger)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -428,8 +449,8 @@ func storageExit(srv *server.Server, httpSrv *http.Server, log *slog.Logger) err
 	}()
 	select {
 	case <-done:
-	case <-time.After(storageExitTimeout):
-		log.Error("shutdown after the storage failure did not finish; exiting anyway", "timeout", storageExitTimeout)
+	case <-time.After(failureExitTimeout):
+		log.Error("shutdown after the failure did not finish; exiting anyway", "timeout", failureExitTimeout)
 	}
 	return err
 }

@@ -14,7 +14,7 @@ import (
 // TestRemovedMemberProcessExits: a kvd process whose member is removed
 // exits with status 1 naming the removal, as etcd's does, and exits the
 // same way when started again on its data directory. Without the exit
-// path (storageExit on srv.Failed) it ran on, refused by every member.
+// path (failureExit on srv.Failed) it ran on, refused by every member.
 func TestRemovedMemberProcessExits(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping the process test in -short mode")
