@@ -267,17 +267,8 @@ func runIn(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	if err := cmd.check(pos[1:]); err != nil {
 		return err
 	}
-	if o.ifVersion.set && pos[0] != "put" && pos[0] != "del" && pos[0] != "delete" {
-		return usageError{"--if-version applies to put and del only"}
-	}
-	if o.atomic && pos[0] != "mget" {
-		return usageError{"--atomic applies to mget only"}
-	}
-	if o.lease.id != 0 && pos[0] != "put" {
-		return usageError{"--lease applies to put only"}
-	}
-	if o.valueFile != "" && pos[0] != "put" {
-		return usageError{"--value-file applies to put only"}
+	if err := checkFlagScope(o, pos[0]); err != nil {
+		return err
 	}
 	for _, ep := range eps {
 		if err := transport.CheckAddr(ep); err != nil {
@@ -308,6 +299,21 @@ func runIn(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	}
 	defer cancel()
 	return cmd.run(ctx, &env{c: c, o: o, eps: eps, in: stdin, out: stdout, errOut: stderr, base: base}, pos[1:])
+}
+
+// checkFlagScope refuses a command's flag given to another command.
+func checkFlagScope(o *options, cmd string) error {
+	switch {
+	case o.ifVersion.set && cmd != "put" && cmd != "del" && cmd != "delete":
+		return usageError{"--if-version applies to put and del only"}
+	case o.atomic && cmd != "mget":
+		return usageError{"--atomic applies to mget only"}
+	case o.lease.id != 0 && cmd != "put":
+		return usageError{"--lease applies to put only"}
+	case o.valueFile != "" && cmd != "put":
+		return usageError{"--value-file applies to put only"}
+	}
+	return nil
 }
 
 func splitEndpoints(s string) []string {
