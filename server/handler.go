@@ -105,22 +105,7 @@ func (s *Server) serveConn(conn transport.Conn, role listenRole) {
 			}
 			continue
 		}
-		reserve := len(req.Key) + len(req.Value) + wire.ResponseHeaderLen + smallReply
-		switch req.Op {
-		case wire.OpGet:
-			reserve += limits.MaxValue
-		case wire.OpTxn:
-			reserve += txn.MaxResponseBytes
-		case wire.OpScan:
-			reserve += scanReplyMax
-		case wire.OpGetMany:
-			reserve += getManyReplyMax
-		case wire.OpSnapshot:
-			reserve += snapshotChunkReserve
-		case wire.OpLeaseList:
-			reserve += 1 + 8*wire.MaxLeaseListIDs // a LeaseList page
-		}
-		reserve = min(reserve, maxConnBytes)
+		reserve := replyReserve(&req)
 		if budget.acquire(s.ctx, reserve) != nil {
 			return
 		}
@@ -148,6 +133,27 @@ func (s *Server) serveConn(conn transport.Conn, role listenRole) {
 			return
 		}
 	}
+}
+
+// replyReserve is what a request may hold of its connection's budget
+// while it is served: its own bytes and the largest reply it may get.
+func replyReserve(req *wire.Request) int {
+	reserve := len(req.Key) + len(req.Value) + wire.ResponseHeaderLen + smallReply
+	switch req.Op {
+	case wire.OpGet:
+		reserve += limits.MaxValue
+	case wire.OpTxn:
+		reserve += txn.MaxResponseBytes
+	case wire.OpScan:
+		reserve += scanReplyMax
+	case wire.OpGetMany:
+		reserve += getManyReplyMax
+	case wire.OpSnapshot:
+		reserve += snapshotChunkReserve
+	case wire.OpLeaseList:
+		reserve += 1 + 8*wire.MaxLeaseListIDs // a LeaseList page
+	}
+	return min(reserve, maxConnBytes)
 }
 
 // ownKeyValue copies req's key and value, which alias a receive buffer,
