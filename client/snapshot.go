@@ -21,6 +21,7 @@ var ErrSnapshotStream = errs.ErrSnapshotStream
 type SnapshotInfo struct {
 	Index  uint64 // the applied index of the state
 	Keys   uint64
+	Leases uint64 // TTL leases the backup carries
 	Bytes  int64
 	SHA256 []byte // the file's checksum (its trailer)
 	Node   string // the node that streamed it (the leader)
@@ -124,7 +125,7 @@ func (c *Client) snapshotFrom(ctx context.Context, addr string, w io.Writer) (in
 			if err != nil {
 				return info, true, fmt.Errorf("%w: %s: %w", ErrSnapshotStream, addr, err)
 			}
-			return SnapshotInfo{Index: h.Index, Keys: h.Keys, Bytes: chk.n, SHA256: sum, Node: addr}, true, nil
+			return SnapshotInfo{Index: h.Index, Keys: h.Keys, Leases: h.Leases, Bytes: chk.n, SHA256: sum, Node: addr}, true, nil
 		}
 	}
 }

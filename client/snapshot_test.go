@@ -58,8 +58,8 @@ func testBackup(t *testing.T) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.Add([]byte("a"), []byte("1"), 4)
-	w.Add([]byte("b"), []byte("2"), 9)
+	w.Add([]byte("a"), []byte("1"), 4, 0)
+	w.Add([]byte("b"), []byte("2"), 9, 0)
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}

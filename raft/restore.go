@@ -63,6 +63,10 @@ type RestoreConfig struct {
 	// different backups refuse each other. Empty: the id is the token's
 	// and members' alone.
 	Backup []byte
+	// Leases are the backup's TTL leases (ID and TTL; Keys is counted from
+	// what fill attaches). Each starts at its full TTL when the new
+	// cluster elects its leader, as after any leader change.
+	Leases []store.Lease
 	Logger *slog.Logger
 }
 
@@ -88,12 +92,12 @@ func (c RestoreConfig) Validate() error {
 }
 
 // Restore writes a new member's data directory from a backup: fill calls
-// add for each of the backup's keys, in key order, with its value and
-// version. The directory must be missing or empty (ErrNotEmpty otherwise:
+// add for each of the backup's keys, in key order, with its value,
+// version and lease (0: none; else one of cfg.Leases). The directory must be missing or empty (ErrNotEmpty otherwise:
 // a restore never overwrites a node's data). On failure what Restore wrote
 // is removed again. The node is then started with Open and the same
 // ID, InitialCluster and InitialClusterToken.
-func Restore(cfg RestoreConfig, fill func(add func(key, value []byte, version uint64) error) error) (err error) {
+func Restore(cfg RestoreConfig, fill func(add func(key, value []byte, version, lease uint64) error) error) (err error) {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
@@ -142,7 +146,7 @@ func Restore(cfg RestoreConfig, fill func(add func(key, value []byte, version ui
 	for pid, addr := range cfg.InitialCluster {
 		members = append(members, store.Member{ID: pid, Addr: addr})
 	}
-	if err := st.Restore(cfg.Index, members, fill); err != nil {
+	if err := st.Restore(cfg.Index, members, cfg.Leases, fill); err != nil {
 		return fmt.Errorf("raft: restore: %w", err)
 	}
 	cerr := st.Close()

@@ -42,14 +42,14 @@ func TestRestoreRefusesUsedDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := RestoreConfig{ID: 1, InitialCluster: map[uint64]string{1: "a:1"}, DataDir: dir, Index: 5, Logger: peertest.Logger()}
-	none := func(func(key, value []byte, version uint64) error) error { return nil }
+	none := func(func(key, value []byte, version, lease uint64) error) error { return nil }
 	if err := Restore(cfg, none); !errors.Is(err, ErrNotEmpty) {
 		t.Fatalf("used dir: %v, want ErrNotEmpty", err)
 	}
 	cfg.DataDir = filepath.Join(t.TempDir(), "new")
 	boom := errors.New("boom")
-	err := Restore(cfg, func(add func(key, value []byte, version uint64) error) error {
-		if err := add([]byte("k"), []byte("v"), 3); err != nil {
+	err := Restore(cfg, func(add func(key, value []byte, version, lease uint64) error) error {
+		if err := add([]byte("k"), []byte("v"), 3, 0); err != nil {
 			return err
 		}
 		return boom
@@ -79,8 +79,8 @@ func TestInterruptedRestoreRefused(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "node1")
 	cfg := RestoreConfig{ID: 1, InitialCluster: map[uint64]string{1: "a:1"}, DataDir: dir, Index: 5, Logger: peertest.Logger()}
 	var crashImage string // the directory as a crash inside the fill leaves it
-	err := Restore(cfg, func(add func(key, value []byte, version uint64) error) error {
-		if err := add([]byte("k"), []byte("v"), 3); err != nil {
+	err := Restore(cfg, func(add func(key, value []byte, version, lease uint64) error) error {
+		if err := add([]byte("k"), []byte("v"), 3, 0); err != nil {
 			return err
 		}
 		if _, err := os.Stat(filepath.Join(dir, restoreMarker)); err != nil {
@@ -105,7 +105,7 @@ func TestInterruptedRestoreRefused(t *testing.T) {
 		t.Fatalf("Open of an interrupted restore's directory = %v, want ErrRestoreInterrupted", err)
 	}
 	cfg.DataDir = crashImage
-	if err := Restore(cfg, func(func(key, value []byte, version uint64) error) error { return nil }); !errors.Is(err, ErrRestoreInterrupted) {
+	if err := Restore(cfg, func(func(key, value []byte, version, lease uint64) error) error { return nil }); !errors.Is(err, ErrRestoreInterrupted) {
 		t.Fatalf("Restore into it = %v, want ErrRestoreInterrupted", err)
 	}
 }
@@ -135,8 +135,8 @@ func TestRestoredClusterAtMaxIndexCommits(t *testing.T) {
 			for id, tn := range c.nodes {
 				cfg := RestoreConfig{ID: id, InitialCluster: maps.Clone(c.peers), InitialClusterToken: base.InitialClusterToken,
 					DataDir: tn.dir, Index: index, Logger: peertest.Logger()}
-				if err := Restore(cfg, func(add func(key, value []byte, version uint64) error) error {
-					return add([]byte("k"), []byte("v"), index)
+				if err := Restore(cfg, func(add func(key, value []byte, version, lease uint64) error) error {
+					return add([]byte("k"), []byte("v"), index, 0)
 				}); err != nil {
 					t.Fatalf("restore node %d at %d: %v", id, index, err)
 				}

@@ -434,7 +434,7 @@ func writeBackup(t *testing.T, h backup.Header, recs [][3]any) []byte {
 		t.Fatal(err)
 	}
 	for _, r := range recs {
-		if err := w.Add([]byte(r[0].(string)), []byte(r[1].(string)), r[2].(uint64)); err != nil {
+		if err := w.Add([]byte(r[0].(string)), []byte(r[1].(string)), r[2].(uint64), 0); err != nil {
 			t.Fatal(err)
 		}
 	}

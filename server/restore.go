@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/kvd-project/kvd/internal/backup"
+	kvstore "github.com/kvd-project/kvd/internal/store"
 	"github.com/kvd-project/kvd/raft"
 )
 
@@ -43,7 +44,8 @@ func (s *Server) restore() error {
 	err = raft.Restore(raft.RestoreConfig{
 		ID: s.cfg.ID, InitialCluster: s.cfg.InitialCluster, InitialClusterToken: s.cfg.InitialClusterToken,
 		DataDir: s.cfg.DataDir, Index: h.Index, FromCluster: h.Cluster, Backup: sum, Logger: s.log,
-	}, func(add func(key, value []byte, version uint64) error) error {
+		Leases: restoredLeases(r.Leases()),
+	}, func(add func(key, value []byte, version, lease uint64) error) error {
 		for {
 			rec, err := r.Next()
 			if errors.Is(err, io.EOF) {
@@ -55,7 +57,7 @@ func (s *Server) restore() error {
 			if err != nil {
 				return err
 			}
-			if err := add(rec.Key, rec.Value, rec.Version); err != nil {
+			if err := add(rec.Key, rec.Value, rec.Version, rec.Lease); err != nil {
 				return err
 			}
 		}
@@ -64,8 +66,19 @@ func (s *Server) restore() error {
 		return fmt.Errorf("server: restore %s: %w", path, err)
 	}
 	s.log.Info("restored a backup; this node starts a new cluster with its state",
-		"file", path, "index", h.Index, "keys", h.Keys, "sha256", fmt.Sprintf("%x", sum))
+		"file", path, "index", h.Index, "keys", h.Keys, "leases", h.Leases, "sha256", fmt.Sprintf("%x", sum))
 	return nil
+}
+
+// restoredLeases are a backup's leases as the store keeps them; their key
+// counts are made from the records, and each starts at its full TTL when
+// the new cluster elects a leader.
+func restoredLeases(ls []backup.Lease) []kvstore.Lease {
+	out := make([]kvstore.Lease, 0, len(ls))
+	for _, l := range ls {
+		out = append(out, kvstore.Lease{ID: l.ID, TTL: uint64(l.TTL)})
+	}
+	return out
 }
 
 func verifyBackup(path string) (backup.Header, []byte, error) {

@@ -196,14 +196,24 @@ func (st *snapStream) stream(view *kv.View) error {
 	if err := view.ForEach(func(_, _ []byte, _ uint64) error { keys++; return nil }); err != nil {
 		return err
 	}
-	st.index = view.Applied()
-	st.limit = snapshotChunkLimit(st.conn.MaxMessage()) // at least minSnapshotChunk: snapshot checked
-	st.buf = make([]byte, 1, 1+st.limit)
-	w, err := backup.NewWriter(st, backup.Header{Index: st.index, Keys: keys, Cluster: st.s.node.ClusterID()})
+	leases, err := view.Leases()
 	if err != nil {
 		return err
 	}
-	if err := view.ForEach(func(key, value []byte, version uint64) error { return w.Add(key, value, version) }); err != nil {
+	st.index = view.Applied()
+	st.limit = snapshotChunkLimit(st.conn.MaxMessage()) // at least minSnapshotChunk: snapshot checked
+	st.buf = make([]byte, 1, 1+st.limit)
+	w, err := backup.NewWriter(st, backup.Header{Index: st.index, Keys: keys, Cluster: st.s.node.ClusterID(),
+		Leases: uint64(len(leases))})
+	if err != nil {
+		return err
+	}
+	for _, l := range leases {
+		if err := w.AddLease(backup.Lease{ID: l.ID, TTL: time.Duration(l.TTL)}); err != nil {
+			return err
+		}
+	}
+	if err := view.ForEachLeased(w.Add); err != nil {
 		return err
 	}
 	if err := w.Close(); err != nil {

@@ -57,14 +57,15 @@ func snapshotStatus(e *env, path string) error {
 	if err != nil {
 		return err
 	}
-	return e.printSnapshot("ok", path, client.SnapshotInfo{Index: h.Index, Keys: h.Keys, Bytes: st.Size(), SHA256: sum})
+	return e.printSnapshot("ok", path, client.SnapshotInfo{Index: h.Index, Keys: h.Keys, Leases: h.Leases, Bytes: st.Size(), SHA256: sum})
 }
 
 func (e *env) printSnapshot(what, path string, info client.SnapshotInfo) error {
 	if e.o.write == "json" {
-		return e.json(map[string]any{"file": path, "index": info.Index, "keys": info.Keys, "bytes": info.Bytes,
+		return e.json(map[string]any{"file": path, "index": info.Index, "keys": info.Keys, "leases": info.Leases, "bytes": info.Bytes,
 			"sha256": fmt.Sprintf("%x", info.SHA256), "node": info.Node})
 	}
-	fmt.Fprintf(e.out, "%s %s: index %d, %d keys, %d bytes, sha256 %x\n", what, path, info.Index, info.Keys, info.Bytes, info.SHA256)
+	fmt.Fprintf(e.out, "%s %s: index %d, %d keys, %d leases, %d bytes, sha256 %x\n",
+		what, path, info.Index, info.Keys, info.Leases, info.Bytes, info.SHA256)
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvd-project/kvd/internal/backup"
 	"github.com/kvd-project/kvd/internal/kvdtest"
 	"github.com/kvd-project/kvd/internal/kvdtest/wait"
 )
@@ -18,7 +19,8 @@ import (
 // kvctl snapshot save from a running kvd, kvctl snapshot status, a new kvd
 // started with --restore serving the saved keys, a damaged copy refused by
 // both kvctl snapshot status and kvd --restore (which exits with the
-// reason), and a restart of the restored node without --restore.
+// reason), a key on a TTL lease restored attached to it (the lease listed,
+// at its full TTL), and a restart of the restored node without --restore.
 func TestProcessBackupRestore(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping the process test in -short mode")
@@ -44,21 +46,29 @@ func TestProcessBackupRestore(t *testing.T) {
 	}
 	waitPut(addrs[0], "hello", "world")
 	waitPut(addrs[0], "color", "blue")
+	out, errOut, err := kvctl(addrs[0], "lease", "grant", "1h")
+	if err != nil {
+		t.Fatalf("lease grant: %v (%s)", err, errOut)
+	}
+	lease := strings.TrimSpace(out)
+	if _, errOut, err := kvctl(addrs[0], "put", "--lease", lease, "svc", "addr"); err != nil {
+		t.Fatalf("put --lease: %v (%s)", err, errOut)
+	}
 
 	dir := t.TempDir()
 	file := filepath.Join(dir, "backup.kvd")
-	out, errOut, err := kvctl(addrs[0], "snapshot", "save", file)
-	if err != nil || !strings.HasPrefix(out, "saved "+file+": index ") || !strings.Contains(out, " 2 keys") {
+	out, errOut, err = kvctl(addrs[0], "snapshot", "save", file)
+	if err != nil || !strings.HasPrefix(out, "saved "+file+": index ") || !strings.Contains(out, " 3 keys, 1 leases,") {
 		t.Fatalf("snapshot save = %q, %v (%s)", out, err, errOut)
 	}
-	if out, errOut, err := kvctl(addrs[0], "snapshot", "status", file); err != nil || !strings.Contains(out, " 2 keys") {
+	if out, errOut, err := kvctl(addrs[0], "snapshot", "status", file); err != nil || !strings.Contains(out, " 3 keys, 1 leases,") {
 		t.Fatalf("snapshot status = %q, %v (%s)", out, err, errOut)
 	}
 	b, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b[len(b)/2] ^= 1
+	b[len(b)-backup.TrailerLen-1] ^= 1 // the last value's last byte: damage only the checksum sees
 	damaged := filepath.Join(dir, "damaged.kvd")
 	if err := os.WriteFile(damaged, b, 0o644); err != nil {
 		t.Fatal(err)
@@ -92,6 +102,13 @@ func TestProcessBackupRestore(t *testing.T) {
 	waitPut(addrs[1], "new", "key")
 	if out, errOut, err := kvctl(addrs[1], "get", "hello"); err != nil || out != "world\n" {
 		t.Fatalf("restored get = %q, %v (%s)", out, err, errOut)
+	}
+	if out, errOut, err := kvctl(addrs[1], "lease", "list"); err != nil || out != "found 1 leases\n"+lease+"\n" {
+		t.Fatalf("restored lease list = %q, %v (%s)", out, err, errOut)
+	}
+	if out, errOut, err := kvctl(addrs[1], "lease", "ttl", lease); err != nil ||
+		!strings.Contains(out, "granted TTL 1h0m0s, remaining ") || !strings.HasSuffix(out, ", 1 keys\n") {
+		t.Fatalf("restored lease ttl = %q, %v (%s)", out, err, errOut)
 	}
 	p.cmd.Process.Signal(os.Interrupt)
 	p.exited(t, 20*time.Second)

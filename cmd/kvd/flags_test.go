@@ -28,7 +28,7 @@ func writeTinyBackup(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Add([]byte("k"), []byte("v"), 5); err != nil {
+	if err := w.Add([]byte("k"), []byte("v"), 5, 0); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.Close(); err != nil {

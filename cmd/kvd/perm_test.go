@@ -28,7 +28,7 @@ func TestRestoredDataDirPrivate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Add([]byte("secret"), []byte("value"), 7); err != nil {
+	if err := w.Add([]byte("secret"), []byte("value"), 7, 0); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.Close(); err != nil {

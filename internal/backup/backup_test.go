@@ -2,10 +2,16 @@ package backup
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/kvd-project/kvd/internal/limits"
 )
 
 type rec struct {
@@ -20,13 +26,32 @@ func encode(t testing.TB, index uint64, recs []rec) []byte {
 
 func encodeHeader(t testing.TB, h Header, recs []rec) []byte {
 	t.Helper()
+	return encodeFile(t, file{h: h, recs: recs})
+}
+
+// file is a backup's content: header, leases, records and which lease
+// each record's key is attached to.
+type file struct {
+	h      Header
+	leases []Lease
+	recs   []rec
+	attach map[string]uint64
+}
+
+func encodeFile(t testing.TB, f file) []byte {
+	t.Helper()
 	var b bytes.Buffer
-	w, err := NewWriter(&b, h)
+	w, err := NewWriter(&b, f.h)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range recs {
-		if err := w.Add([]byte(r.key), []byte(r.value), r.version); err != nil {
+	for _, l := range f.leases {
+		if err := w.AddLease(l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, r := range f.recs {
+		if err := w.Add([]byte(r.key), []byte(r.value), r.version, f.attach[r.key]); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -37,20 +62,28 @@ func encodeHeader(t testing.TB, h Header, recs []rec) []byte {
 }
 
 func decode(b []byte) (Header, []rec, error) {
+	f, err := decodeFile(b)
+	return f.h, f.recs, err
+}
+
+func decodeFile(b []byte) (file, error) {
 	r, err := NewReader(bytes.NewReader(b))
 	if err != nil {
-		return Header{}, nil, err
+		return file{}, err
 	}
-	var out []rec
+	f := file{h: r.Header(), leases: r.Leases(), attach: map[string]uint64{}}
 	for {
 		x, err := r.Next()
 		if errors.Is(err, io.EOF) {
-			return r.Header(), out, nil
+			return f, nil
 		}
 		if err != nil {
-			return r.Header(), out, err
+			return f, err
 		}
-		out = append(out, rec{string(x.Key), string(x.Value), x.Version})
+		f.recs = append(f.recs, rec{string(x.Key), string(x.Value), x.Version})
+		if x.Lease != 0 {
+			f.attach[string(x.Key)] = x.Lease
+		}
 	}
 }
 
@@ -69,7 +102,7 @@ func TestRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if h != (Header{Index: 100, Keys: uint64(len(recs)), Cluster: 0xc1}) || fmt.Sprint(got) != fmt.Sprint(recs) {
+		if h != (Header{Index: 100, Keys: uint64(len(recs)), Cluster: 0xc1, Format: Format}) || fmt.Sprint(got) != fmt.Sprint(recs) {
 			t.Fatalf("decoded %+v %v, want %d records %v", h, got, len(recs), recs)
 		}
 		if _, sum, err := Verify(bytes.NewReader(b)); err != nil || len(sum) != TrailerLen {
@@ -128,7 +161,7 @@ func TestWriterRefusesBadRecords(t *testing.T) {
 		w, _ := NewWriter(&b, Header{Index: 10, Keys: tc.keys})
 		var err error
 		for _, r := range tc.recs {
-			if err = w.Add([]byte(r.key), []byte(r.value), r.version); err != nil {
+			if err = w.Add([]byte(r.key), []byte(r.value), r.version, 0); err != nil {
 				break
 			}
 		}
@@ -154,16 +187,28 @@ func TestNotABackup(t *testing.T) {
 func FuzzReader(f *testing.F) {
 	f.Add(encode(f, 100, sample()[:3]))
 	f.Add(encode(f, 1, nil))
+	f.Add(encodeFile(f, leased()))
+	f.Add(readFixture(f))
 	f.Add([]byte(magic))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		h, recs, err := decode(b)
+		got, err := decodeFile(b)
 		if err != nil {
 			if !errors.Is(err, ErrFormat) && !errors.Is(err, ErrTruncated) && !errors.Is(err, ErrChecksum) {
 				t.Fatalf("unexpected error kind: %v", err)
 			}
 			return
 		}
-		if again := encodeHeader(t, h, recs); !bytes.Equal(again, b) {
+		again := encodeFile(t, got)
+		if got.h.Format == FormatNoLeases {
+			// Written again in the current format: the same content.
+			back, err := decodeFile(again)
+			back.h.Format = FormatNoLeases
+			if err != nil || fmt.Sprint(back) != fmt.Sprint(got) {
+				t.Fatalf("format %d backup re-encodes to %+v, %v; want %+v", FormatNoLeases, back, err, got)
+			}
+			return
+		}
+		if !bytes.Equal(again, b) {
 			t.Fatalf("decoded backup re-encodes differently")
 		}
 	})
@@ -189,5 +234,144 @@ func TestIndexBounded(t *testing.T) {
 		if (rerr == nil) != tc.ok || (rerr != nil && !errors.Is(rerr, ErrFormat)) {
 			t.Errorf("index %d: NewReader = %v, want ok=%v", tc.index, rerr, tc.ok)
 		}
+	}
+}
+
+// leased is a backup with leases: two keys on lease 7, one on lease 9, one
+// key on none, and lease 12 with no keys.
+func leased() file {
+	recs := []rec{{"a", "1", 3}, {"svc/a", "addr-a", 5}, {"svc/b", "addr-b", 6}, {"svc/c", "addr-c", 8}}
+	return file{
+		h:      Header{Index: 20, Keys: uint64(len(recs)), Cluster: 0xc1, Leases: 3, Format: Format},
+		leases: []Lease{{ID: 7, TTL: limits.MinLeaseTTL}, {ID: 9, TTL: time.Minute}, {ID: 12, TTL: limits.MaxLeaseTTL}},
+		recs:   recs,
+		attach: map[string]uint64{"svc/a": 7, "svc/b": 9, "svc/c": 7},
+	}
+}
+
+// TestLeasesRoundTrip: the leases and each key's lease come back as
+// written, and a file with leases is checked as strictly as one without.
+func TestLeasesRoundTrip(t *testing.T) {
+	want := leased()
+	b := encodeFile(t, want)
+	got, err := decodeFile(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("decoded %+v, want %+v", got, want)
+	}
+	for i := range b {
+		d := bytes.Clone(b)
+		d[i] ^= 0x20
+		if _, _, err := Verify(bytes.NewReader(d)); err == nil {
+			t.Fatalf("byte %d flipped: Verify accepted it", i)
+		}
+	}
+	for n := range len(b) {
+		if _, _, err := Verify(bytes.NewReader(b[:n])); !errors.Is(err, ErrTruncated) {
+			t.Fatalf("truncated to %d of %d bytes: Verify = %v, want ErrTruncated", n, len(b), err)
+		}
+	}
+}
+
+// readFixture is a backup written by kvd before backups carried leases
+// (format 1): index 10, cluster 0xc1, keys a=1 (version 3), b="" (4),
+// svc/x=addr (7).
+func readFixture(t testing.TB) []byte {
+	t.Helper()
+	b, err := os.ReadFile("testdata/format1.kvdsnap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestReadsFormatWithoutLeases: a backup in the format before leases
+// still reads, as a backup without leases.
+func TestReadsFormatWithoutLeases(t *testing.T) {
+	got, err := decodeFile(readFixture(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := file{h: Header{Index: 10, Keys: 3, Cluster: 0xc1, Format: FormatNoLeases}, leases: []Lease{},
+		recs: []rec{{"a", "1", 3}, {"b", "", 4}, {"svc/x", "addr", 7}}, attach: map[string]uint64{}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("decoded %+v, want %+v", got, want)
+	}
+	if _, sum, err := Verify(bytes.NewReader(readFixture(t))); err != nil || len(sum) != TrailerLen {
+		t.Fatalf("Verify: %x, %v", sum, err)
+	}
+}
+
+// TestNewerFormatRefused: a reader refuses a format it does not know by
+// its version, as a format-1 reader refuses this package's files (it
+// accepted exactly version 1).
+func TestNewerFormatRefused(t *testing.T) {
+	b := encodeFile(t, leased())
+	if v := binary.LittleEndian.Uint16(b[8:]); v == FormatNoLeases {
+		t.Fatalf("a backup with leases is written as format %d, which older readers would misread", v)
+	}
+	binary.LittleEndian.PutUint16(b[8:], Format+1)
+	_, _, err := Verify(bytes.NewReader(b))
+	if !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), fmt.Sprintf("format version %d", Format+1)) {
+		t.Fatalf("Verify = %v, want ErrFormat naming version %d", err, Format+1)
+	}
+}
+
+// TestBadLeasesRefused: the writer refuses leases and attachments the
+// reader would refuse.
+func TestBadLeasesRefused(t *testing.T) {
+	ok := Lease{ID: 7, TTL: limits.MinLeaseTTL}
+	for name, tc := range map[string]struct {
+		leases []Lease
+		n      uint64 // the header's lease count
+		lease  uint64 // of record "a"
+	}{
+		"id 0":          {[]Lease{{ID: 0, TTL: time.Minute}}, 1, 0},
+		"unordered":     {[]Lease{{ID: 9, TTL: time.Minute}, ok}, 2, 0},
+		"duplicate":     {[]Lease{ok, ok}, 2, 0},
+		"ttl too short": {[]Lease{{ID: 7, TTL: limits.MinLeaseTTL - 1}}, 1, 0},
+		"ttl too long":  {[]Lease{{ID: 7, TTL: limits.MaxLeaseTTL + 1}}, 1, 0},
+		"too many":      {[]Lease{ok}, 0, 0},
+		"too few":       {nil, 1, 0},
+		"unknown lease": {[]Lease{ok}, 1, 8},
+	} {
+		var b bytes.Buffer
+		w, err := NewWriter(&b, Header{Index: 10, Keys: 1, Leases: tc.n})
+		for _, l := range tc.leases {
+			if err == nil {
+				err = w.AddLease(l)
+			}
+		}
+		if err == nil {
+			err = w.Add([]byte("a"), nil, 1, tc.lease)
+		}
+		if err == nil {
+			err = w.Close()
+		}
+		if !errors.Is(err, ErrFormat) {
+			t.Errorf("%s: err = %v, want ErrFormat", name, err)
+		}
+	}
+	if _, err := NewWriter(io.Discard, Header{Index: 10, Leases: limits.MaxLeases + 1}); !errors.Is(err, ErrFormat) {
+		t.Errorf("more leases than may exist: NewWriter = %v, want ErrFormat", err)
+	}
+}
+
+// TestLeaseKeysBounded: no lease holds more keys than one may.
+func TestLeaseKeysBounded(t *testing.T) {
+	w, err := NewWriter(io.Discard, Header{Index: 10, Keys: limits.MaxLeaseKeys + 1, Leases: 1})
+	if err == nil {
+		err = w.AddLease(Lease{ID: 7, TTL: time.Minute})
+	}
+	for i := range limits.MaxLeaseKeys + 1 {
+		if err != nil {
+			break
+		}
+		err = w.Add(fmt.Appendf(nil, "k%05d", i), nil, 1, 7)
+	}
+	if !errors.Is(err, ErrFormat) {
+		t.Fatalf("lease with %d keys: err = %v, want ErrFormat", limits.MaxLeaseKeys+1, err)
 	}
 }

@@ -3,11 +3,18 @@
 // and `kvd --restore` reads it. The server streams exactly these bytes
 // (OpSnapshot), so the client writes what it receives and checks it.
 //
-//	file    = header record* trailer
-//	header  = magic "KVDSNAP\n" (8 bytes) | format u16 | reserved u16 (0)
-//	          | index u64 | keys u64 | cluster u64                 (36 bytes)
-//	record  = keyLen u16 | valueLen u32 | version u64 | key | value
+//	file    = header lease* record* trailer
+//	header  = magic "KVDSNAP\n" (8 bytes) | format u16 (2) | reserved u16 (0)
+//	          | index u64 | keys u64 | cluster u64 | leases u64    (44 bytes)
+//	lease   = id u64 | ttl u64 (nanoseconds)                       (16 bytes)
+//	record  = keyLen u16 | valueLen u32 | version u64 | lease u64 | key | value
 //	trailer = SHA-256 of every byte before it                      (32 bytes)
+//
+// Format 1 (FormatNoLeases, written by kvd before backups carried TTL
+// leases) has no leases field in the header (36 bytes), no lease entries
+// and no lease field in the records; the reader still reads it, as a
+// backup without leases. A reader that knows only format 1 refuses a
+// format 2 file by its version rather than misreading it.
 //
 // All integers are little-endian. index is the applied Raft index the state
 // was read at, 1..MaxIndex (2^61, half the largest index kvd's peers may
@@ -16,7 +23,13 @@
 // again: the new cluster must be told apart from the old). Records are in strictly
 // increasing key order (a key at most once), with 1 <= keyLen <=
 // limits.MaxKey, valueLen <= limits.MaxValue and 1 <= version <= index: a
-// key's version is the index of the entry that last wrote it.
+// key's version is the index of the entry that last wrote it. Leases are in
+// strictly increasing id order, at most limits.MaxLeases of them, with id
+// != 0 and limits.MinLeaseTTL <= ttl <= limits.MaxLeaseTTL (the TTL as
+// granted: a lease's deadline is not state, and a restored lease starts
+// again at its full TTL). A record's lease is 0 (none) or the id of one of
+// the file's leases, and a lease is named by at most limits.MaxLeaseKeys
+// records.
 //
 // A file is accepted only whole: the reader checks every bound as it goes,
 // the checksum at the end, and that nothing follows the trailer; a

@@ -3,18 +3,26 @@ package backup
 import (
 	"encoding/binary"
 	"fmt"
+	"time"
 
 	"github.com/kvd-project/kvd/internal/errs"
 	"github.com/kvd-project/kvd/internal/limits"
 )
 
-// Format is the format version this package writes and reads.
-const Format = 1
+// Format is the format version this package writes. It reads it and
+// FormatNoLeases, the format of backups without leases.
+const (
+	Format         = 2
+	FormatNoLeases = 1
+)
 
 // Sizes of the fixed parts.
 const (
-	HeaderLen    = 36
-	recordHead   = 2 + 4 + 8
+	HeaderLen    = 44 // HeaderLenV1 in FormatNoLeases
+	HeaderLenV1  = 36
+	leaseLen     = 8 + 8
+	recordHead   = 2 + 4 + 8 + 8 // recordHeadV1 in FormatNoLeases
+	recordHeadV1 = 2 + 4 + 8
 	TrailerLen   = 32 // SHA-256
 	magic        = "KVDSNAP\n"
 	MaxKeyLen    = limits.MaxKey
@@ -44,12 +52,43 @@ type Header struct {
 	// Cluster is the id of the cluster the backup was taken from (0:
 	// unknown).
 	Cluster uint64
+	// Leases is the number of TTL leases (0 in a FormatNoLeases file).
+	Leases uint64
+	// Format is the file's format version (a writer writes Format
+	// whatever it says).
+	Format uint16
+}
+
+// Lease is one TTL lease of a backup: its id and its TTL as granted. Its
+// keys are the records that name it.
+type Lease struct {
+	ID  uint64
+	TTL time.Duration
 }
 
 // check checks what a header says on its own.
 func (h Header) check() error {
-	if h.Index > MaxIndex {
+	switch {
+	case h.Index > MaxIndex:
 		return fmt.Errorf("%w: index %d beyond %d", ErrFormat, h.Index, uint64(MaxIndex))
+	case h.Leases > limits.MaxLeases:
+		return fmt.Errorf("%w: %d leases (at most %d may exist)", ErrFormat, h.Leases, limits.MaxLeases)
+	}
+	return nil
+}
+
+// checkLease is the rule both sides enforce for the n-th lease (0-based)
+// after the lease last.
+func checkLease(h Header, n uint64, last, l Lease) error {
+	switch {
+	case n >= h.Leases:
+		return fmt.Errorf("%w: more than the %d leases the header announces", ErrFormat, h.Leases)
+	case l.ID == 0:
+		return fmt.Errorf("%w: lease %d: id 0", ErrFormat, n)
+	case n > 0 && l.ID <= last.ID:
+		return fmt.Errorf("%w: lease %d: id %d not after %d", ErrFormat, n, l.ID, last.ID)
+	case l.TTL < limits.MinLeaseTTL || l.TTL > limits.MaxLeaseTTL:
+		return fmt.Errorf("%w: lease %d: TTL %v outside %v..%v", ErrFormat, l.ID, l.TTL, limits.MinLeaseTTL, limits.MaxLeaseTTL)
 	}
 	return nil
 }
@@ -60,11 +99,38 @@ func appendHeader(b []byte, h Header) []byte {
 	b = binary.LittleEndian.AppendUint16(b, 0)
 	b = binary.LittleEndian.AppendUint64(b, h.Index)
 	b = binary.LittleEndian.AppendUint64(b, h.Keys)
-	return binary.LittleEndian.AppendUint64(b, h.Cluster)
+	b = binary.LittleEndian.AppendUint64(b, h.Cluster)
+	return binary.LittleEndian.AppendUint64(b, h.Leases)
 }
 
-func appendRecordHead(b []byte, keyLen, valueLen int, version uint64) []byte {
+func appendLease(b []byte, l Lease) []byte {
+	b = binary.LittleEndian.AppendUint64(b, l.ID)
+	return binary.LittleEndian.AppendUint64(b, uint64(l.TTL))
+}
+
+func appendRecordHead(b []byte, keyLen, valueLen int, version, lease uint64) []byte {
 	b = binary.LittleEndian.AppendUint16(b, uint16(keyLen))
 	b = binary.LittleEndian.AppendUint32(b, uint32(valueLen))
-	return binary.LittleEndian.AppendUint64(b, version)
+	b = binary.LittleEndian.AppendUint64(b, version)
+	return binary.LittleEndian.AppendUint64(b, lease)
+}
+
+// leaseSet is what both sides know of the leases while they check the
+// records: each lease's id and how many records named it so far.
+type leaseSet map[uint64]uint64
+
+// attach checks that record n may name lease id (0: none) and counts it.
+func (s leaseSet) attach(n, id uint64) error {
+	if id == 0 {
+		return nil
+	}
+	keys, ok := s[id]
+	switch {
+	case !ok:
+		return fmt.Errorf("%w: record %d: lease %d is not among the backup's leases", ErrFormat, n, id)
+	case keys >= limits.MaxLeaseKeys:
+		return fmt.Errorf("%w: record %d: lease %d holds more than %d keys", ErrFormat, n, id, limits.MaxLeaseKeys)
+	}
+	s[id] = keys + 1
+	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"time"
 )
 
 // Record is one key of a backup. Key and Value are valid until the next
@@ -17,6 +18,7 @@ type Record struct {
 	Key     []byte
 	Value   []byte
 	Version uint64
+	Lease   uint64 // the lease the key is attached to (0: none)
 }
 
 // Reader reads a backup, checking it as it goes.
@@ -28,31 +30,74 @@ type Reader struct {
 	last []byte
 	buf  []byte
 	done bool
+
+	leases     []Lease
+	leaseKeys  leaseSet
+	recordHead int
 }
 
-// NewReader reads and checks the header.
+// NewReader reads and checks the header and the leases. It reads the
+// formats Format and FormatNoLeases; a newer one fails with ErrFormat
+// naming its version.
 func NewReader(r io.Reader) (*Reader, error) {
 	br := &Reader{r: bufio.NewReaderSize(r, 256<<10), sum: sha256.New()}
-	b, err := br.read(HeaderLen, "header")
+	b, err := br.read(HeaderLenV1, "header")
 	if err != nil {
 		return nil, err
 	}
 	if string(b[:8]) != magic {
 		return nil, fmt.Errorf("%w: not a kvd backup (bad magic %q)", ErrFormat, b[:8])
 	}
-	if f := binary.LittleEndian.Uint16(b[8:]); f != Format {
-		return nil, fmt.Errorf("%w: format version %d (this kvd reads %d)", ErrFormat, f, Format)
+	f := binary.LittleEndian.Uint16(b[8:])
+	if f != Format && f != FormatNoLeases {
+		return nil, fmt.Errorf("%w: format version %d (this kvd reads %d and %d): written by a newer kvd; restore it with that version",
+			ErrFormat, f, FormatNoLeases, Format)
 	}
 	if binary.LittleEndian.Uint16(b[10:]) != 0 {
 		return nil, fmt.Errorf("%w: reserved header field set", ErrFormat)
 	}
 	br.h = Header{Index: binary.LittleEndian.Uint64(b[12:]), Keys: binary.LittleEndian.Uint64(b[20:]),
-		Cluster: binary.LittleEndian.Uint64(b[28:])}
+		Cluster: binary.LittleEndian.Uint64(b[28:]), Format: f}
+	br.recordHead = recordHeadV1
+	if f == Format {
+		br.recordHead = recordHead
+		if b, err = br.read(HeaderLen-HeaderLenV1, "header"); err != nil {
+			return nil, err
+		}
+		br.h.Leases = binary.LittleEndian.Uint64(b)
+	}
 	if err := br.h.check(); err != nil {
+		return nil, err
+	}
+	if err := br.readLeases(); err != nil {
 		return nil, err
 	}
 	return br, nil
 }
+
+// readLeases reads the leases, which precede the records.
+func (r *Reader) readLeases() error {
+	r.leases = make([]Lease, 0, r.h.Leases)
+	r.leaseKeys = make(leaseSet, r.h.Leases)
+	var last Lease
+	for n := range r.h.Leases {
+		b, err := r.read(leaseLen, fmt.Sprintf("lease %d", n))
+		if err != nil {
+			return err
+		}
+		l := Lease{ID: binary.LittleEndian.Uint64(b), TTL: time.Duration(binary.LittleEndian.Uint64(b[8:]))}
+		if err := checkLease(r.h, n, last, l); err != nil {
+			return err
+		}
+		r.leases = append(r.leases, l)
+		r.leaseKeys[l.ID] = 0
+		last = l
+	}
+	return nil
+}
+
+// Leases are the backup's leases, in id order.
+func (r *Reader) Leases() []Lease { return r.leases }
 
 // Header is the backup's header.
 func (r *Reader) Header() Header { return r.h }
@@ -83,13 +128,17 @@ func (r *Reader) Next() (Record, error) {
 	if r.n == r.h.Keys {
 		return Record{}, r.finish()
 	}
-	head, err := r.read(recordHead, fmt.Sprintf("record %d", r.n))
+	head, err := r.read(r.recordHead, fmt.Sprintf("record %d", r.n))
 	if err != nil {
 		return Record{}, err
 	}
 	kl := int(binary.LittleEndian.Uint16(head))
 	vl := uint64(binary.LittleEndian.Uint32(head[2:]))
 	version := binary.LittleEndian.Uint64(head[6:])
+	var lease uint64
+	if r.recordHead == recordHead {
+		lease = binary.LittleEndian.Uint64(head[14:])
+	}
 	if vl > MaxValueLen {
 		return Record{}, fmt.Errorf("%w: record %d: value of %d bytes (max %d)", ErrFormat, r.n, vl, MaxValueLen)
 	}
@@ -101,9 +150,12 @@ func (r *Reader) Next() (Record, error) {
 	if err := checkRecord(r.h, r.n, r.last, key, len(value), version); err != nil {
 		return Record{}, err
 	}
+	if err := r.leaseKeys.attach(r.n, lease); err != nil {
+		return Record{}, err
+	}
 	r.n++
 	r.last = append(r.last[:0], key...)
-	return Record{Key: key, Value: value, Version: version}, nil
+	return Record{Key: key, Value: value, Version: version, Lease: lease}, nil
 }
 
 func (r *Reader) finish() error {

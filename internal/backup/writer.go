@@ -8,8 +8,10 @@ import (
 	"io"
 )
 
-// Writer writes a backup: the header at NewWriter, records with Add (in
-// increasing key order, exactly Header.Keys of them), the trailer at Close.
+// Writer writes a backup: the header at NewWriter, leases with AddLease (in
+// increasing id order, exactly Header.Leases of them), then records with
+// Add (in increasing key order, exactly Header.Keys of them), the trailer
+// at Close.
 // It checks what it writes as strictly as the reader will, so a bug shows
 // at save time rather than at restore.
 type Writer struct {
@@ -19,6 +21,10 @@ type Writer struct {
 	n    uint64
 	last []byte
 	buf  []byte
+
+	leases    leaseSet
+	nLeases   uint64
+	lastLease Lease
 }
 
 // NewWriter writes h's header to w.
@@ -26,7 +32,8 @@ func NewWriter(w io.Writer, h Header) (*Writer, error) {
 	if err := h.check(); err != nil {
 		return nil, err
 	}
-	bw := &Writer{w: w, sum: sha256.New(), h: h}
+	h.Format = Format
+	bw := &Writer{w: w, sum: sha256.New(), h: h, leases: make(leaseSet, h.Leases)}
 	return bw, bw.write(appendHeader(nil, h))
 }
 
@@ -36,14 +43,35 @@ func (w *Writer) write(b []byte) error {
 	return err
 }
 
-// Add writes one record.
-func (w *Writer) Add(key, value []byte, version uint64) error {
+// AddLease writes one lease; every lease comes before the first record.
+func (w *Writer) AddLease(l Lease) error {
+	if w.n > 0 {
+		return fmt.Errorf("%w: lease %d after a record", ErrFormat, l.ID)
+	}
+	if err := checkLease(w.h, w.nLeases, w.lastLease, l); err != nil {
+		return err
+	}
+	w.nLeases++
+	w.lastLease = l
+	w.leases[l.ID] = 0
+	return w.write(appendLease(w.buf[:0], l))
+}
+
+// Add writes one record: a key, its value and version, and the lease it is
+// attached to (0: none), which AddLease wrote.
+func (w *Writer) Add(key, value []byte, version, lease uint64) error {
+	if w.nLeases != w.h.Leases {
+		return fmt.Errorf("%w: a record after %d leases, header says %d", ErrFormat, w.nLeases, w.h.Leases)
+	}
 	if err := checkRecord(w.h, w.n, w.last, key, len(value), version); err != nil {
+		return err
+	}
+	if err := w.leases.attach(w.n, lease); err != nil {
 		return err
 	}
 	w.n++
 	w.last = append(w.last[:0], key...)
-	w.buf = appendRecordHead(w.buf[:0], len(key), len(value), version)
+	w.buf = appendRecordHead(w.buf[:0], len(key), len(value), version, lease)
 	w.buf = append(w.buf, key...)
 	w.buf = append(w.buf, value...)
 	return w.write(w.buf)
@@ -52,6 +80,9 @@ func (w *Writer) Add(key, value []byte, version uint64) error {
 // Close writes the trailer; the records written must number Header.Keys.
 // It does not close the underlying writer.
 func (w *Writer) Close() error {
+	if w.nLeases != w.h.Leases {
+		return fmt.Errorf("%w: %d leases written, header says %d", ErrFormat, w.nLeases, w.h.Leases)
+	}
 	if w.n != w.h.Keys {
 		return fmt.Errorf("%w: %d records written, header says %d", ErrFormat, w.n, w.h.Keys)
 	}

@@ -36,6 +36,16 @@ func (v *View) ForEach(fn func(key, value []byte, version uint64) error) error {
 	return v.v.ForEach(fn)
 }
 
+// ForEachLeased is ForEach that also gives the lease each key is attached
+// to (0: none).
+func (v *View) ForEachLeased(fn func(key, value []byte, version, lease uint64) error) error {
+	return v.v.ForEachLeased(fn)
+}
+
+// Leases returns the view's TTL leases in id order: id, TTL as granted and
+// keys attached (a deadline is not state: see lessor).
+func (v *View) Leases() ([]store.Lease, error) { return v.v.Leases() }
+
 // Close releases the view. It is idempotent.
 func (v *View) Close() {
 	if v.release != nil {

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"errors"
 	"slices"
 	"testing"
 )
@@ -79,5 +80,66 @@ func TestValidLeaseRecord(t *testing.T) {
 		if got := validLeaseRecord([]byte(tc.key), []byte(tc.raw)); got != tc.ok {
 			t.Errorf("%q=%q: %v", tc.key, tc.raw, got)
 		}
+	}
+}
+
+type leasedKey struct {
+	key, value     string
+	version, lease uint64
+}
+
+// TestRestoreLeases: a restore writes the backup's leases with the key
+// counts of the keys attached to them, and a view of the restored state
+// gives back each key's lease; a key attached to a lease the backup lacks
+// is refused.
+func TestRestoreLeases(t *testing.T) {
+	s, err := Open(t.TempDir(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	want := []leasedKey{{"a", "1", 3, 0}, {"svc/a", "x", 4, 7}, {"svc/b", "y", 5, 9}, {"svc/c", "z", 6, 7}}
+	leases := []Lease{{ID: 7, TTL: 5e9}, {ID: 9, TTL: 6e9}, {ID: 12, TTL: 7e9}}
+	err = s.Restore(10, []Member{{ID: 1, Addr: "a:1"}}, leases, func(add func(key, value []byte, version, lease uint64) error) error {
+		for _, k := range want {
+			if err := add([]byte(k.key), []byte(k.value), k.version, k.lease); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ls, err := s.Leases(); err != nil || !slices.Equal(ls, []Lease{{7, 5e9, 2}, {9, 6e9, 1}, {12, 7e9, 0}}) {
+		t.Fatalf("restored leases %v, %v", ls, err)
+	}
+	v, err := s.View()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	var got []leasedKey
+	err = v.ForEachLeased(func(key, value []byte, version, lease uint64) error {
+		got = append(got, leasedKey{string(key), string(value), version, lease})
+		return nil
+	})
+	if err != nil || !slices.Equal(got, want) {
+		t.Fatalf("view of the restored state: %v, %v; want %v", got, err, want)
+	}
+	if ls, err := v.Leases(); err != nil || len(ls) != 3 {
+		t.Fatalf("view's leases %v, %v", ls, err)
+	}
+
+	s2, err := Open(t.TempDir(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	err = s2.Restore(10, []Member{{ID: 1, Addr: "a:1"}}, nil, func(add func(key, value []byte, version, lease uint64) error) error {
+		return add([]byte("k"), nil, 1, 7)
+	})
+	if !errors.Is(err, ErrBadSnapshot) {
+		t.Fatalf("restore of a key on a missing lease: %v, want ErrBadSnapshot", err)
 	}
 }

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -18,13 +19,15 @@ const RestoreTerm = 1
 
 // Restore makes an empty store the first member state of a new cluster
 // bootstrapped from a backup, the way a follower installs a leader's
-// snapshot: fill adds the backup's keys with their versions under a fresh
-// generation, and one synced batch installs a raft snapshot at (index,
+// snapshot: leases are the backup's leases (their TTLs; their key counts
+// are what fill attaches), fill adds the backup's keys with their versions
+// and leases (0: none; one of leases) under a fresh generation, and one synced batch installs a raft snapshot at (index,
 // RestoreTerm) whose configuration makes members the voters, with the
 // HardState committed up to index. The log then starts at index+1, so every
 // later write gets a version (its entry's index) above every restored one.
 // Raft sees a restarted node, not a fresh one, and does not bootstrap.
-func (s *Store) Restore(index uint64, members []Member, fill func(add func(key, value []byte, version uint64) error) error) error {
+func (s *Store) Restore(index uint64, members []Member, leases []Lease,
+	fill func(add func(key, value []byte, version, lease uint64) error) error) error {
 	s.mu.Lock()
 	empty := s.applied == 0 && s.last == 0 && s.hs.GetTerm() == 0 && s.hs.GetCommit() == 0
 	s.mu.Unlock()
@@ -35,11 +38,7 @@ func (s *Store) Restore(index uint64, members []Member, fill func(add func(key, 
 		return fmt.Errorf("%w: restore at index 0", ErrBadSnapshot)
 	}
 	st := s.NewStaged(index, RestoreTerm)
-	var raw []byte
-	err := fill(func(key, value []byte, version uint64) error {
-		raw = appendKVValue(raw[:0], version, value)
-		return st.Add(key, raw)
-	})
+	err := restoreFill(st, leases, fill)
 	if err == nil {
 		err = st.Finish()
 	}
@@ -74,4 +73,43 @@ func (s *Store) Restore(index uint64, members []Member, fill func(add func(key, 
 		return err
 	}
 	return s.ensureSnapshot()
+}
+
+// restoreFill stages the keys fill adds, their lease attachments, and
+// then the leases with the keys counted.
+func restoreFill(st *Staged, leases []Lease, fill func(add func(key, value []byte, version, lease uint64) error) error) error {
+	keys := make(map[uint64]uint64, len(leases))
+	for _, l := range leases {
+		keys[l.ID] = 0
+	}
+	var raw, lk []byte
+	err := fill(func(key, value []byte, version, lease uint64) error {
+		raw = appendKVValue(raw[:0], version, value)
+		if err := st.Add(key, raw); err != nil || lease == 0 {
+			return err
+		}
+		n, ok := keys[lease]
+		if !ok {
+			return fmt.Errorf("%w: key %q attached to lease %d, which the backup lacks", ErrBadSnapshot, key, lease)
+		}
+		keys[lease] = n + 1
+		// Staged records are the keys after the generation header.
+		lk = leaseKey(lk[:0], 0, leaseAtt, lease, key)
+		if err := st.AddLease(lk[leaseKeyHeader:], nil); err != nil {
+			return err
+		}
+		lk = leaseKey(lk[:0], 0, leaseOfKy, 0, key)
+		return st.AddLease(lk[leaseKeyHeader:], binary.LittleEndian.AppendUint64(nil, lease))
+	})
+	if err != nil {
+		return err
+	}
+	for _, l := range leases {
+		l.Keys = keys[l.ID]
+		lk = leaseKey(lk[:0], 0, leaseRec, l.ID, nil)
+		if err := st.AddLease(lk[leaseKeyHeader:], encodeLease(l)); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -1,7 +1,10 @@
 package store
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
+	"fmt"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -53,6 +56,59 @@ func (v *View) ForEach(fn func(key, value []byte, version uint64) error) error {
 	}
 	defer it.Close()
 	return walkKV(it, fn)
+}
+
+// Leases returns every lease of the view, in id order.
+func (v *View) Leases() ([]Lease, error) {
+	lo := leaseKey(nil, v.gen, leaseRec, 0, nil)[:leaseKeyHeader+1]
+	hi := append(lo[:leaseKeyHeader:leaseKeyHeader], leaseRec+1)
+	it, err := v.snap.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	var out []Lease
+	for ok := it.First(); ok; ok = it.Next() {
+		k := it.Key()
+		if len(k) != leaseKeyHeader+1+8 {
+			return nil, fmt.Errorf("%w: lease key %x", ErrCorrupt, k)
+		}
+		l, err := decodeLease(binary.BigEndian.Uint64(k[leaseKeyHeader+1:]), it.Value())
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, l)
+	}
+	return out, it.Error()
+}
+
+// ForEachLeased is ForEach that also gives each key's lease (0: none). It
+// walks the keys and the keys' lease records side by side: both are in key
+// order.
+func (v *View) ForEachLeased(fn func(key, value []byte, version, lease uint64) error) error {
+	lo := leaseKey(nil, v.gen, leaseOfKy, 0, nil)
+	hi := append(lo[:leaseKeyHeader:leaseKeyHeader], leaseOfKy+1)
+	lit, err := v.snap.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return err
+	}
+	defer lit.Close()
+	more := lit.First()
+	err = v.ForEach(func(key, value []byte, version uint64) error {
+		for more && bytes.Compare(lit.Key()[len(lo):], key) < 0 {
+			more = lit.Next() // a lease record without its key: nothing to attach
+		}
+		var lease uint64
+		if more && bytes.Equal(lit.Key()[len(lo):], key) {
+			raw := lit.Value()
+			if len(raw) != 8 {
+				return fmt.Errorf("%w: key lease of %d bytes", ErrCorrupt, len(raw))
+			}
+			lease = binary.LittleEndian.Uint64(raw)
+		}
+		return fn(key, value, version, lease)
+	})
+	return errors.Join(err, lit.Error())
 }
 
 // Close releases the view's Pebble snapshot.
