@@ -188,13 +188,24 @@ func (u *Update) RevokeLease(id uint64) (keys [][]byte, existed bool, err error)
 func (s *Store) Leases() ([]Lease, error) {
 	s.genMu.RLock()
 	gen := s.gen
-	lo := leaseKey(nil, gen, leaseRec, 0, nil)[:leaseKeyHeader+1]
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: append(lo[:leaseKeyHeader:leaseKeyHeader], leaseRec+1)})
+	it, err := s.db.NewIter(leaseRecBounds(gen))
 	s.genMu.RUnlock()
 	if err != nil {
 		return nil, err
 	}
 	defer it.Close()
+	return readLeases(it)
+}
+
+// leaseRecBounds bounds the lease records of generation gen.
+func leaseRecBounds(gen uint64) *pebble.IterOptions {
+	lo := leaseKey(nil, gen, leaseRec, 0, nil)[:leaseKeyHeader+1]
+	return &pebble.IterOptions{LowerBound: lo, UpperBound: append(lo[:leaseKeyHeader:leaseKeyHeader], leaseRec+1)}
+}
+
+// readLeases decodes every lease record it (bounded by leaseRecBounds)
+// holds, in id order.
+func readLeases(it *pebble.Iterator) ([]Lease, error) {
 	var out []Lease
 	for ok := it.First(); ok; ok = it.Next() {
 		k := it.Key()

@@ -60,26 +60,12 @@ func (v *View) ForEach(fn func(key, value []byte, version uint64) error) error {
 
 // Leases returns every lease of the view, in id order.
 func (v *View) Leases() ([]Lease, error) {
-	lo := leaseKey(nil, v.gen, leaseRec, 0, nil)[:leaseKeyHeader+1]
-	hi := append(lo[:leaseKeyHeader:leaseKeyHeader], leaseRec+1)
-	it, err := v.snap.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	it, err := v.snap.NewIter(leaseRecBounds(v.gen))
 	if err != nil {
 		return nil, err
 	}
 	defer it.Close()
-	var out []Lease
-	for ok := it.First(); ok; ok = it.Next() {
-		k := it.Key()
-		if len(k) != leaseKeyHeader+1+8 {
-			return nil, fmt.Errorf("%w: lease key %x", ErrCorrupt, k)
-		}
-		l, err := decodeLease(binary.BigEndian.Uint64(k[leaseKeyHeader+1:]), it.Value())
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, l)
-	}
-	return out, it.Error()
+	return readLeases(it)
 }
 
 // ForEachLeased is ForEach that also gives each key's lease (0: none). It
