@@ -66,7 +66,9 @@ func TestRemovedMemberIsToldOnItsNextSession(t *testing.T) {
 	h2.mu.Unlock()
 	wait.For(t, "node 2 to be told it was removed", func() bool {
 		s2.Send(peertest.Msg(pb.MsgHeartbeatResp, 2, 1, 5)) // any message opens a session
-		return slices.Equal(h2.told(), []uint64{1})
+		// Every session the member refuses tells the node (a real node
+		// stops at the first): node 2 may redial before it reads the first.
+		return slices.Equal(slices.Compact(h2.told()), []uint64{1})
 	})
 	if n := refusedCount(t, s1, RefuseRemoved); n == 0 {
 		t.Fatal("the refusal was not counted as removed")
