@@ -32,9 +32,19 @@ func TestMetrics(t *testing.T) {
 	tn := c.leader()
 	c.put("k", "v")
 	wait.For(t, "lease", func() bool { return tn.node.Status().LeaseValid })
-	st := tn.node.Status()
 	wait.For(t, "lease gauge", func() bool { return gather(t, reg)["kvd_raft_lease_valid"].GetGauge().GetValue() == 1 })
-	m := gather(t, reg)
+	// The leader may still append entries of its own (the cluster ID,
+	// a lease marker), so the gauges are compared with a status taken
+	// once the applied index has stopped moving between the two reads.
+	var st Status
+	var m map[string]*dto.Metric
+	wait.For(t, "settled applied index", func() bool {
+		st = tn.node.Status()
+		m = gather(t, reg)
+		return tn.node.Status().Applied == st.Applied &&
+			m["kvd_raft_applied_index"].GetGauge().GetValue() == float64(st.Applied) &&
+			m["kvd_raft_commit_index"].GetGauge().GetValue() == float64(st.Commit)
+	})
 	gauges := map[string]float64{
 		"kvd_raft_is_leader":     1,
 		"kvd_raft_leader_id":     1,
