@@ -15,7 +15,7 @@
 //	                         cluster id
 //	"l" + be64(index)        raft log entries (marshaled raftpb.Entry)
 //	"p" + be64(id)           member address book: learner flag + address
-//	"k" + be64(gen) + key    applied KV state: le64(version) + value
+//	"k" + be64(gen) + key    applied KV state: revision.Meta + value
 //	"e" + be64(gen) + ...    applied TTL leases and their keys (lease.go)
 //
 // The applied KV state lives under a generation number so that a snapshot

@@ -51,7 +51,7 @@ func TestFatalfRecordsFaultAndParks(t *testing.T) {
 		t.Fatalf("OnFault called %d times", len(faults))
 	}
 	u := s.NewUpdate()
-	if err := u.Put([]byte("k"), []byte("v"), 1); err != nil {
+	if err := u.Put([]byte("k"), []byte("v"), mod(1)); err != nil {
 		t.Fatal(err)
 	}
 	err = u.Commit(true)
@@ -114,7 +114,7 @@ func TestCloseFaultReturns(t *testing.T) {
 		t.Fatal(err)
 	}
 	u := s.NewUpdate()
-	if err := u.Put([]byte("k"), []byte("v"), 1); err != nil {
+	if err := u.Put([]byte("k"), []byte("v"), mod(1)); err != nil {
 		t.Fatal(err)
 	}
 	if err := u.Commit(false); err != nil { // in the WAL, not synced

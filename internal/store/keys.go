@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+
+	"github.com/kvd-project/kvd/internal/revision"
 )
 
 // Key prefixes. The single bytes order the groups; nothing reads across them.
@@ -66,19 +68,20 @@ func appendKVKey(dst []byte, gen uint64, k []byte) []byte {
 
 const kvKeyHeader = 9 // prefix + be64(gen)
 
-// appendKVValue appends the stored form of (version, value) to dst.
-func appendKVValue(dst []byte, version uint64, value []byte) []byte {
-	dst = binary.LittleEndian.AppendUint64(dst, version)
-	return append(dst, value...)
+// appendKVValue appends the stored form of (m, value) to dst: the key's
+// revision metadata (internal/revision's encoding), then the value.
+func appendKVValue(dst []byte, m revision.Meta, value []byte) []byte {
+	return append(m.Append(dst), value...)
 }
 
-// SplitValue splits a stored KV value into version and value. The value
-// aliases raw.
-func SplitValue(raw []byte) (version uint64, value []byte, err error) {
-	if len(raw) < 8 {
-		return 0, nil, fmt.Errorf("%w: kv value of %d bytes", ErrCorrupt, len(raw))
+// SplitValue splits a stored KV value into the key's revision metadata and
+// its value. The value aliases raw.
+func SplitValue(raw []byte) (m revision.Meta, value []byte, err error) {
+	if len(raw) < revision.Size {
+		return revision.Meta{}, nil, fmt.Errorf("%w: kv value of %d bytes", ErrCorrupt, len(raw))
 	}
-	return binary.LittleEndian.Uint64(raw), raw[8:], nil
+	m, _ = revision.Decode(raw)
+	return m, raw[revision.Size:], nil
 }
 
 func encodeU64(v uint64) []byte { return binary.LittleEndian.AppendUint64(nil, v) }

@@ -25,10 +25,10 @@ func TestLeaseRecords(t *testing.T) {
 	must(u.SetLease(Lease{ID: 1, TTL: 5}))
 	must(u.SetLease(Lease{ID: 2, TTL: 7}))
 	for _, k := range []string{"a", "b", "c"} {
-		must(u.Put([]byte(k), []byte("v"), 1))
+		must(u.Put([]byte(k), []byte("v"), mod(1)))
 		must(u.Attach([]byte(k), 1))
 	}
-	must(u.Put([]byte("other"), []byte("v"), 1))
+	must(u.Put([]byte("other"), []byte("v"), mod(1)))
 	must(u.Attach([]byte("other"), 2))
 	if id, err := u.Detach([]byte("b")); err != nil || id != 1 {
 		t.Fatalf("detach b: %d, %v", id, err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/kvd-project/kvd/internal/revision"
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 )
@@ -84,7 +85,7 @@ func restoreFill(st *Staged, leases []Lease, fill func(add func(key, value []byt
 	}
 	var raw, lk []byte
 	err := fill(func(key, value []byte, version, lease uint64) error {
-		raw = appendKVValue(raw[:0], version, value)
+		raw = appendKVValue(raw[:0], revision.Meta{Create: version, Mod: version, Version: 1, Lease: lease}, value)
 		if err := st.Add(key, raw); err != nil || lease == 0 {
 			return err
 		}

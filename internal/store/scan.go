@@ -4,6 +4,8 @@ import (
 	"errors"
 
 	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/kvd-project/kvd/internal/revision"
 )
 
 // Scan calls fn for the applied keys k with start <= k < end, in key order,
@@ -14,7 +16,7 @@ import (
 // to stop the walk. Only user keys are seen: metadata, the log, the
 // member book and other generations lie outside the walk's bounds, and a
 // deleted key is not in the state at all.
-func (s *Store) Scan(start, end []byte, fn func(key, value []byte, version uint64) bool) (applied uint64, err error) {
+func (s *Store) Scan(start, end []byte, fn func(key, value []byte, m revision.Meta) bool) (applied uint64, err error) {
 	snap, gen, applied, err := s.view()
 	if err != nil {
 		return 0, err
@@ -30,21 +32,22 @@ func (s *Store) Scan(start, end []byte, fn func(key, value []byte, version uint6
 	}
 	defer it.Close()
 	for ok := it.First(); ok; ok = it.Next() {
-		version, v, err := SplitValue(it.Value())
+		m, v, err := SplitValue(it.Value())
 		if err != nil {
 			return 0, err
 		}
-		if !fn(it.Key()[kvKeyHeader:], v, version) {
+		if !fn(it.Key()[kvKeyHeader:], v, m) {
 			break
 		}
 	}
 	return applied, it.Error()
 }
 
-// GetMany calls fn for each key, in order, with its value and version from
-// one point-in-time view (found false: the key is not in it), and returns
-// the applied index of that view. value is valid only during the call.
-func (s *Store) GetMany(keys [][]byte, fn func(i int, value []byte, version uint64, found bool)) (applied uint64, err error) {
+// GetMany calls fn for each key, in order, with its value and revision
+// metadata from one point-in-time view (found false: the key is not in
+// it), and returns the applied index of that view. value is valid only
+// during the call.
+func (s *Store) GetMany(keys [][]byte, fn func(i int, value []byte, m revision.Meta, found bool)) (applied uint64, err error) {
 	snap, gen, applied, err := s.view()
 	if err != nil {
 		return 0, err
@@ -55,18 +58,18 @@ func (s *Store) GetMany(keys [][]byte, fn func(i int, value []byte, version uint
 		kb = appendKVKey(kb[:0], gen, k)
 		raw, c, err := snap.Get(kb)
 		if errors.Is(err, pebble.ErrNotFound) {
-			fn(i, nil, 0, false)
+			fn(i, nil, revision.Meta{}, false)
 			continue
 		}
 		if err != nil {
 			return 0, err
 		}
-		version, v, err := SplitValue(raw)
+		m, v, err := SplitValue(raw)
 		if err != nil {
 			c.Close()
 			return 0, err
 		}
-		fn(i, v, version, true)
+		fn(i, v, m, true)
 		c.Close()
 	}
 	return applied, nil

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/kvd-project/kvd/internal/revision"
 )
 
 // TestScan: Scan walks only the user keys of [start, end), in order, with
@@ -16,7 +18,7 @@ func TestScan(t *testing.T) {
 	commit(t, s, func(u *Update) error {
 		errs := []error{u.Append(ents(1, 6, 1)), u.SetMember(Member{ID: 1, Addr: "x"})}
 		for i, k := range []string{"a", "b", "b\xff", "c", "\xff"} {
-			errs = append(errs, u.Put([]byte(k), []byte("v"+k), uint64(i+1)))
+			errs = append(errs, u.Put([]byte(k), []byte("v"+k), mod(uint64(i+1))))
 		}
 		_, err := u.Delete([]byte("c"))
 		return errors.Join(append(errs, err, u.SetApplied(6))...)
@@ -24,8 +26,8 @@ func TestScan(t *testing.T) {
 	scan := func(start, end string, stopAfter int) (string, uint64) {
 		t.Helper()
 		var got []string
-		applied, err := s.Scan([]byte(start), []byte(end), func(k, v []byte, ver uint64) bool {
-			got = append(got, fmt.Sprintf("%q=%s@%d", k, v, ver))
+		applied, err := s.Scan([]byte(start), []byte(end), func(k, v []byte, m revision.Meta) bool {
+			got = append(got, fmt.Sprintf("%q=%s@%d", k, v, m.Mod))
 			return len(got) != stopAfter
 		})
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/kvd-project/kvd/internal/pebbletune"
+	"github.com/kvd-project/kvd/internal/revision"
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 )
@@ -354,30 +355,31 @@ func (s *Store) Members() []Member {
 	return out
 }
 
-// Get returns the applied value and version of key. The value is a copy.
-func (s *Store) Get(key []byte) (value []byte, version uint64, ok bool, err error) {
+// Get returns the applied value and revision metadata of key. The value is
+// a copy.
+func (s *Store) Get(key []byte) (value []byte, m revision.Meta, ok bool, err error) {
 	s.genMu.RLock()
 	defer s.genMu.RUnlock()
 	var kb [kvKeyHeader + 64]byte
 	raw, c, err := s.db.Get(appendKVKey(kb[:0], s.gen, key))
 	if errors.Is(err, pebble.ErrNotFound) {
-		return nil, 0, false, nil
+		return nil, revision.Meta{}, false, nil
 	}
 	if err != nil {
-		return nil, 0, false, err
+		return nil, revision.Meta{}, false, err
 	}
 	defer c.Close()
-	version, v, err := SplitValue(raw)
+	m, v, err := SplitValue(raw)
 	if err != nil {
-		return nil, 0, false, err
+		return nil, revision.Meta{}, false, err
 	}
-	return append([]byte(nil), v...), version, true, nil
+	return append([]byte(nil), v...), m, true, nil
 }
 
 // ForEach calls fn for every applied key in key order, from a point-in-time
 // view. key and value are valid only during the call. An error from fn stops
 // the walk and is returned.
-func (s *Store) ForEach(fn func(key, value []byte, version uint64) error) error {
+func (s *Store) ForEach(fn func(key, value []byte, m revision.Meta) error) error {
 	s.genMu.RLock()
 	gen := s.gen
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: genPrefix(gen), UpperBound: genEnd(gen)})
@@ -389,13 +391,13 @@ func (s *Store) ForEach(fn func(key, value []byte, version uint64) error) error 
 	return walkKV(it, fn)
 }
 
-func walkKV(it *pebble.Iterator, fn func(key, value []byte, version uint64) error) error {
+func walkKV(it *pebble.Iterator, fn func(key, value []byte, m revision.Meta) error) error {
 	for ok := it.First(); ok; ok = it.Next() {
-		version, v, err := SplitValue(it.Value())
+		m, v, err := SplitValue(it.Value())
 		if err != nil {
 			return err
 		}
-		if err := fn(it.Key()[kvKeyHeader:], v, version); err != nil {
+		if err := fn(it.Key()[kvKeyHeader:], v, m); err != nil {
 			return err
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/kvd-project/kvd/internal/revision"
 	etcdraft "go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
@@ -211,7 +212,7 @@ func TestSnapshotCompactionBoundaries(t *testing.T) {
 					u.SetHardState(&pb.HardState{Term: new(uint64(2)), Vote: new(uint64(1)), Commit: new(uint64(12))}),
 					u.SetConfState(conf),
 					u.SetMember(Member{ID: 1, Addr: "a:1"}),
-					u.Put([]byte("k"), []byte("v"), 9),
+					u.Put([]byte("k"), []byte("v"), mod(9)),
 					u.SetApplied(10))
 			})
 			snap, err := s.CreateSnapshot(7)
@@ -299,7 +300,7 @@ func TestKVApplyIsAtomicWithAppliedIndex(t *testing.T) {
 	dir := t.TempDir()
 	s := openT(t, dir, 0)
 	commit(t, s, func(u *Update) error {
-		errs := []error{u.Append(ents(1, 4, 1)), u.Put([]byte("a"), []byte("1"), 1), u.Put([]byte("b"), []byte("2"), 2)}
+		errs := []error{u.Append(ents(1, 4, 1)), u.Put([]byte("a"), []byte("1"), mod(1)), u.Put([]byte("b"), []byte("2"), mod(2))}
 		existed, err := u.Delete([]byte("a")) // sees the Put in the same batch
 		if !existed {
 			t.Error("Delete did not see a Put from its own Update")
@@ -308,11 +309,11 @@ func TestKVApplyIsAtomicWithAppliedIndex(t *testing.T) {
 		if missing {
 			t.Error("Delete of a missing key reported existed")
 		}
-		return errors.Join(append(errs, err, err2, u.Put([]byte("c"), []byte("3"), 4), u.SetApplied(4))...)
+		return errors.Join(append(errs, err, err2, u.Put([]byte("c"), []byte("3"), mod(4)), u.SetApplied(4))...)
 	})
 	// An abandoned Update leaves no trace.
 	u := s.NewUpdate()
-	_ = u.Put([]byte("z"), []byte("lost"), 5)
+	_ = u.Put([]byte("z"), []byte("lost"), mod(5))
 	_ = u.SetApplied(5)
 	u.Close()
 	s.Close()
@@ -329,20 +330,20 @@ func TestKVApplyIsAtomicWithAppliedIndex(t *testing.T) {
 		ok      bool
 	}{{"a", "", 0, false}, {"b", "2", 2, true}, {"c", "3", 4, true}, {"z", "", 0, false}}
 	for _, tt := range tests {
-		v, ver, ok, err := s.Get([]byte(tt.key))
-		if err != nil || ok != tt.ok || string(v) != tt.val || ver != tt.version {
-			t.Errorf("Get(%s) = %q,%d,%v,%v; want %q,%d,%v", tt.key, v, ver, ok, err, tt.val, tt.version, tt.ok)
+		v, m, ok, err := s.Get([]byte(tt.key))
+		if err != nil || ok != tt.ok || string(v) != tt.val || m.Mod != tt.version {
+			t.Errorf("Get(%s) = %q,%d,%v,%v; want %q,%d,%v", tt.key, v, m.Mod, ok, err, tt.val, tt.version, tt.ok)
 		}
 	}
 	var keys []string
-	if err := s.ForEach(func(k, v []byte, ver uint64) error { keys = append(keys, string(k)); return nil }); err != nil {
+	if err := s.ForEach(func(k, v []byte, m revision.Meta) error { keys = append(keys, string(k)); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(keys, []string{"b", "c"}) {
 		t.Fatalf("ForEach keys = %v", keys)
 	}
 	stop := errors.New("stop")
-	if err := s.ForEach(func(k, v []byte, ver uint64) error { return stop }); !errors.Is(err, stop) {
+	if err := s.ForEach(func(k, v []byte, m revision.Meta) error { return stop }); !errors.Is(err, stop) {
 		t.Fatalf("ForEach error = %v, want the callback's", err)
 	}
 }
@@ -356,7 +357,7 @@ func TestSnapshotTransfer(t *testing.T) {
 		var errs []error
 		errs = append(errs, u.Append(ents(1, 20, 3)), u.SetConfState(&pb.ConfState{Voters: []uint64{1, 2}, Learners: []uint64{3}}))
 		for i := range 50 {
-			errs = append(errs, u.Put(fmt.Appendf(nil, "key%03d", i), fmt.Appendf(nil, "val%d", i), uint64(i+1)))
+			errs = append(errs, u.Put(fmt.Appendf(nil, "key%03d", i), fmt.Appendf(nil, "val%d", i), mod(uint64(i+1))))
 		}
 		errs = append(errs, u.SetMember(Member{ID: 1, Addr: "h1:1"}), u.SetMember(Member{ID: 2, Addr: "h2:1"}),
 			u.SetMember(Member{ID: 3, Addr: "h3:1", IsLearner: true}), u.SetMember(Member{ID: 4, Addr: "h4:1"}),
@@ -369,17 +370,17 @@ func TestSnapshotTransfer(t *testing.T) {
 	}
 	// Writes after the snapshot must not leak into the transfer.
 	commit(t, src, func(u *Update) error {
-		return errors.Join(u.Append(ents(21, 21, 3)), u.Put([]byte("key000"), []byte("later"), 21), u.SetApplied(21))
+		return errors.Join(u.Append(ents(21, 21, 3)), u.Put([]byte("key000"), []byte("later"), mod(21)), u.SetApplied(21))
 	})
 
 	dir := t.TempDir()
 	dst := openT(t, dir, 0)
 	commit(t, dst, func(u *Update) error {
-		return errors.Join(u.Append(ents(1, 4, 1)), u.Put([]byte("stale"), []byte("x"), 2), u.SetApplied(3))
+		return errors.Join(u.Append(ents(1, 4, 1)), u.Put([]byte("stale"), []byte("x"), mod(2)), u.SetApplied(3))
 	})
 	// A transfer cut short, never installed.
 	abandoned := dst.NewStaged(99, 9)
-	if err := errors.Join(abandoned.Add([]byte("ghost"), appendKVValue(nil, 1, nil)), abandoned.Finish()); err != nil {
+	if err := errors.Join(abandoned.Add([]byte("ghost"), appendKVValue(nil, mod(1), nil)), abandoned.Finish()); err != nil {
 		t.Fatal(err)
 	}
 
@@ -432,7 +433,7 @@ func TestSnapshotTransfer(t *testing.T) {
 		t.Fatalf("log after install: first %d last %d term(20) %d %v", fi, li, term, err)
 	}
 	got := map[string]string{}
-	_ = dst.ForEach(func(k, v []byte, ver uint64) error { got[string(k)] = fmt.Sprintf("%s@%d", v, ver); return nil })
+	_ = dst.ForEach(func(k, v []byte, m revision.Meta) error { got[string(k)] = fmt.Sprintf("%s@%d", v, m.Mod); return nil })
 	if len(got) != 50 || got["key000"] != "val0@1" || got["key049"] != "val49@50" {
 		t.Fatalf("installed state has %d keys, key000=%q key049=%q", len(got), got["key000"], got["key049"])
 	}
@@ -549,7 +550,7 @@ func BenchmarkUpdatePut(b *testing.B) {
 	defer u.Close()
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
-		if err := u.Put(key, val, uint64(i)); err != nil {
+		if err := u.Put(key, val, mod(uint64(i))); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -69,7 +69,7 @@ func benchReplicaStream(b *testing.B, batch int) {
 			b.Fatal(err)
 		}
 		for _, e := range prev {
-			if err := u.Put(key(e), value, e.GetIndex()); err != nil {
+			if err := u.Put(key(e), value, mod(e.GetIndex())); err != nil {
 				b.Fatal(err)
 			}
 		}

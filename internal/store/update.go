@@ -7,6 +7,8 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/kvd-project/kvd/internal/revision"
 )
 
 // Update collects one Ready's durable effects: an optional snapshot install,
@@ -146,31 +148,31 @@ func (u *Update) SetApplied(index uint64) error {
 	return u.b.Set(keyApplied, encodeU64(index), nil)
 }
 
-// Put sets key to value at version in the KV state.
-func (u *Update) Put(key, value []byte, version uint64) error {
+// Put sets key to value, with its revision metadata m, in the KV state.
+func (u *Update) Put(key, value []byte, m revision.Meta) error {
 	u.keyBuf = appendKVKey(u.keyBuf[:0], u.gen, key)
-	u.valBuf = appendKVValue(u.valBuf[:0], version, value)
+	u.valBuf = appendKVValue(u.valBuf[:0], m, value)
 	return u.b.Set(u.keyBuf, u.valBuf, nil)
 }
 
-// Get returns a copy of key's value and its version in the KV state as this
-// Update sees it (its own writes included): what a transaction applied in
-// this Update reads.
-func (u *Update) Get(key []byte) (value []byte, version uint64, ok bool, err error) {
+// Get returns a copy of key's value and its revision metadata in the KV
+// state as this Update sees it (its own writes included): what a
+// transaction applied in this Update reads.
+func (u *Update) Get(key []byte) (value []byte, m revision.Meta, ok bool, err error) {
 	u.keyBuf = appendKVKey(u.keyBuf[:0], u.gen, key)
 	raw, c, err := u.b.Get(u.keyBuf)
 	switch {
 	case errors.Is(err, pebble.ErrNotFound):
-		return nil, 0, false, nil
+		return nil, revision.Meta{}, false, nil
 	case err != nil:
-		return nil, 0, false, err
+		return nil, revision.Meta{}, false, err
 	}
 	defer c.Close()
-	version, v, err := SplitValue(raw)
+	m, v, err := SplitValue(raw)
 	if err != nil {
-		return nil, 0, false, err
+		return nil, revision.Meta{}, false, err
 	}
-	return append([]byte{}, v...), version, true, nil
+	return append([]byte{}, v...), m, true, nil
 }
 
 // Delete removes key from the KV state and reports whether it was there

@@ -3,6 +3,8 @@ package store
 import (
 	"errors"
 	"testing"
+
+	"github.com/kvd-project/kvd/internal/revision"
 )
 
 // TestUpdateGetSeesOwnWrites: a transaction applied in an Update reads the
@@ -11,20 +13,20 @@ import (
 func TestUpdateGetSeesOwnWrites(t *testing.T) {
 	s := openT(t, t.TempDir(), 0)
 	defer s.Close()
-	commit(t, s, func(u *Update) error { return u.Put([]byte("a"), []byte("committed"), 3) })
+	commit(t, s, func(u *Update) error { return u.Put([]byte("a"), []byte("committed"), mod(3)) })
 	u := s.NewUpdate()
 	defer u.Close()
 	check := func(key, val string, version uint64, ok bool) []byte {
 		t.Helper()
-		v, ver, found, err := u.Get([]byte(key))
-		if err != nil || found != ok || string(v) != val || ver != version {
-			t.Fatalf("Get(%s) = %q,%d,%v,%v; want %q,%d,%v", key, v, ver, found, err, val, version, ok)
+		v, m, found, err := u.Get([]byte(key))
+		if err != nil || found != ok || string(v) != val || m.Mod != version {
+			t.Fatalf("Get(%s) = %q,%d,%v,%v; want %q,%d,%v", key, v, m.Mod, found, err, val, version, ok)
 		}
 		return v
 	}
 	first := check("a", "committed", 3, true)
 	check("b", "", 0, false)
-	errs := errors.Join(u.Put([]byte("a"), []byte("pending"), 5), u.Put([]byte("b"), []byte("new"), 5))
+	errs := errors.Join(u.Put([]byte("a"), []byte("pending"), mod(5)), u.Put([]byte("b"), []byte("new"), mod(5)))
 	if errs != nil {
 		t.Fatal(errs)
 	}
@@ -38,7 +40,10 @@ func TestUpdateGetSeesOwnWrites(t *testing.T) {
 	}
 	check("a", "", 0, false)
 	// Nothing is visible outside the Update before it commits.
-	if v, ver, ok, err := s.Get([]byte("a")); err != nil || !ok || string(v) != "committed" || ver != 3 {
-		t.Fatalf("store Get(a) = %q,%d,%v,%v before commit", v, ver, ok, err)
+	if v, m, ok, err := s.Get([]byte("a")); err != nil || !ok || string(v) != "committed" || m.Mod != 3 {
+		t.Fatalf("store Get(a) = %q,%d,%v,%v before commit", v, m.Mod, ok, err)
 	}
 }
+
+// mod is the metadata of a key written once, at revision v.
+func mod(v uint64) revision.Meta { return revision.Meta{Create: v, Mod: v, Version: 1} }

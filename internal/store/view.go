@@ -7,6 +7,8 @@ import (
 	"fmt"
 
 	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/kvd-project/kvd/internal/revision"
 )
 
 // View is a point-in-time, read-only view of the applied KV state and the
@@ -49,7 +51,7 @@ func (v *View) Applied() uint64 { return v.applied }
 // ForEach calls fn for every key of the view in key order. key and value
 // are valid only during the call; an error from fn stops the walk and is
 // returned.
-func (v *View) ForEach(fn func(key, value []byte, version uint64) error) error {
+func (v *View) ForEach(fn func(key, value []byte, m revision.Meta) error) error {
 	it, err := v.snap.NewIter(&pebble.IterOptions{LowerBound: genPrefix(v.gen), UpperBound: genEnd(v.gen)})
 	if err != nil {
 		return err
@@ -80,7 +82,7 @@ func (v *View) ForEachLeased(fn func(key, value []byte, version, lease uint64) e
 	}
 	defer lit.Close()
 	more := lit.First()
-	err = v.ForEach(func(key, value []byte, version uint64) error {
+	err = v.ForEach(func(key, value []byte, m revision.Meta) error {
 		for more && bytes.Compare(lit.Key()[len(lo):], key) < 0 {
 			more = lit.Next() // a lease record without its key: nothing to attach
 		}
@@ -92,7 +94,7 @@ func (v *View) ForEachLeased(fn func(key, value []byte, version, lease uint64) e
 			}
 			lease = binary.LittleEndian.Uint64(raw)
 		}
-		return fn(key, value, version, lease)
+		return fn(key, value, m.Mod, lease)
 	})
 	return errors.Join(err, lit.Error())
 }
