@@ -3,6 +3,8 @@ package txn
 import (
 	"encoding/binary"
 	"fmt"
+
+	"github.com/kvd-project/kvd/internal/revision"
 )
 
 // Fixed sizes of the encoding (doc.go).
@@ -32,7 +34,7 @@ func EncodedLen(t *Txn) int {
 	for i := range t.Compares {
 		c := &t.Compares[i]
 		n += compareHead + len(c.Key)
-		if c.Target == TargetVersion {
+		if c.Target.numeric() {
 			n += versionOperand
 		} else {
 			n += 4 + len(c.Value)
@@ -50,7 +52,7 @@ func EncodedLen(t *Txn) int {
 }
 
 // Append appends t's encoding to b. t must be valid (Validate); a compare
-// whose target is not TargetVersion is encoded as a value compare.
+// whose target is not numeric is encoded as a value compare.
 func Append(b []byte, t *Txn) []byte {
 	b = le.AppendUint16(b, uint16(len(t.Compares)))
 	b = le.AppendUint16(b, uint16(len(t.Then)))
@@ -60,8 +62,8 @@ func Append(b []byte, t *Txn) []byte {
 		b = append(b, byte(c.Target), byte(c.Cmp))
 		b = le.AppendUint16(b, uint16(len(c.Key)))
 		b = append(b, c.Key...)
-		if c.Target == TargetVersion {
-			b = le.AppendUint64(b, c.Version)
+		if c.Target.numeric() {
+			b = le.AppendUint64(b, c.Num)
 		} else {
 			b = le.AppendUint32(b, uint32(len(c.Value)))
 			b = append(b, c.Value...)
@@ -138,8 +140,8 @@ func Parse(b []byte) (Txn, error) {
 		c := &t.Compares[i]
 		c.Target, c.Cmp = Target(r.u8()), Cmp(r.u8())
 		c.Key = r.bytes(int(r.u16()))
-		if c.Target == TargetVersion {
-			c.Version = r.u64()
+		if c.Target.numeric() {
+			c.Num = r.u64()
 		} else {
 			c.Value = r.bytes(int(r.u32()))
 		}
@@ -154,16 +156,18 @@ func Parse(b []byte) (Txn, error) {
 	return t, nil
 }
 
-// AppendResponse appends r's encoding to b.
+// AppendResponse appends r's encoding to b: the fields every kvd has
+// read (each key's mod revision), then an extension with the response's
+// revision and the rest of each key's metadata (doc.go).
 func AppendResponse(b []byte, r *Response) []byte {
 	ok := byte(0)
 	if r.Succeeded {
 		ok = 1
 	}
 	b = append(b, ok)
-	b = le.AppendUint16(b, uint16(len(r.CompareVersions)))
-	for _, v := range r.CompareVersions {
-		b = le.AppendUint64(b, v)
+	b = le.AppendUint16(b, uint16(len(r.Compared)))
+	for _, m := range r.Compared {
+		b = le.AppendUint64(b, m.Mod)
 	}
 	b = le.AppendUint16(b, uint16(len(r.Results)))
 	for i := range r.Results {
@@ -173,15 +177,36 @@ func AppendResponse(b []byte, r *Response) []byte {
 			found = 1
 		}
 		b = append(b, byte(res.Type), found)
-		b = le.AppendUint64(b, res.Version)
+		b = le.AppendUint64(b, res.Meta.Mod)
 		b = le.AppendUint32(b, uint32(len(res.Value)))
 		b = append(b, res.Value...)
+	}
+	b = le.AppendUint64(b, r.Revision)
+	for _, m := range r.Compared {
+		b = appendMetaRest(b, m)
+	}
+	for i := range r.Results {
+		b = appendMetaRest(b, r.Results[i].Meta)
 	}
 	return b
 }
 
+// metaRest is the length of a Meta's fields besides Mod in the extension.
+const metaRest = 24
+
+func appendMetaRest(b []byte, m revision.Meta) []byte {
+	b = le.AppendUint64(b, m.Create)
+	b = le.AppendUint64(b, m.Version)
+	return le.AppendUint64(b, m.Lease)
+}
+
+func (r *reader) metaRest(m *revision.Meta) {
+	m.Create, m.Version, m.Lease = r.u64(), r.u64(), r.u64()
+}
+
 // DecodeResponse parses a response; values alias b. Errors wrap
-// ErrMalformed.
+// ErrMalformed. A response without the extension (from a kvd before
+// revisions) leaves Revision 0 and only each Meta's Mod set.
 func DecodeResponse(b []byte) (Response, error) {
 	var resp Response
 	r := reader{b: b}
@@ -191,10 +216,10 @@ func DecodeResponse(b []byte) (Response, error) {
 		return resp, fmt.Errorf("%w: response header", ErrMalformed)
 	}
 	if nc > 0 {
-		resp.CompareVersions = make([]uint64, nc)
+		resp.Compared = make([]revision.Meta, nc)
 	}
-	for i := range resp.CompareVersions {
-		resp.CompareVersions[i] = r.u64()
+	for i := range resp.Compared {
+		resp.Compared[i].Mod = r.u64()
 	}
 	nr := int(r.u16())
 	if r.bad || nr*minResultLen > len(r.b) {
@@ -204,17 +229,16 @@ func DecodeResponse(b []byte) (Response, error) {
 		resp.Results = make([]Result, nr)
 	}
 	for i := range resp.Results {
-		res := &resp.Results[i]
-		res.Type = OpType(r.u8())
-		found := r.u8()
-		res.Version = r.u64()
-		if res.Value = r.bytes(int(r.u32())); len(res.Value) == 0 {
-			res.Value = nil
+		decodeResult(&r, &resp.Results[i])
+	}
+	if !r.bad && len(r.b) > 0 {
+		resp.Revision = r.u64()
+		for i := range resp.Compared {
+			r.metaRest(&resp.Compared[i])
 		}
-		if found > 1 || res.Type < Put || res.Type > Get {
-			r.bad = true
+		for i := range resp.Results {
+			r.metaRest(&resp.Results[i].Meta)
 		}
-		res.Found = found == 1
 	}
 	switch {
 	case r.bad:
@@ -224,6 +248,19 @@ func DecodeResponse(b []byte) (Response, error) {
 	}
 	resp.Succeeded = ok == 1
 	return resp, nil
+}
+
+func decodeResult(r *reader, res *Result) {
+	res.Type = OpType(r.u8())
+	found := r.u8()
+	res.Meta.Mod = r.u64()
+	if res.Value = r.bytes(int(r.u32())); len(res.Value) == 0 {
+		res.Value = nil
+	}
+	if found > 1 || res.Type < Put || res.Type > Get {
+		r.bad = true
+	}
+	res.Found = found == 1
 }
 
 // reader consumes b; once a read runs past the end, bad is set and every

@@ -5,18 +5,21 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+
+	"github.com/kvd-project/kvd/internal/revision"
 )
 
 // State is the applied state a transaction reads and writes: on a node,
 // the Pebble batch being built for the entries committed so far, which
 // shows the batch's own earlier writes.
 type State interface {
-	// Get returns key's value and version (ok false: absent). The value
-	// need stay valid only until the next call.
-	Get(key []byte) (value []byte, version uint64, ok bool, err error)
-	// Put stores value under key at the transaction's version, attached
-	// to lease (0: none, and detached from any).
-	Put(key, value []byte, lease uint64) error
+	// Get returns key's value and revision metadata (ok false: absent).
+	// The value need stay valid only until the next call.
+	Get(key []byte) (value []byte, m revision.Meta, ok bool, err error)
+	// Put stores value under key at the transaction's revision, attached
+	// to lease (0: none, and detached from any), and returns the key's
+	// metadata after the write.
+	Put(key, value []byte, lease uint64) (revision.Meta, error)
 	// CheckLease reports whether attaching keys to lease is allowed (keys
 	// already attached to it do not count again) while the same branch
 	// takes detached off whatever lease they are on (those now on lease
@@ -28,25 +31,25 @@ type State interface {
 }
 
 // Apply evaluates t against s, as of the moment its entry is applied, and
-// applies the branch that runs; every PUT gets version. GET results carry
+// applies the branch that runs; every PUT gets revision rev. GET results carry
 // their values only if keepValues (the node that proposed t answers its
 // caller; the others need only the values' sizes, for the read bound).
 // It is deterministic: every node applying the same entry to the same
 // state makes the same writes and the same response. On ErrReadTooLarge
 // it wrote nothing; any other error is s's.
-func Apply(s State, t *Txn, version uint64, keepValues bool) (Response, error) {
+func Apply(s State, t *Txn, rev uint64, keepValues bool) (Response, error) {
 	resp := Response{Succeeded: true}
 	if len(t.Compares) > 0 {
-		resp.CompareVersions = make([]uint64, len(t.Compares))
+		resp.Compared = make([]revision.Meta, len(t.Compares))
 	}
 	for i := range t.Compares {
 		c := &t.Compares[i]
-		v, ver, ok, err := s.Get(c.Key)
+		v, m, ok, err := s.Get(c.Key)
 		if err != nil {
 			return Response{}, err
 		}
-		resp.CompareVersions[i] = ver
-		if !c.holds(v, ver, ok) {
+		resp.Compared[i] = m
+		if !c.holds(v, m, ok) {
 			resp.Succeeded = false
 		}
 	}
@@ -69,10 +72,8 @@ func Apply(s State, t *Txn, version uint64, keepValues bool) (Response, error) {
 	for i := range ops {
 		op, res := &ops[i], &resp.Results[i]
 		res.Type = op.Type
-		if op.Type == Put {
-			res.Version = version
-		} else {
-			v, ver, ok, err := lookup(s, ops, written, op.Key, version)
+		if op.Type != Put {
+			v, m, ok, err := lookup(s, ops, written, op.Key, rev)
 			if err != nil {
 				return Response{}, err
 			}
@@ -81,7 +82,7 @@ func Apply(s State, t *Txn, version uint64, keepValues bool) (Response, error) {
 				if read += len(v); read > MaxReadBytes {
 					return Response{}, fmt.Errorf("%w: its GETs return more than %d bytes of values", ErrReadTooLarge, MaxReadBytes)
 				}
-				res.Version = ver
+				res.Meta = m
 				if keepValues {
 					res.Value = append([]byte{}, v...)
 				}
@@ -98,7 +99,7 @@ func Apply(s State, t *Txn, version uint64, keepValues bool) (Response, error) {
 		var err error
 		switch op := &ops[i]; op.Type {
 		case Put:
-			err = s.Put(op.Key, op.Value, op.Lease)
+			resp.Results[i].Meta, err = s.Put(op.Key, op.Value, op.Lease)
 		case Delete:
 			err = s.Delete(op.Key)
 		}
@@ -148,25 +149,36 @@ func sortedKeys[V any](m map[uint64]V) []uint64 {
 
 // lookup reads key as the branch's operation about to run sees it: its
 // earlier write in the branch, if any, else the state.
-func lookup(s State, ops []Op, written map[string]int, key []byte, version uint64) ([]byte, uint64, bool, error) {
-	if j, ok := written[string(key)]; ok {
-		if ops[j].Type == Put {
-			return ops[j].Value, version, true, nil
-		}
-		return nil, 0, false, nil
+func lookup(s State, ops []Op, written map[string]int, key []byte, rev uint64) ([]byte, revision.Meta, bool, error) {
+	j, ok := written[string(key)]
+	if !ok {
+		return s.Get(key)
 	}
-	return s.Get(key)
+	if ops[j].Type != Put {
+		return nil, revision.Meta{}, false, nil
+	}
+	_, prev, _, err := s.Get(key)
+	if err != nil {
+		return nil, revision.Meta{}, false, err
+	}
+	return ops[j].Value, prev.Next(rev, ops[j].Lease), true, nil
 }
 
-// holds evaluates the compare against the key's state (version 0 and
+// holds evaluates the compare against the key's state (the zero Meta and
 // exists false for an absent key). A value compare on an absent key is
 // false; an unknown target or operator (an entry written by a newer
 // version) is false on every node alike.
-func (c *Compare) holds(value []byte, version uint64, exists bool) bool {
+func (c *Compare) holds(value []byte, m revision.Meta, exists bool) bool {
 	var r int
 	switch c.Target {
+	case TargetMod:
+		r = cmp.Compare(m.Mod, c.Num)
 	case TargetVersion:
-		r = cmp.Compare(version, c.Version)
+		r = cmp.Compare(m.Version, c.Num)
+	case TargetCreate:
+		r = cmp.Compare(m.Create, c.Num)
+	case TargetLease:
+		r = cmp.Compare(m.Lease, c.Num)
 	case TargetValue:
 		if !exists {
 			return false

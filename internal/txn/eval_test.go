@@ -6,6 +6,8 @@ import (
 	"maps"
 	"reflect"
 	"testing"
+
+	"github.com/kvd-project/kvd/internal/revision"
 )
 
 type entry struct {
@@ -20,17 +22,34 @@ type mapState struct {
 	leases  map[uint64]int // lease -> keys attached (CheckLease)
 	maxKeys int
 	leaseOf map[string]uint64
+	meta    map[string]revision.Meta // keys written more than once
 }
 
 func newMapState() *mapState { return &mapState{m: map[string]entry{}} }
 
-func (s *mapState) Get(k []byte) ([]byte, uint64, bool, error) {
+// Get gives a key written once at its version, unless meta says more.
+func (s *mapState) Get(k []byte) ([]byte, revision.Meta, bool, error) {
 	e, ok := s.m[string(k)]
-	return []byte(e.value), e.version, ok, nil
+	if !ok {
+		return nil, revision.Meta{}, false, nil
+	}
+	if m, ok := s.meta[string(k)]; ok {
+		return []byte(e.value), m, true, nil
+	}
+	return []byte(e.value), revision.Meta{Create: e.version, Mod: e.version, Version: 1, Lease: s.leaseOf[string(k)]}, true, nil
 }
 
-func (s *mapState) Put(k, v []byte, lease uint64) error {
+func (s *mapState) Put(k, v []byte, lease uint64) (revision.Meta, error) {
+	_, prev, _, _ := s.Get(k)
 	s.m[string(k)] = entry{string(v), s.version}
+	delete(s.meta, string(k))
+	m := prev.Next(s.version, lease)
+	if prev.Version > 0 {
+		if s.meta == nil {
+			s.meta = map[string]revision.Meta{}
+		}
+		s.meta[string(k)] = m
+	}
 	if lease != 0 {
 		if s.leaseOf == nil {
 			s.leaseOf = map[string]uint64{}
@@ -40,7 +59,7 @@ func (s *mapState) Put(k, v []byte, lease uint64) error {
 		}
 		s.leaseOf[string(k)] = lease
 	}
-	return nil
+	return m, nil
 }
 
 func (s *mapState) CheckLease(lease uint64, keys, detached [][]byte) error {
@@ -78,8 +97,11 @@ func base() *mapState {
 	return s
 }
 
+// once is the metadata of a key written once, at revision v.
+func once(v uint64) revision.Meta { return revision.Meta{Create: v, Mod: v, Version: 1} }
+
 func ver(k string, c Cmp, v uint64) Compare {
-	return Compare{Key: b(k), Target: TargetVersion, Cmp: c, Version: v}
+	return Compare{Key: b(k), Target: TargetMod, Cmp: c, Num: v}
 }
 
 func val(k string, c Cmp, v string) Compare {
@@ -123,14 +145,14 @@ func TestCompareSemantics(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		name := fmt.Sprintf("%s(%s) %s %d%q", map[Target]string{TargetVersion: "version", TargetValue: "value"}[tc.c.Target], tc.c.Key, tc.c.Cmp, tc.c.Version, tc.c.Value)
+		name := fmt.Sprintf("%s(%s) %s %d%q", tc.c.Target, tc.c.Key, tc.c.Cmp, tc.c.Num, tc.c.Value)
 		_, then := s.m["t"]
 		_, els := s.m["e"]
 		if r.Succeeded != tc.want || then != tc.want || els == tc.want {
 			t.Errorf("%s: succeeded %v (then ran %v, else ran %v), want %v", name, r.Succeeded, then, els, tc.want)
 		}
-		if wantVer := base().m[string(tc.c.Key)].version; r.CompareVersions[0] != wantVer {
-			t.Errorf("%s: compare version %d, want %d", name, r.CompareVersions[0], wantVer)
+		if wantVer := base().m[string(tc.c.Key)].version; r.Compared[0].Mod != wantVer {
+			t.Errorf("%s: compare version %d, want %d", name, r.Compared[0].Mod, wantVer)
 		}
 	}
 }
@@ -167,8 +189,8 @@ func TestConditionalWrites(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
-		if r.Succeeded != tc.ok || r.CompareVersions[0] != tc.current {
-			t.Errorf("%s: succeeded %v at version %d, want %v at %d", tc.name, r.Succeeded, r.CompareVersions[0], tc.ok, tc.current)
+		if r.Succeeded != tc.ok || r.Compared[0].Mod != tc.current {
+			t.Errorf("%s: succeeded %v at version %d, want %v at %d", tc.name, r.Succeeded, r.Compared[0].Mod, tc.ok, tc.current)
 		}
 		for k, want := range tc.after {
 			got, ok := s.m[k]
@@ -203,10 +225,10 @@ func TestBranchResults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Response{Succeeded: true, CompareVersions: []uint64{5, 6}, Results: []Result{
-		{Type: Get, Found: true, Version: 5, Value: b("1")},
-		{Type: Put, Version: 10},
-		{Type: Get, Found: true, Version: 10, Value: b("A")},
+	want := Response{Succeeded: true, Compared: []revision.Meta{once(5), once(6)}, Results: []Result{
+		{Type: Get, Found: true, Meta: once(5), Value: b("1")},
+		{Type: Put, Meta: revision.Meta{Create: 5, Mod: 10, Version: 2}},
+		{Type: Get, Found: true, Meta: revision.Meta{Create: 5, Mod: 10, Version: 2}, Value: b("A")},
 		{Type: Delete, Found: true},
 		{Type: Get},
 		{Type: Delete},
@@ -222,7 +244,7 @@ func TestBranchResults(t *testing.T) {
 	// what they found and nothing more.
 	s = base()
 	r, err = Apply(s, &Txn{Then: []Op{{Type: Get, Key: b("a")}}}, 10, false)
-	if err != nil || r.Results[0].Value != nil || !r.Results[0].Found || r.Results[0].Version != 5 {
+	if err != nil || r.Results[0].Value != nil || !r.Results[0].Found || r.Results[0].Meta.Mod != 5 {
 		t.Fatalf("keepValues=false: %+v, %v", r, err)
 	}
 }
@@ -244,5 +266,55 @@ func TestReadBound(t *testing.T) {
 	tx.Then = []Op{{Type: Get, Key: b("big")}, {Type: Get, Key: b("missing")}}
 	if _, err := Apply(s, &tx, 3, false); err != nil {
 		t.Fatalf("at the bound: %v", err)
+	}
+}
+
+// TestCompareTargetsHaveEtcdMeanings: version counts writes since the key
+// was created, create and mod are revisions, lease the attached lease; an
+// absent key compares as zeros on all of them, and false on its value.
+func TestCompareTargetsHaveEtcdMeanings(t *testing.T) {
+	s := newMapState()
+	s.m["k"] = entry{"v", 8}
+	s.meta = map[string]revision.Meta{"k": {Create: 3, Mod: 8, Version: 4, Lease: 7}}
+	num := func(k string, tg Target, n uint64) Compare { return Compare{Key: b(k), Target: tg, Cmp: Equal, Num: n} }
+	for _, tc := range []struct {
+		c    Compare
+		want bool
+	}{
+		{num("k", TargetVersion, 4), true},
+		{num("k", TargetVersion, 8), false},
+		{num("k", TargetCreate, 3), true},
+		{num("k", TargetCreate, 8), false},
+		{num("k", TargetMod, 8), true},
+		{num("k", TargetMod, 3), false},
+		{num("k", TargetLease, 7), true},
+		{num("k", TargetLease, 0), false},
+		{num("absent", TargetVersion, 0), true},
+		{num("absent", TargetCreate, 0), true},
+		{num("absent", TargetMod, 0), true},
+		{num("absent", TargetLease, 0), true},
+		{val("absent", NotEqual, "x"), false},
+	} {
+		r, err := Apply(s, &Txn{Compares: []Compare{tc.c}}, 20, true)
+		if err != nil || r.Succeeded != tc.want {
+			t.Errorf("%s(%s) = %d: succeeded %v (%v), want %v", tc.c.Target, tc.c.Key, tc.c.Num, r.Succeeded, err, tc.want)
+		}
+	}
+}
+
+// TestFreshKeyIsVersionOne: a key created by a transaction has version 1
+// and create = mod = the transaction's revision; written again, version 2.
+func TestFreshKeyIsVersionOne(t *testing.T) {
+	s := newMapState()
+	s.version = 11
+	r, err := Apply(s, &Txn{Then: []Op{{Type: Put, Key: b("k"), Value: b("1")}}}, 11, true)
+	if want := (revision.Meta{Create: 11, Mod: 11, Version: 1}); err != nil || r.Results[0].Meta != want {
+		t.Fatalf("created: %+v, %v; want %+v", r.Results[0].Meta, err, want)
+	}
+	s.version = 12
+	r, err = Apply(s, &Txn{Compares: []Compare{{Key: b("k"), Target: TargetVersion, Cmp: Equal, Num: 1}},
+		Then: []Op{{Type: Put, Key: b("k"), Value: b("2")}}}, 12, true)
+	if want := (revision.Meta{Create: 11, Mod: 12, Version: 2}); err != nil || !r.Succeeded || r.Results[0].Meta != want {
+		t.Fatalf("rewritten: succeeded %v, %+v, %v; want %+v", r.Succeeded, r.Results[0].Meta, err, want)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/kvd-project/kvd/internal/errs"
 	"github.com/kvd-project/kvd/internal/limits"
+	"github.com/kvd-project/kvd/internal/revision"
 )
 
 // Limits (internal/limits says why they are what they are).
@@ -50,17 +51,41 @@ var (
 // Target is what a compare looks at.
 type Target uint8
 
-// Targets.
+// Targets, as etcd's compares have them. An absent key compares as the
+// zero revision.Meta (version, create and mod revision 0, no lease), except
+// on its value: a value compare on an absent key is false.
 const (
-	TargetVersion Target = 1 // the key's version (0: absent)
-	TargetValue   Target = 2 // the key's value (false if absent)
+	TargetMod     Target = 1 // the key's mod_revision
+	TargetValue   Target = 2 // the key's value
+	TargetVersion Target = 3 // the key's version: writes since its creation
+	TargetCreate  Target = 4 // the key's create_revision
+	TargetLease   Target = 5 // the TTL lease the key is attached to (0: none)
 )
+
+// numeric reports whether the target compares an integer (Compare.Num).
+func (t Target) numeric() bool { return t == TargetMod || t >= TargetVersion && t <= TargetLease }
+
+func (t Target) String() string {
+	switch t {
+	case TargetMod:
+		return "mod"
+	case TargetValue:
+		return "value"
+	case TargetVersion:
+		return "version"
+	case TargetCreate:
+		return "create"
+	case TargetLease:
+		return "lease"
+	}
+	return fmt.Sprintf("target(%d)", uint8(t))
+}
 
 // Cmp is a compare's operator.
 type Cmp uint8
 
-// Operators: the key's version or value on the left, the compare's operand
-// on the right (values compare bytewise).
+// Operators: the key's target on the left, the compare's operand on the
+// right (values compare bytewise).
 const (
 	Equal    Cmp = 1
 	NotEqual Cmp = 2
@@ -84,11 +109,11 @@ func (c Cmp) String() string {
 
 // Compare is one condition.
 type Compare struct {
-	Key     []byte
-	Target  Target
-	Cmp     Cmp
-	Version uint64 // TargetVersion's operand
-	Value   []byte // TargetValue's operand
+	Key    []byte
+	Target Target
+	Cmp    Cmp
+	Num    uint64 // the operand of a numeric target (all but TargetValue)
+	Value  []byte // TargetValue's operand
 }
 
 // OpType is an operation's kind.
@@ -131,22 +156,25 @@ type Txn struct {
 	Then, Else []Op
 }
 
-// Result is one operation's outcome. Put: Version is the transaction's
-// (the entry's Raft index). Delete: Found tells whether the key existed.
-// Get: Found, and if so the key's Value and Version.
+// Result is one operation's outcome. Put: Meta is the key's after the
+// write (Meta.Mod the transaction's revision). Delete: Found tells whether
+// the key existed. Get: Found, and if so the key's Value and Meta.
 type Result struct {
-	Type    OpType
-	Found   bool
-	Version uint64
-	Value   []byte
+	Type  OpType
+	Found bool
+	Meta  revision.Meta
+	Value []byte
 }
 
 // Response is a transaction's outcome.
 type Response struct {
 	Succeeded bool
-	// CompareVersions[i] is the version Compares[i]'s key had when the
-	// transaction was evaluated (0: absent).
-	CompareVersions []uint64
+	// Revision is the store revision after the transaction: its own if it
+	// wrote anything, else the one it was evaluated at.
+	Revision uint64
+	// Compared[i] is the metadata Compares[i]'s key had when the
+	// transaction was evaluated (the zero Meta: absent).
+	Compared []revision.Meta
 	// Results are the outcomes of the branch that ran, one per operation.
 	Results []Result
 }
@@ -206,14 +234,14 @@ func (c *Compare) validate() error {
 	if c.Cmp < Equal || c.Cmp > Greater {
 		return fmt.Errorf("unknown operator %d", c.Cmp)
 	}
-	switch c.Target {
-	case TargetVersion:
+	switch {
+	case c.Target.numeric():
 		if len(c.Value) != 0 {
-			return errors.New("a version compare carries a value")
+			return fmt.Errorf("a %s compare carries a value", c.Target)
 		}
-	case TargetValue:
-		if c.Version != 0 {
-			return errors.New("a value compare carries a version")
+	case c.Target == TargetValue:
+		if c.Num != 0 {
+			return errors.New("a value compare carries a number")
 		}
 		if len(c.Value) > limits.MaxValue {
 			return fmt.Errorf("value of %d bytes (at most %d)", len(c.Value), limits.MaxValue)
