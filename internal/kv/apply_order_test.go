@@ -7,6 +7,7 @@ import (
 	pb "go.etcd.io/raft/v3/raftpb"
 
 	"github.com/kvd-project/kvd/internal/kvdtest/peertest"
+	"github.com/kvd-project/kvd/internal/revision"
 	"github.com/kvd-project/kvd/internal/store"
 	"github.com/kvd-project/kvd/internal/txn"
 	"github.com/kvd-project/kvd/raft"
@@ -71,8 +72,12 @@ func checkApplyPrefixes(t *testing.T, ops, call []Write) {
 // them the region held k=x without j=a). A repeat with nothing between
 // stays a plain call.
 func TestCollapsedBatchShowsOnlyStatesThatHeld(t *testing.T) {
-	w := func(v uint64, k, val string) Write { return Write{Version: v, Key: []byte(k), Value: []byte(val)} }
-	del := func(v uint64, k string) Write { return Write{Version: v, Key: []byte(k), Deleted: true} }
+	w := func(v uint64, k, val string) Write {
+		return Write{Meta: revision.Meta{Mod: v}, Key: []byte(k), Value: []byte(val)}
+	}
+	del := func(v uint64, k string) Write {
+		return Write{Meta: revision.Meta{Mod: v}, Key: []byte(k), Deleted: true}
+	}
 	for _, tc := range []struct {
 		name       string
 		ops        []Write

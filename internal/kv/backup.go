@@ -1,6 +1,9 @@
 package kv
 
-import "github.com/kvd-project/kvd/internal/store"
+import (
+	"github.com/kvd-project/kvd/internal/revision"
+	"github.com/kvd-project/kvd/internal/store"
+)
 
 // View is a point-in-time view of the node's applied KV state, for reading
 // all of it without stalling writes (a backup: the node's raft.Restore
@@ -32,7 +35,7 @@ func (v *View) Applied() uint64 { return v.v.Applied() }
 
 // ForEach calls fn for every key in key order; key and value are valid only
 // during the call. An error from fn stops the walk and is returned.
-func (v *View) ForEach(fn func(key, value []byte, version uint64) error) error {
+func (v *View) ForEach(fn func(key, value []byte, m revision.Meta) error) error {
 	return v.v.ForEach(fn)
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/kvd-project/kvd/internal/kvdtest/peertest"
 	"github.com/kvd-project/kvd/internal/kvdtest/wait"
+	"github.com/kvd-project/kvd/internal/revision"
 	"github.com/kvd-project/kvd/raft"
 	"github.com/kvd-project/kvd/transport"
 	"github.com/kvd-project/kvd/transport/tcp"
@@ -75,15 +76,15 @@ func (a *applierLog) Apply(ws []Write) {
 	for i, w := range ws {
 		// One transaction's writes share its version; otherwise versions
 		// grow.
-		if w.Version < a.lastVer || w.Version == a.lastVer && (i == 0 || !w.Atomic) {
+		if w.Meta.Mod < a.lastVer || w.Meta.Mod == a.lastVer && (i == 0 || !w.Atomic) {
 			a.ordered = false
 		}
-		a.lastVer = w.Version
+		a.lastVer = w.Meta.Mod
 		if w.Deleted {
 			delete(a.state, string(w.Key))
 			continue
 		}
-		a.state[string(w.Key)] = versioned{string(w.Value), w.Version}
+		a.state[string(w.Key)] = versioned{string(w.Value), w.Meta.Mod}
 	}
 }
 
@@ -108,8 +109,8 @@ func (a *applierLog) load(s *Store) {
 func (a *applierLog) loadLocked(s *Store) {
 	clear(a.state)
 	a.lastVer = 0 // a batch being applied may be replayed over the view
-	err := s.ForEach(func(k, v []byte, ver uint64) error {
-		a.state[string(k)] = versioned{string(v), ver}
+	err := s.ForEach(func(k, v []byte, m revision.Meta) error {
+		a.state[string(k)] = versioned{string(v), m.Mod}
 		return nil
 	})
 	if err != nil {
@@ -319,8 +320,8 @@ func (c *cluster) caughtUp(tn *testNode) {
 func kvState(t *testing.T, s *Store) map[string]versioned {
 	t.Helper()
 	out := map[string]versioned{}
-	if err := s.ForEach(func(k, v []byte, ver uint64) error {
-		out[string(k)] = versioned{string(v), ver}
+	if err := s.ForEach(func(k, v []byte, m revision.Meta) error {
+		out[string(k)] = versioned{string(v), m.Mod}
 		return nil
 	}); err != nil {
 		t.Fatal(err)

@@ -3,6 +3,8 @@ package kv
 import (
 	"fmt"
 	"testing"
+
+	"github.com/kvd-project/kvd/internal/revision"
 )
 
 // eventApplier records Apply and Events calls.
@@ -15,7 +17,7 @@ type eventApplier struct {
 
 func (e *eventApplier) Events(ws []Write, applied uint64, reset bool) {
 	for _, w := range ws {
-		e.events = append(e.events, applyCall{w.Version, string(w.Key), string(w.Value), w.Deleted})
+		e.events = append(e.events, applyCall{w.Meta.Mod, string(w.Key), string(w.Value), w.Deleted})
 	}
 	e.applied = append(e.applied, applied)
 	if reset {
@@ -32,10 +34,10 @@ func TestPublishEventsUncollapsed(t *testing.T) {
 	m := &machine{pub: rec}
 	m.sc.eventsAt = 4
 	m.sc.applies = append(m.sc.applies,
-		Write{Version: 5, Key: []byte("a"), Value: []byte("1")},
-		Write{Version: 6, Key: []byte("gone"), Deleted: true, absent: true},
-		Write{Version: 7, Key: []byte("a"), Value: []byte("2")},
-		Write{Version: 8, Key: []byte("a"), Deleted: true},
+		Write{Meta: revision.Meta{Mod: 5}, Key: []byte("a"), Value: []byte("1")},
+		Write{Meta: revision.Meta{Mod: 6}, Key: []byte("gone"), Deleted: true, absent: true},
+		Write{Meta: revision.Meta{Mod: 7}, Key: []byte("a"), Value: []byte("2")},
+		Write{Meta: revision.Meta{Mod: 8}, Key: []byte("a"), Deleted: true},
 	)
 	m.takeEvents()
 	m.publish()

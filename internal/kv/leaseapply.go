@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/kvd-project/kvd/internal/revision"
 	"github.com/kvd-project/kvd/internal/store"
 	"github.com/kvd-project/kvd/internal/txn"
 	"github.com/kvd-project/kvd/raft"
@@ -76,8 +77,9 @@ func (m *machine) applyRevoke(u *store.Update, index uint64, c command) error {
 		return fmt.Errorf("%w: %d", ErrLeaseNotFound, id)
 	}
 	for _, k := range keys {
-		m.sc.applies = append(m.sc.applies, Write{Version: index, Key: k, Deleted: true})
+		m.sc.applies = append(m.sc.applies, Write{Meta: revision.Meta{Mod: m.next}, Key: k, Deleted: true})
 	}
+	m.changed = len(keys) > 0
 	if len(keys) > 1 {
 		m.sc.atomic = true // the keys go together, for one-sided readers too
 	}

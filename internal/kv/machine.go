@@ -9,6 +9,7 @@ import (
 
 	pb "go.etcd.io/raft/v3/raftpb"
 
+	"github.com/kvd-project/kvd/internal/revision"
 	"github.com/kvd-project/kvd/internal/store"
 	"github.com/kvd-project/kvd/raft"
 )
@@ -31,6 +32,11 @@ type machine struct {
 
 	sc  scratch
 	out []raft.Outcome // Apply's, while it runs
+
+	// The revision the entry being applied writes at, and whether it
+	// changed anything (only then does the store revision move to it).
+	next    uint64
+	changed bool
 }
 
 // scratch is per-batch state reused across batches.
@@ -38,7 +44,7 @@ type scratch struct {
 	applies  []Write
 	deliver  []Write
 	events   []Write // every write of the batch, for Publisher.Events
-	eventsAt uint64  // the applied index Events last reported
+	eventsAt uint64  // the store revision Events last reported
 	skip     []bool
 	order    []int
 	atomic   bool // an entry wrote several keys: the Apply call is atomic
@@ -59,7 +65,7 @@ func newMachine(cfg Config, m *metrics) *machine {
 // Open loads the lessor from the applied state.
 func (m *machine) Open(env raft.Env) error {
 	m.id, m.st, m.log, m.retry = env.ID, env.Store, env.Logger, env.ElectionTimeout
-	m.sc.eventsAt = m.st.Applied()
+	m.sc.eventsAt = m.st.Revision()
 	if err := m.reloadLeases(); err != nil {
 		return fmt.Errorf("loading leases: %w", err)
 	}
@@ -75,7 +81,7 @@ func (m *machine) Apply(u *store.Update, ents []*pb.Entry, out []raft.Outcome) (
 		if e.GetType() != pb.EntryNormal || len(e.GetData()) == 0 {
 			continue // a membership change, or a new leader's empty entry
 		}
-		if err := m.applyCommand(u, e); err != nil {
+		if err := m.applyEntry(u, e); err != nil {
 			return m.out, fmt.Errorf("entry %d: %w", e.GetIndex(), err)
 		}
 	}
@@ -85,6 +91,29 @@ func (m *machine) Apply(u *store.Update, ents []*pb.Entry, out []raft.Outcome) (
 	return m.out, nil
 }
 
+// applyEntry applies one command at the next store revision, which it
+// takes only if the command changed the state: the revision is dense.
+func (m *machine) applyEntry(u *store.Update, e *pb.Entry) error {
+	m.next, m.changed = u.Revision()+1, false
+	if err := m.applyCommand(u, e); err != nil {
+		return err
+	}
+	if m.changed {
+		return u.SetRevision(m.next)
+	}
+	return nil
+}
+
+// served is the revision a command's response carries: its own if it
+// changed the state, else the one it was evaluated at (as etcd's
+// response header).
+func (m *machine) served() uint64 {
+	if m.changed {
+		return m.next
+	}
+	return m.next - 1
+}
+
 // Committed publishes the batch: its writes (collapsed, then every one as
 // events), the lessor's changes, and after a snapshot install the
 // reloaded lessor and the Publisher's Restore.
@@ -92,7 +121,7 @@ func (m *machine) Committed(applied uint64, installed bool) {
 	m.takeEvents()
 	m.publish()
 	m.mirrorLeases()
-	m.publishEvents(applied, installed)
+	m.publishEvents(m.st.Revision(), installed)
 	if installed {
 		if err := m.reloadLeases(); err != nil {
 			m.log.Error("reloading leases after snapshot install", "err", err)
@@ -133,22 +162,39 @@ func (m *machine) applyCommand(u *store.Update, e *pb.Entry) error {
 	case opLeaseGrant, opLeaseRevoke:
 		return m.applyLeaseCommand(u, e.GetIndex(), c)
 	}
-	version, existed := e.GetIndex(), false
-	if c.op == opPut {
-		err = u.Put(c.key, c.value, version)
-	} else {
-		existed, err = u.Delete(c.key)
-	}
+	w, existed, err := m.applyWrite(u, c)
 	if err == nil {
 		err = m.leaseWrite(u, c.key, 0, c.op == opDelete) // a plain PUT detaches, as in etcd
 	}
 	if err != nil {
 		return err
 	}
-	m.sc.applies = append(m.sc.applies, Write{Version: version, Key: c.key, Value: c.value, Deleted: c.op == opDelete,
-		absent: c.op == opDelete && !existed})
-	m.complete(c, raft.Outcome{Index: version, Value: existed})
+	m.sc.applies = append(m.sc.applies, w)
+	m.complete(c, raft.Outcome{Index: e.GetIndex(), Value: writeResult{rev: m.served(), existed: existed}})
 	return nil
+}
+
+// writeResult is a PUT's or DELETE's outcome: the revision its response
+// carries, and whether the key existed before.
+type writeResult struct {
+	rev     uint64
+	existed bool
+}
+
+// applyWrite applies a PUT or DELETE command at m.next.
+func (m *machine) applyWrite(u *store.Update, c command) (w Write, existed bool, err error) {
+	if c.op == opDelete {
+		existed, err = u.Delete(c.key)
+		m.changed = existed
+		return Write{Meta: revision.Meta{Mod: m.next}, Key: c.key, Deleted: true, absent: !existed}, existed, err
+	}
+	prev, err := u.Meta(c.key)
+	if err != nil {
+		return Write{}, false, err
+	}
+	meta := prev.Next(m.next, 0)
+	m.changed = true
+	return Write{Meta: meta, Key: c.key, Value: c.value}, prev.Version > 0, u.Put(c.key, c.value, meta)
 }
 
 // publish reports the batch's writes to the Publisher in one call: in log
@@ -215,17 +261,17 @@ func (m *machine) takeEvents() {
 }
 
 // publishEvents tells the Publisher the batch's writes, after its Apply
-// call, if the applied index moved.
-func (m *machine) publishEvents(applied uint64, installed bool) {
+// call, if the store revision moved (or a snapshot was installed).
+func (m *machine) publishEvents(rev uint64, installed bool) {
 	sc := &m.sc
-	if applied == sc.eventsAt {
+	if rev == sc.eventsAt && !installed {
 		return
 	}
-	sc.eventsAt = applied
+	sc.eventsAt = rev
 	if installed {
-		m.pub.Events(nil, applied, true)
+		m.pub.Events(nil, rev, true)
 	} else {
-		m.pub.Events(sc.events, applied, false)
+		m.pub.Events(sc.events, rev, false)
 	}
 	clear(sc.events)
 	sc.events = sc.events[:0]

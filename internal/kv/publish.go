@@ -1,8 +1,12 @@
 package kv
 
+import "github.com/kvd-project/kvd/internal/revision"
+
 // Write is one applied write, as the Publisher sees it.
 type Write struct {
-	Version    uint64 // the entry's raft index
+	// Meta is the key's revision metadata after the write; a delete's is
+	// only its revision (Meta.Mod).
+	Meta       revision.Meta
 	Key, Value []byte
 	Deleted    bool
 	// Atomic is set on every Write of an Apply call whose batch holds an
@@ -25,7 +29,7 @@ type Write struct {
 // Get, ForEach, Status, Members and PeerAddr.
 type Publisher interface {
 	// Apply reports one committed batch: each key now holds its Write's
-	// value at its Version (the entry's raft index), or was deleted. It is
+	// value with its Meta, or was deleted. It is
 	// called only after the Pebble batch holding the writes has committed,
 	// so the cache never shows anything that a restart would lose, and
 	// before the next batch commits, so Pebble is never more than this one
@@ -53,14 +57,13 @@ type Publisher interface {
 	// Apply collapses a batch's writes to one per key, which a watcher
 	// must not miss. It reports the writes of one applied batch in log
 	// order, each one (repeats of a key included, deletes of absent keys
-	// left out), right after the batch's Apply call; applied is the node's
-	// applied index after the batch: the events up to it are all reported.
-	// With reset, the batch installed a snapshot: writes up to applied
-	// were never reported (ws is empty). It is called on every batch that
-	// moved the applied index, with or without writes, so it must not
-	// block. The slice is reused after the call; keys and values may be
-	// retained.
-	Events(ws []Write, applied uint64, reset bool)
+	// left out), right after the batch's Apply call; rev is the store
+	// revision after the batch: the events up to it are all reported.
+	// With reset, the batch installed a snapshot: writes up to rev were
+	// never reported (ws is empty). It is called on every batch that
+	// moved the revision, so it must not block. The slice is reused after
+	// the call; keys and values may be retained.
+	Events(ws []Write, rev uint64, reset bool)
 }
 
 // nopPublisher is the Publisher of a Store configured without one.

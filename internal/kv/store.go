@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/kvd-project/kvd/internal/limits"
+	"github.com/kvd-project/kvd/internal/revision"
 	"github.com/kvd-project/kvd/raft"
 )
 
@@ -52,27 +53,31 @@ func (s *Store) Close() error {
 func (s *Store) Node() *raft.Node { return s.node }
 
 // Put replicates key=value and returns once the write is committed and
-// applied on this node; version is the entry's raft index. Only the
+// applied on this node; rev is the store revision it wrote at (the key's
+// mod revision). Only the
 // leader accepts writes: elsewhere the error is a *raft.NotLeaderError.
 // Errors wrapping raft.ErrLeaderChanged, or the context's, leave the
 // outcome unknown. adm is the write's admission (raft.Admission).
-func (s *Store) Put(ctx context.Context, key, value []byte, adm raft.Admission) (version uint64, err error) {
+func (s *Store) Put(ctx context.Context, key, value []byte, adm raft.Admission) (rev uint64, err error) {
 	if err := checkKV(key, value); err != nil {
 		return 0, err
 	}
 	r, err := s.node.Propose(ctx, adm, command{op: opPut, key: key, value: value}.encoder())
-	return r.Index, err
+	res, _ := r.Value.(writeResult)
+	return res.rev, err
 }
 
 // Delete replicates the removal of key, like Put. existed tells whether the
-// key was present when the delete was applied; version is its raft index.
-func (s *Store) Delete(ctx context.Context, key []byte) (existed bool, version uint64, err error) {
+// key was present when the delete was applied; rev is the store revision
+// after it (its own if it deleted the key: deleting nothing changes no
+// revision).
+func (s *Store) Delete(ctx context.Context, key []byte) (existed bool, rev uint64, err error) {
 	if err := checkKV(key, nil); err != nil {
 		return false, 0, err
 	}
 	r, err := s.node.Propose(ctx, raft.Admission{}, command{op: opDelete, key: key}.encoder())
-	existed, _ = r.Value.(bool)
-	return existed, r.Index, err
+	res, _ := r.Value.(writeResult)
+	return res.existed, res.rev, err
 }
 
 func checkKV(key, value []byte) error {
@@ -85,13 +90,12 @@ func checkKV(key, value []byte) error {
 	return nil
 }
 
-// Get returns key's applied value and version (the raft index of the write)
-// from Pebble. It is not linearizable by itself: call the node's ReadIndex
+// Get returns key's applied value and revision metadata from Pebble. It is not linearizable by itself: call the node's ReadIndex
 // first for that.
-func (s *Store) Get(key []byte) (value []byte, version uint64, ok bool, err error) {
+func (s *Store) Get(key []byte) (value []byte, m revision.Meta, ok bool, err error) {
 	st, release, err := s.node.Acquire()
 	if err != nil {
-		return nil, 0, false, err
+		return nil, revision.Meta{}, false, err
 	}
 	defer release()
 	return st.Get(key)
@@ -105,7 +109,7 @@ func (s *Store) Get(key []byte) (value []byte, version uint64, ok bool, err erro
 // reports each key's final state per committed batch, replaying those
 // calls over the view is harmless, so "ForEach, then every later Apply"
 // rebuilds a cache exactly. It may be called from Publisher.Restore.
-func (s *Store) ForEach(fn func(key, value []byte, version uint64) error) error {
+func (s *Store) ForEach(fn func(key, value []byte, m revision.Meta) error) error {
 	st, release, err := s.node.Acquire()
 	if err != nil {
 		return err
@@ -114,10 +118,10 @@ func (s *Store) ForEach(fn func(key, value []byte, version uint64) error) error 
 	return st.ForEach(fn)
 }
 
-// GetMany calls fn for each key with its applied value and version, all
+// GetMany calls fn for each key with its applied value and metadata, all
 // from one point-in-time view of the applied state, and returns that view's
 // applied index. Like Get, it is not linearizable by itself.
-func (s *Store) GetMany(keys [][]byte, fn func(i int, value []byte, version uint64, found bool)) (applied uint64, err error) {
+func (s *Store) GetMany(keys [][]byte, fn func(i int, value []byte, m revision.Meta, found bool)) (applied uint64, err error) {
 	st, release, err := s.node.Acquire()
 	if err != nil {
 		return 0, err
@@ -133,7 +137,7 @@ func (s *Store) GetMany(keys [][]byte, fn func(i int, value []byte, version uint
 // Like Get, it may run one batch ahead of the Publisher: a caller that
 // must not show state ahead of its cache waits until the returned index is
 // applied there.
-func (s *Store) Scan(start, end []byte, fn func(key, value []byte, version uint64) bool) (applied uint64, err error) {
+func (s *Store) Scan(start, end []byte, fn func(key, value []byte, m revision.Meta) bool) (applied uint64, err error) {
 	st, release, err := s.node.Acquire()
 	if err != nil {
 		return 0, err

@@ -4,14 +4,16 @@ import (
 	"context"
 	"errors"
 
+	"github.com/kvd-project/kvd/internal/revision"
 	"github.com/kvd-project/kvd/internal/store"
 	"github.com/kvd-project/kvd/internal/txn"
 	"github.com/kvd-project/kvd/raft"
 )
 
 // Txn replicates t as one entry and returns once it is committed and
-// applied on this node: its outcome, and the entry's raft index (the
-// version its PUTs got). The compares are evaluated when the entry is
+// applied on this node: its outcome, and its revision (Response.Revision:
+// the store revision its writes got if it wrote anything, else the one it
+// was evaluated at). The compares are evaluated when the entry is
 // applied, on every node alike, against the applied state (the entries
 // before it included), never when it is proposed; the branch that runs is
 // applied with the compares in the same Pebble batch, so a crash keeps all
@@ -29,7 +31,7 @@ func (s *Store) Txn(ctx context.Context, t *txn.Txn, adm raft.Admission) (txn.Re
 	}
 	r, err := s.node.Propose(ctx, adm, command{op: opTxn, value: txn.Append(make([]byte, 0, txn.EncodedLen(t)), t)}.encoder())
 	resp, _ := r.Value.(txn.Response)
-	return resp, r.Index, err
+	return resp, resp.Revision, err
 }
 
 // applyTxn applies a txn command at index: its compares and branch go into
@@ -44,8 +46,8 @@ func (m *machine) applyTxn(u *store.Update, index uint64, c command) error {
 		m.complete(c, raft.Outcome{Err: errors.Join(errBadCommand, err)})
 		return nil
 	}
-	st := &txnState{m: m, u: u, version: index}
-	resp, err := txn.Apply(st, &t, index, c.proposer == m.id)
+	st := &txnState{m: m, u: u, rev: m.next}
+	resp, err := txn.Apply(st, &t, m.next, c.proposer == m.id)
 	switch {
 	case errors.Is(err, txn.ErrReadTooLarge), errors.Is(err, txn.ErrLeaseNotFound), errors.Is(err, txn.ErrLeaseFull):
 		m.complete(c, raft.Outcome{Index: index, Err: err})
@@ -56,6 +58,7 @@ func (m *machine) applyTxn(u *store.Update, index uint64, c command) error {
 	if st.writes > 1 {
 		m.sc.atomic = true
 	}
+	resp.Revision = m.served()
 	m.complete(c, raft.Outcome{Index: index, Value: resp})
 	return nil
 }
@@ -63,23 +66,29 @@ func (m *machine) applyTxn(u *store.Update, index uint64, c command) error {
 // txnState is the state a transaction reads and writes: the Ready's Pebble
 // batch, whose writes are also reported to the Publisher.
 type txnState struct {
-	m       *machine
-	u       *store.Update
-	version uint64
-	writes  int
+	m      *machine
+	u      *store.Update
+	rev    uint64
+	writes int
 }
 
-func (s *txnState) Get(key []byte) ([]byte, uint64, bool, error) { return s.u.Get(key) }
+func (s *txnState) Get(key []byte) ([]byte, revision.Meta, bool, error) { return s.u.Get(key) }
 
-func (s *txnState) Put(key, value []byte, lease uint64) error {
-	if err := s.u.Put(key, value, s.version); err != nil {
-		return err
+func (s *txnState) Put(key, value []byte, lease uint64) (revision.Meta, error) {
+	prev, err := s.u.Meta(key)
+	if err != nil {
+		return revision.Meta{}, err
+	}
+	meta := prev.Next(s.rev, lease)
+	if err := s.u.Put(key, value, meta); err != nil {
+		return revision.Meta{}, err
 	}
 	if err := s.m.leaseWrite(s.u, key, lease, false); err != nil {
-		return err
+		return revision.Meta{}, err
 	}
-	s.record(Write{Version: s.version, Key: key, Value: value})
-	return nil
+	s.m.changed = true
+	s.record(Write{Meta: meta, Key: key, Value: value})
+	return meta, nil
 }
 
 func (s *txnState) Delete(key []byte) error {
@@ -90,7 +99,8 @@ func (s *txnState) Delete(key []byte) error {
 	if err := s.m.leaseWrite(s.u, key, 0, true); err != nil {
 		return err
 	}
-	s.record(Write{Version: s.version, Key: key, Deleted: true, absent: !existed})
+	s.m.changed = s.m.changed || existed
+	s.record(Write{Meta: revision.Meta{Mod: s.rev}, Key: key, Deleted: true, absent: !existed})
 	return nil
 }
 

@@ -41,7 +41,7 @@ func (a *applierLog) atomicStats() (calls, unannounced int) {
 }
 
 func vcmp(key string, c txn.Cmp, v uint64) txn.Compare {
-	return txn.Compare{Key: []byte(key), Target: txn.TargetVersion, Cmp: c, Version: v}
+	return txn.Compare{Key: []byte(key), Target: txn.TargetMod, Cmp: c, Num: v}
 }
 
 func tput(key, value string) txn.Op {
@@ -67,12 +67,12 @@ func TestTxnAppliedOnEveryNode(t *testing.T) {
 
 	// A successful CAS: one key, not atomic.
 	resp, v1, err := c.txnAtLeader(&txn.Txn{Compares: []txn.Compare{vcmp("a", txn.Equal, va)}, Then: []txn.Op{tput("a", "2")}})
-	if err != nil || !resp.Succeeded || v1 <= va || resp.Results[0].Version != v1 {
+	if err != nil || !resp.Succeeded || v1 <= va || resp.Results[0].Meta.Mod != v1 {
 		t.Fatalf("CAS at the current version: %+v, version %d, %v", resp, v1, err)
 	}
 	// A stale CAS: not applied, and it says what it met.
 	resp, _, err = c.txnAtLeader(&txn.Txn{Compares: []txn.Compare{vcmp("a", txn.Equal, va)}, Then: []txn.Op{tput("a", "3")}})
-	if err != nil || resp.Succeeded || resp.CompareVersions[0] != v1 {
+	if err != nil || resp.Succeeded || resp.Compared[0].Mod != v1 {
 		t.Fatalf("stale CAS: %+v, %v; want failed at version %d", resp, err, v1)
 	}
 	// A multi-key transaction: then branch writes two keys, reads one.
@@ -80,7 +80,7 @@ func TestTxnAppliedOnEveryNode(t *testing.T) {
 		Compares: []txn.Compare{vcmp("a", txn.Equal, v1), vcmp("b", txn.Equal, 0)},
 		Then:     []txn.Op{tput("a", "x"), tput("b", "y"), {Type: txn.Get, Key: []byte("a")}},
 	})
-	if err != nil || !resp.Succeeded || len(resp.Results) != 3 || string(resp.Results[2].Value) != "x" || resp.Results[2].Version != v2 {
+	if err != nil || !resp.Succeeded || len(resp.Results) != 3 || string(resp.Results[2].Value) != "x" || resp.Results[2].Meta.Mod != v2 {
 		t.Fatalf("two-key transaction: %+v, %v", resp, err)
 	}
 	// The else branch: a delete.

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/kvd-project/kvd/internal/limits"
+	"github.com/kvd-project/kvd/internal/revision"
 )
 
 func TestCommandRoundTrip(t *testing.T) {
@@ -48,7 +49,7 @@ type recordingApplier struct {
 func (r *recordingApplier) Apply(ws []Write) {
 	r.batches++
 	for _, w := range ws {
-		r.calls = append(r.calls, applyCall{w.Version, string(w.Key), string(w.Value), w.Deleted})
+		r.calls = append(r.calls, applyCall{w.Meta.Mod, string(w.Key), string(w.Value), w.Deleted})
 	}
 }
 func (r *recordingApplier) Restore()                     {}
@@ -63,18 +64,18 @@ func TestPublishCollapsesRepeats(t *testing.T) {
 		ops  []Write
 		want []applyCall
 	}{
-		{"single", []Write{{Version: 5, Key: []byte("a"), Value: []byte("1")}}, []applyCall{{5, "a", "1", false}}},
+		{"single", []Write{{Meta: revision.Meta{Mod: 5}, Key: []byte("a"), Value: []byte("1")}}, []applyCall{{5, "a", "1", false}}},
 		{"distinct keys keep log order",
-			[]Write{{Version: 5, Key: []byte("b"), Value: []byte("1")}, {Version: 6, Key: []byte("a"), Value: []byte("2")}},
+			[]Write{{Meta: revision.Meta{Mod: 5}, Key: []byte("b"), Value: []byte("1")}, {Meta: revision.Meta{Mod: 6}, Key: []byte("a"), Value: []byte("2")}},
 			[]applyCall{{5, "b", "1", false}, {6, "a", "2", false}}},
 		{"overwrite and delete collapse",
 			[]Write{
-				{Version: 5, Key: []byte("a"), Value: []byte("1")},
-				{Version: 6, Key: []byte("b"), Value: []byte("x")},
-				{Version: 7, Key: []byte("a"), Value: []byte("2")},
-				{Version: 8, Key: []byte("b"), Deleted: true},
-				{Version: 9, Key: []byte("c"), Value: []byte("3")},
-				{Version: 10, Key: []byte("a"), Value: []byte("4")},
+				{Meta: revision.Meta{Mod: 5}, Key: []byte("a"), Value: []byte("1")},
+				{Meta: revision.Meta{Mod: 6}, Key: []byte("b"), Value: []byte("x")},
+				{Meta: revision.Meta{Mod: 7}, Key: []byte("a"), Value: []byte("2")},
+				{Meta: revision.Meta{Mod: 8}, Key: []byte("b"), Deleted: true},
+				{Meta: revision.Meta{Mod: 9}, Key: []byte("c"), Value: []byte("3")},
+				{Meta: revision.Meta{Mod: 10}, Key: []byte("a"), Value: []byte("4")},
 			},
 			[]applyCall{{8, "b", "", true}, {9, "c", "3", false}, {10, "a", "4", false}}},
 	}

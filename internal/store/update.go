@@ -175,6 +175,22 @@ func (u *Update) Get(key []byte) (value []byte, m revision.Meta, ok bool, err er
 	return append([]byte{}, v...), m, true, nil
 }
 
+// Meta is key's revision metadata in the KV state as this Update sees it
+// (the zero Meta: absent), without copying its value.
+func (u *Update) Meta(key []byte) (revision.Meta, error) {
+	u.keyBuf = appendKVKey(u.keyBuf[:0], u.gen, key)
+	raw, c, err := u.b.Get(u.keyBuf)
+	switch {
+	case errors.Is(err, pebble.ErrNotFound):
+		return revision.Meta{}, nil
+	case err != nil:
+		return revision.Meta{}, err
+	}
+	defer c.Close()
+	m, _, err := SplitValue(raw)
+	return m, err
+}
+
 // Delete removes key from the KV state and reports whether it was there
 // (counting this Update's own writes).
 func (u *Update) Delete(key []byte) (existed bool, err error) {
