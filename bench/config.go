@@ -24,10 +24,10 @@ var (
 type Store interface {
 	Get(ctx context.Context, key []byte, opts ...client.ReadOption) ([]byte, error)
 	Put(ctx context.Context, key, value []byte) error
-	// GetVersion and CompareAndSwap serve the CAS workload: a read of the
+	// GetModRevision and CompareAndSwap serve the CAS workload: a read of the
 	// key's version, then a write applied only if the key is still at that
 	// version (0: absent), failing with client.ErrConflict otherwise.
-	GetVersion(ctx context.Context, key []byte, opts ...client.ReadOption) ([]byte, uint64, error)
+	GetModRevision(ctx context.Context, key []byte, opts ...client.ReadOption) ([]byte, uint64, error)
 	CompareAndSwap(ctx context.Context, key, value []byte, version uint64) error
 	// Scan serves the scan workload (YCSB-E): up to limit keys with their
 	// values, in key order, from start on; it returns how many it read.
@@ -38,9 +38,9 @@ type Store interface {
 // Client is a *client.Client as a Store.
 type Client struct{ *client.Client }
 
-// CompareAndSwap is PutVersion with client.IfVersion(version).
+// CompareAndSwap is PutVersion with client.IfModRevision(version).
 func (c Client) CompareAndSwap(ctx context.Context, key, value []byte, version uint64) error {
-	_, err := c.PutVersion(ctx, key, value, client.IfVersion(version))
+	_, err := c.PutRevision(ctx, key, value, client.IfModRevision(version))
 	return err
 }
 

@@ -104,7 +104,7 @@ func (f *fakeStore) Scan(ctx context.Context, start []byte, limit int, opts ...c
 	return min(limit, len(keys)), nil
 }
 
-func (f *fakeStore) GetVersion(ctx context.Context, key []byte, opts ...client.ReadOption) ([]byte, uint64, error) {
+func (f *fakeStore) GetModRevision(ctx context.Context, key []byte, opts ...client.ReadOption) ([]byte, uint64, error) {
 	v, err := f.Get(ctx, key, opts...)
 	f.mu.RLock()
 	ver := f.vers[string(key)]
@@ -120,7 +120,7 @@ func (f *fakeStore) CompareAndSwap(ctx context.Context, key, value []byte, versi
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if cur := f.vers[string(key)]; cur != version {
-		return &client.ConflictError{Key: append([]byte(nil), key...), Version: cur, Expected: version}
+		return &client.ConflictError{Key: append([]byte(nil), key...), ModRevision: cur, Expected: version}
 	}
 	f.next++
 	f.vers[string(key)] = f.next

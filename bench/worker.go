@@ -80,7 +80,7 @@ func (w *worker) do(ctx context.Context, op workload.Op, key []byte) (ok, miss b
 // cas reads key's version (0: absent) and writes it back on condition that
 // it is still that version.
 func (w *worker) cas(ctx context.Context, key []byte) (ok, conflict bool) {
-	_, ver, err := w.store.GetVersion(ctx, key, w.opts...)
+	_, ver, err := w.store.GetModRevision(ctx, key, w.opts...)
 	if err != nil && !errors.Is(err, client.ErrNotFound) {
 		return false, false
 	}

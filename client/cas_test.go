@@ -10,6 +10,7 @@ import (
 
 	"github.com/kvd-project/kvd/client"
 	"github.com/kvd-project/kvd/internal/kvdtest"
+	"github.com/kvd-project/kvd/internal/revision"
 	"github.com/kvd-project/kvd/internal/txn"
 	"github.com/kvd-project/kvd/internal/wire"
 )
@@ -34,9 +35,9 @@ func wantConflict(t *testing.T, what string, err error, key string, current, exp
 	if !errors.Is(err, client.ErrConflict) || !errors.As(err, &ce) {
 		t.Fatalf("%s: %v, want a *ConflictError (ErrConflict)", what, err)
 	}
-	if string(ce.Key) != key || ce.Version != current || ce.Expected != expected {
+	if string(ce.Key) != key || ce.ModRevision != current || ce.Expected != expected {
 		t.Fatalf("%s: conflict on %q at version %d expecting %d, want %q at %d expecting %d",
-			what, ce.Key, ce.Version, ce.Expected, key, current, expected)
+			what, ce.Key, ce.ModRevision, ce.Expected, key, current, expected)
 	}
 	if errors.Is(err, client.ErrUnavailable) || errors.Is(err, client.ErrNotFound) {
 		t.Fatalf("%s: a conflict also matches another sentinel: %v", what, err)
@@ -50,7 +51,7 @@ func TestCompareAndSwap(t *testing.T) {
 	ctx := context.Background()
 	get := func(k string) (string, uint64) {
 		t.Helper()
-		v, ver, err := c.GetVersion(ctx, []byte(k))
+		v, ver, err := c.GetModRevision(ctx, []byte(k))
 		if errors.Is(err, client.ErrNotFound) {
 			return "<none>", 0
 		}
@@ -61,58 +62,58 @@ func TestCompareAndSwap(t *testing.T) {
 	}
 
 	// Create-only: version 0 means "must not exist".
-	v1, err := c.PutVersion(ctx, []byte("k"), []byte("one"), client.IfVersion(0))
+	v1, err := c.PutRevision(ctx, []byte("k"), []byte("one"), client.IfModRevision(0))
 	if err != nil || v1 == 0 {
 		t.Fatalf("create k: version %d, %v", v1, err)
 	}
 	if val, ver := get("k"); val != "one" || ver != v1 {
 		t.Fatalf("after create: %q at %d, want one at %d", val, ver, v1)
 	}
-	_, err = c.PutVersion(ctx, []byte("k"), []byte("again"), client.IfVersion(0))
+	_, err = c.PutRevision(ctx, []byte("k"), []byte("again"), client.IfModRevision(0))
 	wantConflict(t, "create an existing key", err, "k", v1, 0)
 
 	// Swap at the current version; a stale swap fails and changes nothing.
-	v2, err := c.PutVersion(ctx, []byte("k"), []byte("two"), client.IfVersion(v1))
+	v2, err := c.PutRevision(ctx, []byte("k"), []byte("two"), client.IfModRevision(v1))
 	if err != nil || v2 <= v1 {
 		t.Fatalf("swap at %d: version %d, %v", v1, v2, err)
 	}
-	_, err = c.PutVersion(ctx, []byte("k"), []byte("stale"), client.IfVersion(v1))
+	_, err = c.PutRevision(ctx, []byte("k"), []byte("stale"), client.IfModRevision(v1))
 	wantConflict(t, "stale swap", err, "k", v2, v1)
 	if val, ver := get("k"); val != "two" || ver != v2 {
 		t.Fatalf("after the stale swap: %q at %d, want two at %d", val, ver, v2)
 	}
 	// A swap of an absent key at some version.
-	_, err = c.PutVersion(ctx, []byte("absent"), []byte("x"), client.IfVersion(v2))
+	_, err = c.PutRevision(ctx, []byte("absent"), []byte("x"), client.IfModRevision(v2))
 	wantConflict(t, "swap an absent key", err, "absent", 0, v2)
 	if val, _ := get("absent"); val != "<none>" {
 		t.Fatalf("the failed swap created absent = %q", val)
 	}
 
 	// Conditional deletes.
-	err = c.Delete(ctx, []byte("k"), client.IfVersion(v1))
+	err = c.Delete(ctx, []byte("k"), client.IfModRevision(v1))
 	wantConflict(t, "stale delete", err, "k", v2, v1)
 	if val, _ := get("k"); val != "two" {
 		t.Fatalf("the stale delete removed k (%q)", val)
 	}
-	if err := c.Delete(ctx, []byte("k"), client.IfVersion(v2)); err != nil {
+	if err := c.Delete(ctx, []byte("k"), client.IfModRevision(v2)); err != nil {
 		t.Fatalf("delete at the current version: %v", err)
 	}
 	if val, _ := get("k"); val != "<none>" {
 		t.Fatalf("k = %q after its delete", val)
 	}
-	err = c.Delete(ctx, []byte("k"), client.IfVersion(v2))
+	err = c.Delete(ctx, []byte("k"), client.IfModRevision(v2))
 	wantConflict(t, "delete of a deleted key", err, "k", 0, v2)
-	if err := c.Delete(ctx, []byte("k"), client.IfVersion(0)); !errors.Is(err, client.ErrNotFound) {
+	if err := c.Delete(ctx, []byte("k"), client.IfModRevision(0)); !errors.Is(err, client.ErrNotFound) {
 		t.Fatalf("delete if absent of an absent key: %v, want ErrNotFound", err)
 	}
 
 	// The message names the versions.
-	_, err = c.PutVersion(ctx, []byte("absent"), []byte("x"), client.IfVersion(7))
+	_, err = c.PutRevision(ctx, []byte("absent"), []byte("x"), client.IfModRevision(7))
 	if !strings.Contains(err.Error(), `kvd: conflict: key "absent" does not exist (expected version 7)`) {
 		t.Fatalf("message %q", err)
 	}
 	// Plain writes are unchanged and report their version too.
-	v3, err := c.PutVersion(ctx, []byte("plain"), []byte("p"))
+	v3, err := c.PutRevision(ctx, []byte("plain"), []byte("p"))
 	if _, ver := get("plain"); err != nil || ver != v3 {
 		t.Fatalf("plain PutVersion: %d, %v; read back at %d", v3, err, ver)
 	}
@@ -130,7 +131,7 @@ func TestCompareAndSwapRace(t *testing.T) {
 		go func() {
 			n := 0
 			for done := 0; done < each; {
-				v, ver, err := c.GetVersion(ctx, []byte("ctr"))
+				v, ver, err := c.GetModRevision(ctx, []byte("ctr"))
 				count := 0
 				switch {
 				case errors.Is(err, client.ErrNotFound):
@@ -140,7 +141,7 @@ func TestCompareAndSwapRace(t *testing.T) {
 				default:
 					fmt.Sscan(string(v), &count)
 				}
-				_, err = c.PutVersion(ctx, []byte("ctr"), []byte(fmt.Sprint(count+1)), client.IfVersion(ver))
+				_, err = c.PutRevision(ctx, []byte("ctr"), []byte(fmt.Sprint(count+1)), client.IfModRevision(ver))
 				switch {
 				case errors.Is(err, client.ErrConflict):
 					n++
@@ -178,7 +179,7 @@ func TestCompareAndSwapRace(t *testing.T) {
 // attempt), and a conflict answer is a conflict.
 func TestConditionalWriteFailures(t *testing.T) {
 	conflict := func(*wire.Request) reaction {
-		r := txn.Response{CompareVersions: []uint64{42}}
+		r := txn.Response{Compared: []revision.Meta{{Mod: 42}}}
 		return reaction{resp: wire.Response{Value: txn.AppendResponse(nil, &r)}}
 	}
 	for _, tc := range []struct {
@@ -197,7 +198,7 @@ func TestConditionalWriteFailures(t *testing.T) {
 		}, false},
 		{"conflict", conflict, func(err error) bool {
 			var ce *client.ConflictError
-			return errors.As(err, &ce) && ce.Version == 42 && ce.Expected == 7
+			return errors.As(err, &ce) && ce.ModRevision == 42 && ce.Expected == 7
 		}, false},
 		{"bad request", always(answer(wire.StatusBadRequest, "txn: invalid")), func(err error) bool { return errors.Is(err, client.ErrBadRequest) }, false},
 		{"malformed reply", always(answer(wire.StatusOK, "garbage")), func(err error) bool {
@@ -206,7 +207,7 @@ func TestConditionalWriteFailures(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ok := func(*wire.Request) reaction {
-				r := txn.Response{Succeeded: true, CompareVersions: []uint64{7}, Results: []txn.Result{{Type: txn.Put, Version: 8}}}
+				r := txn.Response{Succeeded: true, Revision: 8, Compared: []revision.Meta{{Mod: 7}}, Results: []txn.Result{{Type: txn.Put, Meta: revision.Meta{Mod: 8}}}}
 				return reaction{resp: wire.Response{Version: 8, Value: txn.AppendResponse(nil, &r)}}
 			}
 			b := startFake(t, ok)
@@ -221,7 +222,7 @@ func TestConditionalWriteFailures(t *testing.T) {
 			defer c.Close()
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			_, err = c.PutVersion(ctx, []byte("k"), []byte("v"), client.IfVersion(7))
+			_, err = c.PutRevision(ctx, []byte("k"), []byte("v"), client.IfModRevision(7))
 			if !tc.want(err) {
 				t.Fatalf("err %v", err)
 			}

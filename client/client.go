@@ -404,10 +404,10 @@ func checkKey(key []byte) error {
 // applied by the leader. A Put that fails with ErrUnavailable may or may not
 // have been applied: the client retries a write by itself only while it can
 // prove no attempt took effect, because a blind retry could apply it again
-// after a later write by somebody else. PutVersion is Put with options
-// (IfVersion) that also returns the write's version.
+// after a later write by somebody else. PutRevision is Put with options
+// (IfModRevision) that also returns the write's revision.
 func (c *Client) Put(ctx context.Context, key, value []byte) error {
-	_, err := c.PutVersion(ctx, key, value)
+	_, err := c.PutRevision(ctx, key, value)
 	return err
 }
 

@@ -110,24 +110,24 @@ func (e *CompactedError) Error() string {
 func (e *CompactedError) Is(target error) bool { return target == ErrCompacted }
 
 // ConflictError is the error of a conditional write whose condition did
-// not hold when its entry was applied: Key was at Version (0: it did not
-// exist), not at Expected. Nothing was applied. It is definite: the client
-// never retries a write that may have been applied, so the conflict cannot
-// be with the write's own earlier attempt.
+// not hold when its entry was applied: Key was at ModRevision (0: it did
+// not exist), not at Expected. Nothing was applied. It is definite: the
+// client never retries a write that may have been applied, so the conflict
+// cannot be with the write's own earlier attempt.
 type ConflictError struct {
-	Key      []byte
-	Version  uint64 // the key's version when the write was applied; 0: absent
-	Expected uint64 // the version the write required; 0: absent
+	Key         []byte
+	ModRevision uint64 // the key's mod revision when the write was applied; 0: absent
+	Expected    uint64 // the mod revision the write required; 0: absent
 }
 
 func (e *ConflictError) Error() string {
 	switch {
-	case e.Version == 0:
-		return fmt.Sprintf("kvd: conflict: key %q does not exist (expected version %d)", e.Key, e.Expected)
+	case e.ModRevision == 0:
+		return fmt.Sprintf("kvd: conflict: key %q does not exist (expected mod revision %d)", e.Key, e.Expected)
 	case e.Expected == 0:
-		return fmt.Sprintf("kvd: conflict: key %q exists at version %d (expected it absent, version 0)", e.Key, e.Version)
+		return fmt.Sprintf("kvd: conflict: key %q exists at mod revision %d (expected it absent)", e.Key, e.ModRevision)
 	}
-	return fmt.Sprintf("kvd: conflict: key %q is at version %d, not %d", e.Key, e.Version, e.Expected)
+	return fmt.Sprintf("kvd: conflict: key %q is at mod revision %d, not %d", e.Key, e.ModRevision, e.Expected)
 }
 
 // Is makes errors.Is(err, ErrConflict) hold.

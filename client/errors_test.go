@@ -12,6 +12,7 @@ import (
 
 	"github.com/kvd-project/kvd/client"
 	"github.com/kvd-project/kvd/internal/kvdtest"
+	"github.com/kvd-project/kvd/internal/revision"
 	"github.com/kvd-project/kvd/internal/txn"
 	"github.com/kvd-project/kvd/internal/wire"
 	"github.com/kvd-project/kvd/transport"
@@ -146,7 +147,7 @@ func TestRefusedWriteEndsNotApplied(t *testing.T) {
 	}{
 		{"put", func(ctx context.Context) error { return c.Put(ctx, []byte("k"), []byte("v")) }},
 		{"conditional put", func(ctx context.Context) error {
-			_, err := c.PutVersion(ctx, []byte("k"), []byte("v"), client.IfVersion(3))
+			_, err := c.PutRevision(ctx, []byte("k"), []byte("v"), client.IfModRevision(3))
 			return err
 		}},
 		{"delete", func(ctx context.Context) error { return c.Delete(ctx, []byte("k")) }},
@@ -174,7 +175,7 @@ func TestRefusedWriteEndsNotApplied(t *testing.T) {
 // keeping the version for its next IfVersion would then use.
 func TestConflictReturnsNoVersion(t *testing.T) {
 	a := startFake(t, func(*wire.Request) reaction {
-		r := txn.Response{CompareVersions: []uint64{42}} // the key is at 42: no swap
+		r := txn.Response{Compared: []revision.Meta{{Mod: 42}}} // the key is at 42: no swap
 		return reaction{resp: wire.Response{Version: 99, Value: txn.AppendResponse(nil, &r)}}
 	})
 	c, err := client.New(client.Config{Endpoints: []string{a.addr}})
@@ -182,7 +183,7 @@ func TestConflictReturnsNoVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	v, err := c.PutVersion(context.Background(), []byte("k"), []byte("v"), client.IfVersion(7))
+	v, err := c.PutRevision(context.Background(), []byte("k"), []byte("v"), client.IfModRevision(7))
 	if !errors.Is(err, client.ErrConflict) {
 		t.Fatalf("PutVersion: %v, want a conflict", err)
 	}

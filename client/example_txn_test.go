@@ -10,7 +10,7 @@ import (
 )
 
 // A compare-and-swap: read the version, write only if nobody wrote since.
-func ExampleIfVersion() {
+func ExampleIfModRevision() {
 	endpoint, stop := startExampleNode()
 	defer stop()
 	c, err := client.New(client.Config{Endpoints: []string{endpoint}})
@@ -21,16 +21,16 @@ func ExampleIfVersion() {
 	ctx := context.Background()
 
 	// Version 0: create the key only if it does not exist.
-	v1, err := c.PutVersion(ctx, []byte("leader"), []byte("alice"), client.IfVersion(0))
+	v1, err := c.PutRevision(ctx, []byte("leader"), []byte("alice"), client.IfModRevision(0))
 	if err != nil {
 		log.Fatal(err)
 	}
 	// Someone else's swap from the same version loses.
-	_, err = c.PutVersion(ctx, []byte("leader"), []byte("bob"), client.IfVersion(0))
+	_, err = c.PutRevision(ctx, []byte("leader"), []byte("bob"), client.IfModRevision(0))
 	var ce *client.ConflictError
-	fmt.Println(errors.Is(err, client.ErrConflict), errors.As(err, &ce) && ce.Version == v1)
+	fmt.Println(errors.Is(err, client.ErrConflict), errors.As(err, &ce) && ce.ModRevision == v1)
 	// A swap from the current version wins.
-	if _, err := c.PutVersion(ctx, []byte("leader"), []byte("carol"), client.IfVersion(v1)); err != nil {
+	if _, err := c.PutRevision(ctx, []byte("leader"), []byte("carol"), client.IfModRevision(v1)); err != nil {
 		log.Fatal(err)
 	}
 	v, _ := c.Get(ctx, []byte("leader"))
@@ -51,13 +51,13 @@ func ExampleClient_Txn() {
 	}
 	defer c.Close()
 	ctx := context.Background()
-	version, err := c.PutVersion(ctx, []byte("inbox/1"), []byte("hello"))
+	version, err := c.PutRevision(ctx, []byte("inbox/1"), []byte("hello"))
 	if err != nil {
 		log.Fatal(err)
 	}
 	r, err := c.Txn(ctx, client.Txn{
 		If: []client.Cmp{
-			client.CompareVersion([]byte("inbox/1"), client.CmpEqual, version),
+			client.CompareModRevision([]byte("inbox/1"), client.CmpEqual, version),
 			client.KeyMissing([]byte("done/1")),
 		},
 		Then: []client.Op{client.OpPut([]byte("done/1"), []byte("hello")), client.OpDelete([]byte("inbox/1"))},

@@ -28,7 +28,7 @@ func ExampleClient_Watch() {
 		log.Fatal(err)
 	}
 	fmt.Println("listed", len(r.KVs))
-	ch := c.Watch(ctx, []byte("cfg/"), client.WithPrefix(), client.WithFromVersion(r.Index+1))
+	ch := c.Watch(ctx, []byte("cfg/"), client.WithPrefix(), client.WithFromRevision(r.Revision+1))
 	if err := c.Put(ctx, []byte("cfg/b"), []byte("2")); err != nil {
 		log.Fatal(err)
 	}

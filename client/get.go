@@ -44,7 +44,7 @@ func resolveLevel(def Consistency, opts []ReadOption) Consistency {
 // involved. When a read cannot be verified within Config.ReadRetries
 // attempts, the client asks the server by RPC instead.
 func (c *Client) Get(ctx context.Context, key []byte, opts ...ReadOption) ([]byte, error) {
-	v, _, err := c.GetVersion(ctx, key, opts...)
+	v, _, err := c.GetModRevision(ctx, key, opts...)
 	return v, err
 }
 
@@ -58,9 +58,9 @@ func (c *Client) GetAppend(ctx context.Context, dst, key []byte, opts ...ReadOpt
 	return v, err
 }
 
-// GetVersion is Get that also returns the value's version: the Raft index of
-// the write that stored it.
-func (c *Client) GetVersion(ctx context.Context, key []byte, opts ...ReadOption) ([]byte, uint64, error) {
+// GetModRevision is Get that also returns the key's mod revision: the store
+// revision of the write that stored the value (Meta.ModRevision).
+func (c *Client) GetModRevision(ctx context.Context, key []byte, opts ...ReadOption) ([]byte, uint64, error) {
 	return c.get(ctx, nil, key, opts)
 }
 

@@ -24,7 +24,7 @@ const batchKeys = (transport.MaxBatch - 1) / 2
 // Result is one key's answer in GetMany.
 type Result struct {
 	Value   []byte
-	Version uint64 // the Raft index of the write that stored Value
+	ModRevision uint64 // the Raft index of the write that stored Value
 	Found   bool
 }
 
@@ -88,7 +88,7 @@ func (c *Client) getBatch(ctx context.Context, keys [][]byte, out []Result, leve
 		case err != nil:
 			return fmt.Errorf("get %q: %w", k, err)
 		default:
-			out[i] = Result{Value: v, Version: ver, Found: true}
+			out[i] = Result{Value: v, ModRevision: ver, Found: true}
 		}
 	}
 	return nil
@@ -284,7 +284,7 @@ func (s *batchScratch) decide(n *node, g *geometry, keys [][]byte, out []Result,
 		switch s.plan[i] {
 		case planInline:
 			if ok = j.inline; ok {
-				out[i] = Result{Value: sc.value, Version: sc.version, Found: true}
+				out[i] = Result{Value: sc.value, ModRevision: sc.version, Found: true}
 				n.cache.put(k, sc.loc)
 			}
 		case planHit:
@@ -316,7 +316,7 @@ func (s *batchScratch) hit(n *node, k []byte, sc *keyScan, recs [][]byte, out *R
 		if err != nil {
 			return false
 		}
-		*out = Result{Value: append([]byte(nil), val...), Version: ver, Found: true}
+		*out = Result{Value: append([]byte(nil), val...), ModRevision: ver, Found: true}
 		n.cache.put(k, location{word: sl.Word(), second: j >= sc.nFirst})
 		return true
 	}

@@ -67,10 +67,10 @@ func (c *Client) doubleCollect(ctx context.Context, keys [][]byte) ([]Result, ui
 	size := 0
 	for i := range keys {
 		a, b := first[i], second[i]
-		if !a.Found || !b.Found || a.Version != b.Version {
+		if !a.Found || !b.Found || a.ModRevision != b.ModRevision {
 			return nil, 0, false
 		}
-		index = max(index, b.Version)
+		index = max(index, b.ModRevision)
 		size += len(b.Value)
 	}
 	if size > MaxAtomicBytes {
@@ -96,7 +96,7 @@ func (c *Client) getManyRPC(ctx context.Context, keys [][]byte, level Consistenc
 	out := make([]Result, len(keys))
 	for i, a := range answers {
 		if a.Found {
-			out[i] = Result{Value: a.Value, Version: a.Version, Found: true}
+			out[i] = Result{Value: a.Value, ModRevision: a.Version, Found: true}
 		}
 	}
 	return out, resp.Version, nil

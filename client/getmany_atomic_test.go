@@ -98,9 +98,9 @@ func TestGetManyAtomicSnapshot(t *testing.T) {
 func checkSnapshot(t *testing.T, keys [][]byte, res []client.Result, index uint64) bool {
 	t.Helper()
 	for i, r := range res {
-		if !r.Found || r.Version > index || string(r.Value) != string(res[0].Value) || r.Version != res[0].Version {
+		if !r.Found || r.ModRevision > index || string(r.Value) != string(res[0].Value) || r.ModRevision != res[0].ModRevision {
 			t.Errorf("not one snapshot at index %d: %s=%q (version %d), %s=%q (version %d)",
-				index, keys[0], res[0].Value, res[0].Version, keys[i], r.Value, r.Version)
+				index, keys[0], res[0].Value, res[0].ModRevision, keys[i], r.Value, r.ModRevision)
 			return false
 		}
 	}
@@ -132,7 +132,7 @@ func TestGetManyAtomicInput(t *testing.T) {
 	}
 	for _, level := range []client.Consistency{client.Serializable, client.ReadIndex, client.Linearizable} {
 		res, index, err := c.GetManyAtomic(ctx, keys[:2], client.WithConsistency(level))
-		if err != nil || len(res) != 2 || !res[1].Found || len(res[1].Value) != len(big) || index < res[1].Version {
+		if err != nil || len(res) != 2 || !res[1].Found || len(res[1].Value) != len(big) || index < res[1].ModRevision {
 			t.Errorf("%v: 2 MiB: %d results, index %d, %v", level, len(res), index, err)
 		}
 	}

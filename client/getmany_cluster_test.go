@@ -41,7 +41,7 @@ func TestGetManyCluster(t *testing.T) {
 		reads, sends = ct.reads.Load()-r0, ct.sends.Load()-s0
 		for i, r := range res {
 			want := i%5 != 4
-			if r.Found != want || want && string(r.Value) != "v-"+string(keys[i]) || want && r.Version == 0 {
+			if r.Found != want || want && string(r.Value) != "v-"+string(keys[i]) || want && r.ModRevision == 0 {
 				t.Errorf("%s: %+v, want found=%v", keys[i], r, want)
 			}
 		}

@@ -45,7 +45,7 @@ func TestPrefixThenWatchHasNoGap(t *testing.T) {
 		go func() {
 			defer close(done)
 			for i := 0; !stop.Load(); i++ {
-				v, err := c.PutVersion(ctx, []byte("p/00000"), []byte(fmt.Sprint(i)))
+				v, err := c.PutRevision(ctx, []byte("p/00000"), []byte(fmt.Sprint(i)))
 				if err != nil {
 					t.Error(err)
 					return
@@ -70,12 +70,12 @@ func TestPrefixThenWatchHasNoGap(t *testing.T) {
 		if len(r.KVs) != n {
 			t.Fatalf("prefix: %d keys, want %d", len(r.KVs), n)
 		}
-		seen := r.KVs[0].Version
-		got := watchUntil(t, c, "p/00000", r.Index+1, acked[len(acked)-1])
+		seen := r.KVs[0].ModRevision
+		got := watchUntil(t, c, "p/00000", r.Revision+1, acked[len(acked)-1])
 		for _, v := range acked {
 			if v > seen && !got[v] {
 				t.Fatalf("attempt %d: the write of p/00000 at version %d is in neither the read (version %d of the key, "+
-					"Index %d) nor the watch from Index+1", attempt, v, seen, r.Index)
+					"Index %d) nor the watch from Index+1", attempt, v, seen, r.Revision)
 			}
 		}
 	}
@@ -88,12 +88,12 @@ func watchUntil(t *testing.T, c *client.Client, key string, from, last uint64) m
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	got := map[uint64]bool{}
-	for resp := range c.Watch(ctx, []byte(key), client.WithFromVersion(from)) {
+	for resp := range c.Watch(ctx, []byte(key), client.WithFromRevision(from)) {
 		if resp.Err != nil {
 			t.Fatal(resp.Err)
 		}
 		for _, e := range resp.Events {
-			if got[e.Version] = true; e.Version >= last {
+			if got[e.ModRevision] = true; e.ModRevision >= last {
 				return got
 			}
 		}

@@ -46,7 +46,7 @@ func WithCountOnly() ReadOption {
 type KV struct {
 	Key     []byte
 	Value   []byte
-	Version uint64
+	ModRevision uint64
 }
 
 // RangeResponse is a scan's result.
@@ -60,13 +60,13 @@ type RangeResponse struct {
 	// stopped the scan); Range(ctx, Next, end, ...) continues it.
 	More bool
 	Next []byte
-	// Index is the applied Raft index the first page was read at (the
+	// Revision is the applied Raft index the first page was read at (the
 	// lowest of the pages'): every write after it is newer than what the
-	// response shows of its key, so a watch from Index+1 misses nothing.
+	// response shows of its key, so a watch from Revision+1 misses nothing.
 	// A range of several pages is not one snapshot: such a watch may also
 	// deliver writes a later page already showed, events whose version is
 	// at most the Version returned for their key.
-	Index uint64
+	Revision uint64
 }
 
 // Range returns the keys k with start <= k < end in key order, with their
@@ -111,14 +111,14 @@ func (c *Client) Range(ctx context.Context, start, end []byte, opts ...ReadOptio
 		if err != nil {
 			return nil, err
 		}
-		if out.Index == 0 || index < out.Index {
+		if out.Revision == 0 || index < out.Revision {
 			// The last page's index would do for the pages before it only
 			// if nothing was written meanwhile: a watch from it could miss
 			// a write to a key of the first page.
-			out.Index = index
+			out.Revision = index
 		}
 		for _, kv := range page.KVs {
-			e := KV{Key: kv.Key, Version: kv.Version}
+			e := KV{Key: kv.Key, ModRevision: kv.Version}
 			if !o.scan.keysOnly {
 				e.Value = kv.Value
 			}

@@ -34,14 +34,37 @@ const (
 	CmpGreater  = CmpOp(txn.Greater)
 )
 
-// Cmp is one condition of a transaction; make it with CompareVersion,
-// CompareValue, KeyExists or KeyMissing.
+// Cmp is one condition of a transaction; make it with CompareModRevision,
+// CompareCreateRevision, CompareVersion, CompareLease, CompareValue,
+// KeyExists or KeyMissing. An absent key compares as 0 on every number.
 type Cmp struct{ c txn.Compare }
 
-// CompareVersion compares key's version (the Raft index of the write that
-// stored its value; 0 if the key does not exist) with version.
+func numCmp(key []byte, t txn.Target, op CmpOp, n uint64) Cmp {
+	return Cmp{txn.Compare{Key: key, Target: t, Cmp: txn.Cmp(op), Num: n}}
+}
+
+// CompareModRevision compares key's mod revision (Meta.ModRevision: the
+// revision of its last write) with rev: etcd's Compare(ModRevision(key)),
+// the optimistic update's guard.
+func CompareModRevision(key []byte, op CmpOp, rev uint64) Cmp {
+	return numCmp(key, txn.TargetMod, op, rev)
+}
+
+// CompareCreateRevision compares key's create revision with rev.
+func CompareCreateRevision(key []byte, op CmpOp, rev uint64) Cmp {
+	return numCmp(key, txn.TargetCreate, op, rev)
+}
+
+// CompareVersion compares key's version (Meta.Version: its writes since it
+// was created; 1 for a fresh key) with version, as etcd's
+// Compare(Version(key)).
 func CompareVersion(key []byte, op CmpOp, version uint64) Cmp {
-	return Cmp{txn.Compare{Key: key, Target: txn.TargetVersion, Cmp: txn.Cmp(op), Version: version}}
+	return numCmp(key, txn.TargetVersion, op, version)
+}
+
+// CompareLease compares the lease key is attached to (0: none) with id.
+func CompareLease(key []byte, op CmpOp, id LeaseID) Cmp {
+	return numCmp(key, txn.TargetLease, op, uint64(id))
 }
 
 // CompareValue compares key's value with value, bytewise. It is false,
@@ -50,18 +73,19 @@ func CompareValue(key []byte, op CmpOp, value []byte) Cmp {
 	return Cmp{txn.Compare{Key: key, Target: txn.TargetValue, Cmp: txn.Cmp(op), Value: value}}
 }
 
-// KeyExists holds if key exists (its version is above 0).
-func KeyExists(key []byte) Cmp { return CompareVersion(key, CmpGreater, 0) }
+// KeyExists holds if key exists (its create revision is above 0).
+func KeyExists(key []byte) Cmp { return CompareCreateRevision(key, CmpGreater, 0) }
 
-// KeyMissing holds if key does not exist (its version is 0).
-func KeyMissing(key []byte) Cmp { return CompareVersion(key, CmpEqual, 0) }
+// KeyMissing holds if key does not exist (its create revision is 0, as
+// etcd's idiom has it).
+func KeyMissing(key []byte) Cmp { return CompareCreateRevision(key, CmpEqual, 0) }
 
 // Op is one operation of a transaction's branch; make it with OpPut,
 // OpDelete or OpGet.
 type Op struct{ op txn.Op }
 
 // OpPut stores value under key. Every PUT of a transaction gets the
-// transaction's version.
+// transaction's revision as its mod revision.
 func OpPut(key, value []byte) Op { return Op{txn.Op{Type: txn.Put, Key: key, Value: value}} }
 
 // OpDelete removes key (its result says whether it existed).
@@ -84,22 +108,23 @@ type Txn struct {
 type TxnResponse struct {
 	// Succeeded: every compare held, and Then ran (else Else did).
 	Succeeded bool
-	// Version is the transaction's Raft index: the version its PUTs got.
-	Version uint64
-	// CompareVersions[i] is the version If[i]'s key had when the
-	// transaction was evaluated (0: it did not exist).
-	CompareVersions []uint64
+	// Revision is the store revision after the transaction: the one its
+	// writes got if it changed anything, else the one it was evaluated at.
+	Revision uint64
+	// Compared[i] is the metadata If[i]'s key had when the transaction
+	// was evaluated (zero: it did not exist).
+	Compared []Meta
 	// Results has one entry per operation of the branch that ran.
 	Results []OpResult
 }
 
-// OpResult is one operation's outcome. PUT: Version is the transaction's.
-// DELETE: Found tells whether the key existed. GET: Found, and the key's
-// Value and Version.
+// OpResult is one operation's outcome. PUT: Meta is the key's after the
+// write. DELETE: Found tells whether the key existed. GET: Found, and the
+// key's Value and Meta.
 type OpResult struct {
-	Found   bool
-	Version uint64
-	Value   []byte
+	Found bool
+	Meta
+	Value []byte
 }
 
 // Txn runs t as one Raft entry. Its compares are evaluated when the entry
@@ -125,16 +150,22 @@ func (c *Client) Txn(ctx context.Context, t Txn) (*TxnResponse, error) {
 	}
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
-	r, version, err := c.txn(ctx, &in)
+	r, err := c.txn(ctx, &in)
 	if err != nil {
 		return nil, err
 	}
-	out := &TxnResponse{Succeeded: r.Succeeded, Version: version, CompareVersions: r.CompareVersions}
+	out := &TxnResponse{Succeeded: r.Succeeded, Revision: r.Revision}
+	if len(r.Compared) > 0 {
+		out.Compared = make([]Meta, len(r.Compared))
+	}
+	for i, m := range r.Compared {
+		out.Compared[i] = metaOf(m)
+	}
 	if len(r.Results) > 0 {
 		out.Results = make([]OpResult, len(r.Results))
 	}
 	for i, res := range r.Results {
-		out.Results[i] = OpResult{Found: res.Found, Version: res.Version, Value: res.Value}
+		out.Results[i] = OpResult{Found: res.Found, Meta: metaOf(res.Meta), Value: res.Value}
 	}
 	return out, nil
 }
@@ -155,26 +186,29 @@ var errMalformedReply = errors.New("kvd: malformed reply")
 
 // txn validates, sends and decodes a transaction; ctx should carry the
 // request timeout.
-func (c *Client) txn(ctx context.Context, t *txn.Txn) (txn.Response, uint64, error) {
+func (c *Client) txn(ctx context.Context, t *txn.Txn) (txn.Response, error) {
 	if err := t.Validate(); err != nil {
-		return txn.Response{}, 0, fmt.Errorf("%w: %w", ErrBadRequest, err)
+		return txn.Response{}, fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}
 	req := &wire.Request{Op: wire.OpTxn, Value: txn.Append(make([]byte, 0, txn.EncodedLen(t)), t)}
 	resp, err := c.leaderCall(ctx, req, !t.Writes())
 	if err != nil {
-		return txn.Response{}, 0, err
+		return txn.Response{}, err
 	}
 	r, err := txn.DecodeResponse(resp.Value)
 	if err != nil {
-		return txn.Response{}, 0, fmt.Errorf("%w: %w", errMalformedReply, err)
+		return txn.Response{}, fmt.Errorf("%w: %w", errMalformedReply, err)
 	}
 	branch := t.Then
 	if !r.Succeeded {
 		branch = t.Else
 	}
-	if len(r.CompareVersions) != len(t.Compares) || len(r.Results) != len(branch) {
-		return txn.Response{}, 0, fmt.Errorf("%w: %d compare versions and %d results for %d compares and %d operations",
-			errMalformedReply, len(r.CompareVersions), len(r.Results), len(t.Compares), len(branch))
+	if len(r.Compared) != len(t.Compares) || len(r.Results) != len(branch) {
+		return txn.Response{}, fmt.Errorf("%w: %d compared keys and %d results for %d compares and %d operations",
+			errMalformedReply, len(r.Compared), len(r.Results), len(t.Compares), len(branch))
 	}
-	return r, resp.Version, nil
+	if r.Revision == 0 {
+		r.Revision = resp.Version // a server before revisions: its entry's index
+	}
+	return r, nil
 }

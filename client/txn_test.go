@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kvd-project/kvd/client"
+	"github.com/kvd-project/kvd/internal/revision"
 	"github.com/kvd-project/kvd/internal/txn"
 	"github.com/kvd-project/kvd/internal/wire"
 )
@@ -21,32 +22,32 @@ func k(s string) []byte { return []byte(s) }
 func TestTxn(t *testing.T) {
 	c := clusterClient(t)
 	ctx := context.Background()
-	va, err := c.PutVersion(ctx, k("a"), k("1"))
+	va, err := c.PutRevision(ctx, k("a"), k("1"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Then: a is at va and b is missing: move a's value to b, delete a.
 	r, err := c.Txn(ctx, client.Txn{
-		If:   []client.Cmp{client.CompareVersion(k("a"), client.CmpEqual, va), client.KeyMissing(k("b")), client.CompareValue(k("a"), client.CmpEqual, k("1"))},
+		If:   []client.Cmp{client.CompareModRevision(k("a"), client.CmpEqual, va), client.KeyMissing(k("b")), client.CompareValue(k("a"), client.CmpEqual, k("1"))},
 		Then: []client.Op{client.OpGet(k("a")), client.OpPut(k("b"), k("1")), client.OpDelete(k("a")), client.OpGet(k("b"))},
 		Else: []client.Op{client.OpPut(k("else"), k("ran"))},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !r.Succeeded || r.Version <= va || len(r.Results) != 4 ||
-		!r.Results[0].Found || string(r.Results[0].Value) != "1" || r.Results[0].Version != va ||
-		r.Results[1].Version != r.Version || !r.Results[2].Found ||
-		!r.Results[3].Found || string(r.Results[3].Value) != "1" || r.Results[3].Version != r.Version {
+	if !r.Succeeded || r.Revision <= va || len(r.Results) != 4 ||
+		!r.Results[0].Found || string(r.Results[0].Value) != "1" || r.Results[0].ModRevision != va ||
+		r.Results[1].ModRevision != r.Revision || !r.Results[2].Found ||
+		!r.Results[3].Found || string(r.Results[3].Value) != "1" || r.Results[3].ModRevision != r.Revision {
 		t.Fatalf("then branch: %+v", r)
 	}
-	if fmt.Sprint(r.CompareVersions) != fmt.Sprint([]uint64{va, 0, va}) {
-		t.Fatalf("compare versions %v, want [%d 0 %d]", r.CompareVersions, va, va)
+	if got := []uint64{r.Compared[0].ModRevision, r.Compared[1].ModRevision, r.Compared[2].ModRevision}; fmt.Sprint(got) != fmt.Sprint([]uint64{va, 0, va}) {
+		t.Fatalf("compared mod revisions %v, want [%d 0 %d]", got, va, va)
 	}
 	if _, err := c.Get(ctx, k("a")); !errors.Is(err, client.ErrNotFound) {
 		t.Fatalf("a after the move: %v", err)
 	}
-	if v, ver, err := c.GetVersion(ctx, k("b")); err != nil || string(v) != "1" || ver != r.Version {
+	if v, ver, err := c.GetModRevision(ctx, k("b")); err != nil || string(v) != "1" || ver != r.Revision {
 		t.Fatalf("b after the move: %q at %d, %v", v, ver, err)
 	}
 	// Else: a no longer exists.
@@ -55,7 +56,7 @@ func TestTxn(t *testing.T) {
 		Then: []client.Op{client.OpDelete(k("b"))},
 		Else: []client.Op{client.OpGet(k("a")), client.OpPut(k("else"), k("ran"))},
 	})
-	if err != nil || r2.Succeeded || len(r2.Results) != 2 || r2.Results[0].Found || r2.Results[1].Version != r2.Version {
+	if err != nil || r2.Succeeded || len(r2.Results) != 2 || r2.Results[0].Found || r2.Results[1].ModRevision != r2.Revision {
 		t.Fatalf("else branch: %+v, %v", r2, err)
 	}
 	if v, err := c.Get(ctx, k("else")); err != nil || string(v) != "ran" {
@@ -109,7 +110,7 @@ func TestTxnRefused(t *testing.T) {
 // fails as maybe applied.
 func TestReadOnlyTxnRetried(t *testing.T) {
 	okGet := func(*wire.Request) reaction {
-		r := txn.Response{Succeeded: true, Results: []txn.Result{{Type: txn.Get, Found: true, Version: 3, Value: k("v")}}}
+		r := txn.Response{Succeeded: true, Results: []txn.Result{{Type: txn.Get, Found: true, Meta: revision.Meta{Mod: 3}, Value: k("v")}}}
 		return reaction{resp: wire.Response{Version: 9, Value: txn.AppendResponse(nil, &r)}}
 	}
 	for _, tc := range []struct {

@@ -22,13 +22,13 @@ const (
 func (t EventType) String() string { return wire.EventType(t).String() }
 
 // Event is one committed write of a watched key. Version is the Raft
-// index of the write's entry: the version GetVersion returns for a PUT
+// index of the write's entry: the version GetModRevision returns for a PUT
 // (a transaction's writes share one). Value is nil for a delete.
 type Event struct {
 	Type    EventType
 	Key     []byte
 	Value   []byte
-	Version uint64
+	ModRevision uint64
 }
 
 // WatchResponse is a batch of events, in commit order. The last response
@@ -50,13 +50,13 @@ type watchOptions struct {
 // one: every key).
 func WithPrefix() WatchOption { return func(o *watchOptions) { o.prefix = true } }
 
-// WithFromVersion starts the watch at version v: every event with a
+// WithFromRevision starts the watch at version v: every event with a
 // version >= v is delivered (v 0: from now, the default). To see a
 // prefix's keys and then its changes without a gap, read them with
 // Prefix and watch from the response's Index+1; if the read took several
 // pages, skip the events whose version is at most the one it returned for
 // their key (RangeResponse.Index).
-func WithFromVersion(v uint64) WatchOption { return func(o *watchOptions) { o.from = v } }
+func WithFromRevision(v uint64) WatchOption { return func(o *watchOptions) { o.from = v } }
 
 // Watch streams the PUT and DELETE events of key (with WithPrefix, of
 // every key under it) in commit order, from now or from a version
@@ -295,7 +295,7 @@ func (w *watcher) message(ctx context.Context, resp *wire.Response, from uint64,
 		} else {
 			w.last, w.atLast = e.Version, 1
 		}
-		evs = append(evs, Event{Type: EventType(e.Type), Key: e.Key, Value: e.Value, Version: e.Version})
+		evs = append(evs, Event{Type: EventType(e.Type), Key: e.Key, Value: e.Value, ModRevision: e.Version})
 	}
 	if len(evs) > 0 {
 		select {

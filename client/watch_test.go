@@ -27,7 +27,7 @@ func drained(w *watcher) string {
 		select {
 		case r := <-w.out:
 			for _, e := range r.Events {
-				out = append(out, fmt.Sprintf("%d:%s", e.Version, e.Key))
+				out = append(out, fmt.Sprintf("%d:%s", e.ModRevision, e.Key))
 			}
 		default:
 			return strings.Join(out, " ")

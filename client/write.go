@@ -8,21 +8,22 @@ import (
 	"github.com/kvd-project/kvd/internal/wire"
 )
 
-// WriteOption adjusts one PutVersion or Delete.
+// WriteOption adjusts one PutRevision or Delete.
 type WriteOption func(*writeOptions)
 
 type writeOptions struct {
 	conditional bool
-	ifVersion   uint64
+	ifMod       uint64
 	lease       LeaseID
 }
 
-// IfVersion makes a write conditional (compare-and-swap): it is applied
-// only if, when its Raft entry is applied, the key's version (the one
-// GetVersion returns: the Raft index of the write that stored the value)
-// is version; 0 means the key must not exist. Otherwise nothing is applied
-// and the write fails with a *ConflictError (errors.Is(err, ErrConflict))
-// naming the key's version then.
+// IfModRevision makes a write conditional (compare-and-swap): it is
+// applied only if, when its Raft entry is applied, the key's mod revision
+// (Meta.ModRevision, as GetModRevision returns it) is rev; 0 means the key must
+// not exist. Otherwise nothing is applied and the write fails with a
+// *ConflictError (errors.Is(err, ErrConflict)) naming the key's mod
+// revision then. It is etcd's optimistic update,
+// If(Compare(ModRevision(key), "=", rev)).
 //
 // The condition is checked by every node as it applies the entry, against
 // the applied state, so it is exact; it is never checked when the write is
@@ -30,8 +31,8 @@ type writeOptions struct {
 // ErrUnavailable may or may not have been applied; the client retries it
 // by itself only while no attempt can have taken effect, so an
 // ErrConflict is never the write meeting its own earlier attempt.
-func IfVersion(version uint64) WriteOption {
-	return func(o *writeOptions) { o.conditional, o.ifVersion = true, version }
+func IfModRevision(rev uint64) WriteOption {
+	return func(o *writeOptions) { o.conditional, o.ifMod = true, rev }
 }
 
 // WithLease attaches the PUT's key to lease id: the key is deleted when
@@ -51,10 +52,10 @@ func resolveWrite(opts []WriteOption) writeOptions {
 	return o
 }
 
-// PutVersion is Put that also returns the version the write got (its Raft
-// index, as GetVersion will report it), with options: IfVersion makes it a
-// compare-and-swap.
-func (c *Client) PutVersion(ctx context.Context, key, value []byte, opts ...WriteOption) (uint64, error) {
+// PutRevision is Put that also returns the store revision the write got
+// (the key's mod revision, as GetModRevision will report it), with options:
+// IfModRevision makes it a compare-and-swap.
+func (c *Client) PutRevision(ctx context.Context, key, value []byte, opts ...WriteOption) (uint64, error) {
 	if err := checkKey(key); err != nil {
 		return 0, err
 	}
@@ -72,23 +73,23 @@ func (c *Client) PutVersion(ctx context.Context, key, value []byte, opts ...Writ
 	case !o.conditional:
 		// A PUT with a lease is a transaction of that one PUT: the one
 		// write path that attaches keys to leases (internal/txn).
-		_, version, err := c.txn(ctx, &txn.Txn{Then: []txn.Op{put}})
-		return version, err
+		r, err := c.txn(ctx, &txn.Txn{Then: []txn.Op{put}})
+		return r.Revision, err
 	}
-	r, version, err := c.conditional(ctx, key, o.ifVersion, put)
+	r, err := c.conditional(ctx, key, o.ifMod, put)
 	if err != nil {
 		return 0, err
 	}
-	if err := r.check(key, o.ifVersion); err != nil {
-		return 0, err // applied nothing: no version
+	if err := r.check(key, o.ifMod); err != nil {
+		return 0, err // applied nothing: no revision
 	}
-	return version, nil
+	return r.Revision, nil
 }
 
 // Delete removes key. It returns ErrNotFound if the key did not exist. Like
 // Put, a Delete that fails with ErrUnavailable may or may not have been
 // applied; the client retries it only while no attempt can have taken
-// effect. With IfVersion it is a compare-and-delete.
+// effect. With IfModRevision it is a compare-and-delete.
 func (c *Client) Delete(ctx context.Context, key []byte, opts ...WriteOption) error {
 	if err := checkKey(key); err != nil {
 		return err
@@ -100,36 +101,36 @@ func (c *Client) Delete(ctx context.Context, key []byte, opts ...WriteOption) er
 		_, err := c.leaderCall(ctx, &wire.Request{Op: wire.OpDelete, Key: key}, false)
 		return err
 	}
-	r, _, err := c.conditional(ctx, key, o.ifVersion, txn.Op{Type: txn.Delete, Key: key})
+	r, err := c.conditional(ctx, key, o.ifMod, txn.Op{Type: txn.Delete, Key: key})
 	if err != nil {
 		return err
 	}
-	if err := r.check(key, o.ifVersion); err != nil {
+	if err := r.check(key, o.ifMod); err != nil {
 		return err
 	}
 	if !r.Results[0].Found {
-		return ErrNotFound // IfVersion(0) held: there was nothing to delete
+		return ErrNotFound // IfModRevision(0) held: there was nothing to delete
 	}
 	return nil
 }
 
-// conditional runs op as a transaction guarded by key's version.
-func (c *Client) conditional(ctx context.Context, key []byte, version uint64, op txn.Op) (casResult, uint64, error) {
-	r, v, err := c.txn(ctx, &txn.Txn{
-		Compares: []txn.Compare{{Key: key, Target: txn.TargetVersion, Cmp: txn.Equal, Version: version}},
+// conditional runs op as a transaction guarded by key's mod revision.
+func (c *Client) conditional(ctx context.Context, key []byte, rev uint64, op txn.Op) (casResult, error) {
+	r, err := c.txn(ctx, &txn.Txn{
+		Compares: []txn.Compare{{Key: key, Target: txn.TargetMod, Cmp: txn.Equal, Num: rev}},
 		Then:     []txn.Op{op},
 	})
-	return casResult(r), v, err
+	return casResult(r), err
 }
 
 // casResult is a conditional write's transaction outcome.
 type casResult txn.Response
 
 // check turns a failed condition into a *ConflictError. (txn checked that
-// the reply has one compare version, and one result if it succeeded.)
+// the reply has one compared key, and one result if it succeeded.)
 func (r *casResult) check(key []byte, want uint64) error {
 	if !r.Succeeded {
-		return &ConflictError{Key: append([]byte(nil), key...), Version: r.CompareVersions[0], Expected: want}
+		return &ConflictError{Key: append([]byte(nil), key...), ModRevision: r.Compared[0].Mod, Expected: want}
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	pb "go.etcd.io/raft/v3/raftpb"
 
 	"github.com/kvd-project/kvd/internal/limits"
+	"github.com/kvd-project/kvd/internal/revision"
 	"github.com/kvd-project/kvd/internal/store"
 )
 
@@ -60,7 +61,7 @@ func (m *testKV) Apply(u *store.Update, ents []*pb.Entry, out []Outcome) ([]Outc
 		}
 		var existed bool
 		if op == testOpPut {
-			err = u.Put(key, value, e.GetIndex())
+			err = u.Put(key, value, revision.Meta{Create: e.GetIndex(), Mod: e.GetIndex(), Version: 1})
 		} else {
 			existed, err = u.Delete(key)
 		}
@@ -155,7 +156,8 @@ func (n *Node) Get(key []byte) (value []byte, version uint64, ok bool, err error
 		return nil, 0, false, err
 	}
 	defer release()
-	return st.Get(key)
+	value, m, ok, err := st.Get(key)
+	return value, m.Mod, ok, err
 }
 
 // ForEach walks the applied keys.
@@ -165,7 +167,7 @@ func (n *Node) ForEach(fn func(key, value []byte, version uint64) error) error {
 		return err
 	}
 	defer release()
-	return st.ForEach(fn)
+	return st.ForEach(func(key, value []byte, m revision.Meta) error { return fn(key, value, m.Mod) })
 }
 
 // nopSM is the state machine of the tests' bare loops.

@@ -47,7 +47,7 @@ func TestBackupCarriesLeases(t *testing.T) {
 		if p.lease != 0 {
 			opts = append(opts, client.WithLease(p.lease))
 		}
-		if _, err := c.PutVersion(ctx, []byte(p.key), []byte("v-"+p.key), opts...); err != nil {
+		if _, err := c.PutRevision(ctx, []byte(p.key), []byte("v-"+p.key), opts...); err != nil {
 			t.Fatalf("put %s: %v", p.key, err)
 		}
 	}

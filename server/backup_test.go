@@ -124,7 +124,7 @@ func TestBackupRoundTrip(t *testing.T) {
 					continue
 				}
 				value := fmt.Sprintf("%s-w%d-%d", key, w, n)
-				if v, err := c.PutVersion(ctx, []byte(key), []byte(value)); err == nil {
+				if v, err := c.PutRevision(ctx, []byte(key), []byte(value)); err == nil {
 					mu.Lock()
 					if v > acked[key].version {
 						acked[key] = kv{value, v}
@@ -160,7 +160,7 @@ func TestBackupRoundTrip(t *testing.T) {
 	kvdtest.WaitLeader(t, restored, 10*time.Second)
 	rc := newClient(t, kvdtest.Endpoints(restored), client.Linearizable)
 	checkRestored(t, rc, keys)
-	v, err := rc.PutVersion(ctx, []byte("k0000"), []byte("after"))
+	v, err := rc.PutRevision(ctx, []byte("k0000"), []byte("after"))
 	if err != nil || v <= h.Index {
 		t.Fatalf("first write after the restore: version %d, %v; want above the backup's index %d", v, err, h.Index)
 	}
@@ -178,7 +178,7 @@ func TestBackupRoundTrip(t *testing.T) {
 	}
 	delete(keys, "k0000")
 	wait.For(t, "the restarted node to serve the restored state", func() bool {
-		_, ver, err := newClient(t, []string{restored[2].Addr}, client.Serializable).GetVersion(ctx, []byte("k0000"))
+		_, ver, err := newClient(t, []string{restored[2].Addr}, client.Serializable).GetModRevision(ctx, []byte("k0000"))
 		return err == nil && ver == v
 	})
 }
@@ -189,7 +189,7 @@ func checkRestored(t *testing.T, c *client.Client, keys map[string]kv) {
 	t.Helper()
 	ctx := context.Background()
 	for k, want := range keys {
-		value, version, err := c.GetVersion(ctx, []byte(k))
+		value, version, err := c.GetModRevision(ctx, []byte(k))
 		if err != nil || string(value) != want.value || version != want.version {
 			t.Fatalf("restored %s = %q at version %d, %v; want %q at %d", k, value, version, err, want.value, want.version)
 		}
@@ -413,7 +413,7 @@ func TestRestoreFromMixedBackupsRefusedOrConverge(t *testing.T) {
 		return true
 	})
 	read := func(id uint64, key string) string {
-		v, ver, err := newClient(t, []string{cluster[id]}, client.Serializable).GetVersion(ctx, []byte(key))
+		v, ver, err := newClient(t, []string{cluster[id]}, client.Serializable).GetModRevision(ctx, []byte(key))
 		return fmt.Sprintf("%q@%d err=%v", v, ver, err)
 	}
 	for _, key := range []string{"k", "only-in-b", "after-19"} {
@@ -506,11 +506,11 @@ func TestRestoreFileReplacedWhileRestoring(t *testing.T) {
 	defer cancel()
 	var maxRestored uint64
 	for _, k := range []string{"a", "b"} {
-		if _, v, err := c.GetVersion(ctx, []byte(k)); err == nil {
+		if _, v, err := c.GetModRevision(ctx, []byte(k)); err == nil {
 			maxRestored = max(maxRestored, v)
 		}
 	}
-	v, err := c.PutVersion(ctx, []byte("c"), []byte("after"))
+	v, err := c.PutRevision(ctx, []byte("c"), []byte("after"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/kvd-project/kvd/internal/limits"
+	"github.com/kvd-project/kvd/internal/revision"
 	"github.com/kvd-project/kvd/internal/wire"
 )
 
@@ -40,7 +41,8 @@ func (s *Server) getMany(ctx context.Context, req *wire.Request) wire.Response {
 	var data []byte // the values, copied out of the view
 	ends := make([]int, len(keys))
 	tooLarge := false
-	applied, err := s.kv.GetMany(keys, func(i int, value []byte, version uint64, found bool) {
+	applied, rev, err := s.kv.GetMany(keys, func(i int, value []byte, m revision.Meta, found bool) {
+		version := m.Mod
 		if tooLarge = tooLarge || len(data)+len(value) > limits.MaxGetManyBytes; !tooLarge {
 			data = append(data, value...)
 		}
@@ -62,5 +64,5 @@ func (s *Server) getMany(ctx context.Context, req *wire.Request) wire.Response {
 		return s.errResponse(err)
 	}
 	size := 2 + len(answers)*wire.GetManyAnswerLen(0) + len(data)
-	return wire.Response{Version: applied, Value: wire.AppendGetManyResponse(make([]byte, 0, size), answers)}
+	return wire.Response{Version: rev, Value: wire.AppendGetManyResponse(make([]byte, 0, size), answers)}
 }

@@ -75,7 +75,7 @@ func leaseSetup(t *testing.T, c *client.Client) (doomed, kept client.LeaseID) {
 		}
 	}
 	for key, id := range map[string]client.LeaseID{"doomed": doomed, "kept": kept} {
-		if _, err := c.PutVersion(ctx, []byte(key), []byte("v"), client.WithLease(id)); err != nil {
+		if _, err := c.PutRevision(ctx, []byte(key), []byte("v"), client.WithLease(id)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -115,7 +115,7 @@ func TestLeaseExpiryAcrossLeaderChange(t *testing.T) {
 	if _, err := c.TimeToLive(ctx, doomed); !errors.Is(err, client.ErrLeaseNotFound) {
 		t.Fatalf("expired lease: %v", err)
 	}
-	if _, err := c.PutVersion(ctx, []byte("late"), []byte("v"), client.WithLease(doomed)); !errors.Is(err, client.ErrLeaseNotFound) {
+	if _, err := c.PutRevision(ctx, []byte("late"), []byte("v"), client.WithLease(doomed)); !errors.Is(err, client.ErrLeaseNotFound) {
 		t.Fatalf("PUT with an expired lease: %v", err)
 	}
 	if _, err := c.KeepAliveOnce(ctx, doomed); !errors.Is(err, client.ErrLeaseNotFound) {
@@ -186,7 +186,7 @@ func TestLeaseAttachDetach(t *testing.T) {
 	}
 	put := func(key string, opts ...client.WriteOption) uint64 {
 		t.Helper()
-		v, err := c.PutVersion(ctx, []byte(key), []byte("v"), opts...)
+		v, err := c.PutRevision(ctx, []byte(key), []byte("v"), opts...)
 		if err != nil {
 			t.Fatalf("put %s: %v", key, err)
 		}
@@ -208,10 +208,10 @@ func TestLeaseAttachDetach(t *testing.T) {
 	}
 	put("moved", client.WithLease(a))
 	put("moved", client.WithLease(b))
-	if _, err := c.PutVersion(ctx, []byte("cas"), []byte("v"), client.IfVersion(0), client.WithLease(a)); err != nil {
+	if _, err := c.PutRevision(ctx, []byte("cas"), []byte("v"), client.IfModRevision(0), client.WithLease(a)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.PutVersion(ctx, []byte("cas"), []byte("w"), client.IfVersion(0), client.WithLease(a)); !errors.Is(err, client.ErrConflict) {
+	if _, err := c.PutRevision(ctx, []byte("cas"), []byte("w"), client.IfModRevision(0), client.WithLease(a)); !errors.Is(err, client.ErrConflict) {
 		t.Fatalf("second create: %v", err)
 	}
 	if got := keys(a); got != 1 {
@@ -231,7 +231,7 @@ func TestLeaseAttachDetach(t *testing.T) {
 	if err := c.Revoke(ctx, a); !errors.Is(err, client.ErrLeaseNotFound) {
 		t.Fatalf("second revoke: %v", err)
 	}
-	if _, err := c.PutVersion(ctx, []byte("x"), []byte("v"), client.WithLease(a)); !errors.Is(err, client.ErrLeaseNotFound) {
+	if _, err := c.PutRevision(ctx, []byte("x"), []byte("v"), client.WithLease(a)); !errors.Is(err, client.ErrLeaseNotFound) {
 		t.Fatalf("PUT with a revoked lease: %v", err)
 	}
 	mustGet(t, c, "x", false)
@@ -318,7 +318,7 @@ func TestLeaseExpiryReachesWatchers(t *testing.T) {
 	}
 	var from uint64
 	for _, k := range []string{"exp/a", "exp/b"} {
-		v, err := c.PutVersion(ctx, []byte(k), []byte("v"), client.WithLease(id))
+		v, err := c.PutRevision(ctx, []byte(k), []byte("v"), client.WithLease(id))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -326,7 +326,7 @@ func TestLeaseExpiryReachesWatchers(t *testing.T) {
 			from = v
 		}
 	}
-	ch := c.Watch(ctx, []byte("exp/"), client.WithPrefix(), client.WithFromVersion(from))
+	ch := c.Watch(ctx, []byte("exp/"), client.WithPrefix(), client.WithFromRevision(from))
 	clk.Advance(leaseTTL + time.Second)
 	var evs []client.Event
 	for r := range ch {
@@ -340,7 +340,7 @@ func TestLeaseExpiryReachesWatchers(t *testing.T) {
 	cancel()
 	if len(evs) != 4 || evs[0].Type != client.EventPut || evs[1].Type != client.EventPut ||
 		evs[2].Type != client.EventDelete || evs[3].Type != client.EventDelete ||
-		evs[2].Version != evs[3].Version || evs[2].Version <= evs[1].Version {
+		evs[2].ModRevision != evs[3].ModRevision || evs[2].ModRevision <= evs[1].ModRevision {
 		t.Fatalf("events %+v; want the two PUTs, then both keys deleted by one later entry", evs)
 	}
 	mustGet(t, c, "exp/a", false)

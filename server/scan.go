@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kvd-project/kvd/internal/limits"
+	"github.com/kvd-project/kvd/internal/revision"
 	"github.com/kvd-project/kvd/internal/wire"
 )
 
@@ -52,7 +53,7 @@ func (s *Server) scan(ctx context.Context, req *wire.Request) wire.Response {
 	if err := s.waitApplied(ctx, applied); err != nil {
 		return s.errResponse(err)
 	}
-	return wire.Response{Version: applied, Value: wire.AppendScanResponse(make([]byte, 0, page.size), &page.ScanResponse)}
+	return wire.Response{Version: page.rev, Value: wire.AppendScanResponse(make([]byte, 0, page.size), &page.ScanResponse)}
 }
 
 // countCheckEvery is how many keys a count takes between looks at its
@@ -61,7 +62,8 @@ const countCheckEvery = 1024
 
 type scanPage struct {
 	wire.ScanResponse
-	size int // encoded size
+	size int    // encoded size
+	rev  uint64 // the store revision of the state read
 }
 
 // scanPage reads one page of q from Pebble: at most q.Limit (or
@@ -89,7 +91,8 @@ func (s *Server) scanPage(ctx context.Context, q *wire.ScanRequest) (page scanPa
 	var spans []span
 	bytesUsed := 0
 	var ended error // ctx's error, if a count stopped for it
-	applied, err = s.kv.Scan(q.Start, q.End, func(key, value []byte, version uint64) bool {
+	applied, page.rev, err = s.kv.Scan(q.Start, q.End, func(key, value []byte, m revision.Meta) bool {
+		version := m.Mod
 		if countOnly {
 			page.Count++
 			if page.Count%countCheckEvery == 0 {

@@ -88,20 +88,20 @@ func TestRangeSemantics(t *testing.T) {
 			t.Errorf("%s: got %s (more %v, count %d), want %s (more %v)", tc.name, got, r.More, r.Count, tc.want, tc.more)
 		}
 		for _, kv := range r.KVs {
-			if kv.Version == 0 {
+			if kv.ModRevision == 0 {
 				t.Errorf("%s: %q has no version", tc.name, kv.Key)
 			}
 		}
 	}
-	// Versions are the keys' own: the ones GetVersion reports.
+	// Versions are the keys' own: the ones GetModRevision reports.
 	r, err := c.Prefix(ctx, b("a"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, kv := range r.KVs {
-		_, v, err := c.GetVersion(ctx, kv.Key)
-		if err != nil || v != kv.Version {
-			t.Errorf("%q: scan version %d, GetVersion %d, %v", kv.Key, kv.Version, v, err)
+		_, v, err := c.GetModRevision(ctx, kv.Key)
+		if err != nil || v != kv.ModRevision {
+			t.Errorf("%q: scan version %d, GetModRevision %d, %v", kv.Key, kv.ModRevision, v, err)
 		}
 	}
 	// Count only: the number of keys in the range, no keys, the limit ignored.

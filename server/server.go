@@ -13,6 +13,7 @@ import (
 	"github.com/kvd-project/kvd/internal/kv"
 	"github.com/kvd-project/kvd/internal/mirror"
 	"github.com/kvd-project/kvd/internal/ratelog"
+	"github.com/kvd-project/kvd/internal/revision"
 	"github.com/kvd-project/kvd/internal/table"
 	"github.com/kvd-project/kvd/internal/watch"
 	"github.com/kvd-project/kvd/raft"
@@ -161,12 +162,21 @@ func (s *Server) openNode() (mirror.Store, error) {
 	s.node = s.kv.Node()
 	// The event history starts now: what was applied before this process
 	// started is compacted here (kv.Publisher.Events).
-	s.hub.Reset(s.node.Status().Applied)
+	s.hub.Reset(s.kv.Revision())
 	return store{s.kv}, nil
 }
 
 // store is the replicated state as the mirror reads it.
 type store struct{ *kv.Store }
+
+func (st store) Get(key []byte) ([]byte, uint64, bool, error) {
+	v, m, ok, err := st.Store.Get(key)
+	return v, m.Mod, ok, err
+}
+
+func (st store) ForEach(fn func(key, value []byte, version uint64) error) error {
+	return st.Store.ForEach(func(key, value []byte, m revision.Meta) error { return fn(key, value, m.Mod) })
+}
 
 func (st store) Leader() uint64 { return st.Node().Status().LeaderID }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kvd-project/kvd/internal/backup"
 	"github.com/kvd-project/kvd/internal/kv"
+	"github.com/kvd-project/kvd/internal/revision"
 	"github.com/kvd-project/kvd/internal/wire"
 	"github.com/kvd-project/kvd/raft"
 	"github.com/kvd-project/kvd/transport"
@@ -193,7 +194,7 @@ type snapStream struct {
 // the key count, so the view is walked twice (it does not change).
 func (st *snapStream) stream(view *kv.View) error {
 	var keys uint64
-	if err := view.ForEach(func(_, _ []byte, _ uint64) error { keys++; return nil }); err != nil {
+	if err := view.ForEach(func(_, _ []byte, _ revision.Meta) error { keys++; return nil }); err != nil {
 		return err
 	}
 	leases, err := view.Leases()

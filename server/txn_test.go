@@ -64,7 +64,7 @@ func TestTxnAppliedAtomicallyToRegion(t *testing.T) {
 	ctx := context.Background()
 	before := map[string]string{}
 	for _, k := range []string{"a", "b", "d", "e"} {
-		v, err := c.PutVersion(ctx, []byte(k), []byte("old"))
+		v, err := c.PutRevision(ctx, []byte(k), []byte("old"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -108,7 +108,7 @@ func TestTxnAppliedAtomicallyToRegion(t *testing.T) {
 	if len(torn) > 0 {
 		t.Fatalf("a reader could see half the transaction: %v", torn)
 	}
-	want := fmt.Sprintf("new@%d", r.Version)
+	want := fmt.Sprintf("new@%d", r.Revision)
 	for k := range before {
 		v := oneSidedView(mem, []byte(k))
 		if (k == "d" || k == "e") && v != "miss" || k != "d" && k != "e" && v != want {
@@ -123,7 +123,7 @@ func TestTxnAppliedAtomicallyToRegion(t *testing.T) {
 	// A single-key write is not an atomic group: no steps.
 	steps = nil
 	f.OnAtomicStep(func(step string) { steps = append(steps, step) })
-	if _, err := c.PutVersion(ctx, []byte("a"), []byte("x"), client.IfVersion(r.Version)); err != nil {
+	if _, err := c.PutRevision(ctx, []byte("a"), []byte("x"), client.IfModRevision(r.Revision)); err != nil {
 		t.Fatal(err)
 	}
 	release = HoldTable(s)

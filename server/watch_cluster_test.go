@@ -27,11 +27,11 @@ func TestWatchResumesAcrossLeaderKill(t *testing.T) {
 	defer cancel()
 	wc := newClient(t, eps, client.Linearizable) // the watch's own client: its leader is the first endpoint
 	c := newClient(t, eps, client.Linearizable)
-	v0, err := c.PutVersion(ctx, []byte("k/start"), []byte("0"))
+	v0, err := c.PutRevision(ctx, []byte("k/start"), []byte("0"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	col := kvdtest.CollectWatch(wc.Watch(ctx, []byte("k/"), client.WithPrefix(), client.WithFromVersion(v0+1)))
+	col := kvdtest.CollectWatch(wc.Watch(ctx, []byte("k/"), client.WithPrefix(), client.WithFromRevision(v0+1)))
 	h := &kvdtest.WatchHistory{}
 	var stop atomic.Bool
 	done := make(chan struct{})
@@ -63,18 +63,18 @@ func TestWatchLeavesIsolatedNode(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	c := newClient(t, eps, client.Linearizable)
-	v0, err := c.PutVersion(ctx, []byte("iso"), []byte("0"))
+	v0, err := c.PutRevision(ctx, []byte("iso"), []byte("0"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ch := newClient(t, eps, client.Linearizable).Watch(ctx, []byte("iso"), client.WithFromVersion(v0))
+	ch := newClient(t, eps, client.Linearizable).Watch(ctx, []byte("iso"), client.WithFromRevision(v0))
 	if got := collect(t, ch, 1, 10*time.Second); got[0] != fmt.Sprintf("%d PUT iso=0", v0) {
 		t.Fatalf("first event %q", got)
 	}
 	old.Isolate(rest...)
 	t.Cleanup(func() { old.Rejoin(rest...) })
 	leader := kvdtest.WaitLeader(t, rest, 20*time.Second)
-	v1, err := newClient(t, []string{leader.Addr}, client.Linearizable).PutVersion(ctx, []byte("iso"), []byte("1"))
+	v1, err := newClient(t, []string{leader.Addr}, client.Linearizable).PutRevision(ctx, []byte("iso"), []byte("1"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ import (
 
 // eventLine is an event as the tests compare them.
 func eventLine(e client.Event) string {
-	return fmt.Sprintf("%d %s %s=%s", e.Version, e.Type, e.Key, e.Value)
+	return fmt.Sprintf("%d %s %s=%s", e.ModRevision, e.Type, e.Key, e.Value)
 }
 
 // collect reads n events from ch, failing on an error or after wait.
@@ -59,17 +59,17 @@ func TestWatchEvents(t *testing.T) {
 	defer cancel()
 	// From the version after a first write, rather than from now: Watch
 	// returns before its stream is open, so "now" could be after the puts.
-	v0, err := c.PutVersion(ctx, []byte("x"), []byte("0"))
+	v0, err := c.PutRevision(ctx, []byte("x"), []byte("0"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	pw := c.Watch(ctx, []byte("w/"), client.WithPrefix(), client.WithFromVersion(v0+1))
-	kw := c.Watch(ctx, []byte("w/b"), client.WithFromVersion(v0+1))
-	v1, err := c.PutVersion(ctx, []byte("w/a"), []byte("1"))
+	pw := c.Watch(ctx, []byte("w/"), client.WithPrefix(), client.WithFromRevision(v0+1))
+	kw := c.Watch(ctx, []byte("w/b"), client.WithFromRevision(v0+1))
+	v1, err := c.PutRevision(ctx, []byte("w/a"), []byte("1"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.PutVersion(ctx, []byte("x"), []byte("outside")); err != nil {
+	if _, err := c.PutRevision(ctx, []byte("x"), []byte("outside")); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Delete(ctx, []byte("w/absent")); !errors.Is(err, client.ErrNotFound) {
@@ -79,14 +79,14 @@ func TestWatchEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v3, err := c.PutVersion(ctx, []byte("w/b"), []byte("3"))
+	v3, err := c.PutRevision(ctx, []byte("w/b"), []byte("3"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := collect(t, pw, 4, 10*time.Second)
 	want := []string{
-		fmt.Sprintf("%d PUT w/a=1", v1), fmt.Sprintf("%d PUT w/b=2", tr.Version),
-		fmt.Sprintf("%d DELETE w/a=", tr.Version), fmt.Sprintf("%d PUT w/b=3", v3),
+		fmt.Sprintf("%d PUT w/a=1", v1), fmt.Sprintf("%d PUT w/b=2", tr.Revision),
+		fmt.Sprintf("%d DELETE w/a=", tr.Revision), fmt.Sprintf("%d PUT w/b=3", v3),
 	}
 	if strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Fatalf("prefix watch:\n got %q\nwant %q", got, want)
@@ -95,7 +95,7 @@ func TestWatchEvents(t *testing.T) {
 		t.Fatalf("key watch: %q", got)
 	}
 	// From a version: the history replays, the first write excluded.
-	replay := c.Watch(ctx, []byte("w/"), client.WithPrefix(), client.WithFromVersion(v1+1))
+	replay := c.Watch(ctx, []byte("w/"), client.WithPrefix(), client.WithFromRevision(v1+1))
 	if got := collect(t, replay, 3, 10*time.Second); strings.Join(got, "|") != strings.Join(want[1:], "|") {
 		t.Fatalf("watch from %d: %q", v1+1, got)
 	}
@@ -112,7 +112,7 @@ func TestWatchCompacted(t *testing.T) {
 	defer cancel()
 	var first uint64
 	for i := range 20 {
-		v, err := c.PutVersion(ctx, []byte("k"), []byte{byte('a' + i)})
+		v, err := c.PutRevision(ctx, []byte("k"), []byte{byte('a' + i)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -120,13 +120,13 @@ func TestWatchCompacted(t *testing.T) {
 			first = v
 		}
 	}
-	r := <-c.Watch(ctx, []byte("k"), client.WithFromVersion(first))
+	r := <-c.Watch(ctx, []byte("k"), client.WithFromRevision(first))
 	var ce *client.CompactedError
 	if !errors.Is(r.Err, client.ErrCompacted) || !errors.As(r.Err, &ce) || ce.Oldest <= first || ce.Requested != first {
 		t.Fatalf("watch from %d: %+v, want ErrCompacted with the oldest version held", first, r)
 	}
 	t.Logf("compacted: %v", r.Err)
-	got := collect(t, c.Watch(ctx, []byte("k"), client.WithFromVersion(ce.Oldest)), 5, 10*time.Second)
+	got := collect(t, c.Watch(ctx, []byte("k"), client.WithFromRevision(ce.Oldest)), 5, 10*time.Second)
 	if !strings.HasPrefix(got[0], fmt.Sprint(ce.Oldest)+" PUT k=") || !strings.HasSuffix(got[4], "k=t") {
 		t.Fatalf("watch from the oldest version %d: %q", ce.Oldest, got)
 	}
@@ -192,7 +192,7 @@ func TestWatchProgress(t *testing.T) {
 	defer cancel()
 	conn := rawWatch(t, ctx, n.Addr, 3, "quiet")
 	time.Sleep(1100 * time.Millisecond) // past progressEvery since the watch was created
-	v, err := c.PutVersion(ctx, []byte("noise"), []byte("x"))
+	v, err := c.PutRevision(ctx, []byte("noise"), []byte("x"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,17 +293,17 @@ func TestWatchCallerFallsBehind(t *testing.T) {
 	c := newClient(t, kvdtest.Endpoints(nodes), client.Linearizable)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	v0, err := c.PutVersion(ctx, []byte("start"), nil)
+	v0, err := c.PutRevision(ctx, []byte("start"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ch := c.Watch(ctx, []byte("big"), client.WithFromVersion(v0+1))
+	ch := c.Watch(ctx, []byte("big"), client.WithFromRevision(v0+1))
 	value := make([]byte, 256<<10)
 	const n = 40 // 10 MiB of events, not read meanwhile
 	var want []uint64
 	for i := range n {
 		value[0] = byte(i)
-		v, err := c.PutVersion(ctx, []byte("big"), value)
+		v, err := c.PutRevision(ctx, []byte("big"), value)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -320,7 +320,7 @@ func TestWatchCallerFallsBehind(t *testing.T) {
 				if e.Value[0] != byte(len(got)) {
 					t.Fatalf("event %d carries value %d", len(got), e.Value[0])
 				}
-				got = append(got, e.Version)
+				got = append(got, e.ModRevision)
 			}
 		case <-ctx.Done():
 			t.Fatalf("%d events of %d", len(got), n)
@@ -364,7 +364,7 @@ func TestWatchBacklogNotPaced(t *testing.T) {
 	c := newClient(t, kvdtest.Endpoints(nodes), client.Linearizable)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	v0, err := c.PutVersion(ctx, []byte("x"), []byte("0"))
+	v0, err := c.PutRevision(ctx, []byte("x"), []byte("0"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -380,7 +380,7 @@ func TestWatchBacklogNotPaced(t *testing.T) {
 		}
 		n += len(ops)
 	}
-	collect(t, c.Watch(ctx, []byte("w/"), client.WithPrefix(), client.WithFromVersion(v0+1)), n, 20*time.Second)
+	collect(t, c.Watch(ctx, []byte("w/"), client.WithPrefix(), client.WithFromRevision(v0+1)), n, 20*time.Second)
 }
 
 // TestWatchTxnOverHistory: a valid transaction bigger than a node's watch
@@ -413,11 +413,11 @@ func testWatchTxnOverHistory(t *testing.T, cfg watch.Config, ops []client.Op) {
 	c := newClient(t, kvdtest.Endpoints(nodes), client.Linearizable)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	v0, err := c.PutVersion(ctx, []byte("x"), []byte("0"))
+	v0, err := c.PutRevision(ctx, []byte("x"), []byte("0"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ch := c.Watch(ctx, []byte("w/"), client.WithPrefix(), client.WithFromVersion(v0+1))
+	ch := c.Watch(ctx, []byte("w/"), client.WithPrefix(), client.WithFromRevision(v0+1))
 	tr, err := c.Txn(ctx, client.Txn{Then: ops})
 	if err != nil {
 		t.Fatalf("txn: %v", err)
@@ -430,7 +430,7 @@ func testWatchTxnOverHistory(t *testing.T, cfg watch.Config, ops []client.Op) {
 				t.Fatalf("watch closed after %d of the transaction's events", got)
 			}
 			if r.Err != nil {
-				t.Fatalf("watch failed after %d of the %d events of transaction %d: %v", got, want, tr.Version, r.Err)
+				t.Fatalf("watch failed after %d of the %d events of transaction %d: %v", got, want, tr.Revision, r.Err)
 			}
 			got += len(r.Events)
 		case <-ctx.Done():

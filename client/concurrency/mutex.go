@@ -39,7 +39,7 @@ func (m *Mutex) Lock(ctx context.Context) error {
 		if !m.s.Alive() {
 			return ErrSessionExpired
 		}
-		v, err := m.s.c.PutVersion(ctx, m.key, me, client.IfVersion(0), client.WithLease(m.s.id))
+		v, err := m.s.c.PutRevision(ctx, m.key, me, client.IfModRevision(0), client.WithLease(m.s.id))
 		switch {
 		case err == nil:
 			m.version = v
@@ -70,7 +70,7 @@ func (m *Mutex) Lock(ctx context.Context) error {
 // owned reports whether the lock key holds this session's mark, and its
 // version.
 func (m *Mutex) owned(ctx context.Context, me []byte) (bool, uint64) {
-	v, ver, err := m.s.c.GetVersion(ctx, m.key)
+	v, ver, err := m.s.c.GetModRevision(ctx, m.key)
 	if err != nil || !bytes.Equal(v, me) {
 		return false, 0
 	}
@@ -87,7 +87,7 @@ func (m *Mutex) Unlock(ctx context.Context) error {
 	}
 	v := m.version
 	m.version = 0
-	err := m.s.c.Delete(ctx, m.key, client.IfVersion(v))
+	err := m.s.c.Delete(ctx, m.key, client.IfModRevision(v))
 	if errors.Is(err, client.ErrNotFound) {
 		return fmt.Errorf("%w: lock key %q is gone (lease lost)", client.ErrConflict, m.key)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/kvd-project/kvd/client/concurrency"
 	"github.com/kvd-project/kvd/internal/kvdtest"
 	"github.com/kvd-project/kvd/internal/kvdtest/wait"
+	"github.com/kvd-project/kvd/internal/revision"
 	"github.com/kvd-project/kvd/internal/txn"
 	"github.com/kvd-project/kvd/internal/wire"
 	"github.com/kvd-project/kvd/transport"
@@ -231,9 +232,9 @@ func (f *lateCreate) answer(req *wire.Request, d transport.Descriptor) (resp wir
 		if f.txns.Add(1) == 1 {
 			return resp, kvdtest.FakeHang // applied, but the answer is lost
 		}
-		r := txn.Response{CompareVersions: []uint64{lateVersion}}
+		r := txn.Response{Compared: []revision.Meta{{Mod: lateVersion}}}
 		if !f.held.Load() {
-			r = txn.Response{Succeeded: true, CompareVersions: []uint64{0}, Results: []txn.Result{{Version: 9}}}
+			r = txn.Response{Succeeded: true, Compared: []revision.Meta{{Mod: 0}}, Results: []txn.Result{{Meta: revision.Meta{Mod: 9}}}}
 			f.held.Store(true)
 		}
 		resp.Value = txn.AppendResponse(nil, &r)

@@ -72,7 +72,7 @@ func runPut(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	version, err := e.c.PutVersion(ctx, []byte(args[0]), value, e.o.writeOptions()...)
+	version, err := e.c.PutRevision(ctx, []byte(args[0]), value, e.o.writeOptions()...)
 	if err != nil {
 		return err
 	}
@@ -127,7 +127,7 @@ type kv struct {
 }
 
 func runGet(ctx context.Context, e *env, args []string) error {
-	v, ver, err := e.c.GetVersion(ctx, []byte(args[0]))
+	v, ver, err := e.c.GetModRevision(ctx, []byte(args[0]))
 	if err != nil {
 		return err
 	}
@@ -176,7 +176,7 @@ func runMget(ctx context.Context, e *env, args []string) error {
 			missing = append(missing, args[i])
 			continue
 		}
-		found = append(found, toKV(args[i], r.Value, r.Version))
+		found = append(found, toKV(args[i], r.Value, r.ModRevision))
 	}
 	if err := e.printMany(found); err != nil {
 		return err

@@ -143,7 +143,7 @@ func (f *versionFlag) Set(s string) error {
 func (o *options) writeOptions() []client.WriteOption {
 	var opts []client.WriteOption
 	if o.ifVersion.set {
-		opts = append(opts, client.IfVersion(o.ifVersion.v))
+		opts = append(opts, client.IfModRevision(o.ifVersion.v))
 	}
 	if o.lease.id != 0 {
 		opts = append(opts, client.WithLease(o.lease.id))

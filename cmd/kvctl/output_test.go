@@ -15,9 +15,9 @@ import (
 // by U+FFFD and could not be recovered.
 func TestWatchJSONBinary(t *testing.T) {
 	for _, ev := range []client.Event{
-		{Type: client.EventPut, Key: []byte("k"), Value: []byte{0xff, 0x00, 0xfe}, Version: 7},
-		{Type: client.EventPut, Key: []byte("k\xff"), Value: []byte("v"), Version: 8},
-		{Type: client.EventDelete, Key: []byte("plain"), Version: 9},
+		{Type: client.EventPut, Key: []byte("k"), Value: []byte{0xff, 0x00, 0xfe}, ModRevision: 7},
+		{Type: client.EventPut, Key: []byte("k\xff"), Value: []byte("v"), ModRevision: 8},
+		{Type: client.EventDelete, Key: []byte("plain"), ModRevision: 9},
 	} {
 		var out bytes.Buffer
 		e := &env{o: &options{write: "json"}, out: &out}
@@ -42,7 +42,7 @@ func TestWatchJSONBinary(t *testing.T) {
 		if got.ValueBase64 != nil {
 			value = string(got.ValueBase64)
 		}
-		if got.Type != ev.Type.String() || key != string(ev.Key) || value != string(ev.Value) || got.Version != ev.Version {
+		if got.Type != ev.Type.String() || key != string(ev.Key) || value != string(ev.Value) || got.Version != ev.ModRevision {
 			t.Errorf("event %+v printed as %s", ev, strings.TrimSpace(out.String()))
 		}
 	}

@@ -119,14 +119,14 @@ func runScan(ctx context.Context, e *env, args []string) error {
 	}
 	kvs := make([]kv, len(r.KVs))
 	for i, x := range r.KVs {
-		kvs[i] = toKV(string(x.Key), x.Value, x.Version)
+		kvs[i] = toKV(string(x.Key), x.Value, x.ModRevision)
 		if f.keysOnly {
 			kvs[i].Value = nil // not read: absent, not empty
 		}
 	}
 	switch {
 	case e.o.write == "json":
-		out := scanJSON{KVs: kvs, Count: r.Count, More: r.More, Index: r.Index}
+		out := scanJSON{KVs: kvs, Count: r.Count, More: r.More, Index: r.Revision}
 		if r.More {
 			if utf8.Valid(r.Next) {
 				out.Next = string(r.Next)

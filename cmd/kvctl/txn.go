@@ -16,21 +16,25 @@ import (
 // line format: compares, a blank line, the operations to run if every
 // compare holds, a blank line, the operations to run otherwise.
 //
-//	version("lock") = "0"        the key's version (0: it does not exist); = != < >
+//	ver("lock") = "0"            the key's version: writes since it was created (0: it does not exist); = != < >
+//	create("lock") = "0"         its create revision (0: it does not exist)
+//	mod("lock") = "42"           its mod revision: the revision of its last write
+//	lease("lock") = "ID"         the lease it is attached to, as lease grant prints it (0: none)
 //	value("config") != "v2"      its value, bytewise; = != < > (false if it does not exist)
-//	exists("a")                  version("a") > "0"
-//	missing("a")                 version("a") = "0"
+//	exists("a")                  create("a") > "0"
+//	missing("a")                 create("a") = "0"
 //
 //	put KEY VALUE
 //	put KEY VALUE --lease ID     attached to lease ID
 //	del KEY
 //	get KEY
 //
-// (ver, val and delete are accepted for version, value and del.) A key or
+// (version, val and delete are accepted for ver, value and del.) These are
+// etcdctl's compares with etcd's meanings. A key or
 // value is a word without spaces or quotes, or a Go double-quoted string
 // ("a b", "\x00\n"). Lines starting with # are comments.
 const txnUsage = `txn: reads the transaction from standard input:
-  compares, one a line:    version("K") = "N" | value("K") != "V" | exists("K") | missing("K")   (= != < >)
+  compares, one a line:    ver("K") = "N" | create("K") = "N" | mod("K") = "N" | lease("K") = "ID" | value("K") != "V" | exists("K") | missing("K")   (= != < >)
   a blank line, then the operations if every compare holds:   put K V [--lease ID] | del K | get K
   a blank line, then the operations otherwise`
 
@@ -40,7 +44,7 @@ const txnUsage = `txn: reads the transaction from standard input:
 const maxTxnInput = 4*client.MaxTxnBytes + 64<<10
 
 var (
-	compareLine = regexp.MustCompile(`^(version|ver|value|val)\((.*)\)\s*(!=|=|<|>)\s*([^=<>!].*)$`)
+	compareLine = regexp.MustCompile(`^(version|ver|create|mod|lease|value|val)\((.*)\)\s*(!=|=|<|>)\s*([^=<>!].*)$`)
 	existsLine  = regexp.MustCompile(`^(exists|missing)\((.*)\)$`)
 )
 
@@ -123,12 +127,25 @@ func parseCompare(line string) (client.Cmp, error) {
 		return client.Cmp{}, err
 	}
 	op := map[string]client.CmpOp{"=": client.CmpEqual, "!=": client.CmpNotEqual, "<": client.CmpLess, ">": client.CmpGreater}[m[3]]
-	if m[1] == "value" || m[1] == "val" {
+	switch m[1] {
+	case "value", "val":
 		return client.CompareValue([]byte(key), op, []byte(operand)), nil
+	case "lease":
+		id, err := parseLeaseID(operand)
+		if err != nil {
+			return client.Cmp{}, err
+		}
+		return client.CompareLease([]byte(key), op, id), nil
 	}
 	v, err := strconv.ParseUint(operand, 10, 64)
 	if err != nil {
-		return client.Cmp{}, fmt.Errorf("version %q: want a non-negative integer", operand)
+		return client.Cmp{}, fmt.Errorf("%s %q: want a non-negative integer", m[1], operand)
+	}
+	switch m[1] {
+	case "create":
+		return client.CompareCreateRevision([]byte(key), op, v), nil
+	case "mod":
+		return client.CompareModRevision([]byte(key), op, v), nil
 	}
 	return client.CompareVersion([]byte(key), op, v), nil
 }
@@ -203,7 +220,10 @@ type txnResult struct {
 	Found       *bool   `json:"found,omitempty"`
 	Value       *string `json:"value,omitempty"` // a found get's, even empty
 	ValueBase64 []byte  `json:"value_base64,omitempty"`
-	Version     uint64  `json:"version,omitempty"`
+	ModRevision    uint64 `json:"mod_revision,omitempty"`
+	CreateRevision uint64 `json:"create_revision,omitempty"`
+	Version        uint64 `json:"version,omitempty"`
+	Lease          string `json:"lease,omitempty"`
 }
 
 func runTxn(ctx context.Context, e *env, _ []string) error {
@@ -224,14 +244,17 @@ func runTxn(ctx context.Context, e *env, _ []string) error {
 	}
 	if e.o.write == "json" {
 		out := struct {
-			Succeeded       bool        `json:"succeeded"`
-			Version         uint64      `json:"version"`
-			CompareVersions []uint64    `json:"compare_versions"`
-			Results         []txnResult `json:"results"`
-		}{r.Succeeded, r.Version, r.CompareVersions, []txnResult{}}
+			Succeeded bool        `json:"succeeded"`
+			Revision  uint64      `json:"revision"`
+			Results   []txnResult `json:"results"`
+		}{r.Succeeded, r.Revision, []txnResult{}}
 		for i, res := range r.Results {
-			kv := toKV(ran[i].key, res.Value, res.Version)
-			x := txnResult{Op: ran[i].kind, Key: kv.Key, KeyBase64: kv.KeyBase64, Version: res.Version}
+			kv := toKV(ran[i].key, res.Value, res.ModRevision)
+			x := txnResult{Op: ran[i].kind, Key: kv.Key, KeyBase64: kv.KeyBase64, ModRevision: res.ModRevision,
+				CreateRevision: res.CreateRevision, Version: res.Version}
+			if res.Lease != 0 {
+				x.Lease = res.Lease.String()
+			}
 			if ran[i].kind != "put" {
 				x.Found = &res.Found
 			}

@@ -154,7 +154,7 @@ delete x
 		t.Fatalf("parsed %d compares, %d then, %d else; labels %v", len(tx.If), len(tx.Then), len(tx.Else), labels)
 	}
 	want := client.Txn{
-		If:   []client.Cmp{client.CompareVersion([]byte("k 1"), client.CmpGreater, 3), client.CompareValue([]byte("k"), client.CmpLess, []byte{0}), client.KeyExists([]byte("e"))},
+		If:   []client.Cmp{client.CompareModRevision([]byte("k 1"), client.CmpGreater, 3), client.CompareValue([]byte("k"), client.CmpLess, []byte{0}), client.KeyExists([]byte("e"))},
 		Then: []client.Op{client.OpPut([]byte("k 1"), []byte("v\n")), client.OpDelete([]byte("x"))},
 	}
 	if fmt.Sprint(tx) != fmt.Sprint(want) {

@@ -25,7 +25,7 @@ func runWatch(_ context.Context, e *env, args []string) error {
 	// A watch runs until SIGINT or SIGTERM, not --timeout.
 	ctx, cancel := context.WithCancel(e.base)
 	defer cancel()
-	opts := []client.WatchOption{client.WithFromVersion(e.o.fromVersion.v)}
+	opts := []client.WatchOption{client.WithFromRevision(e.o.fromVersion.v)}
 	if e.o.scan.prefix {
 		opts = append(opts, client.WithPrefix())
 	}
@@ -51,7 +51,7 @@ type watchJSON struct {
 
 func (e *env) printEvent(ev client.Event) error {
 	if e.o.write == "json" {
-		x := watchJSON{Type: ev.Type.String(), kv: toKV(string(ev.Key), ev.Value, ev.Version)}
+		x := watchJSON{Type: ev.Type.String(), kv: toKV(string(ev.Key), ev.Value, ev.ModRevision)}
 		if ev.Type == client.EventDelete {
 			x.Value = nil // a DELETE has no value, not an empty one
 		}
@@ -64,9 +64,9 @@ func (e *env) printEvent(ev client.Event) error {
 	}
 	var err error
 	if ev.Type == client.EventDelete {
-		_, err = fmt.Fprintf(e.out, "%d %s %s\n", ev.Version, ev.Type, field(ev.Key))
+		_, err = fmt.Fprintf(e.out, "%d %s %s\n", ev.ModRevision, ev.Type, field(ev.Key))
 	} else {
-		_, err = fmt.Fprintf(e.out, "%d %s %s %s\n", ev.Version, ev.Type, field(ev.Key), field(ev.Value))
+		_, err = fmt.Fprintf(e.out, "%d %s %s %s\n", ev.ModRevision, ev.Type, field(ev.Key), field(ev.Value))
 	}
 	return err
 }

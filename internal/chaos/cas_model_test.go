@@ -7,7 +7,7 @@ import (
 )
 
 // casInput is one operation of the compare-and-swap history, on one key:
-// "get" (GetVersion), "put" and "del" (plain), "cas-put" and "cas-del"
+// "get" (GetModRevision), "put" and "del" (plain), "cas-put" and "cas-del"
 // (IfVersion(Expect)).
 type casInput struct {
 	Op     string

@@ -59,7 +59,7 @@ func runCASClient(h *history, id int, w workload, stop <-chan struct{}) error {
 			if r >= 21 {
 				level, via = client.ReadIndex, "readindex"
 			}
-			v, ver, err := c.GetVersion(ctx, []byte(in.Key), client.WithConsistency(level))
+			v, ver, err := c.GetModRevision(ctx, []byte(in.Key), client.WithConsistency(level))
 			switch {
 			case err == nil:
 				out, seen[in.Key] = casOutput{Result: "ok", Value: string(v), Version: ver, Via: via}, ver
@@ -71,7 +71,7 @@ func runCASClient(h *history, id int, w workload, stop <-chan struct{}) error {
 			}
 		case r < 40:
 			in.Op, in.Value = "put", fmt.Sprintf("c%d-%d", id, seq)
-			ver, err := c.PutVersion(ctx, []byte(in.Key), []byte(in.Value))
+			ver, err := c.PutRevision(ctx, []byte(in.Key), []byte(in.Value))
 			out = writeOutcome(err, ver, seen, in.Key)
 		case r < 45:
 			in.Op = "del"
@@ -79,11 +79,11 @@ func runCASClient(h *history, id int, w workload, stop <-chan struct{}) error {
 			out = writeOutcome(err, 0, seen, in.Key)
 		case r < 88:
 			in.Op, in.Value, in.Expect = "cas-put", fmt.Sprintf("c%d-%d", id, seq), expect
-			ver, err := c.PutVersion(ctx, []byte(in.Key), []byte(in.Value), client.IfVersion(expect))
+			ver, err := c.PutRevision(ctx, []byte(in.Key), []byte(in.Value), client.IfModRevision(expect))
 			out = writeOutcome(err, ver, seen, in.Key)
 		default:
 			in.Op, in.Expect = "cas-del", expect
-			err := c.Delete(ctx, []byte(in.Key), client.IfVersion(expect))
+			err := c.Delete(ctx, []byte(in.Key), client.IfModRevision(expect))
 			out = writeOutcome(err, 0, seen, in.Key)
 		}
 		cancel()
@@ -100,8 +100,8 @@ func writeOutcome(err error, version uint64, seen map[string]uint64, key string)
 		seen[key] = version
 		return casOutput{Result: "ok", Version: version}
 	case errors.As(err, &ce):
-		seen[key] = ce.Version
-		return casOutput{Result: "conflict", Version: ce.Version}
+		seen[key] = ce.ModRevision
+		return casOutput{Result: "conflict", Version: ce.ModRevision}
 	case errors.Is(err, client.ErrNotFound):
 		seen[key] = 0
 		return casOutput{Result: "notfound"}

@@ -31,7 +31,7 @@ func TestRDMALeaseAndBackup(t *testing.T) {
 	if err != nil {
 		t.Fatalf("grant: %v", err)
 	}
-	if _, err := c.PutVersion(ctx, []byte("leased"), []byte("v"), client.WithLease(id)); err != nil {
+	if _, err := c.PutRevision(ctx, []byte("leased"), []byte("v"), client.WithLease(id)); err != nil {
 		t.Fatalf("put with the lease: %v", err)
 	}
 	if ttl, err := c.KeepAliveOnce(ctx, id); err != nil || ttl != 10*time.Second {
@@ -54,7 +54,7 @@ func TestRDMALeaseAndBackup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.PutVersion(ctx, []byte("expiring"), []byte("v"), client.WithLease(short)); err != nil {
+	if _, err := c.PutRevision(ctx, []byte("expiring"), []byte("v"), client.WithLease(short)); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()

@@ -39,26 +39,26 @@ func TestRDMACASAndTxn(t *testing.T) {
 	// CAS: a create, a stale update refused with the current version, a
 	// current one accepted, a conditional delete.
 	k := []byte("cas")
-	v1, err := c.PutVersion(ctx, k, []byte("one"), client.IfVersion(0))
+	v1, err := c.PutRevision(ctx, k, []byte("one"), client.IfModRevision(0))
 	if err != nil {
 		t.Fatalf("create with IfVersion(0): %v", err)
 	}
-	if _, err := c.PutVersion(ctx, k, []byte("again"), client.IfVersion(0)); !errors.Is(err, client.ErrConflict) {
+	if _, err := c.PutRevision(ctx, k, []byte("again"), client.IfModRevision(0)); !errors.Is(err, client.ErrConflict) {
 		t.Fatalf("second create = %v; want ErrConflict", err)
 	}
-	v2, err := c.PutVersion(ctx, k, []byte("two"), client.IfVersion(v1))
+	v2, err := c.PutRevision(ctx, k, []byte("two"), client.IfModRevision(v1))
 	if err != nil {
 		t.Fatalf("update at the current version: %v", err)
 	}
-	_, err = c.PutVersion(ctx, k, []byte("stale"), client.IfVersion(v1))
+	_, err = c.PutRevision(ctx, k, []byte("stale"), client.IfModRevision(v1))
 	var ce *client.ConflictError
 	if !errors.As(err, &ce) || ce.Version != v2 {
 		t.Fatalf("update at a stale version = %v; want a ConflictError naming version %d", err, v2)
 	}
-	if got, ver, err := c.GetVersion(ctx, k); err != nil || string(got) != "two" || ver != v2 {
+	if got, ver, err := c.GetModRevision(ctx, k); err != nil || string(got) != "two" || ver != v2 {
 		t.Fatalf("one-sided GET after the CAS: %q at %d, %v; want \"two\" at %d", got, ver, err, v2)
 	}
-	if err := c.Delete(ctx, k, client.IfVersion(v2)); err != nil {
+	if err := c.Delete(ctx, k, client.IfModRevision(v2)); err != nil {
 		t.Fatalf("conditional delete: %v", err)
 	}
 

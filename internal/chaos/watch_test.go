@@ -24,12 +24,12 @@ func TestWatchAcrossLeaderKills(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	c := newClient(t, pc.Endpoints(), client.Linearizable)
-	v0, err := c.PutVersion(ctx, []byte("w/start"), []byte("0"))
+	v0, err := c.PutRevision(ctx, []byte("w/start"), []byte("0"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	wc := newClient(t, pc.Endpoints(), client.Linearizable)
-	col := kvdtest.CollectWatch(wc.Watch(ctx, []byte("w/"), client.WithPrefix(), client.WithFromVersion(v0+1)))
+	col := kvdtest.CollectWatch(wc.Watch(ctx, []byte("w/"), client.WithPrefix(), client.WithFromRevision(v0+1)))
 	h := &kvdtest.WatchHistory{}
 	var stop atomic.Bool
 	done := make(chan struct{})

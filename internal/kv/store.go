@@ -101,6 +101,16 @@ func (s *Store) Get(key []byte) (value []byte, m revision.Meta, ok bool, err err
 	return st.Get(key)
 }
 
+// Revision is the store revision of the applied state.
+func (s *Store) Revision() uint64 {
+	st, release, err := s.node.Acquire()
+	if err != nil {
+		return 0
+	}
+	defer release()
+	return st.Revision()
+}
+
 // ForEach calls fn for every applied key in key order, from a point-in-time
 // view of the applied state (key and value are valid only during the call;
 // an error from fn stops the walk and is returned). The view includes every
@@ -120,11 +130,12 @@ func (s *Store) ForEach(fn func(key, value []byte, m revision.Meta) error) error
 
 // GetMany calls fn for each key with its applied value and metadata, all
 // from one point-in-time view of the applied state, and returns that view's
-// applied index. Like Get, it is not linearizable by itself.
-func (s *Store) GetMany(keys [][]byte, fn func(i int, value []byte, m revision.Meta, found bool)) (applied uint64, err error) {
+// applied index and store revision. Like Get, it is not linearizable by
+// itself.
+func (s *Store) GetMany(keys [][]byte, fn func(i int, value []byte, m revision.Meta, found bool)) (applied, rev uint64, err error) {
 	st, release, err := s.node.Acquire()
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer release()
 	return st.GetMany(keys, fn)
@@ -132,15 +143,16 @@ func (s *Store) GetMany(keys [][]byte, fn func(i int, value []byte, m revision.M
 
 // Scan calls fn for the applied keys k with start <= k < end (an empty
 // end: no upper bound) in key order, from one point-in-time view of the
-// applied state in Pebble, and returns that view's applied index. fn
+// applied state in Pebble, and returns that view's applied index and store
+// revision. fn
 // returns false to stop; key and value are valid only during the call.
 // Like Get, it may run one batch ahead of the Publisher: a caller that
 // must not show state ahead of its cache waits until the returned index is
 // applied there.
-func (s *Store) Scan(start, end []byte, fn func(key, value []byte, m revision.Meta) bool) (applied uint64, err error) {
+func (s *Store) Scan(start, end []byte, fn func(key, value []byte, m revision.Meta) bool) (applied, rev uint64, err error) {
 	st, release, err := s.node.Acquire()
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer release()
 	return st.Scan(start, end, fn)

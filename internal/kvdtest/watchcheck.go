@@ -63,14 +63,14 @@ func WatchWriter(ctx context.Context, c *client.Client, prefix string, h *WatchH
 			r, err := c.Txn(ctx, client.Txn{Then: []client.Op{client.OpPut([]byte(a), []byte(v)), client.OpPut([]byte(b), []byte(v))}})
 			var ver uint64
 			if err == nil {
-				ver = r.Version
+				ver = r.Revision
 			}
 			h.add(WatchWrite{a, v, ver})
 			h.add(WatchWrite{b, v, ver})
 			continue
 		}
 		key := prefix + strconv.Itoa(i%50)
-		ver, err := c.PutVersion(ctx, []byte(key), []byte(v))
+		ver, err := c.PutRevision(ctx, []byte(key), []byte(v))
 		if err != nil {
 			ver = 0
 		}
@@ -93,16 +93,16 @@ func CheckWatchEvents(events []client.Event, h *WatchHistory) error {
 	got := map[string]client.Event{} // by "version key"
 	var prev uint64
 	for i, e := range events {
-		id := fmt.Sprintf("%d %s", e.Version, e.Key)
+		id := fmt.Sprintf("%d %s", e.ModRevision, e.Key)
 		switch {
-		case e.Version < prev:
-			return fmt.Errorf("event %d (%s) out of order: version %d after %d", i, e.Key, e.Version, prev)
-		case got[id].Version != 0:
+		case e.ModRevision < prev:
+			return fmt.Errorf("event %d (%s) out of order: version %d after %d", i, e.Key, e.ModRevision, prev)
+		case got[id].ModRevision != 0:
 			return fmt.Errorf("event %d: %s delivered twice", i, id)
 		case e.Type != client.EventPut || !attempted[kv{string(e.Key), string(e.Value)}]:
 			return fmt.Errorf("event %d: %s %s=%s was never written", i, e.Type, e.Key, e.Value)
 		}
-		prev = e.Version
+		prev = e.ModRevision
 		got[id] = e
 	}
 	for _, w := range h.writes {
@@ -148,7 +148,7 @@ func (wc *WatchCollector) Seen() (int, uint64) {
 	if len(wc.events) == 0 {
 		return 0, 0
 	}
-	return len(wc.events), wc.events[len(wc.events)-1].Version
+	return len(wc.events), wc.events[len(wc.events)-1].ModRevision
 }
 
 // Wait waits for the watch's channel to close (cancel its context first)

@@ -23,7 +23,7 @@ func (m *Mirror) Apply(ws []kv.Write) {
 		m.applyAtomicLocked(ws) // a transaction: one-sided readers see all of it or none (atomic.go)
 	} else {
 		for _, w := range ws {
-			m.applyLocked(w.Version, w.Key, w.Value, w.Deleted)
+			m.applyLocked(w.Meta.Mod, w.Key, w.Value, w.Deleted)
 		}
 	}
 	m.caughtUpLocked()
@@ -43,7 +43,7 @@ func (m *Mirror) Events(ws []kv.Write, applied uint64, reset bool) {
 	}
 	m.events = m.events[:0]
 	for _, w := range ws {
-		e := wire.WatchEvent{Type: wire.EventPut, Key: w.Key, Value: w.Value, Version: w.Version}
+		e := wire.WatchEvent{Type: wire.EventPut, Key: w.Key, Value: w.Value, Version: w.Meta.Mod}
 		if w.Deleted {
 			e.Type, e.Value = wire.EventDelete, nil
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/kvd-project/kvd/internal/kv"
 	"github.com/kvd-project/kvd/internal/kvdtest/wait"
+	"github.com/kvd-project/kvd/internal/revision"
 	"github.com/kvd-project/kvd/internal/table"
 	"github.com/kvd-project/kvd/internal/wire"
 )
@@ -187,9 +188,9 @@ func TestAtomicApplySteps(t *testing.T) {
 	st.put("c", "new", 2)
 	st.del("d")
 	m.Apply([]kv.Write{
-		{Version: 2, Key: []byte("a"), Value: []byte("new"), Atomic: true},
-		{Version: 2, Key: []byte("d"), Deleted: true, Atomic: true},
-		{Version: 2, Key: []byte("c"), Value: []byte("new"), Atomic: true},
+		{Meta: revision.Meta{Mod: 2}, Key: []byte("a"), Value: []byte("new"), Atomic: true},
+		{Meta: revision.Meta{Mod: 2}, Key: []byte("d"), Deleted: true, Atomic: true},
+		{Meta: revision.Meta{Mod: 2}, Key: []byte("c"), Value: []byte("new"), Atomic: true},
 	})
 	mu.Lock()
 	got := strings.Join(steps, " ")
@@ -199,7 +200,7 @@ func TestAtomicApplySteps(t *testing.T) {
 		t.Fatalf("atomic apply steps %q, want withheld, the PUTs (a c), the DELETEs (d)", got)
 	}
 	st.put("a", "x", 3)
-	m.Apply([]kv.Write{{Version: 3, Key: []byte("a"), Value: []byte("x")}})
+	m.Apply([]kv.Write{{Meta: revision.Meta{Mod: 3}, Key: []byte("a"), Value: []byte("x")}})
 	if len(steps) != 0 {
 		t.Fatalf("a plain batch went through an atomic group: %v", steps)
 	}
@@ -333,8 +334,8 @@ func TestEventsPublished(t *testing.T) {
 	var sk sink
 	m := startMirror(t, newMemStore(), Knobs{PauseRepair: pauseRepair()}, &sk)
 	m.Events([]kv.Write{
-		{Version: 5, Key: []byte("a"), Value: []byte("1")},
-		{Version: 6, Key: []byte("a"), Deleted: true},
+		{Meta: revision.Meta{Mod: 5}, Key: []byte("a"), Value: []byte("1")},
+		{Meta: revision.Meta{Mod: 6}, Key: []byte("a"), Deleted: true},
 	}, 6, false)
 	want := []wire.WatchEvent{
 		{Type: wire.EventPut, Key: []byte("a"), Value: []byte("1"), Version: 5},

@@ -26,7 +26,7 @@ func TestScan(t *testing.T) {
 	scan := func(start, end string, stopAfter int) (string, uint64) {
 		t.Helper()
 		var got []string
-		applied, err := s.Scan([]byte(start), []byte(end), func(k, v []byte, m revision.Meta) bool {
+		applied, _, err := s.Scan([]byte(start), []byte(end), func(k, v []byte, m revision.Meta) bool {
 			got = append(got, fmt.Sprintf("%q=%s@%d", k, v, m.Mod))
 			return len(got) != stopAfter
 		})

@@ -14,6 +14,7 @@ import (
 	pb "go.etcd.io/raft/v3/raftpb"
 
 	"github.com/kvd-project/kvd/internal/kvdtest/peertest"
+	"github.com/kvd-project/kvd/internal/revision"
 	"github.com/kvd-project/kvd/internal/store"
 	"github.com/kvd-project/kvd/transport"
 )
@@ -72,8 +73,8 @@ func TestPeerReaderRejectsForeignFrames(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := map[string]string{}
-	st.ForEach(func(k, v []byte, ver uint64) error {
-		got[string(k)] = fmt.Sprintf("%s@%d", v, ver)
+	st.ForEach(func(k, v []byte, m revision.Meta) error {
+		got[string(k)] = fmt.Sprintf("%s@%d", v, m.Mod)
 		return nil
 	})
 	if want := map[string]string{"k1": "v1@7", "k2": "v2@8"}; !maps.Equal(got, want) {
@@ -152,7 +153,7 @@ func checkpointT(t *testing.T) *store.Store {
 	}
 	errs = append(errs, u.Append(ents), u.SetConfState(&pb.ConfState{Voters: []uint64{1, 2}}))
 	for i := range 40 {
-		errs = append(errs, u.Put(fmt.Appendf(nil, "key%02d", i), bytes.Repeat([]byte{'v'}, 20), uint64(i+1)))
+		errs = append(errs, u.Put(fmt.Appendf(nil, "key%02d", i), bytes.Repeat([]byte{'v'}, 20), revision.Meta{Create: uint64(i + 1), Mod: uint64(i + 1), Version: 1}))
 	}
 	errs = append(errs, u.SetApplied(10))
 	if err := errors.Join(errs...); err != nil {
