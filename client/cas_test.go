@@ -109,7 +109,7 @@ func TestCompareAndSwap(t *testing.T) {
 
 	// The message names the versions.
 	_, err = c.PutRevision(ctx, []byte("absent"), []byte("x"), client.IfModRevision(7))
-	if !strings.Contains(err.Error(), `kvd: conflict: key "absent" does not exist (expected version 7)`) {
+	if !strings.Contains(err.Error(), `kvd: conflict: key "absent" does not exist (expected mod revision 7)`) {
 		t.Fatalf("message %q", err)
 	}
 	// Plain writes are unchanged and report their version too.

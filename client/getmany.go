@@ -23,9 +23,9 @@ const batchKeys = (transport.MaxBatch - 1) / 2
 
 // Result is one key's answer in GetMany.
 type Result struct {
-	Value   []byte
+	Value       []byte
 	ModRevision uint64 // the Raft index of the write that stored Value
-	Found   bool
+	Found       bool
 }
 
 // GetMany reads every key in keys (at most MaxGetMany) at the consistency

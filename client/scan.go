@@ -44,8 +44,8 @@ func WithCountOnly() ReadOption {
 // KV is one key of a scan, with its version (the Raft index of the write
 // that stored the value). Value is nil with WithKeysOnly.
 type KV struct {
-	Key     []byte
-	Value   []byte
+	Key         []byte
+	Value       []byte
 	ModRevision uint64
 }
 

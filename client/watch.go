@@ -25,9 +25,9 @@ func (t EventType) String() string { return wire.EventType(t).String() }
 // index of the write's entry: the version GetModRevision returns for a PUT
 // (a transaction's writes share one). Value is nil for a delete.
 type Event struct {
-	Type    EventType
-	Key     []byte
-	Value   []byte
+	Type        EventType
+	Key         []byte
+	Value       []byte
 	ModRevision uint64
 }
 

@@ -3,7 +3,6 @@ package raft
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"maps"
@@ -20,6 +19,7 @@ import (
 	"github.com/kvd-project/kvd/internal/kvdtest/peertest"
 	"github.com/kvd-project/kvd/internal/kvdtest/wait"
 	"github.com/kvd-project/kvd/internal/limits"
+	"github.com/kvd-project/kvd/internal/revision"
 	"github.com/kvd-project/kvd/raft/peer"
 	"github.com/kvd-project/kvd/transport"
 	"github.com/kvd-project/kvd/transport/tcp"
@@ -33,7 +33,7 @@ func beginFrame(id peer.TransferID) []byte { return peer.AppendSnapshotBegin(nil
 func chunkFrame(id peer.TransferID, version uint64, kv ...string) []byte {
 	f := peer.AppendSnapshotHeader(nil, peer.FrameSnapshotChunk, id)
 	for i := 0; i+1 < len(kv); i += 2 {
-		raw := binary.LittleEndian.AppendUint64(nil, version)
+		raw := revision.Meta{Create: version, Mod: version, Version: 1}.Append(nil)
 		f = peer.AppendChunkRecord(f, []byte(kv[i]), append(raw, kv[i+1]...))
 	}
 	return f

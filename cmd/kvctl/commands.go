@@ -51,7 +51,7 @@ var commands = map[string]command{
 	"del":      {"del KEY", []int{1}, runDel},
 	"delete":   {"del KEY", []int{1}, runDel},
 	"txn":      {"txn (reads the transaction from standard input)", []int{0}, runTxn},
-	"watch":    {"watch [--prefix] KEY [--from-version N]", []int{1}, runWatch},
+	"watch":    {"watch [--prefix] KEY [--rev N]", []int{1}, runWatch},
 	"status":   {"status", []int{0}, runStatus},
 	"endpoint": {endpointUsage, []int{1}, runEndpoint},
 	"member":   {memberUsage, []int{1, 2, 3}, runMember},
@@ -121,7 +121,7 @@ type kv struct {
 	// empty; ValueBase64 instead when it is not text.
 	Value       *string `json:"value,omitempty"`
 	ValueBase64 []byte  `json:"value_base64,omitempty"`
-	Version     uint64  `json:"version"`
+	ModRevision uint64  `json:"mod_revision"`
 	raw         []byte  // the value's bytes, for the text formats
 	name        string  // the key's bytes, for the text formats
 }
@@ -136,7 +136,7 @@ func runGet(ctx context.Context, e *env, args []string) error {
 		return e.json(toKV(args[0], v, ver))
 	case "table":
 		tw := tabwriter.NewWriter(e.out, 0, 4, 2, ' ', 0)
-		fmt.Fprintf(tw, "KEY\tVALUE\tVERSION\n%s\t%s\t%d\n", tableField([]byte(args[0])), tableField(v), ver)
+		fmt.Fprintf(tw, "KEY\tVALUE\tMOD_REVISION\n%s\t%s\t%d\n", tableField([]byte(args[0])), tableField(v), ver)
 		return tw.Flush()
 	case "raw":
 		_, err = e.out.Write(v)
@@ -188,7 +188,7 @@ func runMget(ctx context.Context, e *env, args []string) error {
 }
 
 func toKV(key string, v []byte, ver uint64) kv {
-	out := kv{Key: key, Version: ver, raw: v, name: key}
+	out := kv{Key: key, ModRevision: ver, raw: v, name: key}
 	if !utf8.ValidString(key) {
 		out.Key, out.KeyBase64 = "", []byte(key)
 	}
@@ -210,9 +210,9 @@ func (e *env) printMany(kvs []kv) error {
 		return e.json(kvs)
 	case "table":
 		tw := tabwriter.NewWriter(e.out, 0, 4, 2, ' ', 0)
-		fmt.Fprintf(tw, "KEY\tVALUE\tVERSION\n")
+		fmt.Fprintf(tw, "KEY\tVALUE\tMOD_REVISION\n")
 		for _, x := range kvs {
-			fmt.Fprintf(tw, "%s\t%s\t%d\n", tableField([]byte(x.name)), tableField(x.raw), x.Version)
+			fmt.Fprintf(tw, "%s\t%s\t%d\n", tableField([]byte(x.name)), tableField(x.raw), x.ModRevision)
 		}
 		return tw.Flush()
 	}
@@ -227,7 +227,7 @@ func (e *env) printMany(kvs []kv) error {
 // runDel prints the number of keys deleted, 1 or 0, and exits 0 either
 // way, as etcdctl does: a script deleting a key that may be gone need not
 // tell "already gone" from a failure by its exit status (a conflict of
-// --if-version still exits 1).
+// --if-mod-revision still exits 1).
 func runDel(ctx context.Context, e *env, args []string) error {
 	deleted := 1
 	err := e.c.Delete(ctx, []byte(args[0]), e.o.writeOptions()...)

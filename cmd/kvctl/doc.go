@@ -4,12 +4,12 @@
 //	kvctl [flags] get KEY
 //	kvctl [flags] get --prefix PREFIX | --from A [--to B] [--limit N] [--keys-only | --count]   (scan.go)
 //	kvctl [flags] del KEY
-//	kvctl [flags] put --if-version N KEY [VALUE]   (compare-and-swap; N 0: KEY must not exist)
-//	kvctl [flags] del --if-version N KEY
+//	kvctl [flags] put --if-mod-revision N KEY [VALUE]   (compare-and-swap; N 0: KEY must not exist)
+//	kvctl [flags] del --if-mod-revision N KEY
 //	kvctl [flags] txn                              (the transaction on standard input; see txn.go)
 //	kvctl [flags] put --lease ID KEY [VALUE]       (KEY deleted when lease ID ends)
 //	kvctl [flags] lease grant TTL | keepalive ID | revoke ID | ttl ID | list   (lease.go)
-//	kvctl [flags] watch [--prefix] KEY [--from-version N]   (events until interrupted; see watch.go)
+//	kvctl [flags] watch [--prefix] KEY [--rev N]   (events until interrupted; see watch.go)
 //	kvctl [flags] status
 //	kvctl [flags] member list | add ID ADDR | promote ID | remove ID
 //	kvctl [flags] move-leader ID                   (leader.go)

@@ -32,7 +32,7 @@ commands:
                           (exit 1 if any does not exist; they are named on stderr);
                           with --atomic, values that all held at one moment
   del KEY                 delete KEY; prints how many keys it deleted (1 or 0)
-  put --if-version N KEY [VALUE], del --if-version N KEY
+  put --if-mod-revision N KEY [VALUE], del --if-mod-revision N KEY
                           only if KEY's version is N (0: KEY must not exist);
                           else exit 1 naming KEY's version
   txn                     run a transaction read from stdin: compares, a blank
@@ -45,7 +45,7 @@ commands:
   lease revoke ID         end lease ID now, deleting its keys
   lease ttl ID            show lease ID's TTL, time remaining and key count
   lease list              list the leases that exist
-  watch [--prefix] KEY [--from-version N]
+  watch [--prefix] KEY [--rev N]
                           print KEY's (--prefix: every key under it) PUT and
                           DELETE events, one line each, from now or from
                           version N, until interrupted
@@ -108,7 +108,7 @@ type options struct {
 	ifVersion   versionFlag
 	atomic      bool // mget: one snapshot
 	lease       leaseFlag
-	fromVersion versionFlag // watch --from-version
+	fromVersion versionFlag // watch --rev
 	scan        scanFlags   // get's range options (scan.go)
 	timeout     time.Duration
 	timeoutSet  bool // --timeout was given (a snapshot save has no default bound)
@@ -117,7 +117,7 @@ type options struct {
 	clusterID   clusterIDFlag // the cluster the endpoints must be of (status.go)
 }
 
-// versionFlag is --if-version: a version, and whether it was given.
+// versionFlag is --if-mod-revision: a mod revision, and whether it was given.
 type versionFlag struct {
 	set bool
 	v   uint64
@@ -162,11 +162,11 @@ func parse(args []string, stderr io.Writer) (*options, []string, error) {
 	fs.StringVar(&o.consistency, "consistency", "linearizable", "get consistency: linearizable, serializable or readindex")
 	fs.StringVar(&o.write, "w", "simple", "output format: simple, json, table, or raw (get: the value's bytes exactly, nothing added)")
 	fs.StringVar(&o.valueFile, "value-file", "", "put: read the value from this file (without it, a put with no VALUE reads standard input)")
-	fs.Var(&o.ifVersion, "if-version", "put, del: only if the key's version is this (0: the key must not exist); else exit 1 naming its version")
+	fs.Var(&o.ifVersion, "if-mod-revision", "put, del: only if the key's mod revision is this (0: the key must not exist); else exit 1 naming its mod revision")
 	fs.BoolVar(&o.atomic, "atomic", false, "mget: values that all held at one applied index (one snapshot of the keys)")
 	fs.Var(&o.lease, "lease", "put: attach the key to this lease (an ID lease grant printed)")
 	fs.BoolVar(&o.scan.prefix, "prefix", false, "get: every key starting with KEY, in key order; watch: every key starting with KEY")
-	fs.Var(&o.fromVersion, "from-version", "watch: the events from this version on (default: from now)")
+	fs.Var(&o.fromVersion, "rev", "watch: the events from this revision on (default: from now)")
 	fs.Var(&o.scan.from, "from", "get: the keys from this one on (inclusive), in key order")
 	fs.Var(&o.scan.to, "to", "get: with --from, the keys before this one (exclusive; omitted: no upper bound)")
 	fs.IntVar(&o.scan.limit, "limit", 0, "get --prefix/--from: at most this many keys (0: all)")
@@ -253,7 +253,7 @@ func runIn(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 		return usageError{fmt.Sprintf("unknown command %q", pos[0])}
 	}
 	if o.fromVersion.set && pos[0] != "watch" {
-		return usageError{"--from-version applies to watch only"}
+		return usageError{"--rev applies to watch only"}
 	}
 	if o.scan.any() && !(pos[0] == "watch" && o.scan.onlyPrefix()) {
 		if pos[0] != "get" {
@@ -305,7 +305,7 @@ func runIn(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 func checkFlagScope(o *options, cmd string) error {
 	switch {
 	case o.ifVersion.set && cmd != "put" && cmd != "del" && cmd != "delete":
-		return usageError{"--if-version applies to put and del only"}
+		return usageError{"--if-mod-revision applies to put and del only"}
 	case o.atomic && cmd != "mget":
 		return usageError{"--atomic applies to mget only"}
 	case o.lease.id != 0 && cmd != "put":

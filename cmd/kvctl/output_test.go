@@ -30,7 +30,7 @@ func TestWatchJSONBinary(t *testing.T) {
 			KeyBase64   []byte `json:"key_base64"`
 			Value       string
 			ValueBase64 []byte `json:"value_base64"`
-			Version     uint64
+			ModRevision uint64 `json:"mod_revision"`
 		}
 		if err := json.Unmarshal(out.Bytes(), &got); err != nil {
 			t.Fatal(err)
@@ -42,7 +42,7 @@ func TestWatchJSONBinary(t *testing.T) {
 		if got.ValueBase64 != nil {
 			value = string(got.ValueBase64)
 		}
-		if got.Type != ev.Type.String() || key != string(ev.Key) || value != string(ev.Value) || got.Version != ev.ModRevision {
+		if got.Type != ev.Type.String() || key != string(ev.Key) || value != string(ev.Value) || got.ModRevision != ev.ModRevision {
 			t.Errorf("event %+v printed as %s", ev, strings.TrimSpace(out.String()))
 		}
 	}

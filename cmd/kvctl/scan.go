@@ -140,9 +140,9 @@ func runScan(ctx context.Context, e *env, args []string) error {
 		return err
 	case f.keysOnly && e.o.write == "table":
 		tw := tabwriter.NewWriter(e.out, 0, 4, 2, ' ', 0)
-		fmt.Fprintf(tw, "KEY\tVERSION\n")
+		fmt.Fprintf(tw, "KEY\tMOD_REVISION\n")
 		for _, x := range kvs {
-			fmt.Fprintf(tw, "%s\t%d\n", tableField([]byte(x.name)), x.Version)
+			fmt.Fprintf(tw, "%s\t%d\n", tableField([]byte(x.name)), x.ModRevision)
 		}
 		return tw.Flush()
 	case f.keysOnly:

@@ -46,7 +46,7 @@ func TestGetRange(t *testing.T) {
 			t.Errorf("kvctl %v: %q, want %q", tc.args, got, tc.want)
 		}
 	}
-	if got, want := must("-w", "table", "get", "--prefix", "apq", "--keys-only"), fmt.Sprintf("KEY  VERSION\napq  %d\n", version(t, ep, "apq")); got != want {
+	if got, want := must("-w", "table", "get", "--prefix", "apq", "--keys-only"), fmt.Sprintf("KEY  MOD_REVISION\napq  %d\n", version(t, ep, "apq")); got != want {
 		t.Errorf("-w table get --prefix apq --keys-only: %q, want %q", got, want)
 	}
 	var js scanJSON

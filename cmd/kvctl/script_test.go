@@ -122,7 +122,7 @@ func TestJSONEmptyValuePresent(t *testing.T) {
 }
 
 // TestDelMissingKeyExitsZero: del of a key that does not exist prints 0
-// and exits 0, as etcdctl does; a conflict of --if-version still exits 1.
+// and exits 0, as etcdctl does; a conflict of --if-mod-revision still exits 1.
 func TestDelMissingKeyExitsZero(t *testing.T) {
 	ep := startNode(t)
 	must := func(args ...string) string { t.Helper(); return mustKvctl(t, ep, args...) }
@@ -132,15 +132,15 @@ func TestDelMissingKeyExitsZero(t *testing.T) {
 	if got := jq(t, must("-w", "json", "del", "nosuchkey"), "-c", "."); got != `{"deleted":0,"key":"nosuchkey"}` {
 		t.Errorf("-w json del nosuchkey: %s", got)
 	}
-	if got := must("del", "--if-version", "0", "nosuchkey"); got != "0\n" {
-		t.Errorf("del --if-version 0 nosuchkey: %q, want 0", got)
+	if got := must("del", "--if-mod-revision", "0", "nosuchkey"); got != "0\n" {
+		t.Errorf("del --if-mod-revision 0 nosuchkey: %q, want 0", got)
 	}
 	must("put", "k", "v")
 	if got := must("del", "k"); got != "1\n" {
 		t.Errorf("del k: %q, want 1", got)
 	}
-	if _, errOut, code := kvctlAt(ep, "", "del", "--if-version", "5", "k"); code != 1 || !strings.Contains(errOut, "conflict") {
-		t.Errorf("del --if-version 5 of a missing key: exit %d, %q; want 1, a conflict", code, errOut)
+	if _, errOut, code := kvctlAt(ep, "", "del", "--if-mod-revision", "5", "k"); code != 1 || !strings.Contains(errOut, "conflict") {
+		t.Errorf("del --if-mod-revision 5 of a missing key: exit %d, %q; want 1, a conflict", code, errOut)
 	}
 }
 

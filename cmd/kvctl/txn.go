@@ -214,16 +214,16 @@ func word(s string) (string, error) {
 
 // txnResult is a result as JSON shows it.
 type txnResult struct {
-	Op          string  `json:"op"`
-	Key         string  `json:"key,omitempty"`
-	KeyBase64   []byte  `json:"key_base64,omitempty"` // a key that is not UTF-8
-	Found       *bool   `json:"found,omitempty"`
-	Value       *string `json:"value,omitempty"` // a found get's, even empty
-	ValueBase64 []byte  `json:"value_base64,omitempty"`
-	ModRevision    uint64 `json:"mod_revision,omitempty"`
-	CreateRevision uint64 `json:"create_revision,omitempty"`
-	Version        uint64 `json:"version,omitempty"`
-	Lease          string `json:"lease,omitempty"`
+	Op             string  `json:"op"`
+	Key            string  `json:"key,omitempty"`
+	KeyBase64      []byte  `json:"key_base64,omitempty"` // a key that is not UTF-8
+	Found          *bool   `json:"found,omitempty"`
+	Value          *string `json:"value,omitempty"` // a found get's, even empty
+	ValueBase64    []byte  `json:"value_base64,omitempty"`
+	ModRevision    uint64  `json:"mod_revision,omitempty"`
+	CreateRevision uint64  `json:"create_revision,omitempty"`
+	Version        uint64  `json:"version,omitempty"`
+	Lease          string  `json:"lease,omitempty"`
 }
 
 func runTxn(ctx context.Context, e *env, _ []string) error {

@@ -32,14 +32,16 @@ func startNode(t *testing.T) string {
 func version(t *testing.T, ep, key string) uint64 {
 	t.Helper()
 	out, errOut, code := kvctlAt(ep, "", "-w", "json", "get", key)
-	var kv struct{ Version uint64 }
+	var kv struct {
+		ModRevision uint64 `json:"mod_revision"`
+	}
 	if code != 0 || json.Unmarshal([]byte(out), &kv) != nil {
 		t.Fatalf("get %s: exit %d, %q %q", key, code, out, errOut)
 	}
-	return kv.Version
+	return kv.ModRevision
 }
 
-// TestConditionalPutAndDel: put/del --if-version succeed at the key's
+// TestConditionalPutAndDel: put/del --if-mod-revision succeed at the key's
 // version and exit 1 otherwise, naming the version, changing nothing.
 func TestConditionalPutAndDel(t *testing.T) {
 	ep := startNode(t)
@@ -51,29 +53,29 @@ func TestConditionalPutAndDel(t *testing.T) {
 			t.Fatalf("kvctl %v: exit %d, stdout %q, stderr %q; want exit 1 and %q", args, code, out, errOut, want)
 		}
 	}
-	if out := must("put", "--if-version", "0", "k", "v1"); out != "OK\n" {
+	if out := must("put", "--if-mod-revision", "0", "k", "v1"); out != "OK\n" {
 		t.Fatalf("create: %q", out)
 	}
 	v1 := version(t, ep, "k")
-	conflict(fmt.Sprintf(`kvctl: kvd: conflict: key "k" exists at version %d (expected it absent, version 0)`, v1),
-		"put", "--if-version", "0", "k", "again")
-	must("put", "k", "v2", "--if-version", fmt.Sprint(v1)) // flags after the arguments too
+	conflict(fmt.Sprintf(`kvctl: kvd: conflict: key "k" exists at mod revision %d (expected it absent)`, v1),
+		"put", "--if-mod-revision", "0", "k", "again")
+	must("put", "k", "v2", "--if-mod-revision", fmt.Sprint(v1)) // flags after the arguments too
 	v2 := version(t, ep, "k")
-	conflict(fmt.Sprintf(`kvctl: kvd: conflict: key "k" is at version %d, not %d`, v2, v1), "put", "--if-version", fmt.Sprint(v1), "k", "v3")
-	conflict(fmt.Sprintf(`kvctl: kvd: conflict: key "k" is at version %d, not %d`, v2, v1), "del", "--if-version", fmt.Sprint(v1), "k")
+	conflict(fmt.Sprintf(`kvctl: kvd: conflict: key "k" is at mod revision %d, not %d`, v2, v1), "put", "--if-mod-revision", fmt.Sprint(v1), "k", "v3")
+	conflict(fmt.Sprintf(`kvctl: kvd: conflict: key "k" is at mod revision %d, not %d`, v2, v1), "del", "--if-mod-revision", fmt.Sprint(v1), "k")
 	if out := must("get", "k"); out != "v2\n" {
 		t.Fatalf("after the conflicts: %q", out)
 	}
-	if out := must("-w", "json", "put", "--if-version", fmt.Sprint(v2), "k", "v3"); !strings.Contains(out, `"version"`) {
+	if out := must("-w", "json", "put", "--if-mod-revision", fmt.Sprint(v2), "k", "v3"); !strings.Contains(out, `"version"`) {
 		t.Fatalf("json put: %q", out)
 	}
 	v3 := version(t, ep, "k")
-	if out := must("del", "--if-version", fmt.Sprint(v3), "k"); out != "1\n" {
+	if out := must("del", "--if-mod-revision", fmt.Sprint(v3), "k"); out != "1\n" {
 		t.Fatalf("conditional del: %q", out)
 	}
-	conflict(fmt.Sprintf(`kvctl: kvd: conflict: key "k" does not exist (expected version %d)`, v3), "del", "--if-version", fmt.Sprint(v3), "k")
+	conflict(fmt.Sprintf(`kvctl: kvd: conflict: key "k" does not exist (expected mod revision %d)`, v3), "del", "--if-mod-revision", fmt.Sprint(v3), "k")
 	// Usage errors: exit 2.
-	for _, args := range [][]string{{"get", "--if-version", "1", "k"}, {"put", "--if-version", "x", "k", "v"}, {"put", "--if-version", "-1", "k", "v"}} {
+	for _, args := range [][]string{{"get", "--if-mod-revision", "1", "k"}, {"put", "--if-mod-revision", "x", "k", "v"}, {"put", "--if-mod-revision", "-1", "k", "v"}} {
 		if _, errOut, code := kvctlAt(ep, "", args...); code != 2 {
 			t.Errorf("kvctl %v: exit %d (%s), want 2", args, code, errOut)
 		}
@@ -143,6 +145,9 @@ func TestParseTxn(t *testing.T) {
 	tx, labels, err := parseTxn(strings.NewReader(`ver("k 1") > "3"
 val(k) < "\x00"
 exists(e)
+create(c) = "4"
+mod(m) != "5"
+lease(l) = "6"
 
 put "k 1" "v\n"
 delete x
@@ -150,14 +155,47 @@ delete x
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(tx.If) != 3 || len(tx.Then) != 2 || len(tx.Else) != 0 || fmt.Sprint(labels) != "[[{put k 1} {del x}] []]" {
+	if len(tx.If) != 6 || len(tx.Then) != 2 || len(tx.Else) != 0 || fmt.Sprint(labels) != "[[{put k 1} {del x}] []]" {
 		t.Fatalf("parsed %d compares, %d then, %d else; labels %v", len(tx.If), len(tx.Then), len(tx.Else), labels)
 	}
 	want := client.Txn{
-		If:   []client.Cmp{client.CompareModRevision([]byte("k 1"), client.CmpGreater, 3), client.CompareValue([]byte("k"), client.CmpLess, []byte{0}), client.KeyExists([]byte("e"))},
+		If: []client.Cmp{client.CompareVersion([]byte("k 1"), client.CmpGreater, 3), client.CompareValue([]byte("k"), client.CmpLess, []byte{0}),
+			client.KeyExists([]byte("e")), client.CompareCreateRevision([]byte("c"), client.CmpEqual, 4),
+			client.CompareModRevision([]byte("m"), client.CmpNotEqual, 5), client.CompareLease([]byte("l"), client.CmpEqual, 6)},
 		Then: []client.Op{client.OpPut([]byte("k 1"), []byte("v\n")), client.OpDelete([]byte("x"))},
 	}
 	if fmt.Sprint(tx) != fmt.Sprint(want) {
 		t.Fatalf("parsed\n%v\nwant\n%v", tx, want)
+	}
+}
+
+// TestTxnVersionIsEtcds: ver("k") is the key's version as etcd counts it
+// (writes since creation), so a freshly created key is at version 1 and
+// the success branch runs; create() and mod() are its revisions.
+func TestTxnVersionIsEtcds(t *testing.T) {
+	ep := startNode(t)
+	must := func(stdin string, args ...string) string {
+		t.Helper()
+		out, errOut, code := kvctlAt(ep, stdin, args...)
+		if code != 0 {
+			t.Fatalf("kvctl %v: exit %d, %q", args, code, errOut)
+		}
+		return out
+	}
+	must("", "put", "other", "x") // the store revision moves past 1
+	must("", "put", "k", "v1")
+	rev := version(t, ep, "k")
+	if rev < 2 {
+		t.Fatalf("k's mod revision %d: want it past other's", rev)
+	}
+	if got := must("ver(\"k\") = \"1\"\n\nput ok yes\n\nput ok no\n", "txn"); got != "SUCCESS\n\nOK\n" && !strings.HasPrefix(got, "SUCCESS") {
+		t.Fatalf("ver(k) = 1 on a fresh key: %q, want SUCCESS", got)
+	}
+	in := fmt.Sprintf("create(\"k\") = \"%d\"\nmod(\"k\") = \"%d\"\nver(\"k\") = \"1\"\n\nput k v2\n\n", rev, rev)
+	if got := must(in, "txn"); !strings.HasPrefix(got, "SUCCESS") {
+		t.Fatalf("create/mod = %d: %q, want SUCCESS", rev, got)
+	}
+	if got := must("ver(\"k\") = \"2\"\n\n\n\n", "txn"); !strings.HasPrefix(got, "SUCCESS") {
+		t.Fatalf("ver(k) = 2 after a second write: %q, want SUCCESS", got)
 	}
 }

@@ -11,7 +11,7 @@ import (
 )
 
 // runWatch prints KEY's events (with --prefix, those of every key under
-// it), one line each, from now or --from-version, until interrupted:
+// it), one line each, from now or --rev, until interrupted:
 //
 //	VERSION PUT KEY VALUE
 //	VERSION DELETE KEY

@@ -54,17 +54,17 @@ func TestWatch(t *testing.T) {
 	must("put", "cfg/b", "two words")
 	vb := version(t, ep, "cfg/b")
 	must("del", "cfg/a")
-	got := watchKvctl(t, ep, 3, "--prefix", "cfg/", "--from-version", fmt.Sprint(from))
+	got := watchKvctl(t, ep, 3, "--prefix", "cfg/", "--rev", fmt.Sprint(from))
 	lines := strings.Split(strings.TrimSuffix(got, "\n"), "\n")
 	if len(lines) != 3 || lines[0] != fmt.Sprintf("%d PUT cfg/a 1", from) || lines[1] != fmt.Sprintf("%d PUT cfg/b \"two words\"", vb) ||
 		!strings.HasSuffix(lines[2], " DELETE cfg/a") {
-		t.Fatalf("watch --prefix cfg/ --from-version %d:\n%s", from, got)
+		t.Fatalf("watch --prefix cfg/ --rev %d:\n%s", from, got)
 	}
-	if got := watchKvctl(t, ep, 1, "cfg/b", "--from-version", "1", "-w", "json"); got != fmt.Sprintf(`{"type":"PUT","key":"cfg/b","value":"two words","version":%d}`+"\n", vb) {
+	if got := watchKvctl(t, ep, 1, "cfg/b", "--rev", "1", "-w", "json"); got != fmt.Sprintf(`{"type":"PUT","key":"cfg/b","value":"two words","mod_revision":%d}`+"\n", vb) {
 		t.Fatalf("watch -w json cfg/b: %q", got)
 	}
 	for _, args := range [][]string{
-		{"get", "cfg/a", "--from-version", "3"},
+		{"get", "cfg/a", "--rev", "3"},
 		{"watch", "cfg/", "--prefix", "--limit", "2"},
 		{"watch"},
 	} {

@@ -294,15 +294,15 @@ func TestCASModel(t *testing.T) {
 func TestKvctlConditionalExitStatus(t *testing.T) {
 	pc := startCluster(t)
 	eps := strings.Join(pc.Endpoints(), ",")
-	if out, err := kvctl(eps, "put", "--if-version", "0", "lock", "me"); err != nil {
+	if out, err := kvctl(eps, "put", "--if-mod-revision", "0", "lock", "me"); err != nil {
 		t.Fatalf("create: %v: %s", err, out)
 	}
 	var ee *exec.ExitError
-	out, err := kvctl(eps, "put", "--if-version", "0", "lock", "you")
+	out, err := kvctl(eps, "put", "--if-mod-revision", "0", "lock", "you")
 	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(out, `kvctl: kvd: conflict: key "lock" exists at version`) {
 		t.Fatalf("conflicting put: %v, %q; want exit 1 naming the version", err, out)
 	}
-	out, err = kvctl(eps, "del", "--if-version", "1", "lock")
+	out, err = kvctl(eps, "del", "--if-mod-revision", "1", "lock")
 	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(out, `is at version`) {
 		t.Fatalf("conflicting del: %v, %q; want exit 1 naming the version", err, out)
 	}

@@ -2,7 +2,6 @@ package peer
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,6 +13,7 @@ import (
 	pb "go.etcd.io/raft/v3/raftpb"
 
 	"github.com/kvd-project/kvd/internal/kvdtest/peertest"
+	"github.com/kvd-project/kvd/internal/revision"
 	"github.com/kvd-project/kvd/internal/store"
 	"github.com/kvd-project/kvd/transport"
 )
@@ -202,7 +202,7 @@ func beginFrame(id TransferID) []byte { return AppendSnapshotBegin(nil, id) }
 func chunkFrame(id TransferID, version uint64, kv ...string) []byte {
 	f := AppendSnapshotHeader(nil, FrameSnapshotChunk, id)
 	for i := 0; i+1 < len(kv); i += 2 {
-		raw := binary.LittleEndian.AppendUint64(nil, version)
+		raw := revision.Meta{Create: version, Mod: version, Version: 1}.Append(nil)
 		f = AppendChunkRecord(f, []byte(kv[i]), append(raw, kv[i+1]...))
 	}
 	return f
