@@ -262,11 +262,13 @@ func TestCompactRefusals(t *testing.T) {
 	}
 }
 
-// changesModel is the model's answer to Changes(from).
-func changesModel(hm *histModel, from uint64) []string {
+// changesModel is the model's answer to Changes(from) read at revision to.
+func changesModel(hm *histModel, from, to uint64) []string {
+	hm.mu.RLock()
+	defer hm.mu.RUnlock()
 	var out []string
 	for _, ev := range hm.events {
-		if ev.entry.m.Mod >= from {
+		if ev.entry.m.Mod >= from && ev.entry.m.Mod <= to {
 			out = append(out, eventString(ev.key, ev.entry.value, ev.entry.m, ev.deleted, ev.prev))
 		}
 	}
@@ -322,7 +324,7 @@ func checkChanges(t *testing.T, s *Store, hm *histModel, lo uint64) {
 		if err != nil || at != hm.rev() {
 			t.Fatalf("Changes(%d): at %d, %v", from, at, err)
 		}
-		if want := changesModel(hm, from); !slices.Equal(got, want) {
+		if want := changesModel(hm, from, at); !slices.Equal(got, want) {
 			t.Fatalf("Changes(%d):\n got %q\nwant %q", from, got, want)
 		}
 	}
