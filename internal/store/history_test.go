@@ -105,7 +105,7 @@ func (hm *histModel) record(u *Update, writes []histWrite) (bool, error) {
 // randomWrites is one revision's writes: 1 to 3 distinct keys of keys,
 // each put or (one time in four) deleted.
 func randomWrites(rng *rand.Rand, keys []string) []histWrite {
-	n := 1 + rng.IntN(3)
+	n := 1 + rng.IntN(min(3, len(keys)))
 	perm := rng.Perm(len(keys))[:n]
 	var ws []histWrite
 	for _, i := range perm {
