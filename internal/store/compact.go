@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -19,14 +20,17 @@ import (
 // in batches of at most limits.CompactBatch records, each batch its own
 // small Pebble commit (with its cursor), so that it never holds up the
 // apply path however much history a compaction releases. How far it has
-// got differs from member to member; what reads see does not: at
-// compaction revision C it deletes, for each key, the records older than
-// the key's newest at or below C, and that one too if it is a tombstone,
-// and the revision-order records at or below C. A read at R >= C finds
-// the same newest record at or below R before and after (a deleted
-// tombstone and no record are both "absent"), and a change above C finds
-// the same previous record; readers work on Pebble snapshots, which a
-// batch never changes under them.
+// got differs from member to member; what reads see does not. A pass at
+// compaction revision C walks the history in key order and deletes, for
+// each key, the records older than the key's newest at or below C, and
+// that one too if it is a tombstone, oldest first; and the
+// revision-order records at or below C, with one range deletion. A read
+// at R >= C finds the same newest record at or below R before, during
+// and after the pass (a tombstone is deleted last, so it hides the older
+// records until they are gone; a deleted tombstone and no record are
+// both "absent"), and a change above C finds the same previous record.
+// Readers work on Pebble snapshots, which a batch never changes under
+// them.
 
 // Compact sets the compaction revision to rev, in the Update's batch. It
 // refuses a rev above the store revision (errs.ErrFutureRevision) and one
@@ -132,9 +136,44 @@ func (c *compactor) drain() error {
 	}
 }
 
-// compactBatch deletes the history below the compaction revision that the
-// next at most n revision-order records name, and records how far it
-// got; more reports whether any may remain. It holds genMu's read side so
+// The compactor's cursor ('d' record) says how far its pass over the
+// history, in key order, has got: le64(pass) + state + resume, where pass
+// is the compaction revision the pass works to, and resume a history key
+// (after its kind byte): for cursorGroup the prefix of the key group to
+// begin at, for cursorInGroup the record to go on deleting from (the
+// group's kept record was decided by an earlier batch), and nothing for
+// cursorDone. A pass in key order reads the history sequentially, as
+// Pebble stores it; one in revision order read it at random, 20,000
+// records a second.
+const (
+	cursorGroup   = 0
+	cursorInGroup = 1
+	cursorDone    = 2
+)
+
+type compactCursor struct {
+	pass   uint64
+	state  byte
+	resume []byte
+}
+
+func (c compactCursor) encode() []byte {
+	return append(append(encodeU64(c.pass), c.state), c.resume...)
+}
+
+func decodeCursor(raw []byte) (compactCursor, bool) {
+	if len(raw) < 9 || raw[8] > cursorDone || (raw[8] == cursorDone) != (len(raw) == 9) {
+		return compactCursor{}, false
+	}
+	return compactCursor{pass: binary.LittleEndian.Uint64(raw), state: raw[8], resume: raw[9:]}, true
+}
+
+// compactBatch runs one batch of the pass to the compaction revision: it
+// examines at most n history records, deletes those no read may ask for,
+// and records how far it got; more reports whether the pass goes on. A
+// pass to a new compaction revision starts from the first key, dropping
+// the revision-order records at or below it with one range deletion (one
+// per pass: nothing reads them any more). It holds genMu's read side so
 // that a snapshot install (which drops the generation) waits for it
 // rather than have it write into a dropped generation.
 func (s *Store) compactBatch(n int) (more bool, err error) {
@@ -146,95 +185,124 @@ func (s *Store) compactBatch(n int) (more bool, err error) {
 		return false, err
 	}
 	cursorKey := appendRevKey(nil, gen, revCursor)
-	cursor, _, err := s.getRaw(cursorKey)
+	raw, ok, err := s.getRaw(cursorKey)
 	if err != nil {
 		return false, err
 	}
-	orderPrefix := appendRevKey(nil, gen, revOrder)
-	wit, err := s.db.NewIter(&pebble.IterOptions{
-		LowerBound: append(bytes.Clone(orderPrefix), cursor...),
-		UpperBound: appendU64BE(bytes.Clone(orderPrefix), compact+1), // revisions <= compact
-	})
-	if err != nil {
-		return false, err
+	cur, valid := decodeCursor(raw)
+	if ok && !valid {
+		return false, fmt.Errorf("%w: compaction cursor %x", ErrCorrupt, raw)
 	}
-	defer wit.Close()
-	hit, err := s.db.NewIter(&pebble.IterOptions{
-		LowerBound: appendRevKey(nil, gen, revHistory), UpperBound: appendRevKey(nil, gen, revHistory+1)})
-	if err != nil {
-		return false, err
-	}
-	defer hit.Close()
 	b := s.db.NewBatch()
 	defer func() {
 		if b != nil {
 			b.Close()
 		}
 	}()
-	var start uint64 // the revision this pass began at (0: the first pass)
-	if len(cursor) >= 8 {
-		start = beU64(cursor)
-	}
-	ok, examined := wit.First(), 0
-	for ; ok && examined < n; ok, examined = wit.Next(), examined+1 {
-		if err := compactRecord(b, hit, gen, start, compact, wit.Key()); err != nil {
+	if cur.pass < compact && (cur.state == cursorDone || !ok) {
+		// A pass to a newer compaction revision begins once the last one
+		// is done (its deletions are right for the newer one too).
+		cur = compactCursor{pass: compact}
+		order := appendRevKey(nil, gen, revOrder)
+		if err := b.DeleteRange(order, appendU64BE(bytes.Clone(order), compact+1), nil); err != nil {
 			return false, err
 		}
 	}
-	if err := wit.Error(); err != nil {
-		return false, err
-	}
-	if examined == 0 {
+	if cur.state == cursorDone && cur.pass == compact {
 		return false, nil
 	}
-	next := appendU64BE(nil, compact+1) // done: resume above compact
-	if ok {
-		next = bytes.Clone(wit.Key()[len(orderPrefix):])
+	if cur, err = s.compactKeys(b, gen, cur, n); err != nil {
+		return false, err
 	}
-	if err := b.Set(cursorKey, next, nil); err != nil {
+	if err := b.Set(cursorKey, cur.encode(), nil); err != nil {
 		return false, err
 	}
 	err, finished := s.guard(func() error { return b.Commit(pebble.NoSync) })
 	if !finished {
 		b = nil // abandoned inside Pebble (fault.go)
 	}
-	return ok && err == nil, err
+	return (cur.state != cursorDone || cur.pass < compact) && err == nil, err
 }
 
-// compactRecord adds to b the deletions one revision-order record wk (at
-// or below compact) calls for: itself; the key's records older than
-// start, the revision this pass of the compactor began at (what earlier
-// compactions kept of the key: wk's write supersedes it); and wk's
-// history record unless that is the key's newest at or below compact and
-// not a tombstone. (Older records from start on have revision-order
-// records of their own, met earlier in this pass.)
-func compactRecord(b *pebble.Batch, hit *pebble.Iterator, gen, start, compact uint64, wk []byte) error {
-	rev, _, key, ok := splitOrderKey(wk[revKeyHeader+1:])
-	if !ok {
-		return fmt.Errorf("%w: revision-order key %x", ErrCorrupt, wk)
+// compactKeys adds to b the deletions of up to n history records from cur
+// on: for each key, the records older than its newest at or below
+// cur.pass, and that one too if it is a tombstone. It returns where the
+// next batch resumes.
+func (s *Store) compactKeys(b *pebble.Batch, gen uint64, cur compactCursor, n int) (compactCursor, error) {
+	prefix := appendRevKey(nil, gen, revHistory)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: appendRevKey(nil, gen, revHistory+1)})
+	if err != nil {
+		return cur, err
 	}
-	if err := b.Delete(wk, nil); err != nil {
-		return err
+	defer it.Close()
+	at := append(bytes.Clone(prefix), cur.resume...)
+	var from []byte // inside a group: the record to go on at
+	if cur.state == cursorInGroup {
+		from = at
 	}
-	hk := appendHistKey(nil, gen, key, rev)
-	group := hk[:len(hk)-8]
-	if start > 0 && rev >= start {
-		for ok := hit.SeekGE(appendHistKey(nil, gen, key, start-1)); ok && bytes.HasPrefix(hit.Key(), group); ok = hit.Next() {
-			if err := b.Delete(hit.Key(), nil); err != nil {
-				return err
-			}
+	ok := it.SeekGE(at)
+	for used := 0; ok && used < n; from = nil {
+		k := it.Key()
+		if _, _, valid := splitHistKey(k[len(prefix):]); !valid {
+			return cur, fmt.Errorf("%w: history key %x", ErrCorrupt, k)
+		}
+		group := bytes.Clone(k[:len(k)-8])
+		resume, spent, err := compactGroup(b, it, group, cur.pass, from, n-used)
+		if err != nil {
+			return cur, err
+		}
+		if resume != nil {
+			return compactCursor{pass: cur.pass, state: cursorInGroup, resume: resume[len(prefix):]}, nil
+		}
+		used += spent
+		group[len(group)-1] = escAfter // above every record of the key
+		ok = it.SeekGE(group)
+	}
+	if ok {
+		return compactCursor{pass: cur.pass, state: cursorGroup, resume: bytes.Clone(it.Key()[len(prefix):])}, nil
+	}
+	return compactCursor{pass: cur.pass, state: cursorDone}, it.Error()
+}
+
+// compactGroup adds to b the deletions of one key's records that no read
+// may ask for, from the oldest up (from from, if set), at most budget of
+// them; resume is the record to go on at if the budget ran out. Oldest
+// first, so that a tombstone, deleted last, hides the older records from
+// readers of the batches in between. spent counts the deletions and the
+// key's seek.
+func compactGroup(b *pebble.Batch, it *pebble.Iterator, group []byte, pass uint64, from []byte, budget int) (resume []byte, spent int, err error) {
+	// The key's newest record at or below pass (revisions are inverted).
+	if !it.SeekGE(appendU64BE(bytes.Clone(group), ^pass)) || !bytes.HasPrefix(it.Key(), group) {
+		return nil, 1, it.Error() // every record of the key is above pass
+	}
+	keep := bytes.Clone(it.Key())
+	_, _, tomb, err := decodeHistValue(it.Value())
+	if err != nil {
+		return nil, 0, err
+	}
+	var ok bool
+	if from != nil {
+		ok = it.SeekGE(from)
+	} else {
+		after := bytes.Clone(group)
+		after[len(after)-1] = escAfter
+		ok = it.SeekLT(after) // the key's oldest record
+	}
+	for ; ok && bytes.HasPrefix(it.Key(), group) && bytes.Compare(it.Key(), keep) >= 0; ok = it.Prev() {
+		last := bytes.Equal(it.Key(), keep)
+		if last && !tomb {
+			break // the key's state at pass: kept
+		}
+		if spent == budget {
+			return bytes.Clone(it.Key()), spent, nil
+		}
+		if err := b.Delete(it.Key(), nil); err != nil {
+			return nil, 0, err
+		}
+		spent++
+		if last {
+			break
 		}
 	}
-	// The key's newest record at or below compact: the first at or after
-	// its key at compact (revisions are inverted).
-	if hit.SeekGE(appendHistKey(nil, gen, key, compact)) && bytes.Equal(hit.Key(), hk) {
-		_, _, deleted, err := decodeHistValue(hit.Value())
-		if err != nil || !deleted {
-			return err // the key's state at compact: kept
-		}
-	}
-	if err := hit.Error(); err != nil {
-		return err
-	}
-	return b.Delete(hk, nil)
+	return nil, spent + 1, it.Error()
 }

@@ -19,7 +19,7 @@ import (
 //	"r" + be64(gen) + 's'      store revision: le64
 //	"r" + be64(gen) + 'c'      compaction revision: le64
 //	"r" + be64(gen) + 'd'      physical compaction's cursor (compact.go):
-//	                           the revision-order suffix to resume at
+//	                           le64 pass + state + history key to resume at
 //	"r" + be64(gen) + 'h' + esc(key) + 0x00 0x01 + be64(^rev)
 //	                           history, by key, newest first: a flags byte
 //	                           (1: tombstone) + revision.Meta + value

@@ -47,8 +47,7 @@ func validRevisionRecord(key, raw []byte) bool {
 	case revRevision, revCompact:
 		return len(body) == 0 && len(raw) == 8
 	case revCursor:
-		_, _, _, ok := splitOrderKey(raw)
-		return len(body) == 0 && (len(raw) == 8 || ok)
+		return len(body) == 0 && validCursor(raw)
 	case revOrder:
 		_, _, _, ok := splitOrderKey(body)
 		return ok && len(raw) == 0
@@ -56,6 +55,17 @@ func validRevisionRecord(key, raw []byte) bool {
 		return validHistRecord(body, raw)
 	}
 	return false
+}
+
+// validCursor reports whether raw is a compaction cursor whose resume
+// point, if it has one, is a history key's.
+func validCursor(raw []byte) bool {
+	c, ok := decodeCursor(raw)
+	if !ok || c.state == cursorDone {
+		return ok
+	}
+	esc, _, ok := splitHistKey(c.resume)
+	return ok && len(esc) > 0 && validEscape(esc)
 }
 
 // validHistRecord reports whether a history record (after its kind byte)

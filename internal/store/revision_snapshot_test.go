@@ -103,9 +103,13 @@ func TestAddRevisionRefusesMalformedRecords(t *testing.T) {
 		{"short revision", []byte{revRevision}, []byte{1}, false},
 		{"compaction", []byte{revCompact}, encodeU64(4), true},
 		{"revision with a suffix", []byte{revCompact, 0}, encodeU64(4), false},
-		{"done cursor", []byte{revCursor}, encodeU64(6), true},
-		{"cursor in a revision", []byte{revCursor}, appendOrderKey(nil, 0, 5, 1, []byte("k"))[revKeyHeader+1:], true},
-		{"cursor of 10 bytes", []byte{revCursor}, make([]byte, 10), false},
+		{"done cursor", []byte{revCursor}, compactCursor{pass: 6, state: cursorDone}.encode(), true},
+		{"done cursor with a key", []byte{revCursor}, compactCursor{pass: 6, state: cursorDone, resume: hk("a", 3)[1:]}.encode(), false},
+		{"cursor at a key", []byte{revCursor}, compactCursor{pass: 6, resume: hk("a\x00", 3)[1:]}.encode(), true},
+		{"cursor in a key", []byte{revCursor}, compactCursor{pass: 6, state: cursorInGroup, resume: hk("a", 3)[1:]}.encode(), true},
+		{"cursor at no key", []byte{revCursor}, compactCursor{pass: 6, resume: []byte("a")}.encode(), false},
+		{"cursor in an unknown state", []byte{revCursor}, compactCursor{pass: 6, state: 7, resume: hk("a", 3)[1:]}.encode(), false},
+		{"cursor of 8 bytes", []byte{revCursor}, encodeU64(6), false},
 		{"history", hk("a\x00b", 5), ok, true},
 		{"tombstone", hk("a", 5), appendHistValue(nil, m, nil, true), true},
 		{"tombstone with a value", hk("a", 5), append(appendHistValue(nil, m, nil, true), 'x'), false},
@@ -138,10 +142,18 @@ func FuzzRevisionRecord(f *testing.F) {
 	m := revision.Meta{Create: 3, Mod: 5, Version: 2}
 	f.Add(appendHistKey(nil, 0, []byte("a\x00b"), 5)[revKeyHeader:], appendHistValue(nil, m, []byte("v"), false))
 	f.Add(appendOrderKey(nil, 0, 5, 0, []byte("k"))[revKeyHeader:], []byte(nil))
-	f.Add([]byte{revCursor}, encodeU64(6))
+	f.Add([]byte{revCursor}, compactCursor{pass: 6, state: cursorInGroup, resume: []byte("a\x00\x01\x00\x00\x00\x00\x00\x00\x00\x03")}.encode())
 	f.Add([]byte{revRevision}, encodeU64(6))
 	f.Fuzz(func(t *testing.T, key, raw []byte) {
-		if !validRevisionRecord(key, raw) || key[0] != revHistory {
+		if !validRevisionRecord(key, raw) {
+			return
+		}
+		if key[0] == revCursor {
+			if c, _ := decodeCursor(raw); !bytes.Equal(c.encode(), raw) {
+				t.Fatalf("cursor %x re-encodes as %x", raw, c.encode())
+			}
+		}
+		if key[0] != revHistory {
 			return
 		}
 		esc, rev, ok := splitHistKey(key[1:])
