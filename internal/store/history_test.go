@@ -173,7 +173,7 @@ func compactTo(t testing.TB, s *Store, rev uint64) {
 // prefixes of keys and bounds holding 0x00.
 func checkRangeAt(t *testing.T, s *Store, hm *histModel, lo uint64) {
 	t.Helper()
-	bounds := [][2]string{{"", ""}, {"a", "b"}, {"a\x00", "a\x01"}, {"a\x00", ""}, {"\x00", "a"}, {"", "a\x00"}, {"k", "k\x00\x02"}, {"b", "\xff"}}
+	bounds := [][2]string{{"", ""}, {"a", "b"}, {"a\x00", "a\x01"}, {"a\x00", ""}, {"\x00", "a"}, {"", "a\x00"}, {"k", "k\x00\x02"}, {"b", "\xff"}, {"b", "a"}, {"a", "a"}}
 	for rev := lo; rev <= hm.rev(); rev++ {
 		for _, b := range bounds {
 			got, at, err := rangeStore(s, b[0], b[1], rev)

@@ -28,6 +28,9 @@ func (s *Store) RangeAt(start, end []byte, rev uint64, fn func(key, value []byte
 	if atRev, err = checkRev(rev, cur, compact); err != nil {
 		return 0, err
 	}
+	if len(end) > 0 && bytes.Compare(start, end) >= 0 {
+		return atRev, nil // an empty range (Pebble wants its bounds in order)
+	}
 	opts := pebble.IterOptions{LowerBound: appendHistPrefix(nil, gen, start)}
 	if len(end) > 0 {
 		opts.UpperBound = appendHistPrefix(nil, gen, end)
