@@ -437,3 +437,38 @@ func TestRevisionsSurviveReopen(t *testing.T) {
 	checkRangeAt(t, s, hm, 60)
 	checkChanges(t, s, hm, 61)
 }
+
+// TestCompactionBatchIsBounded: one batch of the physical compaction
+// deletes at most its bound of records, however many one key or one
+// compaction releases (a hot key's thousand writes are spread over
+// batches), and the batches together leave what a single pass would.
+func TestCompactionBatchIsBounded(t *testing.T) {
+	s := openT(t, t.TempDir(), 0)
+	defer s.Close()
+	s.rs.comp.close() // the test runs the batches itself
+	s.rs.comp = nil
+	hm := newHistModel()
+	rng := rand.New(rand.NewPCG(41, 42))
+	writeHistory(t, s, hm, rng, []string{"hot"}, 1000)
+	writeHistory(t, s, hm, rng, awkwardKeys, 300)
+	compactTo(t, s, 1250)
+	const bound = 64
+	for batches := 0; ; batches++ {
+		before := revRecords(t, s)[revHistory]
+		more, err := s.compactBatch(bound)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := before - revRecords(t, s)[revHistory]; n > bound {
+			t.Fatalf("batch %d deleted %d history records, bound %d", batches, n, bound)
+		}
+		if !more {
+			if batches < 1000/bound {
+				t.Fatalf("a thousand records went in %d batches of at most %d", batches+1, bound)
+			}
+			break
+		}
+	}
+	checkRangeAt(t, s, hm, 1250)
+	checkChanges(t, s, hm, 1251)
+}
