@@ -472,3 +472,31 @@ func TestCompactionBatchIsBounded(t *testing.T) {
 	checkRangeAt(t, s, hm, 1250)
 	checkChanges(t, s, hm, 1251)
 }
+
+// TestCompactorStopsAtAFault: after a storage fault a compaction batch
+// writes nothing and fails with ErrFault, and the compactor's goroutine
+// ends rather than retry (Close does not wait for a faulted store's).
+func TestCompactorStopsAtAFault(t *testing.T) {
+	s := openT(t, t.TempDir(), 0)
+	s.rs.comp.close()
+	s.rs.comp = nil
+	hm := newHistModel()
+	writeHistory(t, s, hm, rand.New(rand.NewPCG(51, 52)), awkwardKeys, 50)
+	compactTo(t, s, 40)
+	s.fault.trip(errors.New("injected: input/output error"))
+	if _, err := s.compactBatch(10); !errors.Is(err, ErrFault) {
+		t.Fatalf("compaction batch after a fault: %v, want ErrFault", err)
+	}
+	s.startCompactor(newLimitedLog(nil))
+	wait.For(t, "the compactor to stop at the fault", func() bool {
+		select {
+		case <-s.rs.comp.done:
+			return true
+		default:
+			return false
+		}
+	})
+	if err := s.Close(); !errors.Is(err, ErrFault) {
+		t.Fatalf("Close of a faulted store: %v", err)
+	}
+}
