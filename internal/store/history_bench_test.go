@@ -30,8 +30,8 @@ func benchKey(i int) []byte { return fmt.Appendf(nil, "key-%012d", i%benchKeys) 
 
 // benchHistory writes revs revisions of one write each, round robin over
 // benchKeys keys, from revision from+1, in Updates of batch revisions.
-func benchHistory(tb testing.TB, s *Store, from uint64, revs, batch int) uint64 {
-	value := make([]byte, benchValueLen)
+func benchHistory(tb testing.TB, s *Store, from uint64, revs, batch, valueLen int) uint64 {
+	value := make([]byte, valueLen)
 	rev := from
 	for done := 0; done < revs; {
 		u := s.NewUpdate()
@@ -55,27 +55,36 @@ func benchHistory(tb testing.TB, s *Store, from uint64, revs, batch int) uint64 
 
 // BenchmarkHistoryBytesPerRevision reports the bytes on disk the history
 // takes per key per revision (both of its records, after Pebble compacted
-// them into tables), for 16-byte keys and 256-byte values: bytes/rev, and
-// overhead/rev, the part beyond the key and value themselves.
+// them into tables), for 16-byte keys and values of 16 and 256 bytes:
+// bytes/rev, and overhead/rev, the part beyond the key and value
+// themselves.
 func BenchmarkHistoryBytesPerRevision(b *testing.B) {
-	for range b.N {
-		s, err := Open(b.TempDir(), Options{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		const revs = 100000
-		benchHistory(b, s, 0, revs, 100)
-		if err := s.db.Compact(context.Background(), revStart, revEnd, true); err != nil {
-			b.Fatal(err)
-		}
-		size, err := s.db.EstimateDiskUsage(revStart, revEnd)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.ReportMetric(float64(size)/revs, "bytes/rev")
-		b.ReportMetric(float64(size)/revs-16-benchValueLen, "overhead/rev")
-		s.Close()
+	for _, valueLen := range []int{16, benchValueLen} {
+		b.Run(fmt.Sprintf("value=%d", valueLen), func(b *testing.B) {
+			for range b.N {
+				benchHistoryBytes(b, valueLen)
+			}
+		})
 	}
+}
+
+func benchHistoryBytes(b *testing.B, valueLen int) {
+	s, err := Open(b.TempDir(), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	const revs = 100000
+	benchHistory(b, s, 0, revs, 100, valueLen)
+	if err := s.db.Compact(context.Background(), revStart, revEnd, true); err != nil {
+		b.Fatal(err)
+	}
+	size, err := s.db.EstimateDiskUsage(revStart, revEnd)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(size)/revs, "bytes/rev")
+	b.ReportMetric(float64(size)/revs-16-float64(valueLen), "overhead/rev")
 }
 
 // BenchmarkCompactionThroughput reports how many history records the
@@ -90,7 +99,7 @@ func BenchmarkCompactionThroughput(b *testing.B) {
 		s.rs.comp.close() // the benchmark runs the batches itself
 		s.rs.comp = nil
 		const revs = 10 * benchKeys
-		rev := benchHistory(b, s, 0, revs, 100)
+		rev := benchHistory(b, s, 0, revs, 100, benchValueLen)
 		u := s.NewUpdate()
 		if err := u.Compact(rev); err != nil {
 			b.Fatal(err)
