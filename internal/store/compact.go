@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/kvd-project/kvd/internal/errs"
@@ -48,6 +49,11 @@ func (u *Update) Compact(rev uint64) error {
 	r.kbuf = appendRevKey(r.kbuf[:0], u.gen, revCompact)
 	return u.b.Set(r.kbuf, encodeU64(rev), nil)
 }
+
+// compactPause separates the compactor's batches, so that a long
+// compaction takes a share of the disk and the CPU beside the writes, not
+// all it can get (etcd pauses as long between its batches of 1000).
+const compactPause = 10 * time.Millisecond
 
 // compactor runs the physical deletion: one goroutine per store, woken
 // when the compaction revision moves or a snapshot is installed.
@@ -111,7 +117,7 @@ func (c *compactor) run() {
 			select {
 			case <-c.stop:
 				return
-			default:
+			case <-time.After(compactPause):
 			}
 		}
 	}
