@@ -210,7 +210,7 @@ func (s *Store) compactBatch(n int) (more bool, err error) {
 		// is done (its deletions are right for the newer one too).
 		cur = compactCursor{pass: compact}
 		order := appendRevKey(nil, gen, revOrder)
-		if err := b.DeleteRange(order, appendU64BE(bytes.Clone(order), compact+1), nil); err != nil {
+		if err := b.DeleteRange(order, binary.BigEndian.AppendUint64(bytes.Clone(order), compact+1), nil); err != nil {
 			return false, err
 		}
 	}
@@ -278,7 +278,7 @@ func (s *Store) compactKeys(b *pebble.Batch, gen uint64, cur compactCursor, n in
 // key's seek.
 func compactGroup(b *pebble.Batch, it *pebble.Iterator, group []byte, pass uint64, from []byte, budget int) (resume []byte, spent int, err error) {
 	// The key's newest record at or below pass (revisions are inverted).
-	if !it.SeekGE(appendU64BE(bytes.Clone(group), ^pass)) || !bytes.HasPrefix(it.Key(), group) {
+	if !it.SeekGE(binary.BigEndian.AppendUint64(bytes.Clone(group), ^pass)) || !bytes.HasPrefix(it.Key(), group) {
 		return nil, 1, it.Error() // every record of the key is above pass
 	}
 	keep := bytes.Clone(it.Key())

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -66,7 +67,7 @@ func walkAt(it *pebble.Iterator, rev uint64, fn func(key, value []byte, m revisi
 		}
 		group := k[:len(k)-8] // prefix + esc + terminator
 		if r > rev {
-			seek = appendU64BE(append(seek[:0], group...), ^rev)
+			seek = binary.BigEndian.AppendUint64(append(seek[:0], group...), ^rev)
 			ok = it.SeekGE(seek)
 			continue
 		}
@@ -126,7 +127,7 @@ func (s *Store) Changes(from uint64, fn func(ev Change) bool) (atRev uint64, err
 	if compact > 0 && from <= compact {
 		return 0, fmt.Errorf("%w: changes from revision %d, compacted at %d", errs.ErrCompacted, from, compact)
 	}
-	lo := appendU64BE(appendRevKey(nil, gen, revOrder), from)
+	lo := binary.BigEndian.AppendUint64(appendRevKey(nil, gen, revOrder), from)
 	wit, err := snap.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: appendRevKey(nil, gen, revOrder+1)})
 	if err != nil {
 		return 0, err
@@ -185,8 +186,4 @@ func changeAt(hit *pebble.Iterator, hk []byte, buf *[]byte) (Change, error) {
 		}
 	}
 	return ev, hit.Error()
-}
-
-func appendU64BE(dst []byte, v uint64) []byte {
-	return append(dst, byte(v>>56), byte(v>>48), byte(v>>40), byte(v>>32), byte(v>>24), byte(v>>16), byte(v>>8), byte(v))
 }
