@@ -110,6 +110,7 @@ var unexported = map[string]string{
 	"kvd.maxHTTPConns":               "cmd/kvd",
 	"server.maxSnapshotPerTableByte": "server",
 	"server.minMaxSnapshotBytes":     "server",
+	"limits.CompactBatch":            "internal/limits",
 	"raft.maxClusterToken":           "raft",
 }
 

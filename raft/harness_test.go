@@ -250,6 +250,9 @@ func (h *scenarioHarness) stage(n *scenarioNode, s *snapFlight) *store.Staged {
 		err = s.cp.ForEachLease(st.AddLease)
 	}
 	if err == nil {
+		err = s.cp.ForEachRevision(st.AddRevision)
+	}
+	if err == nil {
 		err = st.Finish()
 	}
 	if err != nil {

@@ -56,9 +56,12 @@ var (
 	// revoked, or expired), or the leader has begun expiring it. A write
 	// naming it applied nothing.
 	ErrLeaseNotFound = errors.New("kvd: lease not found")
-	// ErrCompacted: a watch needs events that no node's history holds any
-	// more.
-	ErrCompacted = errors.New("kvd: required version has been compacted")
+	// ErrCompacted: a read at a revision, or a watch from one, needs
+	// history the cluster has compacted away (etcd's words).
+	ErrCompacted = errors.New("mvcc: required revision has been compacted")
+	// ErrFutureRevision: a read at a revision, or a compaction to one,
+	// names a revision the store has not reached (etcd's words).
+	ErrFutureRevision = errors.New("mvcc: required revision is a future revision")
 	// ErrLeaseExpired: a KeepAlive could not renew its lease before the
 	// lease's TTL ran out by the holder's own reckoning.
 	ErrLeaseExpired = errors.New("kvd: lease expired")

@@ -39,6 +39,7 @@ var rows = []row{
 	{status: wire.StatusStorage, err: ErrStorage, text: true}, // Value: the cause alone (see Causer)
 	{status: wire.StatusPermissionDenied, err: ErrPermissionDenied, text: true},
 	{status: wire.StatusCompacted, err: ErrCompacted, text: true}, // the server's watch sets Version itself
+	{status: wire.StatusFutureRevision, err: ErrFutureRevision, text: true},
 	{status: wire.StatusNotFound, err: ErrNotFound},
 	{status: wire.StatusUnavailable, err: ErrUnavailable, text: true}, // also every error not above
 }

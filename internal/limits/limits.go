@@ -73,3 +73,13 @@ const (
 // value, or a transaction. Peer connections must carry an append of one
 // such entry.
 const MaxCommand = 1 + 3*binary.MaxVarintLen64 + max(MaxKey+MaxValue, MaxTxnBytes)
+
+// History: the store's record of past values (internal/store).
+const (
+	// CompactBatch is the most history records one batch of physical
+	// compaction examines (each costs up to two deletions). The deletion
+	// runs beside the apply path in batches of this size, so a
+	// compaction of any length never holds the apply path for more than
+	// one such batch (a snapshot install waits for the batch in flight).
+	CompactBatch = 1000
+)

@@ -17,6 +17,9 @@
 //	"p" + be64(id)           member address book: learner flag + address
 //	"k" + be64(gen) + key    applied KV state: revision.Meta + value
 //	"e" + be64(gen) + ...    applied TTL leases and their keys (lease.go)
+//	"r" + be64(gen) + ...    store and compaction revisions, and the history
+//	                         of past values by key and by revision
+//	                         (revision.go, history.go, compact.go)
 //
 // The applied KV state lives under a generation number so that a snapshot
 // received from the leader can be written in bounded pieces under a fresh
@@ -40,7 +43,10 @@
 // Member, NumMembers, ClusterID, SetClusterID, NewStaged, Checkpoint and
 // View (the whole state at one applied index, for backups) may be called
 // from any goroutine, and a Checkpoint may be shared; a Staged is used by
-// one goroutine at a time. Restore (a backup into an empty store) runs
+// one goroutine at a time. So may RangeAt and Changes (the history, from
+// one snapshot), Revision and CompactRevision. A goroutine of the store's
+// own deletes the history below the compaction revision (compact.go).
+// Restore (a backup into an empty store) runs
 // before any raft loop uses the store. Nothing may be used after Close,
 // and Close must wait for Staged transfers, Checkpoint and View holders to
 // finish.

@@ -260,8 +260,6 @@ func validLeaseRecord(key, raw []byte) bool {
 		return len(key) > 9 && len(raw) == 0
 	case leaseOfKy:
 		return len(key) > 1 && len(raw) == 8
-	case leaseRevision:
-		return len(key) == 1 && len(raw) == 8
 	}
 	return false
 }

@@ -1,45 +1,217 @@
 package store
 
 import (
+	"encoding/binary"
 	"errors"
+	"fmt"
+	"math"
+	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/kvd-project/kvd/internal/errs"
 )
 
-// The store revision is applied state like the keys: it lives under the KV
-// generation, beside the leases ('e' + be64(gen) + 'r': le64 revision), so
-// that a snapshot carries it and its install swaps it with the keys.
-const leaseRevision = 'r'
+// The revision space holds the store revision, the compaction revision and
+// the history of every key (history.go). It lives under the KV generation,
+// like the keys and the leases, so that a snapshot install swaps all three
+// in one batch and a reader sees one generation's whole state.
+//
+//	"r" + be64(gen) + 's'      store revision: le64
+//	"r" + be64(gen) + 'c'      compaction revision: le64
+//	"r" + be64(gen) + 'd'      physical compaction's cursor (compact.go):
+//	                           le64 pass + state + history key to resume at
+//	"r" + be64(gen) + 'h' + esc(key) + 0x00 0x01 + be64(^rev)
+//	                           history, by key, newest first: a flags byte
+//	                           (1: tombstone) + revision.Meta + value
+//	"r" + be64(gen) + 'w' + be64(rev) + be32(seq) + key
+//	                           the same writes in revision order (seq: the
+//	                           write's place in its revision), empty value
+const prefixRev = 'r'
 
-func revisionKey(gen uint64) []byte { return append(leaseGenPrefix(gen), leaseRevision) }
+// Kinds of record in a generation's revision space.
+const (
+	revRevision = 's'
+	revCompact  = 'c'
+	revCursor   = 'd'
+	revHistory  = 'h'
+	revOrder    = 'w'
+)
+
+const revKeyHeader = 9 // prefix + be64(gen)
+
+var (
+	revStart = []byte{prefixRev}
+	revEnd   = []byte{prefixRev + 1}
+)
+
+// revGenPrefix is the first key of generation gen's revision space.
+func revGenPrefix(gen uint64) []byte {
+	return binary.BigEndian.AppendUint64([]byte{prefixRev}, gen)
+}
+
+// revGenEnd is the exclusive upper bound of generation gen's revision space.
+func revGenEnd(gen uint64) []byte {
+	if gen == math.MaxUint64 {
+		return revEnd
+	}
+	return revGenPrefix(gen + 1)
+}
+
+// appendRevKey appends the key of record kind in gen's revision space.
+func appendRevKey(dst []byte, gen uint64, kind byte) []byte {
+	dst = append(dst, prefixRev)
+	dst = binary.BigEndian.AppendUint64(dst, gen)
+	return append(dst, kind)
+}
+
+// revState is the store's published store and compaction revisions (those
+// of the committed state) and its physical compactor.
+type revState struct {
+	rev, compact atomic.Uint64
+	comp         *compactor
+}
+
+// updateRevs is an Update's view of the two revisions, loaded from the
+// store at first use (the raft loop commits one Update before it starts
+// the next) and published by Commit.
+type updateRevs struct {
+	loaded, dirty bool
+	rev, compact  uint64
+	// seqRev and seq number the writes of revision seqRev in the order
+	// RecordHistory records them: etcd's order of a transaction's events.
+	seqRev     uint64
+	seq        uint32
+	kbuf, vbuf []byte
+}
+
+func (u *Update) revs() *updateRevs {
+	r := &u.rv
+	if !r.loaded {
+		r.loaded = true
+		r.rev, r.compact = u.s.rs.rev.Load(), u.s.rs.compact.Load()
+	}
+	return r
+}
 
 // Revision is the store revision as this Update sees it (its own
 // SetRevision included): the revision of the last applied request that
-// changed the state.
-func (u *Update) Revision() uint64 {
-	raw, c, err := u.b.Get(revisionKey(u.gen))
-	if err != nil {
-		return 0
-	}
-	defer c.Close()
-	v, _ := decodeU64(raw)
-	return v
-}
+// changed the state; 0 before any did.
+func (u *Update) Revision() uint64 { return u.revs().rev }
 
 // SetRevision records rev as the store revision, in the Update's batch.
+// The store revision never goes back.
 func (u *Update) SetRevision(rev uint64) error {
-	return u.b.Set(revisionKey(u.gen), encodeU64(rev), nil)
+	r := u.revs()
+	if rev < r.rev {
+		return fmt.Errorf("store: revision %d would go back from %d", rev, r.rev)
+	}
+	r.rev, r.dirty = rev, true
+	r.kbuf = appendRevKey(r.kbuf[:0], u.gen, revRevision)
+	return u.b.Set(r.kbuf, encodeU64(rev), nil)
 }
 
-// Revision is the committed store revision.
-func (s *Store) Revision() uint64 {
-	s.genMu.RLock()
-	defer s.genMu.RUnlock()
-	raw, c, err := s.db.Get(revisionKey(s.gen))
-	if errors.Is(err, pebble.ErrNotFound) || err != nil {
-		return 0
+// CompactRevision is the compaction revision as this Update sees it.
+func (u *Update) CompactRevision() uint64 { return u.revs().compact }
+
+// Revision is the committed store revision (0 before any write). It is
+// published when the Update that sets it commits, like Applied.
+func (s *Store) Revision() uint64 { return s.rs.rev.Load() }
+
+// CompactRevision is the committed compaction revision: reads at revisions
+// below it fail with errs.ErrCompacted (0: nothing compacted).
+func (s *Store) CompactRevision() uint64 { return s.rs.compact.Load() }
+
+// publishRevs makes a committed Update's revisions the store's, and wakes
+// the compactor when there may be history to delete.
+func (u *Update) publishRevs() {
+	r := &u.rv
+	if u.reset {
+		// A snapshot install loaded the new generation's revisions.
+		u.s.rs.rev.Store(r.rev)
+		u.s.rs.compact.Store(r.compact)
+		u.s.rs.comp.kick()
+		return
 	}
-	defer c.Close()
-	v, _ := decodeU64(raw)
-	return v
+	if !r.dirty {
+		return
+	}
+	u.s.rs.rev.Store(r.rev)
+	if u.s.rs.compact.Swap(r.compact) != r.compact {
+		u.s.rs.comp.kick()
+	}
+}
+
+// loadRevs reads generation gen's store and compaction revisions.
+func loadRevs(get func([]byte) ([]byte, bool, error), gen uint64) (rev, compact uint64, err error) {
+	for _, f := range []struct {
+		kind byte
+		dst  *uint64
+	}{{revRevision, &rev}, {revCompact, &compact}} {
+		raw, ok, err := get(appendRevKey(nil, gen, f.kind))
+		if err != nil {
+			return 0, 0, err
+		}
+		if ok {
+			if *f.dst, err = decodeU64(raw); err != nil {
+				return 0, 0, err
+			}
+		}
+	}
+	return rev, compact, nil
+}
+
+// recoverRevs loads the current generation's revisions at Open.
+func (s *Store) recoverRevs() error {
+	rev, compact, err := loadRevs(s.getRaw, s.gen)
+	if err != nil {
+		return err
+	}
+	s.rs.rev.Store(rev)
+	s.rs.compact.Store(compact)
+	return nil
+}
+
+// installRevs takes the revisions of st's generation (written by
+// Staged.AddRevision) for the Update that installs it, and drops the old
+// generation's revision space in its batch.
+func (u *Update) installRevs(old, gen uint64) error {
+	rev, compact, err := loadRevs(u.getRaw, gen)
+	if err != nil {
+		return err
+	}
+	r := u.revs()
+	r.rev, r.compact, r.dirty = rev, compact, true
+	return u.b.DeleteRange(revGenPrefix(old), revGenEnd(old), nil)
+}
+
+// revsAt reads the store and compaction revisions a snapshot holds for
+// gen: exactly those of the history it holds.
+func revsAt(snap *pebble.Snapshot, gen uint64) (rev, compact uint64, err error) {
+	return loadRevs(func(key []byte) ([]byte, bool, error) {
+		raw, c, err := snap.Get(key)
+		switch {
+		case errors.Is(err, pebble.ErrNotFound):
+			return nil, false, nil
+		case err != nil:
+			return nil, false, err
+		}
+		defer c.Close()
+		return append([]byte(nil), raw...), true, nil
+	}, gen)
+}
+
+// checkRev checks that rev (0: the latest) may be read from a state at
+// store revision cur compacted at compact, and returns the revision to
+// read at. A read at the compaction revision itself is answered, as
+// etcd's is.
+func checkRev(rev, cur, compact uint64) (uint64, error) {
+	switch {
+	case rev == 0:
+		return cur, nil
+	case rev > cur:
+		return 0, fmt.Errorf("%w: revision %d, current %d", errs.ErrFutureRevision, rev, cur)
+	case rev < compact:
+		return 0, fmt.Errorf("%w: revision %d, compacted at %d", errs.ErrCompacted, rev, compact)
+	}
+	return rev, nil
 }

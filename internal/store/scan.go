@@ -84,15 +84,8 @@ func (s *Store) GetMany(keys [][]byte, fn func(i int, value []byte, m revision.M
 // revisionAt reads the store revision as a snapshot of the database has
 // it (written by the same batches as the state).
 func revisionAt(snap *pebble.Snapshot, gen uint64) (uint64, error) {
-	raw, c, err := snap.Get(revisionKey(gen))
-	switch {
-	case errors.Is(err, pebble.ErrNotFound):
-		return 0, nil
-	case err != nil:
-		return 0, err
-	}
-	defer c.Close()
-	return decodeU64(raw)
+	rev, _, err := revsAt(snap, gen)
+	return rev, err
 }
 
 // view opens a point-in-time view of the applied state and reads its

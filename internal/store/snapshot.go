@@ -336,7 +336,8 @@ func (st *Staged) Discard() error {
 	}
 	err, _ := st.s.guard(func() error {
 		return errors.Join(st.s.db.DeleteRange(genPrefix(st.gen), genEnd(st.gen), pebble.NoSync),
-			st.s.db.DeleteRange(leaseGenPrefix(st.gen), leaseGenEnd(st.gen), pebble.NoSync))
+			st.s.db.DeleteRange(leaseGenPrefix(st.gen), leaseGenEnd(st.gen), pebble.NoSync),
+			st.s.db.DeleteRange(revGenPrefix(st.gen), revGenEnd(st.gen), pebble.NoSync))
 	})
 	return err
 }

@@ -120,8 +120,8 @@ func TestTransfersOfManySmallKeysLeaveNoRangeDeletions(t *testing.T) {
 }
 
 // TestLargeAbandonedTransferDeletedByRange: past discardPointBytes of keys
-// a transfer is deleted by range (two deletions: its keys and its leases),
-// and its data is gone.
+// a transfer is deleted by range (three deletions: its keys, its leases
+// and its revision space), and its data is gone.
 func TestLargeAbandonedTransferDeletedByRange(t *testing.T) {
 	s, err := Open(t.TempDir(), Options{})
 	if err != nil {
@@ -143,8 +143,8 @@ func TestLargeAbandonedTransferDeletedByRange(t *testing.T) {
 	if err := st.Discard(); err != nil {
 		t.Fatal(err)
 	}
-	if n := rangeDels(t, s) - base; n != 2 {
-		t.Fatalf("a transfer past discardPointBytes left %d range deletions, want 2", n)
+	if n := rangeDels(t, s) - base; n != 3 {
+		t.Fatalf("a transfer past discardPointBytes left %d range deletions, want 3", n)
 	}
 }
 

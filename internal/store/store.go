@@ -77,6 +77,8 @@ type Store struct {
 	clusterMu sync.Mutex
 
 	fault *faultState // see fault.go
+
+	rs revState // store and compaction revisions (revision.go)
 }
 
 // Open opens (creating if needed) the store in dir and recovers its state
@@ -121,6 +123,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		}
 		return nil, fmt.Errorf("store: open %s: %w", dir, err)
 	}
+	s.startCompactor(log)
 	return s, nil
 }
 
@@ -193,6 +196,9 @@ func (s *Store) recover() error {
 	if err := s.dropStrayGenerations(); err != nil {
 		return err
 	}
+	if err := s.recoverRevs(); err != nil {
+		return err
+	}
 	return s.ensureSnapshot()
 }
 
@@ -257,6 +263,10 @@ func (s *Store) dropStrayGenerations() error {
 	if err := b.DeleteRange(leaseGenEnd(s.gen), leaseEnd, nil); err != nil {
 		return err
 	}
+	if err := errors.Join(b.DeleteRange(revStart, revGenPrefix(s.gen), nil),
+		b.DeleteRange(revGenEnd(s.gen), revEnd, nil)); err != nil {
+		return err
+	}
 	err, finished := s.guard(func() error { return b.Commit(pebble.NoSync) })
 	if !finished {
 		b = nil // abandoned inside Pebble: leave it alone
@@ -318,6 +328,7 @@ func (s *Store) Close() error {
 	if cp != nil {
 		cp.Release()
 	}
+	s.rs.comp.close()
 	// Closing writes too (the WAL's tail is synced): a fault there is
 	// returned at once, the close left where it parked.
 	err, _ := s.guard(s.db.Close)

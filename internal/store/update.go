@@ -36,6 +36,8 @@ type Update struct {
 	synced   bool // CommitNoSyncWait's fsync is waited for (or was not needed)
 
 	keyBuf, valBuf []byte
+
+	rv updateRevs // revision.go
 }
 
 // NewUpdate starts an Update on top of the store's current state.
@@ -79,6 +81,7 @@ func (u *Update) InstallSnapshot(snap *pb.Snapshot, st *Staged) error {
 		b.DeleteRange(genPrefix(u.gen), genEnd(u.gen), nil),
 		b.DeleteRange(leaseGenPrefix(u.gen), leaseGenEnd(u.gen), nil), // its leases go with its keys
 		b.Set(keyGen, encodeU64(st.gen), nil),
+		u.installRevs(u.gen, st.gen), // its revisions and history go with its keys
 	}
 	u.members = make(map[uint64]Member, len(ms))
 	for _, m := range ms {
@@ -379,6 +382,7 @@ func (u *Update) publish() {
 	if u.memDirty {
 		s.members = u.members
 	}
+	u.publishRevs()
 }
 
 // Close abandons the Update if it was not committed.

@@ -173,6 +173,9 @@ const (
 	// granted, revoked or expired); nothing was applied. (13 is the
 	// watch's.)
 	StatusLeaseNotFound Status = 14
+	// StatusFutureRevision: a read at a revision, or a compaction to one,
+	// named a revision the store has not reached. Value: message.
+	StatusFutureRevision Status = 15
 )
 
 // Errors returned by the decoders.

@@ -125,10 +125,8 @@ func (r *Reader) Handle(frame []byte) error {
 		r.Close()
 		r.staged, r.xfer, r.bytes = r.ps.cfg.Store.NewStaged(id.Index, id.Term), id, 0
 		return nil
-	case FrameSnapshotChunk:
-		return r.handleRecords(frame, false)
-	case FrameSnapshotLease:
-		return r.handleRecords(frame, true)
+	case FrameSnapshotChunk, FrameSnapshotLease, FrameSnapshotRevision:
+		return r.handleRecords(frame)
 	case FrameSnapshotEnd:
 		id, body, err := parseSnapshotFrame(frame)
 		if err != nil {
@@ -160,28 +158,39 @@ func (r *Reader) handleMessage(frame []byte) error {
 	return r.deliverChecked(m, nil)
 }
 
-// handleRecords stages the records of a 'C' frame, or of an 'L' frame
-// (lease), if it belongs to the transfer being staged.
-func (r *Reader) handleRecords(frame []byte, lease bool) error {
+// handleRecords stages the records of a 'C' frame (keys), an 'L' frame
+// (leases) or an 'H' frame (revision space), if it belongs to the
+// transfer being staged. The store checks each record's shape.
+func (r *Reader) handleRecords(frame []byte) error {
 	id, body, err := parseSnapshotFrame(frame)
 	if err != nil {
 		return err
 	}
 	if !r.current(id) {
-		what := "snapshot data"
-		if lease {
-			what = "lease data"
-		}
-		r.reject(id, what)
+		r.reject(id, recordsWhat(frame[0]))
 		return nil
 	}
 	if err := r.charge(body); err != nil {
 		return err
 	}
-	if lease {
+	switch frame[0] {
+	case FrameSnapshotLease:
 		return forEachChunkRecord(body, r.staged.AddLease)
+	case FrameSnapshotRevision:
+		return forEachChunkRecord(body, r.staged.AddRevision)
 	}
 	return forEachChunkRecord(body, r.staged.Add)
+}
+
+// recordsWhat names the records of a data frame of type tag.
+func recordsWhat(tag byte) string {
+	switch tag {
+	case FrameSnapshotLease:
+		return "lease data"
+	case FrameSnapshotRevision:
+		return "revision data"
+	}
+	return "snapshot data"
 }
 
 // charge counts a data frame's body against Config.MaxSnapshotBytes, and

@@ -68,6 +68,10 @@ func (p *peer) sendTransfer(ctx context.Context, conn transport.Conn, id Transfe
 	if err := sendRecords(send, limit, FrameSnapshotLease, id, om.cp.ForEachLease); err != nil {
 		return err
 	}
+	// Then the revisions and the history of past values.
+	if err := sendRecords(send, limit, FrameSnapshotRevision, id, om.cp.ForEachRevision); err != nil {
+		return err
+	}
 	end, err := AppendSnapshotEnd(nil, id, om.m)
 	if err != nil {
 		return err

@@ -40,11 +40,17 @@ import (
 //	'L' id | { uvarint len | record key | uvarint len | record value }*
 //	                                       TTL lease records (store/lease.go),
 //	                                       after the data, in key order
+//	'H' id | { uvarint len | record key | uvarint len | record value }*
+//	                                       revision space: store and
+//	                                       compaction revisions and history
+//	                                       (store/revision.go), after the
+//	                                       leases, in key order
 //	'S' id | raftpb.Message (protobuf)     the MsgSnap that ends the transfer
 //	'R' le64 member id                     that member was removed (removal.go)
 //
 // (A node without TTL leases takes an 'L' frame for an unknown frame and
-// drops the session: upgrade every node before granting leases.)
+// drops the session: upgrade every node before granting leases; so does a
+// node without revisions an 'H' frame.)
 //
 // where id, the transfer id, is le64 index | le64 term | le64 nonce: the
 // snapshot's index and term and a random number the sender draws for the
@@ -70,6 +76,8 @@ const (
 	FrameSnapshotChunk byte = 'C'
 	FrameSnapshotEnd   byte = 'S'
 	FrameSnapshotLease byte = 'L'
+	// FrameSnapshotRevision carries revision-space records.
+	FrameSnapshotRevision byte = 'H'
 )
 
 // IsHello reports whether the first message of a newly accepted

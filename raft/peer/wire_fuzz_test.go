@@ -22,6 +22,7 @@ func FuzzPeerFrames(f *testing.F) {
 	f.Add(AppendSnapshotBegin(nil, id))
 	f.Add(AppendChunkRecord(AppendSnapshotHeader(nil, FrameSnapshotChunk, id), []byte("k"), []byte("raw")))
 	f.Add(AppendChunkRecord(AppendSnapshotHeader(nil, FrameSnapshotLease, id), []byte("l\x00\x00\x00\x00\x00\x00\x00\x07"), make([]byte, 16)))
+	f.Add(AppendChunkRecord(AppendSnapshotHeader(nil, FrameSnapshotRevision, id), []byte("s"), make([]byte, 8)))
 	if b, err := AppendSnapshotEnd(nil, id, &pb.Message{Type: pb.MsgSnap.Enum()}); err == nil {
 		f.Add(b)
 	}
