@@ -63,7 +63,7 @@ func (m *testKV) Apply(u *store.Update, ents []*pb.Entry, out []Outcome) ([]Outc
 		if op == testOpPut {
 			err = u.Put(key, value, revision.Meta{Create: e.GetIndex(), Mod: e.GetIndex(), Version: 1})
 		} else {
-			existed, err = u.Delete(key)
+			existed, err = u.Delete(key, e.GetIndex())
 		}
 		if err != nil {
 			return out, err

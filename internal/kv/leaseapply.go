@@ -69,7 +69,7 @@ func (m *machine) applyRevoke(u *store.Update, index uint64, c command) error {
 	if err != nil {
 		return err
 	}
-	keys, existed, err := u.RevokeLease(id)
+	keys, existed, err := u.RevokeLease(id, m.next)
 	if err != nil {
 		return &storeError{err}
 	}

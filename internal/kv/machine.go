@@ -184,7 +184,7 @@ type writeResult struct {
 // applyWrite applies a PUT or DELETE command at m.next.
 func (m *machine) applyWrite(u *store.Update, c command) (w Write, existed bool, err error) {
 	if c.op == opDelete {
-		existed, err = u.Delete(c.key)
+		existed, err = u.Delete(c.key, m.next)
 		m.changed = existed
 		return Write{Meta: revision.Meta{Mod: m.next}, Key: c.key, Deleted: true, absent: !existed}, existed, err
 	}

@@ -92,7 +92,7 @@ func (s *txnState) Put(key, value []byte, lease uint64) (revision.Meta, error) {
 }
 
 func (s *txnState) Delete(key []byte) error {
-	existed, err := s.u.Delete(key)
+	existed, err := s.u.Delete(key, s.rev)
 	if err != nil {
 		return err
 	}

@@ -151,7 +151,7 @@ func (u *Update) Detach(key []byte) (uint64, error) {
 // RevokeLease deletes lease id, and every key attached to it from the KV
 // state, in this Update; it returns the keys deleted (copies) and whether
 // the lease existed.
-func (u *Update) RevokeLease(id uint64) (keys [][]byte, existed bool, err error) {
+func (u *Update) RevokeLease(id, rev uint64) (keys [][]byte, existed bool, err error) {
 	if _, ok, err := u.Lease(id); err != nil || !ok {
 		return nil, false, err
 	}
@@ -171,7 +171,7 @@ func (u *Update) RevokeLease(id uint64) (keys [][]byte, existed bool, err error)
 		return nil, true, err
 	}
 	for _, k := range keys {
-		if _, err := u.Delete(k); err != nil {
+		if _, err := u.Delete(k, rev); err != nil {
 			return nil, true, err
 		}
 		if err := u.b.Delete(leaseKey(nil, u.gen, leaseOfKy, 0, k), nil); err != nil {

@@ -46,7 +46,7 @@ func TestLeaseRecords(t *testing.T) {
 	}
 	u = s.NewUpdate()
 	defer u.Close()
-	keys, ok, err := u.RevokeLease(1)
+	keys, ok, err := u.RevokeLease(1, 10)
 	if err != nil || !ok || len(keys) != 2 || string(keys[0]) != "a" || string(keys[1]) != "c" {
 		t.Fatalf("revoke: %q, %v, %v", keys, ok, err)
 	}
@@ -58,7 +58,7 @@ func TestLeaseRecords(t *testing.T) {
 	if id, _ := u.KeyLease([]byte("a")); id != 0 {
 		t.Errorf("revoked key still names lease %d", id)
 	}
-	if _, ok, _ := u.RevokeLease(1); ok {
+	if _, ok, _ := u.RevokeLease(1, 11); ok {
 		t.Error("second revoke found the lease")
 	}
 }

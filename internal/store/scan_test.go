@@ -20,7 +20,7 @@ func TestScan(t *testing.T) {
 		for i, k := range []string{"a", "b", "b\xff", "c", "\xff"} {
 			errs = append(errs, u.Put([]byte(k), []byte("v"+k), mod(uint64(i+1))))
 		}
-		_, err := u.Delete([]byte("c"))
+		_, err := u.Delete([]byte("c"), 6)
 		return errors.Join(append(errs, err, u.SetApplied(6))...)
 	})
 	scan := func(start, end string, stopAfter int) (string, uint64) {

@@ -301,11 +301,11 @@ func TestKVApplyIsAtomicWithAppliedIndex(t *testing.T) {
 	s := openT(t, dir, 0)
 	commit(t, s, func(u *Update) error {
 		errs := []error{u.Append(ents(1, 4, 1)), u.Put([]byte("a"), []byte("1"), mod(1)), u.Put([]byte("b"), []byte("2"), mod(2))}
-		existed, err := u.Delete([]byte("a")) // sees the Put in the same batch
+		existed, err := u.Delete([]byte("a"), 3) // sees the Put in the same batch
 		if !existed {
 			t.Error("Delete did not see a Put from its own Update")
 		}
-		missing, err2 := u.Delete([]byte("nope"))
+		missing, err2 := u.Delete([]byte("nope"), 3)
 		if missing {
 			t.Error("Delete of a missing key reported existed")
 		}

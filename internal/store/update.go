@@ -151,11 +151,15 @@ func (u *Update) SetApplied(index uint64) error {
 	return u.b.Set(keyApplied, encodeU64(index), nil)
 }
 
-// Put sets key to value, with its revision metadata m, in the KV state.
+// Put sets key to value, with its revision metadata m, in the KV state,
+// and records the write in the history at m.Mod.
 func (u *Update) Put(key, value []byte, m revision.Meta) error {
 	u.keyBuf = appendKVKey(u.keyBuf[:0], u.gen, key)
 	u.valBuf = appendKVValue(u.valBuf[:0], m, value)
-	return u.b.Set(u.keyBuf, u.valBuf, nil)
+	if err := u.b.Set(u.keyBuf, u.valBuf, nil); err != nil {
+		return err
+	}
+	return u.RecordHistory(key, value, m, false)
 }
 
 // Get returns a copy of key's value and its revision metadata in the KV
@@ -194,9 +198,10 @@ func (u *Update) Meta(key []byte) (revision.Meta, error) {
 	return m, err
 }
 
-// Delete removes key from the KV state and reports whether it was there
-// (counting this Update's own writes).
-func (u *Update) Delete(key []byte) (existed bool, err error) {
+// Delete removes key from the KV state at revision rev and reports whether
+// it was there (counting this Update's own writes); if it was, the history
+// records its deletion at rev.
+func (u *Update) Delete(key []byte, rev uint64) (existed bool, err error) {
 	u.keyBuf = appendKVKey(u.keyBuf[:0], u.gen, key)
 	_, c, err := u.b.Get(u.keyBuf)
 	switch {
@@ -206,7 +211,10 @@ func (u *Update) Delete(key []byte) (existed bool, err error) {
 		return false, err
 	}
 	c.Close()
-	return true, u.b.Delete(u.keyBuf, nil)
+	if err := u.b.Delete(u.keyBuf, nil); err != nil {
+		return true, err
+	}
+	return true, u.RecordHistory(key, nil, revision.Meta{Mod: rev}, true)
 }
 
 // SetMember adds or updates an address book entry.

@@ -35,7 +35,7 @@ func TestUpdateGetSeesOwnWrites(t *testing.T) {
 	if string(first) != "committed" {
 		t.Fatalf("a value read earlier changed to %q under a later write", first)
 	}
-	if _, err := u.Delete([]byte("a")); err != nil {
+	if _, err := u.Delete([]byte("a"), 6); err != nil {
 		t.Fatal(err)
 	}
 	check("a", "", 0, false)
