@@ -30,6 +30,10 @@ type Config struct {
 	// MaxWatchers is the most watchers open at once. Default
 	// DefaultMaxWatchers.
 	MaxWatchers int
+	// Store is the stored history, which serves watchers the memory no
+	// longer holds events for (stored.go). Nil: none, and such a watch
+	// fails as compacted.
+	Store Store
 }
 
 // WithDefaults returns c with its zero fields set to their defaults

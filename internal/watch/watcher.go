@@ -19,6 +19,11 @@ type Watcher struct {
 	progress uint64
 	closed   bool
 	lost     bool // the history evicted an event it needed (markLostLocked)
+	// stored: it reads the stored history (Config.Store, stored.go),
+	// from revision at, of whose matching events atSkip were sent.
+	stored bool
+	at     uint64
+	atSkip int
 }
 
 // Watch opens a watcher of key (with prefix, of every key starting with
@@ -36,6 +41,9 @@ func (h *Hub) Watch(key []byte, prefix bool, from uint64) (*Watcher, error) {
 		from = h.applied + 1
 	}
 	if from < h.oldest {
+		if h.cfg.Store != nil {
+			return h.openStoredLocked(key, prefix, from)
+		}
 		return nil, &CompactedError{Requested: from, Oldest: h.oldest}
 	}
 	h.watchers++
@@ -85,6 +93,17 @@ func (h *Hub) register(w *Watcher, add bool) {
 	}
 }
 
+// behindLocked reports whether the hub's memory lost events w needs: a
+// reset (start, snapshot install) past its progress, or an eviction of
+// its events. The caller holds h.mu.
+func (w *Watcher) behindLocked() bool {
+	h := w.h
+	if w.gen != h.gen && w.from <= h.resetAt && w.progress < h.resetAt {
+		return true
+	}
+	return w.next < h.first && w.lost
+}
+
 func (w *Watcher) matches(key []byte) bool {
 	if w.prefix {
 		return bytes.HasPrefix(key, w.key)
@@ -99,8 +118,19 @@ func (w *Watcher) matches(key []byte) bool {
 // fails with a *CompactedError if the history lost events the watcher
 // still needed: it fell behind (Slow) or the node installed a snapshot.
 func (w *Watcher) Next(dst []wire.WatchEvent, maxEvents, maxBytes int) ([]wire.WatchEvent, uint64, error) {
+	if w.stored {
+		return w.nextStored(dst, maxEvents, maxBytes)
+	}
 	h := w.h
 	h.mu.RLock()
+	if h.cfg.Store != nil && w.behindLocked() {
+		// Only the hub moves a watcher behind, and never back.
+		h.mu.RUnlock()
+		h.mu.Lock()
+		w.toStoredLocked()
+		h.mu.Unlock()
+		return w.nextStored(dst, maxEvents, maxBytes)
+	}
 	defer h.mu.RUnlock()
 	if w.gen != h.gen {
 		if w.from <= h.resetAt && w.progress < h.resetAt {
