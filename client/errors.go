@@ -89,9 +89,9 @@ var (
 type ClusterMismatchError = errs.ClusterMismatchError
 
 // CompactedError ends a watch whose history is gone: it needed the events
-// from Requested on, and the node holds them only from Oldest on. Read the
-// keys again (Range, Prefix) and watch from the read's Index+1 (see
-// WithFromVersion).
+// from revision Requested on, and the history holds them only from Oldest
+// on (the compaction revision + 1). Read the keys again (Range, Prefix)
+// and watch from the read's Revision+1 (see WithFromRevision).
 type CompactedError struct {
 	Requested uint64
 	Oldest    uint64
@@ -99,7 +99,7 @@ type CompactedError struct {
 }
 
 func (e *CompactedError) Error() string {
-	s := fmt.Sprintf("kvd: required version has been compacted: version %d requested, oldest available %d", e.Requested, e.Oldest)
+	s := fmt.Sprintf("kvd: mvcc: required revision has been compacted: revision %d requested, oldest available %d", e.Requested, e.Oldest)
 	if e.Reason != "" {
 		s += " (" + e.Reason + ")"
 	}

@@ -84,7 +84,7 @@ func TestCompactedError(t *testing.T) {
 	err := fmt.Errorf("wrapped: %w", watchStatusError(&wire.Response{Status: wire.StatusCompacted, Version: 40, Value: []byte("gone")}, 3))
 	var ce *CompactedError
 	if !errors.Is(err, ErrCompacted) || !errors.As(err, &ce) || ce.Oldest != 40 || ce.Requested != 3 ||
-		!strings.HasPrefix(err.Error(), "wrapped: kvd: required version has been compacted") {
+		!strings.HasPrefix(err.Error(), "wrapped: kvd: mvcc: required revision has been compacted") {
 		t.Fatalf("%v", err)
 	}
 }

@@ -77,7 +77,9 @@ func New(cfg Config) (*Server, error) {
 		conns:  map[transport.Conn]struct{}{},
 	}
 	var err error
-	if s.hub, err = watch.New(cfg.Watch); err != nil {
+	wcfg := cfg.Watch
+	wcfg.Store = history{s}
+	if s.hub, err = watch.New(wcfg); err != nil {
 		cancel()
 		return nil, fmt.Errorf("server: %w", err)
 	}

@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -80,5 +81,54 @@ func TestWatchLeavesIsolatedNode(t *testing.T) {
 	}
 	if got := collect(t, ch, 1, 30*time.Second); got[0] != fmt.Sprintf("%d PUT iso=1", v1) {
 		t.Fatalf("event after the isolation: %q", got)
+	}
+}
+
+// TestWatchFromRevisionBeforeRestart: a node that restarted after a
+// revision still serves a watch from it, out of its stored history: the
+// events come in revision order, each write once, with its revision, and
+// the watch goes on with new writes.
+func TestWatchFromRevisionBeforeRestart(t *testing.T) {
+	nodes := kvdtest.StartCluster(t, 3, kvdtest.Options{})
+	leader := kvdtest.WaitLeader(t, nodes, 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := newClient(t, kvdtest.Endpoints(nodes), client.Linearizable)
+	var want []string
+	var first uint64
+	for i := range 20 {
+		key := fmt.Sprintf("r/%d", i%4)
+		rev, err := c.PutRevision(ctx, []byte(key), []byte(fmt.Sprint(i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			first = rev
+		}
+		want = append(want, fmt.Sprintf("%d %s=%d", rev, key, i))
+	}
+	if err := c.Delete(ctx, []byte("r/0")); err != nil {
+		t.Fatal(err)
+	}
+	follower := othersThan(nodes, leader)[0]
+	follower.Stop()
+	if err := follower.Start(); err != nil {
+		t.Fatal(err)
+	}
+	kvdtest.WaitLeader(t, nodes, 10*time.Second)
+	wc := newClient(t, []string{follower.Addr}, client.Serializable)
+	ch := wc.Watch(ctx, []byte("r/"), client.WithPrefix(), client.WithFromRevision(first))
+	var got []string
+	for len(got) < len(want)+1 {
+		resp, ok := <-ch
+		if !ok || resp.Err != nil {
+			t.Fatalf("watch ended after %d events: %v", len(got), resp.Err)
+		}
+		for _, e := range resp.Events {
+			got = append(got, fmt.Sprintf("%d %s=%s", e.ModRevision, e.Key, e.Value))
+		}
+	}
+	if fmt.Sprint(got[:len(want)]) != fmt.Sprint(want) || !strings.HasSuffix(got[len(want)], " r/0=") {
+		t.Fatalf("events from revision %d on the restarted node:\n%v\nwant\n%v and the delete of r/0", first, got, want)
 	}
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/kvd-project/kvd/internal/limits"
 	"github.com/kvd-project/kvd/internal/revision"
+	"github.com/kvd-project/kvd/internal/store"
 	"github.com/kvd-project/kvd/raft"
 )
 
@@ -156,4 +157,37 @@ func (s *Store) Scan(start, end []byte, fn func(key, value []byte, m revision.Me
 	}
 	defer release()
 	return st.Scan(start, end, fn)
+}
+
+// CompactRevision is the revision the stored history is compacted to.
+func (s *Store) CompactRevision() uint64 {
+	st, release, err := s.node.Acquire()
+	if err != nil {
+		return 0
+	}
+	defer release()
+	return st.CompactRevision()
+}
+
+// RangeAt calls fn for the keys in [start, end) as they were at revision
+// rev (0: the latest), from one point-in-time view, and returns the
+// revision read (store.RangeAt: errs.ErrCompacted, errs.ErrFutureRevision).
+func (s *Store) RangeAt(start, end []byte, rev uint64, fn func(key, value []byte, m revision.Meta) bool) (uint64, error) {
+	st, release, err := s.node.Acquire()
+	if err != nil {
+		return 0, err
+	}
+	defer release()
+	return st.RangeAt(start, end, rev, fn)
+}
+
+// Changes calls fn with every change from revision from on, in revision
+// order, from one point-in-time view (store.Changes).
+func (s *Store) Changes(from uint64, fn func(c store.Change) bool) (uint64, error) {
+	st, release, err := s.node.Acquire()
+	if err != nil {
+		return 0, err
+	}
+	defer release()
+	return st.Changes(from, fn)
 }

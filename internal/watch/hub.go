@@ -81,10 +81,10 @@ type CompactedError struct {
 
 func (e *CompactedError) Error() string {
 	if e.Slow {
-		return fmt.Sprintf("slow watcher dropped: it fell behind this node's event history (needed version %d, oldest held %d)",
+		return fmt.Sprintf("slow watcher dropped: it fell behind this node's event history (needed revision %d, oldest held %d)",
 			e.Requested, e.Oldest)
 	}
-	return fmt.Sprintf("version %d has been compacted from this node's event history (oldest held %d)", e.Requested, e.Oldest)
+	return fmt.Sprintf("revision %d has been compacted (oldest held %d)", e.Requested, e.Oldest)
 }
 
 // Hub is a node's event history and its watchers. It is safe for concurrent
