@@ -36,6 +36,8 @@ const (
 	// TTL leases (leasecmd.go); no key. 6 and 7 are reserved for them.
 	opLeaseGrant  byte = 4
 	opLeaseRevoke byte = 5
+	// opCompact compacts the stored history (compact.go); no key.
+	opCompact byte = 8
 )
 
 var errBadCommand = fmt.Errorf("raft: malformed command")
@@ -72,7 +74,7 @@ func decodeCommand(data []byte) (command, error) {
 		return c, errBadCommand
 	}
 	c.op, data = data[0], data[1:]
-	if c.op < opPut || c.op > opLeaseRevoke {
+	if (c.op < opPut || c.op > opLeaseRevoke) && c.op != opCompact {
 		return c, fmt.Errorf("%w: op %d", errBadCommand, c.op)
 	}
 	var ok bool

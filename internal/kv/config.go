@@ -1,6 +1,7 @@
 package kv
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/kvd-project/kvd/raft"
@@ -13,12 +14,23 @@ type Config struct {
 	Raft raft.Config
 	// Publisher, if set, is told every applied write (see Publisher).
 	Publisher Publisher
-	// LeaseClock is the clock of TTL lease deadlines (lessor.go), read
-	// only by the leader. Default time.Now; tests inject one to expire
-	// leases deterministically.
+	// LeaseClock is the leader's clock: of TTL lease deadlines
+	// (lessor.go) and of periodic auto-compaction (compact.go). Default
+	// time.Now; tests inject one to expire leases and compact
+	// deterministically.
 	LeaseClock func() time.Time
+	// AutoCompactionMode is etcd's --auto-compaction-mode: CompactPeriodic
+	// (keep AutoCompactionRetention of history, a duration or hours) or
+	// CompactRevision (keep the last AutoCompactionRetention revisions).
+	// Default DefaultAutoCompactionMode.
+	AutoCompactionMode string
+	// AutoCompactionRetention is etcd's --auto-compaction-retention; "0"
+	// turns auto-compaction off. Default DefaultAutoCompactionRetention.
+	AutoCompactionRetention string
 	// Knobs are for tests.
 	Knobs Knobs
+
+	compaction compactPolicy // parsed by withDefaults
 }
 
 // Knobs lower limits for tests. Every node of a test must share them, as
@@ -44,9 +56,22 @@ func (c Config) withDefaults() Config {
 	if c.Knobs.MaxLeaseKeys == 0 {
 		c.Knobs.MaxLeaseKeys = MaxLeaseKeys
 	}
+	if c.AutoCompactionMode == "" {
+		c.AutoCompactionMode = DefaultAutoCompactionMode
+	}
+	if c.AutoCompactionRetention == "" {
+		c.AutoCompactionRetention = DefaultAutoCompactionRetention
+	}
+	c.compaction, _ = parseAutoCompaction(c.AutoCompactionMode, c.AutoCompactionRetention) // Validate checked it
 	return c
 }
 
 // Validate reports the first invalid field (the node's, wrapping
 // raft.ErrConfig).
-func (c Config) Validate() error { return c.Raft.Validate() }
+func (c Config) Validate() error {
+	d := c.withDefaults()
+	if _, err := parseAutoCompaction(d.AutoCompactionMode, d.AutoCompactionRetention); err != nil {
+		return fmt.Errorf("%w: %w", raft.ErrConfig, err)
+	}
+	return c.Raft.Validate()
+}

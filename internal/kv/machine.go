@@ -30,8 +30,9 @@ type machine struct {
 	log   *slog.Logger
 	retry time.Duration // the leader re-proposes a lost expiry after it
 
-	sc  scratch
-	out []raft.Outcome // Apply's, while it runs
+	sc   scratch
+	out  []raft.Outcome // Apply's, while it runs
+	auto autoCompactor  // the leader's
 
 	// The revision the entry being applied writes at, and whether it
 	// changed anything (only then does the store revision move to it).
@@ -59,7 +60,8 @@ type scratch struct {
 }
 
 func newMachine(cfg Config, m *metrics) *machine {
-	return &machine{cfg: cfg, pub: cfg.Publisher, leases: newLessor(), metrics: m}
+	return &machine{cfg: cfg, pub: cfg.Publisher, leases: newLessor(), metrics: m,
+		auto: autoCompactor{policy: cfg.compaction}}
 }
 
 // Open loads the lessor from the applied state.
@@ -133,6 +135,7 @@ func (m *machine) Committed(applied uint64, installed bool) {
 // Lead promotes or demotes the lessor: a new leader starts every TTL
 // lease over, at full TTL; only a leader keeps deadlines.
 func (m *machine) Lead(leader bool) {
+	m.auto.reset()
 	if leader {
 		m.leases.promote(m.cfg.LeaseClock())
 	} else {
@@ -140,8 +143,11 @@ func (m *machine) Lead(leader bool) {
 	}
 }
 
-// Tick is the leader's expiry check (expireLeases).
-func (m *machine) Tick(propose func(raft.Encode)) { m.expireLeases(propose) }
+// Tick is the leader's expiry check (expireLeases) and auto-compaction.
+func (m *machine) Tick(propose func(raft.Encode)) {
+	m.expireLeases(propose)
+	m.autoCompact(propose)
+}
 
 // complete records the outcome of a command for its proposer's caller.
 func (m *machine) complete(c command, o raft.Outcome) {
@@ -161,6 +167,8 @@ func (m *machine) applyCommand(u *store.Update, e *pb.Entry) error {
 		return m.applyTxn(u, e.GetIndex(), c)
 	case opLeaseGrant, opLeaseRevoke:
 		return m.applyLeaseCommand(u, e.GetIndex(), c)
+	case opCompact:
+		return m.applyCompact(u, e.GetIndex(), c)
 	}
 	w, existed, err := m.applyWrite(u, c)
 	if err == nil {

@@ -14,6 +14,8 @@ type metrics struct {
 	// limit (max_leases, max_lease_keys).
 	leasesExpired prometheus.Counter
 	leaseRefusals *prometheus.CounterVec
+	// compactions of the history applied (every node counts).
+	compactions prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -27,6 +29,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Lease grants and lease PUTs refused by a limit when applied (every node counts), by limit: max_leases, max_lease_keys.",
 		}, []string{"limit"}),
 	}
+	m.compactions = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "kvd_compactions_total",
+		Help: "Compactions of the stored history applied (every node counts its own).",
+	})
 	m.leaseRefusals.WithLabelValues("max_leases")
 	m.leaseRefusals.WithLabelValues("max_lease_keys")
 	if err := promreg.Register(reg, m.collectors()); err != nil {
@@ -36,7 +42,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 }
 
 func (m *metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.leasesExpired, m.leaseRefusals}
+	return []prometheus.Collector{m.leasesExpired, m.leaseRefusals, m.compactions}
 }
 
 // unregister removes the series so a reopened store can register again.
