@@ -53,18 +53,23 @@ var (
 	// on without it. A write that failed this way may or may not have been
 	// applied (its entry may have reached other nodes).
 	ErrStorage = errs.ErrStorage
-	// ErrConflict: a conditional write (IfVersion) found the key at
-	// another version when it was applied, so it applied nothing. Errors
-	// carrying it are *ConflictError values naming the key's version.
+	// ErrConflict: a conditional write (IfModRevision) found the key at
+	// another mod revision when it was applied, so it applied nothing.
+	// Errors carrying it are *ConflictError values naming the key's mod
+	// revision.
 	ErrConflict = errs.ErrConflict
 	// ErrLeaseNotFound: the TTL lease does not exist (never granted,
 	// revoked, or expired). A PUT with it applied nothing.
 	ErrLeaseNotFound = errs.ErrLeaseNotFound
-	// ErrCompacted: a watch needs events that no node's history holds any
-	// more (each keeps a bounded history of recent events in memory, from
-	// its start). Errors carrying it are *CompactedError values naming the
-	// oldest version available.
+	// ErrCompacted: a read at a revision, or a watch from one, below the
+	// cluster's compaction revision (Compact, or the servers'
+	// auto-compaction); a compaction to a revision already compacted.
+	// A watch's error is a *CompactedError naming the oldest revision
+	// available.
 	ErrCompacted = errs.ErrCompacted
+	// ErrFutureRevision: a read at, or a compaction to, a revision the
+	// store has not reached.
+	ErrFutureRevision = errs.ErrFutureRevision
 	// ErrClusterMismatch: an endpoint belongs to another cluster than the
 	// client's (the one in Config.ClusterID, else the first one an
 	// endpoint named). The client sends it nothing and moves on to the

@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kvd-project/kvd/internal/kv"
 	"github.com/kvd-project/kvd/internal/mirror"
 	"github.com/kvd-project/kvd/internal/table"
 	"github.com/kvd-project/kvd/internal/watch"
@@ -97,15 +98,24 @@ type Config struct {
 	// tells the dialer why, and kvd_connections_refused_total counts it.
 	// Default DefaultMaxConnections.
 	MaxConnections int
-	// LeaseClock is the clock the leader times TTL leases by
-	// (kv.Config.LeaseClock). Default time.Now; tests inject one.
+	// LeaseClock is the clock the leader times TTL leases and periodic
+	// auto-compaction by (kv.Config.LeaseClock). Default time.Now; tests
+	// inject one.
 	LeaseClock func() time.Time
-	// Watch bounds watches (watch.go): the event history each node keeps
+	// AutoCompactionMode and AutoCompactionRetention are etcd's
+	// --auto-compaction-mode (periodic or revision) and
+	// --auto-compaction-retention (periodic: a duration, or hours; revision:
+	// revisions to keep; "0": off). Defaults kv.DefaultAutoCompactionMode
+	// and kv.DefaultAutoCompactionRetention (an hour of history).
+	AutoCompactionMode      string
+	AutoCompactionRetention string
+	// Watch bounds watches (watch.go): the recent events each node keeps
 	// in memory to serve them (Watch.HistoryEvents events, default
 	// 10000, and Watch.HistoryBytes bytes of keys and values, default
 	// 64 MiB) and the watches open on the node at once
-	// (Watch.MaxWatchers, default 10000). A watch from a version older
-	// than the history fails as compacted.
+	// (Watch.MaxWatchers, default 10000). Older events are read from the
+	// stored history; a watch from a compacted revision fails as
+	// compacted.
 	Watch watch.Config
 	// MaxWatchesPerConn is the most watches one client connection may
 	// have open. Default DefaultMaxWatchesPerConn.
@@ -215,6 +225,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("server: max connections %d is negative", c.MaxConnections)
 	}
 	if err := c.Watch.Validate(); err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
+	if err := kv.CheckAutoCompaction(c.AutoCompactionMode, c.AutoCompactionRetention); err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
 	switch _, listed := c.InitialCluster[c.ID]; {

@@ -253,6 +253,8 @@ func (s *Server) handle(ctx context.Context, req *wire.Request) wire.Response {
 		return s.lease(ctx, req) // lease.go
 	case wire.OpMoveLeader:
 		return s.moveLeader(ctx, req) // leader.go
+	case wire.OpCompact:
+		return s.compact(ctx, req)
 	}
 	if r, bad := checkKey(req); bad {
 		return r

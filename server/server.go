@@ -157,7 +157,8 @@ func (s *Server) openNode() (mirror.Store, error) {
 	rc.OnLease, rc.OnRemoved, rc.Logger = s.mirror.OnLease, s.removeFence, s.log
 	rc.ClientAddr = s.clientAddr()
 	var err error
-	s.kv, err = kv.Open(kv.Config{Raft: rc, Publisher: s.mirror, LeaseClock: s.cfg.LeaseClock})
+	s.kv, err = kv.Open(kv.Config{Raft: rc, Publisher: s.mirror, LeaseClock: s.cfg.LeaseClock,
+		AutoCompactionMode: s.cfg.AutoCompactionMode, AutoCompactionRetention: s.cfg.AutoCompactionRetention})
 	if err != nil {
 		return nil, fmt.Errorf("open raft node: %w", err)
 	}

@@ -58,7 +58,8 @@ var commands = map[string]command{
 	"lease":    {leaseUsage, []int{1, 2}, runLease},
 	"snapshot": {snapshotUsage, []int{2}, runSnapshot},
 
-	"move-leader": {moveLeaderUsage, []int{1}, runMoveLeader}, // leader.go
+	"move-leader": {moveLeaderUsage, []int{1}, runMoveLeader},  // leader.go
+	"compaction":  {"compaction REV", []int{1}, runCompaction}, // leader.go
 }
 
 func (e *env) json(v any) error {

@@ -33,8 +33,8 @@ commands:
                           with --atomic, values that all held at one moment
   del KEY                 delete KEY; prints how many keys it deleted (1 or 0)
   put --if-mod-revision N KEY [VALUE], del --if-mod-revision N KEY
-                          only if KEY's version is N (0: KEY must not exist);
-                          else exit 1 naming KEY's version
+                          only if KEY's mod revision is N (0: KEY must not
+                          exist); else exit 1 naming KEY's mod revision
   txn                     run a transaction read from stdin: compares, a blank
                           line, operations if they hold, a blank line,
                           operations otherwise (see docs/kvctl.md)
@@ -48,7 +48,9 @@ commands:
   watch [--prefix] KEY [--rev N]
                           print KEY's (--prefix: every key under it) PUT and
                           DELETE events, one line each, from now or from
-                          version N, until interrupted
+                          revision N, until interrupted
+  compaction REV          compact the history to revision REV: reads and
+                          watches below it fail as compacted
   status                  show every endpoint's id, cluster, leader, term, indexes and
                           size; exit 1, with a warning each, if any is unreachable,
                           of another cluster or without a leader, or two lead

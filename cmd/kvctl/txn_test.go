@@ -199,3 +199,27 @@ func TestTxnVersionIsEtcds(t *testing.T) {
 		t.Fatalf("ver(k) = 2 after a second write: %q, want SUCCESS", got)
 	}
 }
+
+// TestCompaction: kvctl compaction compacts the history as etcdctl's
+// does, and refuses a revision past the store's or already compacted.
+func TestCompaction(t *testing.T) {
+	ep := startNode(t)
+	for i := range 3 {
+		if _, errOut, code := kvctlAt(ep, "", "put", "k", fmt.Sprint(i)); code != 0 {
+			t.Fatal(errOut)
+		}
+	}
+	rev := version(t, ep, "k")
+	if out, errOut, code := kvctlAt(ep, "", "compaction", fmt.Sprint(rev-1)); code != 0 || out != fmt.Sprintf("compacted revision %d\n", rev-1) {
+		t.Fatalf("compaction %d: exit %d, %q %q", rev-1, code, out, errOut)
+	}
+	for _, tc := range []struct{ rev, want string }{
+		{fmt.Sprint(rev - 1), "required revision has been compacted"},
+		{fmt.Sprint(rev + 10), "required revision is a future revision"},
+		{"x", "want a positive integer"},
+	} {
+		if _, errOut, code := kvctlAt(ep, "", "compaction", tc.rev); code == 0 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("compaction %s: exit %d, %q; want an error saying %q", tc.rev, code, errOut, tc.want)
+		}
+	}
+}

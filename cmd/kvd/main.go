@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/kvd-project/kvd/internal/cli"
+	"github.com/kvd-project/kvd/internal/kv"
 	"github.com/kvd-project/kvd/internal/tlsutil"
 	"github.com/kvd-project/kvd/internal/version"
 	"github.com/kvd-project/kvd/internal/watch"
@@ -92,8 +93,12 @@ func parseFlags(args []string) (*options, error) {
 	fs.Float64Var(&o.cfg.LeaseDrift, "lease-drift", raft.DefaultLeaseDrift, "the most any clock may run faster than another, as a fraction: the read lease is shortened by it, and clients must be given the same bound")
 	fs.IntVar(&o.cfg.MaxConnections, "max-connections", server.DefaultMaxConnections,
 		"the most connections (clients' and peers') held at once by each listener; more are refused, with a message to the dialer over tcp, and counted in kvd_connections_refused_total")
+	fs.StringVar(&o.cfg.AutoCompactionMode, "auto-compaction-mode", kv.DefaultAutoCompactionMode,
+		"how the leader compacts the history: periodic (keep --auto-compaction-retention of time) or revision (keep that many revisions)")
+	fs.StringVar(&o.cfg.AutoCompactionRetention, "auto-compaction-retention", kv.DefaultAutoCompactionRetention,
+		"history to keep: periodic, a duration (1h, 30m) or hours (1); revision, a number of revisions; 0: never compact automatically")
 	fs.IntVar(&o.cfg.Watch.HistoryEvents, "watch-history-events", watch.DefaultHistoryEvents,
-		"the most recent events kept in memory to serve watches from a past version; a watch from an older one fails as compacted")
+		"the most recent events kept in memory to serve watches; older ones are read from the stored history")
 	fs.IntVar(&o.cfg.Watch.HistoryBytes, "watch-history-bytes", watch.DefaultHistoryBytes, "the most bytes of keys and values the watch history keeps")
 	fs.IntVar(&o.cfg.Watch.MaxWatchers, "max-watches", watch.DefaultMaxWatchers, "the most watches open on this node at once")
 	fs.IntVar(&o.cfg.MaxWatchesPerConn, "max-watches-per-conn", server.DefaultMaxWatchesPerConn, "the most watches one client connection may open")

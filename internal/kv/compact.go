@@ -1,6 +1,7 @@
 package kv
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -79,6 +80,14 @@ const (
 type compactPolicy struct {
 	period time.Duration
 	revs   uint64
+}
+
+// CheckAutoCompaction reports whether mode and retention ("" for their
+// defaults) are a valid auto-compaction (Config.AutoCompactionMode and
+// AutoCompactionRetention).
+func CheckAutoCompaction(mode, retention string) error {
+	_, err := parseAutoCompaction(cmp.Or(mode, DefaultAutoCompactionMode), cmp.Or(retention, DefaultAutoCompactionRetention))
+	return err
 }
 
 // parseAutoCompaction reads etcd's flag pair: periodic takes a duration

@@ -85,7 +85,13 @@ const (
 	// id, as the member ops take it. Response: Version the former
 	// leader's id, once the target leads.
 	OpMoveLeader Op = 22
-	opMax           = OpMoveLeader
+	// OpCompact compacts the history to a revision (etcd's Compact),
+	// served by the leader through Raft: Value the le64 revision.
+	// Response: Version the store revision it was applied at; a revision
+	// past the store's is StatusFutureRevision, one at or below the
+	// compaction revision StatusCompacted.
+	OpCompact Op = 23
+	opMax        = OpCompact
 )
 
 func (o Op) String() string {
@@ -134,6 +140,8 @@ func (o Op) String() string {
 		return "lease-list"
 	case OpMoveLeader:
 		return "move-leader"
+	case OpCompact:
+		return "compact"
 	}
 	return fmt.Sprintf("op(%d)", uint8(o))
 }

@@ -1,0 +1,21 @@
+package client
+
+import (
+	"context"
+	"encoding/binary"
+
+	"github.com/kvd-project/kvd/internal/wire"
+)
+
+// Compact compacts the cluster's history to revision rev, as etcd's
+// Compact: reads at a revision below rev and watches from one fail with
+// ErrCompacted from then on, on every member. It fails with
+// ErrFutureRevision if rev is past the store revision, and with
+// ErrCompacted if the history is already compacted at rev or later.
+// Retrying it is harmless.
+func (c *Client) Compact(ctx context.Context, rev uint64) error {
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	_, err := c.leaderCall(ctx, &wire.Request{Op: wire.OpCompact, Value: binary.LittleEndian.AppendUint64(nil, rev)}, true)
+	return err
+}
