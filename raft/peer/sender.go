@@ -394,7 +394,8 @@ func (p *peer) dial() (transport.Conn, error) {
 	// A joining node that has not learned its cluster id yet sends 0, which
 	// every node refuses; it has nothing to say to the cluster before the
 	// cluster has contacted it anyway.
-	h := AppendHello(nil, Hello{From: ps.cfg.ID, Cluster: ps.ident.get(), Addr: ps.cfg.Addr, ClientAddr: ps.cfg.ClientAddr})
+	h := AppendHello(nil, Hello{From: ps.cfg.ID, Cluster: ps.ident.get(), Addr: ps.cfg.Addr, ClientAddr: ps.cfg.ClientAddr,
+		Format: store.DataFormat})
 	if err := conn.Send(ctx, h); err != nil {
 		conn.Close()
 		return nil, err

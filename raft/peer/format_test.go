@@ -1,0 +1,119 @@
+package peer
+
+import (
+	"bytes"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kvd-project/kvd/internal/store"
+	"github.com/kvd-project/kvd/transport"
+)
+
+// TestPeerHelloDataFormat: the hello carries the sender's data format
+// after the addresses; a hello without one (the previous build's, with or
+// without a client address) still parses, as format 1, and one whose
+// format field is malformed does not.
+func TestPeerHelloDataFormat(t *testing.T) {
+	for _, h := range []Hello{
+		{From: 3, Cluster: 42, Addr: "host:1", Format: store.DataFormat},
+		{From: 3, Cluster: 42, Addr: "host:1", ClientAddr: "host:2", Format: store.DataFormat},
+		{From: 3, Cluster: 42, Addr: "host:1", Format: 0x0100}, // a format whose encoding holds 0x00
+	} {
+		got, err := parseHello(AppendHello(nil, h))
+		if err != nil || got != h || got.DataFormat() != uint64(h.Format) {
+			t.Errorf("parseHello(AppendHello(%+v)) = %+v, %v", h, got, err)
+		}
+	}
+	for _, old := range []string{"host:1", "host:1\x00host:2"} {
+		b := append(AppendHello(nil, Hello{From: 3, Cluster: 42}), old...)
+		got, err := parseHello(b)
+		if err != nil || got.Format != 0 || got.DataFormat() != store.DataFormatNoRevisions || got.Addr != "host:1" {
+			t.Errorf("previous build's hello %q: %+v (format %d), %v; want format %d", old, got, got.DataFormat(), err, store.DataFormatNoRevisions)
+		}
+	}
+	for _, bad := range []string{"host:1\x00\x00", "host:1\x00\x00\x02", "host:1\x00\x00\x02\x00\x00", "host:1\x00\x00\x00\x00"} {
+		if h, err := parseHello(append(AppendHello(nil, Hello{From: 3, Cluster: 42}), bad...)); err == nil {
+			t.Errorf("hello with tail %q accepted: %+v", bad, h)
+		}
+	}
+}
+
+// peerConn is an accepted connection of a peer (no credential checked).
+type peerConn struct {
+	transport.Conn // nil: any other method would panic the test
+	closed         bool
+}
+
+func (c *peerConn) Close() error       { c.closed = true; return nil }
+func (c *peerConn) RemoteAddr() string { return "peer:2" }
+
+// syncBuffer is a log sink a test reads while the set writes it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestServeRefusesAnotherDataFormat: a member of this cluster whose hello
+// names another data format (none: the previous build's; or a newer one)
+// is refused before its session is served, counted under data_format, and
+// logged naming both formats and the way forward; one of this node's
+// format is admitted.
+func TestServeRefusesAnotherDataFormat(t *testing.T) {
+	logs := &syncBuffer{}
+	s := testSet(t, Config{Logger: slog.New(slog.NewTextHandler(logs, nil))}, newFakeHost())
+	for _, tc := range []struct {
+		format uint16
+		want   string
+	}{
+		{0, "node 2 runs data format 1 (an older kvd); this node runs data format 2"},
+		{store.DataFormat + 1, "node 2 runs data format 3 (a newer kvd); this node runs data format 2"},
+	} {
+		before := refusedCount(t, s, RefuseDataFormat)
+		conn := &peerConn{}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			s.Serve(conn, AppendHello(nil, Hello{From: 2, Cluster: s.ClusterID(), Addr: "b", Format: tc.format}))
+		}()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("format %d: the session was not refused", tc.format)
+		}
+		if !conn.closed || refusedCount(t, s, RefuseDataFormat) != before+1 {
+			t.Fatalf("format %d: closed %v, data_format refusals %v (was %v)", tc.format, conn.closed, refusedCount(t, s, RefuseDataFormat), before)
+		}
+		// One line per reason per ratelog period: the second refusal is
+		// counted but not logged.
+		if tc.format == 0 {
+			for _, want := range []string{"refusing peer connection", "reason=data_format", tc.want, "kvctl snapshot save", "kvd --restore", "docs/upgrading.md"} {
+				if !strings.Contains(logs.String(), want) {
+					t.Errorf("log lacks %q:\n%s", want, logs)
+				}
+			}
+		}
+		_, why, err := s.admitHello(AppendHello(nil, Hello{From: 2, Cluster: s.ClusterID(), Addr: "b", Format: tc.format}))
+		if why != RefuseDataFormat || !strings.Contains(fmt.Sprint(err), tc.want) {
+			t.Errorf("format %d: admitHello = %q, %v; want data_format naming %q", tc.format, why, err, tc.want)
+		}
+	}
+	if _, why, err := s.admitHello(AppendHello(nil, Hello{From: 2, Cluster: s.ClusterID(), Addr: "b", Format: store.DataFormat})); err != nil {
+		t.Fatalf("a peer of this node's format refused: %q, %v", why, err)
+	}
+}
