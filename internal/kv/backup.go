@@ -1,6 +1,9 @@
 package kv
 
-import "github.com/kvd-project/kvd/internal/store"
+import (
+	"github.com/kvd-project/kvd/internal/revision"
+	"github.com/kvd-project/kvd/internal/store"
+)
 
 // View is a point-in-time view of the node's applied KV state, for reading
 // all of it without stalling writes (a backup: the node's raft.Restore
@@ -41,6 +44,28 @@ func (v *View) ForEach(fn func(key, value []byte, version uint64) error) error {
 func (v *View) ForEachLeased(fn func(key, value []byte, version, lease uint64) error) error {
 	return v.v.ForEachLeased(fn)
 }
+
+// ForEachMeta is ForEach that gives each key's revision metadata (its
+// lease included), as a backup carries it.
+func (v *View) ForEachMeta(fn func(key, value []byte, m revision.Meta) error) error {
+	return v.v.ForEachLeased(func(key, value []byte, version, lease uint64) error {
+		return fn(key, value, storedMeta(version, lease))
+	})
+}
+
+// storedMeta is the Meta of a key the store keeps as a version (the index
+// of its last write) and a lease: created and last modified at that index,
+// once, as a backup of the older formats has it. It goes once the store
+// keeps each key's Meta.
+func storedMeta(version, lease uint64) revision.Meta {
+	return revision.Meta{Create: version, Mod: version, Version: 1, Lease: lease}
+}
+
+// Revision is the store revision of the view's state and its compaction
+// revision (0: none), which a backup's header carries. Until the store
+// keeps a revision of its own, every key's Mod is an applied index, and
+// the applied index stands for the revision, with nothing compacted.
+func (v *View) Revision() (rev, compacted uint64) { return v.v.Applied(), 0 }
 
 // Leases returns the view's TTL leases in id order: id, TTL as granted and
 // keys attached (a deadline is not state: see lessor).

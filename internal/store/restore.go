@@ -8,6 +8,8 @@ import (
 
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/kvd-project/kvd/internal/revision"
 )
 
 // ErrNotEmpty: a restore was asked of a store that already holds a state.
@@ -20,14 +22,16 @@ const RestoreTerm = 1
 // Restore makes an empty store the first member state of a new cluster
 // bootstrapped from a backup, the way a follower installs a leader's
 // snapshot: leases are the backup's leases (their TTLs; their key counts
-// are what fill attaches), fill adds the backup's keys with their versions
-// and leases (0: none; one of leases) under a fresh generation, and one synced batch installs a raft snapshot at (index,
+// are what fill attaches), fill adds the backup's keys with their
+// revision metadata (Meta.Lease: 0, none, or one of leases) under a fresh
+// generation, and one synced batch installs a raft snapshot at (index,
 // RestoreTerm) whose configuration makes members the voters, with the
-// HardState committed up to index. The log then starts at index+1, so every
-// later write gets a version (its entry's index) above every restored one.
-// Raft sees a restarted node, not a fresh one, and does not bootstrap.
-func (s *Store) Restore(index uint64, members []Member, leases []Lease,
-	fill func(add func(key, value []byte, version, lease uint64) error) error) error {
+// HardState committed up to index. The log then starts at index+1. rev is
+// the backup's store revision, at least every key's Mod: the restored
+// store goes on from it, and holds no history before it. Raft sees a
+// restarted node, not a fresh one, and does not bootstrap.
+func (s *Store) Restore(index, rev uint64, members []Member, leases []Lease,
+	fill func(add func(key, value []byte, m revision.Meta) error) error) error {
 	s.mu.Lock()
 	empty := s.applied == 0 && s.last == 0 && s.hs.GetTerm() == 0 && s.hs.GetCommit() == 0
 	s.mu.Unlock()
@@ -38,7 +42,7 @@ func (s *Store) Restore(index uint64, members []Member, leases []Lease,
 		return fmt.Errorf("%w: restore at index 0", ErrBadSnapshot)
 	}
 	st := s.NewStaged(index, RestoreTerm)
-	err := restoreFill(st, leases, fill)
+	err := restoreFill(st, rev, leases, fill)
 	if err == nil {
 		err = st.Finish()
 	}
@@ -77,14 +81,18 @@ func (s *Store) Restore(index uint64, members []Member, leases []Lease,
 
 // restoreFill stages the keys fill adds, their lease attachments, and
 // then the leases with the keys counted.
-func restoreFill(st *Staged, leases []Lease, fill func(add func(key, value []byte, version, lease uint64) error) error) error {
+func restoreFill(st *Staged, rev uint64, leases []Lease, fill func(add func(key, value []byte, m revision.Meta) error) error) error {
 	keys := make(map[uint64]uint64, len(leases))
 	for _, l := range leases {
 		keys[l.ID] = 0
 	}
 	var raw, lk []byte
-	err := fill(func(key, value []byte, version, lease uint64) error {
-		raw = appendKVValue(raw[:0], version, value)
+	err := fill(func(key, value []byte, m revision.Meta) error {
+		if m.Mod > rev {
+			return fmt.Errorf("%w: key %q modified at revision %d, after the backup's %d", ErrBadSnapshot, key, m.Mod, rev)
+		}
+		raw = appendRestoredValue(raw[:0], m, value)
+		lease := m.Lease
 		if err := st.Add(key, raw); err != nil || lease == 0 {
 			return err
 		}
@@ -112,4 +120,11 @@ func restoreFill(st *Staged, leases []Lease, fill func(add func(key, value []byt
 		}
 	}
 	return nil
+}
+
+// appendRestoredValue is the stored form of a restored key: the store
+// keeps one version per key, the index of its last write, which is the
+// Meta's Mod.
+func appendRestoredValue(dst []byte, m revision.Meta, value []byte) []byte {
+	return appendKVValue(dst, m.Mod, value)
 }
