@@ -400,6 +400,10 @@ func (p *peer) dial() (transport.Conn, error) {
 		conn.Close()
 		return nil, err
 	}
+	if err := conn.Send(ctx, appendDataFormat(nil, store.DataFormat)); err != nil {
+		conn.Close()
+		return nil, err
+	}
 	ps.wg.Add(1) // run's own count is held: the set is not closed yet
 	go p.watchRefusal(conn)
 	return conn, nil

@@ -141,6 +141,8 @@ func (r *Reader) Handle(frame []byte) error {
 		return r.deliverSnapshot(id, m)
 	case FrameRemoved:
 		return r.handleRemoved(frame)
+	case FrameDataFormat:
+		return handleDataFormat(frame)
 	}
 	return fmt.Errorf("raft: unknown frame type %q", frame[0])
 }

@@ -98,7 +98,7 @@ func (c *recConn) Send(ctx context.Context, msg []byte) error {
 	if len(msg) > c.max {
 		return transport.ErrMessageTooLarge
 	}
-	if IsHello(msg) || msg[0] == FrameMessage {
+	if IsHello(msg) || msg[0] == FrameMessage || msg[0] == FrameDataFormat {
 		return nil
 	}
 	id, _, err := parseSnapshotFrame(msg)

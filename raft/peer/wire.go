@@ -53,6 +53,7 @@ import (
 //	                                       after the data, in key order
 //	'S' id | raftpb.Message (protobuf)     the MsgSnap that ends the transfer
 //	'R' le64 member id                     that member was removed (removal.go)
+//	'F' le16 data format                   the first frame of a dialled session (format.go)
 //
 // (A node without TTL leases takes an 'L' frame for an unknown frame and
 // drops the session: upgrade every node before granting leases.)
