@@ -8,9 +8,12 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/kvd-project/kvd/internal/kvdtest/peertest"
+	"github.com/kvd-project/kvd/internal/kvdtest/wait"
 	"github.com/kvd-project/kvd/internal/store"
 	"github.com/kvd-project/kvd/transport"
 )
@@ -175,4 +178,43 @@ func TestReaderChecksDataFormatFrame(t *testing.T) {
 			t.Errorf("format frame %q accepted", bad)
 		}
 	}
+}
+
+// countingDialer counts dials and returns its connection.
+type countingDialer struct {
+	conn  transport.Conn
+	dials atomic.Int32
+}
+
+func (d *countingDialer) Dial(context.Context, string) (transport.Conn, error) {
+	d.dials.Add(1)
+	return d.conn, nil
+}
+
+// TestPeerOfAnotherFormatNotDialled: once a member's hello named another
+// data format, this node does not dial it (each dial would only be dropped
+// there, and logged by it), and reports it unreachable; once a hello of it
+// names this node's format (it was upgraded), it is dialled again.
+func TestPeerOfAnotherFormatNotDialled(t *testing.T) {
+	h := newFakeHost()
+	d := &countingDialer{conn: &sendsConn{limitConn: limitConn{max: 64 << 20}}}
+	s := testSet(t, Config{Transport: d}, h)
+	s.Serve(&peerConn{}, AppendHello(nil, Hello{From: 2, Cluster: s.ClusterID(), Addr: "b"})) // the previous build's
+	if !s.Send(peertest.Heartbeat(1, 2, 1, 0)) {
+		t.Fatal("Send refused")
+	}
+	if r := h.nextReport(t); r != (report{to: 2, unreachable: true}) {
+		t.Fatalf("report %+v; want 2 unreachable", r)
+	}
+	if n := d.dials.Load(); n != 0 {
+		t.Fatalf("a member of another data format was dialled %d times", n)
+	}
+	s.Serve(&limitConn{max: 64 << 20}, AppendHello(nil, Hello{From: 2, Cluster: s.ClusterID(), Addr: "b", Format: store.DataFormat}))
+	s.Send(peertest.Heartbeat(1, 2, 1, 0))
+	wait.NoError(t, "member 2 to be dialled", func() error {
+		if d.dials.Load() == 0 {
+			return fmt.Errorf("not dialled")
+		}
+		return nil
+	})
 }

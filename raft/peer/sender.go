@@ -68,6 +68,11 @@ type peer struct {
 
 	xmu  sync.Mutex
 	xfer *transfer // the snapshot transfer in progress, if any
+
+	// otherFormat is when the peer's hello last named another data format
+	// (unix ns; 0: it did not, or a later hello named this node's): see
+	// formatPause.
+	otherFormat atomic.Int64
 }
 
 // transfer is one snapshot stream's handle.
@@ -336,7 +341,7 @@ func (p *peer) run() {
 			continue
 		}
 		if conn == nil {
-			if time.Now().Before(retryAt) {
+			if time.Now().Before(retryAt) || p.pausedForFormat() {
 				p.failed(om)
 				continue
 			}

@@ -28,6 +28,12 @@ func (ps *Set) Serve(conn transport.Conn, first []byte) {
 		return
 	}
 	h, why, err := ps.admitHello(first)
+	switch {
+	case err == nil:
+		ps.noteFormat(h.From, true)
+	case why == RefuseDataFormat && ps.host.IsMember(h.From):
+		ps.noteFormat(h.From, false)
+	}
 	if err != nil {
 		ps.refuse(why, conn, err)
 		return
