@@ -55,8 +55,8 @@ func (v *View) ForEachMeta(fn func(key, value []byte, m revision.Meta) error) er
 
 // storedMeta is the Meta of a key the store keeps as a version (the index
 // of its last write) and a lease: created and last modified at that index,
-// once, as a backup of the older formats has it. It goes once the store
-// keeps each key's Meta.
+// once, as a backup of the older formats has it. A store that keeps each
+// key's Meta gives it as it is instead.
 func storedMeta(version, lease uint64) revision.Meta {
 	return revision.Meta{Create: version, Mod: version, Version: 1, Lease: lease}
 }

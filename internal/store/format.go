@@ -41,7 +41,7 @@ type FormatError struct {
 
 func (e *FormatError) Error() string {
 	if e.Found > DataFormat {
-		return fmt.Sprintf("data directory %s was written by a newer kvd (data format %d); this kvd reads format %d: run the kvd that wrote it, or restore a backup of it (kvctl snapshot save) with this kvd (kvd --restore FILE), see docs/upgrading.md",
+		return fmt.Sprintf("data directory %s was written by a newer kvd (data format %d); this kvd reads format %d: run the newer kvd on it, see docs/upgrading.md",
 			e.Dir, e.Found, DataFormat)
 	}
 	return fmt.Sprintf("data directory %s was written by an older kvd (data format %d) without revisions; this kvd needs format %d: save a backup with the older kvd (kvctl snapshot save), then start this kvd from it (kvd --restore FILE ...), see docs/upgrading.md",
@@ -83,9 +83,9 @@ func (s *Store) checkFormat(dir string) error {
 }
 
 // holdsState reports whether the database holds raft state or KV data: a
-// directory an older build ran a node in. (A build of then writes an
-// applied index of 0 when it opens an empty store, and may record the
-// cluster and node ids of a node that has not joined yet: none of that is
+// directory an older build ran a node in. (That build also wrote an
+// applied index of 0 when it opened an empty store, and may have recorded
+// the cluster and node ids of a node that never joined: none of that is
 // state to misread.)
 func (s *Store) holdsState() (bool, error) {
 	for _, k := range [][]byte{keyHardState, keyConfState, keySnapshot, keyTrunc} {
