@@ -27,6 +27,7 @@ func TestPeerHelloDataFormat(t *testing.T) {
 		{From: 3, Cluster: 42, Addr: "host:1", Format: store.DataFormat},
 		{From: 3, Cluster: 42, Addr: "host:1", ClientAddr: "host:2", Format: store.DataFormat},
 		{From: 3, Cluster: 42, Addr: "host:1", Format: 0x0100}, // a format whose encoding holds 0x00
+		{From: 3, Cluster: 42, Format: store.DataFormat},       // no address (a forged or test hello)
 	} {
 		got, err := parseHello(AppendHello(nil, h))
 		if err != nil || got != h || got.DataFormat() != uint64(h.Format) {
@@ -40,7 +41,8 @@ func TestPeerHelloDataFormat(t *testing.T) {
 			t.Errorf("previous build's hello %q: %+v (format %d), %v; want format %d", old, got, got.DataFormat(), err, store.DataFormatNoRevisions)
 		}
 	}
-	for _, bad := range []string{"host:1\x00\x00", "host:1\x00\x00\x02", "host:1\x00\x00\x02\x00\x00", "host:1\x00\x00\x00\x00"} {
+	for _, bad := range []string{"host:1\x00\x00", "host:1\x00\x00\x02", "host:1\x00\x00\x02\x00\x00", "host:1\x00\x00\x00\x00",
+		"host:1\x00", "\x00", "host:1\x00host:1", "host:1\x00host:1\x00\x02\x00"} { // fields AppendHello never sends
 		if h, err := parseHello(append(AppendHello(nil, Hello{From: 3, Cluster: 42}), bad...)); err == nil {
 			t.Errorf("hello with tail %q accepted: %+v", bad, h)
 		}

@@ -144,8 +144,9 @@ func parseHello(b []byte) (Hello, error) {
 		Addr:    string(b[helloHeader:]),
 	}
 	var format string
+	tail := false // a client address field
 	if addr, rest, ok := strings.Cut(h.Addr, "\x00"); ok {
-		h.Addr, h.ClientAddr = addr, rest
+		h.Addr, h.ClientAddr, tail = addr, rest, true
 		if client, f, ok := strings.Cut(rest, "\x00"); ok {
 			h.ClientAddr, format = client, f
 			if len(format) != 2 {
@@ -159,6 +160,9 @@ func parseHello(b []byte) (Hello, error) {
 		return h, fmt.Errorf("raft: hello from node 0")
 	case format != "" && h.Format == 0:
 		return h, fmt.Errorf("raft: hello with data format 0")
+	case tail && (h.ClientAddr != "" && h.ClientAddr == h.Addr || h.ClientAddr == "" && format == ""):
+		// AppendHello sends no such field: one hello, one encoding.
+		return h, fmt.Errorf("raft: hello with a client address field that says nothing")
 	case len(h.Addr) > maxHelloAddr:
 		return h, fmt.Errorf("raft: hello with a %d-byte address", len(h.Addr))
 	case len(h.ClientAddr) > maxHelloAddr:
