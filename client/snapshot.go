@@ -19,12 +19,15 @@ var ErrSnapshotStream = errs.ErrSnapshotStream
 
 // SnapshotInfo describes a backup Snapshot wrote.
 type SnapshotInfo struct {
-	Index  uint64 // the applied index of the state
-	Keys   uint64
-	Leases uint64 // TTL leases the backup carries
-	Bytes  int64
-	SHA256 []byte // the file's checksum (its trailer)
-	Node   string // the node that streamed it (the leader)
+	Index uint64 // the applied index of the state
+	// Revision is the store revision of the state, Compacted its
+	// compaction revision (0: none).
+	Revision, Compacted uint64
+	Keys                uint64
+	Leases              uint64 // TTL leases the backup carries
+	Bytes               int64
+	SHA256              []byte // the file's checksum (its trailer)
+	Node                string // the node that streamed it (the leader)
 }
 
 // Snapshot writes a backup of the cluster's applied state to w: the state
@@ -125,7 +128,8 @@ func (c *Client) snapshotFrom(ctx context.Context, addr string, w io.Writer) (in
 			if err != nil {
 				return info, true, fmt.Errorf("%w: %s: %w", ErrSnapshotStream, addr, err)
 			}
-			return SnapshotInfo{Index: h.Index, Keys: h.Keys, Leases: h.Leases, Bytes: chk.n, SHA256: sum, Node: addr}, true, nil
+			return SnapshotInfo{Index: h.Index, Revision: h.Revision, Compacted: h.Compacted, Keys: h.Keys, Leases: h.Leases,
+				Bytes: chk.n, SHA256: sum, Node: addr}, true, nil
 		}
 	}
 }

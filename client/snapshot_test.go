@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kvd-project/kvd/internal/backup"
+	"github.com/kvd-project/kvd/internal/revision"
 	"github.com/kvd-project/kvd/internal/wire"
 	"github.com/kvd-project/kvd/transport/tcp"
 )
@@ -54,12 +55,12 @@ func snapshotServer(t *testing.T, script func() []wire.Response) string {
 
 func testBackup(t *testing.T) []byte {
 	var b bytes.Buffer
-	w, err := backup.NewWriter(&b, backup.Header{Index: 9, Keys: 2, Cluster: 5})
+	w, err := backup.NewWriter(&b, backup.Header{Index: 9, Keys: 2, Cluster: 5, Revision: 9})
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.Add([]byte("a"), []byte("1"), 4, 0)
-	w.Add([]byte("b"), []byte("2"), 9, 0)
+	w.Add([]byte("a"), []byte("1"), revision.Meta{Create: 4, Mod: 4, Version: 1})
+	w.Add([]byte("b"), []byte("2"), revision.Meta{Create: 9, Mod: 9, Version: 1})
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/kvd-project/kvd/internal/kvdtest/peertest"
 	"github.com/kvd-project/kvd/internal/kvdtest/wait"
+	"github.com/kvd-project/kvd/internal/store"
 	"github.com/kvd-project/kvd/raft/peer"
 	"github.com/kvd-project/kvd/transport"
 	"github.com/kvd-project/kvd/transport/tcp"
@@ -92,23 +93,23 @@ func TestForgedPeer(t *testing.T) {
 					m    *pb.Message
 					want func() (peer.Refusal, peer.DropReason)
 				}{
-					{"the reported attack: no cluster id", peer.Hello{From: member, Addr: "evil:1"}, bigCommit,
+					{"the reported attack: no cluster id", peer.Hello{From: member, Addr: "evil:1", Format: store.DataFormat}, bigCommit,
 						func() (peer.Refusal, peer.DropReason) { return peer.RefuseClusterMismatch, "" }},
-					{"another cluster", peer.Hello{From: member, Cluster: cluster + 1, Addr: "evil:1"}, bigCommit,
+					{"another cluster", peer.Hello{From: member, Cluster: cluster + 1, Addr: "evil:1", Format: store.DataFormat}, bigCommit,
 						func() (peer.Refusal, peer.DropReason) { return peer.RefuseClusterMismatch, "" }},
-					{"not a member", peer.Hello{From: 99, Cluster: cluster, Addr: "evil:1"}, peertest.Heartbeat(99, target.id, 1000, 1<<40),
+					{"not a member", peer.Hello{From: 99, Cluster: cluster, Addr: "evil:1", Format: store.DataFormat}, peertest.Heartbeat(99, target.id, 1000, 1<<40),
 						func() (peer.Refusal, peer.DropReason) { return peer.RefuseNotMember, "" }},
-					{"this node itself", peer.Hello{From: target.id, Cluster: cluster}, peertest.Heartbeat(target.id, target.id, 1000, 1),
+					{"this node itself", peer.Hello{From: target.id, Cluster: cluster, Format: store.DataFormat}, peertest.Heartbeat(target.id, target.id, 1000, 1),
 						func() (peer.Refusal, peer.DropReason) { return peer.RefuseSelf, "" }},
-					{"a member's heartbeat committing past the log at term 1000", peer.Hello{From: member, Cluster: cluster}, bigCommit,
+					{"a member's heartbeat committing past the log at term 1000", peer.Hello{From: member, Cluster: cluster, Format: store.DataFormat}, bigCommit,
 						func() (peer.Refusal, peer.DropReason) { return memberOutcome(peer.DropBeyondLog) }},
-					{"a member's session sending as another node", peer.Hello{From: member, Cluster: cluster},
+					{"a member's session sending as another node", peer.Hello{From: member, Cluster: cluster, Format: store.DataFormat},
 						peertest.Heartbeat(99, target.id, 1000, 1), func() (peer.Refusal, peer.DropReason) { return memberOutcome(peer.DropWrongSender) }},
-					{"a member's MsgTransferLeader", peer.Hello{From: member, Cluster: cluster}, peertest.Msg(pb.MsgTransferLeader, member, target.id, term),
+					{"a member's MsgTransferLeader", peer.Hello{From: member, Cluster: cluster, Format: store.DataFormat}, peertest.Msg(pb.MsgTransferLeader, member, target.id, term),
 						func() (peer.Refusal, peer.DropReason) { return memberOutcome(peer.DropType) }},
-					{"a member's MsgTimeoutNow", peer.Hello{From: member, Cluster: cluster}, peertest.Msg(pb.MsgTimeoutNow, member, target.id, term),
+					{"a member's MsgTimeoutNow", peer.Hello{From: member, Cluster: cluster, Format: store.DataFormat}, peertest.Msg(pb.MsgTimeoutNow, member, target.id, term),
 						func() (peer.Refusal, peer.DropReason) { return memberOutcome(peer.DropTransfer) }},
-					{"a member's vote that claims a leader transfer", peer.Hello{From: member, Cluster: cluster},
+					{"a member's vote that claims a leader transfer", peer.Hello{From: member, Cluster: cluster, Format: store.DataFormat},
 						peertest.With(peertest.Msg(pb.MsgVote, member, target.id, 1000), func(m *pb.Message) { m.Context = []byte("CampaignTransfer") }),
 						func() (peer.Refusal, peer.DropReason) { return memberOutcome(peer.DropTransfer) }},
 				}
@@ -230,7 +231,7 @@ func TestJoinLearnsClusterID(t *testing.T) {
 	}
 	attacker := c.net.transport(t, "attacker")
 	defer attacker.Close()
-	rawPeer(t, attacker, n4.addr, peer.Hello{From: 99, Cluster: want + 1})
+	rawPeer(t, attacker, n4.addr, peer.Hello{From: 99, Cluster: want + 1, Format: store.DataFormat})
 	wait.For(t, "the stranger to be refused", func() bool { return refusedCount(t, n4.node, peer.RefuseNotMember) > 0 })
 	if id := n4.node.ClusterID(); id != 0 {
 		t.Fatalf("joining node learned cluster id %x from a stranger", id)
@@ -248,7 +249,7 @@ func TestJoinLearnsClusterID(t *testing.T) {
 	if id := n4.node.ClusterID(); id != want {
 		t.Fatalf("joined node restarted with cluster id %x, want %x", id, want)
 	}
-	rawPeer(t, attacker, n4.addr, peer.Hello{From: lead.id, Cluster: want + 1})
+	rawPeer(t, attacker, n4.addr, peer.Hello{From: lead.id, Cluster: want + 1, Format: store.DataFormat})
 	wait.For(t, "another cluster to be refused", func() bool {
 		return refusedCount(t, n4.node, peer.RefuseClusterMismatch) > 0
 	})
@@ -266,7 +267,7 @@ func TestRemovedMemberSessionClosed(t *testing.T) {
 	}
 	attacker := c.net.transport(t, "attacker")
 	defer attacker.Close()
-	h := peer.Hello{From: gone, Cluster: lead.node.ClusterID()}
+	h := peer.Hello{From: gone, Cluster: lead.node.ClusterID(), Format: store.DataFormat}
 	conn := rawPeer(t, attacker, lead.addr, h, peertest.Msg(pb.MsgTimeoutNow, gone, lead.id, 1))
 	wait.For(t, "the member's session to be served", func() bool { return droppedCount(t, lead.node, peer.DropTransfer) > 0 })
 
@@ -303,7 +304,7 @@ func TestForgedConfChangeLeavingNoVoter(t *testing.T) {
 		m.Entries = []*pb.Entry{cc(1, 1, pb.ConfChangeAddLearnerNode, 2)}
 		attacker := c.net.transport(t, "attacker")
 		defer attacker.Close()
-		rawPeer(t, attacker, n2.addr, peer.Hello{From: 1, Cluster: 0xdead}, m)
+		rawPeer(t, attacker, n2.addr, peer.Hello{From: 1, Cluster: 0xdead, Format: store.DataFormat}, m)
 		wait.For(t, "the forged entry applied", func() bool { return n2.node.Status().Applied >= 1 })
 		if err := n2.node.Failure(); err != nil {
 			t.Fatalf("node failed: %v", err)
@@ -339,7 +340,7 @@ func TestForgedConfChangeLeavingNoVoter(t *testing.T) {
 		}
 		attacker := c.net.transport(t, "attacker")
 		defer attacker.Close()
-		rawPeer(t, attacker, target.addr, peer.Hello{From: lead.id, Cluster: target.node.ClusterID()}, m)
+		rawPeer(t, attacker, target.addr, peer.Hello{From: lead.id, Cluster: target.node.ClusterID(), Format: store.DataFormat}, m)
 		// (Were they never applied, the peer filter dropped them: this test
 		// needs them to reach raft.)
 		wait.For(t, "the forged entries applied", func() bool { return target.node.Status().Applied >= last+3 })

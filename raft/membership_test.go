@@ -203,7 +203,7 @@ func TestSnapshotInstallEndsRemovedMembersSessions(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rogue.Close()
-	if err := rogue.Send(ctx, peer.AppendHello(nil, peer.Hello{From: x.id, Cluster: f.node.ClusterID(), Addr: x.addr})); err != nil {
+	if err := rogue.Send(ctx, peer.AppendHello(nil, peer.Hello{From: x.id, Cluster: f.node.ClusterID(), Addr: x.addr, Format: store.DataFormat})); err != nil {
 		t.Fatal(err)
 	}
 	hasSession := func() bool { return f.node.peers.(*peer.Set).Sessions(x.id) > 0 }

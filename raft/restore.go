@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/kvd-project/kvd/internal/atomicfile"
+	"github.com/kvd-project/kvd/internal/revision"
 	"github.com/kvd-project/kvd/internal/store"
 	"github.com/kvd-project/kvd/raft/peer"
 )
@@ -57,7 +58,10 @@ type RestoreConfig struct {
 	InitialClusterToken string
 	DataDir             string // must be missing or empty
 	Index               uint64 // the backup's applied index
-	FromCluster         uint64 // the id of the cluster the backup came from (0: unknown)
+	// Revision is the backup's store revision (backup.Header.Revision),
+	// at least every key's Mod: the restored cluster goes on from it.
+	Revision    uint64
+	FromCluster uint64 // the id of the cluster the backup came from (0: unknown)
 	// Backup is the backup's checksum (its trailer): the new cluster's id
 	// depends on it (peer.RestoredClusterID), so members restored from
 	// different backups refuse each other. Empty: the id is the token's
@@ -80,6 +84,8 @@ func (c RestoreConfig) Validate() error {
 		return fmt.Errorf("%w: restore: DataDir is required", ErrConfig)
 	case c.Index == 0 || c.Index > maxRestoreIndex:
 		return fmt.Errorf("%w: restore: backup index %d (1..%d)", ErrConfig, c.Index, uint64(maxRestoreIndex))
+	case c.Revision > maxRestoreIndex:
+		return fmt.Errorf("%w: restore: backup revision %d (0..%d)", ErrConfig, c.Revision, uint64(maxRestoreIndex))
 	case len(c.InitialClusterToken) > maxClusterToken:
 		return fmt.Errorf("%w: restore: InitialClusterToken of %d bytes (at most %d)", ErrConfig, len(c.InitialClusterToken), maxClusterToken)
 	}
@@ -92,12 +98,13 @@ func (c RestoreConfig) Validate() error {
 }
 
 // Restore writes a new member's data directory from a backup: fill calls
-// add for each of the backup's keys, in key order, with its value,
-// version and lease (0: none; else one of cfg.Leases). The directory must be missing or empty (ErrNotEmpty otherwise:
+// add for each of the backup's keys, in key order, with its value and
+// revision metadata (Meta.Lease: 0, none, or one of cfg.Leases). The
+// directory must be missing or empty (ErrNotEmpty otherwise:
 // a restore never overwrites a node's data). On failure what Restore wrote
 // is removed again. The node is then started with Open and the same
 // ID, InitialCluster and InitialClusterToken.
-func Restore(cfg RestoreConfig, fill func(add func(key, value []byte, version, lease uint64) error) error) (err error) {
+func Restore(cfg RestoreConfig, fill func(add func(key, value []byte, m revision.Meta) error) error) (err error) {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
@@ -146,7 +153,7 @@ func Restore(cfg RestoreConfig, fill func(add func(key, value []byte, version, l
 	for pid, addr := range cfg.InitialCluster {
 		members = append(members, store.Member{ID: pid, Addr: addr})
 	}
-	if err := st.Restore(cfg.Index, members, cfg.Leases, fill); err != nil {
+	if err := st.Restore(cfg.Index, cfg.Revision, members, cfg.Leases, fill); err != nil {
 		return fmt.Errorf("raft: restore: %w", err)
 	}
 	cerr := st.Close()

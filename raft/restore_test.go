@@ -12,6 +12,7 @@ import (
 
 	"github.com/kvd-project/kvd/internal/kvdtest/peertest"
 	"github.com/kvd-project/kvd/internal/kvdtest/wait"
+	"github.com/kvd-project/kvd/internal/revision"
 	"github.com/kvd-project/kvd/raft/peer"
 )
 
@@ -41,15 +42,15 @@ func TestRestoreRefusesUsedDir(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "x"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg := RestoreConfig{ID: 1, InitialCluster: map[uint64]string{1: "a:1"}, DataDir: dir, Index: 5, Logger: peertest.Logger()}
-	none := func(func(key, value []byte, version, lease uint64) error) error { return nil }
+	cfg := RestoreConfig{ID: 1, InitialCluster: map[uint64]string{1: "a:1"}, DataDir: dir, Index: 5, Revision: 5, Logger: peertest.Logger()}
+	none := func(func(key, value []byte, m revision.Meta) error) error { return nil }
 	if err := Restore(cfg, none); !errors.Is(err, ErrNotEmpty) {
 		t.Fatalf("used dir: %v, want ErrNotEmpty", err)
 	}
 	cfg.DataDir = filepath.Join(t.TempDir(), "new")
 	boom := errors.New("boom")
-	err := Restore(cfg, func(add func(key, value []byte, version, lease uint64) error) error {
-		if err := add([]byte("k"), []byte("v"), 3, 0); err != nil {
+	err := Restore(cfg, func(add func(key, value []byte, m revision.Meta) error) error {
+		if err := add([]byte("k"), []byte("v"), revision.Meta{Create: 3, Mod: 3, Version: 1}); err != nil {
 			return err
 		}
 		return boom
@@ -77,10 +78,10 @@ func TestRestoreRefusesUsedDir(t *testing.T) {
 // Restore writes first and removes last makes Open and Restore refuse it.
 func TestInterruptedRestoreRefused(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "node1")
-	cfg := RestoreConfig{ID: 1, InitialCluster: map[uint64]string{1: "a:1"}, DataDir: dir, Index: 5, Logger: peertest.Logger()}
+	cfg := RestoreConfig{ID: 1, InitialCluster: map[uint64]string{1: "a:1"}, DataDir: dir, Index: 5, Revision: 5, Logger: peertest.Logger()}
 	var crashImage string // the directory as a crash inside the fill leaves it
-	err := Restore(cfg, func(add func(key, value []byte, version, lease uint64) error) error {
-		if err := add([]byte("k"), []byte("v"), 3, 0); err != nil {
+	err := Restore(cfg, func(add func(key, value []byte, m revision.Meta) error) error {
+		if err := add([]byte("k"), []byte("v"), revision.Meta{Create: 3, Mod: 3, Version: 1}); err != nil {
 			return err
 		}
 		if _, err := os.Stat(filepath.Join(dir, restoreMarker)); err != nil {
@@ -105,7 +106,7 @@ func TestInterruptedRestoreRefused(t *testing.T) {
 		t.Fatalf("Open of an interrupted restore's directory = %v, want ErrRestoreInterrupted", err)
 	}
 	cfg.DataDir = crashImage
-	if err := Restore(cfg, func(func(key, value []byte, version, lease uint64) error) error { return nil }); !errors.Is(err, ErrRestoreInterrupted) {
+	if err := Restore(cfg, func(func(key, value []byte, m revision.Meta) error) error { return nil }); !errors.Is(err, ErrRestoreInterrupted) {
 		t.Fatalf("Restore into it = %v, want ErrRestoreInterrupted", err)
 	}
 }
@@ -134,9 +135,9 @@ func TestRestoredClusterAtMaxIndexCommits(t *testing.T) {
 			}
 			for id, tn := range c.nodes {
 				cfg := RestoreConfig{ID: id, InitialCluster: maps.Clone(c.peers), InitialClusterToken: base.InitialClusterToken,
-					DataDir: tn.dir, Index: index, Logger: peertest.Logger()}
-				if err := Restore(cfg, func(add func(key, value []byte, version, lease uint64) error) error {
-					return add([]byte("k"), []byte("v"), index, 0)
+					DataDir: tn.dir, Index: index, Revision: index, Logger: peertest.Logger()}
+				if err := Restore(cfg, func(add func(key, value []byte, m revision.Meta) error) error {
+					return add([]byte("k"), []byte("v"), revision.Meta{Create: index, Mod: index, Version: 1})
 				}); err != nil {
 					t.Fatalf("restore node %d at %d: %v", id, index, err)
 				}

@@ -20,6 +20,7 @@ import (
 	"github.com/kvd-project/kvd/internal/kvdtest/wait"
 	"github.com/kvd-project/kvd/internal/limits"
 	"github.com/kvd-project/kvd/internal/revision"
+	"github.com/kvd-project/kvd/internal/store"
 	"github.com/kvd-project/kvd/raft/peer"
 	"github.com/kvd-project/kvd/transport"
 	"github.com/kvd-project/kvd/transport/tcp"
@@ -163,7 +164,7 @@ func TestMessageLimitChecked(t *testing.T) {
 	}
 	t.Log(err)
 	c := &limitConn{max: 1 << 20}
-	n.ServePeer(c, peer.AppendHello(nil, peer.Hello{From: 2, Cluster: n.ClusterID(), Addr: "b"}))
+	n.ServePeer(c, peer.AppendHello(nil, peer.Hello{From: 2, Cluster: n.ClusterID(), Addr: "b", Format: store.DataFormat}))
 	if c.recvs != 0 || !c.closed {
 		t.Fatalf("ServePeer on a 1 MiB connection: %d Recv calls, closed %v", c.recvs, c.closed)
 	}
@@ -206,7 +207,7 @@ func TestCloseDiscardsQueuedSnapshot(t *testing.T) {
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
-		n.ServePeer(conn, peer.AppendHello(nil, peer.Hello{From: 2, Cluster: n.ClusterID(), Addr: "b"}))
+		n.ServePeer(conn, peer.AppendHello(nil, peer.Hello{From: 2, Cluster: n.ClusterID(), Addr: "b", Format: store.DataFormat}))
 	}()
 	wait.For(t, "the session to be served", func() bool { return slices.Contains(n.peers.Known(), 2) })
 	closed := make(chan error)
@@ -325,7 +326,7 @@ func TestSnapshotStagingBoundedAcrossSessions(t *testing.T) {
 	c := newClusterOn(t, newTCPNet(), 3, cfg)
 	c.leader()
 	target := c.nodes[1]
-	h := peer.Hello{From: 2, Cluster: target.node.ClusterID()}
+	h := peer.Hello{From: 2, Cluster: target.node.ClusterID(), Format: store.DataFormat}
 	attacker, err := tcp.New(tcp.Config{Node: "attacker"})
 	if err != nil {
 		t.Fatal(err)

@@ -102,3 +102,20 @@ func TestRestoreFormatWithoutLeases(t *testing.T) {
 		t.Fatalf("leases after restoring a backup without any: %v, %v", ids, err)
 	}
 }
+
+// TestRestoreFormatWithoutRevisions: the way from a data directory of the
+// previous build is a backup it saved (testdata/format2.kvdsnap: versions,
+// a TTL lease, no revisions) restored by this one: its keys come back with
+// their values and versions, the leased one attached to its lease at its
+// full TTL.
+func TestRestoreFormatWithoutRevisions(t *testing.T) {
+	skipShort(t)
+	restored := kvdtest.StartCluster(t, 1, kvdtest.Options{Restore: "../internal/backup/testdata/format2.kvdsnap", Token: "restored"})
+	kvdtest.WaitLeader(t, restored, 10*time.Second)
+	rc := newClient(t, kvdtest.Endpoints(restored), client.Linearizable)
+	checkRestored(t, rc, map[string]kv{"alpha": {"one", 3}, "beta": {"two-again", 5}, "svc/node1": {"10.0.0.1", 7}})
+	const lease client.LeaseID = 8080258718234143399
+	if li, err := rc.TimeToLive(context.Background(), lease); err != nil || li.Keys != 1 || li.TTL != time.Hour {
+		t.Fatalf("lease %d after the restore: %+v, %v; want 1 key, granted 1h", lease, li, err)
+	}
+}

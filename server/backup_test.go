@@ -19,6 +19,7 @@ import (
 	"github.com/kvd-project/kvd/internal/backup"
 	"github.com/kvd-project/kvd/internal/kvdtest"
 	"github.com/kvd-project/kvd/internal/kvdtest/wait"
+	"github.com/kvd-project/kvd/internal/revision"
 	"github.com/kvd-project/kvd/internal/wire"
 	"github.com/kvd-project/kvd/raft"
 	"github.com/kvd-project/kvd/server"
@@ -54,7 +55,7 @@ func readBackup(t *testing.T, path string) (backup.Header, map[string]kv) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out[string(rec.Key)] = kv{string(rec.Value), rec.Version}
+		out[string(rec.Key)] = kv{string(rec.Value), rec.Meta.Mod}
 	}
 }
 
@@ -226,7 +227,7 @@ func TestRestoreRefusals(t *testing.T) {
 		return p
 	}
 	flipped := bytes.Clone(good)
-	flipped[len(flipped)/2] ^= 0x01
+	flipped[len(flipped)-backup.TrailerLen-1] ^= 0x01 // the last value's last byte: damage only the checksum sees
 	addr := kvdtest.FreeAddrs(t, 1)[0]
 	// member is node 1's address in the initial cluster; it listens at
 	// addr (the old cluster's node holds its own address).
@@ -434,7 +435,7 @@ func writeBackup(t *testing.T, h backup.Header, recs [][3]any) []byte {
 		t.Fatal(err)
 	}
 	for _, r := range recs {
-		if err := w.Add([]byte(r[0].(string)), []byte(r[1].(string)), r[2].(uint64), 0); err != nil {
+		if err := w.Add([]byte(r[0].(string)), []byte(r[1].(string)), revision.Meta{Create: r[2].(uint64), Mod: r[2].(uint64), Version: 1}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -456,8 +457,8 @@ func (f *fileBuf) Write(p []byte) (int, error) { f.b = append(f.b, p...); return
 // restored versions above the restored index break "new writes get higher
 // versions" (IfVersion conditions, watches).
 func TestRestoreFileReplacedWhileRestoring(t *testing.T) {
-	older := writeBackup(t, backup.Header{Index: 10, Keys: 1}, [][3]any{{"a", "old", uint64(5)}})
-	newer := writeBackup(t, backup.Header{Index: 1000, Keys: 2}, [][3]any{{"a", "new", uint64(900)}, {"b", "new", uint64(999)}})
+	older := writeBackup(t, backup.Header{Index: 10, Keys: 1, Revision: 10}, [][3]any{{"a", "old", uint64(5)}})
+	newer := writeBackup(t, backup.Header{Index: 1000, Keys: 2, Revision: 1000}, [][3]any{{"a", "new", uint64(900)}, {"b", "new", uint64(999)}})
 	path := filepath.Join(t.TempDir(), "backup.kvd")
 	if err := syscall.Mkfifo(path, 0o600); err != nil {
 		t.Skip("mkfifo:", err)

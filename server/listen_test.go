@@ -10,6 +10,7 @@ import (
 	"github.com/kvd-project/kvd/client"
 	"github.com/kvd-project/kvd/internal/kvdtest"
 	"github.com/kvd-project/kvd/internal/kvdtest/wait"
+	kvstore "github.com/kvd-project/kvd/internal/store"
 	"github.com/kvd-project/kvd/internal/wire"
 	"github.com/kvd-project/kvd/raft/peer"
 	"github.com/kvd-project/kvd/transport/tcp"
@@ -88,7 +89,7 @@ func TestWrongListenerRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	hello := peer.AppendHello(nil, peer.Hello{From: 2, Cluster: n.Srv.Node().ClusterID(), Addr: nodes[1].PeerAddr})
+	hello := peer.AppendHello(nil, peer.Hello{From: 2, Cluster: n.Srv.Node().ClusterID(), Addr: nodes[1].PeerAddr, Format: kvstore.DataFormat})
 	if err := conn.Send(ctx, hello); err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/kvd-project/kvd/internal/backup"
+	"github.com/kvd-project/kvd/internal/revision"
 	kvstore "github.com/kvd-project/kvd/internal/store"
 	"github.com/kvd-project/kvd/raft"
 )
@@ -43,9 +44,9 @@ func (s *Server) restore() error {
 	}
 	err = raft.Restore(raft.RestoreConfig{
 		ID: s.cfg.ID, InitialCluster: s.cfg.InitialCluster, InitialClusterToken: s.cfg.InitialClusterToken,
-		DataDir: s.cfg.DataDir, Index: h.Index, FromCluster: h.Cluster, Backup: sum, Logger: s.log,
+		DataDir: s.cfg.DataDir, Index: h.Index, Revision: h.Revision, FromCluster: h.Cluster, Backup: sum, Logger: s.log,
 		Leases: restoredLeases(r.Leases()),
-	}, func(add func(key, value []byte, version, lease uint64) error) error {
+	}, func(add func(key, value []byte, m revision.Meta) error) error {
 		for {
 			rec, err := r.Next()
 			if errors.Is(err, io.EOF) {
@@ -57,7 +58,7 @@ func (s *Server) restore() error {
 			if err != nil {
 				return err
 			}
-			if err := add(rec.Key, rec.Value, rec.Version, rec.Lease); err != nil {
+			if err := add(rec.Key, rec.Value, rec.Meta); err != nil {
 				return err
 			}
 		}
@@ -66,7 +67,8 @@ func (s *Server) restore() error {
 		return fmt.Errorf("server: restore %s: %w", path, err)
 	}
 	s.log.Info("restored a backup; this node starts a new cluster with its state",
-		"file", path, "index", h.Index, "keys", h.Keys, "leases", h.Leases, "sha256", fmt.Sprintf("%x", sum))
+		"file", path, "index", h.Index, "revision", h.Revision, "keys", h.Keys, "leases", h.Leases, "format", h.Format,
+		"sha256", fmt.Sprintf("%x", sum))
 	return nil
 }
 

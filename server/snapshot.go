@@ -138,7 +138,8 @@ func (s *Server) snapshot(st *snapStream, req *wire.Request) wire.Response {
 	switch {
 	case err == nil:
 		s.metrics.snapshots.WithLabelValues(snapSent).Inc()
-		s.log.Info("backup streamed", "index", view.Applied(), "remote", st.conn.RemoteAddr(), "bytes", st.bytes)
+		rev, _ := view.Revision()
+		s.log.Info("backup streamed", "index", view.Applied(), "revision", rev, "remote", st.conn.RemoteAddr(), "bytes", st.bytes)
 		return wire.Response{}
 	case errors.Is(err, errSnapshotSend):
 		s.metrics.snapshots.WithLabelValues(snapFailed).Inc()
@@ -204,8 +205,9 @@ func (st *snapStream) stream(view *kv.View) error {
 	st.index = view.Applied()
 	st.limit = snapshotChunkLimit(st.conn.MaxMessage()) // at least minSnapshotChunk: snapshot checked
 	st.buf = make([]byte, 1, 1+st.limit)
+	rev, compacted := view.Revision()
 	w, err := backup.NewWriter(st, backup.Header{Index: st.index, Keys: keys, Cluster: st.s.node.ClusterID(),
-		Leases: uint64(len(leases))})
+		Leases: uint64(len(leases)), Revision: rev, Compacted: compacted})
 	if err != nil {
 		return err
 	}
@@ -214,7 +216,7 @@ func (st *snapStream) stream(view *kv.View) error {
 			return err
 		}
 	}
-	if err := view.ForEachLeased(w.Add); err != nil {
+	if err := view.ForEachMeta(w.Add); err != nil {
 		return err
 	}
 	if err := w.Close(); err != nil {

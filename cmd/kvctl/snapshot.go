@@ -57,15 +57,16 @@ func snapshotStatus(e *env, path string) error {
 	if err != nil {
 		return err
 	}
-	return e.printSnapshot("ok", path, client.SnapshotInfo{Index: h.Index, Keys: h.Keys, Leases: h.Leases, Bytes: st.Size(), SHA256: sum})
+	return e.printSnapshot("ok", path, client.SnapshotInfo{Index: h.Index, Revision: h.Revision, Compacted: h.Compacted,
+		Keys: h.Keys, Leases: h.Leases, Bytes: st.Size(), SHA256: sum})
 }
 
 func (e *env) printSnapshot(what, path string, info client.SnapshotInfo) error {
 	if e.o.write == "json" {
-		return e.json(map[string]any{"file": path, "index": info.Index, "keys": info.Keys, "leases": info.Leases, "bytes": info.Bytes,
-			"sha256": fmt.Sprintf("%x", info.SHA256), "node": info.Node})
+		return e.json(map[string]any{"file": path, "index": info.Index, "revision": info.Revision, "compact_revision": info.Compacted,
+			"keys": info.Keys, "leases": info.Leases, "bytes": info.Bytes, "sha256": fmt.Sprintf("%x", info.SHA256), "node": info.Node})
 	}
-	fmt.Fprintf(e.out, "%s %s: index %d, %d keys, %d leases, %d bytes, sha256 %x\n",
-		what, path, info.Index, info.Keys, info.Leases, info.Bytes, info.SHA256)
+	fmt.Fprintf(e.out, "%s %s: index %d, revision %d, compact revision %d, %d keys, %d leases, %d bytes, sha256 %x\n",
+		what, path, info.Index, info.Revision, info.Compacted, info.Keys, info.Leases, info.Bytes, info.SHA256)
 	return nil
 }

@@ -61,7 +61,8 @@ func TestProcessBackupRestore(t *testing.T) {
 	if err != nil || !strings.HasPrefix(out, "saved "+file+": index ") || !strings.Contains(out, " 3 keys, 1 leases,") {
 		t.Fatalf("snapshot save = %q, %v (%s)", out, err, errOut)
 	}
-	if out, errOut, err := kvctl(addrs[0], "snapshot", "status", file); err != nil || !strings.Contains(out, " 3 keys, 1 leases,") {
+	if out, errOut, err := kvctl(addrs[0], "snapshot", "status", file); err != nil || !strings.Contains(out, " 3 keys, 1 leases,") ||
+		!strings.Contains(out, ", revision ") {
 		t.Fatalf("snapshot status = %q, %v (%s)", out, err, errOut)
 	}
 	b, err := os.ReadFile(file)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/kvd-project/kvd/internal/backup"
 	"github.com/kvd-project/kvd/internal/kvdtest"
+	"github.com/kvd-project/kvd/internal/revision"
 )
 
 // writeTinyBackup writes a valid one-key backup for --restore.
@@ -24,11 +25,11 @@ func writeTinyBackup(t *testing.T) string {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	w, err := backup.NewWriter(f, backup.Header{Index: 10, Keys: 1, Cluster: 0})
+	w, err := backup.NewWriter(f, backup.Header{Index: 10, Keys: 1, Cluster: 0, Revision: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Add([]byte("k"), []byte("v"), 5, 0); err != nil {
+	if err := w.Add([]byte("k"), []byte("v"), revision.Meta{Create: 5, Mod: 5, Version: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.Close(); err != nil {

@@ -313,7 +313,7 @@ func run(args []string) error {
 		if metricsLn != nil {
 			metricsLn.Close()
 		}
-		return &failure{lockedErr(o.cfg.DataDir, err)}
+		return &failure{openErr(o.cfg.DataDir, err)}
 	}
 	var httpSrv *http.Server
 	if metricsLn != nil {

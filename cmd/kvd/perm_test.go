@@ -8,6 +8,7 @@ import (
 
 	"github.com/kvd-project/kvd/internal/backup"
 	"github.com/kvd-project/kvd/internal/kvdtest"
+	"github.com/kvd-project/kvd/internal/revision"
 )
 
 // TestRestoredDataDirPrivate: a backup holds all the data and kvctl writes
@@ -24,11 +25,11 @@ func TestRestoredDataDirPrivate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := backup.NewWriter(f, backup.Header{Index: 10, Keys: 1})
+	w, err := backup.NewWriter(f, backup.Header{Index: 10, Keys: 1, Revision: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Add([]byte("secret"), []byte("value"), 7, 0); err != nil {
+	if err := w.Add([]byte("secret"), []byte("value"), revision.Meta{Create: 7, Mod: 7, Version: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.Close(); err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kvd-project/kvd/internal/store"
 	"github.com/kvd-project/kvd/internal/version"
 	"github.com/kvd-project/kvd/server"
 )
@@ -60,6 +61,17 @@ func inUse(dir string, pid int) error {
 		}
 	}
 	return fmt.Errorf("data dir %s is in use by %s: stop it, or give this node another --data-dir", dir, holder)
+}
+
+// openErr is the one line kvd exits with when the node did not open: a
+// data directory of another data format is refused in the store's own
+// words, which name the way forward, without the layers it went through.
+func openErr(dir string, err error) error {
+	var fe *store.FormatError
+	if errors.As(err, &fe) {
+		return fe
+	}
+	return lockedErr(dir, err)
 }
 
 // lockedErr names the holder when opening the data directory failed on its

@@ -12,16 +12,21 @@ import (
 	"time"
 
 	"github.com/kvd-project/kvd/internal/limits"
+	"github.com/kvd-project/kvd/internal/revision"
 )
 
+// rec is a record; its lease is file.attach's.
 type rec struct {
 	key, value string
-	version    uint64
+	m          revision.Meta
 }
+
+// v is the Meta of a key written once, at rev.
+func v(rev uint64) revision.Meta { return revision.Meta{Create: rev, Mod: rev, Version: 1} }
 
 func encode(t testing.TB, index uint64, recs []rec) []byte {
 	t.Helper()
-	return encodeHeader(t, Header{Index: index, Keys: uint64(len(recs)), Cluster: 0xc1}, recs)
+	return encodeHeader(t, Header{Index: index, Keys: uint64(len(recs)), Cluster: 0xc1, Revision: index}, recs)
 }
 
 func encodeHeader(t testing.TB, h Header, recs []rec) []byte {
@@ -51,7 +56,9 @@ func encodeFile(t testing.TB, f file) []byte {
 		}
 	}
 	for _, r := range f.recs {
-		if err := w.Add([]byte(r.key), []byte(r.value), r.version, f.attach[r.key]); err != nil {
+		m := r.m
+		m.Lease = f.attach[r.key]
+		if err := w.Add([]byte(r.key), []byte(r.value), m); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -80,9 +87,11 @@ func decodeFile(b []byte) (file, error) {
 		if err != nil {
 			return f, err
 		}
-		f.recs = append(f.recs, rec{string(x.Key), string(x.Value), x.Version})
-		if x.Lease != 0 {
-			f.attach[string(x.Key)] = x.Lease
+		m := x.Meta
+		m.Lease = 0
+		f.recs = append(f.recs, rec{string(x.Key), string(x.Value), m})
+		if x.Meta.Lease != 0 {
+			f.attach[string(x.Key)] = x.Meta.Lease
 		}
 	}
 }
@@ -90,7 +99,7 @@ func decodeFile(b []byte) (file, error) {
 func sample() []rec {
 	var recs []rec
 	for i := range 50 {
-		recs = append(recs, rec{fmt.Sprintf("k%03d", i), string(bytes.Repeat([]byte{byte(i)}, i*7)), uint64(3 + i)})
+		recs = append(recs, rec{fmt.Sprintf("k%03d", i), string(bytes.Repeat([]byte{byte(i)}, i*7)), v(uint64(3 + i))})
 	}
 	return recs
 }
@@ -102,7 +111,7 @@ func TestRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if h != (Header{Index: 100, Keys: uint64(len(recs)), Cluster: 0xc1, Format: Format}) || fmt.Sprint(got) != fmt.Sprint(recs) {
+		if h != (Header{Index: 100, Keys: uint64(len(recs)), Cluster: 0xc1, Revision: 100, Format: Format}) || fmt.Sprint(got) != fmt.Sprint(recs) {
 			t.Fatalf("decoded %+v %v, want %d records %v", h, got, len(recs), recs)
 		}
 		if _, sum, err := Verify(bytes.NewReader(b)); err != nil || len(sum) != TrailerLen {
@@ -137,7 +146,7 @@ func TestEveryDamageRefused(t *testing.T) {
 // TestFlippedValueIsChecksumError: damage that keeps the structure intact
 // (a value byte) is caught by the checksum alone.
 func TestFlippedValueIsChecksumError(t *testing.T) {
-	b := encode(t, 10, []rec{{"a", "hello", 2}})
+	b := encode(t, 10, []rec{{"a", "hello", v(2)}})
 	b[HeaderLen+recordHead+1] ^= 1 // the value's first byte
 	if _, _, err := Verify(bytes.NewReader(b)); !errors.Is(err, ErrChecksum) {
 		t.Fatalf("Verify = %v, want ErrChecksum", err)
@@ -149,19 +158,23 @@ func TestWriterRefusesBadRecords(t *testing.T) {
 		recs []rec
 		keys uint64
 	}{
-		"unordered":       {[]rec{{"b", "", 1}, {"a", "", 1}}, 2},
-		"duplicate":       {[]rec{{"a", "", 1}, {"a", "", 1}}, 2},
-		"version 0":       {[]rec{{"a", "", 0}}, 1},
-		"version > idx":   {[]rec{{"a", "", 11}}, 1},
-		"empty key":       {[]rec{{"", "", 1}}, 1},
-		"too many":        {[]rec{{"a", "", 1}, {"b", "", 1}}, 1},
-		"too few (Close)": {[]rec{{"a", "", 1}}, 2},
+		"unordered":       {[]rec{{"b", "", v(1)}, {"a", "", v(1)}}, 2},
+		"duplicate":       {[]rec{{"a", "", v(1)}, {"a", "", v(1)}}, 2},
+		"mod 0":           {[]rec{{"a", "", revision.Meta{Version: 1}}}, 1},
+		"mod > revision":  {[]rec{{"a", "", v(11)}}, 1},
+		"create 0":        {[]rec{{"a", "", revision.Meta{Mod: 3, Version: 1}}}, 1},
+		"create > mod":    {[]rec{{"a", "", revision.Meta{Create: 4, Mod: 3, Version: 1}}}, 1},
+		"version 0":       {[]rec{{"a", "", revision.Meta{Create: 3, Mod: 3}}}, 1},
+		"version > revs":  {[]rec{{"a", "", revision.Meta{Create: 3, Mod: 5, Version: 4}}}, 1},
+		"empty key":       {[]rec{{"", "", v(1)}}, 1},
+		"too many":        {[]rec{{"a", "", v(1)}, {"b", "", v(1)}}, 1},
+		"too few (Close)": {[]rec{{"a", "", v(1)}}, 2},
 	} {
 		var b bytes.Buffer
-		w, _ := NewWriter(&b, Header{Index: 10, Keys: tc.keys})
+		w, _ := NewWriter(&b, Header{Index: 10, Keys: tc.keys, Revision: 10})
 		var err error
 		for _, r := range tc.recs {
-			if err = w.Add([]byte(r.key), []byte(r.value), r.version, 0); err != nil {
+			if err = w.Add([]byte(r.key), []byte(r.value), r.m); err != nil {
 				break
 			}
 		}
@@ -199,12 +212,12 @@ func FuzzReader(f *testing.F) {
 			return
 		}
 		again := encodeFile(t, got)
-		if got.h.Format == FormatNoLeases {
+		if got.h.Format != Format {
 			// Written again in the current format: the same content.
 			back, err := decodeFile(again)
-			back.h.Format = FormatNoLeases
+			back.h.Format = got.h.Format
 			if err != nil || fmt.Sprint(back) != fmt.Sprint(got) {
-				t.Fatalf("format %d backup re-encodes to %+v, %v; want %+v", FormatNoLeases, back, err, got)
+				t.Fatalf("format %d backup re-encodes to %+v, %v; want %+v", got.h.Format, back, err, got)
 			}
 			return
 		}
@@ -240,9 +253,9 @@ func TestIndexBounded(t *testing.T) {
 // leased is a backup with leases: two keys on lease 7, one on lease 9, one
 // key on none, and lease 12 with no keys.
 func leased() file {
-	recs := []rec{{"a", "1", 3}, {"svc/a", "addr-a", 5}, {"svc/b", "addr-b", 6}, {"svc/c", "addr-c", 8}}
+	recs := []rec{{"a", "1", v(3)}, {"svc/a", "addr-a", revision.Meta{Create: 2, Mod: 5, Version: 3}}, {"svc/b", "addr-b", v(6)}, {"svc/c", "addr-c", v(8)}}
 	return file{
-		h:      Header{Index: 20, Keys: uint64(len(recs)), Cluster: 0xc1, Leases: 3, Format: Format},
+		h:      Header{Index: 20, Keys: uint64(len(recs)), Cluster: 0xc1, Leases: 3, Revision: 17, Compacted: 4, Format: Format},
 		leases: []Lease{{ID: 7, TTL: limits.MinLeaseTTL}, {ID: 9, TTL: time.Minute}, {ID: 12, TTL: limits.MaxLeaseTTL}},
 		recs:   recs,
 		attach: map[string]uint64{"svc/a": 7, "svc/b": 9, "svc/c": 7},
@@ -294,8 +307,8 @@ func TestReadsFormatWithoutLeases(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := file{h: Header{Index: 10, Keys: 3, Cluster: 0xc1, Format: FormatNoLeases}, leases: []Lease{},
-		recs: []rec{{"a", "1", 3}, {"b", "", 4}, {"svc/x", "addr", 7}}, attach: map[string]uint64{}}
+	want := file{h: Header{Index: 10, Keys: 3, Cluster: 0xc1, Revision: 10, Format: FormatNoLeases}, leases: []Lease{},
+		recs: []rec{{"a", "1", v(3)}, {"b", "", v(4)}, {"svc/x", "addr", v(7)}}, attach: map[string]uint64{}}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("decoded %+v, want %+v", got, want)
 	}
@@ -305,12 +318,12 @@ func TestReadsFormatWithoutLeases(t *testing.T) {
 }
 
 // TestNewerFormatRefused: a reader refuses a format it does not know by
-// its version, as a format-1 reader refuses this package's files (it
-// accepted exactly version 1).
+// its version, as the readers of formats 1 and 2 refuse this package's
+// files (they accepted exactly the versions they knew).
 func TestNewerFormatRefused(t *testing.T) {
 	b := encodeFile(t, leased())
-	if v := binary.LittleEndian.Uint16(b[8:]); v == FormatNoLeases {
-		t.Fatalf("a backup with leases is written as format %d, which older readers would misread", v)
+	if v := binary.LittleEndian.Uint16(b[8:]); v <= FormatNoRevisions {
+		t.Fatalf("a backup with revisions is written as format %d, which older readers would misread", v)
 	}
 	binary.LittleEndian.PutUint16(b[8:], Format+1)
 	_, _, err := Verify(bytes.NewReader(b))
@@ -338,14 +351,14 @@ func TestBadLeasesRefused(t *testing.T) {
 		"unknown lease": {[]Lease{ok}, 1, 8},
 	} {
 		var b bytes.Buffer
-		w, err := NewWriter(&b, Header{Index: 10, Keys: 1, Leases: tc.n})
+		w, err := NewWriter(&b, Header{Index: 10, Keys: 1, Leases: tc.n, Revision: 10})
 		for _, l := range tc.leases {
 			if err == nil {
 				err = w.AddLease(l)
 			}
 		}
 		if err == nil {
-			err = w.Add([]byte("a"), nil, 1, tc.lease)
+			err = w.Add([]byte("a"), nil, revision.Meta{Create: 1, Mod: 1, Version: 1, Lease: tc.lease})
 		}
 		if err == nil {
 			err = w.Close()
@@ -361,7 +374,7 @@ func TestBadLeasesRefused(t *testing.T) {
 
 // TestLeaseKeysBounded: no lease holds more keys than one may.
 func TestLeaseKeysBounded(t *testing.T) {
-	w, err := NewWriter(io.Discard, Header{Index: 10, Keys: limits.MaxLeaseKeys + 1, Leases: 1})
+	w, err := NewWriter(io.Discard, Header{Index: 10, Keys: limits.MaxLeaseKeys + 1, Leases: 1, Revision: 10})
 	if err == nil {
 		err = w.AddLease(Lease{ID: 7, TTL: time.Minute})
 	}
@@ -369,9 +382,79 @@ func TestLeaseKeysBounded(t *testing.T) {
 		if err != nil {
 			break
 		}
-		err = w.Add(fmt.Appendf(nil, "k%05d", i), nil, 1, 7)
+		err = w.Add(fmt.Appendf(nil, "k%05d", i), nil, revision.Meta{Create: 1, Mod: 1, Version: 1, Lease: 7})
 	}
 	if !errors.Is(err, ErrFormat) {
 		t.Fatalf("lease with %d keys: err = %v, want ErrFormat", limits.MaxLeaseKeys+1, err)
+	}
+}
+
+// TestReadsFormatWithoutRevisions: a backup of format 2, saved by kvd
+// before backups carried revisions (testdata/format2.kvdsnap: see
+// internal/store/testdata/README.md), still reads: each key created and
+// last modified at its version, once, with its lease; the revision is the
+// backup's index, so a restored cluster's revisions stay above every
+// restored one.
+func TestReadsFormatWithoutRevisions(t *testing.T) {
+	b, err := os.ReadFile("testdata/format2.kvdsnap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := decodeFile(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const lease = 8080258718234143399
+	want := file{h: Header{Index: 7, Keys: 3, Cluster: 0x3a1c797fde096ad9, Leases: 1, Revision: 7, Format: FormatNoRevisions},
+		leases: []Lease{{ID: lease, TTL: time.Hour}},
+		recs:   []rec{{"alpha", "one", v(3)}, {"beta", "two-again", v(5)}, {"svc/node1", "10.0.0.1", v(7)}},
+		attach: map[string]uint64{"svc/node1": lease}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("decoded %+v, want %+v", got, want)
+	}
+}
+
+// TestMetaAndRevisionsRoundTrip: format 3 carries each key's whole Meta
+// (create, mod, version, lease) and the header the store and compaction
+// revisions, exactly.
+func TestMetaAndRevisionsRoundTrip(t *testing.T) {
+	want := leased()
+	r, err := NewReader(bytes.NewReader(encodeFile(t, want)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := r.Header(); h.Format != Format || h.Revision != 17 || h.Compacted != 4 {
+		t.Fatalf("header %+v; want format %d, revision 17, compacted 4", h, Format)
+	}
+	var got []revision.Meta
+	for {
+		x, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, x.Meta)
+	}
+	for i, rc := range want.recs {
+		m := rc.m
+		m.Lease = want.attach[rc.key]
+		if i >= len(got) || got[i] != m {
+			t.Fatalf("records' Meta %+v; record %d want %+v", got, i, m)
+		}
+	}
+}
+
+// TestHeaderRevisionsChecked: a header's revision is bounded as its index
+// is, and nothing is compacted past it.
+func TestHeaderRevisionsChecked(t *testing.T) {
+	for _, h := range []Header{{Index: 10, Revision: MaxIndex + 1}, {Index: 10, Revision: 5, Compacted: 6}} {
+		if _, err := NewWriter(io.Discard, h); !errors.Is(err, ErrFormat) {
+			t.Errorf("%+v: NewWriter = %v, want ErrFormat", h, err)
+		}
+		if _, err := NewReader(bytes.NewReader(appendHeader(nil, h))); !errors.Is(err, ErrFormat) {
+			t.Errorf("%+v: NewReader = %v, want ErrFormat", h, err)
+		}
 	}
 }

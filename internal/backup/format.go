@@ -7,21 +7,26 @@ import (
 
 	"github.com/kvd-project/kvd/internal/errs"
 	"github.com/kvd-project/kvd/internal/limits"
+	"github.com/kvd-project/kvd/internal/revision"
 )
 
-// Format is the format version this package writes. It reads it and
-// FormatNoLeases, the format of backups without leases.
+// Format is the format version this package writes: each key with its
+// revision.Meta, the header with the store revision. It also reads the
+// formats before it (a key of theirs gets legacyMeta).
 const (
-	Format         = 2
-	FormatNoLeases = 1
+	Format            = 3
+	FormatNoRevisions = 2 // a version per key (its last write's index) and its lease
+	FormatNoLeases    = 1 // a version per key, no leases
 )
 
 // Sizes of the fixed parts.
 const (
-	HeaderLen    = 44 // HeaderLenV1 in FormatNoLeases
+	HeaderLen    = 60 // HeaderLenV2 in FormatNoRevisions, HeaderLenV1 in FormatNoLeases
+	HeaderLenV2  = 44
 	HeaderLenV1  = 36
 	leaseLen     = 8 + 8
-	recordHead   = 2 + 4 + 8 + 8 // recordHeadV1 in FormatNoLeases
+	recordHead   = 2 + 4 + revision.Size // recordHeadV2, recordHeadV1 in the older formats
+	recordHeadV2 = 2 + 4 + 8 + 8
 	recordHeadV1 = 2 + 4 + 8
 	TrailerLen   = 32 // SHA-256
 	magic        = "KVDSNAP\n"
@@ -54,6 +59,12 @@ type Header struct {
 	Cluster uint64
 	// Leases is the number of TTL leases (0 in a FormatNoLeases file).
 	Leases uint64
+	// Revision is the store revision of the state: every key's Mod is at
+	// most it, and a cluster restored from the backup goes on from it.
+	// Compacted is the state's compaction revision (0: none). A file of
+	// an older format has neither: its Revision is its Index (revisions
+	// stay above every restored version), Compacted 0.
+	Revision, Compacted uint64
 	// Format is the file's format version (a writer writes Format
 	// whatever it says).
 	Format uint16
@@ -73,6 +84,10 @@ func (h Header) check() error {
 		return fmt.Errorf("%w: index %d beyond %d", ErrFormat, h.Index, uint64(MaxIndex))
 	case h.Leases > limits.MaxLeases:
 		return fmt.Errorf("%w: %d leases (at most %d may exist)", ErrFormat, h.Leases, limits.MaxLeases)
+	case h.Revision > MaxIndex:
+		return fmt.Errorf("%w: revision %d beyond %d", ErrFormat, h.Revision, uint64(MaxIndex))
+	case h.Compacted > h.Revision:
+		return fmt.Errorf("%w: compaction revision %d after the revision %d", ErrFormat, h.Compacted, h.Revision)
 	}
 	return nil
 }
@@ -100,7 +115,9 @@ func appendHeader(b []byte, h Header) []byte {
 	b = binary.LittleEndian.AppendUint64(b, h.Index)
 	b = binary.LittleEndian.AppendUint64(b, h.Keys)
 	b = binary.LittleEndian.AppendUint64(b, h.Cluster)
-	return binary.LittleEndian.AppendUint64(b, h.Leases)
+	b = binary.LittleEndian.AppendUint64(b, h.Leases)
+	b = binary.LittleEndian.AppendUint64(b, h.Revision)
+	return binary.LittleEndian.AppendUint64(b, h.Compacted)
 }
 
 func appendLease(b []byte, l Lease) []byte {
@@ -108,11 +125,17 @@ func appendLease(b []byte, l Lease) []byte {
 	return binary.LittleEndian.AppendUint64(b, uint64(l.TTL))
 }
 
-func appendRecordHead(b []byte, keyLen, valueLen int, version, lease uint64) []byte {
+func appendRecordHead(b []byte, keyLen, valueLen int, m revision.Meta) []byte {
 	b = binary.LittleEndian.AppendUint16(b, uint16(keyLen))
 	b = binary.LittleEndian.AppendUint32(b, uint32(valueLen))
-	b = binary.LittleEndian.AppendUint64(b, version)
-	return binary.LittleEndian.AppendUint64(b, lease)
+	return m.Append(b)
+}
+
+// legacyMeta is the Meta of a key of a file of an older format, which has
+// only the index of the key's last write (its version then) and its lease:
+// created and last modified at that index, once.
+func legacyMeta(version, lease uint64) revision.Meta {
+	return revision.Meta{Create: version, Mod: version, Version: 1, Lease: lease}
 }
 
 // leaseSet is what both sides know of the leases while they check the

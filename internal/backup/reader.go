@@ -10,15 +10,16 @@ import (
 	"hash"
 	"io"
 	"time"
+
+	"github.com/kvd-project/kvd/internal/revision"
 )
 
 // Record is one key of a backup. Key and Value are valid until the next
 // call of Next.
 type Record struct {
-	Key     []byte
-	Value   []byte
-	Version uint64
-	Lease   uint64 // the lease the key is attached to (0: none)
+	Key   []byte
+	Value []byte
+	Meta  revision.Meta // Meta.Lease: the lease the key is attached to (0: none)
 }
 
 // Reader reads a backup, checking it as it goes.
@@ -37,7 +38,7 @@ type Reader struct {
 }
 
 // NewReader reads and checks the header and the leases. It reads the
-// formats Format and FormatNoLeases; a newer one fails with ErrFormat
+// format Format and the older ones; a newer one fails with ErrFormat
 // naming its version.
 func NewReader(r io.Reader) (*Reader, error) {
 	br := &Reader{r: bufio.NewReaderSize(r, 256<<10), sum: sha256.New()}
@@ -49,8 +50,8 @@ func NewReader(r io.Reader) (*Reader, error) {
 		return nil, fmt.Errorf("%w: not a kvd backup (bad magic %q)", ErrFormat, b[:8])
 	}
 	f := binary.LittleEndian.Uint16(b[8:])
-	if f != Format && f != FormatNoLeases {
-		return nil, fmt.Errorf("%w: format version %d (this kvd reads %d and %d): written by a newer kvd; restore it with that version",
+	if f < FormatNoLeases || f > Format {
+		return nil, fmt.Errorf("%w: format version %d (this kvd reads %d to %d): written by a newer kvd; restore it with that version",
 			ErrFormat, f, FormatNoLeases, Format)
 	}
 	if binary.LittleEndian.Uint16(b[10:]) != 0 {
@@ -58,13 +59,8 @@ func NewReader(r io.Reader) (*Reader, error) {
 	}
 	br.h = Header{Index: binary.LittleEndian.Uint64(b[12:]), Keys: binary.LittleEndian.Uint64(b[20:]),
 		Cluster: binary.LittleEndian.Uint64(b[28:]), Format: f}
-	br.recordHead = recordHeadV1
-	if f == Format {
-		br.recordHead = recordHead
-		if b, err = br.read(HeaderLen-HeaderLenV1, "header"); err != nil {
-			return nil, err
-		}
-		br.h.Leases = binary.LittleEndian.Uint64(b)
+	if err := br.readHeaderTail(); err != nil {
+		return nil, err
 	}
 	if err := br.h.check(); err != nil {
 		return nil, err
@@ -73,6 +69,31 @@ func NewReader(r io.Reader) (*Reader, error) {
 		return nil, err
 	}
 	return br, nil
+}
+
+// readHeaderTail reads what the header has after the format-1 fields, as
+// the header's format has it, and sets the record layout.
+func (r *Reader) readHeaderTail() error {
+	r.h.Revision = r.h.Index // an older format's revisions: see Header
+	n := HeaderLen
+	switch r.h.Format {
+	case FormatNoLeases:
+		r.recordHead = recordHeadV1
+		return nil
+	case FormatNoRevisions:
+		r.recordHead, n = recordHeadV2, HeaderLenV2
+	default:
+		r.recordHead = recordHead
+	}
+	b, err := r.read(n-HeaderLenV1, "header")
+	if err != nil {
+		return err
+	}
+	r.h.Leases = binary.LittleEndian.Uint64(b)
+	if r.h.Format == Format {
+		r.h.Revision, r.h.Compacted = binary.LittleEndian.Uint64(b[8:]), binary.LittleEndian.Uint64(b[16:])
+	}
+	return nil
 }
 
 // readLeases reads the leases, which precede the records.
@@ -134,10 +155,14 @@ func (r *Reader) Next() (Record, error) {
 	}
 	kl := int(binary.LittleEndian.Uint16(head))
 	vl := uint64(binary.LittleEndian.Uint32(head[2:]))
-	version := binary.LittleEndian.Uint64(head[6:])
-	var lease uint64
-	if r.recordHead == recordHead {
-		lease = binary.LittleEndian.Uint64(head[14:])
+	var m revision.Meta
+	switch r.recordHead {
+	case recordHead:
+		m, _ = revision.Decode(head[6:]) // the head holds revision.Size bytes
+	case recordHeadV2:
+		m = legacyMeta(binary.LittleEndian.Uint64(head[6:]), binary.LittleEndian.Uint64(head[14:]))
+	default:
+		m = legacyMeta(binary.LittleEndian.Uint64(head[6:]), 0)
 	}
 	if vl > MaxValueLen {
 		return Record{}, fmt.Errorf("%w: record %d: value of %d bytes (max %d)", ErrFormat, r.n, vl, MaxValueLen)
@@ -147,15 +172,15 @@ func (r *Reader) Next() (Record, error) {
 		return Record{}, err
 	}
 	key, value := body[:kl:kl], body[kl:]
-	if err := checkRecord(r.h, r.n, r.last, key, len(value), version); err != nil {
+	if err := checkRecord(r.h, r.n, r.last, key, len(value), m); err != nil {
 		return Record{}, err
 	}
-	if err := r.leaseKeys.attach(r.n, lease); err != nil {
+	if err := r.leaseKeys.attach(r.n, m.Lease); err != nil {
 		return Record{}, err
 	}
 	r.n++
 	r.last = append(r.last[:0], key...)
-	return Record{Key: key, Value: value, Version: version, Lease: lease}, nil
+	return Record{Key: key, Value: value, Meta: m}, nil
 }
 
 func (r *Reader) finish() error {

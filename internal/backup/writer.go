@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"hash"
 	"io"
+
+	"github.com/kvd-project/kvd/internal/revision"
 )
 
 // Writer writes a backup: the header at NewWriter, leases with AddLease (in
@@ -57,21 +59,21 @@ func (w *Writer) AddLease(l Lease) error {
 	return w.write(appendLease(w.buf[:0], l))
 }
 
-// Add writes one record: a key, its value and version, and the lease it is
-// attached to (0: none), which AddLease wrote.
-func (w *Writer) Add(key, value []byte, version, lease uint64) error {
+// Add writes one record: a key, its value and its revision metadata,
+// whose lease (0: none) AddLease wrote.
+func (w *Writer) Add(key, value []byte, m revision.Meta) error {
 	if w.nLeases != w.h.Leases {
 		return fmt.Errorf("%w: a record after %d leases, header says %d", ErrFormat, w.nLeases, w.h.Leases)
 	}
-	if err := checkRecord(w.h, w.n, w.last, key, len(value), version); err != nil {
+	if err := checkRecord(w.h, w.n, w.last, key, len(value), m); err != nil {
 		return err
 	}
-	if err := w.leases.attach(w.n, lease); err != nil {
+	if err := w.leases.attach(w.n, m.Lease); err != nil {
 		return err
 	}
 	w.n++
 	w.last = append(w.last[:0], key...)
-	w.buf = appendRecordHead(w.buf[:0], len(key), len(value), version, lease)
+	w.buf = appendRecordHead(w.buf[:0], len(key), len(value), m)
 	w.buf = append(w.buf, key...)
 	w.buf = append(w.buf, value...)
 	return w.write(w.buf)
@@ -91,8 +93,9 @@ func (w *Writer) Close() error {
 }
 
 // checkRecord is the rule both sides enforce for the n-th record (0-based)
-// after the key last.
-func checkRecord(h Header, n uint64, last, key []byte, valueLen int, version uint64) error {
+// after the key last: a key's metadata is that of writes at revisions up
+// to the backup's (one each), since it was created.
+func checkRecord(h Header, n uint64, last, key []byte, valueLen int, m revision.Meta) error {
 	switch {
 	case n >= h.Keys:
 		return fmt.Errorf("%w: more than the %d records the header announces", ErrFormat, h.Keys)
@@ -100,8 +103,13 @@ func checkRecord(h Header, n uint64, last, key []byte, valueLen int, version uin
 		return fmt.Errorf("%w: record %d: key of %d bytes", ErrFormat, n, len(key))
 	case valueLen > MaxValueLen:
 		return fmt.Errorf("%w: record %d: value of %d bytes (max %d)", ErrFormat, n, valueLen, MaxValueLen)
-	case version == 0 || version > h.Index:
-		return fmt.Errorf("%w: record %d: version %d outside 1..%d (the backup's index)", ErrFormat, n, version, h.Index)
+	case m.Mod == 0 || m.Mod > h.Revision:
+		return fmt.Errorf("%w: record %d: mod revision %d outside 1..%d (the backup's revision)", ErrFormat, n, m.Mod, h.Revision)
+	case m.Create == 0 || m.Create > m.Mod:
+		return fmt.Errorf("%w: record %d: create revision %d outside 1..%d (its mod revision)", ErrFormat, n, m.Create, m.Mod)
+	case m.Version == 0 || m.Version-1 > m.Mod-m.Create:
+		return fmt.Errorf("%w: record %d: version %d outside 1..%d (one per revision from create %d to mod %d)",
+			ErrFormat, n, m.Version, m.Mod-m.Create+1, m.Create, m.Mod)
 	case n > 0 && bytes.Compare(last, key) >= 0:
 		return fmt.Errorf("%w: record %d: key %q not after %q", ErrFormat, n, key, last)
 	}

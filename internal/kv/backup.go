@@ -39,11 +39,15 @@ func (v *View) ForEach(fn func(key, value []byte, m revision.Meta) error) error 
 	return v.v.ForEach(fn)
 }
 
-// ForEachLeased is ForEach that also gives the lease each key is attached
-// to (0: none).
-func (v *View) ForEachLeased(fn func(key, value []byte, version, lease uint64) error) error {
-	return v.v.ForEachLeased(fn)
+// ForEachMeta is ForEach under the name a backup writer reads: each key's
+// revision metadata carries its lease too.
+func (v *View) ForEachMeta(fn func(key, value []byte, m revision.Meta) error) error {
+	return v.v.ForEach(fn)
 }
+
+// Revision is the store revision of the view's state and its compaction
+// revision (0: none), which a backup's header carries.
+func (v *View) Revision() (rev, compacted uint64) { return v.v.Revisions() }
 
 // Leases returns the view's TTL leases in id order: id, TTL as granted and
 // keys attached (a deadline is not state: see lessor).

@@ -12,7 +12,7 @@
 //
 //	"m" + name               metadata: HardState, ConfState, applied index,
 //	                         latest snapshot, log truncation point, KV generation,
-//	                         cluster id
+//	                         cluster id, data format (format.go)
 //	"l" + be64(index)        raft log entries (marshaled raftpb.Entry)
 //	"p" + be64(id)           member address book: learner flag + address
 //	"k" + be64(gen) + key    applied KV state: revision.Meta + value

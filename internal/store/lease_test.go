@@ -4,6 +4,8 @@ import (
 	"errors"
 	"slices"
 	"testing"
+
+	"github.com/kvd-project/kvd/internal/revision"
 )
 
 // TestLeaseRecords: attach, detach and revoke keep the lease's key count
@@ -100,9 +102,9 @@ func TestRestoreLeases(t *testing.T) {
 	defer s.Close()
 	want := []leasedKey{{"a", "1", 3, 0}, {"svc/a", "x", 4, 7}, {"svc/b", "y", 5, 9}, {"svc/c", "z", 6, 7}}
 	leases := []Lease{{ID: 7, TTL: 5e9}, {ID: 9, TTL: 6e9}, {ID: 12, TTL: 7e9}}
-	err = s.Restore(10, []Member{{ID: 1, Addr: "a:1"}}, leases, func(add func(key, value []byte, version, lease uint64) error) error {
+	err = s.Restore(10, 10, []Member{{ID: 1, Addr: "a:1"}}, leases, func(add func(key, value []byte, m revision.Meta) error) error {
 		for _, k := range want {
-			if err := add([]byte(k.key), []byte(k.value), k.version, k.lease); err != nil {
+			if err := add([]byte(k.key), []byte(k.value), revision.Meta{Create: k.version, Mod: k.version, Version: 1, Lease: k.lease}); err != nil {
 				return err
 			}
 		}
@@ -120,8 +122,8 @@ func TestRestoreLeases(t *testing.T) {
 	}
 	defer v.Close()
 	var got []leasedKey
-	err = v.ForEachLeased(func(key, value []byte, version, lease uint64) error {
-		got = append(got, leasedKey{string(key), string(value), version, lease})
+	err = v.ForEach(func(key, value []byte, m revision.Meta) error {
+		got = append(got, leasedKey{string(key), string(value), m.Mod, m.Lease})
 		return nil
 	})
 	if err != nil || !slices.Equal(got, want) {
@@ -131,15 +133,20 @@ func TestRestoreLeases(t *testing.T) {
 		t.Fatalf("view's leases %v, %v", ls, err)
 	}
 
-	s2, err := Open(t.TempDir(), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s2.Close()
-	err = s2.Restore(10, []Member{{ID: 1, Addr: "a:1"}}, nil, func(add func(key, value []byte, version, lease uint64) error) error {
-		return add([]byte("k"), nil, 1, 7)
-	})
-	if !errors.Is(err, ErrBadSnapshot) {
-		t.Fatalf("restore of a key on a missing lease: %v, want ErrBadSnapshot", err)
+	for name, m := range map[string]revision.Meta{
+		"a key on a missing lease":          {Create: 1, Mod: 1, Version: 1, Lease: 7},
+		"a key modified after the revision": {Create: 1, Mod: 11, Version: 2},
+	} {
+		s2, err := Open(t.TempDir(), Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = s2.Restore(10, 10, []Member{{ID: 1, Addr: "a:1"}}, nil, func(add func(key, value []byte, m revision.Meta) error) error {
+			return add([]byte("k"), nil, m)
+		})
+		s2.Close()
+		if !errors.Is(err, ErrBadSnapshot) {
+			t.Errorf("restore of %s: %v, want ErrBadSnapshot", name, err)
+		}
 	}
 }

@@ -6,9 +6,10 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/kvd-project/kvd/internal/revision"
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/kvd-project/kvd/internal/revision"
 )
 
 // ErrNotEmpty: a restore was asked of a store that already holds a state.
@@ -21,14 +22,16 @@ const RestoreTerm = 1
 // Restore makes an empty store the first member state of a new cluster
 // bootstrapped from a backup, the way a follower installs a leader's
 // snapshot: leases are the backup's leases (their TTLs; their key counts
-// are what fill attaches), fill adds the backup's keys with their versions
-// and leases (0: none; one of leases) under a fresh generation, and one synced batch installs a raft snapshot at (index,
+// are what fill attaches), fill adds the backup's keys with their
+// revision metadata (Meta.Lease: 0, none, or one of leases) under a fresh
+// generation, and one synced batch installs a raft snapshot at (index,
 // RestoreTerm) whose configuration makes members the voters, with the
-// HardState committed up to index. The log then starts at index+1, so every
-// later write gets a version (its entry's index) above every restored one.
-// Raft sees a restarted node, not a fresh one, and does not bootstrap.
-func (s *Store) Restore(index uint64, members []Member, leases []Lease,
-	fill func(add func(key, value []byte, version, lease uint64) error) error) error {
+// HardState committed up to index. The log then starts at index+1. rev is
+// the backup's store revision, at least every key's Mod: the restored
+// store goes on from it, and holds no history before it. Raft sees a
+// restarted node, not a fresh one, and does not bootstrap.
+func (s *Store) Restore(index, rev uint64, members []Member, leases []Lease,
+	fill func(add func(key, value []byte, m revision.Meta) error) error) error {
 	s.mu.Lock()
 	empty := s.applied == 0 && s.last == 0 && s.hs.GetTerm() == 0 && s.hs.GetCommit() == 0
 	s.mu.Unlock()
@@ -39,7 +42,7 @@ func (s *Store) Restore(index uint64, members []Member, leases []Lease,
 		return fmt.Errorf("%w: restore at index 0", ErrBadSnapshot)
 	}
 	st := s.NewStaged(index, RestoreTerm)
-	err := restoreFill(st, leases, fill)
+	err := restoreFill(st, rev, leases, fill)
 	if err == nil {
 		err = st.Finish()
 	}
@@ -70,6 +73,10 @@ func (s *Store) Restore(index uint64, members []Member, leases []Lease,
 		u.Close()
 		return err
 	}
+	if err := restoreRevisions(u, rev); err != nil {
+		u.Close()
+		return err
+	}
 	if err := u.Commit(true); err != nil {
 		return err
 	}
@@ -78,16 +85,24 @@ func (s *Store) Restore(index uint64, members []Member, leases []Lease,
 
 // restoreFill stages the keys fill adds, their lease attachments, and
 // then the leases with the keys counted.
-func restoreFill(st *Staged, leases []Lease, fill func(add func(key, value []byte, version, lease uint64) error) error) error {
+func restoreFill(st *Staged, rev uint64, leases []Lease, fill func(add func(key, value []byte, m revision.Meta) error) error) error {
 	keys := make(map[uint64]uint64, len(leases))
 	for _, l := range leases {
 		keys[l.ID] = 0
 	}
 	var raw, lk []byte
-	err := fill(func(key, value []byte, version, lease uint64) error {
-		raw = appendKVValue(raw[:0], revision.Meta{Create: version, Mod: version, Version: 1, Lease: lease}, value)
-		if err := st.Add(key, raw); err != nil || lease == 0 {
+	h := restoredHistory{seq: map[uint64]uint32{}}
+	err := fill(func(key, value []byte, m revision.Meta) error {
+		if m.Mod > rev {
+			return fmt.Errorf("%w: key %q modified at revision %d, after the backup's %d", ErrBadSnapshot, key, m.Mod, rev)
+		}
+		raw = appendKVValue(raw[:0], m, value)
+		if err := errors.Join(st.Add(key, raw), h.add(st, key, value, m)); err != nil {
 			return err
+		}
+		lease := m.Lease
+		if lease == 0 {
+			return nil
 		}
 		n, ok := keys[lease]
 		if !ok {
@@ -113,4 +128,37 @@ func restoreFill(st *Staged, leases []Lease, fill func(add func(key, value []byt
 		}
 	}
 	return nil
+}
+
+// restoredHistory stages a restored key's one history record, at its Mod:
+// what a read at the backup's revision needs.
+type restoredHistory struct {
+	seq      map[uint64]uint32 // per revision, the keys recorded at it
+	key, val []byte
+}
+
+func (h *restoredHistory) add(st *Staged, key, value []byte, m revision.Meta) error {
+	seq := h.seq[m.Mod]
+	h.seq[m.Mod] = seq + 1
+	h.key = appendHistKey(h.key[:0], 0, key, m.Mod)
+	h.val = appendHistValue(h.val[:0], m, value, false)
+	if err := st.AddRevision(h.key[revKeyHeader:], h.val); err != nil {
+		return err
+	}
+	h.key = appendOrderKey(h.key[:0], 0, m.Mod, seq, key)
+	return st.AddRevision(h.key[revKeyHeader:], nil)
+}
+
+// restoreRevisions makes the restored state the one at the backup's
+// revision rev, with the history compacted there: it holds each key's
+// last write only, so a read below rev (or a watch from rev or before)
+// would miss the writes it overwrote, and fails as compacted instead.
+func restoreRevisions(u *Update, rev uint64) error {
+	if rev == 0 {
+		return nil // an empty backup: a store that never changed
+	}
+	if err := u.SetRevision(rev); err != nil {
+		return err
+	}
+	return u.Compact(rev)
 }

@@ -111,6 +111,12 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("store: open %s: %w", dir, err)
 	}
 	s := &Store{db: db, cacheSize: max(opts.EntryCacheSize, 0), fault: fault}
+	if err := s.checkFormat(dir); err != nil {
+		if !fault.tripped() {
+			db.Close()
+		}
+		return nil, err
+	}
 	if err := s.recover(); err != nil {
 		if !fault.tripped() {
 			db.Close()

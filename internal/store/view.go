@@ -1,10 +1,7 @@
 package store
 
 import (
-	"bytes"
-	"encoding/binary"
 	"errors"
-	"fmt"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -16,9 +13,10 @@ import (
 // (a backup) without holding up the raft loop: it pins a Pebble snapshot,
 // not a lock, so writes go on while it is read. It must be Closed.
 type View struct {
-	snap    *pebble.Snapshot
-	gen     uint64
-	applied uint64
+	snap         *pebble.Snapshot
+	gen          uint64
+	applied      uint64
+	rev, compact uint64
 }
 
 // View opens a view of the current applied state.
@@ -27,7 +25,12 @@ func (s *Store) View() (*View, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &View{snap: snap, gen: gen, applied: applied}, nil
+	rev, compact, err := revsAt(snap, gen)
+	if err != nil {
+		snap.Close()
+		return nil, err
+	}
+	return &View{snap: snap, gen: gen, applied: applied, rev: rev, compact: compact}, nil
 }
 
 // appliedAt reads the applied index as a snapshot of the database has it:
@@ -70,34 +73,9 @@ func (v *View) Leases() ([]Lease, error) {
 	return readLeases(it)
 }
 
-// ForEachLeased is ForEach that also gives each key's lease (0: none). It
-// walks the keys and the keys' lease records side by side: both are in key
-// order.
-func (v *View) ForEachLeased(fn func(key, value []byte, version, lease uint64) error) error {
-	lo := leaseKey(nil, v.gen, leaseOfKy, 0, nil)
-	hi := append(lo[:leaseKeyHeader:leaseKeyHeader], leaseOfKy+1)
-	lit, err := v.snap.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
-	if err != nil {
-		return err
-	}
-	defer lit.Close()
-	more := lit.First()
-	err = v.ForEach(func(key, value []byte, m revision.Meta) error {
-		for more && bytes.Compare(lit.Key()[len(lo):], key) < 0 {
-			more = lit.Next() // a lease record without its key: nothing to attach
-		}
-		var lease uint64
-		if more && bytes.Equal(lit.Key()[len(lo):], key) {
-			raw := lit.Value()
-			if len(raw) != 8 {
-				return fmt.Errorf("%w: key lease of %d bytes", ErrCorrupt, len(raw))
-			}
-			lease = binary.LittleEndian.Uint64(raw)
-		}
-		return fn(key, value, m.Mod, lease)
-	})
-	return errors.Join(err, lit.Error())
-}
+// Revisions is the store revision of the view's state and its compaction
+// revision.
+func (v *View) Revisions() (rev, compacted uint64) { return v.rev, v.compact }
 
 // Close releases the view's Pebble snapshot.
 func (v *View) Close() error { return v.snap.Close() }

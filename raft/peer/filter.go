@@ -309,17 +309,18 @@ const (
 	RefuseStorage         Refusal = "storage_error"    // the learned cluster id could not be stored
 	RefuseNotPeer         Refusal = "not_peer"         // the connection's credential is not a peer's
 	RefuseRemoved         Refusal = "removed"          // the sender was a member and was removed (told so: removal.go)
+	RefuseDataFormat      Refusal = "data_format"      // the sender runs another data format (another kvd version)
 )
 
 var refusalReasons = []Refusal{RefuseNotPeer, RefuseMalformed, RefuseClusterMismatch, RefuseSelf, RefuseNotMember,
-	RefuseMessageLimit, RefuseStorage, RefuseRemoved}
+	RefuseMessageLimit, RefuseStorage, RefuseRemoved, RefuseDataFormat}
 
 // ErrRefused is what the errors logged for refused sessions wrap.
 var ErrRefused = errors.New("raft: peer refused")
 
-// admitHello checks a session's hello: the cluster and the sender. A
-// joining node that has no cluster id yet takes the one of the first hello
-// from a member (learnCluster).
+// admitHello checks a session's hello: the cluster, the data format and the
+// sender. A joining node that has no cluster id yet takes the one of the
+// first hello from a member (learnCluster).
 func (ps *Set) admitHello(first []byte) (Hello, Refusal, error) {
 	h, err := parseHello(first)
 	if err != nil {
@@ -330,13 +331,17 @@ func (ps *Set) admitHello(first []byte) (Hello, Refusal, error) {
 	}
 	ours := ps.ident.get()
 	switch {
-	case h.Cluster == ours && ours != 0:
-		return h, "", nil
 	case h.Cluster == 0:
 		return h, RefuseClusterMismatch, fmt.Errorf("%w: hello from node %d names no cluster", ErrRefused, h.From)
-	case ours != 0:
+	case ours != 0 && h.Cluster != ours:
 		return h, RefuseClusterMismatch, fmt.Errorf("%w: hello from node %d of cluster %016x; this node is of cluster %016x",
 			ErrRefused, h.From, h.Cluster, ours)
+	}
+	if err := checkDataFormat(h); err != nil {
+		return h, RefuseDataFormat, err
+	}
+	if ours != 0 {
+		return h, "", nil
 	}
 	// Joining, and no member has contacted this node yet.
 	if !ps.host.IsMember(h.From) {
@@ -352,6 +357,25 @@ func (ps *Set) admitHello(first []byte) (Hello, Refusal, error) {
 			ErrRefused, h.From, h.Cluster, ps.ident.get())
 	}
 	return h, "", nil
+}
+
+// checkDataFormat refuses a peer of another data format, before anything
+// else is learned from it (a joining node's cluster id included): members
+// of two formats would disagree on what every entry means. Nothing is
+// migrated in place; the way to a new format is a backup.
+func checkDataFormat(h Hello) error {
+	theirs := h.DataFormat()
+	if theirs == store.DataFormat {
+		return nil
+	}
+	which := "an older"
+	if theirs > store.DataFormat {
+		which = "a newer"
+	}
+	return fmt.Errorf("%w: node %d runs data format %d (%s kvd); this node runs data format %d: "+
+		"every member of a cluster must run one format: stop every member, save a backup with the older kvd (kvctl snapshot save), "+
+		"start every member of the newer kvd from it (kvd --restore), see docs/upgrading.md",
+		ErrRefused, h.From, theirs, which, store.DataFormat)
 }
 
 // refuse counts and logs a refused peer session, at most one line per

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/kvd-project/kvd/internal/store"
 	"github.com/kvd-project/kvd/transport"
 )
 
@@ -128,7 +129,7 @@ func (ps *Set) farewell(id uint64, addr string, f *farewellState) {
 		return
 	}
 	defer conn.Close()
-	h := AppendHello(nil, Hello{From: ps.cfg.ID, Cluster: ps.ident.get(), Addr: ps.cfg.Addr})
+	h := AppendHello(nil, Hello{From: ps.cfg.ID, Cluster: ps.ident.get(), Addr: ps.cfg.Addr, Format: store.DataFormat})
 	if conn.Send(ctx, h) != nil || conn.Send(ctx, appendRemoved(nil, id)) != nil {
 		return
 	}

@@ -68,6 +68,11 @@ type peer struct {
 
 	xmu  sync.Mutex
 	xfer *transfer // the snapshot transfer in progress, if any
+
+	// otherFormat is when the peer's hello last named another data format
+	// (unix ns; 0: it did not, or a later hello named this node's): see
+	// formatPause.
+	otherFormat atomic.Int64
 }
 
 // transfer is one snapshot stream's handle.
@@ -336,7 +341,7 @@ func (p *peer) run() {
 			continue
 		}
 		if conn == nil {
-			if time.Now().Before(retryAt) {
+			if time.Now().Before(retryAt) || p.pausedForFormat() {
 				p.failed(om)
 				continue
 			}
@@ -394,8 +399,13 @@ func (p *peer) dial() (transport.Conn, error) {
 	// A joining node that has not learned its cluster id yet sends 0, which
 	// every node refuses; it has nothing to say to the cluster before the
 	// cluster has contacted it anyway.
-	h := AppendHello(nil, Hello{From: ps.cfg.ID, Cluster: ps.ident.get(), Addr: ps.cfg.Addr, ClientAddr: ps.cfg.ClientAddr})
+	h := AppendHello(nil, Hello{From: ps.cfg.ID, Cluster: ps.ident.get(), Addr: ps.cfg.Addr, ClientAddr: ps.cfg.ClientAddr,
+		Format: store.DataFormat})
 	if err := conn.Send(ctx, h); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	if err := conn.Send(ctx, appendDataFormat(nil, store.DataFormat)); err != nil {
 		conn.Close()
 		return nil, err
 	}

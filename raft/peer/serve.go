@@ -28,6 +28,12 @@ func (ps *Set) Serve(conn transport.Conn, first []byte) {
 		return
 	}
 	h, why, err := ps.admitHello(first)
+	switch {
+	case err == nil:
+		ps.noteFormat(h.From, true)
+	case why == RefuseDataFormat && ps.host.IsMember(h.From):
+		ps.noteFormat(h.From, false)
+	}
 	if err != nil {
 		ps.refuse(why, conn, err)
 		return
@@ -139,6 +145,8 @@ func (r *Reader) Handle(frame []byte) error {
 		return r.deliverSnapshot(id, m)
 	case FrameRemoved:
 		return r.handleRemoved(frame)
+	case FrameDataFormat:
+		return handleDataFormat(frame)
 	}
 	return fmt.Errorf("raft: unknown frame type %q", frame[0])
 }

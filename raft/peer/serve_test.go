@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvd-project/kvd/internal/store"
 	"github.com/kvd-project/kvd/transport"
 )
 
@@ -29,7 +30,7 @@ func TestServeRequiresPeerCredential(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		s.Serve(conn, AppendHello(nil, Hello{From: 2, Cluster: s.ClusterID(), Addr: "client:1"}))
+		s.Serve(conn, AppendHello(nil, Hello{From: 2, Cluster: s.ClusterID(), Addr: "client:1", Format: store.DataFormat}))
 	}()
 	select {
 	case <-done:

@@ -99,7 +99,7 @@ func (c *recConn) Send(ctx context.Context, msg []byte) error {
 	if len(msg) > c.max {
 		return transport.ErrMessageTooLarge
 	}
-	if IsHello(msg) || msg[0] == FrameMessage {
+	if IsHello(msg) || msg[0] == FrameMessage || msg[0] == FrameDataFormat {
 		return nil
 	}
 	id, _, err := parseSnapshotFrame(msg)
@@ -261,7 +261,7 @@ func TestMessageLimitRefused(t *testing.T) {
 
 	served := &limitConn{max: 1 << 20}
 	before := refusedCount(t, s, RefuseMessageLimit)
-	s.Serve(served, AppendHello(nil, Hello{From: 2, Cluster: 42, Addr: "b"}))
+	s.Serve(served, AppendHello(nil, Hello{From: 2, Cluster: 42, Addr: "b", Format: store.DataFormat}))
 	if served.recvs != 0 || !served.closed || refusedCount(t, s, RefuseMessageLimit) != before+1 {
 		t.Fatalf("Serve on a 1 MiB connection: %d Recv calls, closed %v", served.recvs, served.closed)
 	}

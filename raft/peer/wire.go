@@ -8,6 +8,8 @@ import (
 
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/kvd-project/kvd/internal/store"
 )
 
 // Peer connections. Each node dials one connection to every peer and uses
@@ -15,7 +17,8 @@ import (
 // direction. The first message on a peer connection is the hello:
 //
 //	"KVDPEER1" | le64 sender id | le64 cluster id | sender's address
-//	           [ | 0x00 | sender's client address ]
+//	           [ | 0x00 | sender's client address
+//	           [ | 0x00 | le16 data format ] ]
 //
 // The accepting node answers nothing: it serves the connection only if the
 // hello names its own cluster id (never 0; see identity.go) and a sender
@@ -30,6 +33,14 @@ import (
 // clients as that node's address when it leads. A node without it (one
 // address, or an older version) takes the whole tail for its address, so
 // a node sends it only when it differs.
+//
+// The data format (store.DataFormat) is what the sender's data means:
+// members of one cluster must all run one, and a node refuses the session
+// of a peer of another format (admitHello). A node sends it always, after
+// a client address that is empty when it is the address; a hello without
+// it comes from a build of before data formats: format 1. (Such a node
+// takes the format's bytes for part of the client address, and knows
+// nothing of formats: see upgrading.md.)
 //
 // after which every message is one frame, tagged by its first byte:
 //
@@ -47,6 +58,7 @@ import (
 //	                                       leases, in key order
 //	'S' id | raftpb.Message (protobuf)     the MsgSnap that ends the transfer
 //	'R' le64 member id                     that member was removed (removal.go)
+//	'F' le16 data format                   the first frame of a dialled session (format.go)
 //
 // (A node without TTL leases takes an 'L' frame for an unknown frame and
 // drops the session: upgrade every node before granting leases; so does a
@@ -94,6 +106,18 @@ type Hello struct {
 	From, Cluster uint64
 	Addr          string
 	ClientAddr    string // "": Addr
+	// Format is the sender's data format (store.DataFormat); 0 in the
+	// hello of a build that did not send one (DataFormat says what that
+	// means).
+	Format uint16
+}
+
+// DataFormat is the data format the sender runs.
+func (h Hello) DataFormat() uint64 {
+	if h.Format == 0 {
+		return store.DataFormatNoRevisions
+	}
+	return uint64(h.Format)
 }
 
 // AppendHello appends h's encoding.
@@ -102,9 +126,16 @@ func AppendHello(dst []byte, h Hello) []byte {
 	dst = binary.LittleEndian.AppendUint64(dst, h.From)
 	dst = binary.LittleEndian.AppendUint64(dst, h.Cluster)
 	dst = append(dst, h.Addr...)
-	if h.ClientAddr != "" && h.ClientAddr != h.Addr {
+	client := h.ClientAddr != "" && h.ClientAddr != h.Addr
+	if client || h.Format != 0 {
 		dst = append(dst, 0)
+	}
+	if client {
 		dst = append(dst, h.ClientAddr...)
+	}
+	if h.Format != 0 {
+		dst = append(dst, 0)
+		dst = binary.LittleEndian.AppendUint16(dst, h.Format)
 	}
 	return dst
 }
@@ -120,12 +151,26 @@ func parseHello(b []byte) (Hello, error) {
 		Cluster: binary.LittleEndian.Uint64(b[16:]),
 		Addr:    string(b[helloHeader:]),
 	}
-	if addr, client, ok := strings.Cut(h.Addr, "\x00"); ok {
-		h.Addr, h.ClientAddr = addr, client
+	var format string
+	tail := false // a client address field
+	if addr, rest, ok := strings.Cut(h.Addr, "\x00"); ok {
+		h.Addr, h.ClientAddr, tail = addr, rest, true
+		if client, f, ok := strings.Cut(rest, "\x00"); ok {
+			h.ClientAddr, format = client, f
+			if len(format) != 2 {
+				return h, fmt.Errorf("raft: hello with a %d-byte data format", len(format))
+			}
+			h.Format = binary.LittleEndian.Uint16([]byte(format))
+		}
 	}
 	switch {
 	case h.From == 0:
 		return h, fmt.Errorf("raft: hello from node 0")
+	case format != "" && h.Format == 0:
+		return h, fmt.Errorf("raft: hello with data format 0")
+	case tail && (h.ClientAddr != "" && h.ClientAddr == h.Addr || h.ClientAddr == "" && format == ""):
+		// AppendHello sends no such field: one hello, one encoding.
+		return h, fmt.Errorf("raft: hello with a client address field that says nothing")
 	case len(h.Addr) > maxHelloAddr:
 		return h, fmt.Errorf("raft: hello with a %d-byte address", len(h.Addr))
 	case len(h.ClientAddr) > maxHelloAddr:

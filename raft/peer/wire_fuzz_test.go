@@ -18,7 +18,7 @@ import (
 // bytes.
 func FuzzPeerFrames(f *testing.F) {
 	id := TransferID{Index: 7, Term: 2, Nonce: 99}
-	f.Add(AppendHello(nil, Hello{From: 1, Cluster: 2, Addr: "127.0.0.1:1"}))
+	f.Add(AppendHello(nil, Hello{From: 1, Cluster: 2, Addr: "127.0.0.1:1", Format: store.DataFormat}))
 	f.Add(AppendSnapshotBegin(nil, id))
 	f.Add(AppendChunkRecord(AppendSnapshotHeader(nil, FrameSnapshotChunk, id), []byte("k"), []byte("raw")))
 	f.Add(AppendChunkRecord(AppendSnapshotHeader(nil, FrameSnapshotLease, id), []byte("l\x00\x00\x00\x00\x00\x00\x00\x07"), make([]byte, 16)))
@@ -73,12 +73,14 @@ func fuzzSet(tb testing.TB, st *store.Store, cluster uint64) *Set {
 // admits must come from another node and carry the node's (possibly just
 // learned) cluster id; a joining node learns only from its members.
 func FuzzPeerHello(f *testing.F) {
-	f.Add(AppendHello(nil, Hello{From: 2, Cluster: 42, Addr: "b"}), false)
-	f.Add(AppendHello(nil, Hello{From: 2, Addr: "b"}), false)
-	f.Add(AppendHello(nil, Hello{From: 1, Cluster: 42}), false)
-	f.Add(AppendHello(nil, Hello{From: 99, Cluster: 42}), true)
-	f.Add(AppendHello(nil, Hello{From: 3, Cluster: 7}), true)
+	f.Add(AppendHello(nil, Hello{From: 2, Cluster: 42, Addr: "b", Format: store.DataFormat}), false)
+	f.Add(AppendHello(nil, Hello{From: 2, Addr: "b", Format: store.DataFormat}), false)
+	f.Add(AppendHello(nil, Hello{From: 1, Cluster: 42, Format: store.DataFormat}), false)
+	f.Add(AppendHello(nil, Hello{From: 99, Cluster: 42, Format: store.DataFormat}), true)
+	f.Add(AppendHello(nil, Hello{From: 3, Cluster: 7, Format: store.DataFormat}), true)
 	f.Add(append(AppendHello(nil, Hello{From: 2, Cluster: 42}), bytes.Repeat([]byte("x"), 300)...), false)
+	f.Add(AppendHello(nil, Hello{From: 2, Cluster: 42, Addr: "b"}), false)                 // the previous build's
+	f.Add(AppendHello(nil, Hello{From: 2, Cluster: 42, Addr: "b", Format: 0x0300}), false) // a newer one's
 	st := openStore(f)
 	f.Fuzz(func(t *testing.T, b []byte, joining bool) {
 		cluster := uint64(42)

@@ -1,0 +1,110 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Data formats. The data format names the model of what a data directory
+// holds: members of one cluster must agree on it (the peer hello carries
+// it), and a store refuses a directory of another format at Open rather
+// than misreading it. A directory is not migrated in place: members
+// migrating one by one would disagree on the revisions they assign. The
+// way from one format to the next is a backup (docs/upgrading.md).
+const (
+	// DataFormat is the format this build writes and reads: every key
+	// carries its revision.Meta, and the store a dense revision.
+	DataFormat = 2
+	// DataFormatNoRevisions is the format of directories written before
+	// the format was recorded: one version per key (the index of the
+	// entry that last wrote it), no store revision.
+	DataFormatNoRevisions = 1
+)
+
+// keyFormat records the data format. It is written when a store is created,
+// before anything else, so a directory with state and no format key was
+// written by a build from before data formats (DataFormatNoRevisions).
+var keyFormat = []byte("mformat")
+
+// ErrDataFormat: the data directory is of a data format this build does
+// not open. Errors carrying it are *FormatError values.
+var ErrDataFormat = errors.New("store: data format")
+
+// FormatError is Open's refusal of a directory of another data format; its
+// message names the way forward.
+type FormatError struct {
+	Dir   string
+	Found uint64 // the directory's format
+}
+
+func (e *FormatError) Error() string {
+	if e.Found > DataFormat {
+		return fmt.Sprintf("data directory %s was written by a newer kvd (data format %d); this kvd reads format %d: run the newer kvd on it, see docs/upgrading.md",
+			e.Dir, e.Found, DataFormat)
+	}
+	return fmt.Sprintf("data directory %s was written by an older kvd (data format %d) without revisions; this kvd needs format %d: save a backup with the older kvd (kvctl snapshot save), then start this kvd from it (kvd --restore FILE ...), see docs/upgrading.md",
+		e.Dir, e.Found, DataFormat)
+}
+
+// Is makes errors.Is(err, ErrDataFormat) hold.
+func (e *FormatError) Is(target error) bool { return target == ErrDataFormat }
+
+// checkFormat is Open's first step: it refuses a directory of another data
+// format, and records DataFormat in a new one (synced, before anything else
+// is written to it).
+func (s *Store) checkFormat(dir string) error {
+	raw, ok, err := s.getRaw(keyFormat)
+	if err != nil {
+		return err
+	}
+	if ok {
+		f, err := decodeU64(raw)
+		switch {
+		case err != nil:
+			return fmt.Errorf("%w: data format: %w", ErrCorrupt, err)
+		case f != DataFormat:
+			return &FormatError{Dir: dir, Found: f}
+		}
+		return nil
+	}
+	old, err := s.holdsState()
+	switch {
+	case err != nil:
+		return err
+	case old:
+		return &FormatError{Dir: dir, Found: DataFormatNoRevisions}
+	}
+	if err := s.setSynced(keyFormat, encodeU64(DataFormat)); err != nil {
+		return fmt.Errorf("store: open %s: %w", dir, err) // as probe's: the disk takes no writes
+	}
+	return nil
+}
+
+// holdsState reports whether the database holds raft state or KV data: a
+// directory an older build ran a node in. (That build also wrote an
+// applied index of 0 when it opened an empty store, and may have recorded
+// the cluster and node ids of a node that never joined: none of that is
+// state to misread.)
+func (s *Store) holdsState() (bool, error) {
+	for _, k := range [][]byte{keyHardState, keyConfState, keySnapshot, keyTrunc} {
+		if _, ok, err := s.getRaw(k); err != nil || ok {
+			return ok, err
+		}
+	}
+	for _, r := range [][2][]byte{{logStart, logEnd}, {memberStart, memberEnd}, {kvStart, kvEnd}, {leaseStart, leaseEnd}} {
+		it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: r[0], UpperBound: r[1]})
+		if err != nil {
+			return false, err
+		}
+		found := it.First()
+		if err := errors.Join(it.Error(), it.Close()); err != nil {
+			return false, err
+		}
+		if found {
+			return true, nil
+		}
+	}
+	return false, nil
+}
