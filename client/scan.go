@@ -21,6 +21,15 @@ const (
 type scanOptions struct {
 	limit               int
 	keysOnly, countOnly bool
+	rev                 uint64
+}
+
+// WithRev makes a scan read the range as it was at store revision rev
+// (etcd's WithRev): it fails with ErrCompacted below the cluster's
+// compaction revision and with ErrFutureRevision past the store's. 0: the
+// latest.
+func WithRev(rev uint64) ReadOption {
+	return func(o *readOptions) { o.scan.rev = rev }
 }
 
 // WithLimit makes a scan return at most n keys (n <= 0: no limit); the
@@ -41,12 +50,12 @@ func WithCountOnly() ReadOption {
 	return func(o *readOptions) { o.scan.countOnly = true }
 }
 
-// KV is one key of a scan, with its version (the Raft index of the write
-// that stored the value). Value is nil with WithKeysOnly.
+// KV is one key of a scan, with its revision metadata. Value is nil with
+// WithKeysOnly.
 type KV struct {
-	Key         []byte
-	Value       []byte
-	ModRevision uint64
+	Key   []byte
+	Value []byte
+	Meta
 }
 
 // RangeResponse is a scan's result.
@@ -60,12 +69,10 @@ type RangeResponse struct {
 	// stopped the scan); Range(ctx, Next, end, ...) continues it.
 	More bool
 	Next []byte
-	// Revision is the applied Raft index the first page was read at (the
-	// lowest of the pages'): every write after it is newer than what the
-	// response shows of its key, so a watch from Revision+1 misses nothing.
-	// A range of several pages is not one snapshot: such a watch may also
-	// deliver writes a later page already showed, events whose version is
-	// at most the Version returned for their key.
+	// Revision is the store revision the response shows the range at:
+	// the first page's, at which every later page is read too, so the
+	// pages form one snapshot, and a watch from Revision+1 delivers
+	// exactly the writes after it.
 	Revision uint64
 }
 
@@ -80,10 +87,11 @@ type RangeResponse struct {
 // what it has applied, possibly stale. The server answers a page of at
 // most MaxScanPageKeys keys and MaxScanPageBytes bytes; Range asks for
 // the following pages by itself until the range or the limit
-// (WithLimit) is exhausted. Each page is the applied state at one index,
-// whole (a transaction is in it entirely or not at all) and, by default,
-// linearizable; a Range of several pages is not one snapshot: a key
-// written between two pages is seen as of its page. Without a deadline
+// (WithLimit) is exhausted. The first page is the applied state at one
+// revision, whole (a transaction is in it entirely or not at all) and, by
+// default, linearizable; the following pages are read at that revision
+// (WithRev), so the pages form one snapshot; if the history is compacted
+// past it meanwhile, Range fails with ErrCompacted. Without a deadline
 // on ctx, each page (not the whole Range) gets Config.RequestTimeout.
 // Without a limit the
 // whole range is held in memory: bound large scans with WithLimit and
@@ -95,7 +103,7 @@ func (c *Client) Range(ctx context.Context, start, end []byte, opts ...ReadOptio
 	}
 	out := &RangeResponse{}
 	for {
-		q := wire.ScanRequest{Start: start, End: end}
+		q := wire.ScanRequest{Flags: wire.ScanMeta, Start: start, End: end, Rev: o.scan.rev}
 		switch {
 		case o.scan.countOnly:
 			q.Flags |= wire.ScanCountOnly
@@ -106,19 +114,17 @@ func (c *Client) Range(ctx context.Context, start, end []byte, opts ...ReadOptio
 			q.Limit = uint32(min(o.scan.limit-len(out.KVs), limits.MaxScanKeys))
 		}
 		pctx, cancel := c.withTimeout(ctx) // each page gets the request timeout
-		page, index, err := c.scanPage(pctx, &q, o.level)
+		page, rev, err := c.scanPage(pctx, &q, o.level)
 		cancel()
 		if err != nil {
 			return nil, err
 		}
-		if out.Revision == 0 || index < out.Revision {
-			// The last page's index would do for the pages before it only
-			// if nothing was written meanwhile: a watch from it could miss
-			// a write to a key of the first page.
-			out.Revision = index
+		if o.scan.rev == 0 {
+			o.scan.rev = rev // the following pages: the same snapshot
 		}
+		out.Revision = rev
 		for _, kv := range page.KVs {
-			e := KV{Key: kv.Key, ModRevision: kv.Version}
+			e := KV{Key: kv.Key, Meta: metaOf(kv.Meta)}
 			if !o.scan.keysOnly {
 				e.Value = kv.Value
 			}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"strconv"
 	"time"
@@ -75,7 +76,8 @@ type scanPage struct {
 func (s *Server) scanPage(ctx context.Context, q *wire.ScanRequest) (page scanPage, applied uint64, err error) {
 	page.size = 1 + 8 + 2 + 4
 	if len(q.End) > 0 && bytes.Compare(q.Start, q.End) >= 0 {
-		// An empty range: still report the index, as any read would.
+		// An empty range: still report the revision, as any read would.
+		page.rev = cmp.Or(q.Rev, s.kv.Revision())
 		return page, s.node.Status().Applied, nil
 	}
 	limit := int(q.Limit)
@@ -86,13 +88,12 @@ func (s *Server) scanPage(ctx context.Context, q *wire.ScanRequest) (page scanPa
 	var data []byte // keys and values of the page, copied out of the view
 	type span struct {
 		key, value int // ends in data
-		version    uint64
+		meta       revision.Meta
 	}
 	var spans []span
 	bytesUsed := 0
 	var ended error // ctx's error, if a count stopped for it
-	applied, page.rev, err = s.kv.Scan(q.Start, q.End, func(key, value []byte, m revision.Meta) bool {
-		version := m.Mod
+	applied, page.rev, err = s.readRange(q, func(key, value []byte, m revision.Meta) bool {
 		if countOnly {
 			page.Count++
 			if page.Count%countCheckEvery == 0 {
@@ -113,7 +114,7 @@ func (s *Server) scanPage(ctx context.Context, q *wire.ScanRequest) (page scanPa
 		data = append(data, key...)
 		k := len(data)
 		data = append(data, value...)
-		spans = append(spans, span{key: k, value: len(data), version: version})
+		spans = append(spans, span{key: k, value: len(data), meta: m})
 		return true
 	})
 	if err == nil {
@@ -127,12 +128,28 @@ func (s *Server) scanPage(ctx context.Context, q *wire.ScanRequest) (page scanPa
 		page.KVs = make([]wire.ScanKV, len(spans))
 		from := 0
 		for i, sp := range spans {
-			page.KVs[i] = wire.ScanKV{Key: data[from:sp.key:sp.key], Version: sp.version, Value: data[sp.key:sp.value:sp.value]}
+			page.KVs[i] = wire.ScanKV{Key: data[from:sp.key:sp.key], Meta: sp.meta, Value: data[sp.key:sp.value:sp.value]}
 			from = sp.value
 		}
 	}
 	page.size += len(page.Next) + bytesUsed
+	if q.Flags&wire.ScanMeta != 0 {
+		page.Flags |= wire.ScanHasMeta
+		page.size += len(page.KVs) * 24
+	}
 	return page, applied, nil
+}
+
+// readRange reads q's range from the applied state: the latest, from the
+// current keys, whose applied index the caller waits for the region to
+// reach; or at q.Rev, from the history, which no later write changes
+// (applied 0: nothing to wait for).
+func (s *Server) readRange(q *wire.ScanRequest, fn func(key, value []byte, m revision.Meta) bool) (applied, rev uint64, err error) {
+	if q.Rev == 0 {
+		return s.kv.Scan(q.Start, q.End, fn)
+	}
+	rev, err = s.kv.RangeAt(q.Start, q.End, q.Rev, fn)
+	return 0, rev, err
 }
 
 // readBarrier passes the ReadIndex barrier a read from the applied state

@@ -122,19 +122,25 @@ type kv struct {
 	// empty; ValueBase64 instead when it is not text.
 	Value       *string `json:"value,omitempty"`
 	ValueBase64 []byte  `json:"value_base64,omitempty"`
-	ModRevision uint64  `json:"mod_revision"`
+	CreateRevision uint64 `json:"create_revision"`
+	ModRevision    uint64 `json:"mod_revision"`
+	Version        uint64 `json:"version"`
+	Lease          string `json:"lease,omitempty"` // as lease grant prints it
 	raw         []byte  // the value's bytes, for the text formats
 	name        string  // the key's bytes, for the text formats
 }
 
 func runGet(ctx context.Context, e *env, args []string) error {
+	if e.o.fromVersion.set {
+		return runScan(ctx, e, args) // a read at a revision is a range read
+	}
 	v, ver, err := e.c.GetModRevision(ctx, []byte(args[0]))
 	if err != nil {
 		return err
 	}
 	switch e.o.write {
 	case "json":
-		return e.json(toKV(args[0], v, ver))
+		return e.json(toKV(args[0], v, client.Meta{ModRevision: ver}))
 	case "table":
 		tw := tabwriter.NewWriter(e.out, 0, 4, 2, ' ', 0)
 		fmt.Fprintf(tw, "KEY\tVALUE\tMOD_REVISION\n%s\t%s\t%d\n", tableField([]byte(args[0])), tableField(v), ver)
@@ -177,7 +183,7 @@ func runMget(ctx context.Context, e *env, args []string) error {
 			missing = append(missing, args[i])
 			continue
 		}
-		found = append(found, toKV(args[i], r.Value, r.ModRevision))
+		found = append(found, toKV(args[i], r.Value, client.Meta{ModRevision: r.ModRevision}))
 	}
 	if err := e.printMany(found); err != nil {
 		return err
@@ -188,8 +194,11 @@ func runMget(ctx context.Context, e *env, args []string) error {
 	return nil
 }
 
-func toKV(key string, v []byte, ver uint64) kv {
-	out := kv{Key: key, ModRevision: ver, raw: v, name: key}
+func toKV(key string, v []byte, m client.Meta) kv {
+	out := kv{Key: key, CreateRevision: m.CreateRevision, ModRevision: m.ModRevision, Version: m.Version, raw: v, name: key}
+	if m.Lease != 0 {
+		out.Lease = m.Lease.String()
+	}
 	if !utf8.ValidString(key) {
 		out.Key, out.KeyBase64 = "", []byte(key)
 	}

@@ -168,7 +168,7 @@ func parse(args []string, stderr io.Writer) (*options, []string, error) {
 	fs.BoolVar(&o.atomic, "atomic", false, "mget: values that all held at one applied index (one snapshot of the keys)")
 	fs.Var(&o.lease, "lease", "put: attach the key to this lease (an ID lease grant printed)")
 	fs.BoolVar(&o.scan.prefix, "prefix", false, "get: every key starting with KEY, in key order; watch: every key starting with KEY")
-	fs.Var(&o.fromVersion, "rev", "watch: the events from this revision on (default: from now)")
+	fs.Var(&o.fromVersion, "rev", "get: the keys as they were at this store revision; watch: the events from this revision on (default: from now)")
 	fs.Var(&o.scan.from, "from", "get: the keys from this one on (inclusive), in key order")
 	fs.Var(&o.scan.to, "to", "get: with --from, the keys before this one (exclusive; omitted: no upper bound)")
 	fs.IntVar(&o.scan.limit, "limit", 0, "get --prefix/--from: at most this many keys (0: all)")
@@ -254,8 +254,8 @@ func runIn(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	if !ok {
 		return usageError{fmt.Sprintf("unknown command %q", pos[0])}
 	}
-	if o.fromVersion.set && pos[0] != "watch" {
-		return usageError{"--rev applies to watch only"}
+	if o.fromVersion.set && pos[0] != "watch" && pos[0] != "get" {
+		return usageError{"--rev applies to get and watch only"}
 	}
 	if o.scan.any() && !(pos[0] == "watch" && o.scan.onlyPrefix()) {
 		if pos[0] != "get" {

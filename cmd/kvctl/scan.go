@@ -71,7 +71,8 @@ type scanJSON struct {
 	Next  string `json:"next,omitempty"`
 	// NextBase64 replaces Next when the key is not UTF-8.
 	NextBase64 []byte `json:"next_base64,omitempty"`
-	Index      uint64 `json:"index"`
+	// Revision is the store revision the keys are shown at.
+	Revision uint64 `json:"revision"`
 }
 
 // runScan serves get with range flags: a prefix (get --prefix P), a range
@@ -88,6 +89,9 @@ func runScan(ctx context.Context, e *env, args []string) error {
 		return usageError{"get with range flags: -w raw cannot separate values; use simple, json or table"}
 	}
 	var opts []client.ReadOption
+	if e.o.fromVersion.set {
+		opts = append(opts, client.WithRev(e.o.fromVersion.v))
+	}
 	if f.limit > 0 {
 		opts = append(opts, client.WithLimit(f.limit))
 	}
@@ -119,14 +123,14 @@ func runScan(ctx context.Context, e *env, args []string) error {
 	}
 	kvs := make([]kv, len(r.KVs))
 	for i, x := range r.KVs {
-		kvs[i] = toKV(string(x.Key), x.Value, x.ModRevision)
+		kvs[i] = toKV(string(x.Key), x.Value, x.Meta)
 		if f.keysOnly {
 			kvs[i].Value = nil // not read: absent, not empty
 		}
 	}
 	switch {
 	case e.o.write == "json":
-		out := scanJSON{KVs: kvs, Count: r.Count, More: r.More, Index: r.Revision}
+		out := scanJSON{KVs: kvs, Count: r.Count, More: r.More, Revision: r.Revision}
 		if r.More {
 			if utf8.Valid(r.Next) {
 				out.Next = string(r.Next)

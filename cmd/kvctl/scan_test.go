@@ -53,7 +53,7 @@ func TestGetRange(t *testing.T) {
 	if err := json.Unmarshal([]byte(must("-w", "json", "get", "--prefix", "ap", "--limit", "2")), &js); err != nil {
 		t.Fatal(err)
 	}
-	if len(js.KVs) != 2 || js.KVs[1].Key != "app/c" || deref(js.KVs[1].Value) != "v-app/c" || !js.More || js.Next != "apq" || js.Count != 2 || js.Index == 0 {
+	if len(js.KVs) != 2 || js.KVs[1].Key != "app/c" || deref(js.KVs[1].Value) != "v-app/c" || !js.More || js.Next != "apq" || js.Count != 2 || js.Revision == 0 {
 		t.Fatalf("-w json get --prefix ap --limit 2: %+v", js)
 	}
 	for _, args := range [][]string{

@@ -249,7 +249,7 @@ func runTxn(ctx context.Context, e *env, _ []string) error {
 			Results   []txnResult `json:"results"`
 		}{r.Succeeded, r.Revision, []txnResult{}}
 		for i, res := range r.Results {
-			kv := toKV(ran[i].key, res.Value, res.ModRevision)
+			kv := toKV(ran[i].key, res.Value, res.Meta)
 			x := txnResult{Op: ran[i].kind, Key: kv.Key, KeyBase64: kv.KeyBase64, ModRevision: res.ModRevision,
 				CreateRevision: res.CreateRevision, Version: res.Version}
 			if res.Lease != 0 {

@@ -223,3 +223,38 @@ func TestCompaction(t *testing.T) {
 		}
 	}
 }
+
+// TestGetAtRevision: get --rev N shows the keys as they were at revision
+// N, with etcd's metadata in JSON; below the compaction it fails as
+// compacted, past the store's revision as a future revision.
+func TestGetAtRevision(t *testing.T) {
+	ep := startNode(t)
+	run := func(args ...string) (string, string, int) { return kvctlAt(ep, "", args...) }
+	run("put", "k", "v1")
+	first := version(t, ep, "k")
+	run("put", "k", "v2")
+	run("put", "k2", "x")
+	if out, errOut, code := run("get", "--rev", fmt.Sprint(first), "k"); code != 0 || out != "k\nv1\n" {
+		t.Fatalf("get --rev %d k: exit %d, %q %q", first, code, out, errOut)
+	}
+	out, _, code := run("-w", "json", "get", "--rev", fmt.Sprint(first+1), "--prefix", "k")
+	var r struct {
+		KVs      []struct{ Key string }
+		Revision uint64
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &r) != nil {
+		t.Fatalf("get -w json --rev: exit %d, %q", code, out)
+	}
+	if len(r.KVs) != 1 || r.Revision != first+1 {
+		t.Fatalf("at %d: %q", first+1, out)
+	}
+	if !strings.Contains(out, fmt.Sprintf(`"create_revision": %d`, first)) || !strings.Contains(out, `"version": 2`) {
+		t.Fatalf("k at %d: want created at %d, version 2: %s", first+1, first, out)
+	}
+	run("compaction", fmt.Sprint(first+1))
+	for rev, want := range map[uint64]string{first: "required revision has been compacted", first + 100: "required revision is a future revision"} {
+		if _, errOut, code := run("get", "--rev", fmt.Sprint(rev), "k"); code == 0 || !strings.Contains(errOut, want) {
+			t.Errorf("get --rev %d: exit %d, %q; want %q", rev, code, errOut, want)
+		}
+	}
+}

@@ -51,7 +51,7 @@ type watchJSON struct {
 
 func (e *env) printEvent(ev client.Event) error {
 	if e.o.write == "json" {
-		x := watchJSON{Type: ev.Type.String(), kv: toKV(string(ev.Key), ev.Value, ev.ModRevision)}
+		x := watchJSON{Type: ev.Type.String(), kv: toKV(string(ev.Key), ev.Value, client.Meta{ModRevision: ev.ModRevision})}
 		if ev.Type == client.EventDelete {
 			x.Value = nil // a DELETE has no value, not an empty one
 		}

@@ -6,14 +6,21 @@ import (
 	"fmt"
 
 	"github.com/kvd-project/kvd/internal/limits"
+	"github.com/kvd-project/kvd/internal/revision"
 )
 
 // Range scans (OpScan). The request's Flags carry the consistency level, its
 // Key is empty and its Value is a ScanRequest; the response's Version is the
-// applied index the page was read at, its Value a ScanResponse.
+// store revision the page was read at, its Value a ScanResponse.
 //
-//	scan request  = flags:u8 limit:u32 startLen:u16 start endLen:u16 end
-//	scan response = flags:u8 count:u64 nextLen:u16 next n:u32 n*(keyLen:u16 version:u64 valueLen:u32 key value)
+//	scan request  = flags:u8 limit:u32 startLen:u16 start endLen:u16 end [rev:u64]
+//	scan response = flags:u8 count:u64 nextLen:u16 next n:u32 n*(keyLen:u16 mod:u64 valueLen:u32 key value)
+//	                [n*(create:u64 version:u64 lease:u64)]
+//
+// rev, present only when not 0, reads the range as it was at that store
+// revision. The metadata after the entries is there when the request set
+// ScanMeta (ScanHasMeta in the response): a client of a kvd before
+// revisions neither asks for it nor gets it.
 //
 // A page holds at most MaxScanKeys keys and stops before the entry that
 // would take its keys and values past MaxScanBytes, but always holds at
@@ -29,13 +36,15 @@ const (
 const (
 	ScanKeysOnly  uint8 = 1 << 0 // values are left out
 	ScanCountOnly uint8 = 1 << 1 // only the count is returned, no entries
-	scanReqFlags        = ScanKeysOnly | ScanCountOnly
+	ScanMeta      uint8 = 1 << 2 // each entry's full revision.Meta, not its mod revision alone
+	scanReqFlags        = ScanKeysOnly | ScanCountOnly | ScanMeta
 )
 
 // Scan response flags.
 const (
 	ScanMore     uint8 = 1 << 0 // keys remain in the range after this page: continue from Next
-	scanRespFlag       = ScanMore
+	ScanHasMeta  uint8 = 1 << 1 // the entries' metadata follows them
+	scanRespFlag       = ScanMore | ScanHasMeta
 )
 
 // ErrScan: a scan request or response does not decode.
@@ -48,13 +57,16 @@ type ScanRequest struct {
 	Flags      uint8
 	Limit      uint32
 	Start, End []byte
+	// Rev reads the range at that store revision; 0: the latest.
+	Rev uint64
 }
 
-// ScanKV is one entry of a page. Key and Value alias the frame.
+// ScanKV is one entry of a page. Key and Value alias the frame. Meta is
+// the key's revision metadata: Meta.Mod always, the rest with ScanHasMeta.
 type ScanKV struct {
-	Key     []byte
-	Version uint64
-	Value   []byte
+	Key   []byte
+	Meta  revision.Meta
+	Value []byte
 }
 
 // ScanResponse is one page. Count: with ScanCountOnly, the number of keys in
@@ -74,7 +86,11 @@ func AppendScanRequest(b []byte, r *ScanRequest) []byte {
 	b = binary.LittleEndian.AppendUint16(b, uint16(len(r.Start)))
 	b = append(b, r.Start...)
 	b = binary.LittleEndian.AppendUint16(b, uint16(len(r.End)))
-	return append(b, r.End...)
+	b = append(b, r.End...)
+	if r.Rev != 0 {
+		b = binary.LittleEndian.AppendUint64(b, r.Rev)
+	}
+	return b
 }
 
 // scanReader reads the fields of a scan frame, remembering the first error.
@@ -135,6 +151,11 @@ func DecodeScanRequest(b []byte, out *ScanRequest) error {
 	q.Limit = r.u32("limit")
 	q.Start = r.bytes(uint64(r.u16("start length")), "start")
 	q.End = r.bytes(uint64(r.u16("end length")), "end")
+	if len(r.b) == 8 {
+		if q.Rev = r.u64("revision"); q.Rev == 0 {
+			return fmt.Errorf("%w: revision 0 is sent by leaving it out", ErrScan)
+		}
+	}
 	if err := r.done(); err != nil {
 		return err
 	}
@@ -157,10 +178,17 @@ func AppendScanResponse(b []byte, r *ScanResponse) []byte {
 	b = binary.LittleEndian.AppendUint32(b, uint32(len(r.KVs)))
 	for _, kv := range r.KVs {
 		b = binary.LittleEndian.AppendUint16(b, uint16(len(kv.Key)))
-		b = binary.LittleEndian.AppendUint64(b, kv.Version)
+		b = binary.LittleEndian.AppendUint64(b, kv.Meta.Mod)
 		b = binary.LittleEndian.AppendUint32(b, uint32(len(kv.Value)))
 		b = append(b, kv.Key...)
 		b = append(b, kv.Value...)
+	}
+	if r.Flags&ScanHasMeta != 0 {
+		for _, kv := range r.KVs {
+			b = binary.LittleEndian.AppendUint64(b, kv.Meta.Create)
+			b = binary.LittleEndian.AppendUint64(b, kv.Meta.Version)
+			b = binary.LittleEndian.AppendUint64(b, kv.Meta.Lease)
+		}
 	}
 	return b
 }
@@ -183,12 +211,18 @@ func DecodeScanResponse(b []byte, out *ScanResponse) error {
 	}
 	for i := range p.KVs {
 		kl := r.u16("key length")
-		p.KVs[i].Version = r.u64("version")
+		p.KVs[i].Meta.Mod = r.u64("mod revision")
 		vl := r.u32("value length")
 		p.KVs[i].Key = r.bytes(uint64(kl), "key")
 		p.KVs[i].Value = r.bytes(uint64(vl), "value")
 		if r.err != nil {
 			break
+		}
+	}
+	if p.Flags&ScanHasMeta != 0 {
+		for i := range p.KVs {
+			m := &p.KVs[i].Meta
+			m.Create, m.Version, m.Lease = r.u64("create revision"), r.u64("version"), r.u64("lease")
 		}
 	}
 	if err := r.done(); err != nil {
