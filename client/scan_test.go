@@ -3,6 +3,7 @@ package client
 import (
 	"testing"
 
+	"github.com/kvd-project/kvd/internal/revision"
 	"github.com/kvd-project/kvd/internal/wire"
 )
 
@@ -13,7 +14,7 @@ func TestCheckPage(t *testing.T) {
 	kvs := func(keys ...string) []wire.ScanKV {
 		out := make([]wire.ScanKV, len(keys))
 		for i, k := range keys {
-			out[i] = wire.ScanKV{Key: []byte(k), Version: 1}
+			out[i] = wire.ScanKV{Key: []byte(k), Meta: revision.Meta{Mod: 1}}
 		}
 		return out
 	}

@@ -101,9 +101,10 @@ func TestWatchEvents(t *testing.T) {
 	}
 }
 
-// TestWatchCompacted: a watch from a version the bounded history no longer
-// holds fails with a *CompactedError naming the oldest version held; a
-// watch from that version works.
+// TestWatchCompacted: a watch from a revision the memory's bounded history
+// no longer holds is served from the stored history; one from a revision
+// the cluster compacted fails with a *CompactedError naming the oldest
+// revision a watch can start from, and a watch from that one works.
 func TestWatchCompacted(t *testing.T) {
 	nodes := kvdtest.StartCluster(t, 1, kvdtest.Options{Watch: watch.Config{HistoryEvents: 5}})
 	kvdtest.WaitLeader(t, nodes, 10*time.Second)
@@ -120,14 +121,20 @@ func TestWatchCompacted(t *testing.T) {
 			first = v
 		}
 	}
+	if got := collect(t, c.Watch(ctx, []byte("k"), client.WithFromRevision(first)), 20, 10*time.Second); !strings.HasSuffix(got[0], "k=a") {
+		t.Fatalf("watch from %d, before the memory's history: %q", first, got)
+	}
+	if err := c.Compact(ctx, first+10); err != nil {
+		t.Fatal(err)
+	}
 	r := <-c.Watch(ctx, []byte("k"), client.WithFromRevision(first))
 	var ce *client.CompactedError
-	if !errors.Is(r.Err, client.ErrCompacted) || !errors.As(r.Err, &ce) || ce.Oldest <= first || ce.Requested != first {
+	if !errors.Is(r.Err, client.ErrCompacted) || !errors.As(r.Err, &ce) || ce.Oldest != first+11 || ce.Requested != first {
 		t.Fatalf("watch from %d: %+v, want ErrCompacted with the oldest version held", first, r)
 	}
 	t.Logf("compacted: %v", r.Err)
-	got := collect(t, c.Watch(ctx, []byte("k"), client.WithFromRevision(ce.Oldest)), 5, 10*time.Second)
-	if !strings.HasPrefix(got[0], fmt.Sprint(ce.Oldest)+" PUT k=") || !strings.HasSuffix(got[4], "k=t") {
+	got := collect(t, c.Watch(ctx, []byte("k"), client.WithFromRevision(ce.Oldest)), 9, 10*time.Second)
+	if !strings.HasPrefix(got[0], fmt.Sprint(ce.Oldest)+" PUT k=") || !strings.HasSuffix(got[8], "k=t") {
 		t.Fatalf("watch from the oldest version %d: %q", ce.Oldest, got)
 	}
 }

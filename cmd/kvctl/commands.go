@@ -122,9 +122,11 @@ type kv struct {
 	// empty; ValueBase64 instead when it is not text.
 	Value       *string `json:"value,omitempty"`
 	ValueBase64 []byte  `json:"value_base64,omitempty"`
-	CreateRevision uint64 `json:"create_revision"`
-	ModRevision    uint64 `json:"mod_revision"`
-	Version        uint64 `json:"version"`
+	// As etcdctl's JSON, a field that is 0 is left out (an event's
+	// metadata beyond its mod revision, a deleted key's).
+	CreateRevision uint64 `json:"create_revision,omitempty"`
+	ModRevision    uint64 `json:"mod_revision,omitempty"`
+	Version        uint64 `json:"version,omitempty"`
 	Lease          string `json:"lease,omitempty"` // as lease grant prints it
 	raw         []byte  // the value's bytes, for the text formats
 	name        string  // the key's bytes, for the text formats

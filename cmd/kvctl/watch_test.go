@@ -64,7 +64,7 @@ func TestWatch(t *testing.T) {
 		t.Fatalf("watch -w json cfg/b: %q", got)
 	}
 	for _, args := range [][]string{
-		{"get", "cfg/a", "--rev", "3"},
+		{"put", "cfg/a", "x", "--rev", "3"},
 		{"watch", "cfg/", "--prefix", "--limit", "2"},
 		{"watch"},
 	} {
