@@ -15,6 +15,7 @@ type writeOptions struct {
 	conditional bool
 	ifMod       uint64
 	lease       LeaseID
+	prevKV      bool
 }
 
 // IfModRevision makes a write conditional (compare-and-swap): it is

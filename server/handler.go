@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kvd-project/kvd/internal/errs"
+	"github.com/kvd-project/kvd/internal/kv"
 	"github.com/kvd-project/kvd/internal/limits"
 	"github.com/kvd-project/kvd/internal/monoclock"
 	"github.com/kvd-project/kvd/internal/txn"
@@ -255,13 +256,15 @@ func (s *Server) handle(ctx context.Context, req *wire.Request) wire.Response {
 		return s.moveLeader(ctx, req) // leader.go
 	case wire.OpCompact:
 		return s.compact(ctx, req)
+	case wire.OpDeleteRange:
+		return s.deleteRange(ctx, req) // deleterange.go
 	}
 	if r, bad := checkKey(req); bad {
 		return r
 	}
 	switch req.Op {
 	case wire.OpPut:
-		return s.put(ctx, req.Key, req.Value)
+		return s.putPrev(ctx, req.Key, req.Value, req.Flags&wire.PutPrevKV != 0)
 	case wire.OpDelete:
 		existed, _, err := s.kv.Delete(ctx, req.Key)
 		if err == nil && !existed {
@@ -288,10 +291,10 @@ func checkKey(req *wire.Request) (wire.Response, bool) {
 		return wire.Response{Status: wire.StatusValueTooLarge}, true
 	case req.Op != wire.OpPut && len(req.Value) != 0:
 		return badRequest(req.Op.String() + " carries a value"), true
-	case (req.Op == wire.OpPut || req.Op == wire.OpDelete) && req.Flags != 0:
-		// None are defined: a flag a later client sets (a condition, say)
-		// must not be ignored and the write applied as if unset.
-		return badRequest(fmt.Sprintf("%s carries flags %#x (it takes none)", req.Op, req.Flags)), true
+	case req.Op == wire.OpPut && req.Flags&^wire.PutPrevKV != 0 || req.Op == wire.OpDelete && req.Flags != 0:
+		// A flag a later client sets (a condition, say) must not be
+		// ignored and the write applied as if unset.
+		return badRequest(fmt.Sprintf("%s carries unknown flags %#x", req.Op, req.Flags)), true
 	}
 	return wire.Response{}, false
 }
@@ -302,6 +305,12 @@ func checkKey(req *wire.Request) (wire.Response, bool) {
 // fragmented, perhaps) must not refuse what the leader has room for, so a
 // follower lets the node answer "not leader".
 func (s *Server) put(ctx context.Context, key, value []byte) wire.Response {
+	return s.putPrev(ctx, key, value, false)
+}
+
+// putPrev is put that, with prevKV, answers with the key's previous value
+// and metadata (wire.PutPrevKV).
+func (s *Server) putPrev(ctx context.Context, key, value []byte, prevKV bool) wire.Response {
 	var adm raft.Admission
 	if st := s.node.Status(); st.IsLeader {
 		if !st.LeaderReady {
@@ -318,11 +327,22 @@ func (s *Server) put(ctx context.Context, key, value []byte) wire.Response {
 		// than proposed with no room reserved.
 		adm = raft.Admission{Term: raft.NotAdmitted}
 	}
-	version, err := s.kv.Put(ctx, key, value, adm)
+	if prevKV {
+		rev, prev, err := s.kv.PutPrev(ctx, key, value, adm)
+		if err != nil {
+			return s.errResponse(err)
+		}
+		var kvs []kv.KV
+		if prev != nil {
+			kvs = append(kvs, *prev)
+		}
+		return wire.Response{Version: rev, Value: prevKVs(uint64(len(kvs)), kvs)}
+	}
+	rev, err := s.kv.Put(ctx, key, value, adm)
 	if err != nil {
 		return s.errResponse(err)
 	}
-	return wire.Response{Version: version}
+	return wire.Response{Version: rev}
 }
 
 func (s *Server) get(ctx context.Context, key []byte, flags uint16) wire.Response {

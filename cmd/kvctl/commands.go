@@ -48,8 +48,8 @@ var commands = map[string]command{
 	"put":      {"put KEY [VALUE] (no VALUE: --value-file or standard input)", []int{1, 2}, runPut},
 	"get":      {"get KEY", []int{1}, runGet},
 	"mget":     {"mget KEY...", []int{-1}, runMget},
-	"del":      {"del KEY", []int{1}, runDel},
-	"delete":   {"del KEY", []int{1}, runDel},
+	"del":      {delUsage, []int{1, 2}, runDel},
+	"delete":   {delUsage, []int{1, 2}, runDel},
 	"txn":      {"txn (reads the transaction from standard input)", []int{0}, runTxn},
 	"watch":    {"watch [--prefix] KEY [--rev N]", []int{1}, runWatch},
 	"status":   {"status", []int{0}, runStatus},
@@ -72,6 +72,9 @@ func runPut(ctx context.Context, e *env, args []string) error {
 	value, err := e.value(args)
 	if err != nil {
 		return err
+	}
+	if e.o.prevKV {
+		return putPrev(ctx, e, args[0], value)
 	}
 	version, err := e.c.PutRevision(ctx, []byte(args[0]), value, e.o.writeOptions()...)
 	if err != nil {
@@ -241,6 +244,9 @@ func (e *env) printMany(kvs []kv) error {
 // tell "already gone" from a failure by its exit status (a conflict of
 // --if-mod-revision still exits 1).
 func runDel(ctx context.Context, e *env, args []string) error {
+	if len(args) == 2 || e.o.fromKey || e.o.scan.prefix || e.o.prevKV {
+		return runDelRange(ctx, e, args)
+	}
 	deleted := 1
 	err := e.c.Delete(ctx, []byte(args[0]), e.o.writeOptions()...)
 	switch {

@@ -32,6 +32,9 @@ commands:
                           (exit 1 if any does not exist; they are named on stderr);
                           with --atomic, values that all held at one moment
   del KEY                 delete KEY; prints how many keys it deleted (1 or 0)
+  del KEY END, del --prefix KEY, del --from-key KEY
+                          delete a range in one revision; --prev-kv prints the
+                          deleted keys and values after the count
   put --if-mod-revision N KEY [VALUE], del --if-mod-revision N KEY
                           only if KEY's mod revision is N (0: KEY must not
                           exist); else exit 1 naming KEY's mod revision
@@ -110,7 +113,9 @@ type options struct {
 	ifVersion   versionFlag
 	atomic      bool // mget: one snapshot
 	lease       leaseFlag
-	fromVersion versionFlag // watch --rev
+	fromVersion versionFlag // get and watch --rev
+	fromKey     bool        // del --from-key
+	prevKV      bool        // put and del --prev-kv
 	scan        scanFlags   // get's range options (scan.go)
 	timeout     time.Duration
 	timeoutSet  bool // --timeout was given (a snapshot save has no default bound)
@@ -170,6 +175,8 @@ func parse(args []string, stderr io.Writer) (*options, []string, error) {
 	fs.BoolVar(&o.scan.prefix, "prefix", false, "get: every key starting with KEY, in key order; watch: every key starting with KEY")
 	fs.Var(&o.fromVersion, "rev", "get: the keys as they were at this store revision; watch: the events from this revision on (default: from now)")
 	fs.Var(&o.scan.from, "from", "get: the keys from this one on (inclusive), in key order")
+	fs.BoolVar(&o.fromKey, "from-key", false, "del: every key from KEY on (inclusive)")
+	fs.BoolVar(&o.prevKV, "prev-kv", false, "put, del: print the previous key and value (del: every key it deleted)")
 	fs.Var(&o.scan.to, "to", "get: with --from, the keys before this one (exclusive; omitted: no upper bound)")
 	fs.IntVar(&o.scan.limit, "limit", 0, "get --prefix/--from: at most this many keys (0: all)")
 	fs.BoolVar(&o.scan.keysOnly, "keys-only", false, "get --prefix/--from: print the keys, not their values")
@@ -257,9 +264,9 @@ func runIn(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	if o.fromVersion.set && pos[0] != "watch" && pos[0] != "get" {
 		return usageError{"--rev applies to get and watch only"}
 	}
-	if o.scan.any() && !(pos[0] == "watch" && o.scan.onlyPrefix()) {
+	if o.scan.any() && !((pos[0] == "watch" || isDel(pos[0])) && o.scan.onlyPrefix()) {
 		if pos[0] != "get" {
-			return usageError{"--from, --to, --limit, --keys-only and --count apply to get only (--prefix to get and watch)"}
+			return usageError{"--from, --to, --limit, --keys-only and --count apply to get only (--prefix to get, del and watch)"}
 		}
 		cmd = command{cmd.args, []int{0, 1}, runScan}
 		if err := o.scan.check(pos[1:]); err != nil {
@@ -314,9 +321,17 @@ func checkFlagScope(o *options, cmd string) error {
 		return usageError{"--lease applies to put only"}
 	case o.valueFile != "" && cmd != "put":
 		return usageError{"--value-file applies to put only"}
+	case o.fromKey && !isDel(cmd):
+		return usageError{"--from-key applies to del only"}
+	case o.prevKV && cmd != "put" && !isDel(cmd):
+		return usageError{"--prev-kv applies to put and del only"}
+	case o.ifVersion.set && isDel(cmd) && (o.fromKey || o.scan.prefix || o.prevKV):
+		return usageError{"--if-mod-revision deletes one key: not with --prefix, --from-key or --prev-kv"}
 	}
 	return nil
 }
+
+func isDel(cmd string) bool { return cmd == "del" || cmd == "delete" }
 
 func splitEndpoints(s string) []string {
 	var out []string

@@ -258,3 +258,39 @@ func TestGetAtRevision(t *testing.T) {
 		}
 	}
 }
+
+// TestDelRange: del --prefix, --from-key and KEY END delete ranges in one
+// revision, printing the count, and with --prev-kv the deleted keys and
+// values, as etcdctl's del; put --prev-kv prints the value it replaced.
+func TestDelRange(t *testing.T) {
+	ep := startNode(t)
+	must := func(args ...string) string {
+		t.Helper()
+		out, errOut, code := kvctlAt(ep, "", args...)
+		if code != 0 {
+			t.Fatalf("kvctl %v: exit %d, %q", args, code, errOut)
+		}
+		return out
+	}
+	for _, k := range []string{"a", "p/1", "p/2", "q", "r", "s"} {
+		must("put", k, "v"+k)
+	}
+	if got := must("put", "--prev-kv", "a", "new"); got != "OK\na\nva\n" {
+		t.Errorf("put --prev-kv: %q", got)
+	}
+	if got := must("del", "--prefix", "--prev-kv", "p/"); got != "2\np/1\nvp/1\np/2\nvp/2\n" {
+		t.Errorf("del --prefix p/: %q", got)
+	}
+	if got := must("del", "q", "r"); got != "1\n" {
+		t.Errorf("del q r: %q", got)
+	}
+	if got := must("del", "--from-key", "r"); got != "2\n" {
+		t.Errorf("del --from-key r: %q", got)
+	}
+	if got := must("get", "--prefix", ""); got != "a\nnew\n" {
+		t.Errorf("left: %q", got)
+	}
+	if _, errOut, code := kvctlAt(ep, "", "del", "--prefix", "--if-mod-revision", "1", "a"); code != 2 || errOut == "" {
+		t.Errorf("del --prefix --if-mod-revision: exit %d, %q; want a usage error", code, errOut)
+	}
+}

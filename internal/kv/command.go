@@ -38,6 +38,11 @@ const (
 	opLeaseRevoke byte = 5
 	// opCompact compacts the stored history (compact.go); no key.
 	opCompact byte = 8
+	// opDeleteRange deletes a range of keys (deleterange.go).
+	opDeleteRange byte = 9
+	// opPutPrev is opPut whose proposer is told the key's previous value
+	// (etcd's prev_kv).
+	opPutPrev byte = 10
 )
 
 var errBadCommand = fmt.Errorf("raft: malformed command")
@@ -74,7 +79,7 @@ func decodeCommand(data []byte) (command, error) {
 		return c, errBadCommand
 	}
 	c.op, data = data[0], data[1:]
-	if (c.op < opPut || c.op > opLeaseRevoke) && c.op != opCompact {
+	if (c.op < opPut || c.op > opLeaseRevoke) && (c.op < opCompact || c.op > opPutPrev) {
 		return c, fmt.Errorf("%w: op %d", errBadCommand, c.op)
 	}
 	var ok bool

@@ -140,3 +140,40 @@ func TestAutoCompactionConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestDeleteRange: a range delete deletes every key of the range in one
+// revision, gives their previous values, records each deletion in the
+// history, and deletes nothing when the range is empty.
+func TestDeleteRange(t *testing.T) {
+	c := newCluster(t, 3, testConfig())
+	for _, k := range []string{"a", "p/1", "p/2", "p/3", "q"} {
+		c.put(k, "v"+k)
+	}
+	lead := c.leader()
+	ctx := ctxT(t)
+	before := lead.node.Revision()
+	n, prev, rev, err := lead.node.DeleteRange(ctx, []byte("p/"), []byte("p0"), true)
+	if err != nil || n != 3 || len(prev) != 3 || rev != before+1 {
+		t.Fatalf("delete p/: %d deleted, %d prev, revision %d (was %d), %v", n, len(prev), rev, before, err)
+	}
+	if string(prev[1].Key) != "p/2" || string(prev[1].Value) != "vp/2" || prev[1].Meta.Version != 1 {
+		t.Fatalf("prev[1] = %+v", prev[1])
+	}
+	n, _, rev2, err := lead.node.DeleteRange(ctx, []byte("p/"), []byte("p0"), false)
+	if err != nil || n != 0 || rev2 != rev {
+		t.Fatalf("delete of an empty range: %d, revision %d (want %d), %v", n, rev2, rev, err)
+	}
+	for _, tn := range c.running() {
+		c.caughtUp(tn)
+		got := map[string]string{}
+		if _, err := tn.node.RangeAt(nil, nil, 0, func(k, v []byte, _ revision.Meta) bool { got[string(k)] = string(v); return true }); err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(got) != "map[a:va q:vq]" {
+			t.Errorf("node %d after the delete: %v", tn.id, got)
+		}
+		if v, err := readAt(tn, "p/2", rev-1); err != nil || v != "vp/2" {
+			t.Errorf("node %d: p/2 before the delete: %q, %v", tn.id, v, err)
+		}
+	}
+}

@@ -38,6 +38,7 @@ type machine struct {
 	// changed anything (only then does the store revision move to it).
 	next    uint64
 	changed bool
+	prev    *KV // a PUT's previous key, for its proposer (opPutPrev)
 }
 
 // scratch is per-batch state reused across batches.
@@ -169,6 +170,8 @@ func (m *machine) applyCommand(u *store.Update, e *pb.Entry) error {
 		return m.applyLeaseCommand(u, e.GetIndex(), c)
 	case opCompact:
 		return m.applyCompact(u, e.GetIndex(), c)
+	case opDeleteRange:
+		return m.applyDeleteRange(u, e.GetIndex(), c)
 	}
 	w, existed, err := m.applyWrite(u, c)
 	if err == nil {
@@ -178,15 +181,17 @@ func (m *machine) applyCommand(u *store.Update, e *pb.Entry) error {
 		return err
 	}
 	m.sc.applies = append(m.sc.applies, w)
-	m.complete(c, raft.Outcome{Index: e.GetIndex(), Value: writeResult{rev: m.served(), existed: existed}})
+	m.complete(c, raft.Outcome{Index: e.GetIndex(), Value: writeResult{rev: m.served(), existed: existed, prev: m.prev}})
 	return nil
 }
 
 // writeResult is a PUT's or DELETE's outcome: the revision its response
-// carries, and whether the key existed before.
+// carries, whether the key existed before, and (opPutPrev) its previous
+// value and metadata.
 type writeResult struct {
 	rev     uint64
 	existed bool
+	prev    *KV
 }
 
 // applyWrite applies a PUT or DELETE command at m.next.
@@ -196,9 +201,18 @@ func (m *machine) applyWrite(u *store.Update, c command) (w Write, existed bool,
 		m.changed = existed
 		return Write{Meta: revision.Meta{Mod: m.next}, Key: c.key, Deleted: true, absent: !existed}, existed, err
 	}
+	m.prev = nil
 	prev, err := u.Meta(c.key)
 	if err != nil {
 		return Write{}, false, err
+	}
+	if c.op == opPutPrev && prev.Version > 0 && c.proposer == m.id {
+		// Only the proposer answers with it.
+		v, _, _, err := u.Get(c.key)
+		if err != nil {
+			return Write{}, false, err
+		}
+		m.prev = &KV{Key: c.key, Value: v, Meta: prev}
 	}
 	meta := prev.Next(m.next, 0)
 	m.changed = true

@@ -60,12 +60,23 @@ func (s *Store) Node() *raft.Node { return s.node }
 // Errors wrapping raft.ErrLeaderChanged, or the context's, leave the
 // outcome unknown. adm is the write's admission (raft.Admission).
 func (s *Store) Put(ctx context.Context, key, value []byte, adm raft.Admission) (rev uint64, err error) {
+	rev, _, err = s.put(ctx, opPut, key, value, adm)
+	return rev, err
+}
+
+// PutPrev is Put that also returns the key's previous value and metadata
+// (nil: the key did not exist), etcd's prev_kv.
+func (s *Store) PutPrev(ctx context.Context, key, value []byte, adm raft.Admission) (rev uint64, prev *KV, err error) {
+	return s.put(ctx, opPutPrev, key, value, adm)
+}
+
+func (s *Store) put(ctx context.Context, op byte, key, value []byte, adm raft.Admission) (uint64, *KV, error) {
 	if err := checkKV(key, value); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
-	r, err := s.node.Propose(ctx, adm, command{op: opPut, key: key, value: value}.encoder())
+	r, err := s.node.Propose(ctx, adm, command{op: op, key: key, value: value}.encoder())
 	res, _ := r.Value.(writeResult)
-	return res.rev, err
+	return res.rev, res.prev, err
 }
 
 // Delete replicates the removal of key, like Put. existed tells whether the

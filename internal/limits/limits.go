@@ -74,6 +74,16 @@ const (
 // such entry.
 const MaxCommand = 1 + 3*binary.MaxVarintLen64 + max(MaxKey+MaxValue, MaxTxnBytes)
 
+// Range deletes: one applies in one Raft entry and one Pebble batch.
+const (
+	// MaxDeleteRangeKeys is the most keys one range delete deletes; one
+	// over it is refused whole when applied (delete the range in parts).
+	MaxDeleteRangeKeys = 100000
+	// MaxDeleteRangePrevBytes bounds the keys and values a range delete
+	// with prev_kv returns (one message); one over it is refused whole.
+	MaxDeleteRangePrevBytes = 2 << 20
+)
+
 // History: the store's record of past values (internal/store).
 const (
 	// CompactBatch is the most history records one batch of physical

@@ -400,3 +400,28 @@ func (u *Update) Close() {
 		u.b = nil
 	}
 }
+
+// Range calls fn for the keys k with start <= k < end (an empty end: no
+// bound) in the KV state as this Update sees it (its own writes
+// included), in key order, until fn returns false. key and value are
+// valid only during the call.
+func (u *Update) Range(start, end []byte, fn func(key, value []byte, m revision.Meta) bool) error {
+	opts := pebble.IterOptions{LowerBound: appendKVKey(nil, u.gen, start), UpperBound: genEnd(u.gen)}
+	if len(end) > 0 {
+		opts.UpperBound = appendKVKey(nil, u.gen, end)
+	}
+	it, err := u.b.NewIter(&opts)
+	if err != nil {
+		return err
+	}
+	for ok := it.First(); ok; ok = it.Next() {
+		m, v, err := SplitValue(it.Value())
+		if err != nil {
+			return errors.Join(err, it.Close())
+		}
+		if !fn(it.Key()[kvKeyHeader:], v, m) {
+			break
+		}
+	}
+	return errors.Join(it.Error(), it.Close())
+}

@@ -91,7 +91,14 @@ const (
 	// past the store's is StatusFutureRevision, one at or below the
 	// compaction revision StatusCompacted.
 	OpCompact Op = 23
-	opMax        = OpCompact
+	// OpDeleteRange deletes the keys k with Key <= k < Value (an empty
+	// Value: every key from Key on) in one Raft entry (etcd's
+	// DeleteRange). Flags: DeletePrevKV. Response: Version the store
+	// revision after it, Value a ScanResponse whose Count is the number
+	// deleted and whose entries (with DeletePrevKV) are the deleted keys
+	// with their values and metadata.
+	OpDeleteRange Op = 24
+	opMax            = OpDeleteRange
 )
 
 func (o Op) String() string {
@@ -142,6 +149,8 @@ func (o Op) String() string {
 		return "move-leader"
 	case OpCompact:
 		return "compact"
+	case OpDeleteRange:
+		return "delete-range"
 	}
 	return fmt.Sprintf("op(%d)", uint8(o))
 }
@@ -192,6 +201,15 @@ var (
 	ErrVersion = errors.New("wire: unsupported frame version")
 	ErrLength  = errors.New("wire: frame length does not match its header")
 	ErrOp      = errors.New("wire: unknown op")
+)
+
+// Write flags. A PUT or a range delete with PrevKV answers with the
+// previous keys (etcd's prev_kv) in its response's Value, as a
+// ScanResponse with their metadata; a server before them refuses the
+// flag as a bad request.
+const (
+	PutPrevKV    uint16 = 1
+	DeletePrevKV uint16 = 1
 )
 
 // Request is a decoded request. Key and Value alias the frame they were
