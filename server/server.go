@@ -170,6 +170,18 @@ type store struct{ *kv.Store }
 
 func (st store) Leader() uint64 { return st.Node().Status().LeaderID }
 
+// Revision is the store revision of the applied state: the applied index
+// of the state in Pebble, until the store keeps revisions (the raft
+// loop's own applied index can run a batch ahead of Pebble).
+func (st store) Revision() (uint64, error) {
+	s, release, err := st.Node().Acquire()
+	if err != nil {
+		return 0, err
+	}
+	defer release()
+	return s.Applied(), nil
+}
+
 // Addr is the address the server listens on for clients (and for peers
 // too, without a peer listener).
 func (s *Server) Addr() string { return s.ln.Addr() }

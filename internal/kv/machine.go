@@ -9,6 +9,7 @@ import (
 
 	pb "go.etcd.io/raft/v3/raftpb"
 
+	"github.com/kvd-project/kvd/internal/revision"
 	"github.com/kvd-project/kvd/internal/store"
 	"github.com/kvd-project/kvd/raft"
 )
@@ -90,7 +91,7 @@ func (m *machine) Apply(u *store.Update, ents []*pb.Entry, out []raft.Outcome) (
 // reloaded lessor and the Publisher's Restore.
 func (m *machine) Committed(applied uint64, installed bool) {
 	m.takeEvents()
-	m.publish()
+	m.publish(applied)
 	m.mirrorLeases()
 	m.publishEvents(applied, installed)
 	if installed {
@@ -146,9 +147,19 @@ func (m *machine) applyCommand(u *store.Update, e *pb.Entry) error {
 		return err
 	}
 	m.sc.applies = append(m.sc.applies, Write{Version: version, Key: c.key, Value: c.value, Deleted: c.op == opDelete,
-		absent: c.op == opDelete && !existed})
+		Meta: putMeta(version, c.op == opDelete), absent: c.op == opDelete && !existed})
 	m.complete(c, raft.Outcome{Index: version, Value: existed})
 	return nil
+}
+
+// putMeta is the revision metadata a write at version carries: until the
+// store keeps revisions, a key's version stands for its create and mod
+// revisions alike (the zero Meta for a delete).
+func putMeta(version uint64, deleted bool) revision.Meta {
+	if deleted {
+		return revision.Meta{}
+	}
+	return revision.Meta{Create: version, Mod: version, Version: 1}
 }
 
 // publish reports the batch's writes to the Publisher in one call: in log
@@ -157,8 +168,9 @@ func (m *machine) applyCommand(u *store.Update, e *pb.Entry) error {
 // from ever going backwards when these calls are replayed over it. A call
 // whose collapsing moved a key's state past another key's write is marked
 // Atomic, so that every state a lock-free reader can see mid-call is one
-// some index had.
-func (m *machine) publish() {
+// some index had. rev is the store revision after the batch: its applied
+// index, until the store keeps revisions.
+func (m *machine) publish(rev uint64) {
 	sc := &m.sc
 	defer func() {
 		clear(sc.applies)
@@ -198,7 +210,7 @@ func (m *machine) publish() {
 			sc.deliver = append(sc.deliver, op)
 		}
 	}
-	m.pub.Apply(sc.deliver)
+	m.pub.Apply(sc.deliver, rev)
 	clear(sc.deliver)
 }
 

@@ -1,10 +1,15 @@
 package kv
 
+import "github.com/kvd-project/kvd/internal/revision"
+
 // Write is one applied write, as the Publisher sees it.
 type Write struct {
 	Version    uint64 // the entry's raft index
 	Key, Value []byte
 	Deleted    bool
+	// Meta is the key's revision metadata after the write (the zero Meta
+	// for a delete): what the region's record of the key carries.
+	Meta revision.Meta
 	// Atomic is set on every Write of an Apply call whose batch holds an
 	// entry that wrote more than one key (a transaction), or wrote one key
 	// twice with another key's write between (collapsing the repeat moved
@@ -25,7 +30,9 @@ type Write struct {
 // Get, ForEach, Status, Members and PeerAddr.
 type Publisher interface {
 	// Apply reports one committed batch: each key now holds its Write's
-	// value at its Version (the entry's raft index), or was deleted. It is
+	// value at its Version (the entry's raft index), or was deleted; rev
+	// is the store revision after the batch, which the region publishes
+	// once the batch's writes are visible. It is
 	// called only after the Pebble batch holding the writes has committed,
 	// so the cache never shows anything that a restart would lose, and
 	// before the next batch commits, so Pebble is never more than this one
@@ -34,7 +41,7 @@ type Publisher interface {
 	// call atomically for its readers therefore always shows the state of
 	// a batch boundary. The slice is reused after the call; keys and values
 	// must not be modified and may be retained.
-	Apply(ws []Write)
+	Apply(ws []Write, rev uint64)
 	// Restore reports that a snapshot from the leader replaced the whole
 	// applied state: the cache must be rebuilt from ForEach.
 	Restore()
@@ -66,7 +73,7 @@ type Publisher interface {
 // nopPublisher is the Publisher of a Store configured without one.
 type nopPublisher struct{}
 
-func (nopPublisher) Apply([]Write)                {}
+func (nopPublisher) Apply([]Write, uint64)        {}
 func (nopPublisher) Restore()                     {}
 func (nopPublisher) BatchAhead()                  {}
 func (nopPublisher) Events([]Write, uint64, bool) {}

@@ -78,7 +78,7 @@ func (s *txnState) Put(key, value []byte, lease uint64) error {
 	if err := s.m.leaseWrite(s.u, key, lease, false); err != nil {
 		return err
 	}
-	s.record(Write{Version: s.version, Key: key, Value: value})
+	s.record(Write{Version: s.version, Key: key, Value: value, Meta: putMeta(s.version, false)})
 	return nil
 }
 

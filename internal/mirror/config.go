@@ -53,6 +53,10 @@ type Store interface {
 	// Leader is the node's current leader (0: none), for the header's
 	// hint.
 	Leader() uint64
+	// Revision is the store revision of the applied state: no later than
+	// the state a Get or ForEach called after it reads, so that a rebuild
+	// may publish it once it put back what a later ForEach walked.
+	Revision() (uint64, error)
 }
 
 // Sink receives applied writes as watch events (internal/watch.Hub).

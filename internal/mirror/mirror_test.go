@@ -25,7 +25,8 @@ const testGrace = 20 * time.Millisecond
 type memStore struct {
 	mu   sync.Mutex
 	kvs  map[string]memValue
-	fail error // ForEach fails with it, if set
+	rev  uint64 // the largest version put
+	fail error  // ForEach fails with it, if set
 }
 
 type memValue struct {
@@ -39,6 +40,7 @@ func (s *memStore) put(key, value string, version uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.kvs[key] = memValue{[]byte(value), version}
+	s.rev = max(s.rev, version)
 }
 
 func (s *memStore) del(key string) {
@@ -71,6 +73,12 @@ func (s *memStore) ForEach(fn func(key, value []byte, version uint64) error) err
 }
 
 func (s *memStore) Leader() uint64 { return 1 }
+
+func (s *memStore) Revision() (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rev, nil
+}
 
 // startMirror starts a mirror of st over a 1 MiB region with knobs.
 func startMirror(t *testing.T, st Store, knobs Knobs, events Sink) *Mirror {
@@ -112,9 +120,12 @@ func TestStartFillsRegion(t *testing.T) {
 	if n := m.Stats().Keys; n != 2 {
 		t.Fatalf("%d keys after start, want 2", n)
 	}
-	v, version, ok, err := m.Get(context.Background(), []byte("b"))
-	if err != nil || !ok || string(v) != "2" || version != 4 {
-		t.Fatalf("get b: %q@%d %v %v", v, version, ok, err)
+	v, meta, ok, err := m.Get(context.Background(), []byte("b"))
+	if err != nil || !ok || string(v) != "2" || meta != metaFromVersion(4) {
+		t.Fatalf("get b: %q@%+v %v %v", v, meta, ok, err)
+	}
+	if rev := m.Header().Revision; rev != 4 {
+		t.Fatalf("header revision %d after start, want the store's, 4", rev)
 	}
 	if _, _, ok, err := m.Get(context.Background(), []byte("c")); ok || err != nil {
 		t.Fatalf("get c: %v %v, want a miss", ok, err)
@@ -156,7 +167,7 @@ func TestStoreAheadWaitsForBatch(t *testing.T) {
 	if !stillMissing {
 		t.Fatal("a repair copied a key from the store while it was ahead by a batch")
 	}
-	m.Apply(nil) // the batch's Apply
+	m.Apply(nil, 1) // the batch's Apply
 	if v, _, ok, err := m.Get(cancelled, []byte("m")); err != nil || !ok || string(v) != "v" {
 		t.Fatalf("read after the Apply: %q, %v, %v", v, ok, err)
 	}
@@ -190,7 +201,7 @@ func TestAtomicApplySteps(t *testing.T) {
 		{Version: 2, Key: []byte("a"), Value: []byte("new"), Atomic: true},
 		{Version: 2, Key: []byte("d"), Deleted: true, Atomic: true},
 		{Version: 2, Key: []byte("c"), Value: []byte("new"), Atomic: true},
-	})
+	}, 2)
 	mu.Lock()
 	got := strings.Join(steps, " ")
 	steps = nil
@@ -199,7 +210,7 @@ func TestAtomicApplySteps(t *testing.T) {
 		t.Fatalf("atomic apply steps %q, want withheld, the PUTs (a c), the DELETEs (d)", got)
 	}
 	st.put("a", "x", 3)
-	m.Apply([]kv.Write{{Version: 3, Key: []byte("a"), Value: []byte("x")}})
+	m.Apply([]kv.Write{{Version: 3, Key: []byte("a"), Value: []byte("x")}}, 3)
 	if len(steps) != 0 {
 		t.Fatalf("a plain batch went through an atomic group: %v", steps)
 	}

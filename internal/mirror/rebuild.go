@@ -4,6 +4,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/kvd-project/kvd/internal/revision"
 	"github.com/kvd-project/kvd/internal/table"
 )
 
@@ -60,22 +61,39 @@ func (m *Mirror) rebuildLocked() error {
 	clear(m.missing)
 	m.missingBytes = 0
 	m.waitForRoomLocked()
-	err := m.walk(func(key, value []byte, version uint64) error {
-		err := m.tbl.Put(key, value, version)
-		if errors.Is(err, table.ErrNoSpace) {
-			m.noteMissing(key, len(value))
-			return nil
-		}
-		return err
-	})
+	// Read before the walk: the walk's view is at least this far along, so
+	// publishing it once the walk's records are live never runs ahead of
+	// them (docs/layout.md, "The revision word").
+	rev, err := m.store.Revision()
+	if err == nil {
+		err = m.walk(func(key, value []byte, version uint64) error {
+			err := m.tbl.Put(key, value, metaFromVersion(version))
+			if errors.Is(err, table.ErrNoSpace) {
+				m.noteMissing(key, len(value))
+				return nil
+			}
+			return err
+		})
+	}
 	if err == nil {
 		m.waitLocked(m.tbl.RevealIn(), "the rebuild's freed arena bytes to age")
 		err = m.tbl.Reveal() // ErrTooEarly only if the wait was cut short (the mirror closes)
+	}
+	if err == nil {
+		m.tbl.SetRevision(rev)
 	}
 	m.rebuildFailed = err != nil
 	m.setRebuilding(false)
 	m.maybeCompleteLocked()
 	return err
+}
+
+// metaFromVersion is the revision metadata of a key the store holds at
+// version: the store's Get and ForEach return a version, and the mirror
+// builds every record's metadata from it here, as the state machine does
+// for the writes it publishes (kv.Write.Meta).
+func metaFromVersion(version uint64) revision.Meta {
+	return revision.Meta{Create: version, Mod: version, Version: 1}
 }
 
 // walk is the store's ForEach, with the WalkKey knob.

@@ -90,7 +90,7 @@ func (m *Mirror) repairLocked() {
 			m.forgetMissing(k)
 			continue
 		}
-		switch err := m.tbl.Put([]byte(k), value, version); {
+		switch err := m.tbl.Put([]byte(k), value, metaFromVersion(version)); {
 		case err == nil:
 			m.forgetMissing(k)
 			placed = true
