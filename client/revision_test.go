@@ -2,12 +2,38 @@ package client
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/kvd-project/kvd/internal/revision"
 	"github.com/kvd-project/kvd/internal/table"
+	"github.com/kvd-project/kvd/server"
 )
+
+// TestDefaultLayoutGetsInOneRoundTrip: with kvd's default inline budget, an
+// uncached GET of a 16 B or a 256 B value under a key of up to 32 bytes is
+// one round trip of two READs (its two buckets), revision metadata and all.
+func TestDefaultLayoutGetsInOneRoundTrip(t *testing.T) {
+	for _, c := range []struct {
+		key   string
+		value int
+	}{{"k", 16}, {"sixteen-byte-key", 16}, {"a-key-of-thirty-two-bytes-000000", 256}} {
+		r := newRigWith(t, table.Config{InlineMax: server.DefaultTableInline})
+		value := strings.Repeat("v", c.value)
+		r.put(c.key, value)
+		r.lease(time.Hour)
+		r.connect()
+		r.f.begin(nil)
+		if got := r.get(c.key, Linearizable); got != value {
+			t.Fatalf("get %s = %q", c.key, got)
+		}
+		if trace, rpcs := r.f.end(); !slices.Equal(trace, traceInlineHit) || len(rpcs) != 0 {
+			t.Fatalf("%d-byte key, %d-byte value: READ batches %v and RPCs %v, want %v", len(c.key), c.value, trace, rpcs, traceInlineHit)
+		}
+	}
+}
 
 // TestOneSidedGetCarriesMetaAndRevision: a one-sided GET returns the
 // revision metadata the key's record carries, after its first write and

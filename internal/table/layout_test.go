@@ -208,12 +208,15 @@ func TestDocNumbers(t *testing.T) {
 		{"its header is the first\n" + strconv.Itoa(HeaderSize2) + " bytes below (same offsets, version " + strconv.Itoa(LayoutVersion2) + ")", true},
 		{"a bucket's first 64 B are " + strconv.Itoa(SlotsPerBucket) + " slots of " + strconv.Itoa(SlotSize) + " B", BucketSize == 64},
 		{"Its slot\nwords are its first 64 bytes", BucketSize == 64},
-		{"**With `Config.InlineMax` 0 (the default) kvd writes bucketBytes 64**", newHeader(2, Config{}.withDefaults(), 1<<20).BucketBytes == 64 && newHeader(2, Config{}.withDefaults(), 1<<20).InlineMax == 0},
+		{"**With `Config.InlineMax` 0 (`--table-inline off`) kvd writes bucketBytes\n64**", newHeader(2, Config{}.withDefaults(), 1<<20).BucketBytes == 64 && newHeader(2, Config{}.withDefaults(), 1<<20).InlineMax == 0},
+		{"(3,904 for kvd's default 384)", Config{InlineMax: 384}.bucketBytes() == 3904},
+		{"`8·(1+⌈(38+32+256)/7⌉)` = 384", InlineLen(32, 256) == 384},
+		{"7,808 B with kvd's default 384", 2*Config{InlineMax: 384}.bucketBytes() == 7808},
 		{"(graceMillis when there are no arenas; `Config.InlineGrace`, default 100 ms)",
 			newHeader(2, Config{Grace: 7 * time.Millisecond}.withDefaults(), 1<<20).InlineGraceMillis == 7 &&
 				newHeader(2, Config{InlineMax: 64}.withDefaults(), 1<<20).InlineGraceMillis == 100},
 		{"else 64 + 10*inlineMax rounded up to a multiple of 64", Config{InlineMax: 144}.bucketBytes() == 64+1472 && Config{InlineMax: 64}.bucketBytes() == 64+640},
-		{"an **arena** of `10*a` bytes", arenaRecords == 10},
+		{"an **arena** of\n`10*a` bytes", arenaRecords == 10},
 		// Inline records.
 		{"`8*(1 + ceil((38 + keyLen +\nvalueLen) / 7))`", InlineLen(16, 16) == 88 && InlineLen(1, 0) == MinInline && format4.inlineHead() == 38},
 		{"layout 3's was `8*(1 + ceil((14 + keyLen + valueLen) / 7))`", format3.inlineLen(16, 16) == 64 && format3.inlineHead() == 14},
