@@ -94,7 +94,11 @@ func (k *keyScan) verify(arena []byte, w uint64, second bool) {
 		if !k.found || meta.Mod > k.meta.Mod {
 			// Several live records are copies (a move) or successive
 			// records, each current when read: the latest wins.
-			k.value = append(k.dst, v[len(k.value):]...)
+			if len(k.value) == len(k.dst) {
+				k.value = v // the first: already dst and the value, no copy
+			} else {
+				k.value = append(k.dst, v[len(k.value):]...)
+			}
 			k.found, k.meta, k.loc = true, meta, location{word: w, second: second}
 		}
 	case errors.Is(err, table.ErrKeyMismatch):

@@ -35,6 +35,7 @@ import (
 	"encoding/binary"
 	"hash/crc32"
 	"math/bits"
+	"slices"
 
 	"github.com/kvd-project/kvd/internal/revision"
 )
@@ -167,9 +168,9 @@ type InlineRecord struct {
 func (r InlineRecord) ValueLen() int { return r.valLen }
 
 // AppendValue appends the record's value to dst. It allocates only if dst
-// lacks the capacity.
+// lacks the capacity, and then once (the value comes 7 bytes at a time).
 func (r InlineRecord) AppendValue(dst []byte) []byte {
-	return appendPayload(dst, r.block, r.head+r.keyLen, r.valLen)
+	return appendPayload(slices.Grow(dst, r.valLen), r.block, r.head+r.keyLen, r.valLen)
 }
 
 // VerifyInline checks the layout 4 inline record that slot s names in
