@@ -148,7 +148,11 @@ func refuseZeros(fs *flag.FlagSet) error {
 	fs.Visit(func(f *flag.Flag) {
 		if err == nil && slices.Contains(zeroIsDefault, f.Name) {
 			if v := f.Value.String(); v == "0" || v == "0s" {
-				err = fmt.Errorf("--%s 0: want a positive value (the default is %s)", f.Name, f.DefValue)
+				want := "a positive value"
+				if f.Name == "table-inline" {
+					want = "a budget in bytes or off (no arenas)"
+				}
+				err = fmt.Errorf("--%s 0: want %s; the default is %s", f.Name, want, f.DefValue)
 			}
 		}
 	})
