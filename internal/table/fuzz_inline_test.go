@@ -29,6 +29,7 @@ func FuzzVerifyInline(f *testing.F) {
 	f.Add([]byte{}, []byte{}, uint64(0))
 	f.Fuzz(func(t *testing.T, arena, key []byte, w uint64) {
 		s := DecodeInlineSlot(w)
+		_, _, _ = (Header{Version: LayoutVersion3}).VerifyInline(arena, key, s, nil) // never panics
 		value, meta, err := VerifyInline(arena, key, s, nil)
 		r, perr := parseInline(format4, arena, key, s)
 		if perr != nil {
