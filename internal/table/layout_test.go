@@ -467,8 +467,9 @@ func TestParseHeaderLayout2(t *testing.T) {
 }
 
 // TestSameStateLength: SameState compares a header's own bytes, except the
-// lease: for layout 2 the 64 bytes after it are bucket 0's slots, which
-// change with no change of state; for layout 3 they are header fields.
+// lease and (layout 4) the revision, which every write advances: for
+// layout 2 the 64 bytes after it are bucket 0's slots, which change with
+// no change of state; for layouts 3 and 4 they are header fields.
 func TestSameStateLength(t *testing.T) {
 	t.Parallel()
 	_, mem, _ := newTable(t, 1<<16, Config{Buckets: 64})
@@ -488,6 +489,10 @@ func TestSameStateLength(t *testing.T) {
 		{"v3 bucketBytes", v3, offBucketBytes, false},
 		{"v3 inlineMax", v3, offInlineMax + 1, false},
 		{"v3 reserved", v3, HeaderSize - 1, false},
+		{"v4 revision", v3, offRevision, true},
+		{"v4 revision, high byte", v3, offRevision + 7, true},
+		{"v4 reserved before the revision", v3, offRevision - 1, false},
+		{"v4 reserved after the revision", v3, offRevision + 8, false},
 	} {
 		b := append([]byte(nil), tc.base...)
 		b[tc.off] ^= 0x40
