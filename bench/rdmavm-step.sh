@@ -43,7 +43,7 @@ addr=${RDMAVM_ADDR:-10.77.0.1}
 # 192 MiB tables: a quarter (the preload cap) holds the 100k keys of 256 B
 # and 1 MiB values can be written; the VM has memory for three of them.
 bench() {
-	kvbench run --start-cluster "$nodes" --bin /kvd/bin --table-mem 192MiB --table-inline "${BENCH_VM_TABLE_INLINE:-352}" --table-inline-grace "${BENCH_VM_TABLE_INLINE_GRACE:-1s}" --keys "$keys" \
+	kvbench run --start-cluster "$nodes" --bin /kvd/bin --table-mem 192MiB --table-inline "${BENCH_VM_TABLE_INLINE:-0}" --table-inline-grace "${BENCH_VM_TABLE_INLINE_GRACE:-1s}" --keys "$keys" \
 		--ready-timeout 120s --dial-timeout 30s --attempt-timeout 60s --request-timeout 60s --duration "$dur" --warmup 300ms --idle 500ms --quiet -w marked "$@"
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/kvd-project/kvd/internal/revision"
 	"github.com/kvd-project/kvd/internal/wire"
 )
 
@@ -54,19 +55,39 @@ func (c *Client) Get(ctx context.Context, key []byte, opts ...ReadOption) ([]byt
 // for a READ (over RDMA the usual case); a GET that waits makes the timer
 // that bounds it by RequestTimeout then.
 func (c *Client) GetAppend(ctx context.Context, dst, key []byte, opts ...ReadOption) ([]byte, error) {
-	v, _, err := c.get(ctx, dst, key, opts)
+	r, err := c.get(ctx, dst, key, opts)
+	v := r.value
 	return v, err
 }
 
 // GetModRevision is Get that also returns the key's mod revision: the store
 // revision of the write that stored the value (Meta.ModRevision).
 func (c *Client) GetModRevision(ctx context.Context, key []byte, opts ...ReadOption) ([]byte, uint64, error) {
-	return c.get(ctx, nil, key, opts)
+	r, err := c.get(ctx, nil, key, opts)
+	return r.value, r.meta.Mod, err
 }
 
-func (c *Client) get(ctx context.Context, dst, key []byte, opts []ReadOption) ([]byte, uint64, error) {
+// GetMeta is Get that also returns the key's revision metadata (etcd's
+// create and mod revisions, version and lease) and the store revision the
+// read was served at.
+func (c *Client) GetMeta(ctx context.Context, key []byte, opts ...ReadOption) ([]byte, Meta, uint64, error) {
+	r, err := c.get(ctx, nil, key, opts)
+	return r.value, metaOf(r.meta), r.rev, err
+}
+
+// getResult is a GET's answer: the value (dst with it appended), the key's
+// revision metadata, and the store revision the answer was served at (0
+// when the path that answered does not know it: an RPC, or a layout 3
+// region, whose records carry only the mod revision).
+type getResult struct {
+	value []byte
+	meta  revision.Meta
+	rev   uint64
+}
+
+func (c *Client) get(ctx context.Context, dst, key []byte, opts []ReadOption) (getResult, error) {
 	if err := checkKey(key); err != nil {
-		return nil, 0, err
+		return getResult{}, err
 	}
 	o := readOptions{level: resolveLevel(c.cfg.Consistency, opts)}
 	// One clock reading serves as the base of the deadline, the first
@@ -82,7 +103,7 @@ func (c *Client) get(ctx context.Context, dst, key []byte, opts []ReadOption) ([
 	if o.level != ReadIndex {
 		res, err := c.readOneSided(ctx, dst, key, o.level, start, &f)
 		if errors.Is(err, ErrUnauthenticated) {
-			return nil, 0, err
+			return getResult{}, err
 		}
 		if err == nil {
 			c.stats.oneSided.Add(1)
@@ -90,23 +111,23 @@ func (c *Client) get(ctx context.Context, dst, key []byte, opts []ReadOption) ([
 			c.stats.reads.Add(uint64(res.reads))
 			c.stats.readBytes.Add(uint64(res.bytes))
 			if !res.found {
-				return nil, 0, ErrNotFound
+				return getResult{}, ErrNotFound
 			}
-			return res.value, res.version, nil
+			return getResult{value: res.value, meta: res.meta, rev: res.rev}, nil
 		}
 		switch {
 		case ctx.Err() != nil:
-			return nil, 0, f.err(ctx.Err())
+			return getResult{}, f.err(ctx.Err())
 		case f.allRefused(c.cfg.Endpoints):
-			return nil, 0, f.err(nil) // the RPC would be refused as well
+			return getResult{}, f.err(nil) // the RPC would be refused as well
 		}
 		c.stats.fallbacks.Add(1)
 	}
 	v, ver, err := c.getRPC(ctx, key, o.level, &f)
 	if err != nil {
-		return nil, 0, err
+		return getResult{}, err
 	}
-	return append(dst, v...), ver, nil
+	return getResult{value: append(dst, v...), meta: revision.Meta{Mod: ver}}, nil
 }
 
 // readOneSided runs the one-sided protocol against the right node, retrying

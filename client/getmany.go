@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/kvd-project/kvd/internal/limits"
+	"github.com/kvd-project/kvd/internal/revision"
 	"github.com/kvd-project/kvd/internal/table"
 	"github.com/kvd-project/kvd/transport"
 )
@@ -23,9 +24,15 @@ const batchKeys = (transport.MaxBatch - 1) / 2
 
 // Result is one key's answer in GetMany.
 type Result struct {
-	Value       []byte
-	ModRevision uint64 // the Raft index of the write that stored Value
-	Found       bool
+	Value   []byte
+	Found   bool
+	// Meta is the key's revision metadata (from an RPC answer, its mod
+	// revision alone).
+	Meta
+	// meta is the key's revision metadata and rev the store revision the
+	// answer was served at, when a one-sided read answered (getResult).
+	meta revision.Meta
+	rev  uint64
 }
 
 // GetMany reads every key in keys (at most MaxGetMany) at the consistency
@@ -81,14 +88,15 @@ func (c *Client) getBatch(ctx context.Context, keys [][]byte, out []Result, leve
 		if done&(1<<i) != 0 {
 			continue
 		}
-		v, ver, err := c.get(ctx, nil, k, []ReadOption{WithConsistency(level)})
+		r, err := c.get(ctx, nil, k, []ReadOption{WithConsistency(level)})
+		v, ver := r.value, r.meta.Mod
 		switch {
 		case errors.Is(err, ErrNotFound):
 			out[i] = Result{}
 		case err != nil:
 			return fmt.Errorf("get %q: %w", k, err)
 		default:
-			out[i] = Result{Value: v, ModRevision: ver, Found: true}
+			out[i] = Result{Value: v, Meta: Meta{ModRevision: ver}, Found: true}
 		}
 	}
 	return nil
@@ -188,7 +196,7 @@ func (c *Client) batchOneSided(ctx context.Context, keys [][]byte, out []Result,
 	if !ok {
 		return 0
 	}
-	done := s.decide(n, g, keys, out, j)
+	done := s.decide(n, &a, keys, out, j)
 	c.stats.batch(done, rounds, reads, nbytes)
 	return done
 }
@@ -218,7 +226,7 @@ func (s *batchScratch) judgeBatch(n *node, a *getAttempt, now mono) (j batchJudg
 		if err != nil {
 			return j, false
 		}
-		g.lease.offer(hdr.LeaseExpiry)
+		g.lease.offerHeader(hdr)
 		j.misses = lease(a.exp) && !hdr.Incomplete
 	}
 	return j, true
@@ -275,7 +283,8 @@ func allInArea(g *geometry, slots []table.Slot) bool {
 
 // decide answers the keys whose reads prove their answer, as getOneSided
 // would, by what j allows.
-func (s *batchScratch) decide(n *node, g *geometry, keys [][]byte, out []Result, j batchJudgement) uint32 {
+func (s *batchScratch) decide(n *node, a *getAttempt, keys [][]byte, out []Result, j batchJudgement) uint32 {
+	g := a.g
 	var done uint32
 	rec := 0
 	for i, k := range keys {
@@ -284,13 +293,14 @@ func (s *batchScratch) decide(n *node, g *geometry, keys [][]byte, out []Result,
 		switch s.plan[i] {
 		case planInline:
 			if ok = j.inline; ok {
-				out[i] = Result{Value: sc.value, ModRevision: sc.version, Found: true}
+				// Read in round trip 1: only the revision cached before it counts.
+				out[i] = Result{Value: sc.value, Meta: metaOf(sc.meta), Found: true, meta: sc.meta, rev: hitRevision(a.rev0, sc.meta)}
 				n.cache.put(k, sc.loc)
 			}
 		case planHit:
 			recs := s.recs[rec : rec+len(sc.oop)]
 			rec += len(sc.oop)
-			ok = j.hits && s.hit(n, k, sc, recs, &out[i])
+			ok = j.hits && s.hit(n, g, k, sc, recs, max(a.rev0, a.rev1), &out[i])
 		case planCheck:
 			ok = j.misses && (j.young || !sc.inline) && s.proven(i, k, g, j.young)
 			if ok {
@@ -307,16 +317,16 @@ func (s *batchScratch) decide(n *node, g *geometry, keys [][]byte, out []Result,
 // hit verifies a key's out-of-place candidates, as readCandidates does.
 // false: every candidate another key's (a miss not yet proven), or the
 // record dead or torn: the key is read on its own.
-func (s *batchScratch) hit(n *node, k []byte, sc *keyScan, recs [][]byte, out *Result) bool {
+func (s *batchScratch) hit(n *node, g *geometry, k []byte, sc *keyScan, recs [][]byte, rev uint64, out *Result) bool {
 	for j, sl := range sc.oop {
-		val, ver, err := table.VerifyRecord(recs[j], k, sl)
+		val, meta, err := g.hdr.VerifyRecord(recs[j], k, sl)
 		if errors.Is(err, table.ErrKeyMismatch) {
 			continue // another key with the same fingerprint
 		}
 		if err != nil {
 			return false
 		}
-		*out = Result{Value: append([]byte(nil), val...), ModRevision: ver, Found: true}
+		*out = Result{Value: append([]byte(nil), val...), Meta: metaOf(meta), Found: true, meta: meta, rev: hitRevision(rev, meta)}
 		n.cache.put(k, location{word: sl.Word(), second: j >= sc.nFirst})
 		return true
 	}

@@ -96,7 +96,7 @@ func (c *Client) getManyRPC(ctx context.Context, keys [][]byte, level Consistenc
 	out := make([]Result, len(keys))
 	for i, a := range answers {
 		if a.Found {
-			out[i] = Result{Value: a.Value, ModRevision: a.Version, Found: true}
+			out[i] = Result{Value: a.Value, Meta: Meta{ModRevision: a.Version}, Found: true}
 		}
 	}
 	return out, resp.Version, nil

@@ -92,8 +92,8 @@ func (r *inlineRig) putInline(key, value string, second bool) placed {
 	if p.off+p.len > uint64(len(arena)) {
 		r.t.Fatalf("arena of bucket %d full", b)
 	}
-	tag := table.WriteInlineRecord(arena[p.off:p.off+p.len], []byte(key), []byte(value), r.ver, 0)
-	p.word = table.InlineSlot{Offset: p.off, Len: p.len, Tag: tag, Version: uint32(r.ver), FP: table.Fingerprint(h)}.Word()
+	tag := table.WriteInlineRecord(arena[p.off:p.off+p.len], []byte(key), []byte(value), tmeta(r.ver), 0)
+	p.word = table.InlineSlot{Offset: p.off, Len: p.len, Tag: tag, Mod: uint32(r.ver), FP: table.Fingerprint(h)}.Word()
 	if had && old.bucket == b {
 		p.slot = old.slot
 	}
@@ -218,10 +218,10 @@ func TestReadProtocolInline(t *testing.T) {
 			case 0: // before the READ of k's bucket
 				old := slices.Clone(blk)
 				r.ver++
-				tag := table.WriteInlineRecord(blk, []byte("k"), []byte("v2"), r.ver, 0) // the block reused
+				tag := table.WriteInlineRecord(blk, []byte("k"), []byte("v2"), tmeta(r.ver), 0) // the block reused
 				fresh = slices.Clone(blk)
 				s := table.DecodeInlineSlot(inl.at["k"].word)
-				s.Tag, s.Version = tag, uint32(r.ver)
+				s.Tag, s.Mod = tag, uint32(r.ver)
 				inl.setWord("k", s.Word())
 				copy(blk[:len(blk)/2], old[:len(old)/2]) // words the READ takes before the write
 			case 1: // the write is over
@@ -475,7 +475,7 @@ func TestInlineChurnNeverWrong(t *testing.T) {
 			ver++
 			mu.Lock()
 			r.tclock.Store(int64(time.Since(t0)))
-			err := r.tbl.Put([]byte(k), inlineChurnValue(k, seq), ver)
+			err := r.tbl.Put([]byte(k), inlineChurnValue(k, seq), tmeta(ver))
 			mu.Unlock()
 			if err != nil {
 				if putErrs.Add(1) == 1 {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 
+	"github.com/kvd-project/kvd/internal/revision"
 	"github.com/kvd-project/kvd/internal/table"
 )
 
@@ -15,17 +16,18 @@ import (
 type keyScan struct {
 	key    []byte
 	fp     uint16
-	arena  uint64       // arena bytes per bucket: the geometry's bucket minus its slot words
-	dst    []byte       // the caller's: a hit's value is appended to it
-	oop    []table.Slot // out-of-place candidates, the first bucket's first
-	nFirst int          // oop[:nFirst] came from the key's first bucket
+	arena  uint64        // arena bytes per bucket: the geometry's bucket minus its slot words
+	hdr    *table.Header // the geometry's: its layout says how records are laid out
+	dst    []byte        // the caller's: a hit's value is appended to it
+	oop    []table.Slot  // out-of-place candidates, the first bucket's first
+	nFirst int           // oop[:nFirst] came from the key's first bucket
 
-	found   bool     // a live inline record of the key (the highest version if several)
-	value   []byte   // dst with its value appended
-	version uint64   // its version
-	loc     location // its slot word and bucket, for the location cache
-	bad     error    // an inline record of the key dead or hidden (errStale), or one torn (errTorn)
-	inline  bool     // some inline record was verified: a decision rests on arena bytes
+	found  bool          // a live inline record of the key (the highest mod revision if several)
+	value  []byte        // dst with its value appended
+	meta   revision.Meta // its revision metadata
+	loc    location      // its slot word and bucket, for the location cache
+	bad    error         // an inline record of the key dead or hidden (errStale), or one torn (errTorn)
+	inline bool          // some inline record was verified: a decision rests on arena bytes
 	// far is the first inline word with the key's fingerprint whose record
 	// lies past the part of the arena READ (0: none), and farSecond says
 	// which of the key's buckets held it: a cached GET reads it next.
@@ -37,7 +39,7 @@ type keyScan struct {
 // appended to oop.
 func (k *keyScan) reset(key []byte, g *geometry, dst []byte, oop []table.Slot) {
 	*k = keyScan{key: key, fp: table.Fingerprint(table.Hash(key)), arena: uint64(g.bucketBytes - table.BucketSize),
-		dst: dst, value: dst, oop: oop}
+		hdr: &g.hdr, dst: dst, value: dst, oop: oop}
 }
 
 // buckets scans the key's two buckets, as READ.
@@ -86,14 +88,18 @@ func (k *keyScan) verify(arena []byte, w uint64, second bool) {
 		}
 		return
 	}
-	v, ver, err := table.VerifyInline(arena, k.key, sl, k.value)
+	v, meta, err := k.hdr.VerifyInline(arena, k.key, sl, k.value)
 	switch {
 	case err == nil:
-		if !k.found || ver > k.version {
+		if !k.found || meta.Mod > k.meta.Mod {
 			// Several live records are copies (a move) or successive
 			// records, each current when read: the latest wins.
-			k.value = append(k.dst, v[len(k.value):]...)
-			k.found, k.version, k.loc = true, ver, location{word: w, second: second}
+			if len(k.value) == len(k.dst) {
+				k.value = v // the first: already dst and the value, no copy
+			} else {
+				k.value = append(k.dst, v[len(k.value):]...)
+			}
+			k.found, k.meta, k.loc = true, meta, location{word: w, second: second}
 		}
 	case errors.Is(err, table.ErrKeyMismatch):
 		// another key with the same fingerprint

@@ -10,21 +10,30 @@ import (
 	"github.com/kvd-project/kvd/internal/table"
 )
 
-// toLayout2 rewrites mem, a layout 3 region without arenas, as the layout 2
-// region of the same geometry and contents, as a server of the previous
-// version would have written it: everything after the header moves down by
-// the difference of the header sizes (buckets and records alike), every
-// slot word's record offset with it, and the header becomes layout 2's. It
-// returns the region, that much shorter.
+// toLayout2 rewrites mem, a layout 4 region without arenas, as the layout 2
+// region of the same geometry and contents, as a server of an earlier
+// version would have written it: every record in layout 3's format (an
+// 8-byte version, its mod, where layout 4 has the metadata), then
+// everything after the header moved down by the difference of the header
+// sizes (buckets and records alike), every slot word's record offset and
+// length with it, and the header becomes layout 2's. It returns the region,
+// that much shorter.
 func toLayout2(t *testing.T, mem []byte) []byte {
 	t.Helper()
 	h, err := table.ParseHeader(mem)
 	if err != nil || h.Version != table.LayoutVersion || h.BucketBytes != table.BucketSize {
-		t.Fatalf("not a layout 3 region without arenas: %+v, %v", h, err)
+		t.Fatalf("not a layout 4 region without arenas: %+v, %v", h, err)
+	}
+	le := binary.LittleEndian
+	for pos := uint64(table.HeaderSize); pos < h.RecordBase; pos += table.SlotSize {
+		if w := le.Uint64(mem[pos:]); w != 0 {
+			s := table.DecodeSlot(w)
+			s.Len = table.RewriteAsLayout3(mem[s.Offset:], s.Len)
+			le.PutUint64(mem[pos:], s.Word())
+		}
 	}
 	const shift = table.HeaderSize - table.HeaderSize2
 	copy(mem[table.HeaderSize2:], mem[table.HeaderSize:h.RecordEnd])
-	le := binary.LittleEndian
 	for pos := uint64(table.HeaderSize2); pos < h.RecordBase-shift; pos += table.SlotSize {
 		if w := le.Uint64(mem[pos:]); w != 0 {
 			s := table.DecodeSlot(w)
@@ -60,7 +69,7 @@ func TestReadsLayout2Region(t *testing.T) {
 		t.Fatal("bucket 0 is empty: the header READ would not take in any slot")
 	}
 	r.f.mem, r.f.desc.Len, r.f.hdr = v2, uint64(len(v2)), h
-	r.tbl = nil // its writes would land at layout 3's offsets
+	r.tbl = nil // its writes would land at layout 4's offsets
 	r.connect()
 	if g := r.node().geo.Load(); g.hdr != h {
 		t.Fatalf("client adopted %+v, want %+v", g.hdr, h)

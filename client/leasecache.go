@@ -54,17 +54,30 @@ const (
 )
 
 // leaseCache is the largest lease expiry read from one geometry's headers
-// (node clock; 0: none yet).
+// (node clock; 0: none yet), and the largest store revision: a hit's
+// answer is at a revision no lower than one read before its record, under
+// the same conditions as the expiry (docs/layout.md, "The revision word").
 type leaseCache struct {
 	exp        atomic.Uint64
+	rev        atomic.Uint64
 	refreshing atomic.Bool
 }
 
+// offerHeader keeps what a header read says that outlasts the read: its
+// lease expiry and its revision.
+func (l *leaseCache) offerHeader(h table.Header) {
+	l.offer(h.LeaseExpiry)
+	offerMax(&l.rev, h.Revision)
+}
+
 // offer keeps exp if it is later than what is cached.
-func (l *leaseCache) offer(exp uint64) {
+func (l *leaseCache) offer(exp uint64) { offerMax(&l.exp, exp) }
+
+// offerMax stores v in w if it is larger than what w holds.
+func offerMax(w *atomic.Uint64, v uint64) {
 	for {
-		cur := l.exp.Load()
-		if exp <= cur || l.exp.CompareAndSwap(cur, exp) {
+		cur := w.Load()
+		if v <= cur || w.CompareAndSwap(cur, v) {
 			return
 		}
 	}
@@ -109,7 +122,7 @@ func (n *node) refreshLease(g *geometry) {
 		h, err := checkHeader(g, hdr[:])
 		switch {
 		case err == nil:
-			g.lease.offer(h.LeaseExpiry)
+			g.lease.offerHeader(h)
 		case n.geo.Load() == g:
 			_ = n.loadGeometry(ctx) // a rebuild: adopt it now; on failure the next GET retries
 		}

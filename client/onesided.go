@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kvd-project/kvd/internal/revision"
 	"github.com/kvd-project/kvd/internal/table"
 	"github.com/kvd-project/kvd/transport"
 )
@@ -58,7 +59,7 @@ func (n *node) loadGeometry(ctx context.Context) error {
 		inlineAge:   time.Duration(h.InlineGraceMillis) * time.Millisecond / 2,
 		lease:       new(leaseCache),
 	}
-	g.lease.offer(h.LeaseExpiry)
+	g.lease.offerHeader(h)
 	n.geo.Store(g)
 	if old != nil && !old.hdr.SameGeometry(h) {
 		n.cache.reset() // locations in the old layout name nothing now
@@ -118,8 +119,9 @@ func grow(b []byte, n int) []byte {
 
 // readResult is the outcome of a successful one-sided GET.
 type readResult struct {
-	value      []byte // dst with the value appended
-	version    uint64
+	value      []byte        // dst with the value appended
+	meta       revision.Meta // the key's, as its record carries it
+	rev        uint64        // the store revision the answer is at (hitRevision)
 	found      bool
 	roundTrips int
 	reads      int // READs the successful attempt posted, over all its round trips
@@ -181,6 +183,8 @@ type getAttempt struct {
 	g          *geometry // as the attempt started
 	exp        uint64    // cached before the first READ
 	r1         uint64    // round trip 1's header (0: not read)
+	rev0       uint64    // the header revision cached before the first READ
+	rev1       uint64    // round trip 1's header's (0: not read)
 	seen       uint64    // the latest read by the attempt
 	readHeader bool      // round trip 1 reads the header, for its lease
 	arena      bool      // the answer rests on arena bytes: the age limit is the inline grace's
@@ -193,6 +197,7 @@ type getAttempt struct {
 // cached lease expiry, taken now, before any READ is posted.
 func (n *node) newAttempt(needLease bool, start mono, s *getScratch) getAttempt {
 	a := getAttempt{g: n.geo.Load(), start: start, needLease: needLease, s: s}
+	a.rev0 = a.g.lease.rev.Load()
 	if needLease {
 		a.exp, a.readHeader = n.leaseDue(a.g, start)
 	}
@@ -240,16 +245,28 @@ func (a *getAttempt) takeHeader(b []byte) error {
 	if err != nil {
 		return err
 	}
-	a.r1 = hdr.LeaseExpiry
-	a.saw(hdr.LeaseExpiry)
+	a.r1, a.rev1 = hdr.LeaseExpiry, hdr.Revision
+	a.saw(hdr)
 	return nil
 }
 
-// saw records a lease expiry the attempt read, and offers it to the cache
-// for later attempts.
-func (a *getAttempt) saw(exp uint64) {
-	a.g.lease.offer(exp)
-	a.seen = max(a.seen, exp)
+// hitRevision is the store revision a hit is answered at: rev, the
+// largest revision read from the node's header before the READ that read
+// the record, or the record's mod revision if larger. Why the value is
+// the key's at that revision: the record read live at some moment t of the
+// GET, so it was the key's current record then; the node's revision at t
+// was at least rev (the header publishes it only after the records up to
+// it are visible, and it was read before t) and at least meta.Mod, and the
+// key had no write between meta.Mod and t. So the key held this value and
+// metadata at every revision from meta.Mod to the one at t, max(rev,
+// meta.Mod) included (docs/layout.md, "The revision word").
+func hitRevision(rev uint64, meta revision.Meta) uint64 { return max(rev, meta.Mod) }
+
+// saw records the lease expiry of a header the attempt read, and offers
+// it and the header's revision to the cache for later attempts.
+func (a *getAttempt) saw(h table.Header) {
+	a.g.lease.offerHeader(h)
+	a.seen = max(a.seen, h.LeaseExpiry)
 }
 
 // getCached tries the key's cached location (and the header, if the lease
@@ -297,7 +314,9 @@ func (n *node) getCached(ctx context.Context, dst, key []byte, loc location, a *
 		return readResult{}, true, err
 	}
 	n.cache.put(key, k.loc)
-	res.value, res.version, res.found = k.value, k.version, true
+	// The header, if any, was in the record's batch: only the cached
+	// revision counts.
+	res.value, res.meta, res.rev, res.found = k.value, k.meta, hitRevision(a.rev0, k.meta), true
 	return res, true, nil
 }
 
@@ -337,7 +356,7 @@ func (n *node) readFar(ctx context.Context, dst, key []byte, k *keyScan, a *getA
 		return readResult{}, true, err
 	}
 	n.cache.put(key, k.loc)
-	res.value, res.version, res.found = k.value, k.version, true
+	res.value, res.meta, res.rev, res.found = k.value, k.meta, hitRevision(max(a.rev0, a.rev1), k.meta), true
 	return res, true, nil
 }
 
@@ -446,7 +465,7 @@ func (n *node) getUncached(ctx context.Context, dst, key []byte, a *getAttempt) 
 	case k.found:
 		// An inline hit in round trip 1: the header in this same batch, if
 		// any, cannot judge it (its READ may have run after the record's).
-		return n.inlineHit(key, k, a, a.exp, res)
+		return n.inlineHit(key, k, a, a.exp, a.rev0, res)
 	case k.bad != nil:
 		return readResult{}, k.bad
 	}
@@ -473,15 +492,16 @@ func (n *node) getUncached(ctx context.Context, dst, key []byte, a *getAttempt) 
 
 // inlineHit accepts the live inline record k found, judged by the lease
 // expiring at exp (one read before the record: see getAttempt) and by the
-// inline grace period, whose bytes it rests on. res counts the round trips
-// and READs so far.
-func (n *node) inlineHit(key []byte, k *keyScan, a *getAttempt, exp uint64, res readResult) (readResult, error) {
+// inline grace period, whose bytes it rests on, and answered at revision
+// rev or later (read before the record too: hitRevision). res counts the
+// round trips and READs so far.
+func (n *node) inlineHit(key []byte, k *keyScan, a *getAttempt, exp, rev uint64, res readResult) (readResult, error) {
 	a.arena = true
 	if err := n.judge(a, exp); err != nil {
 		return readResult{}, err
 	}
 	n.cache.put(key, k.loc)
-	res.value, res.version, res.found = k.value, k.version, true
+	res.value, res.meta, res.rev, res.found = k.value, k.meta, hitRevision(rev, k.meta), true
 	return res, nil
 }
 
@@ -511,11 +531,12 @@ func (n *node) readCandidates(ctx context.Context, dst, key []byte, cands []tabl
 		return res, err
 	}
 	for i, sl := range cands {
-		val, ver, err := table.VerifyRecord(s.recs[i], key, sl)
+		val, meta, err := g.hdr.VerifyRecord(s.recs[i], key, sl)
 		switch {
 		case err == nil:
 			n.cache.put(key, location{word: sl.Word(), second: i >= nFirst})
-			res.value, res.version, res.found = append(dst, val...), ver, true
+			res.value, res.meta, res.found = append(dst, val...), meta, true
+			res.rev = hitRevision(max(a.rev0, a.rev1), meta) // round trip 1's header came before the record
 			return res, nil
 		case errors.Is(err, table.ErrKeyMismatch):
 			continue // another key with the same fingerprint
@@ -550,14 +571,14 @@ func (n *node) proveMiss(ctx context.Context, dst, key []byte, b1, b2 uint32, ot
 	if err != nil {
 		return readResult{}, err // a rebuild, seen first by a miss
 	}
-	a.saw(hdr.LeaseExpiry)
+	a.saw(hdr)
 	k := &s.scan2
 	k.reset(key, g, dst, s.slots2[:0])
 	k.buckets(&s.bk2)
 	if k.found {
 		// The key's inline record appeared: a hit read in this round trip,
 		// judged by an expiry read before it.
-		return n.inlineHit(key, k, a, max(a.exp, a.r1), res)
+		return n.inlineHit(key, k, a, max(a.exp, a.r1), max(a.rev0, a.rev1), res)
 	}
 	if k.bad != nil || !onlyOthers(k.oop, others) {
 		return readResult{}, errUnstable

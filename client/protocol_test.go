@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kvd-project/kvd/internal/mmap"
+	"github.com/kvd-project/kvd/internal/revision"
 	"github.com/kvd-project/kvd/internal/table"
 	"github.com/kvd-project/kvd/internal/wire"
 	"github.com/kvd-project/kvd/transport"
@@ -25,6 +26,9 @@ const (
 	hdrOffRecordEnd  = 32
 	hdrOffGeneration = 56
 )
+
+// tmeta is the revision metadata the rig writes for its write number v.
+func tmeta(v uint64) revision.Meta { return revision.Meta{Create: v, Mod: v, Version: 1} }
 
 // answerNotFound stands for ErrNotFound in a test's expected answer.
 const answerNotFound = "<not found>"
@@ -99,7 +103,7 @@ func newReadyRig(t *testing.T) *rig {
 func (r *rig) put(key, value string) {
 	r.t.Helper()
 	r.ver++
-	if err := r.tbl.Put([]byte(key), []byte(value), r.ver); err != nil {
+	if err := r.tbl.Put([]byte(key), []byte(value), tmeta(r.ver)); err != nil {
 		r.t.Fatalf("put %s: %v", key, err)
 	}
 }
@@ -230,7 +234,7 @@ func (r *rig) record(key string) []byte {
 		n := table.ScanBucket(r.f.mem[hdr.BucketOffset(b):], table.Fingerprint(h), &out)
 		for _, sl := range out[:n] {
 			rec := r.f.mem[sl.Offset : sl.Offset+sl.Len]
-			if int(binary.LittleEndian.Uint16(rec[16:])) == len(key) && string(rec[table.RecordHeaderSize:table.RecordHeaderSize+len(key)]) == key {
+			if int(binary.LittleEndian.Uint16(rec[table.RecordHeaderSize-8:])) == len(key) && string(rec[table.RecordHeaderSize:table.RecordHeaderSize+len(key)]) == key {
 				return rec
 			}
 		}

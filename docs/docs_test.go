@@ -44,6 +44,7 @@ var exported = map[string]float64{
 	"table.MinInline":                  table.MinInline,
 	"--reuse-grace":                    seconds(server.DefaultReuseGrace),
 	"--table-inline-grace":             seconds(table.DefaultInlineGrace),
+	"--table-inline":                   server.DefaultTableInline,
 	"client.MaxTxnCompares":            client.MaxTxnCompares,
 	"client.MaxTxnOps":                 client.MaxTxnOps,
 	"client.MaxTxnBytes":               client.MaxTxnBytes,

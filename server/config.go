@@ -47,18 +47,19 @@ type Config struct {
 	// before reuse; one-sided GETs slower than half of it are retried.
 	// Default 1s.
 	ReuseGrace time.Duration
-	// TableInline, if non-zero, is the inline budget per slot in bytes
+	// TableInline is the inline budget per slot in bytes
 	// (table.Config.InlineMax): every bucket of the region gets an arena of
 	// about 10 times it, and records of at most this many bytes in the
-	// tagged inline format (table.InlineLen: 8*(1+ceil((14+key+value)/7)))
+	// tagged inline format (table.InlineLen: 8*(1+ceil((38+key+value)/7)))
 	// live there, so that a client reads such a key in one round trip of
 	// two READs. A multiple of 8, table.MinInline to table.MaxInline.
-	// Default 0: no arenas (every GET reads its record in a second round
-	// trip unless its location is cached).
+	// Default DefaultTableInline; TableInlineOff: no arenas (a GET of a key
+	// whose location the client has not cached takes a second round trip
+	// for its record, and the region holds about 8 times the keys).
 	TableInline int
 	// TableInlineGrace is ReuseGrace for arena bytes; one-sided GETs that
 	// read an inline record and took longer than half of it are retried.
-	// Default min(100ms, ReuseGrace). Ignored without TableInline.
+	// Default min(100ms, ReuseGrace). Ignored with TableInlineOff.
 	TableInlineGrace time.Duration
 	// InitialCluster maps every member's id to its peer address (Listen,
 	// or ListenPeer when set). Empty means a single-node cluster of ID at
@@ -160,6 +161,13 @@ const (
 	DefaultTickInterval  = 100 * time.Millisecond
 	minTableMem          = 64 << 10
 
+	// DefaultTableInline is the default inline budget: a 256-byte value
+	// under a key of up to 32 bytes is inline (table.InlineLen(32, 256)),
+	// so a GET of it takes one round trip.
+	DefaultTableInline = 384
+	// TableInlineOff, as Config.TableInline, gives the region no arenas.
+	TableInlineOff = -1
+
 	// A snapshot transfer a peer sends may hold at most
 	// maxSnapshotPerTableByte times --table-mem of data, and at least
 	// minMaxSnapshotBytes (raft.Config.MaxSnapshotBytes): 1 GiB for the
@@ -183,6 +191,7 @@ func (c Config) withDefaults() Config {
 	c.ID = cmp.Or(c.ID, 1)
 	c.TableMem = cmp.Or(c.TableMem, DefaultTableMem)
 	c.ReuseGrace = cmp.Or(c.ReuseGrace, DefaultReuseGrace)
+	c.TableInline = cmp.Or(c.TableInline, DefaultTableInline)
 	c.SnapshotCount = cmp.Or(c.SnapshotCount, DefaultSnapshotCount)
 	c.TickInterval = cmp.Or(c.TickInterval, DefaultTickInterval)
 	c.MaxConnections = cmp.Or(c.MaxConnections, DefaultMaxConnections)
@@ -217,6 +226,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("server: table memory %d bytes is below the minimum %d", c.TableMem, minTableMem)
 	case c.ReuseGrace < 10*time.Millisecond:
 		return fmt.Errorf("server: reuse grace %v is below the minimum 10ms", c.ReuseGrace)
+	case c.TableInline < 0 && c.TableInline != TableInlineOff:
+		return fmt.Errorf("%w: table inline budget %d: want a positive budget or TableInlineOff", table.ErrBadConfig, c.TableInline)
 	}
 	if err := c.tableConfig().Validate(); err != nil {
 		return fmt.Errorf("server: %w", err)
@@ -301,5 +312,8 @@ func (c *Config) mirrorConfig(region []byte, events mirror.Sink, log *slog.Logge
 
 // tableConfig is the table region's shape.
 func (c Config) tableConfig() table.Config {
+	if c.TableInline == TableInlineOff {
+		return table.Config{Grace: c.ReuseGrace}
+	}
 	return table.Config{Grace: c.ReuseGrace, InlineMax: c.TableInline, InlineGrace: c.TableInlineGrace}
 }

@@ -568,12 +568,24 @@ func TestConfigMaxConnections(t *testing.T) {
 
 func TestConfigTableInline(t *testing.T) {
 	t.Parallel()
+	if n := table.InlineLen(32, 256); n > DefaultTableInline {
+		t.Errorf("a 256-byte value under a 32-byte key takes %d inline bytes, more than the default %d", n, DefaultTableInline)
+	}
+	if got := (Config{}).withDefaults().tableConfig().InlineMax; got != DefaultTableInline {
+		t.Errorf("default InlineMax %d, want %d", got, DefaultTableInline)
+	}
+	if got := (Config{TableInline: TableInlineOff}).withDefaults().tableConfig().InlineMax; got != 0 {
+		t.Errorf("TableInlineOff: InlineMax %d, want 0 (no arenas)", got)
+	}
 	for _, tc := range []struct {
 		inline int
 		grace  time.Duration
 		ok     bool
 	}{
-		{0, 0, true},
+		{0, 0, true}, // DefaultTableInline
+		{TableInlineOff, 0, true},
+		{TableInlineOff, 2 * time.Second, true}, // ignored without arenas
+		{-2, 0, false},
 		{144, 0, true},
 		{352, 50 * time.Millisecond, true},
 		{100, 0, false},                 // not a multiple of 8

@@ -355,14 +355,14 @@ func (s *Server) get(ctx context.Context, key []byte, flags uint16) wire.Respons
 	default:
 		return badRequest("unknown consistency level " + strconv.Itoa(int(flags)))
 	}
-	value, version, ok, err := s.mirror.Get(ctx, key) // the region's state (mirror.Get)
+	value, meta, ok, err := s.mirror.Get(ctx, key) // the region's state (mirror.Get)
 	switch {
 	case err != nil:
 		return s.errResponse(err)
 	case !ok:
 		return wire.Response{Status: wire.StatusNotFound}
 	}
-	return wire.Response{Version: version, Value: value}
+	return wire.Response{Version: meta.Mod, Value: value}
 }
 
 // hello answers OpHello. The cluster id goes only to a client that asks

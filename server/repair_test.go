@@ -53,7 +53,8 @@ func TestRepackFragmentedRegion(t *testing.T) {
 	skipShort(t)
 	const grace = 50 * time.Millisecond
 	var f server.Faults
-	nodes := kvdtest.StartCluster(t, 1, kvdtest.Options{TableMem: 128 << 10, ReuseGrace: grace, Knobs: f.KnobsFor})
+	// No arenas: the fragmentation is made of the record area's records.
+	nodes := kvdtest.StartCluster(t, 1, kvdtest.Options{TableMem: 128 << 10, ReuseGrace: grace, Knobs: f.KnobsFor, TableInline: server.TableInlineOff})
 	kvdtest.WaitLeader(t, nodes, 15*time.Second)
 	srv := nodes[0].Srv
 	c := newPatientClient(t, kvdtest.Endpoints(nodes), client.Linearizable)

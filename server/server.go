@@ -13,7 +13,6 @@ import (
 	"github.com/kvd-project/kvd/internal/kv"
 	"github.com/kvd-project/kvd/internal/mirror"
 	"github.com/kvd-project/kvd/internal/ratelog"
-	"github.com/kvd-project/kvd/internal/revision"
 	"github.com/kvd-project/kvd/internal/table"
 	"github.com/kvd-project/kvd/internal/watch"
 	"github.com/kvd-project/kvd/raft"
@@ -172,16 +171,10 @@ func (s *Server) openNode() (mirror.Store, error) {
 // store is the replicated state as the mirror reads it.
 type store struct{ *kv.Store }
 
-func (st store) Get(key []byte) ([]byte, uint64, bool, error) {
-	v, m, ok, err := st.Store.Get(key)
-	return v, m.Mod, ok, err
-}
-
-func (st store) ForEach(fn func(key, value []byte, version uint64) error) error {
-	return st.Store.ForEach(func(key, value []byte, m revision.Meta) error { return fn(key, value, m.Mod) })
-}
-
 func (st store) Leader() uint64 { return st.Node().Status().LeaderID }
+
+// Revision is the store revision of the applied state in Pebble.
+func (st store) Revision() (uint64, error) { return st.Store.Revision(), nil }
 
 // Addr is the address the server listens on for clients (and for peers
 // too, without a peer listener).

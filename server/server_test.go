@@ -14,6 +14,7 @@ import (
 	"github.com/kvd-project/kvd/client"
 	"github.com/kvd-project/kvd/internal/kvdtest"
 	"github.com/kvd-project/kvd/internal/kvdtest/wait"
+	"github.com/kvd-project/kvd/server"
 )
 
 func newClient(t *testing.T, eps []string, level client.Consistency) *client.Client {
@@ -46,7 +47,9 @@ func newPatientClient(t *testing.T, eps []string, level client.Consistency) *cli
 // return the damaged value; it retries, then asks by RPC and gets the right
 // one from the durable state.
 func TestCorruptRecordNeverServed(t *testing.T) {
-	nodes := kvdtest.StartCluster(t, 1, kvdtest.Options{TableMem: 1 << 20})
+	// Out of place: the value is one run of bytes in the record area
+	// (inline, it is spread over tagged words; TestInlineRegion's case).
+	nodes := kvdtest.StartCluster(t, 1, kvdtest.Options{TableMem: 1 << 20, TableInline: server.TableInlineOff})
 	n := kvdtest.WaitLeader(t, nodes, 10*time.Second)
 	c := newClient(t, kvdtest.Endpoints(nodes), client.Linearizable)
 	ctx := context.Background()
@@ -78,8 +81,9 @@ func TestCorruptRecordNeverServed(t *testing.T) {
 func TestRegionIncompleteThenRepaired(t *testing.T) {
 	skipShort(t)
 	small := 256 << 10
+	// No arenas: the sizes below are of record areas.
 	nodes := kvdtest.StartCluster(t, 3, kvdtest.Options{
-		TableMems: []int{4 << 20, 4 << 20, small}, ReuseGrace: 50 * time.Millisecond,
+		TableMems: []int{4 << 20, 4 << 20, small}, ReuseGrace: 50 * time.Millisecond, TableInline: server.TableInlineOff,
 	})
 	if kvdtest.WaitLeader(t, nodes, 10*time.Second) == nodes[2] {
 		// The small node must be a follower: restart it so another leads.

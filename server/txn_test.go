@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kvd-project/kvd/client"
+	"github.com/kvd-project/kvd/internal/revision"
 	"github.com/kvd-project/kvd/internal/table"
 	"github.com/kvd-project/kvd/internal/txn"
 	"github.com/kvd-project/kvd/internal/wire"
@@ -26,16 +27,23 @@ func oneSidedView(mem, key []byte) string {
 	b1, b2 := table.Buckets(hash, h.Buckets)
 	var out [table.SlotsPerBucket]table.Slot
 	for _, b := range [2]uint32{b1, b2} {
-		n := table.ScanBucket(mem[h.BucketOffset(b):], table.Fingerprint(hash), &out)
+		bucket := mem[h.BucketOffset(b) : h.BucketOffset(b)+uint64(h.BucketBytes)]
+		n := table.ScanBucket(bucket, table.Fingerprint(hash), &out)
 		for _, s := range out[:n] {
-			v, ver, err := table.VerifyRecord(mem[s.Offset:s.Offset+s.Len], key, s)
+			var v []byte
+			var meta revision.Meta
+			if s.Inline {
+				v, meta, err = h.VerifyInline(bucket[table.BucketSize:], key, table.DecodeInlineSlot(s.Word()), nil)
+			} else {
+				v, meta, err = h.VerifyRecord(mem[s.Offset:s.Offset+s.Len], key, s)
+			}
 			switch {
 			case errors.Is(err, table.ErrKeyMismatch):
 				continue
 			case err != nil:
 				return "retry"
 			}
-			return fmt.Sprintf("%s@%d", v, ver)
+			return fmt.Sprintf("%s@%d", v, meta.Mod)
 		}
 	}
 	return "miss"

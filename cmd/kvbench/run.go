@@ -424,7 +424,7 @@ func (o *runOptions) kvdArgs() []string {
 	if o.tableInline != 0 {
 		args = append(args, "--table-inline", strconv.Itoa(o.tableInline))
 	}
-	if o.tableInline != 0 && o.tableInlineGrace != 0 { // kvd refuses a grace without inline records
+	if o.tableInlineGrace != 0 {
 		args = append(args, "--table-inline-grace", o.tableInlineGrace.String())
 	}
 	if o.leaseDrift != client.DefaultLeaseDrift {
@@ -436,6 +436,9 @@ func (o *runOptions) kvdArgs() []string {
 // inlineNote describes the started nodes' inline budget for the report.
 func (o *runOptions) inlineNote() string {
 	if o.tableInline == 0 {
+		if o.tableInlineGrace != 0 {
+			return fmt.Sprintf(", --table-inline-grace %v", o.tableInlineGrace)
+		}
 		return ""
 	}
 	if o.tableInlineGrace != 0 {

@@ -55,9 +55,10 @@ func TestBadNodeFlagsRefusedBeforeDataDir(t *testing.T) {
 		{"--listen", "127.0.0.1:0"}, // member address with port 0 enters the log
 		{"--lease-drift", "0"},      // it silently ran with the default
 		// Conflicts found only once the restore was done, or never.
-		{"--metrics-listen", addr},                              // --listen's port
-		{"--initial-cluster", "1=" + addr + ",2=" + addr},       // two members, one address
-		{"--table-inline-grace", "50ms"},                        // ignored without --table-inline
+		{"--metrics-listen", addr},                                // --listen's port
+		{"--initial-cluster", "1=" + addr + ",2=" + addr},         // two members, one address
+		{"--table-inline", "off", "--table-inline-grace", "50ms"}, // ignored without arenas
+		{"--table-inline", "0"}, {"--table-inline", "-8"},         // 0 ran with the default; off turns arenas off
 		{"--tls-reload-interval", "-5s"},                        // taken as 0
 		{"--max-watches", "0"}, {"--max-watches-per-conn", "0"}, // 0 ran with the default,
 		{"--max-connections", "0"}, {"--watch-history-events", "0"}, // not with what was asked

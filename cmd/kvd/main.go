@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -78,8 +79,9 @@ func parseFlags(args []string) (*options, error) {
 	o.tls.Register(fs)
 	fs.Var(&o.tableMem, "table-mem", "size of the registered table region (e.g. 64MiB, 1GiB)")
 	fs.DurationVar(&o.cfg.ReuseGrace, "reuse-grace", server.DefaultReuseGrace, "how long superseded records stay untouched before their memory is reused")
-	fs.IntVar(&o.cfg.TableInline, "table-inline", 0,
-		"inline budget per slot in bytes (multiple of 8, 0 = off): small records live in an arena beside their bucket, so a GET of one is one round trip of two READs; costs about 10x this per bucket of 8 slots")
+	o.cfg.TableInline = server.DefaultTableInline
+	fs.Var((*inlineFlag)(&o.cfg.TableInline), "table-inline",
+		"inline budget per slot in bytes (multiple of 8), or off: small records live in an arena beside their bucket, so a GET of one is one round trip of two READs; costs about 10x this per bucket of 8 slots (off: records out of place, two round trips, about 8x the keys per --table-mem)")
 	fs.DurationVar(&o.cfg.TableInlineGrace, "table-inline-grace", 0,
 		"how long superseded inline records stay untouched before their arena bytes are reused (0: min(100ms, --reuse-grace))")
 	fs.StringVar(&o.cluster, "initial-cluster", "", "every member as ID=HOST:PORT,...; a new --data-dir needs it (1=127.0.0.1:7301 for a single-node cluster) or --join")
@@ -141,7 +143,7 @@ func parseFlags(args []string) (*options, error) {
 // zeroIsDefault are the flags whose 0 the server takes as "the default"
 // (a Config's zero value): given explicitly, a 0 (say --max-watches 0 to
 // turn watches off) would run with the default, not with what was asked.
-var zeroIsDefault = []string{"table-mem", "reuse-grace", "snapshot-count", "tick", "max-connections",
+var zeroIsDefault = []string{"table-mem", "table-inline", "reuse-grace", "snapshot-count", "tick", "max-connections",
 	"watch-history-events", "watch-history-bytes", "max-watches", "max-watches-per-conn"}
 
 // refuseZeros refuses an explicit 0 (flag or KVD_ variable) for the flags
@@ -151,7 +153,11 @@ func refuseZeros(fs *flag.FlagSet) error {
 	fs.Visit(func(f *flag.Flag) {
 		if err == nil && slices.Contains(zeroIsDefault, f.Name) {
 			if v := f.Value.String(); v == "0" || v == "0s" {
-				err = fmt.Errorf("--%s 0: want a positive value (the default is %s)", f.Name, f.DefValue)
+				want := "a positive value"
+				if f.Name == "table-inline" {
+					want = "a budget in bytes or off (no arenas)"
+				}
+				err = fmt.Errorf("--%s 0: want %s; the default is %s", f.Name, want, f.DefValue)
 			}
 		}
 	})
@@ -178,8 +184,8 @@ func checkNodeFlags(c *server.Config) error {
 			return fmt.Errorf("--%s %q is this single node's member address, which peers added later dial: %w (or give --initial-cluster)", name, addr, err)
 		}
 	}
-	if c.TableInlineGrace != 0 && c.TableInline == 0 {
-		return errors.New("--table-inline-grace applies to inline records only: give --table-inline too")
+	if c.TableInlineGrace != 0 && c.TableInline == server.TableInlineOff {
+		return errors.New("--table-inline-grace applies to inline records only, and --table-inline is off")
 	}
 	return nil
 }
@@ -458,4 +464,28 @@ func failureExit(srv *server.Server, httpSrv *http.Server, log *slog.Logger) err
 		log.Error("shutdown after the failure did not finish; exiting anyway", "timeout", failureExitTimeout)
 	}
 	return err
+}
+
+// inlineFlag is --table-inline: a budget in bytes, or "off"
+// (server.TableInlineOff).
+type inlineFlag int
+
+func (f *inlineFlag) String() string {
+	if int(*f) == server.TableInlineOff {
+		return "off"
+	}
+	return strconv.Itoa(int(*f))
+}
+
+func (f *inlineFlag) Set(s string) error {
+	if s == "off" {
+		*f = server.TableInlineOff
+		return nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return fmt.Errorf("want a budget in bytes or off, not %q", s)
+	}
+	*f = inlineFlag(n)
+	return nil
 }

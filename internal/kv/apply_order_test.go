@@ -16,7 +16,7 @@ import (
 // atomicRecorder keeps each Apply call whole, with its Atomic flags.
 type atomicRecorder struct{ calls [][]Write }
 
-func (r *atomicRecorder) Apply(ws []Write) {
+func (r *atomicRecorder) Apply(ws []Write, _ uint64) {
 	cp := make([]Write, len(ws))
 	for i, w := range ws {
 		cp[i] = w
@@ -93,7 +93,7 @@ func TestCollapsedBatchShowsOnlyStatesThatHeld(t *testing.T) {
 			rec := &atomicRecorder{}
 			m := &machine{pub: rec}
 			m.sc.applies = append(m.sc.applies, tc.ops...)
-			m.publish()
+			m.publish(0)
 			if len(rec.calls) != 1 {
 				t.Fatalf("%d Apply calls, want 1", len(rec.calls))
 			}
@@ -144,7 +144,7 @@ func TestCollapsedBatchWithTxnShowsOnlyStatesThatHeld(t *testing.T) {
 		t.Fatal(err)
 	}
 	ops := append([]Write(nil), m.sc.applies...)
-	m.publish()
+	m.publish(0)
 	if len(rec.calls) != 1 {
 		t.Fatalf("%d Apply calls, want 1", len(rec.calls))
 	}

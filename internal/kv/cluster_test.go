@@ -69,7 +69,7 @@ func (a *applierLog) setStore(s *Store) {
 	close(a.opened)
 }
 
-func (a *applierLog) Apply(ws []Write) {
+func (a *applierLog) Apply(ws []Write, _ uint64) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.noteAtomic(ws)

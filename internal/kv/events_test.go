@@ -40,7 +40,7 @@ func TestPublishEventsUncollapsed(t *testing.T) {
 		Write{Meta: revision.Meta{Mod: 8}, Key: []byte("a"), Deleted: true},
 	)
 	m.takeEvents()
-	m.publish()
+	m.publish(0)
 	m.publishEvents(10, false)
 	want := []applyCall{{5, "a", "1", false}, {7, "a", "2", false}, {8, "a", "", true}}
 	if fmt.Sprint(rec.events) != fmt.Sprint(want) || fmt.Sprint(rec.applied) != "[10]" {
@@ -50,7 +50,7 @@ func TestPublishEventsUncollapsed(t *testing.T) {
 		t.Fatalf("Apply calls %v", rec.calls)
 	}
 	m.takeEvents()
-	m.publish()
+	m.publish(0)
 	m.publishEvents(10, false) // the applied index did not move
 	m.takeEvents()
 	m.publishEvents(20, true)

@@ -122,7 +122,7 @@ func (m *machine) served() uint64 {
 // reloaded lessor and the Publisher's Restore.
 func (m *machine) Committed(applied uint64, installed bool) {
 	m.takeEvents()
-	m.publish()
+	m.publish(m.st.Revision())
 	m.mirrorLeases()
 	m.publishEvents(m.st.Revision(), installed)
 	if installed {
@@ -225,8 +225,8 @@ func (m *machine) applyWrite(u *store.Update, c command) (w Write, existed bool,
 // from ever going backwards when these calls are replayed over it. A call
 // whose collapsing moved a key's state past another key's write is marked
 // Atomic, so that every state a lock-free reader can see mid-call is one
-// some index had.
-func (m *machine) publish() {
+// some index had. rev is the store revision after the batch.
+func (m *machine) publish(rev uint64) {
 	sc := &m.sc
 	defer func() {
 		clear(sc.applies)
@@ -266,7 +266,7 @@ func (m *machine) publish() {
 			sc.deliver = append(sc.deliver, op)
 		}
 	}
-	m.pub.Apply(sc.deliver)
+	m.pub.Apply(sc.deliver, rev)
 	clear(sc.deliver)
 }
 

@@ -29,7 +29,9 @@ type Write struct {
 // Get, ForEach, Status, Members and PeerAddr.
 type Publisher interface {
 	// Apply reports one committed batch: each key now holds its Write's
-	// value with its Meta, or was deleted. It is
+	// value with its Meta, or was deleted; rev is the store revision
+	// after the batch, which the region publishes once the batch's writes
+	// are visible. It is
 	// called only after the Pebble batch holding the writes has committed,
 	// so the cache never shows anything that a restart would lose, and
 	// before the next batch commits, so Pebble is never more than this one
@@ -38,7 +40,7 @@ type Publisher interface {
 	// call atomically for its readers therefore always shows the state of
 	// a batch boundary. The slice is reused after the call; keys and values
 	// must not be modified and may be retained.
-	Apply(ws []Write)
+	Apply(ws []Write, rev uint64)
 	// Restore reports that a snapshot from the leader replaced the whole
 	// applied state: the cache must be rebuilt from ForEach.
 	Restore()
@@ -69,7 +71,7 @@ type Publisher interface {
 // nopPublisher is the Publisher of a Store configured without one.
 type nopPublisher struct{}
 
-func (nopPublisher) Apply([]Write)                {}
+func (nopPublisher) Apply([]Write, uint64)        {}
 func (nopPublisher) Restore()                     {}
 func (nopPublisher) BatchAhead()                  {}
 func (nopPublisher) Events([]Write, uint64, bool) {}

@@ -10,6 +10,19 @@ import (
 	"github.com/kvd-project/kvd/internal/revision"
 )
 
+// TestPublishCarriesRevisionAndMeta: the Publisher gets the store
+// revision after the batch, and each Write the Meta it was applied with.
+func TestPublishCarriesRevisionAndMeta(t *testing.T) {
+	rec := &recordingApplier{}
+	m := &machine{pub: rec}
+	meta := revision.Meta{Create: 3, Mod: 5, Version: 2, Lease: 9}
+	m.sc.applies = append(m.sc.applies, Write{Key: []byte("a"), Value: []byte("1"), Meta: meta})
+	m.publish(7)
+	if len(rec.revs) != 1 || rec.revs[0] != 7 || len(rec.metas) != 1 || rec.metas[0] != meta {
+		t.Fatalf("revisions %v, metas %+v; want [7], [%+v]", rec.revs, rec.metas, meta)
+	}
+}
+
 func TestCommandRoundTrip(t *testing.T) {
 	tests := []command{
 		{op: opPut, proposer: 1, reqID: 2, key: []byte("k"), value: []byte("v")},
@@ -44,10 +57,16 @@ type applyCall struct {
 type recordingApplier struct {
 	calls   []applyCall
 	batches int
+	revs    []uint64
+	metas   []revision.Meta
 }
 
-func (r *recordingApplier) Apply(ws []Write) {
+func (r *recordingApplier) Apply(ws []Write, rev uint64) {
 	r.batches++
+	r.revs = append(r.revs, rev)
+	for _, w := range ws {
+		r.metas = append(r.metas, w.Meta)
+	}
 	for _, w := range ws {
 		r.calls = append(r.calls, applyCall{w.Meta.Mod, string(w.Key), string(w.Value), w.Deleted})
 	}
@@ -83,7 +102,7 @@ func TestPublishCollapsesRepeats(t *testing.T) {
 		rec := &recordingApplier{}
 		m := &machine{pub: rec}
 		m.sc.applies = append(m.sc.applies, tt.ops...)
-		m.publish()
+		m.publish(0)
 		if fmt.Sprint(rec.calls) != fmt.Sprint(tt.want) {
 			t.Errorf("%s: calls %v, want %v", tt.name, rec.calls, tt.want)
 		}

@@ -33,7 +33,8 @@ type Options struct {
 	TableMem   int
 	TableMems  []int // per node (index = id-1), overriding TableMem
 	ReuseGrace time.Duration
-	// TableInline is server.Config.TableInline (0: no arenas).
+	// TableInline is server.Config.TableInline (0: the server's default;
+	// server.TableInlineOff: no arenas).
 	TableInline   int
 	SnapshotCount uint64
 	Tick          time.Duration

@@ -2,6 +2,7 @@ package mirror
 
 import (
 	"github.com/kvd-project/kvd/internal/kv"
+	"github.com/kvd-project/kvd/internal/revision"
 	"github.com/kvd-project/kvd/internal/table"
 	"github.com/kvd-project/kvd/internal/wire"
 )
@@ -9,8 +10,9 @@ import (
 // Apply mirrors one committed and durably applied batch into the region,
 // under the table lock as a whole: RPC reads, which take the same lock,
 // see the region only at batch boundaries, never ahead of or behind it
-// within a batch (see Get).
-func (m *Mirror) Apply(ws []kv.Write) {
+// within a batch (see Get). rev, the store revision after the batch, is
+// published in the header once the batch's records are visible.
+func (m *Mirror) Apply(ws []kv.Write, rev uint64) {
 	if hook := m.cfg.Knobs.BeforeApply; hook != nil {
 		hook(ws)
 	}
@@ -23,9 +25,13 @@ func (m *Mirror) Apply(ws []kv.Write) {
 		m.applyAtomicLocked(ws) // a transaction: one-sided readers see all of it or none (atomic.go)
 	} else {
 		for _, w := range ws {
-			m.applyLocked(w.Meta.Mod, w.Key, w.Value, w.Deleted)
+			m.applyLocked(w.Meta, w.Key, w.Value, w.Deleted)
 		}
 	}
+	// After the records: a reader takes the header's revision as a lower
+	// bound on the state it reads later (docs/layout.md, "The revision
+	// word"), so it must never run ahead of them.
+	m.tbl.SetRevision(rev)
 	m.caughtUpLocked()
 	m.maybeCompleteLocked()
 }
@@ -62,7 +68,7 @@ func (m *Mirror) Events(ws []kv.Write, applied uint64, reset bool) {
 // been set for a grace period (table.Evict, Reset: rule M4 of
 // docs/layout.md), so that no GET that read the flag clear can miss it.
 
-func (m *Mirror) applyLocked(version uint64, key, value []byte, deleted bool) {
+func (m *Mirror) applyLocked(meta revision.Meta, key, value []byte, deleted bool) {
 	if deleted {
 		m.forgetMissing(string(key))
 		if _, err := m.tbl.Delete(key); err != nil {
@@ -70,7 +76,7 @@ func (m *Mirror) applyLocked(version uint64, key, value []byte, deleted bool) {
 		}
 		return
 	}
-	err := m.tbl.Put(key, value, version)
+	err := m.tbl.Put(key, value, meta)
 	if err == nil {
 		m.forgetMissing(string(key))
 		return

@@ -54,7 +54,7 @@ func (m *Mirror) applyAtomicLocked(ws []kv.Write) {
 	for _, deletes := range [2]bool{false, true} {
 		for _, w := range ws {
 			if w.Deleted == deletes {
-				m.applyLocked(w.Meta.Mod, w.Key, w.Value, w.Deleted)
+				m.applyLocked(w.Meta, w.Key, w.Value, w.Deleted)
 				m.atomicStep(string(w.Key))
 			}
 		}

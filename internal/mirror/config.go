@@ -6,6 +6,7 @@ import (
 	"log/slog"
 
 	"github.com/kvd-project/kvd/internal/kv"
+	"github.com/kvd-project/kvd/internal/revision"
 	"github.com/kvd-project/kvd/internal/table"
 	"github.com/kvd-project/kvd/internal/wire"
 )
@@ -47,12 +48,16 @@ type Knobs struct {
 // Store is the durable state the region mirrors: the node's applied state.
 type Store interface {
 	// Get reads key's applied value.
-	Get(key []byte) (value []byte, version uint64, ok bool, err error)
+	Get(key []byte) (value []byte, m revision.Meta, ok bool, err error)
 	// ForEach walks every applied key.
-	ForEach(fn func(key, value []byte, version uint64) error) error
+	ForEach(fn func(key, value []byte, m revision.Meta) error) error
 	// Leader is the node's current leader (0: none), for the header's
 	// hint.
 	Leader() uint64
+	// Revision is the store revision of the applied state: no later than
+	// the state a Get or ForEach called after it reads, so that a rebuild
+	// may publish it once it put back what a later ForEach walked.
+	Revision() (uint64, error)
 }
 
 // Sink receives applied writes as watch events (internal/watch.Hub).

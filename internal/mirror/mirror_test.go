@@ -26,7 +26,8 @@ const testGrace = 20 * time.Millisecond
 type memStore struct {
 	mu   sync.Mutex
 	kvs  map[string]memValue
-	fail error // ForEach fails with it, if set
+	rev  uint64 // the largest version put
+	fail error  // ForEach fails with it, if set
 }
 
 type memValue struct {
@@ -40,6 +41,7 @@ func (s *memStore) put(key, value string, version uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.kvs[key] = memValue{[]byte(value), version}
+	s.rev = max(s.rev, version)
 }
 
 func (s *memStore) del(key string) {
@@ -48,23 +50,26 @@ func (s *memStore) del(key string) {
 	delete(s.kvs, key)
 }
 
-func (s *memStore) Get(key []byte) ([]byte, uint64, bool, error) {
+func (s *memStore) Get(key []byte) ([]byte, revision.Meta, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	v, ok := s.kvs[string(key)]
-	return v.value, v.version, ok, nil
+	if !ok {
+		return nil, revision.Meta{}, false, nil
+	}
+	return v.value, revision.Meta{Create: v.version, Mod: v.version, Version: 1}, true, nil
 }
 
-func (s *memStore) ForEach(fn func(key, value []byte, version uint64) error) error {
+func (s *memStore) ForEach(fn func(key, value []byte, m revision.Meta) error) error {
 	s.mu.Lock()
 	keys := slices.Sorted(maps.Keys(s.kvs))
 	s.mu.Unlock()
 	for _, k := range keys {
-		value, version, ok, _ := s.Get([]byte(k))
+		value, m, ok, _ := s.Get([]byte(k))
 		if !ok {
 			continue
 		}
-		if err := fn([]byte(k), value, version); err != nil {
+		if err := fn([]byte(k), value, m); err != nil {
 			return err
 		}
 	}
@@ -72,6 +77,12 @@ func (s *memStore) ForEach(fn func(key, value []byte, version uint64) error) err
 }
 
 func (s *memStore) Leader() uint64 { return 1 }
+
+func (s *memStore) Revision() (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rev, nil
+}
 
 // startMirror starts a mirror of st over a 1 MiB region with knobs.
 func startMirror(t *testing.T, st Store, knobs Knobs, events Sink) *Mirror {
@@ -113,9 +124,12 @@ func TestStartFillsRegion(t *testing.T) {
 	if n := m.Stats().Keys; n != 2 {
 		t.Fatalf("%d keys after start, want 2", n)
 	}
-	v, version, ok, err := m.Get(context.Background(), []byte("b"))
-	if err != nil || !ok || string(v) != "2" || version != 4 {
-		t.Fatalf("get b: %q@%d %v %v", v, version, ok, err)
+	v, meta, ok, err := m.Get(context.Background(), []byte("b"))
+	if err != nil || !ok || string(v) != "2" || meta != metaFromVersion(4) {
+		t.Fatalf("get b: %q@%+v %v %v", v, meta, ok, err)
+	}
+	if rev := m.Header().Revision; rev != 4 {
+		t.Fatalf("header revision %d after start, want the store's, 4", rev)
 	}
 	if _, _, ok, err := m.Get(context.Background(), []byte("c")); ok || err != nil {
 		t.Fatalf("get c: %v %v, want a miss", ok, err)
@@ -157,7 +171,7 @@ func TestStoreAheadWaitsForBatch(t *testing.T) {
 	if !stillMissing {
 		t.Fatal("a repair copied a key from the store while it was ahead by a batch")
 	}
-	m.Apply(nil) // the batch's Apply
+	m.Apply(nil, 1) // the batch's Apply
 	if v, _, ok, err := m.Get(cancelled, []byte("m")); err != nil || !ok || string(v) != "v" {
 		t.Fatalf("read after the Apply: %q, %v, %v", v, ok, err)
 	}
@@ -191,7 +205,7 @@ func TestAtomicApplySteps(t *testing.T) {
 		{Meta: revision.Meta{Mod: 2}, Key: []byte("a"), Value: []byte("new"), Atomic: true},
 		{Meta: revision.Meta{Mod: 2}, Key: []byte("d"), Deleted: true, Atomic: true},
 		{Meta: revision.Meta{Mod: 2}, Key: []byte("c"), Value: []byte("new"), Atomic: true},
-	})
+	}, 2)
 	mu.Lock()
 	got := strings.Join(steps, " ")
 	steps = nil
@@ -200,7 +214,7 @@ func TestAtomicApplySteps(t *testing.T) {
 		t.Fatalf("atomic apply steps %q, want withheld, the PUTs (a c), the DELETEs (d)", got)
 	}
 	st.put("a", "x", 3)
-	m.Apply([]kv.Write{{Meta: revision.Meta{Mod: 3}, Key: []byte("a"), Value: []byte("x")}})
+	m.Apply([]kv.Write{{Meta: revision.Meta{Mod: 3}, Key: []byte("a"), Value: []byte("x")}}, 3)
 	if len(steps) != 0 {
 		t.Fatalf("a plain batch went through an atomic group: %v", steps)
 	}
@@ -354,4 +368,9 @@ func TestEventsPublished(t *testing.T) {
 	if !sk.reset || sk.index != 10 {
 		t.Fatalf("reset not passed on: %+v", sk)
 	}
+}
+
+// metaFromVersion is the metadata of a key written once, at version.
+func metaFromVersion(version uint64) revision.Meta {
+	return revision.Meta{Create: version, Mod: version, Version: 1}
 }

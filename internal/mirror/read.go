@@ -1,6 +1,10 @@
 package mirror
 
-import "context"
+import (
+	"context"
+
+	"github.com/kvd-project/kvd/internal/revision"
+)
 
 // Get answers an RPC read from the same state one-sided readers see: the
 // region, under the table lock, so at a batch boundary (Apply). Reading
@@ -19,14 +23,16 @@ import "context"
 // earlier writes of other keys as they were (say a transaction at index 8
 // that wrote this key because it read j's write at 7: this read would show
 // 8's write, and a later read of j the value before 7).
-func (m *Mirror) Get(ctx context.Context, key []byte) (value []byte, version uint64, ok bool, err error) {
+//
+// meta is the key's revision metadata.
+func (m *Mirror) Get(ctx context.Context, key []byte) (value []byte, meta revision.Meta, ok bool, err error) {
 	for {
 		m.tmu.Lock()
 		if m.retired {
 			m.tmu.Unlock()
-			return nil, 0, false, ErrRetired
+			return nil, revision.Meta{}, false, ErrRetired
 		}
-		value, version, ok, err = m.tbl.Get(key)
+		value, meta, ok, err = m.tbl.Get(key)
 		switch {
 		case err != nil:
 			// Damaged in memory: one-sided readers reject it too and come
@@ -35,19 +41,19 @@ func (m *Mirror) Get(ctx context.Context, key []byte) (value []byte, version uin
 			m.log.Error("table record failed verification; answering from the durable state", "err", err)
 		case ok || !m.tbl.Header().Incomplete:
 			m.tmu.Unlock()
-			return value, version, ok, nil
+			return value, meta, ok, nil
 		}
 		ahead := m.ahead
 		if ahead == nil {
-			value, version, ok, err = m.store.Get(key)
+			value, meta, ok, err := m.store.Get(key)
 			m.tmu.Unlock()
-			return value, version, ok, err
+			return value, meta, ok, err
 		}
 		m.tmu.Unlock()
 		select {
 		case <-ahead:
 		case <-ctx.Done():
-			return nil, 0, false, ctx.Err()
+			return nil, revision.Meta{}, false, ctx.Err()
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/kvd-project/kvd/internal/revision"
 	"github.com/kvd-project/kvd/internal/table"
 )
 
@@ -60,17 +61,26 @@ func (m *Mirror) rebuildLocked() error {
 	clear(m.missing)
 	m.missingBytes = 0
 	m.waitForRoomLocked()
-	err := m.walk(func(key, value []byte, version uint64) error {
-		err := m.tbl.Put(key, value, version)
-		if errors.Is(err, table.ErrNoSpace) {
-			m.noteMissing(key, len(value))
-			return nil
-		}
-		return err
-	})
+	// Read before the walk: the walk's view is at least this far along, so
+	// publishing it once the walk's records are live never runs ahead of
+	// them (docs/layout.md, "The revision word").
+	rev, err := m.store.Revision()
+	if err == nil {
+		err = m.walk(func(key, value []byte, meta revision.Meta) error {
+			err := m.tbl.Put(key, value, meta)
+			if errors.Is(err, table.ErrNoSpace) {
+				m.noteMissing(key, len(value))
+				return nil
+			}
+			return err
+		})
+	}
 	if err == nil {
 		m.waitLocked(m.tbl.RevealIn(), "the rebuild's freed arena bytes to age")
 		err = m.tbl.Reveal() // ErrTooEarly only if the wait was cut short (the mirror closes)
+	}
+	if err == nil {
+		m.tbl.SetRevision(rev)
 	}
 	m.rebuildFailed = err != nil
 	m.setRebuilding(false)
@@ -79,18 +89,18 @@ func (m *Mirror) rebuildLocked() error {
 }
 
 // walk is the store's ForEach, with the WalkKey knob.
-func (m *Mirror) walk(fn func(key, value []byte, version uint64) error) error {
+func (m *Mirror) walk(fn func(key, value []byte, meta revision.Meta) error) error {
 	hook := m.cfg.Knobs.WalkKey
 	if hook == nil {
 		return m.store.ForEach(fn)
 	}
 	i := 0
-	return m.store.ForEach(func(key, value []byte, version uint64) error {
+	return m.store.ForEach(func(key, value []byte, meta revision.Meta) error {
 		if err := hook(i); err != nil {
 			return err
 		}
 		i++
-		return fn(key, value, version)
+		return fn(key, value, meta)
 	})
 }
 
@@ -109,7 +119,7 @@ func (m *Mirror) waitForRoomLocked() {
 		return
 	}
 	var need uint64
-	if err := m.walk(func(key, value []byte, _ uint64) error {
+	if err := m.walk(func(key, value []byte, _ revision.Meta) error {
 		if !m.tbl.FitsInline(len(key), len(value)) {
 			need += table.RecordLen(len(key), len(value))
 		}

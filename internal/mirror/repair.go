@@ -78,7 +78,7 @@ func (m *Mirror) repairLocked() {
 	}
 	placed, need, packable := false, uint64(0), true
 	for k := range m.missing {
-		value, version, ok, err := m.store.Get([]byte(k))
+		value, meta, ok, err := m.store.Get([]byte(k))
 		if err != nil {
 			return
 		}
@@ -90,7 +90,7 @@ func (m *Mirror) repairLocked() {
 			m.forgetMissing(k)
 			continue
 		}
-		switch err := m.tbl.Put([]byte(k), value, version); {
+		switch err := m.tbl.Put([]byte(k), value, meta); {
 		case err == nil:
 			m.forgetMissing(k)
 			placed = true

@@ -9,7 +9,7 @@ import "math/bits"
 // free merges at once with a free extent that ends where it starts and one
 // that starts where it ends, so free bytes never stay split into pieces too
 // small for the records being written merely because of the order in which
-// they were freed. Extents of MinRecord bytes or more sit on segregated
+// they were freed. Extents of minBlock bytes or more sit on segregated
 // lists by size (the size classes below); extents smaller than any record
 // (8 to 24 bytes, the rest of a block split to within less than a record)
 // are on no list and wait for a neighbour to merge with.
@@ -30,8 +30,13 @@ import "math/bits"
 // Everything here lives in Go memory and, once the maps and slices have
 // grown to the table's working size, allocates nothing per operation.
 
-// numClasses covers [MinRecord, MaxRecord]: classOf(MaxRecord) == numClasses-1.
-// Class sizes are spaced a quarter of a power of two apart from MinRecord
+// minBlock is the smallest extent the allocator lists: layouts 2 and 3's
+// shortest record. Layout 4's records are longer (MinRecord); the classes
+// keep this base so that their sizes stay multiples of 8.
+const minBlock = 32
+
+// numClasses covers [minBlock, MaxRecord]: classOf(MaxRecord) == numClasses-1.
+// Class sizes are spaced a quarter of a power of two apart from minBlock
 // (32, 40, 48, 56, 64, 80, 96, 112, 128, 160, ...); free extents of class c
 // are those of size [classSize(c), classSize(c+1)), and the last class
 // takes every larger extent too.
@@ -39,7 +44,7 @@ const numClasses = 62
 
 // classOf is the smallest class whose size is at least n.
 func classOf(n uint64) int {
-	if n <= MinRecord {
+	if n <= minBlock {
 		return 0
 	}
 	k := bits.Len64(n-1) - 1 // 1<<k < n <= 1<<(k+1), k >= 5
@@ -49,11 +54,11 @@ func classOf(n uint64) int {
 
 // classSize is the size of class c.
 func classSize(c int) uint64 {
-	p := uint64(MinRecord) << (c / 4)
+	p := uint64(minBlock) << (c / 4)
 	return p + uint64(c%4)*(p/4)
 }
 
-// listOf is the list a free extent of n >= MinRecord bytes belongs on.
+// listOf is the list a free extent of n >= minBlock bytes belongs on.
 func listOf(n uint64) int {
 	c := classOf(n)
 	if classSize(c) > n {
@@ -104,7 +109,7 @@ func newAllocator(base, end uint64) allocator {
 	return a
 }
 
-// alloc takes a block of n bytes (a multiple of 8, >= MinRecord) for a
+// alloc takes a block of n bytes (a multiple of 8, >= minBlock) for a
 // record, or reports false with nothing changed.
 func (a *allocator) alloc(n uint64) (uint64, bool) {
 	off, ok := a.take(n)
@@ -262,7 +267,7 @@ func (a *allocator) release(off, n uint64) {
 // moves it to the list of its new size, if that changed.
 func (a *allocator) resize(i int32, off, n uint64) {
 	e := &a.ext[i]
-	same := e.n >= MinRecord && n >= MinRecord && listOf(e.n) == listOf(n)
+	same := e.n >= minBlock && n >= minBlock && listOf(e.n) == listOf(n)
 	if !same {
 		a.unlink(i)
 	}
@@ -299,7 +304,7 @@ func (a *allocator) remove(i int32) {
 // link puts extent i at the head of its list (if it is large enough for one).
 func (a *allocator) link(i int32) {
 	e := &a.ext[i]
-	if e.n < MinRecord {
+	if e.n < minBlock {
 		e.list = -1
 		return
 	}

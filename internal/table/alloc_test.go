@@ -20,7 +20,7 @@ func TestClasses(t *testing.T) {
 			t.Fatalf("class sizes not increasing at %d", c)
 		}
 	}
-	for n := uint64(MinRecord); n <= MaxRecord; n += RecordAlign {
+	for n := uint64(minBlock); n <= MaxRecord; n += RecordAlign {
 		c := classOf(n)
 		size := classSize(c)
 		if size < n || c > 0 && classSize(c-1) >= n {
@@ -34,7 +34,7 @@ func TestClasses(t *testing.T) {
 
 func TestListOf(t *testing.T) {
 	t.Parallel()
-	for n := uint64(MinRecord); n < 1<<24; n += RecordAlign + n/64&^7 {
+	for n := uint64(minBlock); n < 1<<24; n += RecordAlign + n/64&^7 {
 		c := listOf(n)
 		if classSize(c) > n || c < numClasses-1 && classSize(c+1) <= n {
 			t.Fatalf("listOf(%d) = %d: sizes [%d, %d)", n, c, classSize(c), classSize(c+1))
@@ -68,17 +68,17 @@ func TestReleaseCoalesces(t *testing.T) {
 		a := newAllocator(base, end)
 		var blocks [][2]uint64
 		for {
-			n := uint64(MinRecord) + uint64(r.IntN(600))&^7
+			n := uint64(minBlock) + uint64(r.IntN(600))&^7
 			off, ok := a.alloc(n)
 			if !ok {
-				if n == MinRecord {
+				if n == minBlock {
 					break
 				}
 				continue
 			}
 			blocks = append(blocks, [2]uint64{off, n})
 		}
-		if a.free >= MinRecord {
+		if a.free >= minBlock {
 			t.Fatalf("round %d: area not full, %d bytes free", round, a.free)
 		}
 		r.Shuffle(len(blocks), func(i, j int) { blocks[i], blocks[j] = blocks[j], blocks[i] })
@@ -123,7 +123,7 @@ func TestAllocFailsOnlyWithoutFit(t *testing.T) {
 		var holes []uint64
 		off := uint64(base)
 		for range 1 + r.IntN(40) {
-			off += MinRecord // a used block between holes
+			off += minBlock // a used block between holes
 			n := uint64(8+r.IntN(3000))&^7 + 8
 			if off+n > base+1<<22 {
 				break
@@ -137,8 +137,8 @@ func TestAllocFailsOnlyWithoutFit(t *testing.T) {
 		if got := a.largest(); got != largest {
 			t.Fatalf("round %d: largest() = %d, want %d", round, got, largest)
 		}
-		for _, n := range []uint64{MinRecord, largest &^ 7, largest + 8, uint64(MinRecord+r.IntN(3000)) &^ 7} {
-			if n < MinRecord {
+		for _, n := range []uint64{minBlock, largest &^ 7, largest + 8, uint64(minBlock+r.IntN(3000)) &^ 7} {
+			if n < minBlock {
 				continue
 			}
 			want := n <= largest
@@ -200,9 +200,9 @@ func TestAllocatorNeverOverlaps(t *testing.T) {
 			}
 		}
 		if r.IntN(2) == 0 || len(live) == 0 {
-			n := uint64(MinRecord) + uint64(r.ExpFloat64()*2000)&^7
+			n := uint64(minBlock) + uint64(r.ExpFloat64()*2000)&^7
 			if r.IntN(100) == 0 {
-				n = uint64(MinRecord) + uint64(r.IntN(MaxRecord-MinRecord))&^7
+				n = uint64(minBlock) + uint64(r.IntN(MaxRecord-minBlock))&^7
 			}
 			off, ok := a.alloc(n)
 			if !ok {

@@ -1,6 +1,6 @@
 package table
 
-// The arena allocator carves the per-bucket arenas of layout 3
+// The arena allocator carves the per-bucket arenas of layouts 3 and 4
 // (docs/layout.md, "Inline records") into blocks for inline records.
 // An inline record lies wholly inside the arena of the bucket whose slot
 // names it, so each arena is allocated on its own: a bitmap of 8-byte units

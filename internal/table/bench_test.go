@@ -40,7 +40,7 @@ func BenchmarkEncodeRecord(b *testing.B) {
 			b.SetBytes(int64(len(rec)))
 			b.ReportAllocs()
 			for b.Loop() {
-				encodeRecord(rec, key, value, 7)
+				encodeRecord(rec, key, value, mv(7))
 			}
 		})
 	}
@@ -73,7 +73,7 @@ func BenchmarkLookup(b *testing.B) {
 			keys := make([][]byte, 1000)
 			for i := range keys {
 				keys[i] = []byte(fmt.Sprintf("user:%010d", i))
-				if err := tab.Put(keys[i], pattern(n, byte(i)), uint64(i)); err != nil {
+				if err := tab.Put(keys[i], pattern(n, byte(i)), mv(uint64(i))); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -106,7 +106,7 @@ func BenchmarkPut(b *testing.B) {
 			value := pattern(n, 1)
 			for i := range keys {
 				keys[i] = []byte(fmt.Sprintf("user:%010d", i))
-				if err := tab.Put(keys[i], value, 0); err != nil {
+				if err := tab.Put(keys[i], value, mv(0)); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -115,7 +115,7 @@ func BenchmarkPut(b *testing.B) {
 			i := 0
 			for b.Loop() {
 				clk.Advance(time.Microsecond)
-				if err := tab.Put(keys[i%len(keys)], value, uint64(i)); err != nil {
+				if err := tab.Put(keys[i%len(keys)], value, mv(uint64(i))); err != nil {
 					b.Fatal(err)
 				}
 				i++
@@ -129,7 +129,7 @@ func BenchmarkGet(b *testing.B) {
 	keys := make([][]byte, 1000)
 	for i := range keys {
 		keys[i] = []byte(fmt.Sprintf("user:%010d", i))
-		if err := tab.Put(keys[i], pattern(100, byte(i)), uint64(i)); err != nil {
+		if err := tab.Put(keys[i], pattern(100, byte(i)), mv(uint64(i))); err != nil {
 			b.Fatal(err)
 		}
 	}

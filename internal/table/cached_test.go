@@ -93,7 +93,7 @@ func liveRecordIsCurrent(t *testing.T, size int, cfg Config) {
 	put := func(k []byte) {
 		version++
 		v := bytes.Repeat([]byte{byte(version)}, sizes[rng.IntN(len(sizes))])
-		if err := tab.Put(k, v, version); err != nil && !errors.Is(err, ErrNoSpace) {
+		if err := tab.Put(k, v, mv(version)); err != nil && !errors.Is(err, ErrNoSpace) {
 			t.Fatalf("put %s: %v", k, err)
 		}
 	}

@@ -10,10 +10,10 @@ import (
 // so it cannot simply be stored into the other bucket: the record goes
 // with it. The copy (same content, version and state, under a tag rule T
 // picks for its new block) goes into the destination bucket's arena, or
-// into the record area in layout 2's format if that arena has no room; the
+// into the record area in the Records format if that arena has no room; the
 // new word is stored, the old slot cleared, and only then is the old copy
 // marked dead and retired, stamped after the clear. Between the two stores
-// both copies read live with the same version, which rule W allows (each
+// both copies read live with the same metadata, which rule W allows (each
 // is the key's current content), and the key is in one of its buckets at
 // every instant (rule M1).
 
@@ -90,22 +90,16 @@ func (t *Table) carry(src, w uint64, dst loc) uint64 {
 		s.Offset = dst.off - t.arenaBase(dst.bucket)
 		return s.Word()
 	}
-	// Out of place: layout 2's format, same version and state. A spill,
+	// Out of place: the Records format, same metadata and state. A spill,
 	// like a Put's whose arena is full.
 	t.spills++
 	block := t.block(old)
-	kl, vl := t.lens(old)
+	meta, kl, vl := inlineHeadOf(format4, block)
 	key := t.keyAt(old)
-	t.valBuf = appendPayload(t.valBuf[:0], block, inlineHead+kl, vl)
-	encodeRecordState(t.block(dst), key, t.valBuf, inlineVersion(block), t.stateOf(old))
+	t.valBuf = appendPayload(t.valBuf[:0], block, format4.inlineHead()+kl, vl)
+	encodeRecordState(t.block(dst), key, t.valBuf, meta, t.stateOf(old))
 	t.payload += dst.n
 	return Slot{Offset: dst.off, Len: dst.n, FP: s.FP}.Word()
-}
-
-// inlineVersion is the version of the inline record in block: payload
-// bytes 0-7, word 1's seven and word 2's first.
-func inlineVersion(block []byte) uint64 {
-	return binary.LittleEndian.Uint64(block[inlineWord:])&(1<<56-1) | uint64(block[2*inlineWord])<<56
 }
 
 // dropCarried retires the old copy of a moved inline record, once no slot

@@ -36,7 +36,7 @@ func TestFlagClearsOnlyGraceAfterPlacement(t *testing.T) {
 	t.Parallel()
 	put := func(t *testing.T, tab *Table, k string) {
 		t.Helper()
-		if err := tab.Put([]byte(k), []byte("v"), 99); err != nil {
+		if err := tab.Put([]byte(k), []byte("v"), mv(99)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -133,14 +133,14 @@ func TestReserveMovesHoldTheFlag(t *testing.T) {
 		keys = append(keys, fmt.Appendf(nil, "p10-%d", i))
 	}
 	for i, k := range keys {
-		if err := tab.Put(k, append([]byte("v-"), k...), uint64(i+1)); err != nil {
+		if err := tab.Put(k, append([]byte("v-"), k...), mv(uint64(i+1))); err != nil {
 			t.Fatal(err)
 		}
 	}
 	tab.Reset()
 	clk.Advance(2 * time.Minute)
 	for i, k := range keys {
-		if err := tab.Put(k, append([]byte("v-"), k...), uint64(100+i)); err != nil {
+		if err := tab.Put(k, append([]byte("v-"), k...), mv(uint64(100+i))); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -58,7 +58,7 @@ func scanInline(bucket, key []byte, fp uint16, got *inlineRead, oop []uint64) []
 			oop = append(oop, w)
 			continue
 		}
-		v, ver, err := VerifyInline(bucket[BucketSize:], key, DecodeInlineSlot(w), nil)
+		v, ver, err := verInl(bucket[BucketSize:], key, DecodeInlineSlot(w), nil)
 		switch {
 		case err == nil:
 			if got.res != readHit || ver > got.version {
@@ -113,7 +113,7 @@ func inlineGet(mem []byte, clk *fakeClock, key []byte, only int, buf []byte, r *
 			}
 			rec := buf[:s.Len]
 			copy(rec, mem[s.Offset:s.Offset+s.Len])
-			v, ver, err := VerifyRecord(rec, key, s)
+			v, ver, err := verRec(rec, key, s)
 			if errors.Is(err, ErrKeyMismatch) {
 				continue
 			}
@@ -162,7 +162,7 @@ func inlineChurn(t *testing.T) {
 	)
 	// 8 buckets of 8 slots for 70 keys: keys move. A grace period of a
 	// few writer ops: blocks are reused under the readers' feet.
-	cfg := Config{Buckets: 8, Grace: 4 * time.Millisecond, InlineMax: 144, InlineGrace: 2 * time.Millisecond}
+	cfg := Config{Buckets: 8, Grace: 4 * time.Millisecond, InlineMax: 176, InlineGrace: 2 * time.Millisecond}
 	tab, mem, clk := newTable(t, 256<<10+8*1472, cfg)
 	keys := make([][]byte, nkeys)
 	for i := range keys {
@@ -214,7 +214,7 @@ func inlineChurn(t *testing.T) {
 	r := rand.New(rand.NewPCG(13, 14))
 	model := map[string]uint64{}
 	put := func(k []byte, v uint64) {
-		err := tab.Put(k, smallValue(string(k), v), v)
+		err := tab.Put(k, smallValue(string(k), v), mv(v))
 		if err != nil && !errors.Is(err, ErrNoSpace) {
 			t.Fatal(err)
 		}

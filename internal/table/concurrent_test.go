@@ -61,7 +61,7 @@ scan:
 			}
 			rec := buf[:s.Len]
 			copy(rec, mem[s.Offset:s.Offset+s.Len])
-			v, ver, err := VerifyRecord(rec, key, s)
+			v, ver, err := verRec(rec, key, s)
 			switch {
 			case err == nil:
 				value, version, res = v, ver, readHit
@@ -95,7 +95,7 @@ func cachedGet(mem []byte, clk *fakeClock, grace time.Duration, key []byte, w ui
 	}
 	rec := buf[:s.Len]
 	copy(rec, mem[s.Offset:s.Offset+s.Len])
-	value, version, err = VerifyRecord(rec, key, s)
+	value, version, err = verRec(rec, key, s)
 	if err != nil {
 		return nil, 0, readRetry, false
 	}
@@ -123,7 +123,7 @@ func slotWordOf(mem, key []byte, buf []byte) uint64 {
 			}
 			rec := buf[:s.Len]
 			copy(rec, mem[s.Offset:s.Offset+s.Len])
-			if _, _, err := VerifyRecord(rec, key, s); err == nil {
+			if _, _, err := verRec(rec, key, s); err == nil {
 				return s.Word()
 			}
 		}
@@ -242,7 +242,7 @@ func churn(t *testing.T, grace time.Duration) {
 			}
 			delete(model, string(k))
 		default:
-			err := tab.Put(k, expectedValue(string(k), v), v)
+			err := tab.Put(k, expectedValue(string(k), v), mv(v))
 			if errors.Is(err, ErrNoSpace) {
 				noSpace++
 				break

@@ -14,7 +14,7 @@ func tenKeysTable(t *testing.T) (*Table, []byte, *fakeClock) {
 	t.Helper()
 	tab, mem, clk := newTable(t, 64<<10, Config{Buckets: 64, Grace: testGrace})
 	for i := range 10 {
-		if err := tab.Put([]byte(fmt.Sprintf("k%d", i)), pattern(40, byte(i)), uint64(i+1)); err != nil {
+		if err := tab.Put([]byte(fmt.Sprintf("k%d", i)), pattern(40, byte(i)), mv(uint64(i+1))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -68,14 +68,14 @@ func TestEvictKeepsSlotForGrace(t *testing.T) {
 		}
 		for _, d := range []time.Duration{0, testGrace / 2, testGrace/2 - 1} {
 			clk.Advance(d)
-			if err := tab.Put([]byte("other"), pattern(40, 9), 20); err != nil { // a write: clears what is due
+			if err := tab.Put([]byte("other"), pattern(40, 9), mv(20)); err != nil { // a write: clears what is due
 				t.Fatal(err)
 			}
 			tab.SetIncomplete(false) // refused while the slot waits
 			checkPending(t, tab, mem, "k3", w)
 		}
 		clk.Advance(1)
-		if err := tab.Put([]byte("other"), pattern(40, 9), 21); err != nil {
+		if err := tab.Put([]byte("other"), pattern(40, 9), mv(21)); err != nil {
 			t.Fatal(err)
 		}
 		checkAbsent(t, tab, mem, "k3")
@@ -96,7 +96,7 @@ func TestEvictKeepsSlotForGrace(t *testing.T) {
 	t.Run("a Put updates the slot in place", func(t *testing.T) {
 		tab, mem, _, w := evictTable(t, "k3")
 		pos, _, _ := tab.find([]byte("k3"), Hash([]byte("k3")))
-		if err := tab.Put([]byte("k3"), []byte("back"), 30); err != nil {
+		if err := tab.Put([]byte("k3"), []byte("back"), mv(30)); err != nil {
 			t.Fatal(err)
 		}
 		got, nw, _ := tab.find([]byte("k3"), Hash([]byte("k3")))
@@ -125,7 +125,7 @@ func TestEvictKeepsSlotForGrace(t *testing.T) {
 		tab.BeginAtomic()
 		tab.Withhold([]byte("k3"))
 		tab.Withhold([]byte("k4"))
-		if err := tab.Put([]byte("k4"), []byte("new"), 40); err != nil {
+		if err := tab.Put([]byte("k4"), []byte("new"), mv(40)); err != nil {
 			t.Fatal(err)
 		}
 		tab.EndAtomic()
@@ -150,7 +150,7 @@ func TestEvictKeepsSlotForGrace(t *testing.T) {
 		if st := tab.Stats(); st.SlotsPending != 0 || st.SlotsHeld != 1 {
 			t.Fatalf("after k3's slot cleared with a write in flight: %+v", st)
 		}
-		if err := tab.Put([]byte("k3"), pattern(40, 3), 50); err != nil {
+		if err := tab.Put([]byte("k3"), pattern(40, 3), mv(50)); err != nil {
 			t.Fatal(err)
 		}
 		tab.Unreserve([]byte("k3"), 40)
@@ -237,7 +237,7 @@ func removalNeverFakesAMiss(t *testing.T, size int, cfg Config) {
 		value := pattern([]int{8, 60, 300}[rng.IntN(3)], byte(version))
 		// A new key is the node's once its write is applied: when the Put
 		// returns, or, if it did not fit, from Evict's first store on.
-		if err := tab.Put(k, value, version); err == nil {
+		if err := tab.Put(k, value, mv(version)); err == nil {
 			held[string(k)] = true
 			delete(missing, string(k))
 			return
@@ -251,7 +251,7 @@ func removalNeverFakesAMiss(t *testing.T, size int, cfg Config) {
 	repair := func() { // the server's repair pass
 		for k := range missing {
 			version++
-			if tab.Put([]byte(k), pattern(8, byte(version)), version) == nil {
+			if tab.Put([]byte(k), pattern(8, byte(version)), mv(version)) == nil {
 				delete(missing, k)
 			}
 		}

@@ -4,24 +4,35 @@ import (
 	"bytes"
 	"encoding/binary"
 	"testing"
+
+	"github.com/kvd-project/kvd/internal/revision"
 )
 
 // FuzzVerifyRecord: arbitrary bytes never panic, and anything that verifies
 // is exactly the record a writer would have written for that key, value and
-// version.
+// metadata (layout 4).
 func FuzzVerifyRecord(f *testing.F) {
 	for _, c := range []struct{ key, value string }{{"k", ""}, {"key", "value"}, {"a", "0123456789abcdef"}} {
 		rec, s := makeRecord([]byte(c.key), []byte(c.value), 9, 1024)
 		f.Add(rec, []byte(c.key), s.Word())
 		f.Add(rec, []byte(c.key), s.Word()+1<<32)
 		f.Add(rec[:len(rec)-8], []byte(c.key), s.Word())
+		r3, s3 := makeRecord3([]byte(c.key), []byte(c.value), 9, 1024)
+		f.Add(r3, []byte(c.key), s3.Word()) // layout 3's: not a layout 4 record
 	}
 	f.Add([]byte{}, []byte{}, uint64(0))
 	f.Fuzz(func(t *testing.T, rec, key []byte, w uint64) {
 		s := DecodeSlot(w)
-		value, version, err := VerifyRecord(rec, key, s)
+		// A layout 3 reader of the same bytes: no panic, and what it
+		// accepts is the record a layout 3 writer wrote.
+		if v3, m3, err := (Header{Version: LayoutVersion3}).VerifyRecord(rec, key, s); err == nil {
+			if want, _ := makeRecord3(key, v3, m3.Mod, 0); !bytes.Equal(want, rec) {
+				t.Fatalf("layout 3 reader accepted bytes its writer would not produce:\n got % x\nwant % x", rec, want)
+			}
+		}
+		value, meta, err := VerifyRecord(rec, key, s)
 		if err != nil {
-			if value != nil || version != 0 {
+			if value != nil || meta != (revision.Meta{}) {
 				t.Fatalf("error %v with a value", err)
 			}
 			return
@@ -30,7 +41,7 @@ func FuzzVerifyRecord(f *testing.F) {
 			t.Fatalf("accepted %d bytes for a %d-byte slot, key %d, value %d", len(rec), s.Len, len(key), len(value))
 		}
 		want := make([]byte, len(rec))
-		encodeRecord(want, key, value, version)
+		encodeRecord(want, key, value, meta)
 		if !bytes.Equal(want, rec) {
 			t.Fatalf("accepted bytes the writer would not produce:\n got % x\nwant % x", rec, want)
 		}

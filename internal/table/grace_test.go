@@ -24,7 +24,7 @@ func recordBytes(mem []byte, w uint64) []byte {
 
 func verifyAt(mem []byte, w uint64, key string) ([]byte, uint64, error) {
 	s := DecodeSlot(w)
-	return VerifyRecord(mem[s.Offset:s.Offset+s.Len], []byte(key), s)
+	return verRec(mem[s.Offset:s.Offset+s.Len], []byte(key), s)
 }
 
 // TestGraceReuse follows one superseded record's block through limbo: its
@@ -41,20 +41,20 @@ func TestGraceReuse(t *testing.T) {
 		want      error
 	}{
 		{"overwrite, reused by a same-length record", func(tab *Table) error {
-			return tab.Put([]byte("old"), pattern(100, 2), 2)
+			return tab.Put([]byte("old"), pattern(100, 2), mv(2))
 		}, "new", 100, ErrKeyMismatch},
 		{"delete, reused by a same-length record", func(tab *Table) error {
 			_, err := tab.Delete([]byte("old"))
 			return err
 		}, "new", 100, ErrKeyMismatch},
 		{"overwrite, reused by a shorter record of the class", func(tab *Table) error {
-			return tab.Put([]byte("old"), pattern(100, 2), 2)
+			return tab.Put([]byte("old"), pattern(100, 2), mv(2))
 		}, "new", 90, ErrBadLength},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			tab, mem, clk := newTable(t, 64<<10, Config{Buckets: 64, Grace: testGrace})
-			if err := tab.Put([]byte("old"), pattern(100, 1), 1); err != nil {
+			if err := tab.Put([]byte("old"), pattern(100, 1), mv(1)); err != nil {
 				t.Fatal(err)
 			}
 			w0 := slotOf(t, tab, []byte("old"))
@@ -69,7 +69,7 @@ func TestGraceReuse(t *testing.T) {
 			for i, d := range []time.Duration{0, testGrace / 2, testGrace/2 - 1} {
 				clk.Advance(d)
 				k := fmt.Sprintf("o%02d", i)
-				if err := tab.Put([]byte(k), pattern(100, 3), 3); err != nil {
+				if err := tab.Put([]byte(k), pattern(100, 3), mv(3)); err != nil {
 					t.Fatal(err)
 				}
 				if DecodeSlot(slotOf(t, tab, []byte(k))).Offset == DecodeSlot(w0).Offset {
@@ -84,7 +84,7 @@ func TestGraceReuse(t *testing.T) {
 			}
 			// Grace has passed: the block is reused.
 			clk.Advance(1)
-			if err := tab.Put([]byte(tc.reuseKey), pattern(tc.reuseLen, 4), 4); err != nil {
+			if err := tab.Put([]byte(tc.reuseKey), pattern(tc.reuseLen, 4), mv(4)); err != nil {
 				t.Fatal(err)
 			}
 			if DecodeSlot(slotOf(t, tab, []byte(tc.reuseKey))).Offset != DecodeSlot(w0).Offset {
@@ -116,12 +116,12 @@ func TestLimboHoldsSpace(t *testing.T) {
 	}
 	for _, d := range []time.Duration{0, testGrace - 1} {
 		clk.Advance(d)
-		if err := tab.Put([]byte("late-00000"), pattern(200, 9), 9); !errors.Is(err, ErrNoSpace) {
+		if err := tab.Put([]byte("late-00000"), pattern(200, 9), mv(9)); !errors.Is(err, ErrNoSpace) {
 			t.Fatalf("Put with the only free block in limbo: %v", err)
 		}
 	}
 	clk.Advance(1)
-	if err := tab.Put([]byte("late-00000"), pattern(200, 9), 9); err != nil {
+	if err := tab.Put([]byte("late-00000"), pattern(200, 9), mv(9)); err != nil {
 		t.Fatalf("Put after grace: %v", err)
 	}
 	stored["late-00000"] = pattern(200, 9)
@@ -146,7 +146,7 @@ func TestReset(t *testing.T) {
 	var keys []string
 	for i := range 100 {
 		k := fmt.Sprintf("k%d", i)
-		if err := tab.Put([]byte(k), pattern(i*10, byte(i)), uint64(i)); err != nil {
+		if err := tab.Put([]byte(k), pattern(i*10, byte(i)), mv(uint64(i))); err != nil {
 			t.Fatal(err)
 		}
 		keys = append(keys, k)
@@ -189,7 +189,7 @@ func TestReset(t *testing.T) {
 		}
 	}
 	// A rebuild's Put of a key whose slot waits updates it in place.
-	if err := tab.Put([]byte("k0"), []byte("again"), 7); err != nil {
+	if err := tab.Put([]byte("k0"), []byte("again"), mv(7)); err != nil {
 		t.Fatal(err)
 	}
 	if pos, w, _ := tab.find([]byte("k0"), Hash([]byte("k0"))); pos != pos0 || w == words[0] || tab.Len() != 1 {
@@ -294,9 +294,9 @@ func staleSlots(t *testing.T, size int, cfg Config) {
 		var version uint64
 		var err error
 		if IsInline(s.w) {
-			v, version, err = VerifyInline(b, []byte(s.key), DecodeInlineSlot(s.w), nil)
+			v, version, err = verInl(b, []byte(s.key), DecodeInlineSlot(s.w), nil)
 		} else {
-			v, version, err = VerifyRecord(b, []byte(s.key), DecodeSlot(s.w))
+			v, version, err = verRec(b, []byte(s.key), DecodeSlot(s.w))
 		}
 		if err == nil && !bytes.Equal(v, value(s.key, version)) {
 			t.Fatalf("stale slot of %s accepted a wrong value at version %d", s.key, version)
@@ -325,7 +325,7 @@ func staleSlots(t *testing.T, size int, cfg Config) {
 			if pos, w, ok := tab.find([]byte(k), Hash([]byte(k))); ok {
 				old = append(old, staleSlot{k, pos, w})
 			}
-			if err := tab.Put([]byte(k), value(k, v), v); err != nil && !errors.Is(err, ErrNoSpace) {
+			if err := tab.Put([]byte(k), value(k, v), mv(v)); err != nil && !errors.Is(err, ErrNoSpace) {
 				t.Fatal(err)
 			}
 		}

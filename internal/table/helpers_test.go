@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kvd-project/kvd/internal/mmap"
+	"github.com/kvd-project/kvd/internal/revision"
 )
 
 // mapMem returns n bytes of zeroed, page-aligned memory off the Go heap,
@@ -86,13 +87,13 @@ func verifyWord(mem []byte, h Header, b uint32, w uint64, key []byte) ([]byte, u
 	if IsInline(w) {
 		base := h.BucketOffset(b) + BucketSize
 		arena := mem[base : base+uint64(h.BucketBytes-BucketSize)]
-		return VerifyInline(arena, key, DecodeInlineSlot(w), nil)
+		return verInl(arena, key, DecodeInlineSlot(w), nil)
 	}
 	s := DecodeSlot(w)
 	if !h.InArea(s) {
 		return nil, 0, ErrBadLength
 	}
-	return VerifyRecord(mem[s.Offset:s.Offset+s.Len], key, s)
+	return verRec(mem[s.Offset:s.Offset+s.Len], key, s)
 }
 
 // slotOf returns the slot word currently published for key (0 if none).
@@ -107,14 +108,14 @@ func slotOf(tb testing.TB, tab *Table, key []byte) uint64 {
 
 // inlineModes are the arena settings the property tests run under: none
 // (every record out of place, layout 2's writer) and small records inline
-// (InlineMax 144: values up to about 100 bytes), with an inline grace
+// (InlineMax 176: values up to about 100 bytes), with an inline grace
 // period half the test's own.
 var inlineModes = []struct {
 	name      string
 	inlineMax int
 }{
 	{"out of place", 0},
-	{"inline", 144},
+	{"inline", 176},
 }
 
 // forInlineModes runs f as one subtest per inline mode, with cfg given
@@ -153,4 +154,22 @@ func withInline(cfg Config, inlineMax int) Config {
 		cfg.InlineGrace = max(g/2/time.Millisecond*time.Millisecond, time.Millisecond)
 	}
 	return cfg
+}
+
+// mv is the revision metadata tests write for a write numbered v: every
+// field different, so that a round trip that dropped or swapped one shows.
+func mv(v uint64) revision.Meta {
+	return revision.Meta{Create: v >> 1, Mod: v, Version: v&7 + 1, Lease: v ^ 0x5a5a}
+}
+
+// verRec and verInl are VerifyRecord and VerifyInline for tests that
+// follow writes by their Mod alone.
+func verRec(rec, key []byte, s Slot) ([]byte, uint64, error) {
+	v, m, err := VerifyRecord(rec, key, s)
+	return v, m.Mod, err
+}
+
+func verInl(arena, key []byte, s InlineSlot, dst []byte) ([]byte, uint64, error) {
+	v, m, err := VerifyInline(arena, key, s, dst)
+	return v, m.Mod, err
 }

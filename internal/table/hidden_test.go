@@ -78,7 +78,7 @@ func torn(t *testing.T, mem []byte, keys []groupKey) string {
 func applyGroup(t *testing.T, deletesFirst bool, size int, cfg Config) (string, *Table, []byte, []groupKey) {
 	tab, mem, _ := newTable(t, size, cfg)
 	for _, k := range []string{"a", "b", "d", "e"} {
-		if err := tab.Put([]byte(k), []byte("old"), 1); err != nil {
+		if err := tab.Put([]byte(k), []byte("old"), mv(1)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -99,7 +99,7 @@ func applyGroup(t *testing.T, deletesFirst bool, size int, cfg Config) (string, 
 	}
 	puts := func() string {
 		for _, k := range keys[:3] {
-			if err := tab.Put([]byte(k.key), []byte("new"), 9); err != nil {
+			if err := tab.Put([]byte(k.key), []byte("new"), mv(9)); err != nil {
 				t.Fatal(err)
 			}
 			if why := check("put " + k.key); why != "" {
@@ -175,7 +175,7 @@ func TestAtomicGroupOrderMatters(t *testing.T) {
 func TestAtomicGroupEdges(t *testing.T) {
 	t.Parallel()
 	tab, mem, clk := newTable(t, 64<<10, Config{Buckets: 64, Grace: time.Millisecond})
-	if err := tab.Put([]byte("k"), []byte("v"), 1); err != nil {
+	if err := tab.Put([]byte("k"), []byte("v"), mv(1)); err != nil {
 		t.Fatal(err)
 	}
 	tab.BeginAtomic()
@@ -187,7 +187,7 @@ func TestAtomicGroupEdges(t *testing.T) {
 	// Fill the area, then free every other record: free space is cut up,
 	// so a compaction would move records.
 	n := 0
-	for ; tab.Put([]byte(fmt.Sprint("f", n)), make([]byte, 200), 2) == nil; n++ {
+	for ; tab.Put([]byte(fmt.Sprint("f", n)), make([]byte, 200), mv(2)) == nil; n++ {
 	}
 	for i := 0; i < n; i += 2 {
 		if _, err := tab.Delete([]byte(fmt.Sprint("f", i))); err != nil {
@@ -216,7 +216,7 @@ func TestAtomicGroupEdges(t *testing.T) {
 	if tab.atomic {
 		t.Fatal("Reset left the group open")
 	}
-	if err := tab.Put([]byte("k"), []byte("v2"), 3); err != nil {
+	if err := tab.Put([]byte("k"), []byte("v2"), mv(3)); err != nil {
 		t.Fatal(err)
 	}
 	if err := tab.Reveal(); err != nil {
@@ -297,7 +297,7 @@ func readersSeeWholeGroups(t *testing.T, size int, cfg Config) {
 		tab.Withhold(key(p, 1))
 		for i := range 2 {
 			if werr == nil {
-				werr = tab.Put(key(p, i), value(string(key(p, i)), v), v)
+				werr = tab.Put(key(p, i), value(string(key(p, i)), v), mv(v))
 			}
 		}
 		tab.EndAtomic()

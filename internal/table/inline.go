@@ -1,6 +1,6 @@
 package table
 
-// Inline records (layout 3, docs/layout.md, "Inline records") live in
+// Inline records (layouts 3 and 4, docs/layout.md, "Inline records") live in
 // the arena of the bucket whose slot names them, and a reader fetches them
 // in the same READ as that slot. Layout 2's protection, "slot first, record
 // in a later round trip", is gone: an RDMA READ is atomic only per aligned
@@ -25,39 +25,40 @@ package table
 // defence in depth.
 //
 // Format: word 0 is crc (4 B) | state (2 B) | 0 | tag; words 1..n-1 carry 7
-// payload bytes and the tag. The payload is version (8) | keyLen (2) |
-// valueLen (4) | key | value, zero-padded to whole 7-byte groups, and the
-// crc is CRC-32C of the padded payload.
+// payload bytes and the tag. The payload is meta (revision.Meta, 32;
+// layout 3: an 8-byte version) | keyLen (2) | valueLen (4) | key | value,
+// zero-padded to whole 7-byte groups, and the crc is CRC-32C of the padded
+// payload.
 
 import (
 	"bytes"
 	"encoding/binary"
 	"hash/crc32"
 	"math/bits"
+	"slices"
+
+	"github.com/kvd-project/kvd/internal/revision"
 )
 
 const (
 	inlineWord    = 8              // bytes per tagged word
 	inlineGroup   = inlineWord - 1 // payload bytes per word
-	inlineHead    = 14             // version, keyLen, valueLen
 	inlineTagByte = inlineWord - 1 // the tag's byte within a word
 	inlineZero    = 6              // word 0's byte that is always zero
-	inlineVerBits = 23             // version bits an inline slot word keeps
-	inlineVerMask = 1<<inlineVerBits - 1
+	inlineModBits = 23             // bits of Mod (layout 3: the version) an inline slot word keeps
+	inlineModMask = 1<<inlineModBits - 1
 
-	// MinInline is the shortest inline record (a 1-byte key, no value).
-	MinInline = inlineWord * (1 + (inlineHead+1+inlineGroup-1)/inlineGroup)
+	// MinInline is the shortest layout 4 inline record (a 1-byte key, no
+	// value): format4.inlineLen(1, 0).
+	MinInline = inlineWord * (1 + (revision.Size+6+1+inlineGroup-1)/inlineGroup)
 	// MaxInline is the longest inline record: 254 words, so that some tag
 	// in 1..255 is held by no word of its block (rule T).
 	MaxInline = 2032
 )
 
-// InlineLen is the length of the tagged inline record holding a key and a
-// value of these lengths: 8·(1 + ⌈(14+keyLen+valueLen)/7⌉).
-func InlineLen(keyLen, valueLen int) uint64 {
-	payload := uint64(inlineHead) + uint64(keyLen) + uint64(valueLen)
-	return inlineWord * (1 + (payload+inlineGroup-1)/inlineGroup)
-}
+// InlineLen is the length of the layout 4 tagged inline record holding a
+// key and a value of these lengths: 8·(1 + ⌈(38+keyLen+valueLen)/7⌉).
+func InlineLen(keyLen, valueLen int) uint64 { return format4.inlineLen(keyLen, valueLen) }
 
 // chooseTag is rule T: the smallest tag in 1..255 that no word of block
 // holds in its top byte now. block is the writer's own memory (no one else
@@ -78,12 +79,12 @@ func chooseTag(block []byte) uint8 {
 	return 0
 }
 
-// writeInline writes the record for key, value and version into block (of
+// writeInline writes the record for key, value and meta into block (of
 // exactly InlineLen bytes, 8-aligned) in the given state, under a tag
 // chosen by rule T, and returns the tag for the slot word.
-func (s stores) writeInline(block, key, value []byte, version uint64, state uint32) uint8 {
+func (s stores) writeInline(block, key, value []byte, meta revision.Meta, state uint32) uint8 {
 	tag := chooseTag(block)
-	s.encodeInline(block, key, value, version, state, tag)
+	s.encodeInline(block, key, value, meta, state, tag)
 	return tag
 }
 
@@ -93,12 +94,12 @@ func (s stores) writeInline(block, key, value []byte, version uint64, state uint
 // its slot word is stored, so the order only matters for the crc. Lengths
 // must already be in range and block exactly InlineLen(len(key),
 // len(value)) bytes.
-func (s stores) encodeInline(block, key, value []byte, version uint64, state uint32, tag uint8) {
-	var head [inlineHead]byte
+func (s stores) encodeInline(block, key, value []byte, meta revision.Meta, state uint32, tag uint8) {
+	var head [revision.Size + 6]byte
 	le := binary.LittleEndian
-	le.PutUint64(head[0:], version)
-	le.PutUint16(head[8:], uint16(len(key)))
-	le.PutUint32(head[10:], uint32(len(value)))
+	meta.Put(head[:])
+	le.PutUint16(head[revision.Size:], uint16(len(key)))
+	le.PutUint32(head[revision.Size+2:], uint32(len(value)))
 	segs := [3][]byte{head[:], key, value}
 	seg := 0
 	for off := inlineWord; off < len(block); off += inlineWord {
@@ -123,7 +124,7 @@ func (s stores) encodeInline(block, key, value []byte, version uint64, state uin
 // copyInline copies the record in src into dst (a free block of the same
 // length, in this or another arena) under a new tag chosen by rule T for
 // dst, and returns the tag: a move's or re-inline's copy (§5.6, §5.8), same
-// content, version and state. The crc covers the payload, not the tags, so
+// content, metadata and state. The crc covers the payload, not the tags, so
 // the words are copied as they are with only their top byte changed.
 func (s stores) copyInline(dst, src []byte) uint8 {
 	tag := chooseTag(dst)
@@ -155,43 +156,56 @@ func (s stores) setInlineState(block []byte, state uint32) {
 // the block its value is spread over (7 bytes per word, so it is not one
 // subslice; AppendValue gathers it).
 type InlineRecord struct {
-	Version uint64
-	State   uint32
-	block   []byte
-	keyLen  int
-	valLen  int
+	Meta   revision.Meta // layout 3: Meta{Mod: version}
+	State  uint32
+	block  []byte
+	head   int // the payload's fixed part (format.inlineHead)
+	keyLen int
+	valLen int
 }
 
 // ValueLen is the length of the record's value.
 func (r InlineRecord) ValueLen() int { return r.valLen }
 
 // AppendValue appends the record's value to dst. It allocates only if dst
-// lacks the capacity.
+// lacks the capacity, and then once (the value comes 7 bytes at a time).
 func (r InlineRecord) AppendValue(dst []byte) []byte {
-	return appendPayload(dst, r.block, inlineHead+r.keyLen, r.valLen)
+	return appendPayload(slices.Grow(dst, r.valLen), r.block, r.head+r.keyLen, r.valLen)
 }
 
-// VerifyInline checks the inline record that slot s names in arena (the
-// arena bytes of the bucket whose slot word s is, as READ) against key, and
-// appends its value to dst (so it does not allocate when dst has room).
-// Errors as VerifyRecord's: ErrBadLength (s names bytes outside the arena
-// or the record declares another length), ErrTorn (a word not carrying the
-// slot's tag, a version that is not the slot's, bad padding or crc),
-// ErrKeyMismatch, ErrDead, ErrHidden. It never panics and never reads
-// outside arena.
-func VerifyInline(arena, key []byte, s InlineSlot, dst []byte) (value []byte, version uint64, err error) {
-	r, err := parseInline(arena, key, s)
+// VerifyInline checks the layout 4 inline record that slot s names in
+// arena (the arena bytes of the bucket whose slot word s is, as READ)
+// against key, appends its value to dst (so it does not allocate when dst
+// has room) and returns the key's revision metadata. Errors as
+// VerifyRecord's: ErrBadLength (s names bytes outside the arena or the
+// record declares another length), ErrTorn (a word not carrying the
+// slot's tag, a Mod whose low bits are not the slot's, bad padding or
+// crc), ErrKeyMismatch, ErrDead, ErrHidden. It never panics and never
+// reads outside arena. Header.VerifyInline reads the format of the
+// header's layout.
+func VerifyInline(arena, key []byte, s InlineSlot, dst []byte) (value []byte, meta revision.Meta, err error) {
+	return verifyInline(format4, arena, key, s, dst)
+}
+
+// VerifyInline is the package's VerifyInline for a record of h's layout:
+// a layout 3 record's version is returned as the Meta's Mod.
+func (h Header) VerifyInline(arena, key []byte, s InlineSlot, dst []byte) (value []byte, meta revision.Meta, err error) {
+	return verifyInline(formatOf(h.Version), arena, key, s, dst)
+}
+
+func verifyInline(f format, arena, key []byte, s InlineSlot, dst []byte) (value []byte, meta revision.Meta, err error) {
+	r, err := parseInline(f, arena, key, s)
 	if err != nil {
-		return nil, 0, err
+		return nil, revision.Meta{}, err
 	}
 	if err := stateErr(r.State); err != nil {
-		return nil, 0, err
+		return nil, revision.Meta{}, err
 	}
-	return r.AppendValue(dst), r.Version, nil
+	return r.AppendValue(dst), r.Meta, nil
 }
 
 // stateErr is what a reader makes of an intact record's state: nil for a
-// live one (VerifyRecord's switch is the same and could use it).
+// live one.
 func stateErr(state uint32) error {
 	switch state {
 	case stateLive:
@@ -205,9 +219,9 @@ func stateErr(state uint32) error {
 }
 
 // parseInline is VerifyInline without the state: the record s names is
-// intact, the one s names (tag, version, length) and key's. It does not
-// allocate.
-func parseInline(arena, key []byte, s InlineSlot) (InlineRecord, error) {
+// intact, the one s names (tag, Mod's low bits, length) and key's. It
+// does not allocate.
+func parseInline(f format, arena, key []byte, s InlineSlot) (InlineRecord, error) {
 	if !s.InArena(uint64(len(arena))) {
 		return InlineRecord{}, ErrBadLength
 	}
@@ -215,29 +229,35 @@ func parseInline(arena, key []byte, s InlineSlot) (InlineRecord, error) {
 	if !tagsAre(block, s.Tag) || block[inlineZero] != 0 {
 		return InlineRecord{}, ErrTorn
 	}
-	// The head is payload bytes 0-13: words 1 and 2, tag bytes skipped.
-	le := binary.LittleEndian
-	r := InlineRecord{
-		Version: le.Uint64(block[8:])&(1<<56-1) | uint64(block[16])<<56,
-		State:   uint32(le.Uint16(block[recState:])),
-		block:   block,
-		keyLen:  int(le.Uint16(block[17:])),
-		valLen:  int(le.Uint32(block[19:])),
+	if s.Len < f.inlineLen(1, 0) {
+		return InlineRecord{}, ErrBadLength // too short to hold the head
 	}
-	if r.keyLen == 0 || r.keyLen > MaxKey || r.valLen > MaxValue || InlineLen(r.keyLen, r.valLen) != s.Len {
+	r := InlineRecord{State: uint32(binary.LittleEndian.Uint16(block[recState:])), block: block, head: f.inlineHead()}
+	r.Meta, r.keyLen, r.valLen = inlineHeadOf(f, block)
+	if r.keyLen == 0 || r.keyLen > MaxKey || r.valLen > MaxValue || f.inlineLen(r.keyLen, r.valLen) != s.Len {
 		return InlineRecord{}, ErrBadLength
 	}
-	if uint32(r.Version&inlineVerMask) != s.Version&inlineVerMask {
+	if uint32(r.Meta.Mod&inlineModMask) != s.Mod&inlineModMask {
 		return InlineRecord{}, ErrTorn
 	}
-	end := inlineHead + r.keyLen + r.valLen
-	if !zeroPayload(block, end) || payloadCRC(block) != le.Uint32(block) {
+	end := r.head + r.keyLen + r.valLen
+	if !zeroPayload(block, end) || payloadCRC(block) != binary.LittleEndian.Uint32(block) {
 		return InlineRecord{}, ErrTorn
 	}
-	if r.keyLen != len(key) || !equalPayload(block, inlineHead, key) {
+	if r.keyLen != len(key) || !equalPayload(block, r.head, key) {
 		return InlineRecord{}, ErrKeyMismatch
 	}
 	return r, nil
+}
+
+// inlineHeadOf reads the fixed part of the payload of the inline record
+// in block (of format f, at least f.inlineLen(1, 0) bytes), gathered
+// from its words.
+func inlineHeadOf(f format, block []byte) (meta revision.Meta, keyLen, valLen int) {
+	var h [revision.Size + 6]byte
+	copyPayload(h[:f.inlineHead()], block, 0)
+	le := binary.LittleEndian
+	return f.decodeMeta(h[:]), int(le.Uint16(h[f.meta:])), int(le.Uint32(h[f.meta+2:]))
 }
 
 // tagsAre reports whether every word of block carries tag in its top byte.
@@ -292,6 +312,16 @@ func equalPayload(block []byte, i int, want []byte) bool {
 		i += c
 	}
 	return true
+}
+
+// copyPayload fills dst with the payload bytes of block from byte i on
+// (block must hold them).
+func copyPayload(dst, block []byte, i int) {
+	for len(dst) > 0 {
+		c := copy(dst, payloadAt(block, i))
+		dst = dst[c:]
+		i += c
+	}
 }
 
 // appendPayload appends n payload bytes of block from byte i on to dst.

@@ -13,8 +13,8 @@ import (
 func makeInline(key, value []byte, version uint64, state uint32) ([]byte, InlineSlot) {
 	n := InlineLen(len(key), len(value))
 	block := make([]byte, n)
-	tag := stores{}.writeInline(block, key, value, version, state)
-	return block, InlineSlot{Len: n, Tag: tag, Version: uint32(version) & inlineVerMask, FP: 7}
+	tag := stores{}.writeInline(block, key, value, mv(version), state)
+	return block, InlineSlot{Len: n, Tag: tag, Mod: uint32(version) & inlineModMask, FP: 7}
 }
 
 func TestInlineLen(t *testing.T) {
@@ -23,13 +23,13 @@ func TestInlineLen(t *testing.T) {
 		k, v int
 		want uint64
 	}{
-		{1, 0, MinInline}, {16, 16, 64}, {16, 256, 336}, {1, 6, 24 + 8}, {1, 7, 40},
+		{1, 0, MinInline}, {16, 16, 88}, {16, 256, 368}, {1, 10, 56 + 8}, {1, 11, 72},
 	} {
 		if got := InlineLen(c.k, c.v); got != c.want {
 			t.Errorf("InlineLen(%d, %d) = %d, want %d", c.k, c.v, got, c.want)
 		}
 	}
-	if MinInline != 32 {
+	if MinInline != 56 {
 		t.Errorf("MinInline = %d", MinInline)
 	}
 	if MaxInline/inlineWord >= 255 || MaxInline%inlineWord != 0 {
@@ -46,16 +46,16 @@ func TestInlineRoundTrip(t *testing.T) {
 			key, value := pattern(kl, 1), pattern(vl, 2)
 			version := uint64(kl)<<40 | uint64(vl)<<20 | 0x5a5a5
 			block, s := makeInline(key, value, version, stateLive)
-			if want := 8 * (1 + (14+kl+vl+6)/7); len(block) != want {
+			if want := 8 * (1 + (38+kl+vl+6)/7); len(block) != want {
 				t.Fatalf("k%d v%d: %d bytes, want %d", kl, vl, len(block), want)
 			}
-			got, ver, err := VerifyInline(block, key, s, nil)
+			got, ver, err := verInl(block, key, s, nil)
 			if err != nil || ver != version || !bytes.Equal(got, value) {
 				t.Fatalf("k%d v%d: %q %x %v", kl, vl, got, ver, err)
 			}
 			for state, want := range map[uint32]error{stateDead: ErrDead, stateHidden: ErrHidden, 3: ErrTorn, stateLive: nil} {
 				stores{}.setInlineState(block, state)
-				if _, _, err := VerifyInline(block, key, s, nil); err != want {
+				if _, _, err := verInl(block, key, s, nil); err != want {
 					t.Fatalf("k%d v%d state %d: %v, want %v", kl, vl, state, err, want)
 				}
 			}
@@ -80,10 +80,10 @@ func TestInlineRejects(t *testing.T) {
 		{"tag of the last word", func(b []byte, _ *InlineSlot, _ *[]byte) { b[len(b)-1]-- }, ErrTorn},
 		{"slot tag", func(_ []byte, s *InlineSlot, _ *[]byte) { s.Tag = 2 }, ErrTorn},
 		{"no tag", func(b []byte, s *InlineSlot, _ *[]byte) { retag(b, 0); s.Tag = 0 }, ErrBadLength},
-		{"version low bits", func(_ []byte, s *InlineSlot, _ *[]byte) { s.Version ^= 1 << 22 }, ErrTorn},
+		{"version low bits", func(_ []byte, s *InlineSlot, _ *[]byte) { s.Mod ^= 1 << 22 }, ErrTorn},
 		{"slot length", func(_ []byte, s *InlineSlot, _ *[]byte) { s.Len -= 8 }, ErrBadLength},
-		{"declared value length", func(b []byte, _ *InlineSlot, _ *[]byte) { b[19] += 7 }, ErrBadLength},
-		{"declared key length 0", func(b []byte, _ *InlineSlot, _ *[]byte) { b[17], b[18] = 0, 0 }, ErrBadLength},
+		{"declared value length", func(b []byte, _ *InlineSlot, _ *[]byte) { b[46] += 7 }, ErrBadLength},
+		{"declared key length 0", func(b []byte, _ *InlineSlot, _ *[]byte) { b[44], b[45] = 0, 0 }, ErrBadLength},
 		{"padding, crc matching", func(b []byte, _ *InlineSlot, _ *[]byte) { b[len(b)-2] = 1; recrc(b) }, ErrTorn},
 		{"padding", func(b []byte, _ *InlineSlot, _ *[]byte) { b[len(b)-2] = 1 }, ErrTorn},
 		{"word 0's zero byte", func(b []byte, _ *InlineSlot, _ *[]byte) { b[6] = 1 }, ErrTorn},
@@ -100,7 +100,7 @@ func TestInlineRejects(t *testing.T) {
 			b, s := fresh()
 			k := key
 			c.break_(b, &s, &k)
-			got, ver, err := VerifyInline(b, k, s, nil)
+			got, ver, err := verInl(b, k, s, nil)
 			if err != c.want {
 				t.Fatalf("err %v, want %v", err, c.want)
 			}
@@ -130,14 +130,14 @@ func TestCopyInline(t *testing.T) {
 	}
 	c := s
 	c.Tag = tag
-	if _, _, err := VerifyInline(dst, key, c, nil); err != ErrHidden {
+	if _, _, err := verInl(dst, key, c, nil); err != ErrHidden {
 		t.Fatalf("copy of a hidden record: %v", err)
 	}
 	stores{}.setInlineState(dst, stateLive)
-	if got, ver, err := VerifyInline(dst, key, c, nil); err != nil || ver != 77 || !bytes.Equal(got, value) {
+	if got, ver, err := verInl(dst, key, c, nil); err != nil || ver != 77 || !bytes.Equal(got, value) {
 		t.Fatalf("copy: %q %d %v", got, ver, err)
 	}
-	if _, _, err := VerifyInline(dst, key, s, nil); err != ErrTorn {
+	if _, _, err := verInl(dst, key, s, nil); err != ErrTorn {
 		t.Fatalf("the copy verifies under the original's tag: %v", err)
 	}
 }
@@ -156,11 +156,11 @@ func TestInlineSlotWord(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for range 10000 {
 		s := InlineSlot{
-			Offset:  8 * r.Uint64N(1<<inlineOffBits),
-			Len:     8 * r.Uint64N(1<<inlineLenBits),
-			Tag:     uint8(r.Uint32()),
-			Version: r.Uint32() & inlineVerMask,
-			FP:      uint16(1 + r.Uint32N(4095)),
+			Offset: 8 * r.Uint64N(1<<inlineOffBits),
+			Len:    8 * r.Uint64N(1<<inlineLenBits),
+			Tag:    uint8(r.Uint32()),
+			Mod:    r.Uint32() & inlineModMask,
+			FP:     uint16(1 + r.Uint32N(4095)),
 		}
 		w := s.Word()
 		if !IsInline(w) || DecodeInlineSlot(w) != s || uint16(w>>52) != s.FP {
@@ -178,7 +178,7 @@ func TestInlineSlotWord(t *testing.T) {
 		{InlineSlot{Offset: 0, Len: MinInline, Tag: 1}, true},
 		{InlineSlot{Offset: arena - 64, Len: 64, Tag: 255}, true},
 		{InlineSlot{Offset: arena - 56, Len: 64, Tag: 1}, false},
-		{InlineSlot{Offset: 0, Len: MinInline - 8, Tag: 1}, false},
+		{InlineSlot{Offset: 0, Len: minInlineAny - 8, Tag: 1}, false},
 		{InlineSlot{Offset: 0, Len: 64, Tag: 0}, false},
 		{InlineSlot{Offset: 0, Len: arena + 8, Tag: 1}, false},
 		{InlineSlot{Offset: 32760, Len: 2040, Tag: 1}, false},
@@ -260,8 +260,8 @@ func TestInlineTornReadsDetected(t *testing.T) {
 		{"old longer", [][2]int{{0, 60}}, 0, 20},
 		{"old shorter", [][2]int{{0, 5}}, 0, 30},
 		{"long records", [][2]int{{0, 200}}, 0, 150},
-		{"reuse of three small records", [][2]int{{0, 4}, {40, 4}, {80, 10}}, 0, 90},
-		{"reuse across an offset", [][2]int{{0, 4}, {40, 30}}, 16, 40},
+		{"reuse of three small records", [][2]int{{0, 4}, {64, 4}, {128, 10}}, 0, 140},
+		{"reuse across an offset", [][2]int{{0, 4}, {64, 30}}, 16, 60},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			arena := make([]byte, 512)
@@ -272,15 +272,15 @@ func TestInlineTornReadsDetected(t *testing.T) {
 				n := InlineLen(len(key), len(v))
 				block := arena[o[0] : o[0]+int(n)]
 				ver := uint64(100 + i)
-				tag := stores{}.writeInline(block, key, v, ver, stateLive)
-				olds = append(olds, InlineSlot{Offset: uint64(o[0]), Len: n, Tag: tag, Version: uint32(ver)})
+				tag := stores{}.writeInline(block, key, v, mv(ver), stateLive)
+				olds = append(olds, InlineSlot{Offset: uint64(o[0]), Len: n, Tag: tag, Mod: uint32(ver)})
 				oldVals = append(oldVals, v)
 			}
 			before := bytes.Clone(arena)
 			vB := pattern(c.valB, 77)
 			nB := InlineLen(len(key), len(vB))
-			tagB := stores{}.writeInline(arena[c.offB:c.offB+int(nB)], key, vB, 200, stateLive)
-			sB := InlineSlot{Offset: uint64(c.offB), Len: nB, Tag: tagB, Version: 200}
+			tagB := stores{}.writeInline(arena[c.offB:c.offB+int(nB)], key, vB, mv(200), stateLive)
+			sB := InlineSlot{Offset: uint64(c.offB), Len: nB, Tag: tagB, Mod: 200}
 			checkTorn(t, before, arena, key, sB, vB, olds, oldVals)
 		})
 	}
@@ -340,7 +340,7 @@ func allWords(s InlineSlot, isNew map[int]bool, want bool) bool {
 
 func checkRead(t *testing.T, read, key []byte, s InlineSlot, want []byte, pure bool, what string) {
 	t.Helper()
-	got, _, err := VerifyInline(read, key, s, nil)
+	got, _, err := verInl(read, key, s, nil)
 	if pure {
 		if err != nil || !bytes.Equal(got, want) {
 			t.Fatalf("%s: the whole record read back as %q, %v", what, got, err)
@@ -367,15 +367,15 @@ func TestRecordImageInValueRejected(t *testing.T) {
 	// the tag X gets in a fresh block.
 	image := make([]byte, InlineLen(len(keyK), len(valK)))
 	retag(image, 1)
-	sR := InlineSlot{Len: uint64(len(image)), Version: 4242, FP: 7}
-	sR.Tag = stores{}.writeInline(image, keyK, valK, 4242, stateLive)
+	sR := InlineSlot{Len: uint64(len(image)), Mod: 4242, FP: 7}
+	sR.Tag = stores{}.writeInline(image, keyK, valK, mv(4242), stateLive)
 	// X's value, placed so that R's word i lands in X's word 3+i: X's
 	// payload from byte 14 (after its head) is key X, then value; word 3
 	// starts at payload byte 14.
 	keyX := []byte("attacker")
 	// Payload byte p of X lies in word 1+p/7: pad X's value so that the
 	// image starts on a word's first byte.
-	pre := (inlineGroup - (inlineHead+len(keyX))%inlineGroup) % inlineGroup
+	pre := (inlineGroup - (format4.inlineHead()+len(keyX))%inlineGroup) % inlineGroup
 	valX := make([]byte, pre)
 	for i := 0; i < len(image); i += inlineWord {
 		valX = append(valX, image[i:i+inlineGroup]...)
@@ -383,7 +383,7 @@ func TestRecordImageInValueRejected(t *testing.T) {
 	valX = append(valX, pattern(20, 3)...)
 	nX := InlineLen(len(keyX), len(valX))
 	arena := make([]byte, 1024)
-	tagX := stores{}.writeInline(arena[:nX], keyX, valX, 1, stateLive)
+	tagX := stores{}.writeInline(arena[:nX], keyX, valX, mv(1), stateLive)
 	// Find the image: the first word whose low 7 bytes are R's word 0's.
 	at := -1
 	for i := 0; i+len(image) <= int(nX); i += inlineWord {
@@ -405,13 +405,13 @@ func TestRecordImageInValueRejected(t *testing.T) {
 	if tagX == sR.Tag {
 		t.Fatalf("test setup: X's tag %d equals R's", tagX)
 	}
-	if _, _, err := VerifyInline(arena, keyK, s, nil); err != ErrTorn {
+	if _, _, err := verInl(arena, keyK, s, nil); err != ErrTorn {
 		t.Fatalf("the image inside X's value verifies: %v", err)
 	}
 	// The tag is the only thing that differs: with X's tag in the slot
 	// word the image passes every other check.
 	s.Tag = tagX
-	if got, _, err := VerifyInline(arena, keyK, s, nil); err != nil || !bytes.Equal(got, valK) {
+	if got, _, err := verInl(arena, keyK, s, nil); err != nil || !bytes.Equal(got, valK) {
 		t.Fatalf("with the tags agreeing the image should pass the other checks: %q %v", got, err)
 	}
 }
@@ -426,7 +426,7 @@ func TestVerifyInlineNeverOutOfBounds(t *testing.T) {
 	for off := uint64(0); off < 1<<inlineOffBits*8; off += 8 {
 		for n := uint64(0); n < 1<<inlineLenBits*8; n += 8 {
 			s.Offset, s.Len = off, n
-			_, _, err := VerifyInline(arena, []byte("k"), s, nil)
+			_, _, err := verInl(arena, []byte("k"), s, nil)
 			if err == nil && (off != 256-uint64(len(block)) || n != uint64(len(block))) {
 				t.Fatalf("accepted at %d+%d", off, n)
 			}
@@ -439,7 +439,7 @@ func BenchmarkEncodeInline(b *testing.B) {
 	block := make([]byte, InlineLen(len(key), len(value)))
 	b.ReportAllocs()
 	for b.Loop() {
-		stores{}.writeInline(block, key, value, 7, stateHidden)
+		stores{}.writeInline(block, key, value, mv(7), stateHidden)
 	}
 }
 
@@ -449,7 +449,7 @@ func BenchmarkVerifyInline(b *testing.B) {
 	dst := make([]byte, 0, 128)
 	b.ReportAllocs()
 	for b.Loop() {
-		v, _, err := VerifyInline(block, key, s, dst)
+		v, _, err := verInl(block, key, s, dst)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -8,19 +8,19 @@ import (
 	"time"
 )
 
-// inlineCfg is a small-arena configuration: records of up to 144 bytes
+// inlineCfg is a small-arena configuration: records of up to 176 bytes
 // (tagged format) inline, arenas reused 10ms after retirement.
-var inlineCfg = Config{Buckets: 8, Grace: 20 * time.Millisecond, InlineMax: 144, InlineGrace: 10 * time.Millisecond}
+var inlineCfg = Config{Buckets: 8, Grace: 20 * time.Millisecond, InlineMax: 176, InlineGrace: 10 * time.Millisecond}
 
 // mustGet fails unless key reads value at version, both through the
 // writer's Get and a reader's lookup.
 func mustGet(t *testing.T, tab *Table, mem, key, value []byte, version uint64) {
 	t.Helper()
-	v, ver, ok, err := tab.Get(key)
-	if err != nil || !ok || ver != version || !bytes.Equal(v, value) {
+	v, m, ok, err := tab.Get(key)
+	if ver := m.Mod; err != nil || !ok || ver != version || !bytes.Equal(v, value) {
 		t.Fatalf("Get(%s) = %q, %d, %v, %v; want %q, %d", key, v, ver, ok, err, value, version)
 	}
-	v, ver, err = lookup(mem, key)
+	v, ver, err := lookup(mem, key)
 	if err != nil || ver != version || !bytes.Equal(v, value) {
 		t.Fatalf("lookup(%s) = %q, %d, %v; want %q, %d", key, v, ver, err, value, version)
 	}
@@ -47,7 +47,7 @@ func TestPutInlineRoundTrip(t *testing.T) {
 	var limbo uint64
 	for i, st := range steps {
 		ver := uint64(i + 1)
-		if err := tab.Put(k, st.value, ver); err != nil {
+		if err := tab.Put(k, st.value, mv(ver)); err != nil {
 			t.Fatal(err)
 		}
 		w := slotOf(t, tab, k)
@@ -74,7 +74,7 @@ func TestPutInlineRoundTrip(t *testing.T) {
 		t.Fatalf("lookup after delete: %v", err)
 	}
 	clk.Advance(11 * time.Millisecond)
-	if s := tab.Stats(); s.ArenaUsed != 0 || s.ArenaLimbo != 0 || s.ArenaBytes != 8*1472 {
+	if s := tab.Stats(); s.ArenaUsed != 0 || s.ArenaLimbo != 0 || s.ArenaBytes != 8*1792 {
 		t.Fatalf("after delete and Gi: %+v", s)
 	}
 }
@@ -85,7 +85,7 @@ func TestInlineOffByDefault(t *testing.T) {
 	t.Parallel()
 	tab, _, _ := newTable(t, 64<<10, Config{Buckets: 8})
 	for i := range 20 {
-		if err := tab.Put([]byte(fmt.Sprint(i)), []byte("v"), 1); err != nil {
+		if err := tab.Put([]byte(fmt.Sprint(i)), []byte("v"), mv(1)); err != nil {
 			t.Fatal(err)
 		}
 		if w := slotOf(t, tab, []byte(fmt.Sprint(i))); IsInline(w) {
@@ -107,7 +107,7 @@ func placeInlineIn(t *testing.T, tab *Table, key, value []byte, b uint32) {
 		t.Fatalf("placeInlineIn %q: no room in bucket %d", key, b)
 	}
 	l := loc{off: tab.arenaBase(b) + off, n: n, inline: true, bucket: b}
-	storeWord(tab.mem, tab.emptyIn(b), tab.writeHidden(l, key, value, 1, Fingerprint(Hash(key))))
+	storeWord(tab.mem, tab.emptyIn(b), tab.writeHidden(l, key, value, mv(1), Fingerprint(Hash(key))))
 	tab.setState(l, stateLive)
 	tab.records++
 }
@@ -149,7 +149,7 @@ func TestMoveCarriesInlineRecord(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			const nb = 4
-			cfg := Config{Buckets: nb, Grace: testGrace, InlineMax: 144}
+			cfg := Config{Buckets: nb, Grace: testGrace, InlineMax: 176}
 			tab, mem, _ := newTable(t, 16<<10+nb*1536, cfg)
 			k := keysFor("K", nb, 0, 1, 1)[0]
 			// Bucket 0's arena as earlier records left it: every word's
@@ -179,7 +179,7 @@ func TestMoveCarriesInlineRecord(t *testing.T) {
 				tab.Withhold(k)
 			}
 			x := keysFor("X", nb, 0, 3, 1)[0]
-			err := tab.Put(x, nil, 2)
+			err := tab.Put(x, nil, mv(2))
 			if tc.wantRefuse {
 				if !errors.Is(err, ErrNoSpace) || slotOf(t, tab, k) != old || tab.Stats() != before {
 					t.Fatalf("Put(X) = %v; K's word %#x (was %#x); stats %+v, were %+v", err, slotOf(t, tab, k), old, tab.Stats(), before)
@@ -230,7 +230,7 @@ func TestHotKeySpillsThenInlineAgain(t *testing.T) {
 	ver := uint64(0)
 	put := func() uint64 {
 		ver++
-		if err := tab.Put(k, v, ver); err != nil {
+		if err := tab.Put(k, v, mv(ver)); err != nil {
 			t.Fatal(err)
 		}
 		mustGet(t, tab, mem, k, v, ver)
@@ -262,7 +262,7 @@ func TestAtomicGroupInline(t *testing.T) {
 	tab, mem, _ := newTable(t, 64<<10, inlineCfg)
 	a, b := []byte("a"), []byte("b")
 	for _, k := range [][]byte{a, b} {
-		if err := tab.Put(k, []byte("old"), 1); err != nil {
+		if err := tab.Put(k, []byte("old"), mv(1)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -274,7 +274,7 @@ func TestAtomicGroupInline(t *testing.T) {
 			t.Fatalf("withheld %s reads %v", k, err)
 		}
 	}
-	if err := tab.Put(a, []byte("new"), 2); err != nil {
+	if err := tab.Put(a, []byte("new"), mv(2)); err != nil {
 		t.Fatal(err)
 	}
 	if !IsInline(slotOf(t, tab, a)) {
@@ -302,7 +302,7 @@ func TestEvictAndResetInline(t *testing.T) {
 	tab, mem, clk := newTable(t, 64<<10, inlineCfg)
 	keys := [][]byte{[]byte("x"), []byte("y"), []byte("z")}
 	for _, k := range keys {
-		if err := tab.Put(k, k, 1); err != nil {
+		if err := tab.Put(k, k, mv(1)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -332,7 +332,7 @@ func TestEvictAndResetInline(t *testing.T) {
 		t.Fatalf("after Reset and the grace period: %+v", st)
 	}
 	for _, k := range keys {
-		if err := tab.Put(k, k, 2); err != nil || !IsInline(slotOf(t, tab, k)) {
+		if err := tab.Put(k, k, mv(2)); err != nil || !IsInline(slotOf(t, tab, k)) {
 			t.Fatalf("rebuild put %s: %v, word %#x", k, err, slotOf(t, tab, k))
 		}
 	}
@@ -360,14 +360,14 @@ func TestReserveInlinePut(t *testing.T) {
 	if st := tab.Stats(); st.BytesReserved != 2*RecordLen(1, 10) || st.SlotsHeld != 2 {
 		t.Fatalf("after Reserve: %+v", st)
 	}
-	if err := tab.Put(a, pattern(10, 1), 1); err != nil || !IsInline(slotOf(t, tab, a)) {
+	if err := tab.Put(a, pattern(10, 1), mv(1)); err != nil || !IsInline(slotOf(t, tab, a)) {
 		t.Fatalf("Put(a): %v, word %#x", err, slotOf(t, tab, a))
 	}
 	if st := tab.Stats(); st.BytesReserved != RecordLen(1, 10) || st.BytesUsed != 0 || st.SlotsHeld != 1 {
 		t.Fatalf("after an inline Put: %+v", st)
 	}
 	fillArenaLimbo(tab, uint32(tab.resv["b"].held)) // b's slot is held there
-	if err := tab.Put(b, pattern(10, 2), 1); err != nil || IsInline(slotOf(t, tab, b)) {
+	if err := tab.Put(b, pattern(10, 2), mv(1)); err != nil || IsInline(slotOf(t, tab, b)) {
 		t.Fatalf("Put(b) with its arena full: %v, word %#x", err, slotOf(t, tab, b))
 	}
 	if st := tab.Stats(); st.BytesReserved != 0 || st.BytesUsed != RecordLen(1, 10) || st.Spills != 1 {
@@ -393,13 +393,13 @@ func TestInlineGraceReuse(t *testing.T) {
 	t.Parallel()
 	tab, _, clk := newTable(t, 64<<10, inlineCfg)
 	k := []byte("old")
-	if err := tab.Put(k, pattern(20, 1), 1); err != nil {
+	if err := tab.Put(k, pattern(20, 1), mv(1)); err != nil {
 		t.Fatal(err)
 	}
 	pos, w0, _ := tab.find(k, Hash(k))
 	b, _ := tab.hdr.slotIndex(pos)
 	stale := func() error {
-		_, _, err := VerifyInline(tab.arena(b), k, DecodeInlineSlot(w0), nil)
+		_, _, err := verInl(tab.arena(b), k, DecodeInlineSlot(w0), nil)
 		return err
 	}
 	l0 := tab.resolve(pos, w0)
@@ -407,7 +407,7 @@ func TestInlineGraceReuse(t *testing.T) {
 	for i, d := range []time.Duration{0, inlineCfg.InlineGrace / 2, inlineCfg.InlineGrace/2 - 1} {
 		clk.Advance(d)
 		ver := uint64(i + 2)
-		if err := tab.Put(k, pattern(20, byte(ver)), ver); err != nil {
+		if err := tab.Put(k, pattern(20, byte(ver)), mv(ver)); err != nil {
 			t.Fatal(err)
 		}
 		if w := slotOf(t, tab, k); DecodeInlineSlot(w).Offset == DecodeInlineSlot(w0).Offset {
@@ -420,7 +420,7 @@ func TestInlineGraceReuse(t *testing.T) {
 	clk.Advance(1)
 	// The key's other superseded blocks are younger: the next block the
 	// arena gives is the first one.
-	if err := tab.Put(k, pattern(20, 1), 1<<inlineVerBits|1); err != nil { // same bytes, same low version bits
+	if err := tab.Put(k, pattern(20, 1), mv(1<<inlineModBits|1)); err != nil { // same bytes, same low version bits
 		t.Fatal(err)
 	}
 	w := slotOf(t, tab, k)

@@ -1,6 +1,6 @@
 package table
 
-// The inline kind of layout 3's slot word (docs/layout.md,
+// The inline kind of layout 3 and 4's slot word (docs/layout.md,
 // "Slots"): bit 51 set; the record lies in the arena of the bucket that holds
 // the word. The fingerprint keeps layout 2's bits 52-63, so a bucket is
 // scanned for a key the same way whatever kind its words are.
@@ -10,8 +10,12 @@ const (
 	inlineLenBits = 8  // length / 8
 	inlineTagBits = 8
 	inlineTagPos  = inlineOffBits + inlineLenBits
-	inlineVerPos  = inlineTagPos + inlineTagBits
+	inlineModPos  = inlineTagPos + inlineTagBits
 	inlineFPPos   = slotFPShift
+
+	// minInlineAny is the shortest inline record of any layout (layout 3's:
+	// format3.inlineLen(1, 0)).
+	minInlineAny = inlineWord * (1 + (8+6+1+inlineGroup-1)/inlineGroup)
 
 	// MaxArenaBytes is the largest arena an inline slot word can address.
 	MaxArenaBytes = inlineWord << inlineOffBits
@@ -19,11 +23,11 @@ const (
 
 // InlineSlot is a decoded inline slot word.
 type InlineSlot struct {
-	Offset  uint64 // of the record within its bucket's arena
-	Len     uint64 // of the record
-	Tag     uint8  // every word of the record carries it (1..255)
-	Version uint32 // the record's version, low 23 bits
-	FP      uint16 // 12 bits of the key's hash, never 0
+	Offset uint64 // of the record within its bucket's arena
+	Len    uint64 // of the record
+	Tag    uint8  // every word of the record carries it (1..255)
+	Mod    uint32 // the record's Meta.Mod (layout 3: its version), low 23 bits
+	FP     uint16 // 12 bits of the key's hash, never 0
 }
 
 // IsInline reports whether slot word w is of the inline kind.
@@ -33,28 +37,29 @@ func IsInline(w uint64) bool { return w&inlineKindBit != 0 }
 // any word; check IsInline first, and InArena before reading the record.
 func DecodeInlineSlot(w uint64) InlineSlot {
 	return InlineSlot{
-		Offset:  (w & (1<<inlineOffBits - 1)) * inlineWord,
-		Len:     (w >> inlineOffBits & (1<<inlineLenBits - 1)) * inlineWord,
-		Tag:     uint8(w >> inlineTagPos),
-		Version: uint32(w>>inlineVerPos) & inlineVerMask,
-		FP:      uint16(w >> inlineFPPos),
+		Offset: (w & (1<<inlineOffBits - 1)) * inlineWord,
+		Len:    (w >> inlineOffBits & (1<<inlineLenBits - 1)) * inlineWord,
+		Tag:    uint8(w >> inlineTagPos),
+		Mod:    uint32(w>>inlineModPos) & inlineModMask,
+		FP:     uint16(w >> inlineFPPos),
 	}
 }
 
 // Word encodes s as an inline slot word. s must name a real record
 // (Offset and Len multiples of 8 within the field limits, FP in 1..4095);
-// Version may hold the full version, only its low 23 bits are kept.
+// Mod may hold more bits, only its low 23 are kept.
 func (s InlineSlot) Word() uint64 {
 	return s.Offset/inlineWord | s.Len/inlineWord<<inlineOffBits |
-		uint64(s.Tag)<<inlineTagPos | uint64(s.Version&inlineVerMask)<<inlineVerPos |
+		uint64(s.Tag)<<inlineTagPos | uint64(s.Mod&inlineModMask)<<inlineModPos |
 		inlineKindBit | uint64(s.FP)<<inlineFPPos
 }
 
 // InArena reports whether s could name a record inside an arena of
-// arenaBytes bytes: the record lies wholly inside, is at least MinInline and
-// at most MaxInline long, and has a tag. A word from a torn or stale read
+// arenaBytes bytes: the record lies wholly inside, is at least the
+// shortest of any layout's (layout 3's: a reader checks the exact length
+// against the record's own fields) and at most MaxInline long, and has a tag. A word from a torn or stale read
 // can name anything; check before reading.
 func (s InlineSlot) InArena(arenaBytes uint64) bool {
-	return s.Tag != 0 && s.Len >= MinInline && s.Len <= MaxInline &&
+	return s.Tag != 0 && s.Len >= minInlineAny && s.Len <= MaxInline &&
 		s.Len <= arenaBytes && s.Offset <= arenaBytes-s.Len
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 
 	"github.com/kvd-project/kvd/internal/invariants"
+	"github.com/kvd-project/kvd/internal/revision"
 )
 
 // Paired assertions, on in test builds (internal/invariants). Each checks
@@ -14,12 +15,12 @@ import (
 // checkWritten: a record is complete and verifiable before the word w
 // that names it is published at pos (readers verify checksum, key,
 // length and value; an inline record's tags too).
-func (t *Table) checkWritten(pos, w uint64, key, value []byte, version uint64) {
+func (t *Table) checkWritten(pos, w uint64, key, value []byte, meta revision.Meta) {
 	if !invariants.Enabled {
 		return
 	}
-	v, ver, state, err := t.verifyAt(pos, w, key, nil)
-	invariants.Check(err == nil && ver == version && bytes.Equal(v, value),
+	v, m, state, err := t.verifyAt(pos, w, key, nil)
+	invariants.Check(err == nil && m == meta && bytes.Equal(v, value),
 		"record of word %#x does not verify before publication: %v", w, err)
 	invariants.Check(state == stateHidden,
 		"record of word %#x is published in state %d, not hidden (atomic group open: %v)", w, state, t.atomic)
@@ -197,7 +198,7 @@ func (t *Table) checkSpace() {
 		_, before := a.byEnd[e.off/RecordAlign]
 		_, after := a.byStart[(e.off+e.n)/RecordAlign]
 		invariants.Check(!before && !after, "free extent %d at %d+%d not merged with a free neighbour", i, e.off, e.n)
-		if e.n >= MinRecord {
+		if e.n >= minBlock {
 			invariants.Check(int(e.list) == listOf(e.n), "free extent %d of %d bytes on list %d", i, e.n, e.list)
 			listed++
 		} else {
@@ -279,7 +280,7 @@ func (t *Table) checkArenas() {
 			is := DecodeInlineSlot(w)
 			invariants.Check(is.InArena(t.arenas.arenaBytes) && tagsAre(t.block(t.resolve(pos, w)), is.Tag),
 				"inline word %#x in bucket %d names a block outside its arena or not all of tag %d", w, b, is.Tag)
-			_, err := parseInline(t.arena(b), t.keyOf(pos, w), is)
+			_, err := parseInline(format4, t.arena(b), t.keyOf(pos, w), is)
 			invariants.Check(err == nil, "inline word %#x in bucket %d: its record does not parse: %v", w, b, err)
 			live += is.Len
 			blocks = append(blocks, arenaBlock{bucket: b, off: is.Offset, n: is.Len})

@@ -17,7 +17,7 @@ func TestInvariantsCatchModifiedRecord(t *testing.T) {
 		t.Skip("SKIPPED: invariants are off in this build (run with -race or -tags invariants)")
 	}
 	tab, mem, _ := newTable(t, 64<<10, Config{})
-	if err := tab.Put([]byte("k"), []byte("value"), 1); err != nil {
+	if err := tab.Put([]byte("k"), []byte("value"), mv(1)); err != nil {
 		t.Fatal(err)
 	}
 	s := DecodeSlot(slotOf(t, tab, []byte("k")))
@@ -28,7 +28,7 @@ func TestInvariantsCatchModifiedRecord(t *testing.T) {
 			t.Fatalf("no invariant panic for a modified live record: %v", r)
 		}
 	}()
-	tab.Put([]byte("k"), []byte("new"), 2)
+	tab.Put([]byte("k"), []byte("new"), mv(2))
 }
 
 // expectInvariantPanic runs f and fails unless it panics with an invariant
@@ -53,7 +53,7 @@ func expectInvariantPanic(t *testing.T, want string, f func()) {
 func TestInvariantsCatchEarlyMove(t *testing.T) {
 	t.Parallel()
 	tab, _, _ := newTable(t, 64<<10, Config{Buckets: 4, Grace: testGrace})
-	if err := tab.Put([]byte("k"), nil, 1); err != nil {
+	if err := tab.Put([]byte("k"), nil, mv(1)); err != nil {
 		t.Fatal(err)
 	}
 	pos, w, _ := tab.find([]byte("k"), Hash([]byte("k")))
@@ -70,14 +70,14 @@ func TestInvariantsCatchTakenReservedSlot(t *testing.T) {
 	t.Parallel()
 	tab, _, _ := newTable(t, 64<<10, Config{Buckets: 2})
 	for i := range 2*SlotsPerBucket - 2 {
-		if err := tab.Put([]byte(fmt.Sprintf("k%d", i)), nil, 1); err != nil {
+		if err := tab.Put([]byte(fmt.Sprintf("k%d", i)), nil, mv(1)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if err := tab.Reserve([]byte("new"), 1); err != nil {
 		t.Fatal(err)
 	}
-	if err := tab.Put([]byte("last"), nil, 1); err != nil { // the last slot not held
+	if err := tab.Put([]byte("last"), nil, mv(1)); err != nil { // the last slot not held
 		t.Fatal(err)
 	}
 	// A key written into the held slot, bypassing placement, as a bug would.
@@ -85,7 +85,7 @@ func TestInvariantsCatchTakenReservedSlot(t *testing.T) {
 	key := []byte("intruder")
 	n := RecordLen(len(key), 0)
 	off, _ := tab.alloc.alloc(n)
-	encodeRecord(tab.mem[off:off+n], key, nil, 1)
+	encodeRecord(tab.mem[off:off+n], key, nil, mv(1))
 	storeWord(tab.mem, tab.emptyIn(uint32(g.held)), Slot{Offset: off, Len: n, FP: Fingerprint(Hash(key))}.Word())
 	tab.records++
 	tab.payload += n

@@ -13,10 +13,15 @@ const (
 	// Magic is the first 8 bytes of a formatted region.
 	Magic = "KVDTABLE"
 	// LayoutVersion is the layout this package writes. ParseHeader also
-	// reads LayoutVersion2.
-	LayoutVersion = 3
-	// LayoutVersion2 is the previous layout, which readers still accept
-	// (docs/layout.md): its header is HeaderSize2 bytes and it has no arenas.
+	// reads LayoutVersion3 and LayoutVersion2.
+	LayoutVersion = 4
+	// LayoutVersion3 is the previous layout, which readers still accept
+	// (docs/layout.md): its records carry an 8-byte version where layout
+	// 4's carry a revision.Meta, and its header has no revision word.
+	LayoutVersion3 = 3
+	// LayoutVersion2 is the layout before, which readers still accept
+	// (docs/layout.md): layout 3's records, a header of HeaderSize2 bytes
+	// and no arenas.
 	LayoutVersion2 = 2
 
 	// HeaderSize is the size of the region header, and what a client READs
@@ -33,15 +38,16 @@ const (
 	// line, at the start of the bucket. A bucket with an arena is longer
 	// (Header.BucketBytes).
 	BucketSize = SlotSize * SlotsPerBucket
-	// RecordHeaderSize is the fixed part of a record, before the key.
-	RecordHeaderSize = 24
+	// RecordHeaderSize is the fixed part of a record, before the key
+	// (layout 4: crc, state, revision.Meta, keyLen, valueLen, reserved).
+	RecordHeaderSize = 48
 	// RecordAlign is the alignment of records and of their lengths.
 	RecordAlign = 8
 	// MaxKey is the longest key, in bytes. Keys are at least 1 byte.
 	MaxKey = limits.MaxKey
 	// MaxValue is the longest value, in bytes.
 	MaxValue = limits.MaxValue
-	// MinRecord and MaxRecord bound a record's padded length.
+	// MinRecord and MaxRecord bound a layout 4 record's padded length.
 	MinRecord = (RecordHeaderSize + 1 + RecordAlign - 1) &^ (RecordAlign - 1)
 	MaxRecord = (RecordHeaderSize + MaxKey + MaxValue + RecordAlign - 1) &^ (RecordAlign - 1)
 
@@ -77,12 +83,14 @@ const (
 	offLease      = 40
 	offLeaderHint = 48
 	offGeneration = 56
-	// Layout 3 only.
-	offBucketBytes  = 64
-	offInlineGrace  = 68
-	offInlineMax    = 72
-	offReserved     = 76 // to HeaderSize: zero
-	inlineArenaUnit = 8  // inline records are 8-aligned in their arena
+	// Layouts 3 and 4.
+	offBucketBytes = 64
+	offInlineGrace = 68
+	offInlineMax   = 72
+	offReserved    = 76 // to HeaderSize: zero, but for layout 4's revision word
+	// Layout 4 only: the applied store revision, an atomic word (Table.SetRevision).
+	offRevision     = 80
+	inlineArenaUnit = 8 // inline records are 8-aligned in their arena
 )
 
 // Header is the decoded region header. Two Headers compare equal with ==
@@ -90,7 +98,7 @@ const (
 // version's own length), which is what a client checks across the two
 // header reads of one GET.
 type Header struct {
-	Version     uint32 // LayoutVersion or LayoutVersion2
+	Version     uint32 // LayoutVersion, LayoutVersion3 or LayoutVersion2
 	Buckets     uint32 // bucket count, a power of two >= 2
 	GraceMillis uint32 // the writer leaves dead records untouched this long
 	RecordBase  uint64 // offset of the record area
@@ -118,6 +126,11 @@ type Header struct {
 	// InlineMax is the longest inline record, a multiple of 8; 0 iff there
 	// are no arenas.
 	InlineMax uint32
+	// Revision is the node's applied store revision, published after the
+	// records of every write up to it are visible, so a reader that read
+	// it knows the node's state was at least that far along from then on
+	// (docs/layout.md, "The revision word"). 0 before layout 4.
+	Revision uint64
 }
 
 // Len is the length of h's header in the region: where bucket 0 starts.
@@ -136,21 +149,28 @@ func (h Header) Grace() time.Duration {
 // SameState reports whether two raw header reads show the same region
 // state: every byte of the header equal except the lease word, which the
 // leader advances several times a second and which a reader judges on its
-// own. Only the header's own length counts (taken from a's version field;
-// a different version in b differs there): the bytes after a layout 2
-// header are bucket 0's slots, which change without the state changing.
-// Both must be HeaderSize bytes long, as a client READs them.
+// own, and the revision word, which every applied batch advances (a
+// reader that compared it would retry under any write load). Only the
+// header's own length counts (taken from a's version field; a different
+// version in b differs there): the bytes after a layout 2 header are
+// bucket 0's slots, which change without the state changing. Both must be
+// HeaderSize bytes long, as a client READs them.
 func SameState(a, b []byte) bool {
-	n := HeaderSize
 	if binary.LittleEndian.Uint32(a[offVersion:]) == LayoutVersion2 {
-		n = HeaderSize2
+		return string(a[:offLease]) == string(b[:offLease]) &&
+			string(a[offLease+8:HeaderSize2]) == string(b[offLease+8:HeaderSize2])
 	}
 	return string(a[:offLease]) == string(b[:offLease]) &&
-		string(a[offLease+8:n]) == string(b[offLease+8:n])
+		string(a[offLease+8:offRevision]) == string(b[offLease+8:offRevision]) &&
+		string(a[offRevision+8:HeaderSize]) == string(b[offRevision+8:HeaderSize])
 }
 
 // LeaseOf is the lease expiry of a raw header read (see SameState).
 func LeaseOf(b []byte) uint64 { return binary.LittleEndian.Uint64(b[offLease:]) }
+
+// RevisionOf is the revision word of a raw layout 4 header read (see
+// SameState; 0 in a layout 3 header, whose reserved bytes hold it).
+func RevisionOf(b []byte) uint64 { return binary.LittleEndian.Uint64(b[offRevision:]) }
 
 // SameGeometry reports whether h addresses the region as g does: same
 // generation and the same bucket and record-area geometry.
@@ -183,12 +203,12 @@ func (h Header) InArea(s Slot) bool {
 		return false
 	}
 	area := h.RecordEnd - h.RecordBase
-	return s.Len >= MinRecord && s.Len <= MaxRecord && s.Len <= area &&
+	return s.Len >= formatOf(h.Version).recordLen(1, 0) && s.Len <= MaxRecord && s.Len <= area &&
 		s.Offset >= h.RecordBase && s.Offset-h.RecordBase <= area-s.Len
 }
 
 // ParseHeader decodes and validates the header at the start of b (layout
-// 3, or layout 2's shorter one). It checks everything that does not depend
+// 4 or 3, or layout 2's shorter one). It checks everything that does not depend
 // on the region's length; a client also checks RecordEnd against the length
 // its descriptor advertises. It does not allocate.
 func ParseHeader(b []byte) (Header, error) {
@@ -210,14 +230,17 @@ func ParseHeader(b []byte) (Header, error) {
 	case h.Version == LayoutVersion2:
 		// Layout 2's implied geometry: no arenas, one grace period.
 		h.BucketBytes, h.InlineGraceMillis = BucketSize, h.GraceMillis
-	case h.Version != LayoutVersion:
+	case h.Version != LayoutVersion && h.Version != LayoutVersion3:
 		return Header{}, ErrLayoutVersion
-	case len(b) < HeaderSize || !zero(b[offReserved:HeaderSize]):
+	case len(b) < HeaderSize || !reservedZero(h.Version, b):
 		return Header{}, ErrBadHeader
 	default:
 		h.BucketBytes = le.Uint32(b[offBucketBytes:])
 		h.InlineGraceMillis = le.Uint32(b[offInlineGrace:])
 		h.InlineMax = le.Uint32(b[offInlineMax:])
+		if h.Version == LayoutVersion {
+			h.Revision = le.Uint64(b[offRevision:])
+		}
 	}
 	flags := le.Uint16(b[offFlags:])
 	h.Incomplete = flags&flagIncomplete != 0
@@ -237,7 +260,7 @@ func (h Header) validGeometry() bool {
 		h.validArenas() &&
 		h.RecordBase == h.BucketOffset(n) &&
 		h.RecordEnd <= MaxArea && h.RecordEnd%RecordAlign == 0 &&
-		h.RecordEnd >= h.RecordBase+MinRecord &&
+		h.RecordEnd >= h.RecordBase+formatOf(h.Version).recordLen(1, 0) &&
 		h.Generation != 0
 }
 
@@ -254,6 +277,16 @@ func (h Header) validArenas() bool {
 		a%inlineArenaUnit == 0 && a <= MaxInline &&
 		uint64(bb-BucketSize) >= 8*uint64(a) &&
 		h.InlineGraceMillis >= 1 && h.InlineGraceMillis <= h.GraceMillis
+}
+
+// reservedZero reports whether a layout 3 or 4 header's reserved bytes
+// are zero: layout 3's from offReserved on, layout 4's around the revision
+// word.
+func reservedZero(layout uint32, b []byte) bool {
+	if layout == LayoutVersion3 {
+		return zero(b[offReserved:HeaderSize])
+	}
+	return zero(b[offReserved:offRevision]) && zero(b[offRevision+8:HeaderSize])
 }
 
 // zero reports whether every byte of b is 0.
@@ -284,6 +317,9 @@ func putHeader(b []byte, h Header) {
 		le.PutUint32(b[offInlineGrace:], h.InlineGraceMillis)
 		le.PutUint32(b[offInlineMax:], h.InlineMax)
 		clear(b[offReserved:HeaderSize])
+		if h.Version == LayoutVersion {
+			storeWord(b, offRevision, h.Revision)
+		}
 	}
 }
 

@@ -50,6 +50,10 @@ func docRows(section string) [][]string {
 
 type field struct{ off, size int }
 
+// reserved2 is the doc's second "reserved" row of the header (after the
+// revision word): checkFields takes a repeated name as name+"2".
+const reserved2 = "reserved2"
+
 func TestDocHeaderFields(t *testing.T) {
 	t.Parallel()
 	want := map[string]field{
@@ -64,11 +68,13 @@ func TestDocHeaderFields(t *testing.T) {
 		"lease":          {offLease, 8},
 		"leaderHint":     {offLeaderHint, 8},
 		"generation":     {offGeneration, 8},
-		// Layout 3.
+		// Layouts 3 and 4.
 		"bucketBytes":       {offBucketBytes, 4},
 		"inlineGraceMillis": {offInlineGrace, 4},
 		"inlineMax":         {offInlineMax, 4},
-		"reserved":          {offReserved, HeaderSize - offReserved},
+		"reserved":          {offReserved, offRevision - offReserved},
+		"revision":          {offRevision, 8},
+		reserved2:           {offRevision + 8, HeaderSize - offRevision - 8},
 	}
 	checkFields(t, docRows(docSection(t, "Header")), want, HeaderSize)
 }
@@ -78,7 +84,7 @@ func TestDocRecordFields(t *testing.T) {
 	want := map[string]field{
 		"crc":      {recCRC, 4},
 		"state":    {recState, 4},
-		"version":  {recVersion, 8},
+		"meta":     {recMeta, 32},
 		"keyLen":   {recKeyLen, 2},
 		"valueLen": {recValueLen, 4},
 		"reserved": {recReserved, 2},
@@ -107,12 +113,18 @@ func checkFields(t *testing.T, rows [][]string, want map[string]field, total int
 		if err1 != nil || err2 != nil {
 			t.Fatalf("doc row %q: bad numbers", r)
 		}
-		w, ok := want[r[2]]
+		name := r[2]
+		if _, seen := want[name]; !seen {
+			if _, again := want[name+"2"]; again {
+				name += "2"
+			}
+		}
+		w, ok := want[name]
 		if !ok {
 			t.Errorf("doc field %q is unknown to the code", r[2])
 			continue
 		}
-		delete(want, r[2])
+		delete(want, name)
 		if (field{off, size}) != w {
 			t.Errorf("doc field %s at %d size %d, code has %d size %d", r[2], off, size, w.off, w.size)
 		}
@@ -139,8 +151,8 @@ func TestDocSlotBits(t *testing.T) {
 		// The inline kind's table.
 		"arena offset":  {0, inlineOffBits - 1},
 		"inline length": {inlineOffBits, inlineTagPos - 1},
-		"tag":           {inlineTagPos, inlineVerPos - 1},
-		"version":       {inlineVerPos, inlineVerPos + inlineVerBits - 1},
+		"tag":           {inlineTagPos, inlineModPos - 1},
+		"mod":           {inlineModPos, inlineModPos + inlineModBits - 1},
 	}
 	for _, r := range docRows(docSection(t, "Slots")) {
 		if r[0] == "bits" { // the inline kind's table starts
@@ -196,19 +208,23 @@ func TestDocNumbers(t *testing.T) {
 		{"its header is the first\n" + strconv.Itoa(HeaderSize2) + " bytes below (same offsets, version " + strconv.Itoa(LayoutVersion2) + ")", true},
 		{"a bucket's first 64 B are " + strconv.Itoa(SlotsPerBucket) + " slots of " + strconv.Itoa(SlotSize) + " B", BucketSize == 64},
 		{"Its slot\nwords are its first 64 bytes", BucketSize == 64},
-		{"**With `Config.InlineMax` 0 (the default) kvd writes bucketBytes 64**", newHeader(2, Config{}.withDefaults(), 1<<20).BucketBytes == 64 && newHeader(2, Config{}.withDefaults(), 1<<20).InlineMax == 0},
+		{"**With `Config.InlineMax` 0 (`--table-inline off`) kvd writes bucketBytes\n64**", newHeader(2, Config{}.withDefaults(), 1<<20).BucketBytes == 64 && newHeader(2, Config{}.withDefaults(), 1<<20).InlineMax == 0},
+		{"(3,904 for kvd's default 384)", Config{InlineMax: 384}.bucketBytes() == 3904},
+		{"`8·(1+⌈(38+32+256)/7⌉)` = 384", InlineLen(32, 256) == 384},
+		{"7,808 B with kvd's default 384", 2*Config{InlineMax: 384}.bucketBytes() == 7808},
 		{"(graceMillis when there are no arenas; `Config.InlineGrace`, default 100 ms)",
 			newHeader(2, Config{Grace: 7 * time.Millisecond}.withDefaults(), 1<<20).InlineGraceMillis == 7 &&
 				newHeader(2, Config{InlineMax: 64}.withDefaults(), 1<<20).InlineGraceMillis == 100},
 		{"else 64 + 10*inlineMax rounded up to a multiple of 64", Config{InlineMax: 144}.bucketBytes() == 64+1472 && Config{InlineMax: 64}.bucketBytes() == 64+640},
-		{"an **arena** of `10*a` bytes", arenaRecords == 10},
+		{"an **arena** of\n`10*a` bytes", arenaRecords == 10},
 		// Inline records.
-		{"`8*(1 + ceil((14 + keyLen +\nvalueLen) / 7))`", InlineLen(16, 16) == 64 && InlineLen(1, 0) == MinInline && inlineHead == 14},
+		{"`8*(1 + ceil((38 + keyLen +\nvalueLen) / 7))`", InlineLen(16, 16) == 88 && InlineLen(1, 0) == MinInline && format4.inlineHead() == 38},
+		{"layout 3's was `8*(1 + ceil((14 + keyLen + valueLen) / 7))`", format3.inlineLen(16, 16) == 64 && format3.inlineHead() == 14},
 		{"| 0 | crc: CRC-32C of the padded payload | state (0 live, 1 dead, 2 hidden) | 0 | tag |", inlineZero == 6 && inlineTagByte == 7 && recState == 4},
 		{"smallest value in 1-255 that no word of the block holds", chooseTag(make([]byte, 16)) == 1},
 		{"(at most 254 words, so one is free)", MaxInline/inlineWord == 254},
 		{"| 12-19 | inline length / 8 (up to 2040 B) |", (1<<inlineLenBits-1)*inlineWord == 2040},
-		{"| 28-50 | version, its low 23 bits |", inlineVerBits == 23},
+		{"| 28-50 | mod, its low 23 bits:", inlineModBits == 23},
 		{"`Stats.ArenaBytes` (all arenas), `ArenaUsed`", true},
 		{"at most 2032", MaxInline == 2032},
 		{"bucketBytes - 64 >= 8*inlineMax", true},
@@ -221,11 +237,13 @@ func TestDocNumbers(t *testing.T) {
 		{"records up to 4 MiB", (1<<slotLenBits)*RecordAlign == 4<<20},
 		{"padding to a multiple of 8", RecordAlign == 8},
 		{"xxHash64 (seed 0)", Hash(nil) == 0xef46db3751d8e999},
-		{"CRC-32C (Castagnoli) of bytes 8..len", recVersion == 8},
+		{"CRC-32C (Castagnoli) of bytes 8..len", recMeta == 8},
+		{"Layout 3's records have an 8-byte `version` at 8 where layout 4 has meta, so its keyLen is at 16 and its key at 24", format3.keyLenAt() == 16 && format3.keyAt() == 24},
+		{"| 80 | 8 | revision |", offRevision == 80},
 		{"| slotsPerBucket | 8 |", SlotsPerBucket == 8},
 		{"| flags | bit 0: incomplete; bits 1-15: a count of its changes", flagIncomplete == 1 && flagEpochShift == 1},
 		{"| nbuckets | power of two, 2 to 2^28 |", MaxBuckets == 1<<28},
-		{"at least recordBase + 32", MinRecord == 32},
+		{"at least recordBase + 56 (layouts 2 and 3: 32)", MinRecord == 56 && format3.recordLen(1, 0) == 32},
 		{"= 128 + nbuckets*bucketBytes", newHeader(4, Config{}.withDefaults(), 1<<20).RecordBase == 128+4*64},
 		{"`recordBase = 64 + nbuckets*64`", (Header{Version: LayoutVersion2, BucketBytes: 64}).BucketOffset(4) == 64+4*64},
 		// Placement (writer policy).
@@ -297,7 +315,7 @@ func TestParseHeaderErrors(t *testing.T) {
 		{"base moved", func(b []byte) []byte { le.PutUint64(b[offRecordBase:], HeaderSize+64*64+8); return b }, ErrBadHeader},
 		{"end unaligned", func(b []byte) []byte { le.PutUint64(b[offRecordEnd:], 1<<16-4); return b }, ErrBadHeader},
 		{"end below base", func(b []byte) []byte { le.PutUint64(b[offRecordEnd:], 64); return b }, ErrBadHeader},
-		{"end leaves no record", func(b []byte) []byte { le.PutUint64(b[offRecordEnd:], HeaderSize+64*64+24); return b }, ErrBadHeader},
+		{"end leaves no record", func(b []byte) []byte { le.PutUint64(b[offRecordEnd:], HeaderSize+64*64+48); return b }, ErrBadHeader},
 		{"end past 32 GiB", func(b []byte) []byte { le.PutUint64(b[offRecordEnd:], MaxArea+8); return b }, ErrBadHeader},
 		{"generation 0", func(b []byte) []byte { le.PutUint64(b[offGeneration:], 0); return b }, ErrBadHeader},
 		{"lease and hint are free", func(b []byte) []byte {
@@ -317,7 +335,7 @@ func TestParseHeaderErrors(t *testing.T) {
 	}
 }
 
-// headerCase mutates a good layout 3 header of 64 buckets, grace 1000 ms,
+// headerCase mutates a good layout 4 header of 64 buckets, grace 1000 ms,
 // recordEnd 64 KiB (TestParseHeaderErrors), and says what ParseHeader
 // must answer.
 type headerCase struct {
@@ -339,7 +357,7 @@ func withArenas(b []byte, bb, a uint32) []byte {
 	return b
 }
 
-// v3HeaderCases: layout 3's own fields and their cross-checks.
+// v3HeaderCases: layout 3 and 4's own fields and their cross-checks.
 func v3HeaderCases() []headerCase {
 	le := binary.LittleEndian
 	u32 := func(off int, v uint32) func(b []byte) []byte {
@@ -351,7 +369,16 @@ func v3HeaderCases() []headerCase {
 	return []headerCase{
 		{"v3 cut to 64 bytes", func(b []byte) []byte { return b[:HeaderSize2] }, ErrBadHeader},
 		{"v3 cut to 127 bytes", func(b []byte) []byte { return b[:HeaderSize-1] }, ErrBadHeader},
-		{"version 4", u32(offVersion, 4), ErrLayoutVersion},
+		{"version 5", u32(offVersion, 5), ErrLayoutVersion},
+		{"version 3", u32(offVersion, LayoutVersion3), nil},
+		{"revision is free", func(b []byte) []byte { le.PutUint64(b[offRevision:], ^uint64(0)); return b }, nil},
+		{"version 3 with a revision", func(b []byte) []byte { // layout 3's reserved bytes
+			le.PutUint32(b[offVersion:], LayoutVersion3)
+			le.PutUint64(b[offRevision:], 1)
+			return b
+		}, ErrBadHeader},
+		{"reserved before the revision", func(b []byte) []byte { b[offRevision-1] = 1; return b }, ErrBadHeader},
+		{"reserved after the revision", func(b []byte) []byte { b[offRevision+8] = 1; return b }, ErrBadHeader},
 		{"bucketBytes 0", u32(offBucketBytes, 0), ErrBadHeader},
 		{"bucketBytes 32", arenas(32, 0), ErrBadHeader},
 		{"bucketBytes 0 with inlineMax", arenas(0, 8), ErrBadHeader},     // bucketBytes-64 must not wrap
@@ -440,8 +467,9 @@ func TestParseHeaderLayout2(t *testing.T) {
 }
 
 // TestSameStateLength: SameState compares a header's own bytes, except the
-// lease: for layout 2 the 64 bytes after it are bucket 0's slots, which
-// change with no change of state; for layout 3 they are header fields.
+// lease and (layout 4) the revision, which every write advances: for
+// layout 2 the 64 bytes after it are bucket 0's slots, which change with
+// no change of state; for layouts 3 and 4 they are header fields.
 func TestSameStateLength(t *testing.T) {
 	t.Parallel()
 	_, mem, _ := newTable(t, 1<<16, Config{Buckets: 64})
@@ -461,6 +489,10 @@ func TestSameStateLength(t *testing.T) {
 		{"v3 bucketBytes", v3, offBucketBytes, false},
 		{"v3 inlineMax", v3, offInlineMax + 1, false},
 		{"v3 reserved", v3, HeaderSize - 1, false},
+		{"v4 revision", v3, offRevision, true},
+		{"v4 revision, high byte", v3, offRevision + 7, true},
+		{"v4 reserved before the revision", v3, offRevision - 1, false},
+		{"v4 reserved after the revision", v3, offRevision + 8, false},
 	} {
 		b := append([]byte(nil), tc.base...)
 		b[tc.off] ^= 0x40

@@ -3,6 +3,8 @@ package table
 import (
 	"bytes"
 	"encoding/binary"
+
+	"github.com/kvd-project/kvd/internal/revision"
 )
 
 // Where a slot word's record lies. An out-of-place word names its record
@@ -61,18 +63,12 @@ func (t *Table) setState(l loc, state uint32) {
 	t.st.half(t.mem, l.off+recState, state)
 }
 
-// Inline head fields, as byte offsets in the block: payload bytes 8-13
-// are word 2's bytes 1-6 (parseInline reads them the same way).
-const (
-	inlineKeyLenAt = 17
-	inlineValLenAt = 19
-)
-
 // lens is the record's key and value lengths.
 func (t *Table) lens(l loc) (kl, vl int) {
 	le := binary.LittleEndian
 	if l.inline {
-		return int(le.Uint16(t.mem[l.off+inlineKeyLenAt:])), int(le.Uint32(t.mem[l.off+inlineValLenAt:]))
+		_, kl, vl = inlineHeadOf(format4, t.block(l))
+		return kl, vl
 	}
 	return int(le.Uint16(t.mem[l.off+recKeyLen:])), int(le.Uint32(t.mem[l.off+recValueLen:]))
 }
@@ -83,7 +79,7 @@ func (t *Table) lens(l loc) (kl, vl int) {
 func (t *Table) keyAt(l loc) []byte {
 	kl, _ := t.lens(l)
 	if l.inline {
-		t.keyBuf = appendPayload(t.keyBuf[:0], t.block(l), inlineHead, kl)
+		t.keyBuf = appendPayload(t.keyBuf[:0], t.block(l), format4.inlineHead(), kl)
 		return t.keyBuf
 	}
 	return t.mem[l.off+recKey : l.off+recKey+uint64(kl)]
@@ -96,7 +92,7 @@ func (t *Table) keyIs(l loc, key []byte) bool {
 		return false
 	}
 	if l.inline {
-		return equalPayload(t.block(l), inlineHead, key)
+		return equalPayload(t.block(l), format4.inlineHead(), key)
 	}
 	return bytes.Equal(t.mem[l.off+recKey:l.off+recKey+uint64(kl)], key)
 }
@@ -106,21 +102,21 @@ func (t *Table) keyOf(pos, w uint64) []byte { return t.keyAt(t.resolve(pos, w)) 
 
 // verifyAt checks the record slot word w at pos names as a reader would,
 // except its state, which it returns: the value (appended to dst for an
-// inline record, a subslice of the region otherwise) and version.
-func (t *Table) verifyAt(pos, w uint64, key, dst []byte) (value []byte, version uint64, state uint32, err error) {
+// inline record, a subslice of the region otherwise) and metadata.
+func (t *Table) verifyAt(pos, w uint64, key, dst []byte) (value []byte, meta revision.Meta, state uint32, err error) {
 	l := t.resolve(pos, w)
 	if l.inline {
-		r, err := parseInline(t.arena(l.bucket), key, DecodeInlineSlot(w))
+		r, err := parseInline(format4, t.arena(l.bucket), key, DecodeInlineSlot(w))
 		if err != nil {
-			return nil, 0, 0, err
+			return nil, revision.Meta{}, 0, err
 		}
-		return r.AppendValue(dst), r.Version, r.State, nil
+		return r.AppendValue(dst), r.Meta, r.State, nil
 	}
-	value, version, err = verifyContent(t.block(l), key, DecodeSlot(w))
+	value, meta, err = verifyContent(format4, t.block(l), key, DecodeSlot(w))
 	if err != nil {
-		return nil, 0, 0, err
+		return nil, revision.Meta{}, 0, err
 	}
-	return value, version, t.stateOf(l), nil
+	return value, meta, t.stateOf(l), nil
 }
 
 // retireLoc puts the (dead) record's block in limbo, stamped now: an

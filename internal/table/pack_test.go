@@ -19,7 +19,7 @@ import (
 func TestRebuildPacksCutUpArenas(t *testing.T) {
 	t.Parallel()
 	c := rebuildCases[len(rebuildCases)-1] // small records, arenas hold them
-	c.cfg = withInline(c.cfg, 144)
+	c.cfg = withInline(c.cfg, 176)
 	c.size += c.cfg.Buckets * int(c.cfg.withDefaults().bucketBytes()-BucketSize)
 	fills := 150
 	if testing.Short() {
@@ -64,15 +64,15 @@ func TestRebuildPacksCutUpArenas(t *testing.T) {
 func TestPackUnderAnUpdate(t *testing.T) {
 	t.Parallel()
 	c := rebuildCases[len(rebuildCases)-1]
-	c.cfg = withInline(c.cfg, 144)
+	c.cfg = withInline(c.cfg, 176)
 	c.size += c.cfg.Buckets * int(c.cfg.withDefaults().bucketBytes()-BucketSize)
 	tab, mem, clk := newTable(t, c.size, c.cfg)
 	tab.Reset()                                                 // a fresh table's rebuild: hiding from here
-	value := func(i int) []byte { return pattern(97, byte(i)) } // 144 inline bytes
+	value := func(i int) []byte { return pattern(97, byte(i)) } // 176 inline bytes
 	stored := map[string][]byte{}
 	for i := range 300 {
 		k := fmt.Sprintf("k%07d", i)
-		if err := tab.Put([]byte(k), value(i), uint64(i)); err != nil {
+		if err := tab.Put([]byte(k), value(i), mv(uint64(i))); err != nil {
 			t.Fatal(err)
 		}
 		stored[k] = value(i)
@@ -86,7 +86,7 @@ func TestPackUnderAnUpdate(t *testing.T) {
 		}
 	}
 	// Spread its records out: the free units become most+1 gaps, each too
-	// short for a 144-byte record. Slid from the last down, so none
+	// short for a 176-byte record. Slid from the last down, so none
 	// overlaps a block still to be moved.
 	a := &tab.arenas
 	need := InlineLen(8, 97) / inlineWord
@@ -118,7 +118,7 @@ func TestPackUnderAnUpdate(t *testing.T) {
 	key := tab.keyOf(pos[0], loadWord(mem, pos[0]))
 	k := string(key)
 	stored[k] = pattern(97, 0xee)
-	if err := tab.Put(key, stored[k], 1000); err != nil {
+	if err := tab.Put(key, stored[k], mv(1000)); err != nil {
 		t.Fatal(err)
 	}
 	if n := tab.Stats().Packs; n != 1 {
@@ -133,7 +133,7 @@ func TestPackUnderAnUpdate(t *testing.T) {
 		if b1, b2 := Buckets(Hash([]byte(k)), tab.hdr.Buckets); b1 != b && b2 != b {
 			continue
 		}
-		if err := tab.Put([]byte(k), value(i), uint64(2000+i)); err != nil {
+		if err := tab.Put([]byte(k), value(i), mv(uint64(2000+i))); err != nil {
 			t.Fatal(err)
 		}
 		stored[k] = value(i)

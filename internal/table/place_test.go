@@ -24,7 +24,7 @@ func placeIn(t *testing.T, tab *Table, key, value []byte, b uint32) {
 	if !ok || tab.spare(b) == 0 {
 		t.Fatalf("placeIn %q: no room in bucket %d", key, b)
 	}
-	encodeRecord(tab.mem[off:off+n], key, value, 1)
+	encodeRecord(tab.mem[off:off+n], key, value, mv(1))
 	storeWord(tab.mem, tab.emptyIn(b), Slot{Offset: off, Len: n, FP: Fingerprint(Hash(key))}.Word())
 	tab.records++
 	tab.payload += n
@@ -94,7 +94,7 @@ func TestMoveMakesRoomAndWaitsGrace(t *testing.T) {
 			placeIn(t, tab, k, []byte("k"), 0)
 			fillAroundK(t, tab, nb)
 			x := keysFor("X", nb, 0, 3, 1)[0]
-			if err := tab.Put(x, []byte("x"), 2); err != nil {
+			if err := tab.Put(x, []byte("x"), mv(2)); err != nil {
 				t.Fatalf("X needs K to move: %v", err)
 			}
 			if err := tab.Reveal(); err != nil { // no arenas: nothing was freed at once
@@ -111,7 +111,7 @@ func TestMoveMakesRoomAndWaitsGrace(t *testing.T) {
 			}
 			y := keysFor("Y", nb, 1, 2, 1)[0]
 			clk.Advance(testGrace - 1)
-			err := tab.Put(y, []byte("y"), 3)
+			err := tab.Put(y, []byte("y"), mv(3))
 			if rebuild {
 				if err != nil || bucketOf(t, tab, k) != 0 {
 					t.Fatalf("a rebuild moves K back at once: %v", err)
@@ -125,7 +125,7 @@ func TestMoveMakesRoomAndWaitsGrace(t *testing.T) {
 				t.Fatalf("CanPut(Y) within grace: %v", err)
 			}
 			clk.Advance(1)
-			if err := tab.Put(y, []byte("y"), 3); err != nil {
+			if err := tab.Put(y, []byte("y"), mv(3)); err != nil {
 				t.Fatalf("Y after the grace period: %v", err)
 			}
 			if b := bucketOf(t, tab, k); b != 0 {
@@ -216,9 +216,9 @@ func twoRoundGet(mem []byte, clk *fakeClock, grace time.Duration, key, buf []byt
 		var v []byte
 		var err error
 		if IsInline(c.w) {
-			v, _, err = VerifyInline(bk1[c.bucket][BucketSize:], key, DecodeInlineSlot(c.w), nil)
+			v, _, err = verInl(bk1[c.bucket][BucketSize:], key, DecodeInlineSlot(c.w), nil)
 		} else {
-			v, _, err = VerifyRecord(recs[i], key, DecodeSlot(c.w))
+			v, _, err = verRec(recs[i], key, DecodeSlot(c.w))
 		}
 		switch {
 		case err == nil:
@@ -266,7 +266,7 @@ func movesNeverFakeAMiss(t *testing.T, size int, cfg Config) {
 	keys := make([][]byte, resident)
 	for i := range keys {
 		keys[i] = []byte(fmt.Sprintf("resident-%d", i))
-		if err := tab.Put(keys[i], keys[i], 1); err != nil {
+		if err := tab.Put(keys[i], keys[i], mv(1)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -326,7 +326,7 @@ func movesNeverFakeAMiss(t *testing.T, size int, cfg Config) {
 			continue
 		}
 		k := fmt.Sprintf("churn-%d", i)
-		switch err := tab.Put([]byte(k), nil, uint64(i)); {
+		switch err := tab.Put([]byte(k), nil, mv(uint64(i))); {
 		case errors.Is(err, ErrNoSpace):
 			full++
 		case err != nil:
@@ -356,7 +356,7 @@ func admit(tab *Table, key, value []byte, version uint64) error {
 		return err
 	}
 	defer tab.Unreserve(key, len(value))
-	if err := tab.Put(key, value, version); err != nil {
+	if err := tab.Put(key, value, mv(version)); err != nil {
 		panic(fmt.Sprintf("a reserved Put failed: %v", err))
 	}
 	return nil
@@ -385,7 +385,7 @@ var rebuildCases = []rebuildCase{
 	// out of place: the table's capacity rests on its arenas, and the
 	// rebuild must put every one inline again.
 	{"small records, arenas hold them", 8<<10 + 128 + 64*BucketSize, Config{Buckets: 64}, func(r *rand.Rand) int {
-		return 40 + r.IntN(58) // inline at InlineMax 144 (values up to 97 bytes with 8-byte keys)
+		return 40 + r.IntN(58) // inline at InlineMax 176 (values up to 97 bytes with 8-byte keys)
 	}, false, true},
 }
 
@@ -399,7 +399,7 @@ func fillDeleteRefill(t *testing.T, tab *Table, clk *fakeClock, c rebuildCase, r
 		if c.admitted {
 			return admit(tab, []byte(k), v, uint64(next))
 		}
-		return tab.Put([]byte(k), v, uint64(next))
+		return tab.Put([]byte(k), v, mv(uint64(next)))
 	}
 	for round := range 4 {
 		for fails := 0; fails < 20; {
@@ -499,7 +499,7 @@ func rebuild(t *testing.T, tab *Table, stored map[string][]byte, order []string)
 	}
 	spills := tab.Stats().Spills
 	for i, k := range order {
-		if err := tab.Put([]byte(k), stored[k], uint64(i)); err != nil {
+		if err := tab.Put([]byte(k), stored[k], mv(uint64(i))); err != nil {
 			t.Fatalf("rebuild: key %d of %d (%s) did not fit: %v (stats %+v)", i, len(order), k, err, tab.Stats())
 		}
 	}
@@ -601,7 +601,7 @@ func reservationsNeverOverfill(t *testing.T, size int, cfg Config, valueLen func
 	for i := range 20 { // some keys to update
 		k := fmt.Sprintf("old-%d", i)
 		stored[k] = pattern(valueLen(r), 1)
-		if err := tab.Put([]byte(k), stored[k], 1); err != nil {
+		if err := tab.Put([]byte(k), stored[k], mv(1)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -632,7 +632,7 @@ func reservationsNeverOverfill(t *testing.T, size int, cfg Config, valueLen func
 	}
 	t.Logf("%d writes admitted; %+v", len(admitted), tab.Stats())
 	// Nothing unreserved fits now: no new key, no record longer than what is left.
-	if err := tab.Put([]byte("intruder"), pattern(4000, 1), 1); err == nil {
+	if err := tab.Put([]byte("intruder"), pattern(4000, 1), mv(1)); err == nil {
 		t.Logf("an unreserved Put still fit (room was left): %+v", tab.Stats())
 		tab.Delete([]byte("intruder"))
 	}
@@ -647,14 +647,14 @@ func reservationsNeverOverfill(t *testing.T, size int, cfg Config, valueLen func
 		}
 		if r.IntN(10) == 0 { // a write nobody reserved for
 			k := fmt.Sprintf("intruder-%d", i)
-			if tab.Put([]byte(k), pattern(valueLen(r), 3), 1) == nil {
+			if tab.Put([]byte(k), pattern(valueLen(r), 3), mv(1)) == nil {
 				stored[k] = pattern(valueLen(r), 3)
 				tab.Delete([]byte(k))
 				delete(stored, k)
 			}
 		}
 		if r.IntN(6) != 0 { // else: collapsed into a later write of the key, or never applied
-			if err := tab.Put([]byte(w.key), w.value, uint64(i+2)); err != nil {
+			if err := tab.Put([]byte(w.key), w.value, mv(uint64(i+2))); err != nil {
 				t.Fatalf("admitted write %d of %d (%s, %d bytes) did not fit: %v", i, len(admitted), w.key, len(w.value), err)
 			}
 			stored[w.key] = w.value
@@ -692,7 +692,7 @@ func TestReserveRefusesAtKeyCapacity(t *testing.T) {
 	if err := admit(tab, []byte("k0"), pattern(20, 2), 2); err != nil {
 		t.Fatalf("an update at the key capacity: %v", err)
 	}
-	if err := tab.Put([]byte("unadmitted"), nil, 3); err != nil {
+	if err := tab.Put([]byte("unadmitted"), nil, mv(3)); err != nil {
 		t.Fatalf("a Put past the key capacity (a follower never refuses): %v", err)
 	}
 	if _, err := tab.Delete([]byte("unadmitted")); err != nil {
@@ -741,7 +741,7 @@ func churnSmallAndLarge(t *testing.T, size int, cfg Config) {
 	r := rand.New(rand.NewPCG(8, 8))
 	const keys = 38 // 38 values of 64 KiB: 61% of the area
 	stored := map[string][]byte{"anchor": []byte("never deleted")}
-	if err := tab.Put([]byte("anchor"), stored["anchor"], 1); err != nil {
+	if err := tab.Put([]byte("anchor"), stored["anchor"], mv(1)); err != nil {
 		t.Fatal(err)
 	}
 	var written uint64
@@ -750,7 +750,7 @@ func churnSmallAndLarge(t *testing.T, size int, cfg Config) {
 		t.Helper()
 		v := pattern(n, byte(written))
 		clk.Advance(grace / 100)
-		if err := tab.Put([]byte(k), v, 1); err != nil {
+		if err := tab.Put([]byte(k), v, mv(1)); err != nil {
 			st := tab.Stats()
 			if need := RecordLen(len(k), n); st.BytesFree >= need {
 				t.Fatalf("after %d bytes written: put %s (%d bytes) refused with %d bytes free (%d in limbo): %v",
@@ -805,7 +805,7 @@ func TestCoalescedSpaceServesLargeRecords(t *testing.T) {
 		}
 	}
 	big := pattern(200<<10, 7)
-	if err := tab.Put([]byte("big"), big, 2); !errors.Is(err, ErrNoSpace) {
+	if err := tab.Put([]byte("big"), big, mv(2)); !errors.Is(err, ErrNoSpace) {
 		t.Fatalf("a large record fit while the space was in limbo: %v", err)
 	}
 	if d := tab.LimboClearsIn(); d != testGrace {
@@ -815,7 +815,7 @@ func TestCoalescedSpaceServesLargeRecords(t *testing.T) {
 	if d := tab.LimboClearsIn(); d != 0 {
 		t.Fatalf("LimboClearsIn = %v after the grace period", d)
 	}
-	if err := tab.Put([]byte("big"), big, 2); err != nil {
+	if err := tab.Put([]byte("big"), big, mv(2)); err != nil {
 		t.Fatalf("a large record in coalesced space: %v (%+v)", err, tab.Stats())
 	}
 	stored["big"] = big
@@ -834,12 +834,12 @@ func TestCompactGathersFragmentedSpace(t *testing.T) {
 	var bigs []string
 	for i := 0; ; i++ { // small and larger records in turn, until the area is full
 		k, v := fmt.Sprintf("small-%04d", i), pattern(20, byte(i))
-		if tab.Put([]byte(k), v, 1) != nil {
+		if tab.Put([]byte(k), v, mv(1)) != nil {
 			break
 		}
 		stored[k] = v
 		k = fmt.Sprintf("big-%04d", i)
-		if tab.Put([]byte(k), pattern(1000, byte(i)), 1) != nil {
+		if tab.Put([]byte(k), pattern(1000, byte(i)), mv(1)) != nil {
 			break
 		}
 		bigs = append(bigs, k)
@@ -852,7 +852,7 @@ func TestCompactGathersFragmentedSpace(t *testing.T) {
 	clk.Advance(testGrace)
 	st := tab.Stats()
 	big := pattern(20<<10, 9)
-	if err := tab.Put([]byte("huge"), big, 2); !errors.Is(err, ErrNoSpace) || st.BytesFree < 4*uint64(len(big)) {
+	if err := tab.Put([]byte("huge"), big, mv(2)); !errors.Is(err, ErrNoSpace) || st.BytesFree < 4*uint64(len(big)) {
 		t.Fatalf("want a fragmented table: %v, %+v", err, st)
 	}
 	if !tab.Fragmented() {
@@ -865,7 +865,7 @@ func TestCompactGathersFragmentedSpace(t *testing.T) {
 		}
 		checkStored(t, tab, mem, stored)
 		clk.Advance(testGrace)
-		if err := tab.Put([]byte("huge"), big, 2); err == nil {
+		if err := tab.Put([]byte("huge"), big, mv(2)); err == nil {
 			stored["huge"] = big
 			break
 		}
@@ -892,7 +892,7 @@ func TestDeleteHoldsSlotForWritesInFlight(t *testing.T) {
 	for i := range 2*SlotsPerBucket - 1 {
 		k := fmt.Sprintf("k%d", i)
 		stored[k] = []byte(k)
-		if err := tab.Put([]byte(k), stored[k], 1); err != nil {
+		if err := tab.Put([]byte(k), stored[k], mv(1)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -909,14 +909,14 @@ func TestDeleteHoldsSlotForWritesInFlight(t *testing.T) {
 	if st := tab.Stats(); st.SlotsHeld != 1 {
 		t.Fatalf("the deleted key's slot is not held for its write in flight: %+v", st)
 	}
-	if err := tab.Put([]byte("x"), nil, 2); err != nil { // the one free slot
+	if err := tab.Put([]byte("x"), nil, mv(2)); err != nil { // the one free slot
 		t.Fatal(err)
 	}
 	stored["x"] = []byte{}
-	if err := tab.Put([]byte("y"), nil, 2); !errors.Is(err, ErrNoSpace) {
+	if err := tab.Put([]byte("y"), nil, mv(2)); !errors.Is(err, ErrNoSpace) {
 		t.Fatalf("an unreserved Put took the held slot: %v", err)
 	}
-	if err := tab.Put([]byte("k0"), []byte("again"), 3); err != nil {
+	if err := tab.Put([]byte("k0"), []byte("again"), mv(3)); err != nil {
 		t.Fatalf("the update after the delete: %v", err)
 	}
 	stored["k0"] = []byte("again")

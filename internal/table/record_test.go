@@ -7,6 +7,8 @@ import (
 	"hash/crc32"
 	"testing"
 	"unsafe"
+
+	"github.com/kvd-project/kvd/internal/revision"
 )
 
 // makeRecord encodes a record into fresh memory and returns it with the slot
@@ -14,7 +16,7 @@ import (
 func makeRecord(key, value []byte, version, off uint64) ([]byte, Slot) {
 	n := RecordLen(len(key), len(value))
 	rec := make([]byte, n)
-	encodeRecord(rec, key, value, version)
+	encodeRecord(rec, key, value, mv(version))
 	return rec, Slot{Offset: off, Len: n, FP: Fingerprint(Hash(key))}
 }
 
@@ -34,12 +36,12 @@ func TestRecordRoundTrip(t *testing.T) {
 		valueLen   int
 		wantRecLen uint64
 	}{
-		{"1B key, empty value", 1, 0, 32},
-		{"exactly 8-aligned", 8, 0, 32},
-		{"one over alignment", 8, 1, 40},
-		{"typical", 16, 100, 144},
-		{"max key", MaxKey, 0, 24 + 1024},
-		{"max value", 1, MaxValue, 24 + 8 + MaxValue},
+		{"1B key, empty value", 1, 0, 56},
+		{"exactly 8-aligned", 8, 0, 56},
+		{"one over alignment", 8, 1, 64},
+		{"typical", 16, 100, 168},
+		{"max key", MaxKey, 0, 48 + 1024},
+		{"max value", 1, MaxValue, 48 + 8 + MaxValue},
 		{"max both", MaxKey, MaxValue, MaxRecord},
 	}
 	for _, tc := range tests {
@@ -53,8 +55,8 @@ func TestRecordRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !bytes.Equal(got, value) || ver != 0xdead_beef_0042 {
-				t.Fatalf("got %d bytes version %#x", len(got), ver)
+			if !bytes.Equal(got, value) || ver != mv(0xdead_beef_0042) {
+				t.Fatalf("got %d bytes, metadata %+v", len(got), ver)
 			}
 			if len(got) > 0 && unsafe.Pointer(&got[0]) != unsafe.Pointer(&rec[RecordHeaderSize+tc.keyLen]) {
 				t.Fatal("value is not a subslice of the record")
@@ -102,7 +104,8 @@ func TestVerifyRecordRejects(t *testing.T) {
 		}, ErrTorn},
 		{"value byte flipped", func(rec []byte, s Slot) ([]byte, []byte, Slot) { rec[60] ^= 0x10; return rec, key, s }, ErrTorn},
 		{"key byte flipped", func(rec []byte, s Slot) ([]byte, []byte, Slot) { rec[24] ^= 1; return rec, key, s }, ErrTorn},
-		{"version flipped", func(rec []byte, s Slot) ([]byte, []byte, Slot) { rec[9] ^= 1; return rec, key, s }, ErrTorn},
+		{"create flipped", func(rec []byte, s Slot) ([]byte, []byte, Slot) { rec[9] ^= 1; return rec, key, s }, ErrTorn},
+		{"lease flipped", func(rec []byte, s Slot) ([]byte, []byte, Slot) { rec[recMeta+31] ^= 1; return rec, key, s }, ErrTorn},
 		{"crc flipped", func(rec []byte, s Slot) ([]byte, []byte, Slot) { rec[0] ^= 1; return rec, key, s }, ErrTorn},
 		{"padding set", func(rec []byte, s Slot) ([]byte, []byte, Slot) { rec[len(rec)-1] = 1; return rec, key, s }, ErrTorn},
 		{"padding set, crc fixed up", func(rec []byte, s Slot) ([]byte, []byte, Slot) {
@@ -155,7 +158,7 @@ func TestVerifyRecordRejects(t *testing.T) {
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("err = %v, want %v", err, tc.want)
 			}
-			if v != nil || ver != 0 {
+			if v != nil || ver != (revision.Meta{}) {
 				t.Fatalf("rejected record still returned value %q version %d", v, ver)
 			}
 		})

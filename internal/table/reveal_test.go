@@ -37,7 +37,7 @@ func TestRebuildHidesUntilReveal(t *testing.T) {
 	value := func(k string, ver uint64) []byte { return pattern(20+int(Hash([]byte(k))%60), byte(ver)) }
 	put := func(k string, ver uint64) {
 		t.Helper()
-		if err := tab.Put([]byte(k), value(k, ver), ver); err != nil {
+		if err := tab.Put([]byte(k), value(k, ver), mv(ver)); err != nil {
 			t.Fatalf("put %s: %v", k, err)
 		}
 	}

@@ -181,13 +181,13 @@ func Format(mem []byte, cfg Config) (*Table, error) {
 	}
 	t.keyCap = KeyCapacity(nb)
 	storeWord(mem, offMagic, 0)
-	clear(mem[offBucketBytes:base]) // layout 3's header fields, then the buckets
+	clear(mem[offBucketBytes:base]) // layout 3 and 4's header fields, then the buckets
 	putHeader(mem, t.hdr)
 	storeWord(mem, offMagic, binary.LittleEndian.Uint64([]byte(Magic)))
 	return t, nil
 }
 
-// newHeader is the header Format writes: layout 3, with arenas if
+// newHeader is the header Format writes: layout 4 (revision 0), with arenas if
 // cfg.InlineMax asks for them (cfg has its defaults).
 func newHeader(nbuckets uint32, cfg Config, end uint64) Header {
 	h := Header{
@@ -307,6 +307,18 @@ func (t *Table) ArenaLimboClearsIn() time.Duration {
 // waits for a writer that holds the table.
 func (t *Table) SetLease(expiry uint64) {
 	t.st.word(t.mem, offLease, expiry)
+}
+
+// SetRevision publishes the node's applied store revision in the header
+// with one atomic store. Call it only once the records of every write up
+// to rev are visible (their Puts and Deletes returned, an atomic group
+// ended), never before: a reader takes a revision it read from the header
+// as a lower bound on the state it reads afterwards (docs/layout.md, "The
+// revision word"). Reset keeps the word: the state a rebuild puts back is
+// never older than it.
+func (t *Table) SetRevision(rev uint64) {
+	t.hdr.Revision = rev
+	t.st.word(t.mem, offRevision, rev)
 }
 
 // SetLeaderHint publishes the id of the node this node believes leads (0 if

@@ -62,7 +62,7 @@ func TestFormatArenas(t *testing.T) {
 		// 10*144 = 1440 bytes of arena, rounded up to 1472 (23 lines).
 		{"a 144", Config{InlineMax: 144}, 64 + 1472, 256, 100},
 		{"a 352, short grace", Config{InlineMax: 352, Grace: 40 * time.Millisecond}, 64 + 3520, 128, 40},
-		{"explicit inline grace", Config{InlineMax: 32, InlineGrace: 7 * time.Millisecond}, 64 + 320, 512, 7},
+		{"explicit inline grace", Config{InlineMax: 56, InlineGrace: 7 * time.Millisecond}, 64 + 576, 512, 7},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -145,7 +145,7 @@ func TestFormatRejects(t *testing.T) {
 	if string(mem[:8]) == Magic {
 		t.Error("a failed Format wrote the header")
 	}
-	if _, err := Format(mem[:HeaderSize+128+32], Config{}); err != nil {
+	if _, err := Format(mem[:HeaderSize+128+MinRecord], Config{}); err != nil {
 		t.Errorf("smallest table: %v", err)
 	}
 }
@@ -183,7 +183,7 @@ func TestPutGetDelete(t *testing.T) {
 	for i, s := range steps {
 		switch s.op {
 		case "put":
-			if err := tab.Put([]byte(s.key), []byte(s.value), uint64(i+1)); err != nil {
+			if err := tab.Put([]byte(s.key), []byte(s.value), mv(uint64(i+1))); err != nil {
 				t.Fatalf("step %d: %v", i, err)
 			}
 			model[s.key], versions[s.key] = s.value, uint64(i+1)
@@ -211,8 +211,8 @@ func checkModel(t *testing.T, tab *Table, mem []byte, model map[string]string, v
 		}
 	}
 	for k, v := range model {
-		got, ver, ok, _ := tab.Get([]byte(k))
-		if !ok || string(got) != v || ver != versions[k] {
+		got, m, ok, _ := tab.Get([]byte(k))
+		if ver := m.Mod; !ok || string(got) != v || ver != versions[k] {
 			t.Fatalf("Get(%q) = %q, %d, %v; want %q, %d", k, got, ver, ok, v, versions[k])
 		}
 		got, ver, err := lookup(mem, []byte(k))
@@ -248,7 +248,7 @@ func TestPutLimits(t *testing.T) {
 		{"largest record", big, pattern(MaxValue, 5), nil},
 	}
 	for _, tc := range tests {
-		err := tab.Put(tc.key, tc.value, 1)
+		err := tab.Put(tc.key, tc.value, mv(1))
 		if !errors.Is(err, tc.want) || (err == nil) != (tc.want == nil) {
 			t.Errorf("%s: Put = %v, want %v", tc.name, err, tc.want)
 		}
@@ -273,7 +273,7 @@ func fillUntilFull(t *testing.T, tab *Table, valueLen func(i int) int) (map[stri
 	for i := 0; ; i++ {
 		k := fmt.Sprintf("key-%06d", i)
 		v := pattern(valueLen(i), byte(i))
-		err := tab.Put([]byte(k), v, uint64(i+1))
+		err := tab.Put([]byte(k), v, mv(uint64(i+1)))
 		if err != nil {
 			return stored, err
 		}
@@ -326,7 +326,7 @@ func TestFullAreaLeavesTableIntact(t *testing.T) {
 				some = k
 				break
 			}
-			if err := tab.Put([]byte(some), pattern(5000, 1), 1<<40); !errors.Is(err, ErrNoSpace) {
+			if err := tab.Put([]byte(some), pattern(5000, 1), mv(1<<40)); !errors.Is(err, ErrNoSpace) {
 				t.Fatalf("update in a full area: %v", err)
 			}
 			if !bytes.Equal(snapshot, mem) {
@@ -356,7 +356,7 @@ func TestFullBucketsLeaveTableIntact(t *testing.T) {
 	}
 	snapshot := append([]byte(nil), mem...)
 	before := tab.Stats()
-	if err := tab.Put([]byte("one more"), nil, 99); !errors.Is(err, ErrNoSpace) {
+	if err := tab.Put([]byte("one more"), nil, mv(99)); !errors.Is(err, ErrNoSpace) {
 		t.Fatalf("Put into full buckets: %v", err)
 	}
 	if !bytes.Equal(snapshot, mem) || tab.Stats() != before {
@@ -369,7 +369,7 @@ func TestFullBucketsLeaveTableIntact(t *testing.T) {
 	// Updates still work: they reuse the key's slot.
 	for k := range stored {
 		stored[k] = []byte("updated " + k)
-		if err := tab.Put([]byte(k), stored[k], 100); err != nil {
+		if err := tab.Put([]byte(k), stored[k], mv(100)); err != nil {
 			t.Fatalf("update in full buckets: %v", err)
 		}
 	}
@@ -390,7 +390,7 @@ func TestNewKeyTakesLessLoadedBucket(t *testing.T) {
 		h := Hash(k)
 		b1, b2 := Buckets(h, 8)
 		before := loads()
-		if err := tab.Put(k, nil, 1); err != nil {
+		if err := tab.Put(k, nil, mv(1)); err != nil {
 			t.Fatal(err)
 		}
 		after := loads()
@@ -491,11 +491,11 @@ func TestIncompleteFlipChangesHeader(t *testing.T) {
 func TestCanPut(t *testing.T) {
 	t.Parallel()
 	tab, _, clk := newTable(t, 8<<10, Config{Buckets: 2, Grace: testGrace})
-	if err := tab.Put([]byte("present"), pattern(3000, 1), 1); err != nil {
+	if err := tab.Put([]byte("present"), pattern(3000, 1), mv(1)); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 2*SlotsPerBucket - 2 {
-		if err := tab.Put([]byte(fmt.Sprintf("k%d", i)), nil, 1); err != nil {
+		if err := tab.Put([]byte(fmt.Sprintf("k%d", i)), nil, mv(1)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -520,7 +520,7 @@ func TestCanPut(t *testing.T) {
 			if !errors.Is(err, tc.want) || (err == nil) != (tc.want == nil) {
 				t.Errorf("%s: CanPut = %v, want %v", tc.name, err, tc.want)
 			}
-			put := tab.Put([]byte(tc.key), make([]byte, tc.valueLen), 2)
+			put := tab.Put([]byte(tc.key), make([]byte, tc.valueLen), mv(2))
 			if (put == nil) != (err == nil) {
 				t.Errorf("%s: CanPut said %v but Put said %v", tc.name, err, put)
 			}
@@ -533,7 +533,7 @@ func TestCanPut(t *testing.T) {
 	}
 	check()
 	// Fill the last slot: new keys no longer fit, updates still do.
-	if err := tab.Put([]byte("last"), nil, 1); err != nil {
+	if err := tab.Put([]byte("last"), nil, mv(1)); err != nil {
 		t.Fatal(err)
 	}
 	tests[0].want = ErrNoSpace
@@ -579,7 +579,7 @@ func TestRandomOps(t *testing.T) {
 				}
 			default:
 				v := pattern(r.IntN(4000)>>(r.IntN(2)*5), byte(i)) // half of them small
-				err := tab.Put([]byte(k), v, uint64(i))
+				err := tab.Put([]byte(k), v, mv(uint64(i)))
 				if errors.Is(err, ErrNoSpace) {
 					noSpace++
 					break

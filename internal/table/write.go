@@ -1,8 +1,12 @@
 package table
 
-import "fmt"
+import (
+	"fmt"
 
-// Put stores value under key with the given version, out of place: the new
+	"github.com/kvd-project/kvd/internal/revision"
+)
+
+// Put stores value under key with the key's revision metadata, out of place: the new
 // record is written in full, hidden, in fresh bytes (with arenas, a record
 // of at most InlineMax bytes in the tagged format goes into the arena of
 // its slot's bucket if that has room, docs/layout.md "Inline records";
@@ -15,7 +19,7 @@ import "fmt"
 // (place.go). If the key has reservations (Reserve), Put uses their block
 // and slot and cannot fail for space. On error (ErrNoSpace, or a size
 // error) the table is unchanged.
-func (t *Table) Put(key, value []byte, version uint64) error {
+func (t *Table) Put(key, value []byte, meta revision.Meta) error {
 	if err := checkSizes(key, len(value)); err != nil {
 		return err
 	}
@@ -43,11 +47,11 @@ func (t *Table) Put(key, value []byte, version uint64) error {
 	if !dst.inline && t.inlineFits(len(key), len(value)) {
 		t.spills++ // its arena is full: out of place until re-inlined (step 6)
 	}
-	w := t.writeHidden(dst, key, value, version, Fingerprint(h))
+	w := t.writeHidden(dst, key, value, meta, Fingerprint(h))
 	if t.atomic {
 		t.remember(key) // EndAtomic turns it live with the rest of the group
 	}
-	t.checkWritten(pos, w, key, value, version)
+	t.checkWritten(pos, w, key, value, meta)
 	// An evicted key whose slot is pending (evict.go) is updated in place:
 	// its record is dead already, and the key is back once the store is.
 	wasPending := p.found && t.pending(pos, p.old)
@@ -150,13 +154,13 @@ func (t *Table) settleReservation(dst *loc, key, value []byte, g *resvKey) {
 
 // writeHidden writes the record at dst, hidden (rule W; an inline record
 // under a tag chosen by rule T), and returns the slot word naming it.
-func (t *Table) writeHidden(dst loc, key, value []byte, version uint64, fp uint16) uint64 {
+func (t *Table) writeHidden(dst loc, key, value []byte, meta revision.Meta, fp uint16) uint64 {
 	if dst.inline {
-		tag := t.st.writeInline(t.block(dst), key, value, version, stateHidden)
-		s := InlineSlot{Offset: dst.off - t.arenaBase(dst.bucket), Len: dst.n, Tag: tag, Version: uint32(version), FP: fp}
+		tag := t.st.writeInline(t.block(dst), key, value, meta, stateHidden)
+		s := InlineSlot{Offset: dst.off - t.arenaBase(dst.bucket), Len: dst.n, Tag: tag, Mod: uint32(meta.Mod), FP: fp}
 		return s.Word()
 	}
-	encodeRecordState(t.block(dst), key, value, version, stateHidden)
+	encodeRecordState(t.block(dst), key, value, meta, stateHidden)
 	t.payload += dst.n
 	return Slot{Offset: dst.off, Len: dst.n, FP: fp}.Word()
 }
@@ -231,7 +235,7 @@ func (t *Table) Delete(key []byte) (existed bool, err error) {
 // unpublishing marks the record behind slot word w at pos dead: before
 // its slot stops naming it (a record must not read live while no slot
 // names it), except for a compaction's or move's copy, which carries the
-// same version.
+// same metadata.
 func (t *Table) unpublishing(pos, w uint64) {
 	t.checkRetiring(pos, w)
 	t.setState(t.resolve(pos, w), stateDead)
