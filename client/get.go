@@ -123,11 +123,12 @@ func (c *Client) get(ctx context.Context, dst, key []byte, opts []ReadOption) (g
 		}
 		c.stats.fallbacks.Add(1)
 	}
-	v, ver, err := c.getRPC(ctx, key, o.level, &f)
+	r, err := c.getRPC(ctx, key, o.level, &f)
 	if err != nil {
 		return getResult{}, err
 	}
-	return getResult{value: append(dst, v...), meta: revision.Meta{Mod: ver}}, nil
+	r.value = append(dst, r.value...)
+	return r, nil
 }
 
 // readOneSided runs the one-sided protocol against the right node, retrying
@@ -277,7 +278,7 @@ func (c *Client) relearnLeader(ctx context.Context, n *node) {
 
 // getRPC asks the leader to read key (for Linearizable and ReadIndex it
 // confirms leadership with a quorum first; Serializable skips that).
-func (c *Client) getRPC(ctx context.Context, key []byte, level Consistency, f *failures) ([]byte, uint64, error) {
+func (c *Client) getRPC(ctx context.Context, key []byte, level Consistency, f *failures) (getResult, error) {
 	flags := wire.Linearizable
 	switch level {
 	case Serializable:
@@ -285,10 +286,21 @@ func (c *Client) getRPC(ctx context.Context, key []byte, level Consistency, f *f
 	case ReadIndex:
 		flags = wire.ReadIndex
 	}
+	meta := c.servesRevisions(ctx)
+	if meta {
+		flags |= wire.GetMeta
+	}
 	c.stats.rpcGets.Add(1)
 	resp, err := c.leaderCallFrom(ctx, &wire.Request{Op: wire.OpGet, Flags: flags, Key: key}, true, f)
-	if err != nil {
-		return nil, 0, err
+	switch {
+	case err != nil:
+		return getResult{}, err
+	case !meta:
+		return getResult{value: resp.Value, meta: revision.Meta{Mod: resp.Version}}, nil
 	}
-	return resp.Value, resp.Version, nil
+	m, err := revision.Decode(resp.Value)
+	if err != nil {
+		return getResult{}, fmt.Errorf("%w: %w", errMalformedReply, err)
+	}
+	return getResult{value: resp.Value[revision.Size:], meta: m, rev: resp.Version}, nil
 }

@@ -103,7 +103,11 @@ func (c *Client) Range(ctx context.Context, start, end []byte, opts ...ReadOptio
 	}
 	out := &RangeResponse{}
 	for {
-		q := wire.ScanRequest{Flags: wire.ScanMeta, Start: start, End: end, Rev: o.scan.rev}
+		q := wire.ScanRequest{Start: start, End: end, Rev: o.scan.rev}
+		revs := c.servesRevisions(ctx)
+		if revs {
+			q.Flags |= wire.ScanMeta
+		}
 		switch {
 		case o.scan.countOnly:
 			q.Flags |= wire.ScanCountOnly
@@ -119,7 +123,7 @@ func (c *Client) Range(ctx context.Context, start, end []byte, opts ...ReadOptio
 		if err != nil {
 			return nil, err
 		}
-		if o.scan.rev == 0 {
+		if o.scan.rev == 0 && revs {
 			o.scan.rev = rev // the following pages: the same snapshot
 		}
 		out.Revision = rev

@@ -14,6 +14,7 @@ import (
 	"github.com/kvd-project/kvd/internal/kv"
 	"github.com/kvd-project/kvd/internal/limits"
 	"github.com/kvd-project/kvd/internal/monoclock"
+	"github.com/kvd-project/kvd/internal/revision"
 	"github.com/kvd-project/kvd/internal/txn"
 	"github.com/kvd-project/kvd/internal/wire"
 	"github.com/kvd-project/kvd/raft"
@@ -346,7 +347,7 @@ func (s *Server) putPrev(ctx context.Context, key, value []byte, prevKV bool) wi
 }
 
 func (s *Server) get(ctx context.Context, key []byte, flags uint16) wire.Response {
-	switch flags {
+	switch flags &^ wire.GetMeta {
 	case wire.Linearizable, wire.ReadIndex:
 		if err := s.node.ReadIndex(ctx); err != nil {
 			return s.errResponse(err)
@@ -355,12 +356,18 @@ func (s *Server) get(ctx context.Context, key []byte, flags uint16) wire.Respons
 	default:
 		return badRequest("unknown consistency level " + strconv.Itoa(int(flags)))
 	}
+	// The revision the region showed before the read: the key had no
+	// write between its mod revision and then, so the value is the
+	// key's at max(rev, Mod) (as a one-sided GET's, docs/layout.md).
+	rev := s.mirror.Header().Revision
 	value, meta, ok, err := s.mirror.Get(ctx, key) // the region's state (mirror.Get)
 	switch {
 	case err != nil:
 		return s.errResponse(err)
 	case !ok:
 		return wire.Response{Status: wire.StatusNotFound}
+	case flags&wire.GetMeta != 0:
+		return wire.Response{Version: max(rev, meta.Mod), Value: append(meta.Append(make([]byte, 0, revision.Size+len(value))), value...)}
 	}
 	return wire.Response{Version: meta.Mod, Value: value}
 }

@@ -139,16 +139,16 @@ func runGet(ctx context.Context, e *env, args []string) error {
 	if e.o.fromVersion.set {
 		return runScan(ctx, e, args) // a read at a revision is a range read
 	}
-	v, ver, err := e.c.GetModRevision(ctx, []byte(args[0]))
+	v, meta, _, err := e.c.GetMeta(ctx, []byte(args[0]))
 	if err != nil {
 		return err
 	}
 	switch e.o.write {
 	case "json":
-		return e.json(toKV(args[0], v, client.Meta{ModRevision: ver}))
+		return e.json(toKV(args[0], v, meta))
 	case "table":
 		tw := tabwriter.NewWriter(e.out, 0, 4, 2, ' ', 0)
-		fmt.Fprintf(tw, "KEY\tVALUE\tMOD_REVISION\n%s\t%s\t%d\n", tableField([]byte(args[0])), tableField(v), ver)
+		fmt.Fprintf(tw, "KEY\tVALUE\tMOD_REVISION\n%s\t%s\t%d\n", tableField([]byte(args[0])), tableField(v), meta.ModRevision)
 		return tw.Flush()
 	case "raw":
 		_, err = e.out.Write(v)
@@ -188,7 +188,7 @@ func runMget(ctx context.Context, e *env, args []string) error {
 			missing = append(missing, args[i])
 			continue
 		}
-		found = append(found, toKV(args[i], r.Value, client.Meta{ModRevision: r.ModRevision}))
+		found = append(found, toKV(args[i], r.Value, r.Meta))
 	}
 	if err := e.printMany(found); err != nil {
 		return err

@@ -294,3 +294,24 @@ func TestDelRange(t *testing.T) {
 		t.Errorf("del --prefix --if-mod-revision: exit %d, %q; want a usage error", code, errOut)
 	}
 }
+
+// TestGetPrintsEtcdMetadata: get -w json prints the key's create and mod
+// revisions, version and lease, as etcdctl's does, from a one-sided read.
+func TestGetPrintsEtcdMetadata(t *testing.T) {
+	ep := startNode(t)
+	kvctlAt(ep, "", "put", "other", "x")
+	kvctlAt(ep, "", "put", "k", "1")
+	kvctlAt(ep, "", "put", "k", "2")
+	out, errOut, code := kvctlAt(ep, "", "-w", "json", "get", "k")
+	var kv struct {
+		CreateRevision uint64 `json:"create_revision"`
+		ModRevision    uint64 `json:"mod_revision"`
+		Version        uint64 `json:"version"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &kv) != nil {
+		t.Fatalf("get -w json: exit %d, %q %q", code, out, errOut)
+	}
+	if kv.CreateRevision != 2 || kv.ModRevision != 3 || kv.Version != 2 {
+		t.Fatalf("k: %+v, want created at 2, modified at 3, version 2", kv)
+	}
+}

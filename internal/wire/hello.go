@@ -16,6 +16,12 @@ const (
 	// ReadIndex reads are two-sided and confirmed with the quorum; they need
 	// no clock assumption.
 	ReadIndex uint16 = 2
+	// GetMeta, added to a GET's level, asks for the key's whole revision
+	// metadata: the response's Value is then its revision.Meta (32 bytes)
+	// followed by the value, and its Version the store revision the read
+	// was served at (without it: the value, and its mod revision). A
+	// server before revisions refuses it as a bad request.
+	GetMeta uint16 = 1 << 8
 )
 
 // HelloClusterID, in an OpHello request's Flags, asks the server to end its
