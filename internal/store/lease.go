@@ -233,18 +233,7 @@ func (st *Staged) AddLease(key, raw []byte) error {
 	if !validLeaseRecord(key, raw) {
 		return fmt.Errorf("%w: staged lease record %x = %x", ErrCorrupt, key, raw)
 	}
-	if st.b == nil {
-		return st.s.fault.err()
-	}
-	st.keyBuf = append(leaseGenPrefix(st.gen), key...)
-	st.note(st.keyBuf)
-	if err := st.b.Set(st.keyBuf, raw, nil); err != nil {
-		return err
-	}
-	if st.b.Len() >= stageFlushBytes {
-		return st.flush()
-	}
-	return nil
+	return st.set(append(append(st.keyBuf[:0], leaseGenPrefix(st.gen)...), key...), raw)
 }
 
 // validLeaseRecord reports whether (key, raw), a record after its

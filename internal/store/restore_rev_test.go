@@ -61,3 +61,22 @@ func TestRestoreStartsAtTheBackupsRevision(t *testing.T) {
 		t.Fatalf("a after the next write: %q %+v", v, m)
 	}
 }
+
+// TestStagedRefusesAValueWithoutMeta: a snapshot's key record (from the
+// network) too short to hold its revision metadata is refused, not
+// staged for readers to fail on.
+func TestStagedRefusesAValueWithoutMeta(t *testing.T) {
+	s, err := Open(t.TempDir(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	st := s.NewStaged(5, 1)
+	defer st.Discard()
+	if err := st.Add([]byte("k"), make([]byte, revision.Size-1)); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("a value of %d bytes: %v, want ErrCorrupt", revision.Size-1, err)
+	}
+	if err := st.Add([]byte("k"), revision.Meta{Create: 1, Mod: 1, Version: 1}.Append(nil)); err != nil {
+		t.Fatal(err)
+	}
+}

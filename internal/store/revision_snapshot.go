@@ -21,18 +21,7 @@ func (st *Staged) AddRevision(key, raw []byte) error {
 	if !validRevisionRecord(key, raw) {
 		return fmt.Errorf("%w: staged revision record %x = %x", ErrCorrupt, key, raw)
 	}
-	if st.b == nil {
-		return st.s.fault.err() // an earlier flush was cut short by a fault
-	}
-	st.keyBuf = append(revGenPrefix(st.gen), key...)
-	st.note(st.keyBuf)
-	if err := st.b.Set(st.keyBuf, raw, nil); err != nil {
-		return err
-	}
-	if st.b.Len() >= stageFlushBytes {
-		return st.flush()
-	}
-	return nil
+	return st.set(append(append(st.keyBuf[:0], revGenPrefix(st.gen)...), key...), raw)
 }
 
 // validRevisionRecord reports whether (key, raw), a record after its

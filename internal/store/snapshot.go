@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/kvd-project/kvd/internal/revision"
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 )
@@ -252,17 +253,23 @@ func (s *Store) NewStaged(index, term uint64) *Staged {
 func (st *Staged) Index() uint64 { return st.index }
 func (st *Staged) Term() uint64  { return st.term }
 
-// Add stages one key with its stored value (le64 version + value).
+// Add stages one key with its stored value (revision.Meta + value).
 func (st *Staged) Add(key, raw []byte) error {
-	if len(raw) < 8 {
+	if len(raw) < revision.Size {
 		return fmt.Errorf("%w: staged value of %d bytes", ErrCorrupt, len(raw))
 	}
+	return st.set(appendKVKey(st.keyBuf[:0], st.gen, key), raw)
+}
+
+// set stages one record under its database key k (in st.keyBuf), and
+// flushes the batch once it is large.
+func (st *Staged) set(k, raw []byte) error {
 	if st.b == nil {
 		return st.s.fault.err() // an earlier flush was cut short by a fault
 	}
-	st.keyBuf = appendKVKey(st.keyBuf[:0], st.gen, key)
-	st.note(st.keyBuf)
-	if err := st.b.Set(st.keyBuf, raw, nil); err != nil {
+	st.keyBuf = k
+	st.note(k)
+	if err := st.b.Set(k, raw, nil); err != nil {
 		return err
 	}
 	if st.b.Len() >= stageFlushBytes {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/kvd-project/kvd/internal/revision"
 )
 
 // rangeDels counts the range deletions the store's Pebble holds.
@@ -44,7 +45,7 @@ func TestAbandonedTransfersLeaveNoRangeDeletions(t *testing.T) {
 			t.Fatal(err)
 		}
 		st := s.NewStaged(8, 2) // 'B', one 'C' record, 'S' dropped by the filter
-		if err := st.Add(fmt.Appendf(nil, "k%d", i), make([]byte, 8)); err != nil {
+		if err := st.Add(fmt.Appendf(nil, "k%d", i), make([]byte, revision.Size)); err != nil {
 			t.Fatal(err)
 		}
 		if err := st.Finish(); err != nil {
@@ -62,7 +63,7 @@ func TestAbandonedTransfersLeaveNoRangeDeletions(t *testing.T) {
 	for _, keys := range []int{1, 100, discardPointBytes / 8} {
 		st := s.NewStaged(9, 2)
 		for i := range keys {
-			if err := st.Add(fmt.Appendf(nil, "x%d", i), make([]byte, 8)); err != nil {
+			if err := st.Add(fmt.Appendf(nil, "x%d", i), make([]byte, revision.Size)); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -103,7 +104,7 @@ func TestTransfersOfManySmallKeysLeaveNoRangeDeletions(t *testing.T) {
 	for i := range transfers {
 		st := s.NewStaged(8, 2)
 		for k := range keys {
-			if err := st.Add([]byte{byte(k)}, make([]byte, 8)); err != nil {
+			if err := st.Add([]byte{byte(k)}, make([]byte, revision.Size)); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -133,7 +134,7 @@ func TestLargeAbandonedTransferDeletedByRange(t *testing.T) {
 	key := make([]byte, 1000)
 	for k := range discardPointBytes/len(key) + 1 {
 		binary.BigEndian.PutUint32(key, uint32(k))
-		if err := st.Add(key, make([]byte, 8)); err != nil {
+		if err := st.Add(key, make([]byte, revision.Size)); err != nil {
 			t.Fatal(err)
 		}
 	}
