@@ -1,55 +1,19 @@
 package main
 
 import (
-	"archive/tar"
-	"compress/gzip"
-	"errors"
-	"io"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/kvd-project/kvd/internal/kvdtest"
+	"github.com/kvd-project/kvd/internal/kvdtest/fixture"
 	"github.com/kvd-project/kvd/internal/store"
 )
 
 // untarDataDir unpacks a data directory written by the previous build
-// (internal/store/testdata/README.md says how it was made) and returns it.
+// (internal/store/testdata/README.md says how it was made).
 func untarDataDir(t *testing.T) string {
-	t.Helper()
-	f, err := os.Open("../../internal/store/testdata/format1-datadir.tar.gz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dst := t.TempDir()
-	tr := tar.NewReader(zr)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return filepath.Join(dst, "data")
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := filepath.Join(dst, filepath.Clean(h.Name))
-		if h.Typeflag == tar.TypeDir {
-			err = os.MkdirAll(p, 0o700)
-		} else {
-			var b []byte
-			if b, err = io.ReadAll(tr); err == nil {
-				err = os.WriteFile(p, b, 0o600)
-			}
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	return filepath.Join(fixture.Untar(t, "../../internal/store/testdata/format1-datadir.tar.gz"), "data")
 }
 
 // TestOlderDataDirRefused: kvd on a data directory the previous build

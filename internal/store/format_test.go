@@ -1,54 +1,18 @@
 package store
 
 import (
-	"archive/tar"
-	"compress/gzip"
 	"errors"
-	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kvd-project/kvd/internal/kvdtest/fixture"
 )
 
-// untarFixture unpacks testdata/format1-datadir.tar.gz (see
-// testdata/README.md) and returns its data directory.
+// untarFixture unpacks a data directory written by the previous build
+// (internal/store/testdata/README.md says how it was made).
 func untarFixture(t *testing.T) string {
-	t.Helper()
-	f, err := os.Open("testdata/format1-datadir.tar.gz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dst := t.TempDir()
-	tr := tar.NewReader(zr)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return filepath.Join(dst, "data")
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := filepath.Join(dst, filepath.Clean(h.Name))
-		if h.Typeflag == tar.TypeDir {
-			if err := os.MkdirAll(p, 0o700); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		b, err := io.ReadAll(tr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	return filepath.Join(fixture.Untar(t, "testdata/format1-datadir.tar.gz"), "data")
 }
 
 // TestOpenRefusesDataOfAnOlderBuild: a data directory the previous build
