@@ -20,7 +20,7 @@
 // underscores (--endpoints → KVCTL_ENDPOINTS).
 //
 // Exit status: 0 on success, 1 when the operation failed (a get of a
-// missing key, and a conditional put or del whose version did not match,
+// missing key, and a conditional put or del whose mod revision did not match,
 // included), 2 on a usage error. A del of a missing key prints 0 and exits
 // 0, as etcdctl's does. -w json prints IDs as strings (ids.go). A txn exits 0 whichever branch ran (its first line says
 // SUCCESS or FAILURE), as etcdctl's does.
