@@ -18,21 +18,32 @@
 // Writes are retried by the client only while no attempt can have taken
 // effect; a write that may have been applied fails with ErrUnavailable.
 //
-// PutVersion and Delete take IfVersion, a compare-and-swap on the key's
-// version, which fails with a *ConflictError (ErrConflict) naming the
-// version the key had; Txn runs etcd-style transactions (compares, then
-// one list of PUT/DELETE/GET operations or the other) as one Raft entry.
+// The data model is etcd's: every write gets the next store revision,
+// and every key carries a Meta (CreateRevision, ModRevision, Version,
+// Lease) with etcd's meanings. GetMeta returns a key's Meta and the
+// revision the read was served at; responses carry the store revision.
+//
+// PutRevision and Delete take IfModRevision, a compare-and-swap on the
+// key's mod revision, which fails with a *ConflictError (ErrConflict)
+// naming the mod revision the key had; Txn runs etcd-style transactions
+// (compares of a key's version, create or mod revision, value or lease,
+// then one list of PUT/DELETE/GET operations or the other) as one Raft
+// entry. DeleteRange and DeletePrefix delete a range at one revision.
 // Both are decided when the entry is applied, never when it is sent, and
 // no GET, one-sided or not, sees part of a transaction.
 //
 // Range and Prefix scan keys in order, by RPC, from a server's applied
 // state (linearizable by default, one ReadIndex per page; serializable on
-// request), paging through the server's bounded responses by themselves.
+// request), paging through the server's bounded responses by themselves,
+// every page at the first page's revision, so that the pages form one
+// snapshot; WithRev reads the state at a past revision, until Compact
+// (or the servers' auto-compaction) removes it.
 //
 // Watch streams a key's or prefix's PUT and DELETE events in commit order,
-// from now or from a version, and resumes by itself across node failures
-// with no gap and no duplicate; history that no node holds any more ends
-// it with a *CompactedError (ErrCompacted).
+// from now or from a revision (WithFromRevision), served from the
+// cluster's stored history by any member, and resumes by itself across
+// node failures with no gap and no duplicate; a revision below the
+// compaction ends it with a *CompactedError (ErrCompacted).
 //
 // A Client talks to one cluster: Config.ClusterID, else the one most of
 // its endpoints' hellos name, else the first one named. An endpoint of another cluster is refused with a

@@ -16,6 +16,7 @@ import (
 
 	"github.com/kvd-project/kvd/client"
 	"github.com/kvd-project/kvd/internal/kv"
+	"github.com/kvd-project/kvd/internal/limits"
 	"github.com/kvd-project/kvd/internal/ratelog"
 	"github.com/kvd-project/kvd/internal/table"
 	"github.com/kvd-project/kvd/internal/watch"
@@ -91,6 +92,8 @@ var exported = map[string]float64{
 	"raft.DefaultElectionTicks":        raft.DefaultElectionTicks,
 	"--snapshot-count":                 server.DefaultSnapshotCount,
 	"--lease-drift":                    raft.DefaultLeaseDrift,
+	"limits.MaxDeleteRangeKeys":        limits.MaxDeleteRangeKeys,
+	"limits.MaxDeleteRangePrevBytes":   limits.MaxDeleteRangePrevBytes,
 }
 
 // unexported are limits the code keeps to a package: the doc's name, and

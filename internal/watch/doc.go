@@ -1,6 +1,6 @@
 // Package watch keeps a node's recent history of applied writes and serves
 // watchers from it: each watcher reads the events of its key or prefix, in
-// commit order, from a version on.
+// commit order, from a revision on.
 //
 // The history (Hub) is a bounded ring in memory, fed by the Raft apply
 // loop (Publish) with every write of every applied batch, in log order, so
