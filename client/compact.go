@@ -11,11 +11,12 @@ import (
 // Compact: reads at a revision below rev and watches from one fail with
 // ErrCompacted from then on, on every member. It fails with
 // ErrFutureRevision if rev is past the store revision, and with
-// ErrCompacted if the history is already compacted at rev or later.
-// Retrying it is harmless.
+// ErrCompacted if the history is already compacted at rev or later. Like a
+// write, one that fails with ErrUnavailable may or may not have been
+// applied (a retry of an applied one would fail as compacted).
 func (c *Client) Compact(ctx context.Context, rev uint64) error {
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
-	_, err := c.leaderCall(ctx, &wire.Request{Op: wire.OpCompact, Value: binary.LittleEndian.AppendUint64(nil, rev)}, true)
+	_, err := c.leaderCall(ctx, &wire.Request{Op: wire.OpCompact, Value: binary.LittleEndian.AppendUint64(nil, rev)}, false)
 	return err
 }

@@ -24,8 +24,8 @@ const batchKeys = (transport.MaxBatch - 1) / 2
 
 // Result is one key's answer in GetMany.
 type Result struct {
-	Value   []byte
-	Found   bool
+	Value []byte
+	Found bool
 	// Meta is the key's revision metadata (from an RPC answer, its mod
 	// revision alone).
 	Meta

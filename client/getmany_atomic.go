@@ -18,12 +18,12 @@ const MaxAtomicBytes = limits.MaxGetManyBytes
 //
 // At the Linearizable level it first tries to prove the snapshot
 // one-sided, by a double collect: two GetMany passes, the second started
-// after the first ended. If every key is found in both with the same
-// version, each key held that value throughout the gap between the passes
-// (a key's version is the Raft index of its write, so it never takes an
-// earlier value back), so at any instant in the gap all the values held at
-// once; the index returned is their greatest version, at which they all
-// held. A missing key cannot be proven so (it may have been created and
+// after the first ended. If every key is found in both with the same mod
+// revision, each key held that value throughout the gap between the
+// passes (a key's mod revision is the store revision of its write, so it
+// never takes an earlier value back), so at any instant in the gap all the
+// values held at once; the revision returned is their greatest mod
+// revision, at which they all held. A missing key cannot be proven so (it may have been created and
 // deleted between the passes), nor a key that changed: then the keys are
 // read by one RPC from one point-in-time view of the applied state, at the
 // level's guarantee (the leader behind a ReadIndex; Serializable: one

@@ -21,9 +21,9 @@ const (
 
 func (t EventType) String() string { return wire.EventType(t).String() }
 
-// Event is one committed write of a watched key. Version is the Raft
-// index of the write's entry: the version GetModRevision returns for a PUT
-// (a transaction's writes share one). Value is nil for a delete.
+// Event is one committed write of a watched key. ModRevision is the
+// write's store revision: the mod revision GetModRevision returns for a
+// PUT (a transaction's writes share one). Value is nil for a delete.
 type Event struct {
 	Type        EventType
 	Key         []byte
@@ -50,28 +50,29 @@ type watchOptions struct {
 // one: every key).
 func WithPrefix() WatchOption { return func(o *watchOptions) { o.prefix = true } }
 
-// WithFromRevision starts the watch at version v: every event with a
-// version >= v is delivered (v 0: from now, the default). To see a
-// prefix's keys and then its changes without a gap, read them with
-// Prefix and watch from the response's Index+1; if the read took several
-// pages, skip the events whose version is at most the one it returned for
-// their key (RangeResponse.Index).
+// WithFromRevision starts the watch at store revision v: every event
+// with a revision >= v is delivered (v 0: from now, the default), from
+// the stored history if need be, down to the cluster's compaction. To see
+// a prefix's keys and then its changes without a gap, read them with
+// Prefix (its pages are one snapshot) and watch from the response's
+// Revision+1.
 func WithFromRevision(v uint64) WatchOption { return func(o *watchOptions) { o.from = v } }
 
 // Watch streams the PUT and DELETE events of key (with WithPrefix, of
-// every key under it) in commit order, from now or from a version
-// (WithFromVersion), until ctx ends; then the channel is closed. A
+// every key under it) in commit order, from now or from a revision
+// (WithFromRevision), until ctx ends; then the channel is closed. A
 // delete of a key that did not exist is no event.
 //
 // Any node serves a watch from its own applied state, the leader first.
 // When the stream breaks (a node fails, the leader changes, the
 // connection drops, the caller falls behind), the client resumes it by
 // itself, on the same or another node, from the last event delivered:
-// every event is delivered once, in order, with no gap. Each node keeps a
-// bounded history of recent events in memory (server Config.Watch); if
-// no node still holds the events a watch needs, the watch ends with an
-// error wrapping ErrCompacted (a *CompactedError naming the oldest
-// version available): read the keys again and watch from there. Other
+// every event is delivered once, in order, with no gap. Every node serves
+// the events since the cluster's compaction revision (recent ones from
+// memory, older ones from its stored history); a watch from a compacted
+// revision ends with an error wrapping ErrCompacted (a *CompactedError
+// naming the oldest revision available): read the keys again and watch
+// from there. Other
 // errors that end a watch: ErrEmptyKey, ErrKeyTooLarge, ErrBadRequest,
 // ErrPermissionDenied, ErrUnauthenticated, ErrClosed.
 //

@@ -28,8 +28,9 @@ const scanReplyMax = limits.MaxScanBytes + limits.MaxKey + 64
 // starts after the scan returned, one-sided GETs included, can see an
 // older state than the scan did (docs/consistency.md, "Range scans"). A
 // page is the state at that one index, whole: a transaction is in it
-// entirely or not at all. Pages of one scan are each linearizable, not
-// one snapshot together.
+// entirely or not at all. A page at a revision (ScanRequest.Rev) is read
+// from the history (readRange); the client reads a scan's later pages at
+// its first page's revision, so the pages are one snapshot.
 func (s *Server) scan(ctx context.Context, req *wire.Request) wire.Response {
 	if len(req.Key) != 0 {
 		return badRequest("scan carries a key")

@@ -98,8 +98,9 @@ func (m *Mutex) Unlock(ctx context.Context) error {
 // locked and not unlocked, and its session's lease is certainly alive.
 func (m *Mutex) Held() bool { return m.version != 0 && m.s.Alive() }
 
-// Version is the lock key's version while held: a fencing token, larger
-// for every later holder of the lock (see the package comment).
+// Version is the lock key's mod revision while held (not etcd's
+// version: the name is kept for existing callers): a fencing token,
+// larger for every later holder of the lock (see the package comment).
 func (m *Mutex) Version() uint64 { return m.version }
 
 // Key is the lock's key.

@@ -81,7 +81,7 @@ func runPut(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	if e.o.write == "json" {
-		return e.json(map[string]any{"ok": true, "key": args[0], "version": version})
+		return e.json(map[string]any{"ok": true, "key": args[0], "revision": version})
 	}
 	fmt.Fprintln(e.out, "OK")
 	return nil
@@ -131,8 +131,8 @@ type kv struct {
 	ModRevision    uint64 `json:"mod_revision,omitempty"`
 	Version        uint64 `json:"version,omitempty"`
 	Lease          string `json:"lease,omitempty"` // as lease grant prints it
-	raw         []byte  // the value's bytes, for the text formats
-	name        string  // the key's bytes, for the text formats
+	raw            []byte // the value's bytes, for the text formats
+	name           string // the key's bytes, for the text formats
 }
 
 func runGet(ctx context.Context, e *env, args []string) error {

@@ -121,6 +121,9 @@ func runScan(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	if len(r.KVs) == 0 && !f.any() {
+		return client.ErrNotFound // get KEY --rev N: as get KEY, a missing key fails
+	}
 	kvs := make([]kv, len(r.KVs))
 	for i, x := range r.KVs {
 		kvs[i] = toKV(string(x.Key), x.Value, x.Meta)

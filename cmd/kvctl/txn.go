@@ -131,6 +131,9 @@ func parseCompare(line string) (client.Cmp, error) {
 	case "value", "val":
 		return client.CompareValue([]byte(key), op, []byte(operand)), nil
 	case "lease":
+		if operand == "0" {
+			return client.CompareLease([]byte(key), op, 0), nil // no lease
+		}
 		id, err := parseLeaseID(operand)
 		if err != nil {
 			return client.Cmp{}, err

@@ -251,6 +251,9 @@ func TestGetAtRevision(t *testing.T) {
 	if !strings.Contains(out, fmt.Sprintf(`"create_revision": %d`, first)) || !strings.Contains(out, `"version": 2`) {
 		t.Fatalf("k at %d: want created at %d, version 2: %s", first+1, first, out)
 	}
+	if _, errOut, code := run("get", "--rev", fmt.Sprint(first), "k2"); code != 1 || !strings.Contains(errOut, "key not found") {
+		t.Errorf("get --rev %d of a key created later: exit %d, %q; want 1, not found", first, code, errOut)
+	}
 	run("compaction", fmt.Sprint(first+1))
 	for rev, want := range map[uint64]string{first: "required revision has been compacted", first + 100: "required revision is a future revision"} {
 		if _, errOut, code := run("get", "--rev", fmt.Sprint(rev), "k"); code == 0 || !strings.Contains(errOut, want) {
@@ -313,5 +316,13 @@ func TestGetPrintsEtcdMetadata(t *testing.T) {
 	}
 	if kv.CreateRevision != 2 || kv.ModRevision != 3 || kv.Version != 2 {
 		t.Fatalf("k: %+v, want created at 2, modified at 3, version 2", kv)
+	}
+}
+
+// TestTxnLeaseZero: lease("k") = "0" holds for a key on no lease.
+func TestTxnLeaseZero(t *testing.T) {
+	tx, _, err := parseTxn(strings.NewReader("lease(k) = \"0\"\n"))
+	if err != nil || fmt.Sprint(tx.If) != fmt.Sprint([]client.Cmp{client.CompareLease([]byte("k"), client.CmpEqual, 0)}) {
+		t.Fatalf("lease(k) = 0: %v, %v", tx.If, err)
 	}
 }

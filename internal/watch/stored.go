@@ -28,9 +28,6 @@ type Store interface {
 // openStored opens a watcher that starts in the stored history, from
 // revision from, which the hub no longer holds. The caller holds h.mu.
 func (h *Hub) openStoredLocked(key []byte, prefix bool, from uint64) (*Watcher, error) {
-	if c := h.cfg.Store.CompactRevision(); from <= c {
-		return nil, &CompactedError{Requested: from, Oldest: c + 1}
-	}
 	h.watchers++
 	w := &Watcher{h: h, key: append([]byte(nil), key...), prefix: prefix, from: from,
 		gen: h.gen, progress: from - 1, stored: true, at: from}

@@ -116,3 +116,27 @@ func TestSlowWatcherReadsStoredHistory(t *testing.T) {
 		t.Fatalf("got %s at %d, want %s at 6", got, progress, want)
 	}
 }
+
+// TestWatchBelowCompactionRefusedFromMemory: the cluster's compaction
+// decides, even while this node's memory still holds the events: a watch
+// from a compacted revision fails on every member alike.
+func TestWatchBelowCompactionRefusedFromMemory(t *testing.T) {
+	st := &fakeStore{}
+	h := newHub(t, Config{Store: st})
+	for v := uint64(1); v <= 5; v++ {
+		st.publish(h, put(v, "k", fmt.Sprint(v)))
+	}
+	st.compact = 3
+	_, err := h.Watch([]byte("k"), false, 2)
+	var ce *CompactedError
+	if !errors.As(err, &ce) || ce.Oldest != 4 {
+		t.Fatalf("watch from 2, compacted at 3, memory from 1: %v; want compacted, oldest 4", err)
+	}
+	w, err := h.Watch([]byte("k"), false, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := drain(t, w, 10); got != "4:PUT:k=4 5:PUT:k=5 " {
+		t.Fatalf("watch from 4: %s", got)
+	}
+}

@@ -32,6 +32,12 @@ type Watcher struct {
 // history no longer holds every event from that version on. Progress is
 // from-1 until events come.
 func (h *Hub) Watch(key []byte, prefix bool, from uint64) (*Watcher, error) {
+	// Read before h.mu: the store is not to be called under the lock its
+	// apply loop publishes through.
+	var compacted uint64
+	if h.cfg.Store != nil {
+		compacted = h.cfg.Store.CompactRevision()
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.watchers >= h.cfg.MaxWatchers {
@@ -40,10 +46,16 @@ func (h *Hub) Watch(key []byte, prefix bool, from uint64) (*Watcher, error) {
 	if from == 0 {
 		from = h.applied + 1
 	}
-	if from < h.oldest {
-		if h.cfg.Store != nil {
+	if h.cfg.Store != nil {
+		// The cluster's compaction, not this node's memory, decides what
+		// a watch can start from: every member answers alike.
+		if from <= compacted {
+			return nil, &CompactedError{Requested: from, Oldest: compacted + 1}
+		}
+		if from < h.oldest {
 			return h.openStoredLocked(key, prefix, from)
 		}
+	} else if from < h.oldest {
 		return nil, &CompactedError{Requested: from, Oldest: h.oldest}
 	}
 	h.watchers++
