@@ -151,6 +151,8 @@ func statusName(st wire.Status) string {
 		return "lease_not_found"
 	case wire.StatusCompacted:
 		return "compacted"
+	case wire.StatusFutureRevision:
+		return "future_revision"
 	}
 	return "status_" + strconv.Itoa(int(st))
 }
