@@ -212,6 +212,13 @@ func TestRDMACASAndTxn(t *testing.T) {
 // SIGKILLed and restarted, the leader SIGSTOPped while the NIC keeps
 // answering READs of its region.
 func rdmaHistory(t *testing.T, run clientFunc, keys int) []porcupine.Operation {
+	pc, base, faults := rdmaFaults(t, keys)
+	return historyOn(t, pc, base, run, faults)
+}
+
+// rdmaFaults starts rdmaHistory's cluster and returns it, the workload
+// its clients are made from and its faults.
+func rdmaFaults(t *testing.T, keys int) (*kvdtest.ProcCluster, workload, []fault) {
 	pc := rdmaCluster(t)
 	tr, err := rdma.New(rdma.Config{Device: os.Getenv("KVD_RDMA_DEVICE")})
 	if err != nil {
@@ -222,7 +229,7 @@ func rdmaHistory(t *testing.T, run clientFunc, keys int) []porcupine.Operation {
 	t.Cleanup(func() { clientTransports.Delete(pc) })
 	leaderOf(t, pc, 20*time.Second)
 	faults := []fault{killLeader(t, pc, 3*time.Second), stopLeader(t, pc, 6*time.Second)}
-	return historyOn(t, pc, workload{keys: keys, timeout: opTimeout, tr: tr, dial: 2 * time.Second}, run, faults)
+	return pc, workload{keys: keys, timeout: opTimeout, tr: tr, dial: 2 * time.Second}, faults
 }
 
 // TestRDMACASUnderFaults is TestCASLinearizableUnderFaults over RDMA.
@@ -235,6 +242,15 @@ func TestRDMACASUnderFaults(t *testing.T) {
 // against one key space.
 func TestRDMATxnUnderFaults(t *testing.T) {
 	checkTxnHistory(t, rdmaHistory(t, runTxnClient, len(txnKeys)))
+}
+
+// TestRDMARevisionsUnderFaults is TestRevisionsLinearizableUnderFaults
+// over RDMA: the revision workload (one-sided GETs with metadata among
+// it) checked against the store with revisions.
+func TestRDMARevisionsUnderFaults(t *testing.T) {
+	pc, base, faults := rdmaFaults(t, len(revKeys))
+	initial, ops := revisionHistory(t, pc, base, faults)
+	checkRevisionHistory(t, initial, ops)
 }
 
 // stopLeader SIGSTOPs the leader for d, then SIGCONTs it: the process
