@@ -52,7 +52,7 @@ func TestRDMACASAndTxn(t *testing.T) {
 	}
 	_, err = c.PutRevision(ctx, k, []byte("stale"), client.IfModRevision(v1))
 	var ce *client.ConflictError
-	if !errors.As(err, &ce) || ce.Version != v2 {
+	if !errors.As(err, &ce) || ce.ModRevision != v2 {
 		t.Fatalf("update at a stale version = %v; want a ConflictError naming version %d", err, v2)
 	}
 	if got, ver, err := c.GetModRevision(ctx, k); err != nil || string(got) != "two" || ver != v2 {
@@ -125,8 +125,8 @@ func TestRDMACASAndTxn(t *testing.T) {
 				bad.Store(fmt.Sprintf("atomic reader: %v", err))
 				return
 			}
-			if !res[0].Found || string(res[0].Value) != string(res[1].Value) || res[0].Version != res[1].Version ||
-				res[0].Version > index || (len(res) == 3 && res[2].Found) {
+			if !res[0].Found || string(res[0].Value) != string(res[1].Value) || res[0].ModRevision != res[1].ModRevision ||
+				res[0].ModRevision > index || (len(res) == 3 && res[2].Found) {
 				bad.Store(fmt.Sprintf("atomic reader: not one snapshot at index %d: %+v", index, res))
 				return
 			}
@@ -178,14 +178,14 @@ func TestRDMACASAndTxn(t *testing.T) {
 	}
 	all, err := c.Prefix(ctx, []byte("txn-"))
 	if err != nil || len(all.KVs) != 2 || string(all.KVs[0].Key) != "txn-a" || string(all.KVs[1].Key) != "txn-b" ||
-		string(all.KVs[0].Value) != strconv.Itoa(steps) || all.KVs[0].Version != all.KVs[1].Version {
+		string(all.KVs[0].Value) != strconv.Itoa(steps) || all.KVs[0].ModRevision != all.KVs[1].ModRevision {
 		t.Fatalf("prefix scan: %+v, %v; want txn-a and txn-b at %d, written by one transaction", all, err, steps)
 	}
 	// A watch over RDMA (events pushed by the server as messages) replays
 	// the last transaction: its two events, of one version.
 	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
 	var evs []client.Event
-	for r := range c.Watch(wctx, []byte("txn-"), client.WithPrefix(), client.WithFromVersion(all.KVs[0].Version)) {
+	for r := range c.Watch(wctx, []byte("txn-"), client.WithPrefix(), client.WithFromRevision(all.KVs[0].ModRevision)) {
 		if r.Err != nil {
 			t.Fatalf("watch: %v", r.Err)
 		}
@@ -194,9 +194,9 @@ func TestRDMACASAndTxn(t *testing.T) {
 		}
 	}
 	wcancel()
-	if len(evs) != 2 || evs[0].Version != all.KVs[0].Version || evs[1].Version != evs[0].Version ||
+	if len(evs) != 2 || evs[0].ModRevision != all.KVs[0].ModRevision || evs[1].ModRevision != evs[0].ModRevision ||
 		string(evs[0].Value) != strconv.Itoa(steps) {
-		t.Fatalf("watch from version %d: %+v; want the last transaction's two PUTs", all.KVs[0].Version, evs)
+		t.Fatalf("watch from version %d: %+v; want the last transaction's two PUTs", all.KVs[0].ModRevision, evs)
 	}
 	fmt.Printf("RDMAVM-TXN: CAS create/conflict/update/stale-conflict/delete ok; %d transactions of 2 keys raced %d pairs of GETs (%d pairs both one-sided), none saw half a transaction; %d atomic snapshots (%d proven one-sided, %d by RPC) all whole; prefix scan paged and whole ok; watch replay ok\n",
 		steps, reads.Load(), oneSided.Load(), snaps.Load(), after.AtomicOneSided, after.AtomicRPC)
@@ -212,6 +212,13 @@ func TestRDMACASAndTxn(t *testing.T) {
 // SIGKILLed and restarted, the leader SIGSTOPped while the NIC keeps
 // answering READs of its region.
 func rdmaHistory(t *testing.T, run clientFunc, keys int) []porcupine.Operation {
+	pc, base, faults := rdmaFaults(t, keys)
+	return historyOn(t, pc, base, run, faults)
+}
+
+// rdmaFaults starts rdmaHistory's cluster and returns it, the workload
+// its clients are made from and its faults.
+func rdmaFaults(t *testing.T, keys int) (*kvdtest.ProcCluster, workload, []fault) {
 	pc := rdmaCluster(t)
 	tr, err := rdma.New(rdma.Config{Device: os.Getenv("KVD_RDMA_DEVICE")})
 	if err != nil {
@@ -222,7 +229,7 @@ func rdmaHistory(t *testing.T, run clientFunc, keys int) []porcupine.Operation {
 	t.Cleanup(func() { clientTransports.Delete(pc) })
 	leaderOf(t, pc, 20*time.Second)
 	faults := []fault{killLeader(t, pc, 3*time.Second), stopLeader(t, pc, 6*time.Second)}
-	return historyOn(t, pc, workload{keys: keys, timeout: opTimeout, tr: tr, dial: 2 * time.Second}, run, faults)
+	return pc, workload{keys: keys, timeout: opTimeout, tr: tr, dial: 2 * time.Second}, faults
 }
 
 // TestRDMACASUnderFaults is TestCASLinearizableUnderFaults over RDMA.
@@ -235,6 +242,15 @@ func TestRDMACASUnderFaults(t *testing.T) {
 // against one key space.
 func TestRDMATxnUnderFaults(t *testing.T) {
 	checkTxnHistory(t, rdmaHistory(t, runTxnClient, len(txnKeys)))
+}
+
+// TestRDMARevisionsUnderFaults is TestRevisionsLinearizableUnderFaults
+// over RDMA: the revision workload (one-sided GETs with metadata among
+// it) checked against the store with revisions.
+func TestRDMARevisionsUnderFaults(t *testing.T) {
+	pc, base, faults := rdmaFaults(t, len(revKeys))
+	initial, ops := revisionHistory(t, pc, base, faults)
+	checkRevisionHistory(t, initial, ops)
 }
 
 // stopLeader SIGSTOPs the leader for d, then SIGCONTs it: the process
