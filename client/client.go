@@ -11,6 +11,7 @@ import (
 
 	"github.com/kvd-project/kvd/internal/errs"
 	"github.com/kvd-project/kvd/internal/limits"
+	"github.com/kvd-project/kvd/internal/revision"
 	"github.com/kvd-project/kvd/internal/wire"
 	"github.com/kvd-project/kvd/transport"
 	"github.com/kvd-project/kvd/transport/tcp"
@@ -375,9 +376,18 @@ func (c *Client) callAt(ctx context.Context, addr string, req *wire.Request) (wi
 		return wire.Response{}, fmt.Errorf("%w: %w", errNotSent, err)
 	}
 	r := *req
+	older := r.Op == wire.OpGet && r.Flags&wire.GetMeta != 0 && !n.keepsRevisions()
+	if older {
+		r.Flags &^= wire.GetMeta // a server before revisions refuses it
+	}
 	resp, err := n.call(ctx, &r)
 	if err != nil {
 		return resp, err
+	}
+	if older && resp.Status == wire.StatusOK {
+		// The answer in the shape of one with metadata: all an older
+		// server knows is the mod revision.
+		resp.Value = append(revision.Meta{Mod: resp.Version}.Append(nil), resp.Value...)
 	}
 	return resp, statusError(&resp)
 }

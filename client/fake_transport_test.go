@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kvd-project/kvd/internal/revision"
 	"github.com/kvd-project/kvd/internal/table"
 	"github.com/kvd-project/kvd/internal/wire"
 	"github.com/kvd-project/kvd/transport"
@@ -180,9 +181,12 @@ func (c *fakeConn) Send(ctx context.Context, msg []byte) error {
 		resp.Version = uint64(c.f.serverClock())
 	case wire.OpGet:
 		c.f.mu.Lock()
-		c.f.rpcGets = append(c.f.rpcGets, req.Flags)
+		c.f.rpcGets = append(c.f.rpcGets, req.Flags&^wire.GetMeta)
 		c.f.mu.Unlock()
 		resp.Value, resp.Version = []byte(rpcMarker), rpcVersion
+		if req.Flags&wire.GetMeta != 0 { // as a server with revisions answers
+			resp.Value = append(revision.Meta{Mod: rpcVersion}.Append(nil), rpcMarker...)
+		}
 	default:
 		resp.Status, resp.Value = wire.StatusBadRequest, []byte("the fake serves hello, clock and get")
 	}

@@ -286,17 +286,11 @@ func (c *Client) getRPC(ctx context.Context, key []byte, level Consistency, f *f
 	case ReadIndex:
 		flags = wire.ReadIndex
 	}
-	meta := c.servesRevisions(ctx)
-	if meta {
-		flags |= wire.GetMeta
-	}
 	c.stats.rpcGets.Add(1)
-	resp, err := c.leaderCallFrom(ctx, &wire.Request{Op: wire.OpGet, Flags: flags, Key: key}, true, f)
-	switch {
-	case err != nil:
+	// callAt takes GetMeta off for a server before revisions.
+	resp, err := c.leaderCallFrom(ctx, &wire.Request{Op: wire.OpGet, Flags: flags | wire.GetMeta, Key: key}, true, f)
+	if err != nil {
 		return getResult{}, err
-	case !meta:
-		return getResult{value: resp.Value, meta: revision.Meta{Mod: resp.Version}}, nil
 	}
 	m, err := revision.Decode(resp.Value)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/kvd-project/kvd/client"
 	"github.com/kvd-project/kvd/internal/kvdtest"
 	"github.com/kvd-project/kvd/internal/kvdtest/wait"
+	"github.com/kvd-project/kvd/internal/revision"
 	"github.com/kvd-project/kvd/internal/wire"
 	"github.com/kvd-project/kvd/transport"
 )
@@ -62,6 +63,10 @@ func (f *fakeNode) answer(req *wire.Request, d transport.Descriptor) (wire.Respo
 			f.seen.Add(1)
 		}
 		r = (*f.react.Load())(req)
+		if req.Op == wire.OpGet && req.Flags&wire.GetMeta != 0 && r.resp.Status == wire.StatusOK {
+			// As a server with revisions answers (its region is layout 4).
+			r.resp.Value = append(revision.Meta{Mod: r.resp.Version}.Append(nil), r.resp.Value...)
+		}
 	default:
 		r = answer(wire.StatusBadRequest, "not supported by the fake")
 	}

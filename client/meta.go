@@ -1,8 +1,6 @@
 package client
 
 import (
-	"context"
-
 	"github.com/kvd-project/kvd/internal/revision"
 	"github.com/kvd-project/kvd/internal/table"
 )
@@ -27,27 +25,26 @@ func metaOf(m revision.Meta) Meta {
 	return Meta{CreateRevision: m.Create, ModRevision: m.Mod, Version: m.Version, Lease: LeaseID(m.Lease)}
 }
 
-// servesRevisions reports whether the cluster's servers keep revisions:
-// a node the client is connected to (it connects to one if none) runs
-// table layout 4 or later (one cluster runs one data format: its members
-// refuse peers of another). Only then does the client ask for what an
-// older server refuses (each key's whole metadata, pages pinned to a
-// revision); against an older server it reads as before.
-func (c *Client) servesRevisions(ctx context.Context) bool {
+// keepsRevisions reports whether the node runs a server with revisions:
+// its region is of table layout 4 or later (the same build). Only such a
+// server takes what an older one refuses as a bad request: a GET's
+// wire.GetMeta, a scan's metadata and revision.
+func (n *node) keepsRevisions() bool {
+	g := n.geo.Load()
+	return g != nil && g.hdr.Version >= table.LayoutVersion
+}
+
+// servesRevisions reports whether the cluster's servers keep revisions,
+// as a node the client is connected to tells (one cluster runs one data
+// format: its members refuse peers of another); true until it has
+// connected to one, as the request about to be sent will.
+func (c *Client) servesRevisions() bool {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	for _, n := range c.nodes {
-		if g := n.geo.Load(); g != nil {
-			c.mu.Unlock()
-			return g.hdr.Version >= table.LayoutVersion
+		if n.geo.Load() != nil {
+			return n.keepsRevisions()
 		}
 	}
-	c.mu.Unlock()
-	for _, addr := range c.targets() {
-		if n, err := c.nodeFor(ctx, addr); err == nil {
-			if g := n.geo.Load(); g != nil {
-				return g.hdr.Version >= table.LayoutVersion
-			}
-		}
-	}
-	return true // no node answers: the request fails on its own
+	return true
 }

@@ -247,6 +247,9 @@ func (f *lateCreate) answer(req *wire.Request, d transport.Descriptor) (resp wir
 			f.held.Store(true)
 		default:
 			resp.Value, resp.Version = []byte("7"), lateVersion
+			if req.Flags&wire.GetMeta != 0 {
+				resp.Value = append(revision.Meta{Create: lateVersion, Mod: lateVersion, Version: 1}.Append(nil), "7"...)
+			}
 		}
 	default:
 		resp.Status = wire.StatusBadRequest

@@ -290,7 +290,7 @@ func TestCASModel(t *testing.T) {
 }
 
 // TestKvctlConditionalExitStatus: the kvctl binary exits 1 on a conflict,
-// naming the key's version on stderr, and 0 when the version matches.
+// naming the key's mod revision on stderr, and 0 when it matches.
 func TestKvctlConditionalExitStatus(t *testing.T) {
 	pc := startCluster(t)
 	eps := strings.Join(pc.Endpoints(), ",")
@@ -299,12 +299,12 @@ func TestKvctlConditionalExitStatus(t *testing.T) {
 	}
 	var ee *exec.ExitError
 	out, err := kvctl(eps, "put", "--if-mod-revision", "0", "lock", "you")
-	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(out, `kvctl: kvd: conflict: key "lock" exists at version`) {
-		t.Fatalf("conflicting put: %v, %q; want exit 1 naming the version", err, out)
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(out, `kvctl: kvd: conflict: key "lock" exists at mod revision`) {
+		t.Fatalf("conflicting put: %v, %q; want exit 1 naming the mod revision", err, out)
 	}
-	out, err = kvctl(eps, "del", "--if-mod-revision", "1", "lock")
-	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(out, `is at version`) {
-		t.Fatalf("conflicting del: %v, %q; want exit 1 naming the version", err, out)
+	out, err = kvctl(eps, "del", "--if-mod-revision", "999", "lock")
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(out, `is at mod revision`) {
+		t.Fatalf("conflicting del: %v, %q; want exit 1 naming the mod revision", err, out)
 	}
 	if out, err := kvctl(eps, "get", "lock"); err != nil || out != "me\n" {
 		t.Fatalf("after the conflicts: %q, %v", out, err)
