@@ -1,6 +1,8 @@
 package client
 
 import (
+	"context"
+
 	"github.com/kvd-project/kvd/internal/revision"
 	"github.com/kvd-project/kvd/internal/table"
 )
@@ -36,15 +38,21 @@ func (n *node) keepsRevisions() bool {
 
 // servesRevisions reports whether the cluster's servers keep revisions,
 // as a node the client is connected to tells (one cluster runs one data
-// format: its members refuse peers of another); true until it has
-// connected to one, as the request about to be sent will.
-func (c *Client) servesRevisions() bool {
+// format: its members refuse peers of another). Without one, it connects
+// to the first endpoint, as the request about to be sent would.
+func (c *Client) servesRevisions(ctx context.Context) bool {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	for _, n := range c.nodes {
 		if n.geo.Load() != nil {
+			c.mu.Unlock()
 			return n.keepsRevisions()
 		}
 	}
-	return true
+	c.mu.Unlock()
+	if t := c.targets(); len(t) > 0 {
+		if n, err := c.nodeFor(ctx, t[0]); err == nil {
+			return n.keepsRevisions()
+		}
+	}
+	return true // the request fails on its own
 }

@@ -104,7 +104,7 @@ func (c *Client) Range(ctx context.Context, start, end []byte, opts ...ReadOptio
 	out := &RangeResponse{}
 	for {
 		q := wire.ScanRequest{Start: start, End: end, Rev: o.scan.rev}
-		revs := c.servesRevisions()
+		revs := c.servesRevisions(ctx)
 		if revs {
 			q.Flags |= wire.ScanMeta
 		}
