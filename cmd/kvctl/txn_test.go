@@ -66,7 +66,7 @@ func TestConditionalPutAndDel(t *testing.T) {
 	if out := must("get", "k"); out != "v2\n" {
 		t.Fatalf("after the conflicts: %q", out)
 	}
-	if out := must("-w", "json", "put", "--if-mod-revision", fmt.Sprint(v2), "k", "v3"); !strings.Contains(out, `"version"`) {
+	if out := must("-w", "json", "put", "--if-mod-revision", fmt.Sprint(v2), "k", "v3"); !strings.Contains(out, `"revision"`) {
 		t.Fatalf("json put: %q", out)
 	}
 	v3 := version(t, ep, "k")
