@@ -88,19 +88,7 @@ func runScan(ctx context.Context, e *env, args []string) error {
 	if e.o.write == "raw" {
 		return usageError{"get with range flags: -w raw cannot separate values; use simple, json or table"}
 	}
-	var opts []client.ReadOption
-	if e.o.fromVersion.set {
-		opts = append(opts, client.WithRev(e.o.fromVersion.v))
-	}
-	if f.limit > 0 {
-		opts = append(opts, client.WithLimit(f.limit))
-	}
-	if f.keysOnly {
-		opts = append(opts, client.WithKeysOnly())
-	}
-	if f.count {
-		opts = append(opts, client.WithCountOnly())
-	}
+	opts := e.o.scanOptions()
 	var r *client.RangeResponse
 	var err error
 	switch {
@@ -161,4 +149,22 @@ func runScan(ctx context.Context, e *env, args []string) error {
 		return nil
 	}
 	return e.printMany(kvs)
+}
+
+// scanOptions are the client's options for get's range flags.
+func (o *options) scanOptions() []client.ReadOption {
+	var opts []client.ReadOption
+	if o.fromVersion.set {
+		opts = append(opts, client.WithRev(o.fromVersion.v))
+	}
+	if o.scan.limit > 0 {
+		opts = append(opts, client.WithLimit(o.scan.limit))
+	}
+	if o.scan.keysOnly {
+		opts = append(opts, client.WithKeysOnly())
+	}
+	if o.scan.count {
+		opts = append(opts, client.WithCountOnly())
+	}
+	return opts
 }
