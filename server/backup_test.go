@@ -162,8 +162,8 @@ func TestBackupRoundTrip(t *testing.T) {
 	rc := newClient(t, kvdtest.Endpoints(restored), client.Linearizable)
 	checkRestored(t, rc, keys)
 	v, err := rc.PutRevision(ctx, []byte("k0000"), []byte("after"))
-	if err != nil || v <= h.Index {
-		t.Fatalf("first write after the restore: version %d, %v; want above the backup's index %d", v, err, h.Index)
+	if err != nil || v != h.Revision+1 {
+		t.Fatalf("first write after the restore: revision %d, %v; want the one after the backup's revision %d", v, err, h.Revision)
 	}
 	for _, n := range restored {
 		if n.Srv.Node().ClusterID() != restored[0].Srv.Node().ClusterID() || n.Srv.Node().ClusterID() == old[0].Srv.Node().ClusterID() {

@@ -25,14 +25,16 @@ import (
 // robin between its watches. Nothing is queued per watcher: a watcher's
 // pending events are the history past its cursor, so memory is bounded
 // by the history (Config.Watch) and one message per connection, however
-// slow its client. A watcher the history leaves behind is dropped
-// (StatusCompacted, "slow watcher dropped"); a client that stops reading
-// altogether is closed as a slow reader, as for any reply.
+// slow its client. A watcher the memory's history leaves behind reads
+// the stored history (internal/watch, stored.go) and catches up; a client
+// that stops reading altogether is closed as a slow reader, as for any
+// reply.
 //
 // A node without a leader refuses new watches and ends its open ones
 // (endIfLeaderless), so that clients resume them on a node that is
 // applying. Refusals (too many watches on the connection or the node, a
-// version already compacted, a slow watcher dropped, no leader) are
+// revision already compacted, no leader; a slow watcher dropped only
+// without a stored history) are
 // counted in
 // kvd_watch_refusals_total{reason} and logged at most once per
 // refusalLogEvery per reason.
