@@ -89,8 +89,8 @@ func TestTxnRefused(t *testing.T) {
 		t    client.Txn
 		want string
 	}{
-		{"duplicate key", client.Txn{Then: []client.Op{client.OpPut(k("w"), k("1")), client.OpDelete(k("w"))}}, `then writes key "w" more than once`},
-		{"too many ops", client.Txn{Else: many}, "65 else operations"},
+		{"duplicate key", client.Txn{Then: []client.Op{client.OpPut(k("w"), k("1")), client.OpDelete(k("w"))}}, `then: duplicate key given in txn request: "w"`},
+		{"too many ops", client.Txn{Else: many}, "129 else operations"},
 		{"empty key", client.Txn{If: []client.Cmp{client.KeyExists(nil)}}, "compare 1: empty key"},
 		{"too large", client.Txn{Then: []client.Op{client.OpPut(k("w"), make([]byte, client.MaxValue)), client.OpPut(k("w2"), make([]byte, 8<<10))}}, "bytes encoded"},
 		{"reads too much", client.Txn{Then: []client.Op{client.OpPut(k("w"), k("1")), client.OpGet(k("big")), client.OpGet(k("w"))}}, "reads too much"},

@@ -265,6 +265,9 @@ func (s *Server) handle(ctx context.Context, req *wire.Request) wire.Response {
 	}
 	switch req.Op {
 	case wire.OpPut:
+		if req.Flags&(wire.PutIgnoreValue|wire.PutIgnoreLease) != 0 {
+			return s.putIgnore(ctx, req) // txn.go
+		}
 		return s.putPrev(ctx, req.Key, req.Value, req.Flags&wire.PutPrevKV != 0)
 	case wire.OpDelete:
 		existed, _, err := s.kv.Delete(ctx, req.Key)
@@ -292,7 +295,7 @@ func checkKey(req *wire.Request) (wire.Response, bool) {
 		return wire.Response{Status: wire.StatusValueTooLarge}, true
 	case req.Op != wire.OpPut && len(req.Value) != 0:
 		return badRequest(req.Op.String() + " carries a value"), true
-	case req.Op == wire.OpPut && req.Flags&^wire.PutPrevKV != 0 || req.Op == wire.OpDelete && req.Flags != 0:
+	case req.Op == wire.OpPut && !wire.KnownPutFlags(req.Flags) || req.Op == wire.OpDelete && req.Flags != 0:
 		// A flag a later client sets (a condition, say) must not be
 		// ignored and the write applied as if unset.
 		return badRequest(fmt.Sprintf("%s carries unknown flags %#x", req.Op, req.Flags)), true

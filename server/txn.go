@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/kvd-project/kvd/internal/kv"
+	"github.com/kvd-project/kvd/internal/limits"
 	"github.com/kvd-project/kvd/internal/mirror"
 	"github.com/kvd-project/kvd/internal/txn"
 	"github.com/kvd-project/kvd/internal/wire"
@@ -26,26 +28,67 @@ func (s *Server) txn(ctx context.Context, req *wire.Request) wire.Response {
 	if err != nil {
 		return badRequest(err.Error())
 	}
-	release, term, err := s.admitTxn(&t)
+	resp, version, failed := s.runTxn(ctx, &t)
+	if failed != nil {
+		return *failed
+	}
+	return wire.Response{Version: version, Value: txn.AppendResponse(make([]byte, 0, 64), &resp)}
+}
+
+// runTxn admits and proposes a valid transaction, and returns its outcome
+// or the response that says why it failed.
+func (s *Server) runTxn(ctx context.Context, t *txn.Txn) (txn.Response, uint64, *wire.Response) {
+	fail := func(r wire.Response) (txn.Response, uint64, *wire.Response) { return txn.Response{}, 0, &r }
+	release, term, err := s.admitTxn(t)
 	if err != nil {
-		return s.errResponse(err)
+		return fail(s.errResponse(err))
 	}
 	defer release()
 	adm := raft.Admission{Term: raft.NotAdmitted} // see put
 	if term != 0 {
 		ctx, adm = s.admitted(term)
 	}
-	resp, version, err := s.kv.Txn(ctx, &t, adm)
+	resp, version, err := s.kv.Txn(ctx, t, adm)
 	switch {
 	case errors.Is(err, txn.ErrReadTooLarge), errors.Is(err, txn.ErrInvalid):
-		return badRequest(err.Error()) // applied nothing; retrying cannot help
+		return fail(badRequest(err.Error())) // applied nothing; retrying cannot help
 	case errors.Is(err, txn.ErrLeaseNotFound), errors.Is(err, txn.ErrLeaseFull):
 		s.leaseRefused(err)
-		return s.errResponse(err) // applied nothing
+		return fail(s.errResponse(err)) // applied nothing
 	case err != nil:
-		return s.errResponse(err)
+		return fail(s.errResponse(err))
 	}
-	return wire.Response{Version: version, Value: txn.AppendResponse(make([]byte, 0, 64), &resp)}
+	return resp, version, nil
+}
+
+// putIgnore serves a PUT with ignore_value or ignore_lease (wire flags):
+// a transaction of that one put, preceded by a GET of the key if it asks
+// for prev_kv, so that the key's existence is checked where it is
+// applied, on every node alike (absent: StatusNotFound, nothing applied).
+func (s *Server) putIgnore(ctx context.Context, req *wire.Request) wire.Response {
+	put := txn.Op{Type: txn.Put, Key: req.Key, Value: req.Value,
+		IgnoreValue: req.Flags&wire.PutIgnoreValue != 0, IgnoreLease: req.Flags&wire.PutIgnoreLease != 0}
+	t := txn.Txn{Then: []txn.Op{put}}
+	prevKV := req.Flags&wire.PutPrevKV != 0
+	if prevKV {
+		t.Then = []txn.Op{{Type: txn.Get, Key: req.Key}, put}
+	}
+	if err := t.Validate(); err != nil {
+		return badRequest(err.Error())
+	}
+	resp, version, failed := s.runTxn(ctx, &t)
+	if failed != nil {
+		return *failed
+	}
+	out := wire.Response{Version: version}
+	if prevKV {
+		if g := resp.Results[0]; g.Found {
+			out.Value = prevKVs(1, []kv.KV{{Key: req.Key, Value: g.Value, Meta: g.Meta}})
+		} else {
+			out.Value = prevKVs(0, nil)
+		}
+	}
+	return out
 }
 
 // admitTxn reserves, on the leader, room for every PUT of t (both
@@ -61,15 +104,7 @@ func (s *Server) admitTxn(t *txn.Txn) (release func(), term uint64, err error) {
 	case !st.LeaderReady:
 		return release, 0, errLeaderNotReady
 	}
-	var puts []mirror.Put
-	for _, ops := range [2][]txn.Op{t.Then, t.Else} {
-		for _, op := range ops {
-			if op.Type == txn.Put {
-				puts = append(puts, mirror.Put{Key: op.Key, ValueLen: len(op.Value)})
-			}
-		}
-	}
-	if release, err = s.mirror.ReserveAll(puts); err != nil {
+	if release, err = s.mirror.ReserveAll(txnPuts(nil, t)); err != nil {
 		return release, 0, err
 	}
 	return release, st.Term, nil
@@ -96,4 +131,26 @@ var errLeaderNotReady = fmt.Errorf("%w: this leader is still applying the entrie
 // register a child of a context every request shares, on the PUT path.)
 func (s *Server) admitted(term uint64) (context.Context, raft.Admission) {
 	return s.ctx, raft.Admission{Term: term}
+}
+
+// txnPuts appends the PUTs of t's branches, nested transactions included,
+// as table room to reserve. A PUT with IgnoreValue writes the value the
+// key has when it is applied, which may have grown since: it reserves
+// room for the largest.
+func txnPuts(puts []mirror.Put, t *txn.Txn) []mirror.Put {
+	for _, ops := range [2][]txn.Op{t.Then, t.Else} {
+		for i := range ops {
+			switch op := &ops[i]; op.Type {
+			case txn.Put:
+				n := len(op.Value)
+				if op.IgnoreValue {
+					n = limits.MaxValue
+				}
+				puts = append(puts, mirror.Put{Key: op.Key, ValueLen: n})
+			case txn.Nested:
+				puts = txnPuts(puts, op.Txn)
+			}
+		}
+	}
+	return puts
 }

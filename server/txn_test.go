@@ -154,8 +154,11 @@ func TestTxnRequestsRefused(t *testing.T) {
 	}{
 		{"not a transaction", wire.Request{Op: wire.OpTxn, Value: []byte{1, 2, 3}}, "txn: malformed"},
 		{"truncated", wire.Request{Op: wire.OpTxn, Value: []byte{0, 0, 1, 0, 0, 0, 1}}, "txn: malformed"},
-		{"duplicate key", wire.Request{Op: wire.OpTxn, Value: txn.Append(nil, &dup)}, "more than once"},
+		{"duplicate key", wire.Request{Op: wire.OpTxn, Value: txn.Append(nil, &dup)}, "duplicate key given in txn request"},
 		{"with a key", wire.Request{Op: wire.OpTxn, Key: []byte("k"), Value: txn.Append(nil, &txn.Txn{})}, "carries a key"},
+		{"put ignoring its value with a value", wire.Request{Op: wire.OpPut, Flags: wire.PutIgnoreValue, Key: []byte("k"), Value: []byte("v")}, "value is provided"},
+		{"put with an unknown flag", wire.Request{Op: wire.OpPut, Flags: 8, Key: []byte("k")}, "unknown flags 0x8"},
+		{"txn over the operation limit", wire.Request{Op: wire.OpTxn, Value: txn.Append(nil, &txn.Txn{Compares: make([]txn.Compare, txn.MaxOps+1)})}, "too many operations in txn request"},
 	} {
 		resp := s.handle(context.Background(), &tc.req)
 		if resp.Status != wire.StatusBadRequest || !strings.Contains(string(resp.Value), tc.want) {

@@ -131,7 +131,7 @@ put failed yes
 		{"\nput a\n", "line 2: not an operation", 2},
 		{"\nput \"a b\n", "bad quoted string", 2},
 		{"\nget a\n\nget b\n\nget c\n", "line 6: more than three sections", 2},
-		{"\nput k 1\ndel k\n", `then writes key "k" more than once`, 1},
+		{"\nput k 1\ndel k\n", `duplicate key given in txn request: "k"`, 1},
 	} {
 		_, errOut, code := kvctlAt(ep, tc.in, "txn")
 		if code != tc.code || !strings.Contains(errOut, tc.want) {

@@ -2,20 +2,18 @@ package kv
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
-	"github.com/kvd-project/kvd/internal/errs"
 	"github.com/kvd-project/kvd/internal/limits"
 	"github.com/kvd-project/kvd/internal/revision"
 	"github.com/kvd-project/kvd/internal/store"
+	"github.com/kvd-project/kvd/internal/txn"
 	"github.com/kvd-project/kvd/raft"
 )
 
 // KV is a key with its value and revision metadata: a prev_kv.
-type KV struct {
-	Key, Value []byte
-	Meta       revision.Meta
-}
+type KV = txn.KV
 
 // A range delete (opDeleteRange) is one entry: key is the range's start,
 // value a flags byte (deletePrevKV) and the range's end (empty: no end).
@@ -24,8 +22,8 @@ const deletePrevKV byte = 1
 // ErrDeleteRangeTooLarge: a range delete would delete more than
 // limits.MaxDeleteRangeKeys keys, or return more than
 // limits.MaxDeleteRangePrevBytes of previous keys and values; it deleted
-// nothing.
-var ErrDeleteRangeTooLarge = errs.Classed(errs.ErrBadRequest, "range delete too large")
+// nothing. A transaction's range delete fails with the same error.
+var ErrDeleteRangeTooLarge = txn.ErrDeleteRangeTooLarge
 
 // deleteResult is a range delete's outcome.
 type deleteResult struct {
@@ -65,25 +63,13 @@ func (m *machine) applyDeleteRange(u *store.Update, index uint64, c command) err
 		return nil
 	}
 	prevKV, end := c.value[0]&deletePrevKV != 0, c.value[1:]
-	var keys [][]byte
-	var prev []KV
-	size, over := 0, false
-	err := u.Range(c.key, end, func(k, v []byte, meta revision.Meta) bool {
-		if prevKV {
-			size += len(k) + len(v)
-			prev = append(prev, KV{Key: append([]byte(nil), k...), Value: append([]byte{}, v...), Meta: meta})
-		}
-		keys = append(keys, append([]byte(nil), k...))
-		over = len(keys) > limits.MaxDeleteRangeKeys || size > limits.MaxDeleteRangePrevBytes
-		return !over
-	})
-	if err != nil {
-		return err
-	}
-	if over {
-		m.complete(c, raft.Outcome{Index: index, Err: fmt.Errorf("%w: more than %d keys or %d bytes of previous values; delete the range in parts",
-			ErrDeleteRangeTooLarge, limits.MaxDeleteRangeKeys, limits.MaxDeleteRangePrevBytes)})
+	keys, prev, err := txn.CollectDeletes(u.Range, c.key, end, prevKV)
+	switch {
+	case errors.Is(err, ErrDeleteRangeTooLarge):
+		m.complete(c, raft.Outcome{Index: index, Err: err})
 		return nil
+	case err != nil:
+		return err
 	}
 	for _, k := range keys {
 		if _, err := u.Delete(k, m.next); err != nil {

@@ -49,7 +49,10 @@ func (m *machine) applyTxn(u *store.Update, index uint64, c command) error {
 	st := &txnState{m: m, u: u, rev: m.next}
 	resp, err := txn.Apply(st, &t, m.next, c.proposer == m.id)
 	switch {
-	case errors.Is(err, txn.ErrReadTooLarge), errors.Is(err, txn.ErrLeaseNotFound), errors.Is(err, txn.ErrLeaseFull):
+	case errors.Is(err, txn.ErrReadTooLarge), errors.Is(err, txn.ErrLeaseNotFound), errors.Is(err, txn.ErrLeaseFull),
+		errors.Is(err, txn.ErrDeleteRangeTooLarge), errors.Is(err, txn.ErrKeyNotFound):
+		// Refused whole on every node alike (txn.Apply evaluated the path
+		// before writing): nothing was applied.
 		m.complete(c, raft.Outcome{Index: index, Err: err})
 		return nil
 	case err != nil:
@@ -58,7 +61,7 @@ func (m *machine) applyTxn(u *store.Update, index uint64, c command) error {
 	if st.writes > 1 {
 		m.sc.atomic = true
 	}
-	resp.Revision = m.served()
+	resp.SetRevision(m.served())
 	m.complete(c, raft.Outcome{Index: index, Value: resp})
 	return nil
 }
@@ -73,6 +76,10 @@ type txnState struct {
 }
 
 func (s *txnState) Get(key []byte) ([]byte, revision.Meta, bool, error) { return s.u.Get(key) }
+
+func (s *txnState) Range(start, end []byte, fn func(k, v []byte, m revision.Meta) bool) error {
+	return s.u.Range(start, end, fn)
+}
 
 func (s *txnState) Put(key, value []byte, lease uint64) (revision.Meta, error) {
 	prev, err := s.u.Meta(key)

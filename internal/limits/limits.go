@@ -17,19 +17,28 @@ const (
 // Transactions. A transaction is one Raft entry and one message each way,
 // so it is bounded like the largest PUT.
 const (
-	// MaxTxnCompares is the most compares a transaction may have.
-	MaxTxnCompares = 64
-	// MaxTxnOps is the most operations each branch (Then, Else) may have.
-	MaxTxnOps = 64
+	// MaxTxnOps is etcd's --max-txn-ops default, counted as etcd counts
+	// it: the longest of a transaction's compares, Then and Else may hold
+	// at most MaxTxnOps entries, and a nested transaction's lists at most
+	// what the longest list of its parent leaves (so nesting is bounded).
+	MaxTxnOps = 128
+	// MaxTxnCompares is the most compares a transaction may have: the
+	// same count as etcd's.
+	MaxTxnCompares = MaxTxnOps
 	// MaxTxnBytes bounds a transaction's encoding: enough for a
 	// conditional PUT of the largest value under the longest key (the
 	// compare repeats the key), with room for the framing, and no more, so
 	// that a transaction command stays within the Raft and transport
 	// message limits sized for a PUT.
 	MaxTxnBytes = MaxValue + 4*MaxKey
-	// MaxTxnReadBytes bounds the values a branch's GETs return together,
-	// so that a reply is never larger than a GET's.
+	// MaxTxnReadBytes bounds the keys and values that the reads of the
+	// branch that runs (GETs, ranges, prev_kv, nested transactions
+	// included) return together, so that a reply is about a GET's size.
 	MaxTxnReadBytes = MaxValue
+	// MaxTxnResponseBytes bounds a transaction's reply whole: what it
+	// reads plus the framing and metadata of every result and key (38
+	// bytes each); a transaction over it fails whole, applying nothing.
+	MaxTxnResponseBytes = MaxTxnReadBytes + 256<<10
 )
 
 // TTL leases. They are checked when entries are applied.

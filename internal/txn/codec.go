@@ -19,12 +19,38 @@ const (
 	minResultLen   = resultHead
 	versionOperand = 8
 	leaseOperand   = 8
+	rangeEndHead   = 2          // a range compare's or op's endLen
+	rangeOpHead    = 1 + 8      // a Range's flags, limit
+	putOptsHead    = 1 + 8      // a put with options: flags, lease
+	kvHead         = 2 + 4 + 32 // keyLen, valueLen, mod, create, version, lease
+	metaLen        = 8          // a compare's mod in the response
 )
 
-// putLease is the encoded type of a Put with a lease: its value is
-// le64 lease ‖ value. A Put without one encodes as before (type 1), so
-// every entry written before leases decodes as it did.
-const putLease = 4
+// Encodings that are not an OpType of their own: a Put with a lease
+// (le64 lease ‖ value), and a Put with options (flags, le64 lease, value).
+// A Put without either encodes as type 1, so every entry written before
+// leases decodes as it did; a Put has exactly one encoding.
+const (
+	putLease = 4
+	putOpts  = 8
+)
+
+// Flags of the encoding.
+const (
+	rangeCompare   = 0x80 // on a compare's target: a range end precedes the operand
+	flagPrevKV     = 1    // DeleteRange
+	flagKeysOnly   = 1    // Range
+	flagCountOnly  = 2    // Range
+	flagIgnoreVal  = 1    // putOpts
+	flagIgnoreLse  = 2    // putOpts
+	knownPutFlags  = flagIgnoreVal | flagIgnoreLse
+	knownRangeFlag = flagKeysOnly | flagCountOnly
+)
+
+// maxDepth bounds the nesting Parse and DecodeResponse accept: every level
+// takes at least one of its parent's MaxOps (Validate), so no admitted
+// transaction nests deeper.
+const maxDepth = MaxOps
 
 var le = binary.LittleEndian
 
@@ -34,6 +60,9 @@ func EncodedLen(t *Txn) int {
 	for i := range t.Compares {
 		c := &t.Compares[i]
 		n += compareHead + len(c.Key)
+		if len(c.RangeEnd) != 0 {
+			n += 4 + rangeEndHead + len(c.RangeEnd)
+		}
 		if c.Target.numeric() {
 			n += versionOperand
 		} else {
@@ -42,13 +71,34 @@ func EncodedLen(t *Txn) int {
 	}
 	for _, ops := range [2][]Op{t.Then, t.Else} {
 		for i := range ops {
-			n += opHead + len(ops[i].Key) + len(ops[i].Value)
-			if ops[i].Lease != 0 {
-				n += leaseOperand
-			}
+			n += opHead + len(ops[i].Key) + opBodyLen(&ops[i])
 		}
 	}
 	return n
+}
+
+// opBodyLen is the length of op's body (what valueLen counts).
+func opBodyLen(op *Op) int {
+	switch op.Type {
+	case Put:
+		switch {
+		case op.IgnoreValue || op.IgnoreLease:
+			return putOptsHead + len(op.Value)
+		case op.Lease != 0:
+			return leaseOperand + len(op.Value)
+		}
+		return len(op.Value)
+	case DeleteRange:
+		return 1 + len(op.RangeEnd)
+	case Range:
+		return rangeOpHead + len(op.RangeEnd)
+	case Nested:
+		if op.Txn == nil {
+			return txnHead
+		}
+		return EncodedLen(op.Txn)
+	}
+	return len(op.Value)
 }
 
 // Append appends t's encoding to b. t must be valid (Validate); a compare
@@ -58,16 +108,7 @@ func Append(b []byte, t *Txn) []byte {
 	b = le.AppendUint16(b, uint16(len(t.Then)))
 	b = le.AppendUint16(b, uint16(len(t.Else)))
 	for i := range t.Compares {
-		c := &t.Compares[i]
-		b = append(b, byte(c.Target), byte(c.Cmp))
-		b = le.AppendUint16(b, uint16(len(c.Key)))
-		b = append(b, c.Key...)
-		if c.Target.numeric() {
-			b = le.AppendUint64(b, c.Num)
-		} else {
-			b = le.AppendUint32(b, uint32(len(c.Value)))
-			b = append(b, c.Value...)
-		}
+		b = appendCompare(b, &t.Compares[i])
 	}
 	for _, ops := range [2][]Op{t.Then, t.Else} {
 		for i := range ops {
@@ -77,19 +118,80 @@ func Append(b []byte, t *Txn) []byte {
 	return b
 }
 
-func appendOp(b []byte, op *Op) []byte {
-	if op.Type == Put && op.Lease != 0 {
-		b = append(b, putLease)
-		b = le.AppendUint16(b, uint16(len(op.Key)))
-		b = le.AppendUint32(b, uint32(leaseOperand+len(op.Value)))
-		b = append(b, op.Key...)
-		b = le.AppendUint64(b, op.Lease)
-		return append(b, op.Value...)
+func appendCompare(b []byte, c *Compare) []byte {
+	target := byte(c.Target)
+	if len(c.RangeEnd) != 0 {
+		target |= rangeCompare
 	}
-	b = append(b, byte(op.Type))
+	b = append(b, target, byte(c.Cmp))
+	b = le.AppendUint16(b, uint16(len(c.Key)))
+	b = append(b, c.Key...)
+	if len(c.RangeEnd) != 0 {
+		// Framed as a value operand, so that a kvd that does not know
+		// range compares parses the transaction and refuses its target.
+		n := rangeEndHead + len(c.RangeEnd) + versionOperand
+		if !c.Target.numeric() {
+			n = rangeEndHead + len(c.RangeEnd) + 4 + len(c.Value)
+		}
+		b = le.AppendUint32(b, uint32(n))
+		b = le.AppendUint16(b, uint16(len(c.RangeEnd)))
+		b = append(b, c.RangeEnd...)
+	}
+	if c.Target.numeric() {
+		return le.AppendUint64(b, c.Num)
+	}
+	b = le.AppendUint32(b, uint32(len(c.Value)))
+	return append(b, c.Value...)
+}
+
+func appendOp(b []byte, op *Op) []byte {
+	typ := byte(op.Type)
+	if op.Type == Put {
+		switch {
+		case op.IgnoreValue || op.IgnoreLease:
+			typ = putOpts
+		case op.Lease != 0:
+			typ = putLease
+		}
+	}
+	b = append(b, typ)
 	b = le.AppendUint16(b, uint16(len(op.Key)))
-	b = le.AppendUint32(b, uint32(len(op.Value)))
+	b = le.AppendUint32(b, uint32(opBodyLen(op)))
 	b = append(b, op.Key...)
+	switch typ {
+	case putLease:
+		b = le.AppendUint64(b, op.Lease)
+	case putOpts:
+		flags := byte(0)
+		if op.IgnoreValue {
+			flags |= flagIgnoreVal
+		}
+		if op.IgnoreLease {
+			flags |= flagIgnoreLse
+		}
+		b = le.AppendUint64(append(b, flags), op.Lease)
+	case byte(DeleteRange):
+		flags := byte(0)
+		if op.PrevKV {
+			flags = flagPrevKV
+		}
+		return append(append(b, flags), op.RangeEnd...)
+	case byte(Range):
+		flags := byte(0)
+		if op.KeysOnly {
+			flags |= flagKeysOnly
+		}
+		if op.CountOnly {
+			flags |= flagCountOnly
+		}
+		b = le.AppendUint64(append(b, flags), op.Limit)
+		return append(b, op.RangeEnd...)
+	case byte(Nested):
+		if op.Txn == nil {
+			return append(b, make([]byte, txnHead)...)
+		}
+		return Append(b, op.Txn)
+	}
 	return append(b, op.Value...)
 }
 
@@ -107,9 +209,9 @@ func Decode(b []byte) (Txn, error) {
 	switch {
 	case len(b) > MaxBytes:
 		return Txn{}, fmt.Errorf("%w: %d bytes encoded (at most %d)", ErrInvalid, len(b), MaxBytes)
-	case !r.bad && fits(nc, nt+ne, len(r.b)) && (nc > MaxCompares || nt > MaxOps || ne > MaxOps):
-		return Txn{}, fmt.Errorf("%w: %d compares, %d then and %d else operations (at most %d and %d each)",
-			ErrInvalid, nc, nt, ne, MaxCompares, MaxOps)
+	case !r.bad && fits(nc, nt+ne, len(r.b)) && max(nc, nt, ne) > MaxOps:
+		return Txn{}, fmt.Errorf("%w: too many operations in txn request: %d compares, %d then and %d else operations (at most %d each)",
+			ErrInvalid, nc, nt, ne, MaxOps)
 	}
 	t, err := Parse(b)
 	if err != nil {
@@ -123,39 +225,60 @@ func Decode(b []byte) (Txn, error) {
 // every entry that was admitted, whatever limits it was built with. Keys
 // and values alias b.
 func Parse(b []byte) (Txn, error) {
-	var t Txn
 	r := reader{b: b}
-	nc, nt, ne := int(r.u16()), int(r.u16()), int(r.u16())
-	if r.bad {
-		return t, fmt.Errorf("%w: %d bytes, shorter than a header", ErrMalformed, len(b))
-	}
-	// Bound the allocations by what the bytes can hold.
-	if !fits(nc, nt+ne, len(r.b)) {
-		return t, fmt.Errorf("%w: %d compares and %d operations cannot fit %d bytes", ErrMalformed, nc, nt+ne, len(r.b))
-	}
-	if nc > 0 {
-		t.Compares = make([]Compare, nc)
-	}
-	for i := range t.Compares {
-		c := &t.Compares[i]
-		c.Target, c.Cmp = Target(r.u8()), Cmp(r.u8())
-		c.Key = r.bytes(int(r.u16()))
-		if c.Target.numeric() {
-			c.Num = r.u64()
-		} else {
-			c.Value = r.bytes(int(r.u32()))
-		}
-	}
-	t.Then, t.Else = r.ops(nt), r.ops(ne)
+	t := r.txn(0)
 	switch {
 	case r.bad:
-		return Txn{}, fmt.Errorf("%w: truncated (%d bytes)", ErrMalformed, len(b))
+		return Txn{}, fmt.Errorf("%w: truncated, or with counts its %d bytes cannot hold", ErrMalformed, len(b))
 	case len(r.b) != 0:
 		return Txn{}, fmt.Errorf("%w: %d trailing bytes", ErrMalformed, len(r.b))
 	}
 	return t, nil
 }
 
+// txn reads a transaction at nesting depth.
+func (r *reader) txn(depth int) Txn {
+	var t Txn
+	nc, nt, ne := int(r.u16()), int(r.u16()), int(r.u16())
+	// Bound the allocations by what the bytes can hold.
+	if r.bad || depth > maxDepth || !fits(nc, nt+ne, len(r.b)) {
+		r.bad = true
+		return t
+	}
+	if nc > 0 {
+		t.Compares = make([]Compare, nc)
+	}
+	for i := range t.Compares {
+		r.compare(&t.Compares[i])
+	}
+	t.Then, t.Else = r.ops(nt, depth), r.ops(ne, depth)
+	return t
+}
+
+func (r *reader) compare(c *Compare) {
+	target := r.u8()
+	c.Target, c.Cmp = Target(target&^rangeCompare), Cmp(r.u8())
+	c.Key = r.bytes(int(r.u16()))
+	if target&rangeCompare != 0 {
+		body := reader{b: r.bytes(int(r.u32()))}
+		body.bad = r.bad
+		if c.RangeEnd = body.bytes(int(body.u16())); len(c.RangeEnd) == 0 {
+			body.bad = true
+		}
+		body.operand(c)
+		r.bad = r.bad || body.bad || len(body.b) != 0
+		return
+	}
+	r.operand(c)
+}
+
+func (r *reader) operand(c *Compare) {
+	if c.Target.numeric() {
+		c.Num = r.u64()
+	} else {
+		c.Value = r.bytes(int(r.u32()))
+	}
+}
 // AppendResponse appends r's encoding to b: the fields every kvd has
 // read (each key's mod revision), then an extension with the response's
 // revision and the rest of each key's metadata (doc.go).
@@ -171,15 +294,7 @@ func AppendResponse(b []byte, r *Response) []byte {
 	}
 	b = le.AppendUint16(b, uint16(len(r.Results)))
 	for i := range r.Results {
-		res := &r.Results[i]
-		found := byte(0)
-		if res.Found {
-			found = 1
-		}
-		b = append(b, byte(res.Type), found)
-		b = le.AppendUint64(b, res.Meta.Mod)
-		b = le.AppendUint32(b, uint32(len(res.Value)))
-		b = append(b, res.Value...)
+		b = appendResult(b, &r.Results[i])
 	}
 	b = le.AppendUint64(b, r.Revision)
 	for _, m := range r.Compared {
@@ -187,6 +302,60 @@ func AppendResponse(b []byte, r *Response) []byte {
 	}
 	for i := range r.Results {
 		b = appendMetaRest(b, r.Results[i].Meta)
+	}
+	return b
+}
+
+func appendResult(b []byte, res *Result) []byte {
+	found := byte(0)
+	if res.Found {
+		found = 1
+	}
+	b = append(b, byte(res.Type), found)
+	b = le.AppendUint64(b, res.Meta.Mod)
+	switch res.Type {
+	case DeleteRange:
+		b = le.AppendUint32(b, uint32(8+4+kvsLen(res.KVs)))
+		b = le.AppendUint64(b, res.Deleted)
+		return appendKVs(b, res.KVs)
+	case Range:
+		b = le.AppendUint32(b, uint32(8+1+4+kvsLen(res.KVs)))
+		b = le.AppendUint64(b, res.Count)
+		more := byte(0)
+		if res.More {
+			more = 1
+		}
+		return appendKVs(append(b, more), res.KVs)
+	case Nested:
+		at := len(b)
+		b = le.AppendUint32(b, 0)
+		if res.Txn != nil {
+			b = AppendResponse(b, res.Txn)
+		}
+		le.PutUint32(b[at:], uint32(len(b)-at-4))
+		return b
+	}
+	b = le.AppendUint32(b, uint32(len(res.Value)))
+	return append(b, res.Value...)
+}
+
+func kvsLen(kvs []KV) int {
+	n := 0
+	for i := range kvs {
+		n += kvHead + len(kvs[i].Key) + len(kvs[i].Value)
+	}
+	return n
+}
+
+func appendKVs(b []byte, kvs []KV) []byte {
+	b = le.AppendUint32(b, uint32(len(kvs)))
+	for i := range kvs {
+		kv := &kvs[i]
+		b = le.AppendUint16(b, uint16(len(kv.Key)))
+		b = le.AppendUint32(b, uint32(len(kv.Value)))
+		b = append(append(b, kv.Key...), kv.Value...)
+		b = le.AppendUint64(b, kv.Meta.Mod)
+		b = appendMetaRest(b, kv.Meta)
 	}
 	return b
 }
@@ -208,12 +377,26 @@ func (r *reader) metaRest(m *revision.Meta) {
 // ErrMalformed. A response without the extension (from a kvd before
 // revisions) leaves Revision 0 and only each Meta's Mod set.
 func DecodeResponse(b []byte) (Response, error) {
-	var resp Response
 	r := reader{b: b}
+	resp := r.response(0)
+	switch {
+	case r.bad:
+		return Response{}, fmt.Errorf("%w: response truncated or with unknown fields (%d bytes)", ErrMalformed, len(b))
+	case len(r.b) != 0:
+		return Response{}, fmt.Errorf("%w: %d trailing bytes", ErrMalformed, len(r.b))
+	}
+	return resp, nil
+}
+
+// response reads a response at nesting depth: all of r's bytes, as the
+// extension is optional (a nested response always has it).
+func (r *reader) response(depth int) Response {
+	var resp Response
 	ok := r.u8()
 	nc := int(r.u16())
-	if r.bad || ok > 1 || nc*8 > len(r.b) {
-		return resp, fmt.Errorf("%w: response header", ErrMalformed)
+	if r.bad || ok > 1 || nc*metaLen > len(r.b) || depth > maxDepth {
+		r.bad = true
+		return resp
 	}
 	if nc > 0 {
 		resp.Compared = make([]revision.Meta, nc)
@@ -223,13 +406,14 @@ func DecodeResponse(b []byte) (Response, error) {
 	}
 	nr := int(r.u16())
 	if r.bad || nr*minResultLen > len(r.b) {
-		return Response{}, fmt.Errorf("%w: %d results cannot fit %d bytes", ErrMalformed, nr, len(r.b))
+		r.bad = true
+		return resp
 	}
 	if nr > 0 {
 		resp.Results = make([]Result, nr)
 	}
 	for i := range resp.Results {
-		decodeResult(&r, &resp.Results[i])
+		r.result(&resp.Results[i], depth)
 	}
 	if !r.bad && len(r.b) > 0 {
 		resp.Revision = r.u64()
@@ -240,27 +424,58 @@ func DecodeResponse(b []byte) (Response, error) {
 			r.metaRest(&resp.Results[i].Meta)
 		}
 	}
-	switch {
-	case r.bad:
-		return Response{}, fmt.Errorf("%w: response truncated or with unknown fields (%d bytes)", ErrMalformed, len(b))
-	case len(r.b) != 0:
-		return Response{}, fmt.Errorf("%w: %d trailing bytes", ErrMalformed, len(r.b))
-	}
 	resp.Succeeded = ok == 1
-	return resp, nil
+	return resp
 }
 
-func decodeResult(r *reader, res *Result) {
+func (r *reader) result(res *Result, depth int) {
 	res.Type = OpType(r.u8())
 	found := r.u8()
 	res.Meta.Mod = r.u64()
-	if res.Value = r.bytes(int(r.u32())); len(res.Value) == 0 {
-		res.Value = nil
+	body := reader{b: r.bytes(int(r.u32())), bad: r.bad}
+	switch res.Type {
+	case Put, Delete, Get:
+		if res.Value = body.rest(); len(res.Value) == 0 {
+			res.Value = nil
+		}
+	case DeleteRange:
+		res.Deleted = body.u64()
+		res.KVs = body.kvs()
+	case Range:
+		res.Count = body.u64()
+		more := body.u8()
+		res.More, res.KVs = more == 1, body.kvs()
+		body.bad = body.bad || more > 1
+	case Nested:
+		t := body.response(depth + 1)
+		res.Txn = &t
+	default:
+		body.bad = true
 	}
-	if found > 1 || res.Type < Put || res.Type > Get {
-		r.bad = true
-	}
+	r.bad = r.bad || body.bad || len(body.b) != 0 || found > 1
 	res.Found = found == 1
+}
+
+func (r *reader) kvs() []KV {
+	n := int(r.u32())
+	if r.bad || n*kvHead > len(r.b) {
+		r.bad = true
+		return nil
+	}
+	if n == 0 {
+		return nil
+	}
+	kvs := make([]KV, n)
+	for i := range kvs {
+		kv := &kvs[i]
+		kl, vl := int(r.u16()), int(r.u32())
+		if kv.Key, kv.Value = r.bytes(kl), r.bytes(vl); vl == 0 {
+			kv.Value = nil
+		}
+		kv.Meta.Mod = r.u64()
+		r.metaRest(&kv.Meta)
+	}
+	return kvs
 }
 
 // reader consumes b; once a read runs past the end, bad is set and every
@@ -311,27 +526,62 @@ func (r *reader) u64() uint64 {
 // bytes returns the next n bytes.
 func (r *reader) bytes(n int) []byte { return r.take(n) }
 
-func (r *reader) ops(n int) []Op {
+func (r *reader) ops(n, depth int) []Op {
 	if n == 0 || r.bad {
 		return nil
 	}
 	ops := make([]Op, n)
 	for i := range ops {
 		op := &ops[i]
-		op.Type = OpType(r.u8())
+		typ := r.u8()
 		kl, vl := int(r.u16()), int(r.u32())
-		op.Key, op.Value = r.bytes(kl), r.bytes(vl)
-		if op.Type == putLease {
-			if len(op.Value) < leaseOperand {
-				r.bad = true
-				return nil
-			}
-			op.Type, op.Lease, op.Value = Put, le.Uint64(op.Value), op.Value[leaseOperand:]
-			if op.Lease == 0 {
-				r.bad = true // encoded as a plain Put; never two encodings of one op
-				return nil
-			}
+		op.Type, op.Key = OpType(typ), r.bytes(kl)
+		body := reader{b: r.bytes(vl), bad: r.bad}
+		body.opBody(op, typ, depth)
+		if r.bad = r.bad || body.bad; r.bad {
+			return nil
 		}
 	}
 	return ops
+}
+
+// opBody reads an operation's body, which is all of r.
+func (r *reader) opBody(op *Op, typ byte, depth int) {
+	switch typ {
+	case putLease:
+		op.Type, op.Lease = Put, r.u64()
+		// A lease of 0 is a plain Put: never two encodings of one op.
+		r.bad = r.bad || op.Lease == 0
+	case putOpts:
+		flags := r.u8()
+		op.Type, op.Lease = Put, r.u64()
+		op.IgnoreValue, op.IgnoreLease = flags&flagIgnoreVal != 0, flags&flagIgnoreLse != 0
+		r.bad = r.bad || flags == 0 || flags&^knownPutFlags != 0
+	case byte(DeleteRange):
+		flags := r.u8()
+		op.PrevKV, op.RangeEnd = flags&flagPrevKV != 0, r.rest()
+		r.bad = r.bad || flags&^flagPrevKV != 0
+		return
+	case byte(Range):
+		flags := r.u8()
+		op.Limit = r.u64()
+		op.KeysOnly, op.CountOnly, op.RangeEnd = flags&flagKeysOnly != 0, flags&flagCountOnly != 0, r.rest()
+		r.bad = r.bad || flags&^knownRangeFlag != 0
+		return
+	case byte(Nested):
+		t := r.txn(depth + 1)
+		op.Txn = &t
+		r.bad = r.bad || len(r.b) != 0
+		return
+	}
+	// A Put's value, or what an unknown type carries (Validate refuses it).
+	op.Value = r.rest()
+}
+
+// rest returns what remains of r (nil if nothing).
+func (r *reader) rest() []byte {
+	if r.bad || len(r.b) == 0 {
+		return nil
+	}
+	return r.bytes(len(r.b))
 }

@@ -90,6 +90,7 @@ func TestDecodeMalformed(t *testing.T) {
 // ErrInvalid and a message naming the rule.
 func TestValidate(t *testing.T) {
 	put := func(k string) Op { return Op{Type: Put, Key: b(k), Value: b("v")} }
+	nested := func(t Txn) Op { return Op{Type: Nested, Txn: &t} }
 	many := func(n int, f func(i int) Op) []Op {
 		ops := make([]Op, n)
 		for i := range ops {
@@ -100,7 +101,7 @@ func TestValidate(t *testing.T) {
 	long := strings.Repeat("k", 1025)
 	// The encoding cannot carry this fault (a version compare has no value
 	// field), so Decode cannot meet it.
-	notOnWire := map[string]bool{"version compare with a value": true}
+	notOnWire := map[string]bool{"version compare with a value": true, "put with a range end": true, "range options on a delete": true}
 	for _, tc := range []struct {
 		name string
 		tx   Txn
@@ -109,10 +110,31 @@ func TestValidate(t *testing.T) {
 		{"sample", sample(), ""},
 		{"put and get of one key", Txn{Then: []Op{put("a"), {Type: Get, Key: b("a")}}}, ""},
 		{"same key in then and else", Txn{Then: []Op{put("a")}, Else: []Op{put("a")}}, ""},
-		{"duplicate put", Txn{Then: []Op{put("a"), put("b"), put("a")}}, `then writes key "a" more than once`},
-		{"put and delete of one key", Txn{Else: []Op{put("a"), {Type: Delete, Key: b("a")}}}, `else writes key "a"`},
-		{"too many compares", Txn{Compares: make([]Compare, MaxCompares+1)}, "65 compares"},
-		{"too many ops", Txn{Then: many(MaxOps+1, func(i int) Op { return put(string(rune('a' + i%26))) })}, "65 then"},
+		{"duplicate put", Txn{Then: []Op{put("a"), put("b"), put("a")}}, `then: duplicate key given in txn request: "a"`},
+		{"put and delete of one key", Txn{Else: []Op{put("a"), {Type: Delete, Key: b("a")}}}, `else: duplicate key given in txn request: "a"`},
+		{"delete then put of one key", Txn{Else: []Op{{Type: Delete, Key: b("a")}, put("a")}}, `duplicate key given in txn request: "a"`},
+		{"two deletes of one key", Txn{Then: []Op{{Type: Delete, Key: b("a")}, {Type: DeleteRange, Key: b("a"), RangeEnd: b("b")}}}, ""},
+		{"put inside a deleted range", Txn{Then: []Op{{Type: DeleteRange, Key: b("a"), RangeEnd: b("c")}, put("b")}}, `duplicate key given in txn request: "b"`},
+		{"put inside a deleted prefix to the end", Txn{Then: []Op{put("zz"), {Type: DeleteRange, Key: b("z"), RangeEnd: b("\x00")}}}, `duplicate key given in txn request: "zz"`},
+		{"put beside a deleted range", Txn{Then: []Op{{Type: DeleteRange, Key: b("a"), RangeEnd: b("c")}, put("c")}}, ""},
+		{"put in a nested txn and its parent", Txn{Then: []Op{nested(Txn{Then: []Op{put("a")}}), put("a")}}, `duplicate key given in txn request: "a"`},
+		{"put in a nested txn under its parent's delete", Txn{Then: []Op{{Type: DeleteRange, Key: b("a"), RangeEnd: b("b")}, nested(Txn{Else: []Op{put("a")}})}}, `duplicate key given in txn request: "a"`},
+		{"put in both branches of a nested txn", Txn{Then: []Op{nested(Txn{Then: []Op{put("a")}, Else: []Op{put("a")}})}}, ""},
+		{"put in two nested txns", Txn{Then: []Op{nested(Txn{Then: []Op{put("a")}}), nested(Txn{Else: []Op{put("a")}})}}, `duplicate key given in txn request: "a"`},
+		{"put in a nested txn before a nested delete", Txn{Then: []Op{nested(Txn{Then: []Op{put("a")}}), nested(Txn{Then: []Op{{Type: Delete, Key: b("a")}}})}}, ""},
+		{"too many compares", Txn{Compares: make([]Compare, MaxCompares+1)}, "too many operations in txn request: 129 compares"},
+		{"too many ops", Txn{Then: many(MaxOps+1, func(i int) Op { return put(string(rune('a' + i%26))) })}, "129 then"},
+		{"128 ops", Txn{Then: many(MaxOps, func(i int) Op { return Op{Type: Get, Key: b("k")} })}, ""},
+		{"nested txn within what its parent leaves", Txn{Then: append(many(99, func(int) Op { return Op{Type: Get, Key: b("k")} }),
+			nested(Txn{Else: many(MaxOps-100, func(int) Op { return Op{Type: Get, Key: b("k")} })}))}, ""},
+		{"nested txn over what its parent leaves", Txn{Then: append(many(99, func(int) Op { return Op{Type: Get, Key: b("k")} }),
+			nested(Txn{Else: many(MaxOps-99, func(int) Op { return Op{Type: Get, Key: b("k")} })}))}, "too many operations in txn request: 0 compares, 0 then and 29 else operations (at most 28 each, in a transaction nested 1 deep"},
+		{"ignore_value with a value", Txn{Then: []Op{{Type: Put, Key: b("a"), Value: b("v"), IgnoreValue: true}}}, "value is provided"},
+		{"ignore_lease with a lease", Txn{Then: []Op{{Type: Put, Key: b("a"), Lease: 7, IgnoreLease: true}}}, "lease is provided"},
+		{"nested txn with a key", Txn{Then: []Op{{Type: Nested, Key: b("a"), Txn: &Txn{}}}}, "nested transaction carries a key"},
+		{"put with a range end", Txn{Then: []Op{{Type: Put, Key: b("a"), RangeEnd: b("b")}}}, "put carries a range end"},
+		{"range options on a delete", Txn{Then: []Op{{Type: DeleteRange, Key: b("a"), Limit: 3}}}, "carries range options"},
+		{"invalid op in a nested txn", Txn{Then: []Op{nested(Txn{Then: []Op{{Type: Get}}})}}, "then operation 1: empty key"},
 		{"empty key", Txn{Then: []Op{{Type: Get}}}, "then operation 1: empty key"},
 		{"long key", Txn{Compares: []Compare{{Key: b(long), Target: TargetVersion, Cmp: Equal}}}, "compare 1: key of 1025 bytes"},
 		{"unknown op", Txn{Then: []Op{{Type: 9, Key: b("a")}}}, "unknown operation 9"},
@@ -157,7 +179,7 @@ func TestDecodeResponseMalformed(t *testing.T) {
 		{"trailing", append(append([]byte(nil), enc...), 1)},
 		{"extension truncated", enc[:len(enc)-8]},
 		{"succeeded not a bool", mut(func(b []byte) []byte { b[0] = 2; return b })},
-		{"unknown op type", mut(func(b []byte) []byte { b[responseHead+8] = 7; return b })},
+		{"unknown op type", mut(func(b []byte) []byte { b[responseHead+8] = 9; return b })},
 		{"found not a bool", mut(func(b []byte) []byte { b[responseHead+9] = 3; return b })},
 		{"result count beyond the bytes", mut(func(b []byte) []byte { b[3+8] = 0xff; return b })},
 	} {
@@ -176,6 +198,9 @@ func FuzzDecode(f *testing.F) {
 	f.Add(Append(nil, &Txn{}))
 	f.Add([]byte{1, 0, 0, 0, 0, 0, 9, 3, 1, 0, 'k'})
 	f.Add(Append(nil, &Txn{Then: []Op{{Type: Put, Key: b("k"), Value: b("v"), Lease: 3}}}))
+	for _, tx := range extended() {
+		f.Add(Append(nil, &tx))
+	}
 	f.Fuzz(func(t *testing.T, in []byte) {
 		tx, err := Parse(in)
 		if err != nil {
@@ -195,7 +220,7 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("Decode error %v wraps neither sentinel", err)
 		}
 		// Evaluating whatever the log may hold never panics.
-		if _, err := Apply(newMapState(), &tx, 1, true); err != nil && !errors.Is(err, ErrReadTooLarge) && !errors.Is(err, ErrLeaseNotFound) {
+		if _, err := Apply(newMapState(), &tx, 1, true); err != nil && !errors.Is(err, ErrReadTooLarge) && !errors.Is(err, ErrLeaseNotFound) && !errors.Is(err, ErrKeyNotFound) {
 			t.Fatalf("Apply: %v", err)
 		}
 	})
@@ -205,6 +230,8 @@ func FuzzDecodeResponse(f *testing.F) {
 	r := Response{Succeeded: true, Compared: []revision.Meta{{Mod: 1}, {Mod: 2}}, Results: []Result{{Type: Get, Found: true, Meta: revision.Meta{Mod: 5}, Value: b("v")}}}
 	f.Add(AppendResponse(nil, &r))
 	f.Add(AppendResponse(nil, &Response{}))
+	x := extendedResponse()
+	f.Add(AppendResponse(nil, &x))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		r, err := DecodeResponse(in)
 		if err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/kvd-project/kvd/internal/limits"
 	"github.com/kvd-project/kvd/internal/revision"
 )
 
@@ -16,6 +17,10 @@ type State interface {
 	// Get returns key's value and revision metadata (ok false: absent).
 	// The value need stay valid only until the next call.
 	Get(key []byte) (value []byte, m revision.Meta, ok bool, err error)
+	// Range calls fn for the keys k with start <= k < end (end empty: no
+	// bound), in key order, until fn returns false. key and value need
+	// stay valid only during the call, and fn calls no other method.
+	Range(start, end []byte, fn func(key, value []byte, m revision.Meta) bool) error
 	// Put stores value under key at the transaction's revision, attached
 	// to lease (0: none, and detached from any), and returns the key's
 	// metadata after the write.
@@ -31,104 +36,379 @@ type State interface {
 }
 
 // Apply evaluates t against s, as of the moment its entry is applied, and
-// applies the branch that runs; every PUT gets revision rev. GET results carry
-// their values only if keepValues (the node that proposed t answers its
-// caller; the others need only the values' sizes, for the read bound).
+// applies the path that runs (the branch, and the branches of the
+// transactions nested in it); every PUT gets revision rev. Read results
+// carry their values only if keepValues (the node that proposed t answers
+// its caller; the others need only the values' sizes, for the bounds).
 // It is deterministic: every node applying the same entry to the same
-// state makes the same writes and the same response. On ErrReadTooLarge
-// it wrote nothing; any other error is s's.
+// state makes the same writes and the same response.
+//
+// The whole path is evaluated before anything is written, each operation
+// seeing the path's earlier writes, so that a path that fails a bound
+// (ErrReadTooLarge, ErrDeleteRangeTooLarge), a lease check
+// (ErrLeaseNotFound, ErrLeaseFull) or an ignore option (ErrKeyNotFound)
+// writes nothing. Any other error is s's.
 func Apply(s State, t *Txn, rev uint64, keepValues bool) (Response, error) {
+	e := &evaluation{s: s, rev: rev, keep: keepValues, pending: map[string]*pending{}}
+	resp, err := e.txn(t)
+	if err != nil {
+		return Response{}, err
+	}
+	if err := checkLeases(s, e.writes); err != nil {
+		return Response{}, err
+	}
+	for _, w := range e.writes {
+		if w.deleted {
+			if err := s.Delete(w.key); err != nil {
+				return Response{}, err
+			}
+			continue
+		}
+		m, err := s.Put(w.key, w.value, w.lease)
+		if err != nil {
+			return Response{}, err
+		}
+		w.result.Meta = m
+	}
+	return resp, nil
+}
+
+// evaluation is one transaction's evaluation: the state as its path has
+// written it so far (pending over s), and what it will write.
+type evaluation struct {
+	s       State
+	rev     uint64
+	keep    bool
+	pending map[string]*pending
+	writes  []*write
+	read    int // keys and values the reads return
+	size    int // the response's encoding
+}
+
+// pending is a key as the path has written it.
+type pending struct {
+	value   []byte
+	meta    revision.Meta
+	deleted bool
+}
+
+// write is one write of the path, in order.
+type write struct {
+	key, value []byte
+	lease      uint64
+	deleted    bool
+	result     *Result // a Put's, to take its final Meta
+}
+
+func (e *evaluation) txn(t *Txn) (Response, error) {
 	resp := Response{Succeeded: true}
+	if err := e.grow(responseHead+8, 0); err != nil {
+		return Response{}, err
+	}
 	if len(t.Compares) > 0 {
 		resp.Compared = make([]revision.Meta, len(t.Compares))
 	}
 	for i := range t.Compares {
-		c := &t.Compares[i]
-		v, m, ok, err := s.Get(c.Key)
+		ok, m, err := e.compare(&t.Compares[i])
 		if err != nil {
 			return Response{}, err
 		}
 		resp.Compared[i] = m
-		if !c.holds(v, m, ok) {
-			resp.Succeeded = false
+		resp.Succeeded = resp.Succeeded && ok
+		if err := e.grow(metaLen+metaRest, 0); err != nil {
+			return Response{}, err
 		}
 	}
 	ops := t.Then
 	if !resp.Succeeded {
 		ops = t.Else
 	}
-	if len(ops) == 0 {
-		return resp, nil
-	}
-	// Every result first, writing nothing, so that a branch over the read
-	// bound is refused whole: a GET or DELETE sees the branch's earlier
-	// writes (written) before the state.
-	resp.Results = make([]Result, len(ops))
-	var written map[string]int
-	if len(ops) > 1 {
-		written = make(map[string]int, len(ops))
-	}
-	read := 0
-	for i := range ops {
-		op, res := &ops[i], &resp.Results[i]
-		res.Type = op.Type
-		if op.Type != Put {
-			v, m, ok, err := lookup(s, ops, written, op.Key, rev)
-			if err != nil {
-				return Response{}, err
-			}
-			res.Found = ok
-			if op.Type == Get && ok {
-				if read += len(v); read > MaxReadBytes {
-					return Response{}, fmt.Errorf("%w: its GETs return more than %d bytes of values", ErrReadTooLarge, MaxReadBytes)
-				}
-				res.Meta = m
-				if keepValues {
-					res.Value = append([]byte{}, v...)
-				}
-			}
-		}
-		if op.Type != Get && written != nil {
-			written[string(op.Key)] = i
-		}
-	}
-	if err := checkLeases(s, ops); err != nil {
-		return Response{}, err
+	if len(ops) > 0 {
+		resp.Results = make([]Result, len(ops))
 	}
 	for i := range ops {
-		var err error
-		switch op := &ops[i]; op.Type {
-		case Put:
-			resp.Results[i].Meta, err = s.Put(op.Key, op.Value, op.Lease)
-		case Delete:
-			err = s.Delete(op.Key)
+		resp.Results[i].Type = ops[i].Type
+		if err := e.grow(resultHead+metaRest, 0); err != nil {
+			return Response{}, err
 		}
-		if err != nil {
+		if err := e.op(&ops[i], &resp.Results[i]); err != nil {
 			return Response{}, err
 		}
 	}
 	return resp, nil
 }
 
-// checkLeases refuses, before anything is written, a branch whose PUTs
-// name a lease that does not exist or cannot take their keys.
-func checkLeases(s State, ops []Op) error {
+// grow counts n more bytes of response, of which read are keys and
+// values read, against the bounds.
+func (e *evaluation) grow(n, read int) error {
+	e.size += n
+	e.read += read
+	switch {
+	case e.read > MaxReadBytes:
+		return fmt.Errorf("%w: its reads return more than %d bytes of keys and values", ErrReadTooLarge, MaxReadBytes)
+	case e.size > MaxResponseBytes:
+		return fmt.Errorf("%w: its response would take more than %d bytes", ErrReadTooLarge, MaxResponseBytes)
+	}
+	return nil
+}
+
+func (e *evaluation) op(op *Op, res *Result) error {
+	switch op.Type {
+	case Put:
+		return e.put(op, res)
+	case Delete:
+		_, _, ok, err := e.get(op.Key)
+		if err != nil {
+			return err
+		}
+		res.Found = ok
+		e.delete(op.Key)
+		return nil
+	case Get:
+		v, m, ok, err := e.get(op.Key)
+		if err != nil || !ok {
+			return err
+		}
+		res.Found, res.Meta = true, m
+		if e.keep {
+			res.Value = append([]byte{}, v...)
+		}
+		return e.grow(len(v), len(v))
+	case DeleteRange:
+		return e.deleteRange(op, res)
+	case Range:
+		return e.rangeRead(op, res)
+	case Nested:
+		sub, err := e.txn(op.Txn)
+		res.Txn = &sub
+		return err
+	}
+	// Parse admits any type; Validate refuses it on the way in. An entry
+	// of a newer version applies nothing for it, on every node alike.
+	return nil
+}
+
+func (e *evaluation) put(op *Op, res *Result) error {
+	v, prev, ok, err := e.get(op.Key)
+	if err != nil {
+		return err
+	}
+	value, lease := op.Value, op.Lease
+	if op.IgnoreValue || op.IgnoreLease {
+		if !ok {
+			return fmt.Errorf("%w: put of %q with ignore_value or ignore_lease", ErrKeyNotFound, op.Key)
+		}
+		if op.IgnoreValue {
+			value = append([]byte{}, v...)
+		}
+		if op.IgnoreLease {
+			lease = prev.Lease
+		}
+	}
+	res.Meta = prev.Next(e.rev, lease)
+	e.pending[string(op.Key)] = &pending{value: value, meta: res.Meta}
+	e.writes = append(e.writes, &write{key: op.Key, value: value, lease: lease, result: res})
+	return nil
+}
+
+func (e *evaluation) delete(key []byte) {
+	e.pending[string(key)] = &pending{deleted: true}
+	e.writes = append(e.writes, &write{key: key, deleted: true})
+}
+
+func (e *evaluation) deleteRange(op *Op, res *Result) error {
+	sp := opSpan(op.Key, op.RangeEnd)
+	if sp.empty() {
+		return nil
+	}
+	keys, prev, err := CollectDeletes(e.rangeFunc, sp.start, sp.end, op.PrevKV)
+	if err != nil {
+		return err
+	}
+	for _, k := range keys {
+		e.delete(k)
+	}
+	res.Deleted, res.Found = uint64(len(keys)), len(keys) > 0
+	size := 4 + 8
+	for i := range prev {
+		if err := e.grow(kvHead+len(prev[i].Key)+len(prev[i].Value), len(prev[i].Key)+len(prev[i].Value)); err != nil {
+			return err
+		}
+	}
+	if e.keep {
+		res.KVs = prev
+	}
+	return e.grow(size, 0)
+}
+
+// CollectDeletes lists the keys a range delete of [start, end) (end
+// empty: no bound) deletes, as rangeFn shows the state, and their previous
+// values and metadata if prevKV: the one range-delete evaluation, for a
+// DeleteRange command and a transaction's. A range over
+// limits.MaxDeleteRangeKeys keys or limits.MaxDeleteRangePrevBytes of
+// previous keys and values fails with ErrDeleteRangeTooLarge.
+func CollectDeletes(rangeFn func(start, end []byte, fn func(k, v []byte, m revision.Meta) bool) error,
+	start, end []byte, prevKV bool) (keys [][]byte, prev []KV, err error) {
+	size, over := 0, false
+	err = rangeFn(start, end, func(k, v []byte, m revision.Meta) bool {
+		if prevKV {
+			size += len(k) + len(v)
+			prev = append(prev, KV{Key: append([]byte(nil), k...), Value: append([]byte{}, v...), Meta: m})
+		}
+		keys = append(keys, append([]byte(nil), k...))
+		over = len(keys) > limits.MaxDeleteRangeKeys || size > limits.MaxDeleteRangePrevBytes
+		return !over
+	})
+	switch {
+	case err != nil:
+		return nil, nil, err
+	case over:
+		return nil, nil, fmt.Errorf("%w: more than %d keys or %d bytes of previous values; delete the range in parts",
+			ErrDeleteRangeTooLarge, limits.MaxDeleteRangeKeys, limits.MaxDeleteRangePrevBytes)
+	}
+	return keys, prev, nil
+}
+
+// rangeRead evaluates a Range: Count is every key of the range, KVs the
+// first Limit of them (all if 0) unless CountOnly, without values if
+// KeysOnly.
+func (e *evaluation) rangeRead(op *Op, res *Result) error {
+	sp := opSpan(op.Key, op.RangeEnd)
+	if sp.empty() {
+		return e.grow(8+1+4, 0)
+	}
+	var err error
+	rerr := e.rangeFunc(sp.start, sp.end, func(k, v []byte, m revision.Meta) bool {
+		res.Count++
+		if op.CountOnly || op.Limit != 0 && uint64(len(res.KVs)) >= op.Limit {
+			res.More = !op.CountOnly
+			return true
+		}
+		kv := KV{Key: append([]byte(nil), k...), Meta: m}
+		if !op.KeysOnly {
+			kv.Value = append([]byte{}, v...)
+		}
+		if err = e.grow(kvHead+len(kv.Key)+len(kv.Value), len(kv.Key)+len(kv.Value)); err != nil {
+			return false
+		}
+		res.KVs = append(res.KVs, kv)
+		return true
+	})
+	if err == nil {
+		err = rerr
+	}
+	if err != nil {
+		return err
+	}
+	if !e.keep {
+		res.KVs = nil
+	}
+	res.Found = res.Count > 0
+	return e.grow(8+1+4, 0)
+}
+
+// get reads key as the path sees it so far.
+func (e *evaluation) get(key []byte) ([]byte, revision.Meta, bool, error) {
+	if p, ok := e.pending[string(key)]; ok {
+		if p.deleted {
+			return nil, revision.Meta{}, false, nil
+		}
+		return p.value, p.meta, true, nil
+	}
+	return e.s.Get(key)
+}
+
+// rangeFunc is State.Range over the state as the path has written it
+// so far: the pending keys merged, in key order, with the state's.
+func (e *evaluation) rangeFunc(start, end []byte, fn func(k, v []byte, m revision.Meta) bool) error {
+	sp := span{start, end}
+	if len(end) == 0 {
+		sp.end = nil
+	}
+	var mine []string
+	for k := range e.pending {
+		if sp.contains([]byte(k)) {
+			mine = append(mine, k)
+		}
+	}
+	slices.Sort(mine)
+	i, stopped := 0, false
+	emit := func(k string) bool {
+		if p := e.pending[k]; !p.deleted && !fn([]byte(k), p.value, p.meta) {
+			stopped = true
+		}
+		return !stopped
+	}
+	err := e.s.Range(start, end, func(k, v []byte, m revision.Meta) bool {
+		for ; i < len(mine) && mine[i] < string(k); i++ {
+			if !emit(mine[i]) {
+				return false
+			}
+		}
+		if i < len(mine) && mine[i] == string(k) {
+			i++
+			return emit(string(k))
+		}
+		if !fn(k, v, m) {
+			stopped = true
+		}
+		return !stopped
+	})
+	for ; err == nil && !stopped && i < len(mine); i++ {
+		emit(mine[i])
+	}
+	return err
+}
+
+// compare evaluates c against the state as the path has written it: on a
+// key, or on every key of a range (an empty range compares the absent
+// key). m is the key's metadata, or the first of the range it fails on.
+func (e *evaluation) compare(c *Compare) (bool, revision.Meta, error) {
+	if len(c.RangeEnd) == 0 {
+		v, m, ok, err := e.get(c.Key)
+		return c.holds(v, m, ok), m, err
+	}
+	sp := opSpan(c.Key, c.RangeEnd)
+	if sp.empty() {
+		return c.holds(nil, revision.Meta{}, false), revision.Meta{}, nil
+	}
+	found, holds := false, true
+	var failed revision.Meta
+	err := e.rangeFunc(sp.start, sp.end, func(_, v []byte, m revision.Meta) bool {
+		found = true
+		if !c.holds(v, m, true) {
+			holds, failed = false, m
+		}
+		return holds
+	})
+	if err != nil {
+		return false, revision.Meta{}, err
+	}
+	if !found {
+		return c.holds(nil, revision.Meta{}, false), revision.Meta{}, nil
+	}
+	return holds, failed, nil
+}
+
+// checkLeases refuses, before anything is written, a path whose PUTs name
+// a lease that does not exist or cannot take their keys.
+func checkLeases(s State, writes []*write) error {
 	var keys map[uint64][][]byte
-	for i := range ops {
-		if ops[i].Type == Put && ops[i].Lease != 0 {
+	for _, w := range writes {
+		if !w.deleted && w.lease != 0 {
 			if keys == nil {
 				keys = make(map[uint64][][]byte)
 			}
-			keys[ops[i].Lease] = append(keys[ops[i].Lease], ops[i].Key)
+			keys[w.lease] = append(keys[w.lease], w.key)
 		}
 	}
 	var detached [][]byte
 	for _, id := range sortedKeys(keys) {
-		// The branch's other writes leave their keys off lease id.
+		// The path's other writes leave their keys off lease id.
 		detached = detached[:0]
-		for i := range ops {
-			if op := &ops[i]; op.Type == Delete || op.Type == Put && op.Lease != id {
-				detached = append(detached, op.Key)
+		for _, w := range writes {
+			if w.deleted || w.lease != id {
+				detached = append(detached, w.key)
 			}
 		}
 		if err := s.CheckLease(id, keys[id], detached); err != nil {
@@ -145,23 +425,6 @@ func sortedKeys[V any](m map[uint64]V) []uint64 {
 	}
 	slices.Sort(out)
 	return out
-}
-
-// lookup reads key as the branch's operation about to run sees it: its
-// earlier write in the branch, if any, else the state.
-func lookup(s State, ops []Op, written map[string]int, key []byte, rev uint64) ([]byte, revision.Meta, bool, error) {
-	j, ok := written[string(key)]
-	if !ok {
-		return s.Get(key)
-	}
-	if ops[j].Type != Put {
-		return nil, revision.Meta{}, false, nil
-	}
-	_, prev, _, err := s.Get(key)
-	if err != nil {
-		return nil, revision.Meta{}, false, err
-	}
-	return ops[j].Value, prev.Next(rev, ops[j].Lease), true, nil
 }
 
 // holds evaluates the compare against the key's state (the zero Meta and

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/kvd-project/kvd/internal/revision"
@@ -50,6 +51,9 @@ func (s *mapState) Put(k, v []byte, lease uint64) (revision.Meta, error) {
 		}
 		s.meta[string(k)] = m
 	}
+	if lease == 0 {
+		delete(s.leaseOf, string(k))
+	}
 	if lease != 0 {
 		if s.leaseOf == nil {
 			s.leaseOf = map[string]uint64{}
@@ -80,6 +84,21 @@ func (s *mapState) CheckLease(lease uint64, keys, detached [][]byte) error {
 		return fmt.Errorf("%w: %d", ErrLeaseNotFound, lease)
 	case have+n > s.maxKeys:
 		return fmt.Errorf("%w: %d", ErrLeaseFull, lease)
+	}
+	return nil
+}
+
+// Range visits the keys in order, as a Pebble iterator would.
+func (s *mapState) Range(start, end []byte, fn func(k, v []byte, m revision.Meta) bool) error {
+	keys := slices.Sorted(maps.Keys(s.m))
+	for _, k := range keys {
+		if k < string(start) || len(end) > 0 && k >= string(end) {
+			continue
+		}
+		v, m, _, _ := s.Get([]byte(k))
+		if !fn([]byte(k), v, m) {
+			break
+		}
 	}
 	return nil
 }

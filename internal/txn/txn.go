@@ -1,10 +1,8 @@
 package txn
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/kvd-project/kvd/internal/errs"
 	"github.com/kvd-project/kvd/internal/limits"
@@ -15,14 +13,18 @@ import (
 const (
 	// MaxCompares is the most compares a transaction may have.
 	MaxCompares = limits.MaxTxnCompares
-	// MaxOps is the most operations each branch (Then, Else) may have.
+	// MaxOps is the most operations each branch (Then, Else) may have,
+	// and compares (etcd's --max-txn-ops): a nested transaction's lists
+	// get what the longest list of their parent leaves.
 	MaxOps = limits.MaxTxnOps
 	// MaxBytes bounds a transaction's encoding.
 	MaxBytes = limits.MaxTxnBytes
-	// MaxReadBytes bounds the values a branch's GETs return together.
+	// MaxReadBytes bounds the keys and values the executed path's reads
+	// (GETs, ranges, prev_kv) return together.
 	MaxReadBytes = limits.MaxTxnReadBytes
-	// MaxResponseBytes bounds a response's encoding.
-	MaxResponseBytes = responseHead + MaxCompares*8 + MaxOps*resultHead + MaxReadBytes
+	// MaxResponseBytes bounds a response's encoding: evaluation refuses a
+	// transaction whose response would exceed it (ErrReadTooLarge).
+	MaxResponseBytes = limits.MaxTxnResponseBytes
 )
 
 // Sentinel errors, wrapped with detail. The server answers those Classed
@@ -32,9 +34,26 @@ var (
 	ErrMalformed = errs.Classed(errs.ErrBadRequest, "txn: malformed")
 	// ErrInvalid: the transaction is well formed but not allowed: a limit
 	// is exceeded, a key is empty or too long, an operation or compare is
-	// unknown, a GET or DELETE carries a value, or a branch writes a key
-	// twice.
+	// unknown, a GET or DELETE carries a value, or it breaks etcd's rule on
+	// duplicate keys (ErrDuplicateKey).
 	ErrInvalid = errs.Classed(errs.ErrBadRequest, "txn: invalid")
+	// ErrDuplicateKey: a branch puts a key twice, or puts a key that it
+	// deletes, counting the transactions nested in it as etcd does
+	// (checkIntervals). Wrapped in ErrInvalid.
+	ErrDuplicateKey = errors.New("duplicate key given in txn request")
+	// ErrValueProvided and ErrLeaseProvided: a Put with IgnoreValue
+	// carries a value, or one with IgnoreLease a lease (etcd's texts).
+	// Wrapped in ErrInvalid.
+	ErrValueProvided = errors.New("value is provided")
+	ErrLeaseProvided = errors.New("lease is provided")
+	// ErrKeyNotFound: a Put with IgnoreValue or IgnoreLease of the branch
+	// that ran names a key that does not exist; nothing was applied.
+	ErrKeyNotFound = errs.ErrNotFound
+	// ErrDeleteRangeTooLarge: a DeleteRange (in a transaction or alone)
+	// would delete more than limits.MaxDeleteRangeKeys keys, or return
+	// more than limits.MaxDeleteRangePrevBytes of previous keys and
+	// values; nothing was applied.
+	ErrDeleteRangeTooLarge = errs.Classed(errs.ErrBadRequest, "range delete too large")
 	// ErrReadTooLarge: the branch that ran would have returned more than
 	// MaxReadBytes of values; nothing was applied.
 	ErrReadTooLarge = errs.Classed(errs.ErrBadRequest, "txn: reads too much")
@@ -109,21 +128,30 @@ func (c Cmp) String() string {
 
 // Compare is one condition.
 type Compare struct {
-	Key    []byte
-	Target Target
-	Cmp    Cmp
-	Num    uint64 // the operand of a numeric target (all but TargetValue)
-	Value  []byte // TargetValue's operand
+	Key []byte
+	// RangeEnd, if set, makes the compare one on a range, as etcd's
+	// range_end does: it holds if it holds for every key k with
+	// Key <= k < RangeEnd ("\x00": every key from Key on). On a range with
+	// no key it compares the absent key (so a value compare is false).
+	RangeEnd []byte
+	Target   Target
+	Cmp      Cmp
+	Num      uint64 // the operand of a numeric target (all but TargetValue)
+	Value    []byte // TargetValue's operand
 }
 
 // OpType is an operation's kind.
 type OpType uint8
 
-// Operation kinds.
+// Operation kinds. The numbers are the encoding's (doc.go): 4 and 8 are
+// encodings of a Put, never an OpType.
 const (
-	Put    OpType = 1
-	Delete OpType = 2
-	Get    OpType = 3
+	Put         OpType = 1
+	Delete      OpType = 2 // one key
+	Get         OpType = 3 // one key
+	DeleteRange OpType = 5 // a key or a range, with the number deleted and prev_kv
+	Nested      OpType = 6 // a transaction as an operation
+	Range       OpType = 7 // a key or a range read with options
 )
 
 func (t OpType) String() string {
@@ -134,20 +162,43 @@ func (t OpType) String() string {
 		return "delete"
 	case Get:
 		return "get"
+	case DeleteRange:
+		return "delete-range"
+	case Nested:
+		return "txn"
+	case Range:
+		return "range"
 	}
 	return fmt.Sprintf("op(%d)", uint8(t))
 }
 
 // Op is one operation of a branch.
 type Op struct {
-	Type  OpType
-	Key   []byte
-	Value []byte // Put only
+	Type OpType
+	Key  []byte
+	// RangeEnd, on a DeleteRange or a Range, makes it cover every key k
+	// with Key <= k < RangeEnd ("\x00": every key from Key on; empty: Key
+	// alone), as etcd's range_end.
+	RangeEnd []byte
+	Value    []byte // Put only
 	// Lease, on a Put only, attaches the key to that TTL lease (0: none;
 	// a Put without a lease detaches the key from any lease, as in etcd).
 	// A Put naming a lease that does not exist when the transaction is
 	// applied fails the transaction whole (ErrLeaseNotFound).
 	Lease uint64
+	// IgnoreValue and IgnoreLease, on a Put, keep the key's current value
+	// or lease (etcd's ignore_value, ignore_lease): the key must exist
+	// (else the transaction fails whole with errs.ErrNotFound), and the
+	// Put must carry no value, or no lease, respectively.
+	IgnoreValue, IgnoreLease bool
+	// PrevKV, on a DeleteRange, returns the deleted keys with their values.
+	PrevKV bool
+	// Limit, KeysOnly and CountOnly are a Range's options (0: no limit).
+	Limit               uint64
+	KeysOnly, CountOnly bool
+	// Txn is a Nested operation's transaction: evaluated against the
+	// state as the branch has written it so far.
+	Txn *Txn
 }
 
 // Txn is a transaction: if every compare holds, Then runs, else Else.
@@ -156,14 +207,29 @@ type Txn struct {
 	Then, Else []Op
 }
 
+// KV is a key with its value and metadata, as a Range or a DeleteRange's
+// prev_kv returns it.
+type KV struct {
+	Key, Value []byte
+	Meta       revision.Meta
+}
+
 // Result is one operation's outcome. Put: Meta is the key's after the
 // write (Meta.Mod the transaction's revision). Delete: Found tells whether
 // the key existed. Get: Found, and if so the key's Value and Meta.
+// DeleteRange: Deleted, and the deleted KVs if PrevKV. Range: Count (the
+// keys in the range, whatever the limit), More (the limit left some out)
+// and KVs. Nested: Txn.
 type Result struct {
-	Type  OpType
-	Found bool
-	Meta  revision.Meta
-	Value []byte
+	Type    OpType
+	Found   bool
+	Meta    revision.Meta
+	Value   []byte
+	Deleted uint64
+	Count   uint64
+	More    bool
+	KVs     []KV
+	Txn     *Response
 }
 
 // Response is a transaction's outcome.
@@ -173,18 +239,38 @@ type Response struct {
 	// wrote anything, else the one it was evaluated at.
 	Revision uint64
 	// Compared[i] is the metadata Compares[i]'s key had when the
-	// transaction was evaluated (the zero Meta: absent).
+	// transaction was evaluated (the zero Meta: absent). For a compare on
+	// a range: the first key of the range it does not hold for (zero if
+	// it holds for all).
 	Compared []revision.Meta
 	// Results are the outcomes of the branch that ran, one per operation.
 	Results []Result
 }
 
-// Writes reports whether the transaction can change anything (has a PUT or
-// DELETE in either branch). One that cannot may be retried freely.
+// SetRevision sets r's revision, and that of every response nested in
+// it: they were all evaluated at one revision.
+func (r *Response) SetRevision(rev uint64) {
+	r.Revision = rev
+	for i := range r.Results {
+		if r.Results[i].Txn != nil {
+			r.Results[i].Txn.SetRevision(rev)
+		}
+	}
+}
+
+// Writes reports whether the transaction can change anything (has a PUT,
+// DELETE or a nested transaction that has one, in either branch). One that
+// cannot may be retried freely.
 func (t *Txn) Writes() bool {
 	for _, ops := range [2][]Op{t.Then, t.Else} {
-		for _, op := range ops {
-			if op.Type != Get {
+		for i := range ops {
+			switch op := &ops[i]; op.Type {
+			case Get, Range:
+			case Nested:
+				if op.Txn != nil && op.Txn.Writes() {
+					return true
+				}
+			default:
 				return true
 			}
 		}
@@ -193,32 +279,18 @@ func (t *Txn) Writes() bool {
 }
 
 // Validate checks everything the encoding does not: limits, key and value
-// sizes, known targets, operators and op types, and no key written twice in
-// a branch (as etcd refuses a duplicate key among a transaction's writes).
-// Errors wrap ErrInvalid.
+// sizes, known targets, operators and op types, and etcd's rules on
+// duplicate keys (checkIntervals). Errors wrap ErrInvalid.
 func (t *Txn) Validate() error {
-	switch {
-	case len(t.Compares) > MaxCompares:
-		return fmt.Errorf("%w: %d compares (at most %d)", ErrInvalid, len(t.Compares), MaxCompares)
-	case len(t.Then) > MaxOps || len(t.Else) > MaxOps:
-		return fmt.Errorf("%w: %d then and %d else operations (at most %d each)", ErrInvalid, len(t.Then), len(t.Else), MaxOps)
-	}
-	for i, c := range t.Compares {
-		if err := c.validate(); err != nil {
-			return fmt.Errorf("%w: compare %d: %w", ErrInvalid, i+1, err)
-		}
+	if err := t.validate(MaxOps, 0); err != nil {
+		return err
 	}
 	for _, b := range []struct {
 		name string
 		ops  []Op
 	}{{"then", t.Then}, {"else", t.Else}} {
-		for i, op := range b.ops {
-			if err := op.validate(); err != nil {
-				return fmt.Errorf("%w: %s operation %d: %w", ErrInvalid, b.name, i+1, err)
-			}
-		}
-		if k := duplicateWrite(b.ops); k != nil {
-			return fmt.Errorf("%w: %s writes key %q more than once", ErrInvalid, b.name, k)
+		if _, _, err := checkIntervals(b.ops); err != nil {
+			return fmt.Errorf("%w: %s: %w", ErrInvalid, b.name, err)
 		}
 	}
 	if n := EncodedLen(t); n > MaxBytes {
@@ -227,9 +299,55 @@ func (t *Txn) Validate() error {
 	return nil
 }
 
+// opCount is what etcd's operation limit counts of a transaction's own
+// level: the longest of its compares and its two branches.
+func (t *Txn) opCount() int { return max(len(t.Compares), len(t.Then), len(t.Else)) }
+
+// validate checks t within budget operations, as etcd does: the longest
+// of t's compares and branches may not exceed it, and a nested transaction
+// gets what its parent's longest list leaves of it.
+func (t *Txn) validate(budget, depth int) error {
+	if n := t.opCount(); n > budget {
+		return fmt.Errorf("%w: too many operations in txn request: %d compares, %d then and %d else operations (at most %d each%s)",
+			ErrInvalid, len(t.Compares), len(t.Then), len(t.Else), budget, nestedNote(depth))
+	}
+	for i := range t.Compares {
+		if err := t.Compares[i].validate(); err != nil {
+			return fmt.Errorf("%w: compare %d: %w", ErrInvalid, i+1, err)
+		}
+	}
+	for _, b := range []struct {
+		name string
+		ops  []Op
+	}{{"then", t.Then}, {"else", t.Else}} {
+		for i := range b.ops {
+			op := &b.ops[i]
+			if err := op.validate(); err != nil {
+				return fmt.Errorf("%w: %s operation %d: %w", ErrInvalid, b.name, i+1, err)
+			}
+			if op.Type == Nested {
+				if err := op.Txn.validate(budget-t.opCount(), depth+1); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func nestedNote(depth int) string {
+	if depth == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", in a transaction nested %d deep: what its parents' longest lists leave of %d", depth, MaxOps)
+}
+
 func (c *Compare) validate() error {
 	if err := checkKey(c.Key); err != nil {
 		return err
+	}
+	if len(c.RangeEnd) > limits.MaxKey {
+		return fmt.Errorf("range end of %d bytes (at most %d)", len(c.RangeEnd), limits.MaxKey)
 	}
 	if c.Cmp < Equal || c.Cmp > Greater {
 		return fmt.Errorf("unknown operator %d", c.Cmp)
@@ -253,23 +371,47 @@ func (c *Compare) validate() error {
 }
 
 func (op *Op) validate() error {
+	if op.Type == Nested {
+		if op.Txn == nil || len(op.Key) != 0 || len(op.Value) != 0 || len(op.RangeEnd) != 0 || op.Lease != 0 ||
+			op.IgnoreValue || op.IgnoreLease || op.PrevKV || op.Limit != 0 || op.KeysOnly || op.CountOnly {
+			return errors.New("a nested transaction carries a key, value or option")
+		}
+		return nil
+	}
 	if err := checkKey(op.Key); err != nil {
 		return err
 	}
+	if op.Txn != nil {
+		return fmt.Errorf("%s carries a transaction", op.Type)
+	}
+	if len(op.RangeEnd) > limits.MaxKey {
+		return fmt.Errorf("range end of %d bytes (at most %d)", len(op.RangeEnd), limits.MaxKey)
+	}
 	switch op.Type {
-	case Put:
-		if len(op.Value) > limits.MaxValue {
-			return fmt.Errorf("value of %d bytes (at most %d)", len(op.Value), limits.MaxValue)
+	case Put, Delete, Get:
+		if len(op.RangeEnd) != 0 {
+			return fmt.Errorf("%s carries a range end", op.Type)
 		}
-	case Delete, Get:
-		if len(op.Value) != 0 {
-			return fmt.Errorf("%s carries a value", op.Type)
-		}
-		if op.Lease != 0 {
-			return fmt.Errorf("%s carries a lease", op.Type)
-		}
+	case DeleteRange, Range:
 	default:
 		return fmt.Errorf("unknown operation %d", op.Type)
+	}
+	if op.Type != Put && (len(op.Value) != 0 || op.Lease != 0 || op.IgnoreValue || op.IgnoreLease) {
+		return fmt.Errorf("%s carries a value, a lease or a put option", op.Type)
+	}
+	if op.Type != DeleteRange && op.PrevKV {
+		return fmt.Errorf("%s carries prev_kv", op.Type)
+	}
+	if op.Type != Range && (op.Limit != 0 || op.KeysOnly || op.CountOnly) {
+		return fmt.Errorf("%s carries range options", op.Type)
+	}
+	switch {
+	case len(op.Value) > limits.MaxValue:
+		return fmt.Errorf("value of %d bytes (at most %d)", len(op.Value), limits.MaxValue)
+	case op.IgnoreValue && len(op.Value) != 0:
+		return ErrValueProvided
+	case op.IgnoreLease && op.Lease != 0:
+		return ErrLeaseProvided
 	}
 	return nil
 }
@@ -280,24 +422,6 @@ func checkKey(k []byte) error {
 		return errors.New("empty key")
 	case len(k) > limits.MaxKey:
 		return fmt.Errorf("key of %d bytes (at most %d)", len(k), limits.MaxKey)
-	}
-	return nil
-}
-
-// duplicateWrite returns a key that ops write (PUT or DELETE) more than
-// once, or nil.
-func duplicateWrite(ops []Op) []byte {
-	var keys [][]byte
-	for _, op := range ops {
-		if op.Type != Get {
-			keys = append(keys, op.Key)
-		}
-	}
-	slices.SortFunc(keys, bytes.Compare)
-	for i := 1; i < len(keys); i++ {
-		if bytes.Equal(keys[i-1], keys[i]) {
-			return keys[i]
-		}
 	}
 	return nil
 }

@@ -205,12 +205,20 @@ var (
 
 // Write flags. A PUT or a range delete with PrevKV answers with the
 // previous keys (etcd's prev_kv) in its response's Value, as a
-// ScanResponse with their metadata; a server before them refuses the
-// flag as a bad request.
+// ScanResponse with their metadata. A PUT with PutIgnoreValue (and no
+// value) keeps the key's value, one with PutIgnoreLease keeps its lease
+// (etcd's ignore_value, ignore_lease); the key must exist. A server
+// before a flag refuses it as a bad request.
 const (
-	PutPrevKV    uint16 = 1
-	DeletePrevKV uint16 = 1
+	PutPrevKV      uint16 = 1
+	PutIgnoreValue uint16 = 2
+	PutIgnoreLease uint16 = 4
+	DeletePrevKV   uint16 = 1
+	putFlags              = PutPrevKV | PutIgnoreValue | PutIgnoreLease
 )
+
+// KnownPutFlags reports whether a PUT's flags are all ones this build knows.
+func KnownPutFlags(f uint16) bool { return f&^putFlags == 0 }
 
 // Request is a decoded request. Key and Value alias the frame they were
 // decoded from.
