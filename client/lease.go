@@ -8,7 +8,6 @@ import (
 
 	"github.com/kvd-project/kvd/internal/errs"
 	"github.com/kvd-project/kvd/internal/limits"
-	"github.com/kvd-project/kvd/internal/txn"
 	"github.com/kvd-project/kvd/internal/wire"
 )
 
@@ -94,7 +93,7 @@ func (c *Client) TimeToLive(ctx context.Context, id LeaseID) (LeaseInfo, error) 
 
 // OpPutLease is OpPut attaching key to lease id (see WithLease).
 func OpPutLease(key, value []byte, id LeaseID) Op {
-	return Op{txn.Op{Type: txn.Put, Key: key, Value: value, Lease: uint64(id)}}
+	return OpPut(key, value, WithLease(id))
 }
 
 // MaxLeaseListIDs is the most lease ids the leader answers one lease list

@@ -10,16 +10,20 @@ import (
 	"github.com/kvd-project/kvd/internal/wire"
 )
 
-// Transaction limits (the server enforces the same): at most MaxTxnCompares
-// compares, MaxTxnOps operations in each branch, MaxTxnBytes encoded (room
-// for a conditional PUT of the largest value under the longest key), and
-// at most MaxTxnReadBytes of values returned by the GETs of the branch that
-// runs (more fails the transaction whole, applying nothing).
+// Transaction limits (the server enforces the same): at most MaxTxnOps
+// compares and MaxTxnOps operations in each branch, counted as etcd's
+// --max-txn-ops counts them (a nested transaction's lists get what the
+// longest list of their parent leaves), MaxTxnBytes encoded (room for a
+// conditional PUT of the largest value under the longest key), and at most
+// MaxTxnReadBytes of keys and values returned by the reads of the path
+// that runs, in a reply of at most MaxTxnResponseBytes (more fails the
+// transaction whole, applying nothing).
 const (
-	MaxTxnCompares  = limits.MaxTxnCompares
-	MaxTxnOps       = limits.MaxTxnOps
-	MaxTxnBytes     = limits.MaxTxnBytes
-	MaxTxnReadBytes = limits.MaxTxnReadBytes
+	MaxTxnCompares      = limits.MaxTxnCompares
+	MaxTxnOps           = limits.MaxTxnOps
+	MaxTxnBytes         = limits.MaxTxnBytes
+	MaxTxnReadBytes     = limits.MaxTxnReadBytes
+	MaxTxnResponseBytes = limits.MaxTxnResponseBytes
 )
 
 // CmpOp is a compare's operator: the key's version or value on the left,
@@ -73,6 +77,23 @@ func CompareValue(key []byte, op CmpOp, value []byte) Cmp {
 	return Cmp{txn.Compare{Key: key, Target: txn.TargetValue, Cmp: txn.Cmp(op), Value: value}}
 }
 
+// WithRange makes c a compare on every key k with c's key <= k < end, as
+// etcd's Compare(...).WithRange(end): it holds if it holds for each of
+// them; on a range without keys it compares an absent key (a value
+// compare is false, CompareCreateRevision(..., CmpEqual, 0) true). An
+// empty end: every key from c's key on (etcd's WithFromKey).
+func (c Cmp) WithRange(end []byte) Cmp {
+	if len(end) == 0 {
+		end = []byte{0}
+	}
+	c.c.RangeEnd = end
+	return c
+}
+
+// WithPrefix makes c a compare on every key that starts with c's key, as
+// WithRange.
+func (c Cmp) WithPrefix() Cmp { return c.WithRange(PrefixEnd(c.c.Key)) }
+
 // KeyExists holds if key exists (its create revision is above 0).
 func KeyExists(key []byte) Cmp { return CompareCreateRevision(key, CmpGreater, 0) }
 
@@ -81,19 +102,99 @@ func KeyExists(key []byte) Cmp { return CompareCreateRevision(key, CmpGreater, 0
 func KeyMissing(key []byte) Cmp { return CompareCreateRevision(key, CmpEqual, 0) }
 
 // Op is one operation of a transaction's branch; make it with OpPut,
-// OpDelete or OpGet.
-type Op struct{ op txn.Op }
+// OpDelete, OpDeleteRange, OpDeletePrefix, OpGet, OpRange, OpPrefix or
+// OpTxn.
+type Op struct {
+	op  txn.Op
+	err error // an option the operation cannot take
+}
 
 // OpPut stores value under key. Every PUT of a transaction gets the
-// transaction's revision as its mod revision.
-func OpPut(key, value []byte) Op { return Op{txn.Op{Type: txn.Put, Key: key, Value: value}} }
+// transaction's revision as its mod revision. Options: WithLease,
+// WithIgnoreValue (value must be empty), WithIgnoreLease; others are
+// refused when the transaction is run.
+func OpPut(key, value []byte, opts ...WriteOption) Op {
+	o := resolveWrite(opts)
+	op := Op{op: txn.Op{Type: txn.Put, Key: key, Value: value, Lease: uint64(o.lease), IgnoreValue: o.ignoreValue, IgnoreLease: o.ignoreLease}}
+	if o.conditional || o.prevKV {
+		op.err = fmt.Errorf("%w: OpPut takes WithLease, WithIgnoreValue and WithIgnoreLease only", ErrBadRequest)
+	}
+	return op
+}
 
 // OpDelete removes key (its result says whether it existed).
-func OpDelete(key []byte) Op { return Op{txn.Op{Type: txn.Delete, Key: key}} }
+func OpDelete(key []byte) Op { return Op{op: txn.Op{Type: txn.Delete, Key: key}} }
+
+// OpDeleteRange removes every key k with start <= k < end (an empty end:
+// every key from start on), as DeleteRange: its result's Deleted says how
+// many, and with WithPrevKV its KVs are the deleted keys with their
+// values. The transaction's later operations see them gone.
+func OpDeleteRange(start, end []byte, opts ...WriteOption) Op {
+	o := resolveWrite(opts)
+	op := Op{op: txn.Op{Type: txn.DeleteRange, Key: orFirst(start), RangeEnd: orEnd(end), PrevKV: o.prevKV}}
+	if o.conditional || o.lease != 0 || o.ignoreValue || o.ignoreLease {
+		op.err = fmt.Errorf("%w: OpDeleteRange takes WithPrevKV only", ErrBadRequest)
+	}
+	return op
+}
+
+// OpDeletePrefix removes every key that starts with prefix, as
+// OpDeleteRange.
+func OpDeletePrefix(prefix []byte, opts ...WriteOption) Op {
+	return OpDeleteRange(prefix, PrefixEnd(prefix), opts...)
+}
 
 // OpGet reads key as the transaction sees it (after the branch's earlier
 // writes): linearizable, since it is applied through Raft.
-func OpGet(key []byte) Op { return Op{txn.Op{Type: txn.Get, Key: key}} }
+func OpGet(key []byte) Op { return Op{op: txn.Op{Type: txn.Get, Key: key}} }
+
+// OpRange reads every key k with start <= k < end (an empty end: every
+// key from start on) as the transaction sees it, in key order: its
+// result's Count is how many keys the range holds, KVs the first of them.
+// Options: WithLimit, WithKeysOnly, WithCountOnly; others are refused
+// when the transaction is run (it reads at its own revision).
+func OpRange(start, end []byte, opts ...ReadOption) Op {
+	var o readOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	op := Op{op: txn.Op{Type: txn.Range, Key: orFirst(start), RangeEnd: orEnd(end),
+		Limit: uint64(o.scan.limit), KeysOnly: o.scan.keysOnly, CountOnly: o.scan.countOnly}}
+	if o.scan.rev != 0 || o.level != 0 {
+		op.err = fmt.Errorf("%w: OpRange takes WithLimit, WithKeysOnly and WithCountOnly only", ErrBadRequest)
+	}
+	return op
+}
+
+// OpPrefix reads every key that starts with prefix, as OpRange.
+func OpPrefix(prefix []byte, opts ...ReadOption) Op { return OpRange(prefix, PrefixEnd(prefix), opts...) }
+
+// OpTxn is a transaction run as an operation (etcd's OpTxn): its compares
+// are evaluated against the state as the branch has written it so far,
+// and its result's Txn is its response. Its lists share the operation
+// limit with its parents (MaxTxnOps).
+func OpTxn(cmps []Cmp, thenOps, elseOps []Op) Op {
+	t, err := Txn{If: cmps, Then: thenOps, Else: elseOps}.build()
+	return Op{op: txn.Op{Type: txn.Nested, Txn: &t}, err: err}
+}
+
+// orFirst is a range's start as the encoding takes it: the empty key,
+// which no key is, is the smallest one, "\x00".
+func orFirst(start []byte) []byte {
+	if len(start) == 0 {
+		return []byte{0}
+	}
+	return start
+}
+
+// orEnd is a range's end as the encoding takes it: "\x00" for no end
+// (an empty end names one key there, as in etcd).
+func orEnd(end []byte) []byte {
+	if len(end) == 0 {
+		return []byte{0}
+	}
+	return end
+}
 
 // Txn is a transaction, etcd's shape: if every compare of If holds when
 // the transaction is applied, Then runs, else Else. A branch may not write
@@ -120,11 +221,18 @@ type TxnResponse struct {
 
 // OpResult is one operation's outcome. PUT: Meta is the key's after the
 // write. DELETE: Found tells whether the key existed. GET: Found, and the
-// key's Value and Meta.
+// key's Value and Meta. OpDeleteRange: Deleted, and KVs with WithPrevKV.
+// OpRange: Count (the keys in the range, whatever the limit), More (a
+// limit left some out) and KVs. OpTxn: Txn.
 type OpResult struct {
 	Found bool
 	Meta
-	Value []byte
+	Value   []byte
+	Deleted int64
+	Count   uint64
+	More    bool
+	KVs     []KV
+	Txn     *TxnResponse
 }
 
 // Txn runs t as one Raft entry. Its compares are evaluated when the entry
@@ -140,13 +248,9 @@ type OpResult struct {
 // not have been applied, and is retried only while no attempt can have
 // taken effect; one that only reads (GETs and compares) is retried freely.
 func (c *Client) Txn(ctx context.Context, t Txn) (*TxnResponse, error) {
-	in := txn.Txn{
-		Compares: make([]txn.Compare, len(t.If)),
-		Then:     ops(t.Then),
-		Else:     ops(t.Else),
-	}
-	for i, cmp := range t.If {
-		in.Compares[i] = cmp.c
+	in, err := t.build()
+	if err != nil {
+		return nil, err
 	}
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
@@ -154,6 +258,10 @@ func (c *Client) Txn(ctx context.Context, t Txn) (*TxnResponse, error) {
 	if err != nil {
 		return nil, err
 	}
+	return txnResponse(&r), nil
+}
+
+func txnResponse(r *txn.Response) *TxnResponse {
 	out := &TxnResponse{Succeeded: r.Succeeded, Revision: r.Revision}
 	if len(r.Compared) > 0 {
 		out.Compared = make([]Meta, len(r.Compared))
@@ -164,21 +272,47 @@ func (c *Client) Txn(ctx context.Context, t Txn) (*TxnResponse, error) {
 	if len(r.Results) > 0 {
 		out.Results = make([]OpResult, len(r.Results))
 	}
-	for i, res := range r.Results {
-		out.Results[i] = OpResult{Found: res.Found, Meta: metaOf(res.Meta), Value: res.Value}
+	for i := range r.Results {
+		res := &r.Results[i]
+		o := OpResult{Found: res.Found, Meta: metaOf(res.Meta), Value: res.Value,
+			Deleted: int64(res.Deleted), Count: res.Count, More: res.More}
+		for _, kv := range res.KVs {
+			o.KVs = append(o.KVs, KV{Key: kv.Key, Value: kv.Value, Meta: metaOf(kv.Meta)})
+		}
+		if res.Txn != nil {
+			o.Txn = txnResponse(res.Txn)
+		}
+		out.Results[i] = o
 	}
-	return out, nil
+	return out
 }
 
-func ops(in []Op) []txn.Op {
+// build is t in the encoding's terms, or the first option error of its
+// operations.
+func (t Txn) build() (txn.Txn, error) {
+	in := txn.Txn{Compares: make([]txn.Compare, len(t.If))}
+	for i, cmp := range t.If {
+		in.Compares[i] = cmp.c
+	}
+	var err error
+	if in.Then, err = ops(t.Then); err == nil {
+		in.Else, err = ops(t.Else)
+	}
+	return in, err
+}
+
+func ops(in []Op) ([]txn.Op, error) {
 	if len(in) == 0 {
-		return nil
+		return nil, nil
 	}
 	out := make([]txn.Op, len(in))
 	for i, op := range in {
+		if op.err != nil {
+			return nil, op.err
+		}
 		out[i] = op.op
 	}
-	return out
+	return out, nil
 }
 
 // errMalformedReply: a server's reply does not decode as what was asked.

@@ -16,6 +16,23 @@ type writeOptions struct {
 	ifMod       uint64
 	lease       LeaseID
 	prevKV      bool
+	ignoreValue bool
+	ignoreLease bool
+}
+
+// WithIgnoreValue makes a PUT keep the key's current value (etcd's
+// ignore_value): give it no value. The key must exist when the PUT is
+// applied, else it fails with ErrNotFound and applies nothing. Useful with
+// WithLease, to move a key to a lease without rewriting it.
+func WithIgnoreValue() WriteOption {
+	return func(o *writeOptions) { o.ignoreValue = true }
+}
+
+// WithIgnoreLease makes a PUT keep the key's current lease (etcd's
+// ignore_lease): it cannot take WithLease. The key must exist when the PUT
+// is applied, else it fails with ErrNotFound and applies nothing.
+func WithIgnoreLease() WriteOption {
+	return func(o *writeOptions) { o.ignoreLease = true }
 }
 
 // IfModRevision makes a write conditional (compare-and-swap): it is
@@ -66,10 +83,21 @@ func (c *Client) PutRevision(ctx context.Context, key, value []byte, opts ...Wri
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
 	o := resolveWrite(opts)
-	put := txn.Op{Type: txn.Put, Key: key, Value: value, Lease: uint64(o.lease)}
+	put := txn.Op{Type: txn.Put, Key: key, Value: value, Lease: uint64(o.lease), IgnoreValue: o.ignoreValue, IgnoreLease: o.ignoreLease}
 	switch {
+	case o.ignoreValue && len(value) != 0:
+		return 0, fmt.Errorf("%w: %w", ErrBadRequest, txn.ErrValueProvided)
+	case o.ignoreLease && o.lease != 0:
+		return 0, fmt.Errorf("%w: %w", ErrBadRequest, txn.ErrLeaseProvided)
 	case !o.conditional && o.lease == 0:
-		resp, err := c.leaderCall(ctx, &wire.Request{Op: wire.OpPut, Key: key, Value: value}, false)
+		req := &wire.Request{Op: wire.OpPut, Key: key, Value: value}
+		if o.ignoreValue {
+			req.Flags |= wire.PutIgnoreValue
+		}
+		if o.ignoreLease {
+			req.Flags |= wire.PutIgnoreLease
+		}
+		resp, err := c.leaderCall(ctx, req, false)
 		return resp.Version, err
 	case !o.conditional:
 		// A PUT with a lease is a transaction of that one PUT: the one
