@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/kvd-project/kvd/internal/txn"
 	"github.com/kvd-project/kvd/internal/wire"
 )
 
@@ -70,16 +71,30 @@ func (c *Client) DeletePrefix(ctx context.Context, prefix []byte, opts ...WriteO
 // PutPrev is Put that also returns the key's previous value and metadata
 // (nil: it did not exist) and the write's revision (etcd's Put with
 // WithPrevKV).
-func (c *Client) PutPrev(ctx context.Context, key, value []byte) (*KV, uint64, error) {
+func (c *Client) PutPrev(ctx context.Context, key, value []byte, opts ...WriteOption) (*KV, uint64, error) {
 	if err := checkKey(key); err != nil {
 		return nil, 0, err
 	}
 	if len(value) > MaxValue {
 		return nil, 0, fmt.Errorf("%w: %d bytes (max %d)", ErrValueTooLarge, len(value), MaxValue)
 	}
+	req := &wire.Request{Op: wire.OpPut, Flags: wire.PutPrevKV, Key: key, Value: value}
+	switch o := resolveWrite(opts); {
+	case o.conditional || o.lease != 0 || o.prevKV:
+		return nil, 0, fmt.Errorf("%w: PutPrev takes WithIgnoreValue and WithIgnoreLease only", ErrBadRequest)
+	case o.ignoreValue && len(value) != 0:
+		return nil, 0, fmt.Errorf("%w: %w", ErrBadRequest, txn.ErrValueProvided)
+	default:
+		if o.ignoreValue {
+			req.Flags |= wire.PutIgnoreValue
+		}
+		if o.ignoreLease {
+			req.Flags |= wire.PutIgnoreLease
+		}
+	}
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
-	resp, err := c.leaderCall(ctx, &wire.Request{Op: wire.OpPut, Flags: wire.PutPrevKV, Key: key, Value: value}, false)
+	resp, err := c.leaderCall(ctx, req, false)
 	if err != nil {
 		return nil, 0, err
 	}

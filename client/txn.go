@@ -167,7 +167,9 @@ func OpRange(start, end []byte, opts ...ReadOption) Op {
 }
 
 // OpPrefix reads every key that starts with prefix, as OpRange.
-func OpPrefix(prefix []byte, opts ...ReadOption) Op { return OpRange(prefix, PrefixEnd(prefix), opts...) }
+func OpPrefix(prefix []byte, opts ...ReadOption) Op {
+	return OpRange(prefix, PrefixEnd(prefix), opts...)
+}
 
 // OpTxn is a transaction run as an operation (etcd's OpTxn): its compares
 // are evaluated against the state as the branch has written it so far,

@@ -69,9 +69,14 @@ func (e *env) json(v any) error {
 }
 
 func runPut(ctx context.Context, e *env, args []string) error {
-	value, err := e.value(args)
-	if err != nil {
-		return err
+	var value []byte
+	var err error
+	if !e.o.ignoreValue || len(args) == 2 {
+		// With --ignore-value a VALUE is refused by the server's rule
+		// ("value is provided"); none is read from standard input.
+		if value, err = e.value(args); err != nil {
+			return err
+		}
 	}
 	if e.o.prevKV {
 		return putPrev(ctx, e, args[0], value)

@@ -62,7 +62,7 @@ func runDelRange(ctx context.Context, e *env, args []string) error {
 // putPrev is put --prev-kv: etcdctl prints OK, then the previous key and
 // value if there was one.
 func putPrev(ctx context.Context, e *env, key string, value []byte) error {
-	prev, rev, err := e.c.PutPrev(ctx, []byte(key), value)
+	prev, rev, err := e.c.PutPrev(ctx, []byte(key), value, e.o.writeOptions()...)
 	if err != nil {
 		return err
 	}

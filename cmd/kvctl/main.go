@@ -116,6 +116,8 @@ type options struct {
 	fromVersion versionFlag // get and watch --rev
 	fromKey     bool        // del --from-key
 	prevKV      bool        // put and del --prev-kv
+	ignoreValue bool        // put --ignore-value
+	ignoreLease bool        // put --ignore-lease
 	scan        scanFlags   // get's range options (scan.go)
 	timeout     time.Duration
 	timeoutSet  bool // --timeout was given (a snapshot save has no default bound)
@@ -155,6 +157,12 @@ func (o *options) writeOptions() []client.WriteOption {
 	if o.lease.id != 0 {
 		opts = append(opts, client.WithLease(o.lease.id))
 	}
+	if o.ignoreValue {
+		opts = append(opts, client.WithIgnoreValue())
+	}
+	if o.ignoreLease {
+		opts = append(opts, client.WithIgnoreLease())
+	}
 	return opts
 }
 
@@ -177,6 +185,8 @@ func parse(args []string, stderr io.Writer) (*options, []string, error) {
 	fs.Var(&o.scan.from, "from", "get: the keys from this one on (inclusive), in key order")
 	fs.BoolVar(&o.fromKey, "from-key", false, "del: every key from KEY on (inclusive)")
 	fs.BoolVar(&o.prevKV, "prev-kv", false, "put, del: print the previous key and value (del: every key it deleted)")
+	fs.BoolVar(&o.ignoreValue, "ignore-value", false, "put KEY: keep the key's current value (give no VALUE; the key must exist), as etcdctl's")
+	fs.BoolVar(&o.ignoreLease, "ignore-lease", false, "put: keep the key's current lease (not with --lease; the key must exist), as etcdctl's")
 	fs.Var(&o.scan.to, "to", "get: with --from, the keys before this one (exclusive; omitted: no upper bound)")
 	fs.IntVar(&o.scan.limit, "limit", 0, "get --prefix/--from: at most this many keys (0: all)")
 	fs.BoolVar(&o.scan.keysOnly, "keys-only", false, "get --prefix/--from: print the keys, not their values")
@@ -319,6 +329,10 @@ func checkFlagScope(o *options, cmd string) error {
 		return usageError{"--atomic applies to mget only"}
 	case o.lease.id != 0 && cmd != "put":
 		return usageError{"--lease applies to put only"}
+	case (o.ignoreValue || o.ignoreLease) && cmd != "put":
+		return usageError{"--ignore-value and --ignore-lease apply to put only"}
+	case o.ignoreValue && o.valueFile != "":
+		return usageError{"put --ignore-value takes no value: not with --value-file"}
 	case o.valueFile != "" && cmd != "put":
 		return usageError{"--value-file applies to put only"}
 	case o.fromKey && !isDel(cmd):

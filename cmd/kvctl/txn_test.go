@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -155,7 +157,7 @@ delete x
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(tx.If) != 6 || len(tx.Then) != 2 || len(tx.Else) != 0 || fmt.Sprint(labels) != "[[{put k 1} {del x}] []]" {
+	if len(tx.If) != 6 || len(tx.Then) != 2 || len(tx.Else) != 0 || fmt.Sprint(labels) != "[[{put k 1 false false [[] []]} {del x false false [[] []]}] []]" {
 		t.Fatalf("parsed %d compares, %d then, %d else; labels %v", len(tx.If), len(tx.Then), len(tx.Else), labels)
 	}
 	want := client.Txn{
@@ -324,5 +326,129 @@ func TestTxnLeaseZero(t *testing.T) {
 	tx, _, err := parseTxn(strings.NewReader("lease(k) = \"0\"\n"))
 	if err != nil || fmt.Sprint(tx.If) != fmt.Sprint([]client.Cmp{client.CompareLease([]byte("k"), client.CmpEqual, 0)}) {
 		t.Fatalf("lease(k) = 0: %v, %v", tx.If, err)
+	}
+}
+
+// TestParseTxnEtcdOps: etcdctl's get/del/put flags inside a txn, and kvd's
+// txn { ... } for a nested transaction; bad lines are usage errors naming
+// the line.
+func TestParseTxnEtcdOps(t *testing.T) {
+	tx, labels, err := parseTxn(strings.NewReader(`c("a") = "0"
+m("b") > "1"
+
+put a 1 --lease=7
+put b --ignore-value
+put c v --ignore-lease
+del job/ --prefix --prev-kv
+del x z
+get k --prefix --limit 2 --keys-only
+get k --from-key --count-only
+txn {
+exists("a")
+
+get a
+txn {
+
+del q
+}
+
+put e 1
+}
+
+get o
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := client.Txn{
+		If: []client.Cmp{client.CompareCreateRevision([]byte("a"), client.CmpEqual, 0), client.CompareModRevision([]byte("b"), client.CmpGreater, 1)},
+		Then: []client.Op{
+			client.OpPut([]byte("a"), []byte("1"), client.WithLease(7)),
+			client.OpPut([]byte("b"), nil, client.WithIgnoreValue()),
+			client.OpPut([]byte("c"), []byte("v"), client.WithIgnoreLease()),
+			client.OpDeletePrefix([]byte("job/"), client.WithPrevKV()),
+			client.OpDeleteRange([]byte("x"), []byte("z")),
+			client.OpPrefix([]byte("k"), client.WithLimit(2), client.WithKeysOnly()),
+			client.OpRange([]byte("k"), nil, client.WithCountOnly()),
+			client.OpTxn([]client.Cmp{client.KeyExists([]byte("a"))},
+				[]client.Op{client.OpGet([]byte("a")), client.OpTxn(nil, []client.Op{client.OpDelete([]byte("q"))}, nil)},
+				[]client.Op{client.OpPut([]byte("e"), []byte("1"))}),
+		},
+		Else: []client.Op{client.OpGet([]byte("o"))},
+	}
+	if !reflect.DeepEqual(tx, want) {
+		t.Fatalf("parsed\n%v\nwant\n%v", tx, want)
+	}
+	if got := labels[0][7].sub[0][1].kind; got != "txn" || labels[0][3].kind != "del-range" || labels[0][5].kind != "range" || !labels[0][6].countOnly {
+		t.Fatalf("labels %+v", labels)
+	}
+	for _, tc := range []struct{ in, want string }{
+		{"\nput a\n", "line 2: not an operation"},
+		{"\nget a --limit\n", "--limit needs a value"},
+		{"\nget a b --prefix\n", "give END, --prefix or --from-key, not two of them"},
+		{"\ndel a --keys-only\n", "del does not take --keys-only in a txn"},
+		{"\nput a 1 --prev-kv\n", "put does not take --prev-kv in a txn"},
+		{"\ntxn {\n\nget a\n", "txn { without its closing }"},
+		{"\ntxn {\n\nput a b c\n}\n", "line 4: not an operation"},
+	} {
+		if _, _, err := parseTxn(strings.NewReader(tc.in)); !errors.As(err, new(usageError)) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("txn of %q: %v, want a usage error saying %q", tc.in, err, tc.want)
+		}
+	}
+}
+
+// TestTxnEtcdOpsAgainstNode: etcdctl's output for range ops, and JSON with
+// a nested response, from a real node; put --ignore-value / --ignore-lease.
+func TestTxnEtcdOpsAgainstNode(t *testing.T) {
+	ep := startNode(t)
+	for _, kv := range [][2]string{{"job/1", "a"}, {"job/2", "b"}, {"x", "1"}} {
+		mustKvctl(t, ep, "put", kv[0], kv[1])
+	}
+	in := "\ndel job/ --prefix --prev-kv\nget a --from-key --keys-only\nget job/ --prefix --count-only\n"
+	out, errOut, code := kvctlAt(ep, in, "txn")
+	if want := "SUCCESS\n\n2\njob/1\na\njob/2\nb\n\nx\n\n0\n"; code != 0 || out != want {
+		t.Fatalf("txn: exit %d, stdout %q (want %q), stderr %q", code, out, want, errOut)
+	}
+	in = "\ntxn {\nmissing(\"job/1\")\n\nput y --ignore-value\n\nput y 2\n}\n"
+	out, errOut, code = kvctlAt(ep, in, "-w", "json", "txn")
+	if code != 1 || !strings.Contains(errOut, "key not found") {
+		t.Fatalf("put --ignore-value of an absent key in a nested txn: exit %d, %q %q", code, out, errOut)
+	}
+	in = "\ntxn {\nmissing(\"job/1\")\n\nput x --ignore-value\nget x\n}\n"
+	out, errOut, code = kvctlAt(ep, in, "-w", "json", "txn")
+	var r struct {
+		Succeeded bool
+		Revision  uint64
+		Results   []struct {
+			Op  string
+			Txn *struct {
+				Succeeded bool
+				Revision  uint64
+				Results   []struct {
+					Op, Key, Value string
+					Version        uint64
+				}
+			}
+		}
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &r) != nil || len(r.Results) != 1 || r.Results[0].Op != "txn" {
+		t.Fatalf("nested txn: exit %d, %q %q", code, out, errOut)
+	}
+	if in := r.Results[0].Txn; in == nil || !in.Succeeded || in.Revision != r.Revision || len(in.Results) != 2 ||
+		in.Results[1].Value != "1" || in.Results[1].Version != 2 {
+		t.Fatalf("nested response: %s", out)
+	}
+	// put --ignore-value and its errors, as etcdctl's.
+	if out, errOut, code := kvctlAt(ep, "", "put", "--ignore-value", "x"); code != 0 || out != "OK\n" {
+		t.Fatalf("put --ignore-value x: exit %d, %q %q", code, out, errOut)
+	}
+	if _, errOut, code := kvctlAt(ep, "", "put", "--ignore-value", "nope"); code != 1 || !strings.Contains(errOut, "key not found") {
+		t.Fatalf("put --ignore-value of an absent key: exit %d, %q", code, errOut)
+	}
+	if _, errOut, code := kvctlAt(ep, "", "put", "--ignore-value", "x", "v"); code != 1 || !strings.Contains(errOut, "value is provided") {
+		t.Fatalf("put --ignore-value with a value: exit %d, %q", code, errOut)
+	}
+	if out, _, _ := kvctlAt(ep, "", "get", "x"); out != "1\n" {
+		t.Fatalf("x = %q after put --ignore-value, want 1", out)
 	}
 }

@@ -279,6 +279,7 @@ func (r *reader) operand(c *Compare) {
 		c.Value = r.bytes(int(r.u32()))
 	}
 }
+
 // AppendResponse appends r's encoding to b: the fields every kvd has
 // read (each key's mod revision), then an extension with the response's
 // revision and the rest of each key's metadata (doc.go).
