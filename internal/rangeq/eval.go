@@ -10,6 +10,7 @@ import (
 	"github.com/kvd-project/kvd/internal/errs"
 	"github.com/kvd-project/kvd/internal/limits"
 	"github.com/kvd-project/kvd/internal/revision"
+	"github.com/kvd-project/kvd/internal/wire"
 )
 
 // Source walks a state: it calls fn for the keys k with start <= k < end
@@ -33,9 +34,9 @@ type Bounds struct {
 var ReplyBounds = Bounds{Keys: limits.MaxScanKeys, Bytes: limits.MaxScanBytes,
 	SortKeys: limits.MaxSortKeys, SortBytes: limits.MaxSortBytes}
 
-// EntryLen is the size an entry of key and value takes in a reply, as
-// Bounds.Bytes counts it.
-func EntryLen(keyLen, valueLen int) int { return 2 + 8 + 4 + keyLen + valueLen }
+// EntryLen is the size an entry of key and value takes in a scan reply
+// (wire.ScanEntryLen), as Bounds.Bytes counts it.
+func EntryLen(keyLen, valueLen int) int { return wire.ScanEntryLen(keyLen, valueLen) }
 
 // ErrTooLarge: a sorted request matches more than Bounds.SortKeys keys or
 // SortBytes bytes. It is a bad request: narrow the range, filter it, or

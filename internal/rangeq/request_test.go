@@ -91,3 +91,34 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// olderDecoderAccepts is what a kvd that predates the extension and the
+// total flag takes as a scan request: flags within keys only, count only
+// and meta, and after the range nothing or an 8-byte revision.
+func olderDecoderAccepts(b []byte) bool {
+	r := reader{b: b}
+	flags := r.u8()
+	r.u32()
+	r.bytes(int(r.u16()))
+	r.bytes(int(r.u16()))
+	return !r.short && flags&^(KeysOnly|CountOnly|Meta) == 0 && (len(r.b) == 0 || len(r.b) == 8)
+}
+
+// TestOlderServerRefusesWhatItCannotServe: a request with a sort, a
+// filter or the total flag is refused by an older server instead of
+// being served without them; one without is served as before.
+func TestOlderServerRefusesWhatItCannotServe(t *testing.T) {
+	for _, q := range []Request{
+		{Order: Descend}, {Target: ByVersion}, {MinMod: 1}, {MaxMod: 1}, {MinCreate: 1}, {MaxCreate: 1},
+		{Flags: Total}, {Target: ByMod, Rev: 5}, {Order: Descend, Start: []byte("k")},
+	} {
+		if olderDecoderAccepts(Append(nil, &q)) {
+			t.Errorf("%+v: an older server would serve it", q)
+		}
+	}
+	for _, q := range []Request{{}, {Rev: 5}, {Flags: KeysOnly | Meta, Limit: 3, Start: []byte("a")}} {
+		if !olderDecoderAccepts(Append(nil, &q)) {
+			t.Errorf("%+v: an older server would refuse it", q)
+		}
+	}
+}
