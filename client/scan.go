@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/kvd-project/kvd/internal/limits"
 	"github.com/kvd-project/kvd/internal/rangeq"
@@ -188,6 +189,9 @@ func (c *Client) Range(ctx context.Context, start, end []byte, opts ...ReadOptio
 			total = false
 			continue
 		}
+		if err != nil && errors.Is(err, ErrBadRequest) && q.Extended() && strings.Contains(err.Error(), olderScanRefusal) {
+			return nil, fmt.Errorf("%w (the server predates sorts and revision filters: upgrade it, docs/upgrading.md)", err)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -226,6 +230,10 @@ func (c *Client) Range(ctx context.Context, start, end []byte, opts ...ReadOptio
 		}
 	}
 }
+
+// olderScanRefusal is how a server that predates rangeq's extension
+// refuses a request that carries it.
+const olderScanRefusal = "wire: malformed scan"
 
 // rangeRequest is the first page's request for a Range with options o.
 // Sorts and filters need a server with revisions; so does the total
