@@ -200,8 +200,7 @@ func (w *walk) hold(k, v []byte, m revision.Meta) bool {
 func (w *walk) result() Result {
 	r := Result{More: w.more, Next: w.next}
 	switch {
-	case w.q.Flags&CountOnly != 0:
-		r.More = false
+	case w.q.Flags&CountOnly != 0: // no entries
 	case w.q.Sorted():
 		r.KVs, r.More = w.sortedPage()
 	case w.q.Descending():
