@@ -5,8 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/kvd-project/kvd/internal/limits"
+	"github.com/kvd-project/kvd/internal/rangeq"
 	"github.com/kvd-project/kvd/internal/wire"
 )
 
@@ -22,7 +24,70 @@ type scanOptions struct {
 	limit               int
 	keysOnly, countOnly bool
 	rev                 uint64
+	target              SortTarget
+	order               SortOrder
+	minMod, maxMod      uint64
+	minCreate           uint64
+	maxCreate           uint64
 }
+
+// SortTarget is what WithSort sorts a range by (etcd's names and numbers).
+type SortTarget int
+
+// Sort targets.
+const (
+	SortByKey SortTarget = iota
+	SortByVersion
+	SortByCreateRevision
+	SortByModRevision
+	SortByValue
+)
+
+// SortOrder is the direction WithSort sorts in (etcd's names and numbers).
+type SortOrder int
+
+// Sort orders. SortNone is key order for SortByKey and ascending for the
+// other targets, as in etcd.
+const (
+	SortNone SortOrder = iota
+	SortAscend
+	SortDescend
+)
+
+// WithSort sorts a range by target in order (etcd's WithSort). Key order
+// pages like an unsorted range; another target holds every matching key
+// in the server's memory to sort it, so such a range may match at most
+// MaxSortKeys keys (MaxSortBytes of keys, and of values unless
+// WithKeysOnly; the values always for SortByValue): past that it fails
+// with ErrBadRequest. Ties come in key order.
+func WithSort(target SortTarget, order SortOrder) ReadOption {
+	if target == SortByKey && order == SortAscend {
+		order = SortNone // key order is what the server gives anyway: no extension for it
+	}
+	return func(o *readOptions) { o.scan.target, o.scan.order = target, order }
+}
+
+// Bounds of a range sorted by anything but the key (WithSort).
+const (
+	MaxSortKeys  = limits.MaxSortKeys
+	MaxSortBytes = limits.MaxSortBytes
+)
+
+// WithMinModRev keeps the keys whose mod revision is at least rev (0: no
+// bound), as etcd's. Count still counts every key of the range.
+func WithMinModRev(rev uint64) ReadOption { return func(o *readOptions) { o.scan.minMod = rev } }
+
+// WithMaxModRev keeps the keys whose mod revision is at most rev (0: no
+// bound).
+func WithMaxModRev(rev uint64) ReadOption { return func(o *readOptions) { o.scan.maxMod = rev } }
+
+// WithMinCreateRev keeps the keys whose create revision is at least rev
+// (0: no bound).
+func WithMinCreateRev(rev uint64) ReadOption { return func(o *readOptions) { o.scan.minCreate = rev } }
+
+// WithMaxCreateRev keeps the keys whose create revision is at most rev
+// (0: no bound).
+func WithMaxCreateRev(rev uint64) ReadOption { return func(o *readOptions) { o.scan.maxCreate = rev } }
 
 // WithRev makes a scan read the range as it was at store revision rev
 // (etcd's WithRev): it fails with ErrCompacted below the cluster's
@@ -45,7 +110,7 @@ func WithKeysOnly() ReadOption {
 }
 
 // WithCountOnly makes a scan return only the number of keys in the range
-// (the limit is ignored), no keys.
+// (the limit and the revision filters are ignored, as in etcd), no keys.
 func WithCountOnly() ReadOption {
 	return func(o *readOptions) { o.scan.countOnly = true }
 }
@@ -60,13 +125,14 @@ type KV struct {
 
 // RangeResponse is a scan's result.
 type RangeResponse struct {
-	// KVs are the keys found, in key order.
+	// KVs are the keys found, in key order unless WithSort says otherwise.
 	KVs []KV
-	// Count is len(KVs), or with WithCountOnly the number of keys in the
-	// range.
+	// Count is the number of keys in the range at Revision, whatever the
+	// limit and the revision filters (etcd's count).
 	Count uint64
-	// More: the range holds keys after the last one returned (a limit
-	// stopped the scan); Range(ctx, Next, end, ...) continues it.
+	// More: keys that match remain after the last one returned (a limit
+	// stopped the scan). In ascending key order, Range(ctx, Next, end,
+	// ...) continues it.
 	More bool
 	Next []byte
 	// Revision is the store revision the response shows the range at:
@@ -76,9 +142,11 @@ type RangeResponse struct {
 	Revision uint64
 }
 
-// Range returns the keys k with start <= k < end in key order, with their
-// values and versions. An empty start is the first key; an empty (or nil)
-// end is no upper bound; end <= start is an empty range.
+// Range returns the keys k with start <= k < end, with their values and
+// revision metadata: etcd's Range. An empty start is the first key; an
+// empty (or nil) end is no upper bound; end <= start is an empty range.
+// WithSort, the revision filters (WithMinModRev, ...), WithLimit,
+// WithKeysOnly, WithCountOnly and WithRev shape it as etcd's options do.
 //
 // Scans are served from a server's applied state by RPC (they cannot be
 // one-sided: the region has no order). At Linearizable and ReadIndex the
@@ -93,40 +161,48 @@ type RangeResponse struct {
 // (WithRev), so the pages form one snapshot; if the history is compacted
 // past it meanwhile, Range fails with ErrCompacted. Without a deadline
 // on ctx, each page (not the whole Range) gets Config.RequestTimeout.
-// Without a limit the
-// whole range is held in memory: bound large scans with WithLimit and
-// continue from Next.
+// With a limit, a filter or a sort, the first page counts the whole range
+// (Count), which walks all of it. Without a limit the whole range is held
+// in memory: bound large scans with WithLimit and continue from Next.
 func (c *Client) Range(ctx context.Context, start, end []byte, opts ...ReadOption) (*RangeResponse, error) {
 	o := readOptions{level: c.cfg.Consistency}
 	for _, f := range opts {
 		f(&o)
 	}
+	q, err := c.rangeRequest(ctx, start, end, &o.scan)
+	if err != nil {
+		return nil, err
+	}
+	total := q.Flags&rangeq.Total != 0 // the first page counts the range
 	out := &RangeResponse{}
 	for {
-		q := wire.ScanRequest{Start: start, End: end, Rev: o.scan.rev}
-		revs := c.servesRevisions(ctx)
-		if revs {
-			q.Flags |= wire.ScanMeta
-		}
-		switch {
-		case o.scan.countOnly:
-			q.Flags |= wire.ScanCountOnly
-		case o.scan.keysOnly:
-			q.Flags |= wire.ScanKeysOnly
-		}
 		if o.scan.limit > 0 && !o.scan.countOnly {
 			q.Limit = uint32(min(o.scan.limit-len(out.KVs), limits.MaxScanKeys))
 		}
 		pctx, cancel := c.withTimeout(ctx) // each page gets the request timeout
 		page, rev, err := c.scanPage(pctx, &q, o.level)
 		cancel()
+		if err != nil && errors.Is(err, ErrBadRequest) && q.Flags&rangeq.Total != 0 && !q.Extended() && len(out.KVs) == 0 {
+			// A server that predates the total count (docs/upgrading.md):
+			// count the pages instead.
+			q.Flags &^= rangeq.Total
+			total = false
+			continue
+		}
+		if err != nil && errors.Is(err, ErrBadRequest) && q.Extended() && strings.Contains(err.Error(), olderScanRefusal) {
+			return nil, fmt.Errorf("%w (the server predates sorts and revision filters: upgrade it, docs/upgrading.md)", err)
+		}
 		if err != nil {
 			return nil, err
 		}
-		if o.scan.rev == 0 && revs {
-			o.scan.rev = rev // the following pages: the same snapshot
+		if q.Rev == 0 && q.Flags&rangeq.Meta != 0 {
+			q.Rev = rev // the following pages: the same snapshot
 		}
 		out.Revision = rev
+		if q.Flags&(rangeq.Total|rangeq.CountOnly) != 0 {
+			out.Count = page.Count
+		}
+		q.Flags &^= rangeq.Total
 		for _, kv := range page.KVs {
 			e := KV{Key: kv.Key, Meta: metaOf(kv.Meta)}
 			if !o.scan.keysOnly {
@@ -136,15 +212,56 @@ func (c *Client) Range(ctx context.Context, start, end []byte, opts ...ReadOptio
 		}
 		out.More, out.Next = page.Flags&wire.ScanMore != 0, page.Next
 		if o.scan.countOnly {
-			out.Count = page.Count
 			return out, nil
 		}
 		if !out.More || (o.scan.limit > 0 && len(out.KVs) >= o.scan.limit) {
-			out.Count = uint64(len(out.KVs))
+			if !total {
+				out.Count = uint64(len(out.KVs))
+			}
 			return out, nil
 		}
-		start = page.Next
+		switch {
+		case q.Sorted():
+			q.Offset += uint32(len(page.KVs))
+		case q.Descending():
+			q.End = page.Next
+		default:
+			q.Start = page.Next
+		}
 	}
+}
+
+// olderScanRefusal is how a server that predates rangeq's extension
+// refuses a request that carries it.
+const olderScanRefusal = "wire: malformed scan"
+
+// rangeRequest is the first page's request for a Range with options o.
+// Sorts and filters need a server with revisions; so does the total
+// count, which a first page asks for when the pages alone would not give
+// it (a limit, a filter, a sort).
+func (c *Client) rangeRequest(ctx context.Context, start, end []byte, o *scanOptions) (rangeq.Request, error) {
+	q := rangeq.Request{Start: start, End: end, Rev: o.rev, Target: rangeq.Target(o.target), Order: rangeq.Order(o.order),
+		MinMod: o.minMod, MaxMod: o.maxMod, MinCreate: o.minCreate, MaxCreate: o.maxCreate}
+	if o.target < SortByKey || o.target > SortByValue || o.order < SortNone || o.order > SortDescend {
+		return q, fmt.Errorf("%w: sort target %d, order %d", ErrBadRequest, o.target, o.order)
+	}
+	switch {
+	case o.countOnly:
+		q.Flags |= rangeq.CountOnly
+	case o.keysOnly:
+		q.Flags |= rangeq.KeysOnly
+	}
+	if !c.servesRevisions(ctx) {
+		if q.Extended() {
+			return q, fmt.Errorf("%w: the servers predate revisions: they can neither sort nor filter a range", ErrBadRequest)
+		}
+		return q, nil
+	}
+	q.Flags |= rangeq.Meta
+	if !o.countOnly && (o.limit > 0 || q.Extended()) {
+		q.Flags |= rangeq.Total
+	}
+	return q, nil
 }
 
 // Prefix returns the keys that start with prefix, as Range does (an empty
@@ -163,11 +280,11 @@ func PrefixEnd(prefix []byte) []byte { return wire.PrefixEnd(prefix) }
 // scanPage asks for one page. Linearizable and ReadIndex pages come from
 // the leader; Serializable ones from the node one-sided reads would use,
 // or, if it fails, from the leader.
-func (c *Client) scanPage(ctx context.Context, q *wire.ScanRequest, level Consistency) (wire.ScanResponse, uint64, error) {
+func (c *Client) scanPage(ctx context.Context, q *rangeq.Request, level Consistency) (wire.ScanResponse, uint64, error) {
 	if len(q.Start) > limits.MaxKey || len(q.End) > limits.MaxKey {
 		return wire.ScanResponse{}, 0, fmt.Errorf("%w: scan bound of more than %d bytes", ErrKeyTooLarge, limits.MaxKey)
 	}
-	req := &wire.Request{Op: wire.OpScan, Value: wire.AppendScanRequest(nil, q)}
+	req := &wire.Request{Op: wire.OpScan, Value: rangeq.Append(nil, q)}
 	resp, err := c.readCall(ctx, req, level)
 	if err != nil {
 		return wire.ScanResponse{}, 0, err
@@ -183,9 +300,9 @@ func (c *Client) scanPage(ctx context.Context, q *wire.ScanRequest, level Consis
 }
 
 // checkPage rejects a page that breaks what was asked: more keys than the
-// limit, keys out of order or out of the range, or a continuation that
-// would not move on (which would page forever).
-func checkPage(q *wire.ScanRequest, page *wire.ScanResponse) error {
+// limit, keys out of the range or (in key order) out of order, or a
+// continuation that would not move on (which would page forever).
+func checkPage(q *rangeq.Request, page *wire.ScanResponse) error {
 	limit := int(q.Limit)
 	if limit == 0 {
 		limit = limits.MaxScanKeys
@@ -193,14 +310,29 @@ func checkPage(q *wire.ScanRequest, page *wire.ScanResponse) error {
 	if len(page.KVs) > limit {
 		return fmt.Errorf("%d keys for a limit of %d", len(page.KVs), limit)
 	}
-	last := q.Start
 	for i, kv := range page.KVs {
-		if c := bytes.Compare(kv.Key, last); c < 0 || (c == 0 && i > 0) || (len(q.End) > 0 && bytes.Compare(kv.Key, q.End) >= 0) {
+		inRange := bytes.Compare(kv.Key, q.Start) >= 0 && (len(q.End) == 0 || bytes.Compare(kv.Key, q.End) < 0)
+		ordered := true
+		if i > 0 && !q.Sorted() {
+			c := bytes.Compare(kv.Key, page.KVs[i-1].Key)
+			ordered = c > 0 && !q.Descending() || c < 0 && q.Descending()
+		}
+		if !inRange || !ordered {
 			return fmt.Errorf("key %q out of order or out of the range", kv.Key)
 		}
-		last = kv.Key
 	}
-	if page.Flags&wire.ScanMore != 0 && (len(page.KVs) == 0 || bytes.Compare(page.Next, last) <= 0) {
+	if page.Flags&wire.ScanMore == 0 || q.Flags&rangeq.CountOnly != 0 {
+		return nil
+	}
+	if len(page.KVs) == 0 {
+		return errors.New("more keys after an empty page")
+	}
+	last := page.KVs[len(page.KVs)-1].Key
+	switch {
+	case q.Sorted():
+	case q.Descending() && (len(page.Next) == 0 || bytes.Compare(page.Next, last) > 0):
+		return fmt.Errorf("continuation %q does not move below %q", page.Next, last)
+	case !q.Descending() && bytes.Compare(page.Next, last) <= 0:
 		return fmt.Errorf("continuation %q does not move past %q", page.Next, last)
 	}
 	return nil

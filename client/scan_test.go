@@ -3,6 +3,7 @@ package client
 import (
 	"testing"
 
+	"github.com/kvd-project/kvd/internal/rangeq"
 	"github.com/kvd-project/kvd/internal/revision"
 	"github.com/kvd-project/kvd/internal/wire"
 )
@@ -18,7 +19,7 @@ func TestCheckPage(t *testing.T) {
 		}
 		return out
 	}
-	q := wire.ScanRequest{Start: []byte("b"), End: []byte("m"), Limit: 3}
+	q := rangeq.Request{Start: []byte("b"), End: []byte("m"), Limit: 3}
 	for _, tc := range []struct {
 		name string
 		page wire.ScanResponse

@@ -56,6 +56,8 @@ var exported = map[string]float64{
 	"client.MaxAtomicBytes":            client.MaxAtomicBytes,
 	"client.MaxScanPageKeys":           client.MaxScanPageKeys,
 	"client.MaxScanPageBytes":          client.MaxScanPageBytes,
+	"client.MaxSortKeys":               client.MaxSortKeys,
+	"client.MaxSortBytes":              client.MaxSortBytes,
 	"kv.MaxLeases":                     kv.MaxLeases,
 	"kv.MaxLeaseKeys":                  kv.MaxLeaseKeys,
 	"client.MaxLeaseListIDs":           client.MaxLeaseListIDs,

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kvd-project/kvd/internal/kv"
 	"github.com/kvd-project/kvd/internal/mirror"
+	"github.com/kvd-project/kvd/internal/rangeq"
 	"github.com/kvd-project/kvd/internal/table"
 	"github.com/kvd-project/kvd/internal/watch"
 	"github.com/kvd-project/kvd/internal/wire"
@@ -144,12 +145,19 @@ type Knobs struct {
 	// LeaseListPage is the most lease ids one lease list reply holds.
 	// Default wire.MaxLeaseListIDs; tests lower it to page with few leases.
 	LeaseListPage int
+	// ScanBounds bound one scan reply and what a sorted scan holds.
+	// Default rangeq.ReplyBounds (each zero field); tests lower them to
+	// page and to refuse a sort with few keys.
+	ScanBounds rangeq.Bounds
 }
 
 func (k Knobs) withDefaults() Knobs {
 	k.ReplyTimeout = cmp.Or(k.ReplyTimeout, replyTimeout)
 	k.ProgressEvery = cmp.Or(k.ProgressEvery, progressEvery)
 	k.LeaseListPage = cmp.Or(k.LeaseListPage, wire.MaxLeaseListIDs)
+	d := rangeq.ReplyBounds
+	k.ScanBounds = rangeq.Bounds{Keys: cmp.Or(k.ScanBounds.Keys, d.Keys), Bytes: cmp.Or(k.ScanBounds.Bytes, d.Bytes),
+		SortKeys: cmp.Or(k.ScanBounds.SortKeys, d.SortKeys), SortBytes: cmp.Or(k.ScanBounds.SortBytes, d.SortBytes)}
 	return k
 }
 

@@ -13,14 +13,15 @@ import (
 	"github.com/kvd-project/kvd/client"
 	"github.com/kvd-project/kvd/internal/kvdtest"
 	"github.com/kvd-project/kvd/internal/kvdtest/wait"
+	"github.com/kvd-project/kvd/internal/rangeq"
 	"github.com/kvd-project/kvd/internal/wire"
 )
 
 // askScan sends one scan to one node (not through the client, which
 // would move on to other nodes). err is non-nil if no answer came.
-func askScan(t *testing.T, addr string, flags uint16, q wire.ScanRequest, wait time.Duration) (wire.Response, error) {
+func askScan(t *testing.T, addr string, flags uint16, q rangeq.Request, wait time.Duration) (wire.Response, error) {
 	t.Helper()
-	return askRequest(t, addr, &wire.Request{Op: wire.OpScan, Flags: flags, Value: wire.AppendScanRequest(nil, &q)}, wait)
+	return askRequest(t, addr, &wire.Request{Op: wire.OpScan, Flags: flags, Value: rangeq.Append(nil, &q)}, wait)
 }
 
 // TestDeposedLeaderScansNeedReadIndex: a leader cut off from the others is
@@ -48,7 +49,7 @@ func TestDeposedLeaderScansNeedReadIndex(t *testing.T) {
 	if r, err := c.Prefix(ctx, []byte("p/")); err != nil || len(r.KVs) != 2 {
 		t.Fatalf("new leader: linearizable prefix scan = %+v, %v; want 2 keys", r, err)
 	}
-	q := wire.ScanRequest{Start: []byte("p/"), End: []byte("p0")}
+	q := rangeq.Request{Start: []byte("p/"), End: []byte("p0")}
 	resp, err := askScan(t, old.Addr, wire.Serializable, q, 5*time.Second)
 	var page wire.ScanResponse
 	if err != nil || resp.Status != wire.StatusOK || wire.DecodeScanResponse(resp.Value, &page) != nil || len(page.KVs) != 1 {

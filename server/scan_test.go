@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kvd-project/kvd/client"
+	"github.com/kvd-project/kvd/internal/rangeq"
 	"github.com/kvd-project/kvd/internal/table"
 	"github.com/kvd-project/kvd/internal/wire"
 	"github.com/kvd-project/kvd/transport/tcp"
@@ -55,6 +56,7 @@ func TestRangeSemantics(t *testing.T) {
 		keysOnly   bool
 		want       string
 		more       bool
+		count      uint64 // etcd's count of the range, when a limit cuts it
 	}{
 		{name: "everything", want: `"a"=va "a/2"=va/2 "a\xff"=va` + "\xff" + ` "a\xff\x00"=va` + "\xff\x00" + ` "a\xff\xff"=va` + "\xff\xff" +
 			` "b"=vb "c"=vc "\xff"=v` + "\xff" + ` "\xff\xff\x01"=v` + "\xff\xff\x01", keysOnly: false},
@@ -69,7 +71,7 @@ func TestRangeSemantics(t *testing.T) {
 		{name: "prefix of 0xff only", prefix: b("\xff"), keysOnly: true, want: `"\xff" "\xff\xff\x01"`},
 		{name: "prefix 0xff 0xff", prefix: b("\xff\xff"), keysOnly: true, want: `"\xff\xff\x01"`},
 		{name: "deleted key's prefix", prefix: b("b/"), keysOnly: true, want: ""},
-		{name: "limit", start: b("a"), opts: []client.ReadOption{client.WithLimit(2)}, keysOnly: true, want: `"a" "a/2"`, more: true},
+		{name: "limit", start: b("a"), opts: []client.ReadOption{client.WithLimit(2)}, keysOnly: true, want: `"a" "a/2"`, more: true, count: 9},
 		{name: "limit equal to the keys", prefix: b("a\xff"), opts: []client.ReadOption{client.WithLimit(3)}, keysOnly: true,
 			want: `"a\xff" "a\xff\x00" "a\xff\xff"`},
 		{name: "keys only", prefix: b("c"), opts: []client.ReadOption{client.WithKeysOnly()}, want: `"c"=`},
@@ -84,8 +86,11 @@ func TestRangeSemantics(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
-		if got := rangeKeys(r, tc.keysOnly); got != tc.want || r.More != tc.more || r.Count != uint64(len(r.KVs)) {
-			t.Errorf("%s: got %s (more %v, count %d), want %s (more %v)", tc.name, got, r.More, r.Count, tc.want, tc.more)
+		if tc.count == 0 {
+			tc.count = uint64(len(r.KVs))
+		}
+		if got := rangeKeys(r, tc.keysOnly); got != tc.want || r.More != tc.more || r.Count != tc.count {
+			t.Errorf("%s: got %s (more %v, count %d), want %s (more %v, count %d)", tc.name, got, r.More, r.Count, tc.want, tc.more, tc.count)
 		}
 		for _, kv := range r.KVs {
 			if kv.ModRevision == 0 {
@@ -180,7 +185,7 @@ func TestRangePaging(t *testing.T) {
 	if _, err := c.Txn(ctx, client.Txn{Then: puts}); err != nil {
 		t.Fatal(err)
 	}
-	page := rawScan(t, s, wire.ScanRequest{Start: []byte("n")})
+	page := rawScan(t, s, rangeq.Request{Start: []byte("n")})
 	if len(page.KVs) != wire.MaxScanKeys || page.Flags&wire.ScanMore == 0 || string(page.Next) != fmt.Sprintf("n%05d", wire.MaxScanKeys) {
 		t.Fatalf("first page: %d keys, flags %d, next %q; want %d keys and more from n%05d",
 			len(page.KVs), page.Flags, page.Next, wire.MaxScanKeys, wire.MaxScanKeys)
@@ -196,7 +201,7 @@ func TestRangePaging(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	page = rawScan(t, s, wire.ScanRequest{Start: []byte("z")})
+	page = rawScan(t, s, rangeq.Request{Start: []byte("z")})
 	if len(page.KVs) != 1 || string(page.Next) != "z2" {
 		t.Fatalf("page of 1 MiB values: %d keys, next %q; want 1, z2", len(page.KVs), page.Next)
 	}
@@ -207,9 +212,9 @@ func TestRangePaging(t *testing.T) {
 }
 
 // rawScan asks s for one page at Serializable.
-func rawScan(t *testing.T, s *Server, q wire.ScanRequest) wire.ScanResponse {
+func rawScan(t *testing.T, s *Server, q rangeq.Request) wire.ScanResponse {
 	t.Helper()
-	resp := s.handle(context.Background(), &wire.Request{Op: wire.OpScan, Flags: wire.Serializable, Value: wire.AppendScanRequest(nil, &q)})
+	resp := s.handle(context.Background(), &wire.Request{Op: wire.OpScan, Flags: wire.Serializable, Value: rangeq.Append(nil, &q)})
 	if resp.Status != wire.StatusOK {
 		t.Fatalf("scan: status %d %s", resp.Status, resp.Value)
 	}
@@ -233,13 +238,13 @@ func TestScanRequestsRefused(t *testing.T) {
 	}{
 		{"empty value", wire.Request{Op: wire.OpScan}, wire.StatusBadRequest},
 		{"garbage", wire.Request{Op: wire.OpScan, Value: []byte{1, 2, 3}}, wire.StatusBadRequest},
-		{"trailing bytes", wire.Request{Op: wire.OpScan, Value: append(wire.AppendScanRequest(nil, &wire.ScanRequest{}), 0)}, wire.StatusBadRequest},
-		{"with a key", wire.Request{Op: wire.OpScan, Key: []byte("k"), Value: wire.AppendScanRequest(nil, &wire.ScanRequest{})}, wire.StatusBadRequest},
-		{"unknown level", wire.Request{Op: wire.OpScan, Flags: 9, Value: wire.AppendScanRequest(nil, &wire.ScanRequest{})}, wire.StatusBadRequest},
+		{"trailing bytes", wire.Request{Op: wire.OpScan, Value: append(rangeq.Append(nil, &rangeq.Request{}), 0)}, wire.StatusBadRequest},
+		{"with a key", wire.Request{Op: wire.OpScan, Key: []byte("k"), Value: rangeq.Append(nil, &rangeq.Request{})}, wire.StatusBadRequest},
+		{"unknown level", wire.Request{Op: wire.OpScan, Flags: 9, Value: rangeq.Append(nil, &rangeq.Request{})}, wire.StatusBadRequest},
 		{"keys only and count only", wire.Request{Op: wire.OpScan,
-			Value: wire.AppendScanRequest(nil, &wire.ScanRequest{Flags: wire.ScanKeysOnly | wire.ScanCountOnly})}, wire.StatusBadRequest},
-		{"long start", wire.Request{Op: wire.OpScan, Value: wire.AppendScanRequest(nil, &wire.ScanRequest{Start: long})}, wire.StatusKeyTooLarge},
-		{"long end", wire.Request{Op: wire.OpScan, Value: wire.AppendScanRequest(nil, &wire.ScanRequest{End: long})}, wire.StatusKeyTooLarge},
+			Value: rangeq.Append(nil, &rangeq.Request{Flags: rangeq.KeysOnly | rangeq.CountOnly})}, wire.StatusBadRequest},
+		{"long start", wire.Request{Op: wire.OpScan, Value: rangeq.Append(nil, &rangeq.Request{Start: long})}, wire.StatusKeyTooLarge},
+		{"long end", wire.Request{Op: wire.OpScan, Value: rangeq.Append(nil, &rangeq.Request{End: long})}, wire.StatusKeyTooLarge},
 	} {
 		if resp := s.handle(context.Background(), &tc.req); resp.Status != tc.want {
 			t.Errorf("%s: status %d %q, want %d", tc.name, resp.Status, resp.Value, tc.want)
@@ -289,7 +294,7 @@ func TestScanNotAheadOfRegion(t *testing.T) {
 		t.Fatalf("Pebble holds %q, %v, %v while the apply is held; want new", v, ok, err)
 	}
 	scanned := make(chan wire.ScanResponse, 1)
-	go func() { scanned <- rawScan(t, s, wire.ScanRequest{Start: []byte("k"), End: []byte("k\x00")}) }()
+	go func() { scanned <- rawScan(t, s, rangeq.Request{Start: []byte("k"), End: []byte("k\x00")}) }()
 	select {
 	case p := <-scanned:
 		t.Fatalf("the scan answered %q while the region still showed the old value", p.KVs[0].Value)
@@ -316,7 +321,7 @@ func TestCountEndsWithItsRequest(t *testing.T) {
 	s := floodServer(t, Config{}, tcp.Config{})
 	c := txnClient(t, s)
 	ctx := context.Background()
-	const keys = 2*countCheckEvery + 10
+	const keys = 3000 // past several of the walk's looks at its context
 	var puts []client.Op
 	for i := range keys {
 		puts = append(puts, client.OpPut(fmt.Appendf(nil, "c%05d", i), []byte("x")))
@@ -327,7 +332,7 @@ func TestCountEndsWithItsRequest(t *testing.T) {
 			puts = nil
 		}
 	}
-	q := wire.ScanRequest{Start: []byte("c"), Flags: wire.ScanCountOnly}
+	q := rangeq.Request{Start: []byte("c"), Flags: rangeq.CountOnly}
 	page, _, err := s.scanPage(ctx, &q)
 	if err != nil || page.Count != keys {
 		t.Fatalf("count: %d, %v; want %d", page.Count, err, keys)

@@ -25,9 +25,12 @@ commands:
   put KEY [VALUE]         store VALUE under KEY (no VALUE: --value-file or stdin)
   get KEY                 print KEY's value (exit 1 if it does not exist)
   get --prefix P          print every key starting with P and its value, in key order
-  get --from A [--to B]   print the keys from A (inclusive) to B (exclusive; no --to:
-                          to the end) and their values; with --limit N,
-                          --keys-only (keys only) or --count (the number only)
+  get KEY END, get --from-key KEY, get --from A [--to B]
+                          print the keys from KEY or A (inclusive) to END or B
+                          (exclusive; none: to the end) and their values; with
+                          --limit N, --keys-only (keys only), --count-only (the
+                          number only), --sort-by CREATE|KEY|MODIFY|VALUE|VERSION
+                          and --order ASCEND|DESCEND
   mget KEY...             print each KEY and its value, reading them in batches
                           (exit 1 if any does not exist; they are named on stderr);
                           with --atomic, values that all held at one moment
@@ -183,14 +186,17 @@ func parse(args []string, stderr io.Writer) (*options, []string, error) {
 	fs.BoolVar(&o.scan.prefix, "prefix", false, "get: every key starting with KEY, in key order; watch: every key starting with KEY")
 	fs.Var(&o.fromVersion, "rev", "get: the keys as they were at this store revision; watch: the events from this revision on (default: from now)")
 	fs.Var(&o.scan.from, "from", "get: the keys from this one on (inclusive), in key order")
-	fs.BoolVar(&o.fromKey, "from-key", false, "del: every key from KEY on (inclusive)")
+	fs.BoolVar(&o.fromKey, "from-key", false, "get, del: every key from KEY on (inclusive)")
 	fs.BoolVar(&o.prevKV, "prev-kv", false, "put, del: print the previous key and value (del: every key it deleted)")
 	fs.BoolVar(&o.ignoreValue, "ignore-value", false, "put KEY: keep the key's current value (give no VALUE; the key must exist), as etcdctl's")
 	fs.BoolVar(&o.ignoreLease, "ignore-lease", false, "put: keep the key's current lease (not with --lease; the key must exist), as etcdctl's")
 	fs.Var(&o.scan.to, "to", "get: with --from, the keys before this one (exclusive; omitted: no upper bound)")
 	fs.IntVar(&o.scan.limit, "limit", 0, "get --prefix/--from: at most this many keys (0: all)")
 	fs.BoolVar(&o.scan.keysOnly, "keys-only", false, "get --prefix/--from: print the keys, not their values")
-	fs.BoolVar(&o.scan.count, "count", false, "get --prefix/--from: print only the number of keys")
+	fs.BoolVar(&o.scan.count, "count-only", false, "get --prefix/--from: print only the number of keys (the limit aside)")
+	fs.BoolVar(&o.scan.count, "count", false, "get: the same as --count-only")
+	fs.Var(&o.scan.sortBy, "sort-by", "get --prefix/--from: sort by CREATE, KEY, MODIFY, VALUE or VERSION (default: key order)")
+	fs.Var(&o.scan.order, "order", "get --prefix/--from: ASCEND or DESCEND (default ASCEND)")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "give up on a command after this long")
 	fs.Var(&o.clusterID, "cluster-id", "refuse endpoints of any other cluster than this one (its hex id, as status prints it; default: the one most endpoints name)")
 	fs.Float64Var(&o.leaseDrift, "lease-drift", client.DefaultLeaseDrift,
@@ -274,12 +280,13 @@ func runIn(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	if o.fromVersion.set && pos[0] != "watch" && pos[0] != "get" {
 		return usageError{"--rev applies to get and watch only"}
 	}
-	if o.scan.any() && !((pos[0] == "watch" || isDel(pos[0])) && o.scan.onlyPrefix()) {
+	rangeGet := pos[0] == "get" && (len(pos) == 3 || o.fromKey) // get KEY END, get --from-key KEY
+	if rangeGet || o.scan.any() && !((pos[0] == "watch" || isDel(pos[0])) && o.scan.onlyPrefix()) {
 		if pos[0] != "get" {
-			return usageError{"--from, --to, --limit, --keys-only and --count apply to get only (--prefix to get, del and watch)"}
+			return usageError{"--from, --to, --limit, --keys-only, --count-only, --sort-by and --order apply to get only (--prefix to get, del and watch)"}
 		}
-		cmd = command{cmd.args, []int{0, 1}, runScan}
-		if err := o.scan.check(pos[1:]); err != nil {
+		cmd = command{cmd.args, []int{0, 1, 2}, runScan}
+		if err := o.scan.check(pos[1:], o.fromKey); err != nil {
 			return err
 		}
 	}
@@ -335,8 +342,8 @@ func checkFlagScope(o *options, cmd string) error {
 		return usageError{"put --ignore-value takes no value: not with --value-file"}
 	case o.valueFile != "" && cmd != "put":
 		return usageError{"--value-file applies to put only"}
-	case o.fromKey && !isDel(cmd):
-		return usageError{"--from-key applies to del only"}
+	case o.fromKey && !isDel(cmd) && cmd != "get":
+		return usageError{"--from-key applies to get and del only"}
 	case o.prevKV && cmd != "put" && !isDel(cmd):
 		return usageError{"--prev-kv applies to put and del only"}
 	case o.ifVersion.set && isDel(cmd) && (o.fromKey || o.scan.prefix || o.prevKV):

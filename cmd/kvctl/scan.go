@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"text/tabwriter"
 	"unicode/utf8"
 
@@ -10,12 +11,14 @@ import (
 )
 
 // scanFlags are get's range options: --prefix, --from, --to, --limit,
-// --keys-only, --count.
+// --keys-only, --count-only (or --count), --sort-by, --order; with
+// --from-key and get KEY END, which main's options hold.
 type scanFlags struct {
 	prefix          bool
 	from, to        optString
 	limit           int
 	keysOnly, count bool
+	sortBy, order   optString
 }
 
 // optString is a string flag that knows whether it was given (--from ""
@@ -34,33 +37,56 @@ func (f *optString) Set(s string) error {
 
 // any reports whether get is a scan.
 func (f *scanFlags) any() bool {
-	return f.prefix || f.from.set || f.to.set || f.limit != 0 || f.keysOnly || f.count
+	return f.prefix || f.from.set || f.to.set || f.limit != 0 || f.keysOnly || f.count || f.sortBy.set || f.order.set
 }
 
 // onlyPrefix reports whether --prefix is the one range option given.
 func (f *scanFlags) onlyPrefix() bool {
-	return f.prefix && !f.from.set && !f.to.set && f.limit == 0 && !f.keysOnly && !f.count
+	return f.prefix && !f.from.set && !f.to.set && f.limit == 0 && !f.keysOnly && !f.count && !f.sortBy.set && !f.order.set
 }
 
-// check rejects combinations that mean nothing, for a get with args.
-func (f *scanFlags) check(args []string) error {
+// check rejects combinations that mean nothing, for a get with args
+// (fromKey: --from-key).
+func (f *scanFlags) check(args []string, fromKey bool) error {
+	if _, _, err := f.sort(); err != nil {
+		return err
+	}
 	switch {
 	case f.limit < 0:
 		return usageError{"--limit must not be negative"}
 	case f.keysOnly && f.count:
-		return usageError{"--keys-only and --count exclude each other"}
-	case f.prefix && (f.from.set || f.to.set):
-		return usageError{"--prefix excludes --from and --to"}
+		return usageError{"--keys-only and --count-only exclude each other"}
+	case f.prefix && (f.from.set || f.to.set || fromKey || len(args) == 2):
+		return usageError{"--prefix excludes --from, --to, --from-key and END"}
+	case fromKey && (f.from.set || f.to.set || len(args) != 1):
+		return usageError{"usage: kvctl get --from-key KEY"}
 	case f.prefix && len(args) != 1:
 		return usageError{"usage: kvctl get --prefix PREFIX"}
 	case f.from.set || f.to.set:
 		if len(args) != 0 {
 			return usageError{"get --from/--to takes no KEY"}
 		}
-	case len(args) != 1:
-		return usageError{"get --limit, --keys-only or --count needs --prefix PREFIX, or --from/--to"}
+	case len(args) != 1 && len(args) != 2:
+		return usageError{"get --limit, --keys-only, --count-only, --sort-by or --order needs KEY [END], --prefix PREFIX, --from-key KEY or --from/--to"}
 	}
 	return nil
+}
+
+// sort is --sort-by and --order as the client's, in etcdctl's words
+// (either case): --order alone sorts by key, --sort-by alone ascends.
+func (f *scanFlags) sort() (client.SortTarget, client.SortOrder, error) {
+	targets := map[string]client.SortTarget{"": client.SortByKey, "KEY": client.SortByKey, "VERSION": client.SortByVersion,
+		"CREATE": client.SortByCreateRevision, "MODIFY": client.SortByModRevision, "VALUE": client.SortByValue}
+	orders := map[string]client.SortOrder{"": client.SortNone, "ASCEND": client.SortAscend, "DESCEND": client.SortDescend}
+	t, ok := targets[strings.ToUpper(f.sortBy.v)]
+	if !ok {
+		return 0, 0, usageError{fmt.Sprintf("--sort-by %q: want CREATE, KEY, MODIFY, VALUE or VERSION", f.sortBy.v)}
+	}
+	o, ok := orders[strings.ToUpper(f.order.v)]
+	if !ok {
+		return 0, 0, usageError{fmt.Sprintf("--order %q: want ASCEND or DESCEND", f.order.v)}
+	}
+	return t, o, nil
 }
 
 // scanJSON is -w json's output for a scan.
@@ -76,13 +102,15 @@ type scanJSON struct {
 }
 
 // runScan serves get with range flags: a prefix (get --prefix P), a range
-// (--from A --to B; --to omitted: no upper bound), or a single KEY's
-// range [KEY, KEY+"\x00") with --limit, --keys-only or --count. Keys print
-// in key order, as mget prints them (keys only: one per line; --count: the
-// number). An empty result prints nothing and exits 0, as etcdctl does.
+// (get KEY END, --from A --to B; --to omitted: no upper bound), every key
+// from KEY on (--from-key KEY), or a single KEY's range [KEY, KEY+"\x00")
+// with --limit, --keys-only, --count-only or a sort. Keys print in key
+// order unless --sort-by or --order say otherwise, as mget prints them
+// (keys only: one per line; --count-only: the number). An empty result
+// prints nothing and exits 0, as etcdctl does.
 func runScan(ctx context.Context, e *env, args []string) error {
 	f := &e.o.scan
-	if err := f.check(args); err != nil {
+	if err := f.check(args, e.o.fromKey); err != nil {
 		return err
 	}
 	if e.o.write == "raw" {
@@ -94,6 +122,10 @@ func runScan(ctx context.Context, e *env, args []string) error {
 	switch {
 	case f.prefix:
 		r, err = e.c.Prefix(ctx, []byte(args[0]), opts...)
+	case e.o.fromKey:
+		r, err = e.c.Range(ctx, []byte(args[0]), nil, opts...)
+	case len(args) == 2:
+		r, err = e.c.Range(ctx, []byte(args[0]), []byte(args[1]), opts...)
 	case f.from.set || f.to.set:
 		r, err = e.c.Range(ctx, []byte(f.from.v), []byte(f.to.v), opts...)
 	default: // one key, as a range
@@ -109,7 +141,7 @@ func runScan(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if len(r.KVs) == 0 && !f.any() {
+	if len(r.KVs) == 0 && !f.any() && !e.o.fromKey && len(args) == 1 {
 		return client.ErrNotFound // get KEY --rev N: as get KEY, a missing key fails
 	}
 	kvs := make([]kv, len(r.KVs))
@@ -165,6 +197,10 @@ func (o *options) scanOptions() []client.ReadOption {
 	}
 	if o.scan.count {
 		opts = append(opts, client.WithCountOnly())
+	}
+	if o.scan.sortBy.set || o.scan.order.set {
+		t, order, _ := o.scan.sort() // checked
+		opts = append(opts, client.WithSort(t, order))
 	}
 	return opts
 }

@@ -53,7 +53,7 @@ func TestGetRange(t *testing.T) {
 	if err := json.Unmarshal([]byte(must("-w", "json", "get", "--prefix", "ap", "--limit", "2")), &js); err != nil {
 		t.Fatal(err)
 	}
-	if len(js.KVs) != 2 || js.KVs[1].Key != "app/c" || deref(js.KVs[1].Value) != "v-app/c" || !js.More || js.Next != "apq" || js.Count != 2 || js.Revision == 0 {
+	if len(js.KVs) != 2 || js.KVs[1].Key != "app/c" || deref(js.KVs[1].Value) != "v-app/c" || !js.More || js.Next != "apq" || js.Count != 3 || js.Revision == 0 {
 		t.Fatalf("-w json get --prefix ap --limit 2: %+v", js)
 	}
 	for _, args := range [][]string{
@@ -66,6 +66,61 @@ func TestGetRange(t *testing.T) {
 		{"get", "--limit", "3"},
 		{"put", "--prefix", "a", "v"},
 		{"-w", "raw", "get", "--prefix", "a"},
+	} {
+		if _, errOut, code := kvctlAt(ep, "", args...); code != 2 || !strings.Contains(errOut, "(see kvctl -h)") {
+			t.Errorf("kvctl %v: exit %d, stderr %q; want a usage error (exit 2)", args, code, errOut)
+		}
+	}
+}
+
+// TestGetSorted: get's etcdctl options --sort-by, --order, --count-only,
+// --from-key and get KEY END, and their usage errors.
+func TestGetSorted(t *testing.T) {
+	ep := startNode(t)
+	must := func(args ...string) string { t.Helper(); return mustKvctl(t, ep, args...) }
+	// By key: a (mod 4, version 2, value "2"), b (mod 2, version 1,
+	// value "3"), c (mod 3, version 1, value "1").
+	for _, kv := range [][2]string{{"s/a", "9"}, {"s/b", "3"}, {"s/c", "1"}, {"s/a", "2"}} {
+		must("put", kv[0], kv[1])
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"get", "--prefix", "s/", "--sort-by", "MODIFY", "--order", "DESCEND", "--keys-only"}, "s/a\ns/c\ns/b\n"},
+		{[]string{"get", "--prefix", "s/", "--sort-by=modify", "--keys-only"}, "s/b\ns/c\ns/a\n"},
+		{[]string{"get", "--prefix", "s/", "--sort-by=VALUE"}, "s/c\n1\ns/a\n2\ns/b\n3\n"},
+		{[]string{"get", "--prefix", "s/", "--sort-by=VERSION", "--order=DESCEND", "--keys-only"}, "s/a\ns/b\ns/c\n"},
+		{[]string{"get", "--prefix", "s/", "--sort-by=CREATE", "--order=DESCEND", "--keys-only"}, "s/c\ns/b\ns/a\n"},
+		{[]string{"get", "--prefix", "s/", "--order=DESCEND", "--keys-only", "--limit", "2"}, "s/c\ns/b\n"},
+		{[]string{"get", "--prefix", "s/", "--sort-by=KEY", "--order=ASCEND", "--keys-only"}, "s/a\ns/b\ns/c\n"},
+		{[]string{"get", "s/b", "s/d", "--keys-only"}, "s/b\ns/c\n"},
+		{[]string{"get", "s/b", "s/c"}, "s/b\n3\n"},
+		{[]string{"get", "--from-key", "s/b", "--keys-only"}, "s/b\ns/c\n"},
+		{[]string{"get", "--prefix", "s/", "--count-only", "--limit", "1"}, "3\n"},
+		{[]string{"get", "s/x", "s/z"}, ""},
+	} {
+		if got := must(tc.args...); got != tc.want {
+			t.Errorf("kvctl %v: %q, want %q", tc.args, got, tc.want)
+		}
+	}
+	var js scanJSON
+	if err := json.Unmarshal([]byte(must("-w", "json", "get", "--prefix", "s/", "--sort-by", "MODIFY", "--limit", "1")), &js); err != nil {
+		t.Fatal(err)
+	}
+	if len(js.KVs) != 1 || js.KVs[0].Key != "s/b" || !js.More || js.Count != 3 || js.Next != "" {
+		t.Fatalf("-w json get --prefix s/ --sort-by MODIFY --limit 1: %+v", js)
+	}
+	for _, args := range [][]string{
+		{"get", "--prefix", "s/", "--sort-by", "SIZE"},
+		{"get", "--prefix", "s/", "--order", "UP"},
+		{"get", "--prefix", "s/", "--keys-only", "--count-only"},
+		{"get", "--prefix", "s/", "--from-key"},
+		{"get", "--from-key", "a", "b"},
+		{"get", "--prefix", "s/", "s/z"},
+		{"get", "--sort-by", "KEY"},
+		{"put", "--sort-by", "KEY", "k", "v"},
+		{"watch", "--order", "DESCEND", "k"},
 	} {
 		if _, errOut, code := kvctlAt(ep, "", args...); code != 2 || !strings.Contains(errOut, "(see kvctl -h)") {
 			t.Errorf("kvctl %v: exit %d, stderr %q; want a usage error (exit 2)", args, code, errOut)

@@ -63,6 +63,15 @@ const (
 	// MaxScanBytes bounds a scan page's keys and values; a page always
 	// holds at least one entry when one remains.
 	MaxScanBytes = 2 << 20
+	// MaxSortKeys is the most keys a range read sorted by anything but
+	// the key (version, create, mod, value) may match: such a read holds
+	// every matching key in memory to sort them; one over it is refused.
+	// Key order needs no such bound (it pages statelessly).
+	MaxSortKeys = 100000
+	// MaxSortBytes bounds the keys (and, sorted by value or read with
+	// values, the values) such a read holds in memory; one over it is
+	// refused.
+	MaxSortBytes = 64 << 20
 	// MaxGetManyKeys is the most keys one get-many request names.
 	MaxGetManyKeys = 1024
 	// MaxGetManyBytes bounds the values one get-many answer holds.

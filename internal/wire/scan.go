@@ -10,17 +10,17 @@ import (
 )
 
 // Range scans (OpScan). The request's Flags carry the consistency level, its
-// Key is empty and its Value is a ScanRequest; the response's Version is the
-// store revision the page was read at, its Value a ScanResponse.
+// Key is empty and its Value is a range request (internal/rangeq's
+// encoding, which owns its fields and flags); the response's Version is
+// the store revision the page was read at, its Value a ScanResponse.
 //
-//	scan request  = flags:u8 limit:u32 startLen:u16 start endLen:u16 end [rev:u64]
 //	scan response = flags:u8 count:u64 nextLen:u16 next n:u32 n*(keyLen:u16 mod:u64 valueLen:u32 key value)
 //	                [n*(create:u64 version:u64 lease:u64)]
 //
-// rev, present only when not 0, reads the range as it was at that store
-// revision. The metadata after the entries is there when the request set
-// ScanMeta (ScanHasMeta in the response): a client of a kvd before
-// revisions neither asks for it nor gets it.
+// The metadata after the entries is there when the request set
+// rangeq.Meta (ScanHasMeta in the response): a client of a kvd before
+// revisions neither asks for it nor gets it. Count and Next mean what
+// rangeq.Result's do.
 //
 // A page holds at most MaxScanKeys keys and stops before the entry that
 // would take its keys and values past MaxScanBytes, but always holds at
@@ -32,34 +32,15 @@ const (
 	MaxScanBytes = limits.MaxScanBytes
 )
 
-// Scan request flags.
-const (
-	ScanKeysOnly  uint8 = 1 << 0 // values are left out
-	ScanCountOnly uint8 = 1 << 1 // only the count is returned, no entries
-	ScanMeta      uint8 = 1 << 2 // each entry's full revision.Meta, not its mod revision alone
-	scanReqFlags        = ScanKeysOnly | ScanCountOnly | ScanMeta
-)
-
 // Scan response flags.
 const (
-	ScanMore     uint8 = 1 << 0 // keys remain in the range after this page: continue from Next
+	ScanMore     uint8 = 1 << 0 // entries remain after this page (rangeq.Result.More)
 	ScanHasMeta  uint8 = 1 << 1 // the entries' metadata follows them
 	scanRespFlag       = ScanMore | ScanHasMeta
 )
 
-// ErrScan: a scan request or response does not decode.
+// ErrScan: a scan response does not decode.
 var ErrScan = errors.New("wire: malformed scan")
-
-// ScanRequest asks for the keys k with Start <= k < End in key order. An
-// empty Start is the first key, an empty End no upper bound. Limit 0 means
-// MaxScanKeys; more is served as MaxScanKeys.
-type ScanRequest struct {
-	Flags      uint8
-	Limit      uint32
-	Start, End []byte
-	// Rev reads the range at that store revision; 0: the latest.
-	Rev uint64
-}
 
 // ScanKV is one entry of a page. Key and Value alias the frame. Meta is
 // the key's revision metadata: Meta.Mod always, the rest with ScanHasMeta.
@@ -69,28 +50,16 @@ type ScanKV struct {
 	Value []byte
 }
 
-// ScanResponse is one page. Count: with ScanCountOnly, the number of keys in
-// the whole range; otherwise len(KVs). With ScanMore set, Next is the
-// first key the following page should start from.
+// ScanResponse is one page. Count: with rangeq.CountOnly or rangeq.Total,
+// the number of keys in the whole range; otherwise len(KVs). With ScanMore
+// set, Next is where the following page continues (rangeq.Result.Next;
+// empty for a page of a sort by another target than the key, which
+// continues at an offset).
 type ScanResponse struct {
 	Flags uint8
 	Count uint64
 	Next  []byte
 	KVs   []ScanKV
-}
-
-// AppendScanRequest appends r's encoding to b.
-func AppendScanRequest(b []byte, r *ScanRequest) []byte {
-	b = append(b, r.Flags)
-	b = binary.LittleEndian.AppendUint32(b, r.Limit)
-	b = binary.LittleEndian.AppendUint16(b, uint16(len(r.Start)))
-	b = append(b, r.Start...)
-	b = binary.LittleEndian.AppendUint16(b, uint16(len(r.End)))
-	b = append(b, r.End...)
-	if r.Rev != 0 {
-		b = binary.LittleEndian.AppendUint64(b, r.Rev)
-	}
-	return b
 }
 
 // scanReader reads the fields of a scan frame, remembering the first error.
@@ -141,29 +110,6 @@ func (r *scanReader) done() error {
 		r.fail(fmt.Sprintf("%d trailing bytes", len(r.b)))
 	}
 	return r.err
-}
-
-// DecodeScanRequest parses a scan request. Start and End alias b.
-func DecodeScanRequest(b []byte, out *ScanRequest) error {
-	r := scanReader{b: b}
-	var q ScanRequest
-	q.Flags = r.u8("flags")
-	q.Limit = r.u32("limit")
-	q.Start = r.bytes(uint64(r.u16("start length")), "start")
-	q.End = r.bytes(uint64(r.u16("end length")), "end")
-	if len(r.b) == 8 {
-		if q.Rev = r.u64("revision"); q.Rev == 0 {
-			return fmt.Errorf("%w: revision 0 is sent by leaving it out", ErrScan)
-		}
-	}
-	if err := r.done(); err != nil {
-		return err
-	}
-	if q.Flags&^scanReqFlags != 0 {
-		return fmt.Errorf("%w: unknown flags %#x", ErrScan, q.Flags)
-	}
-	*out = q
-	return nil
 }
 
 // ScanEntryLen is the encoded size of one entry.
@@ -230,9 +176,6 @@ func DecodeScanResponse(b []byte, out *ScanResponse) error {
 	}
 	if p.Flags&^scanRespFlag != 0 {
 		return fmt.Errorf("%w: unknown flags %#x", ErrScan, p.Flags)
-	}
-	if p.Flags&ScanMore != 0 && len(p.Next) == 0 {
-		return fmt.Errorf("%w: more keys but no key to continue from", ErrScan)
 	}
 	*out = p
 	return nil

@@ -38,9 +38,9 @@ const (
 	// (txn.AppendResponse); a transaction that is not allowed is
 	// StatusBadRequest.
 	OpTxn Op = 11
-	// OpScan reads the keys of a range in key order, one bounded page per
-	// request, from the applied state (Flags: consistency; Value: a
-	// ScanRequest, scan.go). The response's Version is the applied index
+	// OpScan reads the keys of a range (etcd's Range), one bounded page per
+	// request, from the applied state (Flags: consistency; Value: a range
+	// request, internal/rangeq, scan.go). The response's Version is the applied index
 	// the page was read at, its Value a ScanResponse.
 	OpScan Op = 12
 	// OpWatch starts a watch: a stream of the PUT and DELETE events of a
