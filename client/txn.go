@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/kvd-project/kvd/internal/limits"
+	"github.com/kvd-project/kvd/internal/rangeq"
 	"github.com/kvd-project/kvd/internal/txn"
 	"github.com/kvd-project/kvd/internal/wire"
 )
@@ -149,19 +151,32 @@ func OpDeletePrefix(prefix []byte, opts ...WriteOption) Op {
 func OpGet(key []byte) Op { return Op{op: txn.Op{Type: txn.Get, Key: key}} }
 
 // OpRange reads every key k with start <= k < end (an empty end: every
-// key from start on) as the transaction sees it, in key order: its
-// result's Count is how many keys the range holds, KVs the first of them.
-// Options: WithLimit, WithKeysOnly, WithCountOnly; others are refused
-// when the transaction is run (it reads at its own revision).
+// key from start on) as the transaction sees it, with the one range
+// evaluation a Range uses: its result's Count is how many keys the range
+// holds (etcd's count), KVs those the options select, More whether a
+// limit left some out. Options: WithLimit, WithKeysOnly, WithCountOnly,
+// WithSort and the revision filters (WithMinModRev, ...); WithRev and
+// WithConsistency are refused when the transaction is run (it reads at
+// its own revision). A range whose entries would not fit the reply, or
+// that a sort would hold more of than MaxSortKeys, fails the transaction
+// whole with ErrBadRequest.
 func OpRange(start, end []byte, opts ...ReadOption) Op {
 	var o readOptions
 	for _, f := range opts {
 		f(&o)
 	}
-	op := Op{op: txn.Op{Type: txn.Range, Key: orFirst(start), RangeEnd: orEnd(end),
-		Limit: uint64(o.scan.limit), KeysOnly: o.scan.keysOnly, CountOnly: o.scan.countOnly}}
-	if o.scan.rev != 0 || o.level != 0 {
-		op.err = fmt.Errorf("%w: OpRange takes WithLimit, WithKeysOnly and WithCountOnly only", ErrBadRequest)
+	s := &o.scan
+	q := rangeq.Request{Limit: uint32(min(s.limit, math.MaxUint32)), Target: rangeq.Target(s.target), Order: rangeq.Order(s.order),
+		MinMod: s.minMod, MaxMod: s.maxMod, MinCreate: s.minCreate, MaxCreate: s.maxCreate}
+	switch {
+	case s.countOnly:
+		q.Flags |= rangeq.CountOnly
+	case s.keysOnly:
+		q.Flags |= rangeq.KeysOnly
+	}
+	op := Op{op: txn.Op{Type: txn.Range, Key: orFirst(start), RangeEnd: orEnd(end), Query: q}}
+	if s.rev != 0 || o.level != 0 {
+		op.err = fmt.Errorf("%w: OpRange reads at its transaction's revision: no WithRev or WithConsistency", ErrBadRequest)
 	}
 	return op
 }

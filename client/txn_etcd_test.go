@@ -46,6 +46,14 @@ func TestTxnRangesNestedAndPutOptions(t *testing.T) {
 	case all.Count != 3 || len(all.KVs) != 0:
 		t.Fatalf("count of every key: %+v; want done, jobs, z", all)
 	}
+	// A sorted range, read with the one range evaluation.
+	sorted, err := c.Txn(ctx, client.Txn{Then: []client.Op{
+		client.OpRange(nil, nil, client.WithSort(client.SortByKey, client.SortDescend), client.WithLimit(2), client.WithKeysOnly()),
+	}})
+	if err != nil || len(sorted.Results[0].KVs) != 2 || string(sorted.Results[0].KVs[0].Key) != "z" ||
+		string(sorted.Results[0].KVs[1].Key) != "jobs" || sorted.Results[0].KVs[0].Value != nil || !sorted.Results[0].More {
+		t.Fatalf("range of every key, descending, 2 keys only: %+v, %v", sorted, err)
+	}
 	// ignore_value: keeps the value; on an absent key, not found.
 	rev, err := c.PutRevision(ctx, k("z"), nil, client.WithIgnoreValue())
 	if v, err2 := c.Get(ctx, k("z")); err != nil || err2 != nil || string(v) != "z" || rev <= r.Revision {

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"regexp"
@@ -29,6 +30,8 @@ import (
 //	put KEY --ignore-value [--lease ID]   keep the value (the key must exist)
 //	del KEY [END] [--prefix | --from-key] [--prev-kv]
 //	get KEY [END] [--prefix | --from-key] [--limit N] [--keys-only] [--count-only]
+//	    [--sort-by CREATE|KEY|MODIFY|VALUE|VERSION] [--order ASCEND|DESCEND]
+//	    [--min-mod-revision N] [--max-mod-revision N] [--min-create-revision N] [--max-create-revision N]
 //	txn {                        a nested transaction, in this same format, up to a line "}"
 //
 // (version, val, delete, c and m are accepted for ver, value, del, create
@@ -39,7 +42,7 @@ import (
 // are comments.
 const txnUsage = `txn: reads the transaction from standard input:
   compares, one a line:    ver("K") = "N" | create("K") = "N" | mod("K") = "N" | lease("K") = "ID" | value("K") != "V" | exists("K") | missing("K")   (= != < >)
-  a blank line, then the operations if every compare holds:   put K V [--lease ID] [--ignore-lease] | put K --ignore-value | del K [END] [--prefix|--from-key] [--prev-kv] | get K [END] [--prefix|--from-key] [--limit N] [--keys-only] [--count-only] | txn { (a nested txn, up to a line "}")
+  a blank line, then the operations if every compare holds:   put K V [--lease ID] [--ignore-lease] | put K --ignore-value | del K [END] [--prefix|--from-key] [--prev-kv] | get K [END] [--prefix|--from-key] [--limit N] [--keys-only] [--count-only] [--sort-by T] [--order O] [--min-mod-revision N]... | txn { (a nested txn, up to a line "}")
   a blank line, then the operations otherwise`
 
 // maxTxnInput bounds what txn reads from standard input: a transaction
@@ -211,8 +214,12 @@ func parseOp(line string) (client.Op, txnOp, error) {
 	return client.Op{}, txnOp{}, fmt.Errorf("not an operation: %q", line)
 }
 
+// valueFlags are the operation flags that take a value.
+var valueFlags = []string{"lease", "limit", "sort-by", "order",
+	"min-mod-revision", "max-mod-revision", "min-create-revision", "max-create-revision"}
+
 // opFlags splits an operation's words into positional ones and --flags
-// (--name or --name=value; --lease and --limit take the next word).
+// (--name or --name=value; valueFlags take the next word).
 func opFlags(words []string) (pos []string, flags map[string]string, err error) {
 	flags = map[string]string{}
 	for i := 0; i < len(words); i++ {
@@ -222,7 +229,7 @@ func opFlags(words []string) (pos []string, flags map[string]string, err error) 
 			continue
 		}
 		name, value, hasValue := strings.Cut(w[2:], "=")
-		if (name == "lease" || name == "limit") && !hasValue {
+		if slices.Contains(valueFlags, name) && !hasValue {
 			if i+1 >= len(words) {
 				return nil, nil, fmt.Errorf("--%s needs a value", name)
 			}
@@ -317,7 +324,8 @@ func parseDel(pos []string, flags map[string]string, line string) (client.Op, tx
 }
 
 func parseGet(pos []string, flags map[string]string, line string) (client.Op, txnOp, error) {
-	if err := only(flags, "get", "prefix", "from-key", "limit", "keys-only", "count-only"); err != nil {
+	if err := only(flags, "get", "prefix", "from-key", "limit", "keys-only", "count-only", "sort-by", "order",
+		"min-mod-revision", "max-mod-revision", "min-create-revision", "max-create-revision"); err != nil {
 		return client.Op{}, txnOp{}, err
 	}
 	key, end, ranged, err := rangeOf(pos, flags, line)
@@ -337,6 +345,29 @@ func parseGet(pos []string, flags map[string]string, line string) (client.Op, tx
 	}
 	if _, ok := flags["count-only"]; ok {
 		opts = append(opts, client.WithCountOnly())
+	}
+	sortBy, hasSort := flags["sort-by"]
+	order, hasOrder := flags["order"]
+	if hasSort || hasOrder {
+		sf := scanFlags{sortBy: optString{hasSort, sortBy}, order: optString{hasOrder, order}}
+		t, o, err := sf.sort()
+		if err != nil {
+			return client.Op{}, txnOp{}, errors.New(err.Error())
+		}
+		opts = append(opts, client.WithSort(t, o))
+	}
+	for _, f := range []struct {
+		name string
+		opt  func(uint64) client.ReadOption
+	}{{"min-mod-revision", client.WithMinModRev}, {"max-mod-revision", client.WithMaxModRev},
+		{"min-create-revision", client.WithMinCreateRev}, {"max-create-revision", client.WithMaxCreateRev}} {
+		if v, ok := flags[f.name]; ok {
+			rev, err := strconv.ParseUint(v, 10, 64)
+			if err != nil {
+				return client.Op{}, txnOp{}, fmt.Errorf("--%s %q: want a revision", f.name, v)
+			}
+			opts = append(opts, f.opt(rev))
+		}
 	}
 	_, keysOnly := flags["keys-only"]
 	_, countOnly := flags["count-only"]

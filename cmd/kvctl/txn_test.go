@@ -439,6 +439,7 @@ func TestTxnEtcdOpsAgainstNode(t *testing.T) {
 		t.Fatalf("nested response: %s", out)
 	}
 	// put --ignore-value and its errors, as etcdctl's.
+	mustKvctl(t, ep, "put", "w", "1")
 	if out, errOut, code := kvctlAt(ep, "", "put", "--ignore-value", "x"); code != 0 || out != "OK\n" {
 		t.Fatalf("put --ignore-value x: exit %d, %q %q", code, out, errOut)
 	}
@@ -450,5 +451,10 @@ func TestTxnEtcdOpsAgainstNode(t *testing.T) {
 	}
 	if out, _, _ := kvctlAt(ep, "", "get", "x"); out != "1\n" {
 		t.Fatalf("x = %q after put --ignore-value, want 1", out)
+	}
+	// A sorted range in a txn: the key written last (x, by --ignore-value).
+	in = "\nget a --from-key --sort-by MODIFY --order=DESCEND --keys-only --limit 1\n"
+	if out, errOut, code := kvctlAt(ep, in, "txn"); code != 0 || out != "SUCCESS\n\nx\n" {
+		t.Fatalf("sorted get in a txn: exit %d, %q %q", code, out, errOut)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 
+	"github.com/kvd-project/kvd/internal/rangeq"
 	"github.com/kvd-project/kvd/internal/revision"
 )
 
@@ -20,11 +21,20 @@ const (
 	versionOperand = 8
 	leaseOperand   = 8
 	rangeEndHead   = 2          // a range compare's or op's endLen
-	rangeOpHead    = 1 + 8      // a Range's flags, limit
 	putOptsHead    = 1 + 8      // a put with options: flags, lease
 	kvHead         = 2 + 4 + 32 // keyLen, valueLen, mod, create, version, lease
 	metaLen        = 8          // a compare's mod in the response
 )
+
+// rangeBody is a Range's body: its options as internal/rangeq encodes a
+// request, with Start left empty (it is the op's key) and End the op's
+// RangeEnd, as etcd reads it (empty: the key alone; "\x00": every key
+// from the key on).
+func rangeBody(op *Op) rangeq.Request {
+	q := op.Query
+	q.Start, q.End = nil, op.RangeEnd
+	return q
+}
 
 // Encodings that are not an OpType of their own: a Put with a lease
 // (le64 lease ‖ value), and a Put with options (flags, le64 lease, value).
@@ -37,14 +47,11 @@ const (
 
 // Flags of the encoding.
 const (
-	rangeCompare   = 0x80 // on a compare's target: a range end precedes the operand
-	flagPrevKV     = 1    // DeleteRange
-	flagKeysOnly   = 1    // Range
-	flagCountOnly  = 2    // Range
-	flagIgnoreVal  = 1    // putOpts
-	flagIgnoreLse  = 2    // putOpts
-	knownPutFlags  = flagIgnoreVal | flagIgnoreLse
-	knownRangeFlag = flagKeysOnly | flagCountOnly
+	rangeCompare  = 0x80 // on a compare's target: a range end precedes the operand
+	flagPrevKV    = 1    // DeleteRange
+	flagIgnoreVal = 1    // putOpts
+	flagIgnoreLse = 2    // putOpts
+	knownPutFlags = flagIgnoreVal | flagIgnoreLse
 )
 
 // maxDepth bounds the nesting Parse and DecodeResponse accept: every level
@@ -91,7 +98,8 @@ func opBodyLen(op *Op) int {
 	case DeleteRange:
 		return 1 + len(op.RangeEnd)
 	case Range:
-		return rangeOpHead + len(op.RangeEnd)
+		q := rangeBody(op)
+		return len(rangeq.Append(nil, &q))
 	case Nested:
 		if op.Txn == nil {
 			return txnHead
@@ -177,15 +185,8 @@ func appendOp(b []byte, op *Op) []byte {
 		}
 		return append(append(b, flags), op.RangeEnd...)
 	case byte(Range):
-		flags := byte(0)
-		if op.KeysOnly {
-			flags |= flagKeysOnly
-		}
-		if op.CountOnly {
-			flags |= flagCountOnly
-		}
-		b = le.AppendUint64(append(b, flags), op.Limit)
-		return append(b, op.RangeEnd...)
+		q := rangeBody(op)
+		return rangeq.Append(b, &q)
 	case byte(Nested):
 		if op.Txn == nil {
 			return append(b, make([]byte, txnHead)...)
@@ -564,10 +565,15 @@ func (r *reader) opBody(op *Op, typ byte, depth int) {
 		r.bad = r.bad || flags&^flagPrevKV != 0
 		return
 	case byte(Range):
-		flags := r.u8()
-		op.Limit = r.u64()
-		op.KeysOnly, op.CountOnly, op.RangeEnd = flags&flagKeysOnly != 0, flags&flagCountOnly != 0, r.rest()
-		r.bad = r.bad || flags&^knownRangeFlag != 0
+		body := r.rest()
+		if r.bad || rangeq.Decode(body, &op.Query) != nil || len(op.Query.Start) != 0 {
+			r.bad = true
+			return
+		}
+		op.Query.Start = nil
+		if op.RangeEnd, op.Query.End = op.Query.End, nil; len(op.RangeEnd) == 0 {
+			op.RangeEnd = nil
+		}
 		return
 	case byte(Nested):
 		t := r.txn(depth + 1)

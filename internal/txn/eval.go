@@ -3,10 +3,14 @@ package txn
 import (
 	"bytes"
 	"cmp"
+	"context"
+	"errors"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/kvd-project/kvd/internal/limits"
+	"github.com/kvd-project/kvd/internal/rangeq"
 	"github.com/kvd-project/kvd/internal/revision"
 )
 
@@ -269,41 +273,44 @@ func CollectDeletes(rangeFn func(start, end []byte, fn func(k, v []byte, m revis
 	return keys, prev, nil
 }
 
-// rangeRead evaluates a Range: Count is every key of the range, KVs the
-// first Limit of them (all if 0) unless CountOnly, without values if
-// KeysOnly.
+// rangeRead evaluates a Range with the one range evaluation
+// (rangeq.Eval) over the state as the path has written it: Count is every
+// key of the range (etcd's count), KVs those the options select. A range
+// whose entries would not fit the response, or that holds more than a
+// sort may (rangeq.ErrTooLarge), fails the transaction whole.
 func (e *evaluation) rangeRead(op *Op, res *Result) error {
 	sp := opSpan(op.Key, op.RangeEnd)
 	if sp.empty() {
 		return e.grow(8+1+4, 0)
 	}
-	var err error
-	rerr := e.rangeFunc(sp.start, sp.end, func(k, v []byte, m revision.Meta) bool {
-		res.Count++
-		if op.CountOnly || op.Limit != 0 && uint64(len(res.KVs)) >= op.Limit {
-			res.More = !op.CountOnly
-			return true
-		}
-		kv := KV{Key: append([]byte(nil), k...), Meta: m}
-		if !op.KeysOnly {
-			kv.Value = append([]byte{}, v...)
-		}
-		if err = e.grow(kvHead+len(kv.Key)+len(kv.Value), len(kv.Key)+len(kv.Value)); err != nil {
-			return false
-		}
-		res.KVs = append(res.KVs, kv)
-		return true
-	})
-	if err == nil {
-		err = rerr
-	}
-	if err != nil {
+	q := op.Query
+	q.Start, q.End, q.Flags = sp.start, sp.end, q.Flags|rangeq.Total
+	b := rangeq.Bounds{Keys: math.MaxInt32, Bytes: MaxResponseBytes - e.size + 1,
+		SortKeys: limits.MaxSortKeys, SortBytes: limits.MaxSortBytes}
+	r, err := rangeq.Eval(context.Background(), &q, b, e.rangeFunc)
+	switch {
+	case errors.Is(err, rangeq.ErrTooLarge):
+		return fmt.Errorf("%w: %w", ErrReadTooLarge, err)
+	case err != nil:
 		return err
+	case r.More && (q.Limit == 0 || len(r.KVs) < int(q.Limit)):
+		return fmt.Errorf("%w: a range's entries would take more than the %d bytes of a response", ErrReadTooLarge, MaxResponseBytes)
 	}
-	if !e.keep {
-		res.KVs = nil
+	for i := range r.KVs {
+		kv := &r.KVs[i]
+		if err := e.grow(kvHead+len(kv.Key)+len(kv.Value), len(kv.Key)+len(kv.Value)); err != nil {
+			return err
+		}
+		if e.keep {
+			res.KVs = append(res.KVs, KV{Key: kv.Key, Value: kv.Value, Meta: kv.Meta})
+		}
 	}
-	res.Found = res.Count > 0
+	if q.Flags&rangeq.KeysOnly != 0 {
+		for i := range res.KVs {
+			res.KVs[i].Value = nil
+		}
+	}
+	res.Count, res.More, res.Found = r.Count, r.More, r.Count > 0
 	return e.grow(8+1+4, 0)
 }
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvd-project/kvd/internal/rangeq"
 	"github.com/kvd-project/kvd/internal/revision"
 )
 
@@ -17,7 +18,7 @@ func extended() []Txn {
 	inner := Txn{
 		Compares: []Compare{{Key: b("p/"), RangeEnd: b("p0"), Target: TargetValue, Cmp: Equal, Value: b("v")}},
 		Then:     []Op{{Type: Put, Key: b("n"), IgnoreValue: true, Lease: 9}},
-		Else:     []Op{{Type: Range, Key: b("p/"), RangeEnd: b("p0"), Limit: 2, KeysOnly: true}},
+		Else:     []Op{{Type: Range, Key: b("p/"), RangeEnd: b("p0"), Query: rangeq.Request{Limit: 2, Flags: rangeq.KeysOnly}}},
 	}
 	return []Txn{
 		{
@@ -28,7 +29,7 @@ func extended() []Txn {
 			Then: []Op{
 				{Type: DeleteRange, Key: b("d/"), RangeEnd: b("d0"), PrevKV: true},
 				{Type: DeleteRange, Key: b("e")},
-				{Type: Range, Key: b("a"), RangeEnd: b("\x00"), CountOnly: true},
+				{Type: Range, Key: b("a"), RangeEnd: b("\x00"), Query: rangeq.Request{Flags: rangeq.CountOnly}},
 				{Type: Put, Key: b("k"), IgnoreLease: true, Value: b("v")},
 				{Type: Nested, Txn: &inner},
 			},
@@ -284,9 +285,12 @@ func TestRangeRead(t *testing.T) {
 		more  bool
 	}{
 		{"prefix", Op{Type: Range, Key: b("k"), RangeEnd: b("l")}, 3, "k1 k2 k3", false},
-		{"limit", Op{Type: Range, Key: b("k"), RangeEnd: b("l"), Limit: 2}, 3, "k1 k2", true},
-		{"keys only", Op{Type: Range, Key: b("k2"), RangeEnd: b("\x00"), KeysOnly: true}, 3, "k2 k3 l", false},
-		{"count only", Op{Type: Range, Key: b("a"), RangeEnd: b("\x00"), CountOnly: true}, 4, "", false},
+		{"limit", Op{Type: Range, Key: b("k"), RangeEnd: b("l"), Query: rangeq.Request{Limit: 2}}, 3, "k1 k2", true},
+		{"keys only", Op{Type: Range, Key: b("k2"), RangeEnd: b("\x00"), Query: rangeq.Request{Flags: rangeq.KeysOnly}}, 3, "k2 k3 l", false},
+		{"sorted by mod, descending, limit", Op{Type: Range, Key: b("k"), RangeEnd: b("\x00"),
+			Query: rangeq.Request{Target: rangeq.ByMod, Order: rangeq.Descend, Limit: 2}}, 4, "l k3", true},
+		{"filtered by create", Op{Type: Range, Key: b("k"), RangeEnd: b("\x00"), Query: rangeq.Request{MinCreate: 2, MaxCreate: 3}}, 4, "k2 k3", false},
+		{"count only", Op{Type: Range, Key: b("a"), RangeEnd: b("\x00"), Query: rangeq.Request{Flags: rangeq.CountOnly}}, 4, "", false},
 		{"one key", Op{Type: Range, Key: b("k2")}, 1, "k2", false},
 		{"empty", Op{Type: Range, Key: b("m"), RangeEnd: b("n")}, 0, "", false},
 	} {
@@ -298,7 +302,7 @@ func TestRangeRead(t *testing.T) {
 		var keys []string
 		for _, kv := range res.KVs {
 			keys = append(keys, string(kv.Key))
-			if tc.op.KeysOnly != (kv.Value == nil) {
+			if tc.op.Query.Flags&rangeq.KeysOnly != 0 != (kv.Value == nil) {
 				t.Errorf("%s: value %q", tc.name, kv.Value)
 			}
 		}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/kvd-project/kvd/internal/errs"
 	"github.com/kvd-project/kvd/internal/limits"
+	"github.com/kvd-project/kvd/internal/rangeq"
 	"github.com/kvd-project/kvd/internal/revision"
 )
 
@@ -193,9 +194,12 @@ type Op struct {
 	IgnoreValue, IgnoreLease bool
 	// PrevKV, on a DeleteRange, returns the deleted keys with their values.
 	PrevKV bool
-	// Limit, KeysOnly and CountOnly are a Range's options (0: no limit).
-	Limit               uint64
-	KeysOnly, CountOnly bool
+	// Query is a Range's options, as a range read outside a transaction
+	// takes them (internal/rangeq): limit, keys only, count only, sort and
+	// revision filters. Its Start and End are left empty (the range is
+	// Key and RangeEnd), and so are Rev and Offset: a Range reads at the
+	// transaction's revision, whole.
+	Query rangeq.Request
 	// Txn is a Nested operation's transaction: evaluated against the
 	// state as the branch has written it so far.
 	Txn *Txn
@@ -373,7 +377,7 @@ func (c *Compare) validate() error {
 func (op *Op) validate() error {
 	if op.Type == Nested {
 		if op.Txn == nil || len(op.Key) != 0 || len(op.Value) != 0 || len(op.RangeEnd) != 0 || op.Lease != 0 ||
-			op.IgnoreValue || op.IgnoreLease || op.PrevKV || op.Limit != 0 || op.KeysOnly || op.CountOnly {
+			op.IgnoreValue || op.IgnoreLease || op.PrevKV || !queryZero(&op.Query) {
 			return errors.New("a nested transaction carries a key, value or option")
 		}
 		return nil
@@ -402,8 +406,13 @@ func (op *Op) validate() error {
 	if op.Type != DeleteRange && op.PrevKV {
 		return fmt.Errorf("%s carries prev_kv", op.Type)
 	}
-	if op.Type != Range && (op.Limit != 0 || op.KeysOnly || op.CountOnly) {
+	if op.Type != Range && !queryZero(&op.Query) {
 		return fmt.Errorf("%s carries range options", op.Type)
+	}
+	if op.Type == Range {
+		if err := checkQuery(&op.Query); err != nil {
+			return err
+		}
 	}
 	switch {
 	case len(op.Value) > limits.MaxValue:
@@ -414,6 +423,26 @@ func (op *Op) validate() error {
 		return ErrLeaseProvided
 	}
 	return nil
+}
+
+func queryZero(q *rangeq.Request) bool {
+	return q.Flags == 0 && q.Limit == 0 && len(q.Start) == 0 && len(q.End) == 0 && q.Rev == 0 &&
+		!q.Extended()
+}
+
+// checkQuery refuses a Range's options that a transaction cannot take.
+func checkQuery(q *rangeq.Request) error {
+	switch {
+	case len(q.Start) != 0 || len(q.End) != 0:
+		return errors.New("a range's options carry a start or end (the range is the operation's key and range end)")
+	case q.Rev != 0:
+		return errors.New("a range in a transaction reads at the transaction's revision: no revision of its own")
+	case q.Offset != 0:
+		return errors.New("a range in a transaction is read whole: no offset")
+	case q.Flags&^(rangeq.KeysOnly|rangeq.CountOnly) != 0:
+		return fmt.Errorf("range flags %#x (keys only and count only are a transaction's)", q.Flags)
+	}
+	return q.Check()
 }
 
 func checkKey(k []byte) error {
