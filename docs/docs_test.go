@@ -50,6 +50,7 @@ var exported = map[string]float64{
 	"client.MaxTxnOps":                 client.MaxTxnOps,
 	"client.MaxTxnBytes":               client.MaxTxnBytes,
 	"client.MaxTxnReadBytes":           client.MaxTxnReadBytes,
+	"client.MaxTxnResponseBytes":       client.MaxTxnResponseBytes,
 	"client.MaxGetMany":                client.MaxGetMany,
 	"transport.MaxBatch":               transport.MaxBatch,
 	"transport.MaxReadBatchBytes":      transport.MaxReadBatchBytes,
