@@ -121,6 +121,7 @@ func TestValidate(t *testing.T) {
 		{"put beside a deleted range", Txn{Then: []Op{{Type: DeleteRange, Key: b("a"), RangeEnd: b("c")}, put("c")}}, ""},
 		{"put in a nested txn and its parent", Txn{Then: []Op{nested(Txn{Then: []Op{put("a")}}), put("a")}}, `duplicate key given in txn request: "a"`},
 		{"put in a nested txn under its parent's delete", Txn{Then: []Op{{Type: DeleteRange, Key: b("a"), RangeEnd: b("b")}, nested(Txn{Else: []Op{put("a")}})}}, `duplicate key given in txn request: "a"`},
+		{"put in a nested then under its parent's delete", Txn{Then: []Op{{Type: Delete, Key: b("a")}, nested(Txn{Then: []Op{put("a")}})}}, `duplicate key given in txn request: "a"`},
 		{"put in both branches of a nested txn", Txn{Then: []Op{nested(Txn{Then: []Op{put("a")}, Else: []Op{put("a")}})}}, ""},
 		{"put in two nested txns", Txn{Then: []Op{nested(Txn{Then: []Op{put("a")}}), nested(Txn{Else: []Op{put("a")}})}}, `duplicate key given in txn request: "a"`},
 		{"put in a nested txn before a nested delete", Txn{Then: []Op{nested(Txn{Then: []Op{put("a")}}), nested(Txn{Then: []Op{{Type: Delete, Key: b("a")}}})}}, ""},
