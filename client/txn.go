@@ -214,8 +214,9 @@ func orEnd(end []byte) []byte {
 }
 
 // Txn is a transaction, etcd's shape: if every compare of If holds when
-// the transaction is applied, Then runs, else Else. A branch may not write
-// (PUT or DELETE) one key twice.
+// the transaction is applied, Then runs, else Else. As in etcd, a branch
+// may not put one key twice, nor put a key that it (or a transaction
+// nested in it before) deletes.
 type Txn struct {
 	If   []Cmp
 	Then []Op
@@ -259,11 +260,13 @@ type OpResult struct {
 // all of it or none, and so do one-sided GETs (docs/consistency.md,
 // "Transactions").
 //
-// A transaction that breaks a limit or writes a key twice in a branch
-// fails with an error wrapping ErrBadRequest and is not sent. Like a PUT,
-// a transaction that can write and fails with ErrUnavailable may or may
-// not have been applied, and is retried only while no attempt can have
-// taken effect; one that only reads (GETs and compares) is retried freely.
+// A transaction that breaks a limit or etcd's duplicate-key rule fails
+// with an error wrapping ErrBadRequest and is not sent; one whose path
+// fails when applied (a bound, a lease, a put option on a missing key:
+// ErrNotFound) applies nothing. Like a PUT, a transaction that can write
+// and fails with ErrUnavailable may or may not have been applied, and is
+// retried only while no attempt can have taken effect; one that only
+// reads (compares and reads) is retried freely.
 func (c *Client) Txn(ctx context.Context, t Txn) (*TxnResponse, error) {
 	in, err := t.build()
 	if err != nil {

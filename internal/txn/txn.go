@@ -35,8 +35,8 @@ var (
 	ErrMalformed = errs.Classed(errs.ErrBadRequest, "txn: malformed")
 	// ErrInvalid: the transaction is well formed but not allowed: a limit
 	// is exceeded, a key is empty or too long, an operation or compare is
-	// unknown, a GET or DELETE carries a value, or it breaks etcd's rule on
-	// duplicate keys (ErrDuplicateKey).
+	// unknown, an operation carries what its kind does not take, or it
+	// breaks etcd's rule on duplicate keys (ErrDuplicateKey).
 	ErrInvalid = errs.Classed(errs.ErrBadRequest, "txn: invalid")
 	// ErrDuplicateKey: a branch puts a key twice, or puts a key that it
 	// deletes, counting the transactions nested in it as etcd does
