@@ -58,3 +58,26 @@ func TestCheckPage(t *testing.T) {
 		}
 	}
 }
+
+// TestWithSortKeyAscendIsKeyOrder: WithSort(SortByKey, SortAscend) asks
+// for nothing the server does not do anyway (as clientv3's WithSort), so
+// the request carries no extension an older server would refuse.
+func TestWithSortKeyAscendIsKeyOrder(t *testing.T) {
+	for _, tc := range []struct {
+		target   SortTarget
+		order    SortOrder
+		extended bool
+	}{
+		{SortByKey, SortAscend, false},
+		{SortByKey, SortNone, false},
+		{SortByKey, SortDescend, true},
+		{SortByModRevision, SortNone, true},
+	} {
+		var o readOptions
+		WithSort(tc.target, tc.order)(&o)
+		q := rangeq.Request{Target: rangeq.Target(o.scan.target), Order: rangeq.Order(o.scan.order)}
+		if q.Extended() != tc.extended {
+			t.Errorf("WithSort(%d, %d): extended %v", tc.target, tc.order, q.Extended())
+		}
+	}
+}
