@@ -59,6 +59,9 @@ func TestTxnRangesNestedAndPutOptions(t *testing.T) {
 	if v, err2 := c.Get(ctx, k("z")); err != nil || err2 != nil || string(v) != "z" || rev <= r.Revision {
 		t.Fatalf("put --ignore-value: %d, %v; z = %q, %v", rev, err, v, err2)
 	}
+	if prev, _, err := c.PutPrev(ctx, k("z"), nil, client.WithIgnoreValue()); err != nil || prev == nil || string(prev.Value) != "z" || prev.Version != 2 {
+		t.Fatalf("PutPrev with ignore_value: %+v, %v; want the previous z at version 2", prev, err)
+	}
 	if _, err := c.PutRevision(ctx, k("absent"), nil, client.WithIgnoreValue()); !errors.Is(err, client.ErrNotFound) {
 		t.Fatalf("ignore_value on an absent key: %v, want ErrNotFound", err)
 	}

@@ -53,7 +53,7 @@ type State interface {
 // (ErrLeaseNotFound, ErrLeaseFull) or an ignore option (ErrKeyNotFound)
 // writes nothing. Any other error is s's.
 func Apply(s State, t *Txn, rev uint64, keepValues bool) (Response, error) {
-	e := &evaluation{s: s, rev: rev, keep: keepValues, pending: map[string]*pending{}}
+	e := &evaluation{s: s, rev: rev, keep: keepValues}
 	resp, err := e.txn(t)
 	if err != nil {
 		return Response{}, err
@@ -61,7 +61,8 @@ func Apply(s State, t *Txn, rev uint64, keepValues bool) (Response, error) {
 	if err := checkLeases(s, e.writes); err != nil {
 		return Response{}, err
 	}
-	for _, w := range e.writes {
+	for i := range e.writes {
+		w := &e.writes[i]
 		if w.deleted {
 			if err := s.Delete(w.key); err != nil {
 				return Response{}, err
@@ -72,34 +73,36 @@ func Apply(s State, t *Txn, rev uint64, keepValues bool) (Response, error) {
 		if err != nil {
 			return Response{}, err
 		}
-		w.result.Meta = m
+		if w.result != nil {
+			w.result.Meta = m
+		}
 	}
 	return resp, nil
 }
 
 // evaluation is one transaction's evaluation: the state as its path has
-// written it so far (pending over s), and what it will write.
+// written it so far (its writes over s), and what it will write.
 type evaluation struct {
-	s       State
-	rev     uint64
-	keep    bool
-	pending map[string]*pending
-	writes  []*write
-	read    int // keys and values the reads return
-	size    int // the response's encoding
+	s      State
+	rev    uint64
+	keep   bool
+	writes []write
+	// last is each written key's last write in writes, made once the path
+	// writes more than a few keys or a range is read (a short path, the
+	// common one, looks its few writes up in place).
+	last map[string]int
+	read int // keys and values the reads return
+	size int // the response's encoding
 }
 
-// pending is a key as the path has written it.
-type pending struct {
-	value   []byte
-	meta    revision.Meta
-	deleted bool
-}
+// indexFrom is how many writes a path makes before last is kept.
+const indexFrom = 8
 
-// write is one write of the path, in order.
+// write is one write of the path, in order, and the key as it leaves it.
 type write struct {
 	key, value []byte
 	lease      uint64
+	meta       revision.Meta // a put's, as the path sees it
 	deleted    bool
 	result     *Result // a Put's, to take its final Meta
 }
@@ -210,15 +213,47 @@ func (e *evaluation) put(op *Op, res *Result) error {
 		}
 	}
 	res.Meta = prev.Next(e.rev, lease)
-	e.pending[string(op.Key)] = &pending{value: value, meta: res.Meta}
-	e.writes = append(e.writes, &write{key: op.Key, value: value, lease: lease, result: res})
+	e.add(write{key: op.Key, value: value, lease: lease, meta: res.Meta, result: res})
 	return nil
 }
 
-func (e *evaluation) delete(key []byte) {
-	e.pending[string(key)] = &pending{deleted: true}
-	e.writes = append(e.writes, &write{key: key, deleted: true})
+// add appends w to the path's writes.
+func (e *evaluation) add(w write) {
+	e.writes = append(e.writes, w)
+	if e.last != nil || len(e.writes) > indexFrom {
+		e.index()
+		e.last[string(w.key)] = len(e.writes) - 1
+	}
 }
+
+// index makes last, if it is not made yet.
+func (e *evaluation) index() {
+	if e.last != nil {
+		return
+	}
+	e.last = make(map[string]int, len(e.writes))
+	for i := range e.writes {
+		e.last[string(e.writes[i].key)] = i
+	}
+}
+
+// written is key's last write on the path, or nil.
+func (e *evaluation) written(key []byte) *write {
+	if e.last != nil {
+		if i, ok := e.last[string(key)]; ok {
+			return &e.writes[i]
+		}
+		return nil
+	}
+	for i := len(e.writes) - 1; i >= 0; i-- {
+		if bytes.Equal(e.writes[i].key, key) {
+			return &e.writes[i]
+		}
+	}
+	return nil
+}
+
+func (e *evaluation) delete(key []byte) { e.add(write{key: key, deleted: true}) }
 
 func (e *evaluation) deleteRange(op *Op, res *Result) error {
 	sp := opSpan(op.Key, op.RangeEnd)
@@ -316,11 +351,11 @@ func (e *evaluation) rangeRead(op *Op, res *Result) error {
 
 // get reads key as the path sees it so far.
 func (e *evaluation) get(key []byte) ([]byte, revision.Meta, bool, error) {
-	if p, ok := e.pending[string(key)]; ok {
-		if p.deleted {
+	if w := e.written(key); w != nil {
+		if w.deleted {
 			return nil, revision.Meta{}, false, nil
 		}
-		return p.value, p.meta, true, nil
+		return w.value, w.meta, true, nil
 	}
 	return e.s.Get(key)
 }
@@ -333,7 +368,12 @@ func (e *evaluation) rangeFunc(start, end []byte, fn func(k, v []byte, m revisio
 		sp.end = nil
 	}
 	var mine []string
-	for k := range e.pending {
+	if len(e.writes) > 0 {
+		e.index()
+	}
+	// The callbacks see copies, not e: e stays on the stack.
+	writes, last := e.writes, e.last
+	for k := range last {
 		if sp.contains([]byte(k)) {
 			mine = append(mine, k)
 		}
@@ -341,7 +381,7 @@ func (e *evaluation) rangeFunc(start, end []byte, fn func(k, v []byte, m revisio
 	slices.Sort(mine)
 	i, stopped := 0, false
 	emit := func(k string) bool {
-		if p := e.pending[k]; !p.deleted && !fn([]byte(k), p.value, p.meta) {
+		if w := &writes[last[k]]; !w.deleted && !fn([]byte(k), w.value, w.meta) {
 			stopped = true
 		}
 		return !stopped
@@ -399,9 +439,10 @@ func (e *evaluation) compare(c *Compare) (bool, revision.Meta, error) {
 
 // checkLeases refuses, before anything is written, a path whose PUTs name
 // a lease that does not exist or cannot take their keys.
-func checkLeases(s State, writes []*write) error {
+func checkLeases(s State, writes []write) error {
 	var keys map[uint64][][]byte
-	for _, w := range writes {
+	for i := range writes {
+		w := &writes[i]
 		if !w.deleted && w.lease != 0 {
 			if keys == nil {
 				keys = make(map[uint64][][]byte)
@@ -413,8 +454,8 @@ func checkLeases(s State, writes []*write) error {
 	for _, id := range sortedKeys(keys) {
 		// The path's other writes leave their keys off lease id.
 		detached = detached[:0]
-		for _, w := range writes {
-			if w.deleted || w.lease != id {
+		for i := range writes {
+			if w := &writes[i]; w.deleted || w.lease != id {
 				detached = append(detached, w.key)
 			}
 		}

@@ -311,3 +311,30 @@ func TestRangeRead(t *testing.T) {
 		}
 	}
 }
+
+// TestLongPathSeesItsWrites: past the few writes looked up in place, a
+// path's reads still see its earlier writes (the index of last writes).
+func TestLongPathSeesItsWrites(t *testing.T) {
+	s := newMapState()
+	s.m["z"] = entry{"old", 1}
+	var ops []Op
+	for i := range 2 * indexFrom {
+		ops = append(ops, Op{Type: Put, Key: []byte{'k', byte('a' + i)}, Value: []byte{byte('0' + i)}})
+	}
+	ops = append(ops, Op{Type: Delete, Key: b("z")}, Op{Type: Get, Key: b("ka")}, Op{Type: Get, Key: b("z")},
+		Op{Type: Range, Key: b("k"), RangeEnd: b("\x00"), Query: rangeq.Request{Flags: rangeq.CountOnly}})
+	r, err := Apply(s, &Txn{Then: ops}, 10, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := len(ops)
+	if g := r.Results[n-3]; !g.Found || string(g.Value) != "0" {
+		t.Errorf("get of the first put: %+v", g)
+	}
+	if r.Results[n-2].Found {
+		t.Errorf("get of the deleted key found it")
+	}
+	if c := r.Results[n-1].Count; c != 2*indexFrom {
+		t.Errorf("count of k*: %d, want %d (z deleted)", c, 2*indexFrom)
+	}
+}
