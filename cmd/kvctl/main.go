@@ -23,6 +23,8 @@ const usage = `usage: kvctl [flags] COMMAND [ARGS]
 
 commands:
   put KEY [VALUE]         store VALUE under KEY (no VALUE: --value-file or stdin)
+  put --ignore-value KEY  rewrite KEY keeping its value; put --ignore-lease KEY VALUE
+                          keeps its lease (KEY must exist)
   get KEY                 print KEY's value (exit 1 if it does not exist)
   get --prefix P          print every key starting with P and its value, in key order
   get KEY END, get --from-key KEY, get --from A [--to B]
@@ -43,7 +45,8 @@ commands:
                           exist); else exit 1 naming KEY's mod revision
   txn                     run a transaction read from stdin: compares, a blank
                           line, operations if they hold, a blank line,
-                          operations otherwise (see docs/kvctl.md)
+                          operations otherwise; operations are put, get and del
+                          with their flags, or txn { ... } (see docs/kvctl.md)
   put --lease ID KEY [VALUE]
                           attach KEY to lease ID: deleted when the lease ends
   lease grant TTL         grant a lease of TTL (seconds, or e.g. 1m); prints its ID
