@@ -8,15 +8,26 @@ import (
 )
 
 // Data formats. The data format names the model of what a data directory
-// holds: members of one cluster must agree on it (the peer hello carries
-// it), and a store refuses a directory of another format at Open rather
-// than misreading it. A directory is not migrated in place: members
-// migrating one by one would disagree on the revisions they assign. The
-// way from one format to the next is a backup (docs/upgrading.md).
+// holds and what its log entries mean: members of one cluster must agree
+// on it (the peer hello carries it), and a store refuses a directory it
+// cannot read at Open rather than misreading it.
+//
+// Format 1 is not migrated in place: members migrating one by one would
+// disagree on the revisions they assign, so the way from it is a backup
+// (docs/upgrading.md). Format 2 is: format 3 keeps its state and its
+// entries' meaning, and adds commands (transaction operations on ranges,
+// nested transactions, put options) that a format-2 member would refuse
+// where a format-3 member applies them. A format-2 directory holds none of
+// them, so Open records format 3 in it and reads it as it is; the hello
+// keeps members of the two formats apart until all run format 3.
 const (
 	// DataFormat is the format this build writes and reads: every key
-	// carries its revision.Meta, and the store a dense revision.
-	DataFormat = 2
+	// carries its revision.Meta, the store a dense revision, and the log
+	// may hold every command of this build.
+	DataFormat = 3
+	// DataFormatRevisions is the first format with revisions, migrated in
+	// place to DataFormat at Open.
+	DataFormatRevisions = 2
 	// DataFormatNoRevisions is the format of directories written before
 	// the format was recorded: one version per key (the index of the
 	// entry that last wrote it), no store revision.
@@ -51,9 +62,10 @@ func (e *FormatError) Error() string {
 // Is makes errors.Is(err, ErrDataFormat) hold.
 func (e *FormatError) Is(target error) bool { return target == ErrDataFormat }
 
-// checkFormat is Open's first step: it refuses a directory of another data
-// format, and records DataFormat in a new one (synced, before anything else
-// is written to it).
+// checkFormat is Open's first step: it refuses a directory of a format it
+// does not read, records DataFormat in a new one (synced, before anything
+// else is written to it), and in one of DataFormatRevisions (synced, before
+// anything of this build is written to it).
 func (s *Store) checkFormat(dir string) error {
 	raw, ok, err := s.getRaw(keyFormat)
 	if err != nil {
@@ -64,6 +76,8 @@ func (s *Store) checkFormat(dir string) error {
 		switch {
 		case err != nil:
 			return fmt.Errorf("%w: data format: %w", ErrCorrupt, err)
+		case f == DataFormatRevisions:
+			return s.setSynced(keyFormat, encodeU64(DataFormat))
 		case f != DataFormat:
 			return &FormatError{Dir: dir, Found: f}
 		}

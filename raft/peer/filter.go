@@ -361,8 +361,10 @@ func (ps *Set) admitHello(first []byte) (Hello, Refusal, error) {
 
 // checkDataFormat refuses a peer of another data format, before anything
 // else is learned from it (a joining node's cluster id included): members
-// of two formats would disagree on what every entry means. Nothing is
-// migrated in place; the way to a new format is a backup.
+// of two formats would disagree on what entries mean. The way forward it
+// names depends on the older format: from format 1 a backup (nothing is
+// migrated in place), from later ones the newer kvd, which migrates a data
+// directory at start (store.DataFormatRevisions).
 func checkDataFormat(h Hello) error {
 	theirs := h.DataFormat()
 	if theirs == store.DataFormat {
@@ -372,10 +374,14 @@ func checkDataFormat(h Hello) error {
 	if theirs > store.DataFormat {
 		which = "a newer"
 	}
-	return fmt.Errorf("%w: node %d runs data format %d (%s kvd); this node runs data format %d: "+
-		"every member of a cluster must run one format: stop every member, save a backup with the older kvd (kvctl snapshot save), "+
-		"start every member of the newer kvd from it (kvd --restore), see docs/upgrading.md",
-		ErrRefused, h.From, theirs, which, store.DataFormat)
+	way := "every member of a cluster must run one format: stop every member, save a backup with the older kvd (kvctl snapshot save), " +
+		"start every member of the newer kvd from it (kvd --restore), see docs/upgrading.md"
+	if min(theirs, store.DataFormat) >= store.DataFormatRevisions {
+		way = "every member of a cluster must run one format: upgrade each member to the newer kvd, which migrates its data directory at start; " +
+			"members of the two formats do not talk meanwhile, see docs/upgrading.md"
+	}
+	return fmt.Errorf("%w: node %d runs data format %d (%s kvd); this node runs data format %d: %s",
+		ErrRefused, h.From, theirs, which, store.DataFormat, way)
 }
 
 // refuse counts and logs a refused peer session, at most one line per
