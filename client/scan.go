@@ -329,6 +329,9 @@ func checkPage(q *rangeq.Request, page *wire.ScanResponse) error {
 	}
 	last := page.KVs[len(page.KVs)-1].Key
 	switch {
+	case q.Sorted() && int(q.Offset)+len(page.KVs) >= limits.MaxSortKeys:
+		// A server refuses a sort of more keys: more after them would page on without end.
+		return fmt.Errorf("more than %d sorted keys", limits.MaxSortKeys)
 	case q.Sorted():
 	case q.Descending() && (len(page.Next) == 0 || bytes.Compare(page.Next, last) > 0):
 		return fmt.Errorf("continuation %q does not move below %q", page.Next, last)
