@@ -45,9 +45,10 @@ func (c Client) CompareAndSwap(ctx context.Context, key, value []byte, version u
 }
 
 // Scan is Range from start with no upper bound and client.WithLimit(limit):
-// one page, one request.
+// one page, one request. It asks for no count of the rest of the key
+// space (client.WithoutCount), which would walk it all.
 func (c Client) Scan(ctx context.Context, start []byte, limit int, opts ...client.ReadOption) (int, error) {
-	r, err := c.Range(ctx, start, nil, append(opts, client.WithLimit(limit))...)
+	r, err := c.Range(ctx, start, nil, append(opts, client.WithLimit(limit), client.WithoutCount())...)
 	if err != nil {
 		return 0, err
 	}

@@ -29,6 +29,7 @@ type scanOptions struct {
 	minMod, maxMod      uint64
 	minCreate           uint64
 	maxCreate           uint64
+	noCount             bool
 }
 
 // SortTarget is what WithSort sorts a range by (etcd's names and numbers).
@@ -72,6 +73,13 @@ const (
 	MaxSortKeys  = limits.MaxSortKeys
 	MaxSortBytes = limits.MaxSortBytes
 )
+
+// WithoutCount makes a scan's Count the number of keys it returns, not
+// etcd's count of the whole range: with a limit, a filter or a sort the
+// server then stops walking the range at the last key it returns instead
+// of counting the rest. kvd's own option (etcd always counts); use it
+// for a short page of a long range when the total does not matter.
+func WithoutCount() ReadOption { return func(o *readOptions) { o.scan.noCount = true } }
 
 // WithMinModRev keeps the keys whose mod revision is at least rev (0: no
 // bound), as etcd's. Count still counts every key of the range.
@@ -128,7 +136,8 @@ type RangeResponse struct {
 	// KVs are the keys found, in key order unless WithSort says otherwise.
 	KVs []KV
 	// Count is the number of keys in the range at Revision, whatever the
-	// limit and the revision filters (etcd's count).
+	// limit and the revision filters (etcd's count); with WithoutCount,
+	// len(KVs).
 	Count uint64
 	// More: keys that match remain after the last one returned (a limit
 	// stopped the scan). In ascending key order, Range(ctx, Next, end,
@@ -258,7 +267,7 @@ func (c *Client) rangeRequest(ctx context.Context, start, end []byte, o *scanOpt
 		return q, nil
 	}
 	q.Flags |= rangeq.Meta
-	if !o.countOnly && (o.limit > 0 || q.Extended()) {
+	if !o.countOnly && !o.noCount && (o.limit > 0 || q.Extended()) {
 		q.Flags |= rangeq.Total
 	}
 	return q, nil
@@ -329,6 +338,9 @@ func checkPage(q *rangeq.Request, page *wire.ScanResponse) error {
 	}
 	last := page.KVs[len(page.KVs)-1].Key
 	switch {
+	case q.Sorted() && int(q.Offset)+len(page.KVs) >= limits.MaxSortKeys:
+		// A server refuses a sort of more keys: more after them would page on without end.
+		return fmt.Errorf("more than %d sorted keys", limits.MaxSortKeys)
 	case q.Sorted():
 	case q.Descending() && (len(page.Next) == 0 || bytes.Compare(page.Next, last) > 0):
 		return fmt.Errorf("continuation %q does not move below %q", page.Next, last)

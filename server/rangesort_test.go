@@ -61,6 +61,8 @@ func TestRangeSortsFiltersAndCounts(t *testing.T) {
 		{"by value descending", []client.ReadOption{client.WithSort(client.SortByValue, client.SortDescend)}, "s/d s/a s/b s/c", 4, false},
 		{"by value keys only", []client.ReadOption{client.WithSort(client.SortByValue, client.SortNone), client.WithKeysOnly()}, "s/c s/b s/a s/d", 4, false},
 		{"limit counts the range", []client.ReadOption{client.WithLimit(1)}, "s/a", 4, true},
+		{"limit without count", []client.ReadOption{client.WithLimit(1), client.WithoutCount()}, "s/a", 1, true},
+		{"filter without count", []client.ReadOption{client.WithMinModRev(6), client.WithoutCount()}, "s/a s/d", 2, false},
 		{"sorted limit", []client.ReadOption{client.WithSort(client.SortByModRevision, client.SortDescend), client.WithLimit(2)}, "s/a s/d", 4, true},
 		{"min mod", []client.ReadOption{client.WithMinModRev(5)}, "s/a s/c s/d", 4, false},
 		{"max mod", []client.ReadOption{client.WithMaxModRev(5)}, "s/b s/c", 4, false},
