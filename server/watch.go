@@ -21,8 +21,12 @@ import (
 // commit order as the leader's is. Each client connection that opens a
 // watch gets one watchConn: a goroutine that handles its watch requests
 // and cancels in order and sends every watch's events, one bounded
-// message at a time (limits.MaxWatchEvents, limits.MaxWatchBytes), round
-// robin between its watches. Nothing is queued per watcher: a watcher's
+// message at a time (limits.MaxWatchEvents, limits.MaxWatchBytes; a
+// revision's events split only when one revision alone is past them,
+// flagged for clients that join fragments), round robin between its
+// watches. Progress notifications go to a synced watch on its client's
+// request and, with progress_notify, every Config.WatchProgressNotifyInterval
+// it sent nothing. Nothing is queued per watcher: a watcher's
 // pending events are the history past its cursor, so memory is bounded
 // by the history (Config.Watch) and one message per connection, however
 // slow its client. A watcher the memory's history leaves behind reads
