@@ -15,6 +15,7 @@ import (
 type fakeStore struct {
 	evs     []wire.WatchEvent
 	compact uint64
+	prevs   int // calls of Prev
 }
 
 func (s *fakeStore) Changes(from uint64, prev bool, fn func(wire.WatchEvent) bool) error {
@@ -26,7 +27,7 @@ func (s *fakeStore) Changes(from uint64, prev bool, fn func(wire.WatchEvent) boo
 			continue
 		}
 		if prev {
-			v, m, ok, _ := s.Prev(e.Key, e.Version-1)
+			v, m, ok, _ := s.prevAt(e.Key, e.Version-1)
 			e.PrevValue, e.PrevMeta, e.HasPrev = append([]byte{}, v...), m, ok
 		}
 		if !fn(e) {
@@ -38,6 +39,11 @@ func (s *fakeStore) Changes(from uint64, prev bool, fn func(wire.WatchEvent) boo
 
 // Prev is key's last event at or before rev; its Meta holds only Mod.
 func (s *fakeStore) Prev(key []byte, rev uint64) ([]byte, revision.Meta, bool, error) {
+	s.prevs++
+	return s.prevAt(key, rev)
+}
+
+func (s *fakeStore) prevAt(key []byte, rev uint64) ([]byte, revision.Meta, bool, error) {
 	if rev < s.compact {
 		return nil, revision.Meta{}, false, fmt.Errorf("%w: %d", errs.ErrCompacted, rev)
 	}
@@ -245,6 +251,40 @@ func TestStoredReadKeepsRevisionsWhole(t *testing.T) {
 		}
 		if show(evs) != s.want || p != s.progress {
 			t.Fatalf("step %d: %q progress %d, want %q progress %d", i, show(evs), p, s.want, s.progress)
+		}
+	}
+}
+
+// TestPrevKVOfADenseRevisionInOnePass: the previous values of a revision of
+// many events from memory (a range delete's) come from one pass over the
+// stored changes, not a read each, and are the same.
+func TestPrevKVOfADenseRevisionInOnePass(t *testing.T) {
+	st := &fakeStore{}
+	h := newHub(t, Config{Store: st})
+	var puts, dels []wire.WatchEvent
+	for i := range 20 {
+		k := fmt.Sprintf("d/%02d", i)
+		puts = append(puts, put(uint64(i+1), k, fmt.Sprint(i)))
+		dels = append(dels, del(21, k))
+	}
+	for _, e := range puts {
+		st.publish(h, e)
+	}
+	w, err := h.Watch([]byte("d/"), true, 0, PrevKV())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.publish(h, dels...)
+	evs, _, err := w.Next(nil, 100, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 20 || st.prevs != 0 {
+		t.Fatalf("%d events, %d reads of a previous value; want 20 and none", len(evs), st.prevs)
+	}
+	for i, e := range evs {
+		if !e.HasPrev || string(e.PrevValue) != fmt.Sprint(i) || e.PrevMeta.Mod != uint64(i+1) {
+			t.Fatalf("event %d: %s", i, showPrev(evs[i:i+1]))
 		}
 	}
 }

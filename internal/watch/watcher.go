@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/kvd-project/kvd/internal/errs"
+	"github.com/kvd-project/kvd/internal/revision"
 	"github.com/kvd-project/kvd/internal/wire"
 )
 
@@ -173,27 +174,90 @@ func (w *Watcher) Next(dst []wire.WatchEvent, maxEvents, maxBytes int) ([]wire.W
 }
 
 // fillPrev gives each event the key as it was just before its revision.
-// Events the stored history served have it already.
+// Events the stored history served have it already. Events dense in
+// revisions (a range delete's, a busy prefix's) take it from one read of
+// the stored changes over their span; sparse ones, a read each.
 func (w *Watcher) fillPrev(evs []wire.WatchEvent) error {
+	todo := 0
+	for i := range evs {
+		if !evs[i].HasPrev && evs[i].PrevValue == nil {
+			todo++
+		}
+	}
+	if todo == 0 {
+		return nil
+	}
+	var err error
+	if span := evs[len(evs)-1].Version - evs[0].Version + 1; todo >= denseEvents && span <= uint64(todo) {
+		err = w.prevFromChanges(evs)
+	} else {
+		err = w.prevEach(evs)
+	}
+	if errors.Is(err, errs.ErrCompacted) {
+		return &CompactedError{Requested: evs[0].Version, Oldest: w.h.cfg.Store.CompactRevision() + 1}
+	}
+	return err
+}
+
+// denseEvents is the fewest events fillPrev reads in one pass over the
+// stored changes: below it, a read each costs less than opening the pass.
+const denseEvents = 8
+
+func (w *Watcher) prevEach(evs []wire.WatchEvent) error {
 	for i := range evs {
 		e := &evs[i]
 		if e.HasPrev || e.PrevValue != nil {
 			continue
 		}
 		v, m, ok, err := w.h.cfg.Store.Prev(e.Key, e.Version-1)
-		if errors.Is(err, errs.ErrCompacted) {
-			return &CompactedError{Requested: e.Version, Oldest: w.h.cfg.Store.CompactRevision() + 1}
-		}
 		if err != nil {
 			return err
 		}
-		if ok {
-			e.PrevValue, e.PrevMeta, e.HasPrev = v, m, true
-		} else {
-			e.PrevValue = []byte{} // looked up: the key did not exist
-		}
+		setPrev(e, v, m, ok)
 	}
 	return nil
+}
+
+// prevFromChanges reads the stored changes from the first event's revision
+// to the last's, and gives each event its change's previous value. Within
+// a revision a key changes once, so revision and key name the change.
+func (w *Watcher) prevFromChanges(evs []wire.WatchEvent) error {
+	type at struct {
+		rev uint64
+		key string
+	}
+	idx := make(map[at]int, len(evs))
+	for i := range evs {
+		if !evs[i].HasPrev && evs[i].PrevValue == nil {
+			idx[at{evs[i].Version, string(evs[i].Key)}] = i
+		}
+	}
+	last := evs[len(evs)-1].Version
+	err := w.h.cfg.Store.Changes(evs[0].Version, true, func(c wire.WatchEvent) bool {
+		if i, ok := idx[at{c.Version, string(c.Key)}]; ok {
+			setPrev(&evs[i], c.PrevValue, c.PrevMeta, c.HasPrev)
+			delete(idx, at{c.Version, string(c.Key)})
+		}
+		return len(idx) > 0 && c.Version <= last
+	})
+	if err == nil && len(idx) > 0 {
+		// Not stored yet, or no longer: read those one by one.
+		return w.prevEach(evs)
+	}
+	return err
+}
+
+// setPrev records an event's previous value; a looked-up absent one is an
+// empty, non-nil PrevValue without HasPrev.
+func setPrev(e *wire.WatchEvent, v []byte, m revision.Meta, ok bool) {
+	if ok {
+		e.PrevValue, e.PrevMeta, e.HasPrev = v, m, true
+		if v == nil {
+			e.PrevValue = []byte{}
+		}
+		return
+	}
+	e.PrevValue = []byte{}
 }
 
 func (w *Watcher) next1(dst []wire.WatchEvent, maxEvents, maxBytes int) ([]wire.WatchEvent, uint64, error) {
