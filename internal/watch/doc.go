@@ -26,8 +26,9 @@
 // Next ends at a revision's end unless one revision alone is past its
 // bounds (the server then flags the pieces as fragments). A PrevKV watcher
 // gets each event's previous value from the store: the stored history's
-// record before it, or a read at the revision before it for events from
-// memory; other watchers pay nothing for it.
+// record before it; for events from memory, a read at the revision before
+// each, or one pass over the stored changes of a message dense in
+// revisions. Other watchers pay nothing for it.
 //
 // A watcher is a cursor, not a queue of its own: its pending events are
 // the ring's (or the store's) past its cursor, so a slow watcher holds no
