@@ -41,6 +41,7 @@ type Client struct {
 	stats   counters
 	readIdx atomic.Uint32 // which endpoint non-leader reads use
 	now     func() mono   // the client's clock (Knobs.Clock)
+	watches watchSet      // open watches, for RequestProgress
 }
 
 // New returns a client for cfg.Endpoints. It connects lazily, so New fails

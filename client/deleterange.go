@@ -9,7 +9,10 @@ import (
 )
 
 // WithPrevKV makes DeleteRange return the keys it deleted with their
-// values and metadata (etcd's prev_kv).
+// values and metadata (etcd's prev_kv), and a Watch's events carry the
+// key as it was just before each (Event.PrevKV). A server that predates
+// prev_kv on watches refuses such a watch (ErrBadRequest, saying so)
+// rather than send events without it.
 func WithPrevKV() WriteOption {
 	return func(o *writeOptions) { o.prevKV = true }
 }

@@ -17,10 +17,13 @@ import (
 // A node is usable until broken is closed; then every pending and later call
 // fails and the client dials a fresh node.
 type node struct {
-	addr  string
-	conn  transport.Conn
-	hello wire.Hello
-	geo   atomic.Pointer[geometry] // the region's layout: read after hello, re-read after a rebuild
+	addr string
+	// oldWatch: its server refused the watch flags newer than the first
+	// watches (watchprogress.go).
+	oldWatch oldWatchServer
+	conn     transport.Conn
+	hello    wire.Hello
+	geo      atomic.Pointer[geometry] // the region's layout: read after hello, re-read after a rebuild
 
 	nextID  atomic.Uint64
 	mu      sync.Mutex

@@ -24,31 +24,70 @@ func (t EventType) String() string { return wire.EventType(t).String() }
 // Event is one committed write of a watched key. ModRevision is the
 // write's store revision: the mod revision GetModRevision returns for a
 // PUT (a transaction's writes share one). Value is nil for a delete.
+// PrevKV, with WithPrevKV, is the key as it was just before the write
+// (etcd's prev_kv): nil if it did not exist.
 type Event struct {
 	Type        EventType
 	Key         []byte
 	Value       []byte
 	ModRevision uint64
+	PrevKV      *KV
 }
 
-// WatchResponse is a batch of events, in commit order. The last response
-// before the channel closes may carry Err instead: why the watch ended.
+// WatchResponse is the events of one or more whole revisions, in commit
+// order (a revision split across server messages is joined first), or a
+// progress notification (IsProgressNotify). Revision is the store
+// revision through which the watch's stream is complete (etcd's header
+// revision): every event up to it was delivered. The last response before
+// the channel closes may carry Err instead: why the watch ended.
 type WatchResponse struct {
-	Events []Event
-	Err    error
+	Events   []Event
+	Revision uint64
+	Err      error
+	progress bool
 }
 
-// WatchOption adjusts one Watch.
-type WatchOption func(*watchOptions)
+// IsProgressNotify reports whether r is a progress notification: no
+// events, only Revision (WithProgressNotify, Client.RequestProgress).
+func (r *WatchResponse) IsProgressNotify() bool { return r.progress && r.Err == nil }
+
+// WatchOption adjusts one Watch: WithPrefix, WithFromRevision,
+// WithProgressNotify, and WithPrevKV (the one option it shares with
+// DeleteRange, as etcd's does; the other write options mean nothing to a
+// watch and are ignored).
+type WatchOption interface{ applyWatch(*watchOptions) }
+
+// watchOption is a WatchOption of the watch's own.
+type watchOption func(*watchOptions)
+
+func (f watchOption) applyWatch(o *watchOptions) { f(o) }
+
+// applyWatch makes WithPrevKV a WatchOption too.
+func (f WriteOption) applyWatch(o *watchOptions) {
+	var w writeOptions
+	f(&w)
+	o.prevKV = o.prevKV || w.prevKV
+}
 
 type watchOptions struct {
-	prefix bool
-	from   uint64
+	prefix         bool
+	from           uint64
+	prevKV         bool
+	progressNotify bool
+}
+
+// WithProgressNotify asks for a progress notification whenever the watch
+// has sent nothing for the servers' --watch-progress-notify-interval
+// (default 10m; etcd's progress_notify): a response with no events whose
+// IsProgressNotify is true and whose Revision the watch is complete
+// through. Refused as WithPrevKV is by a server that predates it.
+func WithProgressNotify() WatchOption {
+	return watchOption(func(o *watchOptions) { o.progressNotify = true })
 }
 
 // WithPrefix watches every key that starts with the key given (an empty
 // one: every key).
-func WithPrefix() WatchOption { return func(o *watchOptions) { o.prefix = true } }
+func WithPrefix() WatchOption { return watchOption(func(o *watchOptions) { o.prefix = true }) }
 
 // WithFromRevision starts the watch at store revision v: every event
 // with a revision >= v is delivered (v 0: from now, the default), from
@@ -56,7 +95,7 @@ func WithPrefix() WatchOption { return func(o *watchOptions) { o.prefix = true }
 // a prefix's keys and then its changes without a gap, read them with
 // Prefix (its pages are one snapshot) and watch from the response's
 // Revision+1.
-func WithFromRevision(v uint64) WatchOption { return func(o *watchOptions) { o.from = v } }
+func WithFromRevision(v uint64) WatchOption { return watchOption(func(o *watchOptions) { o.from = v }) }
 
 // Watch streams the PUT and DELETE events of key (with WithPrefix, of
 // every key under it) in commit order, from now or from a revision
@@ -83,11 +122,15 @@ func WithFromRevision(v uint64) WatchOption { return func(o *watchOptions) { o.f
 func (c *Client) Watch(ctx context.Context, key []byte, opts ...WatchOption) <-chan WatchResponse {
 	var o watchOptions
 	for _, f := range opts {
-		f(&o)
+		f.applyWatch(&o)
 	}
 	w := &watcher{c: c, key: append([]byte(nil), key...), prefix: o.prefix, from: o.from,
-		out: make(chan WatchResponse)}
-	go w.run(ctx)
+		prevKV: o.prevKV, progressNotify: o.progressNotify, out: make(chan WatchResponse)}
+	c.watches.add(w)
+	go func() {
+		defer c.watches.remove(w)
+		w.run(ctx)
+	}()
 	return w.out
 }
 
@@ -99,6 +142,12 @@ type watcher struct {
 	prefix bool
 	from   uint64 // the option; 0: from now
 	out    chan WatchResponse
+
+	prevKV, progressNotify bool
+	// frag holds the events of a revision the server split, until its
+	// last piece arrives; a stream that breaks meanwhile drops them.
+	frag []Event
+	cur  streamRef // the server stream now carrying it (watchprogress.go)
 
 	started  bool   // complete is known (a first stream was created)
 	complete uint64 // every event up to this version was delivered
@@ -218,18 +267,21 @@ func (w *watcher) stream(ctx context.Context, addr string) (ok bool, err error) 
 		return false, err
 	}
 	from, skip := w.resumeAt()
-	req := &wire.Request{Op: wire.OpWatch, Key: w.key, Value: wire.AppendWatchRequest(nil, from)}
-	if w.prefix {
-		req.Flags = wire.WatchPrefix
+	flags, err := w.requestFlags(n)
+	if err != nil {
+		return false, err
 	}
+	req := &wire.Request{Op: wire.OpWatch, Key: w.key, Flags: flags, Value: wire.AppendWatchRequest(nil, from)}
 	sctx, cancel := context.WithTimeout(ctx, w.c.cfg.RequestTimeout)
 	id, st, err := n.openStream(sctx, req)
 	cancel()
 	if err != nil {
 		return false, err
 	}
+	w.frag = nil // a revision begun on an earlier stream comes again whole
 	open := true // the server's stream is still open
 	defer func() {
+		w.cur.set(nil, 0)
 		n.closeStream(id)
 		if open {
 			// Before the channel closes or the stream reopens: until the
@@ -253,10 +305,14 @@ func (w *watcher) stream(ctx context.Context, addr string) (ok bool, err error) 
 			resp := &msgs[i]
 			if resp.Status != wire.StatusOK {
 				open = false
-				return ok, watchStatusError(resp, from)
+				return ok, w.refused(n, resp, flags, from)
 			}
+			created := ok
 			if err := w.message(ctx, resp, from, &skip, &ok); err != nil {
 				return ok, err
+			}
+			if ok && !created && w.cur.set(n, id) {
+				go w.pendingProgress(n, id)
 			}
 		}
 		if overflow {
@@ -282,7 +338,9 @@ func (w *watcher) message(ctx context.Context, resp *wire.Response, from uint64,
 		}
 		return nil
 	}
-	evs := make([]Event, 0, len(m.Events))
+	if m.Flags&wire.WatchMsgProgress != 0 {
+		return w.deliver(ctx, WatchResponse{Revision: resp.Version, progress: true}, resp.Version)
+	}
 	for _, e := range m.Events {
 		if err := w.checkEvent(&e, from); err != nil {
 			return err
@@ -291,28 +349,55 @@ func (w *watcher) message(ctx context.Context, resp *wire.Response, from uint64,
 			*skip-- // delivered by an earlier stream
 			continue
 		}
-		if e.Version == w.last {
+		w.frag = append(w.frag, eventOf(&e))
+	}
+	if m.Flags&wire.WatchMsgFragment != 0 {
+		return nil // the revision continues in the next message
+	}
+	evs := w.frag
+	w.frag = nil
+	for _, e := range evs {
+		if e.ModRevision == w.last {
 			w.atLast++
 		} else {
-			w.last, w.atLast = e.Version, 1
-		}
-		evs = append(evs, Event{Type: EventType(e.Type), Key: e.Key, Value: e.Value, ModRevision: e.Version})
-	}
-	if len(evs) > 0 {
-		select {
-		case w.out <- WatchResponse{Events: evs}:
-		case <-ctx.Done():
-			return ctx.Err()
+			w.last, w.atLast = e.ModRevision, 1
 		}
 	}
-	w.complete = max(w.complete, resp.Version)
+	if len(evs) == 0 {
+		w.complete = max(w.complete, resp.Version)
+		return nil
+	}
+	return w.deliver(ctx, WatchResponse{Events: evs, Revision: resp.Version}, resp.Version)
+}
+
+// deliver hands r to the caller, then records that the stream is
+// complete through complete.
+func (w *watcher) deliver(ctx context.Context, r WatchResponse, complete uint64) error {
+	select {
+	case w.out <- r:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	w.complete = max(w.complete, complete)
 	return nil
+}
+
+func eventOf(e *wire.WatchEvent) Event {
+	ev := Event{Type: EventType(e.Type), Key: e.Key, Value: e.Value, ModRevision: e.Version}
+	if e.HasPrev {
+		ev.PrevKV = &KV{Key: e.Key, Value: e.PrevValue, Meta: metaOf(e.PrevMeta)}
+	}
+	return ev
 }
 
 // checkEvent refuses an event the watch did not ask for or out of order.
 func (w *watcher) checkEvent(e *wire.WatchEvent, from uint64) error {
 	match := bytes.Equal(e.Key, w.key) || (w.prefix && bytes.HasPrefix(e.Key, w.key))
-	if !match || e.Version < from || e.Version < w.last || e.Version <= w.complete {
+	last := w.last
+	if n := len(w.frag); n > 0 {
+		last = w.frag[n-1].ModRevision
+	}
+	if !match || e.Version < from || e.Version < last || e.Version <= w.complete {
 		return fmt.Errorf("%w: watch event %q at version %d out of order or not watched", errMalformedReply, e.Key, e.Version)
 	}
 	return nil
@@ -331,4 +416,12 @@ func watchStatusError(resp *wire.Response, from uint64) error {
 		return &CompactedError{Requested: from, Oldest: resp.Version, Reason: string(resp.Value)}
 	}
 	return statusError(resp)
+}
+
+// pendingProgress sends a progress request made while the watch was
+// between streams.
+func (w *watcher) pendingProgress(n *node, id uint64) {
+	ctx, cancel := context.WithTimeout(context.Background(), w.c.cfg.RequestTimeout)
+	defer cancel()
+	_ = sendProgressRequest(ctx, n, id)
 }

@@ -122,6 +122,14 @@ type Config struct {
 	// MaxWatchesPerConn is the most watches one client connection may
 	// have open. Default DefaultMaxWatchesPerConn.
 	MaxWatchesPerConn int
+	// WatchProgressNotifyInterval is how often a watch created with
+	// progress_notify that has sent nothing meanwhile is told, while it is
+	// synced, the revision its stream is complete through (etcd's
+	// --experimental-watch-progress-notify-interval). Default
+	// DefaultWatchProgressNotifyInterval; at least
+	// MinWatchProgressNotifyInterval (Knobs.WatchProgressNotifyInterval
+	// overrides it in tests).
+	WatchProgressNotifyInterval time.Duration
 
 	// Knobs are for tests; production leaves them zero.
 	Knobs Knobs
@@ -142,6 +150,9 @@ type Knobs struct {
 	// progress (and a watch connection's ticker runs). Default 1s
 	// (progressEvery).
 	ProgressEvery time.Duration
+	// WatchProgressNotifyInterval, if set, replaces
+	// Config.WatchProgressNotifyInterval, below its minimum too.
+	WatchProgressNotifyInterval time.Duration
 	// LeaseListPage is the most lease ids one lease list reply holds.
 	// Default wire.MaxLeaseListIDs; tests lower it to page with few leases.
 	LeaseListPage int
@@ -191,6 +202,12 @@ const (
 
 	// DefaultMaxWatchesPerConn is Config.MaxWatchesPerConn's default.
 	DefaultMaxWatchesPerConn = 1000
+
+	// DefaultWatchProgressNotifyInterval is etcd's default.
+	DefaultWatchProgressNotifyInterval = 10 * time.Minute
+	// MinWatchProgressNotifyInterval: shorter, and every quiet watch that
+	// asked costs the node a message that often.
+	MinWatchProgressNotifyInterval = time.Second
 )
 
 // withDefaults returns c with every zero field that has a default set to
@@ -204,6 +221,7 @@ func (c Config) withDefaults() Config {
 	c.TickInterval = cmp.Or(c.TickInterval, DefaultTickInterval)
 	c.MaxConnections = cmp.Or(c.MaxConnections, DefaultMaxConnections)
 	c.MaxWatchesPerConn = cmp.Or(c.MaxWatchesPerConn, DefaultMaxWatchesPerConn)
+	c.WatchProgressNotifyInterval = cmp.Or(c.WatchProgressNotifyInterval, DefaultWatchProgressNotifyInterval)
 	c.Watch = c.Watch.WithDefaults()
 	if len(c.InitialCluster) == 0 {
 		c.InitialCluster = map[uint64]string{c.ID: c.peerListen()}
@@ -213,6 +231,12 @@ func (c Config) withDefaults() Config {
 	}
 	c.Knobs = c.Knobs.withDefaults()
 	return c
+}
+
+// progressNotifyInterval is the interval progress_notify watches are
+// told at: the knob's if set.
+func (c Config) progressNotifyInterval() time.Duration {
+	return cmp.Or(c.Knobs.WatchProgressNotifyInterval, c.WatchProgressNotifyInterval)
 }
 
 // Validate reports the first invalid field. Zero fields are checked as
@@ -252,6 +276,9 @@ func (c Config) Validate() error {
 	switch _, listed := c.InitialCluster[c.ID]; {
 	case c.MaxWatchesPerConn < 0:
 		return fmt.Errorf("server: max watches per connection %d is negative", c.MaxWatchesPerConn)
+	case c.WatchProgressNotifyInterval < MinWatchProgressNotifyInterval:
+		return fmt.Errorf("server: watch progress notify interval %v is below the minimum %v",
+			c.WatchProgressNotifyInterval, MinWatchProgressNotifyInterval)
 	case !(c.LeaseDrift >= 0 && c.LeaseDrift <= 0.5): // NaN fails too
 		return fmt.Errorf("server: lease drift %v not in [0, 0.5]", c.LeaseDrift)
 	case c.Restore != "" && c.Join:

@@ -21,8 +21,12 @@ import (
 // commit order as the leader's is. Each client connection that opens a
 // watch gets one watchConn: a goroutine that handles its watch requests
 // and cancels in order and sends every watch's events, one bounded
-// message at a time (limits.MaxWatchEvents, limits.MaxWatchBytes), round
-// robin between its watches. Nothing is queued per watcher: a watcher's
+// message at a time (limits.MaxWatchEvents, limits.MaxWatchBytes; a
+// revision's events split only when one revision alone is past them,
+// flagged for clients that join fragments), round robin between its
+// watches. Progress notifications go to a synced watch on its client's
+// request and, with progress_notify, every Config.WatchProgressNotifyInterval
+// it sent nothing. Nothing is queued per watcher: a watcher's
 // pending events are the history past its cursor, so memory is bounded
 // by the history (Config.Watch) and one message per connection, however
 // slow its client. A watcher the memory's history leaves behind reads
@@ -78,6 +82,13 @@ type connWatch struct {
 	*watch.Watcher
 	told   uint64
 	toldAt time.Time
+	flags  uint16 // the request's: wire.WatchPrevKV, WatchProgressNotify, WatchFragment
+	// notifiedAt: when the watch last sent events or a progress
+	// notification (progress_notify waits an interval after either).
+	notifiedAt time.Time
+	// wantProgress: its client asked for a progress notification, sent
+	// once the watch is synced.
+	wantProgress bool
 }
 
 // progressEvery is how often at most a watch whose key sees no events is
@@ -135,7 +146,9 @@ func (wc *watchConn) run(ctx context.Context) {
 			w.Close()
 		}
 	}()
-	tick := time.NewTicker(wc.s.cfg.Knobs.ProgressEvery)
+	// A progress_notify watch is checked at the ticks: a quarter of its
+	// interval keeps it within a quarter of late.
+	tick := time.NewTicker(min(wc.s.cfg.Knobs.ProgressEvery, wc.s.cfg.progressNotifyInterval()/4))
 	defer tick.Stop()
 	for {
 		changed := wc.s.hub.Changed()
@@ -216,10 +229,23 @@ func (wc *watchConn) sendRound(ctx context.Context) (sent, ok bool) {
 			}
 			continue
 		}
+		if len(wc.evs) == 0 && wc.progressDue(w) {
+			if !wc.sendProgress(ctx, id, w, progress) {
+				return sent, false
+			}
+			continue
+		}
 		if len(wc.evs) == 0 && (progress == w.told || time.Since(w.toldAt) < wc.s.cfg.Knobs.ProgressEvery) {
 			continue
 		}
-		wc.val = wire.AppendWatchMessage(wc.val[:0], &wire.WatchMessage{Events: wc.evs})
+		m := wire.WatchMessage{Events: wc.evs}
+		if w.flags&wire.WatchPrevKV != 0 {
+			m.Flags |= wire.WatchMsgPrevKV
+		}
+		if n := len(wc.evs); n > 0 && w.flags&wire.WatchFragment != 0 && progress < wc.evs[n-1].Version {
+			m.Flags |= wire.WatchMsgFragment // Next cut a revision alone past the bounds
+		}
+		wc.val = wire.AppendWatchMessage(wc.val[:0], &m)
 		clear(wc.evs)
 		wc.s.metrics.watchEvents.Add(float64(len(wc.evs)))
 		events := len(wc.evs) > 0 // before shrink, which may drop wc.evs
@@ -229,9 +255,34 @@ func (wc *watchConn) sendRound(ctx context.Context) (sent, ok bool) {
 			return sent, false
 		}
 		w.told, w.toldAt = progress, time.Now()
+		if events {
+			w.notifiedAt = w.toldAt
+		}
 		sent = sent || events
 	}
 	return sent, true
+}
+
+// progressDue reports whether w, which has no events pending, is owed a
+// progress notification: one its client asked for, or progress_notify's
+// periodic one; either only once it is synced (as etcd sends them).
+func (wc *watchConn) progressDue(w *connWatch) bool {
+	periodic := w.flags&wire.WatchProgressNotify != 0 &&
+		time.Since(w.notifiedAt) >= wc.s.cfg.progressNotifyInterval()
+	return (w.wantProgress || periodic) && w.Synced()
+}
+
+// sendProgress sends w a progress notification: no events, and the
+// revision its stream is complete through.
+func (wc *watchConn) sendProgress(ctx context.Context, id uint64, w *connWatch, progress uint64) bool {
+	wc.val = wire.AppendWatchMessage(wc.val[:0], &wire.WatchMessage{Flags: wire.WatchMsgProgress})
+	if !wc.send(ctx, wire.Response{Op: wire.OpWatch, ID: id, Version: progress, Value: wc.val}) {
+		return false
+	}
+	w.wantProgress = false
+	w.told, w.toldAt = progress, time.Now()
+	w.notifiedAt = w.toldAt
+	return true
 }
 
 // keepWatchEvents is the most events a watch connection's scratch keeps
@@ -258,6 +309,8 @@ func (wc *watchConn) command(ctx context.Context, req *wire.Request) bool {
 	case denied:
 	case req.Op == wire.OpWatchCancel:
 		resp = wc.cancel(req)
+	case req.Flags&wire.WatchProgressRequest != 0:
+		resp = wc.requestProgress(req)
 	default:
 		resp = wc.open(req)
 	}
@@ -292,7 +345,11 @@ func (wc *watchConn) open(req *wire.Request) wire.Response {
 		s.watchRefused(watchNoLeader, wc.conn.RemoteAddr(), errors.New(noLeader))
 		return wire.Response{Status: wire.StatusRetry, Value: []byte(noLeader)}
 	}
-	w, err := s.hub.Watch(req.Key, req.Flags&wire.WatchPrefix != 0, from)
+	var opts []watch.Option
+	if req.Flags&wire.WatchPrevKV != 0 {
+		opts = append(opts, watch.PrevKV())
+	}
+	w, err := s.hub.Watch(req.Key, req.Flags&wire.WatchPrefix != 0, from, opts...)
 	switch {
 	case errors.Is(err, watch.ErrTooManyWatchers):
 		err = fmt.Errorf("too many watches on this node (max %d)", s.cfg.Watch.MaxWatchers)
@@ -301,7 +358,8 @@ func (wc *watchConn) open(req *wire.Request) wire.Response {
 	case err != nil:
 		return s.compacted(req.ID, req.Op, err)
 	}
-	wc.watches[req.ID] = &connWatch{Watcher: w, told: w.Progress(), toldAt: time.Now()}
+	now := time.Now()
+	wc.watches[req.ID] = &connWatch{Watcher: w, told: w.Progress(), toldAt: now, notifiedAt: now, flags: req.Flags}
 	wc.order = append(wc.order, req.ID)
 	return wire.Response{Version: w.Progress(), Value: wire.AppendWatchMessage(nil, &wire.WatchMessage{Flags: wire.WatchCreated})}
 }
@@ -315,6 +373,23 @@ func (wc *watchConn) cancel(req *wire.Request) wire.Response {
 		return wire.Response{Status: wire.StatusNotFound}
 	}
 	wc.drop(id)
+	return wire.Response{}
+}
+
+// requestProgress marks the watch named by the request's value as owed a
+// progress notification (etcd's RequestProgress); sendRound sends it once
+// the watch is synced. The request itself is answered at once.
+func (wc *watchConn) requestProgress(req *wire.Request) wire.Response {
+	id, err := wire.DecodeWatchCancel(req.Value)
+	switch {
+	case err != nil:
+		return badRequest(err.Error())
+	case req.Flags != wire.WatchProgressRequest:
+		return badRequest("a progress request carries no other watch flag")
+	case wc.watches[id] == nil:
+		return wire.Response{Status: wire.StatusNotFound}
+	}
+	wc.watches[id].wantProgress = true
 	return wire.Response{}
 }
 

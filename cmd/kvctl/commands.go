@@ -51,7 +51,7 @@ var commands = map[string]command{
 	"del":      {delUsage, []int{1, 2}, runDel},
 	"delete":   {delUsage, []int{1, 2}, runDel},
 	"txn":      {"txn (reads the transaction from standard input)", []int{0}, runTxn},
-	"watch":    {"watch [--prefix] KEY [--rev N]", []int{1}, runWatch},
+	"watch":    {"watch [--prefix] KEY [--rev N] [--prev-kv] [--progress-notify]", []int{1}, runWatch},
 	"status":   {"status", []int{0}, runStatus},
 	"endpoint": {endpointUsage, []int{1}, runEndpoint},
 	"member":   {memberUsage, []int{1, 2, 3}, runMember},

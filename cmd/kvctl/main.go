@@ -54,10 +54,11 @@ commands:
   lease revoke ID         end lease ID now, deleting its keys
   lease ttl ID            show lease ID's TTL, time remaining and key count
   lease list              list the leases that exist
-  watch [--prefix] KEY [--rev N]
+  watch [--prefix] KEY [--rev N] [--prev-kv] [--progress-notify]
                           print KEY's (--prefix: every key under it) PUT and
                           DELETE events, one line each, from now or from
-                          revision N, until interrupted
+                          revision N, until interrupted; --prev-kv adds each
+                          event's previous value
   compaction REV          compact the history to revision REV: reads and
                           watches below it fail as compacted
   status                  show every endpoint's id, cluster, leader, term, indexes and
@@ -121,9 +122,10 @@ type options struct {
 	lease       leaseFlag
 	fromVersion versionFlag // get and watch --rev
 	fromKey     bool        // del --from-key
-	prevKV      bool        // put and del --prev-kv
+	prevKV      bool        // put, del and watch --prev-kv
 	ignoreValue bool        // put --ignore-value
 	ignoreLease bool        // put --ignore-lease
+	progress    bool        // watch --progress-notify
 	scan        scanFlags   // get's range options (scan.go)
 	timeout     time.Duration
 	timeoutSet  bool // --timeout was given (a snapshot save has no default bound)
@@ -190,9 +192,10 @@ func parse(args []string, stderr io.Writer) (*options, []string, error) {
 	fs.Var(&o.fromVersion, "rev", "get: the keys as they were at this store revision; watch: the events from this revision on (default: from now)")
 	fs.Var(&o.scan.from, "from", "get: the keys from this one on (inclusive), in key order")
 	fs.BoolVar(&o.fromKey, "from-key", false, "get, del: every key from KEY on (inclusive)")
-	fs.BoolVar(&o.prevKV, "prev-kv", false, "put, del: print the previous key and value (del: every key it deleted)")
+	fs.BoolVar(&o.prevKV, "prev-kv", false, "put, del: print the previous key and value (del: every key it deleted); watch: each event's previous value")
 	fs.BoolVar(&o.ignoreValue, "ignore-value", false, "put KEY: keep the key's current value (give no VALUE; the key must exist), as etcdctl's")
 	fs.BoolVar(&o.ignoreLease, "ignore-lease", false, "put: keep the key's current lease (not with --lease; the key must exist), as etcdctl's")
+	fs.BoolVar(&o.progress, "progress-notify", false, "watch: print a progress notification (progress notify: REV) whenever the watch was quiet for the servers' --watch-progress-notify-interval")
 	fs.Var(&o.scan.to, "to", "get: with --from, the keys before this one (exclusive; omitted: no upper bound)")
 	fs.IntVar(&o.scan.limit, "limit", 0, "get --prefix/--from: at most this many keys (0: all)")
 	fs.BoolVar(&o.scan.keysOnly, "keys-only", false, "get --prefix/--from: print the keys, not their values")
@@ -347,8 +350,10 @@ func checkFlagScope(o *options, cmd string) error {
 		return usageError{"--value-file applies to put only"}
 	case o.fromKey && !isDel(cmd) && cmd != "get":
 		return usageError{"--from-key applies to get and del only"}
-	case o.prevKV && cmd != "put" && !isDel(cmd):
-		return usageError{"--prev-kv applies to put and del only"}
+	case o.prevKV && cmd != "put" && cmd != "watch" && !isDel(cmd):
+		return usageError{"--prev-kv applies to put, del and watch only"}
+	case o.progress && cmd != "watch":
+		return usageError{"--progress-notify applies to watch only"}
 	case o.ifVersion.set && isDel(cmd) && (o.fromKey || o.scan.prefix || o.prevKV):
 		return usageError{"--if-mod-revision deletes one key: not with --prefix, --from-key or --prev-kv"}
 	}

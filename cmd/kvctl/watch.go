@@ -13,14 +13,17 @@ import (
 // runWatch prints KEY's events (with --prefix, those of every key under
 // it), one line each, from now or --rev, until interrupted:
 //
-//	VERSION PUT KEY VALUE
-//	VERSION DELETE KEY
+//	REVISION PUT KEY VALUE [PREV_VALUE]
+//	REVISION DELETE KEY [PREV_VALUE]
+//	progress notify: REVISION
 //
-// A key or value that is empty or holds spaces, quotes or unprintable
-// bytes is printed Go-quoted, so each event is one line and the fields
-// split on spaces. -w json prints one JSON object per line instead. The
-// watch resumes by itself across node failures; it fails (exit 1) if the
-// history it needs is gone (compacted).
+// PREV_VALUE, with --prev-kv, is the key's value before the event, absent
+// if the key did not exist; the progress lines come with
+// --progress-notify (etcdctl's words). A key or value that is empty or
+// holds spaces, quotes or unprintable bytes is printed Go-quoted, so each
+// event is one line and the fields split on spaces. -w json prints one
+// JSON object per line instead. The watch resumes by itself across node
+// failures; it fails (exit 1) if the history it needs is gone (compacted).
 func runWatch(_ context.Context, e *env, args []string) error {
 	// A watch runs until SIGINT or SIGTERM, not --timeout.
 	ctx, cancel := context.WithCancel(e.base)
@@ -29,9 +32,21 @@ func runWatch(_ context.Context, e *env, args []string) error {
 	if e.o.scan.prefix {
 		opts = append(opts, client.WithPrefix())
 	}
+	if e.o.prevKV {
+		opts = append(opts, client.WithPrevKV())
+	}
+	if e.o.progress {
+		opts = append(opts, client.WithProgressNotify())
+	}
 	for r := range e.c.Watch(ctx, []byte(args[0]), opts...) {
 		if r.Err != nil {
 			return r.Err
+		}
+		if r.IsProgressNotify() {
+			if err := e.printProgress(r.Revision); err != nil {
+				return err
+			}
+			continue
 		}
 		for _, ev := range r.Events {
 			if err := e.printEvent(ev); err != nil {
@@ -43,10 +58,19 @@ func runWatch(_ context.Context, e *env, args []string) error {
 }
 
 // watchJSON is -w json's line for an event: its type and the key/value as
-// get prints them (a key or value that is not UTF-8 in base64).
+// get prints them (a key or value that is not UTF-8 in base64), and with
+// --prev-kv the key before it (etcd's prev_kv; absent if it did not
+// exist).
 type watchJSON struct {
 	Type string `json:"type"`
 	kv
+	PrevKV *kv `json:"prev_kv,omitempty"`
+}
+
+// progressJSON is -w json's line for a progress notification.
+type progressJSON struct {
+	Type     string `json:"type"` // PROGRESS_NOTIFY
+	Revision uint64 `json:"revision"`
 }
 
 func (e *env) printEvent(ev client.Event) error {
@@ -55,19 +79,37 @@ func (e *env) printEvent(ev client.Event) error {
 		if ev.Type == client.EventDelete {
 			x.Value = nil // a DELETE has no value, not an empty one
 		}
-		b, err := json.Marshal(x)
-		if err != nil {
-			return err
+		if p := ev.PrevKV; p != nil {
+			pk := toKV(string(p.Key), p.Value, p.Meta)
+			x.PrevKV = &pk
 		}
-		_, err = fmt.Fprintf(e.out, "%s\n", b)
+		return e.jsonLine(x)
+	}
+	line := fmt.Sprintf("%d %s %s", ev.ModRevision, ev.Type, field(ev.Key))
+	if ev.Type != client.EventDelete {
+		line += " " + field(ev.Value)
+	}
+	if ev.PrevKV != nil {
+		line += " " + field(ev.PrevKV.Value)
+	}
+	_, err := fmt.Fprintln(e.out, line)
+	return err
+}
+
+func (e *env) printProgress(rev uint64) error {
+	if e.o.write == "json" {
+		return e.jsonLine(progressJSON{Type: "PROGRESS_NOTIFY", Revision: rev})
+	}
+	_, err := fmt.Fprintf(e.out, "progress notify: %d\n", rev)
+	return err
+}
+
+func (e *env) jsonLine(x any) error {
+	b, err := json.Marshal(x)
+	if err != nil {
 		return err
 	}
-	var err error
-	if ev.Type == client.EventDelete {
-		_, err = fmt.Fprintf(e.out, "%d %s %s\n", ev.ModRevision, ev.Type, field(ev.Key))
-	} else {
-		_, err = fmt.Fprintf(e.out, "%d %s %s %s\n", ev.ModRevision, ev.Type, field(ev.Key), field(ev.Value))
-	}
+	_, err = fmt.Fprintf(e.out, "%s\n", b)
 	return err
 }
 

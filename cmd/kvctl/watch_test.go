@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/kvd-project/kvd/internal/kvdtest"
+	"github.com/kvd-project/kvd/server"
 )
 
 // linesWriter collects output and cancels once it holds n lines.
@@ -71,5 +75,48 @@ func TestWatch(t *testing.T) {
 		if _, _, code := kvctlAt(ep, "", args...); code != 2 {
 			t.Errorf("kvctl %v: exit %d, want 2 (usage)", args, code)
 		}
+	}
+}
+
+// TestWatchPrevKV: watch --prev-kv appends each event's previous value as
+// a last field (none for a key that did not exist), and -w json prints
+// it as prev_kv with its metadata.
+func TestWatchPrevKV(t *testing.T) {
+	ep := startNode(t)
+	must := func(args ...string) string { t.Helper(); return mustKvctl(t, ep, args...) }
+	must("put", "k", "v1")
+	r1 := version(t, ep, "k")
+	must("put", "k", "two words")
+	r2 := version(t, ep, "k")
+	must("del", "k")
+	got := watchKvctl(t, ep, 3, "k", "--prev-kv", "--rev", fmt.Sprint(r1))
+	want := fmt.Sprintf("%d PUT k v1\n%d PUT k \"two words\" v1\n%d DELETE k \"two words\"\n", r1, r2, r2+1)
+	if got != want {
+		t.Fatalf("watch --prev-kv:\n%s\nwant\n%s", got, want)
+	}
+	got = watchKvctl(t, ep, 1, "k", "--prev-kv", "--rev", fmt.Sprint(r2), "-w", "json")
+	got, _, _ = strings.Cut(got, "\n") // the delete may come in the same response
+	want = fmt.Sprintf(`{"type":"PUT","key":"k","value":"two words","mod_revision":%d,"prev_kv":{"key":"k","value":"v1","create_revision":%d,"mod_revision":%d,"version":1}}`, r2, r1, r1)
+	if got != want {
+		t.Fatalf("watch --prev-kv -w json:\n%s\nwant\n%s", got, want)
+	}
+	if _, _, code := kvctlAt(ep, "", "get", "k", "--progress-notify"); code != 2 {
+		t.Errorf("get --progress-notify: exit %d, want 2 (usage)", code)
+	}
+}
+
+// TestWatchProgressNotifyPrints: watch --progress-notify prints etcdctl's
+// line for each progress notification (a short interval, by the knob).
+func TestWatchProgressNotifyPrints(t *testing.T) {
+	knobs := func(uint64) server.Knobs { return server.Knobs{WatchProgressNotifyInterval: 50 * time.Millisecond} }
+	nodes := kvdtest.StartCluster(t, 1, kvdtest.Options{Knobs: knobs})
+	kvdtest.WaitLeader(t, nodes, 10*time.Second)
+	got := watchKvctl(t, nodes[0].Addr, 1, "quiet", "--progress-notify")
+	if !regexp.MustCompile(`^progress notify: [0-9]+\n`).MatchString(got) {
+		t.Fatalf("watch --progress-notify printed %q", got)
+	}
+	got = watchKvctl(t, nodes[0].Addr, 1, "quiet", "--progress-notify", "-w", "json")
+	if !regexp.MustCompile(`^\{"type":"PROGRESS_NOTIFY","revision":[0-9]+\}\n`).MatchString(got) {
+		t.Fatalf("watch --progress-notify -w json printed %q", got)
 	}
 }

@@ -62,6 +62,7 @@ func TestBadNodeFlagsRefusedBeforeDataDir(t *testing.T) {
 		{"--tls-reload-interval", "-5s"},                        // taken as 0
 		{"--max-watches", "0"}, {"--max-watches-per-conn", "0"}, // 0 ran with the default,
 		{"--max-connections", "0"}, {"--watch-history-events", "0"}, // not with what was asked
+		{"--watch-progress-notify-interval", "0"}, {"--watch-progress-notify-interval", "10ms"},
 		{"--watch-history-bytes", "0"}, {"--tick", "0"}, {"--reuse-grace", "0"},
 		{"--snapshot-count", "0"}, {"--table-mem", "0"},
 	} {

@@ -104,6 +104,8 @@ func parseFlags(args []string) (*options, error) {
 	fs.IntVar(&o.cfg.Watch.HistoryBytes, "watch-history-bytes", watch.DefaultHistoryBytes, "the most bytes of keys and values the watch history keeps")
 	fs.IntVar(&o.cfg.Watch.MaxWatchers, "max-watches", watch.DefaultMaxWatchers, "the most watches open on this node at once")
 	fs.IntVar(&o.cfg.MaxWatchesPerConn, "max-watches-per-conn", server.DefaultMaxWatchesPerConn, "the most watches one client connection may open")
+	fs.DurationVar(&o.cfg.WatchProgressNotifyInterval, "watch-progress-notify-interval", server.DefaultWatchProgressNotifyInterval,
+		"how often a watch made with progress_notify (kvctl watch --progress-notify) that sent nothing meanwhile is told the revision it is complete through (at least 1s)")
 	fs.StringVar(&o.metricsListen, "metrics-listen", "", "address for HTTP /metrics and /healthz (empty: off)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
@@ -144,7 +146,7 @@ func parseFlags(args []string) (*options, error) {
 // (a Config's zero value): given explicitly, a 0 (say --max-watches 0 to
 // turn watches off) would run with the default, not with what was asked.
 var zeroIsDefault = []string{"table-mem", "table-inline", "reuse-grace", "snapshot-count", "tick", "max-connections",
-	"watch-history-events", "watch-history-bytes", "max-watches", "max-watches-per-conn"}
+	"watch-history-events", "watch-history-bytes", "max-watches", "max-watches-per-conn", "watch-progress-notify-interval"}
 
 // refuseZeros refuses an explicit 0 (flag or KVD_ variable) for the flags
 // of zeroIsDefault.

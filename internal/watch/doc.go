@@ -23,6 +23,13 @@
 // lacks is compacted on this node, and a watcher that falls behind is
 // dropped (Slow).
 //
+// Next ends at a revision's end unless one revision alone is past its
+// bounds (the server then flags the pieces as fragments). A PrevKV watcher
+// gets each event's previous value from the store: the stored history's
+// record before it; for events from memory, a read at the revision before
+// each, or one pass over the stored changes of a message dense in
+// revisions. Other watchers pay nothing for it.
+//
 // A watcher is a cursor, not a queue of its own: its pending events are
 // the ring's (or the store's) past its cursor, so a slow watcher holds no
 // memory beyond the ring's bound. Evicted events of other keys cost a

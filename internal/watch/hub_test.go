@@ -71,23 +71,29 @@ func TestMatchOrderAndFrom(t *testing.T) {
 	}
 }
 
-func TestBatchBoundsCutProgress(t *testing.T) {
+// TestNextKeepsRevisionsWhole: a message ends at a revision's end; only a
+// revision alone past the bounds is cut (a fragment), and the progress
+// then stays below it.
+func TestNextKeepsRevisionsWhole(t *testing.T) {
 	t.Parallel()
 	h := newHub(t, Config{})
 	h.Publish([]wire.WatchEvent{put(2, "k", "1"), put(3, "k", "2"), put(3, "k", "3"), put(4, "k", "4")}, 4)
 	w, _ := h.Watch([]byte("k"), false, 1)
-	evs, p := next(t, w, 2, 1<<20)
-	// Cut inside version 3: only version 2 is whole.
-	if show(evs) != "2:PUT:k=1 3:PUT:k=2 " || p != 2 {
-		t.Fatalf("first: %q progress %d", show(evs), p)
+	steps := []struct {
+		maxEvents, maxBytes int
+		want                string
+		progress            uint64
+	}{
+		{2, 1 << 20, "2:PUT:k=1 ", 2}, // revision 3 does not fit whole after 2: not begun
+		{100, 3, "3:PUT:k=2 ", 2},     // 2 bytes per event: revision 3 alone is past 3 bytes
+		{100, 3, "3:PUT:k=3 ", 3},     // its rest
+		{100, 1, "4:PUT:k=4 ", 4},     // at least one event even over the bound
 	}
-	evs, p = next(t, w, 100, 3)              // 2 bytes per event: one fits in 3 bytes
-	if show(evs) != "3:PUT:k=3 " || p != 3 { // version 3 is whole now
-		t.Fatalf("second: %q progress %d", show(evs), p)
-	}
-	evs, p = next(t, w, 100, 1) // at least one event even over the bound
-	if show(evs) != "4:PUT:k=4 " || p != 4 {
-		t.Fatalf("third: %q progress %d", show(evs), p)
+	for i, s := range steps {
+		evs, p := next(t, w, s.maxEvents, s.maxBytes)
+		if show(evs) != s.want || p != s.progress {
+			t.Fatalf("step %d: %q progress %d, want %q progress %d", i, show(evs), p, s.want, s.progress)
+		}
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/kvd-project/kvd/internal/errs"
+	"github.com/kvd-project/kvd/internal/revision"
 	"github.com/kvd-project/kvd/internal/wire"
 )
 
@@ -18,8 +19,13 @@ type Store interface {
 	// revision order (a revision's changes in the order it made them),
 	// until fn returns false. It fails with an error wrapping
 	// errs.ErrCompacted if changes from revision from on are no longer
-	// all stored.
-	Changes(from uint64, fn func(e wire.WatchEvent) bool) error
+	// all stored. With prev, each event carries the key's previous value
+	// (HasPrev, PrevValue, PrevMeta; PrevValue non-nil even when the key
+	// did not exist, to say it was looked up).
+	Changes(from uint64, prev bool, fn func(e wire.WatchEvent) bool) error
+	// Prev is key as it was at revision rev (ok false: absent). It fails
+	// with an error wrapping errs.ErrCompacted below the compaction.
+	Prev(key []byte, rev uint64) (value []byte, m revision.Meta, ok bool, err error)
 	// CompactRevision is the revision the history is compacted to: the
 	// oldest revision a watch can start from is one past it.
 	CompactRevision() uint64
@@ -27,10 +33,9 @@ type Store interface {
 
 // openStored opens a watcher that starts in the stored history, from
 // revision from, which the hub no longer holds. The caller holds h.mu.
-func (h *Hub) openStoredLocked(key []byte, prefix bool, from uint64) (*Watcher, error) {
+func (h *Hub) openStoredLocked(w *Watcher, from uint64) (*Watcher, error) {
 	h.watchers++
-	w := &Watcher{h: h, key: append([]byte(nil), key...), prefix: prefix, from: from,
-		gen: h.gen, progress: from - 1, stored: true, at: from}
+	w.from, w.gen, w.progress, w.stored, w.at = from, h.gen, from-1, true, from
 	h.register(w, true)
 	return w, nil
 }
@@ -56,8 +61,9 @@ func (w *Watcher) nextStored(dst []wire.WatchEvent, maxEvents, maxBytes int) ([]
 		h.mu.Unlock()
 		return w.Next(dst, maxEvents, maxBytes)
 	}
-	r := storedRead{w: w, dst: dst, maxEvents: maxEvents, maxBytes: maxBytes, oldest: oldest, cursor: w.at}
-	err := h.cfg.Store.Changes(w.at, r.take)
+	r := storedRead{w: w, dst: dst, maxEvents: maxEvents, maxBytes: maxBytes, oldest: oldest, cursor: w.at,
+		base: len(dst), revAt: len(dst)}
+	err := h.cfg.Store.Changes(w.at, w.prevKV, r.take)
 	if errors.Is(err, errs.ErrCompacted) {
 		return dst, w.progress, &CompactedError{Requested: w.at, Oldest: h.cfg.Store.CompactRevision() + 1}
 	}
@@ -79,6 +85,11 @@ type storedRead struct {
 	skip                int    // matching events of cursor already sent
 	full                bool   // stopped at the limits, inside cursor's revision or before it
 	reached             bool   // stopped at the events the hub holds
+	base                int    // len(dst) when the read began
+	// revAt is where the last revision in dst begins, and revSkip the
+	// skip of that revision before it: a cut inside that revision drops
+	// its events if an earlier revision is in dst, to keep revisions whole.
+	revAt, revSkip int
 }
 
 // take is the Changes callback: it appends the watcher's events until the
@@ -102,8 +113,15 @@ func (r *storedRead) take(e wire.WatchEvent) bool {
 		return true
 	}
 	if r.n == r.maxEvents || (r.n > 0 && r.size+eventSize(&e) > r.maxBytes) {
+		if r.dst[len(r.dst)-1].Version == e.Version && r.revAt > r.base {
+			clear(r.dst[r.revAt:])
+			r.dst, r.skip = r.dst[:r.revAt], r.revSkip
+		}
 		r.full = true
 		return false
+	}
+	if len(r.dst) == r.base || r.dst[len(r.dst)-1].Version != e.Version {
+		r.revAt, r.revSkip = len(r.dst), r.skip
 	}
 	r.dst = append(r.dst, e)
 	r.n++

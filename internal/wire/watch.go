@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/kvd-project/kvd/internal/limits"
+	"github.com/kvd-project/kvd/internal/revision"
 )
 
 // Watches (OpWatch, OpWatchCancel). A watch request's Key is the key, or
@@ -21,24 +22,58 @@ import (
 // no writes still learns how far it is, to resume from there).
 //
 //	watch request = from:u64
-//	watch message = flags:u8 n:u32 n*(type:u8 keyLen:u16 version:u64 valueLen:u32 key value)
+//	watch message = flags:u8 n:u32 n*event
+//	event         = type:u8 keyLen:u16 version:u64 valueLen:u32 key value [prev]
+//	prev          = has:u8 [meta:32 prevLen:u32 prevValue]   (only with WatchMsgPrevKV)
 //	cancel        = Key empty, Value: the watch request's id (u64)
+//	progress req  = OpWatch, Flags WatchProgressRequest, Key empty, Value: the watch's id (u64)
 //
 // A message holds at most MaxWatchEvents events and stops before the event
 // that would take it past MaxWatchBytes of keys and values, but always
 // holds at least one pending event (one full-size value fits a message).
-// Events of one version (a transaction's writes) may span messages.
+// With WatchFragment a message ends at a revision's end, unless one
+// revision alone is past those bounds: then its pieces but the last carry
+// WatchMsgFragment and the client joins them. Without it (a client that
+// predates fragments) the events of one revision may span messages
+// unflagged.
+//
+// Every flag below but WatchPrefix is newer than the first watches: a
+// server that predates one refuses a request carrying it as malformed
+// (unknown flags), and a server sends a message flag only to a watch that
+// asked for what it means, so an older client never sees one.
 
 // Watch request flags (Request.Flags).
 const (
 	WatchPrefix uint16 = 1 << 0 // Key is a prefix
-	watchFlags         = WatchPrefix
+	// WatchPrevKV: each event carries the key's value and metadata just
+	// before its revision (etcd's prev_kv); messages carry WatchMsgPrevKV.
+	WatchPrevKV uint16 = 1 << 1
+	// WatchProgressNotify: the server sends a progress notification
+	// (WatchMsgProgress) every progress-notify interval while the watch is
+	// synced (etcd's progress_notify).
+	WatchProgressNotify uint16 = 1 << 2
+	// WatchFragment: the client joins a revision split across messages
+	// (WatchMsgFragment), so the server keeps revisions whole otherwise.
+	WatchFragment uint16 = 1 << 3
+	// WatchProgressRequest: not a new watch but a request for a progress
+	// notification on the open watch whose id is the Value (etcd's
+	// RequestProgress), sent once the watch is synced.
+	WatchProgressRequest uint16 = 1 << 4
+	watchFlags                  = WatchPrefix | WatchPrevKV | WatchProgressNotify | WatchFragment | WatchProgressRequest
 )
 
 // Watch message flags.
 const (
 	WatchCreated uint8 = 1 << 0 // the first message of a watch: it is registered
-	watchMsgFlag       = WatchCreated
+	// WatchMsgPrevKV: every event of the message carries its prev field.
+	WatchMsgPrevKV uint8 = 1 << 1
+	// WatchMsgFragment: the last revision of the message continues in the
+	// next message.
+	WatchMsgFragment uint8 = 1 << 2
+	// WatchMsgProgress: a progress notification: no events; the message's
+	// Version is the revision through which the stream is complete.
+	WatchMsgProgress uint8 = 1 << 3
+	watchMsgFlag           = WatchCreated | WatchMsgPrevKV | WatchMsgFragment | WatchMsgProgress
 )
 
 // Bounds of one watch message.
@@ -69,17 +104,22 @@ func (t EventType) String() string {
 // ErrWatch: a watch request, cancel or message does not decode.
 var ErrWatch = errors.New("wire: malformed watch")
 
-// WatchEvent is one applied write. Version is the Raft index of its entry
-// (a transaction's writes share one); Value is empty for a delete. Key and
-// Value alias the frame they were decoded from.
+// WatchEvent is one applied write. Version is its store revision (a
+// transaction's writes share one); Value is empty for a delete. With
+// prev_kv, HasPrev says whether the key existed just before, and
+// PrevValue and PrevMeta are what it held then. Key, Value and PrevValue
+// alias the frame they were decoded from.
 type WatchEvent struct {
-	Type    EventType
-	Key     []byte
-	Value   []byte
-	Version uint64
+	Type      EventType
+	Key       []byte
+	Value     []byte
+	Version   uint64
+	PrevValue []byte
+	PrevMeta  revision.Meta
+	HasPrev   bool
 }
 
-// WatchEventLen is the encoded size of an event.
+// WatchEventLen is the encoded size of an event without its prev field.
 func WatchEventLen(keyLen, valueLen int) int { return 1 + 2 + 8 + 4 + keyLen + valueLen }
 
 // WatchMessage is one message of a watch's stream.
@@ -132,8 +172,43 @@ func AppendWatchMessage(b []byte, m *WatchMessage) []byte {
 		b = binary.LittleEndian.AppendUint32(b, uint32(len(e.Value)))
 		b = append(b, e.Key...)
 		b = append(b, e.Value...)
+		if m.Flags&WatchMsgPrevKV != 0 {
+			b = appendPrev(b, &e)
+		}
 	}
 	return b
+}
+
+func appendPrev(b []byte, e *WatchEvent) []byte {
+	if !e.HasPrev {
+		return append(b, 0)
+	}
+	b = e.PrevMeta.Append(append(b, 1))
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(e.PrevValue)))
+	return append(b, e.PrevValue...)
+}
+
+// decodePrev reads an event's prev field.
+func decodePrev(r *scanReader, e *WatchEvent) {
+	switch r.u8("prev flag") {
+	case 0:
+		return
+	case 1:
+	default:
+		r.fail("prev flag not 0 or 1")
+		return
+	}
+	raw := r.bytes(revision.Size, "prev metadata")
+	if r.err != nil {
+		return
+	}
+	m, err := revision.Decode(raw)
+	if err != nil {
+		r.fail(err.Error())
+		return
+	}
+	e.PrevMeta, e.HasPrev = m, true
+	e.PrevValue = r.bytes(uint64(r.u32("prev value length")), "prev value")
 }
 
 // DecodeWatchMessage parses a watch message. Keys and values alias b. The
@@ -159,6 +234,9 @@ func DecodeWatchMessage(b []byte, out *WatchMessage) error {
 		vl := r.u32("value length")
 		e.Key = r.bytes(uint64(kl), "key")
 		e.Value = r.bytes(uint64(vl), "value")
+		if m.Flags&WatchMsgPrevKV != 0 {
+			decodePrev(&r, e)
+		}
 		if r.err != nil {
 			break
 		}
@@ -178,6 +256,9 @@ func DecodeWatchMessage(b []byte, out *WatchMessage) error {
 		case i > 0 && e.Version < m.Events[i-1].Version:
 			return fmt.Errorf("%w: event %d out of version order", ErrWatch, i)
 		}
+	}
+	if m.Flags&WatchMsgProgress != 0 && len(m.Events) > 0 {
+		return fmt.Errorf("%w: a progress notification with events", ErrWatch)
 	}
 	*out = m
 	return nil

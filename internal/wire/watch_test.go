@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"testing"
+
+	"github.com/kvd-project/kvd/internal/revision"
 )
 
 func TestWatchMessageRoundTrip(t *testing.T) {
@@ -65,8 +67,50 @@ func TestWatchDecodeMalformed(t *testing.T) {
 	if _, err := DecodeWatchRequest([]byte{1, 2}); !errors.Is(err, ErrWatch) {
 		t.Errorf("short request: %v", err)
 	}
-	if err := CheckWatchFlags(2); !errors.Is(err, ErrWatch) {
+	if err := CheckWatchFlags(1 << 7); !errors.Is(err, ErrWatch) {
 		t.Errorf("unknown request flag: %v", err)
+	}
+}
+
+func TestWatchMessagePrevKVRoundTrip(t *testing.T) {
+	m := WatchMessage{Flags: WatchMsgPrevKV | WatchMsgFragment, Events: []WatchEvent{
+		{Type: EventPut, Key: []byte("a"), Value: []byte("2"), Version: 4,
+			HasPrev: true, PrevValue: []byte("1"), PrevMeta: revision.Meta{Create: 3, Mod: 3, Version: 1, Lease: 9}},
+		{Type: EventPut, Key: []byte("b"), Value: []byte("new"), Version: 4},
+		{Type: EventDelete, Key: []byte("a"), Version: 5, HasPrev: true, PrevValue: []byte{},
+			PrevMeta: revision.Meta{Create: 3, Mod: 4, Version: 2}},
+	}}
+	var got WatchMessage
+	if err := DecodeWatchMessage(AppendWatchMessage(nil, &m), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Flags != m.Flags || len(got.Events) != len(m.Events) {
+		t.Fatalf("got %+v", got)
+	}
+	for i, e := range got.Events {
+		w := m.Events[i]
+		if e.HasPrev != w.HasPrev || e.PrevMeta != w.PrevMeta || !bytes.Equal(e.PrevValue, w.PrevValue) ||
+			!bytes.Equal(e.Value, w.Value) {
+			t.Fatalf("event %d: got %+v want %+v", i, e, w)
+		}
+	}
+}
+
+func TestWatchDecodeRefusesMalformedPrevAndProgress(t *testing.T) {
+	good := AppendWatchMessage(nil, &WatchMessage{Flags: WatchMsgPrevKV, Events: []WatchEvent{
+		{Type: EventPut, Key: []byte("k"), Value: []byte("v"), Version: 5, HasPrev: true, PrevValue: []byte("u")},
+	}})
+	bad := map[string][]byte{
+		"prev cut":               good[:len(good)-1],
+		"prev flag 2":            append(append([]byte(nil), good[:5+15+2]...), 2),
+		"prev without the flag":  append([]byte{0}, good[1:]...),
+		"progress with an event": append([]byte{WatchMsgProgress | WatchMsgPrevKV}, good[1:]...),
+	}
+	for name, b := range bad {
+		var m WatchMessage
+		if err := DecodeWatchMessage(b, &m); !errors.Is(err, ErrWatch) {
+			t.Errorf("%s: err %v, want ErrWatch", name, err)
+		}
 	}
 }
 
@@ -79,6 +123,12 @@ func FuzzWatchMessage(f *testing.F) {
 		{Type: EventDelete, Key: []byte("k"), Version: 2},
 	}}))
 	f.Add([]byte{0, 1, 0, 0, 0})
+	f.Add(AppendWatchMessage(nil, &WatchMessage{Flags: WatchMsgPrevKV | WatchMsgFragment, Events: []WatchEvent{
+		{Type: EventPut, Key: []byte("k"), Value: []byte("v"), Version: 1, HasPrev: true, PrevValue: []byte("u"),
+			PrevMeta: revision.Meta{Create: 1, Mod: 1, Version: 1}},
+		{Type: EventDelete, Key: []byte("j"), Version: 2},
+	}}))
+	f.Add(AppendWatchMessage(nil, &WatchMessage{Flags: WatchMsgProgress}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var m WatchMessage
 		if err := DecodeWatchMessage(b, &m); err != nil {
