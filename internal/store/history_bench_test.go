@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -159,6 +160,58 @@ func BenchmarkUpdateCommit(b *testing.B) {
 					}
 				}
 				if err := u.SetRevision(rev); err != nil {
+					b.Fatal(err)
+				}
+				if err := u.Commit(false); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkApplyPut is the store's part of applying PUTs as the state
+// machine does: each looks up its key's Meta (Update.Meta), then writes
+// the key and its history (Update.Put), 8 to an Update, which commits
+// with the applied index and the store revision. keys is the key space
+// (round robin): within the metadata cache's bound, or (cold) every PUT
+// a new key. ns/op and allocs/op are per PUT.
+func BenchmarkApplyPut(b *testing.B) {
+	for _, keys := range []int{benchKeys, 0} {
+		name := fmt.Sprintf("keys=%d", keys)
+		if keys == 0 {
+			name = "keys=cold"
+		}
+		b.Run(name, func(b *testing.B) {
+			s, err := Open(b.TempDir(), Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			value := make([]byte, benchValueLen)
+			fillValue(value)
+			key := make([]byte, 0, 16)
+			var rev uint64
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; {
+				u := s.NewUpdate()
+				for j := 0; j < 8 && i < b.N; j, i = j+1, i+1 {
+					rev++
+					n := rev
+					if keys > 0 {
+						n %= uint64(keys)
+					}
+					key = fmt.Appendf(key[:0], "key-%012d", n)
+					prev, err := u.Meta(key)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if err := u.Put(key, value, prev.Next(rev, 0)); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if err := errors.Join(u.SetRevision(rev), u.SetApplied(rev)); err != nil {
 					b.Fatal(err)
 				}
 				if err := u.Commit(false); err != nil {

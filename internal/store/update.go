@@ -34,6 +34,10 @@ type Update struct {
 	members  map[uint64]Member
 	memDirty bool
 	synced   bool // CommitNoSyncWait's fsync is waited for (or was not needed)
+	// published: the batch is in Pebble. cacheAhead: the store's
+	// metaCache holds this Update's writes. kvDirty: the Update wrote KV
+	// state without the metaCache (another Update owned it).
+	published, cacheAhead, kvDirty bool
 
 	keyBuf, valBuf []byte
 
@@ -96,6 +100,12 @@ func (u *Update) InstallSnapshot(snap *pb.Snapshot, st *Staged) error {
 	u.memDirty = true
 	u.snap, u.cs = snap, snap.GetMetadata().GetConfState()
 	u.trunc, u.last, u.applied, u.gen = trunc, trunc.index, trunc.index, st.gen
+	if c := u.cache(); c != nil {
+		c.reset(st.gen)
+		u.cacheAhead = true
+	} else {
+		u.kvDirty = true
+	}
 	u.reset, u.appends = true, nil
 	return nil
 }
@@ -159,6 +169,7 @@ func (u *Update) Put(key, value []byte, m revision.Meta) error {
 	if err := u.b.Set(u.keyBuf, u.valBuf, nil); err != nil {
 		return err
 	}
+	u.noteKV(key, m, true)
 	return u.RecordHistory(key, value, m, false)
 }
 
@@ -185,35 +196,80 @@ func (u *Update) Get(key []byte) (value []byte, m revision.Meta, ok bool, err er
 // Meta is key's revision metadata in the KV state as this Update sees it
 // (the zero Meta: absent), without copying its value.
 func (u *Update) Meta(key []byte) (revision.Meta, error) {
+	m, _, err := u.lookup(key)
+	return m, err
+}
+
+// lookup is key's Meta and presence as this Update sees them: from the
+// store's metaCache if it knows, else from the batch (and then cached).
+func (u *Update) lookup(key []byte) (m revision.Meta, present bool, err error) {
+	c := u.cache()
+	if c != nil {
+		if m, present, ok := c.get(u.gen, key); ok {
+			return m, present, nil
+		}
+	}
 	u.keyBuf = appendKVKey(u.keyBuf[:0], u.gen, key)
-	raw, c, err := u.b.Get(u.keyBuf)
+	raw, closer, err := u.b.Get(u.keyBuf)
 	switch {
 	case errors.Is(err, pebble.ErrNotFound):
-		return revision.Meta{}, nil
 	case err != nil:
-		return revision.Meta{}, err
+		return revision.Meta{}, false, err
+	default:
+		m, _, err = SplitValue(raw)
+		closer.Close()
+		if err != nil {
+			return revision.Meta{}, false, err
+		}
+		present = true
 	}
-	defer c.Close()
-	m, _, err := SplitValue(raw)
-	return m, err
+	if c != nil {
+		c.put(u.gen, key, m, present)
+	}
+	return m, present, nil
+}
+
+// noteKV keeps the metaCache in step with a write of key to the KV state.
+func (u *Update) noteKV(key []byte, m revision.Meta, present bool) {
+	if c := u.cache(); c != nil {
+		c.put(u.gen, key, m, present)
+		u.cacheAhead = true
+	} else {
+		u.kvDirty = true
+	}
+}
+
+// cache is the store's metaCache if this Update owns it: the first Update
+// to ask does, until it is published or closed. Another Update goes
+// without (and clears it when it commits a write to the KV state).
+func (u *Update) cache() *metaCache {
+	c := u.s.mc
+	switch c.owner {
+	case u:
+	case nil:
+		if u.published {
+			return nil
+		}
+		c.owner = u
+	default:
+		return nil
+	}
+	return c
 }
 
 // Delete removes key from the KV state at revision rev and reports whether
 // it was there (counting this Update's own writes); if it was, the history
 // records its deletion at rev.
 func (u *Update) Delete(key []byte, rev uint64) (existed bool, err error) {
-	u.keyBuf = appendKVKey(u.keyBuf[:0], u.gen, key)
-	_, c, err := u.b.Get(u.keyBuf)
-	switch {
-	case errors.Is(err, pebble.ErrNotFound):
-		return false, nil
-	case err != nil:
+	_, present, err := u.lookup(key)
+	if err != nil || !present {
 		return false, err
 	}
-	c.Close()
+	u.keyBuf = appendKVKey(u.keyBuf[:0], u.gen, key)
 	if err := u.b.Delete(u.keyBuf, nil); err != nil {
 		return true, err
 	}
+	u.noteKV(key, revision.Meta{}, false)
 	return true, u.RecordHistory(key, nil, revision.Meta{Mod: rev}, true)
 }
 
@@ -371,6 +427,13 @@ func (u *Update) SyncWait() error {
 // publish makes the committed Update's effects visible in memory.
 func (u *Update) publish() {
 	s := u.s
+	u.published = true
+	switch mc := s.mc; {
+	case mc.owner == u:
+		mc.owner = nil
+	case u.kvDirty:
+		mc.reset(0)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if u.reset {
@@ -395,6 +458,12 @@ func (u *Update) publish() {
 
 // Close abandons the Update if it was not committed.
 func (u *Update) Close() {
+	if mc := u.s.mc; mc.owner == u {
+		mc.owner = nil
+		if u.cacheAhead {
+			mc.reset(0) // writes Pebble never got
+		}
+	}
 	if u.b != nil {
 		u.b.Close()
 		u.b = nil
