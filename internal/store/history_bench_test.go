@@ -202,7 +202,7 @@ func BenchmarkApplyPut(b *testing.B) {
 					if keys > 0 {
 						n %= uint64(keys)
 					}
-					key = fmt.Appendf(key[:0], "key-%012d", n)
+					key = appendBenchKey(key[:0], n)
 					prev, err := u.Meta(key)
 					if err != nil {
 						b.Fatal(err)
@@ -220,4 +220,13 @@ func BenchmarkApplyPut(b *testing.B) {
 			}
 		})
 	}
+}
+
+// appendBenchKey appends benchKey's key for n without allocating.
+func appendBenchKey(dst []byte, n uint64) []byte {
+	dst = append(dst, "key-000000000000"...)
+	for i := len(dst) - 1; n > 0; i, n = i-1, n/10 {
+		dst[i] = byte('0' + n%10)
+	}
+	return dst
 }

@@ -81,7 +81,8 @@ type Store struct {
 
 	rs revState // store and compaction revisions (revision.go)
 
-	mc *metaCache // the apply path's key metadata (metacache.go)
+	mc    *metaCache // the apply path's key metadata (metacache.go)
+	spare updateBufs // guarded by mu
 }
 
 // Open opens (creating if needed) the store in dir and recovers its state

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -40,15 +41,32 @@ type Update struct {
 	published, cacheAhead, kvDirty bool
 
 	keyBuf, valBuf []byte
+	num            [8]byte
 
 	rv updateRevs // revision.go
+}
+
+// updateBufs are an Update's encoding buffers, handed from one Update to
+// the next (Store.spare) so that the apply path does not allocate them
+// for every Ready.
+type updateBufs struct{ key, val, revKey, revVal []byte }
+
+// maxSpareBuf is the largest buffer handed on: one that grew for a large
+// value is left to the garbage collector.
+const maxSpareBuf = 64 << 10
+
+// u64 is v encoded as the store encodes numbers, in a buffer the next
+// call reuses (a batch copies what it is given).
+func (u *Update) u64(v uint64) []byte {
+	binary.LittleEndian.PutUint64(u.num[:], v)
+	return u.num[:]
 }
 
 // NewUpdate starts an Update on top of the store's current state.
 func (s *Store) NewUpdate() *Update {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return &Update{
+	u := &Update{
 		s:       s,
 		b:       s.db.NewIndexedBatch(),
 		trunc:   s.trunc,
@@ -56,6 +74,9 @@ func (s *Store) NewUpdate() *Update {
 		applied: s.applied,
 		gen:     s.gen,
 	}
+	u.keyBuf, u.valBuf, u.rv.kbuf, u.rv.vbuf = s.spare.key, s.spare.val, s.spare.revKey, s.spare.revVal
+	s.spare = updateBufs{}
+	return u
 }
 
 // InstallSnapshot replaces the log, the KV state, the configuration and the
@@ -158,7 +179,7 @@ func (u *Update) SetConfState(cs *pb.ConfState) error {
 // SetApplied records the index of the last entry applied by this Update.
 func (u *Update) SetApplied(index uint64) error {
 	u.applied = index
-	return u.b.Set(keyApplied, encodeU64(index), nil)
+	return u.b.Set(keyApplied, u.u64(index), nil)
 }
 
 // Put sets key to value, with its revision metadata m, in the KV state,
@@ -468,6 +489,19 @@ func (u *Update) Close() {
 		u.b.Close()
 		u.b = nil
 	}
+	u.handOn()
+}
+
+// handOn gives the Update's buffers to the store's next Update.
+func (u *Update) handOn() {
+	bufs := updateBufs{u.keyBuf, u.valBuf, u.rv.kbuf, u.rv.vbuf}
+	if bufs.key == nil || max(cap(bufs.key), cap(bufs.val), cap(bufs.revKey), cap(bufs.revVal)) > maxSpareBuf {
+		return
+	}
+	u.keyBuf, u.valBuf, u.rv.kbuf, u.rv.vbuf = nil, nil, nil, nil
+	u.s.mu.Lock()
+	u.s.spare = bufs
+	u.s.mu.Unlock()
 }
 
 // Range calls fn for the keys k with start <= k < end (an empty end: no
