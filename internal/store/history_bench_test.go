@@ -175,13 +175,22 @@ func BenchmarkUpdateCommit(b *testing.B) {
 // the key and its history (Update.Put), 8 to an Update, which commits
 // with the applied index and the store revision. keys is the key space
 // (round robin): within the metadata cache's bound, or (cold) every PUT
-// a new key. ns/op and allocs/op are per PUT.
+// a new key. With leases, some lease exists, so that every plain PUT
+// also detaches its key from whatever lease it had (Update.Detach), as
+// the state machine's do. ns/op and allocs/op are per PUT.
 func BenchmarkApplyPut(b *testing.B) {
-	for _, keys := range []int{benchKeys, 0} {
-		name := fmt.Sprintf("keys=%d", keys)
-		if keys == 0 {
+	for _, bc := range []struct {
+		keys   int
+		leases bool
+	}{{benchKeys, false}, {benchKeys, true}, {0, false}} {
+		name := fmt.Sprintf("keys=%d", bc.keys)
+		if bc.keys == 0 {
 			name = "keys=cold"
 		}
+		if bc.leases {
+			name += ",leases"
+		}
+		keys := bc.keys
 		b.Run(name, func(b *testing.B) {
 			s, err := Open(b.TempDir(), Options{})
 			if err != nil {
@@ -209,6 +218,11 @@ func BenchmarkApplyPut(b *testing.B) {
 					}
 					if err := u.Put(key, value, prev.Next(rev, 0)); err != nil {
 						b.Fatal(err)
+					}
+					if bc.leases {
+						if _, err := u.Detach(key); err != nil {
+							b.Fatal(err)
+						}
 					}
 				}
 				if err := errors.Join(u.SetRevision(rev), u.SetApplied(rev)); err != nil {

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -12,9 +13,10 @@ import (
 	"github.com/kvd-project/kvd/internal/revision"
 )
 
-// checkMetaCache fails t unless every key's Meta as a new Update sees it
-// (through the cache where it has the key) is the one Pebble holds, and
-// every cached entry of the current generation is Pebble's.
+// checkMetaCache fails t unless every key's Meta and lease as a new
+// Update sees them (through the cache where it has the key) are the ones
+// Pebble holds, and every cached entry of the current generation is
+// Pebble's.
 func checkMetaCache(t *testing.T, s *Store, keys int, step string) {
 	t.Helper()
 	for _, sl := range s.mc.slots {
@@ -25,8 +27,11 @@ func checkMetaCache(t *testing.T, s *Store, keys int, step string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ok != sl.present || (ok && m != sl.m) {
+		if sl.hasMeta && (ok != sl.present || (ok && m != sl.m)) {
 			t.Fatalf("%s: cached %q = %+v (present %t), Pebble has %+v (present %t)", step, sl.key, sl.m, sl.present, m, ok)
+		}
+		if id := pebbleKeyLease(t, s, []byte(sl.key)); sl.hasLease && sl.lease != id {
+			t.Fatalf("%s: cached %q on lease %d, Pebble has %d", step, sl.key, sl.lease, id)
 		}
 	}
 	u := s.NewUpdate()
@@ -40,30 +45,69 @@ func checkMetaCache(t *testing.T, s *Store, keys int, step string) {
 		if got, err := u.Meta(k); err != nil || got != want {
 			t.Fatalf("%s: Update.Meta(%s) = %+v, %v; Pebble has %+v", step, k, got, err, want)
 		}
+		if got, err := u.KeyLease(k); err != nil || got != pebbleKeyLease(t, s, k) {
+			t.Fatalf("%s: Update.KeyLease(%s) = %d, %v; Pebble has %d", step, k, got, err, pebbleKeyLease(t, s, k))
+		}
 	}
 }
 
-// writeRandom applies n random PUTs and DELETEs through u, as the state
-// machine does (each PUT's Meta follows the key's previous one).
+// pebbleKeyLease reads key's lease from Pebble, past every cache.
+func pebbleKeyLease(t *testing.T, s *Store, key []byte) uint64 {
+	t.Helper()
+	raw, ok, err := s.getRaw(leaseKey(nil, s.gen, leaseOfKy, 0, key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ok {
+		return 0
+	}
+	return binary.LittleEndian.Uint64(raw)
+}
+
+// writeRandom applies n random PUTs (each on a random lease or none),
+// DELETEs and lease revokes through u, as the state machine does: each
+// PUT's Meta follows the key's previous one, and the key leaves its old
+// lease for its new one.
 func writeRandom(t *testing.T, u *Update, r *rand.Rand, rev *uint64, keys, n int) {
 	t.Helper()
 	for range n {
 		k := fmt.Appendf(nil, "k%02d", r.IntN(keys))
 		*rev++
-		if r.IntN(4) == 0 {
-			if _, err := u.Delete(k, *rev); err != nil {
-				t.Fatal(err)
+		var err error
+		switch r.IntN(12) {
+		case 0, 1, 2:
+			_, err = u.Delete(k, *rev)
+			if err == nil {
+				_, err = u.Detach(k)
 			}
-			continue
+		case 3:
+			_, _, err = u.RevokeLease(1+r.Uint64N(3), *rev)
+		default:
+			err = putOnLease(u, k, *rev, r.Uint64N(4))
 		}
-		prev, err := u.Meta(k)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := u.Put(k, fmt.Appendf(nil, "v%d", *rev), prev.Next(*rev, 0)); err != nil {
-			t.Fatal(err)
+	}
+}
+
+func putOnLease(u *Update, k []byte, rev, lease uint64) error {
+	prev, err := u.Meta(k)
+	if err != nil {
+		return err
+	}
+	if err := u.Put(k, fmt.Appendf(nil, "v%d", rev), prev.Next(rev, lease)); err != nil {
+		return err
+	}
+	if _, err := u.Detach(k); err != nil || lease == 0 {
+		return err
+	}
+	if _, ok, err := u.Lease(lease); err != nil || !ok {
+		if err := errors.Join(err, u.SetLease(Lease{ID: lease, TTL: 1})); err != nil {
+			return err
 		}
 	}
+	return u.Attach(k, lease)
 }
 
 // installSnapshot installs, through u, a snapshot at index holding keys
