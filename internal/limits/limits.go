@@ -110,4 +110,9 @@ const (
 	// compaction of any length never holds the apply path for more than
 	// one such batch (a snapshot install waits for the batch in flight).
 	CompactBatch = 1000
+	// MetaCacheBytes bounds the memory of the apply path's cache of keys'
+	// revision metadata and leases (internal/store): a PUT of a cached key
+	// skips Pebble lookups. It holds about MetaCacheBytes/(96+key length) keys,
+	// some 150000 of 16 bytes.
+	MetaCacheBytes = 16 << 20
 )

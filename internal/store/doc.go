@@ -38,7 +38,8 @@
 // rate-limited (pebblelog.go).
 //
 // Concurrency: the raft.Storage methods, Update and CreateSnapshot belong to
-// one goroutine (the raft loop). Get, ForEach (a point-in-time view), Scan
+// one goroutine (the raft loop), and so does the cache of keys' metadata
+// that Updates keep (metacache.go). Get, ForEach (a point-in-time view), Scan
 // (a range of one snapshot, with its applied index), Applied, Members,
 // Member, NumMembers, ClusterID, SetClusterID, NewStaged, Checkpoint and
 // View (the whole state at one applied index, for backups) may be called

@@ -103,14 +103,37 @@ func (u *Update) SetLease(l Lease) error {
 
 // KeyLease returns the lease key is attached to (0: none).
 func (u *Update) KeyLease(key []byte) (uint64, error) {
+	c := u.cache()
+	if c != nil {
+		if id, ok := c.getLease(u.gen, key); ok {
+			return id, nil
+		}
+	}
 	raw, ok, err := u.getRaw(leaseKey(nil, u.gen, leaseOfKy, 0, key))
-	if err != nil || !ok {
+	var id uint64
+	switch {
+	case err != nil:
 		return 0, err
-	}
-	if len(raw) != 8 {
+	case !ok:
+	case len(raw) != 8:
 		return 0, fmt.Errorf("%w: key lease of %d bytes", ErrCorrupt, len(raw))
+	default:
+		id = binary.LittleEndian.Uint64(raw)
 	}
-	return binary.LittleEndian.Uint64(raw), nil
+	if c != nil {
+		c.putLease(u.gen, key, id)
+	}
+	return id, nil
+}
+
+// noteKeyLease keeps the metaCache in step with a write of key's lease.
+func (u *Update) noteKeyLease(key []byte, id uint64) {
+	if c := u.cache(); c != nil {
+		c.putLease(u.gen, key, id)
+		u.cacheAhead = true
+	} else {
+		u.kvDirty = true
+	}
 }
 
 // Attach records key as attached to lease id (which must exist) and counts
@@ -121,6 +144,7 @@ func (u *Update) Attach(key []byte, id uint64) error {
 		return errors.Join(err, fmt.Errorf("store: attach to missing lease %d", id))
 	}
 	l.Keys++
+	u.noteKeyLease(key, id)
 	return errors.Join(
 		u.SetLease(l),
 		u.b.Set(leaseKey(nil, u.gen, leaseAtt, id, key), nil, nil),
@@ -135,6 +159,7 @@ func (u *Update) Detach(key []byte) (uint64, error) {
 	if err != nil || id == 0 {
 		return 0, err
 	}
+	u.noteKeyLease(key, 0)
 	errs := []error{
 		u.b.Delete(leaseKey(nil, u.gen, leaseAtt, id, key), nil),
 		u.b.Delete(leaseKey(nil, u.gen, leaseOfKy, 0, key), nil),
@@ -174,6 +199,7 @@ func (u *Update) RevokeLease(id, rev uint64) (keys [][]byte, existed bool, err e
 		if _, err := u.Delete(k, rev); err != nil {
 			return nil, true, err
 		}
+		u.noteKeyLease(k, 0)
 		if err := u.b.Delete(leaseKey(nil, u.gen, leaseOfKy, 0, k), nil); err != nil {
 			return nil, true, err
 		}

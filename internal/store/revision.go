@@ -107,7 +107,7 @@ func (u *Update) SetRevision(rev uint64) error {
 	}
 	r.rev, r.dirty = rev, true
 	r.kbuf = appendRevKey(r.kbuf[:0], u.gen, revRevision)
-	return u.b.Set(r.kbuf, encodeU64(rev), nil)
+	return u.b.Set(r.kbuf, u.u64(rev), nil)
 }
 
 // CompactRevision is the compaction revision as this Update sees it.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/kvd-project/kvd/internal/limits"
 	"github.com/kvd-project/kvd/internal/pebbletune"
 	"github.com/kvd-project/kvd/internal/revision"
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -79,6 +80,9 @@ type Store struct {
 	fault *faultState // see fault.go
 
 	rs revState // store and compaction revisions (revision.go)
+
+	mc    *metaCache // the apply path's key metadata (metacache.go)
+	spare updateBufs // guarded by mu
 }
 
 // Open opens (creating if needed) the store in dir and recovers its state
@@ -110,7 +114,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		// directory is left as a crash there would have left it.
 		return nil, fmt.Errorf("store: open %s: %w", dir, err)
 	}
-	s := &Store{db: db, cacheSize: max(opts.EntryCacheSize, 0), fault: fault}
+	s := &Store{db: db, cacheSize: max(opts.EntryCacheSize, 0), fault: fault, mc: newMetaCache(limits.MetaCacheBytes)}
 	if err := s.checkFormat(dir); err != nil {
 		if !fault.tripped() {
 			db.Close()

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -34,17 +35,38 @@ type Update struct {
 	members  map[uint64]Member
 	memDirty bool
 	synced   bool // CommitNoSyncWait's fsync is waited for (or was not needed)
+	// published: the batch is in Pebble. cacheAhead: the store's
+	// metaCache holds this Update's writes. kvDirty: the Update wrote KV
+	// state without the metaCache (another Update owned it).
+	published, cacheAhead, kvDirty bool
 
 	keyBuf, valBuf []byte
+	num            [8]byte
 
 	rv updateRevs // revision.go
+}
+
+// updateBufs are an Update's encoding buffers, handed from one Update to
+// the next (Store.spare) so that the apply path does not allocate them
+// for every Ready.
+type updateBufs struct{ key, val, revKey, revVal []byte }
+
+// maxSpareBuf is the largest buffer handed on: one that grew for a large
+// value is left to the garbage collector.
+const maxSpareBuf = 64 << 10
+
+// u64 is v encoded as the store encodes numbers, in a buffer the next
+// call reuses (a batch copies what it is given).
+func (u *Update) u64(v uint64) []byte {
+	binary.LittleEndian.PutUint64(u.num[:], v)
+	return u.num[:]
 }
 
 // NewUpdate starts an Update on top of the store's current state.
 func (s *Store) NewUpdate() *Update {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return &Update{
+	u := &Update{
 		s:       s,
 		b:       s.db.NewIndexedBatch(),
 		trunc:   s.trunc,
@@ -52,6 +74,9 @@ func (s *Store) NewUpdate() *Update {
 		applied: s.applied,
 		gen:     s.gen,
 	}
+	u.keyBuf, u.valBuf, u.rv.kbuf, u.rv.vbuf = s.spare.key, s.spare.val, s.spare.revKey, s.spare.revVal
+	s.spare = updateBufs{}
+	return u
 }
 
 // InstallSnapshot replaces the log, the KV state, the configuration and the
@@ -96,6 +121,12 @@ func (u *Update) InstallSnapshot(snap *pb.Snapshot, st *Staged) error {
 	u.memDirty = true
 	u.snap, u.cs = snap, snap.GetMetadata().GetConfState()
 	u.trunc, u.last, u.applied, u.gen = trunc, trunc.index, trunc.index, st.gen
+	if c := u.cache(); c != nil {
+		c.reset(st.gen)
+		u.cacheAhead = true
+	} else {
+		u.kvDirty = true
+	}
 	u.reset, u.appends = true, nil
 	return nil
 }
@@ -148,7 +179,7 @@ func (u *Update) SetConfState(cs *pb.ConfState) error {
 // SetApplied records the index of the last entry applied by this Update.
 func (u *Update) SetApplied(index uint64) error {
 	u.applied = index
-	return u.b.Set(keyApplied, encodeU64(index), nil)
+	return u.b.Set(keyApplied, u.u64(index), nil)
 }
 
 // Put sets key to value, with its revision metadata m, in the KV state,
@@ -159,6 +190,7 @@ func (u *Update) Put(key, value []byte, m revision.Meta) error {
 	if err := u.b.Set(u.keyBuf, u.valBuf, nil); err != nil {
 		return err
 	}
+	u.noteKV(key, m, true)
 	return u.RecordHistory(key, value, m, false)
 }
 
@@ -185,35 +217,80 @@ func (u *Update) Get(key []byte) (value []byte, m revision.Meta, ok bool, err er
 // Meta is key's revision metadata in the KV state as this Update sees it
 // (the zero Meta: absent), without copying its value.
 func (u *Update) Meta(key []byte) (revision.Meta, error) {
+	m, _, err := u.lookup(key)
+	return m, err
+}
+
+// lookup is key's Meta and presence as this Update sees them: from the
+// store's metaCache if it knows, else from the batch (and then cached).
+func (u *Update) lookup(key []byte) (m revision.Meta, present bool, err error) {
+	c := u.cache()
+	if c != nil {
+		if m, present, ok := c.get(u.gen, key); ok {
+			return m, present, nil
+		}
+	}
 	u.keyBuf = appendKVKey(u.keyBuf[:0], u.gen, key)
-	raw, c, err := u.b.Get(u.keyBuf)
+	raw, closer, err := u.b.Get(u.keyBuf)
 	switch {
 	case errors.Is(err, pebble.ErrNotFound):
-		return revision.Meta{}, nil
 	case err != nil:
-		return revision.Meta{}, err
+		return revision.Meta{}, false, err
+	default:
+		m, _, err = SplitValue(raw)
+		closer.Close()
+		if err != nil {
+			return revision.Meta{}, false, err
+		}
+		present = true
 	}
-	defer c.Close()
-	m, _, err := SplitValue(raw)
-	return m, err
+	if c != nil {
+		c.put(u.gen, key, m, present)
+	}
+	return m, present, nil
+}
+
+// noteKV keeps the metaCache in step with a write of key to the KV state.
+func (u *Update) noteKV(key []byte, m revision.Meta, present bool) {
+	if c := u.cache(); c != nil {
+		c.put(u.gen, key, m, present)
+		u.cacheAhead = true
+	} else {
+		u.kvDirty = true
+	}
+}
+
+// cache is the store's metaCache if this Update owns it: the first Update
+// to ask does, until it is published or closed. Another Update goes
+// without (and clears it when it commits a write to the KV state).
+func (u *Update) cache() *metaCache {
+	c := u.s.mc
+	switch c.owner {
+	case u:
+	case nil:
+		if u.published {
+			return nil
+		}
+		c.owner = u
+	default:
+		return nil
+	}
+	return c
 }
 
 // Delete removes key from the KV state at revision rev and reports whether
 // it was there (counting this Update's own writes); if it was, the history
 // records its deletion at rev.
 func (u *Update) Delete(key []byte, rev uint64) (existed bool, err error) {
-	u.keyBuf = appendKVKey(u.keyBuf[:0], u.gen, key)
-	_, c, err := u.b.Get(u.keyBuf)
-	switch {
-	case errors.Is(err, pebble.ErrNotFound):
-		return false, nil
-	case err != nil:
+	_, present, err := u.lookup(key)
+	if err != nil || !present {
 		return false, err
 	}
-	c.Close()
+	u.keyBuf = appendKVKey(u.keyBuf[:0], u.gen, key)
 	if err := u.b.Delete(u.keyBuf, nil); err != nil {
 		return true, err
 	}
+	u.noteKV(key, revision.Meta{}, false)
 	return true, u.RecordHistory(key, nil, revision.Meta{Mod: rev}, true)
 }
 
@@ -371,6 +448,13 @@ func (u *Update) SyncWait() error {
 // publish makes the committed Update's effects visible in memory.
 func (u *Update) publish() {
 	s := u.s
+	u.published = true
+	switch mc := s.mc; {
+	case mc.owner == u:
+		mc.owner = nil
+	case u.kvDirty:
+		mc.reset(0)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if u.reset {
@@ -395,10 +479,29 @@ func (u *Update) publish() {
 
 // Close abandons the Update if it was not committed.
 func (u *Update) Close() {
+	if mc := u.s.mc; mc.owner == u {
+		mc.owner = nil
+		if u.cacheAhead {
+			mc.reset(0) // writes Pebble never got
+		}
+	}
 	if u.b != nil {
 		u.b.Close()
 		u.b = nil
 	}
+	u.handOn()
+}
+
+// handOn gives the Update's buffers to the store's next Update.
+func (u *Update) handOn() {
+	bufs := updateBufs{u.keyBuf, u.valBuf, u.rv.kbuf, u.rv.vbuf}
+	if bufs.key == nil || max(cap(bufs.key), cap(bufs.val), cap(bufs.revKey), cap(bufs.revVal)) > maxSpareBuf {
+		return
+	}
+	u.keyBuf, u.valBuf, u.rv.kbuf, u.rv.vbuf = nil, nil, nil, nil
+	u.s.mu.Lock()
+	u.s.spare = bufs
+	u.s.mu.Unlock()
 }
 
 // Range calls fn for the keys k with start <= k < end (an empty end: no
