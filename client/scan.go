@@ -229,14 +229,7 @@ func (c *Client) Range(ctx context.Context, start, end []byte, opts ...ReadOptio
 			}
 			return out, nil
 		}
-		switch {
-		case q.Sorted():
-			q.Offset += uint32(len(page.KVs))
-		case q.Descending():
-			q.End = page.Next
-		default:
-			q.Start = page.Next
-		}
+		q.Advance(len(page.KVs), page.Next)
 	}
 }
 

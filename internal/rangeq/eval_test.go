@@ -173,14 +173,7 @@ func TestEvalPagesCoverTheResult(t *testing.T) {
 				if !r.More {
 					break
 				}
-				switch {
-				case q.Sorted():
-					q.Offset += uint32(len(r.KVs))
-				case q.Descending():
-					q.End = r.Next
-				default:
-					q.Start = r.Next
-				}
+				q.Advance(len(r.KVs), r.Next)
 			}
 			if keys(got) != keys(whole.KVs) {
 				t.Errorf("target %d order %d: pages %s, whole %s", target, order, keys(got), keys(whole.KVs))

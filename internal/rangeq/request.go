@@ -79,6 +79,20 @@ func (q *Request) Sorted() bool { return q.Target != ByKey }
 // Descending reports whether q's entries come highest first.
 func (q *Request) Descending() bool { return q.Order == Descend }
 
+// Advance makes q ask for the page after one that returned n entries and,
+// in key order, the key next to continue from: a sorted read continues
+// at its offset, a descending one below next, an ascending one at next.
+func (q *Request) Advance(n int, next []byte) {
+	switch {
+	case q.Sorted():
+		q.Offset += uint32(n)
+	case q.Descending():
+		q.End = next
+	default:
+		q.Start = next
+	}
+}
+
 // Filtered reports whether q has a revision filter.
 func (q *Request) Filtered() bool {
 	return q.MinMod != 0 || q.MaxMod != 0 || q.MinCreate != 0 || q.MaxCreate != 0
