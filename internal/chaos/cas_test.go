@@ -190,12 +190,17 @@ func casFaults(t *testing.T, pc *kvdtest.ProcCluster) []fault {
 	}
 }
 
-// checkLinearizable runs porcupine over ops and fails the test, writing a
-// visualization, if they are not linearizable.
-func checkLinearizable(t *testing.T, model porcupine.Model, ops []porcupine.Operation, name string) {
+// checkBudget is how long porcupine may search a history of a per-key
+// model before the check counts as inconclusive (a failure).
+const checkBudget = 3 * time.Minute
+
+// checkLinearizable runs porcupine over ops for at most budget and fails
+// the test, writing a visualization, if they are not linearizable, or if
+// the search did not end within budget.
+func checkLinearizable(t *testing.T, model porcupine.Model, ops []porcupine.Operation, name string, budget time.Duration) {
 	t.Helper()
 	start := time.Now()
-	res, info := porcupine.CheckOperationsVerbose(model, ops, 3*time.Minute)
+	res, info := porcupine.CheckOperationsVerbose(model, ops, budget)
 	t.Logf("porcupine checked %d operations in %v: %s", len(ops), time.Since(start).Round(time.Millisecond), res)
 	switch res {
 	case porcupine.Ok:
@@ -233,7 +238,7 @@ func checkCASHistory(t *testing.T, ops []porcupine.Operation) {
 		counts[in.Op+" "+out.Result+out.Via]++
 	}
 	requireCounts(t, counts, "cas-put ok", "cas-put conflict", "cas-del ok", "cas-del conflict", "get okone-sided", "get okreadindex")
-	checkLinearizable(t, casModel, ops, "kvd-cas-linearizability")
+	checkLinearizable(t, casModel, ops, "kvd-cas-linearizability", checkBudget)
 }
 
 // TestCASModel: the model rejects what a broken compare-and-swap would do,

@@ -317,7 +317,7 @@ func checkTxnHistory(t *testing.T, ops []porcupine.Operation) {
 		// transactions, a double collect may rarely prove anything.
 		t.Logf("no GetManyAtomic was proven one-sided in this history")
 	}
-	checkLinearizable(t, txnModel, ops, "kvd-txn-linearizability")
+	checkLinearizable(t, txnModel, ops, "kvd-txn-linearizability", checkBudget)
 }
 
 // TestTxnModel: the model rejects half a transaction seen by two GETs one
