@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -130,7 +131,7 @@ func historyOn(t *testing.T, pc *kvdtest.ProcCluster, base workload, run clientF
 	t.Helper()
 	h := &history{start: time.Now()}
 	works := []workload{}
-	for range 4 {
+	for range cmp.Or(base.writers, 4) {
 		w := base
 		w.eps = pc.Endpoints()
 		works = append(works, w)

@@ -64,6 +64,9 @@ type workload struct {
 	keys     int
 	readOnly bool          // GETs only (the pinned readers)
 	timeout  time.Duration // per operation
+	// writers is how many clients on every endpoint historyOn runs (0:
+	// 4), besides a pinned reader per node.
+	writers int
 	// tr is the client's transport (nil: TCP); dial its dial timeout
 	// (0: 500ms).
 	tr   transport.Transport

@@ -258,6 +258,7 @@ func revisionHistory(t *testing.T, pc *kvdtest.ProcCluster, base workload, fault
 		t.Fatalf("reading the start revision: %v", err)
 	}
 	initial := revState{Head: &revNode{Rev: rr.Revision, Keys: revKVsOf(rr.KVs)}}
+	base.writers = revWriters
 	return initial, historyOn(t, pc, base, runRevClient, faults)
 }
 
@@ -280,6 +281,13 @@ func TestRevisionsLinearizableUnderFaults(t *testing.T) {
 	initial, ops := revisionHistory(t, pc, workload{keys: len(revKeys), timeout: opTimeout}, casFaults(t, pc))
 	checkRevisionHistory(t, initial, ops)
 }
+
+// revWriters is how many clients write in the revision fault test. Each
+// write a fault leaves unknown may have taken effect at any point after
+// its call, and the model is the whole store's, so the search grows
+// steeply with their number: with four writers a history held 7 to 11 of
+// them, and porcupine did not always finish within revCheckBudget.
+const revWriters = 2
 
 // revCheckBudget bounds porcupine's search of a revision history. The
 // model is the whole store's (revisions are), so it cannot be split key by
