@@ -51,9 +51,9 @@ func TestBadNodeFlagsRefusedBeforeDataDir(t *testing.T) {
 		{"--tick", "500us"},
 		{"--listen", "127.0.0.1"}, // no port
 		{"--initial-cluster-token", strings.Repeat("t", 300)},
-		{"--id", "0"},               // the help says (> 0); it silently runs as node 1
+		{"--id", "0"}, // the help says (> 0); it silently runs as node 1
 		{"--listen", "127.0.0.1:0", "--initial-cluster", "1=127.0.0.1:0"}, // member address with port 0 enters the log
-		{"--lease-drift", "0"},      // it silently ran with the default
+		{"--lease-drift", "0"}, // it silently ran with the default
 		// Conflicts found only once the restore was done, or never.
 		{"--metrics-listen", addr},                                // --listen's port
 		{"--initial-cluster", "1=" + addr + ",2=" + addr},         // two members, one address
