@@ -1,0 +1,86 @@
+package etcdapi
+
+import (
+	"fmt"
+
+	"github.com/kvd-project/kvd/client"
+	"github.com/kvd-project/kvd/internal/errs"
+)
+
+// Defaults, etcd's own where kvd had none (etcd's --max-request-bytes and
+// --max-txn-ops).
+const (
+	// DefaultMaxRequestBytes is the largest request accepted: etcd's 1.5 MiB.
+	DefaultMaxRequestBytes = 3 << 19
+	// DefaultMaxTxnOps is the most operations one Txn may hold: etcd's 128.
+	DefaultMaxTxnOps = 128
+	// DefaultMaxConcurrentStreams bounds the gRPC streams (calls, watch and
+	// keep-alive streams) one connection may have open at once.
+	DefaultMaxConcurrentStreams = 1024
+	// grpcOverheadBytes is what gRPC may add to a request's payload; the
+	// transport's receive limit is MaxRequestBytes plus this (as etcd's).
+	grpcOverheadBytes = 512 << 10
+)
+
+// Config configures a Server. Client is required; every other field's zero
+// value is a sensible default.
+type Config struct {
+	// Client is the kvd client every request goes through. The Server does
+	// not close it.
+	Client *client.Client
+	// Gateway: the Server runs beside the application, not on a node. Its
+	// member list then names the gateway itself (AdvertiseClientURLs), as
+	// etcd's grpc-proxy does, so clients that sync endpoints stay on it.
+	Gateway bool
+	// Name is the member name reported for the gateway (Gateway only);
+	// default "kvd-gateway".
+	Name string
+	// AdvertiseClientURLs are the URLs this Server is reached at
+	// (--advertise-client-urls), reported in member lists.
+	AdvertiseClientURLs []string
+	// MaxRequestBytes bounds one request (--max-request-bytes); larger ones
+	// fail with etcd's "request is too large". Default
+	// DefaultMaxRequestBytes.
+	MaxRequestBytes int
+	// MaxTxnOps bounds the operations of one Txn (--max-txn-ops). Default
+	// DefaultMaxTxnOps.
+	MaxTxnOps int
+	// MaxConcurrentStreams bounds one connection's open gRPC streams
+	// (--max-concurrent-streams). Default DefaultMaxConcurrentStreams.
+	MaxConcurrentStreams uint32
+	// Knobs are for tests only.
+	Knobs Knobs
+}
+
+// Knobs let tests reach states that are hard to provoke from outside.
+type Knobs struct{}
+
+func (c Config) withDefaults() Config {
+	if c.Name == "" {
+		c.Name = "kvd-gateway"
+	}
+	if c.MaxRequestBytes == 0 {
+		c.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if c.MaxTxnOps == 0 {
+		c.MaxTxnOps = DefaultMaxTxnOps
+	}
+	if c.MaxConcurrentStreams == 0 {
+		c.MaxConcurrentStreams = DefaultMaxConcurrentStreams
+	}
+	return c
+}
+
+// Validate reports what is wrong with c (after defaults), without side
+// effects.
+func (c Config) Validate() error {
+	switch {
+	case c.Client == nil:
+		return fmt.Errorf("%w: etcdapi: Client is required", errs.ErrConfig)
+	case c.MaxRequestBytes < 0:
+		return fmt.Errorf("%w: etcdapi: MaxRequestBytes %d is negative", errs.ErrConfig, c.MaxRequestBytes)
+	case c.MaxTxnOps < 0:
+		return fmt.Errorf("%w: etcdapi: MaxTxnOps %d is negative", errs.ErrConfig, c.MaxTxnOps)
+	}
+	return nil
+}

@@ -1,0 +1,59 @@
+package etcdapi_test
+
+import (
+	"net"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/kvd-project/kvd/client"
+	"github.com/kvd-project/kvd/internal/etcdapi"
+	"github.com/kvd-project/kvd/internal/kvdtest"
+)
+
+// env is a kvd cluster with etcd's API served in front of it, and a
+// clientv3 client of that API.
+type env struct {
+	nodes []*kvdtest.Node
+	kvd   *client.Client
+	srv   *etcdapi.Server
+	addr  string // the gRPC listener
+	etcd  *clientv3.Client
+}
+
+// start runs an n-node in-process cluster and serves etcd's API for it on
+// a loopback port, with cfg (Client is filled in).
+func start(t testing.TB, n int, cfg etcdapi.Config) *env {
+	t.Helper()
+	nodes := kvdtest.StartCluster(t, n, kvdtest.Options{})
+	kvdtest.WaitLeader(t, nodes, 10*time.Second)
+	kc, err := client.New(client.Config{Endpoints: kvdtest.Endpoints(nodes)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { kc.Close() })
+	cfg.Client = kc
+	srv, err := etcdapi.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := srv.NewGRPCServer()
+	go g.Serve(l)
+	t.Cleanup(g.Stop)
+	ec, err := clientv3.New(clientv3.Config{
+		Endpoints:   []string{l.Addr().String()},
+		DialTimeout: 5 * time.Second,
+		Logger:      zap.NewNop(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ec.Close() })
+	return &env{nodes: nodes, kvd: kc, srv: srv, addr: l.Addr().String(), etcd: ec}
+}
