@@ -5,8 +5,8 @@ import (
 	"errors"
 	"math"
 
-	"go.etcd.io/etcd/api/v3/mvccpb"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"

@@ -205,6 +205,9 @@ func (s *Server) txnResponse(r *pb.TxnRequest, res *client.TxnResponse, rev uint
 	out := &pb.TxnResponse{Header: s.header(rev), Succeeded: res.Succeeded, Responses: make([]*pb.ResponseOp, len(reqs))}
 	j := 0 // res.Results' index: a put with prev_kv has two
 	for i, op := range reqs {
+		if j >= len(res.Results) || j+1 >= len(res.Results) && op.GetRequestPut().GetPrevKv() {
+			break // not what was asked: client.Txn checks its top level's count only
+		}
 		var resp pb.ResponseOp
 		switch o := op.GetRequest().(type) {
 		case *pb.RequestOp_RequestRange:
@@ -225,7 +228,11 @@ func (s *Server) txnResponse(r *pb.TxnRequest, res *client.TxnResponse, rev uint
 			resp.Response = &pb.ResponseOp_ResponseDeleteRange{ResponseDeleteRange: &pb.DeleteRangeResponse{
 				Header: s.header(rev), Deleted: rr.Deleted, PrevKvs: kvsOf(rr.KVs)}}
 		case *pb.RequestOp_RequestTxn:
-			resp.Response = &pb.ResponseOp_ResponseTxn{ResponseTxn: s.txnResponse(o.RequestTxn, res.Results[j].Txn, rev)}
+			nested := res.Results[j].Txn
+			if nested == nil {
+				nested = &client.TxnResponse{}
+			}
+			resp.Response = &pb.ResponseOp_ResponseTxn{ResponseTxn: s.txnResponse(o.RequestTxn, nested, rev)}
 		}
 		out.Responses[i] = &resp
 		j++
