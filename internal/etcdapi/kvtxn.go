@@ -202,9 +202,9 @@ func (s *Server) txnResponse(r *pb.TxnRequest, res *client.TxnResponse, rev uint
 	if !res.Succeeded {
 		reqs = r.Failure
 	}
-	out := &pb.TxnResponse{Header: s.header(rev), Succeeded: res.Succeeded, Responses: make([]*pb.ResponseOp, len(reqs))}
+	out := &pb.TxnResponse{Header: s.header(rev), Succeeded: res.Succeeded, Responses: make([]*pb.ResponseOp, 0, len(reqs))}
 	j := 0 // res.Results' index: a put with prev_kv has two
-	for i, op := range reqs {
+	for _, op := range reqs {
 		if j >= len(res.Results) || j+1 >= len(res.Results) && op.GetRequestPut().GetPrevKv() {
 			break // not what was asked: client.Txn checks its top level's count only
 		}
@@ -234,7 +234,7 @@ func (s *Server) txnResponse(r *pb.TxnRequest, res *client.TxnResponse, rev uint
 			}
 			resp.Response = &pb.ResponseOp_ResponseTxn{ResponseTxn: s.txnResponse(o.RequestTxn, nested, rev)}
 		}
-		out.Responses[i] = &resp
+		out.Responses = append(out.Responses, &resp)
 		j++
 	}
 	return out
