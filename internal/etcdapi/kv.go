@@ -273,6 +273,10 @@ func kvStatus(err error) error {
 		return rpctypes.ErrGRPCValueProvided
 	case errors.Is(err, txn.ErrLeaseProvided):
 		return rpctypes.ErrGRPCLeaseProvided
+	case errors.Is(err, txn.ErrTooLarge):
+		// Within MaxRequestBytes but past what kvd's transactions hold
+		// (limits.MaxTxnBytes): the same refusal as a larger request.
+		return rpctypes.ErrGRPCRequestTooLarge
 	}
 	st := toStatus(err)
 	if s, _ := status.FromError(st); s.Code() == codes.Unknown && errors.Is(err, client.ErrBadRequest) {
