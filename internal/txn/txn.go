@@ -48,7 +48,7 @@ var (
 	ErrValueProvided = errors.New("value is provided")
 	// ErrTooLarge: the transaction's encoding exceeds MaxBytes. Wrapped
 	// in ErrInvalid.
-	ErrTooLarge = errors.New("transaction too large")
+	ErrTooLarge      = errors.New("transaction too large")
 	ErrLeaseProvided = errors.New("lease is provided")
 	// ErrKeyNotFound: a Put with IgnoreValue or IgnoreLease of the branch
 	// that ran names a key that does not exist; nothing was applied.
