@@ -610,3 +610,37 @@ func TestHeaderNamesClusterMemberAndTerm(t *testing.T) {
 		t.Fatalf("header %v; want cluster %x, member %d, term %d", h, uint64(st.ClusterID), st.ID, st.Term)
 	}
 }
+
+// TestOneSidedGets: with OneSidedGets a one-key Get is kvd's GET (one-sided
+// where the client can): the key as a Range gives it, at a header
+// revision between the key's mod revision and the store's; a missing key
+// and every other Range read as ranges.
+func TestOneSidedGets(t *testing.T) {
+	e := start(t, 1, etcdapi.Config{OneSidedGets: true})
+	c, ctx := e.etcd, context.Background()
+	rk := put(t, c, "k", "v")
+	rs := put(t, c, "other", "x")
+	gets := e.kvd.Stats().Gets
+	r, err := c.Get(ctx, "k")
+	if err != nil || len(r.Kvs) != 1 || string(r.Kvs[0].Value) != "v" || r.Kvs[0].ModRevision != rk || r.Count != 1 {
+		t.Fatalf("get k: %v, %v", r, err)
+	}
+	if h := r.Header.Revision; h < rk || h > rs {
+		t.Fatalf("header revision %d, want between k's mod revision %d and the store's %d", h, rk, rs)
+	}
+	if n := e.kvd.Stats().Gets - gets; n != 1 {
+		t.Fatalf("%d GETs of kvd's client, want 1", n)
+	}
+	r, err = c.Get(ctx, "k", clientv3.WithKeysOnly())
+	if err != nil || len(r.Kvs) != 1 || len(r.Kvs[0].Value) != 0 {
+		t.Fatalf("get k --keys-only: %v, %v", r, err)
+	}
+	r, err = c.Get(ctx, "missing")
+	if err != nil || len(r.Kvs) != 0 || r.Count != 0 || r.Header.Revision != rs {
+		t.Fatalf("get of a missing key: %v, %v; want nothing at the store's revision %d", r, err, rs)
+	}
+	r, err = c.Get(ctx, "k", clientv3.WithRev(rk))
+	if err != nil || len(r.Kvs) != 1 || r.Header.Revision != rk {
+		t.Fatalf("get k at %d: %v, %v", rk, r, err)
+	}
+}

@@ -39,7 +39,9 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Server{cfg: cfg, c: cfg.Client}, nil
+	s := &Server{cfg: cfg, c: cfg.Client}
+	s.touchHeader() // the first answers' headers then likely carry the ids
+	return s, nil
 }
 
 // Register adds every etcd v3 service to r.
