@@ -644,3 +644,35 @@ func TestOneSidedGets(t *testing.T) {
 		t.Fatalf("get k at %d: %v, %v", rk, r, err)
 	}
 }
+
+// TestKvdBoundsAreInvalidArguments: what kvd refuses and etcd has no
+// error for is an InvalidArgument saying which bound, never Unknown: a
+// negative revision bound or compare operand (kvd's are unsigned), a
+// transaction reading more than kvd's transactions return.
+func TestKvdBoundsAreInvalidArguments(t *testing.T) {
+	e := start(t, 1, etcdapi.Config{})
+	c, ctx := e.etcd, context.Background()
+	big := strings.Repeat("v", limits.MaxTxnReadBytes/2+1)
+	put(t, c, "big/1", big)
+	put(t, c, "big/2", big)
+	for _, tc := range []struct {
+		name string
+		run  func() error
+		want string
+	}{
+		{"negative min mod revision", func() error { _, err := c.Get(ctx, "a", clientv3.WithMinModRev(-1)); return err }, "negative revision bound"},
+		{"negative max create revision", func() error { _, err := c.Get(ctx, "a", clientv3.WithMaxCreateRev(-1)); return err }, "negative revision bound"},
+		{"negative compare operand", func() error {
+			_, err := c.Txn(ctx).If(clientv3.Compare(clientv3.Version("a"), ">", -1)).Commit()
+			return err
+		}, "negative number in compare"},
+		{"txn reading too much", func() error { _, err := c.Txn(ctx).Then(clientv3.OpGet("big/", clientv3.WithPrefix())).Commit(); return err }, "reads too much"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.run()
+			if s, _ := status.FromError(err); s.Code() != codes.InvalidArgument || !strings.Contains(s.Message(), tc.want) {
+				t.Fatalf("%v, want InvalidArgument saying %q", err, tc.want)
+			}
+		})
+	}
+}
