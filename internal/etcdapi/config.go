@@ -66,7 +66,11 @@ type Config struct {
 }
 
 // Knobs let tests reach states that are hard to provoke from outside.
-type Knobs struct{}
+type Knobs struct {
+	// BeforeRangeStreamPage, if set, runs before RangeStream reads each
+	// page after the first: a write between pages.
+	BeforeRangeStreamPage func()
+}
 
 func (c Config) withDefaults() Config {
 	if c.Name == "" {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/kvd-project/kvd/client"
 	"github.com/kvd-project/kvd/internal/errs"
 	"github.com/kvd-project/kvd/internal/etcdapi"
 	"github.com/kvd-project/kvd/internal/limits"
@@ -545,9 +547,22 @@ func TestMaxTxnOpsConfigured(t *testing.T) {
 // TestRangeStream: the messages of a RangeStream merge into Range's
 // answer, for ranges read in pages (key order: more keys than a page,
 // limits across and at page ends, filters), read whole (sorted, counted)
-// and split by size (large values).
+// and split by size (large values). A write between the pages of a
+// range does not show: the pages are one snapshot.
 func TestRangeStream(t *testing.T) {
-	e := start(t, 1, etcdapi.Config{})
+	var (
+		armed  atomic.Bool
+		kc     *client.Client
+		during = []byte("p/299z") // in the last page
+	)
+	e := start(t, 1, etcdapi.Config{Knobs: etcdapi.Knobs{BeforeRangeStreamPage: func() {
+		if armed.CompareAndSwap(true, false) {
+			if err := kc.Put(context.Background(), during, []byte("v")); err != nil {
+				t.Error(err)
+			}
+		}
+	}}})
+	kc = e.kvd
 	c, ctx := e.etcd, context.Background()
 	for i := range 5 {
 		put(t, c, fmt.Sprintf("s/%d", i), strings.Repeat(string(rune('a'+i)), 400<<10))
@@ -592,6 +607,8 @@ func TestRangeStream(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			armed.Store(true)
+			defer kc.Delete(ctx, during)
 			stream, err := kv.RangeStream(ctx, tc.req)
 			if err != nil {
 				t.Fatal(err)

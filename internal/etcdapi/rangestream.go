@@ -80,6 +80,9 @@ func (s *Server) rangePages(ctx context.Context, r *pb.RangeRequest, stream grpc
 		if err := sendChunks(stream, &pb.RangeResponse{Kvs: kvsOf(res.KVs)}); err != nil {
 			return err
 		}
+		if f := s.cfg.Knobs.BeforeRangeStreamPage; f != nil {
+			f()
+		}
 		res, err = s.c.Range(ctx, res.Next, end, append(opts, client.WithRev(rev), page(), client.WithoutCount())...)
 		if err != nil {
 			return err
