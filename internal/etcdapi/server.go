@@ -21,6 +21,8 @@ type Server struct {
 	clusterID atomic.Uint64
 	memberID  atomic.Uint64
 	term      atomic.Uint64
+
+	watch *watchService
 }
 
 // New returns a Server for cfg.
@@ -29,13 +31,15 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Server{cfg: cfg, c: cfg.Client}, nil
+	s := &Server{cfg: cfg, c: cfg.Client}
+	s.watch = &watchService{s: s}
+	return s, nil
 }
 
 // Register adds every etcd v3 service to r.
 func (s *Server) Register(r grpc.ServiceRegistrar) {
 	pb.RegisterKVServer(r, &kvService{s: s})
-	pb.RegisterWatchServer(r, &watchService{s: s})
+	pb.RegisterWatchServer(r, s.watch)
 	pb.RegisterLeaseServer(r, &leaseService{s: s})
 	pb.RegisterClusterServer(r, &clusterService{s: s})
 	pb.RegisterMaintenanceServer(r, &maintenanceService{s: s})
