@@ -293,4 +293,3 @@ func TestWatchSeesLeaseRevokeDeletes(t *testing.T) {
 		t.Errorf("events %q, want %q", got, want)
 	}
 }
-
