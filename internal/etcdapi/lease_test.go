@@ -30,6 +30,11 @@ func TestLeaseGrantKeepAliveAndTimeToLiveWithKeys(t *testing.T) {
 	e.put(t, "l/a", "1", client.WithLease(client.LeaseID(g.ID)))
 	e.put(t, "l/b", "1", client.WithLease(client.LeaseID(g.ID)))
 	e.put(t, "l/c", "1") // no lease
+	other, err := e.etcd.Grant(ctx, 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.put(t, "l/d", "1", client.WithLease(client.LeaseID(other.ID)))
 	ka, err := e.etcd.KeepAliveOnce(ctx, g.ID)
 	if err != nil || ka.TTL != 20 || ka.ID != g.ID {
 		t.Fatalf("keepalive once: %+v %v, want ttl 20", ka, err)
