@@ -34,8 +34,8 @@ func (e *env) del(t testing.TB, key string) {
 	}
 }
 
-// next is the next response of wc, failing the test if none comes soon.
-func next(t testing.TB, wc clientv3.WatchChan) clientv3.WatchResponse {
+// nextWatch is the next response of wc, failing the test if none comes soon.
+func nextWatch(t testing.TB, wc clientv3.WatchChan) clientv3.WatchResponse {
 	t.Helper()
 	select {
 	case r, ok := <-wc:
@@ -49,12 +49,12 @@ func next(t testing.TB, wc clientv3.WatchChan) clientv3.WatchResponse {
 	panic("unreachable")
 }
 
-// collect reads events from wc until it has n of them.
-func collect(t testing.TB, wc clientv3.WatchChan, n int) []*clientv3.Event {
+// collectEvents reads events from wc until it has n of them.
+func collectEvents(t testing.TB, wc clientv3.WatchChan, n int) []*clientv3.Event {
 	t.Helper()
 	var evs []*clientv3.Event
 	for len(evs) < n {
-		r := next(t, wc)
+		r := nextWatch(t, wc)
 		if err := r.Err(); err != nil {
 			t.Fatalf("watch ended: %v", err)
 		}
@@ -63,7 +63,7 @@ func collect(t testing.TB, wc clientv3.WatchChan, n int) []*clientv3.Event {
 	return evs
 }
 
-func keysOf(evs []*clientv3.Event) []string {
+func eventKeys(evs []*clientv3.Event) []string {
 	var ks []string
 	for _, ev := range evs {
 		ks = append(ks, fmt.Sprintf("%s %s", ev.Type, ev.Kv.Key))
@@ -79,9 +79,9 @@ func TestWatchKeySeesPutsAndDeletesWithEtcdsMetadata(t *testing.T) {
 	r2 := e.put(t, "k", "v2")
 	e.del(t, "k")
 	e.put(t, "other", "x")
-	evs := collect(t, wc, 3)
+	evs := collectEvents(t, wc, 3)
 	if len(evs) != 3 {
-		t.Fatalf("events %v, want 3", keysOf(evs))
+		t.Fatalf("events %v, want 3", eventKeys(evs))
 	}
 	create, modify, del := evs[0], evs[1], evs[2]
 	if !create.IsCreate() || string(create.Kv.Value) != "v1" || create.Kv.ModRevision != r1 || create.Kv.Version != 1 {
@@ -120,7 +120,7 @@ func TestWatchRangesFollowEtcdsConventions(t *testing.T) {
 			}
 			e.put(t, "zz-end", "v") // a last write every range but "every key" leaves out
 			var got []string
-			for _, ev := range collect(t, wc, len(tc.want)) {
+			for _, ev := range collectEvents(t, wc, len(tc.want)) {
 				got = append(got, string(ev.Kv.Key))
 			}
 			if !slices.Equal(got, tc.want) {
@@ -145,7 +145,7 @@ func TestWatchFromPastRevisionReplaysHistory(t *testing.T) {
 	e.put(t, "h/2", "b")
 	e.del(t, "h/1")
 	wc := e.etcd.Watch(t.Context(), "h/", clientv3.WithPrefix(), clientv3.WithRev(first))
-	got := keysOf(collect(t, wc, 3))
+	got := eventKeys(collectEvents(t, wc, 3))
 	want := []string{"PUT h/1", "PUT h/2", "DELETE h/1"}
 	if !slices.Equal(got, want) {
 		t.Errorf("replayed %q, want %q", got, want)
@@ -173,8 +173,8 @@ func TestWatchPrevKVAndFilters(t *testing.T) {
 			e.put(t, "f", "2")
 			e.del(t, "f")
 			e.put(t, "g", "end")
-			evs := collect(t, wc, len(tc.want))
-			if got := keysOf(evs); !slices.Equal(got, tc.want) {
+			evs := collectEvents(t, wc, len(tc.want))
+			if got := eventKeys(evs); !slices.Equal(got, tc.want) {
 				t.Fatalf("events %q, want %q", got, tc.want)
 			}
 			for i, ev := range evs {
@@ -203,9 +203,9 @@ func TestWatchManyOnOneStream(t *testing.T) {
 		e.put(t, fmt.Sprintf("m/%02d", i), fmt.Sprint(i))
 	}
 	for i, wc := range wcs {
-		evs := collect(t, wc, 1)
+		evs := collectEvents(t, wc, 1)
 		if got := string(evs[0].Kv.Key); got != fmt.Sprintf("m/%02d", i) || len(evs) != 1 {
-			t.Errorf("watch %d got %q", i, keysOf(evs))
+			t.Errorf("watch %d got %q", i, eventKeys(evs))
 		}
 	}
 }
@@ -215,15 +215,15 @@ func TestWatchCancelClosesChannel(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	wc := e.etcd.Watch(ctx, "c")
 	e.put(t, "c", "1")
-	collect(t, wc, 1)
+	collectEvents(t, wc, 1)
 	cancel()
 	for range wc { // drains, then closes
 	}
 	// The stream's other watches go on.
 	wc2 := e.etcd.Watch(t.Context(), "c")
 	e.put(t, "c", "2")
-	if evs := collect(t, wc2, 1); string(evs[0].Kv.Value) != "2" {
-		t.Errorf("after a cancel, a new watch got %q", keysOf(evs))
+	if evs := collectEvents(t, wc2, 1); string(evs[0].Kv.Value) != "2" {
+		t.Errorf("after a cancel, a new watch got %q", eventKeys(evs))
 	}
 }
 
@@ -238,7 +238,7 @@ func TestWatchRequestProgressAnswersAtTheStoreRevision(t *testing.T) {
 	}
 	for _, c := range []clientv3.WatchChan{wc, wc2} {
 		for {
-			r := next(t, c)
+			r := nextWatch(t, c)
 			if !r.IsProgressNotify() {
 				t.Fatalf("response %+v, want a progress notification", r)
 			}
@@ -258,7 +258,7 @@ func TestWatchCompactedRevisionEndsWithErrCompacted(t *testing.T) {
 		t.Fatal(err)
 	}
 	wc := e.etcd.Watch(t.Context(), "old", clientv3.WithRev(first))
-	r := next(t, wc)
+	r := nextWatch(t, wc)
 	if !errors.Is(r.Err(), rpctypes.ErrCompacted) || r.CompactRevision == 0 {
 		t.Fatalf("watch from compacted revision %d: %+v err %v, want ErrCompacted with compact_revision", first, r, r.Err())
 	}
@@ -268,9 +268,9 @@ func TestWatchCompactedRevisionEndsWithErrCompacted(t *testing.T) {
 	// compact_revision is where a watch may start again.
 	wc = e.etcd.Watch(t.Context(), "old", clientv3.WithRev(r.CompactRevision))
 	e.put(t, "old", "4")
-	evs := collect(t, wc, 1)
+	evs := collectEvents(t, wc, 1)
 	if evs[len(evs)-1].Kv.ModRevision <= last {
-		t.Errorf("watch from compact_revision %d got %q", r.CompactRevision, keysOf(evs))
+		t.Errorf("watch from compact_revision %d got %q", r.CompactRevision, eventKeys(evs))
 	}
 }
 
@@ -287,7 +287,7 @@ func TestWatchSeesLeaseRevokeDeletes(t *testing.T) {
 	if _, err := e.etcd.Revoke(ctx, lease.ID); err != nil {
 		t.Fatal(err)
 	}
-	got := keysOf(collect(t, wc, 4))
+	got := eventKeys(collectEvents(t, wc, 4))
 	slices.Sort(got[2:])
 	if want := []string{"PUT leased/a", "PUT leased/b", "DELETE leased/a", "DELETE leased/b"}; !slices.Equal(got, want) {
 		t.Errorf("events %q, want %q", got, want)

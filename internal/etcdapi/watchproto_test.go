@@ -178,7 +178,7 @@ func TestWatchFragmentsLargeResponsesWhenAsked(t *testing.T) {
 	// clientv3 joins the fragments into one response.
 	wc := e.etcd.Watch(t.Context(), "frag2/", clientv3.WithPrefix(), clientv3.WithFragment())
 	e.bigTxn(t, "frag2/", n, 500)
-	if r := next(t, wc); len(r.Events) != n {
+	if r := nextWatch(t, wc); len(r.Events) != n {
 		t.Errorf("clientv3 got %d events in a response, want the %d joined", len(r.Events), n)
 	}
 }
