@@ -175,6 +175,9 @@ func (st *watchStream) create(creq *pb.WatchCreateRequest) {
 	}
 	var wctx context.Context
 	wctx, w.cancel = context.WithCancel(st.ctx)
+	// Opened here, not in its goroutine: a progress request read next
+	// must find it among the client's watches.
+	resps := st.s.c.Watch(wctx, w.r.watchKey, w.options(from)...)
 	if !st.q.pushControl(st.ctx, &pb.WatchResponse{Header: st.s.header(rev), WatchId: w.id, Created: true}) {
 		w.cancel()
 		close(w.done)
@@ -184,8 +187,21 @@ func (st *watchStream) create(creq *pb.WatchCreateRequest) {
 	go func() {
 		defer st.wg.Done()
 		defer close(w.done)
-		st.run(wctx, w, from)
+		st.run(w, resps)
 	}()
+}
+
+// options are the kvd watch's options: always prev_kv, which gives a
+// PUT's create revision and version (convert.go).
+func (w *etcdWatch) options(from uint64) []client.WatchOption {
+	opts := []client.WatchOption{client.WithFromRevision(from), client.WithPrevKV()}
+	if w.r.prefix {
+		opts = append(opts, client.WithPrefix())
+	}
+	if w.notify {
+		opts = append(opts, client.WithProgressNotify())
+	}
+	return opts
 }
 
 // add registers w under id, or under the next free id if id is 0 (etcd's
@@ -249,17 +265,10 @@ func (st *watchStream) stopAll() {
 	st.wg.Wait()
 }
 
-// run forwards the responses of w's kvd watch from revision from until
-// it ends.
-func (st *watchStream) run(ctx context.Context, w *etcdWatch, from uint64) {
-	opts := []client.WatchOption{client.WithFromRevision(from), client.WithPrevKV()}
-	if w.r.prefix {
-		opts = append(opts, client.WithPrefix())
-	}
-	if w.notify {
-		opts = append(opts, client.WithProgressNotify())
-	}
-	for resp := range st.s.c.Watch(ctx, w.r.watchKey, opts...) {
+// run forwards the responses of w's kvd watch until it ends.
+func (st *watchStream) run(w *etcdWatch, resps <-chan client.WatchResponse) {
+	defer w.cancel() // a watch that ends here ends kvd's too
+	for resp := range resps {
 		switch {
 		case resp.Err != nil:
 			st.end(w, resp.Err)
