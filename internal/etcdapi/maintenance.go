@@ -69,7 +69,7 @@ func (s *Server) ownStatus(ctx context.Context) (client.NodeStatus, error) {
 	if err != nil {
 		return client.NodeStatus{}, err
 	}
-	if self := s.memberID.Load(); self != 0 {
+	if self := s.cfg.MemberID; self != 0 {
 		for _, m := range ms {
 			if m.ID == self {
 				return s.c.Status(ctx, clientAddr(m))
