@@ -86,8 +86,8 @@ func TestMemberAddPromoteRemove(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := add.Member.ID
-	if id == 0 || id <= 3 || !add.Member.IsLearner || len(add.Members) != 4 {
-		t.Fatalf("MemberAdd = %v, want a new learner among 4 members", add)
+	if id == 0 || id <= 3 || !add.Member.IsLearner || add.Member.Name != "" || len(add.Members) != 4 {
+		t.Fatalf("MemberAdd = %v, want a new, unstarted learner among 4 members", add)
 	}
 	startJoiner(t, e, id, addr)
 	if _, err := e.etcd.MemberPromote(ctx, id); err != nil {
