@@ -79,12 +79,12 @@ func (c Config) withDefaults() Config {
 // effects.
 func (c Config) Validate() error {
 	switch {
-	case c.Gateway && c.MemberID != 0:
-		return fmt.Errorf("%w: etcdapi: a gateway is no member (MemberID %d)", errs.ErrConfig, c.MemberID)
 	case c.Client == nil:
 		return fmt.Errorf("%w: etcdapi: Client is required", errs.ErrConfig)
 	case c.MaxRequestBytes < 0:
 		return fmt.Errorf("%w: etcdapi: MaxRequestBytes %d is negative", errs.ErrConfig, c.MaxRequestBytes)
+	case c.Gateway && c.MemberID != 0:
+		return fmt.Errorf("%w: etcdapi: a gateway is no member (MemberID %d)", errs.ErrConfig, c.MemberID)
 	case c.MaxTxnOps < 0:
 		return fmt.Errorf("%w: etcdapi: MaxTxnOps %d is negative", errs.ErrConfig, c.MaxTxnOps)
 	}
