@@ -40,6 +40,10 @@ type Config struct {
 	// Name is the member name reported for the gateway (Gateway only);
 	// default "kvd-gateway".
 	Name string
+	// MemberID is the id of the kvd member this Server runs on (0 with
+	// Gateway): member lists give it AdvertiseClientURLs, and Status
+	// reports it (a gateway's Status reports the leader).
+	MemberID uint64
 	// AdvertiseClientURLs are the URLs this Server is reached at
 	// (--advertise-client-urls), reported in member lists.
 	AdvertiseClientURLs []string
@@ -120,6 +124,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: etcdapi: MaxRequestBytes %d is negative", errs.ErrConfig, c.MaxRequestBytes)
 	case c.WatchQueueBytes < 0:
 		return fmt.Errorf("%w: etcdapi: WatchQueueBytes %d is negative", errs.ErrConfig, c.WatchQueueBytes)
+	case c.Gateway && c.MemberID != 0:
+		return fmt.Errorf("%w: etcdapi: a gateway is no member (MemberID %d)", errs.ErrConfig, c.MemberID)
 	case c.MaxTxnOps < 0:
 		return fmt.Errorf("%w: etcdapi: MaxTxnOps %d is negative", errs.ErrConfig, c.MaxTxnOps)
 	case c.MaxTxnOps > limits.MaxTxnOps:
