@@ -30,7 +30,9 @@ func (s *Server) touchHeader() {
 }
 
 // refreshHeader asks a member for its status: the cluster id, its id and
-// the raft term. A failure keeps what was known.
+// the raft term. The member id is the answering member's only where the
+// Server runs on none (a gateway): a node's headers name the node.
+// A failure keeps what was known.
 func (s *Server) refreshHeader() {
 	ctx, cancel := context.WithTimeout(context.Background(), headerTimeout)
 	defer cancel()
@@ -48,7 +50,9 @@ func (s *Server) refreshHeader() {
 			continue
 		}
 		s.clusterID.Store(uint64(st.ClusterID))
-		s.memberID.Store(st.ID)
+		if s.cfg.MemberID == 0 {
+			s.memberID.Store(st.ID)
+		}
 		s.term.Store(st.Term)
 		return
 	}

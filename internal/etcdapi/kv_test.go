@@ -732,3 +732,23 @@ func TestKvdBoundsAreInvalidArguments(t *testing.T) {
 		})
 	}
 }
+
+// TestNodeHeadersNameTheirNode: on a node (Config.MemberID), headers name
+// that node, whichever member the background refresh asked.
+func TestNodeHeadersNameTheirNode(t *testing.T) {
+	e := start(t, 3, etcdapi.Config{MemberID: 3})
+	var h *pb.ResponseHeader
+	for range 100 {
+		r, err := e.etcd.Get(context.Background(), "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h = r.Header; h.ClusterId != 0 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if h.ClusterId == 0 || h.MemberId != 3 {
+		t.Fatalf("header %v; want member 3 once the cluster id is known", h)
+	}
+}
