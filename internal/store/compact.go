@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -24,12 +25,14 @@ import (
 // got differs from member to member; what reads see does not. A pass at
 // compaction revision C walks the history in key order and deletes, for
 // each key, the records older than the key's newest at or below C, and
-// that one too if it is a tombstone, oldest first; and the
-// revision-order records at or below C, with one range deletion. A read
+// that one too if it is a tombstone, oldest first: each with its index
+// entry and its by-revision record (history.go), in one batch. A read
 // at R >= C finds the same newest record at or below R before, during
 // and after the pass (a tombstone is deleted last, so it hides the older
 // records until they are gone; a deleted tombstone and no record are
 // both "absent"), and a change above C finds the same previous record.
+// The by-revision records of the writes kept (each key's newest at or
+// below C) stay: they hold those writes' values.
 // Readers work on Pebble snapshots, which a batch never changes under
 // them.
 
@@ -178,8 +181,7 @@ func decodeCursor(raw []byte) (compactCursor, bool) {
 // examines at most n history records, deletes those no read may ask for,
 // and records how far it got; more reports whether the pass goes on. A
 // pass to a new compaction revision starts from the first key, dropping
-// the revision-order records at or below it with one range deletion (one
-// per pass: nothing reads them any more). It holds genMu's read side so
+// It holds genMu's read side so
 // that a snapshot install (which drops the generation) waits for it
 // rather than have it write into a dropped generation.
 func (s *Store) compactBatch(n int) (more bool, err error) {
@@ -209,10 +211,6 @@ func (s *Store) compactBatch(n int) (more bool, err error) {
 		// A pass to a newer compaction revision begins once the last one
 		// is done (its deletions are right for the newer one too).
 		cur = compactCursor{pass: compact}
-		order := appendRevKey(nil, gen, revOrder)
-		if err := b.DeleteRange(order, binary.BigEndian.AppendUint64(bytes.Clone(order), compact+1), nil); err != nil {
-			return false, err
-		}
 	}
 	if cur.state == cursorDone && cur.pass == compact {
 		return false, nil
@@ -249,11 +247,17 @@ func (s *Store) compactKeys(b *pebble.Batch, gen uint64, cur compactCursor, n in
 	ok := it.SeekGE(at)
 	for used := 0; ok && used < n; from = nil {
 		k := it.Key()
-		if _, _, valid := splitHistKey(k[len(prefix):]); !valid {
+		esc, _, valid := splitHistKey(k[len(prefix):])
+		if !valid {
+			return cur, fmt.Errorf("%w: history key %x", ErrCorrupt, k)
+		}
+		key, valid := unescape(nil, esc)
+		if !valid {
 			return cur, fmt.Errorf("%w: history key %x", ErrCorrupt, k)
 		}
 		group := bytes.Clone(k[:len(k)-8])
-		resume, spent, err := compactGroup(b, it, group, cur.pass, from, n-used)
+		g := compactGroup{b: b, it: it, gen: gen, key: key, group: group}
+		resume, spent, err := g.run(cur.pass, from, n-used)
 		if err != nil {
 			return cur, err
 		}
@@ -270,19 +274,31 @@ func (s *Store) compactKeys(b *pebble.Batch, gen uint64, cur compactCursor, n in
 	return compactCursor{pass: cur.pass, state: cursorDone}, it.Error()
 }
 
-// compactGroup adds to b the deletions of one key's records that no read
-// may ask for, from the oldest up (from from, if set), at most budget of
-// them; resume is the record to go on at if the budget ran out. Oldest
-// first, so that a tombstone, deleted last, hides the older records from
+// compactGroup is the compaction of one key's history: its index
+// entries are the group (the escaped key's prefix) in it.
+type compactGroup struct {
+	b     *pebble.Batch
+	it    *pebble.Iterator
+	gen   uint64
+	key   []byte
+	group []byte
+	ok    []byte // by-revision key buffer
+}
+
+// run adds to b the deletions of the key's writes that no read may ask
+// for, from the oldest up (from from, if set), at most budget of them;
+// resume is the index entry to go on at if the budget ran out. Oldest
+// first, so that a tombstone, deleted last, hides the older writes from
 // readers of the batches in between. spent counts the deletions and the
 // key's seek.
-func compactGroup(b *pebble.Batch, it *pebble.Iterator, group []byte, pass uint64, from []byte, budget int) (resume []byte, spent int, err error) {
-	// The key's newest record at or below pass (revisions are inverted).
+func (g *compactGroup) run(pass uint64, from []byte, budget int) (resume []byte, spent int, err error) {
+	it, group := g.it, g.group
+	// The key's newest write at or below pass (revisions are inverted).
 	if !it.SeekGE(binary.BigEndian.AppendUint64(bytes.Clone(group), ^pass)) || !bytes.HasPrefix(it.Key(), group) {
-		return nil, 1, it.Error() // every record of the key is above pass
+		return nil, 1, it.Error() // every write of the key is above pass
 	}
 	keep := bytes.Clone(it.Key())
-	_, _, tomb, err := decodeHistValue(it.Value())
+	_, tomb, err := decodeIndexValue(it.Value())
 	if err != nil {
 		return nil, 0, err
 	}
@@ -292,7 +308,7 @@ func compactGroup(b *pebble.Batch, it *pebble.Iterator, group []byte, pass uint6
 	} else {
 		after := bytes.Clone(group)
 		after[len(after)-1] = escAfter
-		ok = it.SeekLT(after) // the key's oldest record
+		ok = it.SeekLT(after) // the key's oldest write
 	}
 	for ; ok && bytes.HasPrefix(it.Key(), group) && bytes.Compare(it.Key(), keep) >= 0; ok = it.Prev() {
 		last := bytes.Equal(it.Key(), keep)
@@ -302,7 +318,7 @@ func compactGroup(b *pebble.Batch, it *pebble.Iterator, group []byte, pass uint6
 		if spent == budget {
 			return bytes.Clone(it.Key()), spent, nil
 		}
-		if err := b.Delete(it.Key(), nil); err != nil {
+		if err := g.delete(); err != nil {
 			return nil, 0, err
 		}
 		spent++
@@ -311,4 +327,17 @@ func compactGroup(b *pebble.Batch, it *pebble.Iterator, group []byte, pass uint6
 		}
 	}
 	return nil, spent + 1, it.Error()
+}
+
+// delete adds to b the deletion of the write whose index entry the
+// iterator is at: the entry and its by-revision record.
+func (g *compactGroup) delete() error {
+	k := g.it.Key()
+	seq, _, err := decodeIndexValue(g.it.Value())
+	if err != nil {
+		return err
+	}
+	rev := ^binary.BigEndian.Uint64(k[len(k)-8:])
+	g.ok = appendOrderKey(g.ok[:0], g.gen, rev, seq, g.key)
+	return errors.Join(g.b.Delete(k, nil), g.b.Delete(g.ok, nil))
 }

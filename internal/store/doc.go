@@ -17,9 +17,13 @@
 //	"p" + be64(id)           member address book: learner flag + address
 //	"k" + be64(gen) + key    applied KV state: revision.Meta + value
 //	"e" + be64(gen) + ...    applied TTL leases and their keys (lease.go)
-//	"r" + be64(gen) + ...    store and compaction revisions, and the history
-//	                         of past values by key and by revision
-//	                         (revision.go, history.go, compact.go)
+//	"r" + be64(gen) + ...    store and compaction revisions, and the history:
+//	                         past values by revision, an index of them by key
+//	                         (revision.go, history.go, compact.go, migrate.go)
+//
+// Pebble tables end at the boundaries of these groups (spans.go), so that
+// the groups whose keys only grow (the log, the history's values) are not
+// rewritten with the others at every compaction.
 //
 // The applied KV state lives under a generation number so that a snapshot
 // received from the leader can be written in bounded pieces under a fresh

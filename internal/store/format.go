@@ -18,13 +18,20 @@ import (
 // entries' meaning, and adds commands (transaction operations on ranges,
 // nested transactions, put options) that a format-2 member would refuse
 // where a format-3 member applies them. A format-2 directory holds none of
-// them, so Open records format 3 in it and reads it as it is; the hello
-// keeps members of the two formats apart until all run format 3.
+// them. Format 4 keeps the log's meaning and stores the history another
+// way (history.go): each write's value once, by revision, with an index by
+// key. Open rewrites the history of a format-2 or format-3 directory so
+// (migrate.go) and records format 4 in it; the hello keeps members of
+// different formats apart until all run format 4.
 const (
 	// DataFormat is the format this build writes and reads: every key
-	// carries its revision.Meta, the store a dense revision, and the log
-	// may hold every command of this build.
-	DataFormat = 3
+	// carries its revision.Meta, the store a dense revision, the log may
+	// hold every command of this build, and the history keeps values by
+	// revision.
+	DataFormat = 4
+	// DataFormatValueByKey is the format whose history kept each value
+	// in its by-key record, migrated in place to DataFormat at Open.
+	DataFormatValueByKey = 3
 	// DataFormatRevisions is the first format with revisions, migrated in
 	// place to DataFormat at Open.
 	DataFormatRevisions = 2
@@ -64,8 +71,9 @@ func (e *FormatError) Is(target error) bool { return target == ErrDataFormat }
 
 // checkFormat is Open's first step: it refuses a directory of a format it
 // does not read, records DataFormat in a new one (synced, before anything
-// else is written to it), and in one of DataFormatRevisions (synced, before
-// anything of this build is written to it).
+// else is written to it), and migrates one of DataFormatRevisions or
+// DataFormatValueByKey, recording DataFormat in it (synced, before
+// anything else of this build is written to it).
 func (s *Store) checkFormat(dir string) error {
 	raw, ok, err := s.getRaw(keyFormat)
 	if err != nil {
@@ -76,7 +84,10 @@ func (s *Store) checkFormat(dir string) error {
 		switch {
 		case err != nil:
 			return fmt.Errorf("%w: data format: %w", ErrCorrupt, err)
-		case f == DataFormatRevisions:
+		case f == DataFormatRevisions || f == DataFormatValueByKey:
+			if err := s.migrateHistory(); err != nil {
+				return fmt.Errorf("store: open %s: migrate data format %d to %d: %w", dir, f, DataFormat, err)
+			}
 			return s.setSynced(keyFormat, encodeU64(DataFormat))
 		case f != DataFormat:
 			return &FormatError{Dir: dir, Found: f}

@@ -19,44 +19,104 @@ func untarFixture(t *testing.T) string {
 	return filepath.Join(fixture.Untar(t, "testdata/format1-datadir.tar.gz"), "data")
 }
 
-// TestOpenMigratesTheRevisionsFormat: a data directory of format 2,
-// written by the previous build, opens: its format becomes 3 and its keys,
-// their metadata and their history read as that build wrote them.
-func TestOpenMigratesTheRevisionsFormat(t *testing.T) {
-	dir := filepath.Join(fixture.Untar(t, "testdata/format2-datadir.tar.gz"), "data")
-	for range 2 { // the second Open finds format 3
-		s, err := Open(dir, Options{})
-		if err != nil {
-			t.Fatalf("Open of a format-2 directory: %v", err)
-		}
-		if raw, ok, err := s.getRaw(keyFormat); err != nil || !ok || string(raw) != string(encodeU64(DataFormat)) {
-			t.Fatalf("format key = %x, %v, %v; want %d", raw, ok, err, DataFormat)
-		}
-		got := map[string]string{}
-		if _, _, err := s.Scan(nil, nil, func(k, v []byte, m revision.Meta) bool {
-			got[string(k)] = fmt.Sprintf("%s c%d m%d v%d lease=%t", v, m.Create, m.Mod, m.Version, m.Lease != 0)
-			return true
-		}); err != nil {
-			t.Fatal(err)
-		}
-		want := map[string]string{
+// TestOpenMigratesOlderFormats: a data directory of format 2 or 3,
+// written by an older build, opens: its format becomes DataFormat and its
+// keys, their metadata, their history (reads at past revisions, changes
+// with their previous values) read as that build wrote them, those kept
+// at a compaction included. A migration begun again (a crash before the
+// format was recorded) finds the history rewritten and leaves it so.
+func TestOpenMigratesOlderFormats(t *testing.T) {
+	for _, tc := range []struct {
+		fixture string
+		keys    map[string]string
+		rev     uint64
+		at      map[uint64][]string // reads at past revisions
+		from    uint64              // changes from
+		changes []string
+	}{{
+		fixture: "testdata/format2-datadir.tar.gz",
+		keys: map[string]string{
 			"alpha":     "three c5 m5 v1 lease=false",
 			"beta":      "two-again c2 m3 v2 lease=false",
 			"svc/node1": "10.0.0.1 c6 m6 v1 lease=true",
-		}
-		if !maps.Equal(got, want) || s.Revision() != 6 {
-			t.Fatalf("keys %v at revision %d; want %v at 6", got, s.Revision(), want)
-		}
-		var at2 []string
-		if _, err := s.RangeAt(nil, nil, 2, func(k, v []byte, _ revision.Meta) bool {
-			at2 = append(at2, string(k)+"="+string(v))
+		},
+		rev:     6,
+		at:      map[uint64][]string{2: {"alpha=one", "beta=two"}, 4: {"beta=two-again"}},
+		from:    3,
+		changes: []string{"3 put beta=two-again prev=two", "4 del alpha prev=one", "5 put alpha=three", "6 put svc/node1=10.0.0.1"},
+	}, {
+		fixture: "testdata/format3-datadir.tar.gz",
+		keys: map[string]string{
+			"alpha":     "three c5 m5 v1 lease=false",
+			"beta":      "two-thrice c2 m7 v3 lease=false",
+			"svc/node1": "10.0.0.1 c6 m6 v1 lease=true",
+			"x":         "1 c8 m8 v1 lease=false",
+			"y":         "2 c8 m8 v1 lease=false",
+		},
+		rev: 8, // a transaction's two writes
+		at: map[uint64][]string{
+			3: {"alpha=one", "beta=two-again"}, // kept at the compaction (3)
+			5: {"alpha=three", "beta=two-again"},
+		},
+		from:    4,
+		changes: []string{"4 del alpha prev=one", "5 put alpha=three", "6 put svc/node1=10.0.0.1", "7 put beta=two-thrice prev=two-again", "8 put x=1", "8 put y=2"},
+	}} {
+		t.Run(filepath.Base(tc.fixture), func(t *testing.T) {
+			dir := filepath.Join(fixture.Untar(t, tc.fixture), "data")
+			for round := range 3 { // 1: a migration begun again; 2: format 4
+				s, err := Open(dir, Options{})
+				if err != nil {
+					t.Fatalf("Open %d: %v", round, err)
+				}
+				if raw, ok, err := s.getRaw(keyFormat); err != nil || !ok || string(raw) != string(encodeU64(DataFormat)) {
+					t.Fatalf("format key = %x, %v, %v; want %d", raw, ok, err, DataFormat)
+				}
+				checkMigrated(t, s, tc.keys, tc.rev, tc.at, tc.from, tc.changes)
+				if round == 0 {
+					err = s.setSynced(keyFormat, encodeU64(DataFormatValueByKey))
+				}
+				if err := errors.Join(err, s.Close()); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func checkMigrated(t *testing.T, s *Store, keys map[string]string, rev uint64, at map[uint64][]string, from uint64, changes []string) {
+	t.Helper()
+	got := map[string]string{}
+	if _, _, err := s.Scan(nil, nil, func(k, v []byte, m revision.Meta) bool {
+		got[string(k)] = fmt.Sprintf("%s c%d m%d v%d lease=%t", v, m.Create, m.Mod, m.Version, m.Lease != 0)
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(got, keys) || s.Revision() != rev {
+		t.Fatalf("keys %v at revision %d; want %v at %d", got, s.Revision(), keys, rev)
+	}
+	for r, want := range at {
+		var kvs []string
+		if _, err := s.RangeAt(nil, nil, r, func(k, v []byte, _ revision.Meta) bool {
+			kvs = append(kvs, string(k)+"="+string(v))
 			return true
-		}); err != nil || !slices.Equal(at2, []string{"alpha=one", "beta=two"}) {
-			t.Fatalf("at revision 2: %v, %v; want [alpha=one beta=two]", at2, err)
+		}); err != nil || !slices.Equal(kvs, want) {
+			t.Fatalf("at revision %d: %v, %v; want %v", r, kvs, err, want)
 		}
-		if err := s.Close(); err != nil {
-			t.Fatal(err)
+	}
+	var evs []string
+	if _, err := s.Changes(from, func(ev Change) bool {
+		e := fmt.Sprintf("%d put %s=%s", ev.Meta.Mod, ev.Key, ev.Value)
+		if ev.Deleted {
+			e = fmt.Sprintf("%d del %s", ev.Meta.Mod, ev.Key)
 		}
+		if ev.HasPrev {
+			e += " prev=" + string(ev.PrevValue)
+		}
+		evs = append(evs, e)
+		return true
+	}); err != nil || !slices.Equal(evs, changes) {
+		t.Fatalf("changes from %d: %q, %v; want %q", from, evs, err, changes)
 	}
 }
 
@@ -74,7 +134,7 @@ func TestOpenRefusesDataOfAnOlderBuild(t *testing.T) {
 	if !errors.Is(err, ErrDataFormat) || !errors.As(err, &fe) || fe.Found != DataFormatNoRevisions {
 		t.Fatalf("err = %v; want a FormatError of format %d", err, DataFormatNoRevisions)
 	}
-	for _, want := range []string{dir, "older kvd (data format 1)", "needs format 3", "kvctl snapshot save", "kvd --restore", "docs/upgrading.md"} {
+	for _, want := range []string{dir, "older kvd (data format 1)", fmt.Sprintf("needs format %d", DataFormat), "kvctl snapshot save", "kvd --restore", "docs/upgrading.md"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("message %q lacks %q", err, want)
 		}
@@ -115,7 +175,7 @@ func TestOpenRecordsTheDataFormat(t *testing.T) {
 		s.Close()
 		t.Fatal("Open took a directory of a newer data format")
 	}
-	if !errors.Is(err, ErrDataFormat) || !strings.Contains(err.Error(), "written by a newer kvd (data format 4)") {
+	if !errors.Is(err, ErrDataFormat) || !strings.Contains(err.Error(), fmt.Sprintf("written by a newer kvd (data format %d)", DataFormat+1)) {
 		t.Fatalf("err = %v; want a newer-format refusal", err)
 	}
 }

@@ -9,8 +9,14 @@ import (
 	"github.com/kvd-project/kvd/internal/revision"
 )
 
-// History keys (revision.go has the layout). A key-ordered record's user
-// key is escaped so that any bytes order correctly before the revision:
+// History keys (revision.go has the layout). Each write is stored once,
+// with its value, in a record keyed by its revision: the keys of new
+// writes only ever grow, so Pebble flushes them and moves them down the
+// levels without rewriting them. A small index entry per write, keyed by
+// key and revision, finds a key's write at or below any revision with one
+// seek and then one point read, however many versions the key has.
+//
+// An index entry's user key is escaped so that any bytes order correctly before the revision:
 // 0x00 becomes 0x00 0xff and the key ends with 0x00 0x01, which sorts
 // below every continuation of the key (a byte above 0x00, or an escaped
 // 0x00). So the records of one key are contiguous, the keys are in user
@@ -29,14 +35,19 @@ const (
 	orderFixed = 8 + 4 // be64(rev) + be32(seq)
 )
 
-// Record flags: the first byte of a history record's value.
+// Record flags: the first byte of a by-revision record's value and of
+// an index entry.
 const (
 	histPut       = 0
 	histTombstone = 1
 )
 
-// histMin is a history value's least length: flags + Meta.
+// histMin is a by-revision record value's least length: flags + Meta.
 const histMin = 1 + revision.Size
+
+// indexSize is an index entry's value: flags + be32(seq), the rest of the
+// key of the by-revision record that holds the write.
+const indexSize = 1 + 4
 
 // appendEscaped appends k escaped, without its terminator.
 func appendEscaped(dst, k []byte) []byte {
@@ -107,7 +118,7 @@ func splitOrderKey(k []byte) (rev uint64, seq uint32, key []byte, ok bool) {
 	return binary.BigEndian.Uint64(k), binary.BigEndian.Uint32(k[8:]), k[orderFixed:], true
 }
 
-// appendHistValue appends a history record's value.
+// appendHistValue appends a by-revision record's value.
 func appendHistValue(dst []byte, m revision.Meta, value []byte, deleted bool) []byte {
 	if deleted {
 		return m.Append(append(dst, histTombstone))
@@ -115,7 +126,7 @@ func appendHistValue(dst []byte, m revision.Meta, value []byte, deleted bool) []
 	return append(m.Append(append(dst, histPut)), value...)
 }
 
-// decodeHistValue splits a history record's value; value aliases raw.
+// decodeHistValue splits a by-revision record's value; value aliases raw.
 func decodeHistValue(raw []byte) (m revision.Meta, value []byte, deleted bool, err error) {
 	if len(raw) < histMin || raw[0] > histTombstone || (raw[0] == histTombstone && len(raw) != histMin) {
 		return revision.Meta{}, nil, false, fmt.Errorf("%w: history record of %d bytes", ErrCorrupt, len(raw))
@@ -124,12 +135,30 @@ func decodeHistValue(raw []byte) (m revision.Meta, value []byte, deleted bool, e
 	return m, raw[histMin:], raw[0] == histTombstone, nil
 }
 
+// appendIndexValue appends an index entry's value.
+func appendIndexValue(dst []byte, seq uint32, deleted bool) []byte {
+	flags := byte(histPut)
+	if deleted {
+		flags = histTombstone
+	}
+	return binary.BigEndian.AppendUint32(append(dst, flags), seq)
+}
+
+// decodeIndexValue splits an index entry's value.
+func decodeIndexValue(raw []byte) (seq uint32, deleted bool, err error) {
+	if len(raw) != indexSize || raw[0] > histTombstone {
+		return 0, false, fmt.Errorf("%w: history index entry of %d bytes", ErrCorrupt, len(raw))
+	}
+	return binary.BigEndian.Uint32(raw[1:]), raw[0] == histTombstone, nil
+}
+
 // RecordHistory records a write of key at revision m.Mod: its value and
 // Meta, or (deleted) a tombstone, whose m.Mod is the delete's revision.
 // A revision may write several keys (a transaction's, a range delete's)
 // and each key at most once; their order is the order of these calls,
-// which is the order Changes gives them in. The record goes in the
-// Update's batch. m.Mod must be above the compaction revision.
+// which is the order Changes gives them in. The records go in the
+// Update's batch: the write itself, by revision, and its index entry, by
+// key. m.Mod must be above the compaction revision.
 func (u *Update) RecordHistory(key, value []byte, m revision.Meta, deleted bool) error {
 	r := u.revs()
 	switch {
@@ -144,10 +173,11 @@ func (u *Update) RecordHistory(key, value []byte, m revision.Meta, deleted bool)
 	seq := r.seq
 	r.seq++
 	r.kbuf = appendHistKey(r.kbuf[:0], u.gen, key, m.Mod)
-	r.vbuf = appendHistValue(r.vbuf[:0], m, value, deleted)
+	r.vbuf = appendIndexValue(r.vbuf[:0], seq, deleted)
 	if err := u.b.Set(r.kbuf, r.vbuf, nil); err != nil {
 		return err
 	}
 	r.kbuf = appendOrderKey(r.kbuf[:0], u.gen, m.Mod, seq, key)
-	return u.b.Set(r.kbuf, nil, nil)
+	r.vbuf = appendHistValue(r.vbuf[:0], m, value, deleted)
+	return u.b.Set(r.kbuf, r.vbuf, nil)
 }

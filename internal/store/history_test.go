@@ -384,23 +384,30 @@ func TestCompactionDeletesWhatNoReadNeeds(t *testing.T) {
 		}
 		checkRangeAt(t, s, hm, c)
 		checkChanges(t, s, hm, c+1)
-		hist, order := 0, 0
-		for _, ev := range hm.events {
-			if ev.entry.m.Mod > c {
-				hist++
-				order++
-			}
-		}
-		for _, e := range hm.state(c) {
-			if e.m.Mod <= c {
-				hist++
-			}
-		}
 		// A key deleted at or below c and not written since: no record.
-		if n := revRecords(t, s); n[revHistory] != hist || n[revOrder] != order {
-			t.Fatalf("compacted at %d: %d history and %d revision-order records, want %d and %d", c, n[revHistory], n[revOrder], hist, order)
+		// Every write kept has its index entry and its by-revision record.
+		hist := keptWrites(hm, c)
+		if n := revRecords(t, s); n[revHistory] != hist || n[revOrder] != hist {
+			t.Fatalf("compacted at %d: %d index entries and %d by-revision records, want %d of each", c, n[revHistory], n[revOrder], hist)
 		}
 	}
+}
+
+// keptWrites is the number of writes a history compacted at c keeps: those
+// above c, and each key's last at or below c unless it deleted the key.
+func keptWrites(hm *histModel, c uint64) int {
+	n := 0
+	for _, ev := range hm.events {
+		if ev.entry.m.Mod > c {
+			n++
+		}
+	}
+	for _, e := range hm.state(c) {
+		if e.m.Mod <= c {
+			n++
+		}
+	}
+	return n
 }
 
 // TestRevisionsSurviveReopen: the store and compaction revisions and the
@@ -423,16 +430,12 @@ func TestRevisionsSurviveReopen(t *testing.T) {
 	if s.Revision() != 100 || s.CompactRevision() != 60 {
 		t.Fatalf("reopened at revision %d, compacted at %d; want 100, 60", s.Revision(), s.CompactRevision())
 	}
-	above := 0
-	for _, ev := range hm.events {
-		if ev.entry.m.Mod > 60 {
-			above++
-		}
-	}
+	kept := keptWrites(hm, 60)
 	wait.For(t, "the reopened store's compactor to finish", func() bool {
 		s.rs.comp.mu.Lock() // a batch is whole or not begun
 		defer s.rs.comp.mu.Unlock()
-		return revRecords(t, s)[revOrder] == above
+		n := revRecords(t, s)
+		return n[revOrder] == kept && n[revHistory] == kept
 	})
 	checkRangeAt(t, s, hm, 60)
 	checkChanges(t, s, hm, 61)

@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -43,7 +44,7 @@ func (s *Store) RangeAt(start, end []byte, rev uint64, fn func(key, value []byte
 		return 0, err
 	}
 	defer it.Close()
-	return atRev, walkAt(it, atRev, fn)
+	return atRev, walkAt(it, snap, gen, atRev, fn)
 }
 
 // revView opens a point-in-time view of the current generation.
@@ -53,45 +54,71 @@ func (s *Store) revView() (*pebble.Snapshot, uint64) {
 	return s.db.NewSnapshot(), s.gen
 }
 
-// walkAt calls fn with each key's newest record at or below rev, in key
-// order, leaving out tombstones. Per key it costs one seek past the
-// records newer than rev, and one past the older ones when there are any.
-func walkAt(it *pebble.Iterator, rev uint64, fn func(key, value []byte, m revision.Meta) bool) error {
-	var seek, key []byte
-	ok := it.First()
-	for ok {
+// walkAt calls fn with each key's newest write at or below rev, in key
+// order, leaving out tombstones: it walks the index (it) and reads each
+// write it reports from r. Per key it costs one seek past the index
+// entries newer than rev, one past the older ones when there are any,
+// and one point read.
+func walkAt(it *pebble.Iterator, r pebble.Reader, gen, rev uint64, fn func(key, value []byte, m revision.Meta) bool) error {
+	var seek, key, ok []byte
+	valid := it.First()
+	for valid {
 		k := it.Key()
-		esc, r, valid := splitHistKey(k[revKeyHeader+1:])
-		if !valid {
+		esc, at, wellFormed := splitHistKey(k[revKeyHeader+1:])
+		if !wellFormed {
 			return fmt.Errorf("%w: history key %x", ErrCorrupt, k)
 		}
 		group := k[:len(k)-8] // prefix + esc + terminator
-		if r > rev {
+		if at > rev {
 			seek = binary.BigEndian.AppendUint64(append(seek[:0], group...), ^rev)
-			ok = it.SeekGE(seek)
+			valid = it.SeekGE(seek)
 			continue
 		}
-		m, v, deleted, err := decodeHistValue(it.Value())
+		seq, deleted, err := decodeIndexValue(it.Value())
 		if err != nil {
 			return err
 		}
 		if !deleted {
-			if key, valid = unescape(key[:0], esc); !valid {
+			if key, wellFormed = unescape(key[:0], esc); !wellFormed {
 				return fmt.Errorf("%w: history key %x", ErrCorrupt, k)
 			}
-			if !fn(key, v, m) {
-				return it.Error()
+			ok = appendOrderKey(ok[:0], gen, at, seq, key)
+			more, err := readWrite(r, ok, func(m revision.Meta, v []byte) bool { return fn(key, v, m) })
+			if err != nil || !more {
+				return errors.Join(err, it.Error())
 			}
 		}
-		// The next record is usually the next key's; seek only when this
-		// key has older records.
+		// The next entry is usually the next key's; seek only when this
+		// key has older entries.
 		seek = append(seek[:0], group...)
-		if ok = it.Next(); ok && bytes.HasPrefix(it.Key(), seek) {
+		if valid = it.Next(); valid && bytes.HasPrefix(it.Key(), seek) {
 			seek[len(seek)-1] = escAfter
-			ok = it.SeekGE(seek)
+			valid = it.SeekGE(seek)
 		}
 	}
 	return it.Error()
+}
+
+// readWrite reads the by-revision record ok that an index entry names (a
+// put, not a tombstone) and calls fn with its Meta and value, which are
+// valid only during the call; more is fn's answer.
+func readWrite(r pebble.Reader, ok []byte, fn func(m revision.Meta, value []byte) bool) (more bool, err error) {
+	raw, c, err := r.Get(ok)
+	switch {
+	case errors.Is(err, pebble.ErrNotFound):
+		return false, fmt.Errorf("%w: no history record %x for its index entry", ErrCorrupt, ok)
+	case err != nil:
+		return false, err
+	}
+	defer c.Close()
+	m, v, deleted, err := decodeHistValue(raw)
+	if err != nil {
+		return false, err
+	}
+	if deleted {
+		return false, fmt.Errorf("%w: history record %x is a tombstone, its index entry a put", ErrCorrupt, ok)
+	}
+	return fn(m, v), nil
 }
 
 // Change is one write as Changes reports it.
@@ -139,51 +166,56 @@ func (s *Store) Changes(from uint64, fn func(ev Change) bool) (atRev uint64, err
 		return 0, err
 	}
 	defer hit.Close()
-	var hk, vbuf []byte
+	var hk, pk []byte
 	for ok := wit.First(); ok; ok = wit.Next() {
 		rev, _, key, valid := splitOrderKey(wit.Key()[revKeyHeader+1:])
 		if !valid {
-			return 0, fmt.Errorf("%w: revision-order key %x", ErrCorrupt, wit.Key())
+			return 0, fmt.Errorf("%w: history key %x", ErrCorrupt, wit.Key())
 		}
+		var ev Change
+		if ev.Meta, ev.Value, ev.Deleted, err = decodeHistValue(wit.Value()); err != nil {
+			return 0, err
+		}
+		if ev.Deleted {
+			ev.Value = nil
+		}
+		ev.Key = key
 		hk = appendHistKey(hk[:0], gen, key, rev)
-		ev, err := changeAt(hit, hk, &vbuf)
+		more, err := withPrev(snap, hit, gen, hk, &pk, ev, fn)
 		if err != nil {
 			return 0, err
 		}
-		ev.Key = key
-		if !fn(ev) {
+		if !more {
 			break
 		}
 	}
 	return cur, wit.Error()
 }
 
-// changeAt reads the history record hk and the one before it of the same
-// key (the next in key order: revisions are inverted). The value is
-// copied to *buf: the iterator moves on to the previous record.
-func changeAt(hit *pebble.Iterator, hk []byte, buf *[]byte) (Change, error) {
+// withPrev completes ev with the key's write before it, found through the
+// index (hk is ev's own index entry, the next one in key order is the
+// previous write's: revisions are inverted), and calls fn with it.
+func withPrev(r pebble.Reader, hit *pebble.Iterator, gen uint64, hk []byte, pk *[]byte, ev Change, fn func(ev Change) bool) (bool, error) {
 	if !hit.SeekGE(hk) || !bytes.Equal(hit.Key(), hk) {
-		return Change{}, fmt.Errorf("%w: no history record %x for its revision-order record", ErrCorrupt, hk)
+		return false, errors.Join(hit.Error(), fmt.Errorf("%w: no index entry %x for its history record", ErrCorrupt, hk))
 	}
-	var ev Change
-	var err error
-	if ev.Meta, ev.Value, ev.Deleted, err = decodeHistValue(hit.Value()); err != nil {
-		return Change{}, err
+	group := hk[:len(hk)-8]
+	if !hit.Next() || !bytes.HasPrefix(hit.Key(), group) {
+		return fn(ev), hit.Error() // the key's first write since it was compacted
 	}
-	if ev.Deleted {
-		ev.Value = nil
-	} else {
-		*buf = append((*buf)[:0], ev.Value...)
-		ev.Value = *buf
+	_, prev, valid := splitHistKey(hit.Key()[revKeyHeader+1:])
+	seq, deleted, err := decodeIndexValue(hit.Value())
+	switch {
+	case !valid:
+		return false, fmt.Errorf("%w: history key %x", ErrCorrupt, hit.Key())
+	case err != nil:
+		return false, err
+	case deleted:
+		return fn(ev), nil
 	}
-	if hit.Next() && bytes.HasPrefix(hit.Key(), hk[:len(hk)-8]) {
-		m, v, deleted, err := decodeHistValue(hit.Value())
-		if err != nil {
-			return Change{}, err
-		}
-		if !deleted {
-			ev.PrevValue, ev.PrevMeta, ev.HasPrev = v, m, true
-		}
-	}
-	return ev, hit.Error()
+	*pk = appendOrderKey((*pk)[:0], gen, prev, seq, ev.Key)
+	return readWrite(r, *pk, func(m revision.Meta, v []byte) bool {
+		ev.PrevValue, ev.PrevMeta, ev.HasPrev = v, m, true
+		return fn(ev)
+	})
 }

@@ -141,12 +141,13 @@ func (h *restoredHistory) add(st *Staged, key, value []byte, m revision.Meta) er
 	seq := h.seq[m.Mod]
 	h.seq[m.Mod] = seq + 1
 	h.key = appendHistKey(h.key[:0], 0, key, m.Mod)
-	h.val = appendHistValue(h.val[:0], m, value, false)
+	h.val = appendIndexValue(h.val[:0], seq, false)
 	if err := st.AddRevision(h.key[revKeyHeader:], h.val); err != nil {
 		return err
 	}
 	h.key = appendOrderKey(h.key[:0], 0, m.Mod, seq, key)
-	return st.AddRevision(h.key[revKeyHeader:], nil)
+	h.val = appendHistValue(h.val[:0], m, value, false)
+	return st.AddRevision(h.key[revKeyHeader:], h.val)
 }
 
 // restoreRevisions makes the restored state the one at the backup's

@@ -20,12 +20,15 @@ import (
 //	"r" + be64(gen) + 'c'      compaction revision: le64
 //	"r" + be64(gen) + 'd'      physical compaction's cursor (compact.go):
 //	                           le64 pass + state + history key to resume at
-//	"r" + be64(gen) + 'h' + esc(key) + 0x00 0x01 + be64(^rev)
-//	                           history, by key, newest first: a flags byte
-//	                           (1: tombstone) + revision.Meta + value
 //	"r" + be64(gen) + 'w' + be64(rev) + be32(seq) + key
-//	                           the same writes in revision order (seq: the
-//	                           write's place in its revision), empty value
+//	                           history, in revision order (seq: the write's
+//	                           place in its revision): a flags byte
+//	                           (1: tombstone) + revision.Meta + value
+//	"r" + be64(gen) + 'h' + esc(key) + 0x00 0x01 + be64(^rev)
+//	                           index of the history by key, newest first:
+//	                           the flags byte + be32(seq) (data format 4;
+//	                           formats 2 and 3 kept the value here and
+//	                           nothing in the 'w' record, format.go)
 const prefixRev = 'r'
 
 // Kinds of record in a generation's revision space.

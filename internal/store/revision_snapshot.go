@@ -38,8 +38,7 @@ func validRevisionRecord(key, raw []byte) bool {
 	case revCursor:
 		return len(body) == 0 && validCursor(raw)
 	case revOrder:
-		_, _, _, ok := splitOrderKey(body)
-		return ok && len(raw) == 0
+		return validOrderRecord(body, raw)
 	case revHistory:
 		return validHistRecord(body, raw)
 	}
@@ -57,19 +56,28 @@ func validCursor(raw []byte) bool {
 	return ok && len(esc) > 0 && validEscape(esc)
 }
 
-// validHistRecord reports whether a history record (after its kind byte)
-// is well formed: an escaped non-empty key, and a value whose Meta names
-// the record's revision.
+// validHistRecord reports whether a history index entry (after its kind
+// byte) is well formed: an escaped non-empty key, a revision, and a value
+// naming a by-revision record.
 func validHistRecord(body, raw []byte) bool {
 	esc, rev, ok := splitHistKey(body)
-	if !ok || len(esc) == 0 {
+	if !ok || len(esc) == 0 || rev == 0 || !validEscape(esc) {
 		return false
 	}
-	if !validEscape(esc) {
+	_, _, err := decodeIndexValue(raw)
+	return err == nil
+}
+
+// validOrderRecord reports whether a by-revision history record (after
+// its kind byte) is well formed: a non-empty key, and a value whose Meta
+// names the record's revision.
+func validOrderRecord(body, raw []byte) bool {
+	rev, _, _, ok := splitOrderKey(body)
+	if !ok || rev == 0 {
 		return false
 	}
 	m, _, _, err := decodeHistValue(raw)
-	return err == nil && m.Mod == rev && rev != 0
+	return err == nil && m.Mod == rev
 }
 
 // validEscape reports whether esc is a well-formed escaped key (without

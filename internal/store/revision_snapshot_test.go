@@ -94,6 +94,8 @@ func TestAddRevisionRefusesMalformedRecords(t *testing.T) {
 	m := revision.Meta{Create: 3, Mod: 5, Version: 2}
 	hk := func(key string, rev uint64) []byte { return appendHistKey(nil, 0, []byte(key), rev)[revKeyHeader:] }
 	ok := appendHistValue(nil, m, []byte("v"), false)
+	ow := func(key string, rev uint64) []byte { return appendOrderKey(nil, 0, rev, 0, []byte(key))[revKeyHeader:] }
+	idx := appendIndexValue(nil, 3, false)
 	for _, tc := range []struct {
 		name     string
 		key, raw []byte
@@ -110,18 +112,23 @@ func TestAddRevisionRefusesMalformedRecords(t *testing.T) {
 		{"cursor at no key", []byte{revCursor}, compactCursor{pass: 6, resume: []byte("a")}.encode(), false},
 		{"cursor in an unknown state", []byte{revCursor}, compactCursor{pass: 6, state: 7, resume: hk("a", 3)[1:]}.encode(), false},
 		{"cursor of 8 bytes", []byte{revCursor}, encodeU64(6), false},
-		{"history", hk("a\x00b", 5), ok, true},
-		{"tombstone", hk("a", 5), appendHistValue(nil, m, nil, true), true},
-		{"tombstone with a value", hk("a", 5), append(appendHistValue(nil, m, nil, true), 'x'), false},
-		{"history at another revision than its Meta", hk("a", 6), ok, false},
-		{"history of the empty key", hk("", 5), ok, false},
-		{"unescaped 0x00", append([]byte{revHistory, 'a', 0, 'b'}, hk("", 5)[1:]...), ok, false},
-		{"no terminator", hk("a", 5)[:len(hk("a", 5))-9], ok, false},
-		{"bad flags", hk("a", 5), append([]byte{7}, ok[1:]...), false},
-		{"short history value", hk("a", 5), ok[:10], false},
-		{"revision order", appendOrderKey(nil, 0, 5, 0, []byte("k"))[revKeyHeader:], nil, true},
-		{"revision order with a value", appendOrderKey(nil, 0, 5, 0, []byte("k"))[revKeyHeader:], []byte("x"), false},
-		{"revision order without a key", appendOrderKey(nil, 0, 5, 0, nil)[revKeyHeader:], nil, false},
+		{"index entry", hk("a\x00b", 5), idx, true},
+		{"index entry of a tombstone", hk("a", 5), appendIndexValue(nil, 0, true), true},
+		{"index entry with a value", hk("a", 5), ok, false},
+		{"index entry at revision 0", hk("a", 0), idx, false},
+		{"index entry of the empty key", hk("", 5), idx, false},
+		{"unescaped 0x00", append([]byte{revHistory, 'a', 0, 'b'}, hk("", 5)[1:]...), idx, false},
+		{"no terminator", hk("a", 5)[:len(hk("a", 5))-9], idx, false},
+		{"index entry with bad flags", hk("a", 5), append([]byte{7}, idx[1:]...), false},
+		{"short index entry", hk("a", 5), idx[:3], false},
+		{"history", ow("k", 5), ok, true},
+		{"tombstone", ow("k", 5), appendHistValue(nil, m, nil, true), true},
+		{"tombstone with a value", ow("k", 5), append(appendHistValue(nil, m, nil, true), 'x'), false},
+		{"history at another revision than its Meta", ow("k", 6), ok, false},
+		{"history without a value", ow("k", 5), nil, false},
+		{"bad flags", ow("k", 5), append([]byte{7}, ok[1:]...), false},
+		{"short history value", ow("k", 5), ok[:10], false},
+		{"history without a key", ow("", 5), ok, false},
 		{"unknown kind", []byte{'z'}, nil, false},
 		{"empty", nil, nil, false},
 	} {
@@ -140,8 +147,8 @@ func TestAddRevisionRefusesMalformedRecords(t *testing.T) {
 // decode without error, and a history key re-encodes to itself.
 func FuzzRevisionRecord(f *testing.F) {
 	m := revision.Meta{Create: 3, Mod: 5, Version: 2}
-	f.Add(appendHistKey(nil, 0, []byte("a\x00b"), 5)[revKeyHeader:], appendHistValue(nil, m, []byte("v"), false))
-	f.Add(appendOrderKey(nil, 0, 5, 0, []byte("k"))[revKeyHeader:], []byte(nil))
+	f.Add(appendHistKey(nil, 0, []byte("a\x00b"), 5)[revKeyHeader:], appendIndexValue(nil, 2, false))
+	f.Add(appendOrderKey(nil, 0, 5, 0, []byte("k"))[revKeyHeader:], appendHistValue(nil, m, []byte("v"), false))
 	f.Add([]byte{revCursor}, compactCursor{pass: 6, state: cursorInGroup, resume: []byte("a\x00\x01\x00\x00\x00\x00\x00\x00\x00\x03")}.encode())
 	f.Add([]byte{revRevision}, encodeU64(6))
 	f.Fuzz(func(t *testing.T, key, raw []byte) {
@@ -151,6 +158,11 @@ func FuzzRevisionRecord(f *testing.F) {
 		if key[0] == revCursor {
 			if c, _ := decodeCursor(raw); !bytes.Equal(c.encode(), raw) {
 				t.Fatalf("cursor %x re-encodes as %x", raw, c.encode())
+			}
+		}
+		if key[0] == revOrder {
+			if _, _, _, err := decodeHistValue(raw); err != nil {
+				t.Fatal(err)
 			}
 		}
 		if key[0] != revHistory {
@@ -167,7 +179,7 @@ func FuzzRevisionRecord(f *testing.F) {
 		if back := appendHistKey(nil, 0, k, rev)[revKeyHeader:]; !bytes.Equal(back, key) {
 			t.Fatalf("history key %x re-encodes as %x", key, back)
 		}
-		if _, _, _, err := decodeHistValue(raw); err != nil {
+		if _, _, err := decodeIndexValue(raw); err != nil {
 			t.Fatal(err)
 		}
 	})

@@ -103,6 +103,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		EventListener: eventListener(log, fault),
 	}
 	pebbletune.Apply(po, opts.MemTableSize)
+	po.Experimental.SpanPolicyFunc = tableRegionEnd
 	po.WithFSDefaults() // disk health checks: DiskSlow events
 	var db *pebble.DB
 	err, _ := fault.guard(func() (err error) {

@@ -77,8 +77,8 @@ func (s *syncBuffer) String() string {
 }
 
 // TestServeRefusesAnotherDataFormat: a member of this cluster whose hello
-// names another data format (none: the build before revisions; the
-// previous build's; or a newer one)
+// names another data format (none: the build before revisions; one of
+// the older builds'; or a newer one)
 // is refused before its session is served, counted under data_format, and
 // logged naming both formats and the way forward; one of this node's
 // format is admitted.
@@ -89,9 +89,10 @@ func TestServeRefusesAnotherDataFormat(t *testing.T) {
 		format uint16
 		want   string
 	}{
-		{0, "node 2 runs data format 1 (an older kvd); this node runs data format 3: every member of a cluster must run one format: stop every member"},
-		{store.DataFormatRevisions, "node 2 runs data format 2 (an older kvd); this node runs data format 3: every member of a cluster must run one format: upgrade each member to the newer kvd, which migrates its data directory at start"},
-		{store.DataFormat + 1, "node 2 runs data format 4 (a newer kvd); this node runs data format 3: every member of a cluster must run one format: upgrade each member"},
+		{0, "node 2 runs data format 1 (an older kvd); this node runs data format 4: every member of a cluster must run one format: stop every member"},
+		{store.DataFormatRevisions, "node 2 runs data format 2 (an older kvd); this node runs data format 4: every member of a cluster must run one format: upgrade each member to the newer kvd, which migrates its data directory at start"},
+		{store.DataFormatValueByKey, "node 2 runs data format 3 (an older kvd); this node runs data format 4: every member of a cluster must run one format: upgrade each member to the newer kvd, which migrates its data directory at start"},
+		{store.DataFormat + 1, "node 2 runs data format 5 (a newer kvd); this node runs data format 4: every member of a cluster must run one format: upgrade each member"},
 	} {
 		before := refusedCount(t, s, RefuseDataFormat)
 		conn := &peerConn{}
