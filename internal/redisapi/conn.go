@@ -27,10 +27,10 @@ type conn struct {
 	db     int
 	closed bool // QUIT: close after the reply
 
-	multi     bool
-	multiErr  bool       // a command failed to queue: EXEC aborts
-	queue     [][][]byte // commands queued by MULTI
-	watched   map[string]uint64
+	multi    bool
+	multiErr bool       // a command failed to queue: EXEC aborts
+	queue    [][][]byte // commands queued by MULTI
+	watched  map[string]uint64
 }
 
 func (s *Server) newConn(nc net.Conn) *conn {
