@@ -2,8 +2,8 @@ package redisapi_test
 
 import (
 	"bufio"
-	"io"
 	"fmt"
+	"io"
 	"net"
 	"strconv"
 	"strings"
@@ -13,6 +13,7 @@ import (
 	"github.com/kvd-project/kvd/client"
 	"github.com/kvd-project/kvd/internal/kvdtest"
 	"github.com/kvd-project/kvd/internal/redisapi"
+	"github.com/kvd-project/kvd/internal/resp"
 )
 
 // env is a kvd cluster with the Redis protocol served in front of it.
@@ -174,3 +175,5 @@ func (c *rconn) run(steps []step) {
 		}
 	}
 }
+
+func respLimits(args, inline int) resp.Limits { return resp.Limits{MaxArgs: args, MaxInline: inline} }

@@ -18,6 +18,7 @@ func runMulti(c *conn, _ [][]byte) reply {
 // endMulti leaves MULTI and forgets the watched keys (EXEC, DISCARD).
 func (c *conn) endMulti() {
 	c.multi, c.multiErr, c.queue = false, false, nil
+	c.watched = nil
 }
 
 // runExec runs the queued commands as one kvd transaction: they are
@@ -98,5 +99,6 @@ func runWatch(c *conn, args [][]byte) reply {
 }
 
 func runUnwatch(c *conn, _ [][]byte) reply {
+	c.watched = nil
 	return ok
 }
