@@ -36,6 +36,9 @@ type Server struct {
 	served     atomic.Int64 // connections accepted since start
 	commands   atomic.Int64 // commands processed since start
 
+	qmu    sync.Mutex // guards queues
+	queues map[string]*keyQueue
+
 	mu        sync.Mutex
 	closed    bool
 	listeners map[net.Listener]struct{}
@@ -52,7 +55,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{
 		cfg: cfg, c: cfg.Client, m: newMetrics(), cursors: newCursors(cfg.MaxScanCursors), cmds: commandTable(), started: time.Now(),
-		listeners: map[net.Listener]struct{}{}, conns: map[*conn]struct{}{},
+		listeners: map[net.Listener]struct{}{}, conns: map[*conn]struct{}{}, queues: map[string]*keyQueue{},
 	}
 	if err := promreg.Register(cfg.Registerer, s.m.cs); err != nil {
 		return nil, fmt.Errorf("redisapi: metrics: %w", err)

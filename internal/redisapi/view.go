@@ -210,10 +210,14 @@ func (s *Server) runView(ctx context.Context, watched map[string]uint64, fn func
 	}
 }
 
-// runAlone runs one command outside MULTI through a view.
+// runAlone runs one command outside MULTI through a view: batched with
+// others of its key if it has one key (batch.go).
 func (c *conn) runAlone(cmd *command, args [][]byte) reply {
 	ctx, cancel := c.ctx()
 	defer cancel()
+	if cmd.first == 1 && cmd.last == 1 {
+		return c.s.runBatched(ctx, cmd, args)
+	}
 	r, _ := c.s.runView(ctx, nil, func(v *view) reply { return cmd.exec(v, args) })
 	return r
 }
