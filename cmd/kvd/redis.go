@@ -51,9 +51,6 @@ func checkRedisFlags(o *options) error {
 	case sharePort(o.redis.listen, o.cfg.Listen) || (o.metricsListen != "" && sharePort(o.redis.listen, o.metricsListen)):
 		return fmt.Errorf("--redis-listen %q shares a port with --listen or --metrics-listen", o.redis.listen)
 	}
-	if o.redis.cfg.IdleTimeout == 0 {
-		o.redis.cfg.IdleTimeout = -1 // never
-	}
 	return nil
 }
 
@@ -74,6 +71,9 @@ func startRedis(o *options, reg prometheus.Registerer, log *slog.Logger) (stop f
 	}
 	cfg := o.redis.cfg
 	cfg.Role, cfg.Logger, cfg.Registerer = "node", log, reg
+	if cfg.IdleTimeout == 0 {
+		cfg.IdleTimeout = -1 // never, as the flag says
+	}
 	stopServe, err := ServeRedis(c, l, cfg, log)
 	if err != nil {
 		c.Close()
