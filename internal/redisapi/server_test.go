@@ -16,6 +16,7 @@ import (
 
 	"github.com/kvd-project/kvd/client"
 	"github.com/kvd-project/kvd/internal/errs"
+	"github.com/kvd-project/kvd/internal/kvdtest"
 	"github.com/kvd-project/kvd/internal/redisapi"
 )
 
@@ -328,5 +329,71 @@ func TestConfigValidate(t *testing.T) {
 		if (err == nil) != tt.ok || (err != nil && !errors.Is(err, errs.ErrConfig)) {
 			t.Errorf("%s: %v", tt.name, err)
 		}
+	}
+}
+
+// TestIncrUnderLeaderFailureLosesNoAcknowledgedIncrement: 50 connections
+// increment one key while the leader is stopped. Every INCR answered with
+// a number was applied; one that failed as "may or may not have been
+// applied" might have been; the others were not. The final value must lie
+// between the acknowledged count and that plus the maybe-applied.
+func TestIncrUnderLeaderFailureLosesNoAcknowledgedIncrement(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a leader failure takes seconds to recover from")
+	}
+	e := start(t, 3, redisapi.Config{})
+	const conns, each = 50, 20
+	var mu sync.Mutex
+	acked, maybe, failed := 0, 0, 0
+	var wg sync.WaitGroup
+	started := make(chan struct{}, conns*each)
+	for range conns {
+		c := e.dial(t)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range each {
+				c.send("INCR", "ctr")
+				c.nc.SetReadDeadline(time.Now().Add(60 * time.Second))
+				r, err := c.readReply()
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				started <- struct{}{}
+				mu.Lock()
+				switch {
+				case strings.HasPrefix(r, "(integer) "):
+					acked++
+				case strings.Contains(r, "may or may not"):
+					maybe++
+				default:
+					failed++
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for range conns * each / 4 {
+		<-started
+	}
+	leader := kvdtest.WaitLeader(t, e.nodes, 10*time.Second)
+	leader.Stop()
+	wg.Wait()
+	var rest []*kvdtest.Node
+	for _, n := range e.nodes {
+		if n != leader {
+			rest = append(rest, n)
+		}
+	}
+	kvdtest.WaitLeader(t, rest, 10*time.Second)
+	got := e.dial(t).do("GET", "ctr")
+	v, err := strconv.Atoi(strings.Trim(got, `"`))
+	if err != nil {
+		t.Fatalf("GET ctr: %s", got)
+	}
+	t.Logf("acknowledged %d, maybe applied %d, failed %d, final %d", acked, maybe, failed, v)
+	if v < acked || v > acked+maybe {
+		t.Fatalf("final value %d outside [acknowledged %d, acknowledged + maybe applied %d]", v, acked, acked+maybe)
 	}
 }
