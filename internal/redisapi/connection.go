@@ -100,7 +100,7 @@ func runReset(c *conn, _ [][]byte) reply {
 	return simple("RESET")
 }
 
-var errBadName = errReply("ERR Client names cannot contain spaces, newlines or special characters.")
+const errBadName = errReply("ERR Client names cannot contain spaces, newlines or special characters.")
 
 // validName: Redis refuses client names with spaces, newlines or bytes
 // outside '!'..'~'.

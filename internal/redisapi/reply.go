@@ -53,7 +53,7 @@ func (r mapReply) writeTo(w *resp.Writer) {
 	}
 }
 
-var ok = simple("OK")
+const ok = simple("OK")
 
 func bulkString(s string) reply { return bulk(s) }
 
