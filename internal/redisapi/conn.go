@@ -55,7 +55,11 @@ func (c *conn) serve() {
 			return
 		}
 		c.s.commands.Add(1)
-		c.dispatch(args).writeTo(c.w)
+		r := c.dispatch(args)
+		// A reply larger than the buffer is written out as it is
+		// encoded: the client must take it within ReplyTimeout too.
+		c.setWriteDeadline()
+		r.writeTo(c.w)
 		if held++; held < c.s.cfg.MaxPipeline && c.r.Buffered() > 0 && !c.closed {
 			continue
 		}
@@ -68,9 +72,7 @@ func (c *conn) serve() {
 
 // flush writes the held replies out within ReplyTimeout.
 func (c *conn) flush() bool {
-	if c.s.cfg.ReplyTimeout > 0 {
-		c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.ReplyTimeout))
-	}
+	c.setWriteDeadline()
 	if err := c.w.Flush(); err != nil {
 		var ne net.Error
 		if errors.As(err, &ne) && ne.Timeout() {
@@ -79,6 +81,12 @@ func (c *conn) flush() bool {
 		return false
 	}
 	return true
+}
+
+func (c *conn) setWriteDeadline() {
+	if c.s.cfg.ReplyTimeout > 0 {
+		c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.ReplyTimeout))
+	}
 }
 
 // readFailed ends the connection after a read error: a protocol error

@@ -17,6 +17,7 @@ import (
 	"github.com/kvd-project/kvd/client"
 	"github.com/kvd-project/kvd/internal/errs"
 	"github.com/kvd-project/kvd/internal/kvdtest"
+	"github.com/kvd-project/kvd/internal/kvdtest/wait"
 	"github.com/kvd-project/kvd/internal/redisapi"
 )
 
@@ -199,7 +200,7 @@ func TestScanPagesReturnEveryKeyOnce(t *testing.T) {
 // the connection where Redis does, and is counted.
 func TestLimitsRefuseAndCount(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	e := start(t, 1, redisapi.Config{MaxConns: 2, IdleTimeout: 300 * time.Millisecond,
+	e := start(t, 1, redisapi.Config{MaxConns: 2, IdleTimeout: 300 * time.Millisecond, ReplyTimeout: 300 * time.Millisecond,
 		Limits: respLimits(4, 64), Registerer: reg})
 	refusals := func(reason string) float64 {
 		mfs, _ := reg.Gather()
@@ -254,6 +255,18 @@ func TestLimitsRefuseAndCount(t *testing.T) {
 		if !closed(c) || refusals("idle_timeout") < 1 {
 			t.Fatal("idle connection not closed or not counted")
 		}
+	})
+	t.Run("client not reading", func(t *testing.T) {
+		if err := e.kvd.Put(context.Background(), []byte("big"), make([]byte, 1<<20)); err != nil {
+			t.Fatal(err)
+		}
+		c := e.dial(t)
+		for range 64 { // 64 MiB of replies, never read
+			c.send("GET", "big")
+		}
+		wait.For(t, "the connection of a client that reads nothing to be closed", func() bool {
+			return refusals("reply_timeout") == 1
+		})
 	})
 	t.Run("max conns", func(t *testing.T) {
 		for e.srv.Conns() > 0 { // the connections closed above are let go
