@@ -10,19 +10,16 @@ import (
 // clients gate features on it, and kvd's replies are Redis 7's.
 const redisVersion = "7.0.0"
 
-// authReply answers AUTH as a Redis without a password does: kvd's Redis
-// listener has no users of its own (it acts with the credential of its
-// kvd client), so a password is refused, and the default user, which
-// needs none, is accepted.
+// authReply refuses AUTH: kvd's Redis listener has no users or passwords
+// of its own (it acts with the credential of its kvd client). A password
+// alone gets the reply of a Redis without a password configured; a user
+// and password get WRONGPASS saying so, rather than being let in unchecked.
 func authReply(args [][]byte) reply {
 	switch len(args) {
 	case 1:
 		return errReply("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
 	case 2:
-		if string(args[0]) == "default" {
-			return ok
-		}
-		return errReply("WRONGPASS invalid username-password pair or user is disabled.")
+		return errReply("WRONGPASS kvd: the Redis listener has no users or passwords; connect without AUTH")
 	}
 	return errSyntax
 }
