@@ -18,6 +18,8 @@ import (
 	"github.com/kvd-project/kvd/internal/kv"
 	"github.com/kvd-project/kvd/internal/limits"
 	"github.com/kvd-project/kvd/internal/ratelog"
+	"github.com/kvd-project/kvd/internal/redisapi"
+	"github.com/kvd-project/kvd/internal/resp"
 	"github.com/kvd-project/kvd/internal/table"
 	"github.com/kvd-project/kvd/internal/watch"
 	"github.com/kvd-project/kvd/internal/wire"
@@ -100,12 +102,24 @@ var exported = map[string]float64{
 	"limits.MaxDeleteRangePrevBytes":        limits.MaxDeleteRangePrevBytes,
 	"--watch-progress-notify-interval":      seconds(server.DefaultWatchProgressNotifyInterval),
 	"server.MinWatchProgressNotifyInterval": seconds(server.MinWatchProgressNotifyInterval),
+	"--redis-max-conns":                     redisapi.DefaultMaxConns,
+	"--redis-idle-timeout":                  seconds(redisapi.DefaultIdleTimeout),
+	"redisapi.DefaultReplyTimeout":          seconds(redisapi.DefaultReplyTimeout),
+	"--redis-max-pipeline":                  redisapi.DefaultMaxPipeline,
+	"--redis-max-args":                      resp.DefaultMaxArgs,
+	"--redis-max-inline":                    resp.DefaultMaxInline,
+	"resp.MaxBulk":                          resp.MaxBulk,
+	"resp.DefaultMaxRequestBytes":           resp.DefaultMaxRequestBytes,
+	"redisapi.DefaultCommandTimeout":        seconds(redisapi.DefaultCommandTimeout),
+	"redisapi.DefaultMaxScanCursors":        redisapi.DefaultMaxScanCursors,
 }
 
 // unexported are limits the code keeps to a package: the doc's name, and
 // the directory whose source declares it (a const, or a var's initial
 // value), read by constValue.
 var unexported = map[string]string{
+	"redisapi.maxQueued":             "internal/redisapi",
+	"redisapi.maxBatch":              "internal/redisapi",
 	"server.minTableMem":             "server",
 	"table.searchLimit":              "internal/table",
 	"client.batchKeys":               "client",

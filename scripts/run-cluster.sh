@@ -4,7 +4,9 @@
 # Environment: KVD_RUN_TRANSPORT (tcp), KVD_RUN_BASE_PORT (7301),
 # KVD_RUN_METRICS_PORT (the base port + 2000), KVD_RUN_CLUSTER_TOKEN (random, drawn once per DATA_DIR and kept
 # in DATA_DIR/cluster-token, since the nodes refuse to restart with another),
-# KVD_RUN_LOG_LEVEL (info; debug shows raft's internals too).
+# KVD_RUN_LOG_LEVEL (info; debug shows raft's internals too), KVD_RUN_REDIS_PORT
+# (6379: node 1 serves the Redis protocol there, nodes 2 and 3 on the next two
+# ports; off: none).
 set -euo pipefail
 bin=${1:-bin}
 data=${2:-data}
@@ -12,6 +14,7 @@ transport=${KVD_RUN_TRANSPORT:-tcp}
 base=${KVD_RUN_BASE_PORT:-7301}
 mbase=${KVD_RUN_METRICS_PORT:-$((base + 2000))}
 level=${KVD_RUN_LOG_LEVEL:-info}
+rbase=${KVD_RUN_REDIS_PORT:-6379}
 
 mkdir -p "$data"
 if [[ -n ${KVD_RUN_CLUSTER_TOKEN:-} ]]; then
@@ -49,11 +52,13 @@ trap stop EXIT
 
 for id in 1 2 3; do
   mkdir -p "$data/node$id"
+  redis=()
+  if [[ $rbase != off ]]; then redis=(--redis-listen "127.0.0.1:$((rbase + id - 1))"); fi
   # setsid: Ctrl-C reaches the script only, which stops the nodes in
   # order, instead of every node at once with the terminal's SIGINT.
   setsid "$bin/kvd" --id "$id" --listen "127.0.0.1:$((base + id - 1))" --initial-cluster "$cluster" \
     --initial-cluster-token "$token" --log-level "$level" \
-    --data-dir "$data/node$id" --transport "$transport" --metrics-listen "127.0.0.1:$((mbase + id - 1))" \
+    --data-dir "$data/node$id" --transport "$transport" --metrics-listen "127.0.0.1:$((mbase + id - 1))" "${redis[@]}" \
     2> >(trap '' INT; sed -u "s/^/[node$id] /" >&2) &
   pids+=($!)
 done
@@ -76,6 +81,11 @@ cat <<MSG
 kvd $("$bin/kvd" --version | sed -n 's/^kvd Version: //p') is running: 3 nodes over $transport, data in $data/.
   endpoints: $endpoints
   metrics:   http://127.0.0.1:$mbase/metrics (and :$((mbase + 1)), :$((mbase + 2))); /healthz, /version
+MSG
+if [[ $rbase != off ]]; then
+  echo "  redis:     127.0.0.1:$rbase (and :$((rbase + 1)), :$((rbase + 2))); redis-cli -p $rbase set a b && redis-cli -p $rbase get a"
+fi
+cat <<MSG
 
 Try, in another terminal:
   $bin/kvctl --endpoints $endpoints put hello world

@@ -54,6 +54,7 @@ func (f *failure) Unwrap() error { return f.err }
 type options struct {
 	cfg           server.Config
 	peerListen    peerListen
+	redis         redisFlags
 	transport     cli.TransportFlags
 	tls           cli.ServerTLSFlags
 	tableMem      cli.Size
@@ -73,6 +74,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.Uint64Var(&o.cfg.ID, "id", 1, "this node's id (> 0), as named in --initial-cluster")
 	fs.StringVar(&o.cfg.Listen, "listen", "127.0.0.1:7301", "address for clients, and for peers without --listen-peer (host:port)")
 	registerPeerListen(fs, &o.peerListen)
+	registerRedisFlags(fs, &o.redis)
 	fs.StringVar(&o.cfg.DataDir, "data-dir", "", "directory for the node's durable state (required)")
 	o.transport.Register(fs)
 	o.transport.RegisterRDMATuning(fs)
@@ -145,8 +147,9 @@ func parseFlags(args []string) (*options, error) {
 // zeroIsDefault are the flags whose 0 the server takes as "the default"
 // (a Config's zero value): given explicitly, a 0 (say --max-watches 0 to
 // turn watches off) would run with the default, not with what was asked.
-var zeroIsDefault = []string{"table-mem", "table-inline", "reuse-grace", "snapshot-count", "tick", "max-connections",
-	"watch-history-events", "watch-history-bytes", "max-watches", "max-watches-per-conn", "watch-progress-notify-interval"}
+var zeroIsDefault = append([]string{"table-mem", "table-inline", "reuse-grace", "snapshot-count", "tick", "max-connections",
+	"watch-history-events", "watch-history-bytes", "max-watches", "max-watches-per-conn", "watch-progress-notify-interval"},
+	redisZeroIsDefault...)
 
 // refuseZeros refuses an explicit 0 (flag or KVD_ variable) for the flags
 // of zeroIsDefault.
@@ -201,6 +204,9 @@ func checkRunFlags(o *options) error {
 	}
 	if o.tls.ReloadInterval < 0 {
 		return fmt.Errorf("--tls-reload-interval %v: want 0 (only on SIGHUP) or more", o.tls.ReloadInterval)
+	}
+	if err := checkRedisFlags(o); err != nil {
+		return err
 	}
 	return checkPeerListen(o)
 }
@@ -323,6 +329,15 @@ func run(args []string) error {
 		}
 		return &failure{openErr(o.cfg.DataDir, err)}
 	}
+	stopRedis, err := startRedis(o, reg, log)
+	if err != nil {
+		srv.Close()
+		if metricsLn != nil {
+			metricsLn.Close()
+		}
+		return err
+	}
+	defer stopRedis()
 	var httpSrv *http.Server
 	if metricsLn != nil {
 		httpSrv = serveMetrics(metricsLn, reg, srv, log, faultHandler(o.faults, faultTr, srv), o.pprof)

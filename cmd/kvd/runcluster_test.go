@@ -16,8 +16,8 @@ import (
 )
 
 // freeRun returns a base port with the three ports from it free, and a
-// metrics base port likewise, for scripts/run-cluster.sh.
-func freeRun(t *testing.T) (base, metrics int) {
+// metrics and a Redis base port likewise, for scripts/run-cluster.sh.
+func freeRun(t *testing.T) (base, metrics, redis int) {
 	t.Helper()
 	free3 := func() int {
 		for range 50 {
@@ -38,7 +38,7 @@ func freeRun(t *testing.T) (base, metrics int) {
 		t.Fatal("no three consecutive free ports")
 		return 0
 	}
-	return free3(), free3()
+	return free3(), free3(), free3()
 }
 
 // TestRunClusterScript: `make run` (scripts/run-cluster.sh) prints its
@@ -51,10 +51,11 @@ func TestRunClusterScript(t *testing.T) {
 		t.Skip("skipping the process test in -short mode")
 	}
 	bin := kvdtest.SharedBin(t)
-	base, metrics := freeRun(t)
+	base, metrics, redis := freeRun(t)
 	data := filepath.Join(t.TempDir(), "data")
 	cmd := exec.Command("../../scripts/run-cluster.sh", bin, data)
-	cmd.Env = append(os.Environ(), fmt.Sprintf("KVD_RUN_BASE_PORT=%d", base), fmt.Sprintf("KVD_RUN_METRICS_PORT=%d", metrics))
+	cmd.Env = append(os.Environ(), fmt.Sprintf("KVD_RUN_BASE_PORT=%d", base), fmt.Sprintf("KVD_RUN_METRICS_PORT=%d", metrics),
+		fmt.Sprintf("KVD_RUN_REDIS_PORT=%d", redis))
 	var out syncBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
@@ -72,6 +73,7 @@ func TestRunClusterScript(t *testing.T) {
 	wait.For(t, "the script to say the cluster is running", func() bool {
 		return strings.Contains(out.String(), "Press Ctrl-C to stop all three nodes")
 	})
+	checkRedis(t, redis)
 	cmd.Process.Signal(syscall.SIGINT)
 	select {
 	case err := <-done:
@@ -84,7 +86,7 @@ func TestRunClusterScript(t *testing.T) {
 	}
 	got := out.String()
 	endpoints := fmt.Sprintf("127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", base, base+1, base+2)
-	for _, want := range []string{"endpoints: " + endpoints, "kvctl --endpoints " + endpoints + " put hello world",
+	for _, want := range []string{"endpoints: " + endpoints, fmt.Sprintf("redis:     127.0.0.1:%d", redis), "kvctl --endpoints " + endpoints + " put hello world",
 		"Press Ctrl-C", `[node1] `, `msg="leader elected"`, `msg="shutting down"`, "stopped; data kept in"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("run-cluster.sh output lacks %q:\n%s", want, got)
@@ -93,6 +95,26 @@ func TestRunClusterScript(t *testing.T) {
 	for _, unwanted := range []string{"component=etcd-raft", "names no flag"} {
 		if strings.Contains(got, unwanted) {
 			t.Errorf("run-cluster.sh output has %q:\n%s", unwanted, got)
+		}
+	}
+}
+
+// checkRedis: node 1 serves the Redis protocol on the port given, as
+// `make run` documents (redis-cli -p 6379 set a b && redis-cli -p 6379 get a).
+func checkRedis(t *testing.T, port int) {
+	t.Helper()
+	cli, err := exec.LookPath("redis-cli")
+	if err != nil {
+		t.Fatalf("redis-cli is not installed (run scripts/deps.sh): %v", err)
+	}
+	p := fmt.Sprint(port)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{{[]string{"set", "a", "b"}, "OK"}, {[]string{"get", "a"}, "b"}} {
+		out, err := exec.Command(cli, append([]string{"-p", p}, c.args...)...).CombinedOutput()
+		if err != nil || strings.TrimSpace(string(out)) != c.want {
+			t.Errorf("redis-cli -p %s %q: %q %v, want %q", p, c.args, out, err, c.want)
 		}
 	}
 }
