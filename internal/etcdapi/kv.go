@@ -286,8 +286,8 @@ func kvStatus(err error) error {
 }
 
 func kvOf(kv client.KV) *mvccpb.KeyValue {
-	return &mvccpb.KeyValue{Key: kv.Key, Value: kv.Value, CreateRevision: int64(kv.CreateRevision),
-		ModRevision: int64(kv.ModRevision), Version: int64(kv.Version), Lease: int64(kv.Lease)}
+	return &mvccpb.KeyValue{Key: kv.Key, Value: kv.Value, CreateRevision: keyRev(kv.CreateRevision),
+		ModRevision: keyRev(kv.ModRevision), Version: int64(kv.Version), Lease: int64(kv.Lease)}
 }
 
 func kvsOf(in []client.KV) []*mvccpb.KeyValue {

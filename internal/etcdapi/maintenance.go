@@ -48,7 +48,7 @@ func (m *maintenanceService) Status(ctx context.Context, _ *pb.StatusRequest) (*
 	}
 	m.s.term.Store(st.Term)
 	resp := &pb.StatusResponse{
-		Header: m.s.header(0), Version: Version, StorageVersion: StorageVersion,
+		Header: m.s.bareHeader(), Version: Version, StorageVersion: StorageVersion,
 		DbSize: int64(st.DBSize), DbSizeInUse: int64(st.DBSize),
 		Leader: st.LeaderID, RaftIndex: st.Commit, RaftTerm: st.Term, RaftAppliedIndex: st.Applied,
 		IsLearner: st.IsLearner,
@@ -151,7 +151,7 @@ func (m *maintenanceService) Alarm(ctx context.Context, r *pb.AlarmRequest) (*pb
 	match := func(a *pb.AlarmMember) bool {
 		return (r.MemberID == 0 || a.MemberID == r.MemberID) && (r.Alarm == pb.AlarmType_NONE || a.Alarm == r.Alarm)
 	}
-	resp := &pb.AlarmResponse{Header: m.s.header(0)}
+	resp := &pb.AlarmResponse{Header: m.s.bareHeader()}
 	switch r.Action {
 	case pb.AlarmRequest_GET:
 		for _, a := range all {
@@ -179,7 +179,7 @@ func (m *maintenanceService) Alarm(ctx context.Context, r *pb.AlarmRequest) (*pb
 // free pages to give back (it reclaims space by compacting in the
 // background), and its table region is a fixed size.
 func (m *maintenanceService) Defragment(context.Context, *pb.DefragmentRequest) (*pb.DefragmentResponse, error) {
-	return &pb.DefragmentResponse{Header: m.s.header(0)}, nil
+	return &pb.DefragmentResponse{Header: m.s.bareHeader()}, nil
 }
 
 func (m *maintenanceService) Hash(context.Context, *pb.HashRequest) (*pb.HashResponse, error) {
@@ -215,7 +215,7 @@ func (m *maintenanceService) MoveLeader(ctx context.Context, r *pb.MoveLeaderReq
 	if _, err := m.s.c.MoveLeader(ctx, r.TargetID); err != nil {
 		return nil, toStatus(err)
 	}
-	return &pb.MoveLeaderResponse{Header: m.s.header(0)}, nil
+	return &pb.MoveLeaderResponse{Header: m.s.bareHeader()}, nil
 }
 
 func (m *maintenanceService) Downgrade(context.Context, *pb.DowngradeRequest) (*pb.DowngradeResponse, error) {
@@ -273,7 +273,7 @@ type snapshotSender struct {
 func (w *snapshotSender) Write(b []byte) (int, error) {
 	w.sum.Write(b)
 	w.n += int64(len(b))
-	if err := w.stream.Send(&pb.SnapshotResponse{Header: w.s.header(0), RemainingBytes: 1, Blob: b, Version: Version}); err != nil {
+	if err := w.stream.Send(&pb.SnapshotResponse{Header: w.s.bareHeader(), RemainingBytes: 1, Blob: b, Version: Version}); err != nil {
 		return 0, err
 	}
 	return len(b), nil
@@ -285,5 +285,5 @@ func (w *snapshotSender) finish() error {
 	tail := make([]byte, backup.EtcdPadding(w.n))
 	w.sum.Write(tail)
 	tail = w.sum.Sum(tail)
-	return w.stream.Send(&pb.SnapshotResponse{Header: w.s.header(0), RemainingBytes: 0, Blob: tail, Version: Version})
+	return w.stream.Send(&pb.SnapshotResponse{Header: w.s.bareHeader(), RemainingBytes: 0, Blob: tail, Version: Version})
 }

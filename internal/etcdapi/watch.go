@@ -143,19 +143,19 @@ const (
 func (st *watchStream) create(creq *pb.WatchCreateRequest) {
 	rev, err := st.s.currentRevision(st.ctx)
 	if err != nil {
-		st.refuse(0, reason(err))
+		st.refuse(st.s.bareHeader(), reason(err))
 		return
 	}
 	r, ok := rangeOf(creq)
 	switch {
 	case !ok:
-		st.refuse(rev, reasonEmptyRange)
+		st.refuse(st.s.header(rev), reasonEmptyRange)
 		return
 	case creq.WatchId < 0:
-		st.refuse(rev, reasonNegativeID)
+		st.refuse(st.s.header(rev), reasonNegativeID)
 		return
 	case creq.StartRevision < 0:
-		st.refuse(rev, reasonNegativeRev)
+		st.refuse(st.s.header(rev), reasonNegativeRev)
 		return
 	}
 	w := &etcdWatch{r: r, prevKV: creq.PrevKv, notify: creq.ProgressNotify, fragment: creq.Fragment,
@@ -166,7 +166,7 @@ func (st *watchStream) create(creq *pb.WatchCreateRequest) {
 	}
 	w.rev.Store(rev)
 	if !st.add(w, creq.WatchId) {
-		st.refuse(rev, reasonDuplicateID)
+		st.refuse(st.s.header(rev), reasonDuplicateID)
 		return
 	}
 	from := uint64(creq.StartRevision)
@@ -223,8 +223,8 @@ func (st *watchStream) add(w *etcdWatch, id int64) bool {
 	return true
 }
 
-func (st *watchStream) refuse(rev uint64, reason string) {
-	st.q.pushControl(st.ctx, &pb.WatchResponse{Header: st.s.header(rev), WatchId: -1, Created: true,
+func (st *watchStream) refuse(h *pb.ResponseHeader, reason string) {
+	st.q.pushControl(st.ctx, &pb.WatchResponse{Header: h, WatchId: -1, Created: true,
 		Canceled: true, CancelReason: reason})
 }
 
