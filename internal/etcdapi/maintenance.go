@@ -198,14 +198,38 @@ func (m *maintenanceService) HashKV(ctx context.Context, r *pb.HashKVRequest) (*
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	h, err := m.s.c.HashKV(ctx, addr, uint64(r.Revision))
+	h, err := m.s.hashKV(ctx, addr, r.Revision)
 	if err != nil {
 		return nil, toStatus(err)
 	}
 	resp := &pb.HashKVResponse{Header: m.s.header(h.HashRevision), Hash: h.Hash,
-		CompactRevision: int64(h.CompactRevision), HashRevision: int64(h.HashRevision)}
+		CompactRevision: etcdRev(h.CompactRevision), HashRevision: etcdRev(h.HashRevision)}
 	resp.Header.MemberId = st.ID
 	return resp, nil
+}
+
+// hashKV is client.HashKV at etcd revision rev (0: the latest). etcd's
+// revision 1 is kvd's empty store, which kvd's HashKV cannot be asked for
+// (its 0 is the latest): its hash is that of no keys (0, the CRC-32C of
+// nothing), answered unless the member's history is compacted past it
+// (its compaction revision, which a hash at kvd revision 1 reports, is 1
+// or more). An empty store is hashed as the latest state: the same one.
+func (s *Server) hashKV(ctx context.Context, addr string, rev int64) (client.HashKV, error) {
+	if rev != 1 {
+		return s.c.HashKV(ctx, addr, kvdRev(rev))
+	}
+	cur, err := s.currentRevision(ctx)
+	if err != nil || cur == 0 {
+		return client.HashKV{}, err
+	}
+	first, err := s.c.HashKV(ctx, addr, 1)
+	switch {
+	case err != nil:
+		return first, err
+	case first.CompactRevision > 0:
+		return client.HashKV{}, fmt.Errorf("%w: etcd revision 1, compacted at kvd revision %d", client.ErrCompacted, first.CompactRevision)
+	}
+	return client.HashKV{}, nil
 }
 
 func (m *maintenanceService) MoveLeader(ctx context.Context, r *pb.MoveLeaderRequest) (*pb.MoveLeaderResponse, error) {
