@@ -19,7 +19,7 @@ type authService struct {
 const noUsers = "kvd has no users or roles; its TLS client certificates (read-write or read-only) apply instead"
 
 func (a *authService) AuthStatus(context.Context, *pb.AuthStatusRequest) (*pb.AuthStatusResponse, error) {
-	return &pb.AuthStatusResponse{Header: a.s.header(0), Enabled: false}, nil
+	return &pb.AuthStatusResponse{Header: a.s.bareHeader(), Enabled: false}, nil
 }
 
 // Authenticate fails as etcd's does with auth disabled; clientv3 given a
@@ -31,7 +31,7 @@ func (a *authService) Authenticate(context.Context, *pb.AuthenticateRequest) (*p
 // AuthDisable succeeds: auth is disabled, as etcd answers when it already
 // is.
 func (a *authService) AuthDisable(context.Context, *pb.AuthDisableRequest) (*pb.AuthDisableResponse, error) {
-	return &pb.AuthDisableResponse{Header: a.s.header(0)}, nil
+	return &pb.AuthDisableResponse{Header: a.s.bareHeader()}, nil
 }
 
 func (a *authService) AuthEnable(context.Context, *pb.AuthEnableRequest) (*pb.AuthEnableResponse, error) {

@@ -33,7 +33,7 @@ func (c *clusterService) MemberList(ctx context.Context, _ *pb.MemberListRequest
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	return &pb.MemberListResponse{Header: c.s.header(0), Members: ms}, nil
+	return &pb.MemberListResponse{Header: c.s.bareHeader(), Members: ms}, nil
 }
 
 // members is the member list as etcd shows it: with Config.Gateway, the
@@ -111,7 +111,7 @@ func (c *clusterService) MemberAdd(ctx context.Context, r *pb.MemberAddRequest) 
 		if ms, err = c.s.c.Members(ctx); err != nil {
 			return nil, toStatus(err)
 		}
-		resp := &pb.MemberAddResponse{Header: c.s.header(0)}
+		resp := &pb.MemberAddResponse{Header: c.s.bareHeader()}
 		for _, m := range ms {
 			pm := c.s.member(m)
 			resp.Members = append(resp.Members, pm)
@@ -164,7 +164,7 @@ func (c *clusterService) MemberRemove(ctx context.Context, r *pb.MemberRemoveReq
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	return &pb.MemberRemoveResponse{Header: c.s.header(0), Members: ms}, nil
+	return &pb.MemberRemoveResponse{Header: c.s.bareHeader(), Members: ms}, nil
 }
 
 func (c *clusterService) MemberUpdate(ctx context.Context, r *pb.MemberUpdateRequest) (*pb.MemberUpdateResponse, error) {
@@ -182,7 +182,7 @@ func (c *clusterService) MemberPromote(ctx context.Context, r *pb.MemberPromoteR
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	return &pb.MemberPromoteResponse{Header: c.s.header(0), Members: ms}, nil
+	return &pb.MemberPromoteResponse{Header: c.s.bareHeader(), Members: ms}, nil
 }
 
 // isRaftErr reports whether err, as it came back through kvd's client

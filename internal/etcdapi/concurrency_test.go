@@ -23,9 +23,16 @@ func newSession(t *testing.T, c *clientv3.Client) *concurrency.Session {
 	return s
 }
 
+// recipeTimeout bounds a recipe test's calls: a recipe that waits for a
+// key that is never deleted fails with a deadline error, not the test
+// binary's timeout. The stores are fresh: the recipes' first key is the
+// store's first write, whose etcd revision is 2 (revision.go).
+const recipeTimeout = 30 * time.Second
+
 func TestConcurrencyMutexHandsTheLockOver(t *testing.T) {
 	e := start(t, 1, etcdapi.Config{})
-	ctx := t.Context()
+	ctx, cancel := context.WithTimeout(t.Context(), recipeTimeout)
+	defer cancel()
 	m1 := concurrency.NewMutex(newSession(t, e.etcd), "/lock")
 	m2 := concurrency.NewMutex(newSession(t, e.etcd), "/lock")
 	if err := m1.Lock(ctx); err != nil {
@@ -59,18 +66,14 @@ func TestConcurrencyMutexHandsTheLockOver(t *testing.T) {
 
 func TestConcurrencyElectionCampaignAndObserve(t *testing.T) {
 	e := start(t, 1, etcdapi.Config{})
-	ctx := t.Context()
-	// etcd's store starts at revision 1 and kvd's at 0: a campaign whose
-	// key is the store's first write (revision 1) asks for keys created at
-	// or before revision 0, which etcd reads as no bound, and waits for its
-	// own key's delete. Not this test's subject (notes/docs).
-	e.put(t, "not-first", "v")
+	ctx, cancel := context.WithTimeout(t.Context(), recipeTimeout)
+	defer cancel()
 	e1 := concurrency.NewElection(newSession(t, e.etcd), "/election")
 	s2 := newSession(t, e.etcd)
 	e2 := concurrency.NewElection(s2, "/election")
 	obs := concurrency.NewElection(newSession(t, e.etcd), "/election").Observe(ctx)
 	if err := e1.Campaign(ctx, "one"); err != nil {
-		t.Fatal(err)
+		t.Fatalf("campaign whose key is the store's first write: %v (it waits for keys created before its own: none)", err)
 	}
 	expectLeader(t, obs, "one")
 	won := make(chan error, 1)

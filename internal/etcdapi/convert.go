@@ -13,8 +13,8 @@ func keyValue(kv *client.KV) *mvccpb.KeyValue {
 	return &mvccpb.KeyValue{
 		Key:            kv.Key,
 		Value:          kv.Value,
-		CreateRevision: int64(kv.CreateRevision),
-		ModRevision:    int64(kv.ModRevision),
+		CreateRevision: keyRev(kv.CreateRevision),
+		ModRevision:    keyRev(kv.ModRevision),
 		Version:        int64(kv.Version),
 		Lease:          int64(kv.Lease),
 	}
@@ -26,14 +26,14 @@ func keyValue(kv *client.KV) *mvccpb.KeyValue {
 // always asks kvd for), as etcd's clients derive IsCreate and IsModify
 // from them. Its lease is not carried (0).
 func event(e *client.Event, prevKV bool) *mvccpb.Event {
-	ev := &mvccpb.Event{Kv: &mvccpb.KeyValue{Key: e.Key, ModRevision: int64(e.ModRevision)}}
+	ev := &mvccpb.Event{Kv: &mvccpb.KeyValue{Key: e.Key, ModRevision: keyRev(e.ModRevision)}}
 	if e.Type == client.EventDelete {
 		ev.Type = mvccpb.DELETE
 	} else {
 		ev.Kv.Value = e.Value
-		ev.Kv.CreateRevision, ev.Kv.Version = int64(e.ModRevision), 1
+		ev.Kv.CreateRevision, ev.Kv.Version = keyRev(e.ModRevision), 1
 		if p := e.PrevKV; p != nil {
-			ev.Kv.CreateRevision, ev.Kv.Version = int64(p.CreateRevision), int64(p.Version)+1
+			ev.Kv.CreateRevision, ev.Kv.Version = keyRev(p.CreateRevision), int64(p.Version)+1
 		}
 	}
 	if prevKV && e.PrevKV != nil {

@@ -10,8 +10,9 @@
 // etcd client reaches a one-sided linearizable GET over loopback gRPC.
 //
 // It owns the mapping only: etcd's messages to kvd's client calls, kvd's
-// errors to etcd's gRPC statuses (errors.go), and the response header
-// (header.go). Semantics (revisions, transactions, watches, leases) are the
+// errors to etcd's gRPC statuses (errors.go), the response header
+// (header.go) and the revision numbering (revision.go: etcd's is kvd's + 1).
+// Semantics (revisions, transactions, watches, leases) are the
 // store's; where they differ from etcd's, docs/etcd-compatibility.md says
 // how.
 package etcdapi

@@ -46,20 +46,26 @@ func TestHashKVEqualOnEveryMember(t *testing.T) {
 			t.Errorf("member %d: %+v, want %+v", id, h, want)
 		}
 	}
-	latest, err := e.kvd.HashKV(ctx, e.nodes[0].Addr, 0)
-	if err != nil || latest.Hash == want.Hash || latest.HashRevision != rev+1 {
-		t.Errorf("latest hash %+v, %v: want another hash at %d", latest, err, rev+1)
-	}
+	// A member may not have applied the delete yet: its latest is then
+	// still rev.
+	wait.NoError(t, "member 1's latest hash", func() error {
+		latest, err := e.kvd.HashKV(ctx, e.nodes[0].Addr, 0)
+		if err != nil || latest.Hash == want.Hash || latest.HashRevision != rev+1 {
+			return fmt.Errorf("latest hash %+v, %v: want another hash at %d", latest, err, rev+1)
+		}
+		return nil
+	})
 	if err := e.kvd.Compact(ctx, rev-5); err != nil {
 		t.Fatal(err)
 	}
 	wait.NoError(t, "member 3's hash through etcd's API", func() error {
-		resp, err := e.etcd.HashKV(ctx, e.addr, int64(rev))
+		// etcd's numbering is kvd's + 1.
+		resp, err := e.etcd.HashKV(ctx, e.addr, int64(rev)+1)
 		switch {
 		case err != nil:
 			return err
-		case resp.Hash != want.Hash || resp.HashRevision != int64(rev) || resp.CompactRevision != int64(rev-5) || resp.Header.MemberId != 3:
-			return fmt.Errorf("HashKV = %+v, want hash %x at %d, compacted at %d, from member 3", resp, want.Hash, rev, rev-5)
+		case resp.Hash != want.Hash || resp.HashRevision != int64(rev)+1 || resp.CompactRevision != int64(rev-5)+1 || resp.Header.MemberId != 3:
+			return fmt.Errorf("HashKV = %+v, want hash %x at %d, compacted at %d, from member 3", resp, want.Hash, rev+1, rev-5+1)
 		}
 		return nil
 	})
@@ -68,7 +74,8 @@ func TestHashKVEqualOnEveryMember(t *testing.T) {
 		want error
 		code codes.Code
 	}{
-		{int64(rev - 6), rpctypes.ErrCompacted, 0},
+		{int64(rev - 6 + 1), rpctypes.ErrCompacted, 0},
+		{1, rpctypes.ErrCompacted, 0}, // the empty store, compacted past
 		{int64(rev + 100), rpctypes.ErrFutureRev, 0},
 		{-1, nil, codes.InvalidArgument},
 	} {

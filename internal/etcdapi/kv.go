@@ -52,14 +52,39 @@ func (s *Server) rangeKV(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResp
 		return resp, nil
 	}
 	opts = append(opts, client.WithConsistency(level))
-	if r.Revision > 0 {
-		opts = append(opts, client.WithRev(uint64(r.Revision)))
+	switch {
+	case r.Revision == 1:
+		return s.rangeEmptyStore(ctx, level)
+	case r.Revision > 1:
+		opts = append(opts, client.WithRev(kvdRev(r.Revision)))
 	}
 	res, err := s.c.Range(ctx, r.Key, rangeEnd(r.Key, r.RangeEnd), opts...)
 	if err != nil {
 		return nil, err
 	}
 	return &pb.RangeResponse{Header: s.header(res.Revision), Kvs: kvsOf(res.KVs), More: res.More, Count: int64(res.Count)}, nil
+}
+
+// rangeEmptyStore answers a Range at etcd revision 1: kvd's empty store
+// (revision 0, which kvd's reads take for "the latest"), so no keys, at
+// the store's current revision, as etcd answers; ErrCompacted if the
+// history is compacted past it, which a read at kvd revision 1 finds for
+// a compaction at 2 or later (one at exactly 1 leaves that read answered,
+// and so this one: the empty store's answer is the same either way).
+func (s *Server) rangeEmptyStore(ctx context.Context, level client.Consistency) (*pb.RangeResponse, error) {
+	probe := func(opts ...client.ReadOption) (*client.RangeResponse, error) {
+		return s.c.Range(ctx, []byte{0}, []byte{0, 0}, append(opts, client.WithCountOnly(), client.WithConsistency(level))...)
+	}
+	cur, err := probe()
+	if err != nil {
+		return nil, err
+	}
+	if cur.Revision > 0 {
+		if _, err := probe(client.WithRev(1)); err != nil {
+			return nil, err
+		}
+	}
+	return &pb.RangeResponse{Header: s.header(cur.Revision)}, nil
 }
 
 // getOne answers a Range of one key at the latest revision with a GET
@@ -103,15 +128,20 @@ func checkRange(r *pb.RangeRequest) error {
 // numbering is the client's (client.SortTarget, client.SortOrder), and
 // so is its defaulting (SortNone ascends on a target other than the
 // key). kvd's revisions are unsigned: a negative revision bound, which
-// etcd takes as a filter nothing or everything passes, is refused.
+// etcd takes as a filter nothing or everything passes, is refused. The
+// bounds are etcd revisions (revision.go): a maximum of 1, below every
+// key's, is kvd's 0, "no bound", so it becomes a minimum no key reaches.
 func readOptions(r *pb.RangeRequest) ([]client.ReadOption, error) {
 	if r.MinModRevision < 0 || r.MaxModRevision < 0 || r.MinCreateRevision < 0 || r.MaxCreateRevision < 0 {
 		return nil, invalid("negative revision bound")
 	}
 	opts := []client.ReadOption{
 		client.WithSort(client.SortTarget(r.SortTarget), client.SortOrder(r.SortOrder)),
-		client.WithMinModRev(uint64(r.MinModRevision)), client.WithMaxModRev(uint64(r.MaxModRevision)),
-		client.WithMinCreateRev(uint64(r.MinCreateRevision)), client.WithMaxCreateRev(uint64(r.MaxCreateRevision)),
+		client.WithMinModRev(kvdRev(r.MinModRevision)), client.WithMaxModRev(kvdRev(r.MaxModRevision)),
+		client.WithMinCreateRev(kvdRev(r.MinCreateRevision)), client.WithMaxCreateRev(kvdRev(r.MaxCreateRevision)),
+	}
+	if r.MaxModRevision == 1 || r.MaxCreateRevision == 1 {
+		opts = append(opts, client.WithMinModRev(math.MaxUint64))
 	}
 	if r.Limit > 0 {
 		opts = append(opts, client.WithLimit(int(min(r.Limit, int64(math.MaxInt)))))
@@ -245,12 +275,13 @@ func (k *kvService) DeleteRange(ctx context.Context, r *pb.DeleteRangeRequest) (
 // deletion) is accepted and answered as soon as the logical half is done:
 // no read can tell the difference, and only disk space waits.
 func (k *kvService) Compact(ctx context.Context, r *pb.CompactionRequest) (*pb.CompactionResponse, error) {
-	if r.Revision <= 0 {
-		// etcd's store starts compacted at revision 0, which nothing
-		// can be compacted to again.
+	if r.Revision <= 1 {
+		// etcd's revision 1 is kvd's empty store (revision.go), its
+		// compaction revision before any compaction: nothing can be
+		// compacted to it again.
 		return nil, rpctypes.ErrGRPCCompacted
 	}
-	rev, err := k.s.c.CompactRevision(ctx, uint64(r.Revision))
+	rev, err := k.s.c.CompactRevision(ctx, kvdRev(r.Revision))
 	if err != nil {
 		return nil, kvStatus(err)
 	}
@@ -286,8 +317,8 @@ func kvStatus(err error) error {
 }
 
 func kvOf(kv client.KV) *mvccpb.KeyValue {
-	return &mvccpb.KeyValue{Key: kv.Key, Value: kv.Value, CreateRevision: int64(kv.CreateRevision),
-		ModRevision: int64(kv.ModRevision), Version: int64(kv.Version), Lease: int64(kv.Lease)}
+	return &mvccpb.KeyValue{Key: kv.Key, Value: kv.Value, CreateRevision: keyRev(kv.CreateRevision),
+		ModRevision: keyRev(kv.ModRevision), Version: int64(kv.Version), Lease: int64(kv.Lease)}
 }
 
 func kvsOf(in []client.KV) []*mvccpb.KeyValue {

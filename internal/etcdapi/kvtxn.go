@@ -2,6 +2,7 @@ package etcdapi
 
 import (
 	"context"
+	"math"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -124,9 +125,11 @@ func buildCmp(c *pb.Compare) (client.Cmp, error) {
 	case pb.Compare_VERSION:
 		cmp = client.CompareVersion(c.Key, op, uint64(num))
 	case pb.Compare_CREATE:
-		cmp = client.CompareCreateRevision(c.Key, op, uint64(num))
+		op, rev := cmpRev(op, num)
+		cmp = client.CompareCreateRevision(c.Key, op, rev)
 	case pb.Compare_MOD:
-		cmp = client.CompareModRevision(c.Key, op, uint64(num))
+		op, rev := cmpRev(op, num)
+		cmp = client.CompareModRevision(c.Key, op, rev)
 	case pb.Compare_LEASE:
 		cmp = client.CompareLease(c.Key, op, client.LeaseID(num))
 	case pb.Compare_VALUE:
@@ -139,6 +142,26 @@ func buildCmp(c *pb.Compare) (client.Cmp, error) {
 		cmp = cmp.WithRange(c.RangeEnd)
 	}
 	return cmp, nil
+}
+
+// cmpRev is a compare of a key's create or mod revision against etcd
+// revision num (0 <= num) in kvd's numbering (revision.go). 0 is an
+// absent key's in both. etcd's 1 lies between an absent key's 0 and every
+// live key's (2 or more), where kvd has no number: LESS 1 is "absent"
+// (kvd's LESS 1), GREATER 1 "live" (kvd's GREATER 0), EQUAL 1 holds for
+// no key and NOT_EQUAL 1 for every key (a comparison with a revision no
+// store reaches).
+func cmpRev(op client.CmpOp, num int64) (client.CmpOp, uint64) {
+	if num != 1 {
+		return op, kvdRev(num)
+	}
+	switch op {
+	case client.CmpLess:
+		return op, 1
+	case client.CmpGreater:
+		return op, 0
+	}
+	return op, math.MaxUint64
 }
 
 // buildOps maps a branch; a put with prev_kv takes two operations (a GET,

@@ -48,7 +48,7 @@ func (m *maintenanceService) Status(ctx context.Context, _ *pb.StatusRequest) (*
 	}
 	m.s.term.Store(st.Term)
 	resp := &pb.StatusResponse{
-		Header: m.s.header(0), Version: Version, StorageVersion: StorageVersion,
+		Header: m.s.bareHeader(), Version: Version, StorageVersion: StorageVersion,
 		DbSize: int64(st.DBSize), DbSizeInUse: int64(st.DBSize),
 		Leader: st.LeaderID, RaftIndex: st.Commit, RaftTerm: st.Term, RaftAppliedIndex: st.Applied,
 		IsLearner: st.IsLearner,
@@ -151,7 +151,7 @@ func (m *maintenanceService) Alarm(ctx context.Context, r *pb.AlarmRequest) (*pb
 	match := func(a *pb.AlarmMember) bool {
 		return (r.MemberID == 0 || a.MemberID == r.MemberID) && (r.Alarm == pb.AlarmType_NONE || a.Alarm == r.Alarm)
 	}
-	resp := &pb.AlarmResponse{Header: m.s.header(0)}
+	resp := &pb.AlarmResponse{Header: m.s.bareHeader()}
 	switch r.Action {
 	case pb.AlarmRequest_GET:
 		for _, a := range all {
@@ -179,7 +179,7 @@ func (m *maintenanceService) Alarm(ctx context.Context, r *pb.AlarmRequest) (*pb
 // free pages to give back (it reclaims space by compacting in the
 // background), and its table region is a fixed size.
 func (m *maintenanceService) Defragment(context.Context, *pb.DefragmentRequest) (*pb.DefragmentResponse, error) {
-	return &pb.DefragmentResponse{Header: m.s.header(0)}, nil
+	return &pb.DefragmentResponse{Header: m.s.bareHeader()}, nil
 }
 
 func (m *maintenanceService) Hash(context.Context, *pb.HashRequest) (*pb.HashResponse, error) {
@@ -198,14 +198,38 @@ func (m *maintenanceService) HashKV(ctx context.Context, r *pb.HashKVRequest) (*
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	h, err := m.s.c.HashKV(ctx, addr, uint64(r.Revision))
+	h, err := m.s.hashKV(ctx, addr, r.Revision)
 	if err != nil {
 		return nil, toStatus(err)
 	}
 	resp := &pb.HashKVResponse{Header: m.s.header(h.HashRevision), Hash: h.Hash,
-		CompactRevision: int64(h.CompactRevision), HashRevision: int64(h.HashRevision)}
+		CompactRevision: etcdRev(h.CompactRevision), HashRevision: etcdRev(h.HashRevision)}
 	resp.Header.MemberId = st.ID
 	return resp, nil
+}
+
+// hashKV is client.HashKV at etcd revision rev (0: the latest). etcd's
+// revision 1 is kvd's empty store, which kvd's HashKV cannot be asked for
+// (its 0 is the latest): its hash is that of no keys (0, the CRC-32C of
+// nothing), answered unless the member's history is compacted past it
+// (its compaction revision, which a hash at kvd revision 1 reports, is 1
+// or more). An empty store is hashed as the latest state: the same one.
+func (s *Server) hashKV(ctx context.Context, addr string, rev int64) (client.HashKV, error) {
+	if rev != 1 {
+		return s.c.HashKV(ctx, addr, kvdRev(rev))
+	}
+	cur, err := s.currentRevision(ctx)
+	if err != nil || cur == 0 {
+		return client.HashKV{}, err
+	}
+	first, err := s.c.HashKV(ctx, addr, 1)
+	switch {
+	case err != nil:
+		return first, err
+	case first.CompactRevision > 0:
+		return client.HashKV{}, fmt.Errorf("%w: etcd revision 1, compacted at kvd revision %d", client.ErrCompacted, first.CompactRevision)
+	}
+	return client.HashKV{}, nil
 }
 
 func (m *maintenanceService) MoveLeader(ctx context.Context, r *pb.MoveLeaderRequest) (*pb.MoveLeaderResponse, error) {
@@ -215,7 +239,7 @@ func (m *maintenanceService) MoveLeader(ctx context.Context, r *pb.MoveLeaderReq
 	if _, err := m.s.c.MoveLeader(ctx, r.TargetID); err != nil {
 		return nil, toStatus(err)
 	}
-	return &pb.MoveLeaderResponse{Header: m.s.header(0)}, nil
+	return &pb.MoveLeaderResponse{Header: m.s.bareHeader()}, nil
 }
 
 func (m *maintenanceService) Downgrade(context.Context, *pb.DowngradeRequest) (*pb.DowngradeResponse, error) {
@@ -273,7 +297,7 @@ type snapshotSender struct {
 func (w *snapshotSender) Write(b []byte) (int, error) {
 	w.sum.Write(b)
 	w.n += int64(len(b))
-	if err := w.stream.Send(&pb.SnapshotResponse{Header: w.s.header(0), RemainingBytes: 1, Blob: b, Version: Version}); err != nil {
+	if err := w.stream.Send(&pb.SnapshotResponse{Header: w.s.bareHeader(), RemainingBytes: 1, Blob: b, Version: Version}); err != nil {
 		return 0, err
 	}
 	return len(b), nil
@@ -285,5 +309,5 @@ func (w *snapshotSender) finish() error {
 	tail := make([]byte, backup.EtcdPadding(w.n))
 	w.sum.Write(tail)
 	tail = w.sum.Sum(tail)
-	return w.stream.Send(&pb.SnapshotResponse{Header: w.s.header(0), RemainingBytes: 0, Blob: tail, Version: Version})
+	return w.stream.Send(&pb.SnapshotResponse{Header: w.s.bareHeader(), RemainingBytes: 0, Blob: tail, Version: Version})
 }

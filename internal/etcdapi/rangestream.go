@@ -28,7 +28,7 @@ func (k *kvService) RangeStream(r *pb.RangeRequest, stream grpc.ServerStreamingS
 	if err := checkRange(r); err != nil {
 		return err
 	}
-	if !keyOrder(r) || r.CountOnly {
+	if !keyOrder(r) || r.CountOnly || r.Revision == 1 {
 		resp, err := k.s.rangeKV(stream.Context(), r)
 		if err != nil {
 			return kvStatus(err)
@@ -56,7 +56,7 @@ func (s *Server) rangePages(ctx context.Context, r *pb.RangeRequest, stream grpc
 	}
 	opts = append(opts, client.WithConsistency(level))
 	if r.Revision > 0 {
-		opts = append(opts, client.WithRev(uint64(r.Revision)))
+		opts = append(opts, client.WithRev(kvdRev(r.Revision)))
 	}
 	end, sent := rangeEnd(r.Key, r.RangeEnd), int64(0)
 	page := func() client.ReadOption {

@@ -143,19 +143,19 @@ const (
 func (st *watchStream) create(creq *pb.WatchCreateRequest) {
 	rev, err := st.s.currentRevision(st.ctx)
 	if err != nil {
-		st.refuse(0, reason(err))
+		st.refuse(st.s.bareHeader(), reason(err))
 		return
 	}
 	r, ok := rangeOf(creq)
 	switch {
 	case !ok:
-		st.refuse(rev, reasonEmptyRange)
+		st.refuse(st.s.header(rev), reasonEmptyRange)
 		return
 	case creq.WatchId < 0:
-		st.refuse(rev, reasonNegativeID)
+		st.refuse(st.s.header(rev), reasonNegativeID)
 		return
 	case creq.StartRevision < 0:
-		st.refuse(rev, reasonNegativeRev)
+		st.refuse(st.s.header(rev), reasonNegativeRev)
 		return
 	}
 	w := &etcdWatch{r: r, prevKV: creq.PrevKv, notify: creq.ProgressNotify, fragment: creq.Fragment,
@@ -166,13 +166,10 @@ func (st *watchStream) create(creq *pb.WatchCreateRequest) {
 	}
 	w.rev.Store(rev)
 	if !st.add(w, creq.WatchId) {
-		st.refuse(rev, reasonDuplicateID)
+		st.refuse(st.s.header(rev), reasonDuplicateID)
 		return
 	}
-	from := uint64(creq.StartRevision)
-	if from == 0 {
-		from = rev + 1
-	}
+	from := watchFrom(creq.StartRevision, rev)
 	var wctx context.Context
 	wctx, w.cancel = context.WithCancel(st.ctx)
 	// Opened here, not in its goroutine: a progress request read next
@@ -189,6 +186,17 @@ func (st *watchStream) create(creq *pb.WatchCreateRequest) {
 		defer close(w.done)
 		st.run(w, resps)
 	}()
+}
+
+// watchFrom is the kvd revision a watch from etcd revision start (0: from
+// now, the store being at kvd revision cur) starts at. Nothing happened at
+// etcd's revision 1 (kvd's empty store): a watch from it starts at kvd's
+// first write, as one from etcd's 2.
+func watchFrom(start int64, cur uint64) uint64 {
+	if start == 0 {
+		return cur + 1
+	}
+	return max(kvdRev(start), 1)
 }
 
 // options are the kvd watch's options: always prev_kv, which gives a
@@ -223,8 +231,8 @@ func (st *watchStream) add(w *etcdWatch, id int64) bool {
 	return true
 }
 
-func (st *watchStream) refuse(rev uint64, reason string) {
-	st.q.pushControl(st.ctx, &pb.WatchResponse{Header: st.s.header(rev), WatchId: -1, Created: true,
+func (st *watchStream) refuse(h *pb.ResponseHeader, reason string) {
+	st.q.pushControl(st.ctx, &pb.WatchResponse{Header: h, WatchId: -1, Created: true,
 		Canceled: true, CancelReason: reason})
 }
 
@@ -309,7 +317,8 @@ func (w *etcdWatch) events(evs []client.Event) ([]*mvccpb.Event, int) {
 
 // end sends the last response of a watch that kvd ended: compacted (as
 // etcd, compact_revision set and canceled: compact_revision is the oldest
-// revision a watch may start from), or canceled with the reason.
+// revision a watch may start from, in etcd's numbering), or canceled with
+// the reason.
 func (st *watchStream) end(w *etcdWatch, err error) {
 	if !st.remove(w) {
 		return
@@ -317,7 +326,7 @@ func (st *watchStream) end(w *etcdWatch, err error) {
 	resp := &pb.WatchResponse{Header: st.s.header(w.rev.Load()), WatchId: w.id, Canceled: true}
 	var ce *client.CompactedError
 	if errors.As(err, &ce) {
-		resp.CompactRevision = int64(max(ce.Oldest, 1))
+		resp.CompactRevision = etcdRev(max(ce.Oldest, 1))
 	} else {
 		resp.CancelReason = reason(err)
 	}

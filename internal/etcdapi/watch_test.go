@@ -17,14 +17,14 @@ import (
 )
 
 // put writes through kvd's own client (the KV service is not this
-// file's) and returns the write's revision.
+// file's) and returns the write's revision in etcd's numbering: kvd's + 1.
 func (e *env) put(t testing.TB, key, value string, opts ...client.WriteOption) int64 {
 	t.Helper()
 	rev, err := e.kvd.PutRevision(context.Background(), []byte(key), []byte(value), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return int64(rev)
+	return int64(rev) + 1
 }
 
 func (e *env) del(t testing.TB, key string) {
@@ -141,6 +141,7 @@ func TestWatchEmptyRangeIsRefusedWithEtcdsReason(t *testing.T) {
 
 func TestWatchFromPastRevisionReplaysHistory(t *testing.T) {
 	e := start(t, 1, etcdapi.Config{})
+	e.put(t, "h/0", "before")
 	first := e.put(t, "h/1", "a")
 	e.put(t, "h/2", "b")
 	e.del(t, "h/1")
@@ -254,13 +255,14 @@ func TestWatchCompactedRevisionEndsWithErrCompacted(t *testing.T) {
 	first := e.put(t, "old", "1")
 	e.put(t, "old", "2")
 	last := e.put(t, "old", "3")
-	if err := e.kvd.Compact(t.Context(), uint64(last)); err != nil {
+	if _, err := e.etcd.Compact(t.Context(), last); err != nil {
 		t.Fatal(err)
 	}
 	wc := e.etcd.Watch(t.Context(), "old", clientv3.WithRev(first))
 	r := nextWatch(t, wc)
-	if !errors.Is(r.Err(), rpctypes.ErrCompacted) || r.CompactRevision == 0 {
-		t.Fatalf("watch from compacted revision %d: %+v err %v, want ErrCompacted with compact_revision", first, r, r.Err())
+	// kvd's watches start after the compaction revision (last).
+	if !errors.Is(r.Err(), rpctypes.ErrCompacted) || r.CompactRevision != last+1 {
+		t.Fatalf("watch from compacted revision %d: %+v err %v, want ErrCompacted with compact_revision %d", first, r, r.Err(), last+1)
 	}
 	if _, ok := <-wc; ok {
 		t.Error("channel still open after the compacted response")

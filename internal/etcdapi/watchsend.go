@@ -22,7 +22,7 @@ func (st *watchStream) overflow(w *etcdWatch) {
 	}
 	n := st.svc.overflows.Add(1)
 	reason := fmt.Sprintf("kvd: watch cancelled: its stream's client reads too slowly (more than %d bytes of responses waiting to be sent); watch again from revision %d",
-		st.s.cfg.WatchQueueBytes, w.rev.Load()+1)
+		st.s.cfg.WatchQueueBytes, etcdRev(w.rev.Load())+1)
 	if ok, held := st.svc.logLimit.Allow("overflow", time.Now()); ok {
 		st.s.cfg.Logger.Warn("etcd watch cancelled: slow client", "watch_id", w.id,
 			"queue_bytes", st.q.queuedBytes(), "overflows_total", n, "suppressed", held)
