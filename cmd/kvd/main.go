@@ -56,6 +56,9 @@ type options struct {
 	peerListen    peerListen
 	transport     cli.TransportFlags
 	tls           cli.ServerTLSFlags
+	certs         *tlsutil.Store // the TLS material tls names, once loaded (setupTLS)
+	etcd          etcdFlags
+	etcdURLs      []clientURL // checked --listen-client-urls (checkNodeEtcd)
 	tableMem      cli.Size
 	cluster       string
 	metricsListen string
@@ -77,6 +80,7 @@ func parseFlags(args []string) (*options, error) {
 	o.transport.Register(fs)
 	o.transport.RegisterRDMATuning(fs)
 	o.tls.Register(fs)
+	o.etcd.register(fs, "", " on this node (empty: off)")
 	fs.Var(&o.tableMem, "table-mem", "size of the registered table region (e.g. 64MiB, 1GiB)")
 	fs.DurationVar(&o.cfg.ReuseGrace, "reuse-grace", server.DefaultReuseGrace, "how long superseded records stay untouched before their memory is reused")
 	o.cfg.TableInline = server.DefaultTableInline
@@ -153,7 +157,7 @@ var zeroIsDefault = []string{"table-mem", "table-inline", "reuse-grace", "snapsh
 func refuseZeros(fs *flag.FlagSet) error {
 	var err error
 	fs.Visit(func(f *flag.Flag) {
-		if err == nil && slices.Contains(zeroIsDefault, f.Name) {
+		if err == nil && (slices.Contains(zeroIsDefault, f.Name) || slices.Contains(etcdZeroIsDefault, f.Name)) {
 			if v := f.Value.String(); v == "0" || v == "0s" {
 				want := "a positive value"
 				if f.Name == "table-inline" {
@@ -268,6 +272,9 @@ func newLogger(level, format string) (*slog.Logger, error) {
 }
 
 func run(args []string) error {
+	if len(args) > 0 && args[0] == "gateway" {
+		return runGateway(args[1:])
+	}
 	o, err := parseFlags(args)
 	if err != nil {
 		return err
@@ -316,18 +323,33 @@ func run(args []string) error {
 			return &failure{fmt.Errorf("--metrics-listen: %w", err)}
 		}
 	}
+	front, err := bindEtcd(o.etcdURLs)
+	if err != nil {
+		if metricsLn != nil {
+			metricsLn.Close()
+		}
+		return err
+	}
 	srv, err := server.New(o.cfg)
 	if err != nil {
 		if metricsLn != nil {
 			metricsLn.Close()
 		}
+		front.close()
 		return &failure{openErr(o.cfg.DataDir, err)}
+	}
+	if len(o.etcdURLs) > 0 {
+		if err := serveNodeEtcd(front, o, log); err != nil {
+			front.close()
+			srv.Close()
+			return &failure{err}
+		}
 	}
 	var httpSrv *http.Server
 	if metricsLn != nil {
 		httpSrv = serveMetrics(metricsLn, reg, srv, log, faultHandler(o.faults, faultTr, srv), o.pprof)
 	}
-	return serveUntilStopped(srv, httpSrv, log)
+	return serveUntilStopped(srv, httpSrv, front, log)
 }
 
 // checkRequired refuses flags that need another flag given.
@@ -354,6 +376,9 @@ func checkBeforeStart(o *options, log *slog.Logger) error {
 	if err := checkRunFlags(o); err != nil {
 		return err
 	}
+	if err := checkNodeEtcd(o); err != nil {
+		return err
+	}
 	warnAddrMismatch(&o.cfg, log)
 	if err := o.cfg.Validate(); err != nil {
 		return err
@@ -367,15 +392,17 @@ func checkBeforeStart(o *options, log *slog.Logger) error {
 // serveUntilStopped runs the node until SIGINT or SIGTERM, which shut it
 // down cleanly, or until it fails (its storage, or its removal from the
 // cluster), which ends kvd with the cause.
-func serveUntilStopped(srv *server.Server, httpSrv *http.Server, log *slog.Logger) error {
+func serveUntilStopped(srv *server.Server, httpSrv *http.Server, front *etcdFront, log *slog.Logger) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	select {
 	case <-ctx.Done():
 	case <-srv.Failed():
+		front.close()
 		return &failure{failureExit(srv, httpSrv, log)}
 	}
 	log.Info("shutting down")
+	front.close()
 	if httpSrv != nil {
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		httpSrv.Shutdown(sctx)
@@ -402,6 +429,7 @@ func setupTLS(o *options, log *slog.Logger) (certs *tlsutil.Store, stop func(), 
 	if err != nil {
 		return nil, nil, fmt.Errorf("TLS: %w", err)
 	}
+	o.certs = certs
 	log.Info(tlsSummary(files), "client_cert_auth", files.ClientCertAuth,
 		"peer_client_cert_auth", files.PeerClientCertAuth)
 	ctx, cancel := context.WithCancel(context.Background())
