@@ -15,8 +15,15 @@ import (
 // write, one that fails with ErrUnavailable may or may not have been
 // applied (a retry of an applied one would fail as compacted).
 func (c *Client) Compact(ctx context.Context, rev uint64) error {
+	_, err := c.CompactRevision(ctx, rev)
+	return err
+}
+
+// CompactRevision is Compact that also returns the store revision when
+// the compaction was applied (etcd's Compact response header revision).
+func (c *Client) CompactRevision(ctx context.Context, rev uint64) (uint64, error) {
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
-	_, err := c.leaderCall(ctx, &wire.Request{Op: wire.OpCompact, Value: binary.LittleEndian.AppendUint64(nil, rev)}, false)
-	return err
+	resp, err := c.leaderCall(ctx, &wire.Request{Op: wire.OpCompact, Value: binary.LittleEndian.AppendUint64(nil, rev)}, false)
+	return resp.Version, err
 }

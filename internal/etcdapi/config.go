@@ -2,9 +2,11 @@ package etcdapi
 
 import (
 	"fmt"
+	"log/slog"
 
 	"github.com/kvd-project/kvd/client"
 	"github.com/kvd-project/kvd/internal/errs"
+	"github.com/kvd-project/kvd/internal/limits"
 )
 
 // Defaults, etcd's own where kvd had none (etcd's --max-request-bytes and
@@ -48,6 +50,9 @@ type Config struct {
 	// MaxConcurrentStreams bounds one connection's open gRPC streams
 	// (--max-concurrent-streams). Default DefaultMaxConcurrentStreams.
 	MaxConcurrentStreams uint32
+	// Logger receives the Server's warnings (refused requests, rate
+	// limited). Default slog.Default().
+	Logger *slog.Logger
 	// Knobs are for tests only.
 	Knobs Knobs
 }
@@ -58,6 +63,9 @@ type Knobs struct{}
 func (c Config) withDefaults() Config {
 	if c.Name == "" {
 		c.Name = "kvd-gateway"
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
 	}
 	if c.MaxRequestBytes == 0 {
 		c.MaxRequestBytes = DefaultMaxRequestBytes
@@ -81,6 +89,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: etcdapi: MaxRequestBytes %d is negative", errs.ErrConfig, c.MaxRequestBytes)
 	case c.MaxTxnOps < 0:
 		return fmt.Errorf("%w: etcdapi: MaxTxnOps %d is negative", errs.ErrConfig, c.MaxTxnOps)
+	case c.MaxTxnOps > limits.MaxTxnOps:
+		return fmt.Errorf("%w: etcdapi: MaxTxnOps %d is more than the store takes (%d)", errs.ErrConfig, c.MaxTxnOps, limits.MaxTxnOps)
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 // Term is the last one seen, not necessarily the answer's: etcd's clients
 // use it for display only.
 func (s *Server) header(rev uint64) *pb.ResponseHeader {
+	s.touchHeader()
 	return &pb.ResponseHeader{
 		ClusterId: s.clusterID.Load(),
 		MemberId:  s.memberID.Load(),

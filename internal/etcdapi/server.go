@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/kvd-project/kvd/client"
+	"github.com/kvd-project/kvd/internal/ratelog"
 )
 
 // Server implements etcd's v3 services over a kvd client. It holds no
@@ -21,6 +22,15 @@ type Server struct {
 	clusterID atomic.Uint64
 	memberID  atomic.Uint64
 	term      atomic.Uint64
+	// headerNext (unix nanoseconds) is when they are next refreshed;
+	// headerBusy: a refresh is under way (headerinfo.go).
+	headerNext atomic.Int64
+	headerBusy atomic.Bool
+
+	// refusals counts requests refused for a bound; refuseLog limits
+	// their log lines (reqsize.go).
+	refusals  atomic.Uint64
+	refuseLog ratelog.Limiter
 }
 
 // New returns a Server for cfg.
@@ -49,6 +59,7 @@ func (s *Server) ServerOptions() []grpc.ServerOption {
 		grpc.MaxRecvMsgSize(s.cfg.MaxRequestBytes + grpcOverheadBytes),
 		grpc.MaxSendMsgSize(math.MaxInt32),
 		grpc.MaxConcurrentStreams(s.cfg.MaxConcurrentStreams),
+		grpc.ChainUnaryInterceptor(s.limitRequestSize),
 	}
 }
 

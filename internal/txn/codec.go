@@ -209,7 +209,7 @@ func Decode(b []byte) (Txn, error) {
 	nc, nt, ne := int(r.u16()), int(r.u16()), int(r.u16())
 	switch {
 	case len(b) > MaxBytes:
-		return Txn{}, fmt.Errorf("%w: %d bytes encoded (at most %d)", ErrInvalid, len(b), MaxBytes)
+		return Txn{}, fmt.Errorf("%w: %w: %d bytes encoded (at most %d)", ErrInvalid, ErrTooLarge, len(b), MaxBytes)
 	case !r.bad && fits(nc, nt+ne, len(r.b)) && max(nc, nt, ne) > MaxOps:
 		return Txn{}, fmt.Errorf("%w: too many operations in txn request: %d compares, %d then and %d else operations (at most %d each)",
 			ErrInvalid, nc, nt, ne, MaxOps)

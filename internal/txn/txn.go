@@ -46,6 +46,9 @@ var (
 	// carries a value, or one with IgnoreLease a lease (etcd's texts).
 	// Wrapped in ErrInvalid.
 	ErrValueProvided = errors.New("value is provided")
+	// ErrTooLarge: the transaction's encoding exceeds MaxBytes. Wrapped
+	// in ErrInvalid.
+	ErrTooLarge      = errors.New("transaction too large")
 	ErrLeaseProvided = errors.New("lease is provided")
 	// ErrKeyNotFound: a Put with IgnoreValue or IgnoreLease of the branch
 	// that ran names a key that does not exist; nothing was applied.
@@ -298,7 +301,7 @@ func (t *Txn) Validate() error {
 		}
 	}
 	if n := EncodedLen(t); n > MaxBytes {
-		return fmt.Errorf("%w: %d bytes encoded (at most %d)", ErrInvalid, n, MaxBytes)
+		return fmt.Errorf("%w: %w: %d bytes encoded (at most %d)", ErrInvalid, ErrTooLarge, n, MaxBytes)
 	}
 	return nil
 }

@@ -1,0 +1,55 @@
+package etcdapi
+
+import (
+	"context"
+	"time"
+)
+
+// headerRefresh is how long the cluster id, member id and raft term that
+// fill response headers are used before they are asked for again.
+const headerRefresh = 5 * time.Second
+
+// headerTimeout bounds one refresh.
+const headerTimeout = 5 * time.Second
+
+// touchHeader starts a refresh of the header's ids and term if they are
+// older than headerRefresh and no refresh is under way. It never blocks:
+// the refresh runs beside the request (which uses what is known), so a
+// request costs no extra RPC, and the first answers carry zeros until
+// the first refresh is back.
+func (s *Server) touchHeader() {
+	now := time.Now().UnixNano()
+	if now < s.headerNext.Load() || !s.headerBusy.CompareAndSwap(false, true) {
+		return
+	}
+	s.headerNext.Store(now + int64(headerRefresh))
+	go func() {
+		defer s.headerBusy.Store(false)
+		s.refreshHeader()
+	}()
+}
+
+// refreshHeader asks a member for its status: the cluster id, its id and
+// the raft term. A failure keeps what was known.
+func (s *Server) refreshHeader() {
+	ctx, cancel := context.WithTimeout(context.Background(), headerTimeout)
+	defer cancel()
+	ms, err := s.c.Members(ctx)
+	if err != nil {
+		return
+	}
+	for _, m := range ms {
+		addr := m.ClientAddr
+		if addr == "" {
+			addr = m.Addr
+		}
+		st, err := s.c.Status(ctx, addr)
+		if err != nil {
+			continue
+		}
+		s.clusterID.Store(uint64(st.ClusterID))
+		s.memberID.Store(st.ID)
+		s.term.Store(st.Term)
+		return
+	}
+}
