@@ -19,6 +19,9 @@ const (
 	// DefaultMaxConcurrentStreams bounds the gRPC streams (calls, watch and
 	// keep-alive streams) one connection may have open at once.
 	DefaultMaxConcurrentStreams = 1024
+	// DefaultWatchQueueBytes bounds the events one watch stream holds
+	// waiting to be sent to its client.
+	DefaultWatchQueueBytes = 16 << 20
 	// grpcOverheadBytes is what gRPC may add to a request's payload; the
 	// transport's receive limit is MaxRequestBytes plus this (as etcd's).
 	grpcOverheadBytes = 512 << 10
@@ -50,8 +53,14 @@ type Config struct {
 	// MaxConcurrentStreams bounds one connection's open gRPC streams
 	// (--max-concurrent-streams). Default DefaultMaxConcurrentStreams.
 	MaxConcurrentStreams uint32
-	// Logger receives the Server's warnings (refused requests, rate
-	// limited). Default slog.Default().
+	// WatchQueueBytes bounds the events of one watch stream's responses
+	// waiting to be sent to its client: a watch
+	// whose response would go past it is cancelled with a reason saying
+	// so. One response larger than it is sent alone. Default
+	// DefaultWatchQueueBytes.
+	WatchQueueBytes int
+	// Logger receives the Server's warnings (rate-limited). Default
+	// slog.Default().
 	Logger *slog.Logger
 	// Knobs are for tests only.
 	Knobs Knobs
@@ -73,6 +82,12 @@ func (c Config) withDefaults() Config {
 	if c.MaxTxnOps == 0 {
 		c.MaxTxnOps = DefaultMaxTxnOps
 	}
+	if c.WatchQueueBytes == 0 {
+		c.WatchQueueBytes = DefaultWatchQueueBytes
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
 	if c.MaxConcurrentStreams == 0 {
 		c.MaxConcurrentStreams = DefaultMaxConcurrentStreams
 	}
@@ -87,6 +102,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: etcdapi: Client is required", errs.ErrConfig)
 	case c.MaxRequestBytes < 0:
 		return fmt.Errorf("%w: etcdapi: MaxRequestBytes %d is negative", errs.ErrConfig, c.MaxRequestBytes)
+	case c.WatchQueueBytes < 0:
+		return fmt.Errorf("%w: etcdapi: WatchQueueBytes %d is negative", errs.ErrConfig, c.WatchQueueBytes)
 	case c.MaxTxnOps < 0:
 		return fmt.Errorf("%w: etcdapi: MaxTxnOps %d is negative", errs.ErrConfig, c.MaxTxnOps)
 	case c.MaxTxnOps > limits.MaxTxnOps:

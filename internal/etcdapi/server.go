@@ -31,6 +31,8 @@ type Server struct {
 	// their log lines (reqsize.go).
 	refusals  atomic.Uint64
 	refuseLog ratelog.Limiter
+
+	watch *watchService
 }
 
 // New returns a Server for cfg.
@@ -39,13 +41,15 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Server{cfg: cfg, c: cfg.Client}, nil
+	s := &Server{cfg: cfg, c: cfg.Client}
+	s.watch = &watchService{s: s}
+	return s, nil
 }
 
 // Register adds every etcd v3 service to r.
 func (s *Server) Register(r grpc.ServiceRegistrar) {
 	pb.RegisterKVServer(r, &kvService{s: s})
-	pb.RegisterWatchServer(r, &watchService{s: s})
+	pb.RegisterWatchServer(r, s.watch)
 	pb.RegisterLeaseServer(r, &leaseService{s: s})
 	pb.RegisterClusterServer(r, &clusterService{s: s})
 	pb.RegisterMaintenanceServer(r, &maintenanceService{s: s})
