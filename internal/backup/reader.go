@@ -31,6 +31,7 @@ type Reader struct {
 	last []byte
 	buf  []byte
 	done bool
+	size int64 // the bytes read before the trailer
 
 	leases     []Lease
 	leaseKeys  leaseSet
@@ -136,6 +137,7 @@ func (r *Reader) read(n int, what string) ([]byte, error) {
 		return nil, err
 	}
 	r.sum.Write(b)
+	r.size += int64(n)
 	return b, nil
 }
 
@@ -195,9 +197,7 @@ func (r *Reader) finish() error {
 	if !bytes.Equal(got[:], want) {
 		return fmt.Errorf("%w: stored %x, computed %x", ErrChecksum, got, want)
 	}
-	if _, err := r.r.ReadByte(); err == nil {
-		return fmt.Errorf("%w: bytes after the checksum", ErrFormat)
-	} else if !errors.Is(err, io.EOF) {
+	if err := r.finishEnvelope(r.size+TrailerLen, got[:]); err != nil {
 		return err
 	}
 	r.done = true

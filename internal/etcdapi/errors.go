@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/kvd-project/kvd/client"
+	"github.com/kvd-project/kvd/raft"
 )
 
 // toStatus maps an error from kvd's client onto the gRPC status etcd
@@ -25,6 +26,14 @@ func toStatus(err error) error {
 		if errors.Is(err, m.kvd) {
 			return m.grpc
 		}
+	}
+	for _, m := range raftStatusMap {
+		if isRaftErr(err, m.kvd) {
+			return m.grpc
+		}
+	}
+	if errors.Is(err, client.ErrBadRequest) {
+		return status.Error(codes.InvalidArgument, err.Error())
 	}
 	return status.Error(codes.Unknown, err.Error())
 }
@@ -49,6 +58,22 @@ var statusMap = []struct {
 	{client.ErrClosed, rpctypes.ErrGRPCStopped},
 	{context.Canceled, rpctypes.ErrGRPCCanceled},
 	{context.DeadlineExceeded, rpctypes.ErrGRPCDeadlineExceeded},
+}
+
+// raftStatusMap maps raft's membership errors, which reach kvd's client
+// as bad requests in raft's words (isRaftErr), onto etcd's.
+var raftStatusMap = []struct {
+	kvd  error
+	grpc error
+}{
+	{raft.ErrMemberNotFound, rpctypes.ErrGRPCMemberNotFound},
+	{raft.ErrMemberExists, rpctypes.ErrGRPCMemberExist},
+	{raft.ErrMemberRemoved, rpctypes.ErrGRPCMemberExist},
+	{raft.ErrAddrInUse, rpctypes.ErrGRPCPeerURLExist},
+	{raft.ErrNotLearner, rpctypes.ErrGRPCMemberNotLearner},
+	{raft.ErrLearnerNotReady, rpctypes.ErrGRPCLearnerNotReady},
+	{raft.ErrNoQuorum, rpctypes.ErrGRPCMemberNotEnoughStarted},
+	{raft.ErrLastVoter, rpctypes.ErrGRPCMemberNotEnoughStarted},
 }
 
 // invalid is an InvalidArgument status in etcd's wording.

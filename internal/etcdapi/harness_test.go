@@ -27,7 +27,13 @@ type env struct {
 // a loopback port, with cfg (Client is filled in).
 func start(t testing.TB, n int, cfg etcdapi.Config) *env {
 	t.Helper()
-	nodes := kvdtest.StartCluster(t, n, kvdtest.Options{})
+	return startOpts(t, n, cfg, kvdtest.Options{})
+}
+
+// startOpts is start with the nodes' options.
+func startOpts(t testing.TB, n int, cfg etcdapi.Config, o kvdtest.Options) *env {
+	t.Helper()
+	nodes := kvdtest.StartCluster(t, n, o)
 	kvdtest.WaitLeader(t, nodes, 10*time.Second)
 	kc, err := client.New(client.Config{Endpoints: kvdtest.Endpoints(nodes)})
 	if err != nil {

@@ -1,0 +1,163 @@
+package etcdapi_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/kvd-project/kvd/internal/etcdapi"
+	"github.com/kvd-project/kvd/internal/kvdtest"
+	"github.com/kvd-project/kvd/server"
+	"github.com/kvd-project/kvd/transport/tcp"
+)
+
+func ctxFor(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// memberSummary is a member list as "name peer-url learner" lines, by id.
+func memberSummary(ms []*pb.Member) map[uint64]string {
+	out := map[uint64]string{}
+	for _, m := range ms {
+		out[m.ID] = m.Name + " " + m.PeerURLs[0] + " " + strconv.FormatBool(m.IsLearner)
+	}
+	return out
+}
+
+// TestMemberListShowsKvdMembers: each kvd member is listed under its id,
+// named by it, with its peer address as its peer URL.
+func TestMemberListShowsKvdMembers(t *testing.T) {
+	e := start(t, 3, etcdapi.Config{})
+	resp, err := e.etcd.MemberList(ctxFor(t, 10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[uint64]string{}
+	for _, n := range e.nodes {
+		want[n.ID] = strconv.FormatUint(n.ID, 10) + " http://" + n.PeerAddr + " false"
+	}
+	if got := memberSummary(resp.Members); !maps.Equal(got, want) {
+		t.Fatalf("members = %v, want %v", got, want)
+	}
+}
+
+// TestGatewayListsItself: a gateway's member list is the gateway alone,
+// as etcd's grpc-proxy answers, so clients syncing endpoints stay on it.
+func TestGatewayListsItself(t *testing.T) {
+	urls := []string{"http://127.0.0.1:23790"}
+	e := start(t, 1, etcdapi.Config{Gateway: true, Name: "gw1", AdvertiseClientURLs: urls})
+	resp, err := e.etcd.MemberList(ctxFor(t, 10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Members) != 1 || resp.Members[0].Name != "gw1" || !slices.Equal(resp.Members[0].ClientURLs, urls) || resp.Members[0].ID == 0 {
+		t.Fatalf("members = %v, want the gateway alone", resp.Members)
+	}
+	if _, err := e.etcd.MemberAddAsLearner(ctxFor(t, 10*time.Second), []string{"http://127.0.0.1:1"}); status.Code(err) != codes.Unimplemented {
+		t.Fatalf("MemberAdd through a gateway = %v, want Unimplemented", err)
+	}
+}
+
+// TestMemberAddPromoteRemove: a member added through etcd's API gets an
+// id picked for it, joins as a learner once its node runs under that id,
+// is promoted to a voter and removed.
+func TestMemberAddPromoteRemove(t *testing.T) {
+	e := start(t, 3, etcdapi.Config{})
+	ctx := ctxFor(t, 60*time.Second)
+	addr := kvdtest.FreeAddrs(t, 1)[0]
+	add, err := e.etcd.MemberAddAsLearner(ctx, []string{"http://" + addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := add.Member.ID
+	if id == 0 || id <= 3 || !add.Member.IsLearner || len(add.Members) != 4 {
+		t.Fatalf("MemberAdd = %v, want a new learner among 4 members", add)
+	}
+	startJoiner(t, e, id, addr)
+	if _, err := e.etcd.MemberPromote(ctx, id); err != nil {
+		t.Fatalf("MemberPromote: %v", err)
+	}
+	list, err := e.etcd.MemberList(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := memberSummary(list.Members)[id]; got != strconv.FormatUint(id, 10)+" http://"+addr+" false" {
+		t.Fatalf("promoted member = %q", got)
+	}
+	rm, err := e.etcd.MemberRemove(ctx, id)
+	if err != nil {
+		t.Fatalf("MemberRemove: %v", err)
+	}
+	if _, ok := memberSummary(rm.Members)[id]; ok || len(rm.Members) != 3 {
+		t.Fatalf("after MemberRemove: %v", rm.Members)
+	}
+}
+
+// startJoiner runs node id at addr joining e's cluster.
+func startJoiner(t *testing.T, e *env, id uint64, addr string) {
+	t.Helper()
+	cluster := map[uint64]string{id: addr}
+	for _, n := range e.nodes {
+		cluster[n.ID] = n.PeerAddr
+	}
+	tr, err := tcp.New(tcp.Config{Node: addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.New(server.Config{ID: id, Listen: addr, DataDir: filepath.Join(t.TempDir(), "d"),
+		InitialCluster: cluster, Join: true, Transport: tr, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		tr.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close(); tr.Close() })
+}
+
+// TestMemberErrorsAreEtcds: refused membership changes fail with the
+// errors etcd's clients know.
+func TestMemberErrorsAreEtcds(t *testing.T) {
+	e := start(t, 3, etcdapi.Config{})
+	ctx := ctxFor(t, 30*time.Second)
+	for _, tc := range []struct {
+		name string
+		call func() error
+		want error // an rpctypes error, or a status with this code
+		code codes.Code
+	}{
+		{"add a voter", func() error { _, err := e.etcd.MemberAdd(ctx, []string{"http://127.0.0.1:1"}); return err }, nil, codes.InvalidArgument},
+		{"add at two URLs", func() error {
+			_, err := e.etcd.MemberAddAsLearner(ctx, []string{"http://127.0.0.1:1", "http://127.0.0.1:2"})
+			return err
+		}, rpctypes.ErrMemberBadURLs, 0},
+		{"add at a unix URL", func() error { _, err := e.etcd.MemberAddAsLearner(ctx, []string{"unix://127.0.0.1:1"}); return err }, rpctypes.ErrMemberBadURLs, 0},
+		{"add at a member's address", func() error {
+			_, err := e.etcd.MemberAddAsLearner(ctx, []string{"http://" + e.nodes[1].PeerAddr})
+			return err
+		}, rpctypes.ErrPeerURLExist, 0},
+		{"remove a stranger", func() error { _, err := e.etcd.MemberRemove(ctx, 99); return err }, rpctypes.ErrMemberNotFound, 0},
+		{"promote a voter", func() error { _, err := e.etcd.MemberPromote(ctx, 2); return err }, rpctypes.ErrMemberNotLearner, 0},
+		{"update", func() error { _, err := e.etcd.MemberUpdate(ctx, 2, []string{"http://127.0.0.1:1"}); return err }, nil, codes.Unimplemented},
+	} {
+		err := tc.call()
+		switch {
+		case tc.want != nil && !errors.Is(err, tc.want):
+			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
+		case tc.want == nil && status.Code(err) != tc.code:
+			t.Errorf("%s: %v, want code %v", tc.name, err, tc.code)
+		}
+	}
+}
