@@ -161,13 +161,13 @@ func (f *etcdFront) boundURLs() []string {
 	return out
 }
 
-// serve serves etcd's API with kc on the listeners, with certs' client
-// material when the URLs say https. close closes kc and closeTr (if not
-// nil), whether serve failed or not.
-func (f *etcdFront) serve(ef *etcdFlags, kc *client.Client, closeTr func() error, gateway bool, certs *tlsutil.Store, log *slog.Logger) error {
+// serve serves etcd's API with kc on the listeners, as member memberID
+// (0: as a gateway), with certs' client material when the URLs say https.
+// close closes kc and closeTr (if not nil), whether serve failed or not.
+func (f *etcdFront) serve(ef *etcdFlags, kc *client.Client, closeTr func() error, memberID uint64, certs *tlsutil.Store, log *slog.Logger) error {
 	f.kc, f.closeTr = kc, closeTr
 	cfg := ef.cfg
-	cfg.Client, cfg.Gateway = kc, gateway
+	cfg.Client, cfg.Gateway, cfg.MemberID = kc, memberID == 0, memberID
 	cfg.AdvertiseClientURLs = f.boundURLs()
 	if ef.advertise != "" {
 		cfg.AdvertiseClientURLs = splitList(ef.advertise)

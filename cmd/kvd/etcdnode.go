@@ -69,7 +69,7 @@ func serveNodeEtcd(f *etcdFront, o *options, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	return f.serve(&o.etcd, kc, closeTr, false, o.certs, log)
+	return f.serve(&o.etcd, kc, closeTr, o.cfg.ID, o.certs, log)
 }
 
 // newFrontClient makes the kvd client behind an etcd front, over the

@@ -113,7 +113,7 @@ func runGateway(args []string) error {
 	}
 	cfg := o.etcd
 	cfg.cfg.Name = o.name
-	if err := front.serve(&cfg, kc, closeTr, true, certs, log); err != nil {
+	if err := front.serve(&cfg, kc, closeTr, 0, certs, log); err != nil {
 		front.close()
 		return err
 	}

@@ -40,6 +40,10 @@ type Config struct {
 	// Name is the member name reported for the gateway (Gateway only);
 	// default "kvd-gateway".
 	Name string
+	// MemberID is the member this Server runs on (not Gateway): the id its
+	// response headers and Status name, and the member whose client URLs
+	// are AdvertiseClientURLs. Zero: the first member that answers.
+	MemberID uint64
 	// AdvertiseClientURLs are the URLs this Server is reached at
 	// (--advertise-client-urls), reported in member lists.
 	AdvertiseClientURLs []string

@@ -1,8 +1,12 @@
 package etcdapi
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"time"
+
+	"github.com/kvd-project/kvd/client"
 )
 
 // headerRefresh is how long the cluster id, member id and raft term that
@@ -38,6 +42,11 @@ func (s *Server) refreshHeader() {
 	if err != nil {
 		return
 	}
+	// The member this Server runs on, if known, answers first: its id
+	// and term are the header's.
+	slices.SortStableFunc(ms, func(a, b client.Member) int {
+		return cmp.Compare(b2i(a.ID != s.cfg.MemberID), b2i(b.ID != s.cfg.MemberID))
+	})
 	for _, m := range ms {
 		addr := m.ClientAddr
 		if addr == "" {
@@ -48,8 +57,18 @@ func (s *Server) refreshHeader() {
 			continue
 		}
 		s.clusterID.Store(uint64(st.ClusterID))
-		s.memberID.Store(st.ID)
+		if s.cfg.MemberID == 0 { // a node's own id stays, whoever answered
+			s.memberID.Store(st.ID)
+		}
 		s.term.Store(st.Term)
 		return
 	}
+}
+
+// b2i is 1 for true, 0 for false.
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

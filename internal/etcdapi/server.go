@@ -42,6 +42,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, c: cfg.Client}
+	s.memberID.Store(cfg.MemberID)
 	s.watch = &watchService{s: s}
 	return s, nil
 }
