@@ -1,0 +1,109 @@
+package main_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/kvd-project/kvd/internal/kvdtest"
+)
+
+// etcdctlMember: member list, add --learner, promote (refused: the learner
+// never started), remove; a gateway lists itself alone and refuses
+// changes.
+func etcdctlMember(c etcdctl, tg etcdTarget) {
+	if tg.gateway {
+		c.match(fmt.Sprintf(`[0-9a-f]+, started, kvd-gateway, , http://%s, false`, regexp.QuoteMeta(tg.endpoints[0])), "member", "list")
+		c.fails("not supported", "member", "add", "n9", "--peer-urls", "http://127.0.0.1:1")
+		return
+	}
+	list := c.ok("member", "list")
+	for i := range tg.endpoints {
+		want := fmt.Sprintf("%x, started, %d, http://", i+1, i+1)
+		if !strings.Contains(list, want) {
+			c.t.Errorf("member list lacks %q:\n%s", want, list)
+		}
+	}
+	peer := "http://" + kvdtest.FreeAddrs(c.t, 1)[0]
+	m := c.match(`Member +([0-9a-f]+) added to cluster +([0-9a-f]+)\n\n(?s:.*)ETCD_INITIAL_CLUSTER_STATE="existing"`,
+		"member", "add", "learner", "--peer-urls", peer, "--learner")
+	id, cid := m[1], m[2]
+	c.match(fmt.Sprintf(`(?s:.*)\n%s, unstarted, , %s, , true(\n.*)?`, id, regexp.QuoteMeta(peer)), "member", "list")
+	c.fails("etcdserver: can only promote a learner member which is in sync with leader", "member", "promote", id)
+	c.match(fmt.Sprintf(`Member +%s removed from cluster +%s`, id, cid), "member", "remove", id)
+	if list := c.ok("member", "list"); strings.Contains(list, id+", ") {
+		c.t.Errorf("member list after remove still has %s:\n%s", id, list)
+	}
+}
+
+// etcdctlEndpoint: endpoint status, health and hashkv, a line per
+// endpoint.
+func etcdctlEndpoint(c etcdctl, tg etcdTarget) {
+	status := c.ok("endpoint", "status")
+	health := c.ok("endpoint", "health")
+	hash := c.ok("endpoint", "hashkv")
+	for _, ep := range tg.endpoints {
+		q := regexp.QuoteMeta(ep)
+		for _, w := range []struct{ what, out, re string }{
+			{"status", status, `(?m)^` + q + `, [0-9a-f]+, 3\.[0-9.]+, `},
+			{"health", health, `(?m)^` + q + ` is healthy: successfully committed proposal: took = `},
+			{"hashkv", hash, `(?m)^` + q + `, [0-9]+(, [0-9]+)?$`},
+		} {
+			if !regexp.MustCompile(w.re).MatchString(w.out) {
+				c.t.Errorf("endpoint %s lacks a line for %s matching %s:\n%s", w.what, ep, w.re, w.out)
+			}
+		}
+	}
+}
+
+// endpointStatus is one entry of etcdctl endpoint status -w json.
+type endpointStatus struct {
+	Endpoint string
+	Status   struct {
+		Header struct {
+			MemberID uint64 `json:"member_id"`
+		} `json:"header"`
+		Leader uint64 `json:"leader"`
+	}
+}
+
+// etcdctlMoveLeader: move-leader from the leader's endpoint to another
+// member; a gateway, one endpoint for the whole cluster, says what
+// etcdctl makes of it (logged, not asserted).
+func etcdctlMoveLeader(c etcdctl, tg etcdTarget) {
+	var st []endpointStatus
+	if err := json.Unmarshal([]byte(c.ok("endpoint", "status", "-w", "json")), &st); err != nil || len(st) == 0 {
+		c.t.Fatalf("endpoint status -w json: %v %+v", err, st)
+	}
+	leader := st[0].Status.Leader
+	target := leader%3 + 1
+	if tg.gateway {
+		out, stderr, err := c.run("", "move-leader", fmt.Sprint(target))
+		c.t.Logf("gateway: move-leader %d: err %v\n%s%s", target, err, out, stderr)
+		return
+	}
+	c.want(fmt.Sprintf("Leadership transferred from %x to %x", leader, target), "move-leader", fmt.Sprintf("%x", target))
+}
+
+// etcdctlSnapshot: snapshot save writes the file.
+func etcdctlSnapshot(c etcdctl, dir string) {
+	path := filepath.Join(dir, "snap.db")
+	c.match(`Snapshot saved at `+regexp.QuoteMeta(path)+`(\nServer version .*)?`, "snapshot", "save", path)
+	if fi, err := os.Stat(path); err != nil || fi.Size() == 0 {
+		c.t.Errorf("snapshot save: %v %v, want a file", fi, err)
+	}
+}
+
+// etcdctlCheckPerf runs check perf --load s and logs its verdict: a
+// shared test machine says nothing of kvd's throughput, so only that it
+// ran to a verdict is checked.
+func etcdctlCheckPerf(c etcdctl) {
+	out, stderr, err := c.run("", "check", "perf", "--load", "s")
+	c.t.Logf("check perf --load s: err %v\n%s", err, out)
+	if !strings.Contains(out, "PASS") && !strings.Contains(out, "FAIL") {
+		c.t.Errorf("check perf --load s printed no verdict: %v\nstdout:\n%s\nstderr:\n%s", err, out, stderr)
+	}
+}
