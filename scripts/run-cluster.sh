@@ -4,7 +4,9 @@
 # Environment: KVD_RUN_TRANSPORT (tcp), KVD_RUN_BASE_PORT (7301),
 # KVD_RUN_METRICS_PORT (the base port + 2000), KVD_RUN_CLUSTER_TOKEN (random, drawn once per DATA_DIR and kept
 # in DATA_DIR/cluster-token, since the nodes refuse to restart with another),
-# KVD_RUN_LOG_LEVEL (info; debug shows raft's internals too).
+# KVD_RUN_LOG_LEVEL (info; debug shows raft's internals too), KVD_RUN_ETCD_PORTS
+# (2379,22379,32379: where the nodes serve etcd's v3 API, for etcdctl; as
+# etcd's own local clusters number them).
 set -euo pipefail
 bin=${1:-bin}
 data=${2:-data}
@@ -12,6 +14,11 @@ transport=${KVD_RUN_TRANSPORT:-tcp}
 base=${KVD_RUN_BASE_PORT:-7301}
 mbase=${KVD_RUN_METRICS_PORT:-$((base + 2000))}
 level=${KVD_RUN_LOG_LEVEL:-info}
+IFS=, read -r -a etcd_ports <<<"${KVD_RUN_ETCD_PORTS:-2379,22379,32379}"
+if ((${#etcd_ports[@]} != 3)); then
+  echo "KVD_RUN_ETCD_PORTS: want three ports, one per node" >&2
+  exit 2
+fi
 
 mkdir -p "$data"
 if [[ -n ${KVD_RUN_CLUSTER_TOKEN:-} ]]; then
@@ -30,6 +37,7 @@ done
 
 cluster="1=127.0.0.1:$base,2=127.0.0.1:$((base + 1)),3=127.0.0.1:$((base + 2))"
 endpoints="127.0.0.1:$base,127.0.0.1:$((base + 1)),127.0.0.1:$((base + 2))"
+etcd_endpoints="127.0.0.1:${etcd_ports[0]},127.0.0.1:${etcd_ports[1]},127.0.0.1:${etcd_ports[2]}"
 
 pids=()
 stopped=0
@@ -54,6 +62,7 @@ for id in 1 2 3; do
   setsid "$bin/kvd" --id "$id" --listen "127.0.0.1:$((base + id - 1))" --initial-cluster "$cluster" \
     --initial-cluster-token "$token" --log-level "$level" \
     --data-dir "$data/node$id" --transport "$transport" --metrics-listen "127.0.0.1:$((mbase + id - 1))" \
+    --listen-client-urls "http://127.0.0.1:${etcd_ports[id - 1]}" \
     2> >(trap '' INT; sed -u "s/^/[node$id] /" >&2) &
   pids+=($!)
 done
@@ -76,11 +85,14 @@ cat <<MSG
 kvd $("$bin/kvd" --version | sed -n 's/^kvd Version: //p') is running: 3 nodes over $transport, data in $data/.
   endpoints: $endpoints
   metrics:   http://127.0.0.1:$mbase/metrics (and :$((mbase + 1)), :$((mbase + 2))); /healthz, /version
+  etcd API:  $etcd_endpoints (etcd's v3 gRPC API, for etcdctl and etcd clients)
 
 Try, in another terminal:
   $bin/kvctl --endpoints $endpoints put hello world
   $bin/kvctl --endpoints $endpoints get hello
   $bin/kvctl --endpoints $endpoints status -w table
+  etcdctl --endpoints=127.0.0.1:${etcd_ports[0]} put a b
+  etcdctl --endpoints=$etcd_endpoints get a
 
 Press Ctrl-C to stop all three nodes (or: kill -INT $$).
 MSG
