@@ -88,15 +88,15 @@ func etcdctlAt(t *testing.T, bin string, endpoints ...string) etcdctl {
 	return etcdctl{t: t, bin: bin, endpoints: strings.Join(endpoints, ",")}
 }
 
-// etcdctlTimeout bounds one etcdctl run (its own --command-timeout is 5s).
-const etcdctlTimeout = 30 * time.Second
+// etcdctlTimeout bounds one etcdctl run: its own --command-timeout is
+// 5s, and check perf runs for 60s.
+const etcdctlTimeout = 3 * time.Minute
 
 // run runs etcdctl with args and stdin, returning its stdout and stderr.
 func (c etcdctl) run(stdin string, args ...string) (stdout, stderr string, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), etcdctlTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, c.bin, append([]string{"--endpoints", c.endpoints}, args...)...)
-	cmd.Env = append(os.Environ(), "ETCDCTL_API=3")
 	cmd.Stdin = strings.NewReader(stdin)
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
@@ -161,7 +161,6 @@ func (c etcdctl) fails(wantErr string, args ...string) {
 func (c etcdctl) watch(want string, args ...string) {
 	c.t.Helper()
 	cmd := exec.Command(c.bin, append([]string{"--endpoints", c.endpoints, "watch"}, args...)...)
-	cmd.Env = append(os.Environ(), "ETCDCTL_API=3")
 	var out, stderr syncBuffer
 	cmd.Stdout, cmd.Stderr = &out, &stderr
 	if err := cmd.Start(); err != nil {

@@ -41,18 +41,30 @@ var readOnlyMethods = map[string]bool{
 // where every etcd client shares the Server's one kvd client.
 func ReadOnlyInterceptors(readOnly func(*x509.Certificate) bool) []grpc.ServerOption {
 	return []grpc.ServerOption{
-		grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-			if !readOnlyRequest(info.FullMethod, req) && isReadOnly(ctx, readOnly) {
-				return nil, rpctypes.ErrGRPCPermissionDenied
-			}
-			return h(ctx, req)
-		}),
-		grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-			if !readOnlyRequest(info.FullMethod, nil) && isReadOnly(ss.Context(), readOnly) {
-				return rpctypes.ErrGRPCPermissionDenied
-			}
-			return h(srv, ss)
-		}),
+		grpc.ChainUnaryInterceptor(readOnlyUnary(readOnly)),
+		grpc.ChainStreamInterceptor(readOnlyStream(readOnly)),
+	}
+}
+
+// readOnlyUnary refuses a unary call that may write from a read-only
+// client.
+func readOnlyUnary(readOnly func(*x509.Certificate) bool) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		if !readOnlyRequest(info.FullMethod, req) && isReadOnly(ctx, readOnly) {
+			return nil, rpctypes.ErrGRPCPermissionDenied
+		}
+		return h(ctx, req)
+	}
+}
+
+// readOnlyStream refuses a stream that may write (LeaseKeepAlive) from a
+// read-only client; Watch only reads.
+func readOnlyStream(readOnly func(*x509.Certificate) bool) grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+		if !readOnlyRequest(info.FullMethod, nil) && isReadOnly(ss.Context(), readOnly) {
+			return rpctypes.ErrGRPCPermissionDenied
+		}
+		return h(srv, ss)
 	}
 }
 
