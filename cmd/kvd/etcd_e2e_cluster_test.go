@@ -7,8 +7,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"testing"
 
 	"github.com/kvd-project/kvd/internal/kvdtest"
+	"github.com/kvd-project/kvd/internal/kvdtest/wait"
+	"github.com/kvd-project/kvd/internal/tlsutil/tlstest"
 )
 
 // etcdctlMember: member list, add --learner, promote (refused: the learner
@@ -109,4 +112,38 @@ func etcdctlCheckPerf(c etcdctl) {
 	if !strings.Contains(out, "PASS") && !strings.Contains(out, "FAIL") {
 		c.t.Errorf("check perf --load s printed no verdict: %v\nstdout:\n%s\nstderr:\n%s", err, out, stderr)
 	}
+}
+
+// TestEtcdAPIOverTLS: a node with client TLS serves etcd's API on an
+// https:// URL to clients with a certificate of its --trusted-ca-file,
+// through its own client of the cluster, and a certificate that
+// --read-only-client-cn names may read but not write, as on kvd's own
+// listener.
+func TestEtcdAPIOverTLS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipping the process test in -short mode")
+	}
+	bin := etcdctls(t)["3.7"]
+	f := newTLSFiles(t)
+	wcert, wkey := f.clientCA.Issue(t, "writer", tlstest.Options{}).Write(t, f.dir, "writer")
+	rcert, rkey := f.clientCA.Issue(t, "reader", tlstest.Options{}).Write(t, f.dir, "reader")
+	addr := kvdtest.FreeAddrs(t, 1)[0]
+	kvdtest.StartProcClusterOpts(t, kvdtest.SharedBin(t), 1, kvdtest.ProcOptions{
+		Extra: append(f.serverArgs(), "--read-only-client-cn", "reader", "--listen-client-urls", "https://"+addr),
+	})
+	c := etcdctlAt(t, bin, addr)
+	writer := []string{"--cacert", f.caFile, "--cert", wcert, "--key", wkey}
+	reader := []string{"--cacert", f.caFile, "--cert", rcert, "--key", rkey}
+	wait.NoError(t, "a put over TLS", func() error {
+		out, stderr, err := c.run("", append(writer, "put", "k", "v")...)
+		if err != nil || strings.TrimSpace(out) != "OK" {
+			return fmt.Errorf("%v: %s%s", err, out, stderr)
+		}
+		return nil
+	})
+	c.want("k\nv", append(reader, "get", "k")...)
+	c.fails("etcdserver: permission denied", append(reader, "put", "k", "v2")...)
+	c.fails("etcdserver: permission denied", append(reader, "del", "k")...)
+	c.want("v", append(writer, "get", "k", "--print-value-only")...)
+	c.fails("", append([]string{"--cacert", f.caFile}, "get", "k")...) // no certificate
 }
