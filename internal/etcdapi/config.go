@@ -63,8 +63,16 @@ type Config struct {
 	// so. One response larger than it is sent alone. Default
 	// DefaultWatchQueueBytes.
 	WatchQueueBytes int
-	// Logger receives the Server's warnings (rate-limited). Default
-	// slog.Default().
+	// OneSidedGets answers a Range of one key at the latest revision with
+	// kvd's GET, one-sided where the client can (RDMA READs, no RPC), and
+	// falls back to a range read when the key is missing. The answer is
+	// linearizable, but its header revision is a revision the key's value
+	// was current at (at least its mod revision), which may be below the
+	// store's; etcd's is the store's. Off: every Range is a range read
+	// whose header revision is the store's (etcd's behaviour).
+	OneSidedGets bool
+	// Logger receives the Server's warnings (refused requests, rate
+	// limited). Default slog.Default().
 	Logger *slog.Logger
 	// Knobs are for tests only.
 	Knobs Knobs

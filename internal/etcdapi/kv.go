@@ -45,17 +45,44 @@ func (s *Server) rangeKV(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResp
 	if err != nil {
 		return nil, err
 	}
+	level := client.Linearizable
+	if r.Serializable {
+		level = client.Serializable
+	}
+	if resp := s.getOne(ctx, r, level); resp != nil {
+		return resp, nil
+	}
+	opts = append(opts, client.WithConsistency(level))
 	if r.Revision > 0 {
 		opts = append(opts, client.WithRev(uint64(r.Revision)))
-	}
-	if r.Serializable {
-		opts = append(opts, client.WithConsistency(client.Serializable))
 	}
 	res, err := s.c.Range(ctx, r.Key, rangeEnd(r.Key, r.RangeEnd), opts...)
 	if err != nil {
 		return nil, err
 	}
 	return &pb.RangeResponse{Header: s.header(res.Revision), Kvs: kvsOf(res.KVs), More: res.More, Count: int64(res.Count)}, nil
+}
+
+// getOne answers a Range of one key at the latest revision with a GET
+// (Config.OneSidedGets), which kvd's client serves one-sided when it can
+// (no RPC: RDMA READs of the node's region), if the GET finds the key and
+// knows a revision its answer is at; else (nil) the Range reads it as any
+// other range. Sorts and limits do not change a one-key answer; filters
+// and counts only do not take this path.
+func (s *Server) getOne(ctx context.Context, r *pb.RangeRequest, level client.Consistency) *pb.RangeResponse {
+	if !s.cfg.OneSidedGets || len(r.RangeEnd) != 0 || r.Revision > 0 || r.CountOnly || r.MinModRevision != 0 || r.MaxModRevision != 0 ||
+		r.MinCreateRevision != 0 || r.MaxCreateRevision != 0 {
+		return nil
+	}
+	v, m, rev, err := s.c.GetMeta(ctx, r.Key, client.WithConsistency(level))
+	if err != nil || rev == 0 {
+		return nil
+	}
+	kv := client.KV{Key: r.Key, Meta: m}
+	if !r.KeysOnly {
+		kv.Value = v
+	}
+	return &pb.RangeResponse{Header: s.header(rev), Kvs: []*mvccpb.KeyValue{kvOf(kv)}, Count: 1}
 }
 
 // checkRange refuses what etcd's server refuses before reading.

@@ -44,6 +44,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, c: cfg.Client}
 	s.memberID.Store(cfg.MemberID)
 	s.watch = &watchService{s: s}
+	s.touchHeader() // the first answers' headers then likely carry the ids
 	return s, nil
 }
 
