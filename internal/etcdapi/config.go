@@ -79,7 +79,12 @@ type Config struct {
 }
 
 // Knobs let tests reach states that are hard to provoke from outside.
-type Knobs struct{}
+type Knobs struct {
+	// WatchSendGate, if set, holds each watch stream's sender until it
+	// takes a token (closed: no more holding): a client that reads
+	// slowly, without depending on gRPC's flow control windows.
+	WatchSendGate <-chan struct{}
+}
 
 func (c Config) withDefaults() Config {
 	if c.Name == "" {

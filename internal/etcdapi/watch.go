@@ -116,6 +116,13 @@ func (st *watchStream) sendLoop(stream pb.Watch_WatchServer) error {
 		if !ok {
 			return st.ctx.Err()
 		}
+		if g := st.s.cfg.Knobs.WatchSendGate; g != nil {
+			select {
+			case <-g:
+			case <-st.ctx.Done():
+				return st.ctx.Err()
+			}
+		}
 		if err := sendResponse(stream, it, st.s.cfg.MaxRequestBytes); err != nil {
 			return err
 		}

@@ -1,0 +1,168 @@
+package etcdapi_test
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/kvd-project/kvd/client"
+	"github.com/kvd-project/kvd/internal/etcdapi"
+)
+
+func TestLeaseGrantKeepAliveAndTimeToLiveWithKeys(t *testing.T) {
+	e := start(t, 1, etcdapi.Config{})
+	ctx := t.Context()
+	g, err := e.etcd.Grant(ctx, 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.ID == 0 || g.TTL != 20 {
+		t.Fatalf("grant: id %d ttl %d, want an id and ttl 20", g.ID, g.TTL)
+	}
+	e.put(t, "l/a", "1", client.WithLease(client.LeaseID(g.ID)))
+	e.put(t, "l/b", "1", client.WithLease(client.LeaseID(g.ID)))
+	e.put(t, "l/c", "1") // no lease
+	other, err := e.etcd.Grant(ctx, 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.put(t, "l/d", "1", client.WithLease(client.LeaseID(other.ID)))
+	ka, err := e.etcd.KeepAliveOnce(ctx, g.ID)
+	if err != nil || ka.TTL != 20 || ka.ID != g.ID {
+		t.Fatalf("keepalive once: %+v %v, want ttl 20", ka, err)
+	}
+	kc, err := e.etcd.KeepAlive(ctx, g.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-kc:
+		if r == nil || r.TTL != 20 {
+			t.Fatalf("keepalive channel: %+v, want ttl 20", r)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("no keepalive response")
+	}
+	ttl, err := e.etcd.TimeToLive(ctx, g.ID, clientv3.WithAttachedKeys())
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := []string{}
+	for _, k := range ttl.Keys {
+		keys = append(keys, string(k))
+	}
+	slices.Sort(keys)
+	if ttl.GrantedTTL != 20 || ttl.TTL <= 0 || ttl.TTL > 20 || !slices.Equal(keys, []string{"l/a", "l/b"}) {
+		t.Errorf("time to live: granted %d ttl %d keys %q, want 20, (0, 20], [l/a l/b]", ttl.GrantedTTL, ttl.TTL, keys)
+	}
+	if ttl, err := e.etcd.TimeToLive(ctx, g.ID); err != nil || len(ttl.Keys) != 0 {
+		t.Errorf("time to live without keys: %+v %v", ttl, err)
+	}
+}
+
+func TestLeaseGrantTTLRulesAsEtcd(t *testing.T) {
+	e := start(t, 1, etcdapi.Config{})
+	minTTL := int64(client.MinLeaseTTL / time.Second)
+	for _, tc := range []struct {
+		name    string
+		ttl     int64
+		wantTTL int64
+		wantErr error
+	}{
+		{"zero raised to the minimum", 0, minTTL, nil},
+		{"negative raised to the minimum", -5, minTTL, nil},
+		{"ordinary", 60, 60, nil},
+		{"kvd's maximum", int64(client.MaxLeaseTTL / time.Second), int64(client.MaxLeaseTTL / time.Second), nil},
+		{"past kvd's maximum", int64(client.MaxLeaseTTL/time.Second) + 1, 0, rpctypes.ErrLeaseTTLTooLarge},
+		{"past etcd's maximum", 9_000_000_001, 0, rpctypes.ErrLeaseTTLTooLarge},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g, err := e.etcd.Grant(t.Context(), tc.ttl)
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("grant ttl %d: %v, want %v", tc.ttl, err, tc.wantErr)
+			}
+			if err == nil && g.TTL != tc.wantTTL {
+				t.Errorf("grant ttl %d got ttl %d, want %d", tc.ttl, g.TTL, tc.wantTTL)
+			}
+		})
+	}
+}
+
+func TestLeaseGrantWithChosenIDIsRefusedClearly(t *testing.T) {
+	e := start(t, 1, etcdapi.Config{})
+	_, err := pb.NewLeaseClient(e.etcd.ActiveConnection()).LeaseGrant(t.Context(), &pb.LeaseGrantRequest{TTL: 10, ID: 12345})
+	if s := status.Convert(err); s.Code() != codes.Unimplemented {
+		t.Errorf("grant with a chosen id: %v, want Unimplemented saying why", err)
+	}
+}
+
+func TestLeaseUnknownAsEtcd(t *testing.T) {
+	e := start(t, 1, etcdapi.Config{})
+	ctx := t.Context()
+	const unknown = 424242
+	if _, err := e.etcd.Revoke(ctx, unknown); !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		t.Errorf("revoke unknown: %v, want ErrLeaseNotFound", err)
+	}
+	if _, err := e.etcd.KeepAliveOnce(ctx, unknown); !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		t.Errorf("keepalive unknown: %v, want ErrLeaseNotFound (a response with TTL 0)", err)
+	}
+	if r, err := e.etcd.TimeToLive(ctx, unknown); err != nil || r.TTL != -1 {
+		t.Errorf("time to live unknown: %+v %v, want TTL -1", r, err)
+	}
+}
+
+func TestLeaseLeasesListsGrantedAndNotRevoked(t *testing.T) {
+	e := start(t, 1, etcdapi.Config{})
+	ctx := t.Context()
+	var ids []int64
+	for range 3 {
+		g, err := e.etcd.Grant(ctx, 30)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, int64(g.ID))
+	}
+	if _, err := e.etcd.Revoke(ctx, clientv3.LeaseID(ids[1])); err != nil {
+		t.Fatal(err)
+	}
+	r, err := e.etcd.Leases(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []int64
+	for _, l := range r.Leases {
+		got = append(got, int64(l.ID))
+	}
+	slices.Sort(got)
+	want := []int64{ids[0], ids[2]}
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("leases %v, want %v", got, want)
+	}
+}
+
+func TestLeaseExpiryDeletesItsKeys(t *testing.T) {
+	e := start(t, 1, etcdapi.Config{})
+	ctx := t.Context()
+	g, err := e.etcd.Grant(ctx, 1) // the minimum; never kept alive
+	if err != nil {
+		t.Fatal(err)
+	}
+	wc := e.etcd.Watch(ctx, "exp")
+	e.put(t, "exp", "v", client.WithLease(client.LeaseID(g.ID)))
+	evs := collect(t, wc, 2)
+	if evs[0].Type != mvccpb.PUT || evs[1].Type != mvccpb.DELETE {
+		t.Errorf("events %q, want the put then the expiry's delete", keysOf(evs))
+	}
+	if r, err := e.etcd.TimeToLive(ctx, g.ID); err != nil || r.TTL != -1 {
+		t.Errorf("expired lease: %+v %v, want TTL -1", r, err)
+	}
+}

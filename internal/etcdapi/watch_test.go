@@ -1,0 +1,295 @@
+package etcdapi_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/kvd-project/kvd/client"
+	"github.com/kvd-project/kvd/internal/etcdapi"
+)
+
+// put writes through kvd's own client (the KV service is not this
+// file's) and returns the write's revision.
+func (e *env) put(t testing.TB, key, value string, opts ...client.WriteOption) int64 {
+	t.Helper()
+	rev, err := e.kvd.PutRevision(context.Background(), []byte(key), []byte(value), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return int64(rev)
+}
+
+func (e *env) del(t testing.TB, key string) {
+	t.Helper()
+	if err := e.kvd.Delete(context.Background(), []byte(key)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// next is the next response of wc, failing the test if none comes soon.
+func next(t testing.TB, wc clientv3.WatchChan) clientv3.WatchResponse {
+	t.Helper()
+	select {
+	case r, ok := <-wc:
+		if !ok {
+			t.Fatal("watch channel closed")
+		}
+		return r
+	case <-time.After(20 * time.Second):
+		t.Fatal("no watch response")
+	}
+	panic("unreachable")
+}
+
+// collect reads events from wc until it has n of them.
+func collect(t testing.TB, wc clientv3.WatchChan, n int) []*clientv3.Event {
+	t.Helper()
+	var evs []*clientv3.Event
+	for len(evs) < n {
+		r := next(t, wc)
+		if err := r.Err(); err != nil {
+			t.Fatalf("watch ended: %v", err)
+		}
+		evs = append(evs, r.Events...)
+	}
+	return evs
+}
+
+func keysOf(evs []*clientv3.Event) []string {
+	var ks []string
+	for _, ev := range evs {
+		ks = append(ks, fmt.Sprintf("%s %s", ev.Type, ev.Kv.Key))
+	}
+	return ks
+}
+
+func TestWatchKeySeesPutsAndDeletesWithEtcdsMetadata(t *testing.T) {
+	e := start(t, 1, etcdapi.Config{})
+	ctx := t.Context()
+	wc := e.etcd.Watch(ctx, "k")
+	r1 := e.put(t, "k", "v1")
+	r2 := e.put(t, "k", "v2")
+	e.del(t, "k")
+	e.put(t, "other", "x")
+	evs := collect(t, wc, 3)
+	if len(evs) != 3 {
+		t.Fatalf("events %v, want 3", keysOf(evs))
+	}
+	create, modify, del := evs[0], evs[1], evs[2]
+	if !create.IsCreate() || string(create.Kv.Value) != "v1" || create.Kv.ModRevision != r1 || create.Kv.Version != 1 {
+		t.Errorf("first event %+v: want a create of v1 at %d", create.Kv, r1)
+	}
+	if !modify.IsModify() || modify.Kv.CreateRevision != r1 || modify.Kv.ModRevision != r2 || modify.Kv.Version != 2 {
+		t.Errorf("second event %+v: want a modify at %d of the key created at %d, version 2", modify.Kv, r2, r1)
+	}
+	if del.Type != mvccpb.DELETE || string(del.Kv.Key) != "k" || del.Kv.ModRevision <= r2 {
+		t.Errorf("third event %v %+v: want the delete", del.Type, del.Kv)
+	}
+}
+
+func TestWatchRangesFollowEtcdsConventions(t *testing.T) {
+	e := start(t, 1, etcdapi.Config{})
+	keys := []string{"a", "ab", "abc", "b", "ba", "c", "d"}
+	for _, tc := range []struct {
+		name string
+		key  string
+		opts []clientv3.OpOption
+		want []string
+	}{
+		{"key", "ab", nil, []string{"ab"}},
+		{"prefix", "a", []clientv3.OpOption{clientv3.WithPrefix()}, []string{"a", "ab", "abc"}},
+		{"range", "ab", []clientv3.OpOption{clientv3.WithRange("ba")}, []string{"ab", "abc", "b"}},
+		{"range across prefixes", "abc", []clientv3.OpOption{clientv3.WithRange("c")}, []string{"abc", "b", "ba"}},
+		{"from key", "b", []clientv3.OpOption{clientv3.WithFromKey()}, []string{"b", "ba", "c", "d"}},
+		{"every key", "", []clientv3.OpOption{clientv3.WithFromKey()}, keys},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			wc := e.etcd.Watch(ctx, tc.key, tc.opts...)
+			for _, k := range keys {
+				e.put(t, k, "v")
+			}
+			e.put(t, "zz-end", "v") // a last write every range but "every key" leaves out
+			var got []string
+			for _, ev := range collect(t, wc, len(tc.want)) {
+				got = append(got, string(ev.Kv.Key))
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("watched keys %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestWatchEmptyRangeIsRefusedWithEtcdsReason(t *testing.T) {
+	e := start(t, 1, etcdapi.Config{})
+	wc := e.etcd.Watch(t.Context(), "b", clientv3.WithRange("a"))
+	r, ok := <-wc
+	if ok && r.Err() == nil {
+		t.Fatalf("watch of an empty range answered %+v, want it refused", r)
+	}
+}
+
+func TestWatchFromPastRevisionReplaysHistory(t *testing.T) {
+	e := start(t, 1, etcdapi.Config{})
+	first := e.put(t, "h/1", "a")
+	e.put(t, "h/2", "b")
+	e.del(t, "h/1")
+	wc := e.etcd.Watch(t.Context(), "h/", clientv3.WithPrefix(), clientv3.WithRev(first))
+	got := keysOf(collect(t, wc, 3))
+	want := []string{"PUT h/1", "PUT h/2", "DELETE h/1"}
+	if !slices.Equal(got, want) {
+		t.Errorf("replayed %q, want %q", got, want)
+	}
+}
+
+func TestWatchPrevKVAndFilters(t *testing.T) {
+	e := start(t, 1, etcdapi.Config{})
+	for _, tc := range []struct {
+		name     string
+		opts     []clientv3.OpOption
+		want     []string
+		wantPrev bool
+	}{
+		{"prev_kv", []clientv3.OpOption{clientv3.WithPrevKV()}, []string{"PUT f", "PUT f", "DELETE f"}, true},
+		{"no prev_kv", nil, []string{"PUT f", "PUT f", "DELETE f"}, false},
+		{"no put", []clientv3.OpOption{clientv3.WithFilterPut()}, []string{"DELETE f"}, false},
+		{"no delete", []clientv3.OpOption{clientv3.WithFilterDelete()}, []string{"PUT f", "PUT f"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			wc := e.etcd.Watch(ctx, "f", tc.opts...)
+			e.put(t, "f", "1")
+			e.put(t, "f", "2")
+			e.del(t, "f")
+			e.put(t, "g", "end")
+			evs := collect(t, wc, len(tc.want))
+			if got := keysOf(evs); !slices.Equal(got, tc.want) {
+				t.Fatalf("events %q, want %q", got, tc.want)
+			}
+			for i, ev := range evs {
+				hasPrev := ev.PrevKv != nil
+				wantPrev := tc.wantPrev && !(i == 0 && ev.Type == mvccpb.PUT)
+				if hasPrev != wantPrev {
+					t.Errorf("event %d prev_kv %v, want present %v", i, ev.PrevKv, wantPrev)
+				}
+			}
+			if tc.wantPrev && (string(evs[1].PrevKv.Value) != "1" || string(evs[2].PrevKv.Value) != "2") {
+				t.Errorf("prev values %q %q, want 1 and 2", evs[1].PrevKv.Value, evs[2].PrevKv.Value)
+			}
+		})
+	}
+}
+
+func TestWatchManyOnOneStream(t *testing.T) {
+	e := start(t, 1, etcdapi.Config{})
+	ctx := t.Context() // one context: clientv3 puts every watch on one stream
+	const n = 20
+	wcs := make([]clientv3.WatchChan, n)
+	for i := range wcs {
+		wcs[i] = e.etcd.Watch(ctx, fmt.Sprintf("m/%02d", i))
+	}
+	for i := range wcs {
+		e.put(t, fmt.Sprintf("m/%02d", i), fmt.Sprint(i))
+	}
+	for i, wc := range wcs {
+		evs := collect(t, wc, 1)
+		if got := string(evs[0].Kv.Key); got != fmt.Sprintf("m/%02d", i) || len(evs) != 1 {
+			t.Errorf("watch %d got %q", i, keysOf(evs))
+		}
+	}
+}
+
+func TestWatchCancelClosesChannel(t *testing.T) {
+	e := start(t, 1, etcdapi.Config{})
+	ctx, cancel := context.WithCancel(t.Context())
+	wc := e.etcd.Watch(ctx, "c")
+	e.put(t, "c", "1")
+	collect(t, wc, 1)
+	cancel()
+	for range wc { // drains, then closes
+	}
+	// The stream's other watches go on.
+	wc2 := e.etcd.Watch(t.Context(), "c")
+	e.put(t, "c", "2")
+	if evs := collect(t, wc2, 1); string(evs[0].Kv.Value) != "2" {
+		t.Errorf("after a cancel, a new watch got %q", keysOf(evs))
+	}
+}
+
+func TestWatchRequestProgressAnswersAtTheStoreRevision(t *testing.T) {
+	e := start(t, 1, etcdapi.Config{})
+	ctx := t.Context()
+	wc := e.etcd.Watch(ctx, "quiet", clientv3.WithProgressNotify())
+	wc2 := e.etcd.Watch(ctx, "quiet2")
+	rev := e.put(t, "busy", "x") // no event for either watch
+	if err := e.etcd.RequestProgress(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []clientv3.WatchChan{wc, wc2} {
+		for {
+			r := next(t, c)
+			if !r.IsProgressNotify() {
+				t.Fatalf("response %+v, want a progress notification", r)
+			}
+			if r.Header.Revision >= rev {
+				break // an earlier one may come first from the progress_notify watch
+			}
+		}
+	}
+}
+
+func TestWatchCompactedRevisionEndsWithErrCompacted(t *testing.T) {
+	e := start(t, 1, etcdapi.Config{})
+	first := e.put(t, "old", "1")
+	e.put(t, "old", "2")
+	last := e.put(t, "old", "3")
+	if err := e.kvd.Compact(t.Context(), uint64(last)); err != nil {
+		t.Fatal(err)
+	}
+	wc := e.etcd.Watch(t.Context(), "old", clientv3.WithRev(first))
+	r := next(t, wc)
+	if !errors.Is(r.Err(), rpctypes.ErrCompacted) || r.CompactRevision == 0 {
+		t.Fatalf("watch from compacted revision %d: %+v err %v, want ErrCompacted with compact_revision", first, r, r.Err())
+	}
+	if _, ok := <-wc; ok {
+		t.Error("channel still open after the compacted response")
+	}
+	// compact_revision is where a watch may start again.
+	wc = e.etcd.Watch(t.Context(), "old", clientv3.WithRev(r.CompactRevision))
+	e.put(t, "old", "4")
+	evs := collect(t, wc, 1)
+	if evs[len(evs)-1].Kv.ModRevision <= last {
+		t.Errorf("watch from compact_revision %d got %q", r.CompactRevision, keysOf(evs))
+	}
+}
+
+func TestWatchSeesLeaseRevokeDeletes(t *testing.T) {
+	e := start(t, 1, etcdapi.Config{})
+	ctx := t.Context()
+	lease, err := e.etcd.Grant(ctx, 30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wc := e.etcd.Watch(ctx, "leased/", clientv3.WithPrefix())
+	e.put(t, "leased/a", "1", client.WithLease(client.LeaseID(lease.ID)))
+	e.put(t, "leased/b", "1", client.WithLease(client.LeaseID(lease.ID)))
+	if _, err := e.etcd.Revoke(ctx, lease.ID); err != nil {
+		t.Fatal(err)
+	}
+	got := keysOf(collect(t, wc, 4))
+	slices.Sort(got[2:])
+	if want := []string{"PUT leased/a", "PUT leased/b", "DELETE leased/a", "DELETE leased/b"}; !slices.Equal(got, want) {
+		t.Errorf("events %q, want %q", got, want)
+	}
+}
