@@ -71,6 +71,7 @@ var exported = map[string]float64{
 	"--max-watches-per-conn":                server.DefaultMaxWatchesPerConn,
 	"wire.MaxWatchEvents":                   wire.MaxWatchEvents,
 	"server.MaxSnapshotStreams":             server.MaxSnapshotStreams,
+	"server.MaxHashKV":                      server.MaxHashKV,
 	"wire.MaxSnapshotChunk":                 wire.MaxSnapshotChunk,
 	"--max-connections":                     server.DefaultMaxConnections,
 	"tcp.DefaultHandshakeTimeout":           seconds(tcp.DefaultHandshakeTimeout),

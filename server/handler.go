@@ -259,6 +259,8 @@ func (s *Server) handle(ctx context.Context, req *wire.Request) wire.Response {
 		return s.compact(ctx, req)
 	case wire.OpDeleteRange:
 		return s.deleteRange(ctx, req) // deleterange.go
+	case wire.OpHashKV:
+		return s.hashKV(ctx, req) // hashkv.go
 	}
 	if r, bad := checkKey(req); bad {
 		return r
@@ -511,7 +513,8 @@ func readOnlyOp(op wire.Op) bool {
 	switch op {
 	case wire.OpHello, wire.OpGet, wire.OpStatus, wire.OpMemberList, wire.OpClock, wire.OpScan, wire.OpGetMany, wire.OpLeaseTimeToLive, wire.OpLeaseList,
 		wire.OpWatch, wire.OpWatchCancel,
-		wire.OpSnapshot: // a backup reads nothing a scan cannot (snapshot.go)
+		wire.OpSnapshot, // a backup reads nothing a scan cannot (snapshot.go)
+		wire.OpHashKV:
 		return true
 	}
 	return false

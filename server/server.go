@@ -52,6 +52,8 @@ type Server struct {
 	refusalLog ratelog.Limiter
 	// snapSlots bounds concurrent backup streams (snapshot.go).
 	snapSlots snapshotSlots
+	// hashSlots bounds concurrent OpHashKV requests (hashkv.go).
+	hashSlots hashSlots
 }
 
 // New starts a node: it binds its listeners, registers and formats the

@@ -41,7 +41,8 @@
 // records.
 //
 // A file is accepted only whole: the reader checks every bound as it goes,
-// the checksum at the end, and that nothing follows the trailer; a
+// the checksum at the end, and that nothing follows the trailer but, in a
+// backup saved through etcd's API, etcd's snapshot framing (etcd.go); a
 // truncated file fails with ErrTruncated, a damaged one with ErrChecksum
 // or ErrFormat. Restoring callers must not act on records before the
 // reader's final io.EOF (or use Verify first).

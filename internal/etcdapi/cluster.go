@@ -55,13 +55,17 @@ func (s *Server) members(ctx context.Context) ([]*pb.Member, error) {
 }
 
 // member is kvd member m as etcd's. Only the member this Server runs on
-// knows its etcd client URLs (Config.AdvertiseClientURLs); kvd's
+// (Config.MemberID) knows its etcd client URLs (Config.AdvertiseClientURLs); kvd's
 // membership does not carry the others', so theirs are empty.
 func (s *Server) member(m client.Member) *pb.Member {
-	pm := &pb.Member{
-		ID: m.ID, Name: strconv.FormatUint(m.ID, 10), PeerURLs: []string{"http://" + m.Addr}, IsLearner: m.IsLearner,
+	pm := &pb.Member{ID: m.ID, PeerURLs: []string{"http://" + m.Addr}, IsLearner: m.IsLearner}
+	if !m.IsLearner || m.ClientAddr != "" {
+		// etcd's member without a name is one that never started
+		// (etcdctl: "unstarted"); kvd's nearest is a learner whose node
+		// has not connected to the leader, as after MemberAdd.
+		pm.Name = strconv.FormatUint(m.ID, 10)
 	}
-	if id := s.memberID.Load(); id != 0 && id == m.ID {
+	if s.cfg.MemberID != 0 && s.cfg.MemberID == m.ID {
 		pm.ClientURLs = s.cfg.AdvertiseClientURLs
 	}
 	return pm

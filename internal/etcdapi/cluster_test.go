@@ -17,6 +17,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/kvd-project/kvd/client"
+	"github.com/kvd-project/kvd/internal/errs"
 	"github.com/kvd-project/kvd/internal/etcdapi"
 	"github.com/kvd-project/kvd/internal/kvdtest"
 	"github.com/kvd-project/kvd/server"
@@ -84,8 +86,8 @@ func TestMemberAddPromoteRemove(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := add.Member.ID
-	if id == 0 || id <= 3 || !add.Member.IsLearner || len(add.Members) != 4 {
-		t.Fatalf("MemberAdd = %v, want a new learner among 4 members", add)
+	if id == 0 || id <= 3 || !add.Member.IsLearner || add.Member.Name != "" || len(add.Members) != 4 {
+		t.Fatalf("MemberAdd = %v, want a new, unstarted learner among 4 members", add)
 	}
 	startJoiner(t, e, id, addr)
 	if _, err := e.etcd.MemberPromote(ctx, id); err != nil {
@@ -159,5 +161,33 @@ func TestMemberErrorsAreEtcds(t *testing.T) {
 		case tc.want == nil && status.Code(err) != tc.code:
 			t.Errorf("%s: %v, want code %v", tc.name, err, tc.code)
 		}
+	}
+}
+
+// TestMemberKnowsItsClientURLs: on a node (Config.MemberID), the node's
+// own member carries the Server's client URLs and Status is the node's.
+func TestMemberKnowsItsClientURLs(t *testing.T) {
+	urls := []string{"http://127.0.0.1:2379"}
+	e := start(t, 3, etcdapi.Config{MemberID: 2, AdvertiseClientURLs: urls})
+	ctx := ctxFor(t, 10*time.Second)
+	resp, err := e.etcd.MemberList(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range resp.Members {
+		if want := map[bool][]string{true: urls}[m.ID == 2]; !slices.Equal(m.ClientURLs, want) {
+			t.Errorf("member %d client URLs %v, want %v", m.ID, m.ClientURLs, want)
+		}
+	}
+	st, err := e.etcd.Status(ctx, e.addr)
+	if err != nil || st.Header.MemberId != 2 {
+		t.Fatalf("Status = %v, %v; want member 2's", st, err)
+	}
+}
+
+func TestGatewayWithMemberIDRefused(t *testing.T) {
+	_, err := etcdapi.New(etcdapi.Config{Client: &client.Client{}, Gateway: true, MemberID: 1})
+	if !errors.Is(err, errs.ErrConfig) {
+		t.Fatalf("New(Gateway, MemberID) = %v, want ErrConfig", err)
 	}
 }

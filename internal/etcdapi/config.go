@@ -40,9 +40,9 @@ type Config struct {
 	// Name is the member name reported for the gateway (Gateway only);
 	// default "kvd-gateway".
 	Name string
-	// MemberID is the member this Server runs on (not Gateway): the id its
-	// response headers and Status name, and the member whose client URLs
-	// are AdvertiseClientURLs. Zero: the first member that answers.
+	// MemberID is the id of the kvd member this Server runs on (0 with
+	// Gateway): member lists give it AdvertiseClientURLs, and Status
+	// reports it (a gateway's Status reports the leader).
 	MemberID uint64
 	// AdvertiseClientURLs are the URLs this Server is reached at
 	// (--advertise-client-urls), reported in member lists.
@@ -121,6 +121,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: etcdapi: MaxRequestBytes %d is negative", errs.ErrConfig, c.MaxRequestBytes)
 	case c.WatchQueueBytes < 0:
 		return fmt.Errorf("%w: etcdapi: WatchQueueBytes %d is negative", errs.ErrConfig, c.WatchQueueBytes)
+	case c.Gateway && c.MemberID != 0:
+		return fmt.Errorf("%w: etcdapi: a gateway is no member (MemberID %d)", errs.ErrConfig, c.MemberID)
 	case c.MaxTxnOps < 0:
 		return fmt.Errorf("%w: etcdapi: MaxTxnOps %d is negative", errs.ErrConfig, c.MaxTxnOps)
 	case c.MaxTxnOps > limits.MaxTxnOps:

@@ -160,7 +160,7 @@ func TestLeaseExpiryDeletesItsKeys(t *testing.T) {
 	e.put(t, "exp", "v", client.WithLease(client.LeaseID(g.ID)))
 	evs := collect(t, wc, 2)
 	if evs[0].Type != mvccpb.PUT || evs[1].Type != mvccpb.DELETE {
-		t.Errorf("events %q, want the put then the expiry's delete", keysOf(evs))
+		t.Errorf("events %q, want the put then the expiry's delete", eventKeys(evs))
 	}
 	if r, err := e.etcd.TimeToLive(ctx, g.ID); err != nil || r.TTL != -1 {
 		t.Errorf("expired lease: %+v %v, want TTL -1", r, err)

@@ -41,7 +41,7 @@ type maintenanceService struct {
 }
 
 func (m *maintenanceService) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.StatusResponse, error) {
-	st, err := m.s.ownStatus(ctx)
+	st, _, err := m.s.ownStatus(ctx)
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -62,40 +62,42 @@ func (m *maintenanceService) Status(ctx context.Context, _ *pb.StatusRequest) (*
 	return resp, nil
 }
 
-// ownStatus is the status of the member this Server runs on, or, for a
-// gateway (or before the member is known), of the leader.
-func (s *Server) ownStatus(ctx context.Context) (client.NodeStatus, error) {
+// ownStatus is the status of the member this Server runs on
+// (Config.MemberID), or, for a gateway, of the leader; addr is where kvd
+// clients reach it.
+func (s *Server) ownStatus(ctx context.Context) (st client.NodeStatus, addr string, err error) {
 	ms, err := s.c.Members(ctx)
 	if err != nil {
-		return client.NodeStatus{}, err
+		return st, "", err
 	}
-	if self := s.memberID.Load(); self != 0 {
+	if self := s.cfg.MemberID; self != 0 {
 		for _, m := range ms {
 			if m.ID == self {
-				return s.c.Status(ctx, clientAddr(m))
+				st, err = s.c.Status(ctx, clientAddr(m))
+				return st, clientAddr(m), err
 			}
 		}
+		return st, "", fmt.Errorf("%w: this node (member %d) is not a member", client.ErrUnavailable, self)
 	}
 	var lastErr error
 	for _, m := range ms {
-		st, err := s.c.Status(ctx, clientAddr(m))
-		if err != nil {
+		if st, err = s.c.Status(ctx, clientAddr(m)); err != nil {
 			lastErr = err
 			continue
 		}
 		if st.LeaderID == st.ID || st.LeaderID == 0 {
-			return st, nil
+			return st, clientAddr(m), nil
 		}
 		for _, l := range ms {
 			if l.ID == st.LeaderID {
 				if lst, err := s.c.Status(ctx, clientAddr(l)); err == nil {
-					return lst, nil
+					return lst, clientAddr(l), nil
 				}
 			}
 		}
-		return st, nil
+		return st, clientAddr(m), nil
 	}
-	return client.NodeStatus{}, fmt.Errorf("%w: no member answered a status request (last error: %w)", client.ErrUnavailable, lastErr)
+	return st, "", fmt.Errorf("%w: no member answered a status request (last error: %w)", client.ErrUnavailable, lastErr)
 }
 
 // clientAddr is where kvd clients reach m: its announced client address,
@@ -181,6 +183,28 @@ func (m *maintenanceService) Defragment(context.Context, *pb.DefragmentRequest) 
 
 func (m *maintenanceService) Hash(context.Context, *pb.HashRequest) (*pb.HashResponse, error) {
 	return nil, notSupported("Hash", "etcd's Hash covers its whole backend file, which kvd does not have; HashKV hashes the keys and values")
+}
+
+// HashKV hashes the key-value state at a revision on the member Status
+// reports (client.HashKV): the keys live at that revision with their
+// values and metadata, not etcd's hash of every revision kept since the
+// compaction, so it is comparable between kvd members only.
+func (m *maintenanceService) HashKV(ctx context.Context, r *pb.HashKVRequest) (*pb.HashKVResponse, error) {
+	if r.Revision < 0 {
+		return nil, invalid("revision must not be negative")
+	}
+	st, addr, err := m.s.ownStatus(ctx)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	h, err := m.s.c.HashKV(ctx, addr, uint64(r.Revision))
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	resp := &pb.HashKVResponse{Header: m.s.header(h.HashRevision), Hash: h.Hash,
+		CompactRevision: int64(h.CompactRevision), HashRevision: int64(h.HashRevision)}
+	resp.Header.MemberId = st.ID
+	return resp, nil
 }
 
 func (m *maintenanceService) MoveLeader(ctx context.Context, r *pb.MoveLeaderRequest) (*pb.MoveLeaderResponse, error) {

@@ -63,7 +63,7 @@ func collect(t testing.TB, wc clientv3.WatchChan, n int) []*clientv3.Event {
 	return evs
 }
 
-func keysOf(evs []*clientv3.Event) []string {
+func eventKeys(evs []*clientv3.Event) []string {
 	var ks []string
 	for _, ev := range evs {
 		ks = append(ks, fmt.Sprintf("%s %s", ev.Type, ev.Kv.Key))
@@ -81,7 +81,7 @@ func TestWatchKeySeesPutsAndDeletesWithEtcdsMetadata(t *testing.T) {
 	e.put(t, "other", "x")
 	evs := collect(t, wc, 3)
 	if len(evs) != 3 {
-		t.Fatalf("events %v, want 3", keysOf(evs))
+		t.Fatalf("events %v, want 3", eventKeys(evs))
 	}
 	create, modify, del := evs[0], evs[1], evs[2]
 	if !create.IsCreate() || string(create.Kv.Value) != "v1" || create.Kv.ModRevision != r1 || create.Kv.Version != 1 {
@@ -145,7 +145,7 @@ func TestWatchFromPastRevisionReplaysHistory(t *testing.T) {
 	e.put(t, "h/2", "b")
 	e.del(t, "h/1")
 	wc := e.etcd.Watch(t.Context(), "h/", clientv3.WithPrefix(), clientv3.WithRev(first))
-	got := keysOf(collect(t, wc, 3))
+	got := eventKeys(collect(t, wc, 3))
 	want := []string{"PUT h/1", "PUT h/2", "DELETE h/1"}
 	if !slices.Equal(got, want) {
 		t.Errorf("replayed %q, want %q", got, want)
@@ -174,7 +174,7 @@ func TestWatchPrevKVAndFilters(t *testing.T) {
 			e.del(t, "f")
 			e.put(t, "g", "end")
 			evs := collect(t, wc, len(tc.want))
-			if got := keysOf(evs); !slices.Equal(got, tc.want) {
+			if got := eventKeys(evs); !slices.Equal(got, tc.want) {
 				t.Fatalf("events %q, want %q", got, tc.want)
 			}
 			for i, ev := range evs {
@@ -205,7 +205,7 @@ func TestWatchManyOnOneStream(t *testing.T) {
 	for i, wc := range wcs {
 		evs := collect(t, wc, 1)
 		if got := string(evs[0].Kv.Key); got != fmt.Sprintf("m/%02d", i) || len(evs) != 1 {
-			t.Errorf("watch %d got %q", i, keysOf(evs))
+			t.Errorf("watch %d got %q", i, eventKeys(evs))
 		}
 	}
 }
@@ -223,7 +223,7 @@ func TestWatchCancelClosesChannel(t *testing.T) {
 	wc2 := e.etcd.Watch(t.Context(), "c")
 	e.put(t, "c", "2")
 	if evs := collect(t, wc2, 1); string(evs[0].Kv.Value) != "2" {
-		t.Errorf("after a cancel, a new watch got %q", keysOf(evs))
+		t.Errorf("after a cancel, a new watch got %q", eventKeys(evs))
 	}
 }
 
@@ -270,7 +270,7 @@ func TestWatchCompactedRevisionEndsWithErrCompacted(t *testing.T) {
 	e.put(t, "old", "4")
 	evs := collect(t, wc, 1)
 	if evs[len(evs)-1].Kv.ModRevision <= last {
-		t.Errorf("watch from compact_revision %d got %q", r.CompactRevision, keysOf(evs))
+		t.Errorf("watch from compact_revision %d got %q", r.CompactRevision, eventKeys(evs))
 	}
 }
 
@@ -287,7 +287,7 @@ func TestWatchSeesLeaseRevokeDeletes(t *testing.T) {
 	if _, err := e.etcd.Revoke(ctx, lease.ID); err != nil {
 		t.Fatal(err)
 	}
-	got := keysOf(collect(t, wc, 4))
+	got := eventKeys(collect(t, wc, 4))
 	slices.Sort(got[2:])
 	if want := []string{"PUT leased/a", "PUT leased/b", "DELETE leased/a", "DELETE leased/b"}; !slices.Equal(got, want) {
 		t.Errorf("events %q, want %q", got, want)

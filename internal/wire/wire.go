@@ -98,7 +98,14 @@ const (
 	// deleted and whose entries (with DeletePrevKV) are the deleted keys
 	// with their values and metadata.
 	OpDeleteRange Op = 24
-	opMax            = OpDeleteRange
+	// OpHashKV hashes the node's own key-value state at a store revision
+	// (etcd's HashKV), so that members can be compared: Value the le64
+	// revision (0: the latest), Key and Flags empty; served by whichever
+	// node is asked, leader or not. Response: Value a HashKV (hashkv.go);
+	// a compacted revision is StatusCompacted, a future one
+	// StatusFutureRevision.
+	OpHashKV Op = 25
+	opMax       = OpHashKV
 )
 
 func (o Op) String() string {
@@ -151,6 +158,8 @@ func (o Op) String() string {
 		return "compact"
 	case OpDeleteRange:
 		return "delete-range"
+	case OpHashKV:
+		return "hash-kv"
 	}
 	return fmt.Sprintf("op(%d)", uint8(o))
 }
