@@ -35,14 +35,17 @@ type etcdFlags struct {
 // default (refuseZeros).
 var etcdZeroIsDefault = []string{"max-request-bytes", "max-txn-ops", "max-concurrent-streams"}
 
-// register adds the flags to fs; listen is --listen-client-urls' default.
-func (f *etcdFlags) register(fs *flag.FlagSet, listen, what string) {
+// register adds the flags to fs; listen is --listen-client-urls'
+// default, oneSided --one-sided-gets'.
+func (f *etcdFlags) register(fs *flag.FlagSet, listen, what string, oneSided bool) {
 	fs.StringVar(&f.listen, "listen-client-urls", listen,
 		"etcd's v3 API: comma-separated http://HOST:PORT (plaintext) or https://HOST:PORT (TLS, with --cert-file) URLs to serve it on"+what)
 	fs.StringVar(&f.advertise, "advertise-client-urls", "",
 		"etcd's v3 API: the URLs etcd clients reach it at, reported in member lists (default: the --listen-client-urls, with the ports bound)")
 	fs.IntVar(&f.cfg.MaxRequestBytes, "max-request-bytes", etcdapi.DefaultMaxRequestBytes,
 		"etcd's v3 API: the largest request accepted, in bytes; larger ones fail with etcd's \"request is too large\"")
+	fs.BoolVar(&f.cfg.OneSidedGets, "one-sided-gets", oneSided,
+		"etcd's v3 API: answer a Range of one key at the latest revision with kvd's linearizable GET, one-sided over rdma; its header revision is then one the value was current at, which may be below the store's (etcd's)")
 	fs.IntVar(&f.cfg.MaxTxnOps, "max-txn-ops", etcdapi.DefaultMaxTxnOps, "etcd's v3 API: the most operations one transaction may hold")
 	fs.Uint64Var(&f.streams, "max-concurrent-streams", etcdapi.DefaultMaxConcurrentStreams,
 		"etcd's v3 API: the most gRPC streams (calls, watch and keep-alive streams) one connection may have open at once")

@@ -40,7 +40,7 @@ func parseGatewayFlags(args []string) (*gatewayOptions, error) {
 	fs.StringVar(&o.endpoints, "endpoints", "", "the cluster's client addresses, host:port,... (required)")
 	fs.StringVar(&o.name, "name", "kvd-gateway", "the member name the gateway reports for itself in member lists")
 	fs.Float64Var(&o.leaseDrift, "lease-drift", client.DefaultLeaseDrift, "the most the servers' clocks may run faster than this one's, as a fraction: the nodes' --lease-drift")
-	o.etcd.register(fs, "http://127.0.0.1:2379", "")
+	o.etcd.register(fs, "http://127.0.0.1:2379", "", true)
 	o.transport.Register(fs)
 	fs.StringVar(&o.clientTLS.Files.CACert, "cacert", "", "TLS to the cluster: CA bundle (PEM) that verifies the nodes; any of --cacert, --cert, --key turns it on")
 	fs.StringVar(&o.clientTLS.Files.Cert, "cert", "", "TLS to the cluster: client certificate (PEM), for nodes with --client-cert-auth")

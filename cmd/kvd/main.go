@@ -80,7 +80,7 @@ func parseFlags(args []string) (*options, error) {
 	o.transport.Register(fs)
 	o.transport.RegisterRDMATuning(fs)
 	o.tls.Register(fs)
-	o.etcd.register(fs, "", " on this node (empty: off)")
+	o.etcd.register(fs, "", " on this node (empty: off)", false)
 	fs.Var(&o.tableMem, "table-mem", "size of the registered table region (e.g. 64MiB, 1GiB)")
 	fs.DurationVar(&o.cfg.ReuseGrace, "reuse-grace", server.DefaultReuseGrace, "how long superseded records stay untouched before their memory is reused")
 	o.cfg.TableInline = server.DefaultTableInline

@@ -666,7 +666,10 @@ func TestKvdBoundsAreInvalidArguments(t *testing.T) {
 			_, err := c.Txn(ctx).If(clientv3.Compare(clientv3.Version("a"), ">", -1)).Commit()
 			return err
 		}, "negative number in compare"},
-		{"txn reading too much", func() error { _, err := c.Txn(ctx).Then(clientv3.OpGet("big/", clientv3.WithPrefix())).Commit(); return err }, "reads too much"},
+		{"txn reading too much", func() error {
+			_, err := c.Txn(ctx).Then(clientv3.OpGet("big/", clientv3.WithPrefix())).Commit()
+			return err
+		}, "reads too much"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.run()
