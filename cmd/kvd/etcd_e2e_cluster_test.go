@@ -48,7 +48,12 @@ func etcdctlMember(c etcdctl, tg etcdTarget) {
 // endpoint.
 func etcdctlEndpoint(c etcdctl, tg etcdTarget) {
 	status := c.ok("endpoint", "status")
-	health := c.ok("endpoint", "health")
+	// etcdctl 3.4 prints health to stderr, 3.7 to stdout.
+	out, stderr, err := c.run("", "endpoint", "health")
+	if err != nil {
+		c.t.Errorf("endpoint health: %v\n%s%s", err, out, stderr)
+	}
+	health := out + stderr
 	hash := c.ok("endpoint", "hashkv")
 	for _, ep := range tg.endpoints {
 		q := regexp.QuoteMeta(ep)
@@ -91,6 +96,14 @@ func etcdctlMoveLeader(c etcdctl, tg etcdTarget) {
 		return
 	}
 	c.want(fmt.Sprintf("Leadership transferred from %x to %x", leader, target), "move-leader", fmt.Sprintf("%x", target))
+	// Clients that still knew the old leader may fail a write "maybe
+	// applied" (etcd's request timed out) until they hear of the new one.
+	wait.NoError(c.t, "a put after move-leader", func() error {
+		if _, stderr, err := c.run("", "put", "etcd-e2e-probe", "ok"); err != nil {
+			return fmt.Errorf("%v: %s", err, stderr)
+		}
+		return nil
+	})
 }
 
 // etcdctlSnapshot: snapshot save writes the file.
