@@ -1,3 +1,6 @@
+// The tools the etcd API tests run, in a module of their own so that
+// their dependencies stay out of kvd's graph and `go test ./...`:
+// scripts/deps.sh builds etcdctl 3.7 from here into bin/etcdctl-3.7.
 module github.com/kvd-project/kvd/internal/etcdapi/etcdtools
 
 go 1.26.0
