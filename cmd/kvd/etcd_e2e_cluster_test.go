@@ -129,9 +129,10 @@ func etcdctlCheckPerf(c etcdctl) {
 
 // TestEtcdAPIOverTLS: a node with client TLS serves etcd's API on an
 // https:// URL to clients with a certificate of its --trusted-ca-file,
-// through its own client of the cluster, and a certificate that
-// --read-only-client-cn names may read but not write, as on kvd's own
-// listener.
+// through its own client of the cluster; so does a gateway, dialling the
+// node with a client certificate (--cacert, --cert, --key) and serving
+// with its own (--cert-file...). A certificate that --read-only-client-cn
+// names may read but not write, as on kvd's own listener.
 func TestEtcdAPIOverTLS(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping the process test in -short mode")
@@ -140,23 +141,30 @@ func TestEtcdAPIOverTLS(t *testing.T) {
 	f := newTLSFiles(t)
 	wcert, wkey := f.clientCA.Issue(t, "writer", tlstest.Options{}).Write(t, f.dir, "writer")
 	rcert, rkey := f.clientCA.Issue(t, "reader", tlstest.Options{}).Write(t, f.dir, "reader")
-	addr := kvdtest.FreeAddrs(t, 1)[0]
-	kvdtest.StartProcClusterOpts(t, kvdtest.SharedBin(t), 1, kvdtest.ProcOptions{
-		Extra: append(f.serverArgs(), "--read-only-client-cn", "reader", "--listen-client-urls", "https://"+addr),
+	addrs := kvdtest.FreeAddrs(t, 2)
+	pc := kvdtest.StartProcClusterOpts(t, kvdtest.SharedBin(t), 1, kvdtest.ProcOptions{
+		Extra: append(f.serverArgs(), "--read-only-client-cn", "reader", "--listen-client-urls", "https://"+addrs[0]),
 	})
-	c := etcdctlAt(t, bin, addr)
+	startGateway(t, "--endpoints", pc.Endpoints()[0], "--listen-client-urls", "https://"+addrs[1],
+		"--cacert", f.caFile, "--cert", wcert, "--key", wkey,
+		"--cert-file", f.cert, "--key-file", f.key, "--trusted-ca-file", f.caFile, "--client-cert-auth", "--read-only-client-cn", "reader")
 	writer := []string{"--cacert", f.caFile, "--cert", wcert, "--key", wkey}
 	reader := []string{"--cacert", f.caFile, "--cert", rcert, "--key", rkey}
-	wait.NoError(t, "a put over TLS", func() error {
-		out, stderr, err := c.run("", append(writer, "put", "k", "v")...)
-		if err != nil || strings.TrimSpace(out) != "OK" {
-			return fmt.Errorf("%v: %s%s", err, out, stderr)
-		}
-		return nil
-	})
-	c.want("k\nv", append(reader, "get", "k")...)
-	c.fails("etcdserver: permission denied", append(reader, "put", "k", "v2")...)
-	c.fails("etcdserver: permission denied", append(reader, "del", "k")...)
-	c.want("v", append(writer, "get", "k", "--print-value-only")...)
-	c.fails("", append([]string{"--cacert", f.caFile}, "get", "k")...) // no certificate
+	for i, what := range []string{"node", "gateway"} {
+		t.Run(what, func(t *testing.T) {
+			c := etcdctlAt(t, bin, addrs[i])
+			wait.NoError(t, "a put over TLS", func() error {
+				out, stderr, err := c.run("", append(writer, "put", "k", what)...)
+				if err != nil || strings.TrimSpace(out) != "OK" {
+					return fmt.Errorf("%v: %s%s", err, out, stderr)
+				}
+				return nil
+			})
+			c.want("k\n"+what, append(reader, "get", "k")...)
+			c.fails("etcdserver: permission denied", append(reader, "put", "k", "v2")...)
+			c.fails("etcdserver: permission denied", append(reader, "del", "k")...)
+			c.want(what, append(writer, "get", "k", "--print-value-only")...)
+			c.fails("", append([]string{"--cacert", f.caFile}, "get", "k")...) // no certificate
+		})
+	}
 }

@@ -51,19 +51,11 @@ func startEtcdEnv(t *testing.T, ctl string) *etcdEnv {
 	t.Helper()
 	bin := kvdtest.SharedBin(t)
 	addrs := kvdtest.FreeAddrs(t, 4)
-	e := &etcdEnv{bin: bin, nodeURLs: addrs[:3], gateway: addrs[3], gwLogs: &syncBuffer{}}
+	e := &etcdEnv{bin: bin, nodeURLs: addrs[:3], gateway: addrs[3]}
 	e.pc = kvdtest.StartProcClusterOpts(t, bin, 3, kvdtest.ProcOptions{
 		PerNode: func(id uint64) []string { return []string{"--listen-client-urls", "http://" + addrs[id-1]} },
 	})
-	gw := exec.Command(filepath.Join(bin, "kvd"), "gateway", "--endpoints", strings.Join(e.pc.Endpoints(), ","),
-		"--listen-client-urls", "http://"+e.gateway, "--log-level", "warn")
-	gw.Stdout, gw.Stderr = e.gwLogs, e.gwLogs
-	if err := gw.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { gw.Wait(); close(done) }()
-	t.Cleanup(func() { gw.Process.Signal(syscall.SIGKILL); <-done })
+	e.gwLogs = startGateway(t, "--endpoints", strings.Join(e.pc.Endpoints(), ","), "--listen-client-urls", "http://"+e.gateway)
 	for _, ep := range append(e.nodeURLs, e.gateway) {
 		c := etcdctlAt(t, ctl, ep)
 		wait.NoError(t, "a put through "+ep, func() error {
@@ -75,6 +67,28 @@ func startEtcdEnv(t *testing.T, ctl string) *etcdEnv {
 		})
 	}
 	return e
+}
+
+// startGateway runs `kvd gateway` with args until the test ends, and
+// returns its output.
+func startGateway(t *testing.T, args ...string) *syncBuffer {
+	t.Helper()
+	logs := &syncBuffer{}
+	gw := exec.Command(filepath.Join(kvdtest.SharedBin(t), "kvd"), append([]string{"gateway", "--log-level", "warn"}, args...)...)
+	gw.Stdout, gw.Stderr = logs, logs
+	if err := gw.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { gw.Wait(); close(done) }()
+	t.Cleanup(func() {
+		gw.Process.Signal(syscall.SIGKILL)
+		<-done
+		if t.Failed() {
+			t.Logf("kvd gateway's output:\n%s", logs.String())
+		}
+	})
+	return logs
 }
 
 // etcdctl runs one etcdctl build against endpoints.
