@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"strings"
@@ -28,6 +29,17 @@ type gatewayOptions struct {
 	serverTLS  cli.ServerTLSFlags // of the etcd listeners
 	logLevel   string
 	logFormat  string
+}
+
+// nodeUsage is kvd -h: the node's flags, after the subcommands.
+func nodeUsage(fs *flag.FlagSet) func(w io.Writer) {
+	return func(w io.Writer) {
+		fmt.Fprint(w, "usage: kvd [flags]          run a node\n"+
+			"       kvd gateway [flags]  serve etcd's v3 API for a cluster (kvd gateway -h)\n"+
+			"       kvd version\n\nflags:\n")
+		fs.SetOutput(w)
+		fs.PrintDefaults()
+	}
 }
 
 // gatewayEnvPrefix prefixes the variables that mirror the gateway's flags

@@ -116,7 +116,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.BoolVar(&o.pprof, "enable-pprof", false, "serve net/http/pprof under /debug/pprof/ on --metrics-listen (CPU and heap profiles)")
 	fs.BoolVar(&o.faults, "enable-fault-injection", false, "serve POST /debug/faults on --metrics-listen (tests only): ?drop=ADDR,... cuts this node off from those peers (tcp transport), ?freeze=10s freezes it for that long as SIGSTOP would while its region still answers one-sided READs")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
-	if err := cli.Parse(fs, args, os.Stderr, nil); err != nil {
+	if err := cli.Parse(fs, args, os.Stderr, nodeUsage(fs)); err != nil {
 		return nil, err
 	}
 	if fs.NArg() == 1 && fs.Arg(0) == "version" {
