@@ -71,8 +71,8 @@ type Config struct {
 	// store's; etcd's is the store's. Off: every Range is a range read
 	// whose header revision is the store's (etcd's behaviour).
 	OneSidedGets bool
-	// Logger receives the Server's warnings (refused requests, rate
-	// limited). Default slog.Default().
+	// Logger receives the Server's warnings (rate-limited). Default
+	// slog.Default().
 	Logger *slog.Logger
 	// Knobs are for tests only.
 	Knobs Knobs

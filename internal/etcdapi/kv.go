@@ -8,7 +8,6 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -256,33 +255,6 @@ func (k *kvService) Compact(ctx context.Context, r *pb.CompactionRequest) (*pb.C
 		return nil, kvStatus(err)
 	}
 	return &pb.CompactionResponse{Header: k.s.header(rev)}, nil
-}
-
-// rangeStreamChunkBytes bounds the keys and values of one RangeStream
-// message.
-const rangeStreamChunkBytes = 1 << 20
-
-// RangeStream answers a Range in chunks (etcd 3.7): the Range's keys in
-// messages of at most rangeStreamChunkBytes (at least one key each), the
-// header, count and more on the last one, so that merging them gives
-// Range's answer. The range is read whole first, as Range reads it.
-func (k *kvService) RangeStream(r *pb.RangeRequest, stream grpc.ServerStreamingServer[pb.RangeStreamResponse]) error {
-	resp, err := k.s.rangeKV(stream.Context(), r)
-	if err != nil {
-		return kvStatus(err)
-	}
-	kvs, size := resp.Kvs, 0
-	for i := 0; i < len(kvs); i++ {
-		size += len(kvs[i].Key) + len(kvs[i].Value)
-		if size > rangeStreamChunkBytes && i > 0 {
-			if err := stream.Send(&pb.RangeStreamResponse{RangeResponse: &pb.RangeResponse{Kvs: kvs[:i]}}); err != nil {
-				return err
-			}
-			kvs, i, size = kvs[i:], -1, 0
-		}
-	}
-	resp.Kvs = kvs
-	return stream.Send(&pb.RangeStreamResponse{RangeResponse: resp})
 }
 
 // kvStatus is toStatus with the KV service's own mappings first: a put

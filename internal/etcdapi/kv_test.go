@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/kvd-project/kvd/internal/errs"
 	"github.com/kvd-project/kvd/internal/etcdapi"
@@ -541,42 +542,77 @@ func TestMaxTxnOpsConfigured(t *testing.T) {
 	}
 }
 
-// TestRangeStream: the chunks of a RangeStream merge into Range's answer.
+// TestRangeStream: the messages of a RangeStream merge into Range's
+// answer, for ranges read in pages (key order: more keys than a page,
+// limits across and at page ends, filters), read whole (sorted, counted)
+// and split by size (large values).
 func TestRangeStream(t *testing.T) {
 	e := start(t, 1, etcdapi.Config{})
 	c, ctx := e.etcd, context.Background()
 	for i := range 5 {
 		put(t, c, fmt.Sprintf("s/%d", i), strings.Repeat(string(rune('a'+i)), 400<<10))
 	}
-	put(t, c, "t", "after")
-	kv := pb.NewKVClient(c.ActiveConnection())
-	req := &pb.RangeRequest{Key: []byte("s/"), RangeEnd: []byte("s0"), Limit: 4}
-	want, err := kv.Range(ctx, req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stream, err := kv.RangeStream(ctx, req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, chunks := &pb.RangeResponse{}, 0
-	for {
-		m, err := stream.Recv()
-		if err == io.EOF {
-			break
+	var mid int64
+	for b := range 3 {
+		ops := make([]clientv3.Op, 100)
+		for i := range ops {
+			ops[i] = clientv3.OpPut(fmt.Sprintf("p/%03d", b*100+i), fmt.Sprint(i))
 		}
+		r, err := c.Txn(ctx).Then(ops...).Commit()
 		if err != nil {
 			t.Fatal(err)
 		}
-		chunks++
-		got.Kvs = append(got.Kvs, m.RangeResponse.Kvs...)
-		if m.RangeResponse.Header != nil {
-			got.Header, got.Count, got.More = m.RangeResponse.Header, m.RangeResponse.Count, m.RangeResponse.More
+		if b == 1 {
+			mid = r.Header.Revision
 		}
 	}
-	if chunks < 2 || got.String() != want.String() {
-		t.Fatalf("%d chunks merging into %d keys (count %d, more %v); want more than 1 chunk, and Range's %d keys (count %d, more %v)",
-			chunks, len(got.Kvs), got.Count, got.More, len(want.Kvs), want.Count, want.More)
+	put(t, c, "p/150", "again")
+	kv := pb.NewKVClient(c.ActiveConnection())
+	p, pEnd := []byte("p/"), []byte("p0")
+	for _, tc := range []struct {
+		name     string
+		req      *pb.RangeRequest
+		messages int // at least
+	}{
+		{"large values, limit", &pb.RangeRequest{Key: []byte("s/"), RangeEnd: []byte("s0"), Limit: 4}, 2},
+		{"more keys than a page", &pb.RangeRequest{Key: p, RangeEnd: pEnd}, 2},
+		{"limit across pages", &pb.RangeRequest{Key: p, RangeEnd: pEnd, Limit: 260}, 2},
+		{"limit at a page's end", &pb.RangeRequest{Key: p, RangeEnd: pEnd, Limit: 256}, 1},
+		{"limit of every key", &pb.RangeRequest{Key: p, RangeEnd: pEnd, Limit: 300}, 2},
+		{"key ascending, keys only", &pb.RangeRequest{Key: p, RangeEnd: pEnd, SortOrder: pb.RangeRequest_ASCEND, KeysOnly: true}, 2},
+		{"filter", &pb.RangeRequest{Key: p, RangeEnd: pEnd, MinModRevision: mid, Limit: 150}, 1},
+		{"past revision", &pb.RangeRequest{Key: p, RangeEnd: pEnd, Revision: mid}, 1},
+		{"from key", &pb.RangeRequest{Key: []byte("p/299"), RangeEnd: []byte{0}}, 1},
+		{"sorted", &pb.RangeRequest{Key: p, RangeEnd: pEnd, SortOrder: pb.RangeRequest_DESCEND, SortTarget: pb.RangeRequest_MOD, Limit: 10}, 1},
+		{"count only", &pb.RangeRequest{Key: p, RangeEnd: pEnd, CountOnly: true}, 1},
+		{"nothing", &pb.RangeRequest{Key: []byte("q")}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			want, err := kv.Range(ctx, tc.req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			stream, err := kv.RangeStream(ctx, tc.req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, messages := &pb.RangeResponse{}, 0
+			for {
+				m, err := stream.Recv()
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				messages++
+				proto.Merge(got, m.RangeResponse)
+			}
+			if messages < tc.messages || got.String() != want.String() {
+				t.Fatalf("%d messages merging into %d keys (count %d, more %v); want at least %d, and Range's %d keys (count %d, more %v)",
+					messages, len(got.Kvs), got.Count, got.More, tc.messages, len(want.Kvs), want.Count, want.More)
+			}
+		})
 	}
 	s, err := kv.RangeStream(ctx, &pb.RangeRequest{})
 	if err != nil {
