@@ -60,7 +60,7 @@ var statusMap = []struct {
 	{context.DeadlineExceeded, rpctypes.ErrGRPCDeadlineExceeded},
 }
 
-// raftStatusMap maps raft's membership errors, which reach kvd's client
+// raftStatusMap maps raft's membership and leadership errors, which reach kvd's client
 // as bad requests in raft's words (isRaftErr), onto etcd's.
 var raftStatusMap = []struct {
 	kvd  error
@@ -74,6 +74,7 @@ var raftStatusMap = []struct {
 	{raft.ErrLearnerNotReady, rpctypes.ErrGRPCLearnerNotReady},
 	{raft.ErrNoQuorum, rpctypes.ErrGRPCMemberNotEnoughStarted},
 	{raft.ErrLastVoter, rpctypes.ErrGRPCMemberNotEnoughStarted},
+	{raft.ErrTransferTarget, rpctypes.ErrGRPCBadLeaderTransferee},
 }
 
 // invalid is an InvalidArgument status in etcd's wording.

@@ -9,6 +9,7 @@ import (
 	"io"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -209,7 +210,7 @@ func (m *maintenanceService) HashKV(ctx context.Context, r *pb.HashKVRequest) (*
 
 func (m *maintenanceService) MoveLeader(ctx context.Context, r *pb.MoveLeaderRequest) (*pb.MoveLeaderResponse, error) {
 	if r.TargetID == 0 {
-		return nil, invalid("target member id must be set")
+		return nil, rpctypes.ErrGRPCBadLeaderTransferee
 	}
 	if _, err := m.s.c.MoveLeader(ctx, r.TargetID); err != nil {
 		return nil, toStatus(err)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
@@ -72,8 +73,10 @@ func TestMoveLeaderMovesIt(t *testing.T) {
 	if st, err = e.etcd.Status(ctx, e.addr); err != nil || st.Leader != to {
 		t.Fatalf("after MoveLeader(%d): leader %d, %v", to, st.Leader, err)
 	}
-	if _, err := e.etcd.MoveLeader(ctx, 0); status.Code(err) != codes.InvalidArgument {
-		t.Fatalf("MoveLeader(0) = %v, want InvalidArgument", err)
+	for _, bad := range []uint64{0, 99} {
+		if _, err := e.etcd.MoveLeader(ctx, bad); !errors.Is(err, rpctypes.ErrBadLeaderTransferee) {
+			t.Errorf("MoveLeader(%d) = %v, want %v", bad, err, rpctypes.ErrBadLeaderTransferee)
+		}
 	}
 }
 
