@@ -28,7 +28,8 @@ run: build
 vet:
 	$(GO) vet $(PKGS)
 
-# scripts/deps.sh installs the tools tests run (jq) if they are missing.
+# scripts/deps.sh installs the tools tests run (jq, etcdctl 3.4 and 3.7) if they
+# are missing.
 test-go: vet
 	@scripts/deps.sh
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)

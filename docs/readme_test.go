@@ -205,6 +205,7 @@ func TestEveryFlagDocumented(t *testing.T) {
 		docs []string
 	}{
 		{[]string{"../cmd/kvd/main.go", "../internal/cli/cli.go"}, []string{"operations.md", "security.md", "kvctl.md"}},
+		{[]string{"../cmd/kvd/etcd.go", "../cmd/kvd/gateway.go"}, []string{"etcd.md"}},
 		{[]string{"../cmd/kvctl/main.go"}, []string{"kvctl.md"}},
 	} {
 		docs := read(c.docs...)

@@ -1,15 +1,30 @@
 #!/usr/bin/env bash
 # Installs the tools the Go tests run besides go itself: jq (the kvctl
-# tests check that -w json output round-trips through it), and Redis'
+# tests check that -w json output round-trips through it); Redis'
 # clients for the Redis protocol's tests (internal/redisapi): redis-tools
 # (redis-cli, redis-benchmark) and python3-redis (for Debian's
-# /usr/bin/python3). Not redis-server. Idempotent and
-# silent when everything is there; installing needs root and apt-get.
+# /usr/bin/python3), not redis-server; Debian's etcd-client (etcdctl 3.4)
+# and etcdctl 3.7, built from the module proxy through
+# internal/etcdapi/etcdtools (a module of its own, outside kvd's graph)
+# into bin/etcdctl-3.7: the etcd API tests run both unmodified.
+# etcd-server is deliberately not installed: its package starts a daemon
+# on 2379. Idempotent and silent when everything is there; installing
+# needs root and apt-get.
 set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+
+# etcdctl 3.7: the version internal/etcdapi/etcdtools/go.mod pins.
+etcdctl37=$root/bin/etcdctl-3.7
+if [[ ! -x $etcdctl37 || $root/internal/etcdapi/etcdtools/go.mod -nt $etcdctl37 ]]; then
+  echo "scripts/deps.sh: building etcdctl 3.7 into bin/" >&2
+  (cd "$root/internal/etcdapi/etcdtools" && GOFLAGS=-mod=mod go build -o "$etcdctl37" go.etcd.io/etcd/etcdctl/v3)
+fi
+
 missing=()
 command -v jq >/dev/null 2>&1 || missing+=(jq)
 command -v redis-cli >/dev/null 2>&1 && command -v redis-benchmark >/dev/null 2>&1 || missing+=(redis-tools)
 /usr/bin/python3 -c 'import redis' >/dev/null 2>&1 || missing+=(python3-redis)
+[[ -x /usr/bin/etcdctl ]] || missing+=(etcd-client)
 ((${#missing[@]} == 0)) && exit 0
 if ! command -v apt-get >/dev/null 2>&1; then
   echo "scripts/deps.sh: missing ${missing[*]} and no apt-get: install them by hand" >&2
@@ -21,5 +36,5 @@ if ((EUID != 0)); then
   sudo=(sudo)
 fi
 echo "scripts/deps.sh: installing ${missing[*]}" >&2
-"${sudo[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null ||
-  { "${sudo[@]}" apt-get update -qq && "${sudo[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null; }
+"${sudo[@]}" apt-get update -qq
+"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

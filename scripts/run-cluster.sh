@@ -6,7 +6,8 @@
 # in DATA_DIR/cluster-token, since the nodes refuse to restart with another),
 # KVD_RUN_LOG_LEVEL (info; debug shows raft's internals too), KVD_RUN_REDIS_PORT
 # (6379: node 1 serves the Redis protocol there, nodes 2 and 3 on the next two
-# ports; off: none).
+# ports; off: none), KVD_RUN_ETCD_PORTS (2379,22379,32379: where the nodes
+# serve etcd's v3 API, for etcdctl; as etcd's own local clusters number them).
 set -euo pipefail
 bin=${1:-bin}
 data=${2:-data}
@@ -15,6 +16,11 @@ base=${KVD_RUN_BASE_PORT:-7301}
 mbase=${KVD_RUN_METRICS_PORT:-$((base + 2000))}
 level=${KVD_RUN_LOG_LEVEL:-info}
 rbase=${KVD_RUN_REDIS_PORT:-6379}
+IFS=, read -r -a etcd_ports <<<"${KVD_RUN_ETCD_PORTS:-2379,22379,32379}"
+if ((${#etcd_ports[@]} != 3)); then
+  echo "KVD_RUN_ETCD_PORTS: want three ports, one per node" >&2
+  exit 2
+fi
 
 mkdir -p "$data"
 if [[ -n ${KVD_RUN_CLUSTER_TOKEN:-} ]]; then
@@ -33,6 +39,7 @@ done
 
 cluster="1=127.0.0.1:$base,2=127.0.0.1:$((base + 1)),3=127.0.0.1:$((base + 2))"
 endpoints="127.0.0.1:$base,127.0.0.1:$((base + 1)),127.0.0.1:$((base + 2))"
+etcd_endpoints="127.0.0.1:${etcd_ports[0]},127.0.0.1:${etcd_ports[1]},127.0.0.1:${etcd_ports[2]}"
 
 pids=()
 stopped=0
@@ -59,6 +66,7 @@ for id in 1 2 3; do
   setsid "$bin/kvd" --id "$id" --listen "127.0.0.1:$((base + id - 1))" --initial-cluster "$cluster" \
     --initial-cluster-token "$token" --log-level "$level" \
     --data-dir "$data/node$id" --transport "$transport" --metrics-listen "127.0.0.1:$((mbase + id - 1))" "${redis[@]}" \
+    --listen-client-urls "http://127.0.0.1:${etcd_ports[id - 1]}" \
     2> >(trap '' INT; sed -u "s/^/[node$id] /" >&2) &
   pids+=($!)
 done
@@ -81,6 +89,7 @@ cat <<MSG
 kvd $("$bin/kvd" --version | sed -n 's/^kvd Version: //p') is running: 3 nodes over $transport, data in $data/.
   endpoints: $endpoints
   metrics:   http://127.0.0.1:$mbase/metrics (and :$((mbase + 1)), :$((mbase + 2))); /healthz, /version
+  etcd API:  $etcd_endpoints (etcd's v3 gRPC API, for etcdctl and etcd clients)
 MSG
 if [[ $rbase != off ]]; then
   echo "  redis:     127.0.0.1:$rbase (and :$((rbase + 1)), :$((rbase + 2))); redis-cli -p $rbase set a b && redis-cli -p $rbase get a"
@@ -91,6 +100,8 @@ Try, in another terminal:
   $bin/kvctl --endpoints $endpoints put hello world
   $bin/kvctl --endpoints $endpoints get hello
   $bin/kvctl --endpoints $endpoints status -w table
+  etcdctl --endpoints=127.0.0.1:${etcd_ports[0]} put a b
+  etcdctl --endpoints=$etcd_endpoints get a
 
 Press Ctrl-C to stop all three nodes (or: kill -INT $$).
 MSG

@@ -57,6 +57,9 @@ type options struct {
 	redis         redisFlags
 	transport     cli.TransportFlags
 	tls           cli.ServerTLSFlags
+	certs         *tlsutil.Store // the TLS material tls names, once loaded (setupTLS)
+	etcd          etcdFlags
+	etcdURLs      []clientURL // checked --listen-client-urls (checkNodeEtcd)
 	tableMem      cli.Size
 	cluster       string
 	metricsListen string
@@ -79,6 +82,7 @@ func parseFlags(args []string) (*options, error) {
 	o.transport.Register(fs)
 	o.transport.RegisterRDMATuning(fs)
 	o.tls.Register(fs)
+	o.etcd.register(fs, "", " on this node (empty: off)", false)
 	fs.Var(&o.tableMem, "table-mem", "size of the registered table region (e.g. 64MiB, 1GiB)")
 	fs.DurationVar(&o.cfg.ReuseGrace, "reuse-grace", server.DefaultReuseGrace, "how long superseded records stay untouched before their memory is reused")
 	o.cfg.TableInline = server.DefaultTableInline
@@ -114,7 +118,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.BoolVar(&o.pprof, "enable-pprof", false, "serve net/http/pprof under /debug/pprof/ on --metrics-listen (CPU and heap profiles)")
 	fs.BoolVar(&o.faults, "enable-fault-injection", false, "serve POST /debug/faults on --metrics-listen (tests only): ?drop=ADDR,... cuts this node off from those peers (tcp transport), ?freeze=10s freezes it for that long as SIGSTOP would while its region still answers one-sided READs")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
-	if err := cli.Parse(fs, args, os.Stderr, nil); err != nil {
+	if err := cli.Parse(fs, args, os.Stderr, nodeUsage(fs)); err != nil {
 		return nil, err
 	}
 	if fs.NArg() == 1 && fs.Arg(0) == "version" {
@@ -156,7 +160,7 @@ var zeroIsDefault = append([]string{"table-mem", "table-inline", "reuse-grace", 
 func refuseZeros(fs *flag.FlagSet) error {
 	var err error
 	fs.Visit(func(f *flag.Flag) {
-		if err == nil && slices.Contains(zeroIsDefault, f.Name) {
+		if err == nil && (slices.Contains(zeroIsDefault, f.Name) || slices.Contains(etcdZeroIsDefault, f.Name)) {
 			if v := f.Value.String(); v == "0" || v == "0s" {
 				want := "a positive value"
 				if f.Name == "table-inline" {
@@ -274,6 +278,9 @@ func newLogger(level, format string) (*slog.Logger, error) {
 }
 
 func run(args []string) error {
+	if len(args) > 0 && args[0] == "gateway" {
+		return runGateway(args[1:])
+	}
 	o, err := parseFlags(args)
 	if err != nil {
 		return err
@@ -322,15 +329,24 @@ func run(args []string) error {
 			return &failure{fmt.Errorf("--metrics-listen: %w", err)}
 		}
 	}
+	front, err := bindEtcd(o.etcdURLs)
+	if err != nil {
+		if metricsLn != nil {
+			metricsLn.Close()
+		}
+		return err
+	}
 	srv, err := server.New(o.cfg)
 	if err != nil {
 		if metricsLn != nil {
 			metricsLn.Close()
 		}
+		front.close()
 		return &failure{openErr(o.cfg.DataDir, err)}
 	}
 	stopRedis, err := startRedis(o, reg, log)
 	if err != nil {
+		front.close()
 		srv.Close()
 		if metricsLn != nil {
 			metricsLn.Close()
@@ -338,11 +354,18 @@ func run(args []string) error {
 		return err
 	}
 	defer stopRedis()
+	if len(o.etcdURLs) > 0 {
+		if err := serveNodeEtcd(front, o, log); err != nil {
+			front.close()
+			srv.Close()
+			return &failure{err}
+		}
+	}
 	var httpSrv *http.Server
 	if metricsLn != nil {
 		httpSrv = serveMetrics(metricsLn, reg, srv, log, faultHandler(o.faults, faultTr, srv), o.pprof)
 	}
-	return serveUntilStopped(srv, httpSrv, log)
+	return serveUntilStopped(srv, httpSrv, front, log)
 }
 
 // checkRequired refuses flags that need another flag given.
@@ -369,6 +392,9 @@ func checkBeforeStart(o *options, log *slog.Logger) error {
 	if err := checkRunFlags(o); err != nil {
 		return err
 	}
+	if err := checkNodeEtcd(o); err != nil {
+		return err
+	}
 	warnAddrMismatch(&o.cfg, log)
 	if err := o.cfg.Validate(); err != nil {
 		return err
@@ -382,15 +408,17 @@ func checkBeforeStart(o *options, log *slog.Logger) error {
 // serveUntilStopped runs the node until SIGINT or SIGTERM, which shut it
 // down cleanly, or until it fails (its storage, or its removal from the
 // cluster), which ends kvd with the cause.
-func serveUntilStopped(srv *server.Server, httpSrv *http.Server, log *slog.Logger) error {
+func serveUntilStopped(srv *server.Server, httpSrv *http.Server, front *etcdFront, log *slog.Logger) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	select {
 	case <-ctx.Done():
 	case <-srv.Failed():
+		front.close()
 		return &failure{failureExit(srv, httpSrv, log)}
 	}
 	log.Info("shutting down")
+	front.close()
 	if httpSrv != nil {
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		httpSrv.Shutdown(sctx)
@@ -417,6 +445,7 @@ func setupTLS(o *options, log *slog.Logger) (certs *tlsutil.Store, stop func(), 
 	if err != nil {
 		return nil, nil, fmt.Errorf("TLS: %w", err)
 	}
+	o.certs = certs
 	log.Info(tlsSummary(files), "client_cert_auth", files.ClientCertAuth,
 		"peer_client_cert_auth", files.PeerClientCertAuth)
 	ctx, cancel := context.WithCancel(context.Background())

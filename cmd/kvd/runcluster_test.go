@@ -43,19 +43,27 @@ func freeRun(t *testing.T) (base, metrics, redis int) {
 
 // TestRunClusterScript: `make run` (scripts/run-cluster.sh) prints its
 // nodes' lines at info without raft's internals and without warning of its
-// own KVD_RUN_* settings, then how to use the cluster; SIGINT (Ctrl-C)
+// own KVD_RUN_* settings, then how to use the cluster; etcdctl (Debian's
+// 3.4) puts and gets through the etcd API it serves; SIGINT (Ctrl-C)
 // stops the nodes cleanly and the script exits 0, where make reported
 // "Error 130".
 func TestRunClusterScript(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping the process test in -short mode")
 	}
+	etcdctl := etcdctls(t)["3.4"]
 	bin := kvdtest.SharedBin(t)
 	base, metrics, redis := freeRun(t)
+	etcdAddrs := kvdtest.FreeAddrs(t, 3)
+	var etcdPorts []string
+	for _, a := range etcdAddrs {
+		_, p, _ := net.SplitHostPort(a)
+		etcdPorts = append(etcdPorts, p)
+	}
 	data := filepath.Join(t.TempDir(), "data")
 	cmd := exec.Command("../../scripts/run-cluster.sh", bin, data)
 	cmd.Env = append(os.Environ(), fmt.Sprintf("KVD_RUN_BASE_PORT=%d", base), fmt.Sprintf("KVD_RUN_METRICS_PORT=%d", metrics),
-		fmt.Sprintf("KVD_RUN_REDIS_PORT=%d", redis))
+		fmt.Sprintf("KVD_RUN_REDIS_PORT=%d", redis), "KVD_RUN_ETCD_PORTS="+strings.Join(etcdPorts, ","))
 	var out syncBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
@@ -74,6 +82,10 @@ func TestRunClusterScript(t *testing.T) {
 		return strings.Contains(out.String(), "Press Ctrl-C to stop all three nodes")
 	})
 	checkRedis(t, redis)
+	c := etcdctlAt(t, etcdctl, etcdAddrs[0])
+	c.want("OK", "put", "a", "b")
+	c = etcdctlAt(t, etcdctl, etcdAddrs...)
+	c.want("a\nb", "get", "a")
 	cmd.Process.Signal(syscall.SIGINT)
 	select {
 	case err := <-done:
@@ -86,7 +98,7 @@ func TestRunClusterScript(t *testing.T) {
 	}
 	got := out.String()
 	endpoints := fmt.Sprintf("127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", base, base+1, base+2)
-	for _, want := range []string{"endpoints: " + endpoints, fmt.Sprintf("redis:     127.0.0.1:%d", redis), "kvctl --endpoints " + endpoints + " put hello world",
+	for _, want := range []string{"endpoints: " + endpoints, fmt.Sprintf("redis:     127.0.0.1:%d", redis), "etcdctl --endpoints=" + etcdAddrs[0] + " put a b", "kvctl --endpoints " + endpoints + " put hello world",
 		"Press Ctrl-C", `[node1] `, `msg="leader elected"`, `msg="shutting down"`, "stopped; data kept in"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("run-cluster.sh output lacks %q:\n%s", want, got)

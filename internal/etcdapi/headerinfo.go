@@ -1,8 +1,12 @@
 package etcdapi
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"time"
+
+	"github.com/kvd-project/kvd/client"
 )
 
 // headerRefresh is how long the cluster id, member id and raft term that
@@ -13,12 +17,18 @@ const headerRefresh = 5 * time.Second
 const headerTimeout = 5 * time.Second
 
 // touchHeader starts a refresh of the header's ids and term if they are
-// older than headerRefresh and no refresh is under way. It never blocks:
-// the refresh runs beside the request (which uses what is known), so a
-// request costs no extra RPC, and the first answers carry zeros until
-// the first refresh is back.
+// older than headerRefresh and no refresh is under way. Once they are
+// known it never blocks: the refresh runs beside the request (which uses
+// what is known), so a request costs no extra RPC. Until then (New's
+// refresh failed: the cluster had no leader yet, say) a request waits for a refresh,
+// bounded by headerTimeout, rather than answer a cluster id of 0, which
+// etcdctl prints (member add/remove, endpoint status).
 func (s *Server) touchHeader() {
 	now := time.Now().UnixNano()
+	if s.clusterID.Load() == 0 && s.headerNext.Load() != 0 { // New's own refresh runs beside it
+		s.refreshHeader()
+		return
+	}
 	if now < s.headerNext.Load() || !s.headerBusy.CompareAndSwap(false, true) {
 		return
 	}
@@ -40,6 +50,11 @@ func (s *Server) refreshHeader() {
 	if err != nil {
 		return
 	}
+	// The member this Server runs on, if known, answers first: its id
+	// and term are the header's.
+	slices.SortStableFunc(ms, func(a, b client.Member) int {
+		return cmp.Compare(b2i(a.ID != s.cfg.MemberID), b2i(b.ID != s.cfg.MemberID))
+	})
 	for _, m := range ms {
 		addr := m.ClientAddr
 		if addr == "" {
@@ -56,4 +71,12 @@ func (s *Server) refreshHeader() {
 		s.term.Store(st.Term)
 		return
 	}
+}
+
+// b2i is 1 for true, 0 for false.
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

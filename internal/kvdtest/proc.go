@@ -61,6 +61,8 @@ type ProcOptions struct {
 	BasePort int
 	// Extra flags for every node.
 	Extra []string
+	// PerNode, if set, gives node id (1..n) flags of its own, after Extra.
+	PerNode func(id uint64) []string
 }
 
 // StartProcCluster starts n kvd processes from bin over TCP with fault
@@ -99,6 +101,9 @@ func StartProcClusterOpts(t testing.TB, bin string, n int, o ProcOptions) *ProcC
 			"--data-dir", p.DataDir, "--metrics-listen", p.MetricsAddr, "--transport", o.Transport,
 			"--log-level", "warn",
 		}, o.Extra...)
+		if o.PerNode != nil {
+			p.args = append(p.args, o.PerNode(p.ID)...)
+		}
 		if o.Transport == "tcp" {
 			p.args = append(p.args, "--enable-fault-injection")
 		}

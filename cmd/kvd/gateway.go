@@ -1,0 +1,138 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/kvd-project/kvd/client"
+	"github.com/kvd-project/kvd/internal/cli"
+	"github.com/kvd-project/kvd/internal/tlsutil"
+)
+
+// gatewayOptions are `kvd gateway`'s flags: a process that serves etcd's
+// v3 API for a kvd cluster, beside the application, through a kvd client
+// (one-sided GETs over rdma).
+type gatewayOptions struct {
+	endpoints  string
+	name       string
+	leaseDrift float64
+	etcd       etcdFlags
+	transport  cli.TransportFlags
+	clientTLS  cli.ClientTLSFlags // to the cluster
+	serverTLS  cli.ServerTLSFlags // of the etcd listeners
+	logLevel   string
+	logFormat  string
+}
+
+// nodeUsage is kvd -h: the node's flags, after the subcommands.
+func nodeUsage(fs *flag.FlagSet) func(w io.Writer) {
+	return func(w io.Writer) {
+		fmt.Fprint(w, "usage: kvd [flags]          run a node\n"+
+			"       kvd gateway [flags]  serve etcd's v3 API for a cluster (kvd gateway -h)\n"+
+			"       kvd version\n\nflags:\n")
+		fs.SetOutput(w)
+		fs.PrintDefaults()
+	}
+}
+
+// gatewayEnvPrefix prefixes the variables that mirror the gateway's flags
+// (KVD_GATEWAY_ENDPOINTS), apart from a node's KVD_ ones.
+const gatewayEnvPrefix = "KVD_GATEWAY_"
+
+func parseGatewayFlags(args []string) (*gatewayOptions, error) {
+	o := &gatewayOptions{}
+	fs := flag.NewFlagSet("kvd gateway", flag.ContinueOnError)
+	fs.StringVar(&o.endpoints, "endpoints", "", "the cluster's client addresses, host:port,... (required)")
+	fs.StringVar(&o.name, "name", "kvd-gateway", "the member name the gateway reports for itself in member lists")
+	fs.Float64Var(&o.leaseDrift, "lease-drift", client.DefaultLeaseDrift, "the most the servers' clocks may run faster than this one's, as a fraction: the nodes' --lease-drift")
+	o.etcd.register(fs, "http://127.0.0.1:2379", "", true)
+	o.transport.Register(fs)
+	fs.StringVar(&o.clientTLS.Files.CACert, "cacert", "", "TLS to the cluster: CA bundle (PEM) that verifies the nodes; any of --cacert, --cert, --key turns it on")
+	fs.StringVar(&o.clientTLS.Files.Cert, "cert", "", "TLS to the cluster: client certificate (PEM), for nodes with --client-cert-auth")
+	fs.StringVar(&o.clientTLS.Files.Key, "key", "", "TLS to the cluster: key (PEM) of --cert")
+	fs.StringVar(&o.serverTLS.Files.CertFile, "cert-file", "", "TLS for etcd clients: certificate (PEM) of the https:// --listen-client-urls")
+	fs.StringVar(&o.serverTLS.Files.KeyFile, "key-file", "", "TLS for etcd clients: key (PEM) of --cert-file")
+	fs.StringVar(&o.serverTLS.Files.TrustedCAFile, "trusted-ca-file", "", "TLS for etcd clients: CA bundle (PEM) that issues their certificates (with --client-cert-auth)")
+	fs.BoolVar(&o.serverTLS.Files.ClientCertAuth, "client-cert-auth", false, "TLS for etcd clients: they must show a certificate issued by --trusted-ca-file")
+	fs.StringVar(&o.serverTLS.ReadOnlyCN, "read-only-client-cn", "", "TLS for etcd clients: comma-separated certificate common names that may only read; needs --client-cert-auth")
+	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
+	if err := cli.Parse(fs, args, os.Stderr, nil); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments %q (all settings are flags; see kvd gateway -h)", fs.Args())
+	}
+	if err := cli.ApplyEnv(fs, gatewayEnvPrefix); err != nil {
+		return nil, err
+	}
+	if err := refuseZeros(fs); err != nil {
+		return nil, err
+	}
+	if strings.TrimSpace(o.endpoints) == "" {
+		return nil, errors.New("--endpoints is required: the cluster's client addresses")
+	}
+	if len(splitList(o.etcd.listen)) == 0 {
+		return nil, errors.New("--listen-client-urls is empty: the gateway serves etcd's API there")
+	}
+	return o, nil
+}
+
+// runGateway is `kvd gateway`: it serves etcd's API until SIGINT or
+// SIGTERM.
+func runGateway(args []string) error {
+	o, err := parseGatewayFlags(args)
+	if err != nil {
+		return err
+	}
+	log, err := newLogger(o.logLevel, o.logFormat)
+	if err != nil {
+		return err
+	}
+	files := o.serverTLS.ServerFiles()
+	files.PeerListener = true // no peers: client TLS alone
+	urls, err := o.etcd.check(files.CertFile != "")
+	if err != nil {
+		return err
+	}
+	var certs *tlsutil.Store
+	if files.Enabled() {
+		if certs, err = tlsutil.NewServer(files, log); err != nil {
+			return fmt.Errorf("TLS: %w", err)
+		}
+	} else if err := files.Check(); err != nil {
+		return err
+	}
+	var cfiles *tlsutil.ClientFiles
+	if o.clientTLS.Files.Enabled() {
+		cfiles = &o.clientTLS.Files
+	}
+	front, err := bindEtcd(urls)
+	if err != nil {
+		return err
+	}
+	kc, closeTr, err := newFrontClient(o.transport, cfiles, client.Config{Endpoints: splitList(o.endpoints), LeaseDrift: o.leaseDrift})
+	if err != nil {
+		front.close()
+		return err
+	}
+	cfg := o.etcd
+	cfg.cfg.Name = o.name
+	if err := front.serve(&cfg, kc, closeTr, 0, certs, log); err != nil {
+		front.close()
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	<-ctx.Done()
+	log.Info("shutting down")
+	front.close()
+	return nil
+}
