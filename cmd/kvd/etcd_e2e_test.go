@@ -3,8 +3,13 @@ package main_test
 import (
 	"encoding/json"
 	"fmt"
+	"net"
+	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/kvd-project/kvd/internal/kvdtest/wait"
 )
 
 // etcdTarget is what an etcdctl run talks to: the nodes' etcd API, or a
@@ -27,6 +32,14 @@ func TestEtcdctlAgainstNodesAndGateway(t *testing.T) {
 	e := startEtcdEnv(t, ctls["3.7"])
 	targets := []etcdTarget{{name: "node", endpoints: e.nodeURLs}, {name: "gateway", endpoints: []string{e.gateway}, gateway: true}}
 	versions := []string{"3.4", "3.7"}
+	t.Run("gateway/redis-cli", func(t *testing.T) {
+		_, port, _ := net.SplitHostPort(e.redis)
+		p, _ := strconv.Atoi(port)
+		wait.NoError(t, "the gateway's Redis listener", func() error {
+			return exec.Command("redis-cli", "-p", port, "ping").Run()
+		})
+		checkRedis(t, p)
+	})
 	for _, tg := range targets {
 		for _, v := range versions {
 			t.Run(tg.name+"/etcdctl-"+v, func(t *testing.T) {

@@ -76,15 +76,17 @@ func TestEtcdFlagsAccepted(t *testing.T) {
 	}
 }
 
-// TestGatewayFlagsRefused: the gateway needs its cluster and somewhere to
-// serve.
+// TestGatewayFlagsRefused: the gateway needs its cluster, somewhere to
+// serve, and limits that mean something.
 func TestGatewayFlagsRefused(t *testing.T) {
 	for _, c := range []struct {
 		args []string
 		want string
 	}{
 		{nil, "--endpoints is required"},
-		{[]string{"--endpoints", "a:1", "--listen-client-urls", ""}, "--listen-client-urls is empty"},
+		{[]string{"--endpoints", "a:1", "--listen-client-urls", ""}, "--listen-client-urls and --redis-listen are both empty"},
+		{[]string{"--endpoints", "a:1", "--redis-listen", "6379"}, `--redis-listen "6379": want host:port`},
+		{[]string{"--endpoints", "a:1", "--redis-max-conns", "0"}, "--redis-max-conns"},
 		{[]string{"--endpoints", "a:1", "extra"}, "unexpected arguments"},
 	} {
 		if _, err := parseGatewayFlags(c.args); err == nil || !strings.Contains(err.Error(), c.want) {

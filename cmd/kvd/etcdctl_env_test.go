@@ -42,6 +42,7 @@ type etcdEnv struct {
 	pc       *kvdtest.ProcCluster
 	nodeURLs []string // host:port, node i+1's
 	gateway  string   // host:port
+	redis    string   // host:port of the gateway's Redis listener
 	gwLogs   *syncBuffer
 }
 
@@ -50,12 +51,12 @@ type etcdEnv struct {
 func startEtcdEnv(t *testing.T, ctl string) *etcdEnv {
 	t.Helper()
 	bin := kvdtest.SharedBin(t)
-	addrs := kvdtest.FreeAddrs(t, 4)
-	e := &etcdEnv{bin: bin, nodeURLs: addrs[:3], gateway: addrs[3]}
+	addrs := kvdtest.FreeAddrs(t, 5)
+	e := &etcdEnv{bin: bin, nodeURLs: addrs[:3], gateway: addrs[3], redis: addrs[4]}
 	e.pc = kvdtest.StartProcClusterOpts(t, bin, 3, kvdtest.ProcOptions{
 		PerNode: func(id uint64) []string { return []string{"--listen-client-urls", "http://" + addrs[id-1]} },
 	})
-	e.gwLogs = startGateway(t, "--endpoints", strings.Join(e.pc.Endpoints(), ","), "--listen-client-urls", "http://"+e.gateway)
+	e.gwLogs = startGateway(t, "--endpoints", strings.Join(e.pc.Endpoints(), ","), "--listen-client-urls", "http://"+e.gateway, "--redis-listen", e.redis)
 	for _, ep := range append(e.nodeURLs, e.gateway) {
 		c := etcdctlAt(t, ctl, ep)
 		wait.NoError(t, "a put through "+ep, func() error {

@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"strings"
@@ -24,6 +26,7 @@ type gatewayOptions struct {
 	name       string
 	leaseDrift float64
 	etcd       etcdFlags
+	redis      redisFlags
 	transport  cli.TransportFlags
 	clientTLS  cli.ClientTLSFlags // to the cluster
 	serverTLS  cli.ServerTLSFlags // of the etcd listeners
@@ -53,6 +56,7 @@ func parseGatewayFlags(args []string) (*gatewayOptions, error) {
 	fs.StringVar(&o.name, "name", "kvd-gateway", "the member name the gateway reports for itself in member lists")
 	fs.Float64Var(&o.leaseDrift, "lease-drift", client.DefaultLeaseDrift, "the most the servers' clocks may run faster than this one's, as a fraction: the nodes' --lease-drift")
 	o.etcd.register(fs, "http://127.0.0.1:2379", "", true)
+	registerRedisFlags(fs, &o.redis)
 	o.transport.Register(fs)
 	fs.StringVar(&o.clientTLS.Files.CACert, "cacert", "", "TLS to the cluster: CA bundle (PEM) that verifies the nodes; any of --cacert, --cert, --key turns it on")
 	fs.StringVar(&o.clientTLS.Files.Cert, "cert", "", "TLS to the cluster: client certificate (PEM), for nodes with --client-cert-auth")
@@ -79,8 +83,13 @@ func parseGatewayFlags(args []string) (*gatewayOptions, error) {
 	if strings.TrimSpace(o.endpoints) == "" {
 		return nil, errors.New("--endpoints is required: the cluster's client addresses")
 	}
-	if len(splitList(o.etcd.listen)) == 0 {
-		return nil, errors.New("--listen-client-urls is empty: the gateway serves etcd's API there")
+	if len(splitList(o.etcd.listen)) == 0 && o.redis.listen == "" {
+		return nil, errors.New("--listen-client-urls and --redis-listen are both empty: the gateway serves etcd's API or Redis' protocol, or both")
+	}
+	if o.redis.listen != "" {
+		if _, _, err := net.SplitHostPort(o.redis.listen); err != nil {
+			return nil, fmt.Errorf("--redis-listen %q: want host:port", o.redis.listen)
+		}
 	}
 	return o, nil
 }
@@ -129,10 +138,40 @@ func runGateway(args []string) error {
 		front.close()
 		return err
 	}
+	stopRedis, err := serveGatewayRedis(o, kc, log)
+	if err != nil {
+		front.close()
+		return err
+	}
+	defer stopRedis()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	<-ctx.Done()
 	log.Info("shutting down")
 	front.close()
 	return nil
+}
+
+// serveGatewayRedis serves Redis' protocol on --redis-listen (if set)
+// through the gateway's client, whose GETs are one-sided.
+func serveGatewayRedis(o *gatewayOptions, kc *client.Client, log *slog.Logger) (stop func(), err error) {
+	if o.redis.listen == "" {
+		return func() {}, nil
+	}
+	l, err := net.Listen("tcp", o.redis.listen)
+	if err != nil {
+		return nil, fmt.Errorf("--redis-listen: %w", err)
+	}
+	cfg := o.redis.cfg
+	cfg.Role, cfg.Logger = "gateway", log
+	if cfg.IdleTimeout == 0 {
+		cfg.IdleTimeout = -1 // never, as the flag says
+	}
+	stop, err = ServeRedis(kc, l, cfg, log)
+	if err != nil {
+		l.Close()
+		return nil, err
+	}
+	log.Info("serving the Redis protocol", "addr", l.Addr().String())
+	return stop, nil
 }
