@@ -3,7 +3,9 @@
 # tests check that -w json output round-trips through it); Redis'
 # clients for the Redis protocol's tests (internal/redisapi): redis-tools
 # (redis-cli, redis-benchmark) and python3-redis (for Debian's
-# /usr/bin/python3), not redis-server; Debian's etcd-client (etcdctl 3.4)
+# /usr/bin/python3), not redis-server; Debian's python3-etcd3 (etcd's
+# Python client, for /usr/bin/python3; cmd/kvd's etcd API test runs a
+# script with it); Debian's etcd-client (etcdctl 3.4)
 # and etcdctl 3.7, built from the module proxy through
 # internal/etcdapi/etcdtools (a module of its own, outside kvd's graph)
 # into bin/etcdctl-3.7: the etcd API tests run both unmodified.
@@ -24,6 +26,7 @@ missing=()
 command -v jq >/dev/null 2>&1 || missing+=(jq)
 command -v redis-cli >/dev/null 2>&1 && command -v redis-benchmark >/dev/null 2>&1 || missing+=(redis-tools)
 /usr/bin/python3 -c 'import redis' >/dev/null 2>&1 || missing+=(python3-redis)
+/usr/bin/python3 -c 'import etcd3' >/dev/null 2>&1 || missing+=(python3-etcd3)
 [[ -x /usr/bin/etcdctl ]] || missing+=(etcd-client)
 ((${#missing[@]} == 0)) && exit 0
 if ! command -v apt-get >/dev/null 2>&1; then
