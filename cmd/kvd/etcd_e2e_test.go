@@ -23,12 +23,13 @@ type etcdTarget struct {
 // TestEtcdctlAgainstNodesAndGateway runs etcdctl 3.4 and 3.7, unmodified,
 // against etcd's API served by a 3-node kvd cluster's nodes
 // (--listen-client-urls) and by `kvd gateway`, and checks what they print
-// as etcd prints it.
+// as etcd prints it; and python3-etcd3's smoke script against both.
 func TestEtcdctlAgainstNodesAndGateway(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping the process test in -short mode")
 	}
 	ctls := etcdctls(t)
+	requirePythonEtcd3(t)
 	e := startEtcdEnv(t, ctls["3.7"])
 	targets := []etcdTarget{{name: "node", endpoints: e.nodeURLs}, {name: "gateway", endpoints: []string{e.gateway}, gateway: true}}
 	versions := []string{"3.4", "3.7"}
@@ -40,6 +41,9 @@ func TestEtcdctlAgainstNodesAndGateway(t *testing.T) {
 		})
 		checkRedis(t, p)
 	})
+	for _, tg := range targets {
+		t.Run(tg.name+"/python3-etcd3", func(t *testing.T) { runEtcd3Smoke(t, tg.endpoints[0], "/"+tg.name+"-py/") })
+	}
 	for _, tg := range targets {
 		for _, v := range versions {
 			t.Run(tg.name+"/etcdctl-"+v, func(t *testing.T) {
