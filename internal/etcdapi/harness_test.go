@@ -41,6 +41,14 @@ func startOpts(t testing.TB, n int, cfg etcdapi.Config, o kvdtest.Options) *env 
 	}
 	t.Cleanup(func() { kc.Close() })
 	cfg.Client = kc
+	srv, ec, addr := serve(t, cfg)
+	return &env{nodes: nodes, kvd: kc, srv: srv, addr: addr, etcd: ec}
+}
+
+// serve serves etcd's API with cfg (its Client given) on a loopback port,
+// and returns the server, a clientv3 client of it and its address.
+func serve(t testing.TB, cfg etcdapi.Config) (*etcdapi.Server, *clientv3.Client, string) {
+	t.Helper()
 	srv, err := etcdapi.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -52,14 +60,10 @@ func startOpts(t testing.TB, n int, cfg etcdapi.Config, o kvdtest.Options) *env 
 	g := srv.NewGRPCServer()
 	go g.Serve(l)
 	t.Cleanup(g.Stop)
-	ec, err := clientv3.New(clientv3.Config{
-		Endpoints:   []string{l.Addr().String()},
-		DialTimeout: 5 * time.Second,
-		Logger:      zap.NewNop(),
-	})
+	ec, err := clientv3.New(clientv3.Config{Endpoints: []string{l.Addr().String()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ec.Close() })
-	return &env{nodes: nodes, kvd: kc, srv: srv, addr: l.Addr().String(), etcd: ec}
+	return srv, ec, l.Addr().String()
 }

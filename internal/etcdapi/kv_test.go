@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -16,7 +15,6 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -45,29 +43,6 @@ func keysOf(kvs []*mvccpb.KeyValue) []string {
 		out = append(out, string(kv.Key))
 	}
 	return out
-}
-
-// serve serves etcd's API with cfg (its Client given) on another loopback
-// port, and returns a clientv3 client of it.
-func serve(t *testing.T, cfg etcdapi.Config) (*etcdapi.Server, *clientv3.Client) {
-	t.Helper()
-	srv, err := etcdapi.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := srv.NewGRPCServer()
-	go g.Serve(l)
-	t.Cleanup(g.Stop)
-	ec, err := clientv3.New(clientv3.Config{Endpoints: []string{l.Addr().String()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ec.Close() })
-	return srv, ec
 }
 
 // TestRangeOptions: etcd's Range options through clientv3, each with the
@@ -531,7 +506,7 @@ func TestTxnRefusesWhatEtcdRefuses(t *testing.T) {
 // one above the store's own bound is refused at New.
 func TestMaxTxnOpsConfigured(t *testing.T) {
 	e := start(t, 1, etcdapi.Config{})
-	_, c := serve(t, etcdapi.Config{Client: e.kvd, MaxTxnOps: 2})
+	_, c, _ := serve(t, etcdapi.Config{Client: e.kvd, MaxTxnOps: 2})
 	ctx := context.Background()
 	if _, err := c.Txn(ctx).Then(puts("k", 2)...).Commit(); err != nil {
 		t.Fatal(err)
