@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -119,14 +120,17 @@ type clientFunc func(h *history, id int, w workload, stop <-chan struct{}) error
 // each pinned to one node (so that one keeps reading a frozen or isolated
 // leader's region). It returns the history once every fault has run and
 // settled.
-func historyUnderFaults(t *testing.T, run clientFunc, keys int) []porcupine.Operation {
+func historyUnderFaults(t *testing.T, run clientFunc, need census, keys int) []porcupine.Operation {
 	t.Helper()
 	pc := startCluster(t)
-	return historyOn(t, pc, workload{keys: keys, timeout: opTimeout}, run, casFaults(t, pc))
+	return historyOn(t, pc, workload{keys: keys, timeout: opTimeout, need: need}, run, casFaults(t, pc))
 }
 
 // historyOn is historyUnderFaults on the cluster pc with faults, whose
 // clients are made from base (its transport, timeouts and key count).
+// Once the faults have settled, the clients go on until the history holds
+// enough of each kind base.need requires, for at most enoughWait: a kind
+// the faults made rare is then still checked, not a coin toss.
 func historyOn(t *testing.T, pc *kvdtest.ProcCluster, base workload, run clientFunc, faults []fault) []porcupine.Operation {
 	t.Helper()
 	h := &history{start: time.Now()}
@@ -159,6 +163,9 @@ func historyOn(t *testing.T, pc *kvdtest.ProcCluster, base workload, run clientF
 		f.do()
 		time.Sleep(f.settle)
 	}
+	for deadline := time.Now().Add(enoughWait); len(base.need.short(h.snapshot())) > 0 && time.Now().Before(deadline); {
+		time.Sleep(200 * time.Millisecond)
+	}
 	close(stop)
 	wg.Wait()
 	close(errs)
@@ -168,16 +175,57 @@ func historyOn(t *testing.T, pc *kvdtest.ProcCluster, base workload, run clientF
 	return h.snapshot()
 }
 
-// requireCounts fails the test if the history holds fewer than five of
-// any of the kinds of operation named (counts: by kind).
-func requireCounts(t *testing.T, counts map[string]int, kinds ...string) {
-	t.Helper()
-	t.Logf("operations: %v", counts)
-	for _, k := range kinds {
-		if counts[k] < 5 {
-			t.Errorf("only %d %q in the history: it checks too little", counts[k], k)
+// enoughWait bounds how long historyOn runs its clients after the faults
+// to gather the kinds of operation a test requires (census.required).
+const enoughWait = time.Minute
+
+// minOfKind is how many operations of each required kind a history must
+// hold to check anything.
+const minOfKind = 5
+
+// census sorts a history's operations into kinds and names the kinds a
+// fault test requires minOfKind of. The zero census requires nothing.
+type census struct {
+	kind     func(porcupine.Operation) string
+	required []string
+}
+
+// counts is how many operations of ops are of each kind.
+func (c census) counts(ops []porcupine.Operation) map[string]int {
+	counts := map[string]int{}
+	if c.kind == nil {
+		return counts
+	}
+	for _, op := range ops {
+		counts[c.kind(op)]++
+	}
+	return counts
+}
+
+// short is the required kinds ops holds fewer than minOfKind of.
+func (c census) short(ops []porcupine.Operation) []string {
+	if len(c.required) == 0 {
+		return nil
+	}
+	counts, short := c.counts(ops), []string(nil)
+	for _, k := range c.required {
+		if counts[k] < minOfKind {
+			short = append(short, k)
 		}
 	}
+	return short
+}
+
+// require fails the test if ops holds fewer than minOfKind of any
+// required kind, and returns the counts by kind.
+func (c census) require(t *testing.T, ops []porcupine.Operation) map[string]int {
+	t.Helper()
+	counts := c.counts(ops)
+	t.Logf("operations: %v", counts)
+	for _, k := range c.short(ops) {
+		t.Errorf("only %d %q in the history: it checks too little", counts[k], k)
+	}
+	return counts
 }
 
 // casFaults are the fault test's faults: a leader SIGKILLed and restarted,
@@ -226,20 +274,24 @@ func TestCASLinearizableUnderFaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping the fault test in -short mode")
 	}
-	checkCASHistory(t, historyUnderFaults(t, runCASClient, 3))
+	checkCASHistory(t, historyUnderFaults(t, runCASClient, casCensus, 3))
 }
 
 // checkCASHistory checks a history of runCASClient: enough of each kind of
 // operation, and linearizable.
 func checkCASHistory(t *testing.T, ops []porcupine.Operation) {
 	t.Helper()
-	counts := map[string]int{}
-	for _, op := range ops {
-		in, out := op.Input.(casInput), op.Output.(casOutput)
-		counts[in.Op+" "+out.Result+out.Via]++
-	}
-	requireCounts(t, counts, "cas-put ok", "cas-put conflict", "cas-del ok", "cas-del conflict", "get okone-sided", "get okreadindex")
+	casCensus.require(t, ops)
 	checkLinearizable(t, casModel, ops, "kvd-cas-linearizability", checkBudget)
+}
+
+// casCensus sorts runCASClient's operations by kind and result.
+var casCensus = census{
+	kind: func(op porcupine.Operation) string {
+		in, out := op.Input.(casInput), op.Output.(casOutput)
+		return in.Op + " " + out.Result + out.Via
+	},
+	required: []string{"cas-put ok", "cas-put conflict", "cas-del ok", "cas-del conflict", "get okone-sided", "get okreadindex"},
 }
 
 // TestCASModel: the model rejects what a broken compare-and-swap would do,
@@ -314,5 +366,26 @@ func TestKvctlConditionalExitStatus(t *testing.T) {
 	}
 	if out, err := kvctl(eps, "get", "lock"); err != nil || out != "me\n" {
 		t.Fatalf("after the conflicts: %q, %v", out, err)
+	}
+}
+
+// TestCensusNamesTheRequiredKindsAHistoryLacks: historyOn keeps its
+// clients running while a required kind is short, and the check fails on
+// one, so short must name every required kind under minOfKind and no
+// other.
+func TestCensusNamesTheRequiredKindsAHistoryLacks(t *testing.T) {
+	c := census{kind: func(op porcupine.Operation) string { return op.Input.(string) }, required: []string{"a", "b", "c"}}
+	var ops []porcupine.Operation
+	for i := range minOfKind {
+		ops = append(ops, porcupine.Operation{Input: "a"}, porcupine.Operation{Input: "z"})
+		if i < minOfKind-1 {
+			ops = append(ops, porcupine.Operation{Input: "b"})
+		}
+	}
+	if got := c.short(ops); !slices.Equal(got, []string{"b", "c"}) {
+		t.Errorf("short = %q, want [b c]", got)
+	}
+	if got := (census{}).short(ops); got != nil {
+		t.Errorf("the zero census requires %q, want nothing", got)
 	}
 }

@@ -71,6 +71,8 @@ type workload struct {
 	// (0: 500ms).
 	tr   transport.Transport
 	dial time.Duration
+	// need is what historyOn gathers enough of after the faults.
+	need census
 }
 
 // newClient makes the workload's client (it does not own tr).

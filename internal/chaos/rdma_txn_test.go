@@ -211,8 +211,9 @@ func TestRDMACASAndTxn(t *testing.T) {
 // the RDMA partition test cuts in-process transports instead): the leader
 // SIGKILLed and restarted, the leader SIGSTOPped while the NIC keeps
 // answering READs of its region.
-func rdmaHistory(t *testing.T, run clientFunc, keys int) []porcupine.Operation {
+func rdmaHistory(t *testing.T, run clientFunc, need census, keys int) []porcupine.Operation {
 	pc, base, faults := rdmaFaults(t, keys)
+	base.need = need
 	return historyOn(t, pc, base, run, faults)
 }
 
@@ -234,14 +235,14 @@ func rdmaFaults(t *testing.T, keys int) (*kvdtest.ProcCluster, workload, []fault
 
 // TestRDMACASUnderFaults is TestCASLinearizableUnderFaults over RDMA.
 func TestRDMACASUnderFaults(t *testing.T) {
-	checkCASHistory(t, rdmaHistory(t, runCASClient, 3))
+	checkCASHistory(t, rdmaHistory(t, runCASClient, casCensus, 3))
 }
 
 // TestRDMATxnUnderFaults is TestTxnLinearizableUnderFaults over RDMA:
 // transactions, GetManyAtomic, prefix scans and one-sided GETs, checked
 // against one key space.
 func TestRDMATxnUnderFaults(t *testing.T) {
-	checkTxnHistory(t, rdmaHistory(t, runTxnClient, len(txnKeys)))
+	checkTxnHistory(t, rdmaHistory(t, runTxnClient, txnCensus, len(txnKeys)))
 }
 
 // TestRDMARevisionsUnderFaults is TestRevisionsLinearizableUnderFaults

@@ -258,7 +258,7 @@ func revisionHistory(t *testing.T, pc *kvdtest.ProcCluster, base workload, fault
 		t.Fatalf("reading the start revision: %v", err)
 	}
 	initial := revState{Head: &revNode{Rev: rr.Revision, Keys: revKVsOf(rr.KVs)}}
-	base.writers = revWriters
+	base.writers, base.need = revWriters, revCensus
 	return initial, historyOn(t, pc, base, runRevClient, faults)
 }
 
@@ -296,23 +296,26 @@ const revWriters = 2
 // seconds to nearly three minutes for histories of the same shape.
 const revCheckBudget = 8 * time.Minute
 
+// revCensus sorts runRevClient's operations by kind and result.
+var revCensus = census{
+	kind: func(op porcupine.Operation) string {
+		in, out := op.Input.(revInput), op.Output.(revOutput)
+		switch {
+		case in.Op == "get":
+			return "get " + out.Via
+		case in.Op == "del" && out.Result == "ok":
+			return fmt.Sprintf("del deleted=%v", out.Deleted > 0)
+		}
+		return in.Op + " " + out.Result
+	},
+	required: []string{"put ok", "del deleted=true", "del-all ok", "txn ok", "txn else", "get one-sided",
+		"get readindex", "range ok", "range-at ok", "range-at compacted", "compact ok"},
+}
+
 // checkRevisionHistory checks a history of runRevClient: enough of each
 // kind of operation, and linearizable.
 func checkRevisionHistory(t *testing.T, initial revState, ops []porcupine.Operation) {
 	t.Helper()
-	counts := map[string]int{}
-	for _, op := range ops {
-		in, out := op.Input.(revInput), op.Output.(revOutput)
-		kind := in.Op + " " + out.Result
-		switch {
-		case in.Op == "get":
-			kind = "get " + out.Via
-		case in.Op == "del" && out.Result == "ok":
-			kind = fmt.Sprintf("del deleted=%v", out.Deleted > 0)
-		}
-		counts[kind]++
-	}
-	requireCounts(t, counts, "put ok", "del deleted=true", "del-all ok", "txn ok", "txn else", "get one-sided",
-		"get readindex", "range ok", "range-at ok", "range-at compacted", "compact ok")
+	revCensus.require(t, ops)
 	checkLinearizable(t, revModel(initial), ops, "kvd-revision-linearizability", revCheckBudget)
 }

@@ -292,26 +292,29 @@ func TestTxnLinearizableUnderFaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping the fault test in -short mode")
 	}
-	checkTxnHistory(t, historyUnderFaults(t, runTxnClient, len(txnKeys)))
+	checkTxnHistory(t, historyUnderFaults(t, runTxnClient, txnCensus, len(txnKeys)))
+}
+
+// txnCensus sorts runTxnClient's operations by kind and outcome.
+var txnCensus = census{
+	kind: func(op porcupine.Operation) string {
+		in, out := op.Input.(txnInput), op.Output.(txnOutput)
+		switch {
+		case out.Unknown:
+			return in.Op + " unknown"
+		case in.Op == "txn":
+			return fmt.Sprintf("txn succeeded=%v", out.Succeeded)
+		}
+		return in.Op + " " + out.Via
+	},
+	required: []string{"txn succeeded=true", "txn succeeded=false", "read txn", "read scan", "read atomic-rpc", "get one-sided", "get readindex"},
 }
 
 // checkTxnHistory checks a history of runTxnClient: enough of each kind of
 // operation, and linearizable against one key space.
 func checkTxnHistory(t *testing.T, ops []porcupine.Operation) {
 	t.Helper()
-	counts := map[string]int{}
-	for _, op := range ops {
-		in, out := op.Input.(txnInput), op.Output.(txnOutput)
-		switch {
-		case out.Unknown:
-			counts[in.Op+" unknown"]++
-		case in.Op == "txn":
-			counts[fmt.Sprintf("txn succeeded=%v", out.Succeeded)]++
-		default:
-			counts[in.Op+" "+out.Via]++
-		}
-	}
-	requireCounts(t, counts, "txn succeeded=true", "txn succeeded=false", "read txn", "read scan", "read atomic-rpc", "get one-sided", "get readindex")
+	counts := txnCensus.require(t, ops)
 	if counts["read atomic-one-sided"] == 0 {
 		// Not required: with three keys rewritten and deleted by busy
 		// transactions, a double collect may rarely prove anything.
