@@ -9,9 +9,12 @@
 # and etcdctl 3.7, built from the module proxy through
 # internal/etcdapi/etcdtools (a module of its own, outside kvd's graph)
 # into bin/etcdctl-3.7: the etcd API tests run both unmodified.
-# etcd-server is deliberately not installed: its package starts a daemon
-# on 2379. Idempotent and silent when everything is there; installing
-# needs root and apt-get.
+# Debian's etcd server (3.4) is not installed, since its package starts a
+# daemon on 2379: its .deb is downloaded and only the etcd binary is
+# unpacked into bin/etcd, for the tests and benchmarks that compare kvd
+# with a real etcd cluster they start themselves on other ports.
+# Idempotent and silent when everything is there; installing needs root
+# and apt-get.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -20,6 +23,17 @@ etcdctl37=$root/bin/etcdctl-3.7
 if [[ ! -x $etcdctl37 || $root/internal/etcdapi/etcdtools/go.mod -nt $etcdctl37 ]]; then
   echo "scripts/deps.sh: building etcdctl 3.7 into bin/" >&2
   (cd "$root/internal/etcdapi/etcdtools" && GOFLAGS=-mod=mod go build -o "$etcdctl37" go.etcd.io/etcd/etcdctl/v3)
+fi
+
+# etcd 3.4's server binary, out of Debian's etcd-server package.
+if [[ ! -x $root/bin/etcd ]]; then
+  command -v apt-get >/dev/null 2>&1 || { echo "scripts/deps.sh: no apt-get to fetch etcd-server: put an etcd 3.4 binary at bin/etcd" >&2; exit 1; }
+  echo "scripts/deps.sh: unpacking Debian's etcd-server into bin/etcd" >&2
+  tmp=$(mktemp -d)
+  (cd "$tmp" && { apt-get download etcd-server >/dev/null 2>&1 || { ((EUID == 0)) && apt-get update -qq && apt-get download etcd-server >/dev/null 2>&1; }; } \
+    && dpkg-deb -x etcd-server_*.deb x && install -D -m 0755 x/usr/bin/etcd "$root/bin/etcd")
+  rm -rf "$tmp"
+  [[ -x $root/bin/etcd ]] || { echo "scripts/deps.sh: could not fetch Debian's etcd-server" >&2; exit 1; }
 fi
 
 missing=()
