@@ -28,8 +28,12 @@ type env struct {
 // loopback port, with cfg (Client is filled in).
 func start(t testing.TB, n int, cfg redisapi.Config) *env {
 	t.Helper()
-	nodes := kvdtest.StartCluster(t, n, kvdtest.Options{})
-	kvdtest.WaitLeader(t, nodes, 10*time.Second)
+	// A slower tick than the default (elections after 3-6 s instead of
+	// 1-2 s): on a loaded machine a delayed heartbeat must not elect a new
+	// leader mid-run, which fails writes as maybe applied and stops
+	// redis-benchmark at its first error.
+	nodes := kvdtest.StartCluster(t, n, kvdtest.Options{Tick: 300 * time.Millisecond})
+	kvdtest.WaitLeader(t, nodes, 30*time.Second)
 	// A loaded machine (tests under -race beside others) can hold a
 	// healthy node's answer past the default one-second attempt timeout,
 	// which fails a write as maybe applied; redis-benchmark stops at the
