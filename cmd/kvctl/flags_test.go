@@ -4,6 +4,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	buildinfo "github.com/kvd-project/kvd/internal/version"
 )
@@ -21,11 +22,28 @@ func TestLeaseDriftFlag(t *testing.T) {
 	}
 	for _, bad := range [][]string{
 		{"--lease-drift", "0"}, {"--lease-drift", "0.6"}, {"--lease-drift", "-1"}, {"--lease-drift", "NaN"},
-		{"--timeout", "0"}, {"--timeout", "-1s"},
+		{"--timeout", "0"}, {"--timeout", "-1s"}, {"--attempt-timeout", "-1s"},
 	} {
 		_, errOut, code := kvctlAt("127.0.0.1:1", "", append(bad, "get", "k")...)
 		if code != 2 || !strings.Contains(errOut, bad[0]) {
 			t.Errorf("kvctl %v get k: exit %d, stderr %q; want a usage error naming %s", bad, code, errOut, bad[0])
+		}
+	}
+}
+
+// TestAttemptTimeoutFlag: --attempt-timeout is the client's
+// AttemptTimeout; 0 leaves the client's default.
+func TestAttemptTimeoutFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want time.Duration
+	}{
+		{[]string{"get", "k"}, 0},
+		{[]string{"--attempt-timeout", "20s", "put", "k", "v"}, 20 * time.Second},
+	} {
+		o, _, err := parse(tc.args, io.Discard)
+		if err != nil || o.attempt != tc.want {
+			t.Errorf("kvctl %v: attempt timeout %v, err %v; want %v", tc.args, o.attempt, err, tc.want)
 		}
 	}
 }

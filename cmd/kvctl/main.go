@@ -129,6 +129,7 @@ type options struct {
 	scan        scanFlags   // get's range options (scan.go)
 	timeout     time.Duration
 	timeoutSet  bool // --timeout was given (a snapshot save has no default bound)
+	attempt     time.Duration
 	leaseDrift  float64
 	version     bool
 	clusterID   clusterIDFlag // the cluster the endpoints must be of (status.go)
@@ -204,6 +205,7 @@ func parse(args []string, stderr io.Writer) (*options, []string, error) {
 	fs.Var(&o.scan.sortBy, "sort-by", "get --prefix/--from: sort by CREATE, KEY, MODIFY, VALUE or VERSION (default: key order)")
 	fs.Var(&o.scan.order, "order", "get --prefix/--from: ASCEND or DESCEND (default ASCEND)")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "give up on a command after this long")
+	fs.DurationVar(&o.attempt, "attempt-timeout", 0, "how long one attempt at one node may take before the client tries another (client.Config.AttemptTimeout; 0: the client's default, 1s): raise it for large values on a slow disk")
 	fs.Var(&o.clusterID, "cluster-id", "refuse endpoints of any other cluster than this one (its hex id, as status prints it; default: the one most endpoints name)")
 	fs.Float64Var(&o.leaseDrift, "lease-drift", client.DefaultLeaseDrift,
 		"the servers' --lease-drift (the most any clock may run faster than another, a fraction up to 0.5): linearizable one-sided GETs judge the leader's lease by it, so it must not be less than theirs")
@@ -235,6 +237,9 @@ func parse(args []string, stderr io.Writer) (*options, []string, error) {
 	fs.Visit(func(f *flag.Flag) { o.timeoutSet = o.timeoutSet || f.Name == "timeout" })
 	if o.timeout <= 0 {
 		return nil, nil, usageError{fmt.Sprintf("--timeout %v: want a positive duration", o.timeout)}
+	}
+	if o.attempt < 0 {
+		return nil, nil, usageError{fmt.Sprintf("--attempt-timeout %v: want a positive duration (0: the default)", o.attempt)}
 	}
 	if !(o.leaseDrift > 0 && o.leaseDrift <= 0.5) { // NaN fails too
 		return nil, nil, usageError{fmt.Sprintf("--lease-drift %v: want a fraction in (0, 0.5]", o.leaseDrift)}
@@ -316,7 +321,7 @@ func runIn(ctx context.Context, args []string, stdin io.Reader, stdout, stderr i
 	}
 	defer tr.Close()
 	c, err := client.New(client.Config{Endpoints: eps, Transport: tr, Consistency: level, LeaseDrift: o.leaseDrift,
-		ClusterID: client.ClusterID(o.clusterID)})
+		ClusterID: client.ClusterID(o.clusterID), AttemptTimeout: o.attempt})
 	if err != nil {
 		return err
 	}

@@ -102,7 +102,9 @@ func TestProcess(t *testing.T) {
 	if err := os.WriteFile(file, big, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	put := exec.Command(filepath.Join(bin, "kvctl"), "--endpoints", listen, "put", "big")
+	// A 1 MiB write on a loaded machine may take longer than the
+	// client's default one-second attempt.
+	put := exec.Command(filepath.Join(bin, "kvctl"), "--endpoints", listen, "--attempt-timeout", "20s", "put", "big")
 	put.Stdin = bytes.NewReader(big)
 	if out, err := put.CombinedOutput(); err != nil {
 		t.Fatalf("kvctl put big < 1 MiB: %v: %s", err, out)
@@ -110,7 +112,7 @@ func TestProcess(t *testing.T) {
 	if out, _, err := kvctl("-w", "raw", "get", "big"); err != nil || !bytes.Equal([]byte(out), big) {
 		t.Fatalf("kvctl -w raw get big: %d bytes, %v; want the 1 MiB value exactly", len(out), err)
 	}
-	if _, errOut, err := kvctl("--value-file", file, "put", "big2"); err != nil {
+	if _, errOut, err := kvctl("--attempt-timeout", "20s", "--value-file", file, "put", "big2"); err != nil {
 		t.Fatalf("kvctl --value-file put: %v: %s", err, errOut)
 	}
 	if out, _, err := kvctl("-w", "raw", "get", "big2"); err != nil || !bytes.Equal([]byte(out), big) {
