@@ -207,8 +207,8 @@ func (ec *etcdClient) deleteOp(ctx context.Context, all bool, in *etcdInput) etc
 }
 
 // txnOp: if in.Key's mod_revision is the one the client last saw
-// (sometimes one off, or 0: "absent"), Put in.Value to two keys, else
-// Range the key space.
+// (sometimes one off, or 0: "absent"), Put in.Value to two keys with
+// prev_kv, else Range the key space.
 func (ec *etcdClient) txnOp(ctx context.Context, in *etcdInput) etcdOutput {
 	perm := ec.rng.Perm(len(revKeys))
 	in.Op, in.Puts, in.Expect = "txn", [2]int{perm[0], perm[1]}, ec.mods[in.Key]
@@ -220,7 +220,7 @@ func (ec *etcdClient) txnOp(ctx context.Context, in *etcdInput) etcdOutput {
 	}
 	resp, err := ec.c.Txn(ctx).
 		If(clientv3.Compare(clientv3.ModRevision(revKeys[in.Key]), "=", int64(in.Expect))).
-		Then(clientv3.OpPut(revKeys[in.Puts[0]], in.Value), clientv3.OpPut(revKeys[in.Puts[1]], in.Value)).
+		Then(clientv3.OpPut(revKeys[in.Puts[0]], in.Value, clientv3.WithPrevKV()), clientv3.OpPut(revKeys[in.Puts[1]], in.Value, clientv3.WithPrevKV())).
 		Else(clientv3.OpGet(string(revStart), clientv3.WithRange(string(revEnd)))).
 		Commit()
 	if err != nil {
@@ -228,7 +228,14 @@ func (ec *etcdClient) txnOp(ctx context.Context, in *etcdInput) etcdOutput {
 	}
 	out := etcdOutput{Result: "ok", Rev: uint64(resp.Header.Revision)}
 	if resp.Succeeded {
-		ec.mods[in.Puts[0]], ec.mods[in.Puts[1]] = out.Rev, out.Rev
+		for j, p := range in.Puts {
+			ec.mods[p] = out.Rev
+			if j < len(resp.Responses) && resp.Responses[j].GetResponsePut() != nil {
+				out.Keys[p] = etcdKV(resp.Responses[j].GetResponsePut().PrevKv)
+			} else {
+				out.Keys[p].Value += " [no put response]"
+			}
+		}
 		return out
 	}
 	out.Result = "else"

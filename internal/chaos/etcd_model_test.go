@@ -13,8 +13,8 @@ import (
 //   - "del": DeleteRange of Key alone, "del-all": of every key, with
 //     prev_kv;
 //   - "txn": if Key's mod_revision is Expect (0: absent), Put Value to the
-//     keys Puts, else Range every key (etcd's optimistic-concurrency
-//     pattern);
+//     keys Puts with prev_kv, else Range every key (etcd's
+//     optimistic-concurrency pattern);
 //   - "get": a linearizable Get of Key; "sget": a serializable one;
 //   - "range": a linearizable Range of every key at the latest revision,
 //     "range-at": at revision Rev;
@@ -32,8 +32,9 @@ type etcdInput struct {
 // write that failed: it may or may not have been applied), "compacted"
 // (ErrCompacted), "future" (ErrFutureRev); a transaction's "ok" ran Then,
 // "else" Else. Rev is the response header's revision. Keys: what a read
-// returned (a Get: Keys[Key]), a transaction's Else Range, a Put's prev_kv
-// (Keys[Key]) or a delete's prev_kvs. Deleted is a delete's count.
+// returned (a Get: Keys[Key]), a transaction's Else Range or its Then
+// Puts' prev_kvs (the keys of Puts), a Put's prev_kv (Keys[Key]) or a
+// delete's prev_kvs. Deleted is a delete's count.
 type etcdOutput struct {
 	Result  string
 	Rev     uint64
@@ -137,10 +138,12 @@ func etcdWrite(keys revKeySpace, rev uint64, in etcdInput, out etcdOutput) (revK
 		if keys[in.Key].Mod != in.Expect {
 			return keys, false, unknown || out.Result == "else" && out.Keys == keys
 		}
+		ok := unknown || out.Result == "ok"
 		for _, p := range in.Puts {
+			ok = ok && (unknown || out.Keys[p] == keys[p])
 			keys[p] = keys[p].written(in.Value, rev)
 		}
-		return keys, true, unknown || out.Result == "ok"
+		return keys, true, ok
 	}
 	return keys, false, false
 }
@@ -200,6 +203,7 @@ func TestEtcdModel(t *testing.T) {
 	}
 	a6 := revKV{Exists: true, Value: "a", Create: 6, Mod: 6, Version: 1}
 	b7 := revKV{Exists: true, Value: "b", Create: 6, Mod: 7, Version: 2}
+	t7 := revKeySpace{{Exists: true, Value: "t", Create: 6, Mod: 7, Version: 2}, {Exists: true, Value: "t", Create: 7, Mod: 7, Version: 1}}
 	get0, sget0 := etcdInput{Op: "get", Key: 0}, etcdInput{Op: "sget", Key: 0}
 	at := func(rev uint64) etcdInput { return etcdInput{Op: "range-at", Rev: rev} }
 	txn := func(expect uint64, v string) etcdInput {
@@ -254,16 +258,19 @@ func TestEtcdModel(t *testing.T) {
 			op(0, 0, 1, put(0, "a"), ok(6)),
 			op(0, 2, 3, etcdInput{Op: "del-all"}, etcdOutput{Result: "ok", Rev: 7, Deleted: 1}),
 		}, false},
-		{"a txn at the key's mod revision runs Then; a second at the old one runs Else", []porcupine.Operation{
+		{"a txn at the key's mod revision runs Then with prev_kvs; a second at the old one runs Else", []porcupine.Operation{
 			op(0, 0, 1, put(0, "a"), ok(6)),
-			op(0, 2, 3, txn(6, "t"), etcdOutput{Result: "ok", Rev: 7}),
-			op(1, 4, 5, txn(6, "u"), etcdOutput{Result: "else", Rev: 7, Keys: revKeySpace{
-				{Exists: true, Value: "t", Create: 6, Mod: 7, Version: 2}, {Exists: true, Value: "t", Create: 7, Mod: 7, Version: 1}}}),
+			op(0, 2, 3, txn(6, "t"), ok(7, a6)),
+			op(1, 4, 5, txn(6, "u"), etcdOutput{Result: "else", Rev: 7, Keys: t7}),
 		}, true},
 		{"two txns at one mod revision both run Then", []porcupine.Operation{
 			op(0, 0, 1, put(0, "a"), ok(6)),
-			op(0, 2, 3, txn(6, "t"), etcdOutput{Result: "ok", Rev: 7}),
-			op(1, 4, 5, txn(6, "u"), etcdOutput{Result: "ok", Rev: 8}),
+			op(0, 2, 3, txn(6, "t"), ok(7, a6)),
+			op(1, 4, 5, txn(6, "u"), ok(8, t7[:]...)),
+		}, false},
+		{"a txn's prev_kv is not the key before it", []porcupine.Operation{
+			op(0, 0, 1, put(0, "a"), ok(6)),
+			op(0, 2, 3, txn(6, "t"), ok(7)),
 		}, false},
 		{"a txn runs Else though the compare held", []porcupine.Operation{
 			op(0, 0, 1, put(0, "a"), ok(6)),
