@@ -73,6 +73,9 @@ type workload struct {
 	dial time.Duration
 	// need is what historyOn gathers enough of after the faults.
 	need census
+	// etcd maps each node's kvd address to its etcd endpoint, for clients
+	// of etcd's API (runEtcdClient).
+	etcd map[string]string
 }
 
 // newClient makes the workload's client (it does not own tr).
