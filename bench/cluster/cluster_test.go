@@ -71,12 +71,12 @@ func TestExited(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(bin, "kvd"), []byte("#!/bin/sh\necho bye\nexit 1\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	n, err := startNode(filepath.Join(bin, "kvd"), nil)
+	n, err := StartProcess(filepath.Join(bin, "kvd"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	<-n.done
-	c := &Cluster{nodes: []*node{n}}
+	c := &Cluster{nodes: []*Process{n}}
 	if got := c.Exited(); !strings.Contains(got, "node 1") || !strings.Contains(got, "bye") {
 		t.Errorf("Exited = %q", got)
 	}
