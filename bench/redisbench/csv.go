@@ -78,6 +78,9 @@ func ParseCSV(r io.Reader) ([]Result, error) {
 			break
 		}
 		if err != nil {
+			if lr.N <= 0 {
+				break // cut off by the limit: said below
+			}
 			return nil, fmt.Errorf("%w: %w", ErrCSV, err)
 		}
 		if len(out) == maxCSVTests {
