@@ -96,7 +96,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 func startTargets(ctx context.Context, cfg Config, dir string, m *Meta) (targets []target, stop func(), err error) {
 	var procs []*cluster.Process
 	var kvd *cluster.Cluster
-	stop = func() {
+	// stopAll, not the named result: a failure returns stop as nil.
+	stopAll := func() {
 		for _, p := range procs {
 			p.Stop()
 		}
@@ -106,7 +107,7 @@ func startTargets(ctx context.Context, cfg Config, dir string, m *Meta) (targets
 	}
 	defer func() {
 		if err != nil {
-			stop()
+			stopAll()
 		}
 	}()
 	bin := filepath.Join(cfg.Bin, "kvd")
@@ -164,7 +165,7 @@ func startTargets(ctx context.Context, cfg Config, dir string, m *Meta) (targets
 		}
 		targets = append(targets, t)
 	}
-	return targets, stop, nil
+	return targets, stopAll, nil
 }
 
 // startProcess starts bin on a free loopback port; args makes its
