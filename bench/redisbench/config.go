@@ -12,7 +12,8 @@ import (
 // ErrConfig: the Config is unusable.
 var ErrConfig = errs.ErrConfig
 
-// Defaults: redis-benchmark's own -c, issue 30's -d and -P depths.
+// Defaults: redis-benchmark's own -c; the value size and -P depths kvd's
+// Redis targets are stated at.
 const (
 	DefaultNodes    = 3
 	DefaultClients  = 50

@@ -114,7 +114,7 @@ func median(v []float64) float64 {
 }
 
 // Goal is a ratio of two targets' median rates for one test and pipeline
-// depth; Min > 0 is the target kvd is held to (issue 30), 0 shows the
+// depth; Min > 0 is the target kvd is held to, 0 shows the
 // ratio without one.
 type Goal struct {
 	Test     string
@@ -123,7 +123,7 @@ type Goal struct {
 	Min      float64
 }
 
-// Goals are the ratios the report gives: issue 30's two (unpipelined GET
+// Goals are the ratios the report gives: kvd's two targets (unpipelined GET
 // through the gateway against Redis without persistence; SET against
 // Redis with appendfsync always, through the gateway and on a node), and
 // the same with -P 16 for information.
