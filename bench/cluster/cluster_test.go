@@ -7,6 +7,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -61,6 +63,44 @@ func TestNodeExits(t *testing.T) {
 	}
 	if _, err := Start(context.Background(), Config{Bin: t.TempDir()}); !errors.Is(err, ErrConfig) {
 		t.Errorf("Start without a kvd binary = %v", err)
+	}
+}
+
+// TestRedisListenerPerNode: with Config.Redis every node is started with
+// a --redis-listen of its own on Host.
+func TestRedisListenerPerNode(t *testing.T) {
+	for _, redis := range []bool{true, false} {
+		bin, args := t.TempDir(), t.TempDir()
+		// Each stand-in node records its arguments, one a line, and waits
+		// to be stopped; Start gives up on the cluster after ReadyTimeout.
+		script := "#!/bin/sh\nfor a in \"$@\"; do echo \"$a\"; done >" + args + "/\"$2\"\nexec /bin/sleep 60\n"
+		if err := os.WriteFile(filepath.Join(bin, "kvd"), []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Start(context.Background(), Config{Bin: bin, Nodes: 3, Dir: t.TempDir(), Redis: redis, ReadyTimeout: time.Second})
+		if !errors.Is(err, ErrNotReady) {
+			t.Fatalf("Start = %v", err)
+		}
+		seen := map[string]bool{}
+		for id := 1; id <= 3; id++ {
+			b, err := os.ReadFile(filepath.Join(args, strconv.Itoa(id)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+			i := slices.Index(lines, "--redis-listen")
+			if (i >= 0) != redis {
+				t.Fatalf("node %d (Redis %v) args %q", id, redis, lines)
+			}
+			if !redis {
+				continue
+			}
+			if i+1 >= len(lines) || !strings.HasPrefix(lines[i+1], "127.0.0.1:") || seen[lines[i+1]] {
+				t.Errorf("node %d --redis-listen in %q: want an address of its own on 127.0.0.1", id, lines)
+			} else {
+				seen[lines[i+1]] = true
+			}
+		}
 	}
 }
 
