@@ -11,7 +11,7 @@ REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS  := -X github.com/kvd-project/kvd/internal/version.Version=$(VERSION) \
             -X github.com/kvd-project/kvd/internal/version.Revision=$(REVISION)
 
-.PHONY: all build build-rdma run test test-short test-go test-rdma vet bench bench-quick clean
+.PHONY: all build build-rdma run test test-short test-go test-rdma vet bench bench-quick bench-redis clean
 
 all: build
 
@@ -56,6 +56,11 @@ bench: build
 
 bench-quick: build
 	QUICK=1 BENCH_RDMA=1 bench/bench.sh
+
+# The Redis series alone (bench also runs it): redis-benchmark against a
+# kvd gateway, a kvd node and two redis-servers, into bench/results/redis.*.
+bench-redis: build
+	$(BIN)/kvbench redis --bin $(BIN) --out bench/results
 
 clean:
 	rm -rf $(BIN) $(RUN_DIR)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds kvd and kvbench, runs the benchmark suite against local clusters
 # that kvbench starts and stops itself, and writes bench/results/:
-# results.md (tables), results.csv, baselines.csv, results.json and plots.
+# results.md (tables), results.csv, baselines.csv, results.json and plots;
+# redis.md and redis.csv (the Redis series).
 #
 # usage: bench/bench.sh          (the full sweep, TCP only unless BENCH_RDMA=1)
 #        QUICK=1 bench/bench.sh  (a small sweep)
@@ -36,6 +37,8 @@
 #                    line says so
 #   GO=go            the go command; BENCH_RDMAVM_DIR=scripts/rdmavm (tests
 #                    point these at stand-ins)
+#   BENCH_REDIS_REQUESTS  redis-benchmark -n of the Redis series (default
+#                    20000, QUICK 5000)
 #   KVBENCH_*        any kvbench flag this script does not pass itself,
 #                    e.g. KVBENCH_CONNS=8 (flags given here win over env)
 set -euo pipefail
@@ -54,6 +57,7 @@ RDMAVM_DIR=${BENCH_RDMAVM_DIR:-scripts/rdmavm}
 VM_MEM=${BENCH_VM_MEM:-3072}
 VM_CLOCK=${BENCH_VM_CLOCK-clocksource=tsc tsc=reliable}
 INLINE=${BENCH_TABLE_INLINE:-0}
+REDIS_N=${BENCH_REDIS_REQUESTS:-}
 
 log() { printf 'bench: %s\n' "$*" >&2; }
 die() {
@@ -86,6 +90,7 @@ BENCH_VM_PERFTEST_ARGS="-n 300"
 BENCH_VM_INST_KEYS=1000
 BENCH_VM_INST_DURATION=3s'
 	vm_timeout=3600
+	redis_n=${REDIS_N:-5000}
 else
 	dur=5s warm=1s clients=1,2,4,8,16,32,64,128,256 sizes=16,64,256,1KiB,4KiB,16KiB,64KiB keys=10000 rates=2000,8000,20000 tlsclients=1,4,16
 	inst_dur=5s
@@ -98,6 +103,7 @@ BENCH_VM_KEYS=1000
 BENCH_VM_INST_KEYS=100000
 BENCH_VM_INST_DURATION=5s'
 	vm_timeout=10800
+	redis_n=${REDIS_N:-20000}
 fi
 vm_env="$vm_env
 BENCH_VM_TABLE_INLINE=$INLINE"
@@ -177,6 +183,11 @@ kvb instances --series tcp-64inst --keys "$inst_keys" --conns "$inst_clients" --
 log floor
 "$BIN/kvbench" floor --clients "$inst_clients" --duration "$inst_dur" >"$work/floor.txt" || failed+=(floor)
 "$BIN/kvbench" floor --pebble --clients "$inst_clients" --duration "$inst_dur" >>"$work/floor.txt" || failed+=(floor-pebble)
+# The Redis series (bench/redisbench): redis-benchmark -d 256 -c 50, with
+# and without -P 16, against a kvd gateway, a kvd node, and redis-servers
+# without persistence and with appendfsync always; 3 rounds, medians.
+log redis
+"$BIN/kvbench" redis --bin "$BIN" --requests "$redis_n" --out "$work/redis" --quiet >/dev/null || failed+=(redis)
 
 shopt -s nullglob
 inputs=("$work"/*.json)
@@ -221,7 +232,7 @@ stage=$work/report
 if "$BIN/kvbench" report --out "$stage" --require-series "$required" -w table "${inputs[@]}" &&
 	[ ${#failed[@]} -eq 0 ]; then
 	mkdir -p "$OUT"
-	cp -f "$stage"/* "$work/floor.txt" "$OUT"/
+	cp -f "$stage"/* "$work/floor.txt" "$work/redis/redis.md" "$work/redis/redis.csv" "$OUT"/
 	rmdir "$keep" 2>/dev/null || rm -rf "$keep"
 	log "done in $(($(date +%s) - start))s; see $OUT/results.md"
 	exit 0

@@ -50,6 +50,16 @@ run)
 	;;
 report) exec "$REAL_KVBENCH" report "$@" ;;
 floor) echo "floor: canned $*" ;;
+redis)
+	out=
+	while [ $# -gt 0 ]; do
+		[ "$1" = --out ] && out=$2
+		shift
+	done
+	echo "redis" >>"$FAKE_LOG"
+	[ -z "$FAKE_REDIS_FAIL" ] || exit 1
+	mkdir -p "$out" && echo "redis: canned" >"$out/redis.md" && : >"$out/redis.csv"
+	;;
 *) exit 2 ;;
 esac
 `
@@ -183,6 +193,7 @@ func TestBenchScript(t *testing.T) {
 		{name: "complete", env: []string{"BENCH_RDMA=1", "FAKE_CONSOLE=" + full}, ok: true, sweeps: true, hasVM: true},
 		{name: "complete from a console", env: []string{"BENCH_RDMA_CONSOLE=" + full}, ok: true, sweeps: true, hasVM: true},
 		{name: "TCP only, asked for", env: []string{"BENCH_RDMA=0"}, ok: true, sweeps: true},
+		{name: "Redis series fails", env: []string{"BENCH_RDMA=0", "FAKE_REDIS_FAIL=1"}, sweeps: true, stderr: "these parts failed: redis"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			td := t.TempDir()
@@ -198,7 +209,7 @@ func TestBenchScript(t *testing.T) {
 			cmd.Env = append(os.Environ(), "QUICK=1", "GO="+filepath.Join(dir, "go"), "BENCH_RDMAVM_DIR="+vmdir,
 				"BIN="+filepath.Join(td, "bin"), "OUT="+out, "TMPDIR="+td, "FAKE_KVBENCH="+filepath.Join(dir, "kvbench"),
 				"REAL_KVBENCH="+realKvbench, "FAKE_TEMPLATE="+template, "FAKE_LOG="+logf,
-				"BENCH_RDMA=", "BENCH_RDMA_CONSOLE=", "FAKE_DEPS_RC=", "FAKE_RDMA_BUILD=", "FAKE_VM_RC=", "FAKE_CONSOLE=",
+				"BENCH_RDMA=", "BENCH_RDMA_CONSOLE=", "FAKE_DEPS_RC=", "FAKE_RDMA_BUILD=", "FAKE_VM_RC=", "FAKE_CONSOLE=", "FAKE_REDIS_FAIL=",
 				"KVBENCH_PLOTS=")
 			cmd.Env = append(cmd.Env, tc.env...)
 			var stderr bytes.Buffer
@@ -229,6 +240,9 @@ func TestBenchScript(t *testing.T) {
 			}
 			if fl, err := os.ReadFile(filepath.Join(out, "floor.txt")); err != nil || !strings.Contains(string(fl), "floor: canned --clients") || !strings.Contains(string(fl), "floor: canned --pebble --clients") {
 				t.Errorf("results lack the floor run: %q, %v", fl, err)
+			}
+			if rd, err := os.ReadFile(filepath.Join(out, "redis.md")); err != nil || string(rd) != "redis: canned\n" {
+				t.Errorf("results lack the Redis series: %q, %v", rd, err)
 			}
 			for _, s := range []string{"| tcp |", "| tcp-64inst |", "| tcp+tls |"} {
 				if !bytes.Contains(md, []byte(s)) {

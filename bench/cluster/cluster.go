@@ -1,18 +1,15 @@
 package cluster
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/kvd-project/kvd/client"
@@ -60,6 +57,9 @@ type Config struct {
 	// Pprof starts every node with --enable-pprof and --metrics-listen on
 	// a free port of Host (Cluster.MetricsAddrs).
 	Pprof bool
+	// Redis starts every node with --redis-listen on a free port of Host
+	// (Cluster.RedisAddrs).
+	Redis bool
 }
 
 // Defaults.
@@ -110,19 +110,15 @@ type Cluster struct {
 	// MetricsAddrs are the nodes' metrics listeners (serving
 	// /debug/pprof/), with Config.Pprof; else nil.
 	MetricsAddrs []string
+	// RedisAddrs are the nodes' Redis listeners, with Config.Redis; else
+	// nil.
+	RedisAddrs []string
 	// Certs are the generated TLS files, with Config.TLS; else nil.
 	Certs  *Certs
 	cfg    Config
 	dir    string
 	ownDir bool
-	nodes  []*node
-}
-
-type node struct {
-	cmd  *exec.Cmd
-	out  *tail
-	done chan struct{}
-	err  error // valid after done is closed
+	nodes  []*Process
 }
 
 // Start launches the nodes and waits until the cluster commits a write.
@@ -144,14 +140,20 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		}
 		c.dir, c.ownDir = d, true
 	}
-	addrs, err := freeAddrs(cfg.Host, cfg.Nodes)
+	addrs, err := FreeAddrs(cfg.Host, cfg.Nodes)
 	if err != nil {
 		c.Stop()
 		return nil, err
 	}
 	c.Endpoints = addrs
 	if cfg.Pprof {
-		if c.MetricsAddrs, err = freeAddrs(cfg.Host, cfg.Nodes); err != nil {
+		if c.MetricsAddrs, err = FreeAddrs(cfg.Host, cfg.Nodes); err != nil {
+			c.Stop()
+			return nil, err
+		}
+	}
+	if cfg.Redis {
+		if c.RedisAddrs, err = FreeAddrs(cfg.Host, cfg.Nodes); err != nil {
 			c.Stop()
 			return nil, err
 		}
@@ -177,8 +179,11 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		if cfg.Pprof {
 			args = append(args, "--metrics-listen", c.MetricsAddrs[i], "--enable-pprof")
 		}
+		if cfg.Redis {
+			args = append(args, "--redis-listen", c.RedisAddrs[i])
+		}
 		args = append(args, tlsArgs...)
-		n, err := startNode(kvd, append(args, cfg.Args...))
+		n, err := StartProcess(kvd, append(args, cfg.Args...))
 		if err != nil {
 			c.Stop()
 			return nil, err
@@ -192,19 +197,9 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	return c, nil
 }
 
-func startNode(bin string, args []string) (*node, error) {
-	n := &node{cmd: exec.Command(bin, args...), out: &tail{max: logTail}, done: make(chan struct{})}
-	n.cmd.Stdout, n.cmd.Stderr = n.out, n.out
-	if err := n.cmd.Start(); err != nil {
-		return nil, err
-	}
-	go func() { n.err = n.cmd.Wait(); close(n.done) }()
-	return n, nil
-}
-
-// freeAddrs returns n addresses on host whose ports were free a moment
+// FreeAddrs returns n addresses on host whose ports were free a moment
 // ago.
-func freeAddrs(host string, n int) ([]string, error) {
+func FreeAddrs(host string, n int) ([]string, error) {
 	out := make([]string, 0, n)
 	var lns []net.Listener
 	defer func() {
@@ -317,13 +312,7 @@ func (c *Cluster) Stop() error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_ = n.cmd.Process.Signal(syscall.SIGTERM)
-			select {
-			case <-n.done:
-			case <-time.After(10 * time.Second):
-				_ = n.cmd.Process.Kill()
-				<-n.done
-			}
+			n.Stop()
 		}()
 	}
 	wg.Wait()
@@ -332,27 +321,4 @@ func (c *Cluster) Stop() error {
 		return os.RemoveAll(c.dir)
 	}
 	return nil
-}
-
-// tail keeps the last max bytes written to it.
-type tail struct {
-	mu  sync.Mutex
-	max int
-	buf bytes.Buffer
-}
-
-func (t *tail) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.buf.Write(p)
-	if extra := t.buf.Len() - t.max; extra > 0 {
-		t.buf.Next(extra)
-	}
-	return len(p), nil
-}
-
-func (t *tail) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.buf.String()
 }

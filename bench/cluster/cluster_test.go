@@ -7,6 +7,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -64,6 +66,44 @@ func TestNodeExits(t *testing.T) {
 	}
 }
 
+// TestRedisListenerPerNode: with Config.Redis every node is started with
+// a --redis-listen of its own on Host.
+func TestRedisListenerPerNode(t *testing.T) {
+	for _, redis := range []bool{true, false} {
+		bin, args := t.TempDir(), t.TempDir()
+		// Each stand-in node records its arguments, one a line, and waits
+		// to be stopped; Start gives up on the cluster after ReadyTimeout.
+		script := "#!/bin/sh\nfor a in \"$@\"; do echo \"$a\"; done >" + args + "/\"$2\"\nexec /bin/sleep 60\n"
+		if err := os.WriteFile(filepath.Join(bin, "kvd"), []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Start(context.Background(), Config{Bin: bin, Nodes: 3, Dir: t.TempDir(), Redis: redis, ReadyTimeout: time.Second})
+		if !errors.Is(err, ErrNotReady) {
+			t.Fatalf("Start = %v", err)
+		}
+		seen := map[string]bool{}
+		for id := 1; id <= 3; id++ {
+			b, err := os.ReadFile(filepath.Join(args, strconv.Itoa(id)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+			i := slices.Index(lines, "--redis-listen")
+			if (i >= 0) != redis {
+				t.Fatalf("node %d (Redis %v) args %q", id, redis, lines)
+			}
+			if !redis {
+				continue
+			}
+			if i+1 >= len(lines) || !strings.HasPrefix(lines[i+1], "127.0.0.1:") || seen[lines[i+1]] {
+				t.Errorf("node %d --redis-listen in %q: want an address of its own on 127.0.0.1", id, lines)
+			} else {
+				seen[lines[i+1]] = true
+			}
+		}
+	}
+}
+
 // TestExited: a node that dies after the cluster is up is reported with its
 // output.
 func TestExited(t *testing.T) {
@@ -71,12 +111,12 @@ func TestExited(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(bin, "kvd"), []byte("#!/bin/sh\necho bye\nexit 1\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	n, err := startNode(filepath.Join(bin, "kvd"), nil)
+	n, err := StartProcess(filepath.Join(bin, "kvd"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	<-n.done
-	c := &Cluster{nodes: []*node{n}}
+	c := &Cluster{nodes: []*Process{n}}
 	if got := c.Exited(); !strings.Contains(got, "node 1") || !strings.Contains(got, "bye") {
 		t.Errorf("Exited = %q", got)
 	}

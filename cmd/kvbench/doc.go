@@ -7,6 +7,8 @@
 //	kvbench report [flags] FILE... merge result files into one report with plots
 //	kvbench floor [flags]          the cheapest replicated PUT here (bench/floor):
 //	                               3 bare processes, a floor under kvd's PUT CPU
+//	kvbench redis [flags]          redis-benchmark against kvd's gateway, a node
+//	                               and redis-server (bench/redisbench)
 //
 // Every flag can also be set through an environment variable: KVBENCH_
 // plus the flag name in upper case with dashes as underscores

@@ -21,6 +21,8 @@ commands:
   report        merge result JSON files (or console logs) into markdown, CSV and plots
   floor         the cheapest replicated PUT on this machine: 3 bare processes that
                 only batch, replicate, fdatasync and reply (a floor under kvd's PUT CPU)
+  redis         redis-benchmark against kvd's gateway, a kvd node, and redis-server
+                without persistence and with appendfsync always (bench/redisbench)
 
 'kvbench <command> -h' lists a command's flags.
 `
@@ -64,6 +66,8 @@ func dispatch(ctx context.Context, args []string) error {
 		return reportCmd(args[1:])
 	case "floor":
 		return floorCmd(ctx, args[1:])
+	case "redis":
+		return redisCmd(ctx, args[1:])
 	case "floor-node":
 		return floorNodeCmd(ctx, args[1:])
 	case "help", "-h", "--help":
