@@ -49,6 +49,9 @@ type Config struct {
 	Dir string
 	// Args are extra kvd flags for every node.
 	Args []string
+	// NodeArgs are extra kvd flags of node i+1 alone (after Args), for
+	// flags whose values differ per node, such as --listen-client-urls.
+	NodeArgs [][]string
 	// TLS turns TLS on (tcp only): Start generates a client CA, a peer CA
 	// and their certificates into Dir/tls, starts the nodes with both
 	// --client-cert-auth and --peer-client-cert-auth, and Certs names the
@@ -98,6 +101,9 @@ func (c Config) Validate() error {
 	if c.Nodes < 1 || c.Nodes > 9 {
 		return fmt.Errorf("%w: %d nodes (1..9)", ErrConfig, c.Nodes)
 	}
+	if len(c.NodeArgs) > c.Nodes {
+		return fmt.Errorf("%w: flags for %d nodes in a cluster of %d", ErrConfig, len(c.NodeArgs), c.Nodes)
+	}
 	if c.TLS && c.Transport != "tcp" {
 		return fmt.Errorf("%w: TLS needs the tcp transport, not %s", ErrConfig, c.Transport)
 	}
@@ -144,14 +150,14 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		}
 		c.dir, c.ownDir = d, true
 	}
-	addrs, err := freeAddrs(cfg.Host, cfg.Nodes)
+	addrs, err := FreeAddrs(cfg.Host, cfg.Nodes)
 	if err != nil {
 		c.Stop()
 		return nil, err
 	}
 	c.Endpoints = addrs
 	if cfg.Pprof {
-		if c.MetricsAddrs, err = freeAddrs(cfg.Host, cfg.Nodes); err != nil {
+		if c.MetricsAddrs, err = FreeAddrs(cfg.Host, cfg.Nodes); err != nil {
 			c.Stop()
 			return nil, err
 		}
@@ -178,7 +184,11 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 			args = append(args, "--metrics-listen", c.MetricsAddrs[i], "--enable-pprof")
 		}
 		args = append(args, tlsArgs...)
-		n, err := startNode(kvd, append(args, cfg.Args...))
+		args = append(args, cfg.Args...)
+		if i < len(cfg.NodeArgs) {
+			args = append(args, cfg.NodeArgs[i]...)
+		}
+		n, err := startNode(kvd, args)
 		if err != nil {
 			c.Stop()
 			return nil, err
@@ -202,9 +212,9 @@ func startNode(bin string, args []string) (*node, error) {
 	return n, nil
 }
 
-// freeAddrs returns n addresses on host whose ports were free a moment
+// FreeAddrs returns n addresses on host whose ports were free a moment
 // ago.
-func freeAddrs(host string, n int) ([]string, error) {
+func FreeAddrs(host string, n int) ([]string, error) {
 	out := make([]string, 0, n)
 	var lns []net.Listener
 	defer func() {
