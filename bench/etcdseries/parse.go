@@ -59,12 +59,34 @@ func Parse(r io.Reader) (Output, error) {
 	if err := sc.Err(); err != nil {
 		return nil, err
 	}
+	found := false
 	for _, s := range out {
-		if s.PerSecond > 0 && len(s.Percentile) > 0 {
-			return out, nil
+		zeroBelow(s.Percentile)
+		found = found || s.PerSecond > 0 && len(s.Percentile) > 0
+	}
+	if !found {
+		return nil, ErrNoSummary
+	}
+	return out, nil
+}
+
+// toolPercentiles are the percentiles the tool computes. It prints only
+// those above zero (a watch event that arrives before its put returns is
+// timed at zero), so one missing below a printed one was zero; one
+// missing above the last printed had too few samples and stays absent.
+var toolPercentiles = []string{"10", "25", "50", "75", "90", "95", "99", "99.9"}
+
+func zeroBelow(pct map[string]float64) {
+	for i := len(toolPercentiles) - 1; i >= 0; i-- {
+		if _, ok := pct[toolPercentiles[i]]; ok {
+			for _, lower := range toolPercentiles[:i] {
+				if _, ok := pct[lower]; !ok {
+					pct[lower] = 0
+				}
+			}
+			return
 		}
 	}
-	return nil, ErrNoSummary
 }
 
 // parseLine folds one line into the report being read.

@@ -172,3 +172,9 @@ func (p *Procs) Stop() {
 	wg.Wait()
 	p.procs, p.done, p.logs = nil, nil, nil
 }
+
+// WaitReady waits until etcd's API at endpoints (processes the series did
+// not start, such as kvd nodes' listeners) commits a write of RangeKey.
+func WaitReady(ctx context.Context, endpoints []string) error {
+	return (&Procs{Endpoints: endpoints}).waitReady(ctx)
+}
