@@ -55,7 +55,7 @@ type Knobs struct {
 
 // Defaults.
 const (
-	DefaultRounds    = 3
+	DefaultRounds    = 5
 	DefaultWatchPuts = 200
 )
 

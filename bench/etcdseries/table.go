@@ -13,6 +13,7 @@ type Cell struct {
 	PerSecond float64 // median ops/s
 	P50, P99  float64 // median percentiles, seconds
 	Rounds    int     // successful measurements
+	P99Rounds int     // those with enough samples for a p99
 	Errors    int     // failed requests, summed over the rounds
 }
 
@@ -26,10 +27,12 @@ func (r *Result) Cell(pi int, target string) Cell {
 		}
 		ops = append(ops, m.PerSecond)
 		p50 = append(p50, m.Percentile["50"])
-		p99 = append(p99, m.Percentile["99"])
+		if v, ok := m.Percentile["99"]; ok {
+			p99 = append(p99, v)
+		}
 		c.Errors += m.Errors
 	}
-	c.Rounds = len(ops)
+	c.Rounds, c.P99Rounds = len(ops), len(p99)
 	c.PerSecond, c.P50, c.P99 = median(ops), median(p50), median(p99)
 	return c
 }
@@ -119,7 +122,7 @@ func (r *Result) WriteMarkdown(w io.Writer, goals []Goal) error {
 				ops, opsRatio = "–", "–"
 			}
 			fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | %s | %s | %d/%d | %d |\n", p.Name, p.Clients, t.Name,
-				ops, ms(c.P50, c.Rounds), ms(c.P99, c.Rounds), opsRatio, ratio(c.P50, base.P50, c.Rounds, base.Rounds),
+				ops, ms(c.P50, c.Rounds), ms(c.P99, c.P99Rounds), opsRatio, ratio(c.P50, base.P50, c.Rounds, base.Rounds),
 				c.Rounds, r.Rounds, c.Errors)
 		}
 	}

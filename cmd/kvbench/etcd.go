@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/kvd-project/kvd/bench/cluster"
@@ -61,7 +62,17 @@ func etcdCmd(ctx context.Context, args []string) error {
 	if res == nil {
 		return runErr
 	}
-	return errors.Join(runErr, writeEtcdResults(out, bin, cfg, res))
+	if runErr != nil {
+		// Only a complete run replaces the results; a partial one is kept
+		// for a look.
+		partial, err := os.MkdirTemp("", "kvbench-etcd-partial-")
+		if err != nil {
+			return errors.Join(runErr, err)
+		}
+		return errors.Join(runErr, writeEtcdResults(partial, bin, cfg, res),
+			fmt.Errorf("%s was left as it was; the partial tables are in %s", out, partial))
+	}
+	return writeEtcdResults(out, bin, cfg, res)
 }
 
 // startEtcdTargets starts the three targets: a 3-member etcd, a 3-node kvd
@@ -125,23 +136,15 @@ func writeEtcdResults(out, bin string, cfg etcdseries.Config, res *etcdseries.Re
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "# etcd's benchmark tool: etcd, kvd's nodes and kvd's gateway\n\n")
-	fmt.Fprintf(&b, "Run of %s (%.0f s): %s against three targets on this machine, in turn at every point, %d rounds "+
-		"(medians): %s. `--clients` and `--conns` as in the table (one connection per 8 clients), %d-byte keys, %d-byte values, "+
+	fmt.Fprintf(&b, "Run of %s (%.0f s): %s against three targets on this machine, in turn at every point, rounds: %d "+
+		"(the table gives medians); %s. `--clients` and `--conns` as in the table (one connection per 8 clients), %d-byte keys, %d-byte values, "+
 		"writes over %d keys, ranges of one key. Request totals scaled by %g; the watch point puts %d times at 100/s to 10 streams of 10 watchers.\n\n",
 		res.Started.Format("2006-01-02 15:04 UTC"), res.Elapsed, toolVersion(cfg.Benchmark), res.Rounds, targetsText(bin, res.Targets),
 		etcdseries.KeySize, etcdseries.ValueSize, etcdseries.KeySpace, cfg.Scale, cfg.WatchPuts)
-	if err := res.WriteMarkdown(&b, etcdseries.Goals("kvd gateway", slicesMax(cfg.Clients))); err != nil {
+	if err := res.WriteMarkdown(&b, etcdseries.Goals("kvd gateway", slices.Max(cfg.Clients))); err != nil {
 		return err
 	}
 	return os.WriteFile(filepath.Join(out, "etcd.md"), []byte(b.String()), 0o644)
-}
-
-func slicesMax(xs []int) int {
-	m := 0
-	for _, x := range xs {
-		m = max(m, x)
-	}
-	return m
 }
 
 // toolVersion names the benchmark tool's module version, from the binary's
