@@ -14,12 +14,13 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${BIN:-$root/bin}
 GO=${GO:-go}
+mkdir -p "$BIN"
+BIN=$(cd "$BIN" && pwd)
 out=$BIN/etcd-benchmark
 mod=$root/bench/etcdbench
 if [[ -x $out && ! $mod/go.mod -nt $out && ! $mod/go.sum -nt $out ]]; then
   exit 0
 fi
-mkdir -p "$BIN"
 echo "scripts/etcd-benchmark.sh: building etcd's benchmark tool into $out" >&2
 (cd "$mod" && GOFLAGS=-mod=mod "$GO" build -o "$out.tmp" go.etcd.io/etcd/v3/tools/benchmark)
 mv "$out.tmp" "$out"

@@ -22,6 +22,8 @@ type Summary struct {
 	PerSecond  float64            `json:"ops_per_sec"`
 	Percentile map[string]float64 `json:"percentile"` // "50", "99", "99.9"
 	Errors     int                `json:"errors"`     // failed requests
+	// ErrorText counts the failed requests by error message.
+	ErrorText map[string]int `json:"error_text,omitempty"`
 }
 
 // Output is one run's reports by title: "" for the tool's only report
@@ -99,8 +101,12 @@ func parseLine(out Output, title, line string, inErrors bool) error {
 	}
 	if inErrors {
 		// "[count]\tmessage"
-		if n, ok := bracketCount(line); ok {
+		if n, msg, ok := errorLine(line); ok {
 			s.Errors += n
+			if s.ErrorText == nil {
+				s.ErrorText = map[string]int{}
+			}
+			s.ErrorText[msg] += n
 			out[title] = s
 		}
 		return nil
@@ -155,15 +161,15 @@ func seconds(s string) (float64, error) {
 	return strconv.ParseFloat(s, 64)
 }
 
-// bracketCount reads the "[n]" that starts an error distribution line.
-func bracketCount(line string) (int, bool) {
+// errorLine reads an error distribution line: "[n]\tmessage".
+func errorLine(line string) (int, string, bool) {
 	if !strings.HasPrefix(line, "[") {
-		return 0, false
+		return 0, "", false
 	}
 	end := strings.IndexByte(line, ']')
 	if end < 0 {
-		return 0, false
+		return 0, "", false
 	}
 	n, err := strconv.Atoi(line[1:end])
-	return n, err == nil
+	return n, strings.TrimSpace(line[end+1:]), err == nil
 }

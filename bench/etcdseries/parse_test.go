@@ -80,6 +80,9 @@ func TestParseErrors(t *testing.T) {
 			if err == nil && out[""].Errors != tc.errors {
 				t.Errorf("errors = %d, want %d", out[""].Errors, tc.errors)
 			}
+			if err == nil && tc.errors > 0 && out[""].ErrorText["etcdserver: request timed out"] != 3 {
+				t.Errorf("error text %v, want 3 timeouts", out[""].ErrorText)
+			}
 		})
 	}
 	if _, err := Parse(strings.NewReader("\nSummary:\n  Requests/sec:\tmany\n")); err == nil || errors.Is(err, ErrNoSummary) {

@@ -186,8 +186,16 @@ func measure(ctx context.Context, tool func(context.Context, string, []string) (
 		m.Err = fmt.Sprintf("no %q report in the output", p.Report)
 		return m
 	}
-	for _, other := range o {
-		s.Errors = max(s.Errors, other.Errors)
+	for title, other := range o {
+		if title != p.Report && other.Errors > 0 {
+			s.Errors += other.Errors
+			if s.ErrorText == nil {
+				s.ErrorText = map[string]int{}
+			}
+			for msg, n := range other.ErrorText {
+				s.ErrorText[title+": "+msg] += n
+			}
+		}
 	}
 	m.Summary = s
 	return m
@@ -197,7 +205,11 @@ func describe(m Measurement, p Point) string {
 	if m.Err != "" {
 		return "FAILED: " + m.Err
 	}
-	return fmt.Sprintf("%.0f ops/s, p50 %.3f ms, p99 %.3f ms, %d errors", m.PerSecond, m.Percentile["50"]*1e3, m.Percentile["99"]*1e3, m.Errors)
+	s := fmt.Sprintf("%.0f ops/s, p50 %.3f ms, p99 %.3f ms, %d failed requests", m.PerSecond, m.Percentile["50"]*1e3, m.Percentile["99"]*1e3, m.Errors)
+	if m.Errors > 0 {
+		s += fmt.Sprintf(" %v", m.ErrorText)
+	}
+	return s
 }
 
 // runTool runs the real tool; its progress bar (stderr) is dropped but
@@ -207,11 +219,19 @@ func runTool(ctx context.Context, bin string, args []string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		tail := stderr.String()
-		if len(tail) > 2048 {
-			tail = tail[len(tail)-2048:]
-		}
-		return nil, fmt.Errorf("%s %s: %w: %s", bin, strings.Join(args, " "), err, strings.TrimSpace(tail))
+		return nil, fmt.Errorf("%s %s: %w: %s", bin, strings.Join(args, " "), err, lastLines(stderr.String(), 5))
 	}
 	return stdout.Bytes(), nil
+}
+
+// lastLines are the last n lines of the tool's stderr, without its
+// progress bar (redrawn with carriage returns, "... 12.00% 345 p/s").
+func lastLines(s string, n int) string {
+	var keep []string
+	for _, l := range strings.FieldsFunc(s, func(r rune) bool { return r == '\n' || r == '\r' }) {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasSuffix(l, " p/s") && !strings.HasSuffix(l, "? p/s") {
+			keep = append(keep, l)
+		}
+	}
+	return strings.Join(keep[max(0, len(keep)-n):], "\n")
 }

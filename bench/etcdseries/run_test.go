@@ -186,3 +186,18 @@ func TestPlanCoversEveryWorkload(t *testing.T) {
 		t.Errorf("%d points, want 11", len(ps))
 	}
 }
+
+// TestLastLinesDropsTheProgressBar: a failure's message keeps the tool's
+// last words, not its redrawn progress bar.
+func TestLastLinesDropsTheProgressBar(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ in, want string }{
+		{"", ""},
+		{"0 / 10 [___] 0.00% ? p/s\r5 / 10 [-->_] 50.00% 12 p/s\nError: context deadline exceeded\n", "Error: context deadline exceeded"},
+		{"a\nb\nc\nd\ne\nf\ng\n", "c\nd\ne\nf\ng"},
+	} {
+		if got := lastLines(tc.in, 5); got != tc.want {
+			t.Errorf("lastLines(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}

@@ -126,6 +126,17 @@ func (r *Result) WriteMarkdown(w io.Writer, goals []Goal) error {
 				c.Rounds, r.Rounds, c.Errors)
 		}
 	}
+	var failed []string
+	for _, m := range r.Measurements {
+		for msg, n := range m.ErrorText {
+			p := r.Points[m.Point]
+			failed = append(failed, fmt.Sprintf("* round %d, %s at %d client%s, %s: %d × %s\n", m.Round, p.Name, p.Clients, plural(p.Clients), m.Target, n, msg))
+		}
+	}
+	if len(failed) > 0 {
+		slices.Sort(failed)
+		b.WriteString("\nFailed requests (the tool counts them apart from the rates and latencies):\n\n" + strings.Join(failed, ""))
+	}
 	if len(goals) > 0 {
 		b.WriteString("\n| goal | measured | met |\n|---|---:|---|\n")
 		for _, g := range goals {
