@@ -4,7 +4,7 @@
 // the same flags, against a real 3-member etcd, against kvd's nodes' etcd
 // listeners and against a kvd gateway. Targets alternate within every
 // round; the table takes each point's median over the rounds and gives
-// kvd's ratios to etcd, with the goals of issue 29 marked met or not.
+// kvd's ratios to etcd, with kvd's goals against etcd marked met or not.
 //
 // parse.go reads the tool's text reports, plan.go says which points a run
 // measures, run.go drives the rounds, table.go writes the markdown and

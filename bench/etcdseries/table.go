@@ -51,7 +51,7 @@ func median(xs []float64) float64 {
 	return (s[n/2-1] + s[n/2]) / 2
 }
 
-// Goal is one of issue 29's targets: a ratio of a kvd target's median to
+// Goal is one of kvd's goals against etcd: a ratio of a kvd target's median to
 // etcd's at one point.
 type Goal struct {
 	Target  string // the kvd target
@@ -61,7 +61,7 @@ type Goal struct {
 	Want    float64 // the ratio to reach
 }
 
-// Goals are issue 29's targets, through the gateway: linearizable range
+// Goals are kvd's goals against etcd, through the gateway: linearizable range
 // at most clients >= 2x etcd's ops/s and at 1 client p50 <= 1/2 etcd's;
 // put at most clients >= 1.5x etcd's ops/s.
 func Goals(gateway string, most int) []Goal {
