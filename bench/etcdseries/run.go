@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -59,15 +58,15 @@ const (
 	DefaultWatchPuts = 200
 )
 
-// DefaultClients are the client counts of the published targets.
-var DefaultClients = []int{1, 64}
+// DefaultClients are the client counts of the goals: one client and 64.
+func DefaultClients() []int { return []int{1, 64} }
 
 func (c Config) withDefaults() Config {
 	if c.Rounds == 0 {
 		c.Rounds = DefaultRounds
 	}
 	if len(c.Clients) == 0 {
-		c.Clients = slices.Clone(DefaultClients)
+		c.Clients = DefaultClients()
 	}
 	if c.Scale == 0 {
 		c.Scale = 1

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"debug/buildinfo"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -9,6 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"slices"
 	"strings"
 
@@ -58,7 +61,9 @@ func etcdCmd(ctx context.Context, args []string) error {
 	if err := cfg.Validate(); err != nil {
 		return usageError{err.Error()}
 	}
+	loadBefore := loadAverage()
 	res, runErr := etcdseries.Run(ctx, cfg)
+	load := fmt.Sprintf("load average %s at the start, %s at the end", loadBefore, loadAverage())
 	if res == nil {
 		return runErr
 	}
@@ -69,10 +74,10 @@ func etcdCmd(ctx context.Context, args []string) error {
 		if err != nil {
 			return errors.Join(runErr, err)
 		}
-		return errors.Join(runErr, writeEtcdResults(partial, bin, cfg, res),
+		return errors.Join(runErr, writeEtcdResults(partial, bin, load, cfg, res),
 			fmt.Errorf("%s was left as it was; the partial tables are in %s", out, partial))
 	}
-	return writeEtcdResults(out, bin, cfg, res)
+	return writeEtcdResults(out, bin, load, cfg, res)
 }
 
 // startEtcdTargets starts the three targets: a 3-member etcd, a 3-node kvd
@@ -123,7 +128,7 @@ func startEtcdTargets(ctx context.Context, bin, dir string) (stop func(), _ []et
 
 // writeEtcdResults writes out/etcd.md (what was run, the table, the goals)
 // and out/etcd.json (every measurement).
-func writeEtcdResults(out, bin string, cfg etcdseries.Config, res *etcdseries.Result) error {
+func writeEtcdResults(out, bin, load string, cfg etcdseries.Config, res *etcdseries.Result) error {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
 	}
@@ -136,10 +141,10 @@ func writeEtcdResults(out, bin string, cfg etcdseries.Config, res *etcdseries.Re
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "# etcd's benchmark tool: etcd, kvd's nodes and kvd's gateway\n\n")
-	fmt.Fprintf(&b, "Run of %s (%.0f s): %s against three targets on this machine, in turn at every point, rounds: %d "+
+	fmt.Fprintf(&b, "Run of %s (%.0f s, %d CPUs, %s): %s against three targets on this machine, in turn at every point, rounds: %d "+
 		"(the table gives medians); %s. `--clients` and `--conns` as in the table (one connection per 8 clients), %d-byte keys, %d-byte values, "+
 		"writes over %d keys, ranges of one key. Request totals scaled by %g; the watch point puts %d times at 100/s to 10 streams of 10 watchers.\n\n",
-		res.Started.Format("2006-01-02 15:04 UTC"), res.Elapsed, toolVersion(cfg.Benchmark), res.Rounds, targetsText(bin, res.Targets),
+		res.Started.Format("2006-01-02 15:04 UTC"), res.Elapsed, runtime.NumCPU(), load, toolVersion(cfg.Benchmark), res.Rounds, targetsText(bin, res.Targets),
 		etcdseries.KeySize, etcdseries.ValueSize, etcdseries.KeySpace, cfg.Scale, cfg.WatchPuts)
 	if err := res.WriteMarkdown(&b, etcdseries.Goals("kvd gateway", slices.Max(cfg.Clients))); err != nil {
 		return err
@@ -150,11 +155,13 @@ func writeEtcdResults(out, bin string, cfg etcdseries.Config, res *etcdseries.Re
 // toolVersion names the benchmark tool's module version, from the binary's
 // build information.
 func toolVersion(bin string) string {
-	b, err := exec.Command("go", "version", "-m", bin).Output()
-	if err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			if f := strings.Fields(l); len(f) >= 3 && f[0] == "dep" && f[1] == "go.etcd.io/etcd/v3" {
-				return "etcd's benchmark tool " + f[2]
+	const mod = "go.etcd.io/etcd/v3"
+	if bi, err := buildinfo.ReadFile(bin); err == nil {
+		// Built as a dependency's package, the tool names its own module
+		// as the main one.
+		for _, m := range append([]*debug.Module{&bi.Main}, bi.Deps...) {
+			if m.Path == mod {
+				return "etcd's benchmark tool " + m.Version
 			}
 		}
 	}
@@ -166,4 +173,14 @@ func targetsText(bin string, ts []etcdseries.Target) string {
 	ver := strings.TrimPrefix(strings.SplitN(string(v), "\n", 2)[0], "etcd Version: ")
 	return fmt.Sprintf("a 3-member etcd %s (fsync on, data on the same disk), 3 kvd nodes serving etcd's API (--listen-client-urls), "+
 		"and a kvd gateway in front of them (%d, %d and %d endpoints)", ver, len(ts[0].Endpoints), len(ts[1].Endpoints), len(ts[2].Endpoints))
+}
+
+// loadAverage is the machine's 1-minute load average, which says how
+// shared it was during the run; "?" where /proc does not tell.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) > 0 {
+		return f[0]
+	}
+	return "?"
 }
