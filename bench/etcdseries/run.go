@@ -30,7 +30,7 @@ type Config struct {
 	// reference the ratios divide by (etcd). At least two.
 	Targets []Target
 	// Rounds is how many times every point is measured on every target;
-	// the table gives the medians. Default 3.
+	// the table gives the medians. Default 5.
 	Rounds int
 	// Clients are the client counts of every workload but the watch.
 	// Default 1 and 64.
