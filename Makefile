@@ -11,7 +11,7 @@ REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS  := -X github.com/kvd-project/kvd/internal/version.Version=$(VERSION) \
             -X github.com/kvd-project/kvd/internal/version.Revision=$(REVISION)
 
-.PHONY: all build build-rdma run test test-short test-go test-rdma vet bench bench-quick bench-redis clean
+.PHONY: all build build-rdma run test test-short test-go test-rdma vet bench bench-quick bench-redis bench-etcd clean
 
 all: build
 
@@ -50,9 +50,19 @@ test-short: vet
 # Soft-RoCE VM on 3 nodes), written to bench/results/ only if every series
 # was measured; otherwise they exit 1 and leave bench/results alone. Like
 # test-rdma they install the RDMA part's packages first (root), or fail.
-# bench-quick is a reduced run.
-bench: build
+# bench-quick is a reduced run. bench also runs the etcd series.
+bench: build bench-etcd
 	BENCH_RDMA=1 bench/bench.sh
+
+# etcd's benchmark tool against a 3-member etcd, kvd's nodes and a kvd
+# gateway in one run: bench/results/etcd.md and etcd.json, written only if
+# every measurement succeeded. The tool is built (once: a heavy build of
+# etcd's server packages, so not part of make test) by
+# scripts/etcd-benchmark.sh; bin/etcd comes from scripts/deps.sh.
+bench-etcd: build
+	@scripts/deps.sh
+	scripts/etcd-benchmark.sh
+	$(BIN)/kvbench etcd --bin $(BIN) --out bench/results
 
 bench-quick: build
 	QUICK=1 BENCH_RDMA=1 bench/bench.sh

@@ -46,6 +46,9 @@ type Config struct {
 	Dir string
 	// Args are extra kvd flags for every node.
 	Args []string
+	// NodeArgs are extra kvd flags of node i+1 alone (after Args), for
+	// flags whose values differ per node, such as --listen-client-urls.
+	NodeArgs [][]string
 	// TLS turns TLS on (tcp only): Start generates a client CA, a peer CA
 	// and their certificates into Dir/tls, starts the nodes with both
 	// --client-cert-auth and --peer-client-cert-auth, and Certs names the
@@ -97,6 +100,9 @@ func (c Config) Validate() error {
 	}
 	if c.Nodes < 1 || c.Nodes > 9 {
 		return fmt.Errorf("%w: %d nodes (1..9)", ErrConfig, c.Nodes)
+	}
+	if len(c.NodeArgs) > c.Nodes {
+		return fmt.Errorf("%w: flags for %d nodes in a cluster of %d", ErrConfig, len(c.NodeArgs), c.Nodes)
 	}
 	if c.TLS && c.Transport != "tcp" {
 		return fmt.Errorf("%w: TLS needs the tcp transport, not %s", ErrConfig, c.Transport)
@@ -183,7 +189,11 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 			args = append(args, "--redis-listen", c.RedisAddrs[i])
 		}
 		args = append(args, tlsArgs...)
-		n, err := StartProcess(kvd, append(args, cfg.Args...))
+		args = append(args, cfg.Args...)
+		if i < len(cfg.NodeArgs) {
+			args = append(args, cfg.NodeArgs[i]...)
+		}
+		n, err := StartProcess(kvd, args)
 		if err != nil {
 			c.Stop()
 			return nil, err

@@ -23,13 +23,14 @@ func TestValidate(t *testing.T) {
 		ok  bool
 	}{
 		{Config{}, false}, {Config{Bin: "b"}, true}, {Config{Bin: "b", Nodes: 10}, false}, {Config{Bin: "b", Nodes: -1}, false},
+		{Config{Bin: "b", Nodes: 2, NodeArgs: [][]string{{"-a"}, {"-b"}}}, true}, {Config{Bin: "b", Nodes: 2, NodeArgs: [][]string{{"-a"}, {"-b"}, {"-c"}}}, false},
 	} {
 		err := tc.cfg.Validate()
 		c := tc.cfg.withDefaults()
 		if (err == nil) != tc.ok || (err != nil && !errors.Is(err, ErrConfig)) {
 			t.Errorf("Validate(%+v) = %v", tc.cfg, err)
 		}
-		if err == nil && (c.Nodes != 3 || c.Transport != "tcp" || c.Host != "127.0.0.1" || c.ReadyTimeout != DefaultReadyTimeout) {
+		if err == nil && tc.cfg.Nodes == 0 && (c.Nodes != 3 || c.Transport != "tcp" || c.Host != "127.0.0.1" || c.ReadyTimeout != DefaultReadyTimeout) {
 			t.Errorf("defaults: %+v", c)
 		}
 	}
@@ -106,6 +107,33 @@ func TestRedisListenerPerNode(t *testing.T) {
 
 // TestExited: a node that dies after the cluster is up is reported with its
 // output.
+// TestNodeArgsGoToTheirNode: NodeArgs[i] reaches node i+1 alone, after
+// the flags every node gets.
+func TestNodeArgsGoToTheirNode(t *testing.T) {
+	bin, data := t.TempDir(), t.TempDir()
+	// The stand-in records its arguments in a file named by its --id and
+	// exits once both nodes have.
+	script := "#!/bin/sh\ncd " + data + "\necho \"$*\" >args.$2.tmp && mv args.$2.tmp args.$2\n" +
+		"while [ ! -e args.1 ] || [ ! -e args.2 ]; do sleep 0.05; done\nexit 3\n"
+	if err := os.WriteFile(filepath.Join(bin, "kvd"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Start(context.Background(), Config{Bin: bin, Nodes: 2, Dir: data, Args: []string{"--all"},
+		NodeArgs: [][]string{nil, {"--only", "two"}}, ReadyTimeout: 20 * time.Second})
+	if !errors.Is(err, ErrNotReady) {
+		t.Fatalf("Start = %v, want ErrNotReady", err)
+	}
+	for _, tc := range []struct{ id, suffix string }{{"1", "--all"}, {"2", "--all --only two"}} {
+		b, err := os.ReadFile(filepath.Join(data, "args."+tc.id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.TrimSpace(string(b)); !strings.HasSuffix(got, tc.suffix) {
+			t.Errorf("node %s args %q, want them to end in %q", tc.id, got, tc.suffix)
+		}
+	}
+}
+
 func TestExited(t *testing.T) {
 	bin := t.TempDir()
 	if err := os.WriteFile(filepath.Join(bin, "kvd"), []byte("#!/bin/sh\necho bye\nexit 1\n"), 0o755); err != nil {

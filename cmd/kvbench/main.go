@@ -19,6 +19,8 @@ commands:
   baseline-tcp  raw TCP request/response round trips over loopback
   perftest      parse perftest output files, or run ib_read_lat/ib_send_lat on a device
   report        merge result JSON files (or console logs) into markdown, CSV and plots
+  etcd          etcd's benchmark tool against a 3-member etcd, kvd's nodes and a kvd
+                gateway, in one run: bench/results/etcd.md (scripts/etcd-benchmark.sh builds it)
   floor         the cheapest replicated PUT on this machine: 3 bare processes that
                 only batch, replicate, fdatasync and reply (a floor under kvd's PUT CPU)
   redis         redis-benchmark against kvd's gateway, a kvd node, and redis-server
@@ -68,6 +70,8 @@ func dispatch(ctx context.Context, args []string) error {
 		return floorCmd(ctx, args[1:])
 	case "redis":
 		return redisCmd(ctx, args[1:])
+	case "etcd":
+		return etcdCmd(ctx, args[1:])
 	case "floor-node":
 		return floorNodeCmd(ctx, args[1:])
 	case "help", "-h", "--help":
