@@ -451,6 +451,37 @@ func TestTxnNested(t *testing.T) {
 	}
 }
 
+// TestTxnInnerHeadersAreEtcds: as etcd's, a transaction's whole answer
+// has the full header, each range, put and delete in it a header of only
+// the revision, a nested transaction an empty one.
+func TestTxnInnerHeadersAreEtcds(t *testing.T) {
+	e := start(t, 1, etcdapi.Config{})
+	put(t, e.etcd, "k", "v")
+	r, err := e.etcd.Txn(context.Background()).Then(
+		clientv3.OpPut("a", "1"), clientv3.OpGet("k"), clientv3.OpDelete("k"),
+		clientv3.OpTxn(nil, []clientv3.Op{clientv3.OpGet("a")}, nil),
+	).Commit()
+	if err != nil || len(r.Responses) != 4 {
+		t.Fatalf("txn: %v, %v", r, err)
+	}
+	onlyRev := &pb.ResponseHeader{Revision: r.Header.Revision}
+	nested := r.Responses[3].GetResponseTxn()
+	for _, c := range []struct {
+		what      string
+		got, want *pb.ResponseHeader
+	}{
+		{"put", r.Responses[0].GetResponsePut().GetHeader(), onlyRev},
+		{"range", r.Responses[1].GetResponseRange().GetHeader(), onlyRev},
+		{"delete", r.Responses[2].GetResponseDeleteRange().GetHeader(), onlyRev},
+		{"nested txn", nested.GetHeader(), &pb.ResponseHeader{}},
+		{"range in the nested txn", nested.GetResponses()[0].GetResponseRange().GetHeader(), onlyRev},
+	} {
+		if c.got == nil || !proto.Equal(c.got, c.want) {
+			t.Errorf("%s's header %v, want %v", c.what, c.got, c.want)
+		}
+	}
+}
+
 // puts is n puts of distinct keys.
 func puts(prefix string, n int) []clientv3.Op {
 	ops := make([]clientv3.Op, n)
