@@ -17,6 +17,7 @@ import (
 // not take, becomes a GET of the key followed by the PUT: the GET sees
 // the branch's earlier writes, so it finds what etcd's prev_kv gives.
 func (k *kvService) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, error) {
+	ctx = writeContext(ctx)
 	if err := checkTxn(r, k.s.cfg.MaxTxnOps); err != nil {
 		return nil, err
 	}
