@@ -245,6 +245,7 @@ func goLeaseSteps() []goStep {
 		// it (knownDiffs).
 		{"KeepAliveOnce", func(g *goRunner) (any, error) { return g.cli.KeepAliveOnce(g.ctx, g.lease) }},
 		{"Get leased", func(g *goRunner) (any, error) { return g.cli.Get(g.ctx, g.p+"l") }},
+		{"Watch WithRev leased", func(g *goRunner) (any, error) { return g.watch(1, g.p+"l", clientv3.WithRev(g.r(18))) }},
 		{"TimeToLive WithAttachedKeys", ttl},
 		{"Leases", func(g *goRunner) (any, error) {
 			r, err := g.cli.Leases(g.ctx)
@@ -256,6 +257,9 @@ func goLeaseSteps() []goStep {
 		{"Revoke", func(g *goRunner) (any, error) { return g.cli.Revoke(g.ctx, g.lease) }}, // r+19
 		{"TimeToLive revoked", ttl},
 		{"Get revoked", func(g *goRunner) (any, error) { return g.cli.Get(g.ctx, g.p+"l") }},
+		{"Watch WithRev revoked WithPrevKV", func(g *goRunner) (any, error) {
+			return g.watch(2, g.p+"l", clientv3.WithRev(g.r(18)), clientv3.WithPrevKV())
+		}},
 		{"Revoke again", func(g *goRunner) (any, error) { return g.cli.Revoke(g.ctx, g.lease) }},
 		{"Put WithLease unknown", func(g *goRunner) (any, error) {
 			return g.cli.Put(g.ctx, g.p+"l", "v", clientv3.WithLease(0x1234abcd))
