@@ -314,6 +314,9 @@ var errAttemptTimeout = errors.New("no answer within the attempt timeout")
 // ErrUnavailable, and errNotSent if the request never left the client.
 func (c *Client) attempt(ctx context.Context, addr string, req *wire.Request) (wire.Response, error) {
 	d := c.cfg.AttemptTimeout
+	if v, ok := ctx.Value(attemptKey{}).(time.Duration); ok {
+		d = v
+	}
 	switch req.Op {
 	case wire.OpMemberAdd, wire.OpMemberRemove, wire.OpMemberPromote, wire.OpMoveLeader:
 		d = -1 // may legitimately take long: promotion waits for the learner, a leader move for the lease to end
@@ -332,6 +335,20 @@ func (c *Client) attempt(ctx context.Context, addr string, req *wire.Request) (w
 		return resp, fmt.Errorf("%w: %w: %s: %w (%v)", ErrUnavailable, errNotSent, addr, errAttemptTimeout, d)
 	}
 	return resp, fmt.Errorf("%w: %s: %w (%v)", ErrUnavailable, addr, errAttemptTimeout, d)
+}
+
+// attemptKey is the context key of WithAttemptTimeout's bound.
+type attemptKey struct{}
+
+// WithAttemptTimeout returns a context with which a call bounds each
+// attempt at a node by d in place of Config.AttemptTimeout; d <= 0 leaves
+// attempts unbounded, so the call waits at a node as long as ctx allows.
+// It is for servers whose own clients bring their deadlines (the etcd
+// API, whose clients' requests, a large DeleteRange, may rightly take
+// longer than an attempt): a write then answers with its outcome rather
+// than fail "maybe applied" at the attempt bound.
+func WithAttemptTimeout(ctx context.Context, d time.Duration) context.Context {
+	return context.WithValue(ctx, attemptKey{}, d)
 }
 
 // errNotSent marks failures that happened before a request left the client.

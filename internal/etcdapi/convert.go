@@ -51,3 +51,13 @@ func (s *Server) currentRevision(ctx context.Context) (uint64, error) {
 	}
 	return r.Revision, nil
 }
+
+// writeContext is ctx for a write through kvd's client: its attempts at a
+// node wait as long as ctx allows (client.WithAttemptTimeout), since etcd's
+// clients bring their own deadlines (etcdctl's --command-timeout), and a
+// write that outlasts the client's attempt bound (a large DeleteRange)
+// would otherwise fail as etcd's "request timed out" though applied.
+// Without a deadline the client's RequestTimeout bounds it.
+func writeContext(ctx context.Context) context.Context {
+	return client.WithAttemptTimeout(ctx, -1)
+}

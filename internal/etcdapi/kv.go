@@ -182,6 +182,7 @@ func singleEnd(key []byte) []byte {
 // for prev_kv, or a transaction reading the key before it writes it for
 // prev_kv with a lease (PutPrev takes no lease).
 func (k *kvService) Put(ctx context.Context, r *pb.PutRequest) (*pb.PutResponse, error) {
+	ctx = writeContext(ctx)
 	if err := checkPut(r); err != nil {
 		return nil, err
 	}
@@ -253,6 +254,7 @@ func checkPut(r *pb.PutRequest) error {
 // DeleteRange deletes a key or a range (etcd's DeleteRange) in one
 // client.DeleteRange.
 func (k *kvService) DeleteRange(ctx context.Context, r *pb.DeleteRangeRequest) (*pb.DeleteRangeResponse, error) {
+	ctx = writeContext(ctx)
 	if len(r.Key) == 0 {
 		return nil, rpctypes.ErrGRPCEmptyKey
 	}
@@ -275,6 +277,7 @@ func (k *kvService) DeleteRange(ctx context.Context, r *pb.DeleteRangeRequest) (
 // deletion) is accepted and answered as soon as the logical half is done:
 // no read can tell the difference, and only disk space waits.
 func (k *kvService) Compact(ctx context.Context, r *pb.CompactionRequest) (*pb.CompactionResponse, error) {
+	ctx = writeContext(ctx)
 	if r.Revision <= 1 {
 		// etcd's revision 1 is kvd's empty store (revision.go), its
 		// compaction revision before any compaction: nothing can be

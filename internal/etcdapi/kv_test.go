@@ -22,6 +22,7 @@ import (
 	"github.com/kvd-project/kvd/client"
 	"github.com/kvd-project/kvd/internal/errs"
 	"github.com/kvd-project/kvd/internal/etcdapi"
+	"github.com/kvd-project/kvd/internal/kvdtest"
 	"github.com/kvd-project/kvd/internal/limits"
 )
 
@@ -451,6 +452,37 @@ func TestTxnNested(t *testing.T) {
 	}
 }
 
+// TestTxnInnerHeadersAreEtcds: as etcd's, a transaction's whole answer
+// has the full header, each range, put and delete in it a header of only
+// the revision, a nested transaction an empty one.
+func TestTxnInnerHeadersAreEtcds(t *testing.T) {
+	e := start(t, 1, etcdapi.Config{})
+	put(t, e.etcd, "k", "v")
+	r, err := e.etcd.Txn(context.Background()).Then(
+		clientv3.OpPut("a", "1"), clientv3.OpGet("k"), clientv3.OpDelete("k"),
+		clientv3.OpTxn(nil, []clientv3.Op{clientv3.OpGet("a")}, nil),
+	).Commit()
+	if err != nil || len(r.Responses) != 4 {
+		t.Fatalf("txn: %v, %v", r, err)
+	}
+	onlyRev := &pb.ResponseHeader{Revision: r.Header.Revision}
+	nested := r.Responses[3].GetResponseTxn()
+	for _, c := range []struct {
+		what      string
+		got, want *pb.ResponseHeader
+	}{
+		{"put", r.Responses[0].GetResponsePut().GetHeader(), onlyRev},
+		{"range", r.Responses[1].GetResponseRange().GetHeader(), onlyRev},
+		{"delete", r.Responses[2].GetResponseDeleteRange().GetHeader(), onlyRev},
+		{"nested txn", nested.GetHeader(), &pb.ResponseHeader{}},
+		{"range in the nested txn", nested.GetResponses()[0].GetResponseRange().GetHeader(), onlyRev},
+	} {
+		if c.got == nil || !proto.Equal(c.got, c.want) {
+			t.Errorf("%s's header %v, want %v", c.what, c.got, c.want)
+		}
+	}
+}
+
 // puts is n puts of distinct keys.
 func puts(prefix string, n int) []clientv3.Op {
 	ops := make([]clientv3.Op, n)
@@ -725,5 +757,43 @@ func TestNodeHeadersNameTheirNode(t *testing.T) {
 	}
 	if h.ClusterId == 0 || h.MemberId != 3 {
 		t.Fatalf("header %v; want member 3 once the cluster id is known", h)
+	}
+}
+
+// TestWritesWaitAsLongAsTheirContextAllows: a write through etcd's API
+// waits for its outcome as long as its gRPC context allows, not the kvd
+// client's attempt bound (etcd's clients bring their own deadlines): a
+// front whose client bounds attempts at 1ms, far below the time of a
+// DeleteRange of thousands of keys, still answers that delete with what
+// it deleted, and other writes with their outcome.
+func TestWritesWaitAsLongAsTheirContextAllows(t *testing.T) {
+	e := start(t, 1, etcdapi.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const n = 4096
+	for i := 0; i < n; i += limits.MaxTxnOps {
+		var ops []client.Op
+		for j := i; j < i+limits.MaxTxnOps; j++ {
+			ops = append(ops, client.OpPut([]byte(fmt.Sprintf("bulk/%05d", j)), []byte(strings.Repeat("v", 100))))
+		}
+		if _, err := e.kvd.Txn(ctx, client.Txn{Then: ops}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	short, err := client.New(client.Config{Endpoints: kvdtest.Endpoints(e.nodes), AttemptTimeout: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { short.Close() })
+	_, ec, _ := serve(t, etcdapi.Config{Client: short})
+	d, err := ec.Delete(ctx, "bulk/", clientv3.WithPrefix())
+	if err != nil || d.Deleted != n {
+		t.Fatalf("delete of %d keys: %v, %v", n, d, err)
+	}
+	if _, err := ec.Put(ctx, "k", "v"); err != nil {
+		t.Fatalf("put: %v", err)
+	}
+	if _, err := ec.Txn(ctx).Then(clientv3.OpPut("k", "v2")).Commit(); err != nil {
+		t.Fatalf("txn: %v", err)
 	}
 }

@@ -17,6 +17,7 @@ import (
 // not take, becomes a GET of the key followed by the PUT: the GET sees
 // the branch's earlier writes, so it finds what etcd's prev_kv gives.
 func (k *kvService) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, error) {
+	ctx = writeContext(ctx)
 	if err := checkTxn(r, k.s.cfg.MaxTxnOps); err != nil {
 		return nil, err
 	}
@@ -218,14 +219,25 @@ func buildPut(r *pb.PutRequest) []client.Op {
 	return []client.Op{put}
 }
 
-// txnResponse maps res, the outcome of r, back to etcd's shape. Every
-// response in it carries the transaction's header (rev).
+// txnResponse maps res, the outcome of r, back to etcd's shape: the
+// transaction's header (rev) on the whole, and inside it etcd's: a header
+// of only the revision on each range, put and delete, an empty one on a
+// nested transaction.
 func (s *Server) txnResponse(r *pb.TxnRequest, res *client.TxnResponse, rev uint64) *pb.TxnResponse {
+	out := s.opResponses(r, res, rev)
+	out.Header = s.header(rev)
+	return out
+}
+
+// opResponses is txnResponse without its header, for a transaction at
+// any depth.
+func (s *Server) opResponses(r *pb.TxnRequest, res *client.TxnResponse, rev uint64) *pb.TxnResponse {
 	reqs := r.Success
 	if !res.Succeeded {
 		reqs = r.Failure
 	}
-	out := &pb.TxnResponse{Header: s.header(rev), Succeeded: res.Succeeded, Responses: make([]*pb.ResponseOp, 0, len(reqs))}
+	out := &pb.TxnResponse{Header: &pb.ResponseHeader{}, Succeeded: res.Succeeded, Responses: make([]*pb.ResponseOp, 0, len(reqs))}
+	opHeader := func() *pb.ResponseHeader { return &pb.ResponseHeader{Revision: etcdRev(rev)} }
 	j := 0 // res.Results' index: a put with prev_kv has two
 	for _, op := range reqs {
 		if j >= len(res.Results) || j+1 >= len(res.Results) && op.GetRequestPut().GetPrevKv() {
@@ -236,9 +248,9 @@ func (s *Server) txnResponse(r *pb.TxnRequest, res *client.TxnResponse, rev uint
 		case *pb.RequestOp_RequestRange:
 			rr := &res.Results[j]
 			resp.Response = &pb.ResponseOp_ResponseRange{ResponseRange: &pb.RangeResponse{
-				Header: s.header(rev), Kvs: kvsOf(rr.KVs), More: rr.More, Count: int64(rr.Count)}}
+				Header: opHeader(), Kvs: kvsOf(rr.KVs), More: rr.More, Count: int64(rr.Count)}}
 		case *pb.RequestOp_RequestPut:
-			put := &pb.PutResponse{Header: s.header(rev)}
+			put := &pb.PutResponse{Header: opHeader()}
 			if o.RequestPut.PrevKv {
 				if prev := prevOf(o.RequestPut.Key, &res.Results[j]); prev != nil {
 					put.PrevKv = kvOf(*prev)
@@ -249,13 +261,13 @@ func (s *Server) txnResponse(r *pb.TxnRequest, res *client.TxnResponse, rev uint
 		case *pb.RequestOp_RequestDeleteRange:
 			rr := &res.Results[j]
 			resp.Response = &pb.ResponseOp_ResponseDeleteRange{ResponseDeleteRange: &pb.DeleteRangeResponse{
-				Header: s.header(rev), Deleted: rr.Deleted, PrevKvs: kvsOf(rr.KVs)}}
+				Header: opHeader(), Deleted: rr.Deleted, PrevKvs: kvsOf(rr.KVs)}}
 		case *pb.RequestOp_RequestTxn:
 			nested := res.Results[j].Txn
 			if nested == nil {
 				nested = &client.TxnResponse{}
 			}
-			resp.Response = &pb.ResponseOp_ResponseTxn{ResponseTxn: s.txnResponse(o.RequestTxn, nested, rev)}
+			resp.Response = &pb.ResponseOp_ResponseTxn{ResponseTxn: s.opResponses(o.RequestTxn, nested, rev)}
 		}
 		out.Responses = append(out.Responses, &resp)
 		j++

@@ -316,9 +316,9 @@ func (w *etcdWatch) events(evs []client.Event) ([]*mvccpb.Event, int) {
 }
 
 // end sends the last response of a watch that kvd ended: compacted (as
-// etcd, compact_revision set and canceled: compact_revision is the oldest
-// revision a watch may start from, in etcd's numbering), or canceled with
-// the reason.
+// etcd, compact_revision set, canceled and header revision 0:
+// compact_revision is the oldest revision a watch may start from, in
+// etcd's numbering), or canceled with the reason.
 func (st *watchStream) end(w *etcdWatch, err error) {
 	if !st.remove(w) {
 		return
@@ -326,6 +326,8 @@ func (st *watchStream) end(w *etcdWatch, err error) {
 	resp := &pb.WatchResponse{Header: st.s.header(w.rev.Load()), WatchId: w.id, Canceled: true}
 	var ce *client.CompactedError
 	if errors.As(err, &ce) {
+		// etcd's compacted answer is at no revision (header revision 0).
+		resp.Header = st.s.bareHeader()
 		resp.CompactRevision = etcdRev(max(ce.Oldest, 1))
 	} else {
 		resp.CancelReason = reason(err)

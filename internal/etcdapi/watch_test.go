@@ -264,6 +264,9 @@ func TestWatchCompactedRevisionEndsWithErrCompacted(t *testing.T) {
 	if !errors.Is(r.Err(), rpctypes.ErrCompacted) || r.CompactRevision != last+1 {
 		t.Fatalf("watch from compacted revision %d: %+v err %v, want ErrCompacted with compact_revision %d", first, r, r.Err(), last+1)
 	}
+	if r.Header.Revision != 0 {
+		t.Errorf("compacted watch's header %v: want etcd's, at no revision (0)", r.Header)
+	}
 	if _, ok := <-wc; ok {
 		t.Error("channel still open after the compacted response")
 	}
