@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kvd-project/kvd/client"
 	"github.com/kvd-project/kvd/internal/resp"
 )
 
@@ -16,16 +17,17 @@ import (
 // state. Only its own goroutine touches it, but CLIENT INFO of another
 // connection is not offered, so no field is shared.
 type conn struct {
-	s      *Server
-	nc     net.Conn
-	id     int64
-	r      *resp.Reader
-	w      *resp.Writer
-	born   time.Time
-	mu     sync.Mutex // guards name and lastCmd (read by INFO of others)
-	name   string
-	db     int
-	closed bool // QUIT: close after the reply
+	s       *Server
+	nc      net.Conn
+	id      int64
+	r       *resp.Reader
+	w       *resp.Writer
+	born    time.Time
+	mu      sync.Mutex // guards name and lastCmd (read by INFO of others)
+	name    string
+	db      int
+	closed  bool // QUIT: close after the reply
+	writing bool // the command being run writes (conn.ctx)
 
 	multi    bool
 	multiErr bool       // a command failed to queue: EXEC aborts
@@ -107,9 +109,17 @@ func (c *conn) readFailed(err error) {
 	}
 }
 
-// ctx bounds one command's work.
+// ctx bounds one command's work by CommandTimeout. A write waits at a
+// node for as long (client.WithAttemptTimeout): the client's shorter
+// attempt bound would fail a slow but healthy write (a large value, a
+// busy disk) as maybe applied, an answer a Redis client cannot act on.
+// Reads keep the bound, which lets them move on from a stalled node.
 func (c *conn) ctx() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), c.s.cfg.CommandTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), c.s.cfg.CommandTimeout)
+	if c.writing {
+		ctx = client.WithAttemptTimeout(ctx, -1)
+	}
+	return ctx, cancel
 }
 
 // dispatch runs one command, or queues it inside MULTI.
@@ -126,6 +136,7 @@ func (c *conn) dispatch(args [][]byte) reply {
 		c.multiErr = c.multi
 		return wrongArgs(cmd.name)
 	}
+	c.writing = cmd.has(flagWrite) || cmd.name == "exec"
 	var r reply
 	switch {
 	case c.multi && !cmd.has(flagMultiControl):

@@ -28,17 +28,23 @@ type env struct {
 // loopback port, with cfg (Client is filled in).
 func start(t testing.TB, n int, cfg redisapi.Config) *env {
 	t.Helper()
+	// A loaded machine (tests under -race beside others) can hold a
+	// healthy node's answer past the default one-second attempt timeout,
+	// which fails a read that could have been answered.
+	return startAttempt(t, n, cfg, 10*time.Second)
+}
+
+// startAttempt is start with the server's kvd client bounding each
+// attempt at a node by attempt (client.Config.AttemptTimeout).
+func startAttempt(t testing.TB, n int, cfg redisapi.Config, attempt time.Duration) *env {
+	t.Helper()
 	// A slower tick than the default (elections after 3-6 s instead of
 	// 1-2 s): on a loaded machine a delayed heartbeat must not elect a new
 	// leader mid-run, which fails writes as maybe applied and stops
 	// redis-benchmark at its first error.
 	nodes := kvdtest.StartCluster(t, n, kvdtest.Options{Tick: 300 * time.Millisecond})
 	kvdtest.WaitLeader(t, nodes, 30*time.Second)
-	// A loaded machine (tests under -race beside others) can hold a
-	// healthy node's answer past the default one-second attempt timeout,
-	// which fails a write as maybe applied; redis-benchmark stops at the
-	// first error.
-	kc, err := client.New(client.Config{Endpoints: kvdtest.Endpoints(nodes), AttemptTimeout: 10 * time.Second})
+	kc, err := client.New(client.Config{Endpoints: kvdtest.Endpoints(nodes), AttemptTimeout: attempt})
 	if err != nil {
 		t.Fatal(err)
 	}
