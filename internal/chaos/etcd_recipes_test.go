@@ -2,9 +2,11 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -255,7 +257,22 @@ func TestEtcdRecipesUnderLeaderKill(t *testing.T) {
 					t.Fatalf("%s: %v", what, err)
 				}
 			}
+			var observed []int64 // the leader keys' create revisions, as Observe saw them
+			var obsDone chan struct{}
+			if rc.name == "election" {
+				obsDone = make(chan struct{})
+				obs := observer(t, urls, rc.prefix)
+				go func() {
+					defer close(obsDone)
+					for r := range obs.Observe(workCtx) {
+						observed = append(observed, r.Kvs[0].CreateRevision)
+					}
+				}()
+			}
 			step("before the kill", recipeWrites)
+			if rc.name == "election" {
+				checkLeader(t, ctx, observer(t, urls, rc.prefix))
+			}
 			l := leaderOf(t, pc, 20*time.Second)
 			l.Kill()
 			step("with the leader killed", 2*recipeWrites)
@@ -266,7 +283,95 @@ func TestEtcdRecipesUnderLeaderKill(t *testing.T) {
 			stop()
 			wg.Wait()
 			checkFencedWrites(t, c, log)
+			if obsDone != nil {
+				<-obsDone
+				t.Logf("Observe saw %d leader changes or proclamations", len(observed))
+				if len(observed) < 2 || !slices.IsSorted(observed) {
+					t.Errorf("Observe saw leaders with keys created at %v; want several, in the order they were created", observed)
+				}
+			}
 		})
+	}
+	t.Run("expired holder", func(t *testing.T) { expiredHolderLosesLock(t, pc, urls) })
+}
+
+// observer is an election on prefix of a session of its own, to observe
+// it.
+func observer(t *testing.T, urls []string, prefix string) *concurrency.Election {
+	t.Helper()
+	s, err := concurrency.NewSession(etcdClient(t, urls), concurrency.WithTTL(recipeTTL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return concurrency.NewElection(s, prefix)
+}
+
+// checkLeader: Leader names a candidate that campaigned (its value is a
+// worker's), or there is none at this moment.
+func checkLeader(t *testing.T, ctx context.Context, e *concurrency.Election) {
+	t.Helper()
+	r, err := e.Leader(ctx)
+	if errors.Is(err, concurrency.ErrElectionNoLeader) {
+		return
+	}
+	if err != nil || len(r.Kvs) != 1 {
+		t.Fatalf("Leader: %v, %v", r, err)
+	}
+	if v := string(r.Kvs[0].Value); !strings.HasSuffix(v, " leads") && strings.Trim(v, "0123456789") != "" {
+		t.Fatalf("Leader's value %q is no worker's", v)
+	}
+}
+
+// expiredHolderLosesLock: a holder whose session stops renewing its lease
+// while the leader is killed loses the lock when the lease expires: the
+// next waiter gets it, and the old holder's fenced write is refused while
+// the new one's commits.
+func expiredHolderLosesLock(t *testing.T, pc *kvdtest.ProcCluster, urls []string) {
+	ctx, cancel := context.WithTimeout(t.Context(), recipeTimeout)
+	defer cancel()
+	c := etcdClient(t, urls)
+	s1, err := concurrency.NewSession(c, concurrency.WithTTL(recipeTTL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m1 := concurrency.NewMutex(s1, "/recipes/expire")
+	if err := m1.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	old := holder{guard: m1.IsOwner(), token: m1.Header().Revision}
+	s1.Orphan() // no more keepalives: its lease runs out
+	l := leaderOf(t, pc, 20*time.Second)
+	l.Kill()
+	s2, err := concurrency.NewSession(etcdClient(t, urls), concurrency.WithTTL(recipeTTL), concurrency.WithContext(ctx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	m2 := concurrency.NewMutex(s2, "/recipes/expire")
+	if err := m2.Lock(ctx); err != nil {
+		t.Fatalf("the waiter never got the lock of a holder whose lease stopped: %v", err)
+	}
+	if err := l.Start(); err != nil {
+		t.Fatal(err)
+	}
+	cur := holder{guard: m2.IsOwner(), token: m2.Header().Revision}
+	for _, tc := range []struct {
+		name string
+		h    holder
+		want bool
+	}{
+		{"the expired holder", old, false},
+		{"the new holder", cur, true},
+	} {
+		var w *fencedWrite
+		wait.NoError(t, tc.name+"'s fenced write", func() (err error) {
+			w, err = fencedIncrement(ctx, c, tc.h, 0)
+			return err
+		})
+		if (w != nil) != tc.want {
+			t.Errorf("%s (token %d): fenced write committed %v, want %v", tc.name, tc.h.token, w != nil, tc.want)
+		}
 	}
 }
 
