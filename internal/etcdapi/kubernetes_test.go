@@ -12,20 +12,30 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/kubernetes"
 
 	"github.com/kvd-project/kvd/internal/etcdapi"
 )
 
 // kube is the Kubernetes interface over e's clientv3 client.
-func kube(e *env) kubernetes.Interface { return kubernetes.Client{Client: e.etcd} }
+func kube(c *clientv3.Client) kubernetes.Interface { return kubernetes.Client{Client: c} }
+
+// againstKvdAndEtcd runs f against kvd's etcd API (one node, fresh) and
+// against a real etcd (Debian's 3.4 server, bin/etcd from
+// scripts/deps.sh), fresh too: what kvd answers is what etcd answers.
+func againstKvdAndEtcd(t *testing.T, f func(t *testing.T, c *clientv3.Client)) {
+	t.Run("kvd", func(t *testing.T) { f(t, start(t, 1, etcdapi.Config{}).etcd) })
+	t.Run("etcd", func(t *testing.T) { f(t, startEtcd(t)) })
+}
 
 // TestKubernetesOptimisticPutAndDelete: create with expected revision 0,
 // update with the right and a stale revision, delete likewise; a refused
 // write changes nothing and (GetOnFailure) returns the object as it is.
-func TestKubernetesOptimisticPutAndDelete(t *testing.T) {
-	e := start(t, 1, etcdapi.Config{})
-	k := kube(e)
+func TestKubernetesOptimisticPutAndDelete(t *testing.T) { againstKvdAndEtcd(t, kubeOptimisticWrites) }
+
+func kubeOptimisticWrites(t *testing.T, c *clientv3.Client) {
+	k := kube(c)
 	ctx := t.Context()
 	const key = "/registry/pods/default/p"
 	created, err := k.OptimisticPut(ctx, key, []byte("v1"), 0, kubernetes.PutOptions{})
@@ -96,18 +106,19 @@ func sameKV(a, b *mvccpb.KeyValue) bool {
 // it was at that revision, each Count is the keys from the page's start
 // to the prefix's end (the apiserver's remainingItemCount is Count minus
 // the page), and keys just outside the prefix are never listed.
-func TestKubernetesListPagesAtOneRevision(t *testing.T) {
-	e := start(t, 1, etcdapi.Config{})
-	k := kube(e)
+func TestKubernetesListPagesAtOneRevision(t *testing.T) { againstKvdAndEtcd(t, kubeListPages) }
+
+func kubeListPages(t *testing.T, c *clientv3.Client) {
+	k := kube(c)
 	ctx := t.Context()
 	const prefix = "/registry/pods/"
 	for _, outside := range []string{"/registry/pods", "/registry/pods0", "/registry/podt/x"} {
-		put(t, e.etcd, outside, "outside")
+		put(t, c, outside, "outside")
 	}
 	var want []string
 	for i := range 10 {
 		key := fmt.Sprintf("%sns/p%02d", prefix, i)
-		put(t, e.etcd, key, "v")
+		put(t, c, key, "v")
 		want = append(want, key)
 	}
 	first, err := k.List(ctx, prefix, kubernetes.ListOptions{Limit: 3})
@@ -119,9 +130,9 @@ func TestKubernetesListPagesAtOneRevision(t *testing.T) {
 	last := first
 	for page := 1; len(got) < 10; page++ {
 		// Changes the pages must not see.
-		put(t, e.etcd, fmt.Sprintf("%sns/p%02d", prefix, 9-page), "changed")
-		put(t, e.etcd, fmt.Sprintf("%sns/new%02d", prefix, page), "new")
-		if _, err := e.etcd.Delete(ctx, want[len(want)-page]); err != nil {
+		put(t, c, fmt.Sprintf("%sns/p%02d", prefix, 9-page), "changed")
+		put(t, c, fmt.Sprintf("%sns/new%02d", prefix, page), "new")
+		if _, err := c.Delete(ctx, want[len(want)-page]); err != nil {
 			t.Fatal(err)
 		}
 		cont := string(last.Kvs[len(last.Kvs)-1].Key) + "\x00"
@@ -158,12 +169,15 @@ func TestKubernetesListPagesAtOneRevision(t *testing.T) {
 // the compaction fails with etcd's ErrCompacted (the apiserver relists on
 // it), one past the store's revision with ErrFutureRev.
 func TestKubernetesReadsAtCompactedAndFutureRevisions(t *testing.T) {
-	e := start(t, 1, etcdapi.Config{})
-	k := kube(e)
+	againstKvdAndEtcd(t, kubeReadsAtRevisions)
+}
+
+func kubeReadsAtRevisions(t *testing.T, c *clientv3.Client) {
+	k := kube(c)
 	ctx := t.Context()
-	old := put(t, e.etcd, "/registry/a/x", "1")
-	cur := put(t, e.etcd, "/registry/a/x", "2")
-	if _, err := e.etcd.Compact(ctx, cur); err != nil {
+	old := put(t, c, "/registry/a/x", "1")
+	cur := put(t, c, "/registry/a/x", "2")
+	if _, err := c.Compact(ctx, cur); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
