@@ -97,11 +97,12 @@ func TestLeaseGrantTTLRulesAsEtcd(t *testing.T) {
 // TestLeaseGrantWithChosenIDAsEtcd: a grant naming its ID creates the
 // lease with that ID (keys attach to it, clientv3 sees it), and a second
 // grant of the ID gets etcd's "lease already exists", as etcd's lessor
-// answers; ID 0 still gets one the server picks.
-func TestLeaseGrantWithChosenIDAsEtcd(t *testing.T) {
-	e := start(t, 1, etcdapi.Config{})
+// answers; ID 0 still gets one the server picks. Against a real etcd too.
+func TestLeaseGrantWithChosenIDAsEtcd(t *testing.T) { againstKvdAndEtcd(t, leaseGrantWithChosenID) }
+
+func leaseGrantWithChosenID(t *testing.T, c *clientv3.Client) {
 	ctx := t.Context()
-	lc := pb.NewLeaseClient(e.etcd.ActiveConnection())
+	lc := pb.NewLeaseClient(c.ActiveConnection())
 	const chosen = 12345
 	tests := []struct {
 		name    string
@@ -131,16 +132,16 @@ func TestLeaseGrantWithChosenIDAsEtcd(t *testing.T) {
 		})
 	}
 	// The first grant stands: its TTL, and keys attach to its ID.
-	if ttl, err := e.etcd.TimeToLive(ctx, chosen); err != nil || ttl.GrantedTTL != 10 {
+	if ttl, err := c.TimeToLive(ctx, chosen); err != nil || ttl.GrantedTTL != 10 {
 		t.Fatalf("time to live of the chosen id: %+v, %v; want granted TTL 10 (the refused grant changed nothing)", ttl, err)
 	}
-	if _, err := e.etcd.Put(ctx, "chosen/k", "v", clientv3.WithLease(chosen)); err != nil {
+	if _, err := c.Put(ctx, "chosen/k", "v", clientv3.WithLease(chosen)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.etcd.Revoke(ctx, chosen); err != nil {
+	if _, err := c.Revoke(ctx, chosen); err != nil {
 		t.Fatal(err)
 	}
-	if r, err := e.etcd.Get(ctx, "chosen/k"); err != nil || len(r.Kvs) != 0 {
+	if r, err := c.Get(ctx, "chosen/k"); err != nil || len(r.Kvs) != 0 {
 		t.Fatalf("key of the revoked chosen lease: %v, %v; want it deleted", r, err)
 	}
 }

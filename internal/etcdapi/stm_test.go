@@ -180,13 +180,23 @@ func retryTimedOut(f func() error) error {
 // others the transaction's, in the order asked, in the branch the
 // compares pick; a revision past the store's is etcd's ErrFutureRev, a
 // compacted one ErrCompacted. A transaction that writes cannot (kvd's
-// transactions read at their own revision) and says so.
+// transactions read at their own revision) and says so. The reads are
+// checked against a real etcd too.
 func TestTxnRangeAtPastRevision(t *testing.T) {
+	againstKvdAndEtcd(t, txnRangesAtPast)
 	e := start(t, 1, etcdapi.Config{})
+	write := []clientv3.Op{clientv3.OpGet("past/k", clientv3.WithRev(1)), clientv3.OpPut("past/w", "v")}
+	const want = "a Range at a past revision inside a Txn that writes is not supported"
+	if _, err := e.etcd.Txn(t.Context()).Then(write...).Commit(); err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("a past range in a txn that writes: %v, want %q", err, want)
+	}
+}
+
+func txnRangesAtPast(t *testing.T, c *clientv3.Client) {
 	ctx := t.Context()
-	first := put(t, e.etcd, "past/k", "1")
-	second := put(t, e.etcd, "past/k", "2")
-	now := put(t, e.etcd, "past/other", "x")
+	first := put(t, c, "past/k", "1")
+	second := put(t, c, "past/k", "2")
+	now := put(t, c, "past/other", "x")
 	get := func(rev int64) clientv3.Op {
 		return clientv3.OpGet("past/k", clientv3.WithRev(rev), clientv3.WithSerializable())
 	}
@@ -205,11 +215,10 @@ func TestTxnRangeAtPastRevision(t *testing.T) {
 		{"else branch", []clientv3.Cmp{clientv3.Compare(clientv3.Value("past/k"), "=", "1")},
 			[]clientv3.Op{get(second)}, []clientv3.Op{get(first)}, []string{"1"}, ""},
 		{"future", nil, []clientv3.Op{get(now + 1)}, nil, nil, rpctypes.ErrFutureRev.Error()},
-		{"with a write", nil, []clientv3.Op{get(first), clientv3.OpPut("past/w", "v")}, nil, nil, "a Range at a past revision inside a Txn that writes is not supported"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			r, err := e.etcd.Txn(ctx).If(tc.cmps...).Then(tc.then...).Else(tc.els...).Commit()
+			r, err := c.Txn(ctx).If(tc.cmps...).Then(tc.then...).Else(tc.els...).Commit()
 			if tc.fails != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.fails) {
 					t.Fatalf("%v, want %v", err, tc.fails)
@@ -229,10 +238,10 @@ func TestTxnRangeAtPastRevision(t *testing.T) {
 			}
 		})
 	}
-	if _, err := e.etcd.Compact(ctx, second); err != nil {
+	if _, err := c.Compact(ctx, second); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.etcd.Txn(ctx).Then(get(first)).Commit(); !errors.Is(rpctypes.Error(err), rpctypes.ErrCompacted) {
+	if _, err := c.Txn(ctx).Then(get(first)).Commit(); !errors.Is(rpctypes.Error(err), rpctypes.ErrCompacted) {
 		t.Fatalf("range at a compacted revision: %v, want %v", err, rpctypes.ErrCompacted)
 	}
 }
