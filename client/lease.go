@@ -26,19 +26,46 @@ const (
 // lease's TTL ran out by the holder's own reckoning (see KeepAlive).
 var ErrLeaseExpired = errs.ErrLeaseExpired
 
+// ErrLeaseExists: a Grant WithLeaseID named an id another lease has
+// (etcd's "lease already exists"); nothing was applied.
+// errors.Is(err, ErrBadRequest) holds for it too.
+var ErrLeaseExists = errs.ErrLeaseExists
+
+// GrantOption adjusts one Grant.
+type GrantOption func(*grantOptions)
+
+type grantOptions struct{ id LeaseID }
+
+// WithLeaseID makes Grant create the lease with id rather than one the
+// leader draws (etcd's LeaseGrantRequest.ID); 0 means the leader picks.
+// The grant fails with ErrLeaseExists if a lease with id exists. Ids above
+// math.MaxInt64 cannot be shown over etcd's API, whose ids are int64.
+//
+// As for every write, a grant that fails with ErrUnavailable may have been
+// applied; the client retries it by itself only while no attempt can have
+// taken effect, so an ErrLeaseExists is never the grant meeting its own
+// earlier attempt.
+func WithLeaseID(id LeaseID) GrantOption {
+	return func(o *grantOptions) { o.id = id }
+}
+
 // Grant creates a lease of ttl (MinLeaseTTL to MaxLeaseTTL) and returns
-// its id. Keys PUT WithLease(id) are deleted, all in one Raft entry, when
-// it is revoked or expires: when the leader has heard no keepalive for
-// ttl. A new leader gives every lease its full ttl again, so a lease
-// lives at least ttl after its last keepalive, and may live longer across
-// leader changes and restarts.
-func (c *Client) Grant(ctx context.Context, ttl time.Duration) (LeaseID, error) {
+// its id (see WithLeaseID to choose it). Keys PUT WithLease(id) are
+// deleted, all in one Raft entry, when it is revoked or expires: when the
+// leader has heard no keepalive for ttl. A new leader gives every lease
+// its full ttl again, so a lease lives at least ttl after its last
+// keepalive, and may live longer across leader changes and restarts.
+func (c *Client) Grant(ctx context.Context, ttl time.Duration, opts ...GrantOption) (LeaseID, error) {
 	if ttl < MinLeaseTTL || ttl > MaxLeaseTTL {
 		return 0, fmt.Errorf("%w: lease TTL %v not in [%v, %v]", ErrBadRequest, ttl, MinLeaseTTL, MaxLeaseTTL)
 	}
+	var o grantOptions
+	for _, f := range opts {
+		f(&o)
+	}
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
-	g := wire.LeaseGrant{TTL: ttl}
+	g := wire.LeaseGrant{TTL: ttl, ID: uint64(o.id)}
 	resp, err := c.leaderCall(ctx, &wire.Request{Op: wire.OpLeaseGrant, Value: wire.AppendLeaseGrant(nil, &g)}, false)
 	if err != nil {
 		return 0, err

@@ -392,3 +392,45 @@ func TestLeaseList(t *testing.T) {
 		}
 	}
 }
+
+// TestLeaseGrantWithChosenID: a grant WithLeaseID creates the lease with
+// that id (a follower given first forwards nothing: the client finds the
+// leader), a second grant of the id fails with ErrLeaseExists (also a bad
+// request) and changes nothing, and the lease works as any other.
+func TestLeaseGrantWithChosenID(t *testing.T) {
+	nodes := kvdtest.StartCluster(t, 3, kvdtest.Options{})
+	lead := kvdtest.WaitLeader(t, nodes, 10*time.Second)
+	c := newClient(t, []string{othersThan(nodes, lead)[0].Addr, lead.Addr}, client.Linearizable)
+	ctx := context.Background()
+	const chosen client.LeaseID = 777
+	tests := []struct {
+		name    string
+		ttl     time.Duration
+		wantErr error
+	}{
+		{"first grant", time.Minute, nil},
+		{"second grant", 2 * time.Minute, client.ErrLeaseExists},
+	}
+	for _, tc := range tests {
+		id, err := c.Grant(ctx, tc.ttl, client.WithLeaseID(chosen))
+		switch {
+		case tc.wantErr == nil && (err != nil || id != chosen):
+			t.Fatalf("%s: %v, %v; want lease %v", tc.name, id, err, chosen)
+		case tc.wantErr != nil && (!errors.Is(err, tc.wantErr) || !errors.Is(err, client.ErrBadRequest)):
+			t.Fatalf("%s: %v, %v; want %v, a bad request", tc.name, id, err, tc.wantErr)
+		}
+	}
+	if info, err := c.TimeToLive(ctx, chosen); err != nil || info.TTL != time.Minute {
+		t.Fatalf("the chosen lease: %+v, %v; want the first grant's TTL", info, err)
+	}
+	if _, err := c.PutRevision(ctx, []byte("chosen"), []byte("v"), client.WithLease(chosen)); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Revoke(ctx, chosen); err != nil {
+		t.Fatal(err)
+	}
+	mustGet(t, c, "chosen", false)
+	if id, err := c.Grant(ctx, time.Minute, client.WithLeaseID(chosen)); err != nil || id != chosen {
+		t.Fatalf("grant of a revoked id: %v, %v; want it granted again", id, err)
+	}
+}

@@ -153,6 +153,8 @@ func statusName(st wire.Status) string {
 		return "compacted"
 	case wire.StatusFutureRevision:
 		return "future_revision"
+	case wire.StatusLeaseExists:
+		return "lease_exists"
 	}
 	return "status_" + strconv.Itoa(int(st))
 }

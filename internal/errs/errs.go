@@ -56,6 +56,10 @@ var (
 	// revoked, or expired), or the leader has begun expiring it. A write
 	// naming it applied nothing.
 	ErrLeaseNotFound = errors.New("kvd: lease not found")
+	// ErrLeaseExists: a lease grant named an id another lease has (etcd's
+	// "lease already exists"); nothing was applied. It is also a bad
+	// request: retrying it as is cannot help.
+	ErrLeaseExists = Classed(ErrBadRequest, "kvd: lease already exists")
 	// ErrCompacted: a read at a revision, or a watch from one, needs
 	// history the cluster has compacted away (etcd's words).
 	ErrCompacted = errors.New("mvcc: required revision has been compacted")

@@ -34,6 +34,7 @@ var rows = []row{
 	{status: wire.StatusValueTooLarge, err: ErrValueTooLarge},
 	{status: wire.StatusEmptyKey, err: ErrEmptyKey},
 	{status: wire.StatusRetry, err: errRetry, match: ErrNotApplied, text: true},
+	{status: wire.StatusLeaseExists, err: ErrLeaseExists, text: true}, // before BadRequest, its class
 	{status: wire.StatusBadRequest, err: ErrBadRequest, text: true},
 	{status: wire.StatusLeaseNotFound, err: ErrLeaseNotFound, text: true},
 	{status: wire.StatusStorage, err: ErrStorage, text: true}, // Value: the cause alone (see Causer)

@@ -19,7 +19,7 @@ func TestEveryStatusRoundTrips(t *testing.T) {
 		}
 		byStatus[r.status] = r
 	}
-	for s := wire.StatusOK + 1; s <= wire.StatusFutureRevision; s++ {
+	for s := wire.StatusOK + 1; s <= wire.StatusLeaseExists; s++ {
 		r, ok := byStatus[s]
 		if s == wire.StatusInternal {
 			if ok {

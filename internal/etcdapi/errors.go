@@ -46,6 +46,7 @@ var statusMap = []struct {
 	{client.ErrCompacted, rpctypes.ErrGRPCCompacted},
 	{client.ErrFutureRevision, rpctypes.ErrGRPCFutureRev},
 	{client.ErrLeaseNotFound, rpctypes.ErrGRPCLeaseNotFound},
+	{client.ErrLeaseExists, rpctypes.ErrGRPCLeaseExist},
 	{client.ErrNoSpace, rpctypes.ErrGRPCNoSpace},
 	{client.ErrNoLeader, rpctypes.ErrGRPCNoLeader},
 	{client.ErrNotLeader, rpctypes.ErrGRPCNoLeader},

@@ -6,6 +6,9 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/kvd-project/kvd/client"
 )
@@ -21,6 +24,9 @@ func (k *kvService) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse,
 	if err := checkTxn(r, k.s.cfg.MaxTxnOps); err != nil {
 		return nil, err
 	}
+	if readOnlyAtPast(r) {
+		return k.pastReads(ctx, r)
+	}
 	t, err := buildTxn(r)
 	if err != nil {
 		return nil, err
@@ -30,6 +36,82 @@ func (k *kvService) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse,
 		return nil, kvStatus(err)
 	}
 	return k.s.txnResponse(r, res, res.Revision), nil
+}
+
+// readOnlyAtPast reports whether r only reads (ranges, no nested
+// transaction) and some range names a revision: what clientv3's STM sends
+// at serializable isolation. kvd's transactions read at their own
+// revision; such a transaction is served by pastReads.
+func readOnlyAtPast(r *pb.TxnRequest) bool {
+	past := false
+	for _, ops := range [][]*pb.RequestOp{r.Success, r.Failure} {
+		for _, op := range ops {
+			rr := op.GetRequestRange()
+			if rr == nil {
+				return false
+			}
+			past = past || rr.Revision > 0
+		}
+	}
+	return past
+}
+
+// pastReads serves a read-only transaction with ranges at past revisions:
+// its compares and its other ranges as one transaction at revision N,
+// then each range at revision R from the history, which is the same
+// whenever it is read. As in etcd, an R past N is ErrFutureRev.
+func (k *kvService) pastReads(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, error) {
+	now := &pb.TxnRequest{Compare: r.Compare, Success: currentRanges(r.Success), Failure: currentRanges(r.Failure)}
+	t, err := buildTxn(now)
+	if err != nil {
+		return nil, err
+	}
+	res, err := k.s.c.Txn(ctx, t)
+	if err != nil {
+		return nil, kvStatus(err)
+	}
+	out := k.s.txnResponse(now, res, res.Revision)
+	taken := r.Success
+	if !out.Succeeded {
+		taken = r.Failure
+	}
+	resps := make([]*pb.ResponseOp, 0, len(taken))
+	j := 0 // out.Responses' index
+	for _, op := range taken {
+		rr := op.GetRequestRange()
+		if rr.Revision == 0 {
+			if j >= len(out.Responses) {
+				return nil, status.Error(codes.Internal, "kvd: the transaction answered fewer operations than it was asked")
+			}
+			resps = append(resps, out.Responses[j])
+			j++
+			continue
+		}
+		if etcdRev(res.Revision) < rr.Revision {
+			return nil, rpctypes.ErrGRPCFutureRev
+		}
+		past := proto.Clone(rr).(*pb.RangeRequest)
+		past.Serializable = false // a transaction's reads are linearizable
+		got, err := k.s.rangeKV(ctx, past)
+		if err != nil {
+			return nil, kvStatus(err)
+		}
+		got.Header = out.Header
+		resps = append(resps, &pb.ResponseOp{Response: &pb.ResponseOp_ResponseRange{ResponseRange: got}})
+	}
+	out.Responses = resps
+	return out, nil
+}
+
+// currentRanges is ops without the ranges at a past revision.
+func currentRanges(ops []*pb.RequestOp) []*pb.RequestOp {
+	var out []*pb.RequestOp
+	for _, op := range ops {
+		if op.GetRequestRange().GetRevision() == 0 {
+			out = append(out, op)
+		}
+	}
+	return out
 }
 
 // checkTxn is etcd's check of a transaction request: the longest of its
@@ -174,7 +256,7 @@ func buildOps(in []*pb.RequestOp) ([]client.Op, error) {
 		case *pb.RequestOp_RequestRange:
 			r := o.RequestRange
 			if r.Revision > 0 {
-				return nil, notSupported("a Range at a past revision inside a Txn", "a transaction reads at its own revision")
+				return nil, notSupported("a Range at a past revision inside a Txn that writes", "a transaction reads at its own revision; a read-only one may name past revisions")
 			}
 			opts, err := readOptions(r)
 			if err != nil {

@@ -55,17 +55,14 @@ func (ls *leaseService) header(ctx context.Context) *pb.ResponseHeader {
 	return ls.s.header(ls.rev.Load())
 }
 
-// LeaseGrant grants a lease. kvd's client picks the id: a request naming
-// one is refused (docs/etcd-compatibility.md).
+// LeaseGrant grants a lease with the request's ID, or (ID 0) one the
+// leader picks; etcd's "lease already exists" if the ID is taken.
 func (ls *leaseService) LeaseGrant(ctx context.Context, r *pb.LeaseGrantRequest) (*pb.LeaseGrantResponse, error) {
-	if r.ID != 0 {
-		return nil, notSupported("LeaseGrant with a chosen ID", "the server picks lease ids; grant with ID 0")
-	}
 	ttl, err := ttlOf(r.TTL)
 	if err != nil {
 		return nil, err
 	}
-	id, err := ls.s.c.Grant(ctx, ttl)
+	id, err := ls.s.c.Grant(ctx, ttl, client.WithLeaseID(client.LeaseID(r.ID)))
 	if err != nil {
 		return nil, toStatus(err)
 	}

@@ -10,8 +10,6 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/kvd-project/kvd/client"
 	"github.com/kvd-project/kvd/internal/etcdapi"
@@ -96,11 +94,55 @@ func TestLeaseGrantTTLRulesAsEtcd(t *testing.T) {
 	}
 }
 
-func TestLeaseGrantWithChosenIDIsRefusedClearly(t *testing.T) {
-	e := start(t, 1, etcdapi.Config{})
-	_, err := pb.NewLeaseClient(e.etcd.ActiveConnection()).LeaseGrant(t.Context(), &pb.LeaseGrantRequest{TTL: 10, ID: 12345})
-	if s := status.Convert(err); s.Code() != codes.Unimplemented {
-		t.Errorf("grant with a chosen id: %v, want Unimplemented saying why", err)
+// TestLeaseGrantWithChosenIDAsEtcd: a grant naming its ID creates the
+// lease with that ID (keys attach to it, clientv3 sees it), and a second
+// grant of the ID gets etcd's "lease already exists", as etcd's lessor
+// answers; ID 0 still gets one the server picks. Against a real etcd too.
+func TestLeaseGrantWithChosenIDAsEtcd(t *testing.T) { againstKvdAndEtcd(t, leaseGrantWithChosenID) }
+
+func leaseGrantWithChosenID(t *testing.T, c *clientv3.Client) {
+	ctx := t.Context()
+	lc := pb.NewLeaseClient(c.ActiveConnection())
+	const chosen = 12345
+	tests := []struct {
+		name    string
+		id, ttl int64
+		wantErr error // nil: granted with ID id (any if 0)
+	}{
+		{"chosen id", chosen, 10, nil},
+		{"same id again", chosen, 20, rpctypes.ErrGRPCLeaseExist},
+		{"server picks", 0, 10, nil},
+		{"another chosen id", chosen + 1, 10, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := lc.LeaseGrant(ctx, &pb.LeaseGrantRequest{TTL: tc.ttl, ID: tc.id})
+			if tc.wantErr != nil {
+				if !errors.Is(err, tc.wantErr) || rpctypes.Error(err) != rpctypes.ErrLeaseExist {
+					t.Fatalf("grant of id %d: %v, want %v", tc.id, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.id != 0 && r.ID != tc.id || r.ID == 0 || r.TTL != tc.ttl {
+				t.Fatalf("grant of id %d ttl %d: got id %d ttl %d", tc.id, tc.ttl, r.ID, r.TTL)
+			}
+		})
+	}
+	// The first grant stands: its TTL, and keys attach to its ID.
+	if ttl, err := c.TimeToLive(ctx, chosen); err != nil || ttl.GrantedTTL != 10 {
+		t.Fatalf("time to live of the chosen id: %+v, %v; want granted TTL 10 (the refused grant changed nothing)", ttl, err)
+	}
+	if _, err := c.Put(ctx, "chosen/k", "v", clientv3.WithLease(chosen)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Revoke(ctx, chosen); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := c.Get(ctx, "chosen/k"); err != nil || len(r.Kvs) != 0 {
+		t.Fatalf("key of the revoked chosen lease: %v, %v; want it deleted", r, err)
 	}
 }
 

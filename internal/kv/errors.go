@@ -16,7 +16,7 @@ var (
 	// revoked, or expired), or the leader has begun expiring it.
 	ErrLeaseNotFound = errs.ErrLeaseNotFound
 	// ErrLeaseExists: a grant named an id already in use.
-	ErrLeaseExists = errs.Classed(errs.ErrBadRequest, "lease already exists")
+	ErrLeaseExists = errs.ErrLeaseExists
 	// ErrTooManyLeases: MaxLeases leases exist.
 	ErrTooManyLeases = errs.Classed(errs.ErrBadRequest, "too many leases")
 	// ErrLeaseTTL: the TTL is outside [MinLeaseTTL, MaxLeaseTTL].

@@ -202,6 +202,10 @@ const (
 	// StatusFutureRevision: a read at a revision, or a compaction to one,
 	// named a revision the store has not reached. Value: message.
 	StatusFutureRevision Status = 15
+	// StatusLeaseExists: a lease grant named an id another lease has;
+	// nothing was applied. Value: message. Only a grant naming its id
+	// gets it, which clients that predate it cannot send.
+	StatusLeaseExists Status = 16
 )
 
 // Errors returned by the decoders.
