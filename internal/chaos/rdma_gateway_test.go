@@ -115,16 +115,18 @@ func etcdClient(t *testing.T, url string) *clientv3.Client {
 }
 
 // waitEtcdPut retries a Put through ec until one succeeds: the fronts
-// start before the cluster has a leader.
+// start before the cluster has a leader, which the emulated VM on a busy
+// host can take long to elect.
 func waitEtcdPut(t *testing.T, ec *clientv3.Client, what, key, val string) {
 	t.Helper()
+	const wait = 150 * time.Second
 	var err error
-	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		if _, err = ec.Put(ctxFor(5*time.Second), key, val); err == nil {
+	for deadline := time.Now().Add(wait); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if _, err = ec.Put(ctxFor(10*time.Second), key, val); err == nil {
 			return
 		}
 	}
-	t.Fatalf("no Put through %s succeeded in 60s: %v", what, err)
+	t.Fatalf("no Put through %s succeeded in %v: %v", what, wait, err)
 }
 
 // etcdGet returns key's value read through ec ("" if missing).
@@ -238,6 +240,7 @@ func (c *respConn) clientGets(t *testing.T) map[string]uint64 {
 // ib_read_lat (no timing assertions).
 func TestRDMAGatewayGetsOneSided(t *testing.T) {
 	f := startFronted(t, nil, nil)
+	waitEtcdPut(t, etcdClient(t, f.nodeEtcd[0]), "node 1's etcd listener", "warm", "up")
 	kc := rdmaClient(t, f.pc.Endpoints(), client.Linearizable)
 	leader := rdmaLeader(t, kc, f.pc)
 	follower := f.pc.Procs[leader.ID%3] // another node
