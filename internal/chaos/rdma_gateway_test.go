@@ -53,7 +53,10 @@ func startFronted(t *testing.T, nodeExtra func(id uint64) []string, gwExtra []st
 	dev := os.Getenv("KVD_RDMA_DEVICE")
 	f.pc = kvdtest.StartProcClusterOpts(t, procBin(t), 3, kvdtest.ProcOptions{
 		Transport: "rdma", Host: rdmaHost(t),
-		Extra: []string{"--rdma-device", dev, "--table-mem", "16MiB"},
+		// A long tick: the emulated VM on a busy host can stall a leader
+		// for seconds, and a cluster that keeps re-electing measures
+		// nothing. Elections time out after 10 ticks.
+		Extra: []string{"--rdma-device", dev, "--table-mem", "16MiB", "--tick", "500ms"},
 		PerNode: func(id uint64) []string {
 			args := []string{"--listen-client-urls", f.nodeEtcd[id-1], "--redis-listen", f.nodeRedis[id-1]}
 			if nodeExtra != nil {
@@ -242,7 +245,7 @@ func TestRDMAGatewayGetsOneSided(t *testing.T) {
 	f := startFronted(t, nil, nil)
 	waitEtcdPut(t, etcdClient(t, f.nodeEtcd[0]), "node 1's etcd listener", "warm", "up")
 	kc := rdmaClient(t, f.pc.Endpoints(), client.Linearizable)
-	leader := rdmaLeader(t, kc, f.pc)
+	leader := stableLeader(t, kc, f.pc)
 	follower := f.pc.Procs[leader.ID%3] // another node
 	nodeEC := []*clientv3.Client{etcdClient(t, f.nodeEtcd[leader.ID-1]), etcdClient(t, f.nodeEtcd[follower.ID-1])}
 	gwEC := etcdClient(t, f.gwEtcd)
@@ -278,6 +281,22 @@ func TestRDMAGatewayGetsOneSided(t *testing.T) {
 	fmt.Printf("RDMAVM-GATEWAY: linearizable: %d node writes read at once through the gateway (etcd and RESP); gateway GETs %d one-sided, %d RPC\n",
 		2*rounds, oneSided, rpc)
 	measureFronts(t, gwEC, nodeEC[0], nodeEC[1], gwR, nodeR)
+}
+
+// stableLeader waits (longer than rdmaLeader, for a busy host) for a
+// node that leads with a valid lease over rdma.
+func stableLeader(t *testing.T, c *client.Client, pc *kvdtest.ProcCluster) *kvdtest.Proc {
+	t.Helper()
+	for deadline := time.Now().Add(150 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		for _, p := range pc.Procs {
+			st, err := c.Status(ctxFor(5*time.Second), p.Addr)
+			if err == nil && st.IsLeader && st.LeaseValid && st.Transport == "rdma" {
+				return p
+			}
+		}
+	}
+	t.Fatal("no leader over rdma with a valid lease within 150s")
+	return nil
 }
 
 // measureFronts times GETs of one key through each path, alternating
