@@ -407,9 +407,7 @@ func TestRDMAFrontsWithAuth(t *testing.T) {
 	if got, err := node2R.do("GET", "authed"); err != nil || got != "yes" {
 		t.Fatalf("GET through node 2's Redis listener: %q, %v", got, err)
 	}
-	if _, err := node2R.do("SET", "authed", "again"); err != nil {
-		t.Fatalf("SET through node 2's Redis listener: %v", err)
-	}
+	retryWrite(t, "SET through node 2's Redis listener", func() error { _, err := node2R.do("SET", "authed", "again"); return err })
 	if got, err := etcdGet(etcdClient(t, f.gwEtcd), "authed"); err != nil || got != "again" {
 		t.Fatalf("etcd Get through the gateway (its own rw key): %q, %v", got, err)
 	}
