@@ -2,6 +2,7 @@ package main
 
 import (
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -9,6 +10,7 @@ import (
 	"github.com/kvd-project/kvd/client"
 	"github.com/kvd-project/kvd/internal/cli"
 	"github.com/kvd-project/kvd/internal/tlsutil"
+	"github.com/kvd-project/kvd/transport/rdma"
 )
 
 // checkNodeEtcd checks a node's etcd flags (TLS follows --cert-file, as
@@ -62,7 +64,7 @@ func serveNodeEtcd(f *etcdFront, o *options, log *slog.Logger) error {
 	if o.tls.Files.CertFile != "" {
 		files = &tlsutil.ClientFiles{CACert: o.tls.Files.TrustedCAFile, Cert: o.tls.Files.CertFile, Key: o.tls.Files.KeyFile}
 	}
-	kc, closeTr, err := newFrontClient(o.transport, files, client.Config{
+	kc, closeTr, err := newFrontClient(frontTransport(o), files, client.Config{
 		Endpoints:  nodeEtcdEndpoints(o),
 		LeaseDrift: o.cfg.LeaseDrift,
 	})
@@ -70,6 +72,45 @@ func serveNodeEtcd(f *etcdFront, o *options, log *slog.Logger) error {
 		return err
 	}
 	return f.serve(&o.etcd, kc, closeTr, o.cfg.ID, o.certs, log)
+}
+
+// frontTransport is the transport the node's own etcd and Redis fronts
+// reach the cluster over: the node's, dialling with --rdma-auth-client-name
+// rather than the node's peer key, on which servers refuse client
+// requests.
+func frontTransport(o *options) cli.TransportFlags {
+	tf := o.transport
+	if tf.RDMAAuthFile != "" {
+		tf.RDMAAuthName = o.frontKey
+	}
+	return tf
+}
+
+// checkFrontKey checks --rdma-auth-client-name: with --rdma-auth-file, a
+// node serving etcd's API or Redis' protocol names a client key (rw, or ro
+// for read-only fronts) for them to connect with.
+func checkFrontKey(o *options) error {
+	fronts := len(splitList(o.etcd.listen)) > 0 || o.redis.listen != ""
+	switch {
+	case o.frontKey == "" && fronts && o.transport.RDMAAuthFile != "":
+		return errors.New("--rdma-auth-file with --listen-client-urls or --redis-listen needs --rdma-auth-client-name: " +
+			"the rw (or ro) key they connect to the cluster with (the node's own key is a peer key, which servers refuse client requests on)")
+	case o.frontKey == "":
+		return nil
+	case o.transport.RDMAAuthFile == "":
+		return errors.New("--rdma-auth-client-name needs --rdma-auth-file")
+	case !fronts:
+		return errors.New("--rdma-auth-client-name is the key of --listen-client-urls and --redis-listen, and neither is set")
+	}
+	a := rdma.Auth{File: o.transport.RDMAAuthFile, Name: o.frontKey}
+	k, _, err := a.SelfKey()
+	if err != nil {
+		return fmt.Errorf("--rdma-auth-client-name: %w", err)
+	}
+	if k.Role == rdma.AuthPeer {
+		return fmt.Errorf("--rdma-auth-client-name: key %q is a peer key, which servers refuse client requests on; name an rw or ro key", k.Name)
+	}
+	return nil
 }
 
 // newFrontClient makes the kvd client behind an etcd front, over the

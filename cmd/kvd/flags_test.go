@@ -66,7 +66,6 @@ func TestBadNodeFlagsRefusedBeforeDataDir(t *testing.T) {
 		{"--watch-history-bytes", "0"}, {"--tick", "0"}, {"--reuse-grace", "0"},
 		{"--snapshot-count", "0"}, {"--table-mem", "0"},
 		{"--redis-listen", addr}, {"--redis-listen", "127.0.0.1"}, // --listen's port; no port
-		{"--redis-listen", "127.0.0.1:0", "--transport", "rdma"}, // a node's Redis client speaks tcp
 		{"--redis-max-conns", "0"}, {"--redis-max-pipeline", "0"}, {"--redis-max-args", "0"}, {"--redis-max-inline", "0"},
 	} {
 		data := t.TempDir()

@@ -56,6 +56,7 @@ type options struct {
 	peerListen    peerListen
 	redis         redisFlags
 	transport     cli.TransportFlags
+	frontKey      string // --rdma-auth-client-name: the key of the node's own etcd and Redis fronts
 	tls           cli.ServerTLSFlags
 	certs         *tlsutil.Store // the TLS material tls names, once loaded (setupTLS)
 	etcd          etcdFlags
@@ -81,6 +82,8 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.cfg.DataDir, "data-dir", "", "directory for the node's durable state (required)")
 	o.transport.Register(fs)
 	o.transport.RegisterRDMATuning(fs)
+	fs.StringVar(&o.frontKey, "rdma-auth-client-name", "",
+		"RDMA: the rw (or ro) key in --rdma-auth-file that this node's --listen-client-urls and --redis-listen connect to the cluster with; needed with them and --rdma-auth-file (the node's own peer key is refused client requests)")
 	o.tls.Register(fs)
 	o.etcd.register(fs, "", " on this node (empty: off)", false)
 	fs.Var(&o.tableMem, "table-mem", "size of the registered table region (e.g. 64MiB, 1GiB)")
@@ -210,6 +213,9 @@ func checkRunFlags(o *options) error {
 		return fmt.Errorf("--tls-reload-interval %v: want 0 (only on SIGHUP) or more", o.tls.ReloadInterval)
 	}
 	if err := checkRedisFlags(o); err != nil {
+		return err
+	}
+	if err := checkFrontKey(o); err != nil {
 		return err
 	}
 	return checkPeerListen(o)

@@ -35,7 +35,7 @@ func registerRedisFlags(fs *flag.FlagSet, r *redisFlags) {
 var redisZeroIsDefault = []string{"redis-max-conns", "redis-max-pipeline", "redis-max-args", "redis-max-inline"}
 
 // checkRedisFlags refuses a Redis listener the node cannot serve: its
-// client reaches the node over tcp, without TLS.
+// client reaches the node over the node's transport, without TLS.
 func checkRedisFlags(o *options) error {
 	if o.redis.listen == "" {
 		return nil
@@ -44,18 +44,17 @@ func checkRedisFlags(o *options) error {
 		return fmt.Errorf("--redis-listen %q: want host:port", o.redis.listen)
 	}
 	switch {
-	case o.transport.Name != "tcp":
-		return errors.New("--redis-listen needs --transport tcp on a node")
 	case o.tls.ServerFiles().Enabled():
 		return errors.New("--redis-listen is not served with TLS on a node")
-	case sharePort(o.redis.listen, o.cfg.Listen) || (o.metricsListen != "" && sharePort(o.redis.listen, o.metricsListen)):
+	case (o.transport.Name == "tcp" && sharePort(o.redis.listen, o.cfg.Listen)) || (o.metricsListen != "" && sharePort(o.redis.listen, o.metricsListen)):
 		return fmt.Errorf("--redis-listen %q shares a port with --listen or --metrics-listen", o.redis.listen)
 	}
 	return nil
 }
 
 // startRedis serves Redis on --redis-listen, through a client of this
-// node (which follows the leader by itself). stop ends it.
+// node (which follows the leader by itself) over the node's transport:
+// over rdma its GETs are one-sided. stop ends it.
 func startRedis(o *options, reg prometheus.Registerer, log *slog.Logger) (stop func(), err error) {
 	if o.redis.listen == "" {
 		return func() {}, nil
@@ -64,10 +63,16 @@ func startRedis(o *options, reg prometheus.Registerer, log *slog.Logger) (stop f
 	if err != nil {
 		return nil, &failure{fmt.Errorf("--redis-listen: %w", err)}
 	}
-	c, err := client.New(client.Config{Endpoints: []string{selfAddr(o.cfg.Listen)}, LeaseDrift: o.cfg.LeaseDrift})
+	c, closeTr, err := newFrontClient(frontTransport(o), nil, client.Config{Endpoints: []string{selfAddr(o.cfg.Listen)}, LeaseDrift: o.cfg.LeaseDrift})
 	if err != nil {
 		l.Close()
-		return nil, err
+		return nil, &failure{err}
+	}
+	closeClient := func() {
+		c.Close()
+		if closeTr != nil {
+			closeTr()
+		}
 	}
 	cfg := o.redis.cfg
 	cfg.Role, cfg.Logger, cfg.Registerer = "node", log, reg
@@ -76,12 +81,12 @@ func startRedis(o *options, reg prometheus.Registerer, log *slog.Logger) (stop f
 	}
 	stopServe, err := ServeRedis(c, l, cfg, log)
 	if err != nil {
-		c.Close()
+		closeClient()
 		l.Close()
 		return nil, err
 	}
 	log.Info("serving the Redis protocol", "addr", l.Addr().String())
-	return func() { stopServe(); c.Close() }, nil
+	return func() { stopServe(); closeClient() }, nil
 }
 
 // ServeRedis serves the Redis protocol for c on l with cfg (Client is

@@ -410,3 +410,53 @@ func TestIncrUnderLeaderFailureLosesNoAcknowledgedIncrement(t *testing.T) {
 		t.Fatalf("final value %d outside [acknowledged %d, acknowledged + maybe applied %d]", v, acked, acked+maybe)
 	}
 }
+
+// TestInfoStatsCountsClientGets: INFO stats reports the kvd client's GETs
+// by how they were answered, so an operator (and the RDMA VM's gateway
+// test) can see whether a gateway's GETs are one-sided.
+func TestInfoStatsCountsClientGets(t *testing.T) {
+	e := start(t, 1, redisapi.Config{})
+	c := e.dial(t)
+	if r := c.do("SET", "k", "v"); r != "OK" {
+		t.Fatalf("SET: %s", r)
+	}
+	before := infoStats(t, c)
+	for range 3 {
+		if r := c.do("GET", "k"); r != `"v"` {
+			t.Fatalf("GET: %s", r)
+		}
+	}
+	after := infoStats(t, c)
+	if got := after["kvd_client_gets"] - before["kvd_client_gets"]; got != 3 {
+		t.Errorf("kvd_client_gets went up by %d over 3 GETs, want 3 (INFO before %v, after %v)", got, before, after)
+	}
+	answered := after["kvd_client_gets_one_sided"] + after["kvd_client_gets_rpc"] - before["kvd_client_gets_one_sided"] - before["kvd_client_gets_rpc"]
+	if answered != 3 {
+		t.Errorf("one-sided + RPC GETs went up by %d over 3 GETs, want 3 (INFO before %v, after %v)", answered, before, after)
+	}
+	if _, ok := after["kvd_client_gets_fallback"]; !ok {
+		t.Errorf("INFO stats has no kvd_client_gets_fallback: %v", after)
+	}
+}
+
+// infoStats returns INFO stats' kvd_client_ fields.
+func infoStats(t *testing.T, c *rconn) map[string]uint64 {
+	t.Helper()
+	r := c.do("INFO", "stats")
+	out := map[string]uint64{}
+	for _, line := range strings.Split(strings.Trim(r, `"`), `\r\n`) {
+		name, v, ok := strings.Cut(line, ":")
+		if !ok || !strings.HasPrefix(name, "kvd_client_") {
+			continue
+		}
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("INFO stats %s: %q is not a count", name, v)
+		}
+		out[name] = n
+	}
+	if len(out) == 0 {
+		t.Fatalf("INFO stats has no kvd_client_ fields: %q", r)
+	}
+	return out
+}

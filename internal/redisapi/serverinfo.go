@@ -161,6 +161,12 @@ func runInfo(c *conn, args [][]byte) reply {
 	})
 	section("Stats", func(b *strings.Builder) {
 		fmt.Fprintf(b, "total_connections_received:%d\r\ntotal_commands_processed:%d\r\n", s.served.Load(), s.commands.Load())
+		// The kvd client's GETs, by how they were answered: one-sided
+		// (RDMA READs of the leader's region, no server CPU) or by RPC.
+		// The client is shared by everything this process serves.
+		st := s.c.Stats()
+		fmt.Fprintf(b, "kvd_client_gets:%d\r\nkvd_client_gets_one_sided:%d\r\nkvd_client_gets_rpc:%d\r\nkvd_client_gets_fallback:%d\r\n",
+			st.Gets, st.OneSided, st.RPCGets, st.Fallbacks)
 	})
 	section("Replication", func(b *strings.Builder) { s.replicationInfo(b) })
 	section("Keyspace", func(b *strings.Builder) { s.keyspaceInfo(b) })
