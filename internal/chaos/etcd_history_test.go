@@ -292,7 +292,7 @@ func etcdCluster(t *testing.T) (*kvdtest.ProcCluster, map[string]string) {
 // ends.
 func etcdClientOf(t *testing.T, endpoints ...string) *clientv3.Client {
 	t.Helper()
-	c, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	c, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,6 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
-	"go.uber.org/zap"
 
 	"github.com/kvd-project/kvd/internal/kvdtest"
 	"github.com/kvd-project/kvd/internal/kvdtest/wait"
@@ -44,7 +43,7 @@ func etcdProcCluster(t *testing.T) (*kvdtest.ProcCluster, []string) {
 		PerNode: func(id uint64) []string { return []string{"--listen-client-urls", "http://" + urls[id-1]} },
 	})
 	leaderOf(t, pc, 20*time.Second)
-	c := etcdClient(t, urls)
+	c := etcdClientOf(t, urls...)
 	wait.NoError(t, "a put through etcd's API", func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
@@ -52,16 +51,6 @@ func etcdProcCluster(t *testing.T) (*kvdtest.ProcCluster, []string) {
 		return err
 	})
 	return pc, urls
-}
-
-func etcdClient(t *testing.T, urls []string) *clientv3.Client {
-	t.Helper()
-	c, err := clientv3.New(clientv3.Config{Endpoints: urls, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
 }
 
 // fencedWrite is one fenced increment as its holder saw it.
@@ -233,7 +222,7 @@ func TestEtcdRecipesUnderLeaderKill(t *testing.T) {
 	}
 	for _, rc := range recipes {
 		t.Run(rc.name, func(t *testing.T) {
-			c := etcdClient(t, urls)
+			c := etcdClientOf(t, urls...)
 			ctx, cancel := context.WithTimeout(t.Context(), recipeTimeout)
 			defer cancel()
 			if _, err := c.Delete(ctx, "/fence/", clientv3.WithPrefix()); err != nil {
@@ -243,7 +232,7 @@ func TestEtcdRecipesUnderLeaderKill(t *testing.T) {
 			workCtx, stop := context.WithCancel(ctx)
 			var wg sync.WaitGroup
 			for w := range recipeWorkers {
-				wc := etcdClient(t, urls)
+				wc := etcdClientOf(t, urls...)
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
@@ -299,7 +288,7 @@ func TestEtcdRecipesUnderLeaderKill(t *testing.T) {
 // it.
 func observer(t *testing.T, urls []string, prefix string) *concurrency.Election {
 	t.Helper()
-	s, err := concurrency.NewSession(etcdClient(t, urls), concurrency.WithTTL(recipeTTL))
+	s, err := concurrency.NewSession(etcdClientOf(t, urls...), concurrency.WithTTL(recipeTTL))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -330,7 +319,7 @@ func checkLeader(t *testing.T, ctx context.Context, e *concurrency.Election) {
 func expiredHolderLosesLock(t *testing.T, pc *kvdtest.ProcCluster, urls []string) {
 	ctx, cancel := context.WithTimeout(t.Context(), recipeTimeout)
 	defer cancel()
-	c := etcdClient(t, urls)
+	c := etcdClientOf(t, urls...)
 	s1, err := concurrency.NewSession(c, concurrency.WithTTL(recipeTTL))
 	if err != nil {
 		t.Fatal(err)
@@ -343,7 +332,7 @@ func expiredHolderLosesLock(t *testing.T, pc *kvdtest.ProcCluster, urls []string
 	s1.Orphan() // no more keepalives: its lease runs out
 	l := leaderOf(t, pc, 20*time.Second)
 	l.Kill()
-	s2, err := concurrency.NewSession(etcdClient(t, urls), concurrency.WithTTL(recipeTTL), concurrency.WithContext(ctx))
+	s2, err := concurrency.NewSession(etcdClientOf(t, urls...), concurrency.WithTTL(recipeTTL), concurrency.WithContext(ctx))
 	if err != nil {
 		t.Fatal(err)
 	}

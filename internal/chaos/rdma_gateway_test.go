@@ -22,7 +22,6 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/kvd-project/kvd/client"
 	"github.com/kvd-project/kvd/internal/kvdtest"
@@ -106,16 +105,6 @@ func startProc(t *testing.T, name, path string, args ...string) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
-
-func etcdClient(t *testing.T, url string) *clientv3.Client {
-	t.Helper()
-	ec, err := clientv3.New(clientv3.Config{Endpoints: []string{url}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ec.Close() })
-	return ec
-}
 
 // waitEtcdPut retries a Put through ec until one succeeds: the fronts
 // start before the cluster has a leader, which the emulated VM on a busy
@@ -243,12 +232,12 @@ func (c *respConn) clientGets(t *testing.T) map[string]uint64 {
 // ib_read_lat (no timing assertions).
 func TestRDMAGatewayGetsOneSided(t *testing.T) {
 	f := startFronted(t, nil, nil)
-	waitEtcdPut(t, etcdClient(t, f.nodeEtcd[0]), "node 1's etcd listener", "warm", "up")
+	waitEtcdPut(t, etcdClientOf(t, f.nodeEtcd[0]), "node 1's etcd listener", "warm", "up")
 	kc := rdmaClient(t, f.pc.Endpoints(), client.Linearizable)
 	leader := stableLeader(t, kc, f.pc)
 	follower := f.pc.Procs[leader.ID%3] // another node
-	nodeEC := []*clientv3.Client{etcdClient(t, f.nodeEtcd[leader.ID-1]), etcdClient(t, f.nodeEtcd[follower.ID-1])}
-	gwEC := etcdClient(t, f.gwEtcd)
+	nodeEC := []*clientv3.Client{etcdClientOf(t, f.nodeEtcd[leader.ID-1]), etcdClientOf(t, f.nodeEtcd[follower.ID-1])}
+	gwEC := etcdClientOf(t, f.gwEtcd)
 	waitEtcdPut(t, nodeEC[0], "the leader's etcd listener", "warm", "up")
 	waitEtcdPut(t, gwEC, "the gateway's etcd listener", "warm", "up")
 	gwR, nodeR := dialRESP(t, f.gwRedis), dialRESP(t, f.nodeRedis[leader.ID-1])
@@ -409,14 +398,14 @@ func TestRDMAFrontsWithAuth(t *testing.T) {
 	f := startFronted(t, func(id uint64) []string {
 		return []string{"--rdma-auth-file", keys, "--rdma-auth-name", fmt.Sprintf("node%d", id), "--rdma-auth-client-name", "fronts"}
 	}, []string{"--rdma-auth-file", gwKey})
-	node1 := etcdClient(t, f.nodeEtcd[0])
+	node1 := etcdClientOf(t, f.nodeEtcd[0])
 	waitEtcdPut(t, node1, "node 1's etcd listener", "authed", "yes")
 	node2R := dialRESP(t, f.nodeRedis[1])
 	if got, err := node2R.do("GET", "authed"); err != nil || got != "yes" {
 		t.Fatalf("GET through node 2's Redis listener: %q, %v", got, err)
 	}
 	retryWrite(t, "SET through node 2's Redis listener", func() error { _, err := node2R.do("SET", "authed", "again"); return err })
-	if got, err := etcdGet(etcdClient(t, f.gwEtcd), "authed"); err != nil || got != "again" {
+	if got, err := etcdGet(etcdClientOf(t, f.gwEtcd), "authed"); err != nil || got != "again" {
 		t.Fatalf("etcd Get through the gateway (its own rw key): %q, %v", got, err)
 	}
 	gwR := dialRESP(t, f.gwRedis)
