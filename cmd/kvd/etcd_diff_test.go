@@ -80,9 +80,8 @@ var knownDiffs = map[string]string{
 	"clientv3: Get WithRev past":               "RangeRequest.revision",
 	"clientv3: Get WithRev before the key":     "RangeRequest.revision",
 	"clientv3: Get WithRev at compaction":      "RangeRequest.revision",
-	// A Range at a past revision inside a Txn is refused.
-	"etcdctl: txn get --rev":  "RequestOp.request_range",
-	"clientv3: Txn past read": "RequestOp.request_range",
+	// A Range at a past revision inside a Txn that also writes is refused.
+	"etcdctl: txn get --rev": "RequestOp.request_range",
 	// compact_revision is the compaction revision + 1.
 	"etcdctl: watch --rev compacted -w json": "WatchCreateRequest.start_revision",
 	"clientv3: Watch WithRev compacted":      "WatchCreateRequest.start_revision",

@@ -96,7 +96,7 @@ func (k *kvService) pastReads(ctx context.Context, r *pb.TxnRequest) (*pb.TxnRes
 		if err != nil {
 			return nil, kvStatus(err)
 		}
-		got.Header = out.Header
+		got.Header = &pb.ResponseHeader{Revision: out.Header.Revision} // etcd's inner header
 		resps = append(resps, &pb.ResponseOp{Response: &pb.ResponseOp_ResponseRange{ResponseRange: got}})
 	}
 	out.Responses = resps
