@@ -15,34 +15,33 @@ import (
 	"github.com/kvd-project/kvd/internal/etcdapi"
 )
 
-// TestWatchFanoutLatency prints the delay from a PUT's send to its event
-// at each of many clientv3 watchers of one key, as etcd's benchmark
-// watch-latency measures it: streams (each its own clientv3 client)
-// times watchers per stream. It prints numbers; it asserts only that
-// every watcher sees every event.
-func TestWatchFanoutLatency(t *testing.T) {
-	if testing.Short() {
-		t.Skip("measurement")
-	}
-	e := start(t, 1, etcdapi.Config{})
+// BenchmarkWatchFanout measures the delay from a PUT's send to its event
+// at each of many clientv3 watchers of one key, the shape of etcd's
+// benchmark watch-latency: streams (each its own clientv3 client) times
+// watchers per stream, b.N puts at 100/s (-benchtime 100x), and the
+// process's CPU (the node's included) per put. It fails only if a
+// watcher misses an event.
+func BenchmarkWatchFanout(b *testing.B) {
+	e := start(b, 1, etcdapi.Config{})
 	for _, tc := range []struct{ streams, perStream int }{{1, 1}, {1, 100}, {10, 10}} {
-		t.Run(fmt.Sprintf("%dx%d", tc.streams, tc.perStream), func(t *testing.T) {
-			cpu0 := cpuTime()
-			lat := etcdFanout(t, e, tc.streams, tc.perStream, 100)
-			cpu := cpuTime() - cpu0
+		b.Run(fmt.Sprintf("%dx%d", tc.streams, tc.perStream), func(b *testing.B) {
+			lat, cpu := etcdFanout(b, e, tc.streams, tc.perStream, b.N)
 			slices.Sort(lat)
 			q := func(p float64) time.Duration { return lat[int(p*float64(len(lat)-1))] }
-			t.Logf("watchers=%d events=%d p50=%v p90=%v p99=%v max=%v cpu/put=%v", tc.streams*tc.perStream, len(lat), q(.5), q(.9), q(.99), lat[len(lat)-1], cpu/100)
+			b.ReportMetric(float64(q(.5).Microseconds())/1000, "p50-ms")
+			b.ReportMetric(float64(q(.99).Microseconds())/1000, "p99-ms")
+			b.ReportMetric(float64(lat[len(lat)-1].Microseconds())/1000, "max-ms")
+			b.ReportMetric(float64((cpu/time.Duration(b.N)).Microseconds())/1000, "cpu-ms/put")
+			b.ReportMetric(0, "ns/op")
 		})
 	}
 }
 
-func etcdFanout(t *testing.T, e *env, streams, perStream, puts int) []time.Duration {
+func etcdFanout(t testing.TB, e *env, streams, perStream, puts int) (lat []time.Duration, cpu time.Duration) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	key := fmt.Sprintf("fanout-%d-%d", streams, perStream)
 	var mu sync.Mutex
-	var lat []time.Duration
 	sent := make([]time.Time, puts+1)
 	var wg sync.WaitGroup
 	for range streams {
@@ -75,6 +74,7 @@ func etcdFanout(t *testing.T, e *env, streams, perStream, puts int) []time.Durat
 		}
 	}
 	time.Sleep(time.Second) // every watch created
+	cpu0 := cpuTime()
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for i := 1; i <= puts; i++ {
@@ -93,7 +93,7 @@ func etcdFanout(t *testing.T, e *env, streams, perStream, puts int) []time.Durat
 	case <-time.After(30 * time.Second):
 		t.Fatalf("watchers saw %d of %d events", len(lat), puts*streams*perStream)
 	}
-	return lat
+	return lat, cpuTime() - cpu0
 }
 
 // cpuTime is the CPU time this process has used (the node runs in it too).
