@@ -72,8 +72,11 @@ type watchConn struct {
 	watches map[uint64]*connWatch
 	order   []uint64 // ids in the order they were opened: the send round
 	evs     []wire.WatchEvent
-	val     []byte // scratch: a message's value
-	frame   []byte // scratch: a message's frame
+	// prevs: the previous values its prev_kv watches read in a round,
+	// read once for all of them (many watches of one key).
+	prevs watch.PrevReads
+	val   []byte // scratch: a message's value
+	frame []byte // scratch: a message's frame
 }
 
 // connWatch is one watch of the connection, and the progress its client
@@ -204,6 +207,7 @@ func (wc *watchConn) endIfLeaderless(ctx context.Context) bool {
 // one message of its pending events. sent: some message went out; ok:
 // false once the connection failed.
 func (wc *watchConn) sendRound(ctx context.Context) (sent, ok bool) {
+	defer wc.prevs.Clear()
 	for {
 		select {
 		case req := <-wc.cmds:
@@ -347,7 +351,7 @@ func (wc *watchConn) open(req *wire.Request) wire.Response {
 	}
 	var opts []watch.Option
 	if req.Flags&wire.WatchPrevKV != 0 {
-		opts = append(opts, watch.PrevKV())
+		opts = append(opts, watch.PrevKV(), watch.SharePrev(&wc.prevs))
 	}
 	w, err := s.hub.Watch(req.Key, req.Flags&wire.WatchPrefix != 0, from, opts...)
 	switch {

@@ -214,3 +214,57 @@ func TestWatchFragmentedRevisionIsOneResponse(t *testing.T) {
 		}
 	}
 }
+
+// TestWatchPrevKVOfManyWatchesOnOneConnection: prev_kv watches of one
+// connection, which share the previous values the node reads for them,
+// each get their own events' previous values: watches of one key from
+// different revisions, and of another key beside them.
+func TestWatchPrevKVOfManyWatchesOnOneConnection(t *testing.T) {
+	nodes := kvdtest.StartCluster(t, 1, kvdtest.Options{})
+	kvdtest.WaitLeader(t, nodes, 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := newClient(t, kvdtest.Endpoints(nodes), client.Linearizable)
+	put := func(k, v string) uint64 {
+		t.Helper()
+		rev, err := c.PutRevision(ctx, []byte(k), []byte(v))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rev
+	}
+	a1 := put("a", "1")
+	b1 := put("b", "1")
+	a2 := put("a", "2")
+	watches := []struct {
+		key  string
+		from uint64
+		want []string
+	}{
+		{"a", a1, []string{fmt.Sprintf("%d PUT a=1 prev -", a1), fmt.Sprintf("%d PUT a=2 prev 1@%d/v1", a2, a1)}},
+		{"a", a2, []string{fmt.Sprintf("%d PUT a=2 prev 1@%d/v1", a2, a1)}},
+		{"b", b1, []string{fmt.Sprintf("%d PUT b=1 prev -", b1)}},
+	}
+	var chs []<-chan client.WatchResponse
+	for range 5 {
+		for _, w := range watches {
+			chs = append(chs, c.Watch(ctx, []byte(w.key), client.WithFromRevision(w.from), client.WithPrevKV()))
+		}
+	}
+	for i, ch := range chs {
+		w := watches[i%len(watches)]
+		if got := prevLines(t, ctx, ch, len(w.want)); fmt.Sprint(got) != fmt.Sprint(w.want) {
+			t.Fatalf("watch %d of %s from %d:\n%q\nwant\n%q", i, w.key, w.from, got, w.want)
+		}
+	}
+	a3, b2 := put("a", "3"), put("b", "2")
+	for i, ch := range chs {
+		want := fmt.Sprintf("%d PUT a=3 prev 2@%d/v2", a3, a2)
+		if watches[i%len(watches)].key == "b" {
+			want = fmt.Sprintf("%d PUT b=2 prev 1@%d/v1", b2, b1)
+		}
+		if got := prevLines(t, ctx, ch, 1); got[0] != want {
+			t.Fatalf("watch %d, live: %q, want %q", i, got[0], want)
+		}
+	}
+}

@@ -28,6 +28,8 @@ type Watcher struct {
 	at     uint64
 	atSkip int
 	prevKV bool // its events carry the key's previous value (PrevKV)
+	// shared: where it looks up and keeps previous values (SharePrev).
+	shared *PrevReads
 }
 
 // Option adjusts one Watch.
@@ -209,7 +211,7 @@ func (w *Watcher) prevEach(evs []wire.WatchEvent) error {
 		if e.HasPrev || e.PrevValue != nil {
 			continue
 		}
-		v, m, ok, err := w.h.cfg.Store.Prev(e.Key, e.Version-1)
+		v, m, ok, err := w.prev(e.Key, e.Version-1)
 		if err != nil {
 			return err
 		}
