@@ -85,9 +85,6 @@ var knownDiffs = map[string]string{
 	// compact_revision is the compaction revision + 1.
 	"etcdctl: watch --rev compacted -w json": "WatchCreateRequest.start_revision",
 	"clientv3: Watch WithRev compacted":      "WatchCreateRequest.start_revision",
-	// Watch events' kv carry no lease.
-	"clientv3: Watch WithRev leased":             "Watch.Watch",
-	"clientv3: Watch WithRev revoked WithPrevKV": "Watch.Watch",
 	// A keep-alive's header revision is the last one the front learned.
 	"clientv3: KeepAliveOnce": "Lease.LeaseKeepAlive",
 }
