@@ -72,14 +72,6 @@ func indent(s string) string { return "    " + strings.ReplaceAll(s, "\n", "\n  
 // knownDiffs are the steps whose outputs differ from etcd's, each with
 // the row of docs/etcd-compatibility.md (status "differs") that says why.
 var knownDiffs = map[string]string{
-	// The header revision of a read at a past revision is the revision
-	// read, where etcd's is its current one.
-	"etcdctl: get --rev past -w json":          "RangeRequest.revision",
-	"etcdctl: get --rev before the key":        "RangeRequest.revision",
-	"etcdctl: get --rev at compaction -w json": "RangeRequest.revision",
-	"clientv3: Get WithRev past":               "RangeRequest.revision",
-	"clientv3: Get WithRev before the key":     "RangeRequest.revision",
-	"clientv3: Get WithRev at compaction":      "RangeRequest.revision",
 	// A Range at a past revision inside a Txn that also writes is refused.
 	"etcdctl: txn get --rev": "RequestOp.request_range",
 	// compact_revision is the compaction revision + 1.
