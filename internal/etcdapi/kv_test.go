@@ -157,8 +157,8 @@ func TestPastRevisionsAndCompaction(t *testing.T) {
 	r1 := put(t, c, "k", "v1")
 	r2 := put(t, c, "k", "v2")
 	r, err := c.Get(ctx, "k", clientv3.WithRev(r1))
-	if err != nil || len(r.Kvs) != 1 || string(r.Kvs[0].Value) != "v1" || r.Header.Revision != r1 {
-		t.Fatalf("get k at %d: %v, %v; want v1 read at %d", r1, r, err, r1)
+	if err != nil || len(r.Kvs) != 1 || string(r.Kvs[0].Value) != "v1" || r.Header.Revision != r2 {
+		t.Fatalf("get k at %d: %v, %v; want v1 under the store's revision %d", r1, r, err, r2)
 	}
 	if _, err := c.Get(ctx, "k", clientv3.WithRev(r2+10)); err != rpctypes.ErrFutureRev {
 		t.Fatalf("get at a future revision: %v, want ErrFutureRev", err)
@@ -701,8 +701,8 @@ func TestOneSidedGets(t *testing.T) {
 		t.Fatalf("get of a missing key: %v, %v; want nothing at the store's revision %d", r, err, rs)
 	}
 	r, err = c.Get(ctx, "k", clientv3.WithRev(rk))
-	if err != nil || len(r.Kvs) != 1 || r.Header.Revision != rk {
-		t.Fatalf("get k at %d: %v, %v", rk, r, err)
+	if err != nil || len(r.Kvs) != 1 || r.Header.Revision != rs {
+		t.Fatalf("get k at %d: %v, %v; want it under the store's revision %d", rk, r, err, rs)
 	}
 }
 
