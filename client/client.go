@@ -318,7 +318,7 @@ func (c *Client) attempt(ctx context.Context, addr string, req *wire.Request) (w
 		d = v
 	}
 	switch req.Op {
-	case wire.OpMemberAdd, wire.OpMemberAddVoter, wire.OpMemberRemove, wire.OpMemberPromote, wire.OpMoveLeader:
+	case wire.OpMemberAdd, wire.OpMemberAddVoter, wire.OpMemberUpdate, wire.OpMemberRemove, wire.OpMemberPromote, wire.OpMoveLeader:
 		d = -1 // may legitimately take long: promotion waits for the learner, a leader move for the lease to end
 	}
 	if d <= 0 {
@@ -494,6 +494,18 @@ func (c *Client) AddVoter(ctx context.Context, id uint64, addr string) error {
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
 	_, err := c.leaderCall(ctx, &wire.Request{Op: wire.OpMemberAddVoter, Key: strconv.AppendUint(nil, id, 10), Value: []byte(addr)}, false)
+	return err
+}
+
+// UpdateMember changes member id's peer address to addr (etcd's
+// MemberUpdate): the members dial it there from then on; restart its
+// node listening at addr. Another member's address is refused. A server
+// that predates it refuses the op (it closes the connection) and changes
+// nothing.
+func (c *Client) UpdateMember(ctx context.Context, id uint64, addr string) error {
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	_, err := c.leaderCall(ctx, &wire.Request{Op: wire.OpMemberUpdate, Key: strconv.AppendUint(nil, id, 10), Value: []byte(addr)}, false)
 	return err
 }
 

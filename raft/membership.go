@@ -62,6 +62,20 @@ func (n *Node) AddVoter(ctx context.Context, id uint64, addr string) error {
 	return n.changeMembers(ctx, pb.ConfChangeAddNode, id, addr)
 }
 
+// UpdateMember changes member id's peer address to addr (raft's
+// ConfChangeUpdateNode, etcd's MemberUpdate): every node records it, and
+// dials it from then on whenever it (re)connects to id; a connection open
+// to the old address lasts until it breaks. Restart the member's node to
+// listen at addr. An address another member has is refused
+// (ErrAddrInUse), as an unknown member is (ErrMemberNotFound). It
+// returns once the change is applied here.
+func (n *Node) UpdateMember(ctx context.Context, id uint64, addr string) error {
+	if id == 0 || addr == "" {
+		return fmt.Errorf("%w: member %d at %q", ErrConfig, id, addr)
+	}
+	return n.changeMembers(ctx, pb.ConfChangeUpdateNode, id, addr)
+}
+
 // PromoteMember makes learner id a voter. It waits while the learner
 // catches up, until its log is within a few entries of the leader's (so
 // the promotion does not stall commits), retrying each tick until ctx
@@ -172,6 +186,11 @@ func (l *loop) checkConfChange(cc *pb.ConfChange) error {
 			return fmt.Errorf("%w: %d", ErrMemberNotFound, id)
 		}
 		return l.checkPromotion(id)
+	case pb.ConfChangeUpdateNode:
+		if !voter && !learner {
+			return fmt.Errorf("%w: %d", ErrMemberNotFound, id)
+		}
+		return l.checkAddrFree(id, mc.addr)
 	case pb.ConfChangeRemoveNode:
 		switch {
 		case !voter && !learner:
@@ -194,8 +213,16 @@ func (l *loop) checkAddition(id uint64, exists bool, addr string) error {
 	if l.st.Removed(id) {
 		return fmt.Errorf("%w: %d", ErrMemberRemoved, id)
 	}
+	return l.checkAddrFree(id, addr)
+}
+
+// checkAddrFree refuses addr for member id if another member has it.
+func (l *loop) checkAddrFree(id uint64, addr string) error {
+	if addr == "" {
+		return fmt.Errorf("%w: member %d without an address", ErrConfig, id)
+	}
 	for _, m := range l.st.Members() {
-		if transport.SameAddr(m.Addr, addr) {
+		if m.ID != id && transport.SameAddr(m.Addr, addr) {
 			return fmt.Errorf("%w: %s is member %d's", ErrAddrInUse, addr, m.ID)
 		}
 	}

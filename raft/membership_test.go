@@ -460,3 +460,51 @@ func TestAddVoterToOneVoterRefused(t *testing.T) {
 	}
 	c.put("a", "1")
 }
+
+// TestUpdateMemberMovesAPeer: UpdateMember records a member's new peer
+// address on every node; the member's node, restarted at it, rejoins
+// there: the others dial it at the new address and it catches up. An
+// unknown member, and another member's address, are refused.
+func TestUpdateMemberMovesAPeer(t *testing.T) {
+	c := newCluster(t, 3, testConfig())
+	ctx := ctxT(t)
+	c.put("a", "1")
+	moved := c.follower(c.leader())
+	c.stop(moved.id)
+	tr := c.net.transport(t, moved.name+"-moved")
+	ln, err := tr.Listen(c.net.listenAddr(moved.name + "-moved"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved.tr, moved.ln, moved.addr = tr, ln, ln.Addr()
+	update := func(n *Node) error { return n.UpdateMember(ctx, moved.id, moved.addr) }
+	if _, err := c.atLeader(update); err != nil {
+		t.Fatal(err)
+	}
+	c.put("b", "2") // two of three voters
+	// Restarted with the cluster's initial members (which name the
+	// cluster), listening at its new address.
+	c.start(moved.id, false)
+	c.peers[moved.id] = moved.addr
+	c.put("c", "3")
+	c.caughtUp(moved)
+	if v, _, ok, _ := moved.node.Get([]byte("c")); !ok || string(v) != "3" {
+		t.Fatalf("moved member did not catch up at its new address: %q %v", v, ok)
+	}
+	for _, tn := range c.running() {
+		checkMembers(t, tn.node, c.members())
+	}
+	for _, tc := range []struct {
+		name string
+		id   uint64
+		addr string
+		want error
+	}{
+		{"unknown member", 9, "127.0.0.1:9", ErrMemberNotFound},
+		{"another member's address", moved.id, c.peers[c.leader().id], ErrAddrInUse},
+	} {
+		if _, err := c.atLeader(func(n *Node) error { return n.UpdateMember(ctx, tc.id, tc.addr) }); !errors.Is(err, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
+		}
+	}
+}

@@ -279,7 +279,7 @@ func (s *Server) handle(ctx context.Context, req *wire.Request) wire.Response {
 		return s.errResponse(err)
 	case wire.OpGet:
 		return s.get(ctx, req.Key, req.Flags)
-	case wire.OpMemberAdd, wire.OpMemberAddVoter, wire.OpMemberRemove, wire.OpMemberPromote:
+	case wire.OpMemberAdd, wire.OpMemberAddVoter, wire.OpMemberUpdate, wire.OpMemberRemove, wire.OpMemberPromote:
 		return s.memberChange(ctx, req)
 	}
 	return badRequest("unsupported op " + req.Op.String())
@@ -399,7 +399,7 @@ func (s *Server) hello(flags uint16) wire.Response {
 // isMemberChange reports whether op changes the membership.
 func isMemberChange(op wire.Op) bool {
 	switch op {
-	case wire.OpMemberAdd, wire.OpMemberAddVoter, wire.OpMemberRemove, wire.OpMemberPromote:
+	case wire.OpMemberAdd, wire.OpMemberAddVoter, wire.OpMemberUpdate, wire.OpMemberRemove, wire.OpMemberPromote:
 		return true
 	}
 	return false
@@ -412,12 +412,15 @@ func (s *Server) memberChange(ctx context.Context, req *wire.Request) wire.Respo
 		return badRequest("member id must be a positive integer, got " + quoteAtMost(req.Key, maxQuoted))
 	}
 	switch req.Op {
-	case wire.OpMemberAdd, wire.OpMemberAddVoter:
+	case wire.OpMemberAdd, wire.OpMemberAddVoter, wire.OpMemberUpdate:
 		if err := transport.CheckAddr(string(req.Value)); err != nil {
-			return badRequest("member add: " + err.Error())
+			return badRequest(req.Op.String() + ": " + err.Error())
 		}
-		if req.Op == wire.OpMemberAddVoter {
+		switch req.Op {
+		case wire.OpMemberAddVoter:
 			return s.errResponse(s.node.AddVoter(ctx, id, string(req.Value)))
+		case wire.OpMemberUpdate:
+			return s.errResponse(s.node.UpdateMember(ctx, id, string(req.Value)))
 		}
 		return s.errResponse(s.node.AddMember(ctx, id, string(req.Value)))
 	case wire.OpMemberPromote:

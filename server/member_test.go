@@ -10,12 +10,12 @@ import (
 )
 
 // TestMemberAddChecksTheAddress: an address no transport could dial is
-// refused, for a learner or a voter, before it enters the log, where every node would keep it (and
+// refused, for a learner, a voter or an update, before it enters the log, where every node would keep it (and
 // a comma in it would corrupt the member lists nodes print and parse).
 func TestMemberAddChecksTheAddress(t *testing.T) {
 	s := floodServer(t, Config{}, tcp.Config{})
 	ctx := context.Background()
-	for _, op := range []wire.Op{wire.OpMemberAdd, wire.OpMemberAddVoter} {
+	for _, op := range []wire.Op{wire.OpMemberAdd, wire.OpMemberAddVoter, wire.OpMemberUpdate} {
 		for _, addr := range []string{"", "node9", "127.0.0.1:0", "h:1,2=h:2", "h :1"} {
 			req := wire.Request{Op: op, Key: []byte("9"), Value: []byte(addr)}
 			if resp := s.handle(ctx, &req); resp.Status != wire.StatusBadRequest {

@@ -169,8 +169,24 @@ func (c *clusterService) MemberRemove(ctx context.Context, r *pb.MemberRemoveReq
 	return &pb.MemberRemoveResponse{Header: c.s.bareHeader(), Members: ms}, nil
 }
 
+// MemberUpdate changes a member's peer address (raft's
+// ConfChangeUpdateNode carrying it), as etcd's.
 func (c *clusterService) MemberUpdate(ctx context.Context, r *pb.MemberUpdateRequest) (*pb.MemberUpdateResponse, error) {
-	return nil, notSupported("MemberUpdate", "a kvd member's peer address is fixed when it is added; remove it and add it again at the new address")
+	if c.s.cfg.Gateway {
+		return nil, notSupported("MemberUpdate", "a gateway has no membership of its own; update members through a kvd node")
+	}
+	addr, err := peerAddr(r.PeerURLs)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.s.c.UpdateMember(ctx, r.ID, addr); err != nil {
+		return nil, toStatus(err)
+	}
+	ms, err := c.s.members(ctx)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.MemberUpdateResponse{Header: c.s.bareHeader(), Members: ms}, nil
 }
 
 func (c *clusterService) MemberPromote(ctx context.Context, r *pb.MemberPromoteRequest) (*pb.MemberPromoteResponse, error) {

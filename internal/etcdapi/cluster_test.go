@@ -73,6 +73,9 @@ func TestGatewayListsItself(t *testing.T) {
 	if _, err := e.etcd.MemberAddAsLearner(ctxFor(t, 10*time.Second), []string{"http://127.0.0.1:1"}); status.Code(err) != codes.Unimplemented {
 		t.Fatalf("MemberAdd through a gateway = %v, want Unimplemented", err)
 	}
+	if _, err := e.etcd.MemberUpdate(ctxFor(t, 10*time.Second), 1, []string{"http://127.0.0.1:1"}); status.Code(err) != codes.Unimplemented {
+		t.Fatalf("MemberUpdate through a gateway = %v, want Unimplemented", err)
+	}
 }
 
 // TestMemberAddPromoteRemove: a member added through etcd's API gets an
@@ -159,6 +162,36 @@ func TestMemberAddVoter(t *testing.T) {
 	put(t, one.etcd, "still", "serving")
 }
 
+// TestMemberUpdateChangesThePeerURL: MemberUpdate gives a member a new
+// peer URL, which the member list shows; updating it to its own URL
+// again changes nothing.
+func TestMemberUpdateChangesThePeerURL(t *testing.T) {
+	e := start(t, 3, etcdapi.Config{})
+	ctx := ctxFor(t, 30*time.Second)
+	addrs := kvdtest.FreeAddrs(t, 2)
+	add, err := e.etcd.MemberAddAsLearner(ctx, []string{"http://" + addrs[0]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := add.Member.ID
+	for range 2 {
+		up, err := e.etcd.MemberUpdate(ctx, id, []string{"http://" + addrs[1]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := memberSummary(up.Members)[id]; got != " http://"+addrs[1]+" true" {
+			t.Fatalf("updated member = %q, want the unstarted learner at %s", got, addrs[1])
+		}
+	}
+	list, err := e.etcd.MemberList(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := memberSummary(list.Members)[id]; got != " http://"+addrs[1]+" true" {
+		t.Fatalf("listed member = %q, want it at %s", got, addrs[1])
+	}
+}
+
 // startJoiner runs node id at addr joining e's cluster.
 func startJoiner(t *testing.T, e *env, id uint64, addr string) {
 	t.Helper()
@@ -205,7 +238,15 @@ func TestMemberErrorsAreEtcds(t *testing.T) {
 		}, rpctypes.ErrPeerURLExist, 0},
 		{"remove a stranger", func() error { _, err := e.etcd.MemberRemove(ctx, 99); return err }, rpctypes.ErrMemberNotFound, 0},
 		{"promote a voter", func() error { _, err := e.etcd.MemberPromote(ctx, 2); return err }, rpctypes.ErrMemberNotLearner, 0},
-		{"update", func() error { _, err := e.etcd.MemberUpdate(ctx, 2, []string{"http://127.0.0.1:1"}); return err }, nil, codes.Unimplemented},
+		{"update a stranger", func() error { _, err := e.etcd.MemberUpdate(ctx, 99, []string{"http://127.0.0.1:1"}); return err }, rpctypes.ErrMemberNotFound, 0},
+		{"update to a member's address", func() error {
+			_, err := e.etcd.MemberUpdate(ctx, 2, []string{"http://" + e.nodes[0].PeerAddr})
+			return err
+		}, rpctypes.ErrPeerURLExist, 0},
+		{"update at two URLs", func() error {
+			_, err := e.etcd.MemberUpdate(ctx, 2, []string{"http://127.0.0.1:1", "http://127.0.0.1:2"})
+			return err
+		}, rpctypes.ErrMemberBadURLs, 0},
 	} {
 		err := tc.call()
 		switch {

@@ -111,7 +111,10 @@ const (
 	// connection closes), where a flag on OpMemberAdd, which older
 	// servers do not check, would have added a learner unasked.
 	OpMemberAddVoter Op = 26
-	opMax               = OpMemberAddVoter
+	// OpMemberUpdate changes a member's peer address (etcd's
+	// MemberUpdate): Key its decimal id, Value its new address.
+	OpMemberUpdate Op = 27
+	opMax             = OpMemberUpdate
 )
 
 func (o Op) String() string {
@@ -168,6 +171,8 @@ func (o Op) String() string {
 		return "hash-kv"
 	case OpMemberAddVoter:
 		return "member-add-voter"
+	case OpMemberUpdate:
+		return "member-update"
 	}
 	return fmt.Sprintf("op(%d)", uint8(o))
 }
