@@ -318,7 +318,7 @@ func (c *Client) attempt(ctx context.Context, addr string, req *wire.Request) (w
 		d = v
 	}
 	switch req.Op {
-	case wire.OpMemberAdd, wire.OpMemberRemove, wire.OpMemberPromote, wire.OpMoveLeader:
+	case wire.OpMemberAdd, wire.OpMemberAddVoter, wire.OpMemberUpdate, wire.OpMemberRemove, wire.OpMemberPromote, wire.OpMoveLeader:
 		d = -1 // may legitimately take long: promotion waits for the learner, a leader move for the lease to end
 	}
 	if d <= 0 {
@@ -480,6 +480,32 @@ func (c *Client) AddMember(ctx context.Context, id uint64, addr string) error {
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
 	_, err := c.leaderCall(ctx, &wire.Request{Op: wire.OpMemberAdd, Key: strconv.AppendUint(nil, id, 10), Value: []byte(addr)}, false)
+	return err
+}
+
+// AddVoter adds node id at addr as a voter at once (etcd's MemberAdd
+// without a learner): it counts towards every quorum from then on, so the
+// leader refuses it (ErrBadRequest saying why) unless the voters it has
+// heard from lately are a quorum with it, which a one-voter cluster never
+// is: there, add a learner and promote it. Start the node with --join
+// soon after. A server that predates it refuses the op (it closes the
+// connection) and adds nothing (docs/upgrading.md).
+func (c *Client) AddVoter(ctx context.Context, id uint64, addr string) error {
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	_, err := c.leaderCall(ctx, &wire.Request{Op: wire.OpMemberAddVoter, Key: strconv.AppendUint(nil, id, 10), Value: []byte(addr)}, false)
+	return err
+}
+
+// UpdateMember changes member id's peer address to addr (etcd's
+// MemberUpdate): the members dial it there from then on; restart its
+// node listening at addr. Another member's address is refused. A server
+// that predates it refuses the op (it closes the connection) and changes
+// nothing.
+func (c *Client) UpdateMember(ctx context.Context, id uint64, addr string) error {
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	_, err := c.leaderCall(ctx, &wire.Request{Op: wire.OpMemberUpdate, Key: strconv.AppendUint(nil, id, 10), Value: []byte(addr)}, false)
 	return err
 }
 

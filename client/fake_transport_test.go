@@ -62,6 +62,9 @@ type fakeTransport struct {
 	batch   int      // Read calls since the hook was installed
 	trace   []string // per Read call since then: one letter per op, H header, B bucket, R record
 	rpcGets []uint16 // the Flags of every OpGet RPC answered since then
+	// scan, if set, answers OpScan (the response's Op and ID are the
+	// fake's).
+	scan func(req *wire.Request) wire.Response
 }
 
 func newFakeTransport(mem []byte) *fakeTransport {
@@ -187,8 +190,18 @@ func (c *fakeConn) Send(ctx context.Context, msg []byte) error {
 		if req.Flags&wire.GetMeta != 0 { // as a server with revisions answers
 			resp.Value = append(revision.Meta{Mod: rpcVersion}.Append(nil), rpcMarker...)
 		}
+	case wire.OpScan:
+		c.f.mu.Lock()
+		scan := c.f.scan
+		c.f.mu.Unlock()
+		if scan == nil {
+			resp.Status, resp.Value = wire.StatusBadRequest, []byte("the fake serves no scans")
+			break
+		}
+		resp = scan(&req)
+		resp.Op, resp.ID = req.Op, req.ID
 	default:
-		resp.Status, resp.Value = wire.StatusBadRequest, []byte("the fake serves hello, clock and get")
+		resp.Status, resp.Value = wire.StatusBadRequest, []byte("the fake serves hello, clock, get and scan")
 	}
 	select {
 	case c.resp <- wire.AppendResponse(nil, &resp):

@@ -18,8 +18,8 @@ import (
 // fails and the client dials a fresh node.
 type node struct {
 	addr string
-	// oldWatch: its server refused the watch flags newer than the first
-	// watches (watchprogress.go).
+	// oldWatch: which of the watch flags newer than the first watches its
+	// server refused (watchprogress.go).
 	oldWatch oldWatchServer
 	conn     transport.Conn
 	hello    wire.Hello

@@ -149,6 +149,11 @@ type RangeResponse struct {
 	// pages form one snapshot, and a watch from Revision+1 delivers
 	// exactly the writes after it.
 	Revision uint64
+	// CurrentRevision is the store's revision as the first page was
+	// served (etcd's header revision): Revision, unless WithRev read a
+	// past one. A server that predates it tells only Revision, which it
+	// then is.
+	CurrentRevision uint64
 }
 
 // Range returns the keys k with start <= k < end, with their values and
@@ -191,6 +196,12 @@ func (c *Client) Range(ctx context.Context, start, end []byte, opts ...ReadOptio
 		pctx, cancel := c.withTimeout(ctx) // each page gets the request timeout
 		page, rev, err := c.scanPage(pctx, &q, o.level)
 		cancel()
+		if err != nil && q.Flags&rangeq.Current != 0 && refusedFlags(err) && len(out.KVs) == 0 {
+			// A server that predates the current revision
+			// (docs/upgrading.md): the revision read stands for it.
+			q.Flags &^= rangeq.Current
+			continue
+		}
 		if err != nil && errors.Is(err, ErrBadRequest) && q.Flags&rangeq.Total != 0 && !q.Extended() && len(out.KVs) == 0 {
 			// A server that predates the total count (docs/upgrading.md):
 			// count the pages instead.
@@ -211,7 +222,10 @@ func (c *Client) Range(ctx context.Context, start, end []byte, opts ...ReadOptio
 		if q.Flags&(rangeq.Total|rangeq.CountOnly) != 0 {
 			out.Count = page.Count
 		}
-		q.Flags &^= rangeq.Total
+		if out.CurrentRevision == 0 {
+			out.CurrentRevision = max(rev, page.Current) // scanPage checked it is not below rev
+		}
+		q.Flags &^= rangeq.Total | rangeq.Current
 		for _, kv := range page.KVs {
 			e := KV{Key: kv.Key, Meta: metaOf(kv.Meta)}
 			if !o.scan.keysOnly {
@@ -231,6 +245,12 @@ func (c *Client) Range(ctx context.Context, start, end []byte, opts ...ReadOptio
 		}
 		q.Advance(len(page.KVs), page.Next)
 	}
+}
+
+// refusedFlags reports whether err is a server's refusal of range flags
+// it does not know (a server older than the flag).
+func refusedFlags(err error) bool {
+	return errors.Is(err, ErrBadRequest) && strings.Contains(err.Error(), "unknown flags")
 }
 
 // olderScanRefusal is how a server that predates rangeq's extension
@@ -260,6 +280,9 @@ func (c *Client) rangeRequest(ctx context.Context, start, end []byte, o *scanOpt
 		return q, nil
 	}
 	q.Flags |= rangeq.Meta
+	if o.rev != 0 {
+		q.Flags |= rangeq.Current
+	}
 	if !o.countOnly && !o.noCount && (o.limit > 0 || q.Extended()) {
 		q.Flags |= rangeq.Total
 	}
@@ -297,6 +320,9 @@ func (c *Client) scanPage(ctx context.Context, q *rangeq.Request, level Consiste
 	}
 	if err := checkPage(q, &page); err != nil {
 		return wire.ScanResponse{}, 0, fmt.Errorf("%w: %w", errMalformedReply, err)
+	}
+	if page.Flags&wire.ScanHasCurrent != 0 && page.Current < resp.Version {
+		return wire.ScanResponse{}, 0, fmt.Errorf("%w: a page read at revision %d when the store was at %d", errMalformedReply, resp.Version, page.Current)
 	}
 	return page, resp.Version, nil
 }

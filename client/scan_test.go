@@ -1,6 +1,8 @@
 package client
 
 import (
+	"errors"
+	"slices"
 	"testing"
 
 	"github.com/kvd-project/kvd/internal/rangeq"
@@ -79,5 +81,69 @@ func TestWithSortKeyAscendIsKeyOrder(t *testing.T) {
 		if q.Extended() != tc.extended {
 			t.Errorf("WithSort(%d, %d): extended %v", tc.target, tc.order, q.Extended())
 		}
+	}
+}
+
+// TestRangeCurrentRevision: a read at a past revision asks the server for
+// the store's current revision too (rangeq.Current) and returns it as
+// CurrentRevision; a server that predates it refuses the flag, and the
+// read is asked again without it, its revision read standing for the
+// current one; a current revision below the revision read is a malformed
+// reply. A read of the latest state does not ask: its revision is it.
+func TestRangeCurrentRevision(t *testing.T) {
+	page := func(current uint64) wire.Response {
+		p := wire.ScanResponse{Flags: wire.ScanHasMeta, Count: 1,
+			KVs: []wire.ScanKV{{Key: []byte("k"), Value: []byte("v"), Meta: revision.Meta{Create: 2, Mod: 3, Version: 1}}}}
+		if current != 0 {
+			p.Flags, p.Current = p.Flags|wire.ScanHasCurrent, current
+		}
+		return wire.Response{Version: 5, Value: wire.AppendScanResponse(nil, &p)}
+	}
+	for _, tc := range []struct {
+		name    string
+		opts    []ReadOption
+		serve   func(q *rangeq.Request) wire.Response
+		current uint64
+		asked   []bool // whether each request set rangeq.Current
+		bad     bool
+	}{
+		{"current", []ReadOption{WithRev(5)}, func(*rangeq.Request) wire.Response { return page(9) }, 9, []bool{true}, false},
+		{"server predates it", []ReadOption{WithRev(5)}, func(q *rangeq.Request) wire.Response {
+			if q.Flags&rangeq.Current != 0 {
+				return wire.Response{Status: wire.StatusBadRequest, Value: []byte("malformed range request: unknown flags 0x10")}
+			}
+			return page(0)
+		}, 5, []bool{true, false}, false},
+		{"current below the revision read", []ReadOption{WithRev(5)}, func(*rangeq.Request) wire.Response { return page(4) }, 0, []bool{true}, true},
+		{"latest", nil, func(*rangeq.Request) wire.Response { return page(0) }, 5, []bool{false}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t)
+			var asked []bool
+			r.f.mu.Lock()
+			r.f.scan = func(req *wire.Request) wire.Response {
+				var q rangeq.Request
+				if err := rangeq.Decode(req.Value, &q); err != nil {
+					return wire.Response{Status: wire.StatusBadRequest, Value: []byte(err.Error())}
+				}
+				asked = append(asked, q.Flags&rangeq.Current != 0)
+				return tc.serve(&q)
+			}
+			r.f.mu.Unlock()
+			res, err := r.c.Range(t.Context(), []byte("a"), []byte("z"), append(tc.opts, WithConsistency(Serializable))...)
+			switch {
+			case tc.bad:
+				if !errors.Is(err, errMalformedReply) {
+					t.Fatalf("got %+v, %v; want a malformed reply", res, err)
+				}
+			case err != nil:
+				t.Fatal(err)
+			case res.Revision != 5 || res.CurrentRevision != tc.current || len(res.KVs) != 1:
+				t.Fatalf("revision %d, current %d, %d keys; want 5, %d, 1", res.Revision, res.CurrentRevision, len(res.KVs), tc.current)
+			}
+			if !slices.Equal(asked, tc.asked) {
+				t.Errorf("requests asked for the current revision: %v, want %v", asked, tc.asked)
+			}
+		})
 	}
 }

@@ -25,13 +25,18 @@ func (t EventType) String() string { return wire.EventType(t).String() }
 // write's store revision: the mod revision GetModRevision returns for a
 // PUT (a transaction's writes share one). Value is nil for a delete.
 // PrevKV, with WithPrevKV, is the key as it was just before the write
-// (etcd's prev_kv): nil if it did not exist.
+// (etcd's prev_kv): nil if it did not exist. CreateRevision, Version and
+// Lease are a PUT's key after the write (etcd's event kv); a delete's are
+// 0, as are a PUT's from a server that predates them.
 type Event struct {
-	Type        EventType
-	Key         []byte
-	Value       []byte
-	ModRevision uint64
-	PrevKV      *KV
+	Type           EventType
+	Key            []byte
+	Value          []byte
+	ModRevision    uint64
+	CreateRevision uint64
+	Version        uint64
+	Lease          LeaseID
+	PrevKV         *KV
 }
 
 // WatchResponse is the events of one or more whole revisions, in commit
@@ -383,7 +388,8 @@ func (w *watcher) deliver(ctx context.Context, r WatchResponse, complete uint64)
 }
 
 func eventOf(e *wire.WatchEvent) Event {
-	ev := Event{Type: EventType(e.Type), Key: e.Key, Value: e.Value, ModRevision: e.Version}
+	ev := Event{Type: EventType(e.Type), Key: e.Key, Value: e.Value, ModRevision: e.Version,
+		CreateRevision: e.Meta.Create, Version: e.Meta.Version, Lease: LeaseID(e.Meta.Lease)}
 	if e.HasPrev {
 		ev.PrevKV = &KV{Key: e.Key, Value: e.PrevValue, Meta: metaOf(e.PrevMeta)}
 	}

@@ -71,9 +71,10 @@ func TestWatchProgressNotification(t *testing.T) {
 }
 
 // TestWatchAgainstServerWithoutFlags: a server that predates the newer
-// watch flags refuses them as unknown; a plain watch then resumes there
-// without them, and one that needs prev_kv or progress_notify fails
-// saying why, rather than run without them.
+// watch flags refuses them as unknown. The watch resumes there without
+// the newest (events' metadata); refused again, a plain watch resumes
+// without any, and one that needs prev_kv or progress_notify fails saying
+// why, rather than run without them.
 func TestWatchAgainstServerWithoutFlags(t *testing.T) {
 	refusal := &wire.Response{Status: wire.StatusBadRequest, Value: []byte("wire: malformed watch: unknown flags 0x8")}
 	for _, tc := range []struct {
@@ -87,8 +88,15 @@ func TestWatchAgainstServerWithoutFlags(t *testing.T) {
 	} {
 		n := &node{addr: "old:1"}
 		flags, err := tc.w.requestFlags(n)
-		if err != nil || flags&wire.WatchFragment == 0 {
+		if err != nil || flags&wire.WatchFragment == 0 || flags&wire.WatchMeta == 0 {
 			t.Fatalf("%s: first flags %#x %v", tc.name, flags, err)
+		}
+		if err := tc.w.refused(n, refusal, flags, 1); !errors.Is(err, errWatchOverflow) {
+			t.Errorf("%s: refused with metadata: %v, want a resume", tc.name, err)
+		}
+		flags, err = tc.w.requestFlags(n)
+		if err != nil || flags&wire.WatchMeta != 0 || flags&wire.WatchFragment == 0 || flags&tc.w.optionFlags() != tc.w.optionFlags() {
+			t.Fatalf("%s: flags without metadata %#x %v", tc.name, flags, err)
 		}
 		err = tc.w.refused(n, refusal, flags, 1)
 		switch {
@@ -99,6 +107,12 @@ func TestWatchAgainstServerWithoutFlags(t *testing.T) {
 		}
 		if flags, err := tc.w.requestFlags(n); !tc.fail && (err != nil || flags != 0) {
 			t.Errorf("%s: flags on the old server %#x %v, want none", tc.name, flags, err)
+		}
+		// A late refusal of the first request does not undo what the
+		// second one learned.
+		n.oldWatch.refused(wire.WatchMeta)
+		if n.oldWatch.age.Load() != watchOld {
+			t.Errorf("%s: age %d after a late refusal, want %d", tc.name, n.oldWatch.age.Load(), watchOld)
 		}
 	}
 	// Another refusal stays what it was.

@@ -109,19 +109,46 @@ func predatesFlags(resp *wire.Response) bool {
 	return resp.Status == wire.StatusBadRequest && strings.Contains(string(resp.Value), "unknown flags")
 }
 
-// oldWatchServer marks a node whose server refused the watch flags newer
-// than the first watches: its watches are asked without WatchFragment.
-type oldWatchServer struct{ atomic.Bool }
+// oldWatchServer is what a node's server was found to lack of the watch
+// flags newer than the first watches. A server refuses a request with a
+// flag it does not know (without saying which), so the client asks again
+// without the newest it asked for: first WatchMeta, then the rest.
+type oldWatchServer struct{ age atomic.Int32 }
+
+// Ages of a node's watch server.
+const (
+	watchCurrent = iota // takes every flag this client sends
+	watchNoMeta         // predates WatchMeta (events' metadata)
+	watchOld            // predates every flag but WatchPrefix
+)
+
+// refused records that the server refused a request with flags.
+func (o *oldWatchServer) refused(flags uint16) {
+	age := int32(watchOld)
+	if flags&wire.WatchMeta != 0 {
+		age = watchNoMeta
+	}
+	for {
+		cur := o.age.Load()
+		if cur >= age || o.age.CompareAndSwap(cur, age) {
+			return
+		}
+	}
+}
 
 // requestFlags are the flags of a watch request to n. A server that
-// predates them lacks prev_kv and progress_notify: such a watch fails
-// rather than run without what it asked for.
+// predates prev_kv and progress_notify fails such a watch rather than run
+// it without what it asked for; one that predates events' metadata serves
+// events without it (Event's CreateRevision, Version and Lease are 0).
 func (w *watcher) requestFlags(n *node) (uint16, error) {
 	var f uint16
 	if w.prefix {
 		f |= wire.WatchPrefix
 	}
-	if !n.oldWatch.Load() {
+	switch n.oldWatch.age.Load() {
+	case watchCurrent:
+		return f | wire.WatchFragment | wire.WatchMeta | w.optionFlags(), nil
+	case watchNoMeta:
 		return f | wire.WatchFragment | w.optionFlags(), nil
 	}
 	if w.optionFlags() != 0 {
@@ -147,7 +174,7 @@ func (w *watcher) optionFlags() uint16 {
 // the watch resumes there without them (or fails, if it needs them).
 func (w *watcher) refused(n *node, resp *wire.Response, flags uint16, from uint64) error {
 	if flags&^wire.WatchPrefix != 0 && predatesFlags(resp) {
-		n.oldWatch.Store(true)
+		n.oldWatch.refused(flags)
 		if _, err := w.requestFlags(n); err != nil {
 			return err
 		}

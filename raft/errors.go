@@ -30,7 +30,8 @@ var (
 	ErrNoLeader = errs.Classed(errs.ErrNotApplied, "raft: no leader")
 	// ErrTimeout: a read barrier got no answer from the leader in time.
 	ErrTimeout = errors.New("raft: request timed out")
-	// ErrMemberExists: AddMember named a node already in the cluster.
+	// ErrMemberExists: AddMember or AddVoter named a node already in the
+	// cluster.
 	ErrMemberExists = errs.Classed(errs.ErrBadRequest, "raft: member already exists")
 	// ErrMemberRemoved: AddMember named an id that was a member and was
 	// removed. Ids are never reused (as in etcd): the removed node may
@@ -48,9 +49,10 @@ var (
 	// few election timeouts: promoted, it would count towards every quorum
 	// without voting. The error says what the leader knows of it.
 	ErrLearnerNotReady = errs.Classed(errs.ErrBadRequest, "raft: learner not ready to be promoted")
-	// ErrNoQuorum: RemoveMember of a voter would leave voters of which
-	// fewer than a quorum were heard from lately: nothing would commit any
-	// more, this change's undoing included. The error names the counts.
+	// ErrNoQuorum: RemoveMember of a voter, or AddVoter, would leave
+	// voters of which fewer than a quorum were heard from lately: nothing
+	// would commit any more (until the new voter ran), this change's
+	// undoing included. The error names the counts.
 	ErrNoQuorum = errs.Classed(errs.ErrBadRequest, "raft: the change would leave no quorum of reachable voters")
 	// ErrConfChangeBusy: a configuration change cannot be proposed yet: an
 	// earlier one is not yet applied, or the learner to promote has not

@@ -45,6 +45,37 @@ func (n *Node) AddMember(ctx context.Context, id uint64, addr string) error {
 	return n.changeMembers(ctx, pb.ConfChangeAddLearnerNode, id, addr)
 }
 
+// AddVoter adds node id, reachable at addr, as a voter at once (raft's
+// ConfChangeAddNode, as etcd adds a member that is not a learner): it
+// counts towards every quorum from the moment the change applies, before
+// its node has run or caught up. So it is refused (ErrNoQuorum, after a
+// few election timeouts, heardGrace) unless the voters the leader has
+// heard from lately, itself included, are a quorum of the voters with
+// the new one: then the group keeps committing while the new node starts
+// and catches up. That refuses it in a one-voter group, whose leader would
+// step down at once (CheckQuorum) until the new node runs; add a learner
+// and promote it there (AddMember). Otherwise as AddMember.
+func (n *Node) AddVoter(ctx context.Context, id uint64, addr string) error {
+	if id == 0 || addr == "" {
+		return fmt.Errorf("%w: member %d at %q", ErrConfig, id, addr)
+	}
+	return n.changeMembers(ctx, pb.ConfChangeAddNode, id, addr)
+}
+
+// UpdateMember changes member id's peer address to addr (raft's
+// ConfChangeUpdateNode, etcd's MemberUpdate): every node records it, and
+// dials it from then on whenever it (re)connects to id; a connection open
+// to the old address lasts until it breaks. Restart the member's node to
+// listen at addr. An address another member has is refused
+// (ErrAddrInUse), as an unknown member is (ErrMemberNotFound). It
+// returns once the change is applied here.
+func (n *Node) UpdateMember(ctx context.Context, id uint64, addr string) error {
+	if id == 0 || addr == "" {
+		return fmt.Errorf("%w: member %d at %q", ErrConfig, id, addr)
+	}
+	return n.changeMembers(ctx, pb.ConfChangeUpdateNode, id, addr)
+}
+
 // PromoteMember makes learner id a voter. It waits while the learner
 // catches up, until its log is within a few entries of the leader's (so
 // the promotion does not stall commits), retrying each tick until ctx
@@ -135,31 +166,31 @@ func (l *loop) checkConfChange(cc *pb.ConfChange) error {
 	cs := l.st.ConfState()
 	id := cc.GetNodeId()
 	voter, learner := slices.Contains(cs.GetVoters(), id), slices.Contains(cs.GetLearners(), id)
+	mc, err := decodeMemberContext(cc.GetContext())
+	if err != nil {
+		return err
+	}
 	switch cc.GetType() {
 	case pb.ConfChangeAddLearnerNode:
-		if voter || learner {
-			return fmt.Errorf("%w: %d", ErrMemberExists, id)
-		}
-		if l.st.Removed(id) {
-			return fmt.Errorf("%w: %d", ErrMemberRemoved, id)
-		}
-		mc, err := decodeMemberContext(cc.GetContext())
-		if err != nil {
-			return err
-		}
-		for _, m := range l.st.Members() {
-			if transport.SameAddr(m.Addr, mc.addr) {
-				return fmt.Errorf("%w: %s is member %d's", ErrAddrInUse, mc.addr, m.ID)
-			}
-		}
+		return l.checkAddition(id, voter || learner, mc.addr)
 	case pb.ConfChangeAddNode:
 		switch {
+		case mc.addr != "": // a new voter (AddVoter); a promotion names no address
+			if err := l.checkAddition(id, voter || learner, mc.addr); err != nil {
+				return err
+			}
+			return l.checkQuorumWith(id, cs.GetVoters())
 		case voter:
 			return fmt.Errorf("%w: member %d is already a voter", ErrNotLearner, id)
 		case !learner:
 			return fmt.Errorf("%w: %d", ErrMemberNotFound, id)
 		}
 		return l.checkPromotion(id)
+	case pb.ConfChangeUpdateNode:
+		if !voter && !learner {
+			return fmt.Errorf("%w: %d", ErrMemberNotFound, id)
+		}
+		return l.checkAddrFree(id, mc.addr)
 	case pb.ConfChangeRemoveNode:
 		switch {
 		case !voter && !learner:
@@ -169,6 +200,51 @@ func (l *loop) checkConfChange(cc *pb.ConfChange) error {
 		case voter:
 			return l.checkQuorumWithout(id, cs.GetVoters())
 		}
+	}
+	return nil
+}
+
+// checkAddition refuses to add node id at addr: a member already (exists),
+// a removed id, or another member's address.
+func (l *loop) checkAddition(id uint64, exists bool, addr string) error {
+	if exists {
+		return fmt.Errorf("%w: %d", ErrMemberExists, id)
+	}
+	if l.st.Removed(id) {
+		return fmt.Errorf("%w: %d", ErrMemberRemoved, id)
+	}
+	return l.checkAddrFree(id, addr)
+}
+
+// checkAddrFree refuses addr for member id if another member has it.
+func (l *loop) checkAddrFree(id uint64, addr string) error {
+	if addr == "" {
+		return fmt.Errorf("%w: member %d without an address", ErrConfig, id)
+	}
+	for _, m := range l.st.Members() {
+		if m.ID != id && transport.SameAddr(m.Addr, addr) {
+			return fmt.Errorf("%w: %s is member %d's", ErrAddrInUse, addr, m.ID)
+		}
+	}
+	return nil
+}
+
+// checkQuorumWith refuses (ErrNoQuorum) adding voter id, which has not
+// run yet as far as the quorum goes, unless the voters heard from lately
+// (the leader counts itself) are a quorum of the voters with it, as
+// etcd's strict reconfiguration check refuses adding a voter without
+// enough started members: else nothing would commit until the new node
+// ran and caught up, not even a change to undo the addition.
+func (l *loop) checkQuorumWith(id uint64, voters []uint64) error {
+	active := 0
+	for _, v := range voters {
+		if _, recent := l.progressOf(v); recent || v == l.n.id {
+			active++
+		}
+	}
+	if need := (len(voters)+1)/2 + 1; active < need {
+		return fmt.Errorf("%w: adding voter %d would make %d voters of which only %d were heard from lately, fewer than a quorum (%d): "+
+			"bring the down members back, or add it as a learner and promote it once it caught up", ErrNoQuorum, id, len(voters)+1, active, need)
 	}
 	return nil
 }

@@ -22,12 +22,11 @@ import (
 // an active quorum, a removed node reporting no leader, and a member
 // removed by a snapshot install losing its sessions.
 
-// TestRemoveKeepsAnActiveQuorum: node 1 leads voters 1, 2, 3 and has heard
-// from 3 but not from 2 (down). Removing 3, or itself, would leave two
-// voters of which one is down: refused as busy, since applied, nothing
-// could commit afterwards (not even a change to undo it). Removing 2, the down one, leaves 1
-// and 3, both active: allowed.
-func TestRemoveKeepsAnActiveQuorum(t *testing.T) {
+// leadingLoop is a loop whose node 1 leads voters 1, 2, 3 (a raw node
+// and a store, no goroutines) and has heard from the voters heard since
+// its election, so that checkConfChange can be asked.
+func leadingLoop(t *testing.T, heard ...uint64) *loop {
+	t.Helper()
 	ms := etcdraft.NewMemoryStorage()
 	if err := ms.ApplySnapshot(&pb.Snapshot{Metadata: &pb.SnapshotMetadata{Index: new(uint64(1)), Term: new(uint64(1)),
 		ConfState: &pb.ConfState{Voters: []uint64{1, 2, 3}}}}); err != nil {
@@ -61,13 +60,15 @@ func TestRemoveKeepsAnActiveQuorum(t *testing.T) {
 	if rn.Status().RaftState != etcdraft.StateLeader {
 		t.Fatalf("node 1 is %v, want leader", rn.Status().RaftState)
 	}
-	step(&pb.Message{Type: pb.MsgHeartbeatResp.Enum(), From: new(uint64(3)), To: new(uint64(1)), Term: term})
+	for _, id := range heard {
+		step(&pb.Message{Type: pb.MsgHeartbeatResp.Enum(), From: new(uint64(id)), To: new(uint64(1)), Term: term})
+	}
 
 	st, err := store.Open(t.TempDir(), store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
+	t.Cleanup(func() { st.Close() })
 	u := st.NewUpdate()
 	if err := u.SetConfState(&pb.ConfState{Voters: []uint64{1, 2, 3}}); err != nil {
 		t.Fatal(err)
@@ -75,7 +76,16 @@ func TestRemoveKeepsAnActiveQuorum(t *testing.T) {
 	if err := u.Commit(true); err != nil {
 		t.Fatal(err)
 	}
-	l := &loop{n: &Node{id: 1, log: peertest.Logger()}, rn: rn, st: st, sm: nopSM{}}
+	return &loop{n: &Node{id: 1, log: peertest.Logger()}, rn: rn, st: st, sm: nopSM{}}
+}
+
+// TestRemoveKeepsAnActiveQuorum: node 1 leads voters 1, 2, 3 and has heard
+// from 3 but not from 2 (down). Removing 3, or itself, would leave two
+// voters of which one is down: refused as busy, since applied, nothing
+// could commit afterwards (not even a change to undo it). Removing 2, the down one, leaves 1
+// and 3, both active: allowed.
+func TestRemoveKeepsAnActiveQuorum(t *testing.T) {
+	l := leadingLoop(t, 3)
 	for _, tc := range []struct {
 		remove uint64
 		ok     bool
@@ -86,6 +96,33 @@ func TestRemoveKeepsAnActiveQuorum(t *testing.T) {
 		}
 		if !tc.ok && (!errors.Is(err, ErrNoQuorum) || !strings.Contains(err.Error(), "fewer than a quorum")) {
 			t.Errorf("remove %d with voter 2 down: %v, want ErrNoQuorum saying why", tc.remove, err)
+		}
+	}
+}
+
+// TestAddVoterKeepsAnActiveQuorum: node 1 leads voters 1, 2, 3. Having
+// heard from 3 but not from 2 (down), adding voter 4 would make four
+// voters of which two were heard from, fewer than a quorum: refused.
+// Having heard from both, allowed. A voter or learner already there, or
+// an address in use, is refused before the quorum is counted.
+func TestAddVoterKeepsAnActiveQuorum(t *testing.T) {
+	add := func(id uint64, addr string) *pb.ConfChange {
+		return &pb.ConfChange{Type: pb.ConfChangeAddNode.Enum(), NodeId: new(id),
+			Context: appendMemberContext(nil, memberContext{proposer: 1, reqID: 1, addr: addr})}
+	}
+	for _, tc := range []struct {
+		name  string
+		heard []uint64
+		cc    *pb.ConfChange
+		want  error
+	}{
+		{"two of four heard from", []uint64{3}, add(4, "127.0.0.1:9"), ErrNoQuorum},
+		{"three of four heard from", []uint64{2, 3}, add(4, "127.0.0.1:9"), nil},
+		{"a voter already", []uint64{2, 3}, add(2, "127.0.0.1:9"), ErrMemberExists},
+	} {
+		err := leadingLoop(t, tc.heard...).checkConfChange(tc.cc)
+		if !errors.Is(err, tc.want) || (tc.want == nil) != (err == nil) {
+			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
 		}
 	}
 }
@@ -378,5 +415,96 @@ func TestLaggingFollowerKeepsPromotedAddr(t *testing.T) {
 	c.peers = peers
 	if a := f.node.PeerAddr(4); a != n4.addr {
 		t.Errorf("restarted follower %d: PeerAddr(4) = %q, want %q", f.id, a, n4.addr)
+	}
+}
+
+// TestAddVoter: AddVoter adds a voter at once: with every voter of three
+// running, the fourth counts towards the quorum before its node starts,
+// the group keeps committing, and the node, started to join, learns the
+// log as a voter. Adding it again is refused as existing.
+func TestAddVoter(t *testing.T) {
+	c := newCluster(t, 3, testConfig())
+	ctx := ctxT(t)
+	c.put("a", "1")
+	n4 := c.reserve(4) // known address, not started yet
+	add := func(n *Node) error { return n.AddVoter(ctx, 4, n4.addr) }
+
+	if retried, err := c.atLeader(add); err != nil && !(retried && errors.Is(err, ErrMemberExists)) {
+		t.Fatal(err)
+	}
+	checkMembers(t, c.leader().node, c.members())
+	c.put("b", "2") // three of four voters commit
+	if _, err := c.atLeader(add); !errors.Is(err, ErrMemberExists) {
+		t.Fatalf("adding 4 twice: %v", err)
+	}
+	c.start(4, true)
+	c.caughtUp(n4)
+	if v, _, ok, _ := n4.node.Get([]byte("b")); !ok || string(v) != "2" {
+		t.Fatalf("new voter did not receive the log: %q %v", v, ok)
+	}
+	checkMembers(t, n4.node, c.members())
+}
+
+// TestAddVoterToOneVoterRefused: a one-voter group refuses AddVoter (its
+// leader would lose its quorum until the new node ran) and still commits;
+// a learner added and promoted is the way there.
+func TestAddVoterToOneVoterRefused(t *testing.T) {
+	c := newCluster(t, 1, testConfig())
+	n2 := c.reserve(2)
+	lead := c.leader().node
+	if err := lead.AddVoter(ctxT(t), 2, n2.addr); !errors.Is(err, ErrNoQuorum) {
+		t.Fatalf("AddVoter to a one-voter group = %v, want ErrNoQuorum", err)
+	}
+	if len(lead.Members()) != 1 {
+		t.Fatalf("members %+v, want the one voter", lead.Members())
+	}
+	c.put("a", "1")
+}
+
+// TestUpdateMemberMovesAPeer: UpdateMember records a member's new peer
+// address on every node; the member's node, restarted at it, rejoins
+// there: the others dial it at the new address and it catches up. An
+// unknown member, and another member's address, are refused.
+func TestUpdateMemberMovesAPeer(t *testing.T) {
+	c := newCluster(t, 3, testConfig())
+	ctx := ctxT(t)
+	c.put("a", "1")
+	moved := c.follower(c.leader())
+	c.stop(moved.id)
+	tr := c.net.transport(t, moved.name+"-moved")
+	ln, err := tr.Listen(c.net.listenAddr(moved.name + "-moved"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved.tr, moved.ln, moved.addr = tr, ln, ln.Addr()
+	update := func(n *Node) error { return n.UpdateMember(ctx, moved.id, moved.addr) }
+	if _, err := c.atLeader(update); err != nil {
+		t.Fatal(err)
+	}
+	c.put("b", "2") // two of three voters
+	// Restarted with the cluster's initial members (which name the
+	// cluster), listening at its new address.
+	c.start(moved.id, false)
+	c.peers[moved.id] = moved.addr
+	c.put("c", "3")
+	c.caughtUp(moved)
+	if v, _, ok, _ := moved.node.Get([]byte("c")); !ok || string(v) != "3" {
+		t.Fatalf("moved member did not catch up at its new address: %q %v", v, ok)
+	}
+	for _, tn := range c.running() {
+		checkMembers(t, tn.node, c.members())
+	}
+	for _, tc := range []struct {
+		name string
+		id   uint64
+		addr string
+		want error
+	}{
+		{"unknown member", 9, "127.0.0.1:9", ErrMemberNotFound},
+		{"another member's address", moved.id, c.peers[c.leader().id], ErrAddrInUse},
+	} {
+		if _, err := c.atLeader(func(n *Node) error { return n.UpdateMember(ctx, tc.id, tc.addr) }); !errors.Is(err, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
+		}
 	}
 }

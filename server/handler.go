@@ -279,7 +279,7 @@ func (s *Server) handle(ctx context.Context, req *wire.Request) wire.Response {
 		return s.errResponse(err)
 	case wire.OpGet:
 		return s.get(ctx, req.Key, req.Flags)
-	case wire.OpMemberAdd, wire.OpMemberRemove, wire.OpMemberPromote:
+	case wire.OpMemberAdd, wire.OpMemberAddVoter, wire.OpMemberUpdate, wire.OpMemberRemove, wire.OpMemberPromote:
 		return s.memberChange(ctx, req)
 	}
 	return badRequest("unsupported op " + req.Op.String())
@@ -287,7 +287,7 @@ func (s *Server) handle(ctx context.Context, req *wire.Request) wire.Response {
 
 func checkKey(req *wire.Request) (wire.Response, bool) {
 	switch {
-	case req.Op == wire.OpMemberAdd || req.Op == wire.OpMemberRemove || req.Op == wire.OpMemberPromote:
+	case isMemberChange(req.Op):
 		return wire.Response{}, false
 	case len(req.Key) == 0:
 		return wire.Response{Status: wire.StatusEmptyKey}, true
@@ -396,6 +396,15 @@ func (s *Server) hello(flags uint16) wire.Response {
 	return wire.Response{Value: wire.AppendHello(nil, &h)}
 }
 
+// isMemberChange reports whether op changes the membership.
+func isMemberChange(op wire.Op) bool {
+	switch op {
+	case wire.OpMemberAdd, wire.OpMemberAddVoter, wire.OpMemberUpdate, wire.OpMemberRemove, wire.OpMemberPromote:
+		return true
+	}
+	return false
+}
+
 func (s *Server) memberChange(ctx context.Context, req *wire.Request) wire.Response {
 	id, err := strconv.ParseUint(string(req.Key), 10, 64)
 	if err != nil || id == 0 {
@@ -403,9 +412,15 @@ func (s *Server) memberChange(ctx context.Context, req *wire.Request) wire.Respo
 		return badRequest("member id must be a positive integer, got " + quoteAtMost(req.Key, maxQuoted))
 	}
 	switch req.Op {
-	case wire.OpMemberAdd:
+	case wire.OpMemberAdd, wire.OpMemberAddVoter, wire.OpMemberUpdate:
 		if err := transport.CheckAddr(string(req.Value)); err != nil {
-			return badRequest("member add: " + err.Error())
+			return badRequest(req.Op.String() + ": " + err.Error())
+		}
+		switch req.Op {
+		case wire.OpMemberAddVoter:
+			return s.errResponse(s.node.AddVoter(ctx, id, string(req.Value)))
+		case wire.OpMemberUpdate:
+			return s.errResponse(s.node.UpdateMember(ctx, id, string(req.Value)))
 		}
 		return s.errResponse(s.node.AddMember(ctx, id, string(req.Value)))
 	case wire.OpMemberPromote:

@@ -15,9 +15,11 @@ type history struct{ s *Server }
 func (h history) Changes(from uint64, prev bool, fn func(e wire.WatchEvent) bool) error {
 	_, err := h.s.kv.Changes(from, func(c kvstore.Change) bool {
 		// The change's bytes are the iteration's; the event outlives it.
-		e := wire.WatchEvent{Type: wire.EventPut, Key: append([]byte(nil), c.Key...), Version: c.Meta.Mod}
+		e := wire.WatchEvent{Type: wire.EventPut, Key: append([]byte(nil), c.Key...), Version: c.Meta.Mod, Meta: c.Meta}
 		if c.Deleted {
-			e.Type = wire.EventDelete
+			// A tombstone may hold more than its revision: a delete
+			// event's metadata is its revision alone.
+			e.Type, e.Meta = wire.EventDelete, revision.Meta{Mod: c.Meta.Mod}
 		} else {
 			e.Value = append([]byte{}, c.Value...)
 		}

@@ -50,6 +50,11 @@ func (s *Server) scan(ctx context.Context, req *wire.Request) wire.Response {
 	if err != nil {
 		return s.errResponse(err)
 	}
+	if q.Flags&rangeq.Current != 0 {
+		if applied, err = s.currentRevision(&page, applied, q.Rev != 0); err != nil {
+			return s.errResponse(err)
+		}
+	}
 	if err := s.waitApplied(ctx, applied); err != nil {
 		return s.errResponse(err)
 	}
@@ -95,6 +100,26 @@ func (s *Server) scanPage(ctx context.Context, q *rangeq.Request) (page scanPage
 		page.size += len(page.KVs) * 24
 	}
 	return page, applied, nil
+}
+
+// currentRevision adds to page the store's revision now (rangeq.Current):
+// the page's own for a read of the latest state; for a read at a past
+// revision, that of the applied state after it, which the client may
+// take for a lower bound of what it reads next, so the reply waits for
+// the region to reach it too (the returned index).
+func (s *Server) currentRevision(page *scanPage, applied uint64, past bool) (uint64, error) {
+	page.Flags |= wire.ScanHasCurrent
+	page.size += 8
+	page.Current = page.rev
+	if !past {
+		return applied, nil // read from the current state: the page's revision is it
+	}
+	idx, rev, err := s.kv.GetMany(nil, func(int, []byte, revision.Meta, bool) {})
+	if err != nil {
+		return 0, err
+	}
+	page.Current = max(rev, page.rev)
+	return max(idx, applied), nil
 }
 
 // readRange reads [start, end) from the applied state: the latest

@@ -343,3 +343,46 @@ func TestCountEndsWithItsRequest(t *testing.T) {
 		t.Fatalf("count of a request that ended: %d keys, %v; want context.Canceled", page.Count, err)
 	}
 }
+
+// TestRangeTellsTheCurrentRevision: a range read at a past revision is
+// answered with the keys as they were then and the store's revision now
+// (etcd's header revision), at every consistency level, an empty range
+// too; a read of the latest state is at the current revision.
+func TestRangeTellsTheCurrentRevision(t *testing.T) {
+	s := floodServer(t, Config{}, tcp.Config{})
+	c := txnClient(t, s)
+	ctx := context.Background()
+	r1, err := c.PutRevision(ctx, []byte("k"), []byte("v1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PutRevision(ctx, []byte("k"), []byte("v2")); err != nil {
+		t.Fatal(err)
+	}
+	now, err := c.PutRevision(ctx, []byte("x"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name       string
+		start, end string
+		opts       []client.ReadOption
+		rev        uint64
+		want       string
+	}{
+		{"past", "k", "l", []client.ReadOption{client.WithRev(r1)}, r1, `"k"=v1`},
+		{"past, serializable", "k", "l", []client.ReadOption{client.WithRev(r1), client.WithConsistency(client.Serializable)}, r1, `"k"=v1`},
+		{"past, read index", "k", "l", []client.ReadOption{client.WithRev(r1), client.WithConsistency(client.ReadIndex)}, r1, `"k"=v1`},
+		{"past, empty range", "m", "n", []client.ReadOption{client.WithRev(r1)}, r1, ""},
+		{"past, count only", "a", "z", []client.ReadOption{client.WithRev(r1), client.WithCountOnly()}, r1, ""},
+		{"latest", "k", "l", nil, now, `"k"=v2`},
+	} {
+		r, err := c.Range(ctx, []byte(tc.start), []byte(tc.end), tc.opts...)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if got := rangeKeys(r, false); got != tc.want || r.Revision != tc.rev || r.CurrentRevision != now {
+			t.Errorf("%s: %q at %d, current %d; want %q at %d, current %d", tc.name, got, r.Revision, r.CurrentRevision, tc.want, tc.rev, now)
+		}
+	}
+}

@@ -85,7 +85,7 @@ type connWatch struct {
 	*watch.Watcher
 	told   uint64
 	toldAt time.Time
-	flags  uint16 // the request's: wire.WatchPrevKV, WatchProgressNotify, WatchFragment
+	flags  uint16 // the request's: wire.WatchPrevKV, WatchProgressNotify, WatchFragment, WatchMeta
 	// notifiedAt: when the watch last sent events or a progress
 	// notification (progress_notify waits an interval after either).
 	notifiedAt time.Time
@@ -245,6 +245,9 @@ func (wc *watchConn) sendRound(ctx context.Context) (sent, ok bool) {
 		m := wire.WatchMessage{Events: wc.evs}
 		if w.flags&wire.WatchPrevKV != 0 {
 			m.Flags |= wire.WatchMsgPrevKV
+		}
+		if w.flags&wire.WatchMeta != 0 {
+			m.Flags |= wire.WatchMsgMeta
 		}
 		if n := len(wc.evs); n > 0 && w.flags&wire.WatchFragment != 0 && progress < wc.evs[n-1].Version {
 			m.Flags |= wire.WatchMsgFragment // Next cut a revision alone past the bounds

@@ -446,3 +446,77 @@ func testWatchTxnOverHistory(t *testing.T, cfg watch.Config, ops []client.Op) {
 		}
 	}
 }
+
+// TestWatchEventsCarryKeyMetadata: a PUT event carries the key's create
+// revision, version and lease after the write (etcd's event kv), a DELETE
+// event none of them, whether the watcher reads the events from memory or
+// from the stored history (a history of two events holds none of them).
+func TestWatchEventsCarryKeyMetadata(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  watch.Config
+	}{
+		{"memory", watch.Config{}},
+		{"stored", watch.Config{HistoryEvents: 2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testWatchEventsCarryKeyMetadata(t, tc.cfg) })
+	}
+}
+
+func testWatchEventsCarryKeyMetadata(t *testing.T, cfg watch.Config) {
+	nodes := kvdtest.StartCluster(t, 1, kvdtest.Options{Watch: cfg})
+	kvdtest.WaitLeader(t, nodes, 10*time.Second)
+	c := newClient(t, kvdtest.Endpoints(nodes), client.Linearizable)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	lease, err := c.Grant(ctx, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	put := func(v string, opts ...client.WriteOption) uint64 {
+		t.Helper()
+		rev, err := c.PutRevision(ctx, []byte("k"), []byte(v), opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rev
+	}
+	r1 := put("1", client.WithLease(lease))
+	r2 := put("2", client.WithLease(lease))
+	r3 := put("3")
+	del, err := c.DeleteRange(ctx, []byte("k"), []byte("k\x00"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rd := del.Revision
+	r5 := put("5", client.WithLease(lease))
+	for range 3 { // past a two-event history
+		if _, err := c.PutRevision(ctx, []byte("x"), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []string{
+		fmt.Sprintf("%d PUT k=1 create %d version 1 lease %d", r1, r1, lease),
+		fmt.Sprintf("%d PUT k=2 create %d version 2 lease %d", r2, r1, lease),
+		fmt.Sprintf("%d PUT k=3 create %d version 3 lease 0", r3, r1),
+		fmt.Sprintf("%d DELETE k= create 0 version 0 lease 0", rd),
+		fmt.Sprintf("%d PUT k=5 create %d version 1 lease %d", r5, r5, lease),
+	}
+	var got []string
+	ch := c.Watch(ctx, []byte("k"), client.WithFromRevision(r1))
+	for len(got) < len(want) {
+		r, ok := <-ch
+		if !ok {
+			t.Fatalf("watch closed after %q", got)
+		}
+		if r.Err != nil {
+			t.Fatalf("watch failed after %q: %v", got, r.Err)
+		}
+		for _, e := range r.Events {
+			got = append(got, fmt.Sprintf("%s create %d version %d lease %d", eventLine(e), e.CreateRevision, e.Version, e.Lease))
+		}
+	}
+	if strings.Join(got[:len(want)], "\n") != strings.Join(want, "\n") {
+		t.Fatalf("events:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}

@@ -58,7 +58,8 @@ func runWatch(_ context.Context, e *env, args []string) error {
 }
 
 // watchJSON is -w json's line for an event: its type and the key/value as
-// get prints them (a key or value that is not UTF-8 in base64), and with
+// get prints them (a key or value that is not UTF-8 in base64; a PUT's
+// with the key's metadata after it, a DELETE's with its revision), and with
 // --prev-kv the key before it (etcd's prev_kv; absent if it did not
 // exist).
 type watchJSON struct {
@@ -75,7 +76,8 @@ type progressJSON struct {
 
 func (e *env) printEvent(ev client.Event) error {
 	if e.o.write == "json" {
-		x := watchJSON{Type: ev.Type.String(), kv: toKV(string(ev.Key), ev.Value, client.Meta{ModRevision: ev.ModRevision})}
+		m := client.Meta{CreateRevision: ev.CreateRevision, ModRevision: ev.ModRevision, Version: ev.Version, Lease: ev.Lease}
+		x := watchJSON{Type: ev.Type.String(), kv: toKV(string(ev.Key), ev.Value, m)}
 		if ev.Type == client.EventDelete {
 			x.Value = nil // a DELETE has no value, not an empty one
 		}

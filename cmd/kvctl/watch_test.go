@@ -64,7 +64,7 @@ func TestWatch(t *testing.T) {
 		!strings.HasSuffix(lines[2], " DELETE cfg/a") {
 		t.Fatalf("watch --prefix cfg/ --rev %d:\n%s", from, got)
 	}
-	if got := watchKvctl(t, ep, 1, "cfg/b", "--rev", "1", "-w", "json"); got != fmt.Sprintf(`{"type":"PUT","key":"cfg/b","value":"two words","mod_revision":%d}`+"\n", vb) {
+	if got := watchKvctl(t, ep, 1, "cfg/b", "--rev", "1", "-w", "json"); got != fmt.Sprintf(`{"type":"PUT","key":"cfg/b","value":"two words","create_revision":%d,"mod_revision":%d,"version":1}`+"\n", vb, vb) {
 		t.Fatalf("watch -w json cfg/b: %q", got)
 	}
 	for _, args := range [][]string{
@@ -96,7 +96,7 @@ func TestWatchPrevKV(t *testing.T) {
 	}
 	got = watchKvctl(t, ep, 1, "k", "--prev-kv", "--rev", fmt.Sprint(r2), "-w", "json")
 	got, _, _ = strings.Cut(got, "\n") // the delete may come in the same response
-	want = fmt.Sprintf(`{"type":"PUT","key":"k","value":"two words","mod_revision":%d,"prev_kv":{"key":"k","value":"v1","create_revision":%d,"mod_revision":%d,"version":1}}`, r2, r1, r1)
+	want = fmt.Sprintf(`{"type":"PUT","key":"k","value":"two words","create_revision":%d,"mod_revision":%d,"version":2,"prev_kv":{"key":"k","value":"v1","create_revision":%d,"mod_revision":%d,"version":1}}`, r1, r2, r1, r1)
 	if got != want {
 		t.Fatalf("watch --prev-kv -w json:\n%s\nwant\n%s", got, want)
 	}

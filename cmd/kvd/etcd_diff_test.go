@@ -72,22 +72,11 @@ func indent(s string) string { return "    " + strings.ReplaceAll(s, "\n", "\n  
 // knownDiffs are the steps whose outputs differ from etcd's, each with
 // the row of docs/etcd-compatibility.md (status "differs") that says why.
 var knownDiffs = map[string]string{
-	// The header revision of a read at a past revision is the revision
-	// read, where etcd's is its current one.
-	"etcdctl: get --rev past -w json":          "RangeRequest.revision",
-	"etcdctl: get --rev before the key":        "RangeRequest.revision",
-	"etcdctl: get --rev at compaction -w json": "RangeRequest.revision",
-	"clientv3: Get WithRev past":               "RangeRequest.revision",
-	"clientv3: Get WithRev before the key":     "RangeRequest.revision",
-	"clientv3: Get WithRev at compaction":      "RangeRequest.revision",
 	// A Range at a past revision inside a Txn that also writes is refused.
 	"etcdctl: txn get --rev": "RequestOp.request_range",
 	// compact_revision is the compaction revision + 1.
 	"etcdctl: watch --rev compacted -w json": "WatchCreateRequest.start_revision",
 	"clientv3: Watch WithRev compacted":      "WatchCreateRequest.start_revision",
-	// Watch events' kv carry no lease.
-	"clientv3: Watch WithRev leased":             "Watch.Watch",
-	"clientv3: Watch WithRev revoked WithPrevKV": "Watch.Watch",
 	// A keep-alive's header revision is the last one the front learned.
 	"clientv3: KeepAliveOnce": "Lease.LeaseKeepAlive",
 }

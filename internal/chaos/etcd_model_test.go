@@ -47,9 +47,9 @@ type etcdOutput struct {
 // takes the next revision and answers it in its header, one that changes
 // nothing answers the current one; prev_kv is the key before the write; a
 // linearizable read answers the current state and revision; a read at a
-// past revision answers that revision's state (its header is that
-// revision: docs/etcd-compatibility.md, "Response headers"), ErrCompacted
-// below the compaction and ErrFutureRev past the store's revision.
+// past revision answers that revision's state under the current revision
+// (a linearizable read's header), ErrCompacted below the compaction and
+// ErrFutureRev past the store's revision.
 func etcdStep(state, input, output any) (bool, any) {
 	s, in, out := state.(revState), input.(etcdInput), output.(etcdOutput)
 	cur := s.Head
@@ -108,7 +108,7 @@ func rangeAtHolds(s revState, rev uint64, out etcdOutput) bool {
 		return rev > s.Head.Rev
 	case "ok":
 		n := s.at(rev)
-		return rev >= s.Compacted && n != nil && out.Rev == rev && out.Keys == n.Keys
+		return rev >= s.Compacted && n != nil && out.Rev == s.Head.Rev && out.Keys == n.Keys
 	}
 	return false
 }
@@ -279,15 +279,20 @@ func TestEtcdModel(t *testing.T) {
 		{"a txn on an absent key compares its mod revision as 0", []porcupine.Operation{
 			op(0, 0, 1, txn(0, "t"), etcdOutput{Result: "ok", Rev: 6}),
 		}, true},
-		{"a read at a past revision shows it, with it as header", []porcupine.Operation{
+		{"a read at a past revision shows it, with the store's revision as header", []porcupine.Operation{
+			op(0, 0, 1, put(0, "a"), ok(6)),
+			op(0, 2, 3, put(0, "b"), ok(7, a6)),
+			op(1, 4, 5, at(6), etcdOutput{Result: "ok", Rev: 7, Keys: revKeySpace{a6}}),
+		}, true},
+		{"a read at a past revision with it as header", []porcupine.Operation{
 			op(0, 0, 1, put(0, "a"), ok(6)),
 			op(0, 2, 3, put(0, "b"), ok(7, a6)),
 			op(1, 4, 5, at(6), etcdOutput{Result: "ok", Rev: 6, Keys: revKeySpace{a6}}),
-		}, true},
+		}, false},
 		{"a read at a past revision shows the latest", []porcupine.Operation{
 			op(0, 0, 1, put(0, "a"), ok(6)),
 			op(0, 2, 3, put(0, "b"), ok(7, a6)),
-			op(1, 4, 5, at(6), etcdOutput{Result: "ok", Rev: 6, Keys: revKeySpace{b7}}),
+			op(1, 4, 5, at(6), etcdOutput{Result: "ok", Rev: 7, Keys: revKeySpace{b7}}),
 		}, false},
 		{"ErrCompacted below the compaction; the compaction's header is the store's", []porcupine.Operation{
 			op(0, 0, 1, put(0, "a"), ok(6)),

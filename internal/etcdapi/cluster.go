@@ -89,11 +89,13 @@ func (c *clusterService) MemberAdd(ctx context.Context, r *pb.MemberAddRequest) 
 	if err != nil {
 		return nil, err
 	}
-	// kvd adds every member as a learner (it catches up before it votes);
-	// a voter, as etcd adds one without IsLearner, is a learner promoted
-	// once it caught up, which needs the new node running first.
-	if !r.IsLearner {
-		return nil, invalid("kvd adds members as learners only: add with --learner, start the node, then promote it")
+	// A voter counts towards every quorum at once (etcd's
+	// ConfChangeAddNode): the leader refuses it, as etcd's strict
+	// reconfiguration check does, unless the voters it heard from lately
+	// are a quorum with it (raft.Node.AddVoter).
+	add := c.s.c.AddVoter
+	if r.IsLearner {
+		add = c.s.c.AddMember
 	}
 	ms, err := c.s.c.Members(ctx)
 	if err != nil {
@@ -101,7 +103,7 @@ func (c *clusterService) MemberAdd(ctx context.Context, r *pb.MemberAddRequest) 
 	}
 	for try := 0; ; try++ {
 		id := newMemberID(ms)
-		err = c.s.c.AddMember(ctx, id, addr)
+		err = add(ctx, id, addr)
 		if err != nil && try < maxAddTries && isRaftErr(err, raft.ErrMemberRemoved) {
 			continue
 		}
@@ -167,8 +169,24 @@ func (c *clusterService) MemberRemove(ctx context.Context, r *pb.MemberRemoveReq
 	return &pb.MemberRemoveResponse{Header: c.s.bareHeader(), Members: ms}, nil
 }
 
+// MemberUpdate changes a member's peer address (raft's
+// ConfChangeUpdateNode carrying it), as etcd's.
 func (c *clusterService) MemberUpdate(ctx context.Context, r *pb.MemberUpdateRequest) (*pb.MemberUpdateResponse, error) {
-	return nil, notSupported("MemberUpdate", "a kvd member's peer address is fixed when it is added; remove it and add it again at the new address")
+	if c.s.cfg.Gateway {
+		return nil, notSupported("MemberUpdate", "a gateway has no membership of its own; update members through a kvd node")
+	}
+	addr, err := peerAddr(r.PeerURLs)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.s.c.UpdateMember(ctx, r.ID, addr); err != nil {
+		return nil, toStatus(err)
+	}
+	ms, err := c.s.members(ctx)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.MemberUpdateResponse{Header: c.s.bareHeader(), Members: ms}, nil
 }
 
 func (c *clusterService) MemberPromote(ctx context.Context, r *pb.MemberPromoteRequest) (*pb.MemberPromoteResponse, error) {

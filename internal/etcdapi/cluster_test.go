@@ -21,6 +21,7 @@ import (
 	"github.com/kvd-project/kvd/internal/errs"
 	"github.com/kvd-project/kvd/internal/etcdapi"
 	"github.com/kvd-project/kvd/internal/kvdtest"
+	"github.com/kvd-project/kvd/internal/kvdtest/wait"
 	"github.com/kvd-project/kvd/server"
 	"github.com/kvd-project/kvd/transport/tcp"
 )
@@ -72,6 +73,9 @@ func TestGatewayListsItself(t *testing.T) {
 	if _, err := e.etcd.MemberAddAsLearner(ctxFor(t, 10*time.Second), []string{"http://127.0.0.1:1"}); status.Code(err) != codes.Unimplemented {
 		t.Fatalf("MemberAdd through a gateway = %v, want Unimplemented", err)
 	}
+	if _, err := e.etcd.MemberUpdate(ctxFor(t, 10*time.Second), 1, []string{"http://127.0.0.1:1"}); status.Code(err) != codes.Unimplemented {
+		t.Fatalf("MemberUpdate through a gateway = %v, want Unimplemented", err)
+	}
 }
 
 // TestMemberAddPromoteRemove: a member added through etcd's API gets an
@@ -109,6 +113,85 @@ func TestMemberAddPromoteRemove(t *testing.T) {
 	}
 }
 
+// TestMemberAddVoter: a member added through etcd's API without
+// --learner is a voter at once, as etcd adds it: the cluster keeps
+// serving while its node is not running yet and after it joined under
+// the id picked for it, and it learns the log. A one-member cluster
+// refuses a voter (its leader would lose its quorum until the new node
+// ran) with etcd's error for too few started members.
+func TestMemberAddVoter(t *testing.T) {
+	e := start(t, 3, etcdapi.Config{})
+	ctx := ctxFor(t, 60*time.Second)
+	put(t, e.etcd, "before", "1")
+	addr := kvdtest.FreeAddrs(t, 1)[0]
+	add, err := e.etcd.MemberAdd(ctx, []string{"http://" + addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := add.Member.ID
+	if id == 0 || id <= 3 || add.Member.IsLearner || len(add.Members) != 4 {
+		t.Fatalf("MemberAdd = %v, want a new voter among 4 members", add)
+	}
+	put(t, e.etcd, "added", "2") // three of four voters commit
+	startJoiner(t, e, id, addr)
+	put(t, e.etcd, "joined", "3")
+	var applied uint64
+	for _, n := range e.nodes {
+		st, err := e.kvd.Status(ctx, n.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		applied = max(applied, st.Applied)
+	}
+	wait.For(t, "the new voter to apply the log", func() bool {
+		st, err := e.kvd.Status(ctx, addr)
+		return err == nil && !st.IsLearner && st.LeaderID != 0 && st.Applied >= applied
+	})
+	list, err := e.etcd.MemberList(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := memberSummary(list.Members)[id]; got != strconv.FormatUint(id, 10)+" http://"+addr+" false" {
+		t.Fatalf("new member = %q, want a voter", got)
+	}
+
+	one := start(t, 1, etcdapi.Config{})
+	if _, err := one.etcd.MemberAdd(ctx, []string{"http://" + kvdtest.FreeAddrs(t, 1)[0]}); !errors.Is(err, rpctypes.ErrMemberNotEnoughStarted) {
+		t.Fatalf("MemberAdd of a voter to a one-member cluster = %v, want ErrMemberNotEnoughStarted", err)
+	}
+	put(t, one.etcd, "still", "serving")
+}
+
+// TestMemberUpdateChangesThePeerURL: MemberUpdate gives a member a new
+// peer URL, which the member list shows; updating it to its own URL
+// again changes nothing.
+func TestMemberUpdateChangesThePeerURL(t *testing.T) {
+	e := start(t, 3, etcdapi.Config{})
+	ctx := ctxFor(t, 30*time.Second)
+	addrs := kvdtest.FreeAddrs(t, 2)
+	add, err := e.etcd.MemberAddAsLearner(ctx, []string{"http://" + addrs[0]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := add.Member.ID
+	for range 2 {
+		up, err := e.etcd.MemberUpdate(ctx, id, []string{"http://" + addrs[1]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := memberSummary(up.Members)[id]; got != " http://"+addrs[1]+" true" {
+			t.Fatalf("updated member = %q, want the unstarted learner at %s", got, addrs[1])
+		}
+	}
+	list, err := e.etcd.MemberList(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := memberSummary(list.Members)[id]; got != " http://"+addrs[1]+" true" {
+		t.Fatalf("listed member = %q, want it at %s", got, addrs[1])
+	}
+}
+
 // startJoiner runs node id at addr joining e's cluster.
 func startJoiner(t *testing.T, e *env, id uint64, addr string) {
 	t.Helper()
@@ -140,7 +223,10 @@ func TestMemberErrorsAreEtcds(t *testing.T) {
 		want error // an rpctypes error, or a status with this code
 		code codes.Code
 	}{
-		{"add a voter", func() error { _, err := e.etcd.MemberAdd(ctx, []string{"http://127.0.0.1:1"}); return err }, nil, codes.InvalidArgument},
+		{"add a voter at a member's address", func() error {
+			_, err := e.etcd.MemberAdd(ctx, []string{"http://" + e.nodes[1].PeerAddr})
+			return err
+		}, rpctypes.ErrPeerURLExist, 0},
 		{"add at two URLs", func() error {
 			_, err := e.etcd.MemberAddAsLearner(ctx, []string{"http://127.0.0.1:1", "http://127.0.0.1:2"})
 			return err
@@ -152,7 +238,15 @@ func TestMemberErrorsAreEtcds(t *testing.T) {
 		}, rpctypes.ErrPeerURLExist, 0},
 		{"remove a stranger", func() error { _, err := e.etcd.MemberRemove(ctx, 99); return err }, rpctypes.ErrMemberNotFound, 0},
 		{"promote a voter", func() error { _, err := e.etcd.MemberPromote(ctx, 2); return err }, rpctypes.ErrMemberNotLearner, 0},
-		{"update", func() error { _, err := e.etcd.MemberUpdate(ctx, 2, []string{"http://127.0.0.1:1"}); return err }, nil, codes.Unimplemented},
+		{"update a stranger", func() error { _, err := e.etcd.MemberUpdate(ctx, 99, []string{"http://127.0.0.1:1"}); return err }, rpctypes.ErrMemberNotFound, 0},
+		{"update to a member's address", func() error {
+			_, err := e.etcd.MemberUpdate(ctx, 2, []string{"http://" + e.nodes[0].PeerAddr})
+			return err
+		}, rpctypes.ErrPeerURLExist, 0},
+		{"update at two URLs", func() error {
+			_, err := e.etcd.MemberUpdate(ctx, 2, []string{"http://127.0.0.1:1", "http://127.0.0.1:2"})
+			return err
+		}, rpctypes.ErrMemberBadURLs, 0},
 	} {
 		err := tc.call()
 		switch {

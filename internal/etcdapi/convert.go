@@ -20,16 +20,22 @@ func keyValue(kv *client.KV) *mvccpb.KeyValue {
 	}
 }
 
-// event is e as etcd's mvccpb.Event; its prev_kv only if prevKV. kvd's
-// events carry a PUT's mod revision only: its create revision and
-// version come from the key as it was before (e.PrevKV, which the watch
-// always asks kvd for), as etcd's clients derive IsCreate and IsModify
-// from them. Its lease is not carried (0).
+// event is e as etcd's mvccpb.Event; its prev_kv only if prevKV. A PUT's
+// kv carries the key's create revision, version and lease after the
+// write, as kvd's events do. A server that predates events' metadata
+// sends none (CreateRevision 0): then the create revision and version come
+// from the key as it was before (e.PrevKV, which the watch always asks
+// kvd for), as etcd's clients derive IsCreate and IsModify from them, and
+// the lease is not known (0).
 func event(e *client.Event, prevKV bool) *mvccpb.Event {
 	ev := &mvccpb.Event{Kv: &mvccpb.KeyValue{Key: e.Key, ModRevision: keyRev(e.ModRevision)}}
-	if e.Type == client.EventDelete {
+	switch {
+	case e.Type == client.EventDelete:
 		ev.Type = mvccpb.DELETE
-	} else {
+	case e.CreateRevision != 0:
+		ev.Kv.Value, ev.Kv.Lease = e.Value, int64(e.Lease)
+		ev.Kv.CreateRevision, ev.Kv.Version = keyRev(e.CreateRevision), int64(e.Version)
+	default:
 		ev.Kv.Value = e.Value
 		ev.Kv.CreateRevision, ev.Kv.Version = keyRev(e.ModRevision), 1
 		if p := e.PrevKV; p != nil {

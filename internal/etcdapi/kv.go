@@ -23,9 +23,9 @@ type kvService struct {
 }
 
 // Range reads a key or a range (etcd's Range) through client.Range. The
-// header revision is the revision the range was read at: the store's for
-// a read of the latest state, r.Revision for a past one (etcd gives the
-// store's current revision in both cases).
+// header revision is the store's as the range was read, a past one's too
+// (the node serving the scan tells it beside the revision read), as
+// etcd's.
 func (k *kvService) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResponse, error) {
 	resp, err := k.s.rangeKV(ctx, r)
 	if err != nil {
@@ -62,7 +62,7 @@ func (s *Server) rangeKV(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResp
 	if err != nil {
 		return nil, err
 	}
-	return &pb.RangeResponse{Header: s.header(res.Revision), Kvs: kvsOf(res.KVs), More: res.More, Count: int64(res.Count)}, nil
+	return &pb.RangeResponse{Header: s.header(res.CurrentRevision), Kvs: kvsOf(res.KVs), More: res.More, Count: int64(res.Count)}, nil
 }
 
 // rangeEmptyStore answers a Range at etcd revision 1: kvd's empty store

@@ -157,8 +157,8 @@ func TestPastRevisionsAndCompaction(t *testing.T) {
 	r1 := put(t, c, "k", "v1")
 	r2 := put(t, c, "k", "v2")
 	r, err := c.Get(ctx, "k", clientv3.WithRev(r1))
-	if err != nil || len(r.Kvs) != 1 || string(r.Kvs[0].Value) != "v1" || r.Header.Revision != r1 {
-		t.Fatalf("get k at %d: %v, %v; want v1 read at %d", r1, r, err, r1)
+	if err != nil || len(r.Kvs) != 1 || string(r.Kvs[0].Value) != "v1" || r.Header.Revision != r2 {
+		t.Fatalf("get k at %d: %v, %v; want v1 under the store's revision %d", r1, r, err, r2)
 	}
 	if _, err := c.Get(ctx, "k", clientv3.WithRev(r2+10)); err != rpctypes.ErrFutureRev {
 		t.Fatalf("get at a future revision: %v, want ErrFutureRev", err)
@@ -701,8 +701,8 @@ func TestOneSidedGets(t *testing.T) {
 		t.Fatalf("get of a missing key: %v, %v; want nothing at the store's revision %d", r, err, rs)
 	}
 	r, err = c.Get(ctx, "k", clientv3.WithRev(rk))
-	if err != nil || len(r.Kvs) != 1 || r.Header.Revision != rk {
-		t.Fatalf("get k at %d: %v, %v", rk, r, err)
+	if err != nil || len(r.Kvs) != 1 || r.Header.Revision != rs {
+		t.Fatalf("get k at %d: %v, %v; want it under the store's revision %d", rk, r, err, rs)
 	}
 }
 
@@ -796,5 +796,66 @@ func TestWritesWaitAsLongAsTheirContextAllows(t *testing.T) {
 	}
 	if _, err := ec.Txn(ctx).Then(clientv3.OpPut("k", "v2")).Commit(); err != nil {
 		t.Fatalf("txn: %v", err)
+	}
+}
+
+// TestRangeAtPastRevisionAnswersAtTheStoresRevision: a Range at a past
+// revision answers the keys as they were then under a header with the
+// store's current revision, as etcd's: linearizable, serializable and
+// streamed alike.
+func TestRangeAtPastRevisionAnswersAtTheStoresRevision(t *testing.T) {
+	e := start(t, 1, etcdapi.Config{})
+	c, ctx := e.etcd, ctxFor(t, 30*time.Second)
+	r1 := put(t, c, "k", "v1")
+	put(t, c, "k", "v2")
+	now := put(t, c, "other", "x")
+	kv := pb.NewKVClient(c.ActiveConnection())
+	stream := func(req *pb.RangeRequest) (*pb.RangeResponse, error) {
+		s, err := kv.RangeStream(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		got := &pb.RangeResponse{}
+		for {
+			m, err := s.Recv()
+			if err == io.EOF {
+				return got, nil
+			}
+			if err != nil {
+				return nil, err
+			}
+			proto.Merge(got, m.RangeResponse)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		read func(*pb.RangeRequest) (*pb.RangeResponse, error)
+		req  *pb.RangeRequest
+	}{
+		{"key", func(r *pb.RangeRequest) (*pb.RangeResponse, error) { return kv.Range(ctx, r) }, &pb.RangeRequest{Key: []byte("k"), Revision: r1}},
+		{"range", func(r *pb.RangeRequest) (*pb.RangeResponse, error) { return kv.Range(ctx, r) },
+			&pb.RangeRequest{Key: []byte("a"), RangeEnd: []byte("l"), Revision: r1}},
+		{"serializable", func(r *pb.RangeRequest) (*pb.RangeResponse, error) { return kv.Range(ctx, r) },
+			&pb.RangeRequest{Key: []byte("k"), Revision: r1, Serializable: true}},
+		{"before the key", func(r *pb.RangeRequest) (*pb.RangeResponse, error) { return kv.Range(ctx, r) }, &pb.RangeRequest{Key: []byte("k"), Revision: r1 - 1}},
+		{"stream", stream, &pb.RangeRequest{Key: []byte("k"), Revision: r1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := tc.read(tc.req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := []string{"k=v1"}
+			if tc.req.Revision < r1 {
+				want = nil
+			}
+			var got []string
+			for _, kv := range r.Kvs {
+				got = append(got, string(kv.Key)+"="+string(kv.Value))
+			}
+			if !slices.Equal(got, want) || r.Header.Revision != now {
+				t.Fatalf("at %d: %q at header revision %d; want %q at the store's %d", tc.req.Revision, got, r.Header.Revision, want, now)
+			}
+		})
 	}
 }

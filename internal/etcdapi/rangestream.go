@@ -71,11 +71,11 @@ func (s *Server) rangePages(ctx context.Context, r *pb.RangeRequest, stream grpc
 	if err != nil {
 		return err
 	}
-	count, rev := res.Count, res.Revision
+	count, rev, current := res.Count, res.Revision, res.CurrentRevision
 	for {
 		sent += int64(len(res.KVs))
 		if !res.More || r.Limit > 0 && sent >= r.Limit {
-			return sendChunks(stream, &pb.RangeResponse{Header: s.header(rev), Kvs: kvsOf(res.KVs), More: res.More, Count: int64(count)})
+			return sendChunks(stream, &pb.RangeResponse{Header: s.header(current), Kvs: kvsOf(res.KVs), More: res.More, Count: int64(count)})
 		}
 		if err := sendChunks(stream, &pb.RangeResponse{Kvs: kvsOf(res.KVs)}); err != nil {
 			return err

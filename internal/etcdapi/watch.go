@@ -200,7 +200,8 @@ func watchFrom(start int64, cur uint64) uint64 {
 }
 
 // options are the kvd watch's options: always prev_kv, which gives a
-// PUT's create revision and version (convert.go).
+// PUT's create revision and version where the server predates events'
+// metadata (convert.go).
 func (w *etcdWatch) options(from uint64) []client.WatchOption {
 	opts := []client.WatchOption{client.WithFromRevision(from), client.WithPrevKV()}
 	if w.r.prefix {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -296,5 +297,51 @@ func TestWatchSeesLeaseRevokeDeletes(t *testing.T) {
 	slices.Sort(got[2:])
 	if want := []string{"PUT leased/a", "PUT leased/b", "DELETE leased/a", "DELETE leased/b"}; !slices.Equal(got, want) {
 		t.Errorf("events %q, want %q", got, want)
+	}
+}
+
+// TestWatchEventsCarryTheKeysLease: a PUT event's kv has the lease the
+// write attached (0 once a write detaches it), a DELETE's none, as etcd's;
+// with prev_kv, the previous kv has the lease it had.
+func TestWatchEventsCarryTheKeysLease(t *testing.T) {
+	e := start(t, 1, etcdapi.Config{})
+	ctx := t.Context()
+	lease, err := e.etcd.Grant(ctx, 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := e.etcd.Put(ctx, "l", "1", clientv3.WithLease(lease.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range []clientv3.Op{
+		clientv3.OpPut("l", "2", clientv3.WithLease(lease.ID)),
+		clientv3.OpPut("l", "3"),
+		clientv3.OpPut("l", "4", clientv3.WithLease(lease.ID)),
+		clientv3.OpDelete("l"),
+	} {
+		if _, err := e.etcd.Do(ctx, op); err != nil {
+			t.Fatal(err)
+		}
+	}
+	evs := collectEvents(t, e.etcd.Watch(ctx, "l", clientv3.WithRev(first.Header.Revision), clientv3.WithPrevKV()), 5)
+	var got []string
+	for _, ev := range evs {
+		line := fmt.Sprintf("%s %s version %d lease %x", ev.Type, ev.Kv.Value, ev.Kv.Version, ev.Kv.Lease)
+		if ev.PrevKv != nil {
+			line += fmt.Sprintf(" prev lease %x", ev.PrevKv.Lease)
+		}
+		got = append(got, line)
+	}
+	l := int64(lease.ID)
+	want := []string{
+		fmt.Sprintf("PUT 1 version 1 lease %x", l),
+		fmt.Sprintf("PUT 2 version 2 lease %x prev lease %x", l, l),
+		fmt.Sprintf("PUT 3 version 3 lease 0 prev lease %x", l),
+		fmt.Sprintf("PUT 4 version 4 lease %x prev lease 0", l),
+		fmt.Sprintf("DELETE  version 0 lease 0 prev lease %x", l),
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("events:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

@@ -49,9 +49,9 @@ func (m *Mirror) Events(ws []kv.Write, applied uint64, reset bool) {
 	}
 	m.events = m.events[:0]
 	for _, w := range ws {
-		e := wire.WatchEvent{Type: wire.EventPut, Key: w.Key, Value: w.Value, Version: w.Meta.Mod}
+		e := wire.WatchEvent{Type: wire.EventPut, Key: w.Key, Value: w.Value, Version: w.Meta.Mod, Meta: w.Meta}
 		if w.Deleted {
-			e.Type, e.Value = wire.EventDelete, nil
+			e.Type, e.Value, e.Meta = wire.EventDelete, nil, revision.Meta{Mod: w.Meta.Mod}
 		}
 		m.events = append(m.events, e)
 	}

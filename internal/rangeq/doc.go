@@ -55,12 +55,14 @@
 //	request = flags:u8 limit:u32 startLen:u16 start endLen:u16 end [rev:u64 [ext]]
 //	ext     = target:u8 order:u8 minMod:u64 maxMod:u64 minCreate:u64 maxCreate:u64 offset:u32
 //	flags   = 1 keys only | 2 count only | 4 meta (the reply carries each entry's
-//	          whole revision.Meta) | 8 total (Count is the range's, not the page's)
+//	          whole revision.Meta) | 8 total (Count is the range's, not the page's) |
+//	          16 current (the reply carries the store's current revision too)
 //
 // rev is present when it is not 0 or when ext follows; ext is present
 // when it asks for something (Request.Extended), and only then. Targets
 // and orders are etcd's numbers (target 0 key, 1 version, 2 create, 3
 // mod, 4 value; order 0 none, 1 ascend, 2 descend). A kvd that predates
-// ext or the total flag refuses a request with either (trailing bytes, an
-// unknown flag) instead of ignoring it. Flags are added, never reused.
+// ext, the total or the current flag refuses a request with one
+// (trailing bytes, an unknown flag) instead of ignoring it. Flags are
+// added, never reused.
 package rangeq

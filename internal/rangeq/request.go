@@ -14,7 +14,11 @@ const (
 	CountOnly uint8 = 1 << 1 // only the count, no entries
 	Meta      uint8 = 1 << 2 // the reply carries each entry's whole revision.Meta (a reply format choice)
 	Total     uint8 = 1 << 3 // Count is etcd's: every key of the range, not only the entries returned
-	allFlags        = KeysOnly | CountOnly | Meta | Total
+	// Current: the reply also carries the store's revision as the read
+	// was served, which a read at a past revision does not otherwise
+	// tell (etcd's header revision; a reply format choice of OpScan).
+	Current  uint8 = 1 << 4
+	allFlags       = KeysOnly | CountOnly | Meta | Total | Current
 )
 
 // Target is what a range is sorted by; the numbers are etcd's

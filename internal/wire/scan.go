@@ -15,12 +15,14 @@ import (
 // the store revision the page was read at, its Value a ScanResponse.
 //
 //	scan response = flags:u8 count:u64 nextLen:u16 next n:u32 n*(keyLen:u16 mod:u64 valueLen:u32 key value)
-//	                [n*(create:u64 version:u64 lease:u64)]
+//	                [n*(create:u64 version:u64 lease:u64)] [current:u64]
 //
 // The metadata after the entries is there when the request set
 // rangeq.Meta (ScanHasMeta in the response): a client of a kvd before
-// revisions neither asks for it nor gets it. Count and Next mean what
-// rangeq.Result's do.
+// revisions neither asks for it nor gets it. current, the store's
+// revision as the page was served (at least the revision read), is there
+// when the request set rangeq.Current (ScanHasCurrent). Count and Next
+// mean what rangeq.Result's do.
 //
 // A page holds at most MaxScanKeys keys and stops before the entry that
 // would take its keys and values past MaxScanBytes, but always holds at
@@ -34,9 +36,11 @@ const (
 
 // Scan response flags.
 const (
-	ScanMore     uint8 = 1 << 0 // entries remain after this page (rangeq.Result.More)
-	ScanHasMeta  uint8 = 1 << 1 // the entries' metadata follows them
-	scanRespFlag       = ScanMore | ScanHasMeta
+	ScanMore    uint8 = 1 << 0 // entries remain after this page (rangeq.Result.More)
+	ScanHasMeta uint8 = 1 << 1 // the entries' metadata follows them
+	// ScanHasCurrent: the store's current revision ends the page.
+	ScanHasCurrent uint8 = 1 << 2
+	scanRespFlag         = ScanMore | ScanHasMeta | ScanHasCurrent
 )
 
 // ErrScan: a scan response does not decode.
@@ -54,12 +58,14 @@ type ScanKV struct {
 // the number of keys in the whole range; otherwise len(KVs). With ScanMore
 // set, Next is where the following page continues (rangeq.Result.Next;
 // empty for a page of a sort by another target than the key, which
-// continues at an offset).
+// continues at an offset). With ScanHasCurrent, Current is the store's
+// revision as the page was served.
 type ScanResponse struct {
-	Flags uint8
-	Count uint64
-	Next  []byte
-	KVs   []ScanKV
+	Flags   uint8
+	Count   uint64
+	Next    []byte
+	KVs     []ScanKV
+	Current uint64
 }
 
 // scanReader reads the fields of a scan frame, remembering the first error.
@@ -136,6 +142,9 @@ func AppendScanResponse(b []byte, r *ScanResponse) []byte {
 			b = binary.LittleEndian.AppendUint64(b, kv.Meta.Lease)
 		}
 	}
+	if r.Flags&ScanHasCurrent != 0 {
+		b = binary.LittleEndian.AppendUint64(b, r.Current)
+	}
 	return b
 }
 
@@ -170,6 +179,9 @@ func DecodeScanResponse(b []byte, out *ScanResponse) error {
 			m := &p.KVs[i].Meta
 			m.Create, m.Version, m.Lease = r.u64("create revision"), r.u64("version"), r.u64("lease")
 		}
+	}
+	if p.Flags&ScanHasCurrent != 0 {
+		p.Current = r.u64("current revision")
 	}
 	if err := r.done(); err != nil {
 		return err

@@ -93,3 +93,26 @@ func TestScanMeta(t *testing.T) {
 		t.Fatalf("response without metadata: %+v, %v", got, err)
 	}
 }
+
+// TestScanCurrentRevision: a page with ScanHasCurrent ends with the
+// store's current revision, after the entries' metadata; one without it
+// carries none, and a truncated one is refused.
+func TestScanCurrentRevision(t *testing.T) {
+	m := revision.Meta{Create: 2, Mod: 5, Version: 3, Lease: 7}
+	for _, flags := range []uint8{ScanHasCurrent, ScanHasCurrent | ScanHasMeta | ScanMore} {
+		r := ScanResponse{Flags: flags, Count: 1, Next: []byte("l"), KVs: []ScanKV{{Key: []byte("k"), Meta: m, Value: []byte("v")}}, Current: 42}
+		b := AppendScanResponse(nil, &r)
+		var got ScanResponse
+		if err := DecodeScanResponse(b, &got); err != nil || got.Current != 42 || got.KVs[0].Meta.Mod != 5 {
+			t.Fatalf("flags %#x: %+v, %v", flags, got, err)
+		}
+		if err := DecodeScanResponse(b[:len(b)-1], &got); !errors.Is(err, ErrScan) {
+			t.Errorf("flags %#x, truncated: %v, want ErrScan", flags, err)
+		}
+	}
+	r := ScanResponse{Count: 0, Current: 42}
+	var got ScanResponse
+	if err := DecodeScanResponse(AppendScanResponse(nil, &r), &got); err != nil || got.Current != 0 {
+		t.Fatalf("without ScanHasCurrent: %+v, %v", got, err)
+	}
+}

@@ -23,7 +23,8 @@ import (
 //
 //	watch request = from:u64
 //	watch message = flags:u8 n:u32 n*event
-//	event         = type:u8 keyLen:u16 version:u64 valueLen:u32 key value [prev]
+//	event         = type:u8 keyLen:u16 version:u64 valueLen:u32 key value [meta:32] [prev]
+//	meta          = the key's metadata after the write             (only with WatchMsgMeta)
 //	prev          = has:u8 [meta:32 prevLen:u32 prevValue]   (only with WatchMsgPrevKV)
 //	cancel        = Key empty, Value: the watch request's id (u64)
 //	progress req  = OpWatch, Flags WatchProgressRequest, Key empty, Value: the watch's id (u64)
@@ -59,7 +60,11 @@ const (
 	// notification on the open watch whose id is the Value (etcd's
 	// RequestProgress), sent once the watch is synced.
 	WatchProgressRequest uint16 = 1 << 4
-	watchFlags                  = WatchPrefix | WatchPrevKV | WatchProgressNotify | WatchFragment | WatchProgressRequest
+	// WatchMeta: each event carries its key's metadata after the write
+	// (create revision, version, lease: etcd's event kv); messages carry
+	// WatchMsgMeta.
+	WatchMeta  uint16 = 1 << 5
+	watchFlags        = WatchPrefix | WatchPrevKV | WatchProgressNotify | WatchFragment | WatchProgressRequest | WatchMeta
 )
 
 // Watch message flags.
@@ -73,7 +78,9 @@ const (
 	// WatchMsgProgress: a progress notification: no events; the message's
 	// Version is the revision through which the stream is complete.
 	WatchMsgProgress uint8 = 1 << 3
-	watchMsgFlag           = WatchCreated | WatchMsgPrevKV | WatchMsgFragment | WatchMsgProgress
+	// WatchMsgMeta: every event of the message carries its meta field.
+	WatchMsgMeta uint8 = 1 << 4
+	watchMsgFlag       = WatchCreated | WatchMsgPrevKV | WatchMsgFragment | WatchMsgProgress | WatchMsgMeta
 )
 
 // Bounds of one watch message.
@@ -105,8 +112,9 @@ func (t EventType) String() string {
 var ErrWatch = errors.New("wire: malformed watch")
 
 // WatchEvent is one applied write. Version is its store revision (a
-// transaction's writes share one); Value is empty for a delete. With
-// prev_kv, HasPrev says whether the key existed just before, and
+// transaction's writes share one); Value is empty for a delete. Meta is
+// the key's metadata after the write (Meta.Mod is Version); a delete's is
+// only its revision, as etcd's delete events carry. With prev_kv, HasPrev says whether the key existed just before, and
 // PrevValue and PrevMeta are what it held then. Key, Value and PrevValue
 // alias the frame they were decoded from.
 type WatchEvent struct {
@@ -114,6 +122,7 @@ type WatchEvent struct {
 	Key       []byte
 	Value     []byte
 	Version   uint64
+	Meta      revision.Meta
 	PrevValue []byte
 	PrevMeta  revision.Meta
 	HasPrev   bool
@@ -126,6 +135,17 @@ func WatchEventLen(keyLen, valueLen int) int { return 1 + 2 + 8 + 4 + keyLen + v
 type WatchMessage struct {
 	Flags  uint8
 	Events []WatchEvent
+}
+
+// metaFits reports whether e's metadata is what a write at its revision
+// can leave: a put's modified the key at it, after creating it; a
+// delete's is the revision alone.
+func metaFits(e *WatchEvent) bool {
+	m := e.Meta
+	if e.Type == EventDelete {
+		return m == revision.Meta{Mod: e.Version}
+	}
+	return m.Mod == e.Version && m.Create != 0 && m.Create <= m.Mod && m.Version != 0
 }
 
 // AppendWatchRequest appends the request's value: the version to start from
@@ -172,6 +192,9 @@ func AppendWatchMessage(b []byte, m *WatchMessage) []byte {
 		b = binary.LittleEndian.AppendUint32(b, uint32(len(e.Value)))
 		b = append(b, e.Key...)
 		b = append(b, e.Value...)
+		if m.Flags&WatchMsgMeta != 0 {
+			b = e.Meta.Append(b)
+		}
 		if m.Flags&WatchMsgPrevKV != 0 {
 			b = appendPrev(b, &e)
 		}
@@ -211,6 +234,20 @@ func decodePrev(r *scanReader, e *WatchEvent) {
 	e.PrevValue = r.bytes(uint64(r.u32("prev value length")), "prev value")
 }
 
+// decodeMeta reads an event's meta field.
+func decodeMeta(r *scanReader, e *WatchEvent) {
+	raw := r.bytes(revision.Size, "event metadata")
+	if r.err != nil {
+		return
+	}
+	m, err := revision.Decode(raw)
+	if err != nil {
+		r.fail(err.Error())
+		return
+	}
+	e.Meta = m
+}
+
 // DecodeWatchMessage parses a watch message. Keys and values alias b. The
 // event count is checked against the bytes present before anything is
 // allocated for it; events must be in version order, deletes carry no
@@ -234,6 +271,9 @@ func DecodeWatchMessage(b []byte, out *WatchMessage) error {
 		vl := r.u32("value length")
 		e.Key = r.bytes(uint64(kl), "key")
 		e.Value = r.bytes(uint64(vl), "value")
+		if m.Flags&WatchMsgMeta != 0 {
+			decodeMeta(&r, e)
+		}
 		if m.Flags&WatchMsgPrevKV != 0 {
 			decodePrev(&r, e)
 		}
@@ -255,6 +295,8 @@ func DecodeWatchMessage(b []byte, out *WatchMessage) error {
 			return fmt.Errorf("%w: event %d deletes with a value", ErrWatch, i)
 		case i > 0 && e.Version < m.Events[i-1].Version:
 			return fmt.Errorf("%w: event %d out of version order", ErrWatch, i)
+		case m.Flags&WatchMsgMeta != 0 && !metaFits(&e):
+			return fmt.Errorf("%w: event %d's metadata %+v does not fit its revision %d", ErrWatch, i, e.Meta, e.Version)
 		}
 	}
 	if m.Flags&WatchMsgProgress != 0 && len(m.Events) > 0 {

@@ -156,3 +156,53 @@ func FuzzWatchRequest(f *testing.F) {
 		}
 	})
 }
+
+func TestWatchMessageMetaRoundTrip(t *testing.T) {
+	m := WatchMessage{Flags: WatchMsgMeta | WatchMsgPrevKV, Events: []WatchEvent{
+		{Type: EventPut, Key: []byte("a"), Value: []byte("1"), Version: 4,
+			Meta: revision.Meta{Create: 4, Mod: 4, Version: 1, Lease: 0x1234}, HasPrev: false, PrevValue: nil},
+		{Type: EventPut, Key: []byte("b"), Value: []byte("2"), Version: 4,
+			Meta:    revision.Meta{Create: 2, Mod: 4, Version: 3},
+			HasPrev: true, PrevValue: []byte("1"), PrevMeta: revision.Meta{Create: 2, Mod: 3, Version: 2, Lease: 7}},
+		{Type: EventDelete, Key: []byte("a"), Version: 6, Meta: revision.Meta{Mod: 6}},
+	}}
+	var got WatchMessage
+	if err := DecodeWatchMessage(AppendWatchMessage(nil, &m), &got); err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range got.Events {
+		w := m.Events[i]
+		if e.Meta != w.Meta || e.Version != w.Version || !bytes.Equal(e.Value, w.Value) || e.HasPrev != w.HasPrev || e.PrevMeta != w.PrevMeta {
+			t.Fatalf("event %d: got %+v want %+v", i, e, w)
+		}
+	}
+	if err := CheckWatchFlags(WatchMeta | WatchPrevKV | WatchPrefix); err != nil {
+		t.Fatalf("WatchMeta refused: %v", err)
+	}
+}
+
+func TestWatchDecodeRefusesMetaThatDoesNotFit(t *testing.T) {
+	put := func(m revision.Meta) WatchEvent {
+		return WatchEvent{Type: EventPut, Key: []byte("k"), Value: []byte("v"), Version: 5, Meta: m}
+	}
+	for _, tc := range []struct {
+		name string
+		e    WatchEvent
+	}{
+		{"mod is not the revision", put(revision.Meta{Create: 5, Mod: 4, Version: 1})},
+		{"no create revision", put(revision.Meta{Mod: 5, Version: 1})},
+		{"created after the write", put(revision.Meta{Create: 6, Mod: 5, Version: 1})},
+		{"version 0", put(revision.Meta{Create: 5, Mod: 5})},
+		{"delete with a lease", WatchEvent{Type: EventDelete, Key: []byte("k"), Version: 5, Meta: revision.Meta{Mod: 5, Lease: 3}}},
+		{"delete with a version", WatchEvent{Type: EventDelete, Key: []byte("k"), Version: 5, Meta: revision.Meta{Create: 2, Mod: 5, Version: 2}}},
+	} {
+		b := AppendWatchMessage(nil, &WatchMessage{Flags: WatchMsgMeta, Events: []WatchEvent{tc.e}})
+		var m WatchMessage
+		if err := DecodeWatchMessage(b, &m); !errors.Is(err, ErrWatch) {
+			t.Errorf("%s: err %v, want ErrWatch", tc.name, err)
+		}
+		if err := DecodeWatchMessage(b[:len(b)-1], &m); !errors.Is(err, ErrWatch) {
+			t.Errorf("%s, truncated: err %v, want ErrWatch", tc.name, err)
+		}
+	}
+}

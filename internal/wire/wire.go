@@ -105,7 +105,16 @@ const (
 	// a compacted revision is StatusCompacted, a future one
 	// StatusFutureRevision.
 	OpHashKV Op = 25
-	opMax       = OpHashKV
+	// OpMemberAddVoter adds a member that votes at once (etcd's MemberAdd
+	// without --learner), as OpMemberAdd takes it: Key its decimal id,
+	// Value its address. A server that predates it refuses the op (the
+	// connection closes), where a flag on OpMemberAdd, which older
+	// servers do not check, would have added a learner unasked.
+	OpMemberAddVoter Op = 26
+	// OpMemberUpdate changes a member's peer address (etcd's
+	// MemberUpdate): Key its decimal id, Value its new address.
+	OpMemberUpdate Op = 27
+	opMax             = OpMemberUpdate
 )
 
 func (o Op) String() string {
@@ -160,6 +169,10 @@ func (o Op) String() string {
 		return "delete-range"
 	case OpHashKV:
 		return "hash-kv"
+	case OpMemberAddVoter:
+		return "member-add-voter"
+	case OpMemberUpdate:
+		return "member-update"
 	}
 	return fmt.Sprintf("op(%d)", uint8(o))
 }
