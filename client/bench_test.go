@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"runtime"
 	"testing"
 	"time"
 
@@ -165,4 +166,26 @@ func benchKeys(b *testing.B, n int) (*client.Client, [][]byte) {
 		}
 	}
 	return c, keys
+}
+
+// BenchmarkGetParallel is the gateway's shape: 64 goroutines sharing one
+// client instance, each GETting a 256-byte value (one READ round trip,
+// location cached). Its CPU profile covers the client and the node
+// serving the READs, both in this process.
+func BenchmarkGetParallel(b *testing.B) {
+	c := benchClient(b, make([]byte, 256))
+	key := []byte("bench-key")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	b.ReportAllocs()
+	b.SetParallelism(64 / max(1, runtime.GOMAXPROCS(0)))
+	b.RunParallel(func(pb *testing.PB) {
+		buf := make([]byte, 0, 512)
+		for pb.Next() {
+			var err error
+			if buf, err = c.GetAppend(ctx, buf[:0], key); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

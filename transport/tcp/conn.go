@@ -162,8 +162,13 @@ func (c *conn) wlock() {
 // wunlock flushes unless another writer is waiting (it will flush), and
 // releases the writer; once flushed, its buffer goes back to the pool. A
 // write error, or werr, fails the connection.
-func (c *conn) wunlock(werr error) error {
-	if werr == nil && c.wwaiting.Load() == 0 {
+func (c *conn) wunlock(werr error) error { return c.wunlockMore(werr, false) }
+
+// wunlockMore is wunlock for a writer that knows it will write again at
+// once (more: serveLoop with READ batches queued), which then flushes what
+// both wrote in one socket write.
+func (c *conn) wunlockMore(werr error, more bool) error {
+	if werr == nil && !more && c.wwaiting.Load() == 0 {
 		if werr = c.bw.Flush(); werr == nil {
 			c.bw.Reset(nil)
 			writers.Put(c.bw)
