@@ -61,8 +61,9 @@ func (c *conn) onReadReq(h header) error {
 	return nil
 }
 
-// serveLoop answers READ batches in the order they arrived, and returns
-// message credits when Recv asks.
+// serveLoop answers READ batches in the order they arrived, returns
+// message credits when Recv asks, and flushes the READ requests Reads
+// posted.
 func (c *conn) serveLoop() {
 	defer c.loops.Done()
 	for {
@@ -75,6 +76,8 @@ func (c *conn) serveLoop() {
 			err = c.serveOne(j, len(c.serve.ready) > 0)
 		case <-c.msgs.kick:
 			err = c.returnCredits()
+		case <-c.flushKick:
+			err = c.flushPosted()
 		case <-c.closed:
 			return
 		}

@@ -3,7 +3,11 @@ package tcp
 import (
 	"bytes"
 	"io"
+	"runtime"
+	"sync"
 	"testing"
+
+	"github.com/kvd-project/kvd/transport"
 )
 
 // TestServeCoalescesQueuedResponses checks that a READ response served
@@ -59,5 +63,68 @@ func TestServeCoalescesQueuedResponses(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestReadsReadyTogetherShareAWrite checks that READ requests posted by
+// goroutines that are ready to run at the same time leave in fewer socket
+// writes than there are requests (serveLoop flushes them after letting
+// the others post), and that every Read still gets its own answer. With
+// one P the goroutines cannot overlap at the writer's lock, so without the
+// deferred flush each Read would write on its own.
+func TestReadsReadyTogetherShareAWrite(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	const reads = 4 // okHello's maxReads
+	_, ac, nc := rawPair(t, Config{}, okHello())
+	c := ac.(*conn)
+	ctx := testCtx(t)
+	w0 := c.wprog.Load()
+	var wg sync.WaitGroup
+	errc := make(chan error, reads)
+	bufs := make([][]byte, reads)
+	for i := range reads {
+		bufs[i] = make([]byte, 8)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			op := transport.ReadOp{Remote: transport.Descriptor{Addr: uint64(i+1) << 12, Len: 1 << 20, Key: 7}, Dst: bufs[i]}
+			errc <- ac.Read(ctx, []transport.ReadOp{op})
+		}()
+	}
+	ids := make([]uint32, reads)
+	for i := range reads {
+		h := readFrameHeader(t, nc)
+		if h.typ != frameReadReq || h.a != 1 {
+			t.Fatalf("request %d: header %+v", i, h)
+		}
+		p := make([]byte, h.length)
+		if _, err := io.ReadFull(nc, p); err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = h.id
+	}
+	// Each socket write counts twice in wprog (before and after).
+	if writes := (c.wprog.Load() - w0) / 2; writes >= reads {
+		t.Errorf("%d READ requests took %d socket writes, want fewer", reads, writes)
+	}
+	for _, id := range ids {
+		resp := frame(header{typ: frameReadResp, id: id, length: 8 + trailerSize}, append([]byte("answer-"+string(rune('0'+id))), 0, 0))
+		if _, err := nc.Write(resp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := map[string]bool{}
+	for _, b := range bufs {
+		got[string(b)] = true
+	}
+	if len(got) != reads {
+		t.Fatalf("answers %q: want %d distinct ones", bufs, reads)
 	}
 }
