@@ -2,6 +2,8 @@ package client_test
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -165,4 +167,38 @@ func benchKeys(b *testing.B, n int) (*client.Client, [][]byte) {
 		}
 	}
 	return c, keys
+}
+
+// BenchmarkGetParallel is the gateway's shape: 64 goroutines sharing one
+// client instance, each GETting a 256-byte value (one READ round trip,
+// location cached), b.N GETs in all. Its CPU profile covers the client
+// and the node serving the READs, both in this process.
+func BenchmarkGetParallel(b *testing.B) {
+	const workers = 64
+	c := benchClient(b, make([]byte, 256))
+	key := []byte("bench-key")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make([]byte, 0, 512)
+			for next.Add(1) <= int64(b.N) {
+				var err error
+				if buf, err = c.GetAppend(ctx, buf[:0], key); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	b.StopTimer()
+	st := c.Stats()
+	b.ReportMetric(float64(st.Fallbacks)/float64(b.N), "fallbacks/op")
 }

@@ -22,6 +22,14 @@ const (
 	// DefaultWatchQueueBytes bounds the events one watch stream holds
 	// waiting to be sent to its client.
 	DefaultWatchQueueBytes = 16 << 20
+	// DefaultStreamWorkers is how many goroutines serve calls, reused from
+	// one call to the next: a call made while all are busy gets a goroutine
+	// of its own, as without workers. 64 covers the concurrency of etcd's
+	// benchmark tool at its usual 64 clients.
+	DefaultStreamWorkers = 64
+	// maxStreamWorkers bounds StreamWorkers: each is an idle goroutine
+	// for the Server's life.
+	maxStreamWorkers = 4096
 	// grpcOverheadBytes is what gRPC may add to a request's payload; the
 	// transport's receive limit is MaxRequestBytes plus this (as etcd's).
 	grpcOverheadBytes = 512 << 10
@@ -57,6 +65,13 @@ type Config struct {
 	// MaxConcurrentStreams bounds one connection's open gRPC streams
 	// (--max-concurrent-streams). Default DefaultMaxConcurrentStreams.
 	MaxConcurrentStreams uint32
+	// StreamWorkers is how many goroutines serve gRPC calls, each reused
+	// from one call to the next (gRPC's NumStreamWorkers): a call does not
+	// pay for a new goroutine and for growing its stack, which under load
+	// costs as much CPU as decoding the request. Calls beyond them get
+	// goroutines of their own. Default DefaultStreamWorkers; negative:
+	// none (a goroutine per call, gRPC's default).
+	StreamWorkers int
 	// OneSidedGets answers a Range of one key at the latest revision with
 	// kvd's GET, one-sided where the client can (RDMA READs, no RPC), and
 	// falls back to a range read when the key is missing. The answer is
@@ -111,6 +126,9 @@ func (c Config) withDefaults() Config {
 	if c.MaxConcurrentStreams == 0 {
 		c.MaxConcurrentStreams = DefaultMaxConcurrentStreams
 	}
+	if c.StreamWorkers == 0 {
+		c.StreamWorkers = DefaultStreamWorkers
+	}
 	return c
 }
 
@@ -126,6 +144,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: etcdapi: WatchQueueBytes %d is negative", errs.ErrConfig, c.WatchQueueBytes)
 	case c.Gateway && c.MemberID != 0:
 		return fmt.Errorf("%w: etcdapi: a gateway is no member (MemberID %d)", errs.ErrConfig, c.MemberID)
+	case c.StreamWorkers > maxStreamWorkers:
+		return fmt.Errorf("%w: etcdapi: StreamWorkers %d is more than %d", errs.ErrConfig, c.StreamWorkers, maxStreamWorkers)
 	case c.MaxTxnOps < 0:
 		return fmt.Errorf("%w: etcdapi: MaxTxnOps %d is negative", errs.ErrConfig, c.MaxTxnOps)
 	case c.MaxTxnOps > limits.MaxTxnOps:

@@ -61,12 +61,16 @@ func (s *Server) Register(r grpc.ServiceRegistrar) {
 // ServerOptions are the gRPC options the Server's limits need: a caller
 // adds its own (credentials) and passes them all to grpc.NewServer.
 func (s *Server) ServerOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{
+	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(s.cfg.MaxRequestBytes + grpcOverheadBytes),
 		grpc.MaxSendMsgSize(math.MaxInt32),
 		grpc.MaxConcurrentStreams(s.cfg.MaxConcurrentStreams),
 		grpc.ChainUnaryInterceptor(s.limitRequestSize),
 	}
+	if s.cfg.StreamWorkers > 0 {
+		opts = append(opts, grpc.NumStreamWorkers(uint32(s.cfg.StreamWorkers)))
+	}
+	return opts
 }
 
 // NewGRPCServer returns a gRPC server with the Server's limits, extra

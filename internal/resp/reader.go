@@ -109,13 +109,20 @@ func (r *Reader) ReadCommand() ([][]byte, error) {
 }
 
 // readLine returns one CRLF-terminated line without its terminator, at
-// most max bytes long (tooLong is returned beyond that).
-func (r *Reader) readLine(max int, tooLong error) ([]byte, error) {
+// most max bytes long (beyond that, a ProtocolError with reason and
+// tooLong). With keep the line is a copy of its own; without, a line that
+// arrived whole in the read buffer is returned in place, valid only until
+// the next read (the length lines, parsed at once: no allocation).
+func (r *Reader) readLine(max int, keep bool, reason, tooLong string) ([]byte, error) {
 	var line []byte
 	for {
 		frag, err := r.br.ReadSlice('\n')
 		if len(line)+len(frag) > max+2 {
-			return nil, tooLong
+			return nil, protoErr(reason, tooLong)
+		}
+		if err == nil && line == nil && !keep {
+			line = frag
+			break
 		}
 		line = append(line, frag...)
 		if err == nil {
@@ -138,7 +145,7 @@ func (r *Reader) readLine(max int, tooLong error) ([]byte, error) {
 // readMultibulk reads "*<n>\r\n" and n bulk strings, as Redis'
 // processMultibulkBuffer accepts them.
 func (r *Reader) readMultibulk() ([][]byte, error) {
-	line, err := r.readLine(32, protoErr(ReasonSyntax, "too big mbulk count string"))
+	line, err := r.readLine(32, false, ReasonSyntax, "too big mbulk count string")
 	if err != nil {
 		return nil, err
 	}
@@ -155,7 +162,7 @@ func (r *Reader) readMultibulk() ([][]byte, error) {
 	args := make([][]byte, 0, min(n, 64))
 	total := 0
 	for i := int64(0); i < n; i++ {
-		line, err := r.readLine(32, protoErr(ReasonSyntax, "too big bulk count string"))
+		line, err := r.readLine(32, false, ReasonSyntax, "too big bulk count string")
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
@@ -210,7 +217,7 @@ func parseLen(b []byte) (int64, bool) {
 // readInline reads one inline command: words split by spaces, with
 // Redis' quoting (sdssplitargs).
 func (r *Reader) readInline() ([][]byte, error) {
-	line, err := r.readLine(r.lim.MaxInline, protoErr(ReasonInline, "too big inline request"))
+	line, err := r.readLine(r.lim.MaxInline, true, ReasonInline, "too big inline request")
 	if err != nil {
 		return nil, err
 	}

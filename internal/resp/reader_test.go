@@ -123,3 +123,31 @@ func TestWriterEncodesPerProtocol(t *testing.T) {
 		}
 	}
 }
+
+// TestReadCommandAllocatesOnlyItsArguments checks that a multibulk
+// command costs the argument slice and one buffer per argument and
+// nothing per length line: a GET is parsed for every request the Redis
+// listener serves.
+func TestReadCommandAllocatesOnlyItsArguments(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cmd  string
+		want float64 // the slice of arguments, and each argument
+	}{
+		{"GET", "*2\r\n$3\r\nGET\r\n$3\r\nkey\r\n", 3},
+		{"SET", "*3\r\n$3\r\nSET\r\n$3\r\nkey\r\n$5\r\nvalue\r\n", 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const runs = 100
+			r := NewReader(strings.NewReader(strings.Repeat(tc.cmd, runs+1)), Limits{})
+			got := testing.AllocsPerRun(runs, func() {
+				if _, err := r.ReadCommand(); err != nil {
+					t.Fatal(err)
+				}
+			})
+			if got > tc.want {
+				t.Fatalf("%.1f allocations per command, want at most %.0f", got, tc.want)
+			}
+		})
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 
@@ -55,6 +56,10 @@ type conn struct {
 	wwaiting atomic.Int32     // goroutines waiting for wmu; the last one out flushes
 	bw       *bufio.Writer    // guarded by wmu; from writers, nil while no one writes
 	whdr     [headerSize]byte // guarded by wmu
+	// posted: READ requests wait in bw for serveLoop to flush them, and it
+	// has been (or is being) kicked through flushKick. Guarded by wmu.
+	posted    bool
+	flushKick chan struct{}
 
 	msgs  msgQueue
 	reads readSlots
@@ -82,6 +87,7 @@ func newConn(t *Transport, nc net.Conn, remote string, local, peer hello) *conn 
 		maxMessage: int(min(local.maxMessage, peer.maxMessage)),
 		br:         bufio.NewReaderSize(nc, readBufSize),
 		closed:     make(chan struct{}),
+		flushKick:  make(chan struct{}, 1),
 	}
 	c.msgs.init(int(local.credits), int(peer.credits), c.maxMessage, t.creditDelay)
 	c.reads.init(int(min(local.maxReads, peer.maxReads)))
@@ -162,8 +168,13 @@ func (c *conn) wlock() {
 // wunlock flushes unless another writer is waiting (it will flush), and
 // releases the writer; once flushed, its buffer goes back to the pool. A
 // write error, or werr, fails the connection.
-func (c *conn) wunlock(werr error) error {
-	if werr == nil && c.wwaiting.Load() == 0 {
+func (c *conn) wunlock(werr error) error { return c.wunlockMore(werr, false) }
+
+// wunlockMore is wunlock for a writer that knows it will write again at
+// once (more: serveLoop with READ batches queued), which then flushes what
+// both wrote in one socket write.
+func (c *conn) wunlockMore(werr error, more bool) error {
+	if werr == nil && !more && c.wwaiting.Load() == 0 {
 		if werr = c.bw.Flush(); werr == nil {
 			c.bw.Reset(nil)
 			writers.Put(c.bw)
@@ -176,6 +187,36 @@ func (c *conn) wunlock(werr error) error {
 		return c.err
 	}
 	return nil
+}
+
+// wunlockPosted releases the writer after a READ request, leaving the
+// flush to serveLoop (flushPosted): Reads posted by goroutines that are
+// ready to run meanwhile go out in the same socket write, and the peer
+// reads them, and may answer them, together. A write error fails the
+// connection, as in wunlock.
+func (c *conn) wunlockPosted(werr error) error {
+	if werr != nil {
+		return c.wunlock(werr)
+	}
+	kick := !c.posted
+	c.posted = true
+	c.wmu.Unlock()
+	if kick {
+		// Only the writer that set posted kicks, and serveLoop clears it
+		// only after taking the kick: the channel has room.
+		c.flushKick <- struct{}{}
+	}
+	return nil
+}
+
+// flushPosted is serveLoop's flush of posted READ requests. It first lets
+// every goroutine that is ready to run do so, so that the Reads among them
+// join the write; with nothing else ready it flushes at once.
+func (c *conn) flushPosted() error {
+	runtime.Gosched()
+	c.wlock()
+	c.posted = false
+	return c.wunlock(nil)
 }
 
 // writeHeader writes a frame header; the caller holds the writer.

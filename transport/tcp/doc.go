@@ -24,7 +24,13 @@
 // context is never written to afterwards; readLoop drains the rest of that
 // response). serveLoop writes READ responses and returned credits, so
 // readLoop never waits on the socket's send side, nor Recv on the socket. All writers share one buffered writer under a mutex;
-// the last writer waiting flushes, which coalesces frames under load.
+// the last writer waiting flushes, which coalesces frames under load. Two
+// writers leave the flush to serveLoop instead: a Read leaves its request
+// for serveLoop to flush after every goroutine ready to run has had its
+// turn, so that the READs of concurrent GETs share one socket write (one
+// wakeup of the peer); and serveLoop leaves a READ response unflushed
+// while more batches wait to be served, so that one write answers them
+// all.
 //
 // Read posts a batch in one frame and waits for one response. Posting,
 // waiting, copying and serving allocate nothing once warm: request slots

@@ -106,7 +106,7 @@ func (c *conn) Read(ctx context.Context, ops []transport.ReadOp) error {
 	n := s.post(ops)
 	c.wlock()
 	_, err = c.bw.Write(s.req[:n])
-	if err = c.wunlock(err); err != nil {
+	if err = c.wunlockPosted(err); err != nil {
 		s.abandon()
 		return err
 	}

@@ -61,17 +61,23 @@ func (c *conn) onReadReq(h header) error {
 	return nil
 }
 
-// serveLoop answers READ batches in the order they arrived, and returns
-// message credits when Recv asks.
+// serveLoop answers READ batches in the order they arrived, returns
+// message credits when Recv asks, and flushes the READ requests Reads
+// posted.
 func (c *conn) serveLoop() {
 	defer c.loops.Done()
 	for {
 		var err error
 		select {
 		case j := <-c.serve.ready:
-			err = c.serveOne(j)
+			// With more batches queued, the next serveOne flushes this
+			// one's response with its own: under load, one socket write
+			// (and one wakeup of the peer) answers many READ batches.
+			err = c.serveOne(j, len(c.serve.ready) > 0)
 		case <-c.msgs.kick:
 			err = c.returnCredits()
+		case <-c.flushKick:
+			err = c.flushPosted()
 		case <-c.closed:
 			return
 		}
@@ -83,8 +89,10 @@ func (c *conn) serveLoop() {
 
 // serveOne checks a batch and writes its READ_RESP: the bytes of every op,
 // copied out of the registered memory with no application involvement, then
-// a trailer that reports a region closed while it was being copied.
-func (c *conn) serveOne(j *job) error {
+// a trailer that reports a region closed while it was being copied. With
+// more, it leaves the response in the write buffer for the next writer to
+// flush.
+func (c *conn) serveOne(j *job, more bool) error {
 	var regs [transport.MaxBatch]*region
 	var offs [transport.MaxBatch]uint64
 	st, bad, total := statusOK, 0, uint64(0)
@@ -100,7 +108,7 @@ func (c *conn) serveOne(j *job) error {
 	if st != statusOK {
 		err := c.writeHeader(header{typ: frameReadResp, a: uint8(st), b: uint8(bad), id: j.id})
 		c.serve.free <- j
-		return c.wunlock(err)
+		return c.wunlockMore(err, more)
 	}
 	err := c.writeHeader(header{typ: frameReadResp, id: j.id, length: total + trailerSize})
 	tst, tbad := statusOK, 0
@@ -118,7 +126,7 @@ func (c *conn) serveOne(j *job) error {
 	// Free the job before the flush: the peer may post its next batch as
 	// soon as it has this response.
 	c.serve.free <- j
-	return c.wunlock(err)
+	return c.wunlockMore(err, more)
 }
 
 // copyOut writes n bytes of r from off into the write buffer, a buffer-full
