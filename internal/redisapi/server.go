@@ -39,6 +39,8 @@ type Server struct {
 	qmu    sync.Mutex // guards queues
 	queues map[string]*keyQueue
 
+	sets setBatcher // plain SETs waiting to be committed together (setbatch.go)
+
 	mu        sync.Mutex
 	closed    bool
 	listeners map[net.Listener]struct{}

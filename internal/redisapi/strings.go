@@ -107,7 +107,8 @@ func parseSet(args [][]byte) (setArgs, reply) {
 	return a, nil
 }
 
-// runSet serves SET: a plain SET is one PUT; an expiry needs a lease
+// runSet serves SET: a plain SET is a PUT, committed with other
+// connections' (setbatch.go); an expiry needs a lease
 // (ttl.go); the other options run on a view.
 func runSet(c *conn, args [][]byte) reply {
 	a, bad := parseSet(args)
@@ -120,10 +121,7 @@ func runSet(c *conn, args [][]byte) reply {
 	if !a.nx && !a.xx && !a.get && !a.keepTTL {
 		ctx, cancel := c.ctx()
 		defer cancel()
-		if err := c.s.c.Put(ctx, args[1], args[2]); err != nil {
-			return kvdError(err)
-		}
-		return ok
+		return c.s.runSetGrouped(ctx, args[1], args[2])
 	}
 	return c.runAlone(c.s.cmds["set"], args)
 }
