@@ -73,8 +73,8 @@ type Knobs struct {
 	// in between.
 	BeforeCommit func(attempt int)
 	// BeforeSetGroup, if set, runs before a group of n plain SETs is
-	// committed (setbatch.go): a test can hold a group while more SETs
-	// queue behind it.
+	// committed (putgroup.Knobs.BeforeCommit): a test can hold a group
+	// while more SETs queue behind it.
 	BeforeSetGroup func(n int)
 }
 

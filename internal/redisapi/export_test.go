@@ -1,8 +1,4 @@
 package redisapi
 
-// WaitingSets is how many plain SETs wait for a group (setbatch.go).
-func (s *Server) WaitingSets() int {
-	s.sets.mu.Lock()
-	defer s.sets.mu.Unlock()
-	return len(s.sets.waiting)
-}
+// WaitingSets is how many plain SETs wait for a group (internal/putgroup).
+func (s *Server) WaitingSets() int { return s.sets.Waiting() }

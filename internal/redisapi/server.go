@@ -10,6 +10,7 @@ import (
 
 	"github.com/kvd-project/kvd/client"
 	"github.com/kvd-project/kvd/internal/promreg"
+	"github.com/kvd-project/kvd/internal/putgroup"
 	"github.com/kvd-project/kvd/internal/ratelog"
 )
 
@@ -39,7 +40,7 @@ type Server struct {
 	qmu    sync.Mutex // guards queues
 	queues map[string]*keyQueue
 
-	sets setBatcher // plain SETs waiting to be committed together (setbatch.go)
+	sets *putgroup.Group // commits plain SETs in groups
 
 	mu        sync.Mutex
 	closed    bool
@@ -58,6 +59,8 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		cfg: cfg, c: cfg.Client, m: newMetrics(), cursors: newCursors(cfg.MaxScanCursors), cmds: commandTable(), started: time.Now(),
 		listeners: map[net.Listener]struct{}{}, conns: map[*conn]struct{}{}, queues: map[string]*keyQueue{},
+		sets: putgroup.New(putgroup.Config{Client: cfg.Client, LastWins: true,
+			Knobs: putgroup.Knobs{BeforeCommit: cfg.Knobs.BeforeSetGroup}}),
 	}
 	if err := promreg.Register(cfg.Registerer, s.m.cs); err != nil {
 		return nil, fmt.Errorf("redisapi: metrics: %w", err)

@@ -107,8 +107,9 @@ func parseSet(args [][]byte) (setArgs, reply) {
 	return a, nil
 }
 
-// runSet serves SET: a plain SET is a PUT, committed with other
-// connections' (setbatch.go); an expiry needs a lease
+// runSet serves SET: a plain SET is a PUT, committed in a group with
+// other connections' (internal/putgroup: two SETs of a key in one group,
+// the later wins, as Redis could have ordered them); an expiry needs a lease
 // (ttl.go); the other options run on a view.
 func runSet(c *conn, args [][]byte) reply {
 	a, bad := parseSet(args)
@@ -121,7 +122,10 @@ func runSet(c *conn, args [][]byte) reply {
 	if !a.nx && !a.xx && !a.get && !a.keepTTL {
 		ctx, cancel := c.ctx()
 		defer cancel()
-		return c.s.runSetGrouped(ctx, args[1], args[2])
+		if _, err := c.s.sets.Put(ctx, args[1], args[2]); err != nil {
+			return kvdError(err)
+		}
+		return ok
 	}
 	return c.runAlone(c.s.cmds["set"], args)
 }
