@@ -18,5 +18,7 @@
 // group that fails fails each of its PUTs with the error a lone PUT would
 // have had, a write that may have been applied included. A PUT that kvd
 // would refuse (an empty or too long key, a too large value) is sent alone,
-// so that the refusal is its own.
+// so that the refusal is its own. A group commits under its committer's
+// deadline but not its cancellation: a caller that gives up on its own PUT
+// fails no other.
 package putgroup

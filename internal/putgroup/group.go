@@ -98,7 +98,9 @@ func (g *Group) Put(ctx context.Context, key, val []byte) (uint64, error) {
 		g.cfg.Knobs.BeforeCommit(len(batch))
 	}
 
-	rev, err := g.commit(ctx, batch)
+	gctx, cancel := groupContext(ctx)
+	rev, err := g.commit(gctx, batch)
+	cancel()
 	for _, q := range batch[1:] {
 		q.done <- outcome{rev: rev, err: err}
 	}
@@ -112,6 +114,17 @@ func (g *Group) Put(ctx context.Context, key, val []byte) (uint64, error) {
 	}
 	g.mu.Unlock()
 	return rev, err
+}
+
+// groupContext is the context a group commits under: ctx's deadline and
+// values, but not its cancellation. The group is other PUTs' too, so a
+// client that gives up on its own (a cancelled gRPC call) must not fail
+// theirs.
+func groupContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if dl, ok := ctx.Deadline(); ok {
+		return context.WithDeadline(context.WithoutCancel(ctx), dl)
+	}
+	return context.WithCancel(context.WithoutCancel(ctx))
 }
 
 // takeLocked makes p's group: p, then the PUTs that have waited longest,
