@@ -203,11 +203,6 @@ func (k *kvService) Put(ctx context.Context, r *pb.PutRequest) (*pb.PutResponse,
 		prev, rev, err = k.putPrevLease(ctx, r, opts)
 	case r.PrevKv:
 		prev, rev, err = k.s.c.PutPrev(ctx, r.Key, r.Value, opts...)
-	case r.Lease == 0 && len(opts) == 0:
-		// A plain Put shares a transaction with the other clients'
-		// (internal/putgroup; a key twice ends a group, so that every
-		// Put has a revision of its own).
-		rev, err = k.s.puts.Put(ctx, r.Key, r.Value)
 	default:
 		if r.Lease != 0 {
 			opts = append(opts, client.WithLease(client.LeaseID(r.Lease)))

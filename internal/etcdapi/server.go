@@ -8,7 +8,6 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/kvd-project/kvd/client"
-	"github.com/kvd-project/kvd/internal/putgroup"
 	"github.com/kvd-project/kvd/internal/ratelog"
 )
 
@@ -34,7 +33,6 @@ type Server struct {
 	refuseLog ratelog.Limiter
 
 	watch *watchService
-	puts  *putgroup.Group // commits plain Puts in groups (kv.go)
 }
 
 // New returns a Server for cfg.
@@ -47,7 +45,6 @@ func New(cfg Config) (*Server, error) {
 	s.memberID.Store(cfg.MemberID)
 	s.touchHeader() // the first answers' headers then likely carry the ids
 	s.watch = &watchService{s: s}
-	s.puts = putgroup.New(putgroup.Config{Client: cfg.Client, Knobs: putgroup.Knobs{BeforeCommit: cfg.Knobs.BeforePutGroup}})
 	return s, nil
 }
 

@@ -23,9 +23,6 @@ const opOverhead = 16
 type Config struct {
 	// Client commits the groups. Required.
 	Client *client.Client
-	// LastWins lets a group hold two PUTs of one key, the later value put;
-	// without it a group ends before a key it already has.
-	LastWins bool
 	// Knobs are for tests only.
 	Knobs Knobs
 }
@@ -129,23 +126,15 @@ func groupContext(ctx context.Context) (context.Context, context.CancelFunc) {
 
 // takeLocked makes p's group: p, then the PUTs that have waited longest,
 // as many as one transaction holds (limits.MaxTxnOps operations,
-// limits.MaxTxnBytes encoded) and, without LastWins, up to the first key
-// already in it.
+// limits.MaxTxnBytes encoded).
 func (g *Group) takeLocked(p *pending) []*pending {
 	batch := []*pending{p}
 	size := opOverhead + len(p.key) + len(p.val)
-	var keys map[string]bool
-	if !g.cfg.LastWins {
-		keys = map[string]bool{string(p.key): true}
-	}
 	n := 0
 	for _, q := range g.waiting {
 		size += opOverhead + len(q.key) + len(q.val)
-		if len(batch) == limits.MaxTxnOps || size > limits.MaxTxnBytes || keys[string(q.key)] {
+		if len(batch) == limits.MaxTxnOps || size > limits.MaxTxnBytes {
 			break
-		}
-		if keys != nil {
-			keys[string(q.key)] = true
 		}
 		batch = append(batch, q)
 		n++

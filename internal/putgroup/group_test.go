@@ -11,7 +11,7 @@ import (
 
 // TestGroupTakesWhatOneTransactionHolds checks which waiting PUTs join a
 // group: the longest waiting first, up to a transaction's operations and
-// bytes, and, without LastWins, up to the first key the group has.
+// bytes; a key twice does not end it (the later value is put).
 func TestGroupTakesWhatOneTransactionHolds(t *testing.T) {
 	keys := func(n int) []string {
 		out := make([]string, n)
@@ -22,23 +22,20 @@ func TestGroupTakesWhatOneTransactionHolds(t *testing.T) {
 	}
 	big := strings.Repeat("v", 400<<10)
 	tests := []struct {
-		name     string
-		lastWins bool
-		first    string
-		waiting  []string // keys
-		value    string
-		want     int // PUTs taken from waiting
+		name    string
+		first   string
+		waiting []string // keys
+		value   string
+		want    int // PUTs taken from waiting
 	}{
 		{name: "all of a few", first: "a", waiting: []string{"b", "c"}, value: "v", want: 2},
 		{name: "operations bound", first: "a", waiting: keys(200), value: "v", want: limits.MaxTxnOps - 1},
 		{name: "bytes bound", first: "a", waiting: keys(3), value: big, want: 1},
-		{name: "a key twice ends the group", first: "a", waiting: []string{"b", "a", "c"}, value: "v", want: 1},
-		{name: "a key twice with LastWins", lastWins: true, first: "a", waiting: []string{"b", "a", "c"}, value: "v", want: 3},
-		{name: "the first key twice ends it too", first: "a", waiting: []string{"a", "b"}, value: "v", want: 0},
+		{name: "a key twice", first: "a", waiting: []string{"b", "a", "c"}, value: "v", want: 3},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			g := New(Config{LastWins: tt.lastWins})
+			g := New(Config{})
 			for _, k := range tt.waiting {
 				g.waiting = append(g.waiting, &pending{key: []byte(k), val: []byte(tt.value)})
 			}

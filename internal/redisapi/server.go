@@ -59,7 +59,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		cfg: cfg, c: cfg.Client, m: newMetrics(), cursors: newCursors(cfg.MaxScanCursors), cmds: commandTable(), started: time.Now(),
 		listeners: map[net.Listener]struct{}{}, conns: map[*conn]struct{}{}, queues: map[string]*keyQueue{},
-		sets: putgroup.New(putgroup.Config{Client: cfg.Client, LastWins: true,
+		sets: putgroup.New(putgroup.Config{Client: cfg.Client,
 			Knobs: putgroup.Knobs{BeforeCommit: cfg.Knobs.BeforeSetGroup}}),
 	}
 	if err := promreg.Register(cfg.Registerer, s.m.cs); err != nil {
