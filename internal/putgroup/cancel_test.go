@@ -32,7 +32,7 @@ func TestCancelledPutFailsNoOtherInItsGroup(t *testing.T) {
 	defer releases[1]()
 	var mu sync.Mutex
 	n := 0
-	g := putgroup.New(putgroup.Config{Client: kc, Knobs: putgroup.Knobs{BeforeCommit: func(size int) {
+	g, err := putgroup.New(putgroup.Config{Client: kc, Knobs: putgroup.Knobs{BeforeCommit: func(size int) {
 		mu.Lock()
 		i := n
 		n++
@@ -42,6 +42,9 @@ func TestCancelledPutFailsNoOtherInItsGroup(t *testing.T) {
 			<-gates[i]
 		}
 	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	bg := context.Background()
 	errs := make(chan error, 3)

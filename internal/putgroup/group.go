@@ -2,9 +2,11 @@ package putgroup
 
 import (
 	"context"
+	"fmt"
 	"sync"
 
 	"github.com/kvd-project/kvd/client"
+	"github.com/kvd-project/kvd/internal/errs"
 	"github.com/kvd-project/kvd/internal/limits"
 )
 
@@ -55,8 +57,21 @@ type outcome struct {
 	run bool
 }
 
+// Validate reports what is wrong with c, without side effects.
+func (c Config) Validate() error {
+	if c.Client == nil {
+		return fmt.Errorf("%w: putgroup: Client is required", errs.ErrConfig)
+	}
+	return nil
+}
+
 // New returns a Group for cfg.
-func New(cfg Config) *Group { return &Group{cfg: cfg} }
+func New(cfg Config) (*Group, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Group{cfg: cfg}, nil
+}
 
 // Waiting is how many PUTs wait for a group.
 func (g *Group) Waiting() int {

@@ -1,17 +1,25 @@
 package putgroup
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/kvd-project/kvd/internal/errs"
 	"github.com/kvd-project/kvd/internal/limits"
 )
 
 // TestGroupTakesWhatOneTransactionHolds checks which waiting PUTs join a
 // group: the longest waiting first, up to a transaction's operations and
 // bytes; a key twice does not end it (the later value is put).
+func TestConfigWithoutClientIsRefused(t *testing.T) {
+	if _, err := New(Config{}); !errors.Is(err, errs.ErrConfig) {
+		t.Errorf("New without a Client: %v, want errs.ErrConfig", err)
+	}
+}
+
 func TestGroupTakesWhatOneTransactionHolds(t *testing.T) {
 	keys := func(n int) []string {
 		out := make([]string, n)
@@ -35,7 +43,7 @@ func TestGroupTakesWhatOneTransactionHolds(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			g := New(Config{})
+			g := &Group{}
 			for _, k := range tt.waiting {
 				g.waiting = append(g.waiting, &pending{key: []byte(k), val: []byte(tt.value)})
 			}

@@ -59,9 +59,12 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		cfg: cfg, c: cfg.Client, m: newMetrics(), cursors: newCursors(cfg.MaxScanCursors), cmds: commandTable(), started: time.Now(),
 		listeners: map[net.Listener]struct{}{}, conns: map[*conn]struct{}{}, queues: map[string]*keyQueue{},
-		sets: putgroup.New(putgroup.Config{Client: cfg.Client,
-			Knobs: putgroup.Knobs{BeforeCommit: cfg.Knobs.BeforeSetGroup}}),
 	}
+	sets, err := putgroup.New(putgroup.Config{Client: cfg.Client, Knobs: putgroup.Knobs{BeforeCommit: cfg.Knobs.BeforeSetGroup}})
+	if err != nil {
+		return nil, fmt.Errorf("redisapi: %w", err)
+	}
+	s.sets = sets
 	if err := promreg.Register(cfg.Registerer, s.m.cs); err != nil {
 		return nil, fmt.Errorf("redisapi: metrics: %w", err)
 	}
