@@ -72,6 +72,10 @@ type Knobs struct {
 	// transaction (attempt counts from 1): a test can change a key read
 	// in between.
 	BeforeCommit func(attempt int)
+	// BeforeSetGroup, if set, runs before a group of n plain SETs is
+	// committed (putgroup.Knobs.BeforeCommit): a test can hold a group
+	// while more SETs queue behind it.
+	BeforeSetGroup func(n int)
 }
 
 func (c Config) withDefaults() Config {

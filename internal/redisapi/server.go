@@ -10,6 +10,7 @@ import (
 
 	"github.com/kvd-project/kvd/client"
 	"github.com/kvd-project/kvd/internal/promreg"
+	"github.com/kvd-project/kvd/internal/putgroup"
 	"github.com/kvd-project/kvd/internal/ratelog"
 )
 
@@ -39,6 +40,8 @@ type Server struct {
 	qmu    sync.Mutex // guards queues
 	queues map[string]*keyQueue
 
+	sets *putgroup.Group // commits plain SETs in groups
+
 	mu        sync.Mutex
 	closed    bool
 	listeners map[net.Listener]struct{}
@@ -57,6 +60,11 @@ func New(cfg Config) (*Server, error) {
 		cfg: cfg, c: cfg.Client, m: newMetrics(), cursors: newCursors(cfg.MaxScanCursors), cmds: commandTable(), started: time.Now(),
 		listeners: map[net.Listener]struct{}{}, conns: map[*conn]struct{}{}, queues: map[string]*keyQueue{},
 	}
+	sets, err := putgroup.New(putgroup.Config{Client: cfg.Client, Knobs: putgroup.Knobs{BeforeCommit: cfg.Knobs.BeforeSetGroup}})
+	if err != nil {
+		return nil, fmt.Errorf("redisapi: %w", err)
+	}
+	s.sets = sets
 	if err := promreg.Register(cfg.Registerer, s.m.cs); err != nil {
 		return nil, fmt.Errorf("redisapi: metrics: %w", err)
 	}

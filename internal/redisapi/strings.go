@@ -107,7 +107,9 @@ func parseSet(args [][]byte) (setArgs, reply) {
 	return a, nil
 }
 
-// runSet serves SET: a plain SET is one PUT; an expiry needs a lease
+// runSet serves SET: a plain SET is a PUT, committed in a group with
+// other connections' (internal/putgroup: two SETs of a key in one group,
+// the later wins, as Redis could have ordered them); an expiry needs a lease
 // (ttl.go); the other options run on a view.
 func runSet(c *conn, args [][]byte) reply {
 	a, bad := parseSet(args)
@@ -120,7 +122,7 @@ func runSet(c *conn, args [][]byte) reply {
 	if !a.nx && !a.xx && !a.get && !a.keepTTL {
 		ctx, cancel := c.ctx()
 		defer cancel()
-		if err := c.s.c.Put(ctx, args[1], args[2]); err != nil {
+		if _, err := c.s.sets.Put(ctx, args[1], args[2]); err != nil {
 			return kvdError(err)
 		}
 		return ok
