@@ -60,7 +60,7 @@ func Open(cfg Config) (*Log, *Recovered, error) {
 		return nil, nil, err
 	}
 	fs := cfg.FS
-	if err := fs.MkdirAll(cfg.Dir, 0o755); err != nil {
+	if err := makeDir(fs, cfg.Dir); err != nil {
 		return nil, nil, err
 	}
 	lock, err := fs.Lock(fs.PathJoin(cfg.Dir, "LOCK"))
@@ -80,6 +80,19 @@ func Open(cfg Config) (*Log, *Recovered, error) {
 		return nil, nil, err
 	}
 	return l, rec, nil
+}
+
+// makeDir creates dir if needed and syncs its parent, so that the
+// directory's own name is durable before anything in it is relied on.
+func makeDir(fs vfs.FS, dir string) error {
+	if err := fs.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	parent, err := fs.OpenDir(fs.PathDir(dir))
+	if err != nil {
+		return err
+	}
+	return errors.Join(parent.Sync(), parent.Close())
 }
 
 func (l *Log) open() (*Recovered, error) {
@@ -274,7 +287,7 @@ func (l *Log) replay(kept []*scanned) (*Recovered, error) {
 			if err != nil {
 				return nil, fmt.Errorf("segment %s offset %d: %w", segName(sc.seq), r.off, err)
 			}
-			if t.index > l.trunc.index {
+			if t.index >= l.trunc.index && r.typ != recHardState && r.typ != recEntry {
 				l.trunc = t
 			}
 			l.batch = max(l.batch, r.batch+1)
@@ -291,7 +304,12 @@ func (l *Log) replay(kept []*scanned) (*Recovered, error) {
 			}
 			e := r.entry
 			s.maxIndex = max(s.maxIndex, e.GetIndex())
-			if i < resetSeg || (i == resetSeg && j < resetRec) || e.GetIndex() <= l.trunc.index {
+			if i < resetSeg || (i == resetSeg && j < resetRec) {
+				continue
+			}
+			if e.GetIndex() <= l.trunc.index {
+				// Compacted since, but it still replaced every entry after it.
+				ents, l.ents = ents[:0], l.ents[:0]
 				continue
 			}
 			if e.GetIndex() > l.last()+1 {

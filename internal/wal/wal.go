@@ -149,6 +149,7 @@ func (l *Log) roll() error {
 	s := l.active()
 	l.buf = appendRecord(l.buf, recEnd, s.seq, l.batch, nil)
 	s.size += endSize
+	l.dirty = true
 	if err := l.syncLocked(); err != nil {
 		return err
 	}
@@ -220,7 +221,8 @@ func (l *Log) syncLocked() error {
 }
 
 // Compact drops the entries at or below index (which must be in the log),
-// syncs, and frees the segments that held only those.
+// syncs (also when there is nothing to drop), and frees the segments that
+// held only dropped entries.
 func (l *Log) Compact(index uint64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -228,7 +230,7 @@ func (l *Log) Compact(index uint64) error {
 		return l.err
 	}
 	if index <= l.trunc.index {
-		return nil
+		return l.syncLocked()
 	}
 	if index > l.last() {
 		return fmt.Errorf("%w: compact to %d beyond last index %d", ErrBadAppend, index, l.last())
