@@ -35,6 +35,7 @@ type Log struct {
 	ents     []loc     // entries trunc.index+1 ... in order
 	resetSeq uint64    // the segment holding the latest Reset record
 	err      error     // sticky: set by a failed write or sync, or Close
+	closed   bool
 }
 
 type indexTerm struct{ index, term uint64 }
@@ -394,10 +395,15 @@ func (l *Log) segment(seq uint64) *segment {
 	return nil
 }
 
-// Close syncs what is buffered and closes the files.
+// Close syncs what is buffered and closes the files. Closing twice is a
+// no-op.
 func (l *Log) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.closed {
+		return nil
+	}
+	l.closed = true
 	var err error
 	if l.err == nil {
 		err = l.syncLocked()
