@@ -107,3 +107,49 @@ func TestDamageIsTornTailOrCorruption(t *testing.T) {
 		})
 	}
 }
+
+// forceRoll starts a new segment now.
+func forceRoll(t *testing.T, l *Log) {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	must(t, l.roll())
+}
+
+// TestMissingSegmentIsNoticedWithoutAGap removes a middle segment whose
+// loss leaves no gap in the entries: it held a compaction and the entries
+// that replaced an older suffix. Replaying around it would serve the
+// replaced entries; the segment chain makes it ErrCorrupt.
+func TestMissingSegmentIsNoticedWithoutAGap(t *testing.T) {
+	fs := vfs.NewMem()
+	cfg := memConfig(fs, MinSegmentSize)
+	l, _ := mustOpen(t, cfg)
+	must(t, l.Append(ents(1, 1, 20, 0)))
+	forceRoll(t, l)
+	mid := l.active().seq
+	must(t, l.Compact(10))
+	must(t, l.Append(ents(11, 2, 5, 0)))
+	must(t, l.Sync())
+	forceRoll(t, l)
+	must(t, l.Close())
+	must(t, fs.Remove(fs.PathJoin("/wal", segName(mid))))
+	if _, _, err := Open(cfg); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("Open without segment %d: %v, want ErrCorrupt", mid, err)
+	}
+}
+
+// TestCompactFreesSegmentsDurably checks that the segments a compaction
+// frees are gone for good once it returns: a crash right after it does not
+// bring their names back.
+func TestCompactFreesSegmentsDurably(t *testing.T) {
+	fs := vfs.NewCrashableMem()
+	l, _ := mustOpen(t, memConfig(fs, MinSegmentSize))
+	defer l.Close()
+	must(t, l.Append(ents(1, 1, 100, 0)))
+	must(t, l.Compact(100))
+	live, _ := segmentFiles(t, fs)
+	crashed, _ := segmentFiles(t, fs.CrashClone(vfs.CrashCloneCfg{}))
+	if live != 1 || crashed != live {
+		t.Fatalf("%d segment files after compacting everything, %d after a crash; want 1 and 1", live, crashed)
+	}
+}
