@@ -153,3 +153,33 @@ func TestCompactFreesSegmentsDurably(t *testing.T) {
 		t.Fatalf("%d segment files after compacting everything, %d after a crash; want 1 and 1", live, crashed)
 	}
 }
+
+// TestTornHeaderAfterEndRecordIsTornTail tears the header of a segment
+// whose records were written but not synced, right after a segment that
+// ended with an end record of a later generation than its last record.
+// The new segment's records are then two generations past that last
+// record but only one past the end record: unsynced, so a torn tail, not
+// corruption.
+func TestTornHeaderAfterEndRecordIsTornTail(t *testing.T) {
+	fs := vfs.NewMem()
+	cfg := memConfig(fs, MinSegmentSize)
+	l, _ := mustOpen(t, cfg)
+	must(t, l.Append(ents(1, 1, 5, 0)))
+	must(t, l.Reset(10, 2)) // synced: the next generation starts
+	forceRoll(t, l)         // the end record has that generation, and syncs
+	seq := l.active().seq
+	must(t, l.Append(ents(11, 2, 3, 0)))
+	l.mu.Lock()
+	must(t, l.flush()) // written, not synced: then the power fails
+	l.mu.Unlock()
+	must(t, l.Close()) // (a memory file system: the sync changes nothing)
+	patch(t, fs, seq, 0, []byte{0xff})
+	l2, r, err := Open(cfg)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	defer l2.Close()
+	if r.Index != 10 || len(r.Entries) != 0 {
+		t.Fatalf("replayed (%d, %d], want the reset log (10, 10]", r.Index, r.Index+uint64(len(r.Entries)))
+	}
+}

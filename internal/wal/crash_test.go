@@ -51,9 +51,24 @@ func (c *crashRun) op() {
 		must(t, l.SetHardState(hs))
 		c.pending = append(c.pending, func(m *model) { m.hs = hs })
 		c.live.hs = hs
-	case p < 85:
+	case p < 70:
 		must(t, l.Sync())
 		c.synced()
+	case p < 80:
+		// Write without the fdatasync: the state a crash during Sync
+		// finds, where the batch's write may have reached the disk in part.
+		l.mu.Lock()
+		must(t, l.flush())
+		l.mu.Unlock()
+	case p < 85:
+		if len(c.live.ents) > 0 {
+			lo := c.live.trunc.index + 1 + uint64(rng.IntN(len(c.live.ents)))
+			got, err := l.Entries(lo, c.live.last()+1, 1<<62)
+			must(t, err)
+			if d := (model{hs: c.live.hs, trunc: indexTerm{lo - 1, 0}, ents: c.live.ents[lo-c.live.trunc.index-1:]}).diff(model{hs: c.live.hs, trunc: indexTerm{lo - 1, 0}, ents: got}); d != "" {
+				t.Fatalf("Entries(%d, %d) before a sync: %s", lo, c.live.last()+1, d)
+			}
+		}
 	case p < 96:
 		idx := c.live.trunc.index + uint64(rng.IntN(len(c.live.ents)+1))
 		must(t, l.Compact(idx))

@@ -61,7 +61,9 @@
 //
 // Open reads the segments in order. In the last segment the first bad
 // record ends the log unless a valid record at least two generations
-// newer than the last good record lies beyond it: then the bad record was
+// newer than the last good record lies beyond it (in that segment or a
+// later one; the previous segment's end record counts as a good record):
+// then the bad record was
 // synced and damaged since, and Open fails with ErrCorrupt rather than
 // drop synced data. A bad record followed only by records of its own or
 // the next generation cannot be told from a torn write (they may all be
@@ -84,9 +86,12 @@
 // fdatasync the page cache may have dropped the data, so retrying could
 // acknowledge what is not on disk.
 //
-// The crash test (crash_test.go) checks all this on Pebble's crashable
-// memory file system: after a simulated power cut that keeps what was
-// synced and a random subset of the unsynced 4 KiB blocks and directory
-// entries, Open must succeed and replay exactly the synced records plus a
-// prefix of the unsynced ones.
+// The crash tests check all this: after a simulated power cut, Open must
+// succeed and replay exactly the synced records plus a prefix of the
+// unsynced ones. crash_test.go cuts power on Pebble's crashable memory
+// file system (what was synced survives, with a random subset of the
+// unsynced 4 KiB blocks and directory entries); tornfs_test.go on one
+// that keeps each unsynced write whole, torn at any byte or sector, or not
+// at all, in any order. Both cut power also between a batch's write and
+// its fdatasync.
 package wal

@@ -39,6 +39,9 @@ type scanned struct {
 	end    int64 // offset after the last valid record (before an end record)
 	ended  endKind
 	beyond uint64 // endBad: the highest generation of a valid record after end
+	// endRecord: the end record's generation (the sync that preceded the
+	// next segment's first record closed it)
+	endBatch uint64
 }
 
 type scannedRecord struct {
@@ -182,7 +185,7 @@ func (sc *scanned) decode(buf []byte) error {
 			return nil
 		}
 		if r.typ == recEnd {
-			sc.ended, sc.end = endRecord, int64(off)
+			sc.ended, sc.end, sc.endBatch = endRecord, int64(off), r.batch
 			return nil
 		}
 		sr := scannedRecord{typ: r.typ, batch: r.batch, off: int64(off), size: int32(n)}
@@ -227,10 +230,15 @@ func (l *Log) checkSegments(scans []*scanned) ([]*scanned, error) {
 	for k > 0 && len(scans[k-1].recs) == 0 {
 		k--
 	}
+	// lastBatch is the generation of the last valid record, the end
+	// record included.
 	var lastBatch uint64
 	if k > 0 {
 		recs := scans[k-1].recs
 		lastBatch = recs[len(recs)-1].batch
+		if scans[k-1].ended == endRecord {
+			lastBatch = scans[k-1].endBatch
+		}
 	}
 	for _, sc := range scans[k:] {
 		if sc.ended == endBad && sc.beyond >= lastBatch+2 {
@@ -292,7 +300,7 @@ func (l *Log) replay(kept []*scanned) (*Recovered, error) {
 			}
 			l.batch = max(l.batch, r.batch+1)
 		}
-		l.batch = max(l.batch, sc.beyond+1)
+		l.batch = max(l.batch, sc.beyond+1, sc.endBatch+1)
 	}
 	var ents []*pb.Entry
 	for i, sc := range kept {
