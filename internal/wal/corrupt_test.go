@@ -183,3 +183,21 @@ func TestTornHeaderAfterEndRecordIsTornTail(t *testing.T) {
 		t.Fatalf("replayed (%d, %d], want the reset log (10, 10]", r.Index, r.Index+uint64(len(r.Entries)))
 	}
 }
+
+// TestEntriesChecksWhatItReadsBack damages an entry on disk under an open
+// log: reading it back fails with ErrCorrupt instead of serving it.
+func TestEntriesChecksWhatItReadsBack(t *testing.T) {
+	fs := vfs.NewMem()
+	l, _ := mustOpen(t, memConfig(fs, MinSegmentSize))
+	defer l.Close()
+	must(t, l.Append(ents(1, 1, 10, 0)))
+	must(t, l.Sync())
+	lc := l.ents[4]
+	patch(t, fs, lc.seq, lc.off+hdrSize+3, []byte{0xee})
+	if _, err := l.Entries(1, 11, 1<<30); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("Entries over a damaged record: %v, want ErrCorrupt", err)
+	}
+	if got, err := l.Entries(1, 5, 1<<30); err != nil || len(got) != 4 {
+		t.Fatalf("Entries before the damaged record: %d entries, %v; want 4", len(got), err)
+	}
+}

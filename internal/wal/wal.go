@@ -340,39 +340,69 @@ func (l *Log) Entries(lo, hi, maxSize uint64) ([]*pb.Entry, error) {
 	}
 	var out []*pb.Entry
 	var total uint64
-	for i := lo; i < hi; i++ {
-		e, err := l.read(i)
+	for i := lo; i < hi; {
+		run, err := l.readRun(i, hi, maxSize-min(total, maxSize))
 		if err != nil {
 			return out, err
 		}
-		total += uint64(proto.Size(e))
-		if len(out) > 0 && total > maxSize {
-			break
+		for _, e := range run {
+			total += uint64(proto.Size(e))
+			if len(out) > 0 && total > maxSize {
+				return out, nil
+			}
+			out = append(out, e)
 		}
-		out = append(out, e)
+		i += uint64(len(run))
 	}
 	return out, nil
 }
 
-// read reads entry i back from its segment and checks it is what the
-// index says.
-func (l *Log) read(i uint64) (*pb.Entry, error) {
-	lc := l.ents[i-l.trunc.index-1]
-	s := l.segment(lc.seq)
+// readChunk bounds one read of back-to-back records.
+const readChunk = 256 << 10
+
+// readRun reads entries from i on (below hi) that lie back to back in one
+// segment with one read: at least one entry, then no more than readChunk
+// or budget bytes.
+func (l *Log) readRun(i, hi, budget uint64) ([]*pb.Entry, error) {
+	first := l.ents[i-l.trunc.index-1]
+	s := l.segment(first.seq)
 	if s == nil {
-		return nil, fmt.Errorf("%w: entry %d in freed segment %d", ErrCorrupt, i, lc.seq)
+		return nil, fmt.Errorf("%w: entry %d in freed segment %d", ErrCorrupt, i, first.seq)
 	}
-	b := make([]byte, lc.size)
-	if _, err := s.f.ReadAt(b, lc.off); err != nil {
-		return nil, fmt.Errorf("wal: read entry %d: %w", i, err)
+	n, size := 1, int64(first.size)
+	for j := i + 1; j < hi; j++ {
+		lc := l.ents[j-l.trunc.index-1]
+		if lc.seq != first.seq || lc.off != first.off+size || size+int64(lc.size) > min(readChunk, int64(budget)) {
+			break
+		}
+		n, size = n+1, size+int64(lc.size)
 	}
-	r, _, err := decodeRecord(b, s.seq, MaxRecord)
+	b := make([]byte, size)
+	if _, err := s.f.ReadAt(b, first.off); err != nil {
+		return nil, fmt.Errorf("wal: read entries [%d,%d): %w", i, i+uint64(n), err)
+	}
+	out := make([]*pb.Entry, n)
+	for k := range out {
+		idx := i + uint64(k)
+		lc := l.ents[idx-l.trunc.index-1]
+		var err error
+		if out[k], err = decodeEntry(b[lc.off-first.off:][:lc.size], s.seq, idx, lc.term); err != nil {
+			return nil, fmt.Errorf("segment %d offset %d: %w", s.seq, lc.off, err)
+		}
+	}
+	return out, nil
+}
+
+// decodeEntry decodes the entry record b and checks it holds entry index
+// of term, as the in-memory index says.
+func decodeEntry(b []byte, seq, index, term uint64) (*pb.Entry, error) {
+	r, _, err := decodeRecord(b, seq, MaxRecord)
 	if err != nil || r.typ != recEntry {
-		return nil, fmt.Errorf("%w: entry %d at segment %d offset %d unreadable", ErrCorrupt, i, s.seq, lc.off)
+		return nil, fmt.Errorf("%w: entry %d unreadable", ErrCorrupt, index)
 	}
 	e := &pb.Entry{}
-	if err := proto.Unmarshal(r.payload, e); err != nil || e.GetIndex() != i || e.GetTerm() != lc.term {
-		return nil, fmt.Errorf("%w: entry %d at segment %d offset %d does not match the index", ErrCorrupt, i, s.seq, lc.off)
+	if err := proto.Unmarshal(r.payload, e); err != nil || e.GetIndex() != index || e.GetTerm() != term {
+		return nil, fmt.Errorf("%w: entry %d does not match the index", ErrCorrupt, index)
 	}
 	return e, nil
 }
