@@ -61,11 +61,10 @@
 //
 // Open reads the segments in order. In the last segment the first bad
 // record ends the log unless a valid record at least two generations
-// newer than the last good record lies beyond it (in that segment or a
-// later one; the previous segment's end record counts as a good record):
-// then the bad record was
-// synced and damaged since, and Open fails with ErrCorrupt rather than
-// drop synced data. A bad record followed only by records of its own or
+// newer than the last good record (an end record counts) lies beyond it,
+// in that segment or a trailing one: then the bad record was synced and
+// damaged since, and Open fails with ErrCorrupt rather than drop synced
+// data. A bad record followed only by records of its own or
 // the next generation cannot be told from a torn write (they may all be
 // unsynced), so it ends the log. A trailing segment with no valid record
 // was started but never written; it is removed. Open then closes the last
