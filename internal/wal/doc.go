@@ -24,8 +24,10 @@
 // Config.SegmentSize bytes (DefaultSegmentSize), filled with zeros when it
 // is created, so that writing records into it never changes the file's
 // size and fdatasync flushes data only. A freed segment is renamed to a
-// spare; a new segment is a spare renamed (its old bytes stay) or a new
-// zero-filled file. Sequence numbers only grow and are never reused.
+// spare; a new segment is a spare renamed (its old bytes stay) or, with
+// no spare, a new zero-filled file. Whenever the log runs out of spares it
+// zero-fills one in the background, so that rolling to the next segment
+// rarely waits for that. Sequence numbers only grow and are never reused.
 //
 // A segment is a run of records, each at a multiple of 8 bytes:
 //

@@ -73,6 +73,7 @@ func Open(cfg Config) (*Log, *Recovered, error) {
 	l := &Log{cfg: cfg, maxPayload: cfg.maxPayload(), lock: lock, hs: &pb.HardState{}, batch: 1, nextSeq: 1}
 	rec, err := l.open()
 	if err != nil {
+		l.collectSpare()
 		for _, s := range l.segs {
 			_ = s.f.Close()
 		}
@@ -365,13 +366,7 @@ func (l *Log) restart(kept, dropped []*scanned) error {
 			return err
 		}
 	}
-	next, err := l.newSegment(l.nextSeq)
-	if err != nil {
-		return err
-	}
-	l.nextSeq++
-	l.segs = append(l.segs, next)
-	if err := l.putHeader(); err != nil {
+	if err := l.startSegment(); err != nil {
 		return err
 	}
 	return l.syncLocked()

@@ -57,6 +57,9 @@ func (l *Log) newSegment(seq uint64) (*segment, error) {
 	fs := l.cfg.FS
 	name := fs.PathJoin(l.cfg.Dir, segName(seq))
 	var f vfs.File
+	if len(l.spares) == 0 {
+		l.collectSpare()
+	}
 	for len(l.spares) > 0 && f == nil {
 		old := fs.PathJoin(l.cfg.Dir, spareName(l.spares[0]))
 		l.spares = l.spares[1:]
@@ -145,4 +148,45 @@ func (l *Log) free(s *segment) error {
 		return nil
 	}
 	return fs.Remove(name)
+}
+
+// prepareSpare starts zero-filling a spare in the background if there is
+// none and none is being prepared. The file is not synced into the
+// directory: a spare lost in a crash is only made again.
+func (l *Log) prepareSpare() {
+	if l.prep != nil || len(l.spares) > 0 || l.cfg.SpareSegments == 0 {
+		return
+	}
+	seq := l.nextSeq
+	l.nextSeq++
+	done := make(chan struct{})
+	l.prep = done
+	fs, size := l.cfg.FS, l.cfg.SegmentSize
+	name := fs.PathJoin(l.cfg.Dir, spareName(seq))
+	go func() {
+		defer close(done)
+		f, err := createZeroed(fs, name, size)
+		if err == nil {
+			err = f.Close()
+		}
+		if err != nil {
+			_ = fs.Remove(name)
+		}
+		// Read only after done is closed.
+		l.prepSeq, l.prepErr = seq, err
+	}()
+}
+
+// collectSpare waits for the spare being prepared, if any, and adds it to
+// the spares. A failed preparation is dropped: the next segment is then
+// made in place.
+func (l *Log) collectSpare() {
+	if l.prep == nil {
+		return
+	}
+	<-l.prep
+	l.prep = nil
+	if l.prepErr == nil {
+		l.spares = append(l.spares, l.prepSeq)
+	}
 }

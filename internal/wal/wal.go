@@ -36,6 +36,13 @@ type Log struct {
 	resetSeq uint64    // the segment holding the latest Reset record
 	err      error     // sticky: set by a failed write or sync, or Close
 	closed   bool
+
+	// A spare being zero-filled in the background, so that rolling to a
+	// new segment does not wait for it: prep is closed when it is done,
+	// then prepSeq and prepErr hold the outcome (nil prep: none).
+	prep    chan struct{}
+	prepSeq uint64
+	prepErr error
 }
 
 type indexTerm struct{ index, term uint64 }
@@ -154,12 +161,19 @@ func (l *Log) roll() error {
 	if err := l.syncLocked(); err != nil {
 		return err
 	}
+	return l.startSegment()
+}
+
+// startSegment makes the next segment the active one, with its header
+// buffered, and has a spare prepared for the one after.
+func (l *Log) startSegment() error {
 	next, err := l.newSegment(l.nextSeq)
 	if err != nil {
 		return err
 	}
 	l.nextSeq++
 	l.segs = append(l.segs, next)
+	l.prepareSpare()
 	return l.putHeader()
 }
 
@@ -434,6 +448,7 @@ func (l *Log) Close() error {
 		return nil
 	}
 	l.closed = true
+	l.collectSpare()
 	var err error
 	if l.err == nil {
 		err = l.syncLocked()

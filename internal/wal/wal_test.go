@@ -121,8 +121,8 @@ func TestLogServesAndReplaysWhatWasWritten(t *testing.T) {
 }
 
 // TestFreedSegmentsAreRecycled checks that a compaction turns freed
-// segments into spares and that rolling reuses them instead of creating
-// files.
+// segments into spares and that rolling renames one into the new segment
+// instead of writing a new file.
 func TestFreedSegmentsAreRecycled(t *testing.T) {
 	fs := vfs.NewMem()
 	l, _ := mustOpen(t, memConfig(fs, 8<<10))
@@ -130,14 +130,49 @@ func TestFreedSegmentsAreRecycled(t *testing.T) {
 	m := newModel()
 	appendStep(1, 1, 300)(t, l, &m)
 	compactStep(300)(t, l, &m)
-	_, spares := segmentFiles(t, fs)
-	if spares != DefaultSpareSegments {
-		t.Fatalf("%d spares after compaction, want %d", spares, DefaultSpareSegments)
+	l.mu.Lock()
+	l.collectSpare()
+	freed := append([]uint64(nil), l.spares...)
+	active := l.active().seq
+	l.mu.Unlock()
+	if len(freed) < DefaultSpareSegments {
+		t.Fatalf("%d spares after compaction, want at least %d", len(freed), DefaultSpareSegments)
 	}
-	appendStep(301, 1, 60)(t, l, &m)
+	for l.LastIndex() < 400 && l.active().seq == active {
+		appendStep(l.LastIndex()+1, 1, 1)(t, l, &m)
+	}
 	must(t, l.Sync())
-	if _, spares := segmentFiles(t, fs); spares >= DefaultSpareSegments {
-		t.Fatalf("%d spares after rolling, want fewer than %d (reused)", spares, DefaultSpareSegments)
+	var left int
+	for _, seq := range freed {
+		if _, err := fs.Stat(fs.PathJoin("/wal", spareName(seq))); err == nil {
+			left++
+		}
+	}
+	if left != len(freed)-1 {
+		t.Fatalf("%d of %d spares left after one roll, want one renamed into the new segment", left, len(freed))
+	}
+	checkLog(t, l, m)
+}
+
+// TestRollingDoesNotWaitForZeroFill checks that with no spare left a
+// spare is prepared in the background, and used by the next roll.
+func TestRollingDoesNotWaitForZeroFill(t *testing.T) {
+	fs := vfs.NewMem()
+	l, _ := mustOpen(t, memConfig(fs, 8<<10))
+	defer l.Close()
+	l.mu.Lock()
+	prepared := l.prep != nil
+	l.collectSpare()
+	spares := append([]uint64(nil), l.spares...)
+	l.mu.Unlock()
+	if !prepared || len(spares) != 1 {
+		t.Fatalf("a new log prepared a spare: %v, spares %v; want one", prepared, spares)
+	}
+	m := newModel()
+	appendStep(1, 1, 100)(t, l, &m)
+	must(t, l.Sync())
+	if _, err := fs.Stat(fs.PathJoin("/wal", spareName(spares[0]))); err == nil {
+		t.Fatalf("spare %d still there after rolling", spares[0])
 	}
 	checkLog(t, l, m)
 }
