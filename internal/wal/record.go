@@ -39,8 +39,9 @@ const (
 	recEnd                          // no payload: the segment ends here
 )
 
-// castagnoli is read-only after initialization.
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+// checksum is the CRC-32C of b (crc32 keeps one shared Castagnoli table,
+// so MakeTable costs nothing after its first call).
+func checksum(b []byte) uint32 { return crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli)) }
 
 func align(n int) int { return (n + recordAlign - 1) &^ (recordAlign - 1) }
 
@@ -57,7 +58,7 @@ func appendRecord(dst []byte, t recType, seq, batch uint64, payload []byte) []by
 	binary.LittleEndian.PutUint64(r[16:], batch)
 	r[24] = byte(t)
 	copy(r[hdrSize:], payload)
-	crc := crc32.Checksum(r[4:hdrSize+len(payload)], castagnoli)
+	crc := checksum(r[4 : hdrSize+len(payload)])
 	binary.LittleEndian.PutUint32(r, crc)
 	return dst
 }
@@ -96,7 +97,7 @@ func decodeRecord(b []byte, seq uint64, maxPayload int) (record, int, error) {
 		}
 	}
 	end := hdrSize + int(n)
-	if crc32.Checksum(b[4:end], castagnoli) != binary.LittleEndian.Uint32(b) {
+	if checksum(b[4:end]) != binary.LittleEndian.Uint32(b) {
 		return record{}, 0, errNoRecord
 	}
 	t := recType(b[24])
