@@ -1,0 +1,98 @@
+// Package wal owns a Raft log on disk: the entries and the HardState, in
+// a directory of preallocated, recycled segment files beside (not inside)
+// the state store. It is written for one raft loop: appends and HardState
+// changes are buffered and made durable together by one Sync (one write,
+// one fdatasync), however many entries the batch holds.
+//
+// # What it offers
+//
+// Open replays the log and returns the HardState, the truncation point and
+// the entries after it. Append adds entries, replacing the suffix from
+// their first index on (as raft does when a new leader overwrites an
+// uncommitted tail); SetHardState records a HardState; Sync makes both
+// durable. Entries and Term read the log (terms from memory; entries from
+// the files through an in-memory index of where each record lies).
+// Compact drops the prefix up to an index and frees the segments that held
+// only dropped entries; Reset empties the log at a snapshot's index and
+// term. Both sync before freeing anything.
+//
+// # On disk
+//
+// The directory holds segment files named by a 16-hex-digit sequence
+// number ("000000000000002a.wal"), spare files kept for reuse
+// ("0000000000000007.spare") and a LOCK file. Each segment is
+// Config.SegmentSize bytes (DefaultSegmentSize), filled with zeros when it
+// is created, so that writing records into it never changes the file's
+// size and fdatasync flushes data only. A freed segment is renamed to a
+// spare; a new segment is a spare renamed (its old bytes stay) or, with
+// no spare, a new zero-filled file. Whenever the log runs out of spares it
+// zero-fills one in the background, so that rolling to the next segment
+// rarely waits for that. Sequence numbers only grow and are never reused.
+//
+// A segment is a run of records, each at a multiple of 8 bytes:
+//
+//	crc     uint32  CRC-32C (Castagnoli) of the rest of the header and the payload
+//	length  uint32  payload bytes, at most MaxRecord
+//	seq     uint64  the segment's sequence number
+//	batch   uint64  the sync generation: +1 after every fdatasync
+//	type    uint8   entry, HardState, compact, reset, segment header, end
+//	zero    7 bytes
+//	payload         a marshaled raftpb.Entry or HardState; index and term;
+//	                or (header) truncation point, previous segment, HardState
+//
+// Every segment starts with a header record (the HardState and truncation
+// point as of its start, so that older segments can be freed, and the
+// previous segment's number, so that a missing file is noticed) and, once
+// the next segment is started, ends with an end record.
+//
+// # Crash safety
+//
+// The argument rests on three rules the writer keeps:
+//
+//  1. A record counts only if its checksum holds and it carries its
+//     segment's sequence number. A recycled file's old records carry an
+//     older number, and zeros carry none, so neither is ever read as new.
+//  2. Before the next segment gets any record, the current one is given
+//     its end record and synced. So every segment but the last is whole on
+//     disk, and a bad record anywhere but in the last segment (or a
+//     segment that lacks its end record and is not the last) is
+//     corruption: Open fails with ErrCorrupt.
+//  3. Records of generation g+1 are written only after the fdatasync that
+//     closed generation g returned. So a valid record of generation g on
+//     disk proves every record of generation g-1 or earlier was synced.
+//
+// Open reads the segments in order. In the last segment the first bad
+// record ends the log unless a valid record at least two generations
+// newer than the last good record (an end record counts) lies beyond it,
+// in that segment or a trailing one: then the bad record was synced and
+// damaged since, and Open fails with ErrCorrupt rather than drop synced
+// data. A bad record followed only by records of its own or
+// the next generation cannot be told from a torn write (they may all be
+// unsynced), so it ends the log. A trailing segment with no valid record
+// was started but never written; it is removed. Open then closes the last
+// segment with an end record written over the torn bytes and starts a new
+// segment, so what lay beyond the tail is never read again.
+//
+// Replay then rebuilds the state from the records in order: the last
+// HardState; the highest truncation point (it only grows); no entry
+// written before the latest Reset; and after it each entry replacing the
+// one at its index and all after it. An entry that would leave a gap is
+// ErrCorrupt. A segment is freed only when the compact or reset record
+// that makes it unneeded is durable, and only from the oldest on, so
+// replay never needs a freed record.
+//
+// New directories and file names are made durable (the parent directory
+// is synced) before anything relies on them. A failed write or fdatasync
+// makes the log refuse all further writes (ErrClosed): after a failed
+// fdatasync the page cache may have dropped the data, so retrying could
+// acknowledge what is not on disk.
+//
+// The crash tests check all this: after a simulated power cut, Open must
+// succeed and replay exactly the synced records plus a prefix of the
+// unsynced ones. crash_test.go cuts power on Pebble's crashable memory
+// file system (what was synced survives, with a random subset of the
+// unsynced 4 KiB blocks and directory entries); tornfs_test.go on one
+// that keeps each unsynced write whole, torn at any byte or sector, or not
+// at all, in any order. Both cut power also between a batch's write and
+// its fdatasync.
+package wal

@@ -1,0 +1,373 @@
+package wal
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+)
+
+// Recovered is what Open read back from the log.
+type Recovered struct {
+	// HardState is the latest HardState recorded (empty if none).
+	HardState *pb.HardState
+	// Index and Term are the truncation point: the entries at or below
+	// Index are gone (compacted, or replaced by a snapshot).
+	Index, Term uint64
+	// Entries are the entries after Index, in order.
+	Entries []*pb.Entry
+}
+
+// How a segment's records end.
+type endKind int
+
+const (
+	endRecord endKind = iota // an end-of-segment record
+	endBad                   // bytes that are not a record of the segment
+	endFile                  // the end of the file
+)
+
+// scanned is one segment as read at open.
+type scanned struct {
+	seq    uint64
+	f      vfs.File
+	recs   []scannedRecord
+	end    int64 // offset after the last valid record (before an end record)
+	ended  endKind
+	beyond uint64 // endBad: the highest generation of a valid record after end
+	// endRecord: the end record's generation (the sync that preceded the
+	// next segment's first record closed it)
+	endBatch uint64
+}
+
+type scannedRecord struct {
+	typ   recType
+	batch uint64
+	off   int64
+	size  int32
+	entry *pb.Entry // recEntry
+	data  []byte    // other types: the payload, copied
+}
+
+// Open opens (creating if needed) the log in cfg.Dir and replays it. A
+// torn tail (the unsynced end of the last segment) ends the log; damage
+// anywhere else is ErrCorrupt. Open then starts a new segment, so that
+// what lay past the torn tail is never read again.
+func Open(cfg Config) (*Log, *Recovered, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, nil, err
+	}
+	fs := cfg.FS
+	if err := makeDir(fs, cfg.Dir); err != nil {
+		return nil, nil, err
+	}
+	lock, err := fs.Lock(fs.PathJoin(cfg.Dir, "LOCK"))
+	if err != nil {
+		return nil, nil, fmt.Errorf("wal: lock %s: %w", cfg.Dir, err)
+	}
+	l := &Log{cfg: cfg, maxPayload: cfg.maxPayload(), lock: lock, hs: &pb.HardState{}, batch: 1, nextSeq: 1}
+	rec, err := l.open()
+	if err != nil {
+		l.collectSpare()
+		for _, s := range l.segs {
+			_ = s.f.Close()
+		}
+		if l.dir != nil {
+			_ = l.dir.Close()
+		}
+		_ = lock.Close()
+		return nil, nil, err
+	}
+	return l, rec, nil
+}
+
+// makeDir creates dir if needed and syncs its parent, so that the
+// directory's own name is durable before anything in it is relied on.
+func makeDir(fs vfs.FS, dir string) error {
+	if err := fs.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	parent, err := fs.OpenDir(fs.PathDir(dir))
+	if err != nil {
+		return err
+	}
+	return errors.Join(parent.Sync(), parent.Close())
+}
+
+func (l *Log) open() (*Recovered, error) {
+	fs := l.cfg.FS
+	var err error
+	if l.dir, err = fs.OpenDir(l.cfg.Dir); err != nil {
+		return nil, err
+	}
+	names, err := fs.List(l.cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	var seqs []uint64
+	for _, name := range names {
+		seq, spare, ok := parseName(name)
+		if !ok {
+			continue
+		}
+		l.nextSeq = max(l.nextSeq, seq+1)
+		if spare {
+			l.spares = append(l.spares, seq)
+		} else {
+			seqs = append(seqs, seq)
+		}
+	}
+	slices.Sort(seqs)
+	slices.Sort(l.spares)
+	var scans []*scanned
+	defer func() {
+		for _, sc := range scans {
+			if sc.f != nil && l.segment(sc.seq) == nil {
+				_ = sc.f.Close()
+			}
+		}
+	}()
+	for _, seq := range seqs {
+		sc, err := l.scanSegment(seq)
+		if err != nil {
+			return nil, err
+		}
+		scans = append(scans, sc)
+	}
+	kept, err := l.checkSegments(scans)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := l.replay(kept)
+	if err != nil {
+		return nil, err
+	}
+	if err := l.restart(kept, scans[len(kept):]); err != nil {
+		return nil, err
+	}
+	return rec, nil
+}
+
+// scanSegment reads segment seq and decodes its records.
+func (l *Log) scanSegment(seq uint64) (*scanned, error) {
+	fs := l.cfg.FS
+	f, err := fs.OpenReadWrite(fs.PathJoin(l.cfg.Dir, segName(seq)), vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return nil, err
+	}
+	sc := &scanned{seq: seq, f: f}
+	st, err := f.Stat()
+	if err != nil {
+		return sc, err
+	}
+	if st.Size() > MaxSegmentFile {
+		return sc, fmt.Errorf("%w: segment %s is %d bytes, more than %d", ErrCorrupt, segName(seq), st.Size(), MaxSegmentFile)
+	}
+	buf := make([]byte, st.Size())
+	if _, err := f.ReadAt(buf, 0); err != nil && !errors.Is(err, io.EOF) {
+		return sc, fmt.Errorf("wal: read %s: %w", segName(seq), err)
+	}
+	return sc, sc.decode(buf)
+}
+
+// decode fills sc from the segment's bytes.
+func (sc *scanned) decode(buf []byte) error {
+	off := 0
+	for off < len(buf) {
+		r, n, err := decodeRecord(buf[off:], sc.seq, MaxRecord)
+		if err != nil {
+			sc.ended, sc.end = endBad, int64(off)
+			sc.beyond = highestBatchAfter(buf, off+recordAlign, sc.seq)
+			return nil
+		}
+		if r.typ == recEnd {
+			sc.ended, sc.end, sc.endBatch = endRecord, int64(off), r.batch
+			return nil
+		}
+		sr := scannedRecord{typ: r.typ, batch: r.batch, off: int64(off), size: int32(n)}
+		if r.typ == recEntry {
+			sr.entry = &pb.Entry{}
+			if err := proto.Unmarshal(r.payload, sr.entry); err != nil {
+				return fmt.Errorf("%w: segment %s offset %d: entry: %w", ErrCorrupt, segName(sc.seq), off, err)
+			}
+		} else {
+			sr.data = slices.Clone(r.payload)
+		}
+		sc.recs = append(sc.recs, sr)
+		off += n
+	}
+	sc.ended, sc.end = endFile, int64(off)
+	return nil
+}
+
+// highestBatchAfter is the highest generation of any valid record of
+// segment seq starting at an aligned offset from off on (0 if none).
+func highestBatchAfter(buf []byte, off int, seq uint64) uint64 {
+	var hi uint64
+	for off = align(off); off+hdrSize <= len(buf); off += recordAlign {
+		if r, _, err := decodeRecord(buf[off:], seq, MaxRecord); err == nil {
+			hi = max(hi, r.batch)
+		}
+	}
+	return hi
+}
+
+// checkSegments decides which segments hold the log and that the damage
+// found, if any, is a torn tail. Every segment but the last was synced
+// whole (with its end record) before the next got a record, and a record
+// of generation g is only written once every record of generation g-2 and
+// before is durable. So: a trailing segment with no valid record is a
+// segment started but never written (dropped); every other segment but
+// the last must end with an end record; and a bad record followed by a
+// valid one two generations newer than the last good record is
+// corruption, not a torn write.
+func (l *Log) checkSegments(scans []*scanned) ([]*scanned, error) {
+	k := len(scans)
+	for k > 0 && len(scans[k-1].recs) == 0 {
+		k--
+	}
+	// lastBatch is the generation of the last valid record, the end
+	// record included.
+	var lastBatch uint64
+	if k > 0 {
+		recs := scans[k-1].recs
+		lastBatch = recs[len(recs)-1].batch
+		if scans[k-1].ended == endRecord {
+			lastBatch = scans[k-1].endBatch
+		}
+	}
+	for _, sc := range scans[k:] {
+		if sc.ended == endBad && sc.beyond >= lastBatch+2 {
+			return nil, fmt.Errorf("%w: segment %s: bad first record followed by valid records", ErrCorrupt, segName(sc.seq))
+		}
+	}
+	for i, sc := range scans[:k] {
+		if len(sc.recs) == 0 || sc.recs[0].typ != recSegment {
+			return nil, fmt.Errorf("%w: segment %s does not start with its header", ErrCorrupt, segName(sc.seq))
+		}
+		if i < k-1 && sc.ended != endRecord {
+			return nil, fmt.Errorf("%w: segment %s: bad record at offset %d before the last segment", ErrCorrupt, segName(sc.seq), sc.end)
+		}
+		if _, prev, _, err := parseHeader(sc.recs[0].data); err != nil {
+			return nil, err
+		} else if i > 0 && prev != scans[i-1].seq {
+			return nil, fmt.Errorf("%w: segment %s follows %s, not %s", ErrCorrupt, segName(sc.seq), segName(scans[i-1].seq), segName(prev))
+		}
+	}
+	if k > 0 {
+		if sc := scans[k-1]; sc.ended == endBad && sc.beyond >= lastBatch+2 {
+			return nil, fmt.Errorf("%w: segment %s: bad record at offset %d followed by later synced records", ErrCorrupt, segName(sc.seq), sc.end)
+		}
+	}
+	return scans[:k], nil
+}
+
+// replay rebuilds the log's state from the kept segments' records. The
+// truncation point only grows, so the final one is the highest recorded;
+// no entry recorded before the latest Reset survives it; after it, each
+// entry replaces the one at its index and everything after, and the first
+// entry above the truncation point must extend the log without a gap.
+func (l *Log) replay(kept []*scanned) (*Recovered, error) {
+	resetSeg, resetRec := -1, -1
+	for i, sc := range kept {
+		for j, r := range sc.recs {
+			var t indexTerm
+			var err error
+			switch r.typ {
+			case recSegment:
+				var hs []byte
+				t, _, hs, err = parseHeader(r.data)
+				if err == nil {
+					err = l.setReplayedHardState(hs)
+				}
+			case recHardState:
+				err = l.setReplayedHardState(r.data)
+			case recCompact, recReset:
+				t.index, t.term, err = parseIndexTerm(r.data)
+				if r.typ == recReset {
+					resetSeg, resetRec = i, j
+				}
+			}
+			if err != nil {
+				return nil, fmt.Errorf("segment %s offset %d: %w", segName(sc.seq), r.off, err)
+			}
+			if t.index >= l.trunc.index && r.typ != recHardState && r.typ != recEntry {
+				l.trunc = t
+			}
+			l.batch = max(l.batch, r.batch+1)
+		}
+		l.batch = max(l.batch, sc.beyond+1, sc.endBatch+1)
+	}
+	var ents []*pb.Entry
+	for i, sc := range kept {
+		s := &segment{seq: sc.seq, f: sc.f, size: sc.end, flushed: sc.end}
+		l.segs = append(l.segs, s)
+		for j, r := range sc.recs {
+			if r.typ != recEntry {
+				continue
+			}
+			e := r.entry
+			s.maxIndex = max(s.maxIndex, e.GetIndex())
+			if i < resetSeg || (i == resetSeg && j < resetRec) {
+				continue
+			}
+			if e.GetIndex() <= l.trunc.index {
+				// Compacted since, but it still replaced every entry after it.
+				ents, l.ents = ents[:0], l.ents[:0]
+				continue
+			}
+			if e.GetIndex() > l.last()+1 {
+				return nil, fmt.Errorf("%w: segment %s offset %d: entry %d after last index %d", ErrCorrupt, segName(sc.seq), r.off, e.GetIndex(), l.last())
+			}
+			n := e.GetIndex() - l.trunc.index - 1
+			ents = append(ents[:n], e)
+			l.ents = append(l.ents[:n], loc{seq: sc.seq, off: r.off, size: r.size, term: e.GetTerm()})
+		}
+	}
+	if resetSeg >= 0 {
+		l.resetSeq = kept[resetSeg].seq
+	}
+	return &Recovered{HardState: proto.Clone(l.hs).(*pb.HardState), Index: l.trunc.index, Term: l.trunc.term, Entries: ents}, nil
+}
+
+func (l *Log) setReplayedHardState(b []byte) error {
+	hs := &pb.HardState{}
+	if err := proto.Unmarshal(b, hs); err != nil {
+		return fmt.Errorf("%w: HardState: %w", ErrCorrupt, err)
+	}
+	l.hs = hs
+	return nil
+}
+
+// restart closes the last kept segment with an end record (over whatever
+// torn bytes follow its last record), removes the trailing segments that
+// were started but never written, and starts a new segment.
+func (l *Log) restart(kept, dropped []*scanned) error {
+	if n := len(kept); n > 0 && kept[n-1].ended != endRecord {
+		s := l.active()
+		end := appendRecord(nil, recEnd, s.seq, l.batch, nil)
+		if _, err := s.f.WriteAt(end, s.size); err != nil {
+			return err
+		}
+		if err := s.f.SyncData(); err != nil {
+			return err
+		}
+	}
+	fs := l.cfg.FS
+	for _, sc := range dropped {
+		_ = sc.f.Close()
+		sc.f = nil
+		if err := fs.Remove(fs.PathJoin(l.cfg.Dir, segName(sc.seq))); err != nil {
+			return err
+		}
+	}
+	if err := l.startSegment(); err != nil {
+		return err
+	}
+	return l.syncLocked()
+}
