@@ -221,13 +221,8 @@ func decodePrev(r *scanReader, e *WatchEvent) {
 		r.fail("prev flag not 0 or 1")
 		return
 	}
-	raw := r.bytes(revision.Size, "prev metadata")
-	if r.err != nil {
-		return
-	}
-	m, err := revision.Decode(raw)
-	if err != nil {
-		r.fail(err.Error())
+	m, ok := readMeta(r, "prev metadata")
+	if !ok {
 		return
 	}
 	e.PrevMeta, e.HasPrev = m, true
@@ -236,16 +231,23 @@ func decodePrev(r *scanReader, e *WatchEvent) {
 
 // decodeMeta reads an event's meta field.
 func decodeMeta(r *scanReader, e *WatchEvent) {
-	raw := r.bytes(revision.Size, "event metadata")
+	if m, ok := readMeta(r, "event metadata"); ok {
+		e.Meta = m
+	}
+}
+
+// readMeta reads one encoded revision.Meta; what names it in errors.
+func readMeta(r *scanReader, what string) (revision.Meta, bool) {
+	raw := r.bytes(revision.Size, what)
 	if r.err != nil {
-		return
+		return revision.Meta{}, false
 	}
 	m, err := revision.Decode(raw)
 	if err != nil {
 		r.fail(err.Error())
-		return
+		return revision.Meta{}, false
 	}
-	e.Meta = m
+	return m, true
 }
 
 // DecodeWatchMessage parses a watch message. Keys and values alias b. The
