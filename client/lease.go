@@ -86,13 +86,33 @@ func (c *Client) Revoke(ctx context.Context, id LeaseID) error {
 // lives at least TTL from the moment this call was made (not from when it
 // returned). ErrLeaseNotFound if the lease is gone.
 func (c *Client) KeepAliveOnce(ctx context.Context, id LeaseID) (time.Duration, error) {
+	r, err := c.Renew(ctx, id)
+	return r.TTL, err
+}
+
+// Renewal is a lease renewal's answer.
+type Renewal struct {
+	// TTL: the lease lives at least TTL from the moment the call was made.
+	TTL time.Duration
+	// Revision is the store revision of the leader's applied state when
+	// it renewed the lease (0 from a kvd that predates it): a linearizable
+	// revision, read without a write, at which the lease existed.
+	Revision uint64
+}
+
+// Renew is KeepAliveOnce, answering the store revision too.
+func (c *Client) Renew(ctx context.Context, id LeaseID) (Renewal, error) {
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
 	resp, err := c.leaderCall(ctx, &wire.Request{Op: wire.OpLeaseKeepAlive, Value: wire.AppendLeaseID(nil, uint64(id))}, true)
 	if err != nil {
-		return 0, err
+		return Renewal{}, err
 	}
-	return time.Duration(resp.Version), nil
+	rev, err := wire.DecodeLeaseRenewal(resp.Value)
+	if err != nil {
+		return Renewal{}, fmt.Errorf("%w: %w", errMalformedReply, err)
+	}
+	return Renewal{TTL: time.Duration(resp.Version), Revision: rev}, nil
 }
 
 // LeaseInfo is a lease as the leader sees it.

@@ -37,11 +37,11 @@ func (s *Server) lease(ctx context.Context, req *wire.Request) wire.Response {
 		s.leaseRefused(err)
 		return s.errResponse(err)
 	case wire.OpLeaseKeepAlive:
-		ttl, err := s.kv.KeepAlive(ctx, id)
+		ttl, rev, err := s.kv.KeepAlive(ctx, id)
 		if err != nil {
 			return s.errResponse(err)
 		}
-		return wire.Response{Version: uint64(ttl)}
+		return wire.Response{Version: uint64(ttl), Value: wire.AppendLeaseRenewal(nil, rev)}
 	}
 	info, err := s.kv.TimeToLive(ctx, id)
 	if err != nil {

@@ -241,8 +241,7 @@ func goLeaseSteps() []goStep {
 		}},
 		{"TimeToLive no keys", ttl},
 		{"Put WithLease", func(g *goRunner) (any, error) { return g.cli.Put(g.ctx, g.p+"l", "v", clientv3.WithLease(g.lease)) }}, // r+18
-		// Right after a write, and no lease call since the last one before
-		// it (knownDiffs).
+		// Right after a write, with no lease call since: its header shows it.
 		{"KeepAliveOnce", func(g *goRunner) (any, error) { return g.cli.KeepAliveOnce(g.ctx, g.lease) }},
 		{"Get leased", func(g *goRunner) (any, error) { return g.cli.Get(g.ctx, g.p+"l") }},
 		{"Watch WithRev leased", func(g *goRunner) (any, error) { return g.watch(1, g.p+"l", clientv3.WithRev(g.r(18))) }},

@@ -77,8 +77,6 @@ var knownDiffs = map[string]string{
 	// compact_revision is the compaction revision + 1.
 	"etcdctl: watch --rev compacted -w json": "WatchCreateRequest.start_revision",
 	"clientv3: Watch WithRev compacted":      "WatchCreateRequest.start_revision",
-	// A keep-alive's header revision is the last one the front learned.
-	"clientv3: KeepAliveOnce": "Lease.LeaseKeepAlive",
 }
 
 // compatDoc is the page knownDiffs' rows are in.

@@ -24,7 +24,7 @@ type leaseService struct {
 	s *Server
 
 	// rev is the highest store revision a lease call read: the header
-	// revision of keep-alive responses, which do not read it each time.
+	// revision of keep-alive responses whose renewal answered none.
 	rev atomic.Uint64
 }
 
@@ -49,10 +49,16 @@ func seconds(d time.Duration) int64 { return int64((d + time.Second - 1) / time.
 // read after it.
 func (ls *leaseService) header(ctx context.Context) *pb.ResponseHeader {
 	if rev, err := ls.s.currentRevision(ctx); err == nil {
-		for cur := ls.rev.Load(); rev > cur && !ls.rev.CompareAndSwap(cur, rev); cur = ls.rev.Load() {
-		}
+		ls.learn(rev)
 	}
 	return ls.s.header(ls.rev.Load())
+}
+
+// learn raises rev, the highest store revision a lease call read, to
+// at least got.
+func (ls *leaseService) learn(got uint64) {
+	for cur := ls.rev.Load(); got > cur && !ls.rev.CompareAndSwap(cur, got); cur = ls.rev.Load() {
+	}
 }
 
 // LeaseGrant grants a lease with the request's ID, or (ID 0) one the
@@ -91,17 +97,26 @@ func (ls *leaseService) LeaseKeepAlive(stream pb.Lease_LeaseKeepAliveServer) err
 		case err != nil:
 			return err
 		}
-		// The header is taken before the renewal, as etcd's: a lease
-		// revoked at some revision is never shown renewed after it.
-		resp := &pb.LeaseKeepAliveResponse{ID: req.ID, Header: ls.s.header(ls.rev.Load())}
-		ttl, err := ls.s.c.KeepAliveOnce(ctx, client.LeaseID(req.ID))
+		// The header's revision is the one the leader renewed the lease
+		// at, as etcd's is its store's: read before the renewal, so a
+		// lease revoked at some revision is never shown renewed after it.
+		// A lease not found, or a leader that predates it, answers none:
+		// then the last revision this front learned.
+		resp := &pb.LeaseKeepAliveResponse{ID: req.ID}
+		r, err := ls.s.c.Renew(ctx, client.LeaseID(req.ID))
 		switch {
 		case errors.Is(err, client.ErrLeaseNotFound):
 		case err != nil:
 			return toStatus(err)
 		default:
-			resp.TTL = seconds(ttl)
+			resp.TTL = seconds(r.TTL)
 		}
+		rev := r.Revision
+		if rev == 0 {
+			rev = ls.rev.Load()
+		}
+		ls.learn(rev)
+		resp.Header = ls.s.header(rev)
 		if err := stream.Send(resp); err != nil {
 			return err
 		}

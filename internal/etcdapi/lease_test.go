@@ -66,6 +66,35 @@ func TestLeaseGrantKeepAliveAndTimeToLiveWithKeys(t *testing.T) {
 	}
 }
 
+// TestLeaseKeepAliveHeaderIsTheStoreRevision: a keep-alive's header
+// revision is the store's when the leader renewed the lease, as etcd's,
+// not the last one a lease call of this front read: writes made since
+// the grant (none of them through a lease call) show in it. A lease gone
+// is still etcd's ErrLeaseNotFound.
+func TestLeaseKeepAliveHeaderIsTheStoreRevision(t *testing.T) {
+	e := start(t, 1, etcdapi.Config{})
+	ctx := t.Context()
+	g, err := e.etcd.Grant(ctx, 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.put(t, "kah/a", "1")
+	now := e.put(t, "kah/b", "1")
+	ka, err := e.etcd.KeepAliveOnce(ctx, g.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ka.Revision != now || ka.Revision <= g.Revision {
+		t.Errorf("keep-alive header revision %d, want the store's %d (the grant's was %d)", ka.Revision, now, g.Revision)
+	}
+	if _, err := e.etcd.Revoke(ctx, g.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.etcd.KeepAliveOnce(ctx, g.ID); !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		t.Errorf("keep-alive of a revoked lease: %v, want %v", err, rpctypes.ErrLeaseNotFound)
+	}
+}
+
 func TestLeaseGrantTTLRulesAsEtcd(t *testing.T) {
 	e := start(t, 1, etcdapi.Config{})
 	minTTL := int64(client.MinLeaseTTL / time.Second)

@@ -83,25 +83,28 @@ func (s *Store) Revoke(ctx context.Context, id uint64) error {
 // KeepAlive renews lease id on the leader: its deadline becomes now + TTL.
 // It returns the TTL once a ReadIndex round begun after the renewal has
 // confirmed this node still leads (see lessor.go for why that keeps a
-// holder's view of the lease safe).
-func (s *Store) KeepAlive(ctx context.Context, id uint64) (time.Duration, error) {
+// holder's view of the lease safe). rev is the store revision of the
+// applied state the renewal was made on, read before it (etcd's header
+// revision of a keep-alive): no revision it names has the lease revoked.
+func (s *Store) KeepAlive(ctx context.Context, id uint64) (ttl time.Duration, rev uint64, err error) {
 	if err := s.leaderHere(); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if err := s.node.ReadIndex(ctx); err != nil { // the lease's applied state is current
-		return 0, err
+		return 0, 0, err
 	}
-	ttl, err := s.m.leases.renew(id, s.cfg.LeaseClock())
+	rev = s.Revision()
+	ttl, err = s.m.leases.renew(id, s.cfg.LeaseClock())
 	if errors.Is(err, raft.ErrNotLeader) {
-		return 0, s.notLeader(s.node.Status().LeaderID)
+		return 0, 0, s.notLeader(s.node.Status().LeaderID)
 	}
 	if err != nil {
-		return 0, fmt.Errorf("%w: %d", err, id)
+		return 0, 0, fmt.Errorf("%w: %d", err, id)
 	}
 	if err := s.node.ReadIndex(ctx); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return ttl, nil
+	return ttl, rev, nil
 }
 
 // TimeToLive reports lease id as the leader sees it.

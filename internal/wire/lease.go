@@ -53,6 +53,22 @@ func DecodeLeaseID(b []byte) (uint64, error) {
 	return id, nil
 }
 
+// AppendLeaseRenewal appends the Value of an OpLeaseKeepAlive response:
+// le64 store revision.
+func AppendLeaseRenewal(b []byte, rev uint64) []byte { return binary.LittleEndian.AppendUint64(b, rev) }
+
+// DecodeLeaseRenewal parses such a Value: the store revision, or 0 if
+// the Value is empty (a server that predates it sends none).
+func DecodeLeaseRenewal(b []byte) (uint64, error) {
+	switch len(b) {
+	case 0:
+		return 0, nil
+	case 8:
+		return binary.LittleEndian.Uint64(b), nil
+	}
+	return 0, fmt.Errorf("%w: lease renewal of %d bytes (want 8)", ErrLength, len(b))
+}
+
 // LeaseInfo is an OpLeaseTimeToLive response's Value, as the leader sees
 // the lease:
 //

@@ -33,6 +33,30 @@ func TestLeaseRoundTrip(t *testing.T) {
 	}
 }
 
+// TestLeaseRenewalDecodes: a keep-alive answer's revision decodes to what
+// was encoded, an empty one (a server that predates it) to 0, and any
+// other length is refused.
+func TestLeaseRenewalDecodes(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   []byte
+		want uint64
+		err  error
+	}{
+		{"revision", AppendLeaseRenewal(nil, 1<<40+3), 1<<40 + 3, nil},
+		{"empty from an older server", nil, 0, nil},
+		{"short", []byte{1, 2, 3}, 0, ErrLength},
+		{"long", make([]byte, 9), 0, ErrLength},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := DecodeLeaseRenewal(tc.in)
+			if got != tc.want || !errors.Is(err, tc.err) || (tc.err == nil) != (err == nil) {
+				t.Fatalf("got %d, %v; want %d, %v", got, err, tc.want, tc.err)
+			}
+		})
+	}
+}
+
 // TestLeaseListRoundTrip: a lease list page decodes to what was encoded,
 // and what no server sends (ids out of order, a zero id, a ragged length,
 // more than a page) is refused.

@@ -60,7 +60,8 @@ const (
 	OpLeaseRevoke Op = 16
 	// OpLeaseKeepAlive: Value the le64 lease id; served by the leader,
 	// which restarts the lease's TTL. Response: Version the TTL in
-	// nanoseconds.
+	// nanoseconds, Value the le64 store revision the leader renewed it
+	// at (DecodeLeaseRenewal; empty from a server that predates it).
 	OpLeaseKeepAlive Op = 17
 	// OpLeaseTimeToLive: Value the le64 lease id; served by the leader.
 	// Response: Value a LeaseInfo.
