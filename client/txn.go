@@ -155,11 +155,15 @@ func OpGet(key []byte) Op { return Op{op: txn.Op{Type: txn.Get, Key: key}} }
 // evaluation a Range uses: its result's Count is how many keys the range
 // holds (etcd's count), KVs those the options select, More whether a
 // limit left some out. Options: WithLimit, WithKeysOnly, WithCountOnly,
-// WithSort and the revision filters (WithMinModRev, ...); WithRev and
-// WithConsistency are refused when the transaction is run (it reads at
-// its own revision). A range whose entries would not fit the reply, or
-// that a sort would hold more of than MaxSortKeys, fails the transaction
-// whole with ErrBadRequest.
+// WithSort and the revision filters (WithMinModRev, ...), and WithRev:
+// the range reads the state at that revision as committed before the
+// transaction (none of its writes), as etcd's range at a revision in a
+// transaction does; a compacted revision fails the transaction whole
+// with ErrCompacted, one past the store's with ErrFutureRevision.
+// WithConsistency is refused when the transaction is run (it is applied
+// through Raft). A range whose entries would not fit the reply, or that a
+// sort would hold more of than MaxSortKeys, fails the transaction whole
+// with ErrBadRequest.
 func OpRange(start, end []byte, opts ...ReadOption) Op {
 	var o readOptions
 	for _, f := range opts {
@@ -167,7 +171,7 @@ func OpRange(start, end []byte, opts ...ReadOption) Op {
 	}
 	s := &o.scan
 	q := rangeq.Request{Limit: uint32(min(s.limit, math.MaxUint32)), Target: rangeq.Target(s.target), Order: rangeq.Order(s.order),
-		MinMod: s.minMod, MaxMod: s.maxMod, MinCreate: s.minCreate, MaxCreate: s.maxCreate}
+		MinMod: s.minMod, MaxMod: s.maxMod, MinCreate: s.minCreate, MaxCreate: s.maxCreate, Rev: s.rev}
 	switch {
 	case s.countOnly:
 		q.Flags |= rangeq.CountOnly
@@ -175,8 +179,8 @@ func OpRange(start, end []byte, opts ...ReadOption) Op {
 		q.Flags |= rangeq.KeysOnly
 	}
 	op := Op{op: txn.Op{Type: txn.Range, Key: orFirst(start), RangeEnd: orEnd(end), Query: q}}
-	if s.rev != 0 || o.level != 0 {
-		op.err = fmt.Errorf("%w: OpRange reads at its transaction's revision: no WithRev or WithConsistency", ErrBadRequest)
+	if o.level != 0 {
+		op.err = fmt.Errorf("%w: OpRange is applied through Raft: no WithConsistency", ErrBadRequest)
 	}
 	return op
 }

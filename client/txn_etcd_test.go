@@ -86,8 +86,8 @@ func TestTxnRangesNestedAndPutOptions(t *testing.T) {
 		t.Fatalf("svc after put --ignore-lease: %q %+v, %v; want v2 on lease %v", v, m, err, id)
 	}
 	// Options an op cannot take are refused before anything is sent.
-	_, err = c.Txn(ctx, client.Txn{Then: []client.Op{client.OpRange(k("a"), nil, client.WithRev(3))}})
+	_, err = c.Txn(ctx, client.Txn{Then: []client.Op{client.OpRange(k("a"), nil, client.WithConsistency(client.Serializable))}})
 	if !errors.Is(err, client.ErrBadRequest) {
-		t.Fatalf("OpRange WithRev: %v, want ErrBadRequest", err)
+		t.Fatalf("OpRange WithConsistency: %v, want ErrBadRequest", err)
 	}
 }

@@ -72,8 +72,6 @@ func indent(s string) string { return "    " + strings.ReplaceAll(s, "\n", "\n  
 // knownDiffs are the steps whose outputs differ from etcd's, each with
 // the row of docs/etcd-compatibility.md (status "differs") that says why.
 var knownDiffs = map[string]string{
-	// A Range at a past revision inside a Txn that also writes is refused.
-	"etcdctl: txn get --rev": "RequestOp.request_range",
 	// compact_revision is the compaction revision + 1.
 	"etcdctl: watch --rev compacted -w json": "WatchCreateRequest.start_revision",
 	"clientv3: Watch WithRev compacted":      "WatchCreateRequest.start_revision",

@@ -6,9 +6,6 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/kvd-project/kvd/client"
 )
@@ -18,14 +15,13 @@ import (
 // options; then kvd's client checks the duplicate keys, as etcd's
 // checkIntervals does). A put with prev_kv, which kvd's transactions do
 // not take, becomes a GET of the key followed by the PUT: the GET sees
-// the branch's earlier writes, so it finds what etcd's prev_kv gives.
+// the branch's earlier writes, so it finds what etcd's prev_kv gives. A
+// range at a revision reads it from the history, when the transaction is
+// applied (buildRange).
 func (k *kvService) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, error) {
 	ctx = writeContext(ctx)
 	if err := checkTxn(r, k.s.cfg.MaxTxnOps); err != nil {
 		return nil, err
-	}
-	if readOnlyAtPast(r) {
-		return k.pastReads(ctx, r)
 	}
 	t, err := buildTxn(r)
 	if err != nil {
@@ -36,82 +32,6 @@ func (k *kvService) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse,
 		return nil, kvStatus(err)
 	}
 	return k.s.txnResponse(r, res, res.Revision), nil
-}
-
-// readOnlyAtPast reports whether r only reads (ranges, no nested
-// transaction) and some range names a revision: what clientv3's STM sends
-// at serializable isolation. kvd's transactions read at their own
-// revision; such a transaction is served by pastReads.
-func readOnlyAtPast(r *pb.TxnRequest) bool {
-	past := false
-	for _, ops := range [][]*pb.RequestOp{r.Success, r.Failure} {
-		for _, op := range ops {
-			rr := op.GetRequestRange()
-			if rr == nil {
-				return false
-			}
-			past = past || rr.Revision > 0
-		}
-	}
-	return past
-}
-
-// pastReads serves a read-only transaction with ranges at past revisions:
-// its compares and its other ranges as one transaction at revision N,
-// then each range at revision R from the history, which is the same
-// whenever it is read. As in etcd, an R past N is ErrFutureRev.
-func (k *kvService) pastReads(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, error) {
-	now := &pb.TxnRequest{Compare: r.Compare, Success: currentRanges(r.Success), Failure: currentRanges(r.Failure)}
-	t, err := buildTxn(now)
-	if err != nil {
-		return nil, err
-	}
-	res, err := k.s.c.Txn(ctx, t)
-	if err != nil {
-		return nil, kvStatus(err)
-	}
-	out := k.s.txnResponse(now, res, res.Revision)
-	taken := r.Success
-	if !out.Succeeded {
-		taken = r.Failure
-	}
-	resps := make([]*pb.ResponseOp, 0, len(taken))
-	j := 0 // out.Responses' index
-	for _, op := range taken {
-		rr := op.GetRequestRange()
-		if rr.Revision == 0 {
-			if j >= len(out.Responses) {
-				return nil, status.Error(codes.Internal, "kvd: the transaction answered fewer operations than it was asked")
-			}
-			resps = append(resps, out.Responses[j])
-			j++
-			continue
-		}
-		if etcdRev(res.Revision) < rr.Revision {
-			return nil, rpctypes.ErrGRPCFutureRev
-		}
-		past := proto.Clone(rr).(*pb.RangeRequest)
-		past.Serializable = false // a transaction's reads are linearizable
-		got, err := k.s.rangeKV(ctx, past)
-		if err != nil {
-			return nil, kvStatus(err)
-		}
-		got.Header = &pb.ResponseHeader{Revision: out.Header.Revision} // etcd's inner header
-		resps = append(resps, &pb.ResponseOp{Response: &pb.ResponseOp_ResponseRange{ResponseRange: got}})
-	}
-	out.Responses = resps
-	return out, nil
-}
-
-// currentRanges is ops without the ranges at a past revision.
-func currentRanges(ops []*pb.RequestOp) []*pb.RequestOp {
-	var out []*pb.RequestOp
-	for _, op := range ops {
-		if op.GetRequestRange().GetRevision() == 0 {
-			out = append(out, op)
-		}
-	}
-	return out
 }
 
 // checkTxn is etcd's check of a transaction request: the longest of its
@@ -254,15 +174,11 @@ func buildOps(in []*pb.RequestOp) ([]client.Op, error) {
 	for _, op := range in {
 		switch o := op.GetRequest().(type) {
 		case *pb.RequestOp_RequestRange:
-			r := o.RequestRange
-			if r.Revision > 0 {
-				return nil, notSupported("a Range at a past revision inside a Txn that writes", "a transaction reads at its own revision; a read-only one may name past revisions")
-			}
-			opts, err := readOptions(r)
+			op, err := buildRange(o.RequestRange)
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, client.OpRange(r.Key, rangeEnd(r.Key, r.RangeEnd), opts...))
+			out = append(out, op)
 		case *pb.RequestOp_RequestPut:
 			out = append(out, buildPut(o.RequestPut)...)
 		case *pb.RequestOp_RequestDeleteRange:
@@ -281,6 +197,25 @@ func buildOps(in []*pb.RequestOp) ([]client.Op, error) {
 		}
 	}
 	return out, nil
+}
+
+// buildRange maps a range. One at a revision reads the state at that
+// revision as committed before the transaction, as etcd's does (kvd's
+// txn applies it so, on every member alike). etcd's revision 1 is the
+// empty store, kvd's revision 0, which kvd's ranges take for "the
+// latest": it is a range of no keys, whose answer no compaction changes.
+func buildRange(r *pb.RangeRequest) (client.Op, error) {
+	opts, err := readOptions(r)
+	if err != nil {
+		return client.Op{}, err
+	}
+	switch {
+	case r.Revision == 1:
+		return client.OpRange(r.Key, r.Key, opts...), nil
+	case r.Revision > 1:
+		opts = append(opts, client.WithRev(kvdRev(r.Revision)))
+	}
+	return client.OpRange(r.Key, rangeEnd(r.Key, r.RangeEnd), opts...), nil
 }
 
 func buildPut(r *pb.PutRequest) []client.Op {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -174,23 +175,16 @@ func retryTimedOut(f func() error) error {
 	}
 }
 
-// TestTxnRangeAtPastRevision: a transaction that only reads may name past
-// revisions in its ranges (clientv3's serializable STM reads every key at
-// its first read's revision so): each range reads its revision, the
-// others the transaction's, in the order asked, in the branch the
-// compares pick; a revision past the store's is etcd's ErrFutureRev, a
-// compacted one ErrCompacted. A transaction that writes cannot (kvd's
-// transactions read at their own revision) and says so. The reads are
-// checked against a real etcd too.
-func TestTxnRangeAtPastRevision(t *testing.T) {
-	againstKvdAndEtcd(t, txnRangesAtPast)
-	e := start(t, 1, etcdapi.Config{})
-	write := []clientv3.Op{clientv3.OpGet("past/k", clientv3.WithRev(1)), clientv3.OpPut("past/w", "v")}
-	const want = "a Range at a past revision inside a Txn that writes is not supported"
-	if _, err := e.etcd.Txn(t.Context()).Then(write...).Commit(); err == nil || !strings.Contains(err.Error(), want) {
-		t.Fatalf("a past range in a txn that writes: %v, want %q", err, want)
-	}
-}
+// TestTxnRangeAtPastRevision: a transaction may name past revisions in
+// its ranges (clientv3's serializable STM reads every key at its first
+// read's revision so, etcdctl's txn a get --rev): each range reads its
+// revision as committed before the transaction, the others the
+// transaction's state, in the order asked, in the branch the compares
+// pick; in a transaction that writes too, where the past range does not
+// see its writes. A revision past the store's is etcd's ErrFutureRev, a
+// compacted one ErrCompacted, and either leaves the transaction's writes
+// unmade. The same steps are checked against a real etcd.
+func TestTxnRangeAtPastRevision(t *testing.T) { againstKvdAndEtcd(t, txnRangesAtPast) }
 
 func txnRangesAtPast(t *testing.T, c *clientv3.Client) {
 	ctx := t.Context()
@@ -212,6 +206,7 @@ func txnRangesAtPast(t *testing.T, c *clientv3.Client) {
 		{"past and current in order", nil, []clientv3.Op{get(second), clientv3.OpGet("past/k"), get(first)}, nil, []string{"2", "2", "1"}, ""},
 		{"before the key", nil, []clientv3.Op{get(first - 1)}, nil, []string{""}, ""},
 		{"the store's revision", nil, []clientv3.Op{get(now)}, nil, []string{"2"}, ""},
+		{"the empty store (revision 1)", nil, []clientv3.Op{get(1)}, nil, []string{""}, ""},
 		{"else branch", []clientv3.Cmp{clientv3.Compare(clientv3.Value("past/k"), "=", "1")},
 			[]clientv3.Op{get(second)}, []clientv3.Op{get(first)}, []string{"1"}, ""},
 		{"future", nil, []clientv3.Op{get(now + 1)}, nil, nil, rpctypes.ErrFutureRev.Error()},
@@ -238,11 +233,42 @@ func txnRangesAtPast(t *testing.T, c *clientv3.Client) {
 			}
 		})
 	}
+	txnRangesAtPastWrite(t, c, first, now)
 	if _, err := c.Compact(ctx, second); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Txn(ctx).Then(get(first)).Commit(); !errors.Is(rpctypes.Error(err), rpctypes.ErrCompacted) {
 		t.Fatalf("range at a compacted revision: %v, want %v", err, rpctypes.ErrCompacted)
+	}
+	if _, err := c.Txn(ctx).Then(clientv3.OpPut("past/compacted", "x"), get(first)).Commit(); !errors.Is(rpctypes.Error(err), rpctypes.ErrCompacted) {
+		t.Fatalf("range at a compacted revision beside a put: %v, want %v", err, rpctypes.ErrCompacted)
+	}
+	checkAbsent(t, c, "past/compacted")
+}
+
+// txnRangesAtPastWrite: a transaction that writes reads past/k at first
+// (its value then, "1") beside its put of past/k, which only its
+// current read sees; one whose range names a future revision fails whole.
+func txnRangesAtPastWrite(t *testing.T, c *clientv3.Client, first, now int64) {
+	ctx := t.Context()
+	r, err := c.Txn(ctx).Then(clientv3.OpPut("past/k", "3"), clientv3.OpGet("past/k", clientv3.WithRev(first)), clientv3.OpGet("past/k")).Commit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := []string{valueOf(r.Responses[1].GetResponseRange()), valueOf(r.Responses[2].GetResponseRange())}; r.Header.Revision != now+1 || !slices.Equal(got, []string{"1", "3"}) {
+		t.Errorf("past and current ranges beside a put: %q at %d, want [1 3] at %d", got, r.Header.Revision, now+1)
+	}
+	_, err = c.Txn(ctx).Then(clientv3.OpPut("past/future", "x"), clientv3.OpGet("past/k", clientv3.WithRev(now+100))).Commit()
+	if !errors.Is(rpctypes.Error(err), rpctypes.ErrFutureRev) {
+		t.Fatalf("range at a future revision beside a put: %v, want %v", err, rpctypes.ErrFutureRev)
+	}
+	checkAbsent(t, c, "past/future")
+}
+
+func checkAbsent(t *testing.T, c *clientv3.Client, key string) {
+	t.Helper()
+	if r, err := c.Get(t.Context(), key); err != nil || len(r.Kvs) != 0 {
+		t.Errorf("%s: %v, %v; want it absent (its transaction failed)", key, r, err)
 	}
 }
 

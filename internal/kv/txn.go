@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/kvd-project/kvd/internal/errs"
 	"github.com/kvd-project/kvd/internal/revision"
 	"github.com/kvd-project/kvd/internal/store"
 	"github.com/kvd-project/kvd/internal/txn"
@@ -22,7 +23,9 @@ import (
 //
 // t must be valid (txn.Validate; an invalid one fails with an error
 // wrapping txn.ErrInvalid and is not proposed). A branch over the read
-// bound fails with txn.ErrReadTooLarge having applied nothing. Otherwise
+// bound fails with txn.ErrReadTooLarge having applied nothing, and so
+// does one with a range at a compacted or future revision
+// (errs.ErrCompacted, errs.ErrFutureRevision), on every node alike. Otherwise
 // errors are Put's (adm too): only the leader accepts it, and ErrLeaderChanged or
 // the context's error leave the outcome unknown.
 func (s *Store) Txn(ctx context.Context, t *txn.Txn, adm raft.Admission) (txn.Response, uint64, error) {
@@ -50,7 +53,8 @@ func (m *machine) applyTxn(u *store.Update, index uint64, c command) error {
 	resp, err := txn.Apply(st, &t, m.next, c.proposer == m.id)
 	switch {
 	case errors.Is(err, txn.ErrReadTooLarge), errors.Is(err, txn.ErrLeaseNotFound), errors.Is(err, txn.ErrLeaseFull),
-		errors.Is(err, txn.ErrDeleteRangeTooLarge), errors.Is(err, txn.ErrKeyNotFound):
+		errors.Is(err, txn.ErrDeleteRangeTooLarge), errors.Is(err, txn.ErrKeyNotFound),
+		errors.Is(err, errs.ErrCompacted), errors.Is(err, errs.ErrFutureRevision):
 		// Refused whole on every node alike (txn.Apply evaluated the path
 		// before writing): nothing was applied.
 		m.complete(c, raft.Outcome{Index: index, Err: err})
@@ -79,6 +83,11 @@ func (s *txnState) Get(key []byte) ([]byte, revision.Meta, bool, error) { return
 
 func (s *txnState) Range(start, end []byte, fn func(k, v []byte, m revision.Meta) bool) error {
 	return s.u.Range(start, end, fn)
+}
+
+func (s *txnState) RangeAt(start, end []byte, rev uint64, fn func(k, v []byte, m revision.Meta) bool) error {
+	_, err := s.u.RangeAt(start, end, rev, fn)
+	return err
 }
 
 func (s *txnState) Put(key, value []byte, lease uint64) (revision.Meta, error) {

@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/kvd-project/kvd/internal/errs"
+	"github.com/kvd-project/kvd/internal/rangeq"
 	"github.com/kvd-project/kvd/internal/txn"
 )
 
@@ -82,5 +84,51 @@ func TestTxnRefusedWholeOnEveryNode(t *testing.T) {
 	}
 	if v, _, _, _ := c.leader().node.Get([]byte("a")); string(v) != "1" {
 		t.Errorf("a = %q after ignore_value, want 1", v)
+	}
+}
+
+// TestTxnRangeAtPastRevisionOnEveryNode: a transaction that writes may
+// read ranges at past revisions: each reads the committed history at its
+// revision, not the transaction's writes. One at a compacted or future
+// revision fails the transaction whole with etcd's error, on every node
+// alike: none of them applies its writes.
+func TestTxnRangeAtPastRevisionOnEveryNode(t *testing.T) {
+	c := newCluster(t, 3, testConfig())
+	r1 := c.put("a", "1")
+	r2 := c.put("a", "2")
+	at := func(rev uint64) txn.Op {
+		return txn.Op{Type: txn.Range, Key: []byte("a"), Query: rangeq.Request{Rev: rev}}
+	}
+	resp, _, err := c.txnAtLeader(&txn.Txn{Then: []txn.Op{tput("a", "3"), at(r1), at(r2)}})
+	if err != nil || len(resp.Results) != 3 {
+		t.Fatalf("past ranges beside a put: %+v, %v", resp, err)
+	}
+	for i, want := range map[int]string{1: "1", 2: "2"} {
+		if kvs := resp.Results[i].KVs; len(kvs) != 1 || string(kvs[0].Value) != want {
+			t.Errorf("range %d: %+v, want a = %q", i, kvs, want)
+		}
+	}
+	if _, err := c.leader().node.Compact(ctxT(t), r2); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		rev  uint64
+		want error
+	}{
+		{"compacted", r1, errs.ErrCompacted},
+		{"future", r2 + 100, errs.ErrFutureRevision},
+	} {
+		if _, _, err := c.txnAtLeader(&txn.Txn{Then: []txn.Op{tput("fail/"+tc.name, "x"), at(tc.rev)}}); !errors.Is(err, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
+		}
+	}
+	last := c.put("z", "after") // every node has applied the refused ones once it has this
+	for _, tn := range c.running() {
+		c.caughtUp(tn)
+		st := kvState(t, tn.node)
+		if st["a"].value != "3" || st["z"].version != last || st["fail/compacted"] != (versioned{}) || st["fail/future"] != (versioned{}) {
+			t.Errorf("node %d: state %v, want a = 3 and no fail/ keys", tn.id, st)
+		}
 	}
 }

@@ -21,14 +21,23 @@ import (
 // them. Format 4 keeps the log's meaning and stores the history another
 // way (history.go): each write's value once, by revision, with an index by
 // key. Open rewrites the history of a format-2 or format-3 directory so
-// (migrate.go) and records format 4 in it; the hello keeps members of
-// different formats apart until all run format 4.
+// (migrate.go). Format 5 keeps the state of format 4 and adds a log entry
+// a format-4 member would misapply: a transaction whose range reads a
+// past revision (a format-4 member reads the current state there and
+// applies the writes of one that a format-5 member refuses whole, its
+// revision compacted). Open records format 5 in a format-4 directory as
+// it is; the hello keeps members of different formats apart until all run
+// format 5.
 const (
 	// DataFormat is the format this build writes and reads: every key
 	// carries its revision.Meta, the store a dense revision, the log may
 	// hold every command of this build, and the history keeps values by
 	// revision.
-	DataFormat = 4
+	DataFormat = 5
+	// DataFormatHistoryByRevision is the format whose log could not hold
+	// a transaction's range at a past revision; its state is DataFormat's,
+	// recorded as DataFormat at Open.
+	DataFormatHistoryByRevision = 4
 	// DataFormatValueByKey is the format whose history kept each value
 	// in its by-key record, migrated in place to DataFormat at Open.
 	DataFormatValueByKey = 3
@@ -71,9 +80,10 @@ func (e *FormatError) Is(target error) bool { return target == ErrDataFormat }
 
 // checkFormat is Open's first step: it refuses a directory of a format it
 // does not read, records DataFormat in a new one (synced, before anything
-// else is written to it), and migrates one of DataFormatRevisions or
-// DataFormatValueByKey, recording DataFormat in it (synced, before
-// anything else of this build is written to it).
+// else is written to it), and migrates one of DataFormatRevisions,
+// DataFormatValueByKey or DataFormatHistoryByRevision, recording
+// DataFormat in it (synced, before anything else of this build is
+// written to it).
 func (s *Store) checkFormat(dir string) error {
 	raw, ok, err := s.getRaw(keyFormat)
 	if err != nil {
@@ -88,6 +98,8 @@ func (s *Store) checkFormat(dir string) error {
 			if err := s.migrateHistory(); err != nil {
 				return fmt.Errorf("store: open %s: migrate data format %d to %d: %w", dir, f, DataFormat, err)
 			}
+			return s.setSynced(keyFormat, encodeU64(DataFormat))
+		case f == DataFormatHistoryByRevision:
 			return s.setSynced(keyFormat, encodeU64(DataFormat))
 		case f != DataFormat:
 			return &FormatError{Dir: dir, Found: f}

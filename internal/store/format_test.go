@@ -19,7 +19,7 @@ func untarFixture(t *testing.T) string {
 	return filepath.Join(fixture.Untar(t, "testdata/format1-datadir.tar.gz"), "data")
 }
 
-// TestOpenMigratesOlderFormats: a data directory of format 2 or 3,
+// TestOpenMigratesOlderFormats: a data directory of format 2, 3 or 4,
 // written by an older build, opens: its format becomes DataFormat and its
 // keys, their metadata, their history (reads at past revisions, changes
 // with their previous values) read as that build wrote them, those kept
@@ -63,7 +63,9 @@ func TestOpenMigratesOlderFormats(t *testing.T) {
 	}} {
 		t.Run(filepath.Base(tc.fixture), func(t *testing.T) {
 			dir := filepath.Join(fixture.Untar(t, tc.fixture), "data")
-			for round := range 3 { // 1: a migration begun again; 2: format 4
+			// 1: a migration begun again; 2: format 4, recorded as
+			// this build's as it is; 3: this build's.
+			for round := range 4 {
 				s, err := Open(dir, Options{})
 				if err != nil {
 					t.Fatalf("Open %d: %v", round, err)
@@ -72,8 +74,11 @@ func TestOpenMigratesOlderFormats(t *testing.T) {
 					t.Fatalf("format key = %x, %v, %v; want %d", raw, ok, err, DataFormat)
 				}
 				checkMigrated(t, s, tc.keys, tc.rev, tc.at, tc.from, tc.changes)
-				if round == 0 {
+				switch round {
+				case 0:
 					err = s.setSynced(keyFormat, encodeU64(DataFormatValueByKey))
+				case 1:
+					err = s.setSynced(keyFormat, encodeU64(DataFormatHistoryByRevision))
 				}
 				if err := errors.Join(err, s.Close()); err != nil {
 					t.Fatal(err)

@@ -30,8 +30,14 @@ func (s *Store) RangeAt(start, end []byte, rev uint64, fn func(key, value []byte
 	if atRev, err = checkRev(rev, cur, compact); err != nil {
 		return 0, err
 	}
+	return atRev, rangeAt(snap, gen, start, end, atRev, fn)
+}
+
+// rangeAt walks the keys k with start <= k < end at revision rev of
+// generation gen's history, as r holds it.
+func rangeAt(r pebble.Reader, gen uint64, start, end []byte, rev uint64, fn func(key, value []byte, m revision.Meta) bool) error {
 	if len(end) > 0 && bytes.Compare(start, end) >= 0 {
-		return atRev, nil // an empty range (Pebble wants its bounds in order)
+		return nil // an empty range (Pebble wants its bounds in order)
 	}
 	opts := pebble.IterOptions{LowerBound: appendHistPrefix(nil, gen, start)}
 	if len(end) > 0 {
@@ -39,12 +45,12 @@ func (s *Store) RangeAt(start, end []byte, rev uint64, fn func(key, value []byte
 	} else {
 		opts.UpperBound = appendRevKey(nil, gen, revHistory+1)
 	}
-	it, err := snap.NewIter(&opts)
+	it, err := r.NewIter(&opts)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	defer it.Close()
-	return atRev, walkAt(it, snap, gen, atRev, fn)
+	return walkAt(it, r, gen, rev, fn)
 }
 
 // revView opens a point-in-time view of the current generation.
@@ -218,4 +224,20 @@ func withPrev(r pebble.Reader, hit *pebble.Iterator, gen uint64, hk []byte, pk *
 		ev.PrevValue, ev.PrevMeta, ev.HasPrev = v, m, true
 		return fn(ev)
 	})
+}
+
+// RangeAt is Store.RangeAt over the state as this Update sees it: its
+// own earlier writes, store revision and compaction revision included
+// (what a transaction applied in this Update reads at a past revision).
+// It reads the history through the Update's batch, not a snapshot: the
+// compactor deletes only records that no read at or above the
+// compaction revision finds (compact.go), and the Update's compaction
+// revision is at least the one the compactor works to, so the answer is
+// the same on every member, however far its compactor has got.
+func (u *Update) RangeAt(start, end []byte, rev uint64, fn func(key, value []byte, m revision.Meta) bool) (atRev uint64, err error) {
+	r := u.revs()
+	if atRev, err = checkRev(rev, r.rev, r.compact); err != nil {
+		return 0, err
+	}
+	return atRev, rangeAt(u.b, u.gen, start, end, atRev, fn)
 }

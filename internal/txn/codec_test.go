@@ -103,7 +103,7 @@ func TestValidate(t *testing.T) {
 	// The encoding cannot carry this fault (a version compare has no value
 	// field), so Decode cannot meet it.
 	notOnWire := map[string]bool{"version compare with a value": true, "put with a range end": true, "range options on a delete": true,
-		"range at a revision of its own": true, "range with keys only and count only": true}
+		"range with keys only and count only": true}
 	for _, tc := range []struct {
 		name string
 		tx   Txn
@@ -137,7 +137,7 @@ func TestValidate(t *testing.T) {
 		{"nested txn with a key", Txn{Then: []Op{{Type: Nested, Key: b("a"), Txn: &Txn{}}}}, "nested transaction carries a key"},
 		{"put with a range end", Txn{Then: []Op{{Type: Put, Key: b("a"), RangeEnd: b("b")}}}, "put carries a range end"},
 		{"range options on a delete", Txn{Then: []Op{{Type: DeleteRange, Key: b("a"), Query: rangeq.Request{Limit: 3}}}}, "carries range options"},
-		{"range at a revision of its own", Txn{Then: []Op{{Type: Range, Key: b("a"), Query: rangeq.Request{Rev: 3}}}}, "reads at the transaction's revision"},
+		{"range at a revision of its own", Txn{Then: []Op{{Type: Range, Key: b("a"), Query: rangeq.Request{Rev: 3}}, put("a")}}, ""},
 		{"range with keys only and count only", Txn{Then: []Op{{Type: Range, Key: b("a"), Query: rangeq.Request{Flags: rangeq.KeysOnly | rangeq.CountOnly}}}}, "keys only and count only"},
 		{"invalid op in a nested txn", Txn{Then: []Op{nested(Txn{Then: []Op{{Type: Get}}})}}, "then operation 1: empty key"},
 		{"empty key", Txn{Then: []Op{{Type: Get}}}, "then operation 1: empty key"},

@@ -25,6 +25,13 @@ type State interface {
 	// bound), in key order, until fn returns false. key and value need
 	// stay valid only during the call, and fn calls no other method.
 	Range(start, end []byte, fn func(key, value []byte, m revision.Meta) bool) error
+	// RangeAt is Range over the state at store revision rev, as it was
+	// committed (the history): an error wrapping errs.ErrCompacted for a
+	// rev below the compaction revision, errs.ErrFutureRevision for one
+	// above the store revision before the transaction. An empty range
+	// (end <= start) is checked so too, and visits nothing. Its answer is
+	// the same on every node.
+	RangeAt(start, end []byte, rev uint64, fn func(key, value []byte, m revision.Meta) bool) error
 	// Put stores value under key at the transaction's revision, attached
 	// to lease (0: none, and detached from any), and returns the key's
 	// metadata after the write.
@@ -51,7 +58,9 @@ type State interface {
 // seeing the path's earlier writes, so that a path that fails a bound
 // (ErrReadTooLarge, ErrDeleteRangeTooLarge), a lease check
 // (ErrLeaseNotFound, ErrLeaseFull) or an ignore option (ErrKeyNotFound)
-// writes nothing. Any other error is s's.
+// writes nothing; so does a Range at a revision s cannot read (a compacted
+// or future one: errs.ErrCompacted, errs.ErrFutureRevision, from
+// s.RangeAt). Any other error is s's.
 func Apply(s State, t *Txn, rev uint64, keepValues bool) (Response, error) {
 	e := &evaluation{s: s, rev: rev, keep: keepValues}
 	resp, err := e.txn(t)
@@ -309,20 +318,35 @@ func CollectDeletes(rangeFn func(start, end []byte, fn func(k, v []byte, m revis
 }
 
 // rangeRead evaluates a Range with the one range evaluation
-// (rangeq.Eval) over the state as the path has written it: Count is every
-// key of the range (etcd's count), KVs those the options select. A range
-// whose entries would not fit the response, or that holds more than a
-// sort may (rangeq.ErrTooLarge), fails the transaction whole.
+// (rangeq.Eval) over the state as the path has written it, or, with a
+// revision (Query.Rev), over the state at that revision as committed
+// before the transaction (etcd's read view: none of the path's writes):
+// Count is every key of the range (etcd's count), KVs those the options
+// select. A range whose entries would not fit the response, or that holds
+// more than a sort may (rangeq.ErrTooLarge), fails the transaction whole,
+// and so does one at a revision s cannot read.
 func (e *evaluation) rangeRead(op *Op, res *Result) error {
 	sp := opSpan(op.Key, op.RangeEnd)
+	src := e.rangeFunc
+	if rev := op.Query.Rev; rev != 0 {
+		src = func(start, end []byte, fn func(k, v []byte, m revision.Meta) bool) error {
+			return e.s.RangeAt(start, end, rev, fn)
+		}
+	}
 	if sp.empty() {
+		if op.Query.Rev != 0 {
+			// Its revision is checked all the same, as etcd's is.
+			if err := src(sp.start, sp.end, func([]byte, []byte, revision.Meta) bool { return false }); err != nil {
+				return err
+			}
+		}
 		return e.grow(8+1+4, 0)
 	}
 	q := op.Query
-	q.Start, q.End, q.Flags = sp.start, sp.end, q.Flags|rangeq.Total
+	q.Start, q.End, q.Flags, q.Rev = sp.start, sp.end, q.Flags|rangeq.Total, 0
 	b := rangeq.Bounds{Keys: math.MaxInt32, Bytes: MaxResponseBytes - e.size + 1,
 		SortKeys: limits.MaxSortKeys, SortBytes: limits.MaxSortBytes}
-	r, err := rangeq.Eval(context.Background(), &q, b, e.rangeFunc)
+	r, err := rangeq.Eval(context.Background(), &q, b, src)
 	switch {
 	case errors.Is(err, rangeq.ErrTooLarge):
 		return fmt.Errorf("%w: %w", ErrReadTooLarge, err)

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/kvd-project/kvd/internal/errs"
+	"github.com/kvd-project/kvd/internal/rangeq"
 	"github.com/kvd-project/kvd/internal/revision"
 )
 
@@ -24,6 +26,10 @@ type mapState struct {
 	maxKeys int
 	leaseOf map[string]uint64
 	meta    map[string]revision.Meta // keys written more than once
+	// past is the committed state at earlier revisions (RangeAt), each
+	// key written once at its revision; compacted and current bound them.
+	past               map[uint64]map[string]string
+	compacted, current uint64
 }
 
 func newMapState() *mapState { return &mapState{m: map[string]entry{}} }
@@ -97,6 +103,26 @@ func (s *mapState) Range(start, end []byte, fn func(k, v []byte, m revision.Meta
 		}
 		v, m, _, _ := s.Get([]byte(k))
 		if !fn([]byte(k), v, m) {
+			break
+		}
+	}
+	return nil
+}
+
+// RangeAt visits past[rev] in key order, checked as a store checks it.
+func (s *mapState) RangeAt(start, end []byte, rev uint64, fn func(k, v []byte, m revision.Meta) bool) error {
+	switch {
+	case rev > s.current:
+		return fmt.Errorf("%w: %d", errs.ErrFutureRevision, rev)
+	case rev < s.compacted:
+		return fmt.Errorf("%w: %d", errs.ErrCompacted, rev)
+	}
+	at := s.past[rev]
+	for _, k := range slices.Sorted(maps.Keys(at)) {
+		if k < string(start) || len(end) > 0 && k >= string(end) {
+			continue
+		}
+		if !fn([]byte(k), []byte(at[k]), once(rev)) {
 			break
 		}
 	}
@@ -335,5 +361,61 @@ func TestFreshKeyIsVersionOne(t *testing.T) {
 		Then: []Op{{Type: Put, Key: b("k"), Value: b("2")}}}, 12, true)
 	if want := (revision.Meta{Create: 11, Mod: 12, Version: 2}); err != nil || !r.Succeeded || r.Results[0].Meta != want {
 		t.Fatalf("rewritten: succeeded %v, %+v, %v; want %+v", r.Succeeded, r.Results[0].Meta, err, want)
+	}
+}
+
+// TestRangeAtRevisionReadsTheCommittedPast: a Range with a revision reads
+// the state at that revision as committed before the transaction (none
+// of the path's writes), in the order asked beside the path's own reads,
+// in the branch that runs; one at a revision the state cannot read
+// (compacted, or past the store's before the transaction, an empty range
+// too) fails the transaction whole, having written nothing, while one in
+// the branch that does not run is not read.
+func TestRangeAtRevisionReadsTheCommittedPast(t *testing.T) {
+	at := func(k string, rev uint64) Op {
+		return Op{Type: Range, Key: b(k), Query: rangeq.Request{Rev: rev}}
+	}
+	cur := Op{Type: Range, Key: b("a")}
+	write := Op{Type: Put, Key: b("a"), Value: b("new")}
+	for _, tc := range []struct {
+		name string
+		tx   Txn
+		want []string // each result's value of a ("" none), in order
+		err  error
+	}{
+		{"past beside the path's write", Txn{Then: []Op{write, at("a", 3), cur}}, []string{"", "old", "new"}, nil},
+		{"before the key existed", Txn{Then: []Op{at("a", 2), write}}, []string{"", ""}, nil},
+		{"at the store revision", Txn{Then: []Op{write, at("a", 6)}}, []string{"", "latest"}, nil},
+		{"else branch", Txn{Compares: []Compare{val("a", Equal, "no")}, Then: []Op{at("a", 99)}, Else: []Op{at("a", 3), write}}, []string{"old", ""}, nil},
+		{"future", Txn{Then: []Op{write, at("a", 7)}}, nil, errs.ErrFutureRevision},
+		{"compacted", Txn{Then: []Op{write, at("a", 1)}}, nil, errs.ErrCompacted},
+		{"empty range at a future revision", Txn{Then: []Op{write, {Type: Range, Key: b("b"), RangeEnd: b("a"), Query: rangeq.Request{Rev: 7}}}}, nil, errs.ErrFutureRevision},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := base()
+			s.version, s.current, s.compacted = 10, 6, 2
+			s.past = map[uint64]map[string]string{3: {"a": "old", "b": "y"}, 6: {"a": "latest"}}
+			r, err := Apply(s, &tc.tx, 10, true)
+			if tc.err != nil {
+				if !errors.Is(err, tc.err) || s.m["a"].value != "1" {
+					t.Fatalf("%v, a = %q; want %v, nothing written", err, s.m["a"].value, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, res := range r.Results {
+				v := ""
+				if len(res.KVs) > 0 {
+					v = string(res.KVs[0].Value)
+				}
+				got = append(got, v)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("results %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

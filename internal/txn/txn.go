@@ -199,9 +199,11 @@ type Op struct {
 	PrevKV bool
 	// Query is a Range's options, as a range read outside a transaction
 	// takes them (internal/rangeq): limit, keys only, count only, sort and
-	// revision filters. Its Start and End are left empty (the range is
-	// Key and RangeEnd), and so are Rev and Offset: a Range reads at the
-	// transaction's revision, whole.
+	// revision filters, and Rev: 0 reads the state as the path has
+	// written it, any other the state at that store revision, as
+	// committed before the transaction (State.RangeAt; etcd's range at a
+	// revision in a transaction). Its Start and End are left empty (the
+	// range is Key and RangeEnd), and so is Offset: a Range is read whole.
 	Query rangeq.Request
 	// Txn is a Nested operation's transaction: evaluated against the
 	// state as the branch has written it so far.
@@ -438,8 +440,6 @@ func checkQuery(q *rangeq.Request) error {
 	switch {
 	case len(q.Start) != 0 || len(q.End) != 0:
 		return errors.New("a range's options carry a start or end (the range is the operation's key and range end)")
-	case q.Rev != 0:
-		return errors.New("a range in a transaction reads at the transaction's revision: no revision of its own")
 	case q.Offset != 0:
 		return errors.New("a range in a transaction is read whole: no offset")
 	case q.Flags&^(rangeq.KeysOnly|rangeq.CountOnly) != 0:
