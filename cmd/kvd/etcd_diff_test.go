@@ -71,11 +71,7 @@ func indent(s string) string { return "    " + strings.ReplaceAll(s, "\n", "\n  
 
 // knownDiffs are the steps whose outputs differ from etcd's, each with
 // the row of docs/etcd-compatibility.md (status "differs") that says why.
-var knownDiffs = map[string]string{
-	// compact_revision is the compaction revision + 1.
-	"etcdctl: watch --rev compacted -w json": "WatchCreateRequest.start_revision",
-	"clientv3: Watch WithRev compacted":      "WatchCreateRequest.start_revision",
-}
+var knownDiffs = map[string]string{}
 
 // compatDoc is the page knownDiffs' rows are in.
 const compatDoc = "../../docs/etcd-compatibility.md"

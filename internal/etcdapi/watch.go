@@ -78,7 +78,8 @@ type etcdWatch struct {
 	// notify: progress_notify; fragment: responses larger than
 	// MaxRequestBytes are split.
 	notify, fragment bool
-	rev              atomic.Uint64 // the revision it is complete through
+	rev              atomic.Uint64   // the revision it is complete through
+	ctx              context.Context // its kvd watches'
 	cancel           context.CancelFunc
 	done             chan struct{} // closed when its goroutine returns
 }
@@ -170,11 +171,10 @@ func (st *watchStream) create(creq *pb.WatchCreateRequest) {
 		return
 	}
 	from := watchFrom(creq.StartRevision, rev)
-	var wctx context.Context
-	wctx, w.cancel = context.WithCancel(st.ctx)
+	w.ctx, w.cancel = context.WithCancel(st.ctx)
 	// Opened here, not in its goroutine: a progress request read next
 	// must find it among the client's watches.
-	resps := st.s.c.Watch(wctx, w.r.watchKey, w.options(from)...)
+	resps := st.s.c.Watch(w.ctx, w.r.watchKey, w.options(from)...)
 	if !st.q.pushControl(st.ctx, &pb.WatchResponse{Header: st.s.header(rev), WatchId: w.id, Created: true}) {
 		w.cancel()
 		close(w.done)
@@ -274,14 +274,26 @@ func (st *watchStream) stopAll() {
 	st.wg.Wait()
 }
 
-// run forwards the responses of w's kvd watch until it ends.
+// run forwards the responses of w's kvd watches until they end.
 func (st *watchStream) run(w *etcdWatch, resps <-chan client.WatchResponse) {
 	defer w.cancel() // a watch that ends here ends kvd's too
+	for resps != nil {
+		resps = st.forward(w, resps)
+	}
+}
+
+// forward forwards the responses of one kvd watch of w until it ends:
+// nil, or the kvd watch that goes on after a compaction to exactly the
+// revision it needed next (atCompaction).
+func (st *watchStream) forward(w *etcdWatch, resps <-chan client.WatchResponse) <-chan client.WatchResponse {
 	for resp := range resps {
+		var ce *client.CompactedError
 		switch {
+		case errors.As(resp.Err, &ce) && ce.Requested+1 == ce.Oldest:
+			return st.atCompaction(w, ce)
 		case resp.Err != nil:
 			st.end(w, resp.Err)
-			return
+			return nil
 		case resp.IsProgressNotify():
 			st.progressOf(w, resp.Revision)
 			continue
@@ -294,9 +306,52 @@ func (st *watchStream) run(w *etcdWatch, resps <-chan client.WatchResponse) {
 		out := &pb.WatchResponse{Header: st.s.header(resp.Revision), WatchId: w.id, Events: evs}
 		if !st.q.pushEvents(out, size, w.fragment) {
 			st.overflow(w)
-			return
+			return nil
 		}
 	}
+	return nil
+}
+
+// atCompaction goes on with w, whose kvd watch needs the events of the
+// compaction revision itself (ce.Requested), which kvd's watches do not
+// start from (its deletes may be gone from the history), though etcd's
+// do: as etcd's once its compaction has run, it sends that revision's
+// puts, read from the state at it (the keys it last modified), without
+// previous values (the revision before is compacted) and without its
+// deletes (the compaction dropped them), then watches from the revision
+// after. nil: it ended w (the history was compacted further meanwhile).
+func (st *watchStream) atCompaction(w *etcdWatch, ce *client.CompactedError) <-chan client.WatchResponse {
+	rev := ce.Requested
+	end := w.r.end
+	switch {
+	case end == nil:
+		end = singleEnd(w.r.start)
+	case len(end) == 0:
+		end = nil // every key from start on
+	}
+	res, err := st.s.c.Range(w.ctx, w.r.start, end, client.WithRev(rev), client.WithMinModRev(rev), client.WithMaxModRev(rev), client.WithoutCount())
+	switch {
+	case errors.Is(err, client.ErrCompacted):
+		st.end(w, ce) // its client starts again from there, and learns of the next
+		return nil
+	case err != nil:
+		st.end(w, err)
+		return nil
+	}
+	evs := make([]client.Event, len(res.KVs))
+	for i, kv := range res.KVs {
+		evs[i] = client.Event{Type: client.EventPut, Key: kv.Key, Value: kv.Value, ModRevision: kv.ModRevision,
+			CreateRevision: kv.CreateRevision, Version: kv.Version, Lease: kv.Lease}
+	}
+	w.rev.Store(max(w.rev.Load(), rev))
+	if out, size := w.events(evs); len(out) > 0 {
+		resp := &pb.WatchResponse{Header: st.s.header(max(res.CurrentRevision, rev)), WatchId: w.id, Events: out}
+		if !st.q.pushEvents(resp, size, w.fragment) {
+			st.overflow(w)
+			return nil
+		}
+	}
+	return st.s.c.Watch(w.ctx, w.r.watchKey, w.options(rev+1)...)
 }
 
 // events are the etcd events of evs that w's range and filters keep, and
@@ -318,8 +373,8 @@ func (w *etcdWatch) events(evs []client.Event) ([]*mvccpb.Event, int) {
 
 // end sends the last response of a watch that kvd ended: compacted (as
 // etcd, compact_revision set, canceled and header revision 0:
-// compact_revision is the oldest revision a watch may start from, in
-// etcd's numbering), or canceled with the reason.
+// compact_revision is the compaction revision, in etcd's numbering, the
+// oldest a watch may start from), or canceled with the reason.
 func (st *watchStream) end(w *etcdWatch, err error) {
 	if !st.remove(w) {
 		return
@@ -329,7 +384,7 @@ func (st *watchStream) end(w *etcdWatch, err error) {
 	if errors.As(err, &ce) {
 		// etcd's compacted answer is at no revision (header revision 0).
 		resp.Header = st.s.bareHeader()
-		resp.CompactRevision = etcdRev(max(ce.Oldest, 1))
+		resp.CompactRevision = etcdRev(max(ce.Oldest, 1) - 1)
 	} else {
 		resp.CancelReason = reason(err)
 	}

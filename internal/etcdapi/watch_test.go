@@ -251,19 +251,34 @@ func TestWatchRequestProgressAnswersAtTheStoreRevision(t *testing.T) {
 	}
 }
 
+// TestWatchCompactedRevisionEndsWithErrCompacted: a watch from below the
+// compaction revision ends with ErrCompacted naming the compaction
+// revision (compact_revision) at header revision 0, as etcd's. One from
+// compact_revision, as clientv3's users resume, gets what etcd's gets
+// once its compaction has run: that revision's puts without prev_kv (the
+// revision before is compacted), not its deletes (the compaction dropped
+// them), then every later write. Checked against a real etcd too.
 func TestWatchCompactedRevisionEndsWithErrCompacted(t *testing.T) {
-	e := start(t, 1, etcdapi.Config{})
-	first := e.put(t, "old", "1")
-	e.put(t, "old", "2")
-	last := e.put(t, "old", "3")
-	if _, err := e.etcd.Compact(t.Context(), last); err != nil {
+	againstKvdAndEtcd(t, watchFromCompaction)
+}
+
+func watchFromCompaction(t *testing.T, c *clientv3.Client) {
+	ctx := t.Context()
+	first := put(t, c, "wc/a", "1")
+	put(t, c, "wc/b", "1")
+	// One revision holds a put and a delete.
+	tr, err := c.Txn(ctx).Then(clientv3.OpPut("wc/a", "2"), clientv3.OpDelete("wc/b")).Commit()
+	if err != nil {
 		t.Fatal(err)
 	}
-	wc := e.etcd.Watch(t.Context(), "old", clientv3.WithRev(first))
+	compacted := tr.Header.Revision
+	if _, err := c.Compact(ctx, compacted, clientv3.WithCompactPhysical()); err != nil {
+		t.Fatal(err)
+	}
+	wc := c.Watch(ctx, "wc/", clientv3.WithPrefix(), clientv3.WithRev(first))
 	r := nextWatch(t, wc)
-	// kvd's watches start after the compaction revision (last).
-	if !errors.Is(r.Err(), rpctypes.ErrCompacted) || r.CompactRevision != last+1 {
-		t.Fatalf("watch from compacted revision %d: %+v err %v, want ErrCompacted with compact_revision %d", first, r, r.Err(), last+1)
+	if !errors.Is(r.Err(), rpctypes.ErrCompacted) || r.CompactRevision != compacted {
+		t.Fatalf("watch from compacted revision %d: %+v err %v, want ErrCompacted with compact_revision %d", first, r, r.Err(), compacted)
 	}
 	if r.Header.Revision != 0 {
 		t.Errorf("compacted watch's header %v: want etcd's, at no revision (0)", r.Header)
@@ -271,12 +286,15 @@ func TestWatchCompactedRevisionEndsWithErrCompacted(t *testing.T) {
 	if _, ok := <-wc; ok {
 		t.Error("channel still open after the compacted response")
 	}
-	// compact_revision is where a watch may start again.
-	wc = e.etcd.Watch(t.Context(), "old", clientv3.WithRev(r.CompactRevision))
-	e.put(t, "old", "4")
-	evs := collectEvents(t, wc, 1)
-	if evs[len(evs)-1].Kv.ModRevision <= last {
-		t.Errorf("watch from compact_revision %d got %q", r.CompactRevision, eventKeys(evs))
+	wc = c.Watch(ctx, "wc/", clientv3.WithPrefix(), clientv3.WithRev(r.CompactRevision), clientv3.WithPrevKV())
+	later := put(t, c, "wc/c", "3")
+	var got []string
+	for _, ev := range collectEvents(t, wc, 2) {
+		got = append(got, fmt.Sprintf("%s %s=%s @%d prev=%v", ev.Type, ev.Kv.Key, ev.Kv.Value, ev.Kv.ModRevision, ev.PrevKv != nil))
+	}
+	want := []string{fmt.Sprintf("PUT wc/a=2 @%d prev=false", compacted), fmt.Sprintf("PUT wc/c=3 @%d prev=false", later)}
+	if !slices.Equal(got, want) {
+		t.Errorf("watch from compact_revision %d: %q, want %q", r.CompactRevision, got, want)
 	}
 }
 
