@@ -503,3 +503,61 @@ func TestCompactorStopsAtAFault(t *testing.T) {
 		t.Fatalf("Close of a faulted store: %v", err)
 	}
 }
+
+// TestUpdateRangeAtReadsThroughTheBatch: an Update reads the history as it
+// sees it: the revisions it recorded itself, not yet committed, and its
+// own compaction, whatever the compactor has deleted of the history
+// below the committed one; the same answers as the model, as a read of
+// the committed store gives once committed.
+func TestUpdateRangeAtReadsThroughTheBatch(t *testing.T) {
+	s := openT(t, t.TempDir(), 0)
+	defer s.Close()
+	hm := newHistModel()
+	rng := rand.New(rand.NewPCG(7, 8))
+	writeHistory(t, s, hm, rng, awkwardKeys, 20)
+	compactTo(t, s, 8)
+	if err := s.rs.comp.drain(); err != nil {
+		t.Fatal(err)
+	}
+	u := s.NewUpdate()
+	defer u.Close()
+	for hm.rev() < 22 {
+		if _, err := hm.record(u, randomWrites(rng, awkwardKeys)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := u.Compact(10); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		rev  uint64
+		want error
+	}{
+		{8, errs.ErrCompacted}, // the Update's compaction, not the store's
+		{10, nil},
+		{15, nil},
+		{21, nil}, // recorded by the Update
+		{22, nil},
+		{0, nil}, // the latest as the Update sees it: 22
+		{23, errs.ErrFutureRevision},
+	} {
+		var got []string
+		at, err := u.RangeAt([]byte("a"), nil, tc.rev, func(k, v []byte, m revision.Meta) bool {
+			got = append(got, fmt.Sprintf("%q=%s %+v", k, v, m))
+			return true
+		})
+		if tc.want != nil {
+			if !errors.Is(err, tc.want) {
+				t.Errorf("at %d: %v, want %v", tc.rev, err, tc.want)
+			}
+			continue
+		}
+		wantAt := tc.rev
+		if wantAt == 0 {
+			wantAt = 22
+		}
+		if want := rangeModel(hm.state(wantAt), "a", ""); err != nil || at != wantAt || !slices.Equal(got, want) {
+			t.Errorf("at %d: read at %d, %v:\n got %q\nwant %q", tc.rev, at, err, got, want)
+		}
+	}
+}
