@@ -34,7 +34,10 @@
 // them (internal/kv's range delete uses the same CollectDeletes, and its
 // bounds). A Range is the one range evaluation (internal/rangeq) over the
 // path's view: etcd's count (every key of the range), limit, keys only,
-// count only, sort and revision filters. A Nested operation is a
+// count only, sort and revision filters; a Range with a revision of its
+// own reads the history instead, the state at that revision as committed
+// before the transaction (none of the path's writes), as etcd's range at
+// a revision in a transaction does. A Nested operation is a
 // transaction whose compares are evaluated when it is reached; its
 // response is its result.
 //
@@ -59,7 +62,8 @@
 // (ErrDeleteRangeTooLarge), a PUT of a lease that does not exist or is
 // full (ErrLeaseNotFound, ErrLeaseFull), a PUT with IgnoreValue or
 // IgnoreLease of a key that does not exist (ErrKeyNotFound, etcd's "key
-// not found").
+// not found"), a Range at a compacted revision or one past the store's
+// before the transaction (errs.ErrCompacted, errs.ErrFutureRevision).
 //
 // # Encoding
 //
