@@ -528,11 +528,6 @@ func TestTxnRefusesWhatEtcdRefuses(t *testing.T) {
 	if _, err := kv.Txn(ctx, &pb.TxnRequest{Success: []*pb.RequestOp{{}}}); rpctypes.Error(err) != rpctypes.ErrKeyNotFound {
 		t.Fatalf("an empty operation: %v, want etcd's ErrKeyNotFound", err)
 	}
-	past := &pb.RequestOp{Request: &pb.RequestOp_RequestRange{RequestRange: &pb.RangeRequest{Key: []byte("a"), Revision: 1}}}
-	write := &pb.RequestOp{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: []byte("b")}}}
-	if _, err := kv.Txn(ctx, &pb.TxnRequest{Success: []*pb.RequestOp{past, write}}); status.Code(err) != codes.Unimplemented {
-		t.Fatalf("a range at a past revision in a txn that writes: %v, want Unimplemented", err)
-	}
 }
 
 // TestMaxTxnOpsConfigured: MaxTxnOps bounds a transaction's operations;
