@@ -24,12 +24,22 @@ import (
 const waitTimeout = 30 * time.Second
 
 func testConfig() Config {
-	return Config{
+	return withTestRaftLog(Config{
 		TickInterval:   20 * time.Millisecond,
 		ElectionTicks:  10,
 		HeartbeatTicks: 1,
 		Logger:         peertest.Logger(),
-	}
+	})
+}
+
+// withTestRaftLog puts cfg's raft log where KVD_TEST_RAFT_LOG says (empty:
+// the default), so that the package's cluster and scenario tests run on
+// either (the Makefile's test-go runs them with "wal" too), with small WAL
+// segments: each is zero-filled when made.
+func withTestRaftLog(cfg Config) Config {
+	cfg.RaftLog = os.Getenv("KVD_TEST_RAFT_LOG")
+	cfg.Knobs.WALSegmentSize = 1 << 20
+	return cfg
 }
 
 // applierLog mirrors the applied state from the Apply and Restore
