@@ -218,6 +218,10 @@ func (s *Store) alignWAL(l *wal.Log, rec *wal.Recovered) error {
 			hs.Term, hs.Vote = new(st), new(uint64(0))
 		}
 	}
+	if first := l.FirstIndex(); s.applied+1 < first {
+		// Rule 2 broken: the entries after the durable state are gone.
+		return fmt.Errorf("%w: applied index %d below the raft log's truncation point %d", ErrCorrupt, s.applied, first-1)
+	}
 	if s.applied > l.LastIndex() {
 		return fmt.Errorf("%w: applied index %d beyond the raft log's last index %d", ErrCorrupt, s.applied, l.LastIndex())
 	}
