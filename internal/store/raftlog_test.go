@@ -113,12 +113,14 @@ func TestPebbleLogMigratesToWAL(t *testing.T) {
 func TestMigrationCutShortIsRedone(t *testing.T) {
 	fs := vfs.NewMem()
 	want := writePebbleLog(t, fs)
-	// A copy cut short: a log that disagrees with Pebble's.
+	// A copy cut short: a log that disagrees with Pebble's, compacted
+	// beyond Pebble's truncation point.
 	l, _, err := wal.Open(wal.Config{Dir: fs.PathJoin(memDir, WALDir), FS: fs, SegmentSize: testSegmentSize})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := errors.Join(l.Append(ents(1, 3, 9)), l.SetHardState(&pb.HardState{Term: new(uint64(9)), Commit: new(uint64(3))}), l.Close()); err != nil {
+	if err := errors.Join(l.Append(ents(1, 10, 9)), l.SetHardState(&pb.HardState{Term: new(uint64(9)), Commit: new(uint64(10))}),
+		l.Compact(9), l.Close()); err != nil {
 		t.Fatal(err)
 	}
 	s := openMode(t, fs, RaftLogWAL)
@@ -220,6 +222,11 @@ func TestAppliedStateWaitsForTheLog(t *testing.T) {
 	fs.before.Store(nil)
 	if early.Load() {
 		t.Fatal("Pebble held the applied index before the log's entries were synced")
+	}
+	for _, k := range [][]byte{keyHardState, logKey(1), logKey(3)} {
+		if _, ok, err := s.getRaw(k); ok || err != nil {
+			t.Fatalf("the raft log's key %q went to Pebble (%v)", k, err)
+		}
 	}
 	s2 := openMode(t, mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0}), RaftLogWAL)
 	defer s2.Close()
