@@ -105,7 +105,8 @@ var storageFaults = []struct {
 		name: "fsync error on the WAL",
 		rule: func(under string) func(errorfs.Op) error {
 			return func(op errorfs.Op) error {
-				if strings.HasPrefix(op.Path, under) && isSync(op.Kind) && strings.HasSuffix(op.Path, ".log") {
+				// Pebble's WAL, or the raft log's segments (--raft-log=wal).
+				if strings.HasPrefix(op.Path, under) && isSync(op.Kind) && (strings.HasSuffix(op.Path, ".log") || strings.HasSuffix(op.Path, ".wal")) {
 					return pathErr(op, syscall.EIO)
 				}
 				return nil
