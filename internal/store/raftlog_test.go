@@ -339,7 +339,6 @@ func TestSnapshotInstallCutBeforeLogReset(t *testing.T) {
 	}
 }
 
-
 // TestCommitRaisedToDurableApplied: state applied from entries durable in
 // the log may reach Pebble's disk before the log's next sync carries the
 // HardState that commits them; Open raises the commit to the applied
