@@ -93,7 +93,8 @@ func (f *cutFile) SyncTo(length int64) (bool, error) {
 }
 
 // TestPowerCutKeepsAcknowledgedWrites runs a one-node cluster with its raft
-// log in the WAL on a crashable memory file system, writing from several
+// log in the WAL (and, for comparison, in Pebble) on a crashable memory
+// file system, writing from several
 // clients, snapshotting and compacting the log often, and cuts power before
 // a random write or sync of the store's (the WAL's or Pebble's): the file
 // system keeps what was synced and a random share of the rest. The node
@@ -106,8 +107,10 @@ func TestPowerCutKeepsAcknowledgedWrites(t *testing.T) {
 	if testing.Short() {
 		seeds = 10
 	}
-	for seed := range seeds {
-		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) { powerCut(t, uint64(seed)) })
+	for _, mode := range []string{store.RaftLogWAL, store.RaftLogPebble} {
+		for seed := range seeds {
+			t.Run(fmt.Sprintf("%s/seed%d", mode, seed), func(t *testing.T) { powerCut(t, mode, uint64(seed)) })
+		}
 	}
 }
 
@@ -136,7 +139,7 @@ func (r *powerCutRun) cut() {
 	close(r.cutDone)
 }
 
-func powerCut(t *testing.T, seed uint64) {
+func powerCut(t *testing.T, mode string, seed uint64) {
 	r := &powerCutRun{rng: rand.New(rand.NewPCG(seed, 7)), mem: vfs.NewCrashableMem(),
 		tried: map[string]string{}, acked: map[string]versioned{}, cutDone: make(chan struct{})}
 	var once sync.Once
@@ -144,7 +147,7 @@ func powerCut(t *testing.T, seed uint64) {
 	fs := &cutFS{FS: r.mem, at: r.at, cut: func() { once.Do(r.cut) }}
 	base := testConfig()
 	base.TickInterval = 2 * time.Millisecond
-	base.RaftLog, base.FS = store.RaftLogWAL, fs
+	base.RaftLog, base.FS = mode, fs
 	base.SnapshotCount, base.SnapshotCatchUpEntries = 20+r.rng.Uint64N(40), r.rng.Uint64N(10)
 	base.Knobs.WALSegmentSize = 16 << 10
 	c := newCluster(t, 1, base)
