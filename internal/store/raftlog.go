@@ -196,7 +196,9 @@ func (s *Store) recoverWAL(cfg wal.Config) error {
 	s.trunc.term, _ = l.Term(s.trunc.index)
 	s.last = l.LastIndex()
 	s.walDurable.Store(s.last) // Open synced what it replayed
-	if s.cacheSize > 0 && s.last > s.trunc.index && len(rec.Entries) > 0 && rec.Entries[len(rec.Entries)-1].GetIndex() == s.last {
+	// The replayed entries fill the cache, unless alignWAL reset the log
+	// (they are then not the log's).
+	if n := len(rec.Entries); s.cacheSize > 0 && n > 0 && s.trunc.index == rec.Index && rec.Entries[n-1].GetIndex() == s.last {
 		s.cache = append([]*pb.Entry(nil), rec.Entries[max(0, len(rec.Entries)-s.cacheSize):]...)
 	}
 	return nil

@@ -292,7 +292,9 @@ func TestSnapshotInstallCutBeforeLogReset(t *testing.T) {
 	dst := openMode(t, fs, RaftLogWAL)
 	defer dst.Close()
 	commit(t, dst, func(u *Update) error {
-		return errors.Join(u.Append(ents(1, 4, 1)), u.SetHardState(&pb.HardState{Term: new(uint64(1)), Commit: new(uint64(2))}),
+		// Its log reaches the snapshot's index, in another term: the
+		// entry there is not the snapshot's.
+		return errors.Join(u.Append(ents(1, 20, 1)), u.SetHardState(&pb.HardState{Term: new(uint64(1)), Commit: new(uint64(2))}),
 			u.Put([]byte("stale"), []byte("x"), mod(2)), u.SetApplied(2))
 	})
 	cp := src.Checkpoint()
