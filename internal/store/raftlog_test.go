@@ -4,6 +4,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -190,8 +191,11 @@ func (f *hookFile) Sync() error {
 	return f.File.Sync()
 }
 
-// inWAL reports whether a file is the raft log's.
-func inWAL(name string) bool { return strings.Contains(name, "/"+WALDir+"/") }
+// inWAL reports whether a file is one of the raft log's segments (not a
+// spare, which the log zero-fills in the background at any time).
+func inWAL(name string) bool {
+	return strings.Contains(name, "/"+WALDir+"/") && strings.HasSuffix(name, ".wal")
+}
 
 // TestAppliedStateWaitsForTheLog: an Update that applies entries it
 // appends reaches Pebble only after the log's fdatasync (rule 1), even
@@ -304,9 +308,10 @@ func TestSnapshotInstallCutBeforeLogReset(t *testing.T) {
 		t.Fatal(err)
 	}
 	var cut atomic.Pointer[vfs.MemFS]
+	var once sync.Once
 	hook := func(name string) {
-		if inWAL(name) && cut.Load() == nil {
-			cut.Store(mem.CrashClone(vfs.CrashCloneCfg{}))
+		if inWAL(name) {
+			once.Do(func() { cut.Store(mem.CrashClone(vfs.CrashCloneCfg{})) })
 		}
 	}
 	fs.before.Store(&hook)
@@ -328,7 +333,7 @@ func TestSnapshotInstallCutBeforeLogReset(t *testing.T) {
 	defer s2.Close()
 	got := readLogState(t, s2)
 	if got.applied != 20 || got.first != 21 || got.last != 20 || got.hs.GetCommit() != 20 || got.hs.GetTerm() < 3 {
-		t.Fatalf("after the cut: %+v, want applied 20, an empty log at 20, commit 20, term >= 3", got)
+		t.Fatalf("after the cut: %+v (HardState %v), want applied 20, an empty log at 20, commit 20, term >= 3", got, got.hs)
 	}
 	if term, err := s2.Term(20); term != 3 || err != nil {
 		t.Fatalf("Term(20) = %d, %v; want the snapshot's 3", term, err)
