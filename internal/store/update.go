@@ -14,7 +14,9 @@ import (
 
 // Update collects one Ready's durable effects: an optional snapshot install,
 // log append, HardState, and the state-machine writes of the committed
-// entries with the new applied index. Commit writes them in one Pebble batch.
+// entries with the new applied index. Commit writes them in one Pebble batch
+// (with Options.RaftLog "wal": the log part to the WAL, the rest to Pebble;
+// see commitWAL).
 // Reads through the Update (Get, and Delete's existence check) see its own writes.
 //
 // An Update belongs to the raft loop; after Commit or Close it is spent.
@@ -415,7 +417,9 @@ func (u *Update) Commit(sync bool) error {
 // SyncWait has returned nil; the caller must not report anything of this
 // Update durable before that, and must call SyncWait exactly once. An
 // Update that installs a snapshot is committed synchronously (the
-// generation switch holds a lock across the commit).
+// generation switch holds a lock across the commit). In the "wal" mode
+// the sync is the log's, and it is left to SyncWait only when the entries
+// the Update applies were durable before it (commitWAL).
 func (u *Update) CommitNoSyncWait() error {
 	if u.s.wal != nil {
 		if u.s.closed.Load() {
