@@ -45,9 +45,9 @@ import (
 //     (recoverWAL).
 //
 // The HardState's commit may trail Pebble's applied index after a crash
-// (it is written with the log, and an Update that applies entries already
-// durable may reach Pebble's disk before the log's next sync): Open raises
-// it to the applied index, which is safe because those entries were
+// (it is written with the log's next sync, and an Update that applies
+// entries already durable may reach Pebble's disk before that): Open
+// raises it to the applied index, which is safe because those entries were
 // committed and are in the log.
 const (
 	RaftLogPebble = "pebble"
@@ -90,14 +90,21 @@ func (s *Store) openRaftLog(dir string, fs vfs.FS, opts Options) error {
 		return fmt.Errorf("%w: data directory %s keeps its raft log in %s/ (--raft-log=%s); start it with --raft-log=%s (there is no conversion back to %s)",
 			ErrRaftLogMode, dir, WALDir, RaftLogWAL, RaftLogWAL, RaftLogPebble)
 	case inWAL:
-		return s.recoverWAL(walCfg)
+		return s.guardWAL(func() error { return s.recoverWAL(walCfg) })
 	case opts.RaftLog == RaftLogWAL:
 		if err := s.recoverPebbleLog(); err != nil {
 			return err
 		}
-		return s.migrateToWAL(walCfg)
+		return s.guardWAL(func() error { return s.migrateToWAL(walCfg) })
 	}
 	return s.recoverPebbleLog()
+}
+
+// guardWAL runs fn, which writes the WAL, under the store's fault guard
+// (fault.go): a fault in the WAL's writes parks fn, and Open fails at once.
+func (s *Store) guardWAL(fn func() error) error {
+	err, _ := s.guard(fn)
+	return err
 }
 
 // recoverPebbleLog reads the raft log's state from Pebble.

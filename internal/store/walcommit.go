@@ -50,7 +50,11 @@ func (u *Update) commitWAL(sync, syncLater bool) error {
 				return err
 			}
 		}
-		if u.hs != nil {
+		// A HardState that needs no sync (a new commit index alone) is
+		// left to the next synced one: nothing stays buffered in the log
+		// after Commit, so reading it (Entries) never writes outside the
+		// fault guard. Open raises a commit index left behind (rule 1).
+		if u.hs != nil && (mustSync || early) {
 			if err := s.wal.SetHardState(u.hs); err != nil {
 				return err
 			}
