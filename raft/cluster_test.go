@@ -15,6 +15,8 @@ import (
 
 	"github.com/kvd-project/kvd/internal/kvdtest/peertest"
 	"github.com/kvd-project/kvd/internal/kvdtest/wait"
+	"github.com/kvd-project/kvd/internal/limits"
+	"github.com/kvd-project/kvd/internal/store"
 	"github.com/kvd-project/kvd/transport"
 	"github.com/kvd-project/kvd/transport/tcp"
 )
@@ -24,12 +26,35 @@ import (
 const waitTimeout = 30 * time.Second
 
 func testConfig() Config {
-	return Config{
+	return withTestRaftLog(Config{
 		TickInterval:   20 * time.Millisecond,
 		ElectionTicks:  10,
 		HeartbeatTicks: 1,
 		Logger:         peertest.Logger(),
-	}
+	})
+}
+
+// withTestRaftLog puts cfg's raft log where KVD_TEST_RAFT_LOG says (empty:
+// the default), so that the package's cluster and scenario tests run on
+// either (the Makefile's test-go runs them with "wal" too), with WAL
+// segments (each zero-filled when made) as small as the largest command
+// allows.
+func withTestRaftLog(cfg Config) Config {
+	cfg.RaftLog = os.Getenv("KVD_TEST_RAFT_LOG")
+	cfg.Knobs.WALSegmentSize = testWALSegmentSize
+	return cfg
+}
+
+// testWALSegmentSize holds the largest entry a test writes (limits.MaxCommand)
+// with room to spare: a segment holds whole records only.
+const testWALSegmentSize = 4 << 20
+
+var _ = [testWALSegmentSize - 2*limits.MaxCommand]struct{}{}
+
+// testStoreOptions are the store options of a node of testConfig.
+func testStoreOptions() store.Options {
+	cfg := testConfig()
+	return store.Options{RaftLog: cfg.RaftLog, WALSegmentSize: cfg.Knobs.WALSegmentSize}
 }
 
 // applierLog mirrors the applied state from the Apply and Restore

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kvd-project/kvd/internal/limits"
+	"github.com/kvd-project/kvd/internal/store"
 	"github.com/kvd-project/kvd/transport"
 )
 
@@ -69,6 +70,16 @@ type Config struct {
 	Join bool
 	// DataDir holds the node's Pebble database.
 	DataDir string
+	// RaftLog is where the node keeps its raft log (--raft-log):
+	// store.RaftLogPebble ("pebble", the default) keeps it in the state's
+	// Pebble database, every Ready one synced batch; store.RaftLogWAL
+	// ("wal") keeps it in a dedicated log (internal/wal) in DataDir/wal,
+	// every Ready one write and one fdatasync of that log, with the state
+	// machine's writes going to Pebble unsynced (their durability comes
+	// from the log, replayed at start from the applied index Pebble last
+	// persisted; see internal/store/raftlog.go). A DataDir whose log is in
+	// Pebble is converted when started with "wal"; going back is refused.
+	RaftLog string
 	// FS, if set, is the file system DataDir is on, instead of the
 	// operating system's: for tests, which inject storage faults with a
 	// wrapper (Pebble's vfs/errorfs). Default nil.
@@ -170,6 +181,10 @@ type Knobs struct {
 	// A test drives the loop deterministically on a fake one (see
 	// harness_test.go). Default time.Now.
 	Clock func() time.Time
+	// WALSegmentSize is the raft log's segment file size in the "wal"
+	// mode (wal.DefaultSegmentSize if zero): tests make it small, as each
+	// segment is zero-filled when made.
+	WALSegmentSize int64
 }
 
 // clock is the node's clock (Knobs.Clock).
@@ -232,6 +247,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: SnapshotCatchUpEntries %d above SnapshotCount %d", ErrConfig, c.SnapshotCatchUpEntries, c.SnapshotCount)
 	case c.SnapshotChunkSize < 0 || c.MaxInflightMsgs < 0 || c.PeerQueueSize < 0:
 		return fmt.Errorf("%w: negative size", ErrConfig)
+	case store.ValidRaftLog(c.RaftLog) != nil:
+		return fmt.Errorf("%w: %w", ErrConfig, store.ValidRaftLog(c.RaftLog))
 	case c.MaxSizePerMsg > transport.DefaultMaxMessage/2:
 		// A sanity bound only: each connection's actual limit is checked
 		// when it is established (checkMessageLimit).

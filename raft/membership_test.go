@@ -64,7 +64,7 @@ func leadingLoop(t *testing.T, heard ...uint64) *loop {
 		step(&pb.Message{Type: pb.MsgHeartbeatResp.Enum(), From: new(uint64(id)), To: new(uint64(1)), Term: term})
 	}
 
-	st, err := store.Open(t.TempDir(), store.Options{})
+	st, err := store.Open(t.TempDir(), testStoreOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +145,7 @@ func TestRemovedNodeReportsNoLeader(t *testing.T) {
 		{"joining", []change{{}, {add: []uint64{2, 3}}, {add: []uint64{1}}}, []uint64{3, 3, 3}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			st, err := store.Open(t.TempDir(), store.Options{})
+			st, err := store.Open(t.TempDir(), testStoreOptions())
 			if err != nil {
 				t.Fatal(err)
 			}

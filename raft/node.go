@@ -133,6 +133,7 @@ func open(cfg Config, newNet newNetwork) (n *Node, lp *loop, err error) {
 	fail := newFailure()
 	st, err := store.Open(cfg.DataDir, store.Options{
 		EntryCacheSize: cfg.EntryCacheSize, Logger: cfg.Logger, FS: cfg.FS,
+		RaftLog: cfg.RaftLog, WALSegmentSize: cfg.Knobs.WALSegmentSize,
 		OnFault: func(cause error) { fail.set(cause) },
 	})
 	if err != nil {

@@ -90,7 +90,7 @@ func TestSendEarly(t *testing.T) {
 	}
 }
 
-// walGate blocks the WAL fsyncs of the data directories below under until
+// walGate blocks the log fsyncs (isLogSync) of the data directories below under until
 // it is given a token for each.
 type walGate struct {
 	inj    injector
@@ -101,7 +101,7 @@ type walGate struct {
 func newWALGate() *walGate {
 	g := &walGate{tokens: make(chan struct{}, 8)}
 	g.inj.set(func(op errorfs.Op) error {
-		if !isSync(op.Kind) || !strings.HasSuffix(op.Path, ".log") {
+		if !isLogSync(op) {
 			return nil
 		}
 		if u := g.under.Load(); u != nil && slices.ContainsFunc(*u, func(dir string) bool { return strings.HasPrefix(op.Path, dir) }) {

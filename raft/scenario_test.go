@@ -478,7 +478,7 @@ func (h *scenarioHarness) handleNodes(a scenarioArgs) {
 	if err != nil || n < 1 {
 		a.d.Fatalf(a.t, "nodes: bad count %q", a.pos[0])
 	}
-	cfg := Config{Logger: slog.New(slog.DiscardHandler)}
+	cfg := withTestRaftLog(Config{Logger: slog.New(slog.DiscardHandler)})
 	var stagger, latency time.Duration
 	for _, arg := range a.d.CmdArgs[1:] {
 		switch arg.Key {

@@ -61,6 +61,12 @@ func isSync(k errorfs.OpKind) bool {
 	return k == errorfs.OpFileSync || k == errorfs.OpFileSyncData || k == errorfs.OpFileSyncTo
 }
 
+// isLogSync: an fsync of the file that makes a Ready durable: Pebble's
+// WAL (a ".log"), or the raft log's segment (a ".wal", --raft-log=wal).
+func isLogSync(op errorfs.Op) bool {
+	return isSync(op.Kind) && (strings.HasSuffix(op.Path, ".log") || strings.HasSuffix(op.Path, ".wal"))
+}
+
 func isWrite(k errorfs.OpKind) bool {
 	return k == errorfs.OpFileWrite || k == errorfs.OpFileWriteAt
 }
@@ -105,7 +111,7 @@ var storageFaults = []struct {
 		name: "fsync error on the WAL",
 		rule: func(under string) func(errorfs.Op) error {
 			return func(op errorfs.Op) error {
-				if strings.HasPrefix(op.Path, under) && isSync(op.Kind) && strings.HasSuffix(op.Path, ".log") {
+				if strings.HasPrefix(op.Path, under) && isLogSync(op) {
 					return pathErr(op, syscall.EIO)
 				}
 				return nil
@@ -417,7 +423,7 @@ func TestStorageFaultLeaderFailover(t *testing.T) {
 // cause, rather than starting, or hanging.
 func TestStorageOpenFails(t *testing.T) {
 	mutations := func(op errorfs.Op) bool { return isMutation(op.Kind) }
-	walSyncs := func(op errorfs.Op) bool { return isSync(op.Kind) && strings.HasSuffix(op.Path, ".log") }
+	walSyncs := isLogSync
 	for _, tc := range []struct {
 		name     string
 		existing bool // the directory holds a node's data already

@@ -107,7 +107,7 @@ func TestStoredTermOutOfRangeRefusedAtOpen(t *testing.T) {
 // setStoredTerm rewrites the term of the hard state in dir's store.
 func setStoredTerm(t *testing.T, dir string, term uint64) {
 	t.Helper()
-	st, err := store.Open(dir, store.Options{})
+	st, err := store.Open(dir, testStoreOptions())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,6 +34,9 @@ func TestConfigValidate(t *testing.T) {
 		{"small snapshot count takes a small catch-up default", func(c *Config) { c.SnapshotCount = 10 }, true},
 		{"message size near transport limit", func(c *Config) { c.MaxSizePerMsg = 3 << 20 }, false},
 		{"tick below 1ms", func(c *Config) { c.TickInterval = time.Microsecond }, false},
+		{"raft log in pebble", func(c *Config) { c.RaftLog = "pebble" }, true},
+		{"raft log in a wal", func(c *Config) { c.RaftLog = "wal" }, true},
+		{"raft log elsewhere", func(c *Config) { c.RaftLog = "files" }, false},
 	}
 	for _, tt := range tests {
 		c := valid

@@ -12,6 +12,7 @@ import (
 	"github.com/kvd-project/kvd/internal/kv"
 	"github.com/kvd-project/kvd/internal/mirror"
 	"github.com/kvd-project/kvd/internal/rangeq"
+	kvstore "github.com/kvd-project/kvd/internal/store"
 	"github.com/kvd-project/kvd/internal/table"
 	"github.com/kvd-project/kvd/internal/watch"
 	"github.com/kvd-project/kvd/internal/wire"
@@ -76,6 +77,12 @@ type Config struct {
 	// SnapshotCount is how many applied entries trigger a snapshot and log
 	// compaction. Default 10000.
 	SnapshotCount uint64
+	// RaftLog is where the node keeps its Raft log (--raft-log): "pebble"
+	// (in the state's Pebble database, each Ready one synced batch) or
+	// "wal" (a dedicated log beside it, each Ready one fdatasync of the
+	// log and the state written unsynced). Default "pebble". See
+	// raft.Config.RaftLog.
+	RaftLog string
 	// TickInterval is the Raft tick. Default 100ms; elections take 10 ticks.
 	TickInterval time.Duration
 	// LeaseDrift bounds how much faster any node's clock may run than the
@@ -258,6 +265,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("server: table memory %d bytes is below the minimum %d", c.TableMem, minTableMem)
 	case c.ReuseGrace < 10*time.Millisecond:
 		return fmt.Errorf("server: reuse grace %v is below the minimum 10ms", c.ReuseGrace)
+	case kvstore.ValidRaftLog(c.RaftLog) != nil:
+		return fmt.Errorf("server: %w", kvstore.ValidRaftLog(c.RaftLog))
 	case c.TableInline < 0 && c.TableInline != TableInlineOff:
 		return fmt.Errorf("%w: table inline budget %d: want a positive budget or TableInlineOff", table.ErrBadConfig, c.TableInline)
 	}
@@ -329,6 +338,7 @@ func (c Config) raftConfig() raft.Config {
 		TickInterval:        c.TickInterval,
 		LeaseDrift:          c.LeaseDrift,
 		SnapshotCount:       c.SnapshotCount,
+		RaftLog:             c.RaftLog,
 		// A cluster's state fits its leader's region (writes without room
 		// are refused), so a transfer this much larger than this node's
 		// is a peer's mistake or attack, not a snapshot: refused before it

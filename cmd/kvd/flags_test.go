@@ -65,6 +65,7 @@ func TestBadNodeFlagsRefusedBeforeDataDir(t *testing.T) {
 		{"--watch-progress-notify-interval", "0"}, {"--watch-progress-notify-interval", "10ms"},
 		{"--watch-history-bytes", "0"}, {"--tick", "0"}, {"--reuse-grace", "0"},
 		{"--snapshot-count", "0"}, {"--table-mem", "0"},
+		{"--raft-log", "files"},                                   // neither pebble nor wal
 		{"--redis-listen", addr}, {"--redis-listen", "127.0.0.1"}, // --listen's port; no port
 		{"--redis-max-conns", "0"}, {"--redis-max-pipeline", "0"}, {"--redis-max-args", "0"}, {"--redis-max-inline", "0"},
 	} {

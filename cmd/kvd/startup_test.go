@@ -205,3 +205,32 @@ func TestFlagTypoOneLine(t *testing.T) {
 		t.Errorf("kvd -h: exit %d, output %q; want the usage", code, out)
 	}
 }
+
+// TestRaftLogMovesToWAL: a data directory whose Raft log is in Pebble (the
+// default), restarted with --raft-log=wal, keeps its data with the log
+// moved to DIR/wal, and then restarts only with --raft-log=wal: with
+// pebble it is refused at once, exit 1, naming the flag to give.
+func TestRaftLogMovesToWAL(t *testing.T) {
+	kvd := buildKVD(t)
+	addrs := kvdtest.FreeAddrs(t, 2)
+	data := filepath.Join(t.TempDir(), "d")
+	args := []string{"--data-dir", data, "--listen", addrs[0], "--metrics-listen", addrs[1], "--table-mem", "8MiB"}
+	p := startKVD(t, kvd, append(args, "--initial-cluster", "1="+addrs[0])...)
+	waitHealthy(t, p, addrs[1])
+	putGet(t, addrs[0], "k", "v")
+	stopKVD(t, p)
+	for range 2 { // converted, then restarted as it is
+		p = startKVD(t, kvd, append(args, "--raft-log", "wal")...)
+		waitHealthy(t, p, addrs[1])
+		putGet(t, addrs[0], "k", "")
+		putGet(t, addrs[0], "k2", "v")
+		stopKVD(t, p)
+	}
+	if ents, err := os.ReadDir(filepath.Join(data, "wal")); err != nil || len(ents) == 0 {
+		t.Fatalf("no raft log in %s/wal: %v", data, err)
+	}
+	code, out := runKVD(t, kvd, 30*time.Second, append(args, "--raft-log", "pebble")...)
+	if code != 1 || !strings.Contains(lastLine(out), "start it with --raft-log=wal") {
+		t.Fatalf("kvd --raft-log pebble on a directory in the wal mode: exit %d, output:\n%s\nwant exit 1 naming --raft-log=wal", code, out)
+	}
+}

@@ -8,12 +8,22 @@
 // Pebble batch: a restart never sees half an apply, and the applied index
 // always names exactly the state on disk.
 //
+// With Options.RaftLog "wal" the raft log and HardState live instead in an
+// internal/wal log in the data directory's wal/ subdirectory, and an
+// Update writes the state machine's effects to Pebble without a sync of
+// their own: the log's one fdatasync per Ready makes the Ready durable,
+// and Open replays the log from the applied index Pebble persisted.
+// raftlog.go states the rules that keep this safe and the conversion of a
+// directory from the "pebble" mode.
+//
 // Key layout (Pebble's default bytewise order):
 //
 //	"m" + name               metadata: HardState, ConfState, applied index,
 //	                         latest snapshot, log truncation point, KV generation,
-//	                         cluster id, data format (format.go)
-//	"l" + be64(index)        raft log entries (marshaled raftpb.Entry)
+//	                         cluster id, data format (format.go), raft log mode
+//	                         (HardState and truncation point: "pebble" mode only)
+//	"l" + be64(index)        raft log entries (marshaled raftpb.Entry; "pebble"
+//	                         mode only)
 //	"p" + be64(id)           member address book: learner flag + address
 //	"k" + be64(gen) + key    applied KV state: revision.Meta + value
 //	"e" + be64(gen) + ...    applied TTL leases and their keys (lease.go)

@@ -65,6 +65,9 @@ func (s *Store) termLocked(i uint64) (uint64, error) {
 	if first := s.cacheFirst(); i >= first {
 		return s.cache[i-first].GetTerm(), nil
 	}
+	if s.wal != nil {
+		return s.wal.Term(i)
+	}
 	e, err := s.readEntry(i)
 	if err != nil {
 		return 0, err
@@ -124,8 +127,12 @@ func (z *sizer) take(e *pb.Entry) bool {
 	return true
 }
 
-// readEntries appends entries [lo, hi) from Pebble to ents.
+// readEntries appends entries [lo, hi) from the log (Pebble or the WAL)
+// to ents.
 func (s *Store) readEntries(ents []*pb.Entry, lo, hi uint64, sz *sizer) ([]*pb.Entry, error) {
+	if s.wal != nil {
+		return s.readWALEntries(ents, lo, hi, sz)
+	}
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: logKey(lo), UpperBound: logKey(hi)})
 	if err != nil {
 		return nil, err
@@ -151,6 +158,27 @@ func (s *Store) readEntries(ents []*pb.Entry, lo, hi uint64, sz *sizer) ([]*pb.E
 	}
 	if want != hi {
 		return nil, fmt.Errorf("%w: log ends at %d, want up to %d", etcdraft.ErrUnavailable, want-1, hi-1)
+	}
+	return ents, nil
+}
+
+// readWALEntries is readEntries in the "wal" mode.
+func (s *Store) readWALEntries(ents []*pb.Entry, lo, hi uint64, sz *sizer) ([]*pb.Entry, error) {
+	for lo < hi {
+		got, err := s.wal.Entries(lo, hi, sz.max-min(sz.total, sz.max))
+		if err != nil {
+			return ents, err
+		}
+		if len(got) == 0 {
+			return ents, fmt.Errorf("%w: raft log returned no entry at %d", etcdraft.ErrUnavailable, lo)
+		}
+		for _, e := range got {
+			if !sz.take(e) {
+				return ents, nil
+			}
+			ents = append(ents, e)
+		}
+		lo += uint64(len(got))
 	}
 	return ents, nil
 }

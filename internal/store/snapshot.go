@@ -71,6 +71,11 @@ func (s *Store) CreateSnapshot(compactTo uint64) (*pb.Snapshot, error) {
 	if err := b.Set(keySnapshot, data, nil); err != nil {
 		return nil, err
 	}
+	if trunc != s.trunc && s.wal != nil {
+		wb := b
+		b = nil // compactWAL's to close
+		return s.compactWAL(wb, snap, trunc)
+	}
 	if trunc != s.trunc {
 		if err := b.Set(keyTrunc, trunc.encode(), nil); err != nil {
 			return nil, err
@@ -90,6 +95,13 @@ func (s *Store) CreateSnapshot(compactTo uint64) (*pb.Snapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: snapshot: %w", err)
 	}
+	s.snapshotTaken(snap, trunc)
+	return snap, nil
+}
+
+// snapshotTaken publishes a snapshot CreateSnapshot recorded, with the
+// log's truncation point.
+func (s *Store) snapshotTaken(snap *pb.Snapshot, trunc truncState) {
 	s.mu.Lock()
 	s.snap = snap
 	if trunc != s.trunc {
@@ -97,7 +109,29 @@ func (s *Store) CreateSnapshot(compactTo uint64) (*pb.Snapshot, error) {
 		s.cacheTrim(trunc.index)
 	}
 	s.mu.Unlock()
-	s.setCheckpoint(index, term)
+	md := snap.GetMetadata()
+	s.setCheckpoint(md.GetIndex(), md.GetTerm())
+}
+
+// compactWAL is CreateSnapshot's write in the "wal" mode when it compacts
+// the log: the snapshot record goes to Pebble synced, which makes the state
+// through the applied index (at least trunc.index) durable, and only then
+// is the log compacted to trunc.index (raftlog.go's rule 2). One synced
+// Pebble write per compaction, not per entry.
+func (s *Store) compactWAL(b *pebble.Batch, snap *pb.Snapshot, trunc truncState) (*pb.Snapshot, error) {
+	err, finished := s.guard(func() error {
+		if err := b.Commit(pebble.Sync); err != nil {
+			return err
+		}
+		return s.wal.Compact(trunc.index)
+	})
+	if finished {
+		b.Close()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: snapshot: %w", err)
+	}
+	s.snapshotTaken(snap, trunc)
 	return snap, nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/kvd-project/kvd/internal/limits"
 	"github.com/kvd-project/kvd/internal/pebbletune"
 	"github.com/kvd-project/kvd/internal/revision"
+	"github.com/kvd-project/kvd/internal/wal"
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 )
@@ -36,6 +37,14 @@ type Options struct {
 	// operating system's. Tests inject faults with a wrapper (Pebble's
 	// vfs/errorfs). The store adds its fault detection on top (fault.go).
 	FS vfs.FS
+	// RaftLog is where the raft log is kept: RaftLogPebble (the default,
+	// "" too) or RaftLogWAL (raftlog.go). A directory whose log is in
+	// Pebble is converted at Open when RaftLogWAL is asked for; the
+	// converse is refused (ErrRaftLogMode).
+	RaftLog string
+	// WALSegmentSize is the size of the raft log's segment files in the
+	// "wal" mode (wal.DefaultSegmentSize if zero). Tests make it small.
+	WALSegmentSize int64
 	// OnFault, if set, is called once, at the store's first storage fault
 	// (see fault.go), with its cause. It is called from whichever goroutine
 	// hit the fault, possibly one of Pebble's, and must not block or call
@@ -48,6 +57,12 @@ type Options struct {
 type Store struct {
 	db        *pebble.DB
 	cacheSize int
+	// wal holds the raft log in the "wal" mode (nil: the log is in
+	// Pebble). See raftlog.go.
+	wal *wal.Log
+	// walDurable is the log's last index as of its latest sync (the
+	// "wal" mode's rule 1).
+	walDurable atomic.Uint64
 
 	// mu guards the in-memory mirror of the raft metadata and log bounds.
 	// Only the raft loop writes them; the lock makes the odd read from another
@@ -91,14 +106,18 @@ func Open(dir string, opts Options) (*Store, error) {
 	if opts.EntryCacheSize == 0 {
 		opts.EntryCacheSize = DefaultEntryCacheSize
 	}
+	if err := ValidRaftLog(opts.RaftLog); err != nil {
+		return nil, err
+	}
 	log := newLimitedLog(opts.Logger)
 	fault := newFaultState(opts.OnFault, log)
 	base := opts.FS
 	if base == nil {
 		base = vfs.Default
 	}
+	ffs := &faultFS{FS: base, f: fault}
 	po := &pebble.Options{
-		FS:            &faultFS{FS: base, f: fault},
+		FS:            ffs,
 		Logger:        pebbleLogger{log: log, fault: fault},
 		EventListener: eventListener(log, fault),
 	}
@@ -122,15 +141,21 @@ func Open(dir string, opts Options) (*Store, error) {
 		}
 		return nil, err
 	}
-	if err := s.recover(); err != nil {
+	if err := s.recover(dir, ffs, opts); err != nil {
 		if !fault.tripped() {
 			db.Close()
+			if s.wal != nil {
+				s.wal.Close()
+			}
 		}
 		return nil, err
 	}
 	if err := s.probe(); err != nil {
 		if !fault.tripped() {
 			db.Close()
+			if s.wal != nil {
+				s.wal.Close()
+			}
 		}
 		return nil, fmt.Errorf("store: open %s: %w", dir, err)
 	}
@@ -163,11 +188,7 @@ func (s *Store) guard(fn func() error) (err error, finished bool) {
 	return s.fault.guard(fn)
 }
 
-func (s *Store) recover() error {
-	s.hs = &pb.HardState{}
-	if err := s.loadProto(keyHardState, s.hs); err != nil {
-		return err
-	}
+func (s *Store) recover(dir string, fs vfs.FS, opts Options) error {
 	s.cs = &pb.ConfState{}
 	if err := s.loadProto(keyConfState, s.cs); err != nil {
 		return err
@@ -191,14 +212,7 @@ func (s *Store) recover() error {
 	}
 	s.cluster.Store(cluster)
 	s.nextGen.Store(s.gen)
-	if raw, ok, err := s.getRaw(keyTrunc); err != nil {
-		return err
-	} else if ok {
-		if s.trunc, err = decodeTrunc(raw); err != nil {
-			return err
-		}
-	}
-	if s.last, err = s.findLast(); err != nil {
+	if err := s.openRaftLog(dir, fs, opts); err != nil {
 		return err
 	}
 	if s.members, err = s.loadMembers(); err != nil {
@@ -345,6 +359,13 @@ func (s *Store) Close() error {
 	err, _ := s.guard(s.db.Close)
 	if errors.Is(err, ErrFault) {
 		return fmt.Errorf("%w (database left open)", err)
+	}
+	if s.wal != nil {
+		werr, _ := s.guard(s.wal.Close)
+		if errors.Is(werr, ErrFault) {
+			return fmt.Errorf("%w (raft log left open)", werr)
+		}
+		err = errors.Join(err, werr)
 	}
 	return err
 }

@@ -61,11 +61,32 @@ func seq(lo, hi uint64) []uint64 {
 }
 
 // cacheSizes runs a test with the entry cache off, smaller than the log, and
-// at its default: every answer must come out the same.
-var cacheSizes = []struct {
-	name string
-	size int
-}{{"nocache", -1}, {"cache3", 3}, {"default", 0}}
+// at its default, with the raft log in Pebble and in a WAL: every answer
+// must come out the same.
+var cacheSizes = []logSetup{
+	{"nocache", -1, RaftLogPebble}, {"cache3", 3, RaftLogPebble}, {"default", 0, RaftLogPebble},
+	{"wal-nocache", -1, RaftLogWAL}, {"wal-cache3", 3, RaftLogWAL}, {"wal-default", 0, RaftLogWAL},
+}
+
+type logSetup struct {
+	name    string
+	size    int
+	raftLog string
+}
+
+// openCS opens the store in dir with cs's cache and raft log.
+func openCS(t *testing.T, dir string, cs logSetup) *Store {
+	t.Helper()
+	s, err := Open(dir, Options{EntryCacheSize: cs.size, RaftLog: cs.raftLog, WALSegmentSize: testSegmentSize})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	return s
+}
+
+// testSegmentSize keeps the WAL's segment files (zero-filled when made)
+// small in tests.
+const testSegmentSize = 1 << 20
 
 func TestFreshStore(t *testing.T) {
 	s := openT(t, t.TempDir(), 0)
@@ -96,7 +117,7 @@ func TestFreshStore(t *testing.T) {
 func TestLogReadsAndBounds(t *testing.T) {
 	for _, cs := range cacheSizes {
 		t.Run(cs.name, func(t *testing.T) {
-			s := openT(t, t.TempDir(), cs.size)
+			s := openCS(t, t.TempDir(), cs)
 			defer s.Close()
 			commit(t, s, func(u *Update) error { return u.Append(ents(1, 10, 1)) })
 			entSize := uint64(len(mustMarshal(t, ents(1, 1, 1)[0])))
@@ -152,7 +173,7 @@ func TestAppendReplacesSuffixAndSurvivesRestart(t *testing.T) {
 	for _, cs := range cacheSizes {
 		t.Run(cs.name, func(t *testing.T) {
 			dir := t.TempDir()
-			s := openT(t, dir, cs.size)
+			s := openCS(t, dir, cs)
 			commit(t, s, func(u *Update) error { return u.Append(ents(1, 10, 1)) })
 			// A new leader overwrites 6.. with a shorter log of term 2.
 			commit(t, s, func(u *Update) error { return u.Append(ents(6, 8, 2)) })
@@ -180,7 +201,7 @@ func TestAppendReplacesSuffixAndSurvivesRestart(t *testing.T) {
 			}
 			check(s)
 			s.Close()
-			s = openT(t, dir, cs.size)
+			s = openCS(t, dir, cs)
 			defer s.Close()
 			check(s)
 		})
@@ -205,7 +226,7 @@ func TestSnapshotCompactionBoundaries(t *testing.T) {
 	for _, cs := range cacheSizes {
 		t.Run(cs.name, func(t *testing.T) {
 			dir := t.TempDir()
-			s := openT(t, dir, cs.size)
+			s := openCS(t, dir, cs)
 			conf := &pb.ConfState{Voters: []uint64{1, 2, 3}}
 			commit(t, s, func(u *Update) error {
 				return errors.Join(u.Append(append(ents(1, 5, 1), ents(6, 12, 2)...)),
@@ -279,7 +300,7 @@ func TestSnapshotCompactionBoundaries(t *testing.T) {
 				t.Fatalf("FirstIndex after no-op compaction = %d", fi)
 			}
 			s.Close()
-			s = openT(t, dir, cs.size)
+			s = openCS(t, dir, cs)
 			defer s.Close()
 			if s.Applied() != 11 {
 				t.Fatalf("Applied after restart = %d", s.Applied())

@@ -14,7 +14,9 @@ import (
 
 // Update collects one Ready's durable effects: an optional snapshot install,
 // log append, HardState, and the state-machine writes of the committed
-// entries with the new applied index. Commit writes them in one Pebble batch.
+// entries with the new applied index. Commit writes them in one Pebble batch
+// (with Options.RaftLog "wal": the log part to the WAL, the rest to Pebble;
+// see commitWAL).
 // Reads through the Update (Get, and Delete's existence check) see its own writes.
 //
 // An Update belongs to the raft loop; after Commit or Close it is spent.
@@ -96,9 +98,11 @@ func (u *Update) InstallSnapshot(snap *pb.Snapshot, st *Staged) error {
 	pb.EnsureSnapshot(snap)
 	trunc := truncState{md.GetIndex(), md.GetTerm()}
 	b := u.b
-	errs := []error{
-		b.DeleteRange(logStart, logEnd, nil),
-		b.Set(keyTrunc, trunc.encode(), nil),
+	var errs []error
+	if u.s.wal == nil { // else the log is reset at Commit (commitWAL)
+		errs = append(errs, b.DeleteRange(logStart, logEnd, nil), b.Set(keyTrunc, trunc.encode(), nil))
+	}
+	errs = append(errs,
 		u.setProto(keySnapshot, snap),
 		u.setProto(keyConfState, snap.GetMetadata().GetConfState()),
 		b.Set(keyApplied, encodeU64(trunc.index), nil),
@@ -107,7 +111,7 @@ func (u *Update) InstallSnapshot(snap *pb.Snapshot, st *Staged) error {
 		b.DeleteRange(leaseGenPrefix(u.gen), leaseGenEnd(u.gen), nil), // its leases go with its keys
 		b.Set(keyGen, encodeU64(st.gen), nil),
 		u.installRevs(u.gen, st.gen), // its revisions and history go with its keys
-	}
+	)
 	u.members = make(map[uint64]Member, len(ms))
 	for _, m := range ms {
 		errs = append(errs, b.Set(memberKey(m.ID), encodeMember(m), nil))
@@ -141,6 +145,11 @@ func (u *Update) Append(ents []*pb.Entry) error {
 	if first <= u.trunc.index || first > u.last+1 {
 		return fmt.Errorf("store: append at %d does not fit log (%d,%d]", first, u.trunc.index, u.last)
 	}
+	if u.s.wal != nil { // written to the log at Commit (commitWAL)
+		u.last = newLast
+		u.appends = append(u.appends, ents)
+		return nil
+	}
 	for _, e := range ents {
 		var err error
 		if u.valBuf, err = (proto.MarshalOptions{}).MarshalAppend(u.valBuf[:0], e); err != nil {
@@ -167,6 +176,9 @@ func (u *Update) SetHardState(hs *pb.HardState) error {
 		return nil
 	}
 	u.hs = hs
+	if u.s.wal != nil {
+		return nil // written to the log at Commit (commitWAL)
+	}
 	return u.setProto(keyHardState, hs)
 }
 
@@ -343,7 +355,7 @@ func (u *Update) setProto(key []byte, m proto.Message) error {
 }
 
 // Empty reports whether the Update has nothing to write.
-func (u *Update) Empty() bool { return u.b.Empty() }
+func (u *Update) Empty() bool { return u.b.Empty() && len(u.appends) == 0 && u.hs == nil }
 
 // Commit writes the batch (fsyncing the WAL if sync) and publishes the new
 // state to the store's readers. The Update is spent afterwards. Once the
@@ -357,6 +369,9 @@ func (u *Update) Commit(sync bool) error {
 	}
 	if err := u.s.fault.err(); err != nil {
 		return err // even an empty Ready: the loop learns of a fault at its next one
+	}
+	if u.s.wal != nil {
+		return u.commitWAL(sync, false)
 	}
 	if u.b.Empty() {
 		return nil // a Ready with nothing durable (only messages, say)
@@ -402,8 +417,19 @@ func (u *Update) Commit(sync bool) error {
 // SyncWait has returned nil; the caller must not report anything of this
 // Update durable before that, and must call SyncWait exactly once. An
 // Update that installs a snapshot is committed synchronously (the
-// generation switch holds a lock across the commit).
+// generation switch holds a lock across the commit). In the "wal" mode
+// the sync is the log's, and it is left to SyncWait only when the entries
+// the Update applies were durable before it (commitWAL).
 func (u *Update) CommitNoSyncWait() error {
+	if u.s.wal != nil {
+		if u.s.closed.Load() {
+			return ErrClosed
+		}
+		if err := u.s.fault.err(); err != nil {
+			return err
+		}
+		return u.commitWAL(true, true)
+	}
 	if u.reset || u.b.Empty() {
 		u.synced = true
 		return u.Commit(true)
@@ -430,6 +456,9 @@ func (u *Update) CommitNoSyncWait() error {
 // reports a fault recorded at any time before it returns instead of
 // success: nothing is durable after a failed fsync.
 func (u *Update) SyncWait() error {
+	if u.s.wal != nil {
+		return u.syncWaitWAL()
+	}
 	if u.synced {
 		return nil
 	}
