@@ -380,16 +380,23 @@ func (u *Update) Commit(sync bool) error {
 	if sync {
 		opts = pebble.Sync
 	}
+	b := u.b
+	return u.commitGuarded(func() error { return b.Commit(opts) })
+}
+
+// commitGuarded runs write (the Update's commit to Pebble, and in the
+// "wal" mode to the log) under the fault guard, switches the generation
+// if the Update installs a snapshot, and publishes the new state.
+func (u *Update) commitGuarded(write func() error) error {
 	s := u.s
 	if u.reset {
 		// Readers must not see the old generation deleted before they see
 		// the new one named current.
 		s.genMu.Lock()
 	}
-	b := u.b
-	err, finished := s.guard(func() error { return b.Commit(opts) })
+	err, finished := s.guard(write)
 	if !finished {
-		u.b = nil // abandoned inside Pebble (fault.go): leave the batch alone
+		u.b = nil // abandoned inside Pebble or the log (fault.go): leave the batch alone
 	}
 	if u.reset {
 		if err == nil {

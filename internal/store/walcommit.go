@@ -30,13 +30,8 @@ func (u *Update) commitWAL(sync, syncLater bool) error {
 	early := syncLater && !u.reset && u.applied <= s.walDurable.Load()
 	mustSync := (sync || u.reset || u.applied > s.walDurable.Load()) && !early
 	u.synced = !early
-	if u.reset {
-		// Readers must not see the old generation deleted before they see
-		// the new one named current.
-		s.genMu.Lock()
-	}
 	b := u.b
-	err, finished := s.guard(func() error {
+	return u.commitGuarded(func() error {
 		if u.reset {
 			if err := b.Commit(pebble.Sync); err != nil {
 				return err
@@ -69,23 +64,6 @@ func (u *Update) commitWAL(sync, syncLater bool) error {
 		}
 		return b.Commit(pebble.NoSync)
 	})
-	if !finished {
-		u.b = nil // abandoned inside Pebble or the log (fault.go)
-	}
-	if u.reset {
-		if err == nil {
-			s.gen = u.gen
-		}
-		s.genMu.Unlock()
-	}
-	if err != nil {
-		return fmt.Errorf("store: commit: %w", err)
-	}
-	u.publish()
-	if u.reset && u.applied == u.trunc.index {
-		s.setCheckpoint(u.trunc.index, u.trunc.term)
-	}
-	return nil
 }
 
 // syncWAL syncs the log and notes how far it is durable.
