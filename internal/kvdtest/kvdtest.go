@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"testing"
 	"time"
 
@@ -57,21 +56,6 @@ type Options struct {
 	// (server.Config.ListenPeer) beside its client one: the initial
 	// cluster names the peer addresses (Node.PeerAddr).
 	PeerListener bool
-}
-
-// FreeAddrs returns n loopback addresses whose ports were free a moment ago.
-func FreeAddrs(t testing.TB, n int) []string {
-	t.Helper()
-	out := make([]string, n)
-	for i := range out {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[i] = ln.Addr().String()
-		ln.Close()
-	}
-	return out
 }
 
 // StartCluster starts n nodes that form one cluster, and stops them at the
