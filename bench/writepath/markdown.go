@@ -41,10 +41,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 			times(r.roundRatio(s)), num(s.PutsPerSec, 0), num(s.P50, 0))
 	}
 	if len(r.Errors) > 0 {
-		b.WriteString("\nFailed points (not in the tables):\n\n")
-		for _, e := range r.Errors {
-			fmt.Fprintf(&b, "- %s\n", e)
-		}
+		fmt.Fprintf(&b, "\nFailed points (not in the tables):\n\n- %s\n", strings.Join(r.Errors, "\n- "))
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
