@@ -212,7 +212,7 @@ kvb instances --series tcp-64inst --keys "$inst_keys" --conns "$inst_clients" --
 # one-client p50 over the baseline's.
 log "writepath ($wp_rounds rounds)"
 "$BIN/kvbench" writepath --bin "$BIN" --rounds "$wp_rounds" --duration "$wp_dur" --warmup "$wp_warm" \
-	--clients "$inst_clients" --keys "$inst_keys" "${baseline_args[@]}" --out "$work/writepath" --quiet >/dev/null ||
+	--clients "$inst_clients" --keys "$inst_keys" "${baseline_args[@]}" --out "$work/writepath" >/dev/null ||
 	failed+=(writepath)
 # The Redis series (bench/redisbench): redis-benchmark -d 256 -c 50, with
 # and without -P 16, against a kvd gateway, a kvd node, and redis-servers
