@@ -14,7 +14,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	var b strings.Builder
 	b.WriteString("## Write path: the floors and kvd, side by side\n\n")
 	fmt.Fprintf(&b, "%d clients, each with its own connection and one PUT in flight; %d keys, %d B values; %.3g s points "+
-		"after %.3g s of warm-up; on each kvd cluster, after that, one client's PUTs for as long. %d rounds, the order "+
+		"after %.3g s of warm-up; on each kvd cluster, after that, one client's PUTs for as long. Rounds: %d, the order "+
 		"rotated each round; medians over the rounds. %d CPUs, load average %s at the start, %s at the end (a shared "+
 		"machine: compare rows of one run, not runs).\n\n",
 		m.Clients, m.Keys, m.ValueSize, m.Seconds, m.WarmupSeconds, m.Rounds, m.CPUs, orDash(m.LoadBefore), orDash(m.LoadAfter))

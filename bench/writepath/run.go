@@ -56,8 +56,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 				continue
 			}
 			rep.Samples = append(rep.Samples, Sample{Point: p.Name, Round: r + 1, Order: i + 1, Measurement: m})
-			progress(cfg, "round %d/%d %s: %.1f µs server CPU/PUT, %.0f PUTs/s, one-client PUT p50 %.0f µs",
-				r+1, cfg.Rounds, p.Name, m.CPUPerPut, m.PutsPerSec, m.P50)
+			p50 := ""
+			if m.P50 > 0 {
+				p50 = fmt.Sprintf(", one-client PUT p50 %.0f µs", m.P50)
+			}
+			progress(cfg, "round %d/%d %s: %.1f µs server CPU/PUT, %.0f PUTs/s%s", r+1, cfg.Rounds, p.Name, m.CPUPerPut, m.PutsPerSec, p50)
 		}
 	}
 	if len(rep.Errors) > 0 {

@@ -187,7 +187,7 @@ func TestMarkdownShowsMediansRatiosAndRounds(t *testing.T) {
 	md := b.String()
 	for _, want := range []string{
 		"64 clients, each with its own connection and one PUT in flight; 100000 keys, 256 B values; 8 s points after 1 s of warm-up",
-		"3 rounds, the order rotated each round",
+		"Rounds: 3, the order rotated each round",
 		"| floor | 42.0 | – | 20000 | – | – | – |",
 		"| floor-pebble | 80.0 | 1.90× | 14000 | – | – | – |",
 		"| kvd-wal | 84.0 | 2.00× | 15000 | 2.08× | 650 | 0.48× |",
