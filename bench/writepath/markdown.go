@@ -34,11 +34,17 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	for _, p := range r.Points {
 		fmt.Fprintf(&b, "- %s (%s): %s\n", p.Name, p.Role, orDash(p.Detail))
 	}
-	b.WriteString("\n### Rounds\n\n| round | # | point | server CPU µs/PUT | × this round's floor | PUTs/s | one-client PUT p50 µs |\n")
-	b.WriteString("|--:|--:|---|--:|--:|--:|--:|\n")
+	b.WriteString("\n### Rounds\n\nEach measurement in the order run; its ratios are to the floor and the baseline of the same round.\n\n")
+	b.WriteString("| round | # | point | server CPU µs/PUT | × floor | PUTs/s | × baseline | one-client PUT p50 µs | × baseline |\n")
+	b.WriteString("|--:|--:|---|--:|--:|--:|--:|--:|--:|\n")
+	roles := map[string]Role{}
+	for _, p := range r.Points {
+		roles[p.Name] = p.Role
+	}
 	for _, s := range r.Samples {
-		fmt.Fprintf(&b, "| %d | %d | %s | %s | %s | %s | %s |\n", s.Round, s.Order, s.Point, num(s.CPUPerPut, 1),
-			times(r.roundRatio(s)), num(s.PutsPerSec, 0), num(s.P50, 0))
+		cpu, puts, p50 := r.roundRatios(s, roles[s.Point])
+		fmt.Fprintf(&b, "| %d | %d | %s | %s | %s | %s | %s | %s | %s |\n", s.Round, s.Order, s.Point, num(s.CPUPerPut, 1),
+			times(cpu), num(s.PutsPerSec, 0), times(puts), num(s.P50, 0), times(p50))
 	}
 	if len(r.Errors) > 0 {
 		fmt.Fprintf(&b, "\nFailed points (not in the tables):\n\n- %s\n", strings.Join(r.Errors, "\n- "))
@@ -47,24 +53,33 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	return err
 }
 
-// roundRatio is s's CPU over the floor's in the same round; 0 for the
-// floor itself or without one.
-func (r *Report) roundRatio(s Sample) float64 {
-	floor := ""
+// inRound is the sample of the point with role in s's round, if it is
+// not s's own point.
+func (r *Report) inRound(s Sample, role Role) (Sample, bool) {
 	for _, p := range r.Points {
-		if p.Role == Floor {
-			floor = p.Name
+		if p.Role != role || p.Name == s.Point {
+			continue
+		}
+		for _, o := range r.Samples {
+			if o.Point == p.Name && o.Round == s.Round {
+				return o, true
+			}
 		}
 	}
-	if s.Point == floor {
-		return 0
+	return Sample{}, false
+}
+
+// roundRatios are s's CPU over the floor's in the same round and, for a
+// candidate, its throughput and p50 over the baseline's; 0 where there is
+// no such ratio.
+func (r *Report) roundRatios(s Sample, role Role) (cpu, puts, p50 float64) {
+	if f, ok := r.inRound(s, Floor); ok {
+		cpu = ratio(s.CPUPerPut, f.CPUPerPut)
 	}
-	for _, f := range r.Samples {
-		if f.Point == floor && f.Round == s.Round {
-			return ratio(s.CPUPerPut, f.CPUPerPut)
-		}
+	if b, ok := r.inRound(s, Baseline); ok && role == Candidate {
+		puts, p50 = ratio(s.PutsPerSec, b.PutsPerSec), ratio(s.P50, b.P50)
 	}
-	return 0
+	return cpu, puts, p50
 }
 
 // num formats v with digits decimals, "–" if there is none.

@@ -193,10 +193,14 @@ func TestMarkdownShowsMediansRatiosAndRounds(t *testing.T) {
 		"| kvd-wal | 84.0 | 2.00× | 15000 | 2.08× | 650 | 0.48× |",
 		"| baseline | 168.0 | 4.00× | 7200 | – | 1350 | – |",
 		"- kvd-wal (candidate): fake kvd-wal",
-		// Round 3 starts at kvd-pebble; its floor spent 50 µs.
-		"| 3 | 1 | kvd-pebble | 230.0 | 4.60× | 5700 | 1250 |",
-		"| 3 | 4 | floor | 50.0 | – | 19000 | – |",
-		"| 2 | 5 | floor | 42.0 | – | 21000 | – |",
+		// Round 3 starts at kvd-pebble; its floor spent 50 µs, its
+		// baseline did 7200 PUTs/s at a p50 of 1350 µs.
+		"| 3 | 1 | kvd-pebble | 230.0 | 4.60× | 5700 | 0.79× | 1250 | 0.93× |",
+		"| 3 | 4 | floor | 50.0 | – | 19000 | – | – | – |",
+		"| 3 | 3 | baseline | 160.0 | 3.20× | 7200 | – | 1350 | – |",
+		"| 2 | 5 | floor | 42.0 | – | 21000 | – | – | – |",
+		"| 2 | 1 | floor-pebble | 90.0 | 2.14× | 14000 | – | – | – |",
+		"| 2 | 2 | kvd-pebble | 160.0 | 3.81× | 7600 | 1.09× | 1200 | 0.86× |",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)
