@@ -11,7 +11,7 @@ REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS  := -X github.com/kvd-project/kvd/internal/version.Version=$(VERSION) \
             -X github.com/kvd-project/kvd/internal/version.Revision=$(REVISION)
 
-.PHONY: all build build-rdma run test test-short test-go test-rdma vet bench bench-quick bench-redis bench-etcd clean
+.PHONY: all build build-rdma run test test-short test-go test-rdma vet bench bench-quick bench-redis bench-etcd bench-writepath clean
 
 all: build
 
@@ -72,6 +72,13 @@ bench-quick: build
 # kvd gateway, a kvd node and two redis-servers, into bench/results/redis.*.
 bench-redis: build
 	$(BIN)/kvbench redis --bin $(BIN) --out bench/results
+
+# The write path alone (bench also runs it): the floor, the Pebble floor and
+# kvd with each Raft log alternated in 3 rounds, into bench/results/writepath.*
+# (only if every point was measured). BASELINE_BIN=DIR adds DIR/kvd, the
+# previous commit's build, as the baseline.
+bench-writepath: build
+	$(BIN)/kvbench writepath --bin $(BIN) $(if $(BASELINE_BIN),--baseline-bin $(BASELINE_BIN)) --out bench/results
 
 clean:
 	rm -rf $(BIN) $(RUN_DIR)

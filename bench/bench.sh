@@ -2,6 +2,7 @@
 # Builds kvd and kvbench, runs the benchmark suite against local clusters
 # that kvbench starts and stops itself, and writes bench/results/:
 # results.md (tables), results.csv, baselines.csv, results.json and plots;
+# writepath.md and writepath.json (the floors and kvd's PUT side by side);
 # redis.md and redis.csv (the Redis series).
 #
 # usage: bench/bench.sh          (the full sweep, TCP only unless BENCH_RDMA=1)
@@ -39,6 +40,12 @@
 #                    point these at stand-ins)
 #   BENCH_REDIS_REQUESTS  redis-benchmark -n of the Redis series (default
 #                    20000, QUICK 5000)
+#   BENCH_WRITEPATH_ROUNDS=3  rounds of the write-path comparison
+#                    (kvbench writepath: the floors and kvd alternated)
+#   BENCH_BASELINE_BIN=DIR  a baseline kvd (DIR/kvd, e.g. the previous
+#                    commit's build) for the write-path comparison: kvd's
+#                    PUTs/s and one-client p50 are divided by its
+#   BENCH_BASELINE_REV=REV  the same, built from git revision REV (HEAD~1)
 #   KVBENCH_*        any kvbench flag this script does not pass itself,
 #                    e.g. KVBENCH_CONNS=8 (flags given here win over env)
 set -euo pipefail
@@ -58,6 +65,9 @@ VM_MEM=${BENCH_VM_MEM:-3072}
 VM_CLOCK=${BENCH_VM_CLOCK-clocksource=tsc tsc=reliable}
 INLINE=${BENCH_TABLE_INLINE:-0}
 REDIS_N=${BENCH_REDIS_REQUESTS:-}
+BASELINE_BIN=${BENCH_BASELINE_BIN:-}
+BASELINE_REV=${BENCH_BASELINE_REV:-}
+wp_rounds=${BENCH_WRITEPATH_ROUNDS:-3}
 
 log() { printf 'bench: %s\n' "$*" >&2; }
 die() {
@@ -74,6 +84,7 @@ inst_keys=100000 inst_clients=64
 if [ -n "$QUICK" ]; then
 	dur=2s warm=300ms clients=1,4,16,64 sizes=16,256,4KiB,64KiB keys=2000 rates=2000,8000 tlsclients=1,4
 	inst_dur=2s
+	wp_dur=2s wp_warm=300ms
 	# In the VM (TCG) everything is slow: 2 s points (with 1 s, a 1 MiB
 	# PUT on three emulated nodes could complete none), 500 keys; perftest
 	# 300 iterations per size (its 1 MiB READ takes tens of ms there).
@@ -94,6 +105,7 @@ BENCH_VM_INST_DURATION=3s'
 else
 	dur=5s warm=1s clients=1,2,4,8,16,32,64,128,256 sizes=16,64,256,1KiB,4KiB,16KiB,64KiB keys=10000 rates=2000,8000,20000 tlsclients=1,4,16
 	inst_dur=5s
+	wp_dur=8s wp_warm=1s
 	# The full VM run preloads the many-instance point's 100k keys over
 	# RDMA and over TCP: on an idle 2-core host tens of minutes each.
 	vm_env='BENCH_VM_DURATION=2s
@@ -142,6 +154,22 @@ fi
 log "building into $BIN/"
 "$GO" build -o "$BIN/" ./cmd/kvd ./cmd/kvctl ./cmd/kvbench
 
+# The write-path comparison's baseline kvd, built before anything is
+# measured so that a revision that does not build fails in seconds.
+baseline_args=()
+if [ -n "$BASELINE_REV" ]; then
+	log "building the baseline kvd from $BASELINE_REV"
+	mkdir -p "$work/baseline-src"
+	git archive "$BASELINE_REV" | tar -x -C "$work/baseline-src" &&
+		(cd "$work/baseline-src" && "$GO" build -o "$work/baseline-bin/" ./cmd/kvd) ||
+		die "cannot build kvd at BENCH_BASELINE_REV=$BASELINE_REV"
+	BASELINE_BIN=$work/baseline-bin
+fi
+if [ -n "$BASELINE_BIN" ]; then
+	[ -f "$BASELINE_BIN/kvd" ] || die "BENCH_BASELINE_BIN=$BASELINE_BIN holds no kvd"
+	baseline_args=(--baseline-bin "$BASELINE_BIN")
+fi
+
 # kvb runs one kvbench sweep against its own fresh cluster and keeps the
 # JSON for the report. A failed sweep still leaves what it measured; the
 # script carries on and fails at the end.
@@ -176,13 +204,16 @@ kvb open --mode open --rate "$rates" --clients 64 --mix 95/5 --consistency linea
 # Many client instances: each of 64 clients has its own connections.
 kvb instances --series tcp-64inst --keys "$inst_keys" --conns "$inst_clients" --clients "$inst_clients" \
 	--duration "$inst_dur" --value-size 256 --mix put,get --consistency linearizable --baseline=false
-# The floors under that point's PUT CPU (bench/floor): bare processes that
-# only batch, replicate, fdatasync and reply, in the same shape; then the
-# same with each node's log in Pebble as kvd's store writes it (an entry
-# and a state write per PUT).
-log floor
-"$BIN/kvbench" floor --clients "$inst_clients" --duration "$inst_dur" >"$work/floor.txt" || failed+=(floor)
-"$BIN/kvbench" floor --pebble --clients "$inst_clients" --duration "$inst_dur" >>"$work/floor.txt" || failed+=(floor-pebble)
+# The write path side by side (bench/writepath): in that shape, the floor
+# (bare processes that only batch, replicate, fdatasync and reply), the
+# Pebble floor (the same with each node's log and state in Pebble) and kvd
+# with each Raft log, and the baseline build if there is one, alternated in
+# rounds in the same minutes; medians, CPU over the floor's, PUTs/s and
+# one-client p50 over the baseline's.
+log "writepath ($wp_rounds rounds)"
+"$BIN/kvbench" writepath --bin "$BIN" --rounds "$wp_rounds" --duration "$wp_dur" --warmup "$wp_warm" \
+	--clients "$inst_clients" --keys "$inst_keys" "${baseline_args[@]}" --out "$work/writepath" >/dev/null ||
+	failed+=(writepath)
 # The Redis series (bench/redisbench): redis-benchmark -d 256 -c 50, with
 # and without -P 16, against a kvd gateway, a kvd node, and redis-servers
 # without persistence and with appendfsync always; 3 rounds, medians.
@@ -232,7 +263,7 @@ stage=$work/report
 if "$BIN/kvbench" report --out "$stage" --require-series "$required" -w table "${inputs[@]}" &&
 	[ ${#failed[@]} -eq 0 ]; then
 	mkdir -p "$OUT"
-	cp -f "$stage"/* "$work/floor.txt" "$work/redis/redis.md" "$work/redis/redis.csv" "$OUT"/
+	cp -f "$stage"/* "$work/writepath/writepath.md" "$work/writepath/writepath.json" "$work/redis/redis.md" "$work/redis/redis.csv" "$OUT"/
 	rmdir "$keep" 2>/dev/null || rm -rf "$keep"
 	log "done in $(($(date +%s) - start))s; see $OUT/results.md"
 	exit 0

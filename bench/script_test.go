@@ -49,7 +49,16 @@ run)
 	sed "s/SERIES/$series/g" "$FAKE_TEMPLATE" >"$json"
 	;;
 report) exec "$REAL_KVBENCH" report "$@" ;;
-floor) echo "floor: canned $*" ;;
+writepath)
+	echo "writepath $*" >>"$FAKE_LOG"
+	out=
+	while [ $# -gt 0 ]; do
+		[ "$1" = --out ] && out=$2
+		shift
+	done
+	[ -z "$FAKE_WRITEPATH_FAIL" ] || exit 1
+	mkdir -p "$out" && echo "writepath: canned" >"$out/writepath.md" && echo "{}" >"$out/writepath.json"
+	;;
 redis)
 	out=
 	while [ $# -gt 0 ]; do
@@ -145,6 +154,11 @@ func TestBenchScript(t *testing.T) {
 	}
 	writeExec(t, filepath.Join(dir, "go"), fakeGo)
 	writeExec(t, filepath.Join(dir, "kvbench"), fakeKvbench)
+	baselineBin := filepath.Join(dir, "baseline")
+	if err := os.Mkdir(baselineBin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeExec(t, filepath.Join(baselineBin, "kvd"), "")
 	writeExec(t, filepath.Join(vmdir, "deps.sh"), fakeDeps)
 	writeExec(t, filepath.Join(vmdir, "run.sh"), fakeRun)
 	var tmpl bytes.Buffer
@@ -174,6 +188,7 @@ func TestBenchScript(t *testing.T) {
 		stderr   string // in the script's stderr
 		hasVM    bool   // results.md has the RDMA series
 		noBuilds bool
+		logHas   string // in the stand-in kvbench's log of what ran
 	}{
 		{name: "packages cannot be installed", env: []string{"BENCH_RDMA=1", "FAKE_DEPS_RC=1"}, stderr: "deps.sh failed"},
 		{name: "rdma build fails", env: []string{"BENCH_RDMA=1", "FAKE_RDMA_BUILD=fail"}, stderr: "-tags rdma build failed"},
@@ -194,6 +209,16 @@ func TestBenchScript(t *testing.T) {
 		{name: "complete from a console", env: []string{"BENCH_RDMA_CONSOLE=" + full}, ok: true, sweeps: true, hasVM: true},
 		{name: "TCP only, asked for", env: []string{"BENCH_RDMA=0"}, ok: true, sweeps: true},
 		{name: "Redis series fails", env: []string{"BENCH_RDMA=0", "FAKE_REDIS_FAIL=1"}, sweeps: true, stderr: "these parts failed: redis"},
+		{name: "write path fails", env: []string{"BENCH_RDMA=0", "FAKE_WRITEPATH_FAIL=1"}, sweeps: true,
+			stderr: "these parts failed: writepath"},
+		{name: "write path with the baseline built from a revision", env: []string{"BENCH_RDMA=0", "BENCH_BASELINE_REV=HEAD"},
+			ok: true, sweeps: true, stderr: "building the baseline kvd from HEAD", logHas: "/baseline-bin --out"},
+		{name: "write path with a baseline directory", env: []string{"BENCH_RDMA=0", "BENCH_BASELINE_BIN=" + baselineBin},
+			ok: true, sweeps: true, logHas: "--baseline-bin " + baselineBin + " --out"},
+		{name: "baseline directory without kvd", env: []string{"BENCH_RDMA=0", "BENCH_BASELINE_BIN=" + vmdir},
+			stderr: "holds no kvd"},
+		{name: "baseline revision that does not exist", env: []string{"BENCH_RDMA=0", "BENCH_BASELINE_REV=no-such-rev"},
+			stderr: "cannot build kvd at BENCH_BASELINE_REV=no-such-rev"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			td := t.TempDir()
@@ -210,6 +235,7 @@ func TestBenchScript(t *testing.T) {
 				"BIN="+filepath.Join(td, "bin"), "OUT="+out, "TMPDIR="+td, "FAKE_KVBENCH="+filepath.Join(dir, "kvbench"),
 				"REAL_KVBENCH="+realKvbench, "FAKE_TEMPLATE="+template, "FAKE_LOG="+logf,
 				"BENCH_RDMA=", "BENCH_RDMA_CONSOLE=", "FAKE_DEPS_RC=", "FAKE_RDMA_BUILD=", "FAKE_VM_RC=", "FAKE_CONSOLE=", "FAKE_REDIS_FAIL=",
+				"FAKE_WRITEPATH_FAIL=", "BENCH_BASELINE_BIN=", "BENCH_BASELINE_REV=", "BENCH_WRITEPATH_ROUNDS=",
 				"KVBENCH_PLOTS=")
 			cmd.Env = append(cmd.Env, tc.env...)
 			var stderr bytes.Buffer
@@ -225,6 +251,9 @@ func TestBenchScript(t *testing.T) {
 			if got := len(ran) > 0; got != tc.sweeps {
 				t.Errorf("host sweeps ran: %v, want %v (%q)", got, tc.sweeps, ran)
 			}
+			if !strings.Contains(string(ran), tc.logHas) {
+				t.Errorf("kvbench's log lacks %q:\n%s", tc.logHas, ran)
+			}
 			md, err := os.ReadFile(filepath.Join(out, "results.md"))
 			if err != nil {
 				t.Fatal(err)
@@ -238,8 +267,14 @@ func TestBenchScript(t *testing.T) {
 				}
 				return
 			}
-			if fl, err := os.ReadFile(filepath.Join(out, "floor.txt")); err != nil || !strings.Contains(string(fl), "floor: canned --clients") || !strings.Contains(string(fl), "floor: canned --pebble --clients") {
-				t.Errorf("results lack the floor run: %q, %v", fl, err)
+			if wp, err := os.ReadFile(filepath.Join(out, "writepath.md")); err != nil || string(wp) != "writepath: canned\n" {
+				t.Errorf("results lack the write path: %q, %v", wp, err)
+			}
+			if _, err := os.Stat(filepath.Join(out, "writepath.json")); err != nil {
+				t.Errorf("results lack writepath.json: %v", err)
+			}
+			if !strings.Contains(string(ran), "writepath --bin "+filepath.Join(td, "bin")+" --rounds 3 --duration 2s") {
+				t.Errorf("the write path ran otherwise than QUICK says:\n%s", ran)
 			}
 			if rd, err := os.ReadFile(filepath.Join(out, "redis.md")); err != nil || string(rd) != "redis: canned\n" {
 				t.Errorf("results lack the Redis series: %q, %v", rd, err)

@@ -5,6 +5,8 @@ import (
 	"io"
 	"slices"
 	"strings"
+
+	"github.com/kvd-project/kvd/bench/stats"
 )
 
 // Cell is a point's medians on one target over the rounds that measured
@@ -33,22 +35,8 @@ func (r *Result) Cell(pi int, target string) Cell {
 		c.Errors += m.Errors
 	}
 	c.Rounds, c.P99Rounds = len(ops), len(p99)
-	c.PerSecond, c.P50, c.P99 = median(ops), median(p50), median(p99)
+	c.PerSecond, c.P50, c.P99 = stats.Median(ops), stats.Median(p50), stats.Median(p99)
 	return c
-}
-
-// median of xs; 0 for none.
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
 }
 
 // Goal is one of kvd's goals against etcd: a ratio of a kvd target's median to

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -106,4 +107,19 @@ func Total(pids []int) (time.Duration, error) {
 		sum += d
 	}
 	return sum, nil
+}
+
+// LoadAvg is /proc/loadavg's first three fields (the 1, 5 and 15 minute
+// load averages), for a report to show how busy a shared machine was; ""
+// where there is none.
+func LoadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], " ")
 }

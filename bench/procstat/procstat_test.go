@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -104,5 +106,22 @@ func TestCPUOfSelf(t *testing.T) {
 func TestMissingProcess(t *testing.T) {
 	if _, err := Total([]int{os.Getpid(), 1 << 30}); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("Total with a missing pid: %v", err)
+	}
+}
+
+// TestLoadAvgIsThreeNumbers: the 1, 5 and 15 minute averages, as a report
+// shows them.
+func TestLoadAvgIsThreeNumbers(t *testing.T) {
+	if _, err := os.Stat("/proc/loadavg"); err != nil {
+		t.Skip("no /proc")
+	}
+	f := strings.Fields(LoadAvg())
+	if len(f) != 3 {
+		t.Fatalf("LoadAvg() = %q, want three fields", LoadAvg())
+	}
+	for _, v := range f {
+		if _, err := strconv.ParseFloat(v, 64); err != nil {
+			t.Errorf("LoadAvg() field %q is not a number", v)
+		}
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/kvd-project/kvd/bench/stats"
 )
 
 // Targets, as the report names them.
@@ -95,22 +97,10 @@ func Summarize(samples []Sample) []Row {
 			}
 		}
 		rows = append(rows, Row{Target: k.target, Pipeline: k.pipeline, Test: k.test, Rounds: len(g),
-			RPS: median(rps), MinRPS: slices.Min(rps), MaxRPS: slices.Max(rps),
-			P50Ms: median(p50), P99Ms: median(p99), CPUPerOp: time.Duration(median(cpu))})
+			RPS: stats.Median(rps), MinRPS: slices.Min(rps), MaxRPS: slices.Max(rps),
+			P50Ms: stats.Median(p50), P99Ms: stats.Median(p99), CPUPerOp: time.Duration(stats.Median(cpu))})
 	}
 	return rows
-}
-
-// median of a non-empty slice (the mean of the middle two of an even
-// count); it sorts a copy.
-func median(v []float64) float64 {
-	s := slices.Clone(v)
-	slices.Sort(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
 }
 
 // Goal is a ratio of two targets' median rates for one test and pipeline

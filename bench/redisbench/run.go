@@ -61,7 +61,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	defer stop()
-	rep.LoadBefore = loadavg()
+	rep.LoadBefore = procstat.LoadAvg()
 	for round := range cfg.Rounds {
 		for i := range targets {
 			t := targets[(i+round)%len(targets)]
@@ -84,7 +84,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			}
 		}
 	}
-	rep.LoadAfter = loadavg()
+	rep.LoadAfter = procstat.LoadAvg()
 	if len(rep.Errors) > 0 {
 		return rep, fmt.Errorf("%w: %d invocations, the first: %s", ErrInvocation, len(rep.Errors), rep.Errors[0])
 	}
@@ -324,17 +324,4 @@ func version(ctx context.Context, bin string) (string, error) {
 	}
 	line, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
 	return line, nil
-}
-
-// loadavg is /proc/loadavg's first three fields; "" where there is none.
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return ""
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return ""
-	}
-	return strings.Join(f[:3], " ")
 }

@@ -34,30 +34,40 @@ func floorCmd(ctx context.Context, args []string) error {
 		return usageError{"--value-size: " + err.Error()}
 	}
 	cfg.ValueSize = vs
-	dir, err := os.MkdirTemp("", "kvbench-floor-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	cfg.Dir = dir
-	cfg.Command = func(args []string) *exec.Cmd {
-		cmd := exec.Command(self, append([]string{"floor-node"}, args...)...)
-		cmd.Stderr = os.Stderr
-		return cmd
-	}
-	if err := cfg.Validate(); err != nil {
-		return usageError{err.Error()}
-	}
-	res, err := floor.Run(ctx, cfg)
+	res, err := runFloor(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	fmt.Println(res)
 	return nil
+}
+
+// runFloor runs cfg in a temporary directory, its nodes this executable's
+// floor-node command.
+func runFloor(ctx context.Context, cfg floor.Config) (floor.Result, error) {
+	dir, err := os.MkdirTemp("", "kvbench-floor-")
+	if err != nil {
+		return floor.Result{}, err
+	}
+	defer os.RemoveAll(dir)
+	self, err := os.Executable()
+	if err != nil {
+		return floor.Result{}, err
+	}
+	cfg.Dir, cfg.Command = dir, floorNodes(self)
+	if err := cfg.Validate(); err != nil {
+		return floor.Result{}, usageError{err.Error()}
+	}
+	return floor.Run(ctx, cfg)
+}
+
+// floorNodes runs floor nodes as kvbench's floor-node command.
+func floorNodes(kvbench string) func(args []string) *exec.Cmd {
+	return func(args []string) *exec.Cmd {
+		cmd := exec.Command(kvbench, append([]string{"floor-node"}, args...)...)
+		cmd.Stderr = os.Stderr
+		return cmd
+	}
 }
 
 var floorDefaults = floor.Config{Warmup: floor.DefaultWarmup, Duration: floor.DefaultDuration}

@@ -51,6 +51,9 @@ type runOptions struct {
 	write, out, jsonOut, plots string
 	cpuProfile                 string
 	quiet                      bool
+	// kvdExtra are more kvd flags for started nodes, from commands that
+	// start clusters through run (writepath's --raft-log).
+	kvdExtra []string
 }
 
 func runFlags(o *runOptions) *flag.FlagSet {
@@ -170,9 +173,23 @@ func runCmd(ctx context.Context, args []string) error {
 	if err := checkWrite(o.write); err != nil {
 		return err
 	}
+	rep, runErr := o.run(ctx)
+	if rep == nil {
+		return runErr
+	}
+	if err := emit(o, rep); err != nil {
+		return err
+	}
+	return runErr
+}
+
+// run measures what o describes. It returns a nil report if nothing could
+// be measured (bad flags, no cluster), else the report of what was, with
+// an error if that is not everything.
+func (o *runOptions) run(ctx context.Context) (*result.Report, error) {
 	sweep, err := o.buildSweep()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if o.series == "" {
 		o.series = o.transport
@@ -186,11 +203,11 @@ func runCmd(ctx context.Context, args []string) error {
 	// frequency check failed under the load).
 	perf, perfErr := o.rdma.collect(ctx, o.series, sweep.ValueSizes, newPrinter(os.Stderr, o.quiet))
 	if perfErr != nil && ctx.Err() != nil {
-		return ctx.Err()
+		return nil, ctx.Err()
 	}
 	env, err := connect(ctx, o)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer env.close()
 	rep := &result.Report{Schema: result.SchemaVersion, Meta: []result.Meta{newMeta(o.series, env.describe, os.Args[1:])}}
@@ -201,10 +218,7 @@ func runCmd(ctx context.Context, args []string) error {
 			runErr = fmt.Errorf("%w\n%s", runErr, dead)
 		}
 	}
-	if err := emit(o, rep); err != nil {
-		return err
-	}
-	return runErr
+	return rep, runErr
 }
 
 // emit writes the report wherever the flags say, partial or not.
@@ -430,7 +444,7 @@ func (o *runOptions) kvdArgs() []string {
 	if o.leaseDrift != client.DefaultLeaseDrift {
 		args = append(args, "--lease-drift", strconv.FormatFloat(o.leaseDrift, 'g', -1, 64))
 	}
-	return args
+	return append(args, o.kvdExtra...)
 }
 
 // inlineNote describes the started nodes' inline budget for the report.
