@@ -254,3 +254,12 @@ func (s *Store) RaftLog() string {
 	}
 	return RaftLogPebble
 }
+
+// WALStats are the raft log's counters in the "wal" mode (ok false in the
+// "pebble" mode, whose log writes are Pebble's).
+func (s *Store) WALStats() (st wal.Stats, ok bool) {
+	if s.wal == nil {
+		return wal.Stats{}, false
+	}
+	return s.wal.Stats(), true
+}
