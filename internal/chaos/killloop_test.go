@@ -14,11 +14,11 @@ import (
 )
 
 // The kill loop's shape: how many rounds, how long the stream runs before
-// each kill, how long the leader stays dead while the others go on. Six
-// rounds take about 40 s per raft-log mode on a 2-core machine.
+// each kill, how long the leader stays dead while the others go on. Eight
+// rounds take about 35 s per raft-log mode on a 2-core machine.
 const (
-	killRounds   = 6
-	killWriters  = 4
+	killRounds   = 8
+	killWriters  = 8
 	writeBefore  = 1500 * time.Millisecond
 	leaderAbsent = 1500 * time.Millisecond
 	// killSnapshotCount makes the nodes snapshot, and so truncate their
