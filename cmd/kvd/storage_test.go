@@ -278,9 +278,10 @@ func TestStorageFullDiskProcess(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping the process test in -short mode")
 	}
-	// Room for the Raft log's first segment and its spare (64 MiB each,
-	// zero-filled at the first start) and Pebble's files.
-	mnt := storageMount(t, "-t", "tmpfs", "-o", "size=160m", "tmpfs")
+	// Room for the Raft log's segments (64 MiB each, zero-filled when
+	// made; every start begins a new one, and one spare is made ahead):
+	// four of them over the test's three starts, and Pebble's files.
+	mnt := storageMount(t, "-t", "tmpfs", "-o", "size=320m", "tmpfs")
 	if mnt == "" {
 		return
 	}
