@@ -35,8 +35,8 @@ func testConfig() Config {
 }
 
 // withTestRaftLog puts cfg's raft log where KVD_TEST_RAFT_LOG says (empty:
-// the default), so that the package's cluster and scenario tests run on
-// either (the Makefile's test-go runs them with "wal" too), with WAL
+// the default, "wal"), so that the package's cluster and scenario tests
+// run on either (the Makefile's test-go runs them with "pebble" too), with WAL
 // segments (each zero-filled when made) as small as the largest command
 // allows.
 func withTestRaftLog(cfg Config) Config {

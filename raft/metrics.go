@@ -51,7 +51,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			"On the leader: append rejections from a follower whose log ends below an index it acknowledged (its data directory was lost or replaced)."),
 		syncDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "kvd_raft_sync_duration_seconds",
-			Help:    "Duration of the synced Pebble batch written per raft Ready.",
+			Help:    "Duration of the durable write per raft Ready: the synced Pebble batch, or with --raft-log=wal the log's write and fdatasync and the Pebble batch.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
 		}),
 		proposalBatch: prometheus.NewHistogram(prometheus.HistogramOpts{

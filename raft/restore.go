@@ -71,7 +71,14 @@ type RestoreConfig struct {
 	// what fill attaches). Each starts at its full TTL when the new
 	// cluster elects its leader, as after any leader change.
 	Leases []store.Lease
-	Logger *slog.Logger
+	// RaftLog is where the node will keep its raft log (its
+	// Config.RaftLog; "" the default): the directory is written in that
+	// mode, since a directory in the "wal" mode cannot be opened in the
+	// "pebble" one.
+	RaftLog string
+	// WALSegmentSize is the node's Knobs.WALSegmentSize.
+	WALSegmentSize int64
+	Logger         *slog.Logger
 }
 
 // Validate checks c.
@@ -86,6 +93,8 @@ func (c RestoreConfig) Validate() error {
 		return fmt.Errorf("%w: restore: backup index %d (1..%d)", ErrConfig, c.Index, uint64(maxRestoreIndex))
 	case c.Revision > maxRestoreIndex:
 		return fmt.Errorf("%w: restore: backup revision %d (0..%d)", ErrConfig, c.Revision, uint64(maxRestoreIndex))
+	case store.ValidRaftLog(c.RaftLog) != nil:
+		return fmt.Errorf("%w: restore: %w", ErrConfig, store.ValidRaftLog(c.RaftLog))
 	case len(c.InitialClusterToken) > maxClusterToken:
 		return fmt.Errorf("%w: restore: InitialClusterToken of %d bytes (at most %d)", ErrConfig, len(c.InitialClusterToken), maxClusterToken)
 	}
@@ -127,7 +136,7 @@ func Restore(cfg RestoreConfig, fill func(add func(key, value []byte, m revision
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	st, err := store.Open(cfg.DataDir, store.Options{Logger: cfg.Logger})
+	st, err := store.Open(cfg.DataDir, store.Options{Logger: cfg.Logger, RaftLog: cfg.RaftLog, WALSegmentSize: cfg.WALSegmentSize})
 	if err != nil {
 		return fmt.Errorf("raft: restore: %w", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/kvd-project/kvd/internal/kvdtest/peertest"
 	"github.com/kvd-project/kvd/internal/kvdtest/wait"
 	"github.com/kvd-project/kvd/internal/revision"
+	"github.com/kvd-project/kvd/internal/store"
 	"github.com/kvd-project/kvd/raft/peer"
 )
 
@@ -22,15 +23,42 @@ func TestRestoreConfigValidate(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, mut := range map[string]func(*RestoreConfig){
-		"not a member": func(c *RestoreConfig) { c.ID = 2 },
-		"no dir":       func(c *RestoreConfig) { c.DataDir = "" },
-		"index 0":      func(c *RestoreConfig) { c.Index = 0 },
-		"empty addr":   func(c *RestoreConfig) { c.InitialCluster = map[uint64]string{1: ""} },
+		"not a member":       func(c *RestoreConfig) { c.ID = 2 },
+		"no dir":             func(c *RestoreConfig) { c.DataDir = "" },
+		"index 0":            func(c *RestoreConfig) { c.Index = 0 },
+		"empty addr":         func(c *RestoreConfig) { c.InitialCluster = map[uint64]string{1: ""} },
+		"raft log elsewhere": func(c *RestoreConfig) { c.RaftLog = "files" },
 	} {
 		c := ok
 		mut(&c)
 		if err := c.Validate(); !errors.Is(err, ErrConfig) {
 			t.Errorf("%s: %v, want ErrConfig", name, err)
+		}
+	}
+}
+
+// TestRestoreWritesTheNodesRaftLogMode: Restore writes the directory with
+// its raft log where the node will keep it, so that the node opens it in
+// either mode (a directory in the "wal" mode refuses "pebble").
+func TestRestoreWritesTheNodesRaftLogMode(t *testing.T) {
+	for _, mode := range []string{store.RaftLogPebble, store.RaftLogWAL} {
+		dir := t.TempDir()
+		cfg := RestoreConfig{ID: 1, InitialCluster: map[uint64]string{1: "a:1"}, DataDir: dir, Index: 5, Revision: 5,
+			Logger: peertest.Logger(), RaftLog: mode, WALSegmentSize: testWALSegmentSize}
+		if err := Restore(cfg, func(add func(key, value []byte, m revision.Meta) error) error {
+			return add([]byte("k"), []byte("v"), revision.Meta{Create: 5, Mod: 5, Version: 1})
+		}); err != nil {
+			t.Fatalf("restore with the raft log in %s: %v", mode, err)
+		}
+		st, err := store.Open(dir, store.Options{RaftLog: mode, WALSegmentSize: testWALSegmentSize})
+		if err != nil {
+			t.Fatalf("open a directory restored for %s in %s: %v", mode, mode, err)
+		}
+		if got := st.RaftLog(); got != mode {
+			t.Errorf("restored for %s, the directory keeps its raft log in %s", mode, got)
+		}
+		if err := st.Close(); err != nil {
+			t.Fatal(err)
 		}
 	}
 }
@@ -135,7 +163,8 @@ func TestRestoredClusterAtMaxIndexCommits(t *testing.T) {
 			}
 			for id, tn := range c.nodes {
 				cfg := RestoreConfig{ID: id, InitialCluster: maps.Clone(c.peers), InitialClusterToken: base.InitialClusterToken,
-					DataDir: tn.dir, Index: index, Revision: index, Logger: peertest.Logger()}
+					DataDir: tn.dir, Index: index, Revision: index, Logger: peertest.Logger(),
+					RaftLog: base.RaftLog, WALSegmentSize: base.Knobs.WALSegmentSize}
 				if err := Restore(cfg, func(add func(key, value []byte, m revision.Meta) error) error {
 					return add([]byte("k"), []byte("v"), revision.Meta{Create: index, Mod: index, Version: 1})
 				}); err != nil {

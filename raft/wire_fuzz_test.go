@@ -39,7 +39,7 @@ func fuzzNode(tb testing.TB, st *store.Store, cluster uint64) *Node {
 }
 
 func fuzzStore(f testing.TB) *store.Store {
-	st, err := store.Open(f.TempDir(), store.Options{})
+	st, err := store.Open(f.TempDir(), testStoreOptions())
 	if err != nil {
 		f.Fatal(err)
 	}

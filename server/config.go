@@ -80,7 +80,7 @@ type Config struct {
 	// RaftLog is where the node keeps its Raft log (--raft-log): "pebble"
 	// (in the state's Pebble database, each Ready one synced batch) or
 	// "wal" (a dedicated log beside it, each Ready one fdatasync of the
-	// log and the state written unsynced). Default "pebble". See
+	// log and the state written unsynced). Default "wal". See
 	// raft.Config.RaftLog.
 	RaftLog string
 	// TickInterval is the Raft tick. Default 100ms; elections take 10 ticks.
@@ -167,6 +167,11 @@ type Knobs struct {
 	// Default rangeq.ReplyBounds (each zero field); tests lower them to
 	// page and to refuse a sort with few keys.
 	ScanBounds rangeq.Bounds
+	// WALSegmentSize is the Raft log's segment size in the "wal" mode
+	// (raft.Knobs.WALSegmentSize; wal.DefaultSegmentSize if zero). Each
+	// segment is zero-filled when made: tests that start many nodes make
+	// it small.
+	WALSegmentSize int64
 }
 
 func (k Knobs) withDefaults() Knobs {
@@ -225,6 +230,7 @@ func (c Config) withDefaults() Config {
 	c.ReuseGrace = cmp.Or(c.ReuseGrace, DefaultReuseGrace)
 	c.TableInline = cmp.Or(c.TableInline, DefaultTableInline)
 	c.SnapshotCount = cmp.Or(c.SnapshotCount, DefaultSnapshotCount)
+	c.RaftLog = cmp.Or(c.RaftLog, kvstore.DefaultRaftLog)
 	c.TickInterval = cmp.Or(c.TickInterval, DefaultTickInterval)
 	c.MaxConnections = cmp.Or(c.MaxConnections, DefaultMaxConnections)
 	c.MaxWatchesPerConn = cmp.Or(c.MaxWatchesPerConn, DefaultMaxWatchesPerConn)
@@ -346,6 +352,7 @@ func (c Config) raftConfig() raft.Config {
 		MaxSnapshotBytes: max(maxSnapshotPerTableByte*uint64(c.TableMem), minMaxSnapshotBytes),
 		Registerer:       c.Registerer,
 		Logger:           c.Logger,
+		Knobs:            raft.Knobs{WALSegmentSize: c.Knobs.WALSegmentSize},
 	}
 }
 

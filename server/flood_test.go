@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -51,6 +52,8 @@ func floodServerOn(t *testing.T, cfg Config, tr transport.Transport) *Server {
 	}
 	cfg.DataDir = t.TempDir()
 	cfg.Transport = tr
+	// Small WAL segments: each is zero-filled when made (kvdtest.WALSegmentSize).
+	cfg.Knobs.WALSegmentSize = cmp.Or(cfg.Knobs.WALSegmentSize, 4<<20)
 	if cfg.TableMem == 0 {
 		cfg.TableMem = 8 << 20
 	}

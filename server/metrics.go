@@ -113,6 +113,7 @@ func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
 	m.snapshots = newSnapshotCounter()
 	m.cs = append(m.cs, m.snapshots)
 	m.cs = append(m.cs, rdmaCollectors(s.cfg.Transport)...)
+	m.cs = append(m.cs, newWALCollector(s))
 	if reg != nil {
 		for _, c := range m.cs {
 			reg.MustRegister(c)

@@ -45,7 +45,7 @@ func (s *Server) restore() error {
 	err = raft.Restore(raft.RestoreConfig{
 		ID: s.cfg.ID, InitialCluster: s.cfg.InitialCluster, InitialClusterToken: s.cfg.InitialClusterToken,
 		DataDir: s.cfg.DataDir, Index: h.Index, Revision: h.Revision, FromCluster: h.Cluster, Backup: sum, Logger: s.log,
-		Leases: restoredLeases(r.Leases()),
+		Leases: restoredLeases(r.Leases()), RaftLog: s.cfg.RaftLog, WALSegmentSize: s.cfg.Knobs.WALSegmentSize,
 	}, func(add func(key, value []byte, m revision.Meta) error) error {
 		for {
 			rec, err := r.Next()

@@ -179,7 +179,8 @@ func TestStorageFullDisk(t *testing.T) {
 	}
 	addr := freeAddr(t)
 	cfg := Config{ID: 1, Listen: addr, DataDir: filepath.Join(mnt, "data"), TableMem: 64 << 20,
-		TickInterval: 20 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+		TickInterval: 20 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Knobs: Knobs{WALSegmentSize: 4 << 20}} // the Raft log's segments fit the tmpfs
 	start := func(cfg Config) *Server {
 		tr, err := tcp.New(tcp.Config{Node: addr})
 		if err != nil {

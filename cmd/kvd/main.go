@@ -101,8 +101,8 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.cfg.Restore, "restore", "",
 		"start a new cluster from this backup (kvctl snapshot save): every initial member gets the same file, its own empty --data-dir, and the new cluster's --initial-cluster and a new --initial-cluster-token; a non-empty --data-dir is refused, so restart without it")
 	fs.Uint64Var(&o.cfg.SnapshotCount, "snapshot-count", server.DefaultSnapshotCount, "applied entries between snapshots (bounds the Raft log)")
-	fs.StringVar(&o.cfg.RaftLog, "raft-log", store.RaftLogPebble,
-		"where the Raft log is kept: pebble (in the state's database, one synced batch per Raft batch) or wal (a dedicated log in --data-dir/wal, one fdatasync per Raft batch, the state written unsynced and rebuilt from the log at start); a pebble directory started with wal is converted, the converse is refused")
+	fs.StringVar(&o.cfg.RaftLog, "raft-log", store.DefaultRaftLog,
+		"where the Raft log is kept: wal (a dedicated log in --data-dir/wal, one fdatasync per Raft batch, the state written unsynced and rebuilt from the log at start) or pebble (in the state's database, one synced batch per Raft batch); a pebble directory started with wal is converted, the converse is refused")
 	fs.DurationVar(&o.cfg.TickInterval, "tick", server.DefaultTickInterval, "Raft tick interval; elections time out after 10 ticks")
 	fs.Float64Var(&o.cfg.LeaseDrift, "lease-drift", raft.DefaultLeaseDrift, "the most any clock may run faster than another, as a fraction: the read lease is shortened by it, and clients must be given the same bound")
 	fs.IntVar(&o.cfg.MaxConnections, "max-connections", server.DefaultMaxConnections,

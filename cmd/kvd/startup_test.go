@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"os/exec"
@@ -206,28 +208,33 @@ func TestFlagTypoOneLine(t *testing.T) {
 	}
 }
 
-// TestRaftLogMovesToWAL: a data directory whose Raft log is in Pebble (the
-// default), restarted with --raft-log=wal, keeps its data with the log
-// moved to DIR/wal, and then restarts only with --raft-log=wal: with
-// pebble it is refused at once, exit 1, naming the flag to give.
+// TestRaftLogMovesToWAL: a data directory whose Raft log is in Pebble
+// (--raft-log=pebble, or an earlier kvd), restarted with the default
+// (wal), keeps its data with the log moved to DIR/wal, and then restarts
+// only in the wal mode: with --raft-log=pebble it is refused at once, exit
+// 1, naming the flag to give.
 func TestRaftLogMovesToWAL(t *testing.T) {
 	kvd := buildKVD(t)
 	addrs := kvdtest.FreeAddrs(t, 2)
 	data := filepath.Join(t.TempDir(), "d")
 	args := []string{"--data-dir", data, "--listen", addrs[0], "--metrics-listen", addrs[1], "--table-mem", "8MiB"}
-	p := startKVD(t, kvd, append(args, "--initial-cluster", "1="+addrs[0])...)
+	p := startKVD(t, kvd, append(args, "--initial-cluster", "1="+addrs[0], "--raft-log", "pebble")...)
 	waitHealthy(t, p, addrs[1])
 	putGet(t, addrs[0], "k", "v")
 	stopKVD(t, p)
-	for range 2 { // converted, then restarted as it is
-		p = startKVD(t, kvd, append(args, "--raft-log", "wal")...)
+	if _, err := os.Stat(filepath.Join(data, "wal")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("after a start with --raft-log=pebble: %s/wal: %v, want none", data, err)
+	}
+	// Converted by the default, then restarted as it is.
+	for _, mode := range [][]string{nil, {"--raft-log", "wal"}} {
+		p = startKVD(t, kvd, append(args, mode...)...)
 		waitHealthy(t, p, addrs[1])
 		putGet(t, addrs[0], "k", "")
 		putGet(t, addrs[0], "k2", "v")
 		stopKVD(t, p)
-	}
-	if ents, err := os.ReadDir(filepath.Join(data, "wal")); err != nil || len(ents) == 0 {
-		t.Fatalf("no raft log in %s/wal: %v", data, err)
+		if ents, err := os.ReadDir(filepath.Join(data, "wal")); err != nil || len(ents) == 0 {
+			t.Fatalf("flags %q: no raft log in %s/wal: %v", mode, data, err)
+		}
 	}
 	code, out := runKVD(t, kvd, 30*time.Second, append(args, "--raft-log", "pebble")...)
 	if code != 1 || !strings.Contains(lastLine(out), "start it with --raft-log=wal") {

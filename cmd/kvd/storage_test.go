@@ -154,7 +154,8 @@ func TestHealthzStorageFailure(t *testing.T) {
 	}
 	defer tr.Close()
 	srv, err := server.New(server.Config{ID: 1, Listen: addr, DataDir: filepath.Join(mnt, "data"), Transport: tr,
-		TableMem: 64 << 20, TickInterval: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+		TableMem: 64 << 20, TickInterval: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler),
+		Knobs: server.Knobs{WALSegmentSize: 4 << 20}}) // the Raft log's segments fit the tmpfs
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -277,7 +278,10 @@ func TestStorageFullDiskProcess(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping the process test in -short mode")
 	}
-	mnt := storageMount(t, "-t", "tmpfs", "-o", "size=32m", "tmpfs")
+	// Room for the Raft log's segments (64 MiB each, zero-filled when
+	// made; every start begins a new one, and one spare is made ahead):
+	// four of them over the test's three starts, and Pebble's files.
+	mnt := storageMount(t, "-t", "tmpfs", "-o", "size=320m", "tmpfs")
 	if mnt == "" {
 		return
 	}
@@ -349,7 +353,7 @@ func TestStorageStartFails(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping the process test in -short mode")
 	}
-	ro := storageMount(t, "-t", "tmpfs", "-o", "size=32m", "tmpfs") // the read-only mount's source
+	ro := storageMount(t, "-t", "tmpfs", "-o", "size=160m", "tmpfs") // the read-only mount's source: room for the Raft log's segments
 	full := storageMount(t, "-t", "tmpfs", "-o", "size=4m", "tmpfs")
 	if ro == "" || full == "" {
 		return

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -27,67 +26,6 @@ func ctxFor(d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	_ = cancel // released when the deadline passes
 	return ctx
-}
-
-// TestDurability: every acknowledged PUT survives SIGKILL of all three
-// nodes at once, in the middle of a stream of writes.
-func TestDurability(t *testing.T) {
-	if testing.Short() {
-		t.Skip("skipping the process test in -short mode")
-	}
-	pc := kvdtest.StartProcCluster(t, procBin(t), 3)
-	leaderOf(t, pc, 20*time.Second)
-	c := newClient(t, pc.Endpoints(), client.Linearizable)
-
-	var mu sync.Mutex
-	acked := map[string]string{}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for w := 0; w < 4; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				k, v := fmt.Sprintf("d%d-%d", w, i), fmt.Sprintf("value-%d-%d", w, i)
-				if err := c.Put(ctxFor(2*time.Second), []byte(k), []byte(v)); err == nil {
-					mu.Lock()
-					acked[k] = v
-					mu.Unlock()
-				}
-			}
-		}()
-	}
-	time.Sleep(3 * time.Second)
-	for _, p := range pc.Procs { // as close to together as a loop gets
-		p.Kill()
-	}
-	close(stop)
-	wg.Wait()
-	mu.Lock()
-	n := len(acked)
-	mu.Unlock()
-	if n == 0 {
-		t.Fatal("no PUT was acknowledged before the kill: nothing to check")
-	}
-	for _, p := range pc.Procs {
-		if err := p.Start(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	leaderOf(t, pc, 20*time.Second)
-	c2 := newClient(t, pc.Endpoints(), client.Linearizable)
-	for k, v := range acked {
-		got, err := c2.Get(ctxFor(10*time.Second), []byte(k))
-		if err != nil || string(got) != v {
-			t.Fatalf("acknowledged %s=%s lost after SIGKILL of all nodes: got %q, %v", k, v, got, err)
-		}
-	}
-	t.Logf("all %d acknowledged PUTs survived SIGKILL of all three nodes", n)
 }
 
 // TestStaleLeaderRefused: a leader cut off from its peers must stop yielding

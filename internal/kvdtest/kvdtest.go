@@ -1,6 +1,7 @@
 package kvdtest
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"log/slog"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kvd-project/kvd/internal/kvdtest/wait"
+	"github.com/kvd-project/kvd/internal/limits"
 	"github.com/kvd-project/kvd/internal/watch"
 	"github.com/kvd-project/kvd/server"
 	"github.com/kvd-project/kvd/transport/tcp"
@@ -58,6 +60,14 @@ type Options struct {
 	PeerListener bool
 }
 
+// WALSegmentSize is the Raft log's segment size of the nodes StartCluster
+// starts (server.Knobs.WALSegmentSize, unless Options.Knobs sets one):
+// each segment is zero-filled when made, and tests start many nodes. It
+// holds the largest command with room to spare.
+const WALSegmentSize = 4 << 20
+
+var _ = [WALSegmentSize - 2*limits.MaxCommand]struct{}{}
+
 // StartCluster starts n nodes that form one cluster, and stops them at the
 // end of the test.
 func StartCluster(t testing.TB, n int, o Options) []*Node {
@@ -88,6 +98,7 @@ func StartCluster(t testing.TB, n int, o Options) []*Node {
 		if o.Knobs != nil {
 			nodes[i].cfg.Knobs = o.Knobs(uint64(i + 1))
 		}
+		nodes[i].cfg.Knobs.WALSegmentSize = cmp.Or(nodes[i].cfg.Knobs.WALSegmentSize, WALSegmentSize)
 		if err := nodes[i].Start(); err != nil {
 			t.Fatalf("start node %d: %v", i+1, err)
 		}

@@ -1,20 +1,22 @@
 // Package store owns everything a kvd raft node keeps on disk: one Pebble
-// database holding the raft log, the raft HardState, ConfState and snapshot
-// metadata, the member address book, and the applied key/value state.
+// database holding the ConfState and snapshot metadata, the member address
+// book and the applied key/value state, and the raft log with its
+// HardState, in one of two places (Options.RaftLog).
 //
-// It implements raft.Storage over that database and offers one write path,
-// Update, so that a Ready's log append, HardState and the state-machine
-// writes of its committed entries (with the new applied index) commit in one
-// Pebble batch: a restart never sees half an apply, and the applied index
-// always names exactly the state on disk.
+// It implements raft.Storage and offers one write path, Update, so that a
+// Ready's log append, HardState and the state-machine writes of its
+// committed entries (with the new applied index) commit together: a
+// restart never sees half an apply, and the applied index always names
+// exactly the state on disk.
 //
-// With Options.RaftLog "wal" the raft log and HardState live instead in an
-// internal/wal log in the data directory's wal/ subdirectory, and an
+// With Options.RaftLog "wal" (the default) the raft log and HardState live
+// in an internal/wal log in the data directory's wal/ subdirectory, and an
 // Update writes the state machine's effects to Pebble without a sync of
 // their own: the log's one fdatasync per Ready makes the Ready durable,
 // and Open replays the log from the applied index Pebble persisted.
 // raftlog.go states the rules that keep this safe and the conversion of a
-// directory from the "pebble" mode.
+// directory from the "pebble" mode. With "pebble" the log and HardState
+// are in the same Pebble database, and an Update is one synced batch.
 //
 // Key layout (Pebble's default bytewise order):
 //

@@ -22,7 +22,7 @@ import (
 // process with a second fatal error that hides the first.
 func TestFatalfRecordsFaultAndParks(t *testing.T) {
 	var faults []error
-	s, err := Open(t.TempDir(), Options{OnFault: func(err error) { faults = append(faults, err) }})
+	s, err := Open(t.TempDir(), Options{WALSegmentSize: testSegmentSize, OnFault: func(err error) { faults = append(faults, err) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func TestCloseFaultReturns(t *testing.T) {
 		}
 		return nil
 	}))
-	s, err := Open(t.TempDir(), Options{FS: fs})
+	s, err := Open(t.TempDir(), Options{FS: fs, WALSegmentSize: testSegmentSize})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -138,7 +138,7 @@ func checkMigrated(t *testing.T, s *Store, keys map[string]string, rev uint64, a
 // forward, not misread.
 func TestOpenRefusesDataOfAnOlderBuild(t *testing.T) {
 	dir := untarFixture(t)
-	s, err := Open(dir, Options{})
+	s, err := Open(dir, Options{WALSegmentSize: testSegmentSize})
 	if err == nil {
 		s.Close()
 		t.Fatal("Open took a directory of data format 1")
@@ -154,7 +154,7 @@ func TestOpenRefusesDataOfAnOlderBuild(t *testing.T) {
 	}
 	// Refused, the directory is left as it was: the older build still
 	// opens it (the format key was not written).
-	s2, err := Open(dir, Options{})
+	s2, err := Open(dir, Options{WALSegmentSize: testSegmentSize})
 	if !errors.Is(err, ErrDataFormat) {
 		if s2 != nil {
 			s2.Close()
@@ -183,7 +183,7 @@ func TestOpenRecordsTheDataFormat(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s, err = Open(dir, Options{})
+	s, err = Open(dir, Options{WALSegmentSize: testSegmentSize})
 	if err == nil {
 		s.Close()
 		t.Fatal("Open took a directory of a newer data format")

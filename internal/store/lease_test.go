@@ -13,7 +13,7 @@ import (
 // keys; the leases survive a reopen.
 func TestLeaseRecords(t *testing.T) {
 	dir := t.TempDir()
-	s, err := Open(dir, Options{})
+	s, err := Open(dir, Options{WALSegmentSize: testSegmentSize})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +38,7 @@ func TestLeaseRecords(t *testing.T) {
 	must(u.Commit(true))
 	must(s.Close())
 
-	if s, err = Open(dir, Options{}); err != nil {
+	if s, err = Open(dir, Options{WALSegmentSize: testSegmentSize}); err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
@@ -95,7 +95,7 @@ type leasedKey struct {
 // gives back each key's lease; a key attached to a lease the backup lacks
 // is refused.
 func TestRestoreLeases(t *testing.T) {
-	s, err := Open(t.TempDir(), Options{})
+	s, err := Open(t.TempDir(), Options{WALSegmentSize: testSegmentSize})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func TestRestoreLeases(t *testing.T) {
 		"a key on a missing lease":          {Create: 1, Mod: 1, Version: 1, Lease: 7},
 		"a key modified after the revision": {Create: 1, Mod: 11, Version: 2},
 	} {
-		s2, err := Open(t.TempDir(), Options{})
+		s2, err := Open(t.TempDir(), Options{WALSegmentSize: testSegmentSize})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -52,6 +52,10 @@ import (
 const (
 	RaftLogPebble = "pebble"
 	RaftLogWAL    = "wal"
+	// DefaultRaftLog is the mode Options.RaftLog "" means: the log in its
+	// own WAL costs one fdatasync of a preallocated file per Ready, less
+	// than a synced Pebble batch.
+	DefaultRaftLog = RaftLogWAL
 )
 
 // WALDir is the subdirectory of the data directory that holds the raft log
@@ -67,7 +71,7 @@ var keyRaftLog = []byte("mraftlog")
 var ErrRaftLogMode = errors.New("store: raft log mode")
 
 // ValidRaftLog reports whether mode names a place for the raft log ("" is
-// the default, RaftLogPebble).
+// the default, DefaultRaftLog).
 func ValidRaftLog(mode string) error {
 	switch mode {
 	case "", RaftLogPebble, RaftLogWAL:
@@ -253,4 +257,13 @@ func (s *Store) RaftLog() string {
 		return RaftLogWAL
 	}
 	return RaftLogPebble
+}
+
+// WALStats are the raft log's counters in the "wal" mode (ok false in the
+// "pebble" mode, whose log writes are Pebble's).
+func (s *Store) WALStats() (st wal.Stats, ok bool) {
+	if s.wal == nil {
+		return wal.Stats{}, false
+	}
+	return s.wal.Stats(), true
 }

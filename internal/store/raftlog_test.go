@@ -102,7 +102,7 @@ func TestPebbleLogMigratesToWAL(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	_, err := Open(memDir, Options{FS: fs})
+	_, err := Open(memDir, Options{FS: fs, RaftLog: RaftLogPebble})
 	if !errors.Is(err, ErrRaftLogMode) || !strings.Contains(err.Error(), "--raft-log=wal") {
 		t.Fatalf("Open in the pebble mode = %v, want ErrRaftLogMode naming --raft-log=wal", err)
 	}

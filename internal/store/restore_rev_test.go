@@ -14,7 +14,7 @@ import (
 // that revision answers it, one below fails as compacted (the backup has
 // no history before it), and the next write takes the next revision.
 func TestRestoreStartsAtTheBackupsRevision(t *testing.T) {
-	s, err := Open(t.TempDir(), Options{})
+	s, err := Open(t.TempDir(), Options{WALSegmentSize: testSegmentSize})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func TestRestoreStartsAtTheBackupsRevision(t *testing.T) {
 // network) too short to hold its revision metadata is refused, not
 // staged for readers to fail on.
 func TestStagedRefusesAValueWithoutMeta(t *testing.T) {
-	s, err := Open(t.TempDir(), Options{})
+	s, err := Open(t.TempDir(), Options{WALSegmentSize: testSegmentSize})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,7 +34,7 @@ func rangeDels(t *testing.T, s *Store) int {
 // them: a probe measured 1000 scans at 4 ms, then at 3 minutes after
 // 200,000 abandoned empty transfers (about 5 MB of 'B' frames).
 func TestAbandonedTransfersLeaveNoRangeDeletions(t *testing.T) {
-	s, err := Open(t.TempDir(), Options{})
+	s, err := Open(t.TempDir(), Options{WALSegmentSize: testSegmentSize})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func TestAbandonedTransfersLeaveNoRangeDeletions(t *testing.T) {
 // are: a transfer of 100 one-byte keys (about 1.2 KB of frames) must not
 // make the node write a pair of range deletions.
 func TestTransfersOfManySmallKeysLeaveNoRangeDeletions(t *testing.T) {
-	s, err := Open(t.TempDir(), Options{})
+	s, err := Open(t.TempDir(), Options{WALSegmentSize: testSegmentSize})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +124,7 @@ func TestTransfersOfManySmallKeysLeaveNoRangeDeletions(t *testing.T) {
 // a transfer is deleted by range (three deletions: its keys, its leases
 // and its revision space), and its data is gone.
 func TestLargeAbandonedTransferDeletedByRange(t *testing.T) {
-	s, err := Open(t.TempDir(), Options{})
+	s, err := Open(t.TempDir(), Options{WALSegmentSize: testSegmentSize})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +152,7 @@ func TestLargeAbandonedTransferDeletedByRange(t *testing.T) {
 // TestStagedDoneRunsOnce: the holder's accounting ends exactly once,
 // whether the data is discarded (even twice) or installed.
 func TestStagedDoneRunsOnce(t *testing.T) {
-	s, err := Open(t.TempDir(), Options{})
+	s, err := Open(t.TempDir(), Options{WALSegmentSize: testSegmentSize})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ import (
 
 func openT(t *testing.T, dir string, cache int) *Store {
 	t.Helper()
-	s, err := Open(dir, Options{EntryCacheSize: cache})
+	s, err := Open(dir, Options{EntryCacheSize: cache, WALSegmentSize: testSegmentSize})
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}

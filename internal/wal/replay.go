@@ -83,6 +83,7 @@ func Open(cfg Config) (*Log, *Recovered, error) {
 		_ = lock.Close()
 		return nil, nil, err
 	}
+	l.publish()
 	return l, rec, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	etcdraft "go.etcd.io/raft/v3"
@@ -43,6 +44,8 @@ type Log struct {
 	prep    chan struct{}
 	prepSeq uint64
 	prepErr error
+
+	stats counters // read by Stats without mu
 }
 
 type indexTerm struct{ index, term uint64 }
@@ -78,6 +81,7 @@ func (l *Log) Append(ents []*pb.Entry) error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	defer l.publish()
 	if l.err != nil {
 		return l.err
 	}
@@ -107,6 +111,7 @@ func (l *Log) Append(ents []*pb.Entry) error {
 		s.maxIndex = max(s.maxIndex, e.GetIndex())
 		l.ents = append(l.ents, loc{seq: s.seq, off: off, size: int32(recordSize(len(l.scratch))), term: e.GetTerm()})
 	}
+	l.stats.entries.Add(uint64(len(ents)))
 	return nil
 }
 
@@ -115,6 +120,7 @@ func (l *Log) Append(ents []*pb.Entry) error {
 func (l *Log) SetHardState(hs *pb.HardState) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	defer l.publish() // a record may roll the segment
 	if l.err != nil {
 		return l.err
 	}
@@ -161,6 +167,7 @@ func (l *Log) roll() error {
 	if err := l.syncLocked(); err != nil {
 		return err
 	}
+	l.stats.rolls.Add(1)
 	return l.startSegment()
 }
 
@@ -203,6 +210,7 @@ func (l *Log) flush() error {
 		return l.fail(err)
 	}
 	s.flushed += int64(len(l.buf))
+	l.stats.bytes.Add(uint64(len(l.buf)))
 	l.buf = l.buf[:0]
 	return nil
 }
@@ -225,9 +233,11 @@ func (l *Log) syncLocked() error {
 	if err := l.flush(); err != nil {
 		return err
 	}
+	start := time.Now()
 	if err := l.active().f.SyncData(); err != nil {
 		return l.fail(err)
 	}
+	l.stats.observeSync(time.Since(start))
 	// Every record of a later generation is written after this sync
 	// returned: replay relies on it to tell corruption from a torn tail.
 	l.batch++
@@ -241,6 +251,7 @@ func (l *Log) syncLocked() error {
 func (l *Log) Compact(index uint64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	defer l.publish()
 	if l.err != nil {
 		return l.err
 	}
@@ -259,6 +270,7 @@ func (l *Log) Compact(index uint64) error {
 	}
 	l.ents = append([]loc(nil), l.ents[index-l.trunc.index:]...)
 	l.trunc = indexTerm{index, term}
+	l.stats.compactions.Add(1)
 	return l.fail2(l.release())
 }
 
@@ -268,6 +280,7 @@ func (l *Log) Compact(index uint64) error {
 func (l *Log) Reset(index, term uint64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	defer l.publish()
 	if l.err != nil {
 		return l.err
 	}
@@ -284,6 +297,7 @@ func (l *Log) Reset(index, term uint64) error {
 	l.ents = nil
 	l.trunc = indexTerm{index, term}
 	l.resetSeq = s.seq
+	l.stats.resets.Add(1)
 	return l.fail2(l.release())
 }
 

@@ -186,7 +186,7 @@ func testSet(t testing.TB, cfg Config, h *fakeHost) *Set {
 
 func openStore(t testing.TB) *store.Store {
 	t.Helper()
-	st, err := store.Open(t.TempDir(), store.Options{})
+	st, err := store.Open(t.TempDir(), store.Options{WALSegmentSize: 1 << 20}) // small: zero-filled when made
 	if err != nil {
 		t.Fatal(err)
 	}
