@@ -52,10 +52,12 @@ import (
 const (
 	RaftLogPebble = "pebble"
 	RaftLogWAL    = "wal"
-	// DefaultRaftLog is the mode Options.RaftLog "" means: the log in its
-	// own WAL costs one fdatasync of a preallocated file per Ready, less
-	// than a synced Pebble batch.
-	DefaultRaftLog = RaftLogWAL
+	// DefaultRaftLog is the mode Options.RaftLog "" means. The WAL costs
+	// less per Ready, but every start of a node begins a new segment that
+	// only the next snapshot frees (docs/operations.md, "The Raft log"):
+	// a node restarting in a loop would fill its disk, so the WAL is not
+	// the default yet.
+	DefaultRaftLog = RaftLogPebble
 )
 
 // WALDir is the subdirectory of the data directory that holds the raft log
