@@ -58,9 +58,12 @@ type pendingCompaction struct {
 
 // maxPendingCompactions is how many compactions may wait for Pebble's
 // memtable to fill and flush on its own before the store asks for a
-// flush: it bounds the log kept behind the snapshots to a few
-// snapshots' worth where the state machine writes little.
-const maxPendingCompactions = 2
+// flush. It bounds what the log keeps behind the durable state where the
+// state machine writes little per entry (failed compares, lease
+// renewals): at a snapshot, the log holds at most the entries since the
+// compaction point of the one before the last, about twice what it holds
+// with Pebble's log.
+const maxPendingCompactions = 1
 
 // compactFlushedWAL compacts the log to the newest pending compaction
 // that a completed flush made safe, and asks for a flush (without waiting

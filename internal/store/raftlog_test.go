@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -462,5 +463,46 @@ func TestCommitRaisedToDurableApplied(t *testing.T) {
 	defer s2.Close()
 	if got := readLogState(t, s2); got.applied != 8 || got.hs.GetCommit() != 8 || got.last != 10 {
 		t.Fatalf("after the cut: %+v, want applied 8, commit 8, last 10", got)
+	}
+}
+
+// TestLogCompactsWhereTheStateWritesLittle: entries that write next to
+// nothing to Pebble never fill its memtable, so no flush of its own lets
+// a compaction happen; the store asks for one once more than
+// maxPendingCompactions wait, and the log is compacted, safely.
+func TestLogCompactsWhereTheStateWritesLittle(t *testing.T) {
+	mem := vfs.NewCrashableMem()
+	s := openWAL(t, mem, false)
+	defer s.Close()
+	commit(t, s, func(u *Update) error { return u.SetConfState(&pb.ConfState{Voters: []uint64{1}}) })
+	opened := s.db.Metrics().Flush.Count // Open's own
+	const n, every = 1000, 100
+	for i := uint64(1); i <= n; i++ {
+		commit(t, s, func(u *Update) error {
+			return errors.Join(u.Append(ents(i, i, 1)), u.SetHardState(&pb.HardState{Term: new(uint64(1)), Commit: new(i)}), u.SetApplied(i))
+		})
+		if i%every == 0 {
+			if _, err := s.CreateSnapshot(i - every/2); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// The flush asked for runs in the background: once it has, the next
+	// snapshot compacts.
+	for deadline := time.Now().Add(10 * time.Second); s.db.Metrics().Flush.Count == opened; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no flush after a snapshot's compaction waited for one")
+		}
+	}
+	if _, err := s.CreateSnapshot(n - every/2); err != nil {
+		t.Fatal(err)
+	}
+	if first := s.wal.FirstIndex(); first < 2 {
+		t.Fatalf("log from %d after %d entries: never compacted", first, n)
+	}
+	s2 := openWAL(t, mem.CrashClone(vfs.CrashCloneCfg{}), false)
+	defer s2.Close()
+	if got := readLogState(t, s2); got.first > got.applied+1 || got.last != n {
+		t.Fatalf("after the cut: applied %d, log (%d, %d]", got.applied, got.first-1, got.last)
 	}
 }
