@@ -30,6 +30,8 @@ func BenchmarkPutCPU(b *testing.B) {
 		{"state-only", false, Options{}},
 		{"wal", true, Options{RaftLog: RaftLogWAL}},
 		{"wal+pebble-wal", true, Options{RaftLog: RaftLogWAL, Knobs: Knobs{PebbleWAL: true}}},
+		{"wal/memtable=16MiB", true, Options{RaftLog: RaftLogWAL, MemTableSize: 16 << 20}},
+		{"wal/memtable=64MiB", true, Options{RaftLog: RaftLogWAL, MemTableSize: 64 << 20}},
 	} {
 		b.Run(m.name, func(b *testing.B) { benchPutCPU(b, m.history, m.opts) })
 	}
