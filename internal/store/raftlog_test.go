@@ -309,12 +309,12 @@ func TestCompactionTrailsDurableState(t *testing.T) {
 	}
 }
 
-// TestFullMemtableLetsTheLogCompact: without Pebble's log, the flush
-// Pebble makes on its own when the memtable fills is what lets a waiting
-// compaction happen (flushMark), and state is never lost to it: after a
-// power cut at any snapshot, the store reopens with its log holding every
-// entry after the durable applied index, and the log was compacted on the
-// way, without a flush forced per snapshot.
+// TestFullMemtableLetsTheLogCompact: without Pebble's log, the flushes
+// Pebble makes on its own when the memtable fills are what let the
+// waiting compactions happen (flushMark), and state is never lost to
+// them: after a power cut at any snapshot, the store reopens with its log
+// holding every entry after the durable applied index. (That a snapshot
+// forces no flush: TestCompactionTrailsDurableState.)
 func TestFullMemtableLetsTheLogCompact(t *testing.T) {
 	mem := vfs.NewCrashableMem()
 	s, err := Open(memDir, Options{FS: mem, RaftLog: RaftLogWAL, WALSegmentSize: testSegmentSize, MemTableSize: 1 << 20})
@@ -342,12 +342,8 @@ func TestFullMemtableLetsTheLogCompact(t *testing.T) {
 			cuts = append(cuts, mem.CrashClone(vfs.CrashCloneCfg{}))
 		}
 	}
-	flushes := s.db.Metrics().Flush.Count
 	if first := s.wal.FirstIndex(); first < 2 {
-		t.Fatalf("the log was never compacted (first index %d, %d flushes)", first, flushes)
-	}
-	if want := int64(n / every); flushes >= want {
-		t.Fatalf("%d flushes for %d snapshots: a flush per snapshot was forced", flushes, want)
+		t.Fatalf("the log was never compacted (first index %d)", first)
 	}
 	for i, fs := range cuts {
 		s2, err := Open(memDir, Options{FS: fs, RaftLog: RaftLogWAL, WALSegmentSize: testSegmentSize})
