@@ -18,7 +18,9 @@ import (
 // revisions wrote, the key's state alone, for the ratio. Both keep the
 // raft log in Pebble; "wal" is "history" with the log in the "wal" mode,
 // Pebble without its own log, and "wal+pebble-wal" the same with
-// Pebble's log kept (Knobs.PebbleWAL), for the ratio. The "wal" modes
+// Pebble's log kept (Knobs.PebbleWAL), for the ratio; the memtable
+// variants are "wal" with another memtable size than its default
+// (pebbletune.NoWALMemTableSize). The "wal" modes
 // fdatasync the log per Update (the entries it appends are applied in it).
 func BenchmarkPutCPU(b *testing.B) {
 	for _, m := range []struct {
@@ -30,7 +32,7 @@ func BenchmarkPutCPU(b *testing.B) {
 		{"state-only", false, Options{}},
 		{"wal", true, Options{RaftLog: RaftLogWAL}},
 		{"wal+pebble-wal", true, Options{RaftLog: RaftLogWAL, Knobs: Knobs{PebbleWAL: true}}},
-		{"wal/memtable=16MiB", true, Options{RaftLog: RaftLogWAL, MemTableSize: 16 << 20}},
+		{"wal/memtable=4MiB", true, Options{RaftLog: RaftLogWAL, MemTableSize: 4 << 20}},
 		{"wal/memtable=64MiB", true, Options{RaftLog: RaftLogWAL, MemTableSize: 64 << 20}},
 	} {
 		b.Run(m.name, func(b *testing.B) { benchPutCPU(b, m.history, m.opts) })

@@ -28,7 +28,8 @@ type Options struct {
 	// cache.
 	EntryCacheSize int
 	// MemTableSize is Pebble's memtable size; 0 means
-	// pebbletune.DefaultMemTableSize.
+	// pebbletune.DefaultMemTableSize, or pebbletune.NoWALMemTableSize in
+	// the "wal" mode without Pebble's log.
 	MemTableSize uint64
 	// Logger receives Pebble's messages (informational ones at Debug),
 	// rate-limited. nil discards them.
@@ -145,7 +146,11 @@ func Open(dir string, opts Options) (*Store, error) {
 		// (raftlog.go).
 		DisableWAL: opts.RaftLog == RaftLogWAL && !opts.Knobs.PebbleWAL,
 	}
-	pebbletune.Apply(po, opts.MemTableSize)
+	memTable := opts.MemTableSize
+	if memTable == 0 && po.DisableWAL {
+		memTable = pebbletune.NoWALMemTableSize
+	}
+	pebbletune.Apply(po, memTable)
 	po.Experimental.SpanPolicyFunc = tableRegionEnd
 	po.WithFSDefaults() // disk health checks: DiskSlow events
 	var db *pebble.DB
