@@ -2,8 +2,6 @@ package store
 
 import (
 	"fmt"
-
-	"github.com/cockroachdb/pebble/v2"
 )
 
 // ClusterID is the id of the cluster this store belongs to, 0 if none was
@@ -102,11 +100,20 @@ func (s *Store) SetRestoredFrom(sum []byte) error {
 	return s.setSynced(keyRestored, sum)
 }
 
-// setSynced writes one metadata key, synced, outside the raft loop's
-// batches, through the fault guard like every other store write: a disk
-// that fails here must not hang the caller (or Close) in Pebble.
+// setSynced writes one metadata key, durably (commitDurable), outside the
+// raft loop's batches, through the fault guard like every other store
+// write: a disk that fails here must not hang the caller (or Close) in
+// Pebble.
 func (s *Store) setSynced(key, value []byte) error {
-	err, _ := s.guard(func() error { return s.db.Set(key, value, pebble.Sync) })
+	b := s.db.NewBatch()
+	if err := b.Set(key, value, nil); err != nil {
+		b.Close()
+		return err
+	}
+	err, finished := s.guard(func() error { return s.commitDurable(b) })
+	if finished {
+		b.Close()
+	}
 	return err
 }
 

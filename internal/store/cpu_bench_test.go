@@ -15,15 +15,32 @@ import (
 // defaults): cpu-µs/op. Run it long (-benchtime=200000x) so that
 // compactions have their share. "history" is this store's apply
 // (Update.Put); "state-only" writes what the apply of the build before
-// revisions wrote, the key's state alone, for the ratio.
+// revisions wrote, the key's state alone, for the ratio. Both keep the
+// raft log in Pebble; "wal" is "history" with the log in the "wal" mode,
+// Pebble without its own log, and "wal+pebble-wal" the same with
+// Pebble's log kept (Knobs.PebbleWAL), for the ratio; the memtable
+// variants are "wal" with another memtable size than its default
+// (pebbletune.NoWALMemTableSize). The "wal" modes
+// fdatasync the log per Update (the entries it appends are applied in it).
 func BenchmarkPutCPU(b *testing.B) {
-	for _, mode := range []string{"history", "state-only"} {
-		b.Run(mode, func(b *testing.B) { benchPutCPU(b, mode == "history") })
+	for _, m := range []struct {
+		name    string
+		history bool
+		opts    Options
+	}{
+		{"history", true, Options{}},
+		{"state-only", false, Options{}},
+		{"wal", true, Options{RaftLog: RaftLogWAL}},
+		{"wal+pebble-wal", true, Options{RaftLog: RaftLogWAL, Knobs: Knobs{PebbleWAL: true}}},
+		{"wal/memtable=4MiB", true, Options{RaftLog: RaftLogWAL, MemTableSize: 4 << 20}},
+		{"wal/memtable=64MiB", true, Options{RaftLog: RaftLogWAL, MemTableSize: 64 << 20}},
+	} {
+		b.Run(m.name, func(b *testing.B) { benchPutCPU(b, m.history, m.opts) })
 	}
 }
 
-func benchPutCPU(b *testing.B, history bool) {
-	s, err := Open(b.TempDir(), Options{})
+func benchPutCPU(b *testing.B, history bool, opts Options) {
+	s, err := Open(b.TempDir(), opts)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -12,8 +12,10 @@
 // With Options.RaftLog "wal" the raft log and HardState live instead
 // in an internal/wal log in the data directory's wal/ subdirectory, and an
 // Update writes the state machine's effects to Pebble without a sync of
-// their own: the log's one fdatasync per Ready makes the Ready durable,
-// and Open replays the log from the applied index Pebble persisted.
+// their own, and Pebble runs without its write-ahead log: the log's one
+// fdatasync per Ready makes the Ready durable, Pebble's flushes make its
+// state durable (flush.go), and Open replays the log from the applied
+// index Pebble persisted.
 // raftlog.go states the rules that keep this safe and the conversion of a
 // directory from the "pebble" mode. With "pebble" the log and HardState
 // are in the same Pebble database, and an Update is one synced batch.

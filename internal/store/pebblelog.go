@@ -111,9 +111,11 @@ func (p pebbleLogger) Fatalf(format string, args ...any) {
 }
 
 // eventListener reports Pebble's events that matter to an operator,
-// rate-limited, and turns data corruption into a fault.
-func eventListener(log *limitedLog, f *faultState) *pebble.EventListener {
+// rate-limited, turns data corruption into a fault, and notes in flushed
+// how far completed flushes made Pebble's writes durable.
+func eventListener(log *limitedLog, f *faultState, flushed *flushMark) *pebble.EventListener {
 	return &pebble.EventListener{
+		FlushEnd: flushed.note,
 		BackgroundError: func(err error) {
 			log.log(slog.LevelError, "pebble background error", "component", "pebble", "err", err)
 			if isFaultErrno(err) {

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	etcdraft "go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -21,7 +20,16 @@ import (
 // truncation point) is an internal/wal log in the data directory's wal/
 // subdirectory, and Pebble holds the rest (state, applied index, snapshot
 // metadata, configuration, members). A Ready costs one write and one
-// fdatasync of the log; the state machine's writes go to Pebble unsynced.
+// fdatasync of the log; the state machine's writes go to Pebble unsynced,
+// and Pebble runs without its own write-ahead log (pebble.Options'
+// DisableWAL; Knobs.PebbleWAL keeps it, for comparison): a Pebble write is
+// durable only once a flush has written its memtable to an sstable
+// (flush.go). Either way a crash keeps a prefix of Pebble's committed
+// batches (with its WAL: the synced part of it and whatever of the rest
+// reached the disk in order; without: the memtables flushed, oldest
+// first), and every Update's batch carries its applied index with its
+// effects, so Pebble's durable state is the effect of the entries
+// through its durable applied index.
 //
 // The argument that nothing acknowledged is lost in the "wal" mode rests on
 // three rules the store keeps:
@@ -29,26 +37,64 @@ import (
 //  1. Pebble's applied index never runs ahead of the log's durable end:
 //     an Update whose applied index is beyond the last index the log had
 //     synced commits to Pebble only after the log's fdatasync (commitWAL).
+//     What Pebble makes durable is a prefix of what it was given, so this
+//     holds of its durable state too, however late it becomes durable.
 //     So after a crash the entries up to Pebble's applied index A are in
 //     the log, and raft re-applies the committed entries after A from it
 //     (raft's Config.Applied = A). Applied entries are committed, and
 //     committed entries are never overwritten, so the log still holds the
 //     very entries whose effects Pebble has.
 //  2. The log is compacted to i only after Pebble's state through i is
-//     durable: CreateSnapshot syncs Pebble (one synced batch, which makes
-//     every earlier unsynced one durable: Pebble's own WAL is sequential)
-//     before wal.Compact. So the log always holds every entry after the
-//     durable applied index.
-//  3. A snapshot from the leader is installed in Pebble (synced) before the
-//     log is reset to its index. A crash in between leaves Pebble at the
-//     snapshot and the log behind it; Open finishes the reset
-//     (recoverWAL).
+//     durable (CreateSnapshot, compactWAL). With Pebble's WAL, the
+//     snapshot record is written synced, which makes every earlier
+//     unsynced batch durable, before wal.Compact. Without it, nothing is
+//     forced: the compaction waits until a completed flush has reached
+//     the snapshot record's sequence number (flushMark, noted at Pebble's
+//     FlushEnd), and so every batch before it, among them the Update that
+//     applied through the snapshot's index, at least i. So the log always
+//     holds every entry after the durable applied index; Open refuses a
+//     directory where it does not (alignWAL).
+//  3. A snapshot from the leader is installed in Pebble durably (synced,
+//     or flushed) before the log is reset to its index. A crash in
+//     between leaves Pebble at the snapshot and the log behind it; Open
+//     finishes the reset (recoverWAL).
 //
 // The HardState's commit may trail Pebble's applied index after a crash
 // (it is written with the log's next sync, and an Update that applies
 // entries already durable may reach Pebble's disk before that): Open
 // raises it to the applied index, which is safe because those entries were
 // committed and are in the log.
+//
+// Pebble's other writes in the "wal" mode, and why each is safe without
+// Pebble's WAL:
+//
+//   - Update batches (state, history, leases, members, ConfState, revision,
+//     applied index): re-created by replaying the log from the durable
+//     applied index (rule 1).
+//   - CreateSnapshot's record and truncation: a lost one costs only the
+//     compaction it allowed, which rule 2 delays until it is durable; Open
+//     takes a fresh snapshot.
+//   - A snapshot install and a restore (an Update with InstallSnapshot):
+//     commitDurable before the log's reset (rule 3). The staged generation
+//     it switches to was written unsynced before it and is flushed with it.
+//   - The data format record, the cluster and node ids, the removal and
+//     restore records, the probe at Open (setSynced), and the record of
+//     the move of the log out of Pebble (migrateToWAL): commitDurable,
+//     which flushes; none is on the write path.
+//   - The format migration's batches (migrate.go): unsynced, a prefix of
+//     them survives, and the migration is redone from what it finds; the
+//     format record that ends it is written durably after them.
+//   - The compactor's deletions of history and its cursor (compact.go): one
+//     batch each, a prefix survives, and the pass resumes from the
+//     durable cursor; a batch reads the compaction revision from Pebble,
+//     so it follows the Update that set it.
+//   - Open's deletion of stray generations: redone at every Open.
+//   - Close flushes, so a clean restart replays nothing.
+//
+// A directory written with Pebble's WAL opens without it: Pebble replays
+// its WAL files and flushes them at Open. One written without it opens
+// with it (Knobs.PebbleWAL, or an older build): its state is what was
+// flushed, and the log holds every entry after it (rule 2).
 const (
 	RaftLogPebble = "pebble"
 	RaftLogWAL    = "wal"
@@ -153,7 +199,7 @@ func (s *Store) migrateToWAL(cfg wal.Config) error {
 		b.Delete(keyTrunc, nil), b.Set(keyRaftLog, []byte(RaftLogWAL), nil)); err != nil {
 		return errors.Join(err, l.Close())
 	}
-	if err, _ := s.guard(func() error { return b.Commit(pebble.Sync) }); err != nil {
+	if err, _ := s.guard(func() error { return s.commitDurable(b) }); err != nil {
 		return errors.Join(fmt.Errorf("store: record the raft log mode: %w", err), l.Close())
 	}
 	s.wal = l

@@ -2,13 +2,14 @@ package store
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
-	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
@@ -239,39 +240,123 @@ func TestAppliedStateWaitsForTheLog(t *testing.T) {
 	}
 }
 
+// openWAL opens the store in the "wal" mode, with Pebble's own log if
+// pebbleWAL.
+func openWAL(t *testing.T, fs vfs.FS, pebbleWAL bool) *Store {
+	t.Helper()
+	s, err := Open(memDir, Options{FS: fs, RaftLog: RaftLogWAL, WALSegmentSize: testSegmentSize, Knobs: Knobs{PebbleWAL: pebbleWAL}})
+	if err != nil {
+		t.Fatalf("Open(wal, Pebble's WAL %v): %v", pebbleWAL, err)
+	}
+	return s
+}
+
 // TestCompactionTrailsDurableState: the log is compacted only once the
 // state through the compaction point is durable (rule 2). State applied
 // unsynced, then a snapshot compacting the log, then a power cut that
 // keeps nothing unsynced: the store must reopen with the state the log no
-// longer holds the entries of.
+// longer holds the entries of, or with the log still holding them. With
+// Pebble's log the snapshot's synced record makes the state durable and
+// the log is compacted at once; without it the compaction waits for a
+// flush, and a snapshot after one compacts.
 func TestCompactionTrailsDurableState(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		pebbleWAL bool
+		flush     bool // Pebble flushes after the first snapshot, a second one follows
+		applied   uint64
+		first     uint64
+	}{
+		{"pebble's log: compacted at once", true, false, 8, 9},
+		{"no pebble log, no flush: kept", false, false, 0, 1},
+		{"no pebble log, a flush: compacted at the next snapshot", false, true, 8, 9},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mem := vfs.NewCrashableMem()
+			s := openWAL(t, mem, tc.pebbleWAL)
+			defer s.Close()
+			commit(t, s, func(u *Update) error {
+				return errors.Join(u.Append(ents(1, 10, 1)), u.SetHardState(&pb.HardState{Term: new(uint64(1)), Commit: new(uint64(10))}),
+					u.SetConfState(&pb.ConfState{Voters: []uint64{1}}))
+			})
+			u := s.NewUpdate()
+			if err := errors.Join(u.Put([]byte("k"), []byte("v"), mod(8)), u.SetApplied(8)); err != nil {
+				t.Fatal(err)
+			}
+			if err := u.Commit(false); err != nil { // entries durable already: nothing synced
+				t.Fatal(err)
+			}
+			if _, err := s.CreateSnapshot(8); err != nil {
+				t.Fatal(err)
+			}
+			if tc.flush {
+				if err := s.db.Flush(); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := s.CreateSnapshot(8); err != nil {
+					t.Fatal(err)
+				}
+			}
+			s2 := openWAL(t, mem.CrashClone(vfs.CrashCloneCfg{}), tc.pebbleWAL)
+			defer s2.Close()
+			if got := readLogState(t, s2); got.applied != tc.applied || got.first != tc.first || got.last != 10 {
+				t.Fatalf("after the cut: %+v, want applied %d, log (%d, 10]", got, tc.applied, tc.first-1)
+			}
+			if v, _, ok, err := s2.Get([]byte("k")); err != nil || ok != (tc.applied == 8) || ok && string(v) != "v" {
+				t.Fatalf("Get(k) = %q, %v, %v", v, ok, err)
+			}
+		})
+	}
+}
+
+// TestFullMemtableLetsTheLogCompact: without Pebble's log, the flushes
+// Pebble makes on its own when the memtable fills are what let the
+// waiting compactions happen (flushMark), and state is never lost to
+// them: after a power cut at any snapshot, the store reopens with its log
+// holding every entry after the durable applied index. (That a snapshot
+// forces no flush: TestCompactionTrailsDurableState.)
+func TestFullMemtableLetsTheLogCompact(t *testing.T) {
 	mem := vfs.NewCrashableMem()
-	s := openMode(t, mem, RaftLogWAL)
-	defer s.Close()
-	commit(t, s, func(u *Update) error {
-		return errors.Join(u.Append(ents(1, 10, 1)), u.SetHardState(&pb.HardState{Term: new(uint64(1)), Commit: new(uint64(10))}),
-			u.SetConfState(&pb.ConfState{Voters: []uint64{1}}))
-	})
-	u := s.NewUpdate()
-	if err := errors.Join(u.Put([]byte("k"), []byte("v"), mod(8)), u.SetApplied(8)); err != nil {
-		t.Fatal(err)
-	}
-	if err := u.Commit(false); err != nil { // entries durable already: nothing synced
-		t.Fatal(err)
-	}
-	if _, err := s.CreateSnapshot(8); err != nil {
-		t.Fatal(err)
-	}
-	s2, err := Open(memDir, Options{FS: mem.CrashClone(vfs.CrashCloneCfg{}), RaftLog: RaftLogWAL, WALSegmentSize: testSegmentSize})
+	s, err := Open(memDir, Options{FS: mem, RaftLog: RaftLogWAL, WALSegmentSize: testSegmentSize, MemTableSize: 1 << 20})
 	if err != nil {
-		t.Fatalf("reopen after the cut: %v", err)
+		t.Fatal(err)
 	}
-	defer s2.Close()
-	if got := readLogState(t, s2); got.applied != 8 || got.first != 9 || got.last != 10 {
-		t.Fatalf("after the cut: %+v, want applied 8, log (8, 10]", got)
+	defer s.Close()
+	commit(t, s, func(u *Update) error { return u.SetConfState(&pb.ConfState{Voters: []uint64{1}}) })
+	value := make([]byte, 1024)
+	var cuts []*vfs.MemFS
+	const n, every = 3000, 200
+	for i := uint64(1); i <= n; i++ {
+		u := s.NewUpdate()
+		if err := errors.Join(u.Append(ents(i, i, 1)), u.SetHardState(&pb.HardState{Term: new(uint64(1)), Commit: new(i)}),
+			u.Put([]byte(fmt.Sprintf("k%d", i%100)), value, mod(i)), u.SetApplied(i)); err != nil {
+			t.Fatal(err)
+		}
+		if err := u.Commit(true); err != nil {
+			t.Fatal(err)
+		}
+		if i%every == 0 {
+			if _, err := s.CreateSnapshot(i - every/2); err != nil {
+				t.Fatal(err)
+			}
+			cuts = append(cuts, mem.CrashClone(vfs.CrashCloneCfg{}))
+		}
 	}
-	if v, _, ok, err := s2.Get([]byte("k")); err != nil || !ok || string(v) != "v" {
-		t.Fatalf("Get(k) = %q, %v, %v", v, ok, err)
+	if first := s.wal.FirstIndex(); first < 2 {
+		t.Fatalf("the log was never compacted (first index %d)", first)
+	}
+	for i, fs := range cuts {
+		s2, err := Open(memDir, Options{FS: fs, RaftLog: RaftLogWAL, WALSegmentSize: testSegmentSize})
+		if err != nil {
+			t.Fatalf("reopen after the cut at snapshot %d: %v", i, err)
+		}
+		got := readLogState(t, s2)
+		if got.first > got.applied+1 || got.last != uint64(i+1)*every {
+			t.Errorf("after the cut at snapshot %d: applied %d, log (%d, %d]", i, got.applied, got.first-1, got.last)
+		}
+		if err := s2.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -365,13 +450,55 @@ func TestCommitRaisedToDurableApplied(t *testing.T) {
 	if err := u.Commit(false); err != nil {
 		t.Fatal(err)
 	}
-	// Pebble's own syncs (a flush, another writer) make its log durable.
-	if err := s.db.LogData(nil, pebble.Sync); err != nil {
+	// Pebble's own durability (a flush, another writer's sync) makes
+	// the Update durable.
+	if err := s.db.Flush(); err != nil {
 		t.Fatal(err)
 	}
 	s2 := openMode(t, mem.CrashClone(vfs.CrashCloneCfg{}), RaftLogWAL)
 	defer s2.Close()
 	if got := readLogState(t, s2); got.applied != 8 || got.hs.GetCommit() != 8 || got.last != 10 {
 		t.Fatalf("after the cut: %+v, want applied 8, commit 8, last 10", got)
+	}
+}
+
+// TestLogCompactsWhereTheStateWritesLittle: entries that write next to
+// nothing to Pebble never fill its memtable, so no flush of its own lets
+// a compaction happen; the store asks for one once more than
+// maxPendingCompactions wait, and the log is compacted, safely.
+func TestLogCompactsWhereTheStateWritesLittle(t *testing.T) {
+	mem := vfs.NewCrashableMem()
+	s := openWAL(t, mem, false)
+	defer s.Close()
+	commit(t, s, func(u *Update) error { return u.SetConfState(&pb.ConfState{Voters: []uint64{1}}) })
+	opened := s.db.Metrics().Flush.Count // Open's own
+	const n, every = 1000, 100
+	for i := uint64(1); i <= n; i++ {
+		commit(t, s, func(u *Update) error {
+			return errors.Join(u.Append(ents(i, i, 1)), u.SetHardState(&pb.HardState{Term: new(uint64(1)), Commit: new(i)}), u.SetApplied(i))
+		})
+		if i%every == 0 {
+			if _, err := s.CreateSnapshot(i - every/2); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// The flush asked for runs in the background: once it has, the next
+	// snapshot compacts.
+	for deadline := time.Now().Add(10 * time.Second); s.db.Metrics().Flush.Count == opened; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no flush after a snapshot's compaction waited for one")
+		}
+	}
+	if _, err := s.CreateSnapshot(n - every/2); err != nil {
+		t.Fatal(err)
+	}
+	if first := s.wal.FirstIndex(); first < 2 {
+		t.Fatalf("log from %d after %d entries: never compacted", first, n)
+	}
+	s2 := openWAL(t, mem.CrashClone(vfs.CrashCloneCfg{}), false)
+	defer s2.Close()
+	if got := readLogState(t, s2); got.first > got.applied+1 || got.last != n {
+		t.Fatalf("after the cut: applied %d, log (%d, %d]", got.applied, got.first-1, got.last)
 	}
 }

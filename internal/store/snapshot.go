@@ -71,7 +71,7 @@ func (s *Store) CreateSnapshot(compactTo uint64) (*pb.Snapshot, error) {
 	if err := b.Set(keySnapshot, data, nil); err != nil {
 		return nil, err
 	}
-	if trunc != s.trunc && s.wal != nil {
+	if s.wal != nil && (trunc != s.trunc || len(s.walPending) > 0) {
 		wb := b
 		b = nil // compactWAL's to close
 		return s.compactWAL(wb, snap, trunc)
@@ -114,16 +114,26 @@ func (s *Store) snapshotTaken(snap *pb.Snapshot, trunc truncState) {
 }
 
 // compactWAL is CreateSnapshot's write in the "wal" mode when it compacts
-// the log: the snapshot record goes to Pebble synced, which makes the state
-// through the applied index (at least trunc.index) durable, and only then
-// is the log compacted to trunc.index (raftlog.go's rule 2). One synced
-// Pebble write per compaction, not per entry.
+// the log, which it may only do once the state through trunc.index is
+// durable in Pebble (raftlog.go's rule 2). With Pebble's own log, the
+// snapshot record goes to Pebble synced, which makes the state before it
+// durable, and the log is compacted at once: one synced Pebble write per
+// compaction. Without it, the compaction waits (walPending) for a flush
+// that covers the snapshot record, one Pebble makes when its memtable
+// fills: the log is compacted to the newest compaction a flush made safe.
 func (s *Store) compactWAL(b *pebble.Batch, snap *pb.Snapshot, trunc truncState) (*pb.Snapshot, error) {
 	err, finished := s.guard(func() error {
-		if err := b.Commit(pebble.Sync); err != nil {
+		if !s.noPebbleWAL {
+			if err := b.Commit(pebble.Sync); err != nil {
+				return err
+			}
+			return s.wal.Compact(trunc.index)
+		}
+		if err := b.Commit(pebble.NoSync); err != nil {
 			return err
 		}
-		return s.wal.Compact(trunc.index)
+		s.walPending = append(s.walPending, pendingCompaction{index: trunc.index, seq: uint64(b.SeqNum())})
+		return s.compactFlushedWAL()
 	})
 	if finished {
 		b.Close()

@@ -29,7 +29,8 @@ type Options struct {
 	// cache.
 	EntryCacheSize int
 	// MemTableSize is Pebble's memtable size; 0 means
-	// pebbletune.DefaultMemTableSize.
+	// pebbletune.DefaultMemTableSize, or pebbletune.NoWALMemTableSize in
+	// the "wal" mode without Pebble's log.
 	MemTableSize uint64
 	// Logger receives Pebble's messages (informational ones at Debug),
 	// rate-limited. nil discards them.
@@ -46,11 +47,21 @@ type Options struct {
 	// WALSegmentSize is the size of the raft log's segment files in the
 	// "wal" mode (wal.DefaultSegmentSize if zero). Tests make it small.
 	WALSegmentSize int64
+	// Knobs are for tests and benchmarks.
+	Knobs Knobs
 	// OnFault, if set, is called once, at the store's first storage fault
 	// (see fault.go), with its cause. It is called from whichever goroutine
 	// hit the fault, possibly one of Pebble's, and must not block or call
 	// into the store.
 	OnFault func(cause error)
+}
+
+// Knobs are Options for tests and benchmarks only.
+type Knobs struct {
+	// PebbleWAL keeps Pebble's own write-ahead log in the "wal" mode,
+	// where the store otherwise runs Pebble without it (raftlog.go): the
+	// comparison BenchmarkPutCPU draws.
+	PebbleWAL bool
 }
 
 // Store is the durable state of one raft node. See the package comment for
@@ -64,6 +75,15 @@ type Store struct {
 	// walDurable is the log's last index as of its latest sync (the
 	// "wal" mode's rule 1).
 	walDurable atomic.Uint64
+	// noPebbleWAL: Pebble runs without its write-ahead log ("wal" mode,
+	// raftlog.go): its writes are durable only once flushed (durably).
+	noPebbleWAL bool
+	// flushed is the largest sequence number a completed flush made
+	// durable (raftlog.go's rule 2 without a WAL in Pebble).
+	flushed *flushMark
+	// walPending are the log compactions CreateSnapshot asked for that
+	// wait for a flush of the state they need (raft loop only).
+	walPending []pendingCompaction
 
 	// mu guards the in-memory mirror of the raft metadata and log bounds.
 	// Only the raft loop writes them; the lock makes the odd read from another
@@ -118,12 +138,21 @@ func Open(dir string, opts Options) (*Store, error) {
 		base = vfs.Default
 	}
 	ffs := &faultFS{FS: base, f: fault}
+	flushed := &flushMark{}
 	po := &pebble.Options{
 		FS:            ffs,
 		Logger:        pebbleLogger{log: log, fault: fault},
-		EventListener: eventListener(log, fault),
+		EventListener: eventListener(log, fault, flushed),
+		// In the "wal" mode the log makes the state machine's writes
+		// durable, and the store flushes what the log cannot re-create
+		// (raftlog.go).
+		DisableWAL: opts.RaftLog == RaftLogWAL && !opts.Knobs.PebbleWAL,
 	}
-	pebbletune.Apply(po, opts.MemTableSize)
+	memTable := opts.MemTableSize
+	if memTable == 0 && po.DisableWAL {
+		memTable = pebbletune.NoWALMemTableSize
+	}
+	pebbletune.Apply(po, memTable)
 	po.Experimental.SpanPolicyFunc = tableRegionEnd
 	po.WithFSDefaults() // disk health checks: DiskSlow events
 	var db *pebble.DB
@@ -136,7 +165,8 @@ func Open(dir string, opts Options) (*Store, error) {
 		// directory is left as a crash there would have left it.
 		return nil, fmt.Errorf("store: open %s: %w", dir, err)
 	}
-	s := &Store{db: db, cacheSize: max(opts.EntryCacheSize, 0), fault: fault, mc: newMetaCache(limits.MetaCacheBytes)}
+	s := &Store{db: db, cacheSize: max(opts.EntryCacheSize, 0), fault: fault, mc: newMetaCache(limits.MetaCacheBytes),
+		noPebbleWAL: po.DisableWAL, flushed: flushed}
 	if err := s.checkFormat(dir); err != nil {
 		if !fault.tripped() {
 			db.Close()
@@ -165,12 +195,12 @@ func Open(dir string, opts Options) (*Store, error) {
 	return s, nil
 }
 
-// probe is Open's last step: one synced write (the applied index, rewritten
-// as it is), so that a disk that takes no writes (full, read-only, failing)
-// fails the start, with its cause, rather than the first request.
+// probe is Open's last step: one durable write (the applied index,
+// rewritten as it is), so that a disk that takes no writes (full,
+// read-only, failing) fails the start, with its cause, rather than the
+// first request.
 func (s *Store) probe() error {
-	err, _ := s.guard(func() error { return s.db.Set(keyApplied, encodeU64(s.applied), pebble.Sync) })
-	return err
+	return s.setSynced(keyApplied, encodeU64(s.applied))
 }
 
 // Fault returns the cause of the store's storage fault, or nil if it has
@@ -356,9 +386,18 @@ func (s *Store) Close() error {
 		cp.Release()
 	}
 	s.rs.comp.close()
+	var ferr error
+	if s.noPebbleWAL {
+		// Without its WAL, Pebble's close drops the memtable: flushing
+		// it spares the next Open replaying the log for it.
+		if ferr, _ = s.guard(s.db.Flush); errors.Is(ferr, ErrFault) {
+			return fmt.Errorf("%w (database left open)", ferr)
+		}
+	}
 	// Closing writes too (the WAL's tail is synced): a fault there is
 	// returned at once, the close left where it parked.
 	err, _ := s.guard(s.db.Close)
+	err = errors.Join(ferr, err)
 	if errors.Is(err, ErrFault) {
 		return fmt.Errorf("%w (database left open)", err)
 	}

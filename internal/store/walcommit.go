@@ -9,8 +9,9 @@ import (
 // commitWAL writes the Update in the "wal" mode (see raftlog.go for the
 // rules it keeps):
 //
-//   - a snapshot install goes to Pebble first, synced, and then resets the
-//     log to the snapshot's index (rule 3);
+//   - a snapshot install goes to Pebble first, durably (commitDurable:
+//     synced, or flushed), and then resets the log to the snapshot's index
+//     (rule 3);
 //   - the log's appends and HardState are written, and synced when sync
 //     asks for it, or when the Update applies entries beyond the log's
 //     durable end (rule 1);
@@ -33,12 +34,13 @@ func (u *Update) commitWAL(sync, syncLater bool) error {
 	b := u.b
 	return u.commitGuarded(func() error {
 		if u.reset {
-			if err := b.Commit(pebble.Sync); err != nil {
+			if err := s.commitDurable(b); err != nil {
 				return err
 			}
 			if err := s.wal.Reset(u.trunc.index, u.trunc.term); err != nil {
 				return err
 			}
+			s.walPending = s.walPending[:0] // the reset dropped what they would
 		}
 		for _, ents := range u.appends {
 			if err := s.wal.Append(ents); err != nil {
