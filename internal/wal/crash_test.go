@@ -114,7 +114,7 @@ func (c *crashRun) restart() {
 // be read as records, one whose start a record boundary meets is read.
 // Small entries come in few record sizes, so such meetings are frequent.
 func (c *crashRun) soonRestart() {
-	if c.rng.IntN(2) == 0 {
+	if c.rng.IntN(4) == 0 {
 		return
 	}
 	for range 1 + c.rng.IntN(40) {
