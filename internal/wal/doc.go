@@ -142,5 +142,10 @@
 // unsynced 4 KiB blocks and directory entries); tornfs_test.go on one
 // that keeps each unsynced write whole, torn at any byte or sector, or not
 // at all, in any order. Both cut power also between a batch's write and
-// its fdatasync.
+// its fdatasync, and both restart the log cleanly (often, right after a
+// crash, after every operation) so that later crashes hit segments that
+// several openings wrote in. continue_test.go builds the cases of going on
+// after a restart one by one: a leftover right behind the marker or right
+// behind a record written after it, a torn write after a restart, and a
+// power cut during the restart that follows a process crash.
 package wal
