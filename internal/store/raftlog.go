@@ -98,11 +98,7 @@ import (
 const (
 	RaftLogPebble = "pebble"
 	RaftLogWAL    = "wal"
-	// DefaultRaftLog is the mode Options.RaftLog "" means. The WAL costs
-	// less per Ready, but every start of a node begins a new segment that
-	// only the next snapshot frees (docs/operations.md, "The Raft log"):
-	// a node restarting in a loop would fill its disk, so the WAL is not
-	// the default yet.
+	// DefaultRaftLog is the mode Options.RaftLog "" means.
 	DefaultRaftLog = RaftLogPebble
 )
 

@@ -60,6 +60,8 @@
 //  3. Records of generation g+1 are written only after the fdatasync that
 //     closed generation g returned. So a valid record of generation g on
 //     disk proves every record of generation g-1 or earlier was synced.
+//  4. Within a segment generations never go down: a record of an older
+//     generation than the record before it is not a record of the log.
 //
 // Open reads the segments in order. In the last segment the first bad
 // record ends the log unless a valid record at least two generations
@@ -69,9 +71,55 @@
 // data. A bad record followed only by records of its own or
 // the next generation cannot be told from a torn write (they may all be
 // unsynced), so it ends the log. A trailing segment with no valid record
-// was started but never written; it is removed. Open then closes the last
-// segment with an end record written over the torn bytes and starts a new
-// segment, so what lay beyond the tail is never read again.
+// was started but never written; it is removed.
+//
+// # Going on after a restart
+//
+// Open then goes on in the last segment, so that restarting takes no new
+// segment file (a restart loop would otherwise fill the disk: segments are
+// freed only by compaction). Past its tail (the first bad record) may lie
+// zeros, torn bytes, a recycled file's records and leftovers: valid
+// records of this segment written before the crash after a torn one, or
+// left by an earlier restart. Open:
+//
+//  1. fdatasyncs the segment, so that what replay read (perhaps from the
+//     page cache of a process that died) is durable before anything is
+//     written after it;
+//  2. takes for the next generation G one more than the newest of every
+//     valid record in the file: those before the tail and every one at an
+//     aligned offset past it (the scan that computes beyond);
+//  3. writes a marker (the current HardState again, a no-op at replay) of
+//     generation G at the tail, over the first bad bytes, and syncs it
+//     before writing anything else. Every later record is of generation
+//     G or newer.
+//
+// No leftover is ever read as a record: bytes this log did not write
+// since then are unchanged, so every record in the file that is not one of
+// the marker and those after it is older than G. A later scan reads the
+// records before the tail, then the marker and what follows it in order,
+// and the first leftover it meets is older than the record before it, so
+// rule 4 ends the log there (a torn record may end it sooner). Zeros and a
+// recycled file's records never decode (rule 1). By induction this holds
+// over any number of restarts, each with its own leftovers.
+//
+// No synced record is lost, and damage is still told from a torn tail:
+// the marker is synced before any newer record is written, so rule 3
+// holds after it. G may be two generations past the last good record
+// (when records of the next generation lay past a torn one); without a
+// durable record of generation G at the tail, a torn first record after
+// the restart followed by an intact one would look like damage to synced
+// data. Until the marker is durable, a crash finds the file as Open found
+// it but for the marker, torn or whole: past the tail, records at most
+// one generation past the last good one (or Open would have refused the
+// log), so a torn tail again.
+//
+// Each restart adds one marker record, so the segment files a restart
+// loop leaves grow with the bytes written, not with the restarts. Open
+// starts a new segment instead (ending the last one with an end record
+// written over the torn bytes) when there is no segment yet, when the
+// last one already has its end record (the crash came between a roll and
+// the next segment's first record), when its file is not of the
+// configured segment size, or when the marker does not fit.
 //
 // Replay then rebuilds the state from the records in order: the last
 // HardState; the highest truncation point (it only grows); no entry
@@ -94,5 +142,10 @@
 // unsynced 4 KiB blocks and directory entries); tornfs_test.go on one
 // that keeps each unsynced write whole, torn at any byte or sector, or not
 // at all, in any order. Both cut power also between a batch's write and
-// its fdatasync.
+// its fdatasync, and both restart the log cleanly (often, right after a
+// crash, after every operation) so that later crashes hit segments that
+// several openings wrote in. continue_test.go builds the cases of going on
+// after a restart one by one: a leftover right behind the marker or right
+// behind a record written after it, a torn write after a restart, and a
+// power cut during the restart that follows a process crash.
 package wal

@@ -35,6 +35,7 @@ const (
 type scanned struct {
 	seq    uint64
 	f      vfs.File
+	size   int64 // the file's size
 	recs   []scannedRecord
 	end    int64 // offset after the last valid record (before an end record)
 	ended  endKind
@@ -55,8 +56,9 @@ type scannedRecord struct {
 
 // Open opens (creating if needed) the log in cfg.Dir and replays it. A
 // torn tail (the unsynced end of the last segment) ends the log; damage
-// anywhere else is ErrCorrupt. Open then starts a new segment, so that
-// what lay past the torn tail is never read again.
+// anywhere else is ErrCorrupt. Open then goes on in the last segment,
+// after a synced marker that keeps what lay past the torn tail from ever
+// being read again, or starts a new segment if the last one is full.
 func Open(cfg Config) (*Log, *Recovered, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -166,6 +168,7 @@ func (l *Log) scanSegment(seq uint64) (*scanned, error) {
 	if err != nil {
 		return sc, err
 	}
+	sc.size = st.Size()
 	if st.Size() > MaxSegmentFile {
 		return sc, fmt.Errorf("%w: segment %s is %d bytes, more than %d", ErrCorrupt, segName(seq), st.Size(), MaxSegmentFile)
 	}
@@ -176,11 +179,17 @@ func (l *Log) scanSegment(seq uint64) (*scanned, error) {
 	return sc, sc.decode(buf)
 }
 
-// decode fills sc from the segment's bytes.
+// decode fills sc from the segment's bytes. A record of an older
+// generation than the one before it is not a record of the log: it is a
+// leftover from before Open continued the segment (see restart).
 func (sc *scanned) decode(buf []byte) error {
 	off := 0
+	var prev uint64
 	for off < len(buf) {
 		r, n, err := decodeRecord(buf[off:], sc.seq, MaxRecord)
+		if err == nil && r.batch < prev {
+			err = errNoRecord
+		}
 		if err != nil {
 			sc.ended, sc.end = endBad, int64(off)
 			sc.beyond = highestBatchAfter(buf, off+recordAlign, sc.seq)
@@ -200,6 +209,7 @@ func (sc *scanned) decode(buf []byte) error {
 			sr.data = slices.Clone(r.payload)
 		}
 		sc.recs = append(sc.recs, sr)
+		prev = r.batch
 		off += n
 	}
 	sc.ended, sc.end = endFile, int64(off)
@@ -345,11 +355,31 @@ func (l *Log) setReplayedHardState(b []byte) error {
 	return nil
 }
 
-// restart closes the last kept segment with an end record (over whatever
-// torn bytes follow its last record), removes the trailing segments that
-// were started but never written, and starts a new segment.
+// restart removes the trailing segments that were started but never
+// written and goes on in the last kept segment if it can (continueSegment),
+// so that a restart takes no new segment file. Otherwise (no segment, a
+// segment already ended, or one of another size) it ends the last segment
+// with an end record over whatever torn bytes follow its last record and
+// starts a new segment.
 func (l *Log) restart(kept, dropped []*scanned) error {
-	if n := len(kept); n > 0 && kept[n-1].ended != endRecord {
+	fs := l.cfg.FS
+	for _, sc := range dropped {
+		_ = sc.f.Close()
+		sc.f = nil
+		if err := fs.Remove(fs.PathJoin(l.cfg.Dir, segName(sc.seq))); err != nil {
+			return err
+		}
+	}
+	if len(dropped) > 0 {
+		if err := l.dir.Sync(); err != nil {
+			return err
+		}
+	}
+	n := len(kept)
+	if n > 0 && kept[n-1].ended != endRecord && kept[n-1].size == l.cfg.SegmentSize {
+		return l.continueSegment()
+	}
+	if n > 0 && kept[n-1].ended != endRecord {
 		s := l.active()
 		end := appendRecord(nil, recEnd, s.seq, l.batch, nil)
 		if _, err := s.f.WriteAt(end, s.size); err != nil {
@@ -359,15 +389,30 @@ func (l *Log) restart(kept, dropped []*scanned) error {
 			return err
 		}
 	}
-	fs := l.cfg.FS
-	for _, sc := range dropped {
-		_ = sc.f.Close()
-		sc.f = nil
-		if err := fs.Remove(fs.PathJoin(l.cfg.Dir, segName(sc.seq))); err != nil {
-			return err
-		}
-	}
 	if err := l.startSegment(); err != nil {
+		return err
+	}
+	return l.syncLocked()
+}
+
+// continueSegment makes the last kept segment the active one again,
+// appending after its last valid record. First it syncs the file, so that
+// what replay read (perhaps from the page cache of a process that died) is
+// durable before anything relies on it. Then it writes, over the first
+// bytes past the tail, a marker record (the current HardState again,
+// which replays as a no-op) of a generation newer than every valid record
+// anywhere in the file, and syncs it; see doc.go for why that makes the
+// bytes past the tail unreadable for good. If the segment is full, put
+// rolls to a new one instead.
+func (l *Log) continueSegment() error {
+	if err := l.active().f.SyncData(); err != nil {
+		return err
+	}
+	b, err := proto.Marshal(l.hs)
+	if err != nil {
+		return err
+	}
+	if _, _, err := l.put(recHardState, b); err != nil {
 		return err
 	}
 	return l.syncLocked()

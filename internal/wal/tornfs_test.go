@@ -1,6 +1,7 @@
 package wal
 
 import (
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"slices"
@@ -155,29 +156,32 @@ func TestCrashWithTornWritesWithinBlocks(t *testing.T) {
 		seeds = 30
 	}
 	for seed := range seeds {
-		rng := rand.New(rand.NewPCG(uint64(seed), 64))
-		fs := newTornFS(vfs.NewMem())
-		segSize := int64(MinSegmentSize) << rng.IntN(3)
-		l, _ := mustOpen(t, memConfig(fs, segSize))
-		c := &crashRun{t: t, rng: rng, l: l, durable: newModel(), live: newModel(), term: 1}
-		for crash := range 5 {
-			for range rng.IntN(300) {
-				c.op()
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(uint64(seed), 64))
+			fs := newTornFS(vfs.NewMem())
+			segSize := int64(MinSegmentSize) << rng.IntN(3)
+			l, _ := mustOpen(t, memConfig(fs, segSize))
+			c := &crashRun{t: t, rng: rng, fs: fs, segSize: segSize, maxData: []int{700, 24, 4}[rng.IntN(3)], l: l, durable: newModel(), live: newModel(), term: 1}
+			for crash := range 8 {
+				for range rng.IntN(300) {
+					c.op()
+				}
+				clone := fs.crash(t, rng, "/wal")
+				l2, r, err := Open(memConfig(clone, segSize))
+				if err != nil {
+					t.Fatalf("crash %d: Open: %v", crash, err)
+				}
+				got := fromRecovered(r)
+				if err := c.check(got); err != nil {
+					t.Fatalf("crash %d: %v", crash, err)
+				}
+				checkLog(t, l2, got)
+				fs, c.fs, c.l = clone, clone, l2
+				c.live = got.clone()
+				c.synced()
+				c.soonRestart()
 			}
-			clone := fs.crash(t, rng, "/wal")
-			l2, r, err := Open(memConfig(clone, segSize))
-			if err != nil {
-				t.Fatalf("seed %d crash %d: Open: %v", seed, crash, err)
-			}
-			got := fromRecovered(r)
-			if err := c.check(got); err != nil {
-				t.Fatalf("seed %d crash %d: %v", seed, crash, err)
-			}
-			checkLog(t, l2, got)
-			fs, c.l = clone, l2
-			c.live = got.clone()
-			c.synced()
-		}
-		must(t, c.l.Close())
+			must(t, c.l.Close())
+		})
 	}
 }
