@@ -98,7 +98,9 @@ import (
 const (
 	RaftLogPebble = "pebble"
 	RaftLogWAL    = "wal"
-	// DefaultRaftLog is the mode Options.RaftLog "" means.
+	// DefaultRaftLog is the mode Options.RaftLog "" means: Pebble, until
+	// the "wal" mode's newest parts have been through a release's tests
+	// (docs/operations.md, "The Raft log").
 	DefaultRaftLog = RaftLogPebble
 )
 
