@@ -99,7 +99,8 @@ const (
 	RaftLogPebble = "pebble"
 	RaftLogWAL    = "wal"
 	// DefaultRaftLog is the mode Options.RaftLog "" means: Pebble, until
-	// the "wal" mode's newest parts have been through a release's tests
+	// the WAL's checksums cannot be forged by a client's value and its
+	// newest parts have been through a release's tests
 	// (docs/operations.md, "The Raft log").
 	DefaultRaftLog = RaftLogPebble
 )
