@@ -26,8 +26,8 @@ type mapState struct {
 	maxKeys int
 	// gets and metaReads count the reads of values and of metadata alone.
 	gets, metaReads int
-	leaseOf map[string]uint64
-	meta    map[string]revision.Meta // keys written more than once
+	leaseOf         map[string]uint64
+	meta            map[string]revision.Meta // keys written more than once
 	// past is the committed state at earlier revisions (RangeAt), each
 	// key written once at its revision; compacted and current bound them.
 	past               map[uint64]map[string]string
