@@ -6,10 +6,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
-	"time"
 
-	"github.com/kvd-project/kvd/client"
-	"github.com/kvd-project/kvd/internal/kvdtest"
 	"github.com/kvd-project/kvd/internal/kvdtest/wait"
 	"github.com/kvd-project/kvd/internal/putgroup"
 )
@@ -19,13 +16,7 @@ import (
 // groups in order, the lone PUT joins its last group, and the key ends
 // with the run's last value.
 func TestPutAllQueuesItsRunInOrder(t *testing.T) {
-	nodes := kvdtest.StartCluster(t, 1, kvdtest.Options{})
-	kvdtest.WaitLeader(t, nodes, 30*time.Second)
-	kc, err := client.New(client.Config{Endpoints: kvdtest.Endpoints(nodes)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { kc.Close() })
+	kc := startClient(t, 1)
 
 	var mu sync.Mutex
 	var sizes []int

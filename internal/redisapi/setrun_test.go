@@ -1,9 +1,7 @@
 package redisapi_test
 
 import (
-	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"testing"
 
@@ -107,25 +105,7 @@ func TestPipelinedSetsCommitAsRuns(t *testing.T) {
 					t.Errorf("%s: %s, want %s", clipArgs(tt.cmds[i]), got, want)
 				}
 			}
-			if got := g.drain(); !slices.Equal(got, tt.groups) {
-				t.Errorf("groups %v, want %v", got, tt.groups)
-			}
-			for _, ch := range tt.check {
-				if got := c.do(strings.Fields(ch[0])...); got != ch[1] {
-					t.Errorf("%s: %s, want %s", ch[0], got, ch[1])
-				}
-			}
-			revs := map[uint64]bool{}
-			for _, k := range tt.sameRev {
-				_, rev, err := e.kvd.GetModRevision(context.Background(), []byte(k))
-				if err != nil {
-					t.Fatal(err)
-				}
-				revs[rev] = true
-			}
-			if len(revs) > 1 {
-				t.Errorf("keys %q have %d mod revisions, want one", tt.sameRev, len(revs))
-			}
+			checkGroupsAndKeys(t, e, c, g, tt.groups, tt.check, tt.sameRev)
 		})
 	}
 }
