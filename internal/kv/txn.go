@@ -81,6 +81,8 @@ type txnState struct {
 
 func (s *txnState) Get(key []byte) ([]byte, revision.Meta, bool, error) { return s.u.Get(key) }
 
+func (s *txnState) Meta(key []byte) (revision.Meta, error) { return s.u.Meta(key) }
+
 func (s *txnState) Range(start, end []byte, fn func(k, v []byte, m revision.Meta) bool) error {
 	return s.u.Range(start, end, fn)
 }

@@ -16,13 +16,7 @@ import (
 // is given up by its caller (a cancelled gRPC call) while the group is
 // being committed; the other PUTs in the group still succeed.
 func TestCancelledPutFailsNoOtherInItsGroup(t *testing.T) {
-	nodes := kvdtest.StartCluster(t, 3, kvdtest.Options{})
-	kvdtest.WaitLeader(t, nodes, 30*time.Second)
-	kc, err := client.New(client.Config{Endpoints: kvdtest.Endpoints(nodes)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { kc.Close() })
+	kc := startClient(t, 3)
 
 	// The first two groups are held at BeforeCommit until released.
 	calls := make(chan int, 10)
@@ -76,4 +70,18 @@ func TestCancelledPutFailsNoOtherInItsGroup(t *testing.T) {
 	if _, err := kc.Get(bg, []byte("b")); err != nil {
 		t.Errorf("get b: %v", err)
 	}
+}
+
+// startClient starts an n-node in-process cluster and returns a client of
+// it, closed when the test ends.
+func startClient(t *testing.T, n int) *client.Client {
+	t.Helper()
+	nodes := kvdtest.StartCluster(t, n, kvdtest.Options{})
+	kvdtest.WaitLeader(t, nodes, 30*time.Second)
+	kc, err := client.New(client.Config{Endpoints: kvdtest.Endpoints(nodes)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { kc.Close() })
+	return kc
 }

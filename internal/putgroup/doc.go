@@ -7,6 +7,10 @@
 // reply and wake-ups on the leader: most of a small PUT's cost is there,
 // not in its bytes. A lone PUT is still a PUT.
 //
+// A caller may also give a run of PUTs at once (PutAll: a connection's
+// pipelined SETs): they queue contiguously, in order, so they share
+// groups and a later one never commits before an earlier one.
+//
 // A group is atomic, and every PUT in it was waiting for its reply while
 // it committed, so the PUTs are concurrent and applying them together is
 // a serial order the cluster could have chosen: linearizable. What shows

@@ -49,6 +49,7 @@ type Group struct {
 type pending struct {
 	key, val []byte
 	done     chan outcome
+	out      outcome // the outcome, once done gave it
 }
 
 type outcome struct {
@@ -86,46 +87,100 @@ func groupable(key, val []byte) bool {
 	return len(key) > 0 && len(key) <= limits.MaxKey && len(val) <= limits.MaxValue
 }
 
+// KV is one PUT of a run given to PutAll.
+type KV struct{ Key, Value []byte }
+
 // Put stores val under key, committed with the PUTs given to g meanwhile,
 // and returns the revision it was stored at (the group's).
 func (g *Group) Put(ctx context.Context, key, val []byte) (uint64, error) {
 	if !groupable(key, val) {
 		return g.cfg.Client.PutRevision(ctx, key, val)
 	}
-	p := &pending{key: key, val: val, done: make(chan outcome, 1)}
-	g.mu.Lock()
-	if g.inFlight >= maxInFlight {
-		g.waiting = append(g.waiting, p)
-		g.mu.Unlock()
-		if o := <-p.done; !o.run {
-			return o.rev, o.err
+	p := newPending(key, val)
+	g.putAll(ctx, []*pending{p})
+	return p.out.rev, p.out.err
+}
+
+// PutAll stores a run of PUTs from one caller in order: they queue
+// together, so that they join the same group or consecutive groups, and
+// a later one is never committed before an earlier one. errs[i] is
+// puts[i]'s outcome. A PUT kvd would refuse is sent alone, in its place.
+func (g *Group) PutAll(ctx context.Context, puts []KV) (errs []error) {
+	errs = make([]error, len(puts))
+	for i := 0; i < len(puts); {
+		if !groupable(puts[i].Key, puts[i].Value) {
+			_, errs[i] = g.cfg.Client.PutRevision(ctx, puts[i].Key, puts[i].Value)
+			i++
+			continue
 		}
-		g.mu.Lock() // handed on: the group in flight is now this one's
-	} else {
+		var run []*pending
+		for ; i < len(puts) && groupable(puts[i].Key, puts[i].Value); i++ {
+			run = append(run, newPending(puts[i].Key, puts[i].Value))
+		}
+		g.putAll(ctx, run)
+		for j, p := range run {
+			errs[i-len(run)+j] = p.out.err
+		}
+	}
+	return errs
+}
+
+func newPending(key, val []byte) *pending {
+	return &pending{key: key, val: val, done: make(chan outcome, 1)}
+}
+
+// putAll queues ps, in order, and returns when each has its outcome (in
+// p.out). A caller that finds no group in flight commits the next group
+// itself, and so does one that a finished group hands on to (its PUT
+// heads the queue). A PUT's done channel never holds a hand-on and an
+// outcome at once: only the PUT heading the queue is handed on, and its
+// owner takes the hand-on before its group can commit.
+func (g *Group) putAll(ctx context.Context, ps []*pending) {
+	g.mu.Lock()
+	g.waiting = append(g.waiting, ps...)
+	lead := g.inFlight < maxInFlight
+	if lead {
 		g.inFlight++
 	}
-	batch := g.takeLocked(p)
+	g.mu.Unlock()
+	if lead {
+		g.commitNext(ctx)
+	}
+	for _, p := range ps {
+		for {
+			o := <-p.done
+			if !o.run {
+				p.out = o
+				break
+			}
+			g.commitNext(ctx)
+		}
+	}
+}
+
+// commitNext commits the group at the head of the queue, gives each of
+// its PUTs the outcome, then hands the next group on to the PUT heading
+// the queue, if any.
+func (g *Group) commitNext(ctx context.Context) {
+	g.mu.Lock()
+	batch := g.takeLocked()
 	g.mu.Unlock()
 	if g.cfg.Knobs.BeforeCommit != nil {
 		g.cfg.Knobs.BeforeCommit(len(batch))
 	}
-
 	gctx, cancel := groupContext(ctx)
 	rev, err := g.commit(gctx, batch)
 	cancel()
-	for _, q := range batch[1:] {
+	for _, q := range batch {
 		q.done <- outcome{rev: rev, err: err}
 	}
 	g.mu.Lock()
 	if len(g.waiting) > 0 {
-		next := g.waiting[0]
-		g.waiting = g.waiting[1:]
-		next.done <- outcome{run: true}
+		g.waiting[0].done <- outcome{run: true}
 	} else {
 		g.inFlight--
 	}
 	g.mu.Unlock()
-	return rev, err
 }
 
 // groupContext is the context a group commits under: ctx's deadline and
@@ -139,21 +194,19 @@ func groupContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithCancel(context.WithoutCancel(ctx))
 }
 
-// takeLocked makes p's group: p, then the PUTs that have waited longest,
-// as many as one transaction holds (limits.MaxTxnOps operations,
-// limits.MaxTxnBytes encoded).
-func (g *Group) takeLocked(p *pending) []*pending {
-	batch := []*pending{p}
-	size := opOverhead + len(p.key) + len(p.val)
-	n := 0
+// takeLocked takes the next group: the PUTs that have waited longest, as
+// many as one transaction holds (limits.MaxTxnOps operations,
+// limits.MaxTxnBytes encoded), and at least one.
+func (g *Group) takeLocked() []*pending {
+	size, n := 0, 0
 	for _, q := range g.waiting {
 		size += opOverhead + len(q.key) + len(q.val)
-		if len(batch) == limits.MaxTxnOps || size > limits.MaxTxnBytes {
+		if n == limits.MaxTxnOps || (n > 0 && size > limits.MaxTxnBytes) {
 			break
 		}
-		batch = append(batch, q)
 		n++
 	}
+	batch := g.waiting[:n:n]
 	g.waiting = g.waiting[n:]
 	if len(g.waiting) == 0 {
 		g.waiting = nil // let the taken ones' array go

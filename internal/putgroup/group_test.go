@@ -43,12 +43,12 @@ func TestGroupTakesWhatOneTransactionHolds(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			g := &Group{}
+			g := &Group{waiting: []*pending{{key: []byte(tt.first), val: []byte(tt.value)}}}
 			for _, k := range tt.waiting {
 				g.waiting = append(g.waiting, &pending{key: []byte(k), val: []byte(tt.value)})
 			}
-			rest := slices.Clone(g.waiting[tt.want:])
-			batch := g.takeLocked(&pending{key: []byte(tt.first), val: []byte(tt.value)})
+			rest := slices.Clone(g.waiting[1+tt.want:])
+			batch := g.takeLocked()
 			if len(batch) != tt.want+1 {
 				t.Fatalf("group of %d, want %d", len(batch), tt.want+1)
 			}

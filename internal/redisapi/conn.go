@@ -44,25 +44,42 @@ func (s *Server) newConn(nc net.Conn) *conn {
 
 // serve reads commands and answers them in order until the client goes
 // away, breaks the protocol or a limit, or QUITs. Replies are written out
-// when no more pipelined commands wait, or MaxPipeline are held.
+// when no more pipelined commands wait, or MaxPipeline are held. Pipelined
+// plain SETs are committed as a run (setrun.go).
 func (c *conn) serve() {
 	held := 0
+	var next [][]byte // read ahead by collectSets, not yet run
 	for !c.closed {
-		if c.s.cfg.IdleTimeout > 0 && c.r.Buffered() == 0 {
-			c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.IdleTimeout))
+		args := next
+		next = nil
+		if args == nil {
+			if c.s.cfg.IdleTimeout > 0 && c.r.Buffered() == 0 {
+				c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.IdleTimeout))
+			}
+			var err error
+			if args, err = c.r.ReadCommand(); err != nil {
+				c.readFailed(err)
+				return
+			}
 		}
-		args, err := c.r.ReadCommand()
-		if err != nil {
-			c.readFailed(err)
-			return
+		n := 1
+		if c.plainSet(args) && c.r.Buffered() > 0 && held+1 < c.s.cfg.MaxPipeline {
+			run, ahead, err := c.collectSets(args, c.s.cfg.MaxPipeline-held)
+			c.runSets(run)
+			if err != nil {
+				c.readFailed(err)
+				return
+			}
+			n, next = len(run), ahead
+		} else {
+			c.s.commands.Add(1)
+			r := c.dispatch(args)
+			// A reply larger than the buffer is written out as it is
+			// encoded: the client must take it within ReplyTimeout too.
+			c.setWriteDeadline()
+			r.writeTo(c.w)
 		}
-		c.s.commands.Add(1)
-		r := c.dispatch(args)
-		// A reply larger than the buffer is written out as it is
-		// encoded: the client must take it within ReplyTimeout too.
-		c.setWriteDeadline()
-		r.writeTo(c.w)
-		if held++; held < c.s.cfg.MaxPipeline && c.r.Buffered() > 0 && !c.closed {
+		if held += n; held < c.s.cfg.MaxPipeline && (c.r.Buffered() > 0 || next != nil) && !c.closed {
 			continue
 		}
 		held = 0

@@ -14,5 +14,9 @@
 // update is lost. WATCH adds compares on the watched keys' mod revisions
 // as they were when watched.
 //
+// Plain SETs of all connections commit in groups (internal/putgroup), and
+// a connection's pipelined plain SETs join them as one run (setrun.go).
+// Single-key read-modify-writes of one key are batched (batch.go).
+//
 // Per-key expiry is a TTL lease per key (ttl.go).
 package redisapi

@@ -182,25 +182,7 @@ func TestConcurrentPlainSetsCommitInGroups(t *testing.T) {
 					t.Errorf("%s: %s, want %s", clipArgs(s.args), got, s.want)
 				}
 			}
-			if got := g.drain(); !slices.Equal(got, tt.groups) {
-				t.Errorf("groups %v, want %v", got, tt.groups)
-			}
-			for _, c := range tt.check {
-				if got := first.do(strings.Fields(c[0])...); got != c[1] {
-					t.Errorf("%s: %s, want %s", c[0], got, c[1])
-				}
-			}
-			revs := map[uint64]bool{}
-			for _, k := range tt.sameRev {
-				_, rev, err := e.kvd.GetModRevision(context.Background(), []byte(k))
-				if err != nil {
-					t.Fatal(err)
-				}
-				revs[rev] = true
-			}
-			if len(revs) > 1 {
-				t.Errorf("keys %v have mod revisions %v, want one", tt.sameRev, revs)
-			}
+			checkGroupsAndKeys(t, e, first, g, tt.groups, tt.check, tt.sameRev)
 		})
 	}
 }
@@ -260,4 +242,30 @@ func TestGroupedSetsReadOwnWrites(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// checkGroupsAndKeys checks the groups g recorded, the replies of the
+// check commands run on c, and that the sameRev keys share one mod
+// revision (one transaction put them).
+func checkGroupsAndKeys(t *testing.T, e *env, c *rconn, g *groupGate, groups []int, check [][2]string, sameRev []string) {
+	t.Helper()
+	if got := g.drain(); !slices.Equal(got, groups) {
+		t.Errorf("groups %v, want %v", got, groups)
+	}
+	for _, ch := range check {
+		if got := c.do(strings.Fields(ch[0])...); got != ch[1] {
+			t.Errorf("%s: %s, want %s", ch[0], got, ch[1])
+		}
+	}
+	revs := map[uint64]bool{}
+	for _, k := range sameRev {
+		_, rev, err := e.kvd.GetModRevision(context.Background(), []byte(k))
+		if err != nil {
+			t.Fatal(err)
+		}
+		revs[rev] = true
+	}
+	if len(revs) > 1 {
+		t.Errorf("keys %v have mod revisions %v, want one", sameRev, revs)
+	}
 }

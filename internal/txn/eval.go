@@ -21,6 +21,11 @@ type State interface {
 	// Get returns key's value and revision metadata (ok false: absent).
 	// The value need stay valid only until the next call.
 	Get(key []byte) (value []byte, m revision.Meta, ok bool, err error)
+	// Meta returns key's revision metadata (the zero Meta: absent) without
+	// its value: what a PUT, a DELETE and a compare of anything but the
+	// value need, and cheaper (the store keeps the metadata of recent keys
+	// in memory; a value is read from Pebble).
+	Meta(key []byte) (revision.Meta, error)
 	// Range calls fn for the keys k with start <= k < end (end empty: no
 	// bound), in key order, until fn returns false. key and value need
 	// stay valid only during the call, and fn calls no other method.
@@ -173,7 +178,7 @@ func (e *evaluation) op(op *Op, res *Result) error {
 	case Put:
 		return e.put(op, res)
 	case Delete:
-		_, _, ok, err := e.get(op.Key)
+		_, ok, err := e.meta(op.Key)
 		if err != nil {
 			return err
 		}
@@ -205,7 +210,17 @@ func (e *evaluation) op(op *Op, res *Result) error {
 }
 
 func (e *evaluation) put(op *Op, res *Result) error {
-	v, prev, ok, err := e.get(op.Key)
+	var (
+		v    []byte
+		prev revision.Meta
+		ok   bool
+		err  error
+	)
+	if op.IgnoreValue {
+		v, prev, ok, err = e.get(op.Key)
+	} else {
+		prev, ok, err = e.meta(op.Key)
+	}
 	if err != nil {
 		return err
 	}
@@ -384,6 +399,18 @@ func (e *evaluation) get(key []byte) ([]byte, revision.Meta, bool, error) {
 	return e.s.Get(key)
 }
 
+// meta reads key's metadata as the path sees it so far.
+func (e *evaluation) meta(key []byte) (revision.Meta, bool, error) {
+	if w := e.written(key); w != nil {
+		if w.deleted {
+			return revision.Meta{}, false, nil
+		}
+		return w.meta, true, nil
+	}
+	m, err := e.s.Meta(key)
+	return m, m != (revision.Meta{}), err
+}
+
 // rangeFunc is State.Range over the state as the path has written it
 // so far: the pending keys merged, in key order, with the state's.
 func (e *evaluation) rangeFunc(start, end []byte, fn func(k, v []byte, m revision.Meta) bool) error {
@@ -436,6 +463,10 @@ func (e *evaluation) rangeFunc(start, end []byte, fn func(k, v []byte, m revisio
 // key). m is the key's metadata, or the first of the range it fails on.
 func (e *evaluation) compare(c *Compare) (bool, revision.Meta, error) {
 	if len(c.RangeEnd) == 0 {
+		if c.Target != TargetValue {
+			m, ok, err := e.meta(c.Key)
+			return c.holds(nil, m, ok), m, err
+		}
 		v, m, ok, err := e.get(c.Key)
 		return c.holds(v, m, ok), m, err
 	}

@@ -24,8 +24,10 @@ type mapState struct {
 	version uint64         // what Put stores
 	leases  map[uint64]int // lease -> keys attached (CheckLease)
 	maxKeys int
-	leaseOf map[string]uint64
-	meta    map[string]revision.Meta // keys written more than once
+	// gets and metaReads count the reads of values and of metadata alone.
+	gets, metaReads int
+	leaseOf         map[string]uint64
+	meta            map[string]revision.Meta // keys written more than once
 	// past is the committed state at earlier revisions (RangeAt), each
 	// key written once at its revision; compacted and current bound them.
 	past               map[uint64]map[string]string
@@ -36,6 +38,11 @@ func newMapState() *mapState { return &mapState{m: map[string]entry{}} }
 
 // Get gives a key written once at its version, unless meta says more.
 func (s *mapState) Get(k []byte) ([]byte, revision.Meta, bool, error) {
+	s.gets++
+	return s.read(k)
+}
+
+func (s *mapState) read(k []byte) ([]byte, revision.Meta, bool, error) {
 	e, ok := s.m[string(k)]
 	if !ok {
 		return nil, revision.Meta{}, false, nil
@@ -46,8 +53,14 @@ func (s *mapState) Get(k []byte) ([]byte, revision.Meta, bool, error) {
 	return []byte(e.value), revision.Meta{Create: e.version, Mod: e.version, Version: 1, Lease: s.leaseOf[string(k)]}, true, nil
 }
 
+func (s *mapState) Meta(k []byte) (revision.Meta, error) {
+	s.metaReads++
+	_, m, _, err := s.read(k)
+	return m, err
+}
+
 func (s *mapState) Put(k, v []byte, lease uint64) (revision.Meta, error) {
-	_, prev, _, _ := s.Get(k)
+	_, prev, _, _ := s.read(k)
 	s.m[string(k)] = entry{string(v), s.version}
 	delete(s.meta, string(k))
 	m := prev.Next(s.version, lease)
@@ -101,7 +114,7 @@ func (s *mapState) Range(start, end []byte, fn func(k, v []byte, m revision.Meta
 		if k < string(start) || len(end) > 0 && k >= string(end) {
 			continue
 		}
-		v, m, _, _ := s.Get([]byte(k))
+		v, m, _, _ := s.read([]byte(k))
 		if !fn([]byte(k), v, m) {
 			break
 		}
@@ -417,5 +430,36 @@ func TestRangeAtRevisionReadsTheCommittedPast(t *testing.T) {
 				t.Errorf("results %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestValuesAreReadOnlyWhereNeeded: a PUT, a DELETE and a compare of
+// anything but the value read a key's metadata alone (which the store
+// keeps in memory for recent keys); only reads, compares of values and a
+// PUT that keeps its value read values.
+func TestValuesAreReadOnlyWhereNeeded(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		tx        Txn
+		wantGets  int
+		wantMetas int
+	}{
+		{"put", Txn{Then: []Op{{Type: Put, Key: b("a"), Value: b("2")}}}, 0, 1},
+		{"put of an absent key", Txn{Then: []Op{{Type: Put, Key: b("c"), Value: b("2")}}}, 0, 1},
+		{"put keeping the lease", Txn{Then: []Op{{Type: Put, Key: b("a"), Value: b("2"), IgnoreLease: true}}}, 0, 1},
+		{"put keeping the value", Txn{Then: []Op{{Type: Put, Key: b("a"), IgnoreValue: true}}}, 1, 0},
+		{"delete", Txn{Then: []Op{{Type: Delete, Key: b("a")}}}, 0, 1},
+		{"version compare", Txn{Compares: []Compare{ver("a", Equal, 5)}}, 0, 1},
+		{"value compare", Txn{Compares: []Compare{{Key: b("a"), Target: TargetValue, Cmp: Equal, Value: b("1")}}}, 1, 0},
+		{"get", Txn{Then: []Op{{Type: Get, Key: b("a")}}}, 1, 0},
+	} {
+		s := base()
+		s.version = 10
+		if _, err := Apply(s, &tc.tx, 10, true); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if s.gets != tc.wantGets || s.metaReads != tc.wantMetas {
+			t.Errorf("%s: %d value reads and %d metadata reads, want %d and %d", tc.name, s.gets, s.metaReads, tc.wantGets, tc.wantMetas)
+		}
 	}
 }
