@@ -9,7 +9,9 @@ import (
 // Record layout (little-endian), every record starting at a multiple of
 // recordAlign within its segment:
 //
-//	0  crc     uint32  CRC-32C of bytes [4, hdrSize+length)
+//	0  crc     uint32  CRC-32C of the segment's salt (8 bytes, little-endian)
+//	                   followed by bytes [4, hdrSize+length); of those bytes
+//	                   alone for the segment header and in unsalted segments
 //	4  length  uint32  payload bytes
 //	8  seq     uint64  the segment's sequence number
 //	16 batch   uint64  the sync generation the record was written in
@@ -23,8 +25,9 @@ const (
 	// endSize is the size of an end-of-segment record (no payload).
 	endSize = hdrSize
 	// segmentReserve is kept free in every segment for its header record
-	// (a HardState of three varints and the truncation point) and its end
-	// record, so that the end record always fits.
+	// (a HardState of three varints, the truncation point, the previous
+	// segment, the format marker and the salt) and its end record, so
+	// that the end record always fits.
 	segmentReserve = 128 + endSize
 )
 
@@ -39,17 +42,40 @@ const (
 	recEnd                          // no payload: the segment ends here
 )
 
-// checksum is the CRC-32C of b (crc32 keeps one shared Castagnoli table,
-// so MakeTable costs nothing after its first call).
-func checksum(b []byte) uint32 { return crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli)) }
+// checksum is the CRC-32C of the bytes seed stands for followed by b
+// (crc32 keeps one shared Castagnoli table, so MakeTable costs nothing
+// after its first call). Continuing from a seed, rather than hashing a
+// copy of salt and record together, keeps the append path free of
+// allocations.
+func checksum(seed uint32, b []byte) uint32 {
+	return crc32.Update(seed, crc32.MakeTable(crc32.Castagnoli), b)
+}
+
+// A salt is a segment's secret: the random value its header records and
+// every other record's checksum starts with. unsalted (seed 0) is the
+// checksum of the header record, and of every record of a segment written
+// before segments had salts.
+type salt struct {
+	value uint64
+	seed  uint32 // the CRC-32C of value's 8 bytes: where checksums start
+}
+
+var unsalted = salt{}
+
+func newSalt(v uint64) salt {
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], v)
+	return salt{value: v, seed: checksum(0, b[:])}
+}
 
 func align(n int) int { return (n + recordAlign - 1) &^ (recordAlign - 1) }
 
 // recordSize is the bytes a record with payload bytes of payload takes.
 func recordSize(payload int) int { return align(hdrSize + payload) }
 
-// appendRecord appends one record to dst.
-func appendRecord(dst []byte, t recType, seq, batch uint64, payload []byte) []byte {
+// appendRecord appends one record to dst, its checksum starting from
+// seed (the segment's salt; unsalted for its header).
+func appendRecord(dst []byte, t recType, seq, batch uint64, seed salt, payload []byte) []byte {
 	start := len(dst)
 	dst = append(dst, make([]byte, recordSize(len(payload)))...)
 	r := dst[start:]
@@ -58,7 +84,7 @@ func appendRecord(dst []byte, t recType, seq, batch uint64, payload []byte) []by
 	binary.LittleEndian.PutUint64(r[16:], batch)
 	r[24] = byte(t)
 	copy(r[hdrSize:], payload)
-	crc := checksum(r[4 : hdrSize+len(payload)])
+	crc := checksum(seed.seed, r[4:hdrSize+len(payload)])
 	binary.LittleEndian.PutUint32(r, crc)
 	return dst
 }
@@ -77,10 +103,10 @@ type record struct {
 var errNoRecord = fmt.Errorf("%w: no valid record", ErrCorrupt)
 
 // decodeRecord decodes the record at the start of b, which must belong to
-// segment seq. It reads disk, so it trusts nothing: the length is bounded
-// by maxPayload and by b before anything is sliced. It returns the
-// record's size on disk.
-func decodeRecord(b []byte, seq uint64, maxPayload int) (record, int, error) {
+// segment seq and carry a checksum starting from seed. It reads disk, so
+// it trusts nothing: the length is bounded by maxPayload and by b before
+// anything is sliced. It returns the record's size on disk.
+func decodeRecord(b []byte, seq uint64, seed salt, maxPayload int) (record, int, error) {
 	if len(b) < hdrSize {
 		return record{}, 0, errNoRecord
 	}
@@ -97,7 +123,7 @@ func decodeRecord(b []byte, seq uint64, maxPayload int) (record, int, error) {
 		}
 	}
 	end := hdrSize + int(n)
-	if checksum(b[4:end]) != binary.LittleEndian.Uint32(b) {
+	if checksum(seed.seed, b[4:end]) != binary.LittleEndian.Uint32(b) {
 		return record{}, 0, errNoRecord
 	}
 	t := recType(b[24])
@@ -123,19 +149,50 @@ func parseIndexTerm(p []byte) (index, term uint64, err error) {
 	return binary.LittleEndian.Uint64(p), binary.LittleEndian.Uint64(p[8:]), nil
 }
 
+// headerSalted, at offset 24 of a segment header's payload, marks a
+// salted segment. In the format without salts the HardState's marshaled
+// bytes begin there, and they never begin with a tag of field number 0:
+// so the two formats cannot be confused, and a build that knows only the
+// old one fails to unmarshal the HardState and refuses the segment rather
+// than misread it.
+const headerSalted = 0x01
+
+// header is a segment header record's payload.
+type header struct {
+	trunc  indexTerm
+	prev   uint64 // the previous segment's sequence number (0 if none was kept)
+	salted bool   // false: a segment of the format without salts
+	salt   salt
+	hs     []byte // the marshaled HardState
+}
+
 // appendHeader encodes the payload of a recSegment record: the truncation
-// point, the previous segment's sequence number (0 if none was kept), so
-// that a missing segment file is noticed, and the marshaled HardState.
-func appendHeader(dst []byte, trunc indexTerm, prev uint64, hs []byte) []byte {
+// point; the previous segment's sequence number (0 if none was kept), so
+// that a missing segment file is noticed; the format marker, 7 zero bytes
+// and the segment's salt; and the marshaled HardState.
+func appendHeader(dst []byte, trunc indexTerm, prev uint64, s salt, hs []byte) []byte {
 	dst = append(dst, indexTermBytes(trunc.index, trunc.term)...)
 	dst = binary.LittleEndian.AppendUint64(dst, prev)
+	dst = binary.LittleEndian.AppendUint64(dst, headerSalted)
+	dst = binary.LittleEndian.AppendUint64(dst, s.value)
 	return append(dst, hs...)
 }
 
-func parseHeader(p []byte) (trunc indexTerm, prev uint64, hs []byte, err error) {
+// parseHeader decodes a segment header of either format.
+func parseHeader(p []byte) (header, error) {
 	if len(p) < 24 {
-		return indexTerm{}, 0, nil, fmt.Errorf("%w: short segment header (%d bytes)", ErrCorrupt, len(p))
+		return header{}, fmt.Errorf("%w: short segment header (%d bytes)", ErrCorrupt, len(p))
 	}
-	trunc.index, trunc.term, _ = parseIndexTerm(p)
-	return trunc, binary.LittleEndian.Uint64(p[16:]), p[24:], nil
+	var h header
+	h.trunc.index, h.trunc.term, _ = parseIndexTerm(p)
+	h.prev = binary.LittleEndian.Uint64(p[16:])
+	if len(p) == 24 || p[24] != headerSalted {
+		h.hs = p[24:]
+		return h, nil
+	}
+	if len(p) < 40 || binary.LittleEndian.Uint64(p[24:]) != headerSalted {
+		return header{}, fmt.Errorf("%w: bad salted segment header", ErrCorrupt)
+	}
+	h.salted, h.salt, h.hs = true, newSalt(binary.LittleEndian.Uint64(p[32:])), p[40:]
+	return h, nil
 }
