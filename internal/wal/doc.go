@@ -31,14 +31,17 @@
 //
 // A segment is a run of records, each at a multiple of 8 bytes:
 //
-//	crc     uint32  CRC-32C (Castagnoli) of the segment's salt (8 bytes)
-//	                followed by the rest of the header and the payload;
-//	                for the segment header, of the rest and the payload only
+//	crc     uint32  CRC-32C (Castagnoli) of the segment's first salt value
+//	                (8 bytes) followed by the rest of the header and the
+//	                payload; for the segment header, of those bytes only
 //	length  uint32  payload bytes, at most MaxRecord
 //	seq     uint64  the segment's sequence number
 //	batch   uint64  the sync generation: +1 after every fdatasync
 //	type    uint8   entry, HardState, compact, reset, segment header, end
-//	zero    7 bytes
+//	zero    3 bytes
+//	crc2    uint32  CRC-32C of the second salt value followed by the
+//	                header and payload but for both checksums; zero for
+//	                the segment header
 //	payload         a marshaled raftpb.Entry or HardState; index and term;
 //	                or (header) truncation point, previous segment, format
 //	                marker, salt, HardState
@@ -49,14 +52,14 @@
 // noticed; and the segment's salt) and, once the next segment is started,
 // ends with an end record.
 //
-// The salt is a random 64-bit value (crypto/rand) drawn when the segment
-// starts. It is written only in the header: never sent, logged or
+// The salt is two random 64-bit values (crypto/rand) drawn when the
+// segment starts. It is written only in the header: never sent, logged or
 // exposed. The header payload's format marker (a byte 0x01 where the
 // format without salts had the HardState, whose marshaled bytes never
 // start so) tells the two formats apart; a build that knows only the old
 // one fails to unmarshal that HardState and refuses the segment.
-// Segments of the old format are read as before (every checksum without
-// a salt) and are never written to again: Open starts a salted segment
+// Segments of the old format are read as before (one checksum without a
+// salt, crc2 zero) and are never written to again: Open starts a salted segment
 // after them, and they go as compaction frees them.
 //
 // # Crash safety
@@ -64,8 +67,8 @@
 // The argument rests on three rules the writer keeps:
 //
 //  1. A record counts only if it carries its segment's sequence number
-//     and its checksum holds, and it is either the segment's header, at
-//     offset 0, or another record after a header with a salt, its checksum
+//     and its checksums hold, and it is either the segment's header, at
+//     offset 0, or another record after a header with a salt, its checksums
 //     begun with that salt. A recycled file's old records carry an older
 //     number, and zeros carry none, so neither is ever read as new. Nor
 //     are bytes a client chose (see below).
@@ -90,11 +93,15 @@
 // as a record, they would inject an entry or a HardState, move the
 // generation, or make Open refuse the log. But a segment's salt is drawn
 // after everything a client wrote earlier (a spare's old bytes) and is
-// never known to a client afterwards, so a forged record's checksum holds
-// only by chance: 2^-32 for each forged record replay examines. The
-// header is the one record checksummed without the salt (it carries it):
-// it counts only at offset 0, where only the log writes (a recycled
-// spare's offset 0 holds a header of an older number).
+// never known to a client afterwards, so a forged record's two checksums
+// both hold only by chance: 2^-64 for each forged record replay examines.
+// It takes both: the scan past a torn tail (which every Open of a
+// recycled file reaches, where the old bytes begin) examines every
+// aligned offset, so a file full of forged records is millions of
+// guesses, too many for one 32-bit checksum. The header is the one record
+// checksummed without the salt (it carries it): it counts only at offset
+// 0, where only the log writes (a recycled spare's offset 0 holds a
+// header of an older number).
 //
 // Open reads the segments in order. In the last segment the first bad
 // record ends the log unless a valid record at least two generations

@@ -23,22 +23,39 @@ func (v fixedSalt) Read(b []byte) (int, error) {
 	return len(b), nil
 }
 
+// salt is the salt every segment gets from v.
+func (v fixedSalt) salt() salt { return newSalt(uint64(v), uint64(v)) }
+
 // forgery is a record a client crafts inside a value: everything it can
 // predict is right (the segment's number, the record layout), and its
-// checksum starts from a guessed salt (withSalt: from the true one, which
-// only a test can know; it shows the record lies where replay reads). A
-// segment header's checksum starts from no salt, so a forged one without
-// the salt has a right checksum: only its offset keeps it out.
+// checksums start from what it knows of the segment's salt. A segment
+// header's checksum starts from no salt, so a forged one has a right
+// checksum: only its offset keeps it out (and one salted with the true
+// salt, which only a test can make, shows that the offset alone does).
 type forgery struct {
-	name     string
-	typ      recType
-	withSalt bool
+	name  string
+	typ   recType
+	knows knowledge
 }
+
+// knowledge is what a forger knows of a segment's salt.
+type knowledge int
+
+const (
+	guessesSalt     knowledge = iota // a guess (zero): what a client can do
+	knowsFirstValue                  // the first checksum's seed: 2^32 guesses' luck
+	knowsSalt                        // only a test can: it shows the record lies where replay reads
+)
 
 func (fg forgery) record(t *testing.T, seq, batch, index uint64, s salt) []byte {
 	t.Helper()
-	if !fg.withSalt {
+	switch {
+	case fg.typ == recSegment && fg.knows != knowsSalt:
 		s = unsalted
+	case fg.knows == guessesSalt:
+		s = salt{keyed: true}
+	case fg.knows == knowsFirstValue:
+		s.seed2++
 	}
 	var payload []byte
 	var err error
@@ -50,7 +67,7 @@ func (fg forgery) record(t *testing.T, seq, batch, index uint64, s salt) []byte 
 	case recSegment:
 		var hs []byte
 		hs, err = proto.Marshal(&pb.HardState{Term: proto.Uint64(9), Vote: proto.Uint64(9), Commit: proto.Uint64(index)})
-		payload = appendHeader(nil, indexTerm{index, 9}, seq-1, newSalt(42), hs)
+		payload = appendHeader(nil, indexTerm{index, 9}, seq-1, newSalt(42, 43), hs)
 	default:
 		t.Fatalf("no forgery of record type %d", fg.typ)
 	}
@@ -75,11 +92,12 @@ func TestForgedRecordPastTornTailIsNotRead(t *testing.T) {
 		forgery
 		wantRead bool
 	}{
-		{forgery{"entry, salt guessed", recEntry, false}, false},
-		{forgery{"HardState, salt guessed", recHardState, false}, false},
-		{forgery{"segment header", recSegment, false}, false},
-		{forgery{"segment header with the true salt", recSegment, true}, false},
-		{forgery{"entry with the true salt (only a test can make it)", recEntry, true}, true},
+		{forgery{"entry, salt guessed", recEntry, guessesSalt}, false},
+		{forgery{"HardState, salt guessed", recHardState, guessesSalt}, false},
+		{forgery{"entry, first checksum right", recEntry, knowsFirstValue}, false},
+		{forgery{"segment header", recSegment, guessesSalt}, false},
+		{forgery{"segment header with the true salt", recSegment, knowsSalt}, false},
+		{forgery{"entry with the true salt (only a test can make it)", recEntry, knowsSalt}, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -141,17 +159,19 @@ func TestForgedRecordInRecycledSpareIsNotRead(t *testing.T) {
 		ahead    uint64 // generations past the new segment's first
 		wantRead bool
 	}{
-		{forgery{"entry, salt guessed", recEntry, false}, 0, false},
-		{forgery{"HardState of a far generation, salt guessed", recHardState, false}, forgedHigh, false},
-		{forgery{"segment header", recSegment, false}, 0, false},
-		{forgery{"segment header with the true salt", recSegment, true}, 0, false},
-		{forgery{"entry with the true salt (only a test can make it)", recEntry, true}, 0, true},
+		{forgery{"entry, salt guessed", recEntry, guessesSalt}, 0, false},
+		{forgery{"HardState of a far generation, salt guessed", recHardState, guessesSalt}, forgedHigh, false},
+		{forgery{"entry, first checksum right", recEntry, knowsFirstValue}, 0, false},
+		{forgery{"segment header", recSegment, guessesSalt}, 0, false},
+		{forgery{"segment header with the true salt", recSegment, knowsSalt}, 0, false},
+		{forgery{"entry with the true salt (only a test can make it)", recEntry, knowsSalt}, 0, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			fs := vfs.NewMem()
 			cfg := memConfig(fs, MinSegmentSize)
-			cfg.Knobs.SaltSource = fixedSalt(0x0123456789abcdef)
+			const saltValue = 0x0123456789abcdef
+			cfg.Knobs.SaltSource = fixedSalt(saltValue)
 			l, _ := mustOpen(t, cfg)
 			hs := &pb.HardState{Term: proto.Uint64(1), Commit: proto.Uint64(3)}
 			must(t, l.SetHardState(hs))
@@ -174,7 +194,7 @@ func TestForgedRecordInRecycledSpareIsNotRead(t *testing.T) {
 			l.mu.Unlock()
 			f, err := fs.OpenReadWrite(fs.PathJoin("/wal", spareName(spare)), vfs.WriteCategoryUnspecified)
 			must(t, err)
-			_, err = f.WriteAt(tc.record(t, seq, batch+1+tc.ahead, 4, newSalt(0x0123456789abcdef)), headerEnd)
+			_, err = f.WriteAt(tc.record(t, seq, batch+1+tc.ahead, 4, fixedSalt(saltValue).salt()), headerEnd)
 			must(t, err)
 			must(t, f.Close())
 

@@ -12,7 +12,7 @@ import (
 )
 
 // fuzzSalt is the salt of the segments the seeds hold.
-var fuzzSalt = newSalt(0x5a17_5a17_5a17_5a17)
+var fuzzSalt = newSalt(0x5a17_5a17_5a17_5a17, 0x0123_4567_89ab_cdef)
 
 // fuzzSegment is segment seq as the log writes it: its header, then
 // records salted with fuzzSalt.
@@ -34,7 +34,7 @@ func FuzzDecodeRecord(f *testing.F) {
 	f.Add(make([]byte, 64), uint64(1), uint64(0))
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f}, uint64(0), uint64(1))
 	f.Fuzz(func(t *testing.T, b []byte, seq, saltValue uint64) {
-		s := newSalt(saltValue)
+		s := newSalt(saltValue, saltValue^0x0123_4567_89ab_cdef)
 		if saltValue == 0 {
 			s = unsalted
 		}

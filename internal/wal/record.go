@@ -9,14 +9,18 @@ import (
 // Record layout (little-endian), every record starting at a multiple of
 // recordAlign within its segment:
 //
-//	0  crc     uint32  CRC-32C of the segment's salt (8 bytes, little-endian)
-//	                   followed by bytes [4, hdrSize+length); of those bytes
-//	                   alone for the segment header and in unsalted segments
+//	0  crc     uint32  CRC-32C of the segment's first salt (8 bytes,
+//	                   little-endian) followed by bytes [4, hdrSize+length);
+//	                   of those bytes alone for the segment header and in
+//	                   unsalted segments
 //	4  length  uint32  payload bytes
 //	8  seq     uint64  the segment's sequence number
 //	16 batch   uint64  the sync generation the record was written in
 //	24 type    uint8
-//	25 zero    [7]byte reserved, must be zero
+//	25 zero    [3]byte reserved, must be zero
+//	28 crc2    uint32  CRC-32C of the segment's second salt followed by
+//	                   bytes [4, 28) and [32, hdrSize+length); zero for the
+//	                   segment header and in unsalted segments
 //	32 payload
 //	   zero padding up to the next multiple of recordAlign (not checksummed)
 const (
@@ -26,8 +30,8 @@ const (
 	endSize = hdrSize
 	// segmentReserve is kept free in every segment for its header record
 	// (a HardState of three varints, the truncation point, the previous
-	// segment, the format marker and the salt) and its end record, so
-	// that the end record always fits.
+	// segment, the format marker and the salt's two values) and its end
+	// record, so that the end record always fits.
 	segmentReserve = 128 + endSize
 )
 
@@ -51,21 +55,34 @@ func checksum(seed uint32, b []byte) uint32 {
 	return crc32.Update(seed, crc32.MakeTable(crc32.Castagnoli), b)
 }
 
-// A salt is a segment's secret: the random value its header records and
-// every other record's checksum starts with. unsalted (seed 0) is the
-// checksum of the header record, and of every record of a segment written
-// before segments had salts.
+// A salt is a segment's secret: two random values its header records,
+// with which every other record's two checksums start. Two independent
+// 32-bit checksums make a forger guess 64 bits per forged record, since
+// replay may examine many forged records (doc.go). unsalted is for the
+// header record and for every record of a segment written before segments
+// had salts: one checksum, from no salt, and crc2 zero.
 type salt struct {
-	value uint64
-	seed  uint32 // the CRC-32C of value's 8 bytes: where checksums start
+	keyed         bool // false: unsalted
+	value, value2 uint64
+	seed, seed2   uint32 // the CRC-32C of value's and value2's 8 bytes: where checksums start
 }
 
 var unsalted = salt{}
 
-func newSalt(v uint64) salt {
-	var b [8]byte
+func newSalt(v, v2 uint64) salt {
+	var b, b2 [8]byte
 	binary.LittleEndian.PutUint64(b[:], v)
-	return salt{value: v, seed: checksum(0, b[:])}
+	binary.LittleEndian.PutUint64(b2[:], v2)
+	return salt{keyed: true, value: v, value2: v2, seed: checksum(0, b[:]), seed2: checksum(0, b2[:])}
+}
+
+// checksum2 is a record's second checksum: over r[4:28] and r[32:end],
+// everything but the two checksums.
+func (s salt) checksum2(r []byte, end int) uint32 {
+	if !s.keyed {
+		return 0
+	}
+	return checksum(checksum(s.seed2, r[4:28]), r[hdrSize:end])
 }
 
 func align(n int) int { return (n + recordAlign - 1) &^ (recordAlign - 1) }
@@ -73,7 +90,7 @@ func align(n int) int { return (n + recordAlign - 1) &^ (recordAlign - 1) }
 // recordSize is the bytes a record with payload bytes of payload takes.
 func recordSize(payload int) int { return align(hdrSize + payload) }
 
-// appendRecord appends one record to dst, its checksum starting from
+// appendRecord appends one record to dst, its checksums starting from
 // seed (the segment's salt; unsalted for its header).
 func appendRecord(dst []byte, t recType, seq, batch uint64, seed salt, payload []byte) []byte {
 	start := len(dst)
@@ -84,8 +101,9 @@ func appendRecord(dst []byte, t recType, seq, batch uint64, seed salt, payload [
 	binary.LittleEndian.PutUint64(r[16:], batch)
 	r[24] = byte(t)
 	copy(r[hdrSize:], payload)
-	crc := checksum(seed.seed, r[4:hdrSize+len(payload)])
-	binary.LittleEndian.PutUint32(r, crc)
+	end := hdrSize + len(payload)
+	binary.LittleEndian.PutUint32(r[28:], seed.checksum2(r, end))
+	binary.LittleEndian.PutUint32(r, checksum(seed.seed, r[4:end]))
 	return dst
 }
 
@@ -103,7 +121,7 @@ type record struct {
 var errNoRecord = fmt.Errorf("%w: no valid record", ErrCorrupt)
 
 // decodeRecord decodes the record at the start of b, which must belong to
-// segment seq and carry a checksum starting from seed. It reads disk, so
+// segment seq and carry checksums starting from seed. It reads disk, so
 // it trusts nothing: the length is bounded by maxPayload and by b before
 // anything is sliced. It returns the record's size on disk.
 func decodeRecord(b []byte, seq uint64, seed salt, maxPayload int) (record, int, error) {
@@ -117,13 +135,12 @@ func decodeRecord(b []byte, seq uint64, seed salt, maxPayload int) (record, int,
 	if uint64(n) > uint64(maxPayload) || uint64(n) > uint64(len(b)-hdrSize) {
 		return record{}, 0, errNoRecord
 	}
-	for _, z := range b[25:hdrSize] {
-		if z != 0 {
-			return record{}, 0, errNoRecord
-		}
+	if b[25] != 0 || b[26] != 0 || b[27] != 0 {
+		return record{}, 0, errNoRecord
 	}
 	end := hdrSize + int(n)
-	if checksum(seed.seed, b[4:end]) != binary.LittleEndian.Uint32(b) {
+	if checksum(seed.seed, b[4:end]) != binary.LittleEndian.Uint32(b) ||
+		seed.checksum2(b, end) != binary.LittleEndian.Uint32(b[28:]) {
 		return record{}, 0, errNoRecord
 	}
 	t := recType(b[24])
@@ -169,12 +186,13 @@ type header struct {
 // appendHeader encodes the payload of a recSegment record: the truncation
 // point; the previous segment's sequence number (0 if none was kept), so
 // that a missing segment file is noticed; the format marker, 7 zero bytes
-// and the segment's salt; and the marshaled HardState.
+// and the segment's two salt values; and the marshaled HardState.
 func appendHeader(dst []byte, trunc indexTerm, prev uint64, s salt, hs []byte) []byte {
 	dst = append(dst, indexTermBytes(trunc.index, trunc.term)...)
 	dst = binary.LittleEndian.AppendUint64(dst, prev)
 	dst = binary.LittleEndian.AppendUint64(dst, headerSalted)
 	dst = binary.LittleEndian.AppendUint64(dst, s.value)
+	dst = binary.LittleEndian.AppendUint64(dst, s.value2)
 	return append(dst, hs...)
 }
 
@@ -190,9 +208,10 @@ func parseHeader(p []byte) (header, error) {
 		h.hs = p[24:]
 		return h, nil
 	}
-	if len(p) < 40 || binary.LittleEndian.Uint64(p[24:]) != headerSalted {
+	if len(p) < 48 || binary.LittleEndian.Uint64(p[24:]) != headerSalted {
 		return header{}, fmt.Errorf("%w: bad salted segment header", ErrCorrupt)
 	}
-	h.salted, h.salt, h.hs = true, newSalt(binary.LittleEndian.Uint64(p[32:])), p[40:]
+	h.salted, h.hs = true, p[48:]
+	h.salt = newSalt(binary.LittleEndian.Uint64(p[32:]), binary.LittleEndian.Uint64(p[40:]))
 	return h, nil
 }

@@ -107,11 +107,11 @@ func (l *Log) drawSalt() (salt, error) {
 	if src == nil {
 		src = rand.Reader
 	}
-	var b [8]byte
+	var b [16]byte
 	if _, err := io.ReadFull(src, b[:]); err != nil {
 		return salt{}, fmt.Errorf("wal: draw a segment salt: %w", err)
 	}
-	return newSalt(binary.LittleEndian.Uint64(b[:])), nil
+	return newSalt(binary.LittleEndian.Uint64(b[:]), binary.LittleEndian.Uint64(b[8:])), nil
 }
 
 // createZeroed creates name holding size zero bytes, synced.

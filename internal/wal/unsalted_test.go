@@ -71,7 +71,7 @@ func TestUnsaltedSegmentsOpenAndGoOn(t *testing.T) {
 			t.Fatalf("fixture segment %d read with a salt", s.seq)
 		}
 	}
-	if s := l.active(); s.seq <= fixtureLast || s.salt != newSalt(saltValue) {
+	if s := l.active(); s.seq <= fixtureLast || s.salt != fixedSalt(saltValue).salt() {
 		t.Fatalf("goes on in segment %d (salt %x); want a new salted segment after %d", s.seq, s.salt.value, fixtureLast)
 	}
 
