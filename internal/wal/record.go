@@ -59,8 +59,8 @@ func checksum(seed uint32, b []byte) uint32 {
 // with which every other record's two checksums start. Two independent
 // 32-bit checksums make a forger guess 64 bits per forged record, since
 // replay may examine many forged records (doc.go). unsalted is for the
-// header record and for every record of a segment written before segments
-// had salts: one checksum, from no salt, and crc2 zero.
+// header record and for every record of a segment of the format without
+// salts: one checksum, from no salt, and crc2 zero.
 type salt struct {
 	keyed         bool // false: unsalted
 	value, value2 uint64

@@ -51,7 +51,7 @@ func unsaltedFixture(t *testing.T) (vfs.FS, model, uint64) {
 	return fs, want, last
 }
 
-// TestUnsaltedSegmentsOpenAndGoOn opens a log written before segments had
+// TestUnsaltedSegmentsOpenAndGoOn opens a log in the format without
 // salts: it replays exactly, goes on in a new salted segment (never in an
 // unsalted one, whose leftovers a client could have forged), and once a
 // compaction frees the old segments no unsalted one is left.
