@@ -33,7 +33,7 @@ vet:
 test-go: vet
 	@scripts/deps.sh
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
-	KVD_TEST_RAFT_LOG=wal $(GO) test -race -count=1 -timeout 20m ./raft/
+	KVD_TEST_RAFT_LOG=pebble $(GO) test -race -count=1 -timeout 20m ./raft/
 
 # Boots a Soft-RoCE VM and runs the RDMA suites inside it (root, installs
 # its own packages).

@@ -71,9 +71,9 @@ type Config struct {
 	// DataDir holds the node's Pebble database.
 	DataDir string
 	// RaftLog is where the node keeps its raft log (--raft-log):
-	// store.RaftLogPebble ("pebble", the default) keeps it in the state's
-	// Pebble database, every Ready one synced batch; store.RaftLogWAL
-	// ("wal") keeps it in a dedicated log (internal/wal) in DataDir/wal,
+	// store.RaftLogPebble ("pebble") keeps it in the state's Pebble
+	// database, every Ready one synced batch; store.RaftLogWAL ("wal", the
+	// default) keeps it in a dedicated log (internal/wal) in DataDir/wal,
 	// every Ready one write and one fdatasync of that log, with the state
 	// machine's writes going to Pebble unsynced (their durability comes
 	// from the log, replayed at start from the applied index Pebble last

@@ -21,10 +21,11 @@
 //  1. Write the Ready's snapshot (if any), log entries and HardState, and
 //     the effects of its committed entries with the new applied index, in
 //     ONE Pebble batch, fsynced once if raft asks for it (group commit).
-//     A restart never sees half an apply. (With Config.RaftLog "wal" the
-//     log entries and HardState go to a log of their own, fsynced once,
-//     and the rest to Pebble unsynced; a restart replays the log from the
-//     applied index Pebble persisted: internal/store/raftlog.go.) The loop
+//     A restart never sees half an apply. (With Config.RaftLog "wal", the
+//     default, the log entries and HardState go to a log of their own,
+//     fsynced once, and the rest to Pebble unsynced; a restart replays the
+//     log from the applied index Pebble persisted:
+//     internal/store/raftlog.go.) The loop
 //     applies membership
 //     changes itself and hands the batch and the committed entries to
 //     StateMachine.Apply, which evaluates its commands into the batch

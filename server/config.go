@@ -80,7 +80,7 @@ type Config struct {
 	// RaftLog is where the node keeps its Raft log (--raft-log): "pebble"
 	// (in the state's Pebble database, each Ready one synced batch) or
 	// "wal" (a dedicated log beside it, each Ready one fdatasync of the
-	// log and the state written unsynced). Default "pebble". See
+	// log and the state written unsynced). Default "wal". See
 	// raft.Config.RaftLog.
 	RaftLog string
 	// TickInterval is the Raft tick. Default 100ms; elections take 10 ticks.

@@ -3,14 +3,14 @@ package server
 import "testing"
 
 // TestConfigRaftLog: the two places for the Raft log, the default
-// (Pebble), and the WAL's segment size knob reaching raft.
+// (the WAL), and the WAL's segment size knob reaching raft.
 func TestConfigRaftLog(t *testing.T) {
 	t.Parallel()
 	base := Config{Listen: "x", DataDir: "d", Transport: limitless{}}
 	for _, tc := range []struct {
 		mode, reaches string
 		ok            bool
-	}{{"", "pebble", true}, {"pebble", "pebble", true}, {"wal", "wal", true}, {"WAL", "WAL", false}, {"files", "files", false}} {
+	}{{"", "wal", true}, {"pebble", "pebble", true}, {"wal", "wal", true}, {"WAL", "WAL", false}, {"files", "files", false}} {
 		c := base
 		c.RaftLog = tc.mode
 		if err := c.Validate(); (err == nil) != tc.ok {

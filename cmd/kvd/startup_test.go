@@ -209,24 +209,24 @@ func TestFlagTypoOneLine(t *testing.T) {
 }
 
 // TestRaftLogMovesToWAL: a data directory whose Raft log is in Pebble
-// (the default, or an earlier kvd), restarted with --raft-log=wal, keeps
-// its data with the log moved to DIR/wal, and then restarts only in the
-// wal mode: with --raft-log=pebble it is refused at once, exit 1, naming
-// the flag to give.
+// (--raft-log=pebble, or an earlier kvd), restarted with the default
+// (wal), keeps its data with the log moved to DIR/wal, and then restarts
+// only in the wal mode: with --raft-log=pebble it is refused at once, exit
+// 1, naming the flag to give.
 func TestRaftLogMovesToWAL(t *testing.T) {
 	kvd := buildKVD(t)
 	addrs := kvdtest.FreeAddrs(t, 2)
 	data := filepath.Join(t.TempDir(), "d")
 	args := []string{"--data-dir", data, "--listen", addrs[0], "--metrics-listen", addrs[1], "--table-mem", "8MiB"}
-	p := startKVD(t, kvd, append(args, "--initial-cluster", "1="+addrs[0])...)
+	p := startKVD(t, kvd, append(args, "--initial-cluster", "1="+addrs[0], "--raft-log", "pebble")...)
 	waitHealthy(t, p, addrs[1])
 	putGet(t, addrs[0], "k", "v")
 	stopKVD(t, p)
 	if _, err := os.Stat(filepath.Join(data, "wal")); !errors.Is(err, fs.ErrNotExist) {
-		t.Fatalf("after a start with the default --raft-log: %s/wal: %v, want none", data, err)
+		t.Fatalf("after a start with --raft-log=pebble: %s/wal: %v, want none", data, err)
 	}
-	// Converted, then restarted as it is.
-	for _, mode := range [][]string{{"--raft-log", "wal"}, {"--raft-log", "wal"}} {
+	// Converted by the default, then restarted as it is.
+	for _, mode := range [][]string{nil, {"--raft-log", "wal"}} {
 		p = startKVD(t, kvd, append(args, mode...)...)
 		waitHealthy(t, p, addrs[1])
 		putGet(t, addrs[0], "k", "")

@@ -9,8 +9,8 @@
 // restart never sees half an apply, and the applied index always names
 // exactly the state on disk.
 //
-// With Options.RaftLog "wal" the raft log and HardState live instead
-// in an internal/wal log in the data directory's wal/ subdirectory, and an
+// With Options.RaftLog "wal" (the default) the raft log and HardState
+// live in an internal/wal log in the data directory's wal/ subdirectory, and an
 // Update writes the state machine's effects to Pebble without a sync of
 // their own, and Pebble runs without its write-ahead log: the log's one
 // fdatasync per Ready makes the Ready durable, Pebble's flushes make its

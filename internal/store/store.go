@@ -39,8 +39,8 @@ type Options struct {
 	// operating system's. Tests inject faults with a wrapper (Pebble's
 	// vfs/errorfs). The store adds its fault detection on top (fault.go).
 	FS vfs.FS
-	// RaftLog is where the raft log is kept: RaftLogPebble (the default,
-	// "" too) or RaftLogWAL (raftlog.go). A directory whose log is in
+	// RaftLog is where the raft log is kept: RaftLogWAL (the default, ""
+	// too; raftlog.go) or RaftLogPebble. A directory whose log is in
 	// Pebble is converted at Open when RaftLogWAL is asked for; the
 	// converse is refused (ErrRaftLogMode).
 	RaftLog string

@@ -2,6 +2,7 @@ package wal
 
 import (
 	"fmt"
+	"io"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
@@ -51,6 +52,15 @@ type Config struct {
 	// SpareSegments is how many freed segments are kept for reuse instead
 	// of being removed (DefaultSpareSegments if zero, -1 for none).
 	SpareSegments int
+	// Knobs are for tests; production leaves them zero.
+	Knobs Knobs
+}
+
+// Knobs are test settings of a Log.
+type Knobs struct {
+	// SaltSource, if set, is read for each new segment's salt instead of
+	// crypto/rand, so that a test can know a salt before it is drawn.
+	SaltSource io.Reader
 }
 
 func (c Config) withDefaults() Config {

@@ -31,27 +31,47 @@
 //
 // A segment is a run of records, each at a multiple of 8 bytes:
 //
-//	crc     uint32  CRC-32C (Castagnoli) of the rest of the header and the payload
+//	crc     uint32  CRC-32C (Castagnoli) of the segment's first salt value
+//	                (8 bytes) followed by the rest of the header and the
+//	                payload; for the segment header, of those bytes only
 //	length  uint32  payload bytes, at most MaxRecord
 //	seq     uint64  the segment's sequence number
 //	batch   uint64  the sync generation: +1 after every fdatasync
 //	type    uint8   entry, HardState, compact, reset, segment header, end
-//	zero    7 bytes
+//	zero    3 bytes
+//	crc2    uint32  CRC-32C of the second salt value followed by the
+//	                header and payload but for both checksums; zero for
+//	                the segment header
 //	payload         a marshaled raftpb.Entry or HardState; index and term;
-//	                or (header) truncation point, previous segment, HardState
+//	                or (header) truncation point, previous segment, format
+//	                marker, salt, HardState
 //
-// Every segment starts with a header record (the HardState and truncation
-// point as of its start, so that older segments can be freed, and the
-// previous segment's number, so that a missing file is noticed) and, once
-// the next segment is started, ends with an end record.
+// Every segment starts with a header record at offset 0 (the HardState
+// and truncation point as of its start, so that older segments can be
+// freed; the previous segment's number, so that a missing file is
+// noticed; and the segment's salt) and, once the next segment is started,
+// ends with an end record.
+//
+// The salt is two random 64-bit values (crypto/rand) drawn when the
+// segment starts. It is written only in the header: never sent, logged or
+// exposed. The header payload's format marker (a byte 0x01 where the
+// format without salts had the HardState, whose marshaled bytes never
+// start so) tells the two formats apart; a build that knows only the old
+// one fails to unmarshal that HardState and refuses the segment.
+// Segments of the old format are read as before (one checksum without a
+// salt, crc2 zero) and are never written to again: Open starts a salted segment
+// after them, and they go as compaction frees them.
 //
 // # Crash safety
 //
 // The argument rests on three rules the writer keeps:
 //
-//  1. A record counts only if its checksum holds and it carries its
-//     segment's sequence number. A recycled file's old records carry an
-//     older number, and zeros carry none, so neither is ever read as new.
+//  1. A record counts only if it carries its segment's sequence number
+//     and its checksums hold, and it is either the segment's header, at
+//     offset 0, or another record after a header with a salt, its checksums
+//     begun with that salt. A recycled file's old records carry an older
+//     number, and zeros carry none, so neither is ever read as new. Nor
+//     are bytes a client chose (see below).
 //  2. Before the next segment gets any record, the current one is given
 //     its end record and synced. So every segment but the last is whole on
 //     disk, and a bad record anywhere but in the last segment (or a
@@ -63,6 +83,26 @@
 //  4. Within a segment generations never go down: a record of an older
 //     generation than the record before it is not a record of the log.
 //
+// Rule 1 is what keeps client data out of the log. A client chooses the
+// values of its writes, which land verbatim inside entry records, and it
+// can predict sequence numbers and generations: so a value can hold bytes
+// laid out as a valid record of a segment to come. Such bytes lie where
+// replay looks for records: past a torn tail (scanned at every aligned
+// offset, below), at the offset where the next record would have gone in
+// a recycled spare, and past the tail of a segment Open went on in. Read
+// as a record, they would inject an entry or a HardState, move the
+// generation, or make Open refuse the log. But a segment's salt is drawn
+// after everything a client wrote earlier (a spare's old bytes) and is
+// never known to a client afterwards, so a forged record's two checksums
+// both hold only by chance: 2^-64 for each forged record replay examines.
+// It takes both: the scan past a torn tail (which every Open of a
+// recycled file reaches, where the old bytes begin) examines every
+// aligned offset, so a file full of forged records is millions of
+// guesses, too many for one 32-bit checksum. The header is the one record
+// checksummed without the salt (it carries it): it counts only at offset
+// 0, where only the log writes (a recycled spare's offset 0 holds a
+// header of an older number).
+//
 // Open reads the segments in order. In the last segment the first bad
 // record ends the log unless a valid record at least two generations
 // newer than the last good record (an end record counts) lies beyond it,
@@ -71,7 +111,9 @@
 // data. A bad record followed only by records of its own or
 // the next generation cannot be told from a torn write (they may all be
 // unsynced), so it ends the log. A trailing segment with no valid record
-// was started but never written; it is removed.
+// was started but never written; it is removed. (Without its header a
+// segment has no salt to check records by, so a damaged header in the
+// last segment reads as a segment never written.)
 //
 // # Going on after a restart
 //
@@ -119,7 +161,8 @@
 // written over the torn bytes) when there is no segment yet, when the
 // last one already has its end record (the crash came between a roll and
 // the next segment's first record), when its file is not of the
-// configured segment size, or when the marker does not fit.
+// configured segment size, when it has no salt (the old format), or when
+// the marker does not fit.
 //
 // Replay then rebuilds the state from the records in order: the last
 // HardState; the highest truncation point (it only grows); no entry
@@ -148,4 +191,7 @@
 // after a restart one by one: a leftover right behind the marker or right
 // behind a record written after it, a torn write after a restart, and a
 // power cut during the restart that follows a process crash.
+// forge_test.go places records a client could craft where replay looks
+// (past a torn tail, in a recycled spare); unsalted_test.go opens a
+// checked-in log of the old format and goes on from it.
 package wal

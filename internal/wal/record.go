@@ -9,12 +9,18 @@ import (
 // Record layout (little-endian), every record starting at a multiple of
 // recordAlign within its segment:
 //
-//	0  crc     uint32  CRC-32C of bytes [4, hdrSize+length)
+//	0  crc     uint32  CRC-32C of the segment's first salt (8 bytes,
+//	                   little-endian) followed by bytes [4, hdrSize+length);
+//	                   of those bytes alone for the segment header and in
+//	                   unsalted segments
 //	4  length  uint32  payload bytes
 //	8  seq     uint64  the segment's sequence number
 //	16 batch   uint64  the sync generation the record was written in
 //	24 type    uint8
-//	25 zero    [7]byte reserved, must be zero
+//	25 zero    [3]byte reserved, must be zero
+//	28 crc2    uint32  CRC-32C of the segment's second salt followed by
+//	                   bytes [4, 28) and [32, hdrSize+length); zero for the
+//	                   segment header and in unsalted segments
 //	32 payload
 //	   zero padding up to the next multiple of recordAlign (not checksummed)
 const (
@@ -23,7 +29,8 @@ const (
 	// endSize is the size of an end-of-segment record (no payload).
 	endSize = hdrSize
 	// segmentReserve is kept free in every segment for its header record
-	// (a HardState of three varints and the truncation point) and its end
+	// (a HardState of three varints, the truncation point, the previous
+	// segment, the format marker and the salt's two values) and its end
 	// record, so that the end record always fits.
 	segmentReserve = 128 + endSize
 )
@@ -39,17 +46,53 @@ const (
 	recEnd                          // no payload: the segment ends here
 )
 
-// checksum is the CRC-32C of b (crc32 keeps one shared Castagnoli table,
-// so MakeTable costs nothing after its first call).
-func checksum(b []byte) uint32 { return crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli)) }
+// checksum is the CRC-32C of the bytes seed stands for followed by b
+// (crc32 keeps one shared Castagnoli table, so MakeTable costs nothing
+// after its first call). Continuing from a seed, rather than hashing a
+// copy of salt and record together, keeps the append path free of
+// allocations.
+func checksum(seed uint32, b []byte) uint32 {
+	return crc32.Update(seed, crc32.MakeTable(crc32.Castagnoli), b)
+}
+
+// A salt is a segment's secret: two random values its header records,
+// with which every other record's two checksums start. Two independent
+// 32-bit checksums make a forger guess 64 bits per forged record, since
+// replay may examine many forged records (doc.go). unsalted is for the
+// header record and for every record of a segment of the format without
+// salts: one checksum, from no salt, and crc2 zero.
+type salt struct {
+	keyed         bool // false: unsalted
+	value, value2 uint64
+	seed, seed2   uint32 // the CRC-32C of value's and value2's 8 bytes: where checksums start
+}
+
+var unsalted = salt{}
+
+func newSalt(v, v2 uint64) salt {
+	var b, b2 [8]byte
+	binary.LittleEndian.PutUint64(b[:], v)
+	binary.LittleEndian.PutUint64(b2[:], v2)
+	return salt{keyed: true, value: v, value2: v2, seed: checksum(0, b[:]), seed2: checksum(0, b2[:])}
+}
+
+// checksum2 is a record's second checksum: over r[4:28] and r[32:end],
+// everything but the two checksums.
+func (s salt) checksum2(r []byte, end int) uint32 {
+	if !s.keyed {
+		return 0
+	}
+	return checksum(checksum(s.seed2, r[4:28]), r[hdrSize:end])
+}
 
 func align(n int) int { return (n + recordAlign - 1) &^ (recordAlign - 1) }
 
 // recordSize is the bytes a record with payload bytes of payload takes.
 func recordSize(payload int) int { return align(hdrSize + payload) }
 
-// appendRecord appends one record to dst.
-func appendRecord(dst []byte, t recType, seq, batch uint64, payload []byte) []byte {
+// appendRecord appends one record to dst, its checksums starting from
+// seed (the segment's salt; unsalted for its header).
+func appendRecord(dst []byte, t recType, seq, batch uint64, seed salt, payload []byte) []byte {
 	start := len(dst)
 	dst = append(dst, make([]byte, recordSize(len(payload)))...)
 	r := dst[start:]
@@ -58,8 +101,9 @@ func appendRecord(dst []byte, t recType, seq, batch uint64, payload []byte) []by
 	binary.LittleEndian.PutUint64(r[16:], batch)
 	r[24] = byte(t)
 	copy(r[hdrSize:], payload)
-	crc := checksum(r[4 : hdrSize+len(payload)])
-	binary.LittleEndian.PutUint32(r, crc)
+	end := hdrSize + len(payload)
+	binary.LittleEndian.PutUint32(r[28:], seed.checksum2(r, end))
+	binary.LittleEndian.PutUint32(r, checksum(seed.seed, r[4:end]))
 	return dst
 }
 
@@ -77,10 +121,10 @@ type record struct {
 var errNoRecord = fmt.Errorf("%w: no valid record", ErrCorrupt)
 
 // decodeRecord decodes the record at the start of b, which must belong to
-// segment seq. It reads disk, so it trusts nothing: the length is bounded
-// by maxPayload and by b before anything is sliced. It returns the
-// record's size on disk.
-func decodeRecord(b []byte, seq uint64, maxPayload int) (record, int, error) {
+// segment seq and carry checksums starting from seed. It reads disk, so
+// it trusts nothing: the length is bounded by maxPayload and by b before
+// anything is sliced. It returns the record's size on disk.
+func decodeRecord(b []byte, seq uint64, seed salt, maxPayload int) (record, int, error) {
 	if len(b) < hdrSize {
 		return record{}, 0, errNoRecord
 	}
@@ -91,13 +135,12 @@ func decodeRecord(b []byte, seq uint64, maxPayload int) (record, int, error) {
 	if uint64(n) > uint64(maxPayload) || uint64(n) > uint64(len(b)-hdrSize) {
 		return record{}, 0, errNoRecord
 	}
-	for _, z := range b[25:hdrSize] {
-		if z != 0 {
-			return record{}, 0, errNoRecord
-		}
+	if b[25] != 0 || b[26] != 0 || b[27] != 0 {
+		return record{}, 0, errNoRecord
 	}
 	end := hdrSize + int(n)
-	if checksum(b[4:end]) != binary.LittleEndian.Uint32(b) {
+	if checksum(seed.seed, b[4:end]) != binary.LittleEndian.Uint32(b) ||
+		seed.checksum2(b, end) != binary.LittleEndian.Uint32(b[28:]) {
 		return record{}, 0, errNoRecord
 	}
 	t := recType(b[24])
@@ -123,19 +166,52 @@ func parseIndexTerm(p []byte) (index, term uint64, err error) {
 	return binary.LittleEndian.Uint64(p), binary.LittleEndian.Uint64(p[8:]), nil
 }
 
+// headerSalted, at offset 24 of a segment header's payload, marks a
+// salted segment. In the format without salts the HardState's marshaled
+// bytes begin there, and they never begin with a tag of field number 0:
+// so the two formats cannot be confused, and a build that knows only the
+// old one fails to unmarshal the HardState and refuses the segment rather
+// than misread it.
+const headerSalted = 0x01
+
+// header is a segment header record's payload.
+type header struct {
+	trunc  indexTerm
+	prev   uint64 // the previous segment's sequence number (0 if none was kept)
+	salted bool   // false: a segment of the format without salts
+	salt   salt
+	hs     []byte // the marshaled HardState
+}
+
 // appendHeader encodes the payload of a recSegment record: the truncation
-// point, the previous segment's sequence number (0 if none was kept), so
-// that a missing segment file is noticed, and the marshaled HardState.
-func appendHeader(dst []byte, trunc indexTerm, prev uint64, hs []byte) []byte {
+// point; the previous segment's sequence number (0 if none was kept), so
+// that a missing segment file is noticed; the format marker, 7 zero bytes
+// and the segment's two salt values; and the marshaled HardState.
+func appendHeader(dst []byte, trunc indexTerm, prev uint64, s salt, hs []byte) []byte {
 	dst = append(dst, indexTermBytes(trunc.index, trunc.term)...)
 	dst = binary.LittleEndian.AppendUint64(dst, prev)
+	dst = binary.LittleEndian.AppendUint64(dst, headerSalted)
+	dst = binary.LittleEndian.AppendUint64(dst, s.value)
+	dst = binary.LittleEndian.AppendUint64(dst, s.value2)
 	return append(dst, hs...)
 }
 
-func parseHeader(p []byte) (trunc indexTerm, prev uint64, hs []byte, err error) {
+// parseHeader decodes a segment header of either format.
+func parseHeader(p []byte) (header, error) {
 	if len(p) < 24 {
-		return indexTerm{}, 0, nil, fmt.Errorf("%w: short segment header (%d bytes)", ErrCorrupt, len(p))
+		return header{}, fmt.Errorf("%w: short segment header (%d bytes)", ErrCorrupt, len(p))
 	}
-	trunc.index, trunc.term, _ = parseIndexTerm(p)
-	return trunc, binary.LittleEndian.Uint64(p[16:]), p[24:], nil
+	var h header
+	h.trunc.index, h.trunc.term, _ = parseIndexTerm(p)
+	h.prev = binary.LittleEndian.Uint64(p[16:])
+	if len(p) == 24 || p[24] != headerSalted {
+		h.hs = p[24:]
+		return h, nil
+	}
+	if len(p) < 48 || binary.LittleEndian.Uint64(p[24:]) != headerSalted {
+		return header{}, fmt.Errorf("%w: bad salted segment header", ErrCorrupt)
+	}
+	h.salted, h.hs = true, p[48:]
+	h.salt = newSalt(binary.LittleEndian.Uint64(p[32:]), binary.LittleEndian.Uint64(p[40:]))
+	return h, nil
 }

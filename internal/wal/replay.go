@@ -35,6 +35,8 @@ const (
 type scanned struct {
 	seq    uint64
 	f      vfs.File
+	salted bool // its header has a salt (false: the format without salts)
+	salt   salt
 	size   int64 // the file's size
 	recs   []scannedRecord
 	end    int64 // offset after the last valid record (before an end record)
@@ -179,21 +181,34 @@ func (l *Log) scanSegment(seq uint64) (*scanned, error) {
 	return sc, sc.decode(buf)
 }
 
-// decode fills sc from the segment's bytes. A record of an older
-// generation than the one before it is not a record of the log: it is a
-// leftover from before Open continued the segment (see restart).
+// decode fills sc from the segment's bytes. The record at offset 0 must
+// be the segment's header, and no other record may be one; the header's
+// salt is what every later record's checksum starts with (see doc.go for
+// why bytes a client chose then never count as a record). A record of an
+// older generation than the one before it is not a record of the log: it
+// is a leftover from before Open continued the segment (see restart).
 func (sc *scanned) decode(buf []byte) error {
 	off := 0
 	var prev uint64
 	for off < len(buf) {
-		r, n, err := decodeRecord(buf[off:], sc.seq, MaxRecord)
-		if err == nil && r.batch < prev {
+		r, n, err := decodeRecord(buf[off:], sc.seq, sc.salt, MaxRecord)
+		if err == nil && (r.batch < prev || (r.typ == recSegment) != (off == 0)) {
 			err = errNoRecord
 		}
 		if err != nil {
 			sc.ended, sc.end = endBad, int64(off)
-			sc.beyond = highestBatchAfter(buf, off+recordAlign, sc.seq)
+			if off > 0 {
+				// Without a header there is no salt to check records by.
+				sc.beyond = highestBatchAfter(buf, off+recordAlign, sc.seq, sc.salt)
+			}
 			return nil
+		}
+		if off == 0 {
+			h, err := parseHeader(r.payload)
+			if err != nil {
+				return fmt.Errorf("segment %s: %w", segName(sc.seq), err)
+			}
+			sc.salted, sc.salt = h.salted, h.salt
 		}
 		if r.typ == recEnd {
 			sc.ended, sc.end, sc.endBatch = endRecord, int64(off), r.batch
@@ -217,11 +232,12 @@ func (sc *scanned) decode(buf []byte) error {
 }
 
 // highestBatchAfter is the highest generation of any valid record of
-// segment seq starting at an aligned offset from off on (0 if none).
-func highestBatchAfter(buf []byte, off int, seq uint64) uint64 {
+// segment seq (salted with s) starting at an aligned offset from off on
+// (0 if none).
+func highestBatchAfter(buf []byte, off int, seq uint64, s salt) uint64 {
 	var hi uint64
 	for off = align(off); off+hdrSize <= len(buf); off += recordAlign {
-		if r, _, err := decodeRecord(buf[off:], seq, MaxRecord); err == nil {
+		if r, _, err := decodeRecord(buf[off:], seq, s, MaxRecord); err == nil && r.typ != recSegment {
 			hi = max(hi, r.batch)
 		}
 	}
@@ -264,10 +280,10 @@ func (l *Log) checkSegments(scans []*scanned) ([]*scanned, error) {
 		if i < k-1 && sc.ended != endRecord {
 			return nil, fmt.Errorf("%w: segment %s: bad record at offset %d before the last segment", ErrCorrupt, segName(sc.seq), sc.end)
 		}
-		if _, prev, _, err := parseHeader(sc.recs[0].data); err != nil {
+		if h, err := parseHeader(sc.recs[0].data); err != nil {
 			return nil, err
-		} else if i > 0 && prev != scans[i-1].seq {
-			return nil, fmt.Errorf("%w: segment %s follows %s, not %s", ErrCorrupt, segName(sc.seq), segName(scans[i-1].seq), segName(prev))
+		} else if i > 0 && h.prev != scans[i-1].seq {
+			return nil, fmt.Errorf("%w: segment %s follows %s, not %s", ErrCorrupt, segName(sc.seq), segName(scans[i-1].seq), segName(h.prev))
 		}
 	}
 	if k > 0 {
@@ -291,10 +307,11 @@ func (l *Log) replay(kept []*scanned) (*Recovered, error) {
 			var err error
 			switch r.typ {
 			case recSegment:
-				var hs []byte
-				t, _, hs, err = parseHeader(r.data)
+				var h header
+				h, err = parseHeader(r.data)
+				t = h.trunc
 				if err == nil {
-					err = l.setReplayedHardState(hs)
+					err = l.setReplayedHardState(h.hs)
 				}
 			case recHardState:
 				err = l.setReplayedHardState(r.data)
@@ -316,7 +333,7 @@ func (l *Log) replay(kept []*scanned) (*Recovered, error) {
 	}
 	var ents []*pb.Entry
 	for i, sc := range kept {
-		s := &segment{seq: sc.seq, f: sc.f, size: sc.end, flushed: sc.end}
+		s := &segment{seq: sc.seq, f: sc.f, size: sc.end, flushed: sc.end, salt: sc.salt}
 		l.segs = append(l.segs, s)
 		for j, r := range sc.recs {
 			if r.typ != recEntry {
@@ -358,9 +375,10 @@ func (l *Log) setReplayedHardState(b []byte) error {
 // restart removes the trailing segments that were started but never
 // written and goes on in the last kept segment if it can (continueSegment),
 // so that a restart takes no new segment file. Otherwise (no segment, a
-// segment already ended, or one of another size) it ends the last segment
-// with an end record over whatever torn bytes follow its last record and
-// starts a new segment.
+// segment already ended, one of another size, or one without a salt, whose
+// leftovers past the tail could be records a client forged) it ends the
+// last segment with an end record over whatever torn bytes follow its last
+// record and starts a new segment.
 func (l *Log) restart(kept, dropped []*scanned) error {
 	fs := l.cfg.FS
 	for _, sc := range dropped {
@@ -376,12 +394,12 @@ func (l *Log) restart(kept, dropped []*scanned) error {
 		}
 	}
 	n := len(kept)
-	if n > 0 && kept[n-1].ended != endRecord && kept[n-1].size == l.cfg.SegmentSize {
+	if n > 0 && kept[n-1].ended != endRecord && kept[n-1].size == l.cfg.SegmentSize && kept[n-1].salted {
 		return l.continueSegment()
 	}
 	if n > 0 && kept[n-1].ended != endRecord {
 		s := l.active()
-		end := appendRecord(nil, recEnd, s.seq, l.batch, nil)
+		end := appendRecord(nil, recEnd, s.seq, l.batch, s.salt, nil)
 		if _, err := s.f.WriteAt(end, s.size); err != nil {
 			return err
 		}

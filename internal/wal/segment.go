@@ -1,7 +1,10 @@
 package wal
 
 import (
+	"crypto/rand"
+	"encoding/binary"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 
@@ -11,10 +14,14 @@ import (
 // A segment is one file of the log. Segments are named by a sequence
 // number that only grows (never reused, also across restarts), and every
 // record carries its segment's number: a recycled file's old records carry
-// an older number and so never decode as records of the new segment.
+// an older number and so never decode as records of the new segment. Every
+// record but the header also has a checksum that starts from the
+// segment's salt, a secret drawn when the segment starts, so that no bytes
+// a client chose (the values inside entries) ever decode as a record.
 type segment struct {
 	seq      uint64
 	f        vfs.File
+	salt     salt
 	size     int64  // bytes of records, written or buffered
 	flushed  int64  // bytes of records written to the file
 	maxIndex uint64 // the highest entry index recorded in this segment (0: none)
@@ -85,7 +92,26 @@ func (l *Log) newSegment(seq uint64) (*segment, error) {
 		_ = f.Close()
 		return nil, err
 	}
-	return &segment{seq: seq, f: f}, nil
+	s, err := l.drawSalt()
+	if err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return &segment{seq: seq, f: f, salt: s}, nil
+}
+
+// drawSalt draws a new segment's salt. It must be unpredictable: the
+// checksums it starts are what keeps a forged record out of the log.
+func (l *Log) drawSalt() (salt, error) {
+	src := l.cfg.Knobs.SaltSource
+	if src == nil {
+		src = rand.Reader
+	}
+	var b [16]byte
+	if _, err := io.ReadFull(src, b[:]); err != nil {
+		return salt{}, fmt.Errorf("wal: draw a segment salt: %w", err)
+	}
+	return newSalt(binary.LittleEndian.Uint64(b[:]), binary.LittleEndian.Uint64(b[8:])), nil
 }
 
 // createZeroed creates name holding size zero bytes, synced.

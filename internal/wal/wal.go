@@ -149,7 +149,7 @@ func (l *Log) put(t recType, payload []byte) (*segment, int64, error) {
 	}
 	s := l.active()
 	off := s.size
-	l.buf = appendRecord(l.buf, t, s.seq, l.batch, payload)
+	l.buf = appendRecord(l.buf, t, s.seq, l.batch, s.salt, payload)
 	s.size += n
 	l.dirty = true
 	return s, off, nil
@@ -161,7 +161,7 @@ func (l *Log) put(t recType, payload []byte) (*segment, int64, error) {
 // other segment as corruption, never as a torn tail.
 func (l *Log) roll() error {
 	s := l.active()
-	l.buf = appendRecord(l.buf, recEnd, s.seq, l.batch, nil)
+	l.buf = appendRecord(l.buf, recEnd, s.seq, l.batch, s.salt, nil)
 	s.size += endSize
 	l.dirty = true
 	if err := l.syncLocked(); err != nil {
@@ -193,8 +193,8 @@ func (l *Log) putHeader() error {
 		return err
 	}
 	s := l.active()
-	payload := appendHeader(nil, l.trunc, l.prevSeq(), b)
-	l.buf = appendRecord(l.buf, recSegment, s.seq, l.batch, payload)
+	payload := appendHeader(nil, l.trunc, l.prevSeq(), s.salt, b)
+	l.buf = appendRecord(l.buf, recSegment, s.seq, l.batch, unsalted, payload)
 	s.size += int64(recordSize(len(payload)))
 	l.dirty = true
 	return nil
@@ -414,7 +414,7 @@ func (l *Log) readRun(i, hi, budget uint64) ([]*pb.Entry, error) {
 		idx := i + uint64(k)
 		lc := l.ents[idx-l.trunc.index-1]
 		var err error
-		if out[k], err = decodeEntry(b[lc.off-first.off:][:lc.size], s.seq, idx, lc.term); err != nil {
+		if out[k], err = decodeEntry(b[lc.off-first.off:][:lc.size], s.seq, s.salt, idx, lc.term); err != nil {
 			return nil, fmt.Errorf("segment %d offset %d: %w", s.seq, lc.off, err)
 		}
 	}
@@ -423,8 +423,8 @@ func (l *Log) readRun(i, hi, budget uint64) ([]*pb.Entry, error) {
 
 // decodeEntry decodes the entry record b and checks it holds entry index
 // of term, as the in-memory index says.
-func decodeEntry(b []byte, seq, index, term uint64) (*pb.Entry, error) {
-	r, _, err := decodeRecord(b, seq, MaxRecord)
+func decodeEntry(b []byte, seq uint64, s salt, index, term uint64) (*pb.Entry, error) {
+	r, _, err := decodeRecord(b, seq, s, MaxRecord)
 	if err != nil || r.typ != recEntry {
 		return nil, fmt.Errorf("%w: entry %d unreadable", ErrCorrupt, index)
 	}
