@@ -113,9 +113,13 @@ func (s *Server) serveConn(conn transport.Conn, role listenRole) {
 		}
 		ownKeyValue(&req) // the request outlives buf, which the next Recv reuses
 		select {
-		case sem <- struct{}{}:
-		case <-s.ctx.Done():
-			return
+		case sem <- struct{}{}: // room: no select over the server's end
+		default:
+			select {
+			case sem <- struct{}{}:
+			case <-s.ctx.Done():
+				return
+			}
 		}
 		s.wg.Add(1)
 		go func() {
