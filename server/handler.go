@@ -85,14 +85,7 @@ func (s *Server) serveConn(conn transport.Conn, role listenRole) {
 	defer cancel()
 	rc := &replyConn{conn: conn, budget: budget, slow: &slow,
 		work: newCoarseTimeout(ctx, requestTimeout), wait: newCoarseTimeout(ctx, s.cfg.Knobs.ReplyTimeout)}
-	w := &workers{wg: &s.wg, sem: sem, jobs: make(chan *job), serve: func(j *job) {
-		if j.req.Op == wire.OpSnapshot { // many replies (snapshot.go)
-			defer budget.release(j.reserve)
-			s.serveSnapshot(conn, &j.req, &slow)
-			return
-		}
-		s.respond(rc, &j.req, j.reserve)
-	}}
+	w := s.connWorkers(rc, sem)
 	defer close(w.jobs) // the idle workers end with the connection
 	var watches *watchConn
 	buf := first
@@ -168,6 +161,19 @@ type workers struct {
 type job struct {
 	req     wire.Request
 	reserve int
+}
+
+// connWorkers returns the workers of the client connection rc, which may
+// have cap(sem) requests served at once.
+func (s *Server) connWorkers(rc *replyConn, sem chan struct{}) *workers {
+	return &workers{wg: &s.wg, sem: sem, jobs: make(chan *job), serve: func(j *job) {
+		if j.req.Op == wire.OpSnapshot { // many replies (snapshot.go)
+			defer rc.budget.release(j.reserve)
+			s.serveSnapshot(rc.conn, &j.req, rc.slow)
+			return
+		}
+		s.respond(rc, &j.req, j.reserve)
+	}}
 }
 
 // hand gives j to an idle worker, or to a new one; the caller holds a slot
