@@ -223,6 +223,15 @@ func (l *loop) settle() bool {
 
 func (l *loop) drain() {
 	for range maxDrain {
+		// Proposals first, one channel at a time: under load most of
+		// what is queued is proposals, and a select over every channel
+		// locks them all for each one taken.
+		select {
+		case p := <-l.n.propc:
+			l.propose(p)
+			continue
+		default:
+		}
 		select {
 		case p := <-l.n.propc:
 			l.propose(p)

@@ -51,11 +51,15 @@ func (n *Node) Propose(ctx context.Context, adm Admission, encode Encode) (Propo
 // propose hands p to the loop and waits for its outcome.
 func (n *Node) propose(ctx context.Context, p *proposal) result {
 	select {
-	case n.propc <- p:
-	case <-ctx.Done():
-		return result{err: ctx.Err()}
-	case <-n.donec:
-		return result{err: n.stoppedErr()}
+	case n.propc <- p: // room in the queue: no select over the others
+	default:
+		select {
+		case n.propc <- p:
+		case <-ctx.Done():
+			return result{err: ctx.Err()}
+		case <-n.donec:
+			return result{err: n.stoppedErr()}
+		}
 	}
 	select {
 	case r := <-p.done:

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kvd-project/kvd/internal/errs"
@@ -84,6 +85,8 @@ func (s *Server) serveConn(conn transport.Conn, role listenRole) {
 	defer cancel()
 	rc := &replyConn{conn: conn, budget: budget, slow: &slow,
 		work: newCoarseTimeout(ctx, requestTimeout), wait: newCoarseTimeout(ctx, s.cfg.Knobs.ReplyTimeout)}
+	w := s.connWorkers(rc, sem)
+	defer close(w.jobs) // the idle workers end with the connection
 	var watches *watchConn
 	buf := first
 	for {
@@ -113,26 +116,111 @@ func (s *Server) serveConn(conn transport.Conn, role listenRole) {
 		}
 		ownKeyValue(&req) // the request outlives buf, which the next Recv reuses
 		select {
-		case sem <- struct{}{}:
-		case <-s.ctx.Done():
-			return
-		}
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			defer func() { <-sem }()
-			if req.Op == wire.OpSnapshot { // many replies (snapshot.go)
-				defer budget.release(reserve)
-				s.serveSnapshot(conn, &req, &slow)
+		case sem <- struct{}{}: // room: no select over the server's end
+		default:
+			select {
+			case sem <- struct{}{}:
+			case <-s.ctx.Done():
 				return
 			}
-			s.respond(rc, &req, reserve)
-		}()
+		}
+		w.hand(&job{req: req, reserve: reserve})
 		if cap(buf) > keepRecvBuf {
 			buf = nil
 		}
 		if buf, err = conn.Recv(s.ctx, buf[:0]); err != nil {
 			return
+		}
+	}
+}
+
+// maxIdleWorkers bounds the goroutines a connection keeps waiting for its
+// next request (workers): a client with one request in flight at a time
+// reuses one, and one that had many in flight at once keeps only this many
+// afterwards (a few KiB each once the GC has shrunk their stacks), so an
+// idle connection holds little more than before it was used.
+const maxIdleWorkers = 2
+
+// workers serve a connection's requests, each on a goroutine of its own,
+// as many at once as the connection may have in flight (sem). A goroutine
+// that has served a request waits for the next one rather than exit: a new
+// goroutine per request cost the leader about 5% of its CPU per PUT (its
+// start, its exit, and growing its stack again to the depth of a PUT).
+type workers struct {
+	wg    *sync.WaitGroup // the server's: counts every worker
+	sem   chan struct{}   // held while a request is served
+	jobs  chan *job       // unbuffered: a send succeeds only to an idle worker
+	serve func(*job)
+	idle  atomic.Int32 // workers committed to receive from jobs, not yet handed one
+	// started counts the goroutines started (tests read it).
+	started atomic.Int64
+}
+
+// job is one request for a worker, with the room it holds of the
+// connection's budget (replyReserve).
+type job struct {
+	req     wire.Request
+	reserve int
+}
+
+// connWorkers returns the workers of the client connection rc, which may
+// have cap(sem) requests served at once.
+func (s *Server) connWorkers(rc *replyConn, sem chan struct{}) *workers {
+	return &workers{wg: &s.wg, sem: sem, jobs: make(chan *job), serve: func(j *job) {
+		if j.req.Op == wire.OpSnapshot { // many replies (snapshot.go)
+			defer rc.budget.release(j.reserve)
+			s.serveSnapshot(rc.conn, &j.req, rc.slow)
+			return
+		}
+		s.respond(rc, &j.req, j.reserve)
+	}}
+}
+
+// hand gives j to an idle worker, or to a new one; the caller holds a slot
+// of sem for it, which the worker releases once j is served. Only the
+// connection's reading goroutine hands jobs.
+func (w *workers) hand(j *job) {
+	for n := w.idle.Load(); n > 0; n = w.idle.Load() {
+		if w.idle.CompareAndSwap(n, n-1) {
+			// An idle worker is claimed: it receives next, if it is not
+			// receiving already.
+			w.jobs <- j
+			return
+		}
+	}
+	w.wg.Add(1)
+	w.started.Add(1)
+	go w.run(j)
+}
+
+// run serves j, then the jobs handed to it while it waits, until jobs is
+// closed (the connection ended), or until it finds enough other workers
+// idle.
+func (w *workers) run(j *job) {
+	defer w.wg.Done()
+	for {
+		w.serve(j)
+		<-w.sem
+		if !w.goIdle() {
+			return
+		}
+		var ok bool
+		if j, ok = <-w.jobs; !ok {
+			return
+		}
+	}
+}
+
+// goIdle counts the caller among the idle workers, which commits it to
+// receive one job (or the end), unless maxIdleWorkers are idle already.
+func (w *workers) goIdle() bool {
+	for {
+		n := w.idle.Load()
+		if n >= maxIdleWorkers {
+			return false
+		}
+		if w.idle.CompareAndSwap(n, n+1) {
+			return true
 		}
 	}
 }

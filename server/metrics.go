@@ -2,6 +2,7 @@ package server
 
 import (
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,6 +21,7 @@ type metrics struct {
 	cs       []prometheus.Collector
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
+	ops      [1 << 8]atomic.Pointer[opSeries] // by wire.Op (series)
 
 	// Connections refused, or closed for breaking a limit, by reason
 	// (limits.go).
@@ -132,8 +134,36 @@ func (m *metrics) unregister() {
 }
 
 func (m *metrics) observe(op wire.Op, st wire.Status, d time.Duration) {
-	m.requests.WithLabelValues(op.String(), statusName(st)).Inc()
-	m.latency.WithLabelValues(op.String()).Observe(d.Seconds())
+	s := m.series(op)
+	if st == wire.StatusOK {
+		s.ok.Inc()
+	} else {
+		m.requests.WithLabelValues(op.String(), statusName(st)).Inc()
+	}
+	s.latency.Observe(d.Seconds())
+}
+
+// opSeries are one op's series that every request of it touches: looking
+// them up by label values hashes the labels and takes the vector's lock,
+// for each request.
+type opSeries struct {
+	ok      prometheus.Counter // kvd_requests_total{op, status="ok"}
+	latency prometheus.Observer
+}
+
+// series returns op's series, made at its first request.
+func (m *metrics) series(op wire.Op) *opSeries {
+	if s := m.ops[op].Load(); s != nil {
+		return s
+	}
+	// Two first requests may both get here: the vectors hand both the
+	// same children.
+	s := &opSeries{
+		ok:      m.requests.WithLabelValues(op.String(), statusName(wire.StatusOK)),
+		latency: m.latency.WithLabelValues(op.String()),
+	}
+	m.ops[op].Store(s)
+	return s
 }
 
 func statusName(st wire.Status) string {

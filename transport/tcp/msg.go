@@ -105,12 +105,14 @@ func (c *conn) Send(ctx context.Context, msg []byte) error {
 	if c.cut() {
 		return nil
 	}
-	select {
-	case <-c.msgs.window:
-	case <-ctx.Done():
-		return c.usable(ctx)
-	case <-c.closed:
-		return c.err
+	if !c.takeCredit() {
+		select {
+		case <-c.msgs.window:
+		case <-ctx.Done():
+			return c.usable(ctx)
+		case <-c.closed:
+			return c.err
+		}
 	}
 	if err := c.msgs.out.reserve(ctx, len(msg), c.closed); err != nil {
 		c.msgs.window <- struct{}{} // the credit was not used
@@ -130,6 +132,17 @@ func (c *conn) Send(ctx context.Context, msg []byte) error {
 		_, err = c.bw.Write(msg)
 	}
 	return c.wunlock(err)
+}
+
+// takeCredit takes a credit if one is free, without waiting: the common
+// case, which then costs no select over the context and the closure.
+func (c *conn) takeCredit() bool {
+	select {
+	case <-c.msgs.window:
+		return true
+	default:
+		return false
+	}
 }
 
 // Recv returns the next message appended to buf[:0]. Messages that arrived
@@ -154,6 +167,11 @@ func (c *conn) next(ctx context.Context) (*inMsg, error) {
 	select {
 	case <-c.closed:
 		return c.leftover()
+	default:
+	}
+	select {
+	case m := <-c.msgs.queue: // already delivered: no select over the others
+		return m, nil
 	default:
 	}
 	select {
