@@ -355,7 +355,9 @@ func (u *Update) setProto(key []byte, m proto.Message) error {
 }
 
 // Empty reports whether the Update has nothing to write.
-func (u *Update) Empty() bool { return u.b.Empty() && len(u.appends) == 0 && u.hs == nil }
+func (u *Update) Empty() bool {
+	return u.b.Empty() && len(u.appends) == 0 && u.hs == nil && !u.rv.revUnwritten
+}
 
 // Commit writes the batch (fsyncing the WAL if sync) and publishes the new
 // state to the store's readers. The Update is spent afterwards. Once the
@@ -369,6 +371,9 @@ func (u *Update) Commit(sync bool) error {
 	}
 	if err := u.s.fault.err(); err != nil {
 		return err // even an empty Ready: the loop learns of a fault at its next one
+	}
+	if err := u.writeRevision(); err != nil {
+		return err
 	}
 	if u.s.wal != nil {
 		return u.commitWAL(sync, false)
@@ -428,6 +433,9 @@ func (u *Update) commitGuarded(write func() error) error {
 // the sync is the log's, and it is left to SyncWait only when the entries
 // the Update applies were durable before it (commitWAL).
 func (u *Update) CommitNoSyncWait() error {
+	if err := u.writeRevision(); err != nil {
+		return err
+	}
 	if u.s.wal != nil {
 		if u.s.closed.Load() {
 			return ErrClosed
