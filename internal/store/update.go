@@ -22,7 +22,12 @@ import (
 // An Update belongs to the raft loop; after Commit or Close it is spent.
 type Update struct {
 	s *Store
-	b *pebble.Batch
+	// b is a plain batch until the Update first reads through it
+	// (reader): most Updates (PUTs whose keys' Meta the metaCache knows)
+	// only write, and indexing every record costs as much as a memtable
+	// insert.
+	b       *pebble.Batch
+	indexed bool
 
 	// Pending in-memory effects, published by Commit.
 	hs       *pb.HardState
@@ -70,7 +75,7 @@ func (s *Store) NewUpdate() *Update {
 	defer s.mu.Unlock()
 	u := &Update{
 		s:       s,
-		b:       s.db.NewIndexedBatch(),
+		b:       s.db.NewBatch(),
 		trunc:   s.trunc,
 		last:    s.last,
 		applied: s.applied,
@@ -97,7 +102,10 @@ func (u *Update) InstallSnapshot(snap *pb.Snapshot, st *Staged) error {
 	snap = proto.CloneOf(snap)
 	pb.EnsureSnapshot(snap)
 	trunc := truncState{md.GetIndex(), md.GetTerm()}
-	b := u.b
+	b, err := u.reader() // installRevs reads through it
+	if err != nil {
+		return err
+	}
 	var errs []error
 	if u.s.wal == nil { // else the log is reset at Commit (commitWAL)
 		errs = append(errs, b.DeleteRange(logStart, logEnd, nil), b.Set(keyTrunc, trunc.encode(), nil))
@@ -133,6 +141,23 @@ func (u *Update) InstallSnapshot(snap *pb.Snapshot, st *Staged) error {
 	}
 	u.reset, u.appends = true, nil
 	return nil
+}
+
+// reader is the Update's batch, indexed so that reads through it see its
+// writes: the plain batch written so far becomes an indexed one at the
+// first read, and stays one.
+func (u *Update) reader() (*pebble.Batch, error) {
+	if u.indexed {
+		return u.b, nil
+	}
+	ib := u.s.db.NewIndexedBatch()
+	if err := ib.Apply(u.b, nil); err != nil {
+		ib.Close()
+		return nil, err
+	}
+	u.b.Close()
+	u.b, u.indexed = ib, true
+	return ib, nil
 }
 
 // Append writes entries to the log, replacing any existing suffix from
@@ -210,8 +235,12 @@ func (u *Update) Put(key, value []byte, m revision.Meta) error {
 // state as this Update sees it (its own writes included): what a
 // transaction applied in this Update reads.
 func (u *Update) Get(key []byte) (value []byte, m revision.Meta, ok bool, err error) {
+	r, err := u.reader()
+	if err != nil {
+		return nil, revision.Meta{}, false, err
+	}
 	u.keyBuf = appendKVKey(u.keyBuf[:0], u.gen, key)
-	raw, c, err := u.b.Get(u.keyBuf)
+	raw, c, err := r.Get(u.keyBuf)
 	switch {
 	case errors.Is(err, pebble.ErrNotFound):
 		return nil, revision.Meta{}, false, nil
@@ -242,8 +271,12 @@ func (u *Update) lookup(key []byte) (m revision.Meta, present bool, err error) {
 			return m, present, nil
 		}
 	}
+	r, err := u.reader()
+	if err != nil {
+		return revision.Meta{}, false, err
+	}
 	u.keyBuf = appendKVKey(u.keyBuf[:0], u.gen, key)
-	raw, closer, err := u.b.Get(u.keyBuf)
+	raw, closer, err := r.Get(u.keyBuf)
 	switch {
 	case errors.Is(err, pebble.ErrNotFound):
 	case err != nil:
@@ -557,7 +590,11 @@ func (u *Update) Range(start, end []byte, fn func(key, value []byte, m revision.
 	if len(end) > 0 {
 		opts.UpperBound = appendKVKey(nil, u.gen, end)
 	}
-	it, err := u.b.NewIter(&opts)
+	r, err := u.reader()
+	if err != nil {
+		return err
+	}
+	it, err := r.NewIter(&opts)
 	if err != nil {
 		return err
 	}
