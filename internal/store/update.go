@@ -28,6 +28,13 @@ type Update struct {
 	// insert.
 	b       *pebble.Batch
 	indexed bool
+	// order holds the history's by-revision records while b is plain
+	// (orderBatch): they go at the end of the batch (finish), where they
+	// follow one another in key order, so that Pebble's memtable inserts
+	// each after the last without a search (its inserter keeps its place
+	// from one record of a batch to the next). Interleaved with the
+	// writes to keys all over the key space they each cost a full search.
+	order *pebble.Batch
 
 	// Pending in-memory effects, published by Commit.
 	hs       *pb.HardState
@@ -150,6 +157,9 @@ func (u *Update) reader() (*pebble.Batch, error) {
 	if u.indexed {
 		return u.b, nil
 	}
+	if err := u.appendOrder(); err != nil {
+		return nil, err
+	}
 	ib := u.s.db.NewIndexedBatch()
 	if err := ib.Apply(u.b, nil); err != nil {
 		ib.Close()
@@ -158,6 +168,39 @@ func (u *Update) reader() (*pebble.Batch, error) {
 	u.b.Close()
 	u.b, u.indexed = ib, true
 	return ib, nil
+}
+
+// orderBatch is the batch the history's by-revision records go in: order
+// while b is plain, b once it is indexed (reads find them there).
+// Nothing but RecordHistory writes or deletes such records in an Update
+// (the compactor deletes them in batches of its own, and a snapshot
+// install, which drops a generation's, reads first), so moving them to
+// the end of the batch changes nothing Pebble ends up holding.
+func (u *Update) orderBatch() *pebble.Batch {
+	if u.indexed {
+		return u.b
+	}
+	if u.order == nil {
+		u.order = u.s.db.NewBatch()
+	}
+	return u.order
+}
+
+// appendOrder moves the by-revision records held aside to the end of b.
+func (u *Update) appendOrder() error {
+	if u.order == nil {
+		return nil
+	}
+	err := u.b.Apply(u.order, nil)
+	u.order.Close()
+	u.order = nil
+	return err
+}
+
+// finish completes the batch before its commit: the store revision's
+// record, then the history's by-revision records.
+func (u *Update) finish() error {
+	return errors.Join(u.writeRevision(), u.appendOrder())
 }
 
 // Append writes entries to the log, replacing any existing suffix from
@@ -389,7 +432,7 @@ func (u *Update) setProto(key []byte, m proto.Message) error {
 
 // Empty reports whether the Update has nothing to write.
 func (u *Update) Empty() bool {
-	return u.b.Empty() && len(u.appends) == 0 && u.hs == nil && !u.rv.revUnwritten
+	return u.b.Empty() && len(u.appends) == 0 && u.hs == nil && !u.rv.revUnwritten && u.order == nil
 }
 
 // Commit writes the batch (fsyncing the WAL if sync) and publishes the new
@@ -405,7 +448,7 @@ func (u *Update) Commit(sync bool) error {
 	if err := u.s.fault.err(); err != nil {
 		return err // even an empty Ready: the loop learns of a fault at its next one
 	}
-	if err := u.writeRevision(); err != nil {
+	if err := u.finish(); err != nil {
 		return err
 	}
 	if u.s.wal != nil {
@@ -466,7 +509,7 @@ func (u *Update) commitGuarded(write func() error) error {
 // the sync is the log's, and it is left to SyncWait only when the entries
 // the Update applies were durable before it (commitWAL).
 func (u *Update) CommitNoSyncWait() error {
-	if err := u.writeRevision(); err != nil {
+	if err := u.finish(); err != nil {
 		return err
 	}
 	if u.s.wal != nil {
@@ -565,6 +608,10 @@ func (u *Update) Close() {
 	if u.b != nil {
 		u.b.Close()
 		u.b = nil
+	}
+	if u.order != nil {
+		u.order.Close()
+		u.order = nil
 	}
 	u.handOn()
 }
