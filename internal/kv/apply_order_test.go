@@ -2,6 +2,7 @@ package kv
 
 import (
 	"maps"
+	"slices"
 	"testing"
 
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -152,4 +153,47 @@ func TestCollapsedBatchWithTxnShowsOnlyStatesThatHeld(t *testing.T) {
 		t.Fatalf("the batch's writes are %v, want j, k (the transaction's), j", ops)
 	}
 	checkApplyPrefixes(t, ops, rec.calls[0])
+}
+
+// TestApplyCompletesOnlyThisNodesProposals: the outcomes Apply returns are
+// those of the commands this node proposed (raft completes no other
+// node's), whichever kind of command.
+func TestApplyCompletesOnlyThisNodesProposals(t *testing.T) {
+	st, err := store.Open(t.TempDir(), store.Options{WALSegmentSize: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	met, _ := newMetrics(nil)
+	m := newMachine(Config{}.withDefaults(), met)
+	if err := m.Open(raft.Env{ID: 1, Store: st, Logger: peertest.Logger()}); err != nil {
+		t.Fatal(err)
+	}
+	tx := txn.Txn{Then: []txn.Op{{Type: txn.Put, Key: []byte("t"), Value: []byte("x")}}}
+	var ents []*pb.Entry
+	for i, c := range []command{
+		{op: opPut, proposer: 2, reqID: 1, key: []byte("a"), value: []byte("1")},
+		{op: opPut, proposer: 1, reqID: 2, key: []byte("a"), value: []byte("2")},
+		{op: opDelete, proposer: 3, reqID: 3, key: []byte("a")},
+		{op: opTxn, proposer: 2, reqID: 4, value: txn.Append(nil, &tx)},
+		{op: opDelete, proposer: 1, reqID: 5, key: []byte("t")},
+	} {
+		ents = append(ents, &pb.Entry{Index: new(uint64(i + 1)), Term: new(uint64(1)), Type: pb.EntryNormal.Enum(), Data: appendCommand(nil, c)})
+	}
+	u := st.NewUpdate()
+	defer u.Close()
+	out, err := m.Apply(u, ents, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []uint64
+	for _, o := range out {
+		if o.Proposer != 1 {
+			t.Errorf("outcome of node %d's proposal %d returned to node 1", o.Proposer, o.ReqID)
+		}
+		got = append(got, o.ReqID)
+	}
+	if !slices.Equal(got, []uint64{2, 5}) {
+		t.Fatalf("outcomes for proposals %v, want node 1's: [2 5]", got)
+	}
 }

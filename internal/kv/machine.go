@@ -150,8 +150,12 @@ func (m *machine) Tick(propose func(raft.Encode)) {
 	m.autoCompact(propose)
 }
 
-// complete records the outcome of a command for its proposer's caller.
+// complete records the outcome of a command for its proposer's caller,
+// if the proposer is this node: raft completes no other node's.
 func (m *machine) complete(c command, o raft.Outcome) {
+	if c.proposer != m.id {
+		return
+	}
 	o.Proposer, o.ReqID = c.proposer, c.reqID
 	m.out = append(m.out, o)
 }
@@ -181,7 +185,9 @@ func (m *machine) applyCommand(u *store.Update, e *pb.Entry) error {
 		return err
 	}
 	m.sc.applies = append(m.sc.applies, w)
-	m.complete(c, raft.Outcome{Index: e.GetIndex(), Value: writeResult{rev: m.served(), existed: existed, prev: m.prev}})
+	if c.proposer == m.id { // else its result would be boxed for nothing, on every member
+		m.complete(c, raft.Outcome{Index: e.GetIndex(), Value: writeResult{rev: m.served(), existed: existed, prev: m.prev}})
+	}
 	return nil
 }
 

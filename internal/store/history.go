@@ -179,5 +179,5 @@ func (u *Update) RecordHistory(key, value []byte, m revision.Meta, deleted bool)
 	}
 	r.kbuf = appendOrderKey(r.kbuf[:0], u.gen, m.Mod, seq, key)
 	r.vbuf = appendHistValue(r.vbuf[:0], m, value, deleted)
-	return u.b.Set(r.kbuf, r.vbuf, nil)
+	return u.orderBatch().Set(r.kbuf, r.vbuf, nil)
 }

@@ -172,8 +172,8 @@ func BenchmarkUpdateCommit(b *testing.B) {
 
 // BenchmarkApplyPut is the store's part of applying PUTs as the state
 // machine does: each looks up its key's Meta (Update.Meta), then writes
-// the key and its history (Update.Put), 8 to an Update, which commits
-// with the applied index and the store revision. keys is the key space
+// the key and its history (Update.Put) and moves the store revision, 8 to
+// an Update, which commits with the applied index. keys is the key space
 // (round robin): within the metadata cache's bound, or (cold) every PUT
 // a new key. With leases, some lease exists, so that every plain PUT
 // also detaches its key from whatever lease it had (Update.Detach), as
@@ -216,7 +216,7 @@ func BenchmarkApplyPut(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					if err := u.Put(key, value, prev.Next(rev, 0)); err != nil {
+					if err := errors.Join(u.Put(key, value, prev.Next(rev, 0)), u.SetRevision(rev)); err != nil {
 						b.Fatal(err)
 					}
 					if bc.leases {
@@ -225,7 +225,7 @@ func BenchmarkApplyPut(b *testing.B) {
 						}
 					}
 				}
-				if err := errors.Join(u.SetRevision(rev), u.SetApplied(rev)); err != nil {
+				if err := u.SetApplied(rev); err != nil {
 					b.Fatal(err)
 				}
 				if err := u.Commit(false); err != nil {

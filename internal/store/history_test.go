@@ -441,6 +441,61 @@ func TestRevisionsSurviveReopen(t *testing.T) {
 	checkChanges(t, s, hm, 61)
 }
 
+// TestUpdateKeepsItsLastRevision: an Update whose entries move the store
+// revision several times (SetRevision writes its record once, at the
+// commit) leaves the last one, committed either way and in either raft log
+// mode, for readers and across a restart.
+func TestUpdateKeepsItsLastRevision(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		raftLog string
+		commit  func(u *Update) error
+	}{
+		{"pebble/Commit", RaftLogPebble, func(u *Update) error { return u.Commit(true) }},
+		{"pebble/CommitNoSyncWait", RaftLogPebble, func(u *Update) error {
+			return errors.Join(u.CommitNoSyncWait(), u.SyncWait())
+		}},
+		{"wal/Commit", RaftLogWAL, func(u *Update) error { return u.Commit(true) }},
+		{"wal/CommitNoSyncWait", RaftLogWAL, func(u *Update) error {
+			return errors.Join(u.CommitNoSyncWait(), u.SyncWait())
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			opts := Options{RaftLog: tc.raftLog, WALSegmentSize: testSegmentSize}
+			s, err := Open(dir, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, revs := range [][]uint64{{1, 2, 3}, {4}, {5, 6}} {
+				u := s.NewUpdate()
+				for _, rev := range revs {
+					m := revision.Meta{Create: 1, Mod: rev, Version: rev}
+					if err := errors.Join(u.Put([]byte("k"), []byte{byte(rev)}, m), u.SetRevision(rev)); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := tc.commit(u); err != nil {
+					t.Fatal(err)
+				}
+				if got, want := s.Revision(), revs[len(revs)-1]; got != want {
+					t.Fatalf("store revision %d after an Update ending at %d", got, want)
+				}
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if s, err = Open(dir, opts); err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if s.Revision() != 6 {
+				t.Fatalf("reopened at store revision %d, want 6", s.Revision())
+			}
+		})
+	}
+}
+
 // TestCompactionBatchIsBounded: one batch of the physical compaction
 // deletes at most its bound of records, however many one key or one
 // compaction releases (a hot key's thousand writes are spread over

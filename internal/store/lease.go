@@ -75,7 +75,11 @@ func decodeLease(id uint64, raw []byte) (Lease, error) {
 }
 
 func (u *Update) getRaw(key []byte) ([]byte, bool, error) {
-	raw, c, err := u.b.Get(key)
+	r, err := u.reader()
+	if err != nil {
+		return nil, false, err
+	}
+	raw, c, err := r.Get(key)
 	switch {
 	case errors.Is(err, pebble.ErrNotFound):
 		return nil, false, nil
@@ -185,7 +189,11 @@ func (u *Update) RevokeLease(id, rev uint64) (keys [][]byte, existed bool, err e
 	if id == ^uint64(0) {
 		hi = leaseKey(nil, u.gen, leaseAtt+1, 0, nil)[:leaseKeyHeader+1]
 	}
-	it, err := u.b.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	r, err := u.reader()
+	if err != nil {
+		return nil, true, err
+	}
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
 		return nil, true, err
 	}

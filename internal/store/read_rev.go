@@ -239,5 +239,9 @@ func (u *Update) RangeAt(start, end []byte, rev uint64, fn func(key, value []byt
 	if atRev, err = checkRev(rev, r.rev, r.compact); err != nil {
 		return 0, err
 	}
-	return atRev, rangeAt(u.b, u.gen, start, end, atRev, fn)
+	b, err := u.reader()
+	if err != nil {
+		return 0, err
+	}
+	return atRev, rangeAt(b, u.gen, start, end, atRev, fn)
 }

@@ -79,7 +79,10 @@ type revState struct {
 // the next) and published by Commit.
 type updateRevs struct {
 	loaded, dirty bool
-	rev, compact  uint64
+	// revUnwritten: SetRevision moved rev and its record is not yet in
+	// the batch (writeRevision puts it there once, at Commit).
+	revUnwritten bool
+	rev, compact uint64
 	// seqRev and seq number the writes of revision seqRev in the order
 	// RecordHistory records them: etcd's order of a transaction's events.
 	seqRev     uint64
@@ -101,16 +104,30 @@ func (u *Update) revs() *updateRevs {
 // changed the state; 0 before any did.
 func (u *Update) Revision() uint64 { return u.revs().rev }
 
-// SetRevision records rev as the store revision, in the Update's batch.
-// The store revision never goes back.
+// SetRevision records rev as the store revision. The store revision
+// never goes back. Its record goes in the Update's batch once, at Commit,
+// however many entries of the Update moved it: nothing reads it through
+// the batch, and readers of other goroutines see it only committed.
 func (u *Update) SetRevision(rev uint64) error {
 	r := u.revs()
 	if rev < r.rev {
 		return fmt.Errorf("store: revision %d would go back from %d", rev, r.rev)
 	}
-	r.rev, r.dirty = rev, true
+	r.rev, r.dirty, r.revUnwritten = rev, true, true
+	return nil
+}
+
+// writeRevision puts the store revision SetRevision last recorded in the
+// batch, in the Update's generation (a snapshot installed before it in
+// the same Update made that the new one).
+func (u *Update) writeRevision() error {
+	r := &u.rv
+	if !r.revUnwritten {
+		return nil
+	}
+	r.revUnwritten = false
 	r.kbuf = appendRevKey(r.kbuf[:0], u.gen, revRevision)
-	return u.b.Set(r.kbuf, u.u64(rev), nil)
+	return u.b.Set(r.kbuf, u.u64(r.rev), nil)
 }
 
 // CompactRevision is the compaction revision as this Update sees it.
@@ -183,7 +200,9 @@ func (u *Update) installRevs(old, gen uint64) error {
 		return err
 	}
 	r := u.revs()
-	r.rev, r.compact, r.dirty = rev, compact, true
+	// The new generation holds its own revision record: one SetRevision
+	// left unwritten belonged to the old one.
+	r.rev, r.compact, r.dirty, r.revUnwritten = rev, compact, true, false
 	return u.b.DeleteRange(revGenPrefix(old), revGenEnd(old), nil)
 }
 

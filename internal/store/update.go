@@ -22,7 +22,19 @@ import (
 // An Update belongs to the raft loop; after Commit or Close it is spent.
 type Update struct {
 	s *Store
-	b *pebble.Batch
+	// b is a plain batch until the Update first reads through it
+	// (reader): most Updates (PUTs whose keys' Meta the metaCache knows)
+	// only write, and indexing every record costs as much as a memtable
+	// insert.
+	b       *pebble.Batch
+	indexed bool
+	// order holds the history's by-revision records while b is plain
+	// (orderBatch): they go at the end of the batch (finish), where they
+	// follow one another in key order, so that Pebble's memtable inserts
+	// each after the last without a search (its inserter keeps its place
+	// from one record of a batch to the next). Interleaved with the
+	// writes to keys all over the key space they each cost a full search.
+	order *pebble.Batch
 
 	// Pending in-memory effects, published by Commit.
 	hs       *pb.HardState
@@ -70,7 +82,7 @@ func (s *Store) NewUpdate() *Update {
 	defer s.mu.Unlock()
 	u := &Update{
 		s:       s,
-		b:       s.db.NewIndexedBatch(),
+		b:       s.db.NewBatch(),
 		trunc:   s.trunc,
 		last:    s.last,
 		applied: s.applied,
@@ -97,7 +109,10 @@ func (u *Update) InstallSnapshot(snap *pb.Snapshot, st *Staged) error {
 	snap = proto.CloneOf(snap)
 	pb.EnsureSnapshot(snap)
 	trunc := truncState{md.GetIndex(), md.GetTerm()}
-	b := u.b
+	b, err := u.reader() // installRevs reads through it
+	if err != nil {
+		return err
+	}
 	var errs []error
 	if u.s.wal == nil { // else the log is reset at Commit (commitWAL)
 		errs = append(errs, b.DeleteRange(logStart, logEnd, nil), b.Set(keyTrunc, trunc.encode(), nil))
@@ -133,6 +148,59 @@ func (u *Update) InstallSnapshot(snap *pb.Snapshot, st *Staged) error {
 	}
 	u.reset, u.appends = true, nil
 	return nil
+}
+
+// reader is the Update's batch, indexed so that reads through it see its
+// writes: the plain batch written so far becomes an indexed one at the
+// first read, and stays one.
+func (u *Update) reader() (*pebble.Batch, error) {
+	if u.indexed {
+		return u.b, nil
+	}
+	if err := u.appendOrder(); err != nil {
+		return nil, err
+	}
+	ib := u.s.db.NewIndexedBatch()
+	if err := ib.Apply(u.b, nil); err != nil {
+		ib.Close()
+		return nil, err
+	}
+	u.b.Close()
+	u.b, u.indexed = ib, true
+	return ib, nil
+}
+
+// orderBatch is the batch the history's by-revision records go in: order
+// while b is plain, b once it is indexed (reads find them there).
+// Nothing but RecordHistory writes or deletes such records in an Update
+// (the compactor deletes them in batches of its own, and a snapshot
+// install, which drops a generation's, reads first), so moving them to
+// the end of the batch changes nothing Pebble ends up holding.
+func (u *Update) orderBatch() *pebble.Batch {
+	if u.indexed {
+		return u.b
+	}
+	if u.order == nil {
+		u.order = u.s.db.NewBatch()
+	}
+	return u.order
+}
+
+// appendOrder moves the by-revision records held aside to the end of b.
+func (u *Update) appendOrder() error {
+	if u.order == nil {
+		return nil
+	}
+	err := u.b.Apply(u.order, nil)
+	u.order.Close()
+	u.order = nil
+	return err
+}
+
+// finish completes the batch before its commit: the store revision's
+// record, then the history's by-revision records.
+func (u *Update) finish() error {
+	return errors.Join(u.writeRevision(), u.appendOrder())
 }
 
 // Append writes entries to the log, replacing any existing suffix from
@@ -210,8 +278,12 @@ func (u *Update) Put(key, value []byte, m revision.Meta) error {
 // state as this Update sees it (its own writes included): what a
 // transaction applied in this Update reads.
 func (u *Update) Get(key []byte) (value []byte, m revision.Meta, ok bool, err error) {
+	r, err := u.reader()
+	if err != nil {
+		return nil, revision.Meta{}, false, err
+	}
 	u.keyBuf = appendKVKey(u.keyBuf[:0], u.gen, key)
-	raw, c, err := u.b.Get(u.keyBuf)
+	raw, c, err := r.Get(u.keyBuf)
 	switch {
 	case errors.Is(err, pebble.ErrNotFound):
 		return nil, revision.Meta{}, false, nil
@@ -242,8 +314,12 @@ func (u *Update) lookup(key []byte) (m revision.Meta, present bool, err error) {
 			return m, present, nil
 		}
 	}
+	r, err := u.reader()
+	if err != nil {
+		return revision.Meta{}, false, err
+	}
 	u.keyBuf = appendKVKey(u.keyBuf[:0], u.gen, key)
-	raw, closer, err := u.b.Get(u.keyBuf)
+	raw, closer, err := r.Get(u.keyBuf)
 	switch {
 	case errors.Is(err, pebble.ErrNotFound):
 	case err != nil:
@@ -355,7 +431,9 @@ func (u *Update) setProto(key []byte, m proto.Message) error {
 }
 
 // Empty reports whether the Update has nothing to write.
-func (u *Update) Empty() bool { return u.b.Empty() && len(u.appends) == 0 && u.hs == nil }
+func (u *Update) Empty() bool {
+	return u.b.Empty() && len(u.appends) == 0 && u.hs == nil && !u.rv.revUnwritten && u.order == nil
+}
 
 // Commit writes the batch (fsyncing the WAL if sync) and publishes the new
 // state to the store's readers. The Update is spent afterwards. Once the
@@ -369,6 +447,9 @@ func (u *Update) Commit(sync bool) error {
 	}
 	if err := u.s.fault.err(); err != nil {
 		return err // even an empty Ready: the loop learns of a fault at its next one
+	}
+	if err := u.finish(); err != nil {
+		return err
 	}
 	if u.s.wal != nil {
 		return u.commitWAL(sync, false)
@@ -428,6 +509,9 @@ func (u *Update) commitGuarded(write func() error) error {
 // the sync is the log's, and it is left to SyncWait only when the entries
 // the Update applies were durable before it (commitWAL).
 func (u *Update) CommitNoSyncWait() error {
+	if err := u.finish(); err != nil {
+		return err
+	}
 	if u.s.wal != nil {
 		if u.s.closed.Load() {
 			return ErrClosed
@@ -525,6 +609,10 @@ func (u *Update) Close() {
 		u.b.Close()
 		u.b = nil
 	}
+	if u.order != nil {
+		u.order.Close()
+		u.order = nil
+	}
 	u.handOn()
 }
 
@@ -549,7 +637,11 @@ func (u *Update) Range(start, end []byte, fn func(key, value []byte, m revision.
 	if len(end) > 0 {
 		opts.UpperBound = appendKVKey(nil, u.gen, end)
 	}
-	it, err := u.b.NewIter(&opts)
+	r, err := u.reader()
+	if err != nil {
+		return err
+	}
+	it, err := r.NewIter(&opts)
 	if err != nil {
 		return err
 	}
