@@ -19,7 +19,8 @@ import (
 // 8-aligned place in an arena) in state 0 (live), 1 (dead) or 2 (hidden),
 // under a tag chosen by rule T, and returns the tag for the slot word.
 func WriteInlineRecord(block, key, value []byte, meta revision.Meta, state uint32) uint8 {
-	return stores{}.writeInline(block, key, value, meta, state)
+	tag, _ := stores{}.writeInline(block, nil, key, value, meta, state)
+	return tag
 }
 
 // SetInlineRecordState changes the state of the inline record in block as

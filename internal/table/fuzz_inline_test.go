@@ -46,7 +46,7 @@ func FuzzVerifyInline(f *testing.F) {
 			t.Fatalf("accepted a block whose words do not all carry tag %d: % x", s.Tag, block)
 		}
 		want := make([]byte, len(block))
-		stores{}.encodeInline(want, key, r.AppendValue(nil), r.Meta, r.State, s.Tag)
+		stores{}.encodeInline(want, nil, key, r.AppendValue(nil), r.Meta, r.State, s.Tag)
 		if !bytes.Equal(want, block) {
 			t.Fatalf("accepted bytes the writer would not produce:\n got % x\nwant % x", block, want)
 		}

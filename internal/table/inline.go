@@ -81,11 +81,11 @@ func chooseTag(block []byte) uint8 {
 
 // writeInline writes the record for key, value and meta into block (of
 // exactly InlineLen bytes, 8-aligned) in the given state, under a tag
-// chosen by rule T, and returns the tag for the slot word.
-func (s stores) writeInline(block, key, value []byte, meta revision.Meta, state uint32) uint8 {
+// chosen by rule T, and returns the tag for the slot word. buf is scratch
+// space, returned (grown if it had to be) for the next call.
+func (s stores) writeInline(block, buf, key, value []byte, meta revision.Meta, state uint32) (uint8, []byte) {
 	tag := chooseTag(block)
-	s.encodeInline(block, key, value, meta, state, tag)
-	return tag
+	return tag, s.encodeInline(block, buf, key, value, meta, state, tag)
 }
 
 // encodeInline writes the record word by word with single aligned 8-byte
@@ -94,31 +94,31 @@ func (s stores) writeInline(block, key, value []byte, meta revision.Meta, state 
 // its slot word is stored, so the order only matters for the crc. Lengths
 // must already be in range and block exactly InlineLen(len(key),
 // len(value)) bytes.
-func (s stores) encodeInline(block, key, value []byte, meta revision.Meta, state uint32, tag uint8) {
-	var head [revision.Size + 6]byte
+//
+// The padded payload is first laid out contiguously in buf (a heap slice,
+// so crc32 takes it whole without making a stack copy escape): the words
+// are then 8-byte loads from it with the top byte replaced by the tag, and
+// the crc is one call over it, the same bytes a reader gathers from the
+// words. buf is returned for reuse.
+func (s stores) encodeInline(block, buf, key, value []byte, meta revision.Meta, state uint32, tag uint8) []byte {
+	words := len(block)/inlineWord - 1
+	n := words * inlineGroup
+	buf = slices.Grow(buf[:0], n+1)[:n+1] // +1: the last word's load reads a byte past the payload
 	le := binary.LittleEndian
-	meta.Put(head[:])
-	le.PutUint16(head[revision.Size:], uint16(len(key)))
-	le.PutUint32(head[revision.Size+2:], uint32(len(value)))
-	segs := [3][]byte{head[:], key, value}
-	seg := 0
-	for off := inlineWord; off < len(block); off += inlineWord {
-		var w [inlineWord]byte
-		n := 0
-		for n < inlineGroup && seg < len(segs) {
-			c := copy(w[n:inlineGroup], segs[seg])
-			segs[seg] = segs[seg][c:]
-			n += c
-			if len(segs[seg]) == 0 {
-				seg++
-			}
-		}
-		w[inlineTagByte] = tag
-		s.word(block, uint64(off), le.Uint64(w[:]))
+	meta.Put(buf)
+	le.PutUint16(buf[revision.Size:], uint16(len(key)))
+	le.PutUint32(buf[revision.Size+2:], uint32(len(value)))
+	i := revision.Size + 6
+	i += copy(buf[i:], key)
+	i += copy(buf[i:], value)
+	clear(buf[i:])
+	const payloadMask = 1<<(8*inlineGroup) - 1
+	for w := range words {
+		word := le.Uint64(buf[w*inlineGroup:])&payloadMask | uint64(tag)<<(8*inlineTagByte)
+		s.word(block, uint64(inlineWord*(w+1)), word)
 	}
-	// The crc is taken from the stored words: the payload exactly as a
-	// reader gathers it, and no stack copy for crc32 to make escape.
-	s.word(block, 0, inlineWord0(payloadCRC(block), state, tag))
+	s.word(block, 0, inlineWord0(crc32.Update(0, castagnoli, buf[:n]), state, tag))
+	return buf
 }
 
 // copyInline copies the record in src into dst (a free block of the same

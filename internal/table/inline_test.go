@@ -13,7 +13,7 @@ import (
 func makeInline(key, value []byte, version uint64, state uint32) ([]byte, InlineSlot) {
 	n := InlineLen(len(key), len(value))
 	block := make([]byte, n)
-	tag := stores{}.writeInline(block, key, value, mv(version), state)
+	tag := WriteInlineRecord(block, key, value, mv(version), state)
 	return block, InlineSlot{Len: n, Tag: tag, Mod: uint32(version) & inlineModMask, FP: 7}
 }
 
@@ -272,14 +272,14 @@ func TestInlineTornReadsDetected(t *testing.T) {
 				n := InlineLen(len(key), len(v))
 				block := arena[o[0] : o[0]+int(n)]
 				ver := uint64(100 + i)
-				tag := stores{}.writeInline(block, key, v, mv(ver), stateLive)
+				tag := WriteInlineRecord(block, key, v, mv(ver), stateLive)
 				olds = append(olds, InlineSlot{Offset: uint64(o[0]), Len: n, Tag: tag, Mod: uint32(ver)})
 				oldVals = append(oldVals, v)
 			}
 			before := bytes.Clone(arena)
 			vB := pattern(c.valB, 77)
 			nB := InlineLen(len(key), len(vB))
-			tagB := stores{}.writeInline(arena[c.offB:c.offB+int(nB)], key, vB, mv(200), stateLive)
+			tagB := WriteInlineRecord(arena[c.offB:c.offB+int(nB)], key, vB, mv(200), stateLive)
 			sB := InlineSlot{Offset: uint64(c.offB), Len: nB, Tag: tagB, Mod: 200}
 			checkTorn(t, before, arena, key, sB, vB, olds, oldVals)
 		})
@@ -368,7 +368,7 @@ func TestRecordImageInValueRejected(t *testing.T) {
 	image := make([]byte, InlineLen(len(keyK), len(valK)))
 	retag(image, 1)
 	sR := InlineSlot{Len: uint64(len(image)), Mod: 4242, FP: 7}
-	sR.Tag = stores{}.writeInline(image, keyK, valK, mv(4242), stateLive)
+	sR.Tag = WriteInlineRecord(image, keyK, valK, mv(4242), stateLive)
 	// X's value, placed so that R's word i lands in X's word 3+i: X's
 	// payload from byte 14 (after its head) is key X, then value; word 3
 	// starts at payload byte 14.
@@ -383,7 +383,7 @@ func TestRecordImageInValueRejected(t *testing.T) {
 	valX = append(valX, pattern(20, 3)...)
 	nX := InlineLen(len(keyX), len(valX))
 	arena := make([]byte, 1024)
-	tagX := stores{}.writeInline(arena[:nX], keyX, valX, mv(1), stateLive)
+	tagX := WriteInlineRecord(arena[:nX], keyX, valX, mv(1), stateLive)
 	// Find the image: the first word whose low 7 bytes are R's word 0's.
 	at := -1
 	for i := 0; i+len(image) <= int(nX); i += inlineWord {
@@ -435,11 +435,16 @@ func TestVerifyInlineNeverOutOfBounds(t *testing.T) {
 }
 
 func BenchmarkEncodeInline(b *testing.B) {
-	key, value := []byte("user:0000000042"), pattern(64, 1)
-	block := make([]byte, InlineLen(len(key), len(value)))
-	b.ReportAllocs()
-	for b.Loop() {
-		stores{}.writeInline(block, key, value, mv(7), stateHidden)
+	for _, n := range []int{64, 256} {
+		b.Run(fmt.Sprintf("value=%d", n), func(b *testing.B) {
+			key, value := []byte("user:0000000042"), pattern(n, 1)
+			block := make([]byte, InlineLen(len(key), len(value)))
+			var buf []byte
+			b.ReportAllocs()
+			for b.Loop() {
+				_, buf = stores{}.writeInline(block, buf, key, value, mv(7), stateHidden)
+			}
+		})
 	}
 }
 

@@ -32,6 +32,8 @@ type Table struct {
 	// st makes every atomic store into mem once the table is formatted
 	// (its hook is for tests).
 	st stores
+	// inlineBuf is writeInline's scratch space, kept between calls.
+	inlineBuf []byte
 
 	records int
 	payload uint64 // bytes of live records, and of pending slots' dead ones

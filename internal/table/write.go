@@ -156,7 +156,8 @@ func (t *Table) settleReservation(dst *loc, key, value []byte, g *resvKey) {
 // under a tag chosen by rule T), and returns the slot word naming it.
 func (t *Table) writeHidden(dst loc, key, value []byte, meta revision.Meta, fp uint16) uint64 {
 	if dst.inline {
-		tag := t.st.writeInline(t.block(dst), key, value, meta, stateHidden)
+		var tag uint8
+		tag, t.inlineBuf = t.st.writeInline(t.block(dst), t.inlineBuf, key, value, meta, stateHidden)
 		s := InlineSlot{Offset: dst.off - t.arenaBase(dst.bucket), Len: dst.n, Tag: tag, Mod: uint32(meta.Mod), FP: fp}
 		return s.Word()
 	}
