@@ -39,6 +39,7 @@ type metaCache struct {
 	bytes int
 	max   int
 	owner *Update
+	last  int32 // the slot find or slot returned last (find's first guess)
 }
 
 type metaSlot struct {
@@ -88,7 +89,14 @@ func (c *metaCache) getLease(gen uint64, key []byte) (lease uint64, ok bool) {
 }
 
 func (c *metaCache) find(key []byte) *metaSlot {
+	// A write finds its key twice in a row (its lookup, then the write's
+	// own entry), so the slot found last is tried before the map. A freed
+	// slot's key is "": the empty key never takes this path.
+	if i := c.last; int(i) < len(c.slots) && len(key) > 0 && c.slots[i].key == string(key) {
+		return &c.slots[i]
+	}
 	if i, ok := c.idx[string(key)]; ok {
+		c.last = i
 		return &c.slots[i]
 	}
 	return nil
@@ -139,6 +147,7 @@ func (c *metaCache) slot(gen uint64, key []byte) *metaSlot {
 	}
 	c.slots[i] = metaSlot{key: k}
 	c.idx[k] = i
+	c.last = i
 	c.bytes += cost
 	return &c.slots[i]
 }

@@ -233,3 +233,20 @@ func TestMetaCacheEvictsWithinBound(t *testing.T) {
 		t.Error("an entry answered for another generation")
 	}
 }
+
+// find tries the slot it returned last before the map; a slot freed since
+// (its key "") must not answer for the empty key, nor an evicted key for
+// itself.
+func TestMetaCacheFindsNoFreedSlot(t *testing.T) {
+	c := newMetaCache(1 * (2 + metaSlotOverhead))
+	c.put(1, []byte("k0"), revision.Meta{Mod: 1, Version: 1}, true)
+	if _, _, ok := c.get(1, []byte("k0")); !ok {
+		t.Fatal("k0 not cached")
+	}
+	c.evict() // frees k0's slot, the one found last
+	for _, k := range []string{"", "k0"} {
+		if s := c.find([]byte(k)); s != nil {
+			t.Errorf("find(%q) returned a slot holding %q", k, s.key)
+		}
+	}
+}
