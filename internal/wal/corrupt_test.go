@@ -1,6 +1,7 @@
 package wal
 
 import (
+	"encoding/binary"
 	"errors"
 	"testing"
 
@@ -200,4 +201,70 @@ func TestEntriesChecksWhatItReadsBack(t *testing.T) {
 	if got, err := l.Entries(1, 5, 1<<30); err != nil || len(got) != 4 {
 		t.Fatalf("Entries before the damaged record: %d entries, %v; want 4", len(got), err)
 	}
+}
+
+// TestDamagedHeaderOfTheLastSegment damages the header of the last segment
+// after records two generations past the previous segment's end record
+// were synced in it. The end record names the segment's salt, so those
+// records can still be checked, and they prove the header was synced:
+// Open fails with ErrCorrupt rather than drop them as a segment never
+// written. An end record of the format before it named the next segment
+// leaves nothing to check them by: the segment is dropped, as it was.
+func TestDamagedHeaderOfTheLastSegment(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		oldEnd      bool
+		wantCorrupt bool
+	}{
+		{"end record names the segment", false, true},
+		{"end record of the older format", true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := vfs.NewMem()
+			cfg := memConfig(fs, MinSegmentSize)
+			l, _ := mustOpen(t, cfg)
+			must(t, l.Append(ents(1, 1, 5, 0)))
+			must(t, l.Sync())
+			prev := *l.active()
+			forceRoll(t, l)
+			seq := l.active().seq
+			for i := range 3 {
+				must(t, l.Append(ents(uint64(6+i), 1, 1, 0)))
+				must(t, l.Sync())
+			}
+			must(t, l.Close())
+			if tc.oldEnd {
+				end := prev.size
+				batch := batchAt(t, fs, prev.seq, end)
+				patch(t, fs, prev.seq, end, appendRecord(nil, recEnd, prev.seq, batch, prev.salt, nil))
+			}
+			patch(t, fs, seq, 0, []byte{0xff})
+			l, r, err := Open(cfg)
+			if tc.wantCorrupt {
+				if !errors.Is(err, ErrCorrupt) {
+					t.Fatalf("Open: %v, want ErrCorrupt", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Open: %v", err)
+			}
+			defer l.Close()
+			if got := r.Index + uint64(len(r.Entries)); got != 5 {
+				t.Fatalf("replayed up to %d, want 5 (the segment dropped)", got)
+			}
+		})
+	}
+}
+
+// batchAt is the generation of the record at off in segment seq.
+func batchAt(t *testing.T, fs vfs.FS, seq uint64, off int64) uint64 {
+	t.Helper()
+	f, err := fs.Open(fs.PathJoin("/wal", segName(seq)))
+	must(t, err)
+	defer f.Close()
+	var b [hdrSize]byte
+	_, err = f.ReadAt(b[:], off)
+	must(t, err)
+	return binary.LittleEndian.Uint64(b[16:])
 }

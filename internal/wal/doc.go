@@ -73,7 +73,8 @@
 //     number, and zeros carry none, so neither is ever read as new. Nor
 //     are bytes a client chose (see below).
 //  2. Before the next segment gets any record, the current one is given
-//     its end record and synced. So every segment but the last is whole on
+//     its end record, which names the next segment and its salt, and
+//     synced. So every segment but the last is whole on
 //     disk, and a bad record anywhere but in the last segment (or a
 //     segment that lacks its end record and is not the last) is
 //     corruption: Open fails with ErrCorrupt.
@@ -111,9 +112,13 @@
 // data. A bad record followed only by records of its own or
 // the next generation cannot be told from a torn write (they may all be
 // unsynced), so it ends the log. A trailing segment with no valid record
-// was started but never written; it is removed. (Without its header a
-// segment has no salt to check records by, so a damaged header in the
-// last segment reads as a segment never written.)
+// was started but never written; it is removed, unless its header is bad
+// and the end record before it named its salt: then its records are
+// checked by that salt, and one two generations past the end record
+// proves the header was synced (it went out in the generation after the
+// end record's), so the damage is ErrCorrupt. (An end record of the
+// format before end records named the next segment leaves no salt to
+// check by: a damaged header after one reads as a segment never written.)
 //
 // # Going on after a restart
 //

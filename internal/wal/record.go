@@ -26,8 +26,10 @@ import (
 const (
 	hdrSize     = 32
 	recordAlign = 8
-	// endSize is the size of an end-of-segment record (no payload).
-	endSize = hdrSize
+	// endSize is the size of an end-of-segment record (its payload names
+	// the next segment: appendEnd).
+	endSize    = hdrSize + endPayload
+	endPayload = 24
 	// segmentReserve is kept free in every segment for its header record
 	// (a HardState of three varints, the truncation point, the previous
 	// segment, the format marker and the salt's two values) and its end
@@ -43,7 +45,7 @@ const (
 	recCompact                      // payload: index, term: entries <= index dropped
 	recReset                        // payload: index, term: log emptied at index
 	recSegment                      // payload: truncation index, term, previous segment, HardState
-	recEnd                          // no payload: the segment ends here
+	recEnd                          // payload: the next segment's number and salt (none in older segments)
 )
 
 // checksum is the CRC-32C of the bytes seed stands for followed by b
@@ -164,6 +166,29 @@ func parseIndexTerm(p []byte) (index, term uint64, err error) {
 		return 0, 0, fmt.Errorf("%w: short index/term record (%d bytes)", ErrCorrupt, len(p))
 	}
 	return binary.LittleEndian.Uint64(p), binary.LittleEndian.Uint64(p[8:]), nil
+}
+
+// appendEnd appends the end record of segment seq (salted with s) in
+// generation batch, naming the segment that follows it and that segment's
+// salt. The next segment's header is the one record checked without a
+// salt; with the salt known from here, a damaged header of the last
+// segment can still be told from one never written (checkSegments).
+func appendEnd(dst []byte, seq, batch uint64, s salt, next uint64, nextSalt salt) []byte {
+	var p [endPayload]byte
+	binary.LittleEndian.PutUint64(p[:], next)
+	binary.LittleEndian.PutUint64(p[8:], nextSalt.value)
+	binary.LittleEndian.PutUint64(p[16:], nextSalt.value2)
+	return appendRecord(dst, recEnd, seq, batch, s, p[:])
+}
+
+// parseEnd decodes an end record's payload; ok is false for an end record
+// that names no next segment (written before end records did).
+func parseEnd(p []byte) (next uint64, nextSalt salt, ok bool) {
+	if len(p) != endPayload {
+		return 0, salt{}, false
+	}
+	le := binary.LittleEndian
+	return le.Uint64(p), newSalt(le.Uint64(p[8:]), le.Uint64(p[16:])), true
 }
 
 // headerSalted, at offset 24 of a segment header's payload, marks a

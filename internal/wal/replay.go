@@ -43,8 +43,16 @@ type scanned struct {
 	ended  endKind
 	beyond uint64 // endBad: the highest generation of a valid record after end
 	// endRecord: the end record's generation (the sync that preceded the
-	// next segment's first record closed it)
+	// next segment's first record closed it), and the segment it names
+	// next with that segment's salt (named false: it names none)
 	endBatch uint64
+	next     uint64
+	nextSalt salt
+	named    bool
+	// raw is the segment's bytes, kept only when its header is bad: the
+	// salt named by the previous segment's end record may still check
+	// its records (checkSegments)
+	raw []byte
 }
 
 type scannedRecord struct {
@@ -198,8 +206,10 @@ func (sc *scanned) decode(buf []byte) error {
 		if err != nil {
 			sc.ended, sc.end = endBad, int64(off)
 			if off > 0 {
-				// Without a header there is no salt to check records by.
 				sc.beyond = highestBatchAfter(buf, off+recordAlign, sc.seq, sc.salt)
+			} else {
+				// Without its header the segment's salt is unknown here.
+				sc.raw = buf
 			}
 			return nil
 		}
@@ -212,6 +222,7 @@ func (sc *scanned) decode(buf []byte) error {
 		}
 		if r.typ == recEnd {
 			sc.ended, sc.end, sc.endBatch = endRecord, int64(off), r.batch
+			sc.next, sc.nextSalt, sc.named = parseEnd(r.payload)
 			return nil
 		}
 		sr := scannedRecord{typ: r.typ, batch: r.batch, off: int64(off), size: int32(n)}
@@ -269,6 +280,7 @@ func (l *Log) checkSegments(scans []*scanned) ([]*scanned, error) {
 		}
 	}
 	for _, sc := range scans[k:] {
+		headerless(scans[:k], sc)
 		if sc.ended == endBad && sc.beyond >= lastBatch+2 {
 			return nil, fmt.Errorf("%w: segment %s: bad first record followed by valid records", ErrCorrupt, segName(sc.seq))
 		}
@@ -292,6 +304,27 @@ func (l *Log) checkSegments(scans []*scanned) ([]*scanned, error) {
 		}
 	}
 	return scans[:k], nil
+}
+
+// headerless finds, for a trailing segment whose header is bad, the
+// highest generation of its records by the salt the last kept segment's
+// end record named for it. The header was written before any other
+// record of the segment, in the generation after the end record's, so a
+// record two generations past the end record proves the header was
+// synced: damaged since, not torn (the caller's check). Without a naming
+// end record (an older segment's, or none) nothing can be checked, and
+// the segment reads as never written.
+func headerless(kept []*scanned, sc *scanned) {
+	raw := sc.raw
+	sc.raw = nil
+	if raw == nil || len(kept) == 0 {
+		return
+	}
+	last := kept[len(kept)-1]
+	if last.ended != endRecord || !last.named || last.next != sc.seq {
+		return
+	}
+	sc.beyond = highestBatchAfter(raw, recordAlign, sc.seq, last.nextSalt)
 }
 
 // replay rebuilds the log's state from the kept segments' records. The
@@ -397,9 +430,13 @@ func (l *Log) restart(kept, dropped []*scanned) error {
 	if n > 0 && kept[n-1].ended != endRecord && kept[n-1].size == l.cfg.SegmentSize && kept[n-1].salted {
 		return l.continueSegment()
 	}
+	nextSalt, err := l.drawSalt()
+	if err != nil {
+		return err
+	}
 	if n > 0 && kept[n-1].ended != endRecord {
 		s := l.active()
-		end := appendRecord(nil, recEnd, s.seq, l.batch, s.salt, nil)
+		end := appendEnd(nil, s.seq, l.batch, s.salt, l.nextSeq, nextSalt)
 		if _, err := s.f.WriteAt(end, s.size); err != nil {
 			return err
 		}
@@ -407,7 +444,7 @@ func (l *Log) restart(kept, dropped []*scanned) error {
 			return err
 		}
 	}
-	if err := l.startSegment(); err != nil {
+	if err := l.startSegment(nextSalt); err != nil {
 		return err
 	}
 	return l.syncLocked()

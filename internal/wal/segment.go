@@ -56,11 +56,11 @@ func parseName(name string) (seq uint64, spare, ok bool) {
 	return seq, spare, true
 }
 
-// newSegment makes the file of segment seq: a spare renamed (its stale
+// newSegment makes the file of segment seq, salted with s: a spare renamed (its stale
 // records carry an older sequence number), or a new file filled with zeros
 // and synced, so that appends into it change no metadata. It syncs the
 // directory, so the name is durable before any record is written.
-func (l *Log) newSegment(seq uint64) (*segment, error) {
+func (l *Log) newSegment(seq uint64, s salt) (*segment, error) {
 	fs := l.cfg.FS
 	name := fs.PathJoin(l.cfg.Dir, segName(seq))
 	var f vfs.File
@@ -89,11 +89,6 @@ func (l *Log) newSegment(seq uint64) (*segment, error) {
 		}
 	}
 	if err := l.dir.Sync(); err != nil {
-		_ = f.Close()
-		return nil, err
-	}
-	s, err := l.drawSalt()
-	if err != nil {
 		_ = f.Close()
 		return nil, err
 	}

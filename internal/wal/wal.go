@@ -161,20 +161,24 @@ func (l *Log) put(t recType, payload []byte) (*segment, int64, error) {
 // other segment as corruption, never as a torn tail.
 func (l *Log) roll() error {
 	s := l.active()
-	l.buf = appendRecord(l.buf, recEnd, s.seq, l.batch, s.salt, nil)
+	nextSalt, err := l.drawSalt()
+	if err != nil {
+		return err
+	}
+	l.buf = appendEnd(l.buf, s.seq, l.batch, s.salt, l.nextSeq, nextSalt)
 	s.size += endSize
 	l.dirty = true
 	if err := l.syncLocked(); err != nil {
 		return err
 	}
 	l.stats.rolls.Add(1)
-	return l.startSegment()
+	return l.startSegment(nextSalt)
 }
 
-// startSegment makes the next segment the active one, with its header
-// buffered, and has a spare prepared for the one after.
-func (l *Log) startSegment() error {
-	next, err := l.newSegment(l.nextSeq)
+// startSegment makes the next segment, salted with s, the active one,
+// with its header buffered, and has a spare prepared for the one after.
+func (l *Log) startSegment(s salt) error {
+	next, err := l.newSegment(l.nextSeq, s)
 	if err != nil {
 		return err
 	}
