@@ -83,24 +83,15 @@ func TestDamageIsTornTailOrCorruption(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			fs, locs := writeBatches(t, tc.segSize, batches, per)
 			tc.damage(t, fs, locs)
-			l, r, err := Open(memConfig(fs, tc.segSize))
-			if tc.wantLast == 0 {
-				if !errors.Is(err, ErrCorrupt) {
-					t.Fatalf("Open: %v, want ErrCorrupt", err)
-				}
+			l := openReplaying(t, memConfig(fs, tc.segSize), tc.wantLast)
+			if l == nil {
 				return
 			}
-			if err != nil {
-				t.Fatalf("Open: %v", err)
-			}
 			defer l.Close()
-			if got := r.Index + uint64(len(r.Entries)); got != tc.wantLast {
-				t.Fatalf("replayed up to %d, want %d", got, tc.wantLast)
-			}
 			// The log goes on after the tail it cut.
 			must(t, l.Append(ents(tc.wantLast+1, 2, 3, 9)))
 			must(t, l.Close())
-			l, r = mustOpen(t, memConfig(fs, tc.segSize))
+			l, r := mustOpen(t, memConfig(fs, tc.segSize))
 			defer l.Close()
 			if got := r.Index + uint64(len(r.Entries)); got != tc.wantLast+3 {
 				t.Fatalf("after appending past the cut: replayed up to %d, want %d", got, tc.wantLast+3)
@@ -212,12 +203,12 @@ func TestEntriesChecksWhatItReadsBack(t *testing.T) {
 // leaves nothing to check them by: the segment is dropped, as it was.
 func TestDamagedHeaderOfTheLastSegment(t *testing.T) {
 	for _, tc := range []struct {
-		name        string
-		oldEnd      bool
-		wantCorrupt bool
+		name     string
+		oldEnd   bool
+		wantLast uint64 // 0: ErrCorrupt
 	}{
-		{"end record names the segment", false, true},
-		{"end record of the older format", true, false},
+		{"end record names the segment", false, 0},
+		{"end record of the older format: the segment is dropped", true, 5},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fs := vfs.NewMem()
@@ -239,22 +230,33 @@ func TestDamagedHeaderOfTheLastSegment(t *testing.T) {
 				patch(t, fs, prev.seq, end, appendRecord(nil, recEnd, prev.seq, batch, prev.salt, nil))
 			}
 			patch(t, fs, seq, 0, []byte{0xff})
-			l, r, err := Open(cfg)
-			if tc.wantCorrupt {
-				if !errors.Is(err, ErrCorrupt) {
-					t.Fatalf("Open: %v, want ErrCorrupt", err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("Open: %v", err)
-			}
-			defer l.Close()
-			if got := r.Index + uint64(len(r.Entries)); got != 5 {
-				t.Fatalf("replayed up to %d, want 5 (the segment dropped)", got)
+			if l := openReplaying(t, cfg, tc.wantLast); l != nil {
+				must(t, l.Close())
 			}
 		})
 	}
+}
+
+// openReplaying opens the log in cfg and checks that it replays up to
+// wantLast; wantLast 0 means Open must fail with ErrCorrupt, and then it
+// returns nil.
+func openReplaying(t *testing.T, cfg Config, wantLast uint64) *Log {
+	t.Helper()
+	l, r, err := Open(cfg)
+	if wantLast == 0 {
+		if !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("Open: %v, want ErrCorrupt", err)
+		}
+		return nil
+	}
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	if got := r.Index + uint64(len(r.Entries)); got != wantLast {
+		l.Close()
+		t.Fatalf("replayed up to %d, want %d", got, wantLast)
+	}
+	return l
 }
 
 // batchAt is the generation of the record at off in segment seq.
