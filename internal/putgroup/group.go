@@ -25,6 +25,11 @@ const opOverhead = 16
 type Config struct {
 	// Client commits the groups. Required.
 	Client *client.Client
+	// Revisions gives every PUT of a group its own revision: a group is
+	// committed as a batch (client.PutBatch), whose PUTs are applied one
+	// after the other, as separate requests would be, and each PUT gets
+	// its own outcome. Without it a group is one transaction.
+	Revisions bool
 	// Knobs are for tests only.
 	Knobs Knobs
 }
@@ -36,12 +41,19 @@ type Knobs struct {
 	BeforeCommit func(n int)
 }
 
+// Stats count what a Group committed.
+type Stats struct {
+	Groups  uint64 // groups of more than one PUT
+	Grouped uint64 // the PUTs in them
+}
+
 // Group commits the PUTs given to it in groups (see the package doc).
 type Group struct {
 	cfg      Config
 	mu       sync.Mutex
 	inFlight int // groups being committed; a waiting PUT is handed on by one
 	waiting  []*pending
+	stats    Stats
 }
 
 // pending is one PUT waiting in a Group. done receives its outcome, or run
@@ -74,6 +86,13 @@ func New(cfg Config) (*Group, error) {
 	return &Group{cfg: cfg}, nil
 }
 
+// Stats returns what g committed so far.
+func (g *Group) Stats() Stats {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.stats
+}
+
 // Waiting is how many PUTs wait for a group.
 func (g *Group) Waiting() int {
 	g.mu.Lock()
@@ -91,7 +110,8 @@ func groupable(key, val []byte) bool {
 type KV struct{ Key, Value []byte }
 
 // Put stores val under key, committed with the PUTs given to g meanwhile,
-// and returns the revision it was stored at (the group's).
+// and returns the revision it was stored at (the group's, or with
+// Config.Revisions its own).
 func (g *Group) Put(ctx context.Context, key, val []byte) (uint64, error) {
 	if !groupable(key, val) {
 		return g.cfg.Client.PutRevision(ctx, key, val)
@@ -169,12 +189,16 @@ func (g *Group) commitNext(ctx context.Context) {
 		g.cfg.Knobs.BeforeCommit(len(batch))
 	}
 	gctx, cancel := groupContext(ctx)
-	rev, err := g.commit(gctx, batch)
+	g.commit(gctx, batch)
 	cancel()
 	for _, q := range batch {
-		q.done <- outcome{rev: rev, err: err}
+		q.done <- q.out
 	}
 	g.mu.Lock()
+	if len(batch) > 1 {
+		g.stats.Groups++
+		g.stats.Grouped += uint64(len(batch))
+	}
 	if len(g.waiting) > 0 {
 		g.waiting[0].done <- outcome{run: true}
 	} else {
@@ -195,13 +219,14 @@ func groupContext(ctx context.Context) (context.Context, context.CancelFunc) {
 }
 
 // takeLocked takes the next group: the PUTs that have waited longest, as
-// many as one transaction holds (limits.MaxTxnOps operations,
-// limits.MaxTxnBytes encoded), and at least one.
+// many as one transaction or batch holds (limits.MaxTxnOps operations,
+// limits.MaxTxnBytes encoded; a batch's bounds are the same), and at
+// least one.
 func (g *Group) takeLocked() []*pending {
 	size, n := 0, 0
 	for _, q := range g.waiting {
 		size += opOverhead + len(q.key) + len(q.val)
-		if n == limits.MaxTxnOps || (n > 0 && size > limits.MaxTxnBytes) {
+		if n == min(limits.MaxTxnOps, limits.MaxBatchPuts) || (n > 0 && size > min(limits.MaxTxnBytes, limits.MaxBatchBytes)) {
 			break
 		}
 		n++
@@ -214,12 +239,43 @@ func (g *Group) takeLocked() []*pending {
 	return batch
 }
 
-// commit commits a group: a lone PUT as a PUT, more as one transaction
-// that puts each key once, to its last value.
-func (g *Group) commit(ctx context.Context, batch []*pending) (uint64, error) {
-	if len(batch) == 1 {
-		return g.cfg.Client.PutRevision(ctx, batch[0].key, batch[0].val)
+// commit commits a group and leaves each PUT's outcome in its out: a lone
+// PUT as a PUT, more as a batch (Config.Revisions) or as one transaction.
+func (g *Group) commit(ctx context.Context, batch []*pending) {
+	switch {
+	case len(batch) == 1:
+		p := batch[0]
+		p.out.rev, p.out.err = g.cfg.Client.PutRevision(ctx, p.key, p.val)
+		return
+	case g.cfg.Revisions:
+		g.commitBatch(ctx, batch)
+		return
 	}
+	rev, err := g.commitTxn(ctx, batch)
+	for _, p := range batch {
+		p.out = outcome{rev: rev, err: err}
+	}
+}
+
+// commitBatch commits a group as a batch: each PUT at its own revision.
+func (g *Group) commitBatch(ctx context.Context, batch []*pending) {
+	puts := make([]client.BatchPut, len(batch))
+	for i, p := range batch {
+		puts[i] = client.BatchPut{Key: p.key, Value: p.val}
+	}
+	rs, err := g.cfg.Client.PutBatch(ctx, puts)
+	for i, p := range batch {
+		if err != nil {
+			p.out = outcome{err: err}
+			continue
+		}
+		p.out = outcome{rev: rs[i].Revision, err: rs[i].Err}
+	}
+}
+
+// commitTxn commits a group as one transaction that puts each key once,
+// to its last value.
+func (g *Group) commitTxn(ctx context.Context, batch []*pending) (uint64, error) {
 	ops := make([]client.Op, 0, len(batch))
 	at := make(map[string]int, len(batch))
 	for _, p := range batch {
