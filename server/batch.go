@@ -14,7 +14,7 @@ import (
 // and applied one after the other, each at its own revision (kv.PutBatch).
 // A batch over its bounds (limits.MaxBatchPuts, limits.MaxBatchBytes) or
 // holding anything but valid PUTs is a bad request, counted with the
-// requests (kvd_requests_total{op="put-batch",status="bad_request"}) and
+// requests (kvd_requests_total{op="put-batch",status="status_6"}) and
 // logged rate-limited. Each PUT is admitted as a lone one would be (room
 // in the table reserved on the leader): one the table has no room for
 // fails alone, and the others are proposed.
