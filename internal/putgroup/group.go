@@ -10,12 +10,12 @@ import (
 	"github.com/kvd-project/kvd/internal/limits"
 )
 
-// maxInFlight bounds the groups being committed at once. One: the next
+// defaultMaxInFlight is Config.MaxInFlight's default. One: the next
 // group forms while a Raft round commits this one. (Measured with
 // redis-benchmark -c 50 SETs through a gateway on 2 cores: one in flight
 // took less CPU per SET and gave more SETs per second than two or four,
 // whose groups are smaller.)
-const maxInFlight = 1
+const defaultMaxInFlight = 1
 
 // opOverhead is more than one put adds to a transaction's encoding
 // besides its key and value (internal/txn's codec).
@@ -30,6 +30,10 @@ type Config struct {
 	// after the other, as separate requests would be, and each PUT gets
 	// its own outcome. Without it a group is one transaction.
 	Revisions bool
+	// MaxInFlight bounds the groups being committed at once (default 1).
+	// With more than one, the groups in flight are concurrent: PutAll's
+	// runs keep their order only with one.
+	MaxInFlight int
 	// Knobs are for tests only.
 	Knobs Knobs
 }
@@ -67,13 +71,16 @@ type pending struct {
 type outcome struct {
 	rev uint64
 	err error
-	run bool
+	run []*pending // a group for the PUT's owner to commit: the PUT heads it
 }
 
 // Validate reports what is wrong with c, without side effects.
 func (c Config) Validate() error {
 	if c.Client == nil {
 		return fmt.Errorf("%w: putgroup: Client is required", errs.ErrConfig)
+	}
+	if c.MaxInFlight < 0 {
+		return fmt.Errorf("%w: putgroup: MaxInFlight %d is negative", errs.ErrConfig, c.MaxInFlight)
 	}
 	return nil
 }
@@ -82,6 +89,9 @@ func (c Config) Validate() error {
 func New(cfg Config) (*Group, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if cfg.MaxInFlight == 0 {
+		cfg.MaxInFlight = defaultMaxInFlight
 	}
 	return &Group{cfg: cfg}, nil
 }
@@ -150,41 +160,40 @@ func newPending(key, val []byte) *pending {
 }
 
 // putAll queues ps, in order, and returns when each has its outcome (in
-// p.out). A caller that finds no group in flight commits the next group
-// itself, and so does one that a finished group hands on to (its PUT
-// heads the queue). A PUT's done channel never holds a hand-on and an
-// outcome at once: only the PUT heading the queue is handed on, and its
-// owner takes the hand-on before its group can commit.
+// p.out). A caller that finds fewer than MaxInFlight groups in flight
+// takes the next group and commits it itself; a finished group takes the
+// next one and hands it on to the owner of the PUT heading it. A PUT's
+// done channel never holds a hand-on and an outcome at once: a PUT is
+// handed on only as its group is taken (once), and its owner commits that
+// group, so its outcome comes after the hand-on was taken.
 func (g *Group) putAll(ctx context.Context, ps []*pending) {
 	g.mu.Lock()
 	g.waiting = append(g.waiting, ps...)
-	lead := g.inFlight < maxInFlight
-	if lead {
+	var batch []*pending
+	if g.inFlight < g.cfg.MaxInFlight {
 		g.inFlight++
+		batch = g.takeLocked()
 	}
 	g.mu.Unlock()
-	if lead {
-		g.commitNext(ctx)
+	if batch != nil {
+		g.commitGroup(ctx, batch)
 	}
 	for _, p := range ps {
 		for {
 			o := <-p.done
-			if !o.run {
+			if o.run == nil {
 				p.out = o
 				break
 			}
-			g.commitNext(ctx)
+			g.commitGroup(ctx, o.run)
 		}
 	}
 }
 
-// commitNext commits the group at the head of the queue, gives each of
-// its PUTs the outcome, then hands the next group on to the PUT heading
-// the queue, if any.
-func (g *Group) commitNext(ctx context.Context) {
-	g.mu.Lock()
-	batch := g.takeLocked()
-	g.mu.Unlock()
+// commitGroup commits batch, gives each of its PUTs the outcome, then
+// takes the next group, if any, and hands it on to the owner of the PUT
+// heading it.
+func (g *Group) commitGroup(ctx context.Context, batch []*pending) {
 	if g.cfg.Knobs.BeforeCommit != nil {
 		g.cfg.Knobs.BeforeCommit(len(batch))
 	}
@@ -200,7 +209,8 @@ func (g *Group) commitNext(ctx context.Context) {
 		g.stats.Grouped += uint64(len(batch))
 	}
 	if len(g.waiting) > 0 {
-		g.waiting[0].done <- outcome{run: true}
+		next := g.takeLocked()
+		next[0].done <- outcome{run: next}
 	} else {
 		g.inFlight--
 	}
