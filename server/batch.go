@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/kvd-project/kvd/internal/txn"
@@ -47,6 +48,9 @@ func (s *Server) putBatch(ctx context.Context, req *wire.Request) wire.Response 
 			return s.batchRefused(err)
 		}
 		return s.errResponse(err)
+	}
+	if len(out) != len(admitted) {
+		return wire.Response{Status: wire.StatusInternal, Value: []byte(fmt.Sprintf("put batch: %d outcomes for %d PUTs", len(out), len(admitted)))}
 	}
 	var last uint64
 	for j, r := range out {
