@@ -42,8 +42,8 @@ func (s *Store) PutBatch(ctx context.Context, puts []txn.Op, adm raft.Admission)
 
 // applyPutBatch applies a batch command at index: each PUT as an entry of
 // its own would be applied (applyEntry), at the revision after the one
-// before it. A PUT is applied as a transaction of itself, the one write
-// path for leases and put options.
+// before it. A plain PUT is applied as a lone one is; one with a lease or
+// a put option as a transaction of itself, the one write path for those.
 func (m *machine) applyPutBatch(u *store.Update, index uint64, c command) error {
 	puts, err := txn.ParseBatch(c.value)
 	if err != nil {
@@ -74,10 +74,23 @@ func (m *machine) applyPutBatch(u *store.Update, index uint64, c command) error 
 // returns the revision it served.
 func (m *machine) applyBatchPut(u *store.Update, put *txn.Op) (uint64, error) {
 	m.next, m.changed = u.Revision()+1, false
-	t := txn.Txn{Then: []txn.Op{*put}}
-	st := &txnState{m: m, u: u, rev: m.next}
-	if _, err := txn.Apply(st, &t, m.next, false); err != nil {
-		return m.served(), err
+	if put.Lease == 0 && !put.IgnoreValue && !put.IgnoreLease {
+		// A plain PUT: what a lone one does (applyCommand), without
+		// a transaction's evaluation.
+		w, _, err := m.applyWrite(u, command{op: opPut, key: put.Key, value: put.Value})
+		if err == nil {
+			err = m.leaseWrite(u, put.Key, 0, false)
+		}
+		if err != nil {
+			return 0, err
+		}
+		m.sc.applies = append(m.sc.applies, w)
+	} else {
+		t := txn.Txn{Then: []txn.Op{*put}}
+		st := &txnState{m: m, u: u, rev: m.next}
+		if _, err := txn.Apply(st, &t, m.next, false); err != nil {
+			return m.served(), err
+		}
 	}
 	if m.changed {
 		if err := u.SetRevision(m.next); err != nil {
