@@ -393,6 +393,9 @@ func (c *Client) callAt(ctx context.Context, addr string, req *wire.Request) (wi
 	if err != nil {
 		return wire.Response{}, fmt.Errorf("%w: %w", errNotSent, err)
 	}
+	if req.Op == wire.OpPutBatch && n.hello.Features&wire.FeaturePutBatch == 0 {
+		return wire.Response{}, fmt.Errorf("%w: %w: %s", errNotSent, errNoPutBatch, addr)
+	}
 	r := *req
 	older := r.Op == wire.OpGet && r.Flags&wire.GetMeta != 0 && !n.keepsRevisions()
 	if older {

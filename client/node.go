@@ -72,7 +72,7 @@ func dialNode(ctx context.Context, tr transport.Transport, addr string, o nodeOp
 		counters: o.counters,
 	}
 	go n.readLoop()
-	resp, err := n.call(ctx, &wire.Request{Op: wire.OpHello, Flags: wire.HelloClusterID})
+	resp, err := n.call(ctx, &wire.Request{Op: wire.OpHello, Flags: wire.HelloClusterID | wire.HelloFeatures})
 	if err == nil {
 		// A hello refused as a bad request (a node's peer address answers
 		// so) is final; other statuses (a node failing, removed) leave

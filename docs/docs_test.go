@@ -53,6 +53,8 @@ var exported = map[string]float64{
 	"client.MaxTxnBytes":                    client.MaxTxnBytes,
 	"client.MaxTxnReadBytes":                client.MaxTxnReadBytes,
 	"client.MaxTxnResponseBytes":            client.MaxTxnResponseBytes,
+	"client.MaxBatchPuts":                   client.MaxBatchPuts,
+	"client.MaxBatchBytes":                  client.MaxBatchBytes,
 	"client.MaxGetMany":                     client.MaxGetMany,
 	"transport.MaxBatch":                    transport.MaxBatch,
 	"transport.MaxReadBatchBytes":           transport.MaxReadBatchBytes,

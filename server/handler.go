@@ -242,6 +242,8 @@ func replyReserve(req *wire.Request) int {
 		reserve += snapshotChunkReserve
 	case wire.OpLeaseList:
 		reserve += 1 + 8*wire.MaxLeaseListIDs // a LeaseList page
+	case wire.OpPutBatch:
+		reserve += wire.MaxBatchResultsLen
 	}
 	return min(reserve, maxConnBytes)
 }
@@ -349,6 +351,8 @@ func (s *Server) handle(ctx context.Context, req *wire.Request) wire.Response {
 		return s.deleteRange(ctx, req) // deleterange.go
 	case wire.OpHashKV:
 		return s.hashKV(ctx, req) // hashkv.go
+	case wire.OpPutBatch:
+		return s.putBatch(ctx, req) // batch.go
 	}
 	if r, bad := checkKey(req); bad {
 		return r
@@ -474,6 +478,9 @@ func (s *Server) hello(flags uint16) wire.Response {
 	h := wire.Hello{NodeID: s.cfg.ID, LeaderID: st.LeaderID, RegionAddr: d.Addr, RegionLen: d.Len, RegionKey: d.Key}
 	if flags&wire.HelloClusterID != 0 {
 		h.ClusterID = s.node.ClusterID()
+	}
+	if flags&wire.HelloFeatures != 0 {
+		h.Features = wire.FeaturePutBatch
 	}
 	switch {
 	case st.LeaderID == s.cfg.ID:

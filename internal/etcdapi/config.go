@@ -102,6 +102,10 @@ type Knobs struct {
 	// takes a token (closed: no more holding): a client that reads
 	// slowly, without depending on gRPC's flow control windows.
 	WatchSendGate <-chan struct{}
+	// BeforePutGroup, if set, runs before a group of n Puts is committed
+	// (putgroup.Knobs.BeforeCommit): a test can hold a group while more
+	// Puts queue behind it.
+	BeforePutGroup func(n int)
 }
 
 func (c Config) withDefaults() Config {

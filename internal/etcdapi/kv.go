@@ -178,9 +178,12 @@ func singleEnd(key []byte) []byte {
 	return append(append(make([]byte, 0, len(key)+1), key...), 0)
 }
 
-// Put writes a key (etcd's Put): client.PutRevision, or client.PutPrev
-// for prev_kv, or a transaction reading the key before it writes it for
-// prev_kv with a lease (PutPrev takes no lease).
+// Put writes a key (etcd's Put): a plain Put (no prev_kv, lease or
+// ignore option) through the Server's put group, committed in a batch
+// with the Puts that arrive while one is committed, at a revision of its
+// own (internal/putgroup's Revisions); else client.PutRevision, or
+// client.PutPrev for prev_kv, or a transaction reading the key before it
+// writes it for prev_kv with a lease (PutPrev takes no lease).
 func (k *kvService) Put(ctx context.Context, r *pb.PutRequest) (*pb.PutResponse, error) {
 	ctx = writeContext(ctx)
 	if err := checkPut(r); err != nil {
@@ -199,6 +202,8 @@ func (k *kvService) Put(ctx context.Context, r *pb.PutRequest) (*pb.PutResponse,
 		err  error
 	)
 	switch {
+	case !r.PrevKv && r.Lease == 0 && len(opts) == 0:
+		rev, err = k.s.puts.Put(ctx, r.Key, r.Value)
 	case r.PrevKv && r.Lease != 0:
 		prev, rev, err = k.putPrevLease(ctx, r, opts)
 	case r.PrevKv:

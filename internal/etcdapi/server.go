@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/kvd-project/kvd/client"
+	"github.com/kvd-project/kvd/internal/putgroup"
 	"github.com/kvd-project/kvd/internal/ratelog"
 )
 
@@ -33,6 +34,9 @@ type Server struct {
 	refuseLog ratelog.Limiter
 
 	watch *watchService
+	// puts commits concurrent plain Puts in batches, each Put at its own
+	// revision (kv.go).
+	puts *putgroup.Group
 }
 
 // New returns a Server for cfg.
@@ -41,7 +45,12 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, c: cfg.Client}
+	puts, err := putgroup.New(putgroup.Config{Client: cfg.Client, Revisions: true,
+		Knobs: putgroup.Knobs{BeforeCommit: cfg.Knobs.BeforePutGroup}})
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, c: cfg.Client, puts: puts}
 	s.memberID.Store(cfg.MemberID)
 	s.touchHeader() // the first answers' headers then likely carry the ids
 	s.watch = &watchService{s: s}

@@ -43,6 +43,10 @@ const (
 	// opPutPrev is opPut whose proposer is told the key's previous value
 	// (etcd's prev_kv).
 	opPutPrev byte = 10
+	// opPutBatch is a batch of independent PUTs (batch.go); no key. A
+	// member of a data format before it (store.DataFormatPutBatch) would
+	// skip it: the peer hello keeps such members apart.
+	opPutBatch byte = 11
 )
 
 var errBadCommand = fmt.Errorf("raft: malformed command")
@@ -79,7 +83,7 @@ func decodeCommand(data []byte) (command, error) {
 		return c, errBadCommand
 	}
 	c.op, data = data[0], data[1:]
-	if (c.op < opPut || c.op > opLeaseRevoke) && (c.op < opCompact || c.op > opPutPrev) {
+	if (c.op < opPut || c.op > opLeaseRevoke) && (c.op < opCompact || c.op > opPutBatch) {
 		return c, fmt.Errorf("%w: op %d", errBadCommand, c.op)
 	}
 	var ok bool

@@ -176,6 +176,8 @@ func (m *machine) applyCommand(u *store.Update, e *pb.Entry) error {
 		return m.applyCompact(u, e.GetIndex(), c)
 	case opDeleteRange:
 		return m.applyDeleteRange(u, e.GetIndex(), c)
+	case opPutBatch:
+		return m.applyPutBatch(u, e.GetIndex(), c)
 	}
 	w, existed, err := m.applyWrite(u, c)
 	if err == nil {

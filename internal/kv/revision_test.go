@@ -1,6 +1,7 @@
 package kv
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"testing"
@@ -51,12 +52,13 @@ func TestRevisionDenseAndIdentical(t *testing.T) {
 	step("put a", true, rev, nil)
 	_, rev, err := lead.node.Delete(ctx, []byte("absent"))
 	step("delete of an absent key", false, rev, err)
-	_, err = lead.node.Grant(ctx, 0, time.Minute)
+	lease, err := lead.node.Grant(ctx, 0, time.Minute)
 	step("lease grant", false, lead.node.Revision(), err)
 	resp, _, err := lead.node.Txn(ctx, &txn.Txn{Then: []txn.Op{{Type: txn.Get, Key: []byte("a")}}}, raft.Admission{})
 	step("read-only transaction", false, resp.Revision, err)
 	resp, _, err = lead.node.Txn(ctx, &txn.Txn{Then: []txn.Op{{Type: txn.Put, Key: []byte("a"), Value: []byte("2")}, {Type: txn.Put, Key: []byte("b"), Value: []byte("1")}}}, raft.Admission{})
 	step("two-key transaction", true, resp.Revision, err)
+	putBatch(t, lead.node, lease, step)
 	for i := range 40 {
 		step("put", true, c.put(fmt.Sprintf("k%d", i%5), fmt.Sprint(i)), nil)
 	}
@@ -71,6 +73,12 @@ func TestRevisionDenseAndIdentical(t *testing.T) {
 	if a := want["a"]; a.Version != 2 || a.Create != 1 || a.Mod != 2 {
 		t.Fatalf("a = %+v, want created at 1, version 2, modified at 2", a)
 	}
+	if c := want["c"]; c.Version != 2 || c.Create != 3 || c.Mod != 4 {
+		t.Fatalf("c = %+v, want created at 3, version 2, modified at 4 (two PUTs of a batch)", c)
+	}
+	if e := want["e"]; e.Lease != lease || e.Mod != 5 {
+		t.Fatalf("e = %+v, want lease %d, modified at 5", e, lease)
+	}
 	check := func(when string) {
 		for _, tn := range c.running() {
 			c.caughtUp(tn)
@@ -84,4 +92,42 @@ func TestRevisionDenseAndIdentical(t *testing.T) {
 	c.stop(lead.id)
 	c.start(lead.id, false)
 	check("after a restart")
+}
+
+// putBatch commits a batch of PUTs on lead and checks each PUT's outcome
+// as step does a request's: each that applied took the next revision,
+// in order (two of one key are two writes), and those refused when
+// applied (a lease that does not exist, ignore_value of a missing key)
+// failed alone, taking none.
+func putBatch(t *testing.T, lead *Store, lease uint64, step func(string, bool, uint64, error)) {
+	t.Helper()
+	puts := []struct {
+		op      txn.Op
+		refused error
+	}{
+		{txn.Op{Type: txn.Put, Key: []byte("c"), Value: []byte("1")}, nil},
+		{txn.Op{Type: txn.Put, Key: []byte("c"), Value: []byte("2")}, nil},
+		{txn.Op{Type: txn.Put, Key: []byte("d"), Value: []byte("1"), Lease: lease + 1000}, txn.ErrLeaseNotFound},
+		{txn.Op{Type: txn.Put, Key: []byte("e"), Value: []byte("1"), Lease: lease}, nil},
+		{txn.Op{Type: txn.Put, Key: []byte("missing"), IgnoreValue: true}, txn.ErrKeyNotFound},
+	}
+	ops := make([]txn.Op, len(puts))
+	for i, p := range puts {
+		ops[i] = p.op
+	}
+	rs, err := lead.PutBatch(ctxT(t), ops, raft.Admission{})
+	if err != nil || len(rs) != len(puts) {
+		t.Fatalf("batch: %d results, %v; want %d", len(rs), err, len(puts))
+	}
+	for i, p := range puts {
+		what := fmt.Sprintf("batch PUT %d of %s", i, p.op.Key)
+		if p.refused != nil {
+			if !errors.Is(rs[i].Err, p.refused) {
+				t.Fatalf("%s: %v, want %v", what, rs[i].Err, p.refused)
+			}
+			step(what, false, rs[i].Revision, nil)
+			continue
+		}
+		step(what, true, rs[i].Revision, rs[i].Err)
+	}
 }

@@ -41,6 +41,18 @@ const (
 	MaxTxnResponseBytes = MaxTxnReadBytes + 256<<10
 )
 
+// Batches of PUTs (OpPutBatch: several independent PUTs in one request
+// and one Raft entry, each applied as its own write at its own
+// revision). A batch is encoded as a transaction's Then list, so it is
+// bounded like one: at most MaxBatchPuts PUTs and MaxBatchBytes encoded,
+// which keeps its Raft entry within MaxCommand.
+const (
+	// MaxBatchPuts is the most PUTs one batch holds.
+	MaxBatchPuts = MaxTxnOps
+	// MaxBatchBytes bounds a batch's encoding.
+	MaxBatchBytes = MaxTxnBytes
+)
+
 // TTL leases. They are checked when entries are applied.
 const (
 	// MaxLeases is the most leases that may exist at once.

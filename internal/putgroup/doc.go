@@ -21,6 +21,12 @@
 // and not etcd's Put, whose every write has a revision of its own (the
 // model internal/chaos checks etcd's API against).
 //
+// With Config.Revisions a group is instead one batch (client.PutBatch):
+// one request and one Raft entry whose PUTs are applied one after the
+// other, each at a revision of its own and with an outcome of its own,
+// exactly as PUTs proposed back to back would be. That suits etcd's Put
+// (internal/etcdapi), and two PUTs of one key in a group are two writes.
+//
 // A group that fails fails each of its PUTs with the error a lone PUT
 // would have had, a write that may have been applied included. A PUT that
 // kvd would refuse (an empty or too long key, a too large value) is sent

@@ -25,15 +25,21 @@ import (
 // a format-4 member would misapply: a transaction whose range reads a
 // past revision (a format-4 member reads the current state there and
 // applies the writes of one that a format-5 member refuses whole, its
-// revision compacted). Open records format 5 in a format-4 directory as
-// it is; the hello keeps members of different formats apart until all run
-// format 5.
+// revision compacted). Format 6 keeps the state of format 5 and adds a
+// log entry a format-5 member would skip as malformed: a batch of
+// independent PUTs (internal/kv's opPutBatch). Open records format 6 in
+// a format-4 or format-5 directory as it is; the hello keeps members of
+// different formats apart until all run format 6.
 const (
 	// DataFormat is the format this build writes and reads: every key
 	// carries its revision.Meta, the store a dense revision, the log may
 	// hold every command of this build, and the history keeps values by
 	// revision.
-	DataFormat = 5
+	DataFormat = 6
+	// DataFormatPastRangeTxn is the format whose log could not hold a
+	// batch of PUTs; its state is DataFormat's, recorded as DataFormat at
+	// Open.
+	DataFormatPastRangeTxn = 5
 	// DataFormatHistoryByRevision is the format whose log could not hold
 	// a transaction's range at a past revision; its state is DataFormat's,
 	// recorded as DataFormat at Open.
@@ -81,7 +87,8 @@ func (e *FormatError) Is(target error) bool { return target == ErrDataFormat }
 // checkFormat is Open's first step: it refuses a directory of a format it
 // does not read, records DataFormat in a new one (synced, before anything
 // else is written to it), and migrates one of DataFormatRevisions,
-// DataFormatValueByKey or DataFormatHistoryByRevision, recording
+// DataFormatValueByKey, DataFormatHistoryByRevision or
+// DataFormatPastRangeTxn, recording
 // DataFormat in it (synced, before anything else of this build is
 // written to it).
 func (s *Store) checkFormat(dir string) error {
@@ -99,7 +106,7 @@ func (s *Store) checkFormat(dir string) error {
 				return fmt.Errorf("store: open %s: migrate data format %d to %d: %w", dir, f, DataFormat, err)
 			}
 			return s.setSynced(keyFormat, encodeU64(DataFormat))
-		case f == DataFormatHistoryByRevision:
+		case f == DataFormatHistoryByRevision || f == DataFormatPastRangeTxn:
 			return s.setSynced(keyFormat, encodeU64(DataFormat))
 		case f != DataFormat:
 			return &FormatError{Dir: dir, Found: f}

@@ -63,12 +63,12 @@ func TestOpenMigratesOlderFormats(t *testing.T) {
 	}} {
 		t.Run(filepath.Base(tc.fixture), func(t *testing.T) {
 			dir := filepath.Join(fixture.Untar(t, tc.fixture), "data")
-			// 1: a migration begun again; 2: format 4, recorded as
-			// this build's as it is; 3: this build's. Round 1 also moves
+			// 1: a migration begun again; 2: format 4 and 3: format 5,
+			// recorded as this build's as they are; 4: this build's. Round 1 also moves
 			// the raft log to a WAL, which later rounds keep: the log
 			// reads the same throughout.
 			var log0 logState
-			for round, raftLog := range []string{RaftLogPebble, RaftLogWAL, RaftLogWAL, RaftLogWAL} {
+			for round, raftLog := range []string{RaftLogPebble, RaftLogWAL, RaftLogWAL, RaftLogWAL, RaftLogWAL} {
 				s, err := Open(dir, Options{RaftLog: raftLog})
 				if err != nil {
 					t.Fatalf("Open %d: %v", round, err)
@@ -87,6 +87,8 @@ func TestOpenMigratesOlderFormats(t *testing.T) {
 					err = s.setSynced(keyFormat, encodeU64(DataFormatValueByKey))
 				case 1:
 					err = s.setSynced(keyFormat, encodeU64(DataFormatHistoryByRevision))
+				case 2:
+					err = s.setSynced(keyFormat, encodeU64(DataFormatPastRangeTxn))
 				}
 				if err := errors.Join(err, s.Close()); err != nil {
 					t.Fatal(err)

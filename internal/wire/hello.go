@@ -32,6 +32,20 @@ const (
 // which the client reads as 0 ("not known").
 const HelloClusterID uint16 = 1
 
+// HelloFeatures, in an OpHello request's Flags (with HelloClusterID),
+// asks the server to end its Hello with the features it serves
+// (Hello.Features). A client that does not set it gets the Hello it can
+// decode; a server older than the flag ignores it and sends none, which
+// the client reads as no features.
+const HelloFeatures uint16 = 2
+
+// Features a server announces in its Hello: requests that a server
+// predating them would refuse by closing the connection.
+const (
+	// FeaturePutBatch: the server serves OpPutBatch.
+	FeaturePutBatch uint64 = 1
+)
+
 // Hello is a server's answer to OpHello: where its table region is and who it
 // believes leads. The client reads the table's geometry from the region
 // itself.
@@ -45,8 +59,13 @@ type Hello struct {
 	// ClusterID is the id of the server's cluster (raft/peer's, printed
 	// as 16 hex digits), or 0: not known (a server older than the field,
 	// or a joining node that has not heard from its cluster yet). It is
-	// encoded only when not 0, as 8 bytes after LeaderAddr.
+	// encoded only when not 0 or Features is not, as 8 bytes after
+	// LeaderAddr.
 	ClusterID uint64
+	// Features are the Feature bits the server serves (0: none, or a
+	// server older than the field). They are encoded only when not 0,
+	// as 8 bytes after ClusterID, which is then encoded even if 0.
+	Features uint64
 }
 
 const helloFixed = 8 + 8 + 8 + 8 + 4 + 2
@@ -60,8 +79,11 @@ func AppendHello(b []byte, h *Hello) []byte {
 	b = binary.LittleEndian.AppendUint32(b, h.RegionKey)
 	b = binary.LittleEndian.AppendUint16(b, uint16(len(h.LeaderAddr)))
 	b = append(b, h.LeaderAddr...)
-	if h.ClusterID != 0 {
+	if h.ClusterID != 0 || h.Features != 0 {
 		b = binary.LittleEndian.AppendUint64(b, h.ClusterID)
+	}
+	if h.Features != 0 {
+		b = binary.LittleEndian.AppendUint64(b, h.Features)
 	}
 	return b
 }
@@ -72,7 +94,7 @@ func DecodeHello(b []byte, h *Hello) error {
 		return fmt.Errorf("%w: hello of %d bytes", ErrShort, len(b))
 	}
 	n := int(binary.LittleEndian.Uint16(b[36:]))
-	var cluster uint64
+	var cluster, features uint64
 	switch len(b) - helloFixed - n {
 	case 0:
 	case 8:
@@ -80,12 +102,18 @@ func DecodeHello(b []byte, h *Hello) error {
 		if cluster = binary.LittleEndian.Uint64(b[helloFixed+n:]); cluster == 0 {
 			return fmt.Errorf("%w: hello carries cluster id 0", ErrLength)
 		}
+	case 16:
+		cluster = binary.LittleEndian.Uint64(b[helloFixed+n:])
+		if features = binary.LittleEndian.Uint64(b[helloFixed+n+8:]); features == 0 {
+			return fmt.Errorf("%w: hello carries features 0", ErrLength)
+		}
 	default:
-		return fmt.Errorf("%w: hello says %d address bytes, has %d (or %d with a cluster id)",
-			ErrLength, n, len(b)-helloFixed, len(b)-helloFixed-8)
+		return fmt.Errorf("%w: hello says %d address bytes, has %d (or %d with a cluster id, %d with features)",
+			ErrLength, n, len(b)-helloFixed, len(b)-helloFixed-8, len(b)-helloFixed-16)
 	}
 	*h = Hello{
 		ClusterID:  cluster,
+		Features:   features,
 		NodeID:     binary.LittleEndian.Uint64(b[0:]),
 		LeaderID:   binary.LittleEndian.Uint64(b[8:]),
 		RegionAddr: binary.LittleEndian.Uint64(b[16:]),

@@ -115,7 +115,16 @@ const (
 	// OpMemberUpdate changes a member's peer address (etcd's
 	// MemberUpdate): Key its decimal id, Value its new address.
 	OpMemberUpdate Op = 27
-	opMax             = OpMemberUpdate
+	// OpPutBatch commits several independent PUTs in one request and one
+	// Raft entry (batch.go), applied one after the other as if each were
+	// a request of its own: each at its own revision, with its own
+	// outcome. Value: the PUTs (internal/txn's batch encoding), Key and
+	// Flags empty. Response: Value one result per PUT (BatchResults). A
+	// server announces it in its Hello (FeaturePutBatch); one that
+	// predates it closes the connection on it, so clients send it only to
+	// servers that announce it.
+	OpPutBatch Op = 28
+	opMax         = OpPutBatch
 )
 
 func (o Op) String() string {
@@ -174,6 +183,8 @@ func (o Op) String() string {
 		return "member-add-voter"
 	case OpMemberUpdate:
 		return "member-update"
+	case OpPutBatch:
+		return "put-batch"
 	}
 	return fmt.Sprintf("op(%d)", uint8(o))
 }

@@ -110,6 +110,7 @@ func TestHelloRoundTrip(t *testing.T) {
 func FuzzDecodeRequest(f *testing.F) {
 	f.Add(AppendRequest(nil, &Request{Op: OpPut, ID: 1, Key: []byte("k"), Value: []byte("v")}))
 	f.Add(AppendRequest(nil, &Request{Op: OpHello}))
+	f.Add(AppendRequest(nil, &Request{Op: OpPutBatch, ID: 2, Value: []byte{0, 0, 1, 0, 0, 0}}))
 	f.Add([]byte{1, 3, 0, 0})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var r Request
@@ -127,6 +128,8 @@ func FuzzDecodeResponse(f *testing.F) {
 	f.Add(AppendResponse(nil, &Response{Op: OpGet, Value: []byte("v")}))
 	f.Add(AppendResponse(nil, &Response{Op: OpHello, Value: AppendHello(nil, &Hello{LeaderAddr: "x"})}))
 	f.Add(AppendResponse(nil, &Response{Op: OpHello, Value: AppendHello(nil, &Hello{LeaderAddr: "x", ClusterID: 0x8e9e05c52164694d})}))
+	f.Add(AppendResponse(nil, &Response{Op: OpHello, Value: AppendHello(nil, &Hello{LeaderAddr: "x", Features: FeaturePutBatch})}))
+	f.Add(AppendResponse(nil, &Response{Op: OpPutBatch, Value: AppendBatchResults(nil, []BatchResult{{Revision: 5}})}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var r Response
 		if err := DecodeResponse(b, &r); err != nil {
