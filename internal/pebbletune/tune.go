@@ -62,7 +62,9 @@ func Apply(o *pebble.Options, memTable uint64) {
 	// Fewer, larger L0→base compactions (see the constants).
 	o.L0CompactionThreshold = L0CompactionThreshold
 	o.L0StopWritesThreshold = L0StopWritesThreshold
-	for i := range o.Levels {
-		o.Levels[i].FilterPolicy = bloom.FilterPolicy(BloomBitsPerKey)
+	if BloomBitsPerKey > 0 {
+		for i := range o.Levels {
+			o.Levels[i].FilterPolicy = bloom.FilterPolicy(BloomBitsPerKey)
+		}
 	}
 }
