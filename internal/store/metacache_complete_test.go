@@ -142,6 +142,11 @@ func TestMetaCacheCompletenessEnds(t *testing.T) {
 			})
 			return "k00"
 		}, false, true, revision.Meta{Create: 1, Mod: 1, Version: 1, Lease: 1}},
+		{"write of a key over the bound", 12, func(t *testing.T, s *Store) string {
+			long := string(fmt.Appendf(nil, "%01200d", 7))
+			commit(t, s, func(u *Update) error { return u.Put([]byte(long), []byte("v"), mod(100)) })
+			return long
+		}, false, true, mod(100)},
 		{"reset", 0, func(t *testing.T, s *Store) string {
 			s.mc.reset(s.gen)
 			return "k05"
@@ -214,10 +219,10 @@ func TestMetaCacheCompletenessEnds(t *testing.T) {
 			u := s.NewUpdate()
 			defer u.Close()
 			if m, err := u.Meta([]byte(left)); err != nil || m != tc.metaOfLeft {
-				t.Fatalf("Meta(%s) = %+v, %v; Pebble has %+v", left, m, err, tc.metaOfLeft)
+				t.Fatalf("Meta(%.40s) = %+v, %v; Pebble has %+v", left, m, err, tc.metaOfLeft)
 			}
 			if (r.n > 0) != tc.wantReads {
-				t.Fatalf("%d Pebble reads finding %s", r.n, left)
+				t.Fatalf("%d Pebble reads finding %.40s", r.n, left)
 			}
 			if complete != tc.regained {
 				t.Fatalf("complete = %t after the event, want %t", complete, tc.regained)
