@@ -52,6 +52,9 @@ const L0StopWritesThreshold = 3 * L0CompactionThreshold
 // those reads were half of a node's CPU.
 const BloomBitsPerKey = 10
 
+// BloomLevels is how many levels, from L0 down, have Bloom filters.
+const BloomLevels = 7
+
 // Apply sets o's memtable (DefaultMemTableSize if memTable is 0), L0
 // thresholds and filters to kvd's.
 func Apply(o *pebble.Options, memTable uint64) {
@@ -62,9 +65,7 @@ func Apply(o *pebble.Options, memTable uint64) {
 	// Fewer, larger L0→base compactions (see the constants).
 	o.L0CompactionThreshold = L0CompactionThreshold
 	o.L0StopWritesThreshold = L0StopWritesThreshold
-	if BloomBitsPerKey > 0 {
-		for i := range o.Levels {
-			o.Levels[i].FilterPolicy = bloom.FilterPolicy(BloomBitsPerKey)
-		}
+	for i := range min(BloomLevels, len(o.Levels)) {
+		o.Levels[i].FilterPolicy = bloom.FilterPolicy(BloomBitsPerKey)
 	}
 }
