@@ -26,8 +26,8 @@ import (
 //     new lease, as they write the batch, and a lookup stores what the
 //     batch read returned. Every other write to the KV state or the key
 //     leases of the current generation goes through a snapshot install,
-//     which clears
-//     the cache and names the new generation (InstallSnapshot), or through
+//     which clears the cache and names the new generation
+//     (InstallSnapshot), or through
 //     an Update that is not the owner, whose successful commit clears the
 //     cache (Update.publish).
 //   - The owner's entries may be ahead of Pebble until its batch commits.
@@ -42,9 +42,11 @@ import (
 // without an entry is absent and on no lease, and a lookup of it needs no
 // Pebble read (the entry's parts it lacks are still read).
 //   - It is set only by load, which reads every such key of gen from
-//     Pebble with no Update open to be ahead of it (at Open, and after a
-//     snapshot install commits: Store.loadMetaCache), and only if all of
-//     them fit in the bound.
+//     Pebble while no Update owns the cache, so none is ahead of Pebble
+//     (at Open, and after a snapshot install commits:
+//     Store.loadMetaCache), and only if all of them fit in the bound. A
+//     miss is then "absent" in the sense of Safety: as Pebble has it, for
+//     the owner; a non-owner's writes clear the cache when they commit.
 //   - It holds while the owner writes through: an entry made for a key
 //     that had none starts as "absent, no lease" (what completeness said
 //     of it) before the write lands on it. An entry that comes to say
@@ -53,8 +55,9 @@ import (
 //   - It ends at every event after which a key might lack an entry it
 //     needs: reset (a snapshot install, a commit by an Update that was not
 //     the owner, a Close or failed Commit of an owner that wrote ahead), a
-//     generation change (which resets), and any eviction (every entry of a
-//     complete cache is needed). Nothing sets it again but load.
+//     generation change (which resets), any eviction (every entry of a
+//     complete cache is needed) and a write of a key too long to cache.
+//     Nothing sets it again but load.
 //
 // Eviction is CLOCK, driven only by the sequence of applied writes, so
 // every member's cache evolves alike; the bound is limits.MetaCacheBytes.
