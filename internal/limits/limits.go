@@ -124,7 +124,8 @@ const (
 	CompactBatch = 1000
 	// MetaCacheBytes bounds the memory of the apply path's cache of keys'
 	// revision metadata and leases (internal/store): a PUT of a cached key
-	// skips Pebble lookups. It holds about MetaCacheBytes/(96+key length) keys,
-	// some 150000 of 16 bytes.
+	// skips Pebble lookups, and while every key of the state fits (the
+	// cache is complete) so does a PUT of a new key. It holds about
+	// MetaCacheBytes/(96+key length) keys, some 150000 of 16 bytes.
 	MetaCacheBytes = 16 << 20
 )

@@ -42,15 +42,29 @@ const L0CompactionThreshold = 16
 // L0CompactionThreshold).
 const L0StopWritesThreshold = 3 * L0CompactionThreshold
 
-// BloomBitsPerKey sizes the Bloom filter of every sstable: 10 bits per key
-// (Pebble's and RocksDB's usual choice) make about 1% of the probes of a
-// table that lacks the key read it. Applying a write reads each key's
-// metadata (create revision, version, lease) before writing it, and with
-// L0CompactionThreshold sublevels gathered, a key missing from the
-// metadata cache was looked for in every sublevel, each probe reading and
-// decompressing an index and a data block: with 100,000 distinct keys
-// those reads were half of a node's CPU.
+// BloomBitsPerKey sizes the Bloom filters of the levels that have them
+// (BloomLevels): 10 bits per key (Pebble's and RocksDB's usual choice)
+// make about 1% of the probes of a table that lacks the key read it.
+// Applying a write reads each key's metadata (create revision, version,
+// lease) before writing it, and with L0CompactionThreshold sublevels
+// gathered, a key missing from the metadata cache was looked for in every
+// sublevel, each probe reading and decompressing an index and a data
+// block: with 100,000 distinct keys those reads were half of a node's CPU.
 const BloomBitsPerKey = 10
+
+// BloomLevels is how many levels, from L0 down, have Bloom filters: L0
+// alone. While the store's metadata cache is complete (internal/store,
+// metacache.go) a write of a new key reads nothing from Pebble; what
+// still probes for absent keys (reads of keys the region lacks, writes
+// once the state outgrows the cache) probes up to L0CompactionThreshold
+// L0 sublevels but one table per level below, so the filters pay on L0.
+// Below it they were built at every compaction into the base level, which
+// rewrites most of the state: without them, in rounds alternated with
+// filters on every level on a shared machine (load 3 to 20, medians),
+// BenchmarkPutCPU/wal spent 26.9 µs per PUT against 29.0 and the
+// 64-instance PUT shape 178 against 186 µs of server CPU; SETs of new
+// keys (redis-benchmark -r 50000) showed no difference beyond the noise.
+const BloomLevels = 1
 
 // Apply sets o's memtable (DefaultMemTableSize if memTable is 0), L0
 // thresholds and filters to kvd's.
@@ -62,7 +76,7 @@ func Apply(o *pebble.Options, memTable uint64) {
 	// Fewer, larger L0→base compactions (see the constants).
 	o.L0CompactionThreshold = L0CompactionThreshold
 	o.L0StopWritesThreshold = L0StopWritesThreshold
-	for i := range o.Levels {
+	for i := range min(BloomLevels, len(o.Levels)) {
 		o.Levels[i].FilterPolicy = bloom.FilterPolicy(BloomBitsPerKey)
 	}
 }

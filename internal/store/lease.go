@@ -113,7 +113,9 @@ func (u *Update) KeyLease(key []byte) (uint64, error) {
 			return id, nil
 		}
 	}
-	raw, ok, err := u.getRaw(leaseKey(nil, u.gen, leaseOfKy, 0, key))
+	lk := leaseKey(nil, u.gen, leaseOfKy, 0, key)
+	u.s.knobs.noteMetaRead(lk)
+	raw, ok, err := u.getRaw(lk)
 	var id uint64
 	switch {
 	case err != nil:

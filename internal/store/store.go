@@ -62,6 +62,20 @@ type Knobs struct {
 	// where the store otherwise runs Pebble without it (raftlog.go): the
 	// comparison BenchmarkPutCPU draws.
 	PebbleWAL bool
+	// MetaCacheBytes, if positive, bounds the metaCache instead of
+	// limits.MetaCacheBytes (tests of a state that does not fit).
+	MetaCacheBytes int
+	// OnMetaRead, if set, is called with the Pebble key of each read an
+	// Update makes for a key's metadata or lease (Update.Meta, Delete,
+	// KeyLease, Detach) because the metaCache did not answer: tests count
+	// them.
+	OnMetaRead func(pebbleKey []byte)
+}
+
+func (k *Knobs) noteMetaRead(key []byte) {
+	if k.OnMetaRead != nil {
+		k.OnMetaRead(key)
+	}
 }
 
 // Store is the durable state of one raft node. See the package comment for
@@ -118,6 +132,7 @@ type Store struct {
 	rs revState // store and compaction revisions (revision.go)
 
 	mc    *metaCache // the apply path's key metadata (metacache.go)
+	knobs Knobs
 	spare updateBufs // guarded by mu
 }
 
@@ -165,15 +180,23 @@ func Open(dir string, opts Options) (*Store, error) {
 		// directory is left as a crash there would have left it.
 		return nil, fmt.Errorf("store: open %s: %w", dir, err)
 	}
-	s := &Store{db: db, cacheSize: max(opts.EntryCacheSize, 0), fault: fault, mc: newMetaCache(limits.MetaCacheBytes),
-		noPebbleWAL: po.DisableWAL, flushed: flushed}
+	mcBytes := limits.MetaCacheBytes
+	if opts.Knobs.MetaCacheBytes > 0 {
+		mcBytes = opts.Knobs.MetaCacheBytes
+	}
+	s := &Store{db: db, cacheSize: max(opts.EntryCacheSize, 0), fault: fault, mc: newMetaCache(mcBytes),
+		noPebbleWAL: po.DisableWAL, flushed: flushed, knobs: opts.Knobs}
 	if err := s.checkFormat(dir); err != nil {
 		if !fault.tripped() {
 			db.Close()
 		}
 		return nil, err
 	}
-	if err := s.recover(dir, ffs, opts); err != nil {
+	err = s.recover(dir, ffs, opts)
+	if err == nil {
+		err = s.loadMetaCache()
+	}
+	if err != nil {
 		if !fault.tripped() {
 			db.Close()
 			if s.wal != nil {

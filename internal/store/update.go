@@ -319,6 +319,7 @@ func (u *Update) lookup(key []byte) (m revision.Meta, present bool, err error) {
 		return revision.Meta{}, false, err
 	}
 	u.keyBuf = appendKVKey(u.keyBuf[:0], u.gen, key)
+	u.s.knobs.noteMetaRead(u.keyBuf)
 	raw, closer, err := r.Get(u.keyBuf)
 	switch {
 	case errors.Is(err, pebble.ErrNotFound):
@@ -489,6 +490,9 @@ func (u *Update) commitGuarded(write func() error) error {
 		return fmt.Errorf("store: commit: %w", err)
 	}
 	u.publish()
+	if u.reset {
+		s.reloadMetaCache()
+	}
 	if u.reset && u.applied == u.trunc.index {
 		// The installed snapshot becomes the one to send on, should this
 		// node lead before it takes its own. (raft never applies entries in
