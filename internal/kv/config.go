@@ -33,14 +33,18 @@ type Config struct {
 	compaction compactPolicy // parsed by withDefaults
 }
 
-// Knobs lower limits for tests. Every node of a test must share them, as
-// every node of a cluster shares the constants: they are checked when
-// entries are applied.
+// Knobs are for tests: lower limits, which every node of a test must
+// share, as every node of a cluster shares the constants (they are checked
+// when entries are applied), and hooks into a node's own requests.
 type Knobs struct {
 	// MaxLeases replaces MaxLeases (0: MaxLeases).
 	MaxLeases int
 	// MaxLeaseKeys replaces MaxLeaseKeys (0: MaxLeaseKeys).
 	MaxLeaseKeys int
+	// AfterRenew, if set, runs in KeepAlive between the renewal of lease
+	// id and the ReadIndex round that confirms it: a test can revoke the
+	// lease or cut the leader off there.
+	AfterRenew func(id uint64)
 }
 
 func (c Config) withDefaults() Config {

@@ -194,3 +194,69 @@ func TestLeaseFullTxnCountsDetaches(t *testing.T) {
 		t.Errorf("txn {delete k9 (on no lease); put k3 with the full lease}: %v, want ErrLeaseFull", err)
 	}
 }
+
+// TestKeepAliveAfterRevokeMeanwhile: a lease revoked between a
+// keep-alive's renewal and the round that confirms it is not reported
+// alive: the keep-alive looks the lease up again after that round and
+// fails with ErrLeaseNotFound, as it would had the revoke come first.
+func TestKeepAliveAfterRevokeMeanwhile(t *testing.T) {
+	cfg := testConfig()
+	var revoke func(id uint64)
+	cfg.Knobs.AfterRenew = func(id uint64) {
+		if revoke != nil {
+			revoke(id)
+		}
+	}
+	c := newCluster(t, 3, cfg)
+	lead := c.leader()
+	ctx := ctxT(t)
+	id, err := lead.node.Grant(ctx, 0, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ttl, _, err := lead.node.KeepAlive(ctx, id); err != nil || ttl != time.Minute {
+		t.Fatalf("keep-alive of a live lease: ttl %v, err %v", ttl, err)
+	}
+	revoke = func(id uint64) {
+		revoke = nil
+		if err := lead.node.Revoke(ctx, id); err != nil {
+			t.Errorf("revoke: %v", err)
+		}
+	}
+	ttl, _, err := lead.node.KeepAlive(ctx, id)
+	if !errors.Is(err, ErrLeaseNotFound) {
+		t.Fatalf("keep-alive of a lease revoked before it was confirmed: ttl %v, err %v; want ErrLeaseNotFound", ttl, err)
+	}
+}
+
+// TestKeepAliveConfirmedAfterRenewal: a keep-alive is answered only after
+// a quorum round begun after its renewal: a leader cut off from its
+// followers between the two answers none (lessor.go, the holder's side).
+func TestKeepAliveConfirmedAfterRenewal(t *testing.T) {
+	cfg := testConfig()
+	var cut func()
+	cfg.Knobs.AfterRenew = func(uint64) {
+		if cut != nil {
+			cut()
+		}
+	}
+	c := newCluster(t, 3, cfg)
+	lead := c.leader()
+	id, err := lead.node.Grant(ctxT(t), 0, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut = func() {
+		cut = nil
+		for _, tn := range c.running() {
+			if tn != lead {
+				c.stop(tn.id)
+			}
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if ttl, _, err := lead.node.KeepAlive(ctx, id); err == nil {
+		t.Fatalf("a leader without its followers answered a keep-alive (ttl %v)", ttl)
+	}
+}

@@ -86,25 +86,50 @@ func (s *Store) Revoke(ctx context.Context, id uint64) error {
 // holder's view of the lease safe). rev is the store revision of the
 // applied state the renewal was made on, read before it (etcd's header
 // revision of a keep-alive): no revision it names has the lease revoked.
+//
+// One round serves as both of the keep-alive's barriers. The renewal goes
+// first, on the applied state as it stands; the round that confirms the
+// leadership then also applies everything committed before it, so the
+// lease is checked again after it: a revoke committed before the
+// keep-alive arrived (by an earlier leader, not yet applied here) ends it
+// with ErrLeaseNotFound, as etcd's does, and renewing a lease about to be
+// revoked lengthens nothing anyone is told of. Only a lease the applied
+// state lacks costs a second round: it may be a grant committed but not yet
+// applied here, so the renewal is retried once the state is current.
 func (s *Store) KeepAlive(ctx context.Context, id uint64) (ttl time.Duration, rev uint64, err error) {
 	if err := s.leaderHere(); err != nil {
 		return 0, 0, err
 	}
-	if err := s.node.ReadIndex(ctx); err != nil { // the lease's applied state is current
-		return 0, 0, err
-	}
 	rev = s.Revision()
 	ttl, err = s.m.leases.renew(id, s.cfg.LeaseClock())
-	if errors.Is(err, raft.ErrNotLeader) {
-		return 0, 0, s.notLeader(s.node.Status().LeaderID)
+	if errors.Is(err, ErrLeaseNotFound) {
+		if err := s.node.ReadIndex(ctx); err != nil {
+			return 0, 0, err
+		}
+		rev = s.Revision()
+		ttl, err = s.m.leases.renew(id, s.cfg.LeaseClock())
 	}
 	if err != nil {
-		return 0, 0, fmt.Errorf("%w: %d", err, id)
+		return 0, 0, s.leaseErr(id, err)
+	}
+	if s.cfg.Knobs.AfterRenew != nil {
+		s.cfg.Knobs.AfterRenew(id)
 	}
 	if err := s.node.ReadIndex(ctx); err != nil {
 		return 0, 0, err
 	}
+	if err := s.m.leases.live(id); err != nil {
+		return 0, 0, s.leaseErr(id, err)
+	}
 	return ttl, rev, nil
+}
+
+// leaseErr is the error a lease request returns for the lessor's err.
+func (s *Store) leaseErr(id uint64, err error) error {
+	if errors.Is(err, raft.ErrNotLeader) {
+		return s.notLeader(s.node.Status().LeaderID)
+	}
+	return fmt.Errorf("%w: %d", err, id)
 }
 
 // TimeToLive reports lease id as the leader sees it.
@@ -116,11 +141,8 @@ func (s *Store) TimeToLive(ctx context.Context, id uint64) (LeaseInfo, error) {
 		return LeaseInfo{}, err
 	}
 	info, err := s.m.leases.info(id, s.cfg.LeaseClock())
-	switch {
-	case errors.Is(err, raft.ErrNotLeader):
-		return info, s.notLeader(s.node.Status().LeaderID)
-	case err != nil:
-		return info, fmt.Errorf("%w: %d", err, id)
+	if err != nil {
+		return info, s.leaseErr(id, err)
 	}
 	return info, nil
 }

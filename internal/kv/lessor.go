@@ -39,7 +39,12 @@ import (
 //     expired by then already;
 //   - once the leader decides to expire a lease it refuses keepalives
 //     for it (expiring), so no keepalive is answered for a lease whose
-//     revoke is on its way.
+//     revoke is on its way;
+//   - the round that confirmed the leader also applied everything
+//     committed before it, and the lease is looked up again after it
+//     (KeepAlive): a keepalive is never answered for a lease whose revoke
+//     committed before the keepalive arrived, even one this leader had
+//     not applied yet when it renewed.
 //
 // This assumes clock rates differ little (a leader's TTL spans about the
 // holder's); time the holder spends between sending and the leader's
@@ -152,6 +157,21 @@ func (ls *lessor) renew(id uint64, now time.Time) (time.Duration, error) {
 	}
 	st.deadline = now.Add(st.ttl)
 	return st.ttl, nil
+}
+
+// live reports whether the leader still holds lease id, as renew would
+// find it: neither revoked nor being expired.
+func (ls *lessor) live(id uint64) error {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	st := ls.leases[id]
+	switch {
+	case !ls.leader:
+		return raft.ErrNotLeader
+	case st == nil || !st.expiring.IsZero():
+		return ErrLeaseNotFound
+	}
+	return nil
 }
 
 // LeaseInfo is a lease as the leader sees it.
