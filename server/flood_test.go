@@ -24,6 +24,7 @@ import (
 	"github.com/kvd-project/kvd/internal/ratelog"
 	"github.com/kvd-project/kvd/internal/table"
 	"github.com/kvd-project/kvd/internal/wire"
+	"github.com/kvd-project/kvd/raft/peer"
 	"github.com/kvd-project/kvd/transport"
 	"github.com/kvd-project/kvd/transport/tcp"
 )
@@ -550,6 +551,57 @@ func TestPeerSessionsExemptFromIdle(t *testing.T) {
 		if n := refusedCount(s, tcp.ReasonIdle); n != 0 {
 			t.Errorf("node %d closed %d idle connections; peer sessions must be exempt", i+1, n)
 		}
+	}
+}
+
+// TestPeerHelloDuringFreezeKeepsItsConnection: a peer's connection whose
+// hello reaches a frozen node waits for the thaw exempt from the idle
+// timeout, as a peer session is: a stalled process closes nothing (its
+// transport stalls with it), and the node the freeze stands for must not
+// either, or the peer's session breaks on the first election after it.
+func TestPeerHelloDuringFreezeKeepsItsConnection(t *testing.T) {
+	skipShort(t)
+	const idle = 100 * time.Millisecond
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	tr, err := tcp.New(tcp.Config{Node: addr, IdleTimeout: idle})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	s, err := New(Config{ID: 1, Listen: addr, DataDir: t.TempDir(), InitialCluster: map[uint64]string{1: addr},
+		Transport: tr, TableMem: 1 << 20, TickInterval: 20 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	wait.For(t, "a leader", func() bool { return s.node.Status().IsLeader })
+	if err := s.Freeze(2 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	dialer, err := tcp.New(tcp.Config{Node: "dialer"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dialer.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	conn, err := dialer.Dial(ctx, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := conn.Send(ctx, peer.AppendHello(nil, peer.Hello{From: 2, Addr: "127.0.0.1:1"})); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(8 * idle) // well within the freeze
+	if n := refusedCount(s, tcp.ReasonIdle); n != 0 {
+		t.Fatalf("the frozen node closed %d idle connections; a peer's, whose hello arrived, must be exempt", n)
 	}
 }
 

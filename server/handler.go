@@ -63,15 +63,20 @@ const keepRecvBuf = 64 << 10
 func (s *Server) serveConn(conn transport.Conn, role listenRole) {
 	defer conn.Close()
 	first, err := conn.Recv(s.ctx, nil)
-	if err != nil || s.awaitThaw(s.ctx) != nil {
+	if err != nil {
 		return
 	}
 	peer := raft.IsPeerHello(first)
-	if s.refuseWrongListener(conn, role, peer, first) {
+	if peer && role != listenClients {
+		// Raft sends nothing between some peers for long. Exempt before a
+		// freeze is waited out: the stall it stands for would stop the
+		// transport's idle timer too.
+		exemptFromIdle(conn)
+	}
+	if s.awaitThaw(s.ctx) != nil || s.refuseWrongListener(conn, role, peer, first) {
 		return
 	}
 	if peer {
-		exemptFromIdle(conn) // raft sends nothing between some peers for long
 		s.node.ServePeer(conn, first)
 		return
 	}
