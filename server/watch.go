@@ -77,7 +77,18 @@ type watchConn struct {
 	prevs watch.PrevReads
 	val   []byte // scratch: a message's value
 	frame []byte // scratch: a message's frame
+	// batch holds the frames a send round queued, ends where each ends:
+	// a transport.BatchSender takes them in one call (flushBatch).
+	batch []byte
+	ends  []int
+	msgs  [][]byte // scratch: batch cut into frames
 }
+
+// watchBatchBytes is how many bytes of frames a send round queues before
+// it hands them to the connection: the messages of many watches go out in
+// one socket write, not one each, yet a connection's round never holds
+// more than this beyond one message.
+const watchBatchBytes = 256 << 10
 
 // connWatch is one watch of the connection, and the progress its client
 // was last told.
@@ -228,7 +239,7 @@ func (wc *watchConn) sendRound(ctx context.Context) (sent, ok bool) {
 		wc.evs, progress, err = w.Next(wc.evs[:0], limits.MaxWatchEvents, limits.MaxWatchBytes)
 		if err != nil {
 			wc.drop(id)
-			if !wc.send(ctx, wc.s.compacted(id, wire.OpWatch, err)) {
+			if !wc.queue(ctx, wc.s.compacted(id, wire.OpWatch, err)) {
 				return sent, false
 			}
 			continue
@@ -256,7 +267,7 @@ func (wc *watchConn) sendRound(ctx context.Context) (sent, ok bool) {
 		clear(wc.evs)
 		wc.s.metrics.watchEvents.Add(float64(len(wc.evs)))
 		events := len(wc.evs) > 0 // before shrink, which may drop wc.evs
-		ok := wc.send(ctx, wire.Response{Op: wire.OpWatch, ID: id, Version: progress, Value: wc.val})
+		ok := wc.queue(ctx, wire.Response{Op: wire.OpWatch, ID: id, Version: progress, Value: wc.val})
 		wc.shrink()
 		if !ok {
 			return sent, false
@@ -267,7 +278,7 @@ func (wc *watchConn) sendRound(ctx context.Context) (sent, ok bool) {
 		}
 		sent = sent || events
 	}
-	return sent, true
+	return sent, wc.flushBatch(ctx)
 }
 
 // progressDue reports whether w, which has no events pending, is owed a
@@ -279,11 +290,11 @@ func (wc *watchConn) progressDue(w *connWatch) bool {
 	return (w.wantProgress || periodic) && w.Synced()
 }
 
-// sendProgress sends w a progress notification: no events, and the
+// sendProgress queues w a progress notification: no events, and the
 // revision its stream is complete through.
 func (wc *watchConn) sendProgress(ctx context.Context, id uint64, w *connWatch, progress uint64) bool {
 	wc.val = wire.AppendWatchMessage(wc.val[:0], &wire.WatchMessage{Flags: wire.WatchMsgProgress})
-	if !wc.send(ctx, wire.Response{Op: wire.OpWatch, ID: id, Version: progress, Value: wc.val}) {
+	if !wc.queue(ctx, wire.Response{Op: wire.OpWatch, ID: id, Version: progress, Value: wc.val}) {
 		return false
 	}
 	w.wantProgress = false
@@ -426,20 +437,70 @@ func (s *Server) compacted(id uint64, op wire.Op, err error) wire.Response {
 // charged to the connection's budget until written; a client that makes
 // no room for it within replyTimeout is closed as a slow reader.
 func (wc *watchConn) send(ctx context.Context, resp wire.Response) bool {
-	s := wc.s
-	if s.awaitThaw(ctx) != nil {
+	if wc.s.awaitThaw(ctx) != nil {
 		return false
 	}
 	wc.frame = wire.AppendResponse(wc.frame[:0], &resp)
 	n := len(wc.frame)
 	wc.budget.overdraw(n)
 	defer wc.budget.release(n)
-	sctx, cancel := context.WithTimeout(ctx, s.cfg.Knobs.ReplyTimeout)
+	sctx, cancel := context.WithTimeout(ctx, wc.s.cfg.Knobs.ReplyTimeout)
 	err := wc.conn.Send(sctx, wc.frame)
 	cancel()
 	if cap(wc.frame) > keepRecvBuf {
 		wc.frame = nil
 	}
+	return wc.sent(ctx, err)
+}
+
+// queue adds a message to the round's batch, which goes out when it
+// reaches watchBatchBytes or the round ends (flushBatch); over a
+// connection that cannot take batches it is sent at once. False once the
+// connection failed.
+func (wc *watchConn) queue(ctx context.Context, resp wire.Response) bool {
+	if _, ok := wc.conn.(transport.BatchSender); !ok {
+		return wc.send(ctx, resp)
+	}
+	wc.batch = wire.AppendResponse(wc.batch, &resp)
+	wc.ends = append(wc.ends, len(wc.batch))
+	return len(wc.batch) < watchBatchBytes || wc.flushBatch(ctx)
+}
+
+// flushBatch sends the queued frames in one call, charged to the
+// connection's budget until written, with replyTimeout for them all.
+func (wc *watchConn) flushBatch(ctx context.Context) bool {
+	if len(wc.ends) == 0 {
+		return true
+	}
+	defer func() {
+		clear(wc.msgs) // they point into batch
+		wc.batch, wc.ends, wc.msgs = wc.batch[:0], wc.ends[:0], wc.msgs[:0]
+		if cap(wc.batch) > keepRecvBuf {
+			wc.batch = nil // a burst's: not kept for the connection's life
+		}
+	}()
+	if wc.s.awaitThaw(ctx) != nil {
+		return false
+	}
+	start := 0
+	for _, end := range wc.ends {
+		wc.msgs = append(wc.msgs, wc.batch[start:end])
+		start = end
+	}
+	n := len(wc.batch)
+	wc.budget.overdraw(n)
+	defer wc.budget.release(n)
+	sctx, cancel := context.WithTimeout(ctx, wc.s.cfg.Knobs.ReplyTimeout)
+	_, err := wc.conn.(transport.BatchSender).SendBatch(sctx, wc.msgs)
+	cancel()
+	return wc.sent(ctx, err)
+}
+
+// sent judges the outcome err of a send: true if the messages went out;
+// else the connection is done, closed here as a slow reader or as one
+// that cannot take a message.
+func (wc *watchConn) sent(ctx context.Context, err error) bool {
+	s := wc.s
 	switch {
 	case err == nil:
 		return true

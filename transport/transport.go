@@ -112,6 +112,16 @@ type Conn interface {
 	Close() error
 }
 
+// BatchSender is a Conn that can send several messages together: a
+// server answering many watches of one connection at once hands them over
+// in one call, which a transport may put in one socket write.
+type BatchSender interface {
+	// SendBatch sends msgs in order, as that many Sends would, and returns
+	// how many it sent: on an error, msgs[:n] went out as Send's do and
+	// the rest did not. The caller may reuse msgs once it returns.
+	SendBatch(ctx context.Context, msgs [][]byte) (n int, err error)
+}
+
 // Listener accepts connections. Accept and Close may be called concurrently.
 type Listener interface {
 	Accept(ctx context.Context) (Conn, error)

@@ -57,8 +57,9 @@ func (w *byteWindow) init(limit, messages int) {
 // fits reports whether n more bytes fit: under the limit, or alone.
 func (w *byteWindow) fits(n int) bool { return w.bytes == 0 || w.bytes+n <= w.limit }
 
-// reserve waits until n bytes fit the sender's window and counts them.
-func (w *byteWindow) reserve(ctx context.Context, n int, closed <-chan struct{}) error {
+// reserve waits until n bytes fit the sender's window and counts them;
+// beforeWait, if set, runs once before it first waits.
+func (w *byteWindow) reserve(ctx context.Context, n int, closed <-chan struct{}, beforeWait func()) error {
 	for {
 		w.mu.Lock()
 		if w.fits(n) {
@@ -69,6 +70,10 @@ func (w *byteWindow) reserve(ctx context.Context, n int, closed <-chan struct{})
 		wake := w.wake
 		w.waiting++
 		w.mu.Unlock()
+		if beforeWait != nil {
+			beforeWait()
+			beforeWait = nil
+		}
 		var err error
 		select {
 		case <-wake:

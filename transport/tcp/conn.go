@@ -25,6 +25,8 @@ const bufSize = 64 << 10
 // pooled scratch buffer (READ responses).
 const readBufSize = 16 << 10
 
+var _ transport.BatchSender = (*conn)(nil)
+
 // conn is one connection. Two goroutines run per conn: readLoop, the only
 // reader of the socket, which never blocks on anything but the socket; and
 // serveLoop, which writes READ responses and returned credits. Writers share

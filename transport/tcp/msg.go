@@ -94,7 +94,26 @@ func (q *msgQueue) addCredits(n uint32) error {
 
 // Send writes msg as one MSG frame once the peer has room for it. If the
 // Filter cuts the peer off, msg is dropped and Send reports success.
-func (c *conn) Send(ctx context.Context, msg []byte) error {
+func (c *conn) Send(ctx context.Context, msg []byte) error { return c.send(ctx, msg, false) }
+
+// SendBatch sends msgs as Send would one after the other, in one socket
+// write where the peer's credits and byte window allow (transport.BatchSender).
+func (c *conn) SendBatch(ctx context.Context, msgs [][]byte) (int, error) {
+	for i, m := range msgs {
+		if err := c.send(ctx, m, i < len(msgs)-1); err != nil {
+			if i > 0 {
+				c.flush() // the ones sent must reach the peer, as Send's do
+			}
+			return i, err
+		}
+	}
+	return len(msgs), nil
+}
+
+// send is Send; with more, it leaves the frame in the write buffer for the
+// next send to flush. Frames left there are flushed before any wait for
+// credits or window: the peer returns those only for frames it received.
+func (c *conn) send(ctx context.Context, msg []byte, more bool) error {
 	if len(msg) > c.maxMessage {
 		return fmt.Errorf("tcp: message of %d bytes exceeds the connection's max of %d: %w",
 			len(msg), c.maxMessage, transport.ErrMessageTooLarge)
@@ -106,6 +125,7 @@ func (c *conn) Send(ctx context.Context, msg []byte) error {
 		return nil
 	}
 	if !c.takeCredit() {
+		c.flush()
 		select {
 		case <-c.msgs.window:
 		case <-ctx.Done():
@@ -114,7 +134,7 @@ func (c *conn) Send(ctx context.Context, msg []byte) error {
 			return c.err
 		}
 	}
-	if err := c.msgs.out.reserve(ctx, len(msg), c.closed); err != nil {
+	if err := c.msgs.out.reserve(ctx, len(msg), c.closed, c.flush); err != nil {
 		c.msgs.window <- struct{}{} // the credit was not used
 		return c.usable(ctx)
 	}
@@ -131,7 +151,14 @@ func (c *conn) Send(ctx context.Context, msg []byte) error {
 	if err == nil {
 		_, err = c.bw.Write(msg)
 	}
-	return c.wunlock(err)
+	return c.wunlockMore(err, more)
+}
+
+// flush writes out what the write buffer holds (unless another writer is
+// waiting for it: that one flushes).
+func (c *conn) flush() {
+	c.wlock()
+	c.wunlock(nil) // a write error fails the connection, which its users see
 }
 
 // takeCredit takes a credit if one is free, without waiting: the common

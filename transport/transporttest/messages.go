@@ -258,6 +258,41 @@ func testBackpressure(t *testing.T, e *env) {
 	noErr(t, "drain", recvMany(ctx, s, e.credits))
 }
 
+// testSendBatch: a BatchSender's batch of more messages than the peer has
+// credits for arrives whole and in order while the peer consumes (frames
+// held back for one socket write must go out before the sender waits for
+// credits the peer returns only for frames it has), and a batch with a
+// message too large sends exactly the ones before it.
+func testSendBatch(t *testing.T, e *env) {
+	ctx := guarded(t)
+	c, s := e.connect()
+	bs, ok := c.(transport.BatchSender)
+	if !ok {
+		t.Skip("this transport's connections are no transport.BatchSender: nothing to check")
+	}
+	n := 3*e.credits + 5
+	msgs := make([][]byte, n)
+	for seq := range n {
+		msgs[seq] = message(2, seq, sizeFor(seq))
+	}
+	recv := async(func() error { return recvMany(ctx, s, n) })
+	sent, err := bs.SendBatch(ctx, msgs)
+	noErr(t, "SendBatch", err)
+	if sent != n {
+		t.Fatalf("SendBatch sent %d of %d", sent, n)
+	}
+	noErr(t, "receive the batch", wait(t, "Recv", recv))
+
+	msgs = [][]byte{message(3, 0, sizeFor(0)), message(3, 1, sizeFor(1)), make([]byte, c.MaxMessage()+1), message(3, 2, sizeFor(2))}
+	sent, err = bs.SendBatch(ctx, msgs)
+	wantErr(t, "a batch with a message too large", err, transport.ErrMessageTooLarge)
+	if sent != 2 {
+		t.Fatalf("SendBatch sent %d before the message too large, want 2", sent)
+	}
+	noErr(t, "receive the messages before it", recvMany(ctx, s, 2))
+	noErr(t, "nothing after it", expectQuiet(ctx, s))
+}
+
 func testRecvCanceled(t *testing.T, e *env) {
 	ctx := guarded(t)
 	c, s := e.connect()

@@ -37,6 +37,7 @@ func Run(t *testing.T, f Factory) {
 		{"ConcurrentSendsAndReads", testConcurrentSendsAndReads},
 		{"SeveralConns", testSeveralConns},
 		{"Backpressure", testBackpressure},
+		{"SendBatch", testSendBatch},
 		{"RecvCanceled", testRecvCanceled},
 		{"ReadBounds", testReadBounds},
 		{"ReadBadKey", testReadBadKey},
