@@ -22,6 +22,13 @@
 // the batch's one synced commit (PebbleLog): the floor of any design that,
 // as kvd's does, keeps the Raft log and the state in Pebble.
 //
+// With Config.State each node keeps the plain file log and, after each
+// batch is synced, writes every PUT's value to a state key and a history
+// record at its index in a Pebble database opened as kvd's store opens
+// its own beside a WAL (no Pebble log, no sync of its own): StateLog, the
+// floor of kvd's design, whose state and history live in Pebble and whose
+// Raft log is a file beside it.
+//
 // What a floor run says: no implementation with kvd's guarantees
 // (replicated to a majority and fsynced before the reply, one connection
 // per client) spends less server CPU per PUT on this machine than the

@@ -44,8 +44,12 @@ type Config struct {
 	// plain file: the floor of a design with the Raft log and the state in
 	// Pebble.
 	Pebble bool
+	// State keeps the plain file log and writes each PUT's state and
+	// history to Pebble after it (StateLog): the floor of kvd's design
+	// with its Raft log beside Pebble. Not with Pebble.
+	State bool
 	// Keys is the key set Pebble's state writes spread over. Default
-	// DefaultKeys; used only with Pebble.
+	// DefaultKeys; used only with Pebble or State.
 	Keys int
 	// Dir holds the nodes' log files. Required.
 	Dir string
@@ -90,6 +94,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: warmup %v, duration %v", ErrConfig, c.Warmup, c.Duration)
 	case c.Keys < 0:
 		return fmt.Errorf("%w: %d keys", ErrConfig, c.Keys)
+	case c.Pebble && c.State:
+		return fmt.Errorf("%w: the log is Pebble or the file, not both (Pebble and State)", ErrConfig)
 	case c.Dir == "" || c.Command == nil:
 		return fmt.Errorf("%w: Dir and Command are required", ErrConfig)
 	}
@@ -101,6 +107,7 @@ type Result struct {
 	Nodes, Clients int
 	Synced         bool
 	Pebble         bool // the log was Pebble (Config.Pebble)
+	State          bool // the state went to Pebble (Config.State)
 	// Ops is how many PUTs were acknowledged in the measured part.
 	Ops      uint64
 	Duration time.Duration
@@ -135,8 +142,11 @@ func (r Result) String() string {
 	if !r.Synced {
 		sync = "no sync"
 	}
-	if r.Pebble {
+	switch {
+	case r.Pebble:
 		sync = "Pebble, " + sync
+	case r.State:
+		sync = "file log, Pebble state, " + sync
 	}
 	us := func(d time.Duration) float64 {
 		if r.Ops == 0 {
@@ -180,18 +190,18 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		return strings.TrimSpace(line), nil
 	}
 	keys := 0
-	if cfg.Pebble {
+	if cfg.Pebble || cfg.State {
 		keys = cfg.Keys
 	}
 	var followers []string
 	for i := 1; i < cfg.Nodes; i++ {
-		addr, err := start(NodeArgs(false, filepath.Join(cfg.Dir, fmt.Sprintf("log%d", i)), nil, !cfg.NoSync, keys))
+		addr, err := start(NodeArgs(false, filepath.Join(cfg.Dir, fmt.Sprintf("log%d", i)), nil, !cfg.NoSync, keys, cfg.State))
 		if err != nil {
 			return Result{}, err
 		}
 		followers = append(followers, addr)
 	}
-	leader, err := start(NodeArgs(true, filepath.Join(cfg.Dir, "log0"), followers, !cfg.NoSync, keys))
+	leader, err := start(NodeArgs(true, filepath.Join(cfg.Dir, "log0"), followers, !cfg.NoSync, keys, cfg.State))
 	if err != nil {
 		return Result{}, err
 	}
@@ -295,7 +305,7 @@ func drive(ctx context.Context, cfg Config, addr string, cpu cpuFunc) (Result, e
 		return Result{}, err
 	}
 	return Result{
-		Nodes: cfg.Nodes, Clients: cfg.Clients, Synced: !cfg.NoSync, Pebble: cfg.Pebble,
+		Nodes: cfg.Nodes, Clients: cfg.Clients, Synced: !cfg.NoSync, Pebble: cfg.Pebble, State: cfg.State,
 		Ops: ops.Load() - ops0, Duration: time.Since(t0),
 		ServerCPU: cpu1 - cpu0, LeaderCPU: lead1 - lead0, Batches: uint64(maxSeq.Load() - seq0),
 	}, nil

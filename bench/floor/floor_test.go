@@ -207,6 +207,8 @@ func TestConfigValidate(t *testing.T) {
 		{"huge request", Config{ValueSize: MaxRequest, Dir: "d", Command: cmd}, false},
 		{"negative duration", Config{Duration: -time.Second, Dir: "d", Command: cmd}, false},
 		{"negative keys", Config{Keys: -1, Pebble: true, Dir: "d", Command: cmd}, false},
+		{"state", Config{State: true, Dir: "d", Command: cmd}, true},
+		{"Pebble log and state", Config{Pebble: true, State: true, Dir: "d", Command: cmd}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.cfg.Validate()

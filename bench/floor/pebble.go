@@ -2,6 +2,7 @@ package floor
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -32,13 +33,18 @@ const DefaultKeys = 100000
 // this does only the writes every node of a design with the Raft log and
 // the state in Pebble must do.
 type PebbleLog struct {
-	db    *pebble.DB
-	opts  *pebble.WriteOptions
-	keys  uint64
-	next  uint64 // the next entry's index
-	trunc uint64 // entries below it are deleted
-	rng   uint64
-	kbuf  []byte
+	db   *pebble.DB
+	opts *pebble.WriteOptions
+	// entry is the kind byte of each request's record at its index: 'l',
+	// a log entry, or 'w', a history record (OpenPebbleState, which keeps
+	// them all: truncate is false).
+	entry    byte
+	truncate bool
+	keys     uint64
+	next     uint64 // the next entry's index
+	trunc    uint64 // entries below it are deleted
+	rng      uint64
+	kbuf     []byte
 }
 
 // OpenPebbleLog opens a fresh Pebble database in dir. With sync false,
@@ -53,12 +59,71 @@ func OpenPebbleLog(dir string, keys int, sync bool) (*PebbleLog, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &PebbleLog{db: db, opts: pebble.NoSync, keys: uint64(keys), next: 1, trunc: 1, rng: 0x9e3779b97f4a7c15}
+	l := newPebbleLog(db, keys)
 	if sync {
 		l.opts = pebble.Sync
 	}
 	return l, nil
 }
+
+func newPebbleLog(db *pebble.DB, keys int) *PebbleLog {
+	return &PebbleLog{db: db, opts: pebble.NoSync, entry: 'l', truncate: true, keys: uint64(keys), next: 1, trunc: 1, rng: 0x9e3779b97f4a7c15}
+}
+
+// OpenPebbleState opens a fresh Pebble database in dir as kvd's store
+// opens its own with --raft-log wal: without Pebble's write-ahead log,
+// commits unsynced (their durability is the log's). Each request becomes
+// what kvd's apply writes at the least: a history record at its index
+// (the revisions' history, a key that only grows) and a write of its value
+// to a key drawn from the key set; each batch rewrites the applied index.
+func OpenPebbleState(dir string, keys int) (*PebbleLog, error) {
+	if keys <= 0 {
+		return nil, fmt.Errorf("%w: %d keys", ErrConfig, keys)
+	}
+	o := &pebble.Options{DisableWAL: true}
+	pebbletune.Apply(o, pebbletune.NoWALMemTableSize)
+	db, err := pebble.Open(dir, o)
+	if err != nil {
+		return nil, err
+	}
+	l := newPebbleLog(db, keys)
+	l.entry, l.truncate = 'w', false
+	return l, nil
+}
+
+// StateLog is the floor of kvd's design with its Raft log beside Pebble
+// (--raft-log wal): the plain file Log, fdatasynced per batch, and then
+// the batch's state and history written to Pebble (OpenPebbleState).
+type StateLog struct {
+	log   *Log
+	state *PebbleLog
+}
+
+// OpenStateLog opens the file log at path and the state database in
+// path+".state".
+func OpenStateLog(path string, keys int, sync bool) (*StateLog, error) {
+	log, err := OpenLog(path, sync)
+	if err != nil {
+		return nil, err
+	}
+	state, err := OpenPebbleState(path+".state", keys)
+	if err != nil {
+		log.Close()
+		return nil, err
+	}
+	return &StateLog{log: log, state: state}, nil
+}
+
+// Append makes b durable in the log, then writes its state.
+func (s *StateLog) Append(b []byte) error {
+	if err := s.log.Append(b); err != nil {
+		return err
+	}
+	return s.state.Append(b)
+}
+
+// Close closes both.
+func (s *StateLog) Close() error { return errors.Join(s.state.Close(), s.log.Close()) }
 
 // Append stores the batch frame body b: a sequence of requests, each a
 // 4-byte big-endian length and that many bytes. The key each request's
@@ -87,7 +152,7 @@ func (l *PebbleLog) write(batch *pebble.Batch, b []byte) error {
 		}
 		req := b[4 : 4+n]
 		b = b[4+n:]
-		l.kbuf = binary.BigEndian.AppendUint64(append(l.kbuf[:0], 'l'), l.next)
+		l.kbuf = binary.BigEndian.AppendUint64(append(l.kbuf[:0], l.entry), l.next)
 		if err := batch.Set(l.kbuf, req, nil); err != nil {
 			return err
 		}
@@ -103,10 +168,10 @@ func (l *PebbleLog) write(batch *pebble.Batch, b []byte) error {
 	if err := batch.Set(l.kbuf, hs[:], nil); err != nil {
 		return err
 	}
-	if l.next-l.trunc >= pebbleTruncateEvery+pebbleKeepEntries {
+	if l.truncate && l.next-l.trunc >= pebbleTruncateEvery+pebbleKeepEntries {
 		to := l.next - pebbleKeepEntries
-		from := binary.BigEndian.AppendUint64([]byte{'l'}, l.trunc)
-		if err := batch.DeleteRange(from, binary.BigEndian.AppendUint64([]byte{'l'}, to), nil); err != nil {
+		from := binary.BigEndian.AppendUint64([]byte{l.entry}, l.trunc)
+		if err := batch.DeleteRange(from, binary.BigEndian.AppendUint64([]byte{l.entry}, to), nil); err != nil {
 			return err
 		}
 		l.trunc = to

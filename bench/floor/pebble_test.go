@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -131,22 +132,64 @@ func TestPebbleLogRefusesMalformedFrames(t *testing.T) {
 	}
 }
 
-// With Pebble, every node's log is a Pebble database holding the clients'
-// requests as entries.
-func TestRunPebble(t *testing.T) {
-	dir := t.TempDir()
-	cfg := Config{
-		Clients: 4, Warmup: 100 * time.Millisecond, Duration: 500 * time.Millisecond, Dir: dir,
-		Pebble: true, Keys: 500,
-		Command: nodeCommand,
+// The state floor logs each frame to the file and then writes, per
+// request, a history record at its index and a state write; the history
+// is never truncated (kvd's grows until a compaction).
+func TestStateLogWritesLogThenStateAndHistory(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "log")
+	l, err := OpenStateLog(path, 10, false)
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer l.Close()
+	req := frame(slices.Repeat([][]byte{[]byte("x")}, 100)...)
+	total := pebbleTruncateEvery + pebbleKeepEntries
+	for range total / 100 {
+		if err := l.Append(req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	head := make([]byte, len(req))
+	if _, err := l.log.f.ReadAt(head, 0); err != nil || !bytes.Equal(head, req) {
+		t.Fatalf("file log starts %x (%v), want the first frame", head[:8], err)
+	}
+	keys, vals := scanPrefix(t, l.state.db, 'w')
+	if len(keys) != total {
+		t.Fatalf("%d history records after %d writes, want all", len(keys), total)
+	}
+	for i, k := range keys {
+		if idx := binary.BigEndian.Uint64(k[1:]); idx != uint64(i+1) || string(vals[i]) != "x" {
+			t.Fatalf("history record %d: index %d, %q", i, idx, vals[i])
+		}
+	}
+	if keys, _ = scanPrefix(t, l.state.db, 'k'); len(keys) == 0 || len(keys) > 10 {
+		t.Fatalf("%d state keys over a key set of 10", len(keys))
+	}
+	if keys, _ = scanPrefix(t, l.state.db, 'l'); len(keys) != 0 {
+		t.Fatalf("%d log entries in the state database", len(keys))
+	}
+}
+
+// runSmall runs a small floor of cfg's kind in a fresh directory, which
+// it returns with the result.
+func runSmall(t *testing.T, cfg Config) (string, Result) {
+	t.Helper()
+	cfg.Dir, cfg.Clients, cfg.Keys, cfg.Command = t.TempDir(), 4, 500, nodeCommand
+	cfg.Warmup, cfg.Duration = 100*time.Millisecond, 500*time.Millisecond
 	res, err := Run(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Ops == 0 || !res.Pebble {
-		t.Fatalf("ops %d, pebble %t", res.Ops, res.Pebble)
+	if res.Ops == 0 || res.Pebble != cfg.Pebble || res.State != cfg.State {
+		t.Fatalf("ops %d, pebble %t, state %t", res.Ops, res.Pebble, res.State)
 	}
+	return cfg.Dir, res
+}
+
+// With Pebble, every node's log is a Pebble database holding the clients'
+// requests as entries.
+func TestRunPebble(t *testing.T) {
+	dir, _ := runSmall(t, Config{Pebble: true})
 	for i := range 3 {
 		db, err := pebble.Open(filepath.Join(dir, fmt.Sprintf("log%d", i)), &pebble.Options{ErrorIfNotExists: true})
 		if err != nil {
@@ -156,6 +199,28 @@ func TestRunPebble(t *testing.T) {
 		db.Close()
 		if len(vals) == 0 || len(vals[0]) != 16+256 {
 			t.Fatalf("node %d: %d entries, want requests of %d bytes", i, len(vals), 16+256)
+		}
+	}
+}
+
+// With State, every node logs to its file and keeps a Pebble database of
+// state and history beside it. (The nodes are killed, and Pebble runs
+// without its log: what they wrote there is not on disk.)
+func TestRunState(t *testing.T) {
+	dir, _ := runSmall(t, Config{State: true})
+	for i := range 3 {
+		log := filepath.Join(dir, fmt.Sprintf("log%d", i))
+		db, err := pebble.Open(log+".state", &pebble.Options{ErrorIfNotExists: true})
+		if err != nil {
+			t.Fatalf("node %d: %v", i, err)
+		}
+		db.Close()
+		raw, err := os.ReadFile(log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := binary.BigEndian.Uint32(raw); n != 16+256 {
+			t.Fatalf("node %d: the log begins with a request of %d bytes, want %d", i, n, 16+256)
 		}
 	}
 }

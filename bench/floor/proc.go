@@ -11,9 +11,11 @@ import (
 
 // NodeArgs are the arguments of one node process, for RunNode.
 // With keys above 0 the node logs to a Pebble database (PebbleLog) in the
-// directory log, writing values over that many keys.
-func NodeArgs(leader bool, log string, followers []string, sync bool, keys int) []string {
+// directory log, writing values over that many keys; with state too, it
+// logs to the file log and writes the state to Pebble (StateLog).
+func NodeArgs(leader bool, log string, followers []string, sync bool, keys int, state bool) []string {
 	return []string{
+		fmt.Sprintf("--state=%t", state),
 		fmt.Sprintf("--leader=%t", leader),
 		"--log", log,
 		"--followers", strings.Join(followers, ","),
@@ -32,6 +34,7 @@ func RunNode(ctx context.Context, args []string, out io.Writer) error {
 	followers := fs.String("followers", "", "followers' addresses, comma-separated (leader)")
 	sync := fs.Bool("sync", true, "fdatasync every batch")
 	keys := fs.Int("pebble-keys", 0, "log to Pebble, writing values over this many keys (0: a plain file)")
+	state := fs.Bool("state", false, "with --pebble-keys: log to the plain file, and write the state to Pebble")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -40,9 +43,12 @@ func RunNode(ctx context.Context, args []string, out io.Writer) error {
 	}
 	var log Appender
 	var err error
-	if *keys > 0 {
+	switch {
+	case *keys > 0 && *state:
+		log, err = OpenStateLog(*logPath, *keys, *sync)
+	case *keys > 0:
 		log, err = OpenPebbleLog(*logPath, *keys, *sync)
-	} else {
+	default:
 		log, err = OpenLog(*logPath, *sync)
 	}
 	if err != nil {

@@ -17,7 +17,7 @@ type Role string
 const (
 	// Floor is the point every CPU figure is divided by. A run has one.
 	Floor Role = "floor"
-	// Reference is another floor (the Pebble floor): shown with its CPU
+	// Reference is another floor (the Pebble and state floors): shown with its CPU
 	// over the floor's.
 	Reference Role = "reference"
 	// Candidate is a kvd under test: its CPU over the floor's, its

@@ -1,7 +1,9 @@
 // Package writepath sets kvd's PUT beside the floors under it, measured in
 // one window: the floor (bench/floor: three bare processes that batch,
 // replicate, fdatasync and reply), the Pebble floor (the same with each
-// node's log and state in Pebble), kvd with each of its Raft logs, and
+// node's log and state in Pebble), the state floor (the file log, then
+// each PUT's state and history written to Pebble), kvd with each of its
+// Raft logs, and
 // optionally a baseline build of kvd (the previous commit's).
 //
 // A run is rounds of every point, the order rotated by one each round, so

@@ -7,7 +7,7 @@
 //	kvbench report [flags] FILE... merge result files into one report with plots
 //	kvbench floor [flags]          the cheapest replicated PUT here (bench/floor):
 //	                               3 bare processes, a floor under kvd's PUT CPU
-//	kvbench writepath [flags]      the floor, the Pebble floor and kvd per Raft log
+//	kvbench writepath [flags]      the floor, the Pebble and state floors and kvd per Raft log
 //	                               (and a baseline build) in rotated rounds, medians
 //	                               and ratios (bench/writepath)
 //	kvbench redis [flags]          redis-benchmark against kvd's gateway, a node

@@ -25,7 +25,8 @@ func floorCmd(ctx context.Context, args []string) error {
 	fs.DurationVar(&cfg.Duration, "duration", floorDefaults.Duration, "measured time")
 	fs.BoolVar(&cfg.NoSync, "no-sync", false, "skip the fdatasyncs (what the disk costs)")
 	fs.BoolVar(&cfg.Pebble, "pebble", false, "log to Pebble as kvd's store does: each PUT a log entry and a state write, one synced Pebble batch per batch")
-	fs.IntVar(&cfg.Keys, "keys", floor.DefaultKeys, "with --pebble: the key set the state writes spread over")
+	fs.BoolVar(&cfg.State, "state", false, "log to the plain file as the floor does, then write each PUT's state and history to Pebble, unsynced and without Pebble's own log, as kvd does with --raft-log wal")
+	fs.IntVar(&cfg.Keys, "keys", floor.DefaultKeys, "with --pebble or --state: the key set the state writes spread over")
 	if err := parse(fs, args, false); err != nil {
 		return err
 	}

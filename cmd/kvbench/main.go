@@ -23,7 +23,7 @@ commands:
                 gateway, in one run: bench/results/etcd.md (scripts/etcd-benchmark.sh builds it)
   floor         the cheapest replicated PUT on this machine: 3 bare processes that
                 only batch, replicate, fdatasync and reply (a floor under kvd's PUT CPU)
-  writepath     the floor, the Pebble floor and kvd per Raft log (and a baseline build)
+  writepath     the floors (plain, Pebble, state) and kvd per Raft log (and a baseline build)
                 alternated in rounds in one window: server CPU per PUT over the floor's,
                 PUTs/s and one-client p50 over the baseline's (bench/writepath)
   redis         redis-benchmark against kvd's gateway, a kvd node, and redis-server

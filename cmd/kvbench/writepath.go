@@ -99,13 +99,13 @@ func parseWritepath(args []string) (*writepathOptions, error) {
 }
 
 // config turns the options into the run's points: the floor, the Pebble
-// floor, kvd per Raft log, and the baseline. Every point's settings are
+// floor, the state floor, kvd per Raft log, and the baseline. Every point's settings are
 // checked here, before anything starts.
 func (o *writepathOptions) config() (writepath.Config, error) {
 	fc := floor.Config{Clients: o.clients, ValueSize: o.valueSize, Keys: o.keys, Warmup: o.warmup, Duration: o.duration}
-	pfc := fc
-	pfc.Pebble = true
-	for _, c := range []floor.Config{fc, pfc} {
+	pfc, sfc := fc, fc
+	pfc.Pebble, sfc.State = true, true
+	for _, c := range []floor.Config{fc, pfc, sfc} {
 		// runFloor gives each run its directory and command.
 		c.Dir, c.Command = os.TempDir(), floorNodes("kvbench")
 		if err := c.Validate(); err != nil {
@@ -116,6 +116,8 @@ func (o *writepathOptions) config() (writepath.Config, error) {
 		{Name: "floor", Role: writepath.Floor, Detail: fmt.Sprintf("kvbench floor --clients %d", o.clients), Measure: floorPoint(fc)},
 		{Name: "floor-pebble", Role: writepath.Reference, Detail: fmt.Sprintf("kvbench floor --pebble --clients %d --keys %d", o.clients, o.keys),
 			Measure: floorPoint(pfc)},
+		{Name: "floor-state", Role: writepath.Reference, Detail: fmt.Sprintf("kvbench floor --state --clients %d --keys %d", o.clients, o.keys),
+			Measure: floorPoint(sfc)},
 	}
 	kvd := func(name string, role writepath.Role, bin, raftLog string) error {
 		m, err := o.kvdPoint(bin, raftLog)

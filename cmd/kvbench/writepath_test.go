@@ -33,10 +33,10 @@ func TestWritepathPoints(t *testing.T) {
 		points string // name:role, space-separated
 		bad    string // in the usage error
 	}{
-		{"defaults", []string{"--bin", bin}, "floor:floor floor-pebble:reference kvd-pebble:candidate kvd-wal:candidate", ""},
+		{"defaults", []string{"--bin", bin}, "floor:floor floor-pebble:reference floor-state:reference kvd-pebble:candidate kvd-wal:candidate", ""},
 		{"with a baseline", []string{"--bin", bin, "--baseline-bin", base, "--raft-logs", "wal"},
-			"floor:floor floor-pebble:reference kvd-wal:candidate baseline:baseline", ""},
-		{"floors alone", []string{"--bin", bin, "--raft-logs", ""}, "floor:floor floor-pebble:reference", ""},
+			"floor:floor floor-pebble:reference floor-state:reference kvd-wal:candidate baseline:baseline", ""},
+		{"floors alone", []string{"--bin", bin, "--raft-logs", ""}, "floor:floor floor-pebble:reference floor-state:reference", ""},
 		{"one client", []string{"--bin", bin, "--clients", "1"}, "", "--clients 1"},
 		{"no kvd", []string{"--bin", t.TempDir()}, "", "no kvd binary"},
 		{"no baseline kvd", []string{"--bin", bin, "--baseline-bin", t.TempDir()}, "", "no kvd binary"},
