@@ -77,9 +77,11 @@ type watchConn struct {
 	prevs watch.PrevReads
 	val   []byte // scratch: a message's value
 	frame []byte // scratch: a message's frame
+	// batcher is conn as a transport.BatchSender, nil if it is not one.
 	// batch holds the frames a send round queued, ends where each ends:
-	// a transport.BatchSender takes them in one call (flushBatch).
-	batch []byte
+	// the batcher takes them in one call (flushBatch).
+	batcher transport.BatchSender
+	batch   []byte
 	ends  []int
 	msgs  [][]byte // scratch: batch cut into frames
 }
@@ -117,6 +119,7 @@ func (s *Server) startWatchConn(ctx context.Context, conn transport.Conn, budget
 	ctx, stop := context.WithCancel(ctx)
 	wc := &watchConn{s: s, conn: conn, budget: budget, slow: slow, ctx: ctx,
 		cmds: make(chan *wire.Request, watchCmdQueue), done: make(chan struct{}), watches: map[uint64]*connWatch{}}
+	wc.batcher, _ = conn.(transport.BatchSender)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -441,16 +444,22 @@ func (wc *watchConn) send(ctx context.Context, resp wire.Response) bool {
 		return false
 	}
 	wc.frame = wire.AppendResponse(wc.frame[:0], &resp)
-	n := len(wc.frame)
-	wc.budget.overdraw(n)
-	defer wc.budget.release(n)
-	sctx, cancel := context.WithTimeout(ctx, wc.s.cfg.Knobs.ReplyTimeout)
-	err := wc.conn.Send(sctx, wc.frame)
-	cancel()
+	ok := wc.transmit(ctx, len(wc.frame), func(ctx context.Context) error { return wc.conn.Send(ctx, wc.frame) })
 	if cap(wc.frame) > keepRecvBuf {
 		wc.frame = nil
 	}
-	return wc.sent(ctx, err)
+	return ok
+}
+
+// transmit runs write, which sends n bytes of frames, with replyTimeout,
+// charging them to the connection's budget until written, and judges its
+// outcome (sent).
+func (wc *watchConn) transmit(ctx context.Context, n int, write func(context.Context) error) bool {
+	wc.budget.overdraw(n)
+	defer wc.budget.release(n)
+	sctx, cancel := context.WithTimeout(ctx, wc.s.cfg.Knobs.ReplyTimeout)
+	defer cancel()
+	return wc.sent(ctx, write(sctx))
 }
 
 // queue adds a message to the round's batch, which goes out when it
@@ -458,7 +467,7 @@ func (wc *watchConn) send(ctx context.Context, resp wire.Response) bool {
 // connection that cannot take batches it is sent at once. False once the
 // connection failed.
 func (wc *watchConn) queue(ctx context.Context, resp wire.Response) bool {
-	if _, ok := wc.conn.(transport.BatchSender); !ok {
+	if wc.batcher == nil {
 		return wc.send(ctx, resp)
 	}
 	wc.batch = wire.AppendResponse(wc.batch, &resp)
@@ -487,13 +496,10 @@ func (wc *watchConn) flushBatch(ctx context.Context) bool {
 		wc.msgs = append(wc.msgs, wc.batch[start:end])
 		start = end
 	}
-	n := len(wc.batch)
-	wc.budget.overdraw(n)
-	defer wc.budget.release(n)
-	sctx, cancel := context.WithTimeout(ctx, wc.s.cfg.Knobs.ReplyTimeout)
-	_, err := wc.conn.(transport.BatchSender).SendBatch(sctx, wc.msgs)
-	cancel()
-	return wc.sent(ctx, err)
+	return wc.transmit(ctx, len(wc.batch), func(ctx context.Context) error {
+		_, err := wc.batcher.SendBatch(ctx, wc.msgs)
+		return err
+	})
 }
 
 // sent judges the outcome err of a send: true if the messages went out;
