@@ -82,8 +82,8 @@ type watchConn struct {
 	// the batcher takes them in one call (flushBatch).
 	batcher transport.BatchSender
 	batch   []byte
-	ends  []int
-	msgs  [][]byte // scratch: batch cut into frames
+	ends    []int
+	msgs    [][]byte // scratch: batch cut into frames
 }
 
 // watchBatchBytes is how many bytes of frames a send round queues before

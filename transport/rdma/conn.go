@@ -361,4 +361,7 @@ func completionError(kind, status int) error {
 func (c *conn) MaxMessage() int    { return c.maxMsg }
 func (c *conn) RemoteAddr() string { return c.remote }
 
-var _ transport.Conn = (*conn)(nil)
+var (
+	_ transport.Conn        = (*conn)(nil)
+	_ transport.BatchSender = (*conn)(nil)
+)

@@ -19,9 +19,49 @@ const maxChain = 16
 // Send just returns ctx's error. Progress within a message depends only on
 // the peer's poller reposting buffers, not on its application.
 func (c *conn) Send(ctx context.Context, msg []byte) error {
+	if err := c.checkSize(msg); err != nil {
+		return err
+	}
+	if err := c.takeTurn(ctx); err != nil {
+		return err
+	}
+	defer func() { <-c.sendSem }()
+	return c.sendOne(ctx, msg)
+}
+
+// SendBatch sends msgs in order, each as Send does, within one turn of
+// the connection's sender (transport.BatchSender): another goroutine's
+// message does not come between them. Each is still its own chain of
+// SENDs: the batch saves the turn-taking, not the posts.
+func (c *conn) SendBatch(ctx context.Context, msgs [][]byte) (int, error) {
+	if len(msgs) == 0 {
+		return 0, nil
+	}
+	if err := c.checkSize(msgs[0]); err != nil {
+		return 0, err
+	}
+	if err := c.takeTurn(ctx); err != nil {
+		return 0, err
+	}
+	defer func() { <-c.sendSem }()
+	for i, m := range msgs {
+		if err := c.sendOne(ctx, m); err != nil {
+			return i, err
+		}
+	}
+	return len(msgs), nil
+}
+
+func (c *conn) checkSize(msg []byte) error {
 	if len(msg) > c.maxMsg {
 		return fmt.Errorf("rdma: send of %d bytes (max %d): %w", len(msg), c.maxMsg, transport.ErrMessageTooLarge)
 	}
+	return nil
+}
+
+// takeTurn waits for the connection's one sender slot (sendSem), which
+// the caller gives back.
+func (c *conn) takeTurn(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -32,12 +72,19 @@ func (c *conn) Send(ctx context.Context, msg []byte) error {
 	}
 	select {
 	case c.sendSem <- struct{}{}:
+		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-c.closed:
 		return c.closedErr()
 	}
-	defer func() { <-c.sendSem }()
+}
+
+// sendOne sends msg in the caller's turn.
+func (c *conn) sendOne(ctx context.Context, msg []byte) error {
+	if err := c.checkSize(msg); err != nil {
+		return err
+	}
 	if err := c.takeMsgCredit(ctx); err != nil {
 		return err
 	}
