@@ -26,7 +26,7 @@ func (c *conn) Send(ctx context.Context, msg []byte) error {
 		return err
 	}
 	defer func() { <-c.sendSem }()
-	return c.sendOne(ctx, msg)
+	return c.sendInTurn(ctx, msg)
 }
 
 // SendBatch sends msgs in order, each as Send does, within one turn of
@@ -37,15 +37,15 @@ func (c *conn) SendBatch(ctx context.Context, msgs [][]byte) (int, error) {
 	if len(msgs) == 0 {
 		return 0, nil
 	}
-	if err := c.checkSize(msgs[0]); err != nil {
-		return 0, err
-	}
 	if err := c.takeTurn(ctx); err != nil {
 		return 0, err
 	}
 	defer func() { <-c.sendSem }()
 	for i, m := range msgs {
-		if err := c.sendOne(ctx, m); err != nil {
+		if err := c.checkSize(m); err != nil {
+			return i, err
+		}
+		if err := c.sendInTurn(ctx, m); err != nil {
 			return i, err
 		}
 	}
@@ -80,11 +80,8 @@ func (c *conn) takeTurn(ctx context.Context) error {
 	}
 }
 
-// sendOne sends msg in the caller's turn.
-func (c *conn) sendOne(ctx context.Context, msg []byte) error {
-	if err := c.checkSize(msg); err != nil {
-		return err
-	}
+// sendInTurn sends msg, whose size was checked, in the caller's turn.
+func (c *conn) sendInTurn(ctx context.Context, msg []byte) error {
 	if err := c.takeMsgCredit(ctx); err != nil {
 		return err
 	}
