@@ -415,6 +415,62 @@ func TestFloodNeverReadingClient(t *testing.T) {
 	}
 }
 
+// TestSlowReaderCountedOnceAcrossLimits: a connection closed as a slow
+// reader is counted once however many of its replies time out, and not at
+// all when a transport limit (its write timeout, which counts under its
+// own reason) closed it first: both can fire for one never-reading client.
+func TestSlowReaderCountedOnceAcrossLimits(t *testing.T) {
+	s := floodServer(t, Config{}, tcp.Config{})
+	for _, tt := range []struct {
+		name         string
+		closedBefore bool
+		want         int
+	}{
+		{"open: counted once for two replies", false, 1},
+		{"closed first by a transport limit: not counted", true, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			conn := tcpPair(t)
+			if tt.closedBefore {
+				conn.Close()
+			}
+			before := refusedCount(s, transport.ReasonSlowReader)
+			var once sync.Once
+			for range 2 {
+				s.closeSlowReader(conn, &once, "a reply")
+			}
+			if got := refusedCount(s, transport.ReasonSlowReader) - before; got != tt.want {
+				t.Fatalf("slow_reader counted %d times; want %d", got, tt.want)
+			}
+		})
+	}
+}
+
+// tcpPair is the dialing end of a fresh tcp connection on a transport of
+// its own.
+func tcpPair(t *testing.T) transport.Conn {
+	t.Helper()
+	tr, err := tcp.New(tcp.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	ln, err := tr.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	conn, err := tr.Dial(ctx, ln.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	if _, err := ln.Accept(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return conn
+}
+
 // TestFloodOversizedRead: a 272-byte READ request for more than
 // transport.MaxReadBatchBytes gets no data, only a closed connection, and
 // is counted; the largest READ batch a kvd GET can need is within it.

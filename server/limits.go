@@ -61,15 +61,18 @@ func (s *Server) connRefused(reason, remote string, err error) {
 }
 
 // closeSlowReader closes conn, whose client left what (a reply, say)
-// unread for replyTimeout, and counts it once (once is the connection's).
-// Closed before counted: a transport limit (WriteTimeout) that fires from
-// then on finds the connection closed and is not counted beside it.
+// unread for replyTimeout, and counts it once (once is the connection's),
+// unless a transport limit closed it first: that one counted it.
 func (s *Server) closeSlowReader(conn transport.Conn, once *sync.Once, what string) {
-	conn.Close()
-	once.Do(func() {
-		s.connRefused(transport.ReasonSlowReader, conn.RemoteAddr(),
-			fmt.Errorf("%s waited %v for the client to read", what, s.cfg.Knobs.ReplyTimeout))
-	})
+	err := fmt.Errorf("%s waited %v for the client to read", what, s.cfg.Knobs.ReplyTimeout)
+	if lc, ok := conn.(transport.LimitCloser); ok {
+		if !lc.CloseForLimit(err) {
+			return
+		}
+	} else {
+		conn.Close()
+	}
+	once.Do(func() { s.connRefused(transport.ReasonSlowReader, conn.RemoteAddr(), err) })
 }
 
 // connCount is how many connections the server holds (kvd_connections).

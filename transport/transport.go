@@ -112,6 +112,18 @@ type Conn interface {
 	Close() error
 }
 
+// LimitCloser is a Conn that an application can close for a limit of its
+// own (a reply its client left unread) under the same rule as the
+// transport's limits (a write timeout): of the closures that race for one
+// connection, only the one that closes it is counted. A transport whose
+// own limits never close connections need not implement it.
+type LimitCloser interface {
+	// CloseForLimit closes the connection as Close does, and reports
+	// whether this call closed it (false: it was closed already, and
+	// whoever closed it counts it).
+	CloseForLimit(err error) (closed bool)
+}
+
 // BatchSender is a Conn that can send several messages together: a
 // server answering many watches of one connection at once hands them over
 // in one call, which a transport may put in one socket write.

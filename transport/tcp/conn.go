@@ -25,7 +25,10 @@ const bufSize = 64 << 10
 // pooled scratch buffer (READ responses).
 const readBufSize = 16 << 10
 
-var _ transport.BatchSender = (*conn)(nil)
+var (
+	_ transport.BatchSender = (*conn)(nil)
+	_ transport.LimitCloser = (*conn)(nil)
+)
 
 // conn is one connection. Two goroutines run per conn: readLoop, the only
 // reader of the socket, which never blocks on anything but the socket; and
@@ -124,6 +127,16 @@ func (c *conn) Close() error {
 	c.fail(fmt.Errorf("tcp: connection to %s closed by this end: %w", c.remote, transport.ErrClosed), true)
 	c.loops.Wait()
 	return nil
+}
+
+// CloseForLimit closes the connection for an application's limit,
+// reporting whether this call closed it (transport.LimitCloser): a limit
+// of this transport's that fires at the same moment then finds it closed
+// and is not counted beside it, or closed it first and the caller's is not.
+func (c *conn) CloseForLimit(err error) bool {
+	closed := c.fail(fmt.Errorf("tcp: connection to %s closed by this end: %w (%w)", c.remote, err, transport.ErrClosed), true)
+	c.loops.Wait()
+	return closed
 }
 
 // fail closes the connection once, recording why; it reports whether this
