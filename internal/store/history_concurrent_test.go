@@ -62,7 +62,10 @@ func TestCompactionUnderLoadNeverShowsAWrongPastValue(t *testing.T) {
 // checking every answer against the model, until done.
 func readPastRevisions(t *testing.T, s *Store, hm *histModel, rng *rand.Rand, done *atomic.Bool) {
 	for n := 0; !done.Load() || n < 10; n++ {
-		cur, compact := s.Revision(), s.CompactRevision()
+		// The compaction revision first: a commit publishes the store
+		// revision before it, so cur is at least compact.
+		compact := s.CompactRevision()
+		cur := s.Revision()
 		if cur == 0 {
 			continue
 		}
