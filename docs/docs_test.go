@@ -137,7 +137,6 @@ var unexported = map[string]string{
 	"server.maxSnapshotPerTableByte": "server",
 	"server.minMaxSnapshotBytes":     "server",
 	"limits.CompactBatch":            "internal/limits",
-	"limits.MetaCacheBytes":          "internal/limits",
 	"raft.maxClusterToken":           "raft",
 }
 

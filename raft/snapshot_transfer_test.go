@@ -3,6 +3,7 @@ package raft
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"maps"
@@ -30,12 +31,14 @@ import (
 
 func beginFrame(id peer.TransferID) []byte { return peer.AppendSnapshotBegin(nil, id) }
 
-// chunkFrame holds key/value pairs (alternating in kv), each at version.
+// chunkFrame holds key/value pairs (alternating in kv), each written
+// at version, as history records.
 func chunkFrame(id peer.TransferID, version uint64, kv ...string) []byte {
 	f := peer.AppendSnapshotHeader(nil, peer.FrameSnapshotChunk, id)
 	for i := 0; i+1 < len(kv); i += 2 {
-		raw := revision.Meta{Create: version, Mod: version, Version: 1}.Append(nil)
-		f = peer.AppendChunkRecord(f, []byte(kv[i]), append(raw, kv[i+1]...))
+		m := revision.Meta{Create: version, Mod: version, Version: 1}
+		k := binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint64(nil, version), uint32(i/2))
+		f = peer.AppendChunkRecord(f, append(k, kv[i]...), append(m.Append([]byte{0}), kv[i+1]...))
 	}
 	return f
 }

@@ -116,7 +116,7 @@ func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
 	m.cs = append(m.cs, m.snapshots)
 	m.cs = append(m.cs, rdmaCollectors(s.cfg.Transport)...)
 	m.cs = append(m.cs, newWALCollector(s))
-	m.cs = append(m.cs, metaCacheCollectors(s)...)
+	m.cs = append(m.cs, indexCollectors(s)...)
 	if reg != nil {
 		for _, c := range m.cs {
 			reg.MustRegister(c)

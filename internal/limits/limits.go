@@ -117,15 +117,9 @@ const (
 // History: the store's record of past values (internal/store).
 const (
 	// CompactBatch is the most history records one batch of physical
-	// compaction examines (each costs up to two deletions). The deletion
+	// compaction deletes (it looks at up to 64 times as many keys). The deletion
 	// runs beside the apply path in batches of this size, so a
 	// compaction of any length never holds the apply path for more than
 	// one such batch (a snapshot install waits for the batch in flight).
 	CompactBatch = 1000
-	// MetaCacheBytes bounds the memory of the apply path's cache of keys'
-	// revision metadata and leases (internal/store): a PUT of a cached key
-	// skips Pebble lookups, and while every key of the state fits (the
-	// cache is complete) so does a PUT of a new key. It holds about
-	// MetaCacheBytes/(96+key length) keys, some 150000 of 16 bytes.
-	MetaCacheBytes = 16 << 20
 )

@@ -45,18 +45,17 @@ const L0StopWritesThreshold = 3 * L0CompactionThreshold
 // BloomBitsPerKey sizes the Bloom filters of the levels that have them
 // (BloomLevels): 10 bits per key (Pebble's and RocksDB's usual choice)
 // make about 1% of the probes of a table that lacks the key read it.
-// Applying a write reads each key's metadata (create revision, version,
-// lease) before writing it, and with L0CompactionThreshold sublevels
-// gathered, a key missing from the metadata cache was looked for in every
-// sublevel, each probe reading and decompressing an index and a data
-// block: with 100,000 distinct keys those reads were half of a node's CPU.
+// With L0CompactionThreshold sublevels gathered, a point read of a key
+// the store lacks looks in every sublevel, each probe reading and
+// decompressing an index and a data block: when writes read keys'
+// metadata from Pebble, with 100,000 distinct keys, those reads were half
+// of a node's CPU.
 const BloomBitsPerKey = 10
 
 // BloomLevels is how many levels, from L0 down, have Bloom filters: L0
-// alone. While the store's metadata cache is complete (internal/store,
-// metacache.go) a write of a new key reads nothing from Pebble; what
-// still probes for absent keys (reads of keys the region lacks, writes
-// once the state outgrows the cache) probes up to L0CompactionThreshold
+// alone. A write reads nothing from Pebble (internal/store finds keys in
+// its key index); what still probes for absent keys (reads of records by
+// key: leases, metadata) probes up to L0CompactionThreshold
 // L0 sublevels but one table per level below, so the filters pay on L0.
 // Below it they were built at every compaction into the base level, which
 // rewrites most of the state: without them, in rounds alternated with

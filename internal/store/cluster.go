@@ -2,6 +2,8 @@ package store
 
 import (
 	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
 )
 
 // ClusterID is the id of the cluster this store belongs to, 0 if none was
@@ -110,6 +112,12 @@ func (s *Store) setSynced(key, value []byte) error {
 		b.Close()
 		return err
 	}
+	return s.commitSynced(b)
+}
+
+// commitSynced commits b durably (commitDurable) under the fault guard,
+// and closes it unless the commit was abandoned inside Pebble.
+func (s *Store) commitSynced(b *pebble.Batch) error {
 	err, finished := s.guard(func() error { return s.commitDurable(b) })
 	if finished {
 		b.Close()

@@ -1,15 +1,13 @@
 package store
 
 import (
-	"bytes"
-	"encoding/binary"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/google/btree"
 	"github.com/kvd-project/kvd/internal/errs"
 	"github.com/kvd-project/kvd/internal/limits"
 )
@@ -20,21 +18,21 @@ import (
 // then on reads below it fail with errs.ErrCompacted. The physical one
 // deletes the history no read may ask for any more, in the background,
 // in batches of at most limits.CompactBatch records, each batch its own
-// small Pebble commit (with its cursor), so that it never holds up the
-// apply path however much history a compaction releases. How far it has
-// got differs from member to member; what reads see does not. A pass at
-// compaction revision C walks the history in key order and deletes, for
-// each key, the records older than the key's newest at or below C, and
-// that one too if it is a tombstone, oldest first: each with its index
-// entry and its by-revision record (history.go), in one batch. A read
-// at R >= C finds the same newest record at or below R before, during
-// and after the pass (a tombstone is deleted last, so it hides the older
-// records until they are gone; a deleted tombstone and no record are
-// both "absent"), and a change above C finds the same previous record.
-// The by-revision records of the writes kept (each key's newest at or
-// below C) stay: they hold those writes' values.
-// Readers work on Pebble snapshots, which a batch never changes under
-// them.
+// small Pebble commit, so that it never holds up the apply path however
+// much history a compaction releases. How far it has got differs from
+// member to member; what reads see does not.
+//
+// A pass at compaction revision C walks the key index in key order and
+// deletes, for each key, the writes older than the key's newest at or
+// below C, and that one too if it is a tombstone, oldest first: their
+// by-revision records in one Pebble batch, then, once that committed,
+// their entries in the index. A read at R >= C finds the same newest
+// write at or below R before, during and after the pass, and a change
+// above C the same previous write. A pass to C starts only once every
+// view (readView) taken before C was published has closed: such a view
+// may read below C. Nothing of a pass is durable but its deletions:
+// after a restart the index is built from what is left, and the pass
+// begins again.
 
 // Compact sets the compaction revision to rev, in the Update's batch. It
 // refuses a rev above the store revision (errs.ErrFutureRevision) and one
@@ -145,61 +143,37 @@ func (c *compactor) drain() error {
 	}
 }
 
-// The compactor's cursor ('d' record) says how far its pass over the
-// history, in key order, has got: le64(pass) + state + resume, where pass
-// is the compaction revision the pass works to, and resume a history key
-// (after its kind byte): for cursorGroup the prefix of the key group to
-// begin at, for cursorInGroup the record to go on deleting from (the
-// group's kept record was decided by an earlier batch), and nothing for
-// cursorDone. A pass in key order reads the history sequentially, as
-// Pebble stores it; one in revision order read it at random, 20,000
-// records a second.
-const (
-	cursorGroup   = 0
-	cursorInGroup = 1
-	cursorDone    = 2
-)
-
+// compactCursor is how far the pass has got: the compaction revision it
+// works to, in which generation, and the key to go on at (done: the
+// pass is over).
 type compactCursor struct {
-	pass   uint64
-	state  byte
-	resume []byte
+	gen, pass uint64
+	resume    []byte
+	done      bool
 }
 
-func (c compactCursor) encode() []byte {
-	return append(append(encodeU64(c.pass), c.state), c.resume...)
-}
-
-func decodeCursor(raw []byte) (compactCursor, bool) {
-	if len(raw) < 9 || raw[8] > cursorDone || (raw[8] == cursorDone) != (len(raw) == 9) {
-		return compactCursor{}, false
-	}
-	return compactCursor{pass: binary.LittleEndian.Uint64(raw), state: raw[8], resume: raw[9:]}, true
-}
-
-// compactBatch runs one batch of the pass to the compaction revision: it
-// examines at most n history records, deletes those no read may ask for,
-// and records how far it got; more reports whether the pass goes on. A
-// pass to a new compaction revision starts from the first key, dropping
-// It holds genMu's read side so
-// that a snapshot install (which drops the generation) waits for it
-// rather than have it write into a dropped generation.
+// compactBatch runs one batch of the pass to the published compaction
+// revision: it deletes at most n history records that no read may ask
+// for, and reports whether the pass goes on. A pass to a newer compaction
+// revision begins once the last one is done (its deletions are right for
+// the newer one too). It holds genMu's read side so that a snapshot
+// install (which drops the generation) waits for it rather than have it
+// write into a dropped generation.
 func (s *Store) compactBatch(n int) (more bool, err error) {
 	s.genMu.RLock()
 	defer s.genMu.RUnlock()
-	gen := s.gen
-	_, compact, err := loadRevs(s.getRaw, gen)
-	if err != nil || compact == 0 {
-		return false, err
+	compact := s.rs.compact.Load()
+	cur := &s.rs.cur
+	switch {
+	case compact == 0:
+		return false, nil
+	case cur.gen != s.gen || (cur.done && cur.pass < compact):
+		*cur = compactCursor{gen: s.gen, pass: compact}
+	case cur.done:
+		return false, nil
 	}
-	cursorKey := appendRevKey(nil, gen, revCursor)
-	raw, ok, err := s.getRaw(cursorKey)
-	if err != nil {
-		return false, err
-	}
-	cur, valid := decodeCursor(raw)
-	if ok && !valid {
-		return false, fmt.Errorf("%w: compaction cursor %x", ErrCorrupt, raw)
+	if s.views.below(cur.pass) {
+		return true, nil // a view may read what the pass would drop: later
 	}
 	b := s.db.NewBatch()
 	defer func() {
@@ -207,137 +181,73 @@ func (s *Store) compactBatch(n int) (more bool, err error) {
 			b.Close()
 		}
 	}()
-	if cur.pass < compact && (cur.state == cursorDone || !ok) {
-		// A pass to a newer compaction revision begins once the last one
-		// is done (its deletions are right for the newer one too).
-		cur = compactCursor{pass: compact}
-	}
-	if cur.state == cursorDone && cur.pass == compact {
-		return false, nil
-	}
-	if cur, err = s.compactKeys(b, gen, cur, n); err != nil {
-		return false, err
-	}
-	if err := b.Set(cursorKey, cur.encode(), nil); err != nil {
-		return false, err
-	}
+	drops, next, done := compactKeys(s.ix.clone(), b, s.gen, cur.pass, cur.resume, n)
 	err, finished := s.guard(func() error { return b.Commit(pebble.NoSync) })
 	if !finished {
 		b = nil // abandoned inside Pebble (fault.go)
 	}
-	return (cur.state != cursorDone || cur.pass < compact) && err == nil, err
-}
-
-// compactKeys adds to b the deletions of up to n history records from cur
-// on: for each key, the records older than its newest at or below
-// cur.pass, and that one too if it is a tombstone. It returns where the
-// next batch resumes.
-func (s *Store) compactKeys(b *pebble.Batch, gen uint64, cur compactCursor, n int) (compactCursor, error) {
-	prefix := appendRevKey(nil, gen, revHistory)
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: appendRevKey(nil, gen, revHistory+1)})
 	if err != nil {
-		return cur, err
+		return false, err
 	}
-	defer it.Close()
-	at := append(bytes.Clone(prefix), cur.resume...)
-	var from []byte // inside a group: the record to go on at
-	if cur.state == cursorInGroup {
-		from = at
+	for _, d := range drops {
+		s.ix.drop(d.key, d.upTo)
 	}
-	ok := it.SeekGE(at)
-	for used := 0; ok && used < n; from = nil {
-		k := it.Key()
-		esc, _, valid := splitHistKey(k[len(prefix):])
-		if !valid {
-			return cur, fmt.Errorf("%w: history key %x", ErrCorrupt, k)
-		}
-		key, valid := unescape(nil, esc)
-		if !valid {
-			return cur, fmt.Errorf("%w: history key %x", ErrCorrupt, k)
-		}
-		group := bytes.Clone(k[:len(k)-8])
-		g := compactGroup{b: b, it: it, gen: gen, key: key, group: group}
-		resume, spent, err := g.run(cur.pass, from, n-used)
-		if err != nil {
-			return cur, err
-		}
-		if resume != nil {
-			return compactCursor{pass: cur.pass, state: cursorInGroup, resume: resume[len(prefix):]}, nil
-		}
-		used += spent
-		group[len(group)-1] = escAfter // above every record of the key
-		ok = it.SeekGE(group)
-	}
-	if ok {
-		return compactCursor{pass: cur.pass, state: cursorGroup, resume: bytes.Clone(it.Key()[len(prefix):])}, nil
-	}
-	return compactCursor{pass: cur.pass, state: cursorDone}, it.Error()
+	cur.resume, cur.done = next, done
+	return !done || cur.pass < compact, nil
 }
 
-// compactGroup is the compaction of one key's history: its index
-// entries are the group (the escaped key's prefix) in it.
-type compactGroup struct {
-	b     *pebble.Batch
-	it    *pebble.Iterator
-	gen   uint64
-	key   []byte
-	group []byte
-	ok    []byte // by-revision key buffer
+// compactLooks is how many keys a batch may look at per record it may
+// delete: a pass over many keys with little to delete goes at a few
+// hundred thousand keys a batch, not a thousand.
+const compactLooks = 64
+
+// compactDrop is a key's writes a batch deleted: those at or below upTo.
+type compactDrop struct {
+	key  []byte
+	upTo uint64
 }
 
-// run adds to b the deletions of the key's writes that no read may ask
-// for, from the oldest up (from from, if set), at most budget of them;
-// resume is the index entry to go on at if the budget ran out. Oldest
-// first, so that a tombstone, deleted last, hides the older writes from
-// readers of the batches in between. spent counts the deletions and the
-// key's seek.
-func (g *compactGroup) run(pass uint64, from []byte, budget int) (resume []byte, spent int, err error) {
-	it, group := g.it, g.group
-	// The key's newest write at or below pass (revisions are inverted).
-	if !it.SeekGE(binary.BigEndian.AppendUint64(bytes.Clone(group), ^pass)) || !bytes.HasPrefix(it.Key(), group) {
-		return nil, 1, it.Error() // every write of the key is above pass
-	}
-	keep := bytes.Clone(it.Key())
-	_, tomb, err := decodeIndexValue(it.Value())
-	if err != nil {
-		return nil, 0, err
-	}
-	var ok bool
-	if from != nil {
-		ok = it.SeekGE(from)
-	} else {
-		after := bytes.Clone(group)
-		after[len(after)-1] = escAfter
-		ok = it.SeekLT(after) // the key's oldest write
-	}
-	for ; ok && bytes.HasPrefix(it.Key(), group) && bytes.Compare(it.Key(), keep) >= 0; ok = it.Prev() {
-		last := bytes.Equal(it.Key(), keep)
-		if last && !tomb {
-			break // the key's state at pass: kept
+// compactKeys adds to b the deletions of up to n history records of the
+// keys of t from resume on: for each key, the writes older than its
+// newest at or below pass, and that one too if it is a tombstone, oldest
+// first. It returns what it deleted, and where the next batch goes on.
+func compactKeys(t *btree.BTreeG[*ixKey], b *pebble.Batch, gen, pass uint64, resume []byte, n int) (drops []compactDrop, next []byte, done bool) {
+	var ok []byte
+	used, looked := 0, 0
+	done = true
+	ascend(t, resume, nil, func(e *ixKey) bool {
+		if used >= n || looked >= compactLooks*n {
+			next, done = e.key, false
+			return false
 		}
-		if spent == budget {
-			return bytes.Clone(it.Key()), spent, nil
+		revs := e.state().revs
+		keep := -1 // the newest at or below pass
+		for i, r := range revs {
+			if r.mod > pass {
+				break
+			}
+			keep = i
 		}
-		if err := g.delete(); err != nil {
-			return nil, 0, err
+		upTo := keep // delete revs[:upTo]
+		if keep >= 0 && revs[keep].deleted {
+			upTo = keep + 1
 		}
-		spent++
-		if last {
-			break
+		all := upTo
+		upTo = min(upTo, n-used)
+		for _, r := range revs[:max(upTo, 0)] {
+			ok = appendOrderKey(ok[:0], gen, r.mod, r.seq, e.key)
+			_ = b.Delete(ok, nil) // a batch's Delete fails only when closed
 		}
-	}
-	return nil, spent + 1, it.Error()
-}
-
-// delete adds to b the deletion of the write whose index entry the
-// iterator is at: the entry and its by-revision record.
-func (g *compactGroup) delete() error {
-	k := g.it.Key()
-	seq, _, err := decodeIndexValue(g.it.Value())
-	if err != nil {
-		return err
-	}
-	rev := ^binary.BigEndian.Uint64(k[len(k)-8:])
-	g.ok = appendOrderKey(g.ok[:0], g.gen, rev, seq, g.key)
-	return errors.Join(g.b.Delete(k, nil), g.b.Delete(g.ok, nil))
+		if upTo > 0 {
+			used += upTo
+			drops = append(drops, compactDrop{key: e.key, upTo: revs[upTo-1].mod})
+		}
+		looked++
+		if upTo < all {
+			next, done = e.key, false // the key's older writes are gone; the rest next time
+			return false
+		}
+		return true
+	})
+	return drops, next, done
 }

@@ -82,7 +82,6 @@ func benchPutCPU(b *testing.B, history bool, opts Options) {
 				u.keyBuf = appendKVKey(u.keyBuf[:0], u.gen, key)
 				u.valBuf = appendKVValue(u.valBuf[:0], m, value)
 				err = u.b.Set(u.keyBuf, u.valBuf, nil)
-				u.noteKV(key, m, true)
 			}
 			if err == nil {
 				err = u.SetRevision(rev) // per entry, as the state machine does

@@ -29,21 +29,31 @@
 //	"l" + be64(index)        raft log entries (marshaled raftpb.Entry; "pebble"
 //	                         mode only)
 //	"p" + be64(id)           member address book: learner flag + address
-//	"k" + be64(gen) + key    applied KV state: revision.Meta + value
 //	"e" + be64(gen) + ...    applied TTL leases and their keys (lease.go)
 //	"r" + be64(gen) + ...    store and compaction revisions, and the history:
-//	                         past values by revision, an index of them by key
-//	                         (revision.go, history.go, compact.go, migrate.go)
+//	                         every write since the compaction revision (and
+//	                         each key's last one at or below it), keyed by
+//	                         its revision (revision.go, history.go,
+//	                         compact.go)
+//
+// The history is the KV state: a key's value is its newest write at or
+// below the store revision. The key index (keyindex.go), in memory, finds
+// it: for every key, its writes in revision order, built at Open from the
+// history (etcd's treeIndex). So a PUT writes one record to Pebble, at the
+// next revision; the formats before 7 also kept each key's state, and an
+// index of the history, in records keyed by key ("k" + be64(gen) + key,
+// and "h" in the revision space), which Open migrates away (migrate.go).
 //
 // Pebble tables end at the boundaries of these groups (spans.go), so that
-// the groups whose keys only grow (the log, the history's values) are not
+// the groups whose keys only grow (the log, the history) are not
 // rewritten with the others at every compaction.
 //
 // The applied KV state lives under a generation number so that a snapshot
 // received from the leader can be written in bounded pieces under a fresh
 // generation, invisible to readers, and then made current by one small batch
-// that also drops the old generation (Staged, Update.InstallSnapshot). Stray
-// generations left by a crash mid-transfer are deleted at Open.
+// that also drops the old generation (Staged, Update.InstallSnapshot), with
+// the key index built from it. Stray generations left by a crash
+// mid-transfer are deleted at Open.
 //
 // Storage faults (fault.go): a write the disk refuses (ENOSPC, EROFS, EIO,
 // any failed write or fsync) or an unrecoverable error Pebble reports is
@@ -56,8 +66,8 @@
 // rate-limited (pebblelog.go).
 //
 // Concurrency: the raft.Storage methods, Update and CreateSnapshot belong to
-// one goroutine (the raft loop), and so does the cache of keys' metadata
-// that Updates keep (metacache.go). Get, ForEach (a point-in-time view), Scan
+// one goroutine (the raft loop), which also writes the key index (as does
+// the compactor, keyindex.go). Get, ForEach (a point-in-time view), Scan
 // (a range of one snapshot, with its applied index), Applied, Members,
 // Member, NumMembers, ClusterID, SetClusterID, NewStaged, Checkpoint and
 // View (the whole state at one applied index, for backups) may be called

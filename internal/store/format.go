@@ -27,15 +27,22 @@ import (
 // applies the writes of one that a format-5 member refuses whole, its
 // revision compacted). Format 6 keeps the state of format 5 and adds a
 // log entry a format-5 member would skip as malformed: a batch of
-// independent PUTs (internal/kv's opPutBatch). Open records format 6 in
-// a format-4 or format-5 directory as it is; the hello keeps members of
-// different formats apart until all run format 6.
+// independent PUTs (internal/kv's opPutBatch). Format 7 keeps the log of
+// format 6 and drops the records kept by key (the KV state and the
+// history's index, which the key index in memory replaces, keyindex.go)
+// and the compactor's cursor: a snapshot of format 7 lacks what a
+// format-6 member reads. Open migrates a directory of format 4, 5 or 6
+// to it (migrateToIndex); the hello keeps members of different formats
+// apart until all run format 7.
 const (
 	// DataFormat is the format this build writes and reads: every key
 	// carries its revision.Meta, the store a dense revision, the log may
-	// hold every command of this build, and the history keeps values by
-	// revision.
-	DataFormat = 6
+	// hold every command of this build, and the history, kept by
+	// revision, is the state.
+	DataFormat = 7
+	// DataFormatByKey is the format whose KV state and history index
+	// were kept by key, migrated in place to DataFormat at Open.
+	DataFormatByKey = 6
 	// DataFormatPastRangeTxn is the format whose log could not hold a
 	// batch of PUTs; its state is DataFormat's, recorded as DataFormat at
 	// Open.
@@ -86,11 +93,10 @@ func (e *FormatError) Is(target error) bool { return target == ErrDataFormat }
 
 // checkFormat is Open's first step: it refuses a directory of a format it
 // does not read, records DataFormat in a new one (synced, before anything
-// else is written to it), and migrates one of DataFormatRevisions,
-// DataFormatValueByKey, DataFormatHistoryByRevision or
-// DataFormatPastRangeTxn, recording
-// DataFormat in it (synced, before anything else of this build is
-// written to it).
+// else is written to it), and migrates one of DataFormatRevisions to
+// DataFormatByKey, recording DataFormat in it (synced, in the batch that
+// ends the migration, before anything else of this build is written to
+// it).
 func (s *Store) checkFormat(dir string) error {
 	raw, ok, err := s.getRaw(keyFormat)
 	if err != nil {
@@ -101,13 +107,16 @@ func (s *Store) checkFormat(dir string) error {
 		switch {
 		case err != nil:
 			return fmt.Errorf("%w: data format: %w", ErrCorrupt, err)
-		case f == DataFormatRevisions || f == DataFormatValueByKey:
-			if err := s.migrateHistory(); err != nil {
+		case f >= DataFormatRevisions && f < DataFormat:
+			if f < DataFormatHistoryByRevision {
+				if err := s.migrateHistory(); err != nil {
+					return fmt.Errorf("store: open %s: migrate data format %d to %d: %w", dir, f, DataFormat, err)
+				}
+			}
+			if err := s.migrateToIndex(); err != nil {
 				return fmt.Errorf("store: open %s: migrate data format %d to %d: %w", dir, f, DataFormat, err)
 			}
-			return s.setSynced(keyFormat, encodeU64(DataFormat))
-		case f == DataFormatHistoryByRevision || f == DataFormatPastRangeTxn:
-			return s.setSynced(keyFormat, encodeU64(DataFormat))
+			return nil
 		case f != DataFormat:
 			return &FormatError{Dir: dir, Found: f}
 		}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cockroachdb/pebble/v2"
+
 	"github.com/kvd-project/kvd/internal/kvdtest/fixture"
 	"github.com/kvd-project/kvd/internal/revision"
 )
@@ -19,48 +21,67 @@ func untarFixture(t *testing.T) string {
 	return filepath.Join(fixture.Untar(t, "testdata/format1-datadir.tar.gz"), "data")
 }
 
-// TestOpenMigratesOlderFormats: a data directory of format 2, 3 or 4,
+// laterFixtureKeys are the keys the fixtures of formats 3 and 6 end with
+// (their recipes share their first eight revisions).
+var laterFixtureKeys = map[string]string{
+	"alpha":     "three c5 m5 v1 lease=false",
+	"beta":      "two-thrice c2 m7 v3 lease=false",
+	"svc/node1": "10.0.0.1 c6 m6 v1 lease=true",
+	"x":         "1 c8 m8 v1 lease=false",
+	"y":         "2 c8 m8 v1 lease=false",
+}
+
+// migrationFixtures are the data directories of older builds
+// (testdata/README.md) and what they hold.
+var migrationFixtures = []struct {
+	fixture string
+	keys    map[string]string
+	rev     uint64
+	at      map[uint64][]string // reads at past revisions
+	from    uint64              // changes from
+	changes []string
+}{{
+	fixture: "testdata/format2-datadir.tar.gz",
+	keys: map[string]string{
+		"alpha":     "three c5 m5 v1 lease=false",
+		"beta":      "two-again c2 m3 v2 lease=false",
+		"svc/node1": "10.0.0.1 c6 m6 v1 lease=true",
+	},
+	rev:     6,
+	at:      map[uint64][]string{2: {"alpha=one", "beta=two"}, 4: {"beta=two-again"}},
+	from:    3,
+	changes: []string{"3 put beta=two-again prev=two", "4 del alpha prev=one", "5 put alpha=three", "6 put svc/node1=10.0.0.1"},
+}, {
+	fixture: "testdata/format3-datadir.tar.gz",
+	keys:    laterFixtureKeys,
+	rev:     8, // a transaction's two writes
+	at: map[uint64][]string{
+		3: {"alpha=one", "beta=two-again"}, // kept at the compaction (3)
+		5: {"alpha=three", "beta=two-again"},
+	},
+	from:    4,
+	changes: []string{"4 del alpha prev=one", "5 put alpha=three", "6 put svc/node1=10.0.0.1", "7 put beta=two-thrice prev=two-again", "8 put x=1", "8 put y=2"},
+}, {
+	fixture: "testdata/format6-datadir.tar.gz",
+	keys:    laterFixtureKeys,
+	rev:     10, // a key written and deleted last
+	at: map[uint64][]string{
+		3: {"alpha=one", "beta=two-again"},
+		9: {"alpha=three", "beta=two-thrice", "gone=soon", "svc/node1=10.0.0.1", "x=1", "y=2"},
+	},
+	from: 4,
+	changes: []string{"4 del alpha prev=one", "5 put alpha=three", "6 put svc/node1=10.0.0.1", "7 put beta=two-thrice prev=two-again",
+		"8 put x=1", "8 put y=2", "9 put gone=soon", "10 del gone prev=soon"},
+}}
+
+// TestOpenMigratesOlderFormats: a data directory of format 2, 3 or 6,
 // written by an older build, opens: its format becomes DataFormat and its
 // keys, their metadata, their history (reads at past revisions, changes
 // with their previous values) read as that build wrote them, those kept
 // at a compaction included. A migration begun again (a crash before the
-// format was recorded) finds the history rewritten and leaves it so.
+// format was recorded) finds the history rewritten and leaves it so; the records kept by key are gone.
 func TestOpenMigratesOlderFormats(t *testing.T) {
-	for _, tc := range []struct {
-		fixture string
-		keys    map[string]string
-		rev     uint64
-		at      map[uint64][]string // reads at past revisions
-		from    uint64              // changes from
-		changes []string
-	}{{
-		fixture: "testdata/format2-datadir.tar.gz",
-		keys: map[string]string{
-			"alpha":     "three c5 m5 v1 lease=false",
-			"beta":      "two-again c2 m3 v2 lease=false",
-			"svc/node1": "10.0.0.1 c6 m6 v1 lease=true",
-		},
-		rev:     6,
-		at:      map[uint64][]string{2: {"alpha=one", "beta=two"}, 4: {"beta=two-again"}},
-		from:    3,
-		changes: []string{"3 put beta=two-again prev=two", "4 del alpha prev=one", "5 put alpha=three", "6 put svc/node1=10.0.0.1"},
-	}, {
-		fixture: "testdata/format3-datadir.tar.gz",
-		keys: map[string]string{
-			"alpha":     "three c5 m5 v1 lease=false",
-			"beta":      "two-thrice c2 m7 v3 lease=false",
-			"svc/node1": "10.0.0.1 c6 m6 v1 lease=true",
-			"x":         "1 c8 m8 v1 lease=false",
-			"y":         "2 c8 m8 v1 lease=false",
-		},
-		rev: 8, // a transaction's two writes
-		at: map[uint64][]string{
-			3: {"alpha=one", "beta=two-again"}, // kept at the compaction (3)
-			5: {"alpha=three", "beta=two-again"},
-		},
-		from:    4,
-		changes: []string{"4 del alpha prev=one", "5 put alpha=three", "6 put svc/node1=10.0.0.1", "7 put beta=two-thrice prev=two-again", "8 put x=1", "8 put y=2"},
-	}} {
+	for _, tc := range migrationFixtures {
 		t.Run(filepath.Base(tc.fixture), func(t *testing.T) {
 			dir := filepath.Join(fixture.Untar(t, tc.fixture), "data")
 			// 1: a migration begun again; 2: format 4 and 3: format 5,
@@ -82,6 +103,9 @@ func TestOpenMigratesOlderFormats(t *testing.T) {
 					t.Fatalf("format key = %x, %v, %v; want %d", raw, ok, err, DataFormat)
 				}
 				checkMigrated(t, s, tc.keys, tc.rev, tc.at, tc.from, tc.changes)
+				if n, h := countKeys(t, s.db, kvStart, kvEnd), s.holdsHistoryIndex(s.gen); n != 0 || h {
+					t.Fatalf("Open %d: %d state records and history index entries %v left by key", round, n, h)
+				}
 				switch round {
 				case 0:
 					err = s.setSynced(keyFormat, encodeU64(DataFormatValueByKey))
@@ -192,5 +216,49 @@ func TestOpenRecordsTheDataFormat(t *testing.T) {
 	}
 	if !errors.Is(err, ErrDataFormat) || !strings.Contains(err.Error(), fmt.Sprintf("written by a newer kvd (data format %d)", DataFormat+1)) {
 		t.Fatalf("err = %v; want a newer-format refusal", err)
+	}
+}
+
+// TestMigrationRefusesAStateTheHistoryLacks: a format-6 directory whose
+// history lacks a write its state records hold is refused at Open as
+// corrupt, and left as it was: the migration drops nothing it has not
+// found again in the history.
+func TestMigrationRefusesAStateTheHistoryLacks(t *testing.T) {
+	dir := filepath.Join(fixture.Untar(t, "testdata/format6-datadir.tar.gz"), "data")
+	db, err := pebble.Open(dir, &pebble.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen := uint64(1)
+	if raw, c, err := db.Get(keyGen); err == nil {
+		gen, _ = decodeU64(raw)
+		c.Close()
+	}
+	// x's write, the first of revision 8.
+	if err := db.Delete(appendOrderKey(nil, gen, 8, 0, []byte("x")), pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	states := countKeys(t, db, kvStart, kvEnd)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := Open(dir, Options{RaftLog: RaftLogPebble}); !errors.Is(err, ErrCorrupt) || !strings.Contains(fmt.Sprint(err), `"x"`) {
+		if err == nil {
+			s.Close()
+		}
+		t.Fatalf("Open = %v, want ErrCorrupt naming x", err)
+	}
+	db, err = pebble.Open(dir, &pebble.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	raw, c, err := db.Get(keyFormat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if f, _ := decodeU64(raw); f != DataFormatByKey || countKeys(t, db, kvStart, kvEnd) != states {
+		t.Fatalf("after the refusal: format %d and %d state records, want %d and %d", f, countKeys(t, db, kvStart, kvEnd), DataFormatByKey, states)
 	}
 }

@@ -12,9 +12,10 @@ import (
 // History keys (revision.go has the layout). Each write is stored once,
 // with its value, in a record keyed by its revision: the keys of new
 // writes only ever grow, so Pebble flushes them and moves them down the
-// levels without rewriting them. A small index entry per write, keyed by
-// key and revision, finds a key's write at or below any revision with one
-// seek and then one point read, however many versions the key has.
+// levels without rewriting them. The key index (keyindex.go), in memory,
+// finds a key's write at or below any revision. Formats 4 to 6 kept a
+// small index entry per write in Pebble, keyed by key and revision, which
+// the migrations read (migrate.go).
 //
 // An index entry's user key is escaped so that any bytes order correctly before the revision:
 // 0x00 becomes 0x00 0xff and the key ends with 0x00 0x01, which sorts
@@ -156,9 +157,11 @@ func decodeIndexValue(raw []byte) (seq uint32, deleted bool, err error) {
 // Meta, or (deleted) a tombstone, whose m.Mod is the delete's revision.
 // A revision may write several keys (a transaction's, a range delete's)
 // and each key at most once; their order is the order of these calls,
-// which is the order Changes gives them in. The records go in the
-// Update's batch: the write itself, by revision, and its index entry, by
-// key. m.Mod must be above the compaction revision.
+// which is the order Changes gives them in; a key written twice in one
+// revision has the second write as its state. The write goes in the
+// Update's batch, as a record keyed by its revision, and in the key
+// index. m.Mod must be above the compaction revision, and at or above
+// the key's last write.
 func (u *Update) RecordHistory(key, value []byte, m revision.Meta, deleted bool) error {
 	r := u.revs()
 	switch {
@@ -171,13 +174,21 @@ func (u *Update) RecordHistory(key, value []byte, m revision.Meta, deleted bool)
 		r.seqRev, r.seq = m.Mod, 0
 	}
 	seq := r.seq
-	r.seq++
-	r.kbuf = appendHistKey(r.kbuf[:0], u.gen, key, m.Mod)
-	r.vbuf = appendIndexValue(r.vbuf[:0], seq, deleted)
-	if err := u.b.Set(r.kbuf, r.vbuf, nil); err != nil {
+	u.ixAhead = true
+	if err := u.ix.put(key, m, seq, deleted); err != nil {
 		return err
 	}
+	r.seq++
 	r.kbuf = appendOrderKey(r.kbuf[:0], u.gen, m.Mod, seq, key)
 	r.vbuf = appendHistValue(r.vbuf[:0], m, value, deleted)
-	return u.orderBatch().Set(r.kbuf, r.vbuf, nil)
+	if err := u.orderBatch().Set(r.kbuf, r.vbuf, nil); err != nil {
+		return err
+	}
+	if m.Mod > r.rev {
+		// The state is the history at the store revision: a write is
+		// in it once its revision is (the state machine's SetRevision
+		// names the same one).
+		r.rev, r.dirty, r.revUnwritten = m.Mod, true, true
+	}
+	return nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kvd-project/kvd/internal/errs"
 	"github.com/kvd-project/kvd/internal/kvdtest/wait"
+	"github.com/kvd-project/kvd/internal/limits"
 	"github.com/kvd-project/kvd/internal/revision"
 )
 
@@ -387,8 +388,8 @@ func TestCompactionDeletesWhatNoReadNeeds(t *testing.T) {
 		// A key deleted at or below c and not written since: no record.
 		// Every write kept has its index entry and its by-revision record.
 		hist := keptWrites(hm, c)
-		if n := revRecords(t, s); n[revHistory] != hist || n[revOrder] != hist {
-			t.Fatalf("compacted at %d: %d index entries and %d by-revision records, want %d of each", c, n[revHistory], n[revOrder], hist)
+		if n, ix := revRecords(t, s), s.IndexStats().Revisions; ix != hist || n[revOrder] != hist {
+			t.Fatalf("compacted at %d: %d writes in the key index and %d by-revision records, want %d of each", c, ix, n[revOrder], hist)
 		}
 	}
 }
@@ -434,8 +435,7 @@ func TestRevisionsSurviveReopen(t *testing.T) {
 	wait.For(t, "the reopened store's compactor to finish", func() bool {
 		s.rs.comp.mu.Lock() // a batch is whole or not begun
 		defer s.rs.comp.mu.Unlock()
-		n := revRecords(t, s)
-		return n[revOrder] == kept && n[revHistory] == kept
+		return revRecords(t, s)[revOrder] == kept && s.IndexStats().Revisions == kept
 	})
 	checkRangeAt(t, s, hm, 60)
 	checkChanges(t, s, hm, 61)
@@ -512,12 +512,12 @@ func TestCompactionBatchIsBounded(t *testing.T) {
 	compactTo(t, s, 1250)
 	const bound = 64
 	for batches := 0; ; batches++ {
-		before := revRecords(t, s)[revHistory]
+		before := revRecords(t, s)[revOrder]
 		more, err := s.compactBatch(bound)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n := before - revRecords(t, s)[revHistory]; n > bound {
+		if n := before - revRecords(t, s)[revOrder]; n > bound {
 			t.Fatalf("batch %d deleted %d history records, bound %d", batches, n, bound)
 		}
 		if !more {
@@ -615,4 +615,63 @@ func TestUpdateRangeAtReadsThroughTheBatch(t *testing.T) {
 			t.Errorf("at %d: read at %d, %v:\n got %q\nwant %q", tc.rev, at, err, got, want)
 		}
 	}
+}
+
+// TestCompactionWaitsForOlderViews: a view taken before a compaction was
+// published reads its state whole while it is open, however far below the
+// compaction it lies: the pass deletes nothing until the view closes, and
+// then all it should.
+func TestCompactionWaitsForOlderViews(t *testing.T) {
+	s := openT(t, t.TempDir(), 0)
+	defer s.Close()
+	s.rs.comp.close() // the test runs the batches itself
+	s.rs.comp = nil
+	hm, rng := newHistModel(), rand.New(rand.NewPCG(51, 52))
+	writeHistory(t, s, hm, rng, awkwardKeys, 100)
+	v, err := s.View()
+	if err != nil {
+		t.Fatal(err)
+	}
+	viewState := func() []string {
+		var out []string
+		if err := v.ForEach(func(k, val []byte, m revision.Meta) error {
+			out = append(out, fmt.Sprintf("%q=%s %+v", k, val, m))
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	rev, _ := v.Revisions()
+	want := rangeModel(hm.state(rev), "", "")
+	writeHistory(t, s, hm, rng, awkwardKeys, 60)
+	compactTo(t, s, hm.rev()-10)
+	records := revRecords(t, s)[revOrder]
+	for range 3 {
+		if more, err := s.compactBatch(limits.CompactBatch); err != nil || !more {
+			t.Fatalf("a batch with an older view open: more %v, %v", more, err)
+		}
+	}
+	if got := viewState(); !slices.Equal(got, want) {
+		t.Fatalf("the view at %d after a compaction to %d:\n got %q\nwant %q", rev, hm.rev()-10, got, want)
+	}
+	if n := revRecords(t, s)[revOrder]; n != records {
+		t.Fatalf("%d history records deleted with an older view open", records-n)
+	}
+	if err := v.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		more, err := s.compactBatch(limits.CompactBatch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !more {
+			break
+		}
+	}
+	if n, kept := revRecords(t, s)[revOrder], keptWrites(hm, hm.rev()-10); n != kept {
+		t.Fatalf("after the view closed: %d history records, want %d", n, kept)
+	}
+	checkRangeAt(t, s, hm, hm.rev()-10)
 }

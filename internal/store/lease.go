@@ -105,41 +105,19 @@ func (u *Update) SetLease(l Lease) error {
 	return u.b.Set(leaseKey(nil, u.gen, leaseRec, l.ID, nil), encodeLease(l), nil)
 }
 
-// KeyLease returns the lease key is attached to (0: none).
+// KeyLease returns the lease key is attached to (0: none), from the key
+// index.
 func (u *Update) KeyLease(key []byte) (uint64, error) {
-	c := u.cache()
-	if c != nil {
-		if id, ok := c.getLease(u.gen, key); ok {
-			return id, nil
-		}
+	if st := u.ix.get(key); st != nil {
+		return st.lease, nil
 	}
-	lk := leaseKey(nil, u.gen, leaseOfKy, 0, key)
-	u.s.knobs.noteMetaRead(lk)
-	raw, ok, err := u.getRaw(lk)
-	var id uint64
-	switch {
-	case err != nil:
-		return 0, err
-	case !ok:
-	case len(raw) != 8:
-		return 0, fmt.Errorf("%w: key lease of %d bytes", ErrCorrupt, len(raw))
-	default:
-		id = binary.LittleEndian.Uint64(raw)
-	}
-	if c != nil {
-		c.putLease(u.gen, key, id)
-	}
-	return id, nil
+	return 0, nil
 }
 
-// noteKeyLease keeps the metaCache in step with a write of key's lease.
+// noteKeyLease keeps the key index in step with a write of key's lease.
 func (u *Update) noteKeyLease(key []byte, id uint64) {
-	if c := u.cache(); c != nil {
-		c.putLease(u.gen, key, id)
-		u.cacheAhead = true
-	} else {
-		u.kvDirty = true
-	}
+	u.ixAhead = true
+	u.ix.setLease(key, id)
 }
 
 // Attach records key as attached to lease id (which must exist) and counts

@@ -151,3 +151,99 @@ func (m *migration) indexRecords() error {
 	}
 	return it.Error()
 }
+
+// migrateToIndex drops the records formats 4 to 6 kept by key (each
+// key's state, the history's index entries) and the compactor's cursor,
+// and records DataFormat, in one synced batch. The history's by-revision
+// records, which stay, hold every key's state: before dropping anything
+// it checks that every state record has its write there, with the same
+// Meta, and that nothing else is live there, and refuses (ErrCorrupt)
+// otherwise, touching nothing.
+func (s *Store) migrateToIndex() error {
+	gen, err := s.loadU64(keyGen, 1)
+	if err != nil {
+		return err
+	}
+	if err := s.checkStateInHistory(gen); err != nil {
+		return err
+	}
+	return s.dropByKey(gen)
+}
+
+// dropByKey deletes the records kept by key and the compactor's cursor,
+// and records DataFormat, in one synced batch.
+func (s *Store) dropByKey(gen uint64) error {
+	b := s.db.NewBatch()
+	err := errors.Join(
+		b.DeleteRange(kvStart, kvEnd, nil),
+		b.DeleteRange(appendRevKey(nil, gen, revHistory), appendRevKey(nil, gen, revHistory+1), nil),
+		b.Delete(appendRevKey(nil, gen, revCursor), nil),
+		b.Set(keyFormat, encodeU64(DataFormat), nil),
+	)
+	if err != nil {
+		b.Close()
+		return err
+	}
+	return s.commitSynced(b)
+}
+
+// checkStateInHistory checks that the history of generation gen holds
+// exactly the state its by-key records hold.
+func (s *Store) checkStateInHistory(gen uint64) error {
+	x, err := buildIndex(s.db, gen)
+	if err != nil {
+		return err
+	}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: genPrefix(gen), UpperBound: genEnd(gen)})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	n := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		key := it.Key()[kvKeyHeader:]
+		m, _, err := SplitValue(it.Value())
+		if err != nil {
+			return err
+		}
+		var r ixRev
+		var ok bool
+		st := x.get(key)
+		if st != nil {
+			r, ok = latest(st.revs)
+		}
+		if !ok || r.deleted || st.last != m {
+			return fmt.Errorf("%w: key %q of the state has no matching write in the history", ErrCorrupt, key)
+		}
+		n++
+	}
+	if err := it.Error(); err != nil {
+		return err
+	}
+	if n == 0 && !s.holdsHistoryIndex(gen) {
+		return nil // none of either kind: dropped by a migration already
+	}
+	live := 0
+	x.tree.Ascend(func(e *ixKey) bool {
+		if r, ok := latest(e.state().revs); ok && !r.deleted {
+			live++
+		}
+		return true
+	})
+	if live != n {
+		return fmt.Errorf("%w: the history holds %d live keys, the state %d", ErrCorrupt, live, n)
+	}
+	return nil
+}
+
+// holdsHistoryIndex reports whether generation gen has history index
+// entries (formats 4 to 6 keep one per write).
+func (s *Store) holdsHistoryIndex(gen uint64) bool {
+	it, err := s.db.NewIter(&pebble.IterOptions{
+		LowerBound: appendRevKey(nil, gen, revHistory), UpperBound: appendRevKey(nil, gen, revHistory+1)})
+	if err != nil {
+		return true
+	}
+	defer it.Close()
+	return it.First()
+}

@@ -389,7 +389,7 @@ func TestSnapshotInstallCutBeforeLogReset(t *testing.T) {
 	cp := src.Checkpoint()
 	defer cp.Release()
 	st := dst.NewStaged(cp.Index(), cp.Term())
-	if err := errors.Join(cp.ForEach(st.Add), st.Finish()); err != nil {
+	if err := transfer(cp, st); err != nil {
 		t.Fatal(err)
 	}
 	var cut atomic.Pointer[vfs.MemFS]

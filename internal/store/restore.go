@@ -90,14 +90,13 @@ func restoreFill(st *Staged, rev uint64, leases []Lease, fill func(add func(key,
 	for _, l := range leases {
 		keys[l.ID] = 0
 	}
-	var raw, lk []byte
+	var lk []byte
 	h := restoredHistory{seq: map[uint64]uint32{}}
 	err := fill(func(key, value []byte, m revision.Meta) error {
 		if m.Mod > rev {
 			return fmt.Errorf("%w: key %q modified at revision %d, after the backup's %d", ErrBadSnapshot, key, m.Mod, rev)
 		}
-		raw = appendKVValue(raw[:0], m, value)
-		if err := errors.Join(st.Add(key, raw), h.add(st, key, value, m)); err != nil {
+		if err := h.add(st, key, value, m); err != nil {
 			return err
 		}
 		lease := m.Lease
@@ -140,14 +139,9 @@ type restoredHistory struct {
 func (h *restoredHistory) add(st *Staged, key, value []byte, m revision.Meta) error {
 	seq := h.seq[m.Mod]
 	h.seq[m.Mod] = seq + 1
-	h.key = appendHistKey(h.key[:0], 0, key, m.Mod)
-	h.val = appendIndexValue(h.val[:0], seq, false)
-	if err := st.AddRevision(h.key[revKeyHeader:], h.val); err != nil {
-		return err
-	}
 	h.key = appendOrderKey(h.key[:0], 0, m.Mod, seq, key)
 	h.val = appendHistValue(h.val[:0], m, value, false)
-	return st.AddRevision(h.key[revKeyHeader:], h.val)
+	return st.Add(h.key[revKeyHeader+1:], h.val)
 }
 
 // restoreRevisions makes the restored state the one at the backup's

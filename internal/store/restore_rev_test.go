@@ -62,8 +62,8 @@ func TestRestoreStartsAtTheBackupsRevision(t *testing.T) {
 	}
 }
 
-// TestStagedRefusesAValueWithoutMeta: a snapshot's key record (from the
-// network) too short to hold its revision metadata is refused, not
+// TestStagedRefusesAValueWithoutMeta: a snapshot's history record (from
+// the network) too short to hold its revision metadata is refused, not
 // staged for readers to fail on.
 func TestStagedRefusesAValueWithoutMeta(t *testing.T) {
 	s, err := Open(t.TempDir(), Options{WALSegmentSize: testSegmentSize})
@@ -73,10 +73,11 @@ func TestStagedRefusesAValueWithoutMeta(t *testing.T) {
 	defer s.Close()
 	st := s.NewStaged(5, 1)
 	defer st.Discard()
-	if err := st.Add([]byte("k"), make([]byte, revision.Size-1)); !errors.Is(err, ErrCorrupt) {
-		t.Fatalf("a value of %d bytes: %v, want ErrCorrupt", revision.Size-1, err)
+	k, raw := histRecord([]byte("k"), nil, revision.Meta{Create: 1, Mod: 1, Version: 1})
+	if err := st.Add(k, raw[:revision.Size]); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("a value of %d bytes: %v, want ErrCorrupt", revision.Size, err)
 	}
-	if err := st.Add([]byte("k"), revision.Meta{Create: 1, Mod: 1, Version: 1}.Append(nil)); err != nil {
+	if err := st.Add(k, raw); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -18,17 +18,19 @@ import (
 //
 //	"r" + be64(gen) + 's'      store revision: le64
 //	"r" + be64(gen) + 'c'      compaction revision: le64
-//	"r" + be64(gen) + 'd'      physical compaction's cursor (compact.go):
-//	                           le64 pass + state + history key to resume at
 //	"r" + be64(gen) + 'w' + be64(rev) + be32(seq) + key
 //	                           history, in revision order (seq: the write's
 //	                           place in its revision): a flags byte
 //	                           (1: tombstone) + revision.Meta + value
+//
+// Formats 2 to 6 also kept, and Open migrates away (migrate.go):
+//
+//	"r" + be64(gen) + 'd'      physical compaction's cursor
 //	"r" + be64(gen) + 'h' + esc(key) + 0x00 0x01 + be64(^rev)
 //	                           index of the history by key, newest first:
-//	                           the flags byte + be32(seq) (data format 4;
+//	                           the flags byte + be32(seq) (formats 4 to 6;
 //	                           formats 2 and 3 kept the value here and
-//	                           nothing in the 'w' record, format.go)
+//	                           nothing in the 'w' record)
 const prefixRev = 'r'
 
 // Kinds of record in a generation's revision space.
@@ -72,6 +74,9 @@ func appendRevKey(dst []byte, gen uint64, kind byte) []byte {
 type revState struct {
 	rev, compact atomic.Uint64
 	comp         *compactor
+	// cur is the physical compaction's progress, which its batches,
+	// one at a time (compactor.mu), read and advance.
+	cur compactCursor
 }
 
 // updateRevs is an Update's view of the two revisions, loaded from the
@@ -193,8 +198,9 @@ func (s *Store) recoverRevs() error {
 
 // installRevs takes the revisions of st's generation (written by
 // Staged.AddRevision) for the Update that installs it, and drops the old
-// generation's revision space in its batch.
-func (u *Update) installRevs(old, gen uint64) error {
+// generation's revision space in its batch. The store revision is at
+// least its newest write's, maxRev (the state is the history at it).
+func (u *Update) installRevs(old, gen, maxRev uint64) error {
 	rev, compact, err := loadRevs(u.getRaw, gen)
 	if err != nil {
 		return err
@@ -203,6 +209,9 @@ func (u *Update) installRevs(old, gen uint64) error {
 	// The new generation holds its own revision record: one SetRevision
 	// left unwritten belonged to the old one.
 	r.rev, r.compact, r.dirty, r.revUnwritten = rev, compact, true, false
+	if maxRev > rev {
+		r.rev, r.revUnwritten = maxRev, true
+	}
 	return u.b.DeleteRange(revGenPrefix(old), revGenEnd(old), nil)
 }
 

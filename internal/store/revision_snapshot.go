@@ -1,22 +1,37 @@
 package store
 
 import (
-	"bytes"
 	"fmt"
 )
 
-// ForEachRevision calls fn with every record of the checkpoint's revision
-// space (the key after its generation header, and the stored value), in
-// key order: the store and compaction revisions, the compactor's cursor
-// and the history, which a snapshot transfer sends besides the keys and
-// the leases (Staged.AddRevision).
-func (c *Checkpoint) ForEachRevision(fn func(key, raw []byte) error) error {
-	return c.scan(revGenPrefix(c.gen), revGenEnd(c.gen), revKeyHeader, fn)
+// ForEach calls fn with every record of the checkpoint's history (each
+// write, by revision: the key after its generation header and kind
+// byte, and the stored value), in revision order: the KV state and its
+// past, which a snapshot transfer sends first (Staged.Add).
+func (c *Checkpoint) ForEach(fn func(key, raw []byte) error) error {
+	return c.scan(appendRevKey(nil, c.gen, revOrder), appendRevKey(nil, c.gen, revOrder+1), revKeyHeader+1, fn)
 }
 
-// AddRevision stages one revision-space record as ForEachRevision gave
-// it. A record without the shape of one is refused (ErrCorrupt): it comes
-// from the network.
+// Add stages one history record as ForEach gave it. A record without the
+// shape of one is refused (ErrCorrupt): it comes from the network.
+func (st *Staged) Add(key, raw []byte) error {
+	if !validOrderRecord(key, raw) {
+		return fmt.Errorf("%w: staged history record %x = %x", ErrCorrupt, key, raw)
+	}
+	return st.set(append(appendRevKey(st.keyBuf[:0], st.gen, revOrder), key...), raw)
+}
+
+// ForEachRevision calls fn with the checkpoint's store and compaction
+// revisions (the key after its generation header, and the stored value),
+// which a snapshot transfer sends after the history and the leases
+// (Staged.AddRevision).
+func (c *Checkpoint) ForEachRevision(fn func(key, raw []byte) error) error {
+	return c.scan(revGenPrefix(c.gen), appendRevKey(nil, c.gen, revOrder), revKeyHeader, fn)
+}
+
+// AddRevision stages one revision record as ForEachRevision gave it. A
+// record without the shape of one is refused (ErrCorrupt): it comes from
+// the network.
 func (st *Staged) AddRevision(key, raw []byte) error {
 	if !validRevisionRecord(key, raw) {
 		return fmt.Errorf("%w: staged revision record %x = %x", ErrCorrupt, key, raw)
@@ -35,37 +50,8 @@ func validRevisionRecord(key, raw []byte) bool {
 	switch body := key[1:]; key[0] {
 	case revRevision, revCompact:
 		return len(body) == 0 && len(raw) == 8
-	case revCursor:
-		return len(body) == 0 && validCursor(raw)
-	case revOrder:
-		return validOrderRecord(body, raw)
-	case revHistory:
-		return validHistRecord(body, raw)
 	}
 	return false
-}
-
-// validCursor reports whether raw is a compaction cursor whose resume
-// point, if it has one, is a history key's.
-func validCursor(raw []byte) bool {
-	c, ok := decodeCursor(raw)
-	if !ok || c.state == cursorDone {
-		return ok
-	}
-	esc, _, ok := splitHistKey(c.resume)
-	return ok && len(esc) > 0 && validEscape(esc)
-}
-
-// validHistRecord reports whether a history index entry (after its kind
-// byte) is well formed: an escaped non-empty key, a revision, and a value
-// naming a by-revision record.
-func validHistRecord(body, raw []byte) bool {
-	esc, rev, ok := splitHistKey(body)
-	if !ok || len(esc) == 0 || rev == 0 || !validEscape(esc) {
-		return false
-	}
-	_, _, err := decodeIndexValue(raw)
-	return err == nil
 }
 
 // validOrderRecord reports whether a by-revision history record (after
@@ -78,19 +64,4 @@ func validOrderRecord(body, raw []byte) bool {
 	}
 	m, _, _, err := decodeHistValue(raw)
 	return err == nil && m.Mod == rev
-}
-
-// validEscape reports whether esc is a well-formed escaped key (without
-// its terminator): every 0x00 followed by 0xff.
-func validEscape(esc []byte) bool {
-	for {
-		i := bytes.IndexByte(esc, escByte)
-		if i < 0 {
-			return true
-		}
-		if i+1 == len(esc) || esc[i+1] != escZero {
-			return false
-		}
-		esc = esc[i+2:]
-	}
 }

@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
-	"github.com/kvd-project/kvd/internal/revision"
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 )
@@ -200,13 +199,6 @@ func (s *Store) Checkpoint() *Checkpoint {
 func (c *Checkpoint) Index() uint64 { return c.index }
 func (c *Checkpoint) Term() uint64  { return c.term }
 
-// ForEach calls fn with every key and its stored value (le64 version, then
-// the value; see SplitValue), in key order. Both are valid only during the
-// call.
-func (c *Checkpoint) ForEach(fn func(key, raw []byte) error) error {
-	return c.scan(genPrefix(c.gen), genEnd(c.gen), kvKeyHeader, fn)
-}
-
 // scan calls fn with every record in [lower, upper), its key less the
 // first header bytes, in key order.
 func (c *Checkpoint) scan(lower, upper []byte, header int, fn func(key, raw []byte) error) error {
@@ -302,14 +294,6 @@ func (s *Store) NewStaged(index, term uint64) *Staged {
 func (st *Staged) Index() uint64 { return st.index }
 func (st *Staged) Term() uint64  { return st.term }
 
-// Add stages one key with its stored value (revision.Meta + value).
-func (st *Staged) Add(key, raw []byte) error {
-	if len(raw) < revision.Size {
-		return fmt.Errorf("%w: staged value of %d bytes", ErrCorrupt, len(raw))
-	}
-	return st.set(appendKVKey(st.keyBuf[:0], st.gen, key), raw)
-}
-
 // set stages one record under its database key k (in st.keyBuf), and
 // flushes the batch once it is large.
 func (st *Staged) set(k, raw []byte) error {
@@ -391,8 +375,7 @@ func (st *Staged) Discard() error {
 		return err
 	}
 	err, _ := st.s.guard(func() error {
-		return errors.Join(st.s.db.DeleteRange(genPrefix(st.gen), genEnd(st.gen), pebble.NoSync),
-			st.s.db.DeleteRange(leaseGenPrefix(st.gen), leaseGenEnd(st.gen), pebble.NoSync),
+		return errors.Join(st.s.db.DeleteRange(leaseGenPrefix(st.gen), leaseGenEnd(st.gen), pebble.NoSync),
 			st.s.db.DeleteRange(revGenPrefix(st.gen), revGenEnd(st.gen), pebble.NoSync))
 	})
 	return err

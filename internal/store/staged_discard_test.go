@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
-	"github.com/kvd-project/kvd/internal/revision"
 )
 
 // rangeDels counts the range deletions the store's Pebble holds.
@@ -45,7 +44,7 @@ func TestAbandonedTransfersLeaveNoRangeDeletions(t *testing.T) {
 			t.Fatal(err)
 		}
 		st := s.NewStaged(8, 2) // 'B', one 'C' record, 'S' dropped by the filter
-		if err := st.Add(fmt.Appendf(nil, "k%d", i), make([]byte, revision.Size)); err != nil {
+		if err := st.Add(histRecord(fmt.Appendf(nil, "k%d", i), nil, mod(1))); err != nil {
 			t.Fatal(err)
 		}
 		if err := st.Finish(); err != nil {
@@ -63,7 +62,7 @@ func TestAbandonedTransfersLeaveNoRangeDeletions(t *testing.T) {
 	for _, keys := range []int{1, 100, discardPointBytes / 8} {
 		st := s.NewStaged(9, 2)
 		for i := range keys {
-			if err := st.Add(fmt.Appendf(nil, "x%d", i), make([]byte, revision.Size)); err != nil {
+			if err := st.Add(histRecord(fmt.Appendf(nil, "x%d", i), nil, mod(1))); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -104,7 +103,7 @@ func TestTransfersOfManySmallKeysLeaveNoRangeDeletions(t *testing.T) {
 	for i := range transfers {
 		st := s.NewStaged(8, 2)
 		for k := range keys {
-			if err := st.Add([]byte{byte(k)}, make([]byte, revision.Size)); err != nil {
+			if err := st.Add(histRecord([]byte{byte(k)}, nil, mod(1))); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -121,8 +120,8 @@ func TestTransfersOfManySmallKeysLeaveNoRangeDeletions(t *testing.T) {
 }
 
 // TestLargeAbandonedTransferDeletedByRange: past discardPointBytes of keys
-// a transfer is deleted by range (three deletions: its keys, its leases
-// and its revision space), and its data is gone.
+// a transfer is deleted by range (two deletions: its leases and its
+// revision space, which holds its history), and its data is gone.
 func TestLargeAbandonedTransferDeletedByRange(t *testing.T) {
 	s, err := Open(t.TempDir(), Options{WALSegmentSize: testSegmentSize})
 	if err != nil {
@@ -134,7 +133,7 @@ func TestLargeAbandonedTransferDeletedByRange(t *testing.T) {
 	key := make([]byte, 1000)
 	for k := range discardPointBytes/len(key) + 1 {
 		binary.BigEndian.PutUint32(key, uint32(k))
-		if err := st.Add(key, make([]byte, revision.Size)); err != nil {
+		if err := st.Add(histRecord(key, nil, mod(1))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -144,8 +143,8 @@ func TestLargeAbandonedTransferDeletedByRange(t *testing.T) {
 	if err := st.Discard(); err != nil {
 		t.Fatal(err)
 	}
-	if n := rangeDels(t, s) - base; n != 3 {
-		t.Fatalf("a transfer past discardPointBytes left %d range deletions, want 3", n)
+	if n := rangeDels(t, s) - base; n != 2 {
+		t.Fatalf("a transfer past discardPointBytes left %d range deletions, want 2", n)
 	}
 }
 

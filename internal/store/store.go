@@ -10,9 +10,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
-	"github.com/kvd-project/kvd/internal/limits"
 	"github.com/kvd-project/kvd/internal/pebbletune"
-	"github.com/kvd-project/kvd/internal/revision"
 	"github.com/kvd-project/kvd/internal/wal"
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
@@ -62,20 +60,6 @@ type Knobs struct {
 	// where the store otherwise runs Pebble without it (raftlog.go): the
 	// comparison BenchmarkPutCPU draws.
 	PebbleWAL bool
-	// MetaCacheBytes, if positive, bounds the metaCache instead of
-	// limits.MetaCacheBytes (tests of a state that does not fit).
-	MetaCacheBytes int
-	// OnMetaRead, if set, is called with the Pebble key of each read an
-	// Update makes for a key's metadata or lease (Update.Meta, Delete,
-	// KeyLease, Detach) because the metaCache did not answer: tests count
-	// them.
-	OnMetaRead func(pebbleKey []byte)
-}
-
-func (k *Knobs) noteMetaRead(key []byte) {
-	if k.OnMetaRead != nil {
-		k.OnMetaRead(key)
-	}
 }
 
 // Store is the durable state of one raft node. See the package comment for
@@ -131,7 +115,10 @@ type Store struct {
 
 	rs revState // store and compaction revisions (revision.go)
 
-	mc    *metaCache // the apply path's key metadata (metacache.go)
+	// ix is the current generation's key index (keyindex.go); it
+	// changes with the generation, under genMu.
+	ix    *keyIndex
+	views viewSet // open readViews (read.go)
 	knobs Knobs
 	spare updateBufs // guarded by mu
 }
@@ -180,11 +167,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		// directory is left as a crash there would have left it.
 		return nil, fmt.Errorf("store: open %s: %w", dir, err)
 	}
-	mcBytes := limits.MetaCacheBytes
-	if opts.Knobs.MetaCacheBytes > 0 {
-		mcBytes = opts.Knobs.MetaCacheBytes
-	}
-	s := &Store{db: db, cacheSize: max(opts.EntryCacheSize, 0), fault: fault, mc: newMetaCache(mcBytes),
+	s := &Store{db: db, cacheSize: max(opts.EntryCacheSize, 0), fault: fault,
 		noPebbleWAL: po.DisableWAL, flushed: flushed, knobs: opts.Knobs}
 	if err := s.checkFormat(dir); err != nil {
 		if !fault.tripped() {
@@ -194,7 +177,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	}
 	err = s.recover(dir, ffs, opts)
 	if err == nil {
-		err = s.loadMetaCache()
+		s.ix, err = buildIndex(s.db, s.gen)
 	}
 	if err != nil {
 		if !fault.tripped() {
@@ -460,53 +443,4 @@ func (s *Store) Members() []Member {
 		}
 	}
 	return out
-}
-
-// Get returns the applied value and revision metadata of key. The value is
-// a copy.
-func (s *Store) Get(key []byte) (value []byte, m revision.Meta, ok bool, err error) {
-	s.genMu.RLock()
-	defer s.genMu.RUnlock()
-	var kb [kvKeyHeader + 64]byte
-	raw, c, err := s.db.Get(appendKVKey(kb[:0], s.gen, key))
-	if errors.Is(err, pebble.ErrNotFound) {
-		return nil, revision.Meta{}, false, nil
-	}
-	if err != nil {
-		return nil, revision.Meta{}, false, err
-	}
-	defer c.Close()
-	m, v, err := SplitValue(raw)
-	if err != nil {
-		return nil, revision.Meta{}, false, err
-	}
-	return append([]byte(nil), v...), m, true, nil
-}
-
-// ForEach calls fn for every applied key in key order, from a point-in-time
-// view. key and value are valid only during the call. An error from fn stops
-// the walk and is returned.
-func (s *Store) ForEach(fn func(key, value []byte, m revision.Meta) error) error {
-	s.genMu.RLock()
-	gen := s.gen
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: genPrefix(gen), UpperBound: genEnd(gen)})
-	s.genMu.RUnlock()
-	if err != nil {
-		return err
-	}
-	defer it.Close()
-	return walkKV(it, fn)
-}
-
-func walkKV(it *pebble.Iterator, fn func(key, value []byte, m revision.Meta) error) error {
-	for ok := it.First(); ok; ok = it.Next() {
-		m, v, err := SplitValue(it.Value())
-		if err != nil {
-			return err
-		}
-		if err := fn(it.Key()[kvKeyHeader:], v, m); err != nil {
-			return err
-		}
-	}
-	return it.Error()
 }

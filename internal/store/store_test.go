@@ -401,19 +401,16 @@ func TestSnapshotTransfer(t *testing.T) {
 	})
 	// A transfer cut short, never installed.
 	abandoned := dst.NewStaged(99, 9)
-	if err := errors.Join(abandoned.Add([]byte("ghost"), appendKVValue(nil, mod(1), nil)), abandoned.Finish()); err != nil {
+	if err := errors.Join(abandoned.Add(histRecord([]byte("ghost"), nil, mod(1))), abandoned.Finish()); err != nil {
 		t.Fatal(err)
 	}
 
 	cp := src.Checkpoint()
 	st := dst.NewStaged(cp.Index(), cp.Term())
-	if err := cp.ForEach(st.Add); err != nil {
+	if err := transfer(cp, st); err != nil {
 		t.Fatal(err)
 	}
 	cp.Release()
-	if err := st.Finish(); err != nil {
-		t.Fatal(err)
-	}
 	if _, _, ok, _ := dst.Get([]byte("key001")); ok {
 		t.Fatal("staged data visible before install")
 	}
@@ -470,8 +467,8 @@ func TestSnapshotTransfer(t *testing.T) {
 		t.Fatalf("ConfState after install = %v", cs)
 	}
 	// Nothing but the current generation survives a restart.
-	if n := countKeys(t, dst.db, kvStart, kvEnd); n != 50 {
-		t.Fatalf("%d KV records on disk, want 50 (stray generations left)", n)
+	if n, cur := countKeys(t, dst.db, revStart, revEnd), countKeys(t, dst.db, revGenPrefix(dst.gen), revGenEnd(dst.gen)); n != cur || n == 0 {
+		t.Fatalf("%d history records on disk, %d of the current generation (stray generations left)", n, cur)
 	}
 }
 
@@ -575,4 +572,16 @@ func BenchmarkUpdatePut(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// transfer stages all of cp in st, as a snapshot transfer does (the
+// history, the leases, the revisions), and finishes it.
+func transfer(cp *Checkpoint, st *Staged) error {
+	return errors.Join(cp.ForEach(st.Add), cp.ForEachLease(st.AddLease), cp.ForEachRevision(st.AddRevision), st.Finish())
+}
+
+// histRecord is a history record of key's write of value with Meta m
+// (the only write of its revision), as Staged.Add takes it.
+func histRecord(key, value []byte, m revision.Meta) (k, raw []byte) {
+	return appendOrderKey(nil, 0, m.Mod, 0, key)[revKeyHeader+1:], appendHistValue(nil, m, value, false)
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/cockroachdb/pebble/v2"
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -23,9 +24,9 @@ import (
 type Update struct {
 	s *Store
 	// b is a plain batch until the Update first reads through it
-	// (reader): most Updates (PUTs whose keys' Meta the metaCache knows)
-	// only write, and indexing every record costs as much as a memtable
-	// insert.
+	// (reader): most Updates (PUTs, whose keys' Meta the key index
+	// holds) only write, and indexing every record costs as much as a
+	// memtable insert.
 	b       *pebble.Batch
 	indexed bool
 	// order holds the history's by-revision records while b is plain
@@ -49,10 +50,13 @@ type Update struct {
 	members  map[uint64]Member
 	memDirty bool
 	synced   bool // CommitNoSyncWait's fsync is waited for (or was not needed)
-	// published: the batch is in Pebble. cacheAhead: the store's
-	// metaCache holds this Update's writes. kvDirty: the Update wrote KV
-	// state without the metaCache (another Update owned it).
-	published, cacheAhead, kvDirty bool
+	// published: the batch is in Pebble. ixAhead: the store's key index
+	// holds writes of this Update (rebuilt if it is abandoned).
+	published, ixAhead bool
+	// ix is the key index the Update writes: the store's, or after a
+	// snapshot install the installed generation's, which the commit makes
+	// the store's.
+	ix *keyIndex
 
 	keyBuf, valBuf []byte
 	num            [8]byte
@@ -82,6 +86,7 @@ func (s *Store) NewUpdate() *Update {
 	defer s.mu.Unlock()
 	u := &Update{
 		s:       s,
+		ix:      s.ix,
 		b:       s.db.NewBatch(),
 		trunc:   s.trunc,
 		last:    s.last,
@@ -109,6 +114,10 @@ func (u *Update) InstallSnapshot(snap *pb.Snapshot, st *Staged) error {
 	snap = proto.CloneOf(snap)
 	pb.EnsureSnapshot(snap)
 	trunc := truncState{md.GetIndex(), md.GetTerm()}
+	ix, err := buildIndex(u.s.db, st.gen) // the staged records are in Pebble (Staged.Finish)
+	if err != nil {
+		return err
+	}
 	b, err := u.reader() // installRevs reads through it
 	if err != nil {
 		return err
@@ -122,10 +131,9 @@ func (u *Update) InstallSnapshot(snap *pb.Snapshot, st *Staged) error {
 		u.setProto(keyConfState, snap.GetMetadata().GetConfState()),
 		b.Set(keyApplied, encodeU64(trunc.index), nil),
 		b.DeleteRange(memberStart, memberEnd, nil),
-		b.DeleteRange(genPrefix(u.gen), genEnd(u.gen), nil),
 		b.DeleteRange(leaseGenPrefix(u.gen), leaseGenEnd(u.gen), nil), // its leases go with its keys
 		b.Set(keyGen, encodeU64(st.gen), nil),
-		u.installRevs(u.gen, st.gen), // its revisions and history go with its keys
+		u.installRevs(u.gen, st.gen, ix.maxRev), // its revisions and history go with its keys
 	)
 	u.members = make(map[uint64]Member, len(ms))
 	for _, m := range ms {
@@ -140,12 +148,7 @@ func (u *Update) InstallSnapshot(snap *pb.Snapshot, st *Staged) error {
 	u.memDirty = true
 	u.snap, u.cs = snap, snap.GetMetadata().GetConfState()
 	u.trunc, u.last, u.applied, u.gen = trunc, trunc.index, trunc.index, st.gen
-	if c := u.cache(); c != nil {
-		c.reset(st.gen)
-		u.cacheAhead = true
-	} else {
-		u.kvDirty = true
-	}
+	u.ix = ix
 	u.reset, u.appends = true, nil
 	return nil
 }
@@ -262,15 +265,9 @@ func (u *Update) SetApplied(index uint64) error {
 	return u.b.Set(keyApplied, u.u64(index), nil)
 }
 
-// Put sets key to value, with its revision metadata m, in the KV state,
-// and records the write in the history at m.Mod.
+// Put sets key to value, with its revision metadata m, in the KV state:
+// it records the write in the history at m.Mod, which is the state.
 func (u *Update) Put(key, value []byte, m revision.Meta) error {
-	u.keyBuf = appendKVKey(u.keyBuf[:0], u.gen, key)
-	u.valBuf = appendKVValue(u.valBuf[:0], m, value)
-	if err := u.b.Set(u.keyBuf, u.valBuf, nil); err != nil {
-		return err
-	}
-	u.noteKV(key, m, true)
 	return u.RecordHistory(key, value, m, false)
 }
 
@@ -278,108 +275,53 @@ func (u *Update) Put(key, value []byte, m revision.Meta) error {
 // state as this Update sees it (its own writes included): what a
 // transaction applied in this Update reads.
 func (u *Update) Get(key []byte) (value []byte, m revision.Meta, ok bool, err error) {
+	var last ixRev
+	var found bool
+	if st := u.ix.get(key); st != nil {
+		last, found = latest(st.revs)
+	}
+	if !found || last.deleted {
+		return nil, revision.Meta{}, false, nil
+	}
 	r, err := u.reader()
 	if err != nil {
 		return nil, revision.Meta{}, false, err
 	}
-	u.keyBuf = appendKVKey(u.keyBuf[:0], u.gen, key)
-	raw, c, err := r.Get(u.keyBuf)
-	switch {
-	case errors.Is(err, pebble.ErrNotFound):
-		return nil, revision.Meta{}, false, nil
-	case err != nil:
-		return nil, revision.Meta{}, false, err
-	}
-	defer c.Close()
-	m, v, err := SplitValue(raw)
+	_, err = readValue(r, u.gen, key, last, &u.keyBuf, func(v []byte, meta revision.Meta) bool {
+		value, m = append([]byte{}, v...), meta
+		return true
+	})
 	if err != nil {
 		return nil, revision.Meta{}, false, err
 	}
-	return append([]byte{}, v...), m, true, nil
+	return value, m, true, nil
 }
 
 // Meta is key's revision metadata in the KV state as this Update sees it
-// (the zero Meta: absent), without copying its value.
+// (the zero Meta: absent), without reading its value.
 func (u *Update) Meta(key []byte) (revision.Meta, error) {
-	m, _, err := u.lookup(key)
-	return m, err
+	m, _ := u.lookup(key)
+	return m, nil
 }
 
-// lookup is key's Meta and presence as this Update sees them: from the
-// store's metaCache if it knows, else from the batch (and then cached).
-func (u *Update) lookup(key []byte) (m revision.Meta, present bool, err error) {
-	c := u.cache()
-	if c != nil {
-		if m, present, ok := c.get(u.gen, key); ok {
-			return m, present, nil
+// lookup is key's Meta and presence as this Update sees them, from the
+// key index.
+func (u *Update) lookup(key []byte) (m revision.Meta, present bool) {
+	if st := u.ix.get(key); st != nil {
+		if r, ok := latest(st.revs); ok && !r.deleted {
+			return st.last, true
 		}
 	}
-	r, err := u.reader()
-	if err != nil {
-		return revision.Meta{}, false, err
-	}
-	u.keyBuf = appendKVKey(u.keyBuf[:0], u.gen, key)
-	u.s.knobs.noteMetaRead(u.keyBuf)
-	raw, closer, err := r.Get(u.keyBuf)
-	switch {
-	case errors.Is(err, pebble.ErrNotFound):
-	case err != nil:
-		return revision.Meta{}, false, err
-	default:
-		m, _, err = SplitValue(raw)
-		closer.Close()
-		if err != nil {
-			return revision.Meta{}, false, err
-		}
-		present = true
-	}
-	if c != nil {
-		c.put(u.gen, key, m, present)
-	}
-	return m, present, nil
-}
-
-// noteKV keeps the metaCache in step with a write of key to the KV state.
-func (u *Update) noteKV(key []byte, m revision.Meta, present bool) {
-	if c := u.cache(); c != nil {
-		c.put(u.gen, key, m, present)
-		u.cacheAhead = true
-	} else {
-		u.kvDirty = true
-	}
-}
-
-// cache is the store's metaCache if this Update owns it: the first Update
-// to ask does, until it is published or closed. Another Update goes
-// without (and clears it when it commits a write to the KV state).
-func (u *Update) cache() *metaCache {
-	c := u.s.mc
-	switch c.owner {
-	case u:
-	case nil:
-		if u.published {
-			return nil
-		}
-		c.owner = u
-	default:
-		return nil
-	}
-	return c
+	return revision.Meta{}, false
 }
 
 // Delete removes key from the KV state at revision rev and reports whether
 // it was there (counting this Update's own writes); if it was, the history
 // records its deletion at rev.
 func (u *Update) Delete(key []byte, rev uint64) (existed bool, err error) {
-	_, present, err := u.lookup(key)
-	if err != nil || !present {
-		return false, err
+	if _, present := u.lookup(key); !present {
+		return false, nil
 	}
-	u.keyBuf = appendKVKey(u.keyBuf[:0], u.gen, key)
-	if err := u.b.Delete(u.keyBuf, nil); err != nil {
-		return true, err
-	}
-	u.noteKV(key, revision.Meta{}, false)
 	return true, u.RecordHistory(key, nil, revision.Meta{Mod: rev}, true)
 }
 
@@ -482,16 +424,18 @@ func (u *Update) commitGuarded(write func() error) error {
 	}
 	if u.reset {
 		if err == nil {
-			s.gen = u.gen
+			// Readers take the generation, its key index and the
+			// published revisions together (readView).
+			s.gen, s.ix = u.gen, u.ix
+			u.publish()
 		}
 		s.genMu.Unlock()
 	}
 	if err != nil {
 		return fmt.Errorf("store: commit: %w", err)
 	}
-	u.publish()
-	if u.reset {
-		s.reloadMetaCache()
+	if !u.reset {
+		u.publish()
 	}
 	if u.reset && u.applied == u.trunc.index {
 		// The installed snapshot becomes the one to send on, should this
@@ -573,12 +517,6 @@ func (u *Update) SyncWait() error {
 func (u *Update) publish() {
 	s := u.s
 	u.published = true
-	switch mc := s.mc; {
-	case mc.owner == u:
-		mc.owner = nil
-	case u.kvDirty:
-		mc.reset(0)
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if u.reset {
@@ -603,11 +541,8 @@ func (u *Update) publish() {
 
 // Close abandons the Update if it was not committed.
 func (u *Update) Close() {
-	if mc := u.s.mc; mc.owner == u {
-		mc.owner = nil
-		if u.cacheAhead {
-			mc.reset(0) // writes Pebble never got
-		}
+	if u.ixAhead && !u.published && u.ix == u.s.ix {
+		u.s.rebuildIndex() // it holds writes Pebble never got
 	}
 	if u.b != nil {
 		u.b.Close()
@@ -635,28 +570,12 @@ func (u *Update) handOn() {
 // Range calls fn for the keys k with start <= k < end (an empty end: no
 // bound) in the KV state as this Update sees it (its own writes
 // included), in key order, until fn returns false. key and value are
-// valid only during the call.
+// valid only during the call. fn may write through the Update: the walk
+// goes over a clone of the index.
 func (u *Update) Range(start, end []byte, fn func(key, value []byte, m revision.Meta) bool) error {
-	opts := pebble.IterOptions{LowerBound: appendKVKey(nil, u.gen, start), UpperBound: genEnd(u.gen)}
-	if len(end) > 0 {
-		opts.UpperBound = appendKVKey(nil, u.gen, end)
-	}
 	r, err := u.reader()
 	if err != nil {
 		return err
 	}
-	it, err := r.NewIter(&opts)
-	if err != nil {
-		return err
-	}
-	for ok := it.First(); ok; ok = it.Next() {
-		m, v, err := SplitValue(it.Value())
-		if err != nil {
-			return errors.Join(err, it.Close())
-		}
-		if !fn(it.Key()[kvKeyHeader:], v, m) {
-			break
-		}
-	}
-	return errors.Join(it.Error(), it.Close())
+	return rangeIndex(u.ix.clone(), r, u.gen, start, end, math.MaxUint64, fn)
 }

@@ -89,12 +89,13 @@ func TestServeRefusesAnotherDataFormat(t *testing.T) {
 		format uint16
 		want   string
 	}{
-		{0, "node 2 runs data format 1 (an older kvd); this node runs data format 6: every member of a cluster must run one format: stop every member"},
-		{store.DataFormatRevisions, "node 2 runs data format 2 (an older kvd); this node runs data format 6: every member of a cluster must run one format: upgrade each member to the newer kvd, which migrates its data directory at start"},
-		{store.DataFormatValueByKey, "node 2 runs data format 3 (an older kvd); this node runs data format 6: every member of a cluster must run one format: upgrade each member to the newer kvd, which migrates its data directory at start"},
-		{store.DataFormatHistoryByRevision, "node 2 runs data format 4 (an older kvd); this node runs data format 6: every member of a cluster must run one format: upgrade each member to the newer kvd, which migrates its data directory at start"},
-		{store.DataFormatPastRangeTxn, "node 2 runs data format 5 (an older kvd); this node runs data format 6: every member of a cluster must run one format: upgrade each member to the newer kvd, which migrates its data directory at start"},
-		{store.DataFormat + 1, "node 2 runs data format 7 (a newer kvd); this node runs data format 6: every member of a cluster must run one format: upgrade each member"},
+		{0, "node 2 runs data format 1 (an older kvd); this node runs data format 7: every member of a cluster must run one format: stop every member"},
+		{store.DataFormatRevisions, "node 2 runs data format 2 (an older kvd); this node runs data format 7: every member of a cluster must run one format: upgrade each member to the newer kvd, which migrates its data directory at start"},
+		{store.DataFormatValueByKey, "node 2 runs data format 3 (an older kvd); this node runs data format 7: every member of a cluster must run one format: upgrade each member to the newer kvd, which migrates its data directory at start"},
+		{store.DataFormatHistoryByRevision, "node 2 runs data format 4 (an older kvd); this node runs data format 7: every member of a cluster must run one format: upgrade each member to the newer kvd, which migrates its data directory at start"},
+		{store.DataFormatPastRangeTxn, "node 2 runs data format 5 (an older kvd); this node runs data format 7: every member of a cluster must run one format: upgrade each member to the newer kvd, which migrates its data directory at start"},
+		{store.DataFormatByKey, "node 2 runs data format 6 (an older kvd); this node runs data format 7: every member of a cluster must run one format: upgrade each member to the newer kvd, which migrates its data directory at start"},
+		{store.DataFormat + 1, "node 2 runs data format 8 (a newer kvd); this node runs data format 7: every member of a cluster must run one format: upgrade each member"},
 	} {
 		before := refusedCount(t, s, RefuseDataFormat)
 		conn := &peerConn{}

@@ -2,6 +2,7 @@ package peer
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -198,12 +199,14 @@ func openStore(t testing.TB) *store.Store {
 
 func beginFrame(id TransferID) []byte { return AppendSnapshotBegin(nil, id) }
 
-// chunkFrame holds key/value pairs (alternating in kv), each at version.
+// chunkFrame holds key/value pairs (alternating in kv), each written
+// at version, as history records.
 func chunkFrame(id TransferID, version uint64, kv ...string) []byte {
 	f := AppendSnapshotHeader(nil, FrameSnapshotChunk, id)
 	for i := 0; i+1 < len(kv); i += 2 {
-		raw := revision.Meta{Create: version, Mod: version, Version: 1}.Append(nil)
-		f = AppendChunkRecord(f, []byte(kv[i]), append(raw, kv[i+1]...))
+		m := revision.Meta{Create: version, Mod: version, Version: 1}
+		k := binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint64(nil, version), uint32(i/2))
+		f = AppendChunkRecord(f, append(k, kv[i]...), append(m.Append([]byte{0}), kv[i+1]...))
 	}
 	return f
 }

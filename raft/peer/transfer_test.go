@@ -293,12 +293,12 @@ func (c *limitConn) Recv(context.Context, []byte) ([]byte, error) {
 // begin frame. Unbounded, a member session could stage data until the disk
 // was full.
 func TestSnapshotTransferBounded(t *testing.T) {
-	s := testSet(t, Config{MaxSnapshotBytes: 150}, newFakeHost())
+	s := testSet(t, Config{MaxSnapshotBytes: 180}, newFakeHost())
 	r := s.NewReader(2)
 	id := TransferID{Index: 10, Term: 2, Nonce: 1}
 	value := strings.Repeat("v", 30)
 	first := chunkFrame(id, 1, "a", value)
-	handleAll(t, r, beginFrame(id), first, chunkFrame(id, 1, "b", value)) // about 2×70 bytes
+	handleAll(t, r, beginFrame(id), first, chunkFrame(id, 1, "b", value)) // about 2×83 bytes
 	if r.staged == nil {
 		t.Fatal("a transfer within the bound was abandoned")
 	}
