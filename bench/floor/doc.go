@@ -26,8 +26,10 @@
 // batch is synced, writes every PUT's value to a state key and a history
 // record at its index in a Pebble database opened as kvd's store opens
 // its own beside a WAL (no Pebble log, no sync of its own): StateLog, the
-// floor of kvd's design, whose state and history live in Pebble and whose
-// Raft log is a file beside it.
+// floor of kvd's design up to its data format 6, which kept each write as
+// a state record and a history record in Pebble, its Raft log a file
+// beside it (kvd now writes the history record alone, so its floor lies
+// between this one and the plain one).
 //
 // What a floor run says: no implementation with kvd's guarantees
 // (replicated to a majority and fsynced before the reply, one connection

@@ -45,8 +45,8 @@ type Config struct {
 	// Pebble.
 	Pebble bool
 	// State keeps the plain file log and writes each PUT's state and
-	// history to Pebble after it (StateLog): the floor of kvd's design
-	// with its Raft log beside Pebble. Not with Pebble.
+	// history to Pebble after it (StateLog): the floor of kvd's design up
+	// to data format 6, its Raft log beside Pebble. Not with Pebble.
 	State bool
 	// Keys is the key set Pebble's state writes spread over. Default
 	// DefaultKeys; used only with Pebble or State.

@@ -91,9 +91,10 @@ func OpenPebbleState(dir string, keys int) (*PebbleLog, error) {
 	return l, nil
 }
 
-// StateLog is the floor of kvd's design with its Raft log beside Pebble
-// (--raft-log wal): the plain file Log, fdatasynced per batch, and then
-// the batch's state and history written to Pebble (OpenPebbleState).
+// StateLog is the floor of kvd's design up to data format 6, its Raft log
+// beside Pebble (--raft-log wal): the plain file Log, fdatasynced per
+// batch, and then the batch's state and history written to Pebble as two
+// records per PUT (OpenPebbleState).
 type StateLog struct {
 	log   *Log
 	state *PebbleLog
