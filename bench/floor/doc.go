@@ -28,8 +28,8 @@
 // its own beside a WAL (no Pebble log, no sync of its own): StateLog, the
 // floor of kvd's design up to its data format 6, which kept each write as
 // a state record and a history record in Pebble, its Raft log a file
-// beside it (kvd now writes the history record alone, so its floor lies
-// between this one and the plain one).
+// beside it (from format 7 kvd writes the history record alone, so its
+// floor lies between this one and the plain one).
 //
 // What a floor run says: no implementation with kvd's guarantees
 // (replicated to a majority and fsynced before the reply, one connection
