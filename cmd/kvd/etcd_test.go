@@ -3,6 +3,7 @@ package main
 import (
 	"net"
 	"os"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -88,9 +89,38 @@ func TestGatewayFlagsRefused(t *testing.T) {
 		{[]string{"--endpoints", "a:1", "--redis-listen", "6379"}, `--redis-listen "6379": want host:port`},
 		{[]string{"--endpoints", "a:1", "--redis-max-conns", "0"}, "--redis-max-conns"},
 		{[]string{"--endpoints", "a:1", "extra"}, "unexpected arguments"},
+		{[]string{"--endpoints", "a:1", "--gc-percent", "0"}, "--gc-percent 0: want a percentage > 0"},
+		{[]string{"--endpoints", "a:1", "--gc-percent", "-1"}, "--gc-percent -1: want a percentage > 0"},
 	} {
 		if _, err := parseGatewayFlags(c.args); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("kvd gateway %v: %v, want an error saying %q", c.args, err, c.want)
+		}
+	}
+}
+
+// TestGatewayGCPercent: the gateway collects at --gc-percent, at its
+// default unless GOGC is set, and at the flag's value over GOGC when the
+// flag is given.
+func TestGatewayGCPercent(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	for _, c := range []struct {
+		args []string
+		gogc string
+		want int // the target after applyGC; 100 stands for "left as it was"
+	}{
+		{nil, "", defaultGCPercent},
+		{nil, "250", 100},
+		{[]string{"--gc-percent", "50"}, "", 50},
+		{[]string{"--gc-percent", "800"}, "250", 800},
+	} {
+		o, err := parseGatewayFlags(append([]string{"--endpoints", "a:1"}, c.args...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		debug.SetGCPercent(100)
+		o.applyGC(c.gogc)
+		if got := debug.SetGCPercent(100); got != c.want {
+			t.Errorf("args %v, GOGC %q: target %d, want %d", c.args, c.gogc, got, c.want)
 		}
 	}
 }

@@ -65,6 +65,9 @@ type conn struct {
 	// has been (or is being) kicked through flushKick. Guarded by wmu.
 	posted    bool
 	flushKick chan struct{}
+	// inflight counts the Reads between posting and their response; a
+	// Read posted alone flushes at once (wunlockPosted).
+	inflight atomic.Int32
 
 	msgs  msgQueue
 	reads readSlots
@@ -207,10 +210,14 @@ func (c *conn) wunlockMore(werr error, more bool) error {
 // wunlockPosted releases the writer after a READ request, leaving the
 // flush to serveLoop (flushPosted): Reads posted by goroutines that are
 // ready to run meanwhile go out in the same socket write, and the peer
-// reads them, and may answer them, together. A write error fails the
-// connection, as in wunlock.
-func (c *conn) wunlockPosted(werr error) error {
-	if werr != nil {
+// reads them, and may answer them, together. A Read posted alone (no
+// other in flight, none waiting for serveLoop's flush) flushes itself:
+// no batch is likely to form, and handing the flush to serveLoop would
+// wake it first, which after an idle spell costs more than the write
+// (BenchmarkGetAfterIdle in client). A write error fails the connection,
+// as in wunlock.
+func (c *conn) wunlockPosted(werr error, alone bool) error {
+	if werr != nil || (alone && !c.posted) {
 		return c.wunlock(werr)
 	}
 	kick := !c.posted

@@ -104,9 +104,11 @@ func (c *conn) Read(ctx context.Context, ops []transport.ReadOp) error {
 		return c.usable(ctx) // closed (errClosedConn), or ctx is done
 	}
 	n := s.post(ops)
+	alone := c.inflight.Add(1) == 1
+	defer c.inflight.Add(-1)
 	c.wlock()
 	_, err = c.bw.Write(s.req[:n])
-	if err = c.wunlockPosted(err); err != nil {
+	if err = c.wunlockPosted(err, alone); err != nil {
 		s.abandon()
 		return err
 	}
