@@ -69,7 +69,8 @@ bench-quick: build
 	QUICK=1 BENCH_RDMA=1 bench/bench.sh
 
 # The Redis series alone (bench also runs it): redis-benchmark against a
-# kvd gateway, a kvd node and two redis-servers, into bench/results/redis.*.
+# kvd gateway, a kvd node, go-floor (kvbench resp-floor, a minimal Go RESP
+# server) and two redis-servers, into bench/results/redis.*.
 bench-redis: build
 	$(BIN)/kvbench redis --bin $(BIN) --out bench/results
 

@@ -215,8 +215,9 @@ log "writepath ($wp_rounds rounds)"
 	--clients "$inst_clients" --keys "$inst_keys" "${baseline_args[@]}" --out "$work/writepath" >/dev/null ||
 	failed+=(writepath)
 # The Redis series (bench/redisbench): redis-benchmark -d 256 -c 50, with
-# and without -P 16, against a kvd gateway, a kvd node, and redis-servers
-# without persistence and with appendfsync always; 3 rounds, medians.
+# and without -P 16, against a kvd gateway, a kvd node, go-floor (a minimal
+# Go RESP server, the bound) and redis-servers without persistence and with
+# appendfsync always; 3 rounds, medians.
 log redis
 "$BIN/kvbench" redis --bin "$BIN" --requests "$redis_n" --out "$work/redis" --quiet >/dev/null || failed+=(redis)
 

@@ -31,8 +31,12 @@ const (
 
 // Config describes a series.
 type Config struct {
-	// Bin is the directory holding the kvd binary. Required.
+	// Bin is the directory holding the kvd binary. Required with Gateway
+	// or Node.
 	Bin string
+	// Kvbench is the kvbench executable whose resp-floor command serves
+	// GoFloor (bench/respfloor). Required with GoFloor.
+	Kvbench string
 	// RedisServer is the redis-server to compare with. Empty: redis-server
 	// from PATH, else a link named redis-server to redis-check-rdb from
 	// PATH (Debian's redis-tools: the same binary, which acts as the
@@ -56,8 +60,8 @@ type Config struct {
 	// Rounds: every (target, depth, test) runs once per round, the
 	// targets' order rotated by one each round. Default 3.
 	Rounds int
-	// Targets are the targets to run, a subset of Gateway, Node, Redis,
-	// RedisAOF. Default all four.
+	// Targets are the targets to run, a subset of Gateway, Node,
+	// GoFloor, Redis, RedisAOF (Targets()). Default all of them.
 	Targets []string
 	// Timeout bounds one invocation; ReadyTimeout the start of each
 	// target. Defaults DefaultTimeout and DefaultReadyTimeout.
@@ -95,7 +99,7 @@ func (c Config) withDefaults() Config {
 		c.Rounds = DefaultRounds
 	}
 	if len(c.Targets) == 0 {
-		c.Targets = []string{Gateway, Node, Redis, RedisAOF}
+		c.Targets = Targets()
 	}
 	if c.Timeout <= 0 {
 		c.Timeout = DefaultTimeout
@@ -112,6 +116,9 @@ func (c Config) Validate() error {
 	c = c.withDefaults()
 	if c.Bin == "" && (containsAny(c.Targets, Gateway, Node)) {
 		return fmt.Errorf("%w: no bin directory (kvd)", ErrConfig)
+	}
+	if c.Kvbench == "" && containsAny(c.Targets, GoFloor) {
+		return fmt.Errorf("%w: no kvbench executable (%s)", ErrConfig, GoFloor)
 	}
 	for _, v := range []struct {
 		name   string
@@ -139,8 +146,8 @@ func (c Config) Validate() error {
 		}
 	}
 	for _, t := range c.Targets {
-		if !containsAny([]string{Gateway, Node, Redis, RedisAOF}, t) {
-			return fmt.Errorf("%w: target %q (%s, %s, %s or %s)", ErrConfig, t, Gateway, Node, Redis, RedisAOF)
+		if !containsAny(Targets(), t) {
+			return fmt.Errorf("%w: target %q (one of %s)", ErrConfig, t, strings.Join(Targets(), ", "))
 		}
 	}
 	return nil

@@ -10,7 +10,7 @@ import (
 
 // TestValidateRefusesBadConfig: every unusable setting is an ErrConfig.
 func TestValidateRefusesBadConfig(t *testing.T) {
-	ok := Config{Bin: "bin"}
+	ok := Config{Bin: "bin", Kvbench: "kvbench"}
 	for _, tc := range []struct {
 		name string
 		edit func(*Config)
@@ -19,6 +19,8 @@ func TestValidateRefusesBadConfig(t *testing.T) {
 		{"defaults", func(*Config) {}, true},
 		{"redis only needs no kvd", func(c *Config) { c.Bin, c.Targets = "", []string{Redis, RedisAOF} }, true},
 		{"kvd without bin", func(c *Config) { c.Bin = "" }, false},
+		{"go-floor without kvbench", func(c *Config) { c.Kvbench = "" }, false},
+		{"no go-floor needs no kvbench", func(c *Config) { c.Kvbench, c.Targets = "", []string{Gateway, Redis} }, true},
 		{"negative clients", func(c *Config) { c.Clients = -1 }, false},
 		{"ten nodes", func(c *Config) { c.Nodes = 10 }, false},
 		{"negative keyspace", func(c *Config) { c.Keyspace = -1 }, false},

@@ -21,6 +21,10 @@ const (
 	// Node is a kvd node's --redis-listen (node 1, not necessarily the
 	// leader).
 	Node = "kvd-node"
+	// GoFloor is `kvbench resp-floor` (bench/respfloor): a minimal Go
+	// server of the protocol answering from a map in its memory, the
+	// bound of a Go server on this machine.
+	GoFloor = "go-floor"
 	// Redis is a redis-server without persistence (--save ""
 	// --appendonly no).
 	Redis = "redis"
@@ -28,6 +32,10 @@ const (
 	// always: every write is fsynced before its reply, as kvd's are.
 	RedisAOF = "redis-aof"
 )
+
+// Targets are every target, in the order a run starts them by default:
+// kvd's, the Go bound, then Redis'.
+func Targets() []string { return []string{Gateway, Node, GoFloor, Redis, RedisAOF} }
 
 // Sample is one redis-benchmark invocation: one test against one target
 // at one pipeline depth, in one round.
@@ -115,20 +123,21 @@ type Goal struct {
 
 // Goals are the ratios the report gives: kvd's two targets (unpipelined GET
 // through the gateway against Redis without persistence; SET against
-// Redis with appendfsync always, through the gateway and on a node), and
-// the same with -P 16 for information.
+// Redis with appendfsync always, through the gateway and on a node),
+// go-floor's unpipelined GET against Redis beside the gateway's (no
+// target: what a Go server answering from its own memory reaches, a bound
+// on the gateway's ratio), and kvd's ratios again with -P 16 for
+// information.
 func Goals() []Goal {
-	var out []Goal
-	for _, p := range []struct {
-		depth int
-		min   float64
-	}{{1, 1.0}, {16, 0}} {
-		out = append(out,
-			Goal{Test: "GET", Pipeline: p.depth, Num: Gateway, Den: Redis, Min: p.min},
-			Goal{Test: "SET", Pipeline: p.depth, Num: Gateway, Den: RedisAOF, Min: p.min},
-			Goal{Test: "SET", Pipeline: p.depth, Num: Node, Den: RedisAOF, Min: p.min})
+	return []Goal{
+		{Test: "GET", Pipeline: 1, Num: Gateway, Den: Redis, Min: 1},
+		{Test: "GET", Pipeline: 1, Num: GoFloor, Den: Redis},
+		{Test: "SET", Pipeline: 1, Num: Gateway, Den: RedisAOF, Min: 1},
+		{Test: "SET", Pipeline: 1, Num: Node, Den: RedisAOF, Min: 1},
+		{Test: "GET", Pipeline: 16, Num: Gateway, Den: Redis},
+		{Test: "SET", Pipeline: 16, Num: Gateway, Den: RedisAOF},
+		{Test: "SET", Pipeline: 16, Num: Node, Den: RedisAOF},
 	}
-	return out
 }
 
 // Ratio is a Goal measured: Value is Num's median rate over Den's;
@@ -198,7 +207,8 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		keys = fmt.Sprintf("-r %d", m.Keyspace)
 	}
 	fmt.Fprintf(&b, "%s; %s. `-c %d -n %d -d %d`, %s, each test a separate invocation; %d rounds, the targets' order rotating "+
-		"each round; medians over the rounds. kvd: %d nodes on this host (TCP), the gateway beside them. %d CPUs, "+
+		"each round; medians over the rounds. kvd: %d nodes on this host (TCP), the gateway beside them. go-floor: "+
+		"`kvbench resp-floor`, a minimal Go server of the protocol answering from its own memory (a bound, not a goal). %d CPUs, "+
 		"load average %s at the start, %s at the end (a shared machine: compare rows of one run, not runs).\n\n",
 		m.BenchmarkVersion, m.ServerVersion, m.Clients, m.Requests, m.DataSize, keys, m.Rounds, m.Nodes, m.CPUs,
 		orDash(m.LoadBefore), orDash(m.LoadAfter))

@@ -108,8 +108,8 @@ func TestRatiosAgainstTargets(t *testing.T) {
 }
 
 // recordedReport is a report built from the recorded CSVs: the gateway's
-// unpipelined output as two rounds of kvd-gateway, the other as redis at
-// -P 1.
+// unpipelined output as two rounds of kvd-gateway, go-floor's as two of
+// go-floor, the third as redis at -P 1.
 func recordedReport(t *testing.T) *Report {
 	t.Helper()
 	rep := &Report{Meta: Meta{BenchmarkVersion: "redis-benchmark 7.0.15", ServerVersion: "Redis server v=7.0.15",
@@ -117,7 +117,7 @@ func recordedReport(t *testing.T) *Report {
 		LoadAfter: "4.00 5.00 6.00", Started: time.Date(2026, 12, 2, 16, 0, 0, 0, time.UTC)}}
 	for _, f := range []struct {
 		file, target string
-	}{{"gateway-p1.csv", Gateway}, {"redis-p16.csv", Redis}} {
+	}{{"gateway-p1.csv", Gateway}, {"gofloor-p1.csv", GoFloor}, {"redis-p16.csv", Redis}} {
 		b, err := os.ReadFile(filepath.Join("testdata", f.file))
 		if err != nil {
 			t.Fatal(err)
@@ -157,7 +157,9 @@ func TestWriteMarkdownMatchesGolden(t *testing.T) {
 	if !bytes.Equal(b.Bytes(), want) {
 		t.Errorf("markdown differs from %s (go test -update rewrites it):\n%s", golden, b.String())
 	}
-	for _, s := range []string{"| kvd-gateway | 1 | GET | 8418 |", "| GET kvd-gateway / redis | 1 | 0.16× | ≥ 1.0× | no |",
+	// go-floor's GET ratio, with no target, right below the gateway's.
+	floorRatio := "| GET kvd-gateway / redis | 1 | 0.16× | ≥ 1.0× | no |\n| GET go-floor / redis | 1 | 2.01× | – | – |\n"
+	for _, s := range []string{"| kvd-gateway | 1 | GET | 8418 |", "| go-floor | 1 | GET | 105263 |", floorRatio,
 		"| SET kvd-gateway / redis-aof | 1 | not measured |", "Failed invocations"} {
 		if !strings.Contains(b.String(), s) {
 			t.Errorf("markdown lacks %q", s)

@@ -110,7 +110,6 @@ func startTargets(ctx context.Context, cfg Config, dir string, m *Meta) (targets
 			stopAll()
 		}
 	}()
-	bin := filepath.Join(cfg.Bin, "kvd")
 	if containsAny(cfg.Targets, Gateway, Node) {
 		if kvd, err = cluster.Start(ctx, cluster.Config{Bin: cfg.Bin, Nodes: cfg.Nodes, Redis: true,
 			Dir: filepath.Join(dir, "kvd"), ReadyTimeout: cfg.ReadyTimeout}); err != nil {
@@ -124,37 +123,9 @@ func startTargets(ctx context.Context, cfg Config, dir string, m *Meta) (targets
 		}
 	}
 	for _, name := range cfg.Targets {
-		t := target{name: name}
+		var t target
 		var p *cluster.Process
-		switch name {
-		case Node:
-			t.addr, t.pids = kvd.RedisAddrs[0], kvd.PIDs()
-		case Gateway:
-			t.addr, p, err = startProcess(bin, func(addr string) []string {
-				return []string{"gateway", "--endpoints", strings.Join(kvd.Endpoints, ","), "--redis-listen", addr,
-					"--listen-client-urls", "", "--log-level", "warn"}
-			})
-			if p != nil {
-				t.pids = append(kvd.PIDs(), p.PID())
-			}
-		case Redis, RedisAOF:
-			data := filepath.Join(dir, name)
-			if err = os.MkdirAll(data, 0o755); err != nil {
-				return nil, nil, err
-			}
-			persist := []string{"--appendonly", "no"}
-			if name == RedisAOF {
-				persist = []string{"--appendonly", "yes", "--appendfsync", "always"}
-			}
-			t.addr, p, err = startProcess(redisServer, func(addr string) []string {
-				_, port, _ := net.SplitHostPort(addr)
-				return append([]string{"--bind", host, "--port", port, "--save", "", "--dir", data, "--daemonize", "no"}, persist...)
-			})
-			if p != nil {
-				t.pids = []int{p.PID()}
-			}
-		}
-		if err != nil {
+		if t, p, err = startTarget(cfg, name, kvd, redisServer, dir); err != nil {
 			return nil, nil, fmt.Errorf("starting %s: %w", name, err)
 		}
 		if p != nil {
@@ -166,6 +137,50 @@ func startTargets(ctx context.Context, cfg Config, dir string, m *Meta) (targets
 		targets = append(targets, t)
 	}
 	return targets, stopAll, nil
+}
+
+// startTarget starts the process of the target name, if it has one of
+// its own (a node's listener is the cluster's), and returns the target
+// and that process (nil for a node, or when it could not start).
+func startTarget(cfg Config, name string, kvd *cluster.Cluster, redisServer, dir string) (target, *cluster.Process, error) {
+	t := target{name: name}
+	var p *cluster.Process
+	var err error
+	switch name {
+	case Node:
+		t.addr, t.pids = kvd.RedisAddrs[0], kvd.PIDs()
+		return t, nil, nil
+	case Gateway:
+		t.addr, p, err = startProcess(filepath.Join(cfg.Bin, "kvd"), func(addr string) []string {
+			return []string{"gateway", "--endpoints", strings.Join(kvd.Endpoints, ","), "--redis-listen", addr,
+				"--listen-client-urls", "", "--log-level", "warn"}
+		})
+		if p != nil {
+			t.pids = append(kvd.PIDs(), p.PID())
+		}
+		return t, p, err
+	case GoFloor:
+		t.addr, p, err = startProcess(cfg.Kvbench, func(addr string) []string {
+			return []string{"resp-floor", "--listen", addr}
+		})
+	case Redis, RedisAOF:
+		data := filepath.Join(dir, name)
+		if err = os.MkdirAll(data, 0o755); err != nil {
+			return t, nil, err
+		}
+		persist := []string{"--appendonly", "no"}
+		if name == RedisAOF {
+			persist = []string{"--appendonly", "yes", "--appendfsync", "always"}
+		}
+		t.addr, p, err = startProcess(redisServer, func(addr string) []string {
+			_, port, _ := net.SplitHostPort(addr)
+			return append([]string{"--bind", host, "--port", port, "--save", "", "--dir", data, "--daemonize", "no"}, persist...)
+		})
+	}
+	if p != nil {
+		t.pids = []int{p.PID()}
+	}
+	return t, p, err
 }
 
 // startProcess starts bin on a free loopback port; args makes its

@@ -3,6 +3,7 @@ package redisbench
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -45,5 +46,37 @@ func TestRunStopsWhatItStartedWhenATargetNeverAnswers(t *testing.T) {
 	if syscall.Kill(pid, 0) == nil {
 		syscall.Kill(pid, syscall.SIGKILL)
 		t.Errorf("the server (pid %d) was left running", pid)
+	}
+}
+
+// TestRunGoFloor runs the series' redis-benchmark tests against go-floor,
+// a built kvbench's resp-floor command, unpipelined and pipelined: every
+// test completes (redis-benchmark stops at an error reply).
+func TestRunGoFloor(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds kvbench and runs redis-benchmark")
+	}
+	if _, err := exec.LookPath("redis-benchmark"); err != nil {
+		t.Skip("no redis-benchmark in PATH")
+	}
+	bin := t.TempDir()
+	if out, err := exec.Command("go", "build", "-o", bin+"/", "github.com/kvd-project/kvd/cmd/kvbench").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	tests := []string{"set", "get", "incr", "mset"}
+	rep, err := Run(ctx, Config{Kvbench: filepath.Join(bin, "kvbench"), Targets: []string{GoFloor}, Tests: tests,
+		Pipelines: []int{1, 16}, Requests: 500, Rounds: 1, Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Samples) != 2*len(tests) || len(rep.Errors) != 0 {
+		t.Fatalf("%d samples, errors %q; want %d samples", len(rep.Samples), rep.Errors, 2*len(tests))
+	}
+	for _, s := range rep.Samples {
+		if s.Target != GoFloor || s.RPS <= 0 {
+			t.Errorf("sample %+v", s)
+		}
 	}
 }

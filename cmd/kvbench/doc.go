@@ -10,8 +10,10 @@
 //	kvbench writepath [flags]      the floor, the Pebble and state floors and kvd per Raft log
 //	                               (and a baseline build) in rotated rounds, medians
 //	                               and ratios (bench/writepath)
-//	kvbench redis [flags]          redis-benchmark against kvd's gateway, a node
-//	                               and redis-server (bench/redisbench)
+//	kvbench redis [flags]          redis-benchmark against kvd's gateway, a node,
+//	                               a minimal Go RESP server and redis-server
+//	                               (bench/redisbench)
+//	kvbench resp-floor [flags]     that Go RESP server alone (bench/respfloor)
 //
 // Every flag can also be set through an environment variable: KVBENCH_
 // plus the flag name in upper case with dashes as underscores

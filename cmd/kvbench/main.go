@@ -26,8 +26,11 @@ commands:
   writepath     the floors (plain, Pebble, state) and kvd per Raft log (and a baseline build)
                 alternated in rounds in one window: server CPU per PUT over the floor's,
                 PUTs/s and one-client p50 over the baseline's (bench/writepath)
-  redis         redis-benchmark against kvd's gateway, a kvd node, and redis-server
-                without persistence and with appendfsync always (bench/redisbench)
+  redis         redis-benchmark against kvd's gateway, a kvd node, a minimal Go RESP
+                server (go-floor), and redis-server without persistence and with
+                appendfsync always (bench/redisbench)
+  resp-floor    the go-floor target alone: a minimal Go RESP server answering GET, SET,
+                INCR, MSET and PING from memory (bench/respfloor)
 
 'kvbench <command> -h' lists a command's flags.
 `
@@ -77,6 +80,8 @@ func dispatch(ctx context.Context, args []string) error {
 		return etcdCmd(ctx, args[1:])
 	case "writepath":
 		return writepathCmd(ctx, args[1:])
+	case "resp-floor":
+		return respFloorCmd(ctx, args[1:])
 	case "floor-node":
 		return floorNodeCmd(ctx, args[1:])
 	case "help", "-h", "--help":

@@ -7,13 +7,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/kvd-project/kvd/bench/redisbench"
 )
 
 // redisCmd is "kvbench redis": redis-benchmark against kvd's gateway, a
-// kvd node and two redis-servers (see bench/redisbench). It writes
-// redis.md and redis.csv into --out and prints the markdown.
+// kvd node, this executable's resp-floor command (go-floor) and two
+// redis-servers (see bench/redisbench). It writes redis.md and redis.csv
+// into --out and prints the markdown.
 func redisCmd(ctx context.Context, args []string) error {
 	var cfg redisbench.Config
 	var pipelines, tests, targets, out string
@@ -29,7 +31,7 @@ func redisCmd(ctx context.Context, args []string) error {
 	fs.IntVar(&cfg.Keyspace, "keyspace", 0, "redis-benchmark -r (0: no -r, one key)")
 	fs.StringVar(&pipelines, "pipeline", "1,16", "redis-benchmark -P depths")
 	fs.StringVar(&tests, "tests", "set,get,incr,mset", "redis-benchmark -t tests, each run on its own, in this order")
-	fs.StringVar(&targets, "targets", "kvd-gateway,kvd-node,redis,redis-aof", "targets (kvd-gateway, kvd-node, redis, redis-aof)")
+	fs.StringVar(&targets, "targets", strings.Join(redisbench.Targets(), ","), "targets, a subset of the default (go-floor: this kvbench's resp-floor command)")
 	fs.IntVar(&cfg.Rounds, "rounds", redisbench.DefaultRounds, "rounds (the targets' order rotates each round; the report takes medians)")
 	fs.DurationVar(&cfg.Timeout, "invocation-timeout", redisbench.DefaultTimeout, "bound on one redis-benchmark invocation")
 	fs.StringVar(&out, "out", "", "directory for redis.md and redis.csv (empty: none)")
@@ -42,6 +44,9 @@ func redisCmd(ctx context.Context, args []string) error {
 		return err
 	}
 	cfg.Tests, cfg.Targets = splitList(tests), splitList(targets)
+	if cfg.Kvbench, err = os.Executable(); err != nil {
+		return err
+	}
 	if !quiet {
 		cfg.Progress = os.Stderr
 	}
