@@ -105,6 +105,28 @@ func BenchmarkPut(b *testing.B) {
 	}
 }
 
+// BenchmarkGetAfterPause is BenchmarkGetAppend with a pause of 200 µs
+// (untimed) before each GET, as between the requests of one client that
+// waits for each answer: the client's and the server's threads have gone
+// to sleep, and the GET pays for waking them. Beside BenchmarkGetAppend
+// it is what an idle host adds to one request.
+func BenchmarkGetAfterPause(b *testing.B) {
+	c := benchClient(b, make([]byte, 256))
+	key := []byte("bench-key")
+	buf := make([]byte, 0, 512)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	for b.Loop() {
+		b.StopTimer()
+		time.Sleep(200 * time.Microsecond)
+		b.StartTimer()
+		var err error
+		if buf, err = c.GetAppend(ctx, buf[:0], key); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkGetAfterIdle is the first linearizable GET of a client that was
 // idle for longer than its clock sample stays useful (2 s): a clock RPC,
 // then the one-sided GET. Compare with BenchmarkGetAppend (steady state,

@@ -213,9 +213,9 @@ func (c *conn) wunlockMore(werr error, more bool) error {
 // reads them, and may answer them, together. A Read posted alone (no
 // other in flight, none waiting for serveLoop's flush) flushes itself:
 // no batch is likely to form, and handing the flush to serveLoop would
-// wake it first, which after an idle spell costs more than the write
-// (BenchmarkGetAfterIdle in client). A write error fails the connection,
-// as in wunlock.
+// put a goroutine switch, and after an idle spell a thread's wake-up, on
+// the READ's path (BenchmarkGetAfterPause in client). A write error fails
+// the connection, as in wunlock.
 func (c *conn) wunlockPosted(werr error, alone bool) error {
 	if werr != nil || (alone && !c.posted) {
 		return c.wunlock(werr)
