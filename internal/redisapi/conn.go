@@ -45,7 +45,8 @@ func (s *Server) newConn(nc net.Conn) *conn {
 // serve reads commands and answers them in order until the client goes
 // away, breaks the protocol or a limit, or QUITs. Replies are written out
 // when no more pipelined commands wait, or MaxPipeline are held. Pipelined
-// plain SETs are committed as a run (setrun.go).
+// plain SETs are committed as a run (setrun.go), and pipelined plain
+// GETs read as one (getrun.go).
 func (c *conn) serve() {
 	held := 0
 	var next [][]byte // read ahead by collectSets, not yet run
@@ -63,14 +64,12 @@ func (c *conn) serve() {
 			}
 		}
 		n := 1
-		if c.plainSet(args) && c.r.Buffered() > 0 && held+1 < c.s.cfg.MaxPipeline {
-			run, ahead, err := c.collectSets(args, c.s.cfg.MaxPipeline-held)
-			c.runSets(run)
-			if err != nil {
+		if c.r.Buffered() > 0 && held+1 < c.s.cfg.MaxPipeline && (c.plainSet(args) || c.plainGet(args)) {
+			var err error
+			if n, next, err = c.runPipelined(args, c.s.cfg.MaxPipeline-held); err != nil {
 				c.readFailed(err)
 				return
 			}
-			n, next = len(run), ahead
 		} else {
 			c.s.commands.Add(1)
 			r := c.dispatch(args)
@@ -87,6 +86,21 @@ func (c *conn) serve() {
 			return
 		}
 	}
+}
+
+// runPipelined runs first, a plain SET or GET with more commands
+// buffered, with the run of its kind that follows it (at most max
+// commands), and writes their replies. It returns how many commands it
+// ran, the command read after them (nil if none), and a read error.
+func (c *conn) runPipelined(first [][]byte, max int) (n int, next [][]byte, err error) {
+	if c.plainSet(first) {
+		run, next, err := c.collectSets(first, max)
+		c.runSets(run)
+		return len(run), next, err
+	}
+	keys, next, err := c.collectGets(first, max)
+	c.runGets(keys)
+	return len(keys), next, err
 }
 
 // flush writes the held replies out within ReplyTimeout.
