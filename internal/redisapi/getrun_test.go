@@ -3,6 +3,7 @@ package redisapi_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kvd-project/kvd/internal/redisapi"
 )
@@ -98,4 +99,28 @@ func repeat(s string, n int) []string {
 		out[i] = s
 	}
 	return out
+}
+
+// TestPipelinedGetsFailOneByOne: when a run's read fails (the cluster is
+// gone), each GET of the run is answered by its own attempt, an error in
+// its place, and the connection serves on.
+func TestPipelinedGetsFailOneByOne(t *testing.T) {
+	e := startAttempt(t, 1, redisapi.Config{CommandTimeout: 2 * time.Second}, 200*time.Millisecond)
+	c := e.dial(t)
+	if got := c.do("SET", "a", "1"); got != "OK" {
+		t.Fatalf("SET a: %s", got)
+	}
+	if got := c.do("GET", "a"); got != `"1"` {
+		t.Fatalf("GET a: %s", got)
+	}
+	e.nodes[0].Stop()
+	c.write(encode(append(getsOf(3, "a"), []string{"PING"})))
+	for i := range 3 {
+		if got := c.read(); !strings.HasPrefix(got, "(error) ERR kvd: ") {
+			t.Errorf("GET %d: %s, want kvd's error", i, got)
+		}
+	}
+	if got := c.read(); got != "PONG" {
+		t.Errorf("PING after the failed GETs: %s", got)
+	}
 }
